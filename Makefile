@@ -1,0 +1,51 @@
+# nbkit — the README's two commands are `make workbook` and `make test`; both run `make setup` first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU wheel of torch 2.13.0 satisfies `torch>=2.4`. GPU users: make setup TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128"
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.nbkit-installed
+PYTEST_ARGS ?=
+
+.PHONY: setup workbook smoke lab test test-fast sync lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip wheel setuptools
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "$(TORCH_SPEC)"
+	$(PY) -m pip install -e ".[all,dev]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nbkit)"
+	@# Convert SmolLM2's GGUF to the safetensors cache once (~30 s) so notebooks load it in seconds.
+	$(PY) -c "from nbkit.models import smollm2_dir; print('SmolLM2 cache:', smollm2_dir())"
+	touch $(STAMP)
+
+## The main job: every notebook, default parameters, headless → runs/<timestamp>/ (executed .ipynb, HTML, index.html)
+workbook: setup
+	$(VENV)/bin/nbkit run --all
+
+## What an instructor runs before class: every notebook with SMOKE=True
+smoke: setup
+	$(VENV)/bin/nbkit run --all --smoke
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/
+
+test: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(VENV)/bin/pytest tests/unit tests/panels $(PYTEST_ARGS)
+
+## Regenerate each .ipynb from its paired py:percent script (outputs stripped)
+sync: setup
+	$(VENV)/bin/jupytext --to ipynb --update notebooks/[0-9][0-9]_*.py
+	$(VENV)/bin/nbstripout notebooks/*.ipynb
+
+lint: setup
+	$(VENV)/bin/ruff check nbkit tests bench
+	$(VENV)/bin/pscheck nbkit
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

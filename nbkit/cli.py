@@ -1,0 +1,184 @@
+"""The ``nbkit`` command: run, list, doctor, audit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from nbkit.runner import RunError, main_error
+
+# Packages each theme needs: (import name, distribution name).
+THEME_PACKAGES = {
+    "core": [("torch", "torch"), ("papermill", "papermill"), ("plotly", "plotly"), ("ipywidgets", "ipywidgets"),
+             ("transformers", "transformers"), ("jupyterlab", "jupyterlab"), ("jupytext", "jupytext")],
+    "kg": [("torch_geometric", "torch-geometric"), ("pykeen", "pykeen"), ("pyarrow", "pyarrow"),
+           ("pyoxigraph", "pyoxigraph"), ("sklearn", "scikit-learn")],
+    "zero": [("deepspeed", "deepspeed"), ("accelerate", "accelerate")],
+    "signatures": [("dspy", "dspy"), ("llama_cpp", "llama-cpp-python"), ("bm25s", "bm25s")],
+    "audit": [("peft", "peft"), ("scipy", "scipy")],
+}
+
+
+def _cmd_run(args) -> int:
+    from nbkit.runner import parse_value, run_notebooks
+
+    params = {k: parse_value(v) for k, v in (args.param or [])}
+    specs = [] if args.all else args.notebooks
+    try:
+        run_dir, results = run_notebooks(specs, params, smoke=args.smoke, output=args.output,
+                                         kernel=args.kernel, progress=not args.quiet)
+    except RunError as exc:
+        return main_error(str(exc))
+    if run_dir is None:
+        failed = [r for r in results if not r.ok]
+        for r in failed:
+            print(f"nbkit: FAILED {r.error}", file=sys.stderr)
+        return 1
+    print(f"wrote {run_dir}/  (index: {run_dir / 'index.html'})")
+    return 0
+
+
+def _cmd_list(args) -> int:
+    from nbkit.runner import available_notebooks, notebook_parameters
+
+    out = {}
+    for nb in available_notebooks():
+        try:
+            out[nb.stem] = notebook_parameters(nb)
+        except RunError as exc:
+            return main_error(str(exc))
+    if args.format == "json":
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    for name, params in out.items():
+        print(name)
+        for key, info in params.items():
+            print(f"    {key:<14} {info['type']:<6} default={info['default']!r}")
+    return 0
+
+
+def doctor_report(build_cache: bool = False) -> dict:
+    """Environment, device, theme packages, local model files, server binaries."""
+    from nbkit.device import device_report
+    from nbkit.models import model_files_status, smollm2_dir
+
+    report: dict = {"device": device_report(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
+    for theme, pkgs in THEME_PACKAGES.items():
+        report["packages"][theme] = {}
+        for mod, dist in pkgs:
+            try:
+                ver = metadata.version(dist)
+                report["packages"][theme][dist] = {"ok": True, "version": ver}
+            except metadata.PackageNotFoundError:
+                report["packages"][theme][dist] = {"ok": False, "fix": f"pip install -e '.[{theme if theme != 'core' else 'all'}]'  (or make setup)"}
+    if build_cache:
+        smollm2_dir()
+    report["models"] = model_files_status()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    report["binaries"]["chromium"] = (
+        {"ok": True, "path": chromium} if chromium else {"ok": False, "fix": "apt-get install chromium (browser tests only)"}
+    )
+    try:
+        from importlib.util import find_spec
+
+        ok = find_spec("llama_cpp") is not None and find_spec("llama_cpp.server") is not None
+    except (ImportError, ValueError):
+        ok = False
+    report["binaries"]["llama_cpp.server"] = (
+        {"ok": True, "how": f"{sys.executable} -m llama_cpp.server"}
+        if ok else {"ok": False, "fix": "pip install 'llama-cpp-python[server]' (builds ~15 min on 2 cores)"}
+    )
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        specs = KernelSpecManager().find_kernel_specs()
+        report["kernel"]["python3"] = {"ok": "python3" in specs, "path": specs.get("python3"),
+                                       "fix": None if "python3" in specs else "make setup"}
+    except ImportError:
+        report["kernel"]["python3"] = {"ok": False, "fix": "make setup"}
+    return report
+
+
+def _cmd_doctor(args) -> int:
+    report = doctor_report(build_cache=args.build_cache)
+    missing = [
+        f"{section}/{name}"
+        for section in ("packages",)
+        for theme in report[section].values()
+        for name, info in theme.items()
+        if not info["ok"]
+    ] + [f"{section}/{name}" for section in ("models", "binaries", "kernel") for name, info in report[section].items() if not info["ok"]]
+    if args.format == "json":
+        print(json.dumps({**report, "missing": missing}, indent=2, default=str))
+    else:
+        dev = report["device"]
+        print(f"python {dev['python']}  torch {dev['torch']}  cuda build {dev['torch_cuda_build']}  cuda available {dev['cuda_available']}")
+        print(f"cores {dev['cpu_cores_usable']}  RAM {dev['ram_total_gib']} GiB  GPUs: "
+              + (", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in dev["gpus"]) or "none"))
+        for theme, pkgs in report["packages"].items():
+            line = "  ".join(f"{'✔' if i['ok'] else '✘'} {n} {i.get('version', '')}".strip() for n, i in pkgs.items())
+            print(f"[{theme}] {line}")
+        for section in ("models", "binaries", "kernel"):
+            for name, info in report[section].items():
+                mark = "✔" if info["ok"] else "✘"
+                detail = info.get("path") or info.get("how") or ""
+                fix = "" if info["ok"] else f"  — {info.get('why', 'missing')}; fix: {info.get('fix')}"
+                print(f"{mark} {section}/{name} {detail}{fix}")
+        print("all present" if not missing else f"missing: {', '.join(missing)}")
+    return 0 if not missing else 1
+
+
+def _cmd_audit(argv: list[str]) -> int:
+    try:
+        from nbkit.audit.cli import main as audit_main
+    except ImportError as exc:
+        return main_error(f"the audit theme is not available ({exc}); install with: pip install -e '.[audit]'")
+    return int(audit_main(argv) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nbkit", description="Run and inspect the nbkit diagnostic workbook.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="execute notebooks headless (papermill) into runs/<timestamp>/")
+    run.add_argument("notebooks", nargs="*", help="notebook paths, names (01_kg_gnn), numbers (01) or themes (kg); default all")
+    run.add_argument("-p", "--param", nargs=2, action="append", metavar=("KEY", "VALUE"), help="set a parameter (Python literal)")
+    run.add_argument("--smoke", action="store_true", help="set SMOKE=True (fast run)")
+    run.add_argument("--all", action="store_true", help="run every notebook")
+    run.add_argument("--output", type=Path, help="output directory (default runs/<timestamp>)")
+    run.add_argument("--kernel", default="python3")
+    run.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bar")
+    run.set_defaults(func=_cmd_run)
+
+    lst = sub.add_parser("list", help="notebooks and their parameters")
+    lst.add_argument("--format", choices=["text", "json"], default="text")
+    lst.set_defaults(func=_cmd_list)
+
+    doc = sub.add_parser("doctor", help="what is present, what is missing, how to get it")
+    doc.add_argument("--format", choices=["text", "json"], default="text")
+    doc.add_argument("--build-cache", action="store_true", help="also convert SmolLM2's GGUF to the safetensors cache")
+    doc.set_defaults(func=_cmd_doctor)
+
+    sub.add_parser("audit", help="fine-tune audit: nbkit audit CONFIG.yaml [--checks ...] [--format text|json]", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "audit":
+        return _cmd_audit(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("nbkit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""Device choice, a device report, and one memory-probe interface for CUDA and CPU.
+
+Every experiment calls ``pick_device(DEVICE)`` with the notebook's ``DEVICE`` parameter, so the same
+code runs on a laptop CPU and on a GPU box; nothing else in nbkit names a device.
+
+Memory probes answer the same questions on both back ends and say plainly which figures they
+cannot provide (``MemorySnapshot.unavailable``): CUDA's caching allocator reports reserved vs
+allocated bytes, inactive split blocks and allocation retries — the fragmentation figures — while a
+CPU process has no such allocator, so the CPU probe reports process RSS and, inside
+``track_tensors``, tensor bytes by category (parameters, gradients, optimizer state, activations).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def pick_device(choice: str = "auto"):
+    """Return a ``torch.device`` for ``"auto" | "cpu" | "cuda" | "cuda:N"``.
+
+    ``auto`` takes CUDA when it is available, else CPU. Asking for CUDA on a machine without it is
+    an error that says so, rather than a silent fallback that would mislabel every measurement.
+    """
+    import torch
+
+    if not isinstance(choice, str):
+        raise TypeError(f"DEVICE must be a string ('auto', 'cpu' or 'cuda'), got {type(choice).__name__}")
+    wanted = choice.strip().lower()
+    if wanted == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if wanted == "cpu":
+        return torch.device("cpu")
+    if wanted == "cuda" or wanted.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"DEVICE={choice!r} but CUDA is not available here (torch {torch.__version__}); "
+                "use DEVICE='auto' or 'cpu', or install a CUDA build of torch (see README)"
+            )
+        dev = torch.device(wanted)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise RuntimeError(f"DEVICE={choice!r} but only {torch.cuda.device_count()} CUDA device(s) exist")
+        return dev
+    raise ValueError(f"DEVICE must be one of {DEVICE_CHOICES} or 'cuda:N', got {choice!r}")
+
+
+def device_report() -> dict[str, Any]:
+    """What this machine offers: torch build, CUDA, GPU name and memory, cores, RAM."""
+    import psutil
+    import torch
+
+    report: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "torch_cuda_build": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "cpu_cores_logical": os.cpu_count(),
+        "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "ram_total_gib": round(psutil.virtual_memory().total / 2**30, 2),
+        "ram_available_gib": round(psutil.virtual_memory().available / 2**30, 2),
+        "gpus": [],
+    }
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            report["gpus"].append(
+                {
+                    "index": i,
+                    "name": props.name,
+                    "memory_gib": round(props.total_memory / 2**30, 2),
+                    "capability": f"{props.major}.{props.minor}",
+                    "multiprocessors": props.multi_processor_count,
+                }
+            )
+    return report
+
+
+@dataclass
+class MemorySnapshot:
+    """Figures in bytes from one probe reading, and the figures this back end cannot give."""
+
+    device: str
+    figures: dict[str, int]
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def get(self, name: str) -> int | None:
+        return self.figures.get(name)
+
+
+class MemoryProbe:
+    """Common interface: ``snapshot()``, ``peak_bytes()``, ``reset_peak()``."""
+
+    device: str = "?"
+
+    def snapshot(self) -> MemorySnapshot:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def peak_bytes(self) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def reset_peak(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+# Figures only CUDA's caching allocator can give; the CPU probe names them as unavailable.
+CUDA_ONLY_FIGURES = {
+    "reserved": "reserved bytes are a CUDA caching-allocator figure",
+    "inactive_split": "inactive split blocks (fragmentation) need CUDA's caching allocator",
+    "num_alloc_retries": "allocation retries need CUDA's caching allocator",
+    "fragmentation": "fragmentation (reserved - allocated) needs CUDA",
+}
+
+
+class CudaMemoryProbe(MemoryProbe):
+    def __init__(self, device=None):
+        import torch
+
+        self._torch = torch
+        self._dev = torch.device(device) if device is not None else torch.device("cuda")
+        self.device = str(self._dev)
+
+    def snapshot(self) -> MemorySnapshot:
+        stats = self._torch.cuda.memory_stats(self._dev)
+        allocated = int(stats.get("allocated_bytes.all.current", 0))
+        reserved = int(stats.get("reserved_bytes.all.current", 0))
+        figures = {
+            "allocated": allocated,
+            "reserved": reserved,
+            "active": int(stats.get("active_bytes.all.current", 0)),
+            "inactive_split": int(stats.get("inactive_split_bytes.all.current", 0)),
+            "num_alloc_retries": int(stats.get("num_alloc_retries", 0)),
+            "num_ooms": int(stats.get("num_ooms", 0)),
+            "peak_allocated": int(stats.get("allocated_bytes.all.peak", 0)),
+            "peak_reserved": int(stats.get("reserved_bytes.all.peak", 0)),
+            "fragmentation": reserved - allocated,
+        }
+        return MemorySnapshot(self.device, figures)
+
+    def peak_bytes(self) -> int:
+        return int(self._torch.cuda.max_memory_allocated(self._dev))
+
+    def reset_peak(self) -> None:
+        self._torch.cuda.reset_peak_memory_stats(self._dev)
+
+
+class CpuMemoryProbe(MemoryProbe):
+    """Process RSS from psutil; the peak is the highest RSS this probe has sampled since reset.
+
+    The OS's own lifetime high-water mark (``ru_maxrss``) cannot be reset, so it is reported as a
+    separate figure, and ``peak_bytes`` is the probe's own sampled maximum.
+    """
+
+    device = "cpu"
+
+    def __init__(self):
+        import psutil
+
+        self._proc = psutil.Process()
+        self._peak = self._proc.memory_info().rss
+
+    def _rss(self) -> int:
+        rss = int(self._proc.memory_info().rss)
+        self._peak = max(self._peak, rss)
+        return rss
+
+    def snapshot(self) -> MemorySnapshot:
+        import resource
+
+        rss = self._rss()
+        figures = {
+            "rss": rss,
+            "peak_rss_sampled": self._peak,
+            # ru_maxrss is KiB on Linux.
+            "peak_rss_lifetime": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
+        }
+        return MemorySnapshot("cpu", figures, dict(CUDA_ONLY_FIGURES))
+
+    def peak_bytes(self) -> int:
+        self._rss()
+        return self._peak
+
+    def reset_peak(self) -> None:
+        self._peak = self._rss()
+
+
+def memory_probe(device=None) -> MemoryProbe:
+    """The probe for ``device`` (a ``torch.device``, a string, or None for auto)."""
+    import torch
+
+    dev = pick_device("auto") if device is None else torch.device(device) if isinstance(device, str) else device
+    if dev.type == "cuda":
+        return CudaMemoryProbe(dev)
+    return CpuMemoryProbe()
+
+
+@dataclass
+class TensorMemory:
+    """Tensor bytes by category from ``track_tensors`` (current at exit, and peak)."""
+
+    current: dict[str, int] = field(default_factory=dict)
+    peak: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_peak(self) -> int:
+        return int(sum(self.peak.values()))
+
+
+@contextmanager
+def track_tensors(*modules_and_optimizers) -> Iterator[TensorMemory]:
+    """Account tensor bytes by category (params, grads, optimizer state, activations, temps).
+
+    Uses PyTorch's own ``MemTracker`` (torch.distributed._tools), which works on any device, so the
+    CPU path reports the same categories as the GPU path. Figures fill in when the block exits.
+    """
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    tracker = MemTracker()
+    if modules_and_optimizers:
+        tracker.track_external(*modules_and_optimizers)
+    result = TensorMemory()
+    with tracker:
+        yield result
+    for kind, target in (("current", result.current), ("peak", result.peak)):
+        snap = tracker.get_tracker_snapshot(kind)
+        for _dev, by_type in snap.items():
+            for ref_type, nbytes in by_type.items():
+                name = getattr(ref_type, "value", str(ref_type))
+                target[name] = target.get(name, 0) + int(nbytes)

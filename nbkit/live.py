@@ -1,0 +1,201 @@
+"""Live-updating plotly curves for loss, memory and throughput.
+
+``LiveFigure`` streams points into named traces. With a widget frontend (JupyterLab, Notebook 7,
+VS Code) it drives a ``plotly.graph_objects.FigureWidget`` in place; headless (papermill,
+``nbkit run``, plain Python) it keeps a static ``go.Figure`` with the same data and, inside a
+kernel, refreshes one display output through a display id, so the executed notebook and its HTML
+rendering hold the final figure. Redraws are throttled: streaming a point per training step must
+not cost more than the step.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+HEADLESS_ENV = "NBKIT_HEADLESS"
+
+
+def widgets_available() -> bool:
+    """True when a widget frontend can render ``FigureWidget``s.
+
+    A kernel cannot see whether a frontend is attached, so the harness that runs notebooks
+    headless (``nbkit run``, the tests) says so through ``$NBKIT_HEADLESS``; outside a kernel there
+    is never a frontend.
+    """
+    if os.environ.get(HEADLESS_ENV, "").strip() not in ("", "0", "false", "False"):
+        return False
+    if "ipykernel" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        if ip is None or not hasattr(ip, "kernel"):
+            return False
+        import anywidget  # noqa: F401  (plotly>=6 FigureWidget is an anywidget)
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and hasattr(ip, "kernel")
+
+
+def configure_static_renderer() -> None:
+    """Make static plotly figures self-contained (no CDN: machines here may be offline)."""
+    import plotly.io as pio
+
+    if in_kernel():
+        # The mimetype keeps JupyterLab's renderer; "notebook" embeds plotly.js once so the HTML
+        # export of an executed notebook shows figures without network access.
+        pio.renderers.default = "plotly_mimetype+notebook"
+
+
+class LiveFigure:
+    """A figure whose traces grow while a run streams points into it.
+
+    >>> live = LiveFigure("loss", xaxis="step", yaxis="loss")
+    >>> live.add("train", 0, 2.3); live.add("train", 1, 2.1); live.flush()
+    >>> live.trace_data("train")
+    ([0, 1], [2.3, 2.1])
+    """
+
+    def __init__(
+        self,
+        title: str = "",
+        *,
+        xaxis: str = "",
+        yaxis: str = "",
+        widget: bool | None = None,
+        min_interval_s: float | None = None,
+        height: int = 360,
+        mode: str = "lines+markers",
+    ):
+        import plotly.graph_objects as go
+
+        self.widget = widgets_available() if widget is None else widget
+        # Widget redraws are cheap; re-sending a whole static figure through a display id is not.
+        self.min_interval_s = min_interval_s if min_interval_s is not None else (0.25 if self.widget else 2.0)
+        self.mode = mode
+        layout = dict(
+            title=title,
+            xaxis_title=xaxis,
+            yaxis_title=yaxis,
+            height=height,
+            template="plotly_white",
+            margin=dict(l=60, r=20, t=50, b=50),
+        )
+        self.figure = go.FigureWidget(layout=layout) if self.widget else go.Figure(layout=layout)
+        self._pending: dict[str, tuple[list, list]] = {}
+        self._data: dict[str, tuple[list, list]] = {}
+        self._last_push = 0.0
+        self._handle = None
+        if not self.widget:
+            configure_static_renderer()
+
+    # -- streaming -----------------------------------------------------------------------
+    def add(self, name: str, x: Any, y: Any) -> None:
+        """Append one point to trace ``name`` (created on first use)."""
+        self.extend(name, [x], [y])
+
+    def extend(self, name: str, xs: Iterable[Any], ys: Iterable[Any]) -> None:
+        xs, ys = list(xs), list(ys)
+        if len(xs) != len(ys):
+            raise ValueError(f"trace {name!r}: {len(xs)} x values but {len(ys)} y values")
+        px, py = self._pending.setdefault(name, ([], []))
+        px.extend(xs)
+        py.extend(ys)
+        dx, dy = self._data.setdefault(name, ([], []))
+        dx.extend(xs)
+        dy.extend(ys)
+        if time.monotonic() - self._last_push >= self.min_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Push pending points to the figure now."""
+        if not self._pending:
+            return
+        names = {t.name: i for i, t in enumerate(self.figure.data)}
+        ctx = self.figure.batch_update() if self.widget else _nullcontext()
+        with ctx:
+            for name, (xs, ys) in self._pending.items():
+                if name not in names:
+                    self.figure.add_scatter(x=list(xs), y=list(ys), name=name, mode=self.mode)
+                    names[name] = len(self.figure.data) - 1
+                else:
+                    trace = self.figure.data[names[name]]
+                    trace.x = tuple(trace.x or ()) + tuple(xs)
+                    trace.y = tuple(trace.y or ()) + tuple(ys)
+        self._pending = {}
+        self._last_push = time.monotonic()
+        if self._handle is not None:
+            self._handle.update(self.figure)
+
+    def reset(self, title: str | None = None) -> None:
+        """Remove every trace (a new run starts); keep the layout."""
+        self._pending = {}
+        self._data = {}
+        self.figure.data = ()
+        if title is not None:
+            self.figure.layout.title = title
+        if self._handle is not None:
+            self._handle.update(self.figure)
+
+    def set_figure(self, fig) -> None:
+        """Replace traces and layout with those of ``fig`` (a finished figure from a theme module)."""
+        ctx = self.figure.batch_update() if self.widget else _nullcontext()
+        with ctx:
+            self.figure.data = ()
+            for trace in fig.data:
+                self.figure.add_trace(trace)
+            self.figure.layout = fig.layout
+        self._pending = {}
+        self._data = {t.name: (list(t.x or ()), list(t.y or ())) for t in self.figure.data if hasattr(t, "x")}
+        if self._handle is not None:
+            self._handle.update(self.figure)
+
+    # -- reading -------------------------------------------------------------------------
+    def trace_data(self, name: str) -> tuple[list, list]:
+        """All points streamed into ``name`` so far, flushed or not."""
+        xs, ys = self._data.get(name, ([], []))
+        return list(xs), list(ys)
+
+    @property
+    def trace_names(self) -> Sequence[str]:
+        return list(self._data)
+
+    # -- display -------------------------------------------------------------------------
+    def show(self):
+        """Display the figure (a live widget, or a static output refreshed through its display id)."""
+        from IPython.display import display
+
+        if self.widget:
+            display(self.figure)
+        elif in_kernel():
+            self._handle = display(self.figure, display_id=True)
+        return self
+
+    def close(self) -> None:
+        self.flush()
+
+    def _ipython_display_(self):  # displaying a LiveFigure shows its figure
+        self.show()
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

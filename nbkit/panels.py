@@ -1,0 +1,236 @@
+"""Widget panels built from a parameters dataclass.
+
+A theme exposes a *plain* run function ``run(params, live) -> result`` (``live`` is a
+``LiveFigure`` it may stream curves into; it may also just return a finished plotly figure). A
+``Panel`` wires it to widgets: one control per dataclass field, a Run button, a progress bar, the
+live figure and an output area where a failure shows as one readable line, never a traceback wall.
+
+``Panel.run(**overrides)`` runs exactly what the button runs, without widgets, so a notebook's
+default run executes headless under papermill and tests can drive it.
+
+Field metadata steers the controls::
+
+    @dataclass
+    class LadderParams:
+        epochs: int = field(default=20, metadata={"min": 1, "max": 200})
+        lr: float = field(default=0.01, metadata={"min": 1e-4, "max": 1.0, "step": 1e-4})
+        aggr: str = field(default="mean", metadata={"choices": ["mean", "add"]})
+        rungs: tuple = field(default=(1, 2), metadata={"choices": [1, 2, 3, 4]})  # multi-select
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from nbkit.live import LiveFigure, in_kernel, widgets_available
+
+
+class PanelError(RuntimeError):
+    """A run failed; ``message`` is the one readable line the panel shows."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line: the exception, its message, and where in user/theme code it arose."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    for frame in reversed(frames):
+        # Name the deepest frame inside nbkit or the notebook, not inside torch/pyg internals.
+        if "site-packages" not in frame.filename or "/nbkit/" in frame.filename:
+            where = f" (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name})"
+            break
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {msg}{where}"
+
+
+def _field_choices(f: dataclasses.Field) -> list | None:
+    choices = f.metadata.get("choices")
+    return list(choices) if choices is not None else None
+
+
+def build_control(f: dataclasses.Field, value: Any):
+    """The ipywidgets control for one dataclass field."""
+    import ipywidgets as w
+
+    md = f.metadata
+    label = md.get("label", f.name)
+    style = {"description_width": "initial"}
+    choices = _field_choices(f)
+    if choices is not None and isinstance(value, (list, tuple)):
+        return w.SelectMultiple(options=choices, value=tuple(value), description=label, style=style, rows=min(6, len(choices)))
+    if choices is not None:
+        return w.Dropdown(options=choices, value=value, description=label, style=style)
+    if isinstance(value, bool):
+        return w.Checkbox(value=value, description=label, indent=False)
+    if isinstance(value, int):
+        lo, hi = md.get("min", min(0, value)), md.get("max", max(10, value * 4))
+        return w.IntSlider(value=value, min=lo, max=hi, step=md.get("step", 1), description=label, style=style, continuous_update=False)
+    if isinstance(value, float):
+        lo, hi = md.get("min", min(0.0, value)), md.get("max", max(1.0, value * 4))
+        if md.get("log"):
+            import math
+
+            return w.FloatLogSlider(value=value, min=math.log10(lo), max=math.log10(hi), description=label, style=style, continuous_update=False)
+        return w.FloatSlider(value=value, min=lo, max=hi, step=md.get("step", (hi - lo) / 100), description=label, style=style, continuous_update=False)
+    if isinstance(value, str):
+        return w.Text(value=value, description=label, style=style)
+    raise TypeError(f"panel field {f.name!r}: no control for {type(value).__name__} (give it 'choices' metadata)")
+
+
+class Panel:
+    """Controls + Run button + progress + live figure + readable errors, around a plain function."""
+
+    def __init__(
+        self,
+        params: Any,
+        run: Callable[..., Any],
+        *,
+        title: str = "",
+        figure: LiveFigure | None = None,
+        widget: bool | None = None,
+        show_result: Callable[[Any], Any] | None = None,
+    ):
+        if not dataclasses.is_dataclass(params) or isinstance(params, type):
+            raise TypeError("Panel needs a dataclass *instance* of parameters")
+        self.params = params
+        self._run_fn = run
+        self.title = title
+        self.widget = widgets_available() if widget is None else widget
+        self.live = figure if figure is not None else LiveFigure(title, widget=self.widget)
+        self._wants_live = "live" in inspect.signature(run).parameters
+        self._show_result = show_result
+        self.result: Any = None
+        self.error: str | None = None
+        self.runs = 0
+        self.controls: dict[str, Any] = {}
+        self._box = None
+        if self.widget:
+            self._build_widgets()
+
+    # -- the plain path ------------------------------------------------------------------
+    def current_params(self, **overrides):
+        """The dataclass with the controls' values (and ``overrides``) applied."""
+        values = {f.name: getattr(self.params, f.name) for f in dataclasses.fields(self.params)}
+        for name, ctl in self.controls.items():
+            v = ctl.value
+            values[name] = tuple(v) if isinstance(values[name], (tuple, list)) else v
+        unknown = set(overrides) - set(values)
+        if unknown:
+            raise TypeError(f"{type(self.params).__name__} has no parameter(s) {sorted(unknown)}; known: {sorted(values)}")
+        values.update(overrides)
+        return dataclasses.replace(self.params, **values)
+
+    def run(self, raise_errors: bool = True, **overrides):
+        """Run with the current control values; returns the run function's result."""
+        params = self.current_params(**overrides)
+        self.error = None
+        self.live.reset()
+        try:
+            result = self._run_fn(params, live=self.live) if self._wants_live else self._run_fn(params)
+        except KeyboardInterrupt:
+            self.error = "interrupted"
+            self._show_error(self.error)
+            raise
+        except Exception as exc:  # the panel's job: turn any failure into one readable line
+            self.error = describe_error(exc)
+            self._show_error(self.error)
+            if raise_errors:
+                raise PanelError(self.error) from exc
+            return None
+        self.live.flush()
+        fig = getattr(result, "figure", None) if not _is_figure(result) else result
+        if fig is None and isinstance(result, dict):
+            fig = result.get("figure")
+        if _is_figure(fig):
+            self.live.set_figure(fig)
+        self.result = result
+        self.runs += 1
+        self._show(result)
+        return result
+
+    # -- widgets -------------------------------------------------------------------------
+    def _build_widgets(self):
+        import ipywidgets as w
+
+        for f in dataclasses.fields(self.params):
+            if f.metadata.get("hidden"):
+                continue
+            self.controls[f.name] = build_control(f, getattr(self.params, f.name))
+        self.run_button = w.Button(description="Run", button_style="primary", icon="play")
+        self.status = w.HTML(value="")
+        self.output = w.Output()
+        self.run_button.on_click(lambda _b: self._on_click())
+        header = w.HTML(f"<b>{self.title}</b>") if self.title else w.HTML("")
+        controls = w.GridBox(list(self.controls.values()), layout=w.Layout(grid_template_columns="repeat(2, 48%)"))
+        self._box = w.VBox([header, controls, w.HBox([self.run_button, self.status]), self.live.figure, self.output])
+
+    def _on_click(self):
+        self.run_button.disabled = True
+        self.status.value = "running…"
+        self.output.clear_output()
+        try:
+            with self.output:
+                self.run(raise_errors=False)
+        finally:
+            self.run_button.disabled = False
+            self.status.value = (
+                f"<span style='color:#b00'>failed</span>" if self.error else f"done (run {self.runs})"
+            )
+
+    def click(self):
+        """Press Run (tests and scripted demos)."""
+        if self.widget:
+            self.run_button.click()
+        else:
+            self.run(raise_errors=False)
+
+    def _show_error(self, message: str):
+        if not in_kernel():
+            return
+        from IPython.display import HTML, display
+
+        html = HTML(f"<div style='color:#b00;font-family:monospace'>⚠ {_escape(message)}</div>")
+        if self.widget:
+            with self.output:
+                display(html)
+        else:
+            display(html)
+
+    def _show(self, result):
+        if not in_kernel():
+            return
+        from IPython.display import display
+
+        shown = self._show_result(result) if self._show_result else None
+        if shown is not None:
+            if self.widget:
+                with self.output:
+                    display(shown)
+            else:
+                display(shown)
+
+    def display(self):
+        """Show the panel (widgets), or the live figure when headless."""
+        from IPython.display import display
+
+        if self.widget:
+            display(self._box)
+        else:
+            self.live.show()
+        return self
+
+    def _ipython_display_(self):
+        self.display()
+
+
+def _is_figure(obj) -> bool:
+    return type(obj).__name__ in ("Figure", "FigureWidget") and hasattr(obj, "data") and hasattr(obj, "layout")
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
