@@ -1,0 +1,215 @@
+"""Rule plumbing: :class:`Diagnostic`, :class:`BaseRule`, :class:`RuleRegistry`, plugin loading."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from nbkit.pscheck.model import ModelInfo, ModuleInfo
+
+SEVERITIES = ("warning", "error")
+ENTRY_POINT_GROUP = "nbkit.pscheck.rules"
+# Code for "this file could not be checked" (read/decode/parse/import failures): exit status 2.
+UNREADABLE = "PSC000"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    """One finding. ``line``/``col`` are 1-based (what editors expect)."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    severity: str  # "error" | "warning"
+    message: str
+    rule: str  # rule name, e.g. "default-type-mismatch"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def format(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message} [{self.severity}]"
+
+
+@dataclass
+class RuleContext:
+    """What a rule may look at besides the model: the whole run."""
+
+    models: list[ModelInfo]
+    strict: bool = False
+
+    @property
+    def model_names(self) -> frozenset[str]:
+        return frozenset(m.name for m in self.models)
+
+    def model_named(self, name: str) -> ModelInfo | None:
+        short = name.rpartition(".")[2]
+        for m in self.models:
+            if m.name == short:
+                return m
+        return None
+
+
+class BaseRule:
+    """Base class of every rule, built-in or plugin.
+
+    Subclasses set the class attributes and override :meth:`check_model` (called once per
+    Pydantic model of the run) and/or :meth:`check_module` (once per parsed file). They yield
+    diagnostics made with :meth:`diag`. The documentation attributes (``bad``, ``good``,
+    ``rationale``) feed ``docs/pscheck.md`` and are checked by the tests: ``bad`` must trigger the
+    rule and ``good`` must not.
+    """
+
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    severity: ClassVar[str] = "error"
+    summary: ClassVar[str] = ""  # one line: what is wrong
+    strict_only: ClassVar[bool] = False  # enabled by --strict (or by selecting the code)
+    bad: ClassVar[str] = ""
+    good: ClassVar[str] = ""
+    rationale: ClassVar[str] = ""
+
+    def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterable[Diagnostic]:
+        return ()
+
+    def check_module(self, module: ModuleInfo, ctx: RuleContext) -> Iterable[Diagnostic]:
+        return ()
+
+    def diag(self, where: ModelInfo | ModuleInfo, node: ast.AST | None, message: str,
+             severity: str | None = None) -> Diagnostic:
+        line = getattr(node, "lineno", 1) or 1
+        col = (getattr(node, "col_offset", 0) or 0) + 1
+        return Diagnostic(path=where.path, line=line, col=col, code=self.code,
+                          severity=severity or self.severity, message=message, rule=self.name)
+
+    @classmethod
+    def validate_definition(cls) -> None:
+        if not cls.code or not cls.name:
+            raise ValueError(f"rule {cls.__qualname__} needs a code and a name")
+        if cls.severity not in SEVERITIES:
+            raise ValueError(f"rule {cls.code}: severity must be one of {SEVERITIES}, got {cls.severity!r}")
+
+
+class PluginError(Exception):
+    """A plugin could not be loaded; the message names the plugin and why."""
+
+
+class RuleRegistry:
+    """Rules by code. ``RuleRegistry.default()`` holds the built-in rules."""
+
+    def __init__(self) -> None:
+        self._rules: dict[str, BaseRule] = {}
+        self.plugin_errors: list[str] = []
+
+    def register(self, rule: type[BaseRule] | BaseRule) -> Any:
+        """Register a rule class or instance; usable as a class decorator."""
+        inst = rule() if isinstance(rule, type) else rule
+        type(inst).validate_definition()
+        if inst.code in self._rules and type(self._rules[inst.code]) is not type(inst):
+            raise ValueError(f"rule code {inst.code} is already registered by "
+                             f"{type(self._rules[inst.code]).__qualname__}")
+        self._rules[inst.code] = inst
+        return rule
+
+    def __iter__(self) -> Iterator[BaseRule]:
+        return iter(sorted(self._rules.values(), key=lambda r: r.code))
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def __contains__(self, code: object) -> bool:
+        return code in self._rules
+
+    def get(self, code: str) -> BaseRule:
+        return self._rules[code]
+
+    def select(self, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
+               strict: bool = False) -> list[BaseRule]:
+        """Active rules. Codes match by prefix (``PSC0`` selects PSC001..PSC099)."""
+        sel = [s.strip().upper() for s in (select or ()) if s.strip()]
+        ign = [s.strip().upper() for s in (ignore or ()) if s.strip()]
+        out = []
+        for rule in self:
+            if sel:
+                if not any(rule.code.startswith(s) for s in sel):
+                    continue
+                # A strict rule is active when selected by its exact code or when --strict is on.
+                if rule.strict_only and not strict and rule.code not in sel:
+                    continue
+            elif rule.strict_only and not strict:
+                continue
+            if any(rule.code.startswith(s) for s in ign):
+                continue
+            out.append(rule)
+        return out
+
+    def unknown_codes(self, codes: Iterable[str]) -> list[str]:
+        return [c for c in codes if c.strip() and not any(r.code.startswith(c.strip().upper()) for r in self)]
+
+    # -- plugins --------------------------------------------------------------------------------
+    def load_plugin(self, target: str) -> list[str]:
+        """Load rules from ``module`` or ``module:attr``. Raises :class:`PluginError` with the reason."""
+        mod_name, _, attr = target.partition(":")
+        try:
+            obj: Any = importlib.import_module(mod_name)
+            for part in filter(None, attr.split(".")):
+                obj = getattr(obj, part)
+        except BaseException as exc:  # a plugin may raise anything at import, even SystemExit
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise PluginError(f"plugin {target!r} failed to import: {type(exc).__name__}: {exc}") from None
+        return self._register_object(obj, target)
+
+    def _register_object(self, obj: Any, label: str) -> list[str]:
+        before = set(self._rules)
+        try:
+            if inspect.isclass(obj) and issubclass(obj, BaseRule):
+                self.register(obj)
+            elif inspect.ismodule(obj):
+                if callable(getattr(obj, "register", None)):
+                    obj.register(self)
+                elif hasattr(obj, "PSCHECK_RULES"):
+                    for rule in obj.PSCHECK_RULES:
+                        self.register(rule)
+                else:
+                    raise PluginError(f"plugin {label!r} defines neither register(registry) nor PSCHECK_RULES")
+            elif callable(obj):
+                obj(self)
+            else:
+                raise PluginError(f"plugin {label!r} is not a rule class, module or register function")
+        except PluginError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"plugin {label!r} failed to register: {type(exc).__name__}: {exc}") from None
+        return sorted(set(self._rules) - before)
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Load every rule advertised in the entry-point group; failures go to ``plugin_errors``."""
+        from importlib.metadata import entry_points
+
+        loaded: list[str] = []
+        for ep in entry_points(group=group):
+            try:
+                obj = ep.load()
+                loaded += self._register_object(obj, f"{ep.name} = {ep.value}")
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                self.plugin_errors.append(f"entry point {ep.name!r} ({ep.value}) failed: "
+                                          f"{type(exc).__name__}: {exc}")
+        return loaded
+
+    @classmethod
+    def default(cls) -> RuleRegistry:
+        from nbkit.pscheck.rules import BUILTIN_RULES
+
+        reg = cls()
+        for rule in BUILTIN_RULES:
+            reg.register(rule)
+        return reg
