@@ -99,7 +99,7 @@ class LiveFigure:
         self.figure = go.FigureWidget(layout=layout) if self.widget else go.Figure(layout=layout)
         self._pending: dict[str, tuple[list, list]] = {}
         self._data: dict[str, tuple[list, list]] = {}
-        self._last_push = 0.0
+        self._last_push: float | None = None  # None: nothing pushed yet, so the first point shows at once
         self._handle = None
         if not self.widget:
             configure_static_renderer()
@@ -119,7 +119,7 @@ class LiveFigure:
         dx, dy = self._data.setdefault(name, ([], []))
         dx.extend(xs)
         dy.extend(ys)
-        if time.monotonic() - self._last_push >= self.min_interval_s:
+        if self._last_push is None or time.monotonic() - self._last_push >= self.min_interval_s:
             self.flush()
 
     def flush(self) -> None:

@@ -56,8 +56,13 @@ def smollm2_dir() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write beside the target and rename: an interrupted first load leaves no half-written cache.
     tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
+    # transformers marks GGUF-loaded models as "quantized" and refuses to save them, but the weights
+    # it holds are already de-quantised float32 tensors: drop the marker and save them as they are.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         if target.exists():
             shutil.rmtree(target)

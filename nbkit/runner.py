@@ -90,7 +90,10 @@ def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
             default = ast.literal_eval(info.get("default", "None"))
         except (ValueError, SyntaxError):
             default = info.get("default")
-        out[name] = {"type": info.get("inferred_type_name", "None"), "default": default, "help": info.get("help", "")}
+        # papermill infers a type only from annotations; an unannotated literal's type is its value's.
+        inferred = info.get("inferred_type_name", "None")
+        kind = inferred if inferred not in ("None", None) else type(default).__name__
+        out[name] = {"type": kind, "default": default, "help": info.get("help", "")}
     return out
 
 
