@@ -80,7 +80,9 @@ def doctor_report(build_cache: bool = False) -> dict:
     report["models"] = model_files_status()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     report["binaries"]["chromium"] = (
-        {"ok": True, "path": chromium} if chromium else {"ok": False, "fix": "apt-get install chromium (browser tests only)"}
+        {"ok": True, "path": chromium}
+        if chromium
+        else {"ok": False, "optional": True, "why": "only the browser test tier needs it", "fix": "apt-get install chromium"}
     )
     try:
         from importlib.util import find_spec
@@ -111,7 +113,12 @@ def _cmd_doctor(args) -> int:
         for theme in report[section].values()
         for name, info in theme.items()
         if not info["ok"]
-    ] + [f"{section}/{name}" for section in ("models", "binaries", "kernel") for name, info in report[section].items() if not info["ok"]]
+    ] + [
+        f"{section}/{name}"
+        for section in ("models", "binaries", "kernel")
+        for name, info in report[section].items()
+        if not info["ok"] and not info.get("optional")
+    ]
     if args.format == "json":
         print(json.dumps({**report, "missing": missing}, indent=2, default=str))
     else:
