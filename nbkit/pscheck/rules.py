@@ -1091,11 +1091,8 @@ annotation"."""
                     bound_now[name] = stmt.lineno
                 else:
                     bound_now = bound
-                for node in ast.walk(stmt.annotation):
-                    ident = node.id if isinstance(node, ast.Name) else None
-                    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                        ident = node.value.strip() if node.value.strip().isidentifier() else None
-                    if ident and ident in bound_now:
+                for ident in _annotation_names(stmt.annotation, model.module, 0):
+                    if ident in bound_now:
                         where = "its own default" if ident == name else f"the attribute on line {bound_now[ident]}"
                         yield self.diag(model, stmt, f"annotation of '{name}' uses '{ident}', which the class body "
                                                      f"has rebound ({where}); Pydantic resolves it to that value")
@@ -1106,6 +1103,25 @@ annotation"."""
                 for t in stmt.targets:
                     if isinstance(t, ast.Name):
                         bound[t.id] = stmt.lineno
+
+
+def _annotation_names(node: ast.AST, module: ModuleInfo, depth: int) -> Iterator[str]:
+    """Names an annotation looks up (forward-reference strings included, ``Literal`` values not)."""
+    if depth > 20:
+        return
+    if isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            inner = ast.parse(node.value.strip(), mode="eval").body
+        except (SyntaxError, ValueError):
+            return
+        yield from _annotation_names(inner, module, depth + 1)
+    elif isinstance(node, ast.Subscript) and module.resolver.canonical(node.value) == "Literal":
+        yield from _annotation_names(node.value, module, depth + 1)
+    else:
+        for child in ast.iter_child_nodes(node):
+            yield from _annotation_names(child, module, depth + 1)
 
 
 class FieldPositionalDefault(BaseRule):

@@ -52,17 +52,18 @@ instance its own time; `datetime.utcnow` is flagged because it is naive and depr
         for spec in model.all_field_specs:
             if spec.name not in self.field_names:
                 continue
-            t = spec.type.strip_annotated()
-            if t.name != "datetime":
-                yield self.diag(model, spec.node, f"'{spec.name}' is annotated {spec.type}; it must be datetime")
+            problems = []
+            if spec.type.strip_annotated().name != "datetime":
+                problems.append(f"is annotated {spec.type}, not datetime")
             if spec.factory is None:
-                yield self.diag(model, spec.node, f"'{spec.name}' has no default_factory; use "
-                                                  f"Field(default_factory=lambda: datetime.now(timezone.utc))")
+                problems.append("has no default_factory")
             elif (model.module.resolver.canonical(spec.factory) or "").endswith("datetime.utcnow") or (
                     isinstance(spec.factory, ast.Attribute) and spec.factory.attr == "utcnow"):
-                yield self.diag(model, spec.factory, f"default_factory of '{spec.name}' is datetime.utcnow (naive, "
-                                                     f"deprecated since Python 3.12); use "
-                                                     f"lambda: datetime.now(timezone.utc)")
+                problems.append("uses datetime.utcnow (naive, deprecated since Python 3.12)")
+            if problems:
+                yield self.diag(model, spec.node, f"'{spec.name}' {' and '.join(problems)}; write "
+                                                  f"'{spec.name}: datetime = Field(default_factory=lambda: "
+                                                  f"datetime.now(timezone.utc))'")
 
 
 PSCHECK_RULES = [CreatedAtDatetimeFactory]

@@ -1,0 +1,7 @@
+from pydantic import BaseModel, ConfigDict
+
+
+class Base(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: int
+    name: str = ""
