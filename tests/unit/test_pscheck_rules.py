@@ -352,8 +352,8 @@ def test_inline_suppression():
 def test_indirect_inheritance_across_files():
     diags = lint_paths([FIXTURES / "project"])
     got = sorted((Path(d.path).name, d.line, d.code) for d in diags)
-    assert got == [("user.py", 9, "PSC001"), ("user.py", 10, "PSC012"), ("user.py", 17, "PSC008"),
-                   ("user.py", 24, "PSC002")]
+    assert got == [("user.py", 10, "PSC001"), ("user.py", 11, "PSC012"), ("user.py", 18, "PSC008"),
+                   ("user.py", 25, "PSC002")]
 
 
 def test_indirect_inheritance_unknown_base_is_not_guessed():

@@ -1,3 +1,4 @@
+# ruff: noqa  -- deliberately uses every annotation spelling pscheck must understand
 """Every spelling pscheck must understand, written correctly: must produce no finding at all."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# ruff: noqa
 from typing import Optional
 
 from pydantic import field_validator
