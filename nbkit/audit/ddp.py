@@ -1,0 +1,125 @@
+"""Check 13: evaluation between training steps under DDP — all-reduce counts and reducer errors.
+
+Two gloo ranks on 127.0.0.1 run as subprocesses (``nbkit.audit.ddp_worker``) with a hard timeout,
+so a desynchronised collective can never hang the caller: a timeout is reported as a finding.
+The tiny model is used whatever the config's model: the behaviour measured is DDP's reducer, which
+does not depend on model size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from nbkit.audit.findings import Finding
+from nbkit.audit.ddp_worker import SCENARIOS
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(*, steps: int = 6, eval_interval: int = 2, scenarios=SCENARIOS, seed: int = 0, timeout: float = 120.0, world_size: int = 2) -> dict[str, Any]:
+    """Spawn the ranks; returns per-rank results or a timeout/crash description."""
+    port = _free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "nbkit.audit.ddp_worker", "--rank", str(r), "--world-size", str(world_size), "--port", str(port),
+             "--steps", str(steps), "--eval-interval", str(eval_interval), "--scenarios", ",".join(scenarios), "--seed", str(seed),
+             "--timeout", str(max(10.0, timeout / 3))],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        for r in range(world_size)
+    ]
+    deadline = time.monotonic() + timeout
+    outs = []
+    timed_out = False
+    try:
+        for p in procs:
+            left = max(0.1, deadline - time.monotonic())
+            try:
+                outs.append(p.communicate(timeout=left))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                break
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)  # our own child's session only
+                p.wait()
+    if timed_out:
+        return {"timeout": timeout}
+    ranks = {}
+    for p, (out, err) in zip(procs, outs):
+        line = next((ln for ln in out.splitlines() if ln.startswith("NBKIT_DDP_RESULT ")), None)
+        if line is None:
+            tail = (err or out).strip().splitlines()[-1:] or ["no output"]
+            return {"crash": f"rank exited {p.returncode}: {tail[0][:200]}"}
+        payload = json.loads(line.split(" ", 1)[1])
+        ranks[payload["rank"]] = payload["results"]
+    return {"ranks": ranks}
+
+
+def configured_scenario(eval_cfg) -> str:
+    if eval_cfg.no_grad:
+        return "no_grad"
+    if not eval_cfg.backward:
+        return "grad_no_backward"
+    if eval_cfg.no_sync:
+        return "backward_no_sync"
+    if eval_cfg.find_unused_parameters:
+        return "backward_find_unused"
+    return "backward"
+
+
+def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 120.0) -> Finding:
+    import plotly.graph_objects as go
+
+    res = run_ranks(steps=steps, eval_interval=eval_cfg.interval, seed=seed, timeout=timeout)
+    mine = configured_scenario(eval_cfg)
+    if "timeout" in res:
+        return Finding(13, "Eval ↔ DDP synchronisation", "fail", f"the two ranks did not finish within {timeout:.0f} s (a collective desynchronised); processes killed",
+                       {"scenario": mine, "timeout_s": timeout}, fix="run evaluation identically on every rank, under torch.no_grad()")
+    if "crash" in res:
+        return Finding(13, "Eval ↔ DDP synchronisation", "error", res["crash"], {"scenario": mine})
+    r0 = res["ranks"][0]
+    by = {r["scenario"]: r for r in r0}
+    ref = by.get("no_grad")
+    per_step = ref["allreduce_train"] / max(ref["train_steps_done"], 1) if ref else None
+    rows = []
+    for r in r0:
+        expected = per_step * r["train_steps_done"] if per_step is not None else None
+        rows.append({**r, "expected_train_allreduce": expected, "extra_allreduce": (r["allreduce_train"] + r["allreduce_eval"] - expected) if expected is not None else None})
+    m = next(r for r in rows if r["scenario"] == mine)
+    figures: dict[str, Any] = {"scenario": mine, "allreduce_per_train_step": per_step, "train_steps": steps, "eval_interval": eval_cfg.interval,
+                               "allreduce_eval": m["allreduce_eval"], "extra_allreduce": m["extra_allreduce"], "error": m["error"]}
+    for r in rows:
+        figures[f"{r['scenario']}: extra all-reduces"] = r["extra_allreduce"]
+        if r["error"]:
+            figures[f"{r['scenario']}: error"] = r["error"][:90]
+    agree = all(a == b for a, b in zip(res["ranks"][0], res["ranks"][1]))
+    figures["ranks_agree"] = agree
+    if m["error"]:
+        status, summary = "fail", f"scenario '{mine}': {m['error'][:160]}"
+    elif m["extra_allreduce"]:
+        status, summary = "warn", f"scenario '{mine}': evaluation triggers {m['extra_allreduce']:.0f} extra all-reduce(s) over {steps} steps (gradients of eval batches are averaged across ranks)"
+    else:
+        status, summary = "pass", f"scenario '{mine}': evaluation adds no all-reduce and no reducer error ({per_step:.0f} all-reduce bucket(s) per training step)"
+    fig = go.Figure()
+    fig.add_bar(x=[r["scenario"] for r in rows], y=[r["allreduce_train"] for r in rows], name="all-reduces in training")
+    fig.add_bar(x=[r["scenario"] for r in rows], y=[r["allreduce_eval"] for r in rows], name="all-reduces in eval")
+    for r in rows:
+        if r["error"]:
+            fig.add_annotation(x=r["scenario"], y=r["allreduce_train"] + r["allreduce_eval"], text="reducer error", showarrow=True)
+    fig.update_layout(title="Check 13: all-reduce calls by eval style (2 gloo ranks)", barmode="stack", yaxis_title="comm-hook calls")
+    return Finding(13, "Eval ↔ DDP synchronisation", status, summary, figures, rows,
+                   fix="evaluate under torch.no_grad(); a diagnostic backward belongs inside ddp.no_sync(), or set find_unused_parameters=True",
+                   figure=fig)

@@ -1,0 +1,178 @@
+"""Check 5: gradient accumulation — normalisation by token count, and the seed's √L rule.
+
+(a) One large batch versus the same examples as G micro-batches. With variable-length targets the
+mean loss of each micro-batch weights tokens unequally, so averaging G micro-batch means is *not*
+the large-batch gradient; summing token losses and dividing by the batch's total token count
+(transformers' ``num_items_in_batch``) is. Both are measured against the large batch.
+
+(b) The seed scales accumulation steps by √L when the sequence length L changes, claiming constant
+gradient variance. We measure the gradient-noise variance of micro-batches of real text at several
+L and fit var ∝ L^slope: constant variance needs G(L) = G0·(L/L0)^slope, so slope ≈ -0.5 supports
+the √L rule and slope ≈ -1 the plain linear (token-count) rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from nbkit.audit.findings import Finding
+
+
+def _flat_grad(params) -> Any:
+    import torch
+
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]).clone()
+
+
+def accumulation_errors(model, batches, device) -> dict[str, float]:
+    """Relative L2 error of accumulated gradients vs the one-batch gradient, both normalisations.
+
+    ``batches``: list of (input_ids, labels, attention_mask) micro-batches.
+    """
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.train()
+    # Dropout off: the comparison is about normalisation, not noise.
+    model.eval()
+
+    def zero():
+        for p in params:
+            p.grad = None
+
+    ids = torch.cat([b[0] for b in batches]) if len({b[0].shape[1] for b in batches}) == 1 else None
+    if ids is None:
+        raise ValueError("micro-batches must share one padded width")
+    labels = torch.cat([b[1] for b in batches])
+    mask = torch.cat([b[2] for b in batches])
+    zero()
+    model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss.backward()
+    g_full = _flat_grad(params)
+    zero()
+    for b in batches:
+        (model(input_ids=b[0].to(device), attention_mask=b[2].to(device), labels=b[1].to(device)).loss / len(batches)).backward()
+    g_mean = _flat_grad(params)
+    zero()
+    n_items = int((labels[:, 1:] != -100).sum())
+    for b in batches:
+        model(input_ids=b[0].to(device), attention_mask=b[2].to(device), labels=b[1].to(device), num_items_in_batch=torch.tensor(n_items, device=device)).loss.backward()
+    g_tok = _flat_grad(params)
+    zero()
+    norm = float(g_full.norm())
+    tokens = [int((b[1][:, 1:] != -100).sum()) for b in batches]
+    return {
+        "rel_err_per_microbatch_mean": float((g_mean - g_full).norm()) / norm,
+        "rel_err_token_count": float((g_tok - g_full).norm()) / norm,
+        "tokens_per_microbatch": tokens,
+    }
+
+
+def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, samples: int, device, seed: int = 0, params=None, progress=True):
+    """Mean squared deviation of micro-batch gradients from their mean, per sequence length."""
+    import torch
+    from tqdm.auto import tqdm
+
+    params = params or [p for p in model.parameters() if p.requires_grad]
+    gen = torch.Generator().manual_seed(seed)
+    model.eval()
+    out = {}
+    for L in tqdm(lengths, desc="gradient noise vs L", disable=not progress, leave=False):
+        if len(token_stream) < L + 1:
+            raise ValueError(f"need at least {L + 1} tokens of text for L={L}, have {len(token_stream)}")
+        grads = []
+        for _ in range(samples):
+            starts = torch.randint(0, len(token_stream) - L, (micro_batch,), generator=gen)
+            ids = torch.stack([token_stream[s : s + L] for s in starts.tolist()]).to(device)
+            for p in params:
+                p.grad = None
+            model(input_ids=ids, labels=ids).loss.backward()
+            grads.append(_flat_grad(params))
+        g = torch.stack(grads)
+        out[L] = float(((g - g.mean(0)) ** 2).sum(1).mean())
+    for p in params:
+        p.grad = None
+    return out
+
+
+def fit_slope(xs, ys) -> float:
+    import numpy as np
+
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def text_token_stream(tokenizer, max_tokens: int = 20000):
+    """Real English prose (the stdlib's pydoc topics, always present offline) as one token tensor."""
+    import torch
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(topics[k] for k in sorted(topics))
+    ids = tokenizer(text[: max_tokens * 6], add_special_tokens=False)["input_ids"][:max_tokens]
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch_size: int = 4, grad_accumulation: int = 4,
+                            normalisation: str = "token_count", lengths=(16, 32, 64, 128), noise_samples: int = 8,
+                            noise_micro_batch: int = 2, base_length: int | None = None, device=None, seed: int = 0,
+                            noise_params: str = "all", progress: bool = True) -> Finding:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from nbkit.audit.sft import build_features, pad_batch
+    from nbkit.device import pick_device
+
+    device = device or pick_device("auto")
+    n = micro_batch_size * grad_accumulation
+    if len(examples) < n:
+        raise ValueError(f"need {n} examples for {grad_accumulation} micro-batches of {micro_batch_size}, have {len(examples)}")
+    feats = [build_features(tokenizer, e, template) for e in examples[:n]]
+    ids, labels, mask = pad_batch(feats, tokenizer.pad_token_id)
+    batches = [(ids[i : i + micro_batch_size], labels[i : i + micro_batch_size], mask[i : i + micro_batch_size]) for i in range(0, n, micro_batch_size)]
+    errs = accumulation_errors(model, batches, device)
+    stream = text_token_stream(tokenizer, max_tokens=max(4000, 40 * max(lengths)))
+    params = [p for p in model.parameters() if p.requires_grad]
+    if noise_params == "last_layer":
+        # A cheaper probe on big models: gradients of the last decoder layer only.
+        last = model.model.layers[-1]
+        params = [p for p in last.parameters() if p.requires_grad]
+    var = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed, params=params, progress=progress)
+    ls = sorted(var)
+    slope = fit_slope(ls, [var[L] for L in ls])
+    L0 = base_length or ls[0]
+    g0 = grad_accumulation
+    rows = []
+    for L in ls:
+        measured = g0 * (L / L0) ** slope  # accumulation that keeps variance at its L0 level
+        rows.append({"L": L, "grad noise variance": var[L], "G (constant variance, measured)": measured,
+                     "G seed √L rule": g0 * (L0 / L) ** 0.5, "G linear rule": g0 * (L0 / L)})
+    figures: dict[str, Any] = {
+        "rel_err_per_microbatch_mean": errs["rel_err_per_microbatch_mean"],
+        "rel_err_token_count": errs["rel_err_token_count"],
+        "tokens_per_microbatch": errs["tokens_per_microbatch"],
+        "noise_variance_slope": slope,
+        "closer_rule": "sqrt(L)" if abs(slope + 0.5) < abs(slope + 1.0) else "linear",
+    }
+    used = errs["rel_err_token_count"] if normalisation == "token_count" else errs["rel_err_per_microbatch_mean"]
+    figures["configured_normalisation"] = normalisation
+    figures["configured_rel_err"] = used
+    tol = 1e-3
+    if used > tol:
+        status = "fail"
+        summary = (f"'{normalisation}' accumulation misses the one-batch gradient by {used:.2%} (token counts {errs['tokens_per_microbatch']}); "
+                   f"token-count normalisation gets {errs['rel_err_token_count']:.1e}")
+    else:
+        status = "pass"
+        summary = f"'{normalisation}' accumulation equals the one-batch gradient (rel. err {used:.1e}; per-micro-batch mean would be {errs['rel_err_per_microbatch_mean']:.2%})"
+    summary += f"; gradient variance ∝ L^{slope:.2f} → {figures['closer_rule']} rule fits"
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("accumulated vs one-batch gradient", "gradient noise vs sequence length"))
+    fig.add_bar(x=["mean of micro-batch means", "sum / token count"], y=[errs["rel_err_per_microbatch_mean"], errs["rel_err_token_count"]], row=1, col=1, name="relative error")
+    fig.add_scatter(x=ls, y=[var[L] for L in ls], mode="lines+markers", row=1, col=2, name=f"measured (slope {slope:.2f})")
+    fig.add_scatter(x=ls, y=[var[ls[0]] * (L / ls[0]) ** -0.5 for L in ls], mode="lines", line_dash="dot", row=1, col=2, name="∝ L^-0.5 (seed √L)")
+    fig.add_scatter(x=ls, y=[var[ls[0]] * (L / ls[0]) ** -1 for L in ls], mode="lines", line_dash="dash", row=1, col=2, name="∝ L^-1 (linear)")
+    fig.update_xaxes(type="log", row=1, col=2)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_layout(title="Check 5: gradient accumulation")
+    return Finding(5, "Gradient accumulation", status, summary, figures, rows,
+                   fix="sum token losses and divide by the accumulated token count (num_items_in_batch); scale G by the measured variance law, not √L by default",
+                   figure=fig)

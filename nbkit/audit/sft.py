@@ -1,0 +1,174 @@
+"""Shared pieces for the audit checks: the small SFT task, the tiny tokenizer, prompt features.
+
+The SFT task is generated deterministically (string transformations and small sums a 135M model can
+learn in a few dozen CPU steps), so check 1 has a validation-loss target that is reachable and
+reproducible. The tiny tokenizer is a byte-level BPE trained here on bundled text with SmolLM2's
+special-token layout (``<|im_end|>`` = id 2 = eos = pad), so fast tests exercise the same pad = eos
+pitfalls as the real tokenizer without loading it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # ids 0, 1, 2 as in SmolLM2
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+_WORDS = (
+    "apple river stone cloud paper garden window silver orange planet music letter forest bridge candle "
+    "yellow winter summer rocket pencil island mirror thunder coffee lantern"
+).split()
+
+
+def make_sft_examples(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` instruction/response pairs from four deterministic task families."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        kind = i % 4
+        words = rng.sample(_WORDS, rng.randint(2, 4))
+        if kind == 0:
+            instruction, response = f"Write these words in upper case: {' '.join(words)}", " ".join(w.upper() for w in words)
+        elif kind == 1:
+            instruction, response = f"Reverse the order of these words: {' '.join(words)}", " ".join(reversed(words))
+        elif kind == 2:
+            a, b = rng.randint(10, 99), rng.randint(10, 99)
+            instruction, response = f"What is {a} plus {b}?", f"{a} plus {b} is {a + b}."
+        else:
+            word = rng.choice(_WORDS)
+            instruction, response = f"Spell the word {word} with dashes.", "-".join(word)
+        out.append({"id": i, "instruction": instruction, "response": response, "source": ["upper", "reverse", "sum", "spell"][kind]})
+    return out
+
+
+def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
+    """Read a JSONL file known to be clean (bundled data); bad lines raise naming the line."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg} at column {exc.colno})") from None
+    return rows
+
+
+def _tokenizer_corpus() -> list[str]:
+    texts = [f"{e['instruction']} {e['response']}" for e in make_sft_examples(400, seed=1)]
+    ner = EXAMPLES_DIR / "ner.jsonl"
+    if ner.is_file():
+        texts += [row["text"] for row in read_jsonl_plain(ner)]
+    # English prose from the stdlib's own docs: always present offline.
+    from pydoc_data.topics import topics
+
+    texts += [topics[k] for k in sorted(topics)[:40]]
+    texts.append(string.printable)
+    return texts
+
+
+@lru_cache(maxsize=2)
+def tiny_tokenizer(vocab_size: int = 512):
+    """A byte-level BPE ``PreTrainedTokenizerFast`` with SmolLM2's special ids and a ChatML template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=True)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_tokenizer_corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+    )
+    fast.chat_template = CHATML_TEMPLATE
+    return fast
+
+
+def load_model_and_tokenizer(name: str, device, dtype=None, seed: int = 0):
+    """(model, tokenizer) for ``"smollm2"`` (the real model) or ``"tiny"`` (random GQA Llama)."""
+    import torch
+
+    from nbkit.models import load_smollm2, tiny_llama
+
+    if name == "smollm2":
+        return load_smollm2(device, dtype)
+    tok = tiny_tokenizer()
+    model = tiny_llama(seed=seed, device=device, vocab_size=len(tok), num_attention_heads=6, num_key_value_heads=2, hidden_size=96, intermediate_size=192)
+    if dtype is not None:
+        model.to(dtype)
+    model.eval()
+    torch.manual_seed(seed)
+    return model, tok
+
+
+# ---------------------------------------------------------------------------------------------
+# prompt template -> (input_ids, labels)
+
+
+def template_fields(fmt: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(fmt) if name]
+
+
+def build_features(tokenizer, example: dict[str, Any], template) -> dict[str, Any]:
+    """Tokenise one example the usual SFT way: prompt tokens get label -100, target tokens their id.
+
+    Returns input_ids, labels and ``target_text`` (what the unmasked labels should decode to).
+    ``template.mask_pad_labels`` reproduces the common collator line ``labels[labels == pad] = -100``,
+    which also masks the end-of-turn token whenever pad == eos.
+    """
+    prompt_value = example[template.prompt_field]
+    response = example[template.response_field]
+    if template.kind == "chat":
+        messages = ([{"role": "system", "content": template.system}] if template.system else []) + [{"role": "user", "content": prompt_value}]
+        prompt_text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        full_text = tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": response}], tokenize=False)
+    else:
+        fmt = template.format
+        cut = fmt.index("{" + template.response_field + "}") if "{" + template.response_field + "}" in fmt else len(fmt)
+        prompt_text = fmt[:cut].format(**example)
+        full_text = fmt.format(**example) + tokenizer.eos_token
+    if not full_text.startswith(prompt_text):
+        raise ValueError("the rendered prompt is not a prefix of the rendered conversation")
+    target_text = full_text[len(prompt_text) :]
+    prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+    target_ids = tokenizer(target_text, add_special_tokens=False)["input_ids"]
+    input_ids = (prompt_ids + target_ids)[: template.max_length]
+    labels = ([-100] * len(prompt_ids) + list(target_ids))[: template.max_length]
+    if template.mask_pad_labels and tokenizer.pad_token_id is not None:
+        labels = [-100 if tid == tokenizer.pad_token_id else lab for tid, lab in zip(input_ids, labels)]
+    return {"input_ids": input_ids, "labels": labels, "target_text": target_text, "n_prompt": len(prompt_ids), "n_target": len(target_ids)}
+
+
+def pad_batch(features: list[dict[str, Any]], pad_id: int):
+    """Right-pad a list of features into tensors (labels padded with -100)."""
+    import torch
+
+    width = max(len(f["input_ids"]) for f in features)
+    ids = torch.full((len(features), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(features), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(features), width), dtype=torch.long)
+    for i, f in enumerate(features):
+        n = len(f["input_ids"])
+        ids[i, :n] = torch.tensor(f["input_ids"])
+        labels[i, :n] = torch.tensor(f["labels"])
+        mask[i, :n] = 1
+    return ids, labels, mask

@@ -1,0 +1,86 @@
+"""Check 8: prompt template ↔ loss mask — what the unmasked labels actually train on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbkit.audit.findings import Finding
+from nbkit.audit.sft import build_features, template_fields
+
+
+def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_examples: int | None = None) -> Finding:
+    """For each example: len(input_ids) == len(labels); unmasked labels decode exactly to the
+    target text; the end-of-turn token is trained on (not masked) even though pad == eos; and the
+    prompt/target split tokenises the same as the whole text (no BPE merge across the boundary).
+    """
+    import plotly.graph_objects as go
+
+    fields_needed = [template.prompt_field, template.response_field]
+    if template.kind == "format":
+        fields_needed = sorted(set(template_fields(template.format)) | {template.response_field})
+    missing = [f for f in fields_needed if examples and f not in examples[0]]
+    if missing:
+        return Finding(8, "Prompt template ↔ loss mask", "fail", f"template uses field(s) {missing} that the data does not have (has {sorted(examples[0])})",
+                       {"missing_fields": missing}, fix="name fields that exist in the data")
+    eot_id = tokenizer.eos_token_id
+    pad_eq_eos = tokenizer.pad_token_id == eot_id
+    counts = {"examples": 0, "length_mismatch": 0, "decode_mismatch": 0, "eot_masked": 0, "truncated": 0, "boundary_merge": 0}
+    table = []
+    shown = None
+    for ex in examples[: max_examples or len(examples)]:
+        f = build_features(tokenizer, ex, template)
+        counts["examples"] += 1
+        ids, labels = f["input_ids"], f["labels"]
+        trained = [lab for lab in labels if lab != -100]
+        decoded = tokenizer.decode(trained, skip_special_tokens=False)
+        problems = []
+        if len(ids) != len(labels):
+            counts["length_mismatch"] += 1
+            problems.append(f"len(input_ids)={len(ids)} != len(labels)={len(labels)}")
+        if f["n_prompt"] + f["n_target"] > template.max_length:
+            counts["truncated"] += 1
+            problems.append(f"truncated at max_length={template.max_length}: {max(0, template.max_length - f['n_prompt'])} of {f['n_target']} target tokens kept")
+        if decoded != f["target_text"]:
+            counts["decode_mismatch"] += 1
+            problems.append(f"labels decode to {decoded!r:.60}, target is {f['target_text']!r:.60}")
+        eot_positions = [i for i in range(f["n_prompt"], len(ids)) if ids[i] == eot_id]
+        if eot_positions and any(labels[i] == -100 for i in eot_positions):
+            counts["eot_masked"] += 1
+            problems.append("end-of-turn token masked (label -100): the model never learns to stop")
+        elif not eot_positions and f["n_target"] and f["n_prompt"] + f["n_target"] <= template.max_length:
+            counts["eot_masked"] += 1
+            problems.append("no end-of-turn token in the target")
+        whole = tokenizer(tokenizer.decode(ids), add_special_tokens=False)["input_ids"]
+        if len(ids) <= template.max_length and whole != ids:
+            counts["boundary_merge"] += 1
+        if problems:
+            table.append({"example": ex.get("id", counts["examples"] - 1), "problems": "; ".join(problems)})
+        if shown is None:
+            shown = (ids, labels)
+    n = max(counts["examples"], 1)
+    figures: dict[str, Any] = dict(counts)
+    figures["pad_equals_eos"] = pad_eq_eos
+    figures["eot_token"] = tokenizer.convert_ids_to_tokens(eot_id) if eot_id is not None else None
+    figures["trained_share_of_tokens_pct"] = (100.0 * sum(1 for lab in shown[1] if lab != -100) / len(shown[1])) if shown else 0.0
+    bad = counts["length_mismatch"] + counts["decode_mismatch"] + counts["eot_masked"] + counts["truncated"]
+    if bad:
+        worst = max(("length_mismatch", "decode_mismatch", "eot_masked", "truncated"), key=lambda k: counts[k])
+        status = "fail"
+        summary = (f"{len(table)} of {counts['examples']} examples train on the wrong tokens: "
+                   + ", ".join(f"{k}={counts[k]}" for k in ("length_mismatch", "decode_mismatch", "eot_masked", "truncated") if counts[k])
+                   + f" (most: {worst})")
+    elif counts["boundary_merge"]:
+        status = "warn"
+        summary = f"labels are right, but {counts['boundary_merge']} of {n} examples tokenise differently when prompt and target are joined (inference sees other tokens)"
+    else:
+        status = "pass"
+        summary = f"all {counts['examples']} examples: lengths match, labels decode exactly to the target, end-of-turn token trained (pad == eos: {pad_eq_eos})"
+    fig = go.Figure()
+    if shown:
+        ids, labels = shown
+        toks = tokenizer.convert_ids_to_tokens(ids)
+        fig.add_bar(x=list(range(len(ids))), y=[1 if lab != -100 else 0 for lab in labels], hovertext=toks, name="trained (label ≠ -100)")
+        fig.update_layout(title="Check 8: which tokens of the first example carry a loss", xaxis_title="token position", yaxis_title="trained")
+    return Finding(8, "Prompt template ↔ loss mask", status, summary, figures, table,
+                   fix="mask by position (prompt length), never by token id when pad == eos; raise max_length or drop over-long examples explicitly",
+                   figure=fig)

@@ -1,0 +1,110 @@
+"""Check 3: character-span (BIO) labels projected onto tokens through offsets, and back.
+
+A span label survives tokenisation only if token boundaries fall on its character boundaries.
+Each span is projected to tokens (B- on the first token overlapping it, I- on the rest), then the
+token tags are projected back to character spans through the same offsets; coverage and exact
+boundary F1 compare the round trip with the gold spans, per language.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from nbkit.audit.findings import Finding
+
+
+def project_spans(offsets: list[tuple[int, int]], spans: list[tuple[int, int, str]]) -> list[str]:
+    """BIO tags per token: a token belongs to a span if its character range overlaps it."""
+    tags = ["O"] * len(offsets)
+    for start, end, label in spans:
+        first = True
+        for i, (ts, te) in enumerate(offsets):
+            if te <= ts:  # special / empty tokens carry no characters
+                continue
+            if ts < end and te > start and tags[i] == "O":
+                tags[i] = ("B-" if first else "I-") + label
+                first = False
+    return tags
+
+
+def spans_from_tags(offsets: list[tuple[int, int]], tags: list[str]) -> list[tuple[int, int, str]]:
+    """Character spans back from BIO tags: a B- token opens, following I- tokens extend."""
+    spans: list[tuple[int, int, str]] = []
+    cur: list | None = None
+    for (ts, te), tag in zip(offsets, tags):
+        if te <= ts:  # empty-offset tokens (specials, trimmed spaces) neither open nor close a span
+            continue
+        if tag.startswith("B-") or (tag.startswith("I-") and (cur is None or cur[2] != tag[2:])):
+            if cur:
+                spans.append(tuple(cur))
+            cur = [ts, te, tag[2:]]
+        elif tag.startswith("I-") and cur is not None:
+            cur[1] = te
+        else:
+            if cur:
+                spans.append(tuple(cur))
+            cur = None
+    if cur:
+        spans.append(tuple(cur))
+    return spans
+
+
+def roundtrip(tokenizer, text: str, spans: list) -> dict[str, Any]:
+    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    gold = [tuple(s) for s in spans]
+    tags = project_spans(offsets, gold)
+    back = spans_from_tags(offsets, tags)
+    starts = {ts for ts, te in offsets if te > ts}
+    ends = {te for ts, te in offsets if te > ts}
+    covered = sum(1 for s, e, _ in gold if s in starts and e in ends)
+    tp = len(set(gold) & set(back))
+    return {"n_tokens": len(offsets), "gold": gold, "back": back, "tp": tp, "covered": covered, "tags": tags, "offsets": offsets}
+
+
+def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: float = 0.9) -> Finding:
+    """Label coverage (share of gold spans whose both boundaries are token boundaries) and boundary F1."""
+    import plotly.graph_objects as go
+
+    per_lang: dict[str, dict[str, float]] = defaultdict(lambda: {"gold": 0, "back": 0, "tp": 0, "covered": 0, "examples": 0, "chars": 0, "tokens": 0})
+    table = []
+    for row in rows:
+        rt = roundtrip(tokenizer, row["text"], row["spans"])
+        lang = row.get("lang", "?")
+        agg = per_lang[lang]
+        agg["gold"] += len(rt["gold"])
+        agg["back"] += len(rt["back"])
+        agg["tp"] += rt["tp"]
+        agg["covered"] += rt["covered"]
+        agg["examples"] += 1
+        agg["chars"] += len(row["text"])
+        agg["tokens"] += rt["n_tokens"]
+        for s, e, lab in rt["gold"]:
+            if (s, e, lab) not in rt["back"]:
+                got = [b for b in rt["back"] if b[0] < e and b[1] > s]
+                table.append({"lang": lang, "text": row["text"], "gold span": row["text"][s:e], "label": lab,
+                              "after round trip": " | ".join(row["text"][b[0]:b[1]] for b in got) or "(lost)"})
+    figures: dict[str, Any] = {}
+    langs = sorted(per_lang)
+    for lang in langs:
+        a = per_lang[lang]
+        p = a["tp"] / a["back"] if a["back"] else 0.0
+        r = a["tp"] / a["gold"] if a["gold"] else 0.0
+        figures[f"{lang}_label_coverage_pct"] = 100.0 * a["covered"] / max(a["gold"], 1)
+        figures[f"{lang}_boundary_f1_pct"] = 100.0 * (2 * p * r / (p + r) if p + r else 0.0)
+        figures[f"{lang}_chars_per_token"] = a["chars"] / max(a["tokens"], 1)
+        figures[f"{lang}_spans"] = a["gold"]
+    worst = min(langs, key=lambda lg: figures[f"{lg}_boundary_f1_pct"]) if langs else None
+    if worst is None:
+        return Finding(3, "Tokenizer ↔ label space", "skipped", "no labelled examples")
+    worst_f1 = figures[f"{worst}_boundary_f1_pct"]
+    status = "pass" if worst_f1 >= 100 * min_f1 else ("warn" if worst_f1 >= 50 else "fail")
+    summary = ", ".join(f"{lg}: coverage {figures[f'{lg}_label_coverage_pct']:.1f}%, boundary F1 {figures[f'{lg}_boundary_f1_pct']:.1f}%" for lg in langs)
+    fig = go.Figure()
+    fig.add_bar(x=langs, y=[figures[f"{lg}_label_coverage_pct"] for lg in langs], name="label coverage %")
+    fig.add_bar(x=langs, y=[figures[f"{lg}_boundary_f1_pct"] for lg in langs], name="boundary F1 %")
+    fig.update_layout(title="Check 3: span labels after the token round trip", yaxis_title="%", barmode="group")
+    return Finding(3, "Tokenizer ↔ label space", status, summary, figures, table,
+                   fix="label at character level and align with offsets per word, or pre-split words (is_split_into_words) so tokens never straddle a span boundary",
+                   figure=fig)

@@ -1,0 +1,108 @@
+"""Check 10: what DeepSpeed ZeRO-3 would partition or persist for this model, from real shapes.
+
+The rules are DeepSpeed's own (``deepspeed/runtime/zero/parameter_offload.py``
+``mark_persistent_parameters``: a parameter with ``numel <= stage3_param_persistence_threshold`` is
+persisted — kept whole on every rank — while ``model_persistence_threshold`` caps the total; and
+``partition_parameters.py``: a partitioned tensor is flattened, padded to a multiple of the world
+size and cut into equal contiguous slices). Re-implemented here because applying them needs no
+process group; the default threshold is read from the installed DeepSpeed when present.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+from nbkit.audit.findings import Finding
+
+
+def deepspeed_default_threshold() -> float | None:
+    """DeepSpeed's default stage3_param_persistence_threshold, from its config model (if installed)."""
+    try:
+        from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+    except Exception:
+        return None
+    return float(DeepSpeedZeroConfig.model_fields["param_persistence_threshold"].default)
+
+
+def zero3_layout(model, threshold: float, world_size: int, model_threshold: int = sys.maxsize) -> list[dict[str, Any]]:
+    cfg = model.config
+    n_heads, n_kv = cfg.num_attention_heads, getattr(cfg, "num_key_value_heads", cfg.num_attention_heads)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
+    rows, persisted_total = [], 0
+    for name, p in model.named_parameters():  # shared (tied) tensors appear once, as in DeepSpeed
+        numel = p.numel()
+        persist = False
+        if numel + persisted_total <= model_threshold and numel <= threshold:
+            persist = True
+            persisted_total += numel
+        pad = (world_size - numel % world_size) % world_size
+        part = (numel + pad) // world_size
+        groups_split = None
+        kind = name.rsplit(".", 2)[-2] if name.endswith(".weight") else name
+        if kind in ("k_proj", "v_proj", "q_proj") and not persist and p.dim() == 2:
+            # Rows of k/v (and q) belong to heads; a KV group is head_dim rows (q: head_dim × heads per group).
+            rows_per_group = head_dim * (n_heads // n_kv if kind == "q_proj" else 1)
+            group_elems = rows_per_group * p.shape[1]
+            n_groups = p.shape[0] // rows_per_group
+            bounds = [part * i for i in range(1, world_size)]
+            groups_split = sum(1 for g in range(n_groups) if any(g * group_elems < b < (g + 1) * group_elems for b in bounds))
+        rows.append({"name": name, "shape": str(tuple(p.shape)), "numel": numel, "bytes": numel * p.element_size(),
+                     "persisted": persist, "slice per rank": numel if persist else part, "padding": 0 if persist else pad,
+                     "kv groups cut by slices": groups_split})
+    return rows
+
+
+def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3) -> Finding:
+    import plotly.graph_objects as go
+
+    if zero_stage != 3:
+        return Finding(10, "ZeRO-3 ↔ GQA layout", "skipped", f"zero_stage is {zero_stage}; parameter partitioning happens only at stage 3")
+    rows = zero3_layout(model, threshold, world_size)
+    total = sum(r["bytes"] for r in rows)
+    pers = sum(r["bytes"] for r in rows if r["persisted"])
+    per_rank = sum(r["slice per rank"] * (r["bytes"] // r["numel"]) for r in rows)
+    cfg = model.config
+    kv_rows = [r for r in rows if r["name"].endswith(("k_proj.weight", "v_proj.weight"))]
+    split = [r for r in kv_rows if r["kv groups cut by slices"]]
+    dflt = deepspeed_default_threshold()
+    figures: dict[str, Any] = {
+        "threshold": threshold,
+        "deepspeed_default_threshold": dflt if dflt is not None else "deepspeed not installed",
+        "world_size": world_size,
+        "params": len(rows),
+        "persisted_params": sum(r["persisted"] for r in rows),
+        "persisted_share_pct": 100.0 * pers / total,
+        "param_bytes_per_rank": per_rank,
+        "param_bytes_unpartitioned": total,
+        "memory_saving_vs_ddp_x": total / per_rank,
+        "kv_proj_shape": kv_rows[0]["shape"] if kv_rows else None,
+        "kv_proj_numel": kv_rows[0]["numel"] if kv_rows else None,
+        "kv_proj_persisted": bool(kv_rows and kv_rows[0]["persisted"]),
+        "kv_tensors_with_groups_cut": len(split),
+        "heads/kv_heads": f"{cfg.num_attention_heads}/{getattr(cfg, 'num_key_value_heads', cfg.num_attention_heads)}",
+    }
+    if figures["persisted_share_pct"] > 50:
+        status = "fail"
+        summary = (f"threshold {threshold:g} persists {figures['persisted_share_pct']:.1f}% of parameter bytes on every rank: "
+                   f"ZeRO-3 saves only {figures['memory_saving_vs_ddp_x']:.2f}× over DDP at world size {world_size}")
+    else:
+        status = "pass"
+        summary = (f"{figures['persisted_params']} small tensors persisted ({figures['persisted_share_pct']:.2f}% of bytes); "
+                   f"{figures['memory_saving_vs_ddp_x']:.2f}× less parameter memory per rank at world size {world_size}")
+    if split:
+        summary += (f"; slices cut through KV head groups in {len(split)} k/v tensors (DeepSpeed slices flat tensors, "
+                    "ignoring heads; harmless for correctness because the whole tensor is all-gathered before use)")
+    kinds: dict[str, list[int]] = {}
+    for r in rows:
+        k = r["name"].rsplit(".", 2)[-2] if "." in r["name"] else r["name"]
+        kinds.setdefault(k, [0, 0])
+        kinds[k][0 if r["persisted"] else 1] += r["bytes"]
+    fig = go.Figure()
+    fig.add_bar(x=list(kinds), y=[v[0] for v in kinds.values()], name="persisted (whole on every rank)")
+    fig.add_bar(x=list(kinds), y=[v[1] for v in kinds.values()], name=f"partitioned (1/{world_size} per rank)")
+    fig.update_layout(title=f"Check 10: ZeRO-3 layout at threshold {threshold:g}, world size {world_size}", barmode="stack", yaxis_title="bytes (fp32)")
+    return Finding(10, "ZeRO-3 ↔ GQA layout", status, summary, figures, rows,
+                   fix=f"keep stage3_param_persistence_threshold near DeepSpeed's default ({dflt:g})" if dflt else "keep the threshold small (DeepSpeed default 1e5)",
+                   figure=fig)
