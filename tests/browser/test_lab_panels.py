@@ -1,0 +1,223 @@
+"""Every notebook's widget panels in a real JupyterLab + headless Chromium.
+
+For each workbook notebook (SMOKE=True injected into a temp copy): run its cells in the browser up
+to and including the first panel (``--browser-all-cells``: all of them), then check that each
+panel renders (controls, Run button and plotly graph visible; no widget error), that changing a
+control and pressing Run changes the graph's trace data, and that a failing run shows one
+readable line in the panel's output. A generated notebook around a core Panel checks the same
+things deterministically, including the error raised by the run function itself.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from labdriver import ROOT, LabError, candidate_changes, prepare_notebook
+
+pytestmark = pytest.mark.browser
+
+WORKBOOK = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if not p.stem.startswith("00_"))
+CELL_TIMEOUT_S = 300  # one smoke cell (the first panel's default run included)
+RUN_TIMEOUT_S = 180  # one press of Run at smoke size
+
+SYNTHETIC_PANEL = textwrap.dedent(
+    '''
+    from dataclasses import dataclass, field
+
+    from nbkit.panels import Panel
+
+
+    @dataclass
+    class CurveParams:
+        steps: int = field(default=5, metadata={"min": 1, "max": 50})
+        rate: float = field(default=0.5, metadata={"min": 0.01, "max": 1.0})
+        shape: str = field(default="decay", metadata={"choices": ["decay", "growth"]})
+        explode: bool = False
+
+
+    def run_curve(params, live):
+        if params.explode:
+            raise ValueError("rate too high: loss diverged")
+        value = 1.0
+        for step in range(params.steps):
+            value = value * (1 - params.rate) if params.shape == "decay" else value * (1 + params.rate)
+            live.add("loss", step, value)
+        return {"final": value}
+
+
+    panel = Panel(CurveParams(steps=3 if SMOKE else 5), run_curve, title="curve")
+    panel.display(); result = panel.run()
+    '''
+)
+
+
+def write_synthetic_notebook(path: Path, body: str = SYNTHETIC_PANEL) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('SMOKE = False\nDEVICE = "auto"\nSEED = 0')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# synthetic panel"), params, nbformat.v4.new_code_cell(body)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def assert_renders(nb, k: int) -> dict:
+    """Panel k shows its controls, Run button and graph, and no widget failed to render."""
+    d = nb.panel(k).describe()
+    where = f"{nb.name}: panel {k} ({d['title'] or 'untitled'})"
+    assert d["run_visible"], f"{where}: Run button not visible"
+    assert d["controls"], f"{where}: no controls rendered"
+    hidden = [c["label"] for c in d["controls"] if not c["visible"]]
+    assert not hidden, f"{where}: controls not visible: {hidden}"
+    assert d["graph_visible"], f"{where}: the plotly graph did not render (traces seen: {d['traces']})"
+    errors = nb.widget_errors()
+    assert not errors, f"{where}: widget rendering errors: {errors}"
+    return d
+
+
+def has_points(traces) -> bool:
+    return any(len(t.get(k) or []) for t in traces or [] for k in ("x", "y", "z", "values"))
+
+
+def assert_failure_is_one_readable_line(view, expected: str) -> None:
+    d = view.describe()
+    where = f"{view.nb.name}: panel {view.k}"
+    assert re.search(r"failed", d["status"]), f"{where}: status after a failing run is {d['status']!r}"
+    text = d["output_text"].strip()
+    assert expected in text, f"{where}: the panel's output does not show {expected!r}: {text[:500]!r}"
+    assert "Traceback" not in d["output_text"] and "Traceback" not in d["output_html"], f"{where}: raw traceback shown: {text[:500]!r}"
+    assert len(text.splitlines()) == 1, f"{where}: the error is not one line: {text[:500]!r}"
+    assert not d["run_disabled"], f"{where}: Run stays disabled after a failure"
+
+
+# -- the core Panel, deterministic ---------------------------------------------------------------
+@pytest.mark.timeout(300)
+def test_core_panel_renders_runs_and_shows_errors_readably(open_notebook, lab_root, save_screenshot):
+    src = write_synthetic_notebook(lab_root / "src" / "synthetic_panel.ipynb")
+    prepare_notebook(src, lab_root / "synthetic", {"SMOKE": True})
+    nb = open_notebook("synthetic/synthetic_panel.ipynb")
+    nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=True)
+    assert nb.panel_count() == 1
+    d = assert_renders(nb, 0)
+    assert [c["kind"] for c in d["controls"]] == ["slider", "slider", "dropdown", "checkbox"]
+    assert [c["label"] for c in d["controls"]] == ["steps", "rate", "shape", "explode"]
+    # SMOKE=True reached the kernel through the injected parameters: 3 steps, not 5.
+    assert d["traces"] == [{"type": "scatter", "name": "loss", "x": [0, 1, 2], "y": [0.5, 0.25, 0.125]}]
+    view = nb.panel(0)
+    save_screenshot(view, "synthetic-panel1-before", mirror=False)
+
+    view.set_control(0, "slider", 6)
+    view.set_control(2, "dropdown", "growth")
+    assert view.click_run(RUN_TIMEOUT_S).startswith("done")
+    after = view.wait_for_traces_change(d["traces"])
+    assert after == [{"type": "scatter", "name": "loss", "x": list(range(6)), "y": [1.5**k for k in range(1, 7)]}]
+    save_screenshot(view, "synthetic-panel1-after", mirror=False)
+
+    view.set_control(3, "checkbox", True)
+    view.click_run(RUN_TIMEOUT_S)
+    assert_failure_is_one_readable_line(view, "ValueError: rate too high: loss diverged")
+    assert nb.widget_errors() == []
+
+
+@pytest.mark.timeout(240)
+def test_missing_plotly_frontend_is_detected(open_notebook, lab_page, lab_root):
+    """The render check can fail: with anywidget's frontend blocked, the graph is reported missing."""
+    src = write_synthetic_notebook(lab_root / "src" / "no_frontend.ipynb")
+    prepare_notebook(src, lab_root / "no_frontend", {"SMOKE": True})
+    lab_page.route(re.compile(r".*/extensions/anywidget/.*"), lambda route: route.abort())
+    nb = open_notebook("no_frontend/no_frontend.ipynb")
+    nb.run_until_first_panel(CELL_TIMEOUT_S)
+    lab_page.wait_for_timeout(3000)  # let the widget manager give up on the model class
+    with pytest.raises(AssertionError, match=r"did not render|widget rendering errors"):
+        assert_renders(nb, 0)
+
+
+@pytest.mark.timeout(120)
+def test_notebook_that_cannot_open_fails_with_its_name(open_notebook, lab_root):
+    broken = lab_root / "broken" / "broken.ipynb"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_text('{"cells": [ this is not json', encoding="utf-8")
+    with pytest.raises(LabError, match=r"broken/broken\.ipynb: the notebook did not open.*(dialog|nothing opened)"):
+        open_notebook("broken/broken.ipynb")
+
+
+# -- the workbook's notebooks ------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("source", WORKBOOK, ids=lambda p: p.stem)
+def test_workbook_panels_render_respond_and_fail_readably(source, request, open_notebook, lab_root, save_screenshot):
+    all_cells = request.config.getoption("--browser-all-cells")
+    prepare_notebook(source, lab_root / source.stem, {"SMOKE": True})
+    nb = open_notebook(f"{source.stem}/{source.name}")
+    nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=all_cells)
+    if nb.panel_count() == 0:
+        shown_as_text = nb.cell_text_outputs()
+        hint = f"; widgets were shown as text ({shown_as_text[:200]!r}): the widget frontend is missing" if shown_as_text.strip() else ""
+        pytest.fail(f"{source.name}: no widget panel (a 'Run' button) appeared after running its cells{hint}", pytrace=False)
+
+    for k in range(nb.panel_count()):
+        assert_renders(nb, k)
+
+    view = nb.panel(0)
+    before = view.describe()
+    assert has_points(before["traces"]), f"{source.name}: the first panel's default run drew nothing: {before['traces']}"
+    save_screenshot(view, f"{source.stem}-panel1-before")
+
+    # Change one control at a time (cheapest first) and press Run until the figure's data changes.
+    tried = []
+    changed = False
+    for idx, kind, new, old in candidate_changes(before["controls"])[:4]:
+        if kind == "dropdown":
+            options = [o for o in view.options(idx) if o != old]
+            if not options:
+                continue
+            new = options[0]
+        traces_before = view.traces()
+        view.set_control(idx, kind, new)
+        status = view.click_run(RUN_TIMEOUT_S)
+        after = view.wait_for_traces_change(traces_before)
+        label = before["controls"][idx]["label"]
+        if status.startswith("done") and after != traces_before and has_points(after):
+            changed = True
+            break
+        tried.append(f"{label}: {old!r} -> {new!r} gave status {status!r}, "
+                     f"output {view.describe()['output_text'].strip()[:160]!r}, data changed: {after != traces_before}")
+        view.set_control(idx, kind, old)
+    assert changed, f"{source.name}: no control change made Run update the figure; tried: {tried}"
+    save_screenshot(view, f"{source.stem}-panel1-after")
+    assert nb.widget_errors() == []
+
+    # A failure inside the run (injected into this notebook's panels) is one readable line.
+    nb.execute_silently(FAULT_INJECTION)
+    try:
+        view.click_run(RUN_TIMEOUT_S)
+        assert_failure_is_one_readable_line(view, "RuntimeError: injected by the browser tier")
+    finally:
+        nb.execute_silently(FAULT_REMOVAL)
+
+
+# Patch every Panel's run function (test set-up through the kernel; the panel code is untouched).
+FAULT_INJECTION = textwrap.dedent(
+    """
+    import gc as _gc
+    from nbkit.panels import Panel as _Panel
+
+    def _nbkit_browser_fault(params, live=None):
+        raise RuntimeError("injected by the browser tier")
+
+    _nbkit_saved_runs = {}
+    for _p in _gc.get_objects():
+        if isinstance(_p, _Panel):
+            _nbkit_saved_runs[id(_p)] = (_p, _p._run_fn)
+            _p._run_fn = _nbkit_browser_fault
+    assert _nbkit_saved_runs, "no nbkit Panel in this kernel"
+    """
+)
+FAULT_REMOVAL = "for _p, _fn in _nbkit_saved_runs.values():\n    _p._run_fn = _fn\n"
