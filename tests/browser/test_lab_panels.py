@@ -221,3 +221,18 @@ FAULT_INJECTION = textwrap.dedent(
     """
 )
 FAULT_REMOVAL = "for _p, _fn in _nbkit_saved_runs.values():\n    _p._run_fn = _fn\n"
+
+
+@pytest.mark.timeout(240)
+def test_start_here_opens_and_lists_the_workbook(open_notebook, lab_root, lab_page):
+    source = ROOT / "notebooks" / "00_start_here.ipynb"
+    if not source.exists():
+        pytest.fail("notebooks/00_start_here.ipynb (the workshop landing notebook) is missing", pytrace=False)
+    prepare_notebook(source, lab_root / source.stem, {"SMOKE": True})
+    nb = open_notebook(f"{source.stem}/{source.name}")
+    nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=True)
+    links = lab_page.locator(".jp-RenderedMarkdown table a").evaluate_all("as => as.map(a => a.textContent.trim())")
+    assert [p.stem for p in WORKBOOK] == links, f"landing table links {links}, workbook has {[p.stem for p in WORKBOOK]}"
+    text = lab_page.locator(".jp-Notebook").inner_text()
+    assert re.search(r"everything present|MISSING: ", text), "the readiness check printed nothing"
+    assert nb.widget_errors() == []
