@@ -1,0 +1,226 @@
+"""The seed's ``MedicalDiagnosis`` signature, a typed version derived from examples, and the contract check.
+
+DSPy puts field descriptions ("confidence 0-1", "max 50 words") into the prompt only; nothing enforces them.
+:func:`check_contract` enforces them after parsing and names every breach, so a run can count them.
+
+Signature classes need ``dspy`` at class-creation time; they are built on first use (``functools.cache``)
+so ``import nbkit.signatures.contracts`` stays instant.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+MAX_DIAGNOSES = 3
+MAX_REASONING_WORDS = 50
+
+# Violation kinds, in the order tables show them.
+PARSE_ERROR = "parse_error"
+MISSING_FIELD = "missing_field"
+CONFIDENCE_NOT_NUMERIC = "confidence_not_numeric"
+CONFIDENCE_OUT_OF_RANGE = "confidence_out_of_range"
+NO_DIAGNOSIS = "no_diagnosis"
+TOO_MANY_DIAGNOSES = "too_many_diagnoses"
+REASONING_TOO_LONG = "reasoning_over_50_words"
+VIOLATION_KINDS = (PARSE_ERROR, MISSING_FIELD, CONFIDENCE_NOT_NUMERIC, CONFIDENCE_OUT_OF_RANGE, NO_DIAGNOSIS, TOO_MANY_DIAGNOSES, REASONING_TOO_LONG)
+
+
+# One entry of the differential. No docstring: DSPy copies a model's docstring into the prompt's schema.
+# The [0, 1] bound is *not* a pydantic constraint on purpose: a constraint would turn an out-of-range
+# answer into a parse error and hide the real cause; check_contract() enforces it after parsing.
+class Diagnosis(BaseModel):
+    condition: str
+    confidence: float
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    detail: str
+
+
+SEED_DOC = "Given patient symptoms, output a differential diagnosis with confidence score."
+
+
+@functools.cache
+def medical_diagnosis_signature():
+    """The seed's signature, as written in its field notes (§2.3)."""
+    import dspy
+
+    class MedicalDiagnosis(dspy.Signature):
+        """Given patient symptoms, output a differential diagnosis with confidence score."""
+
+        symptoms: str = dspy.InputField(desc="Patient's reported symptoms in natural language")
+        diagnosis: str = dspy.OutputField(desc="Top 3 possible diagnoses, each with 'condition: [name], confidence: [0-1]' format")
+        reasoning: str = dspy.OutputField(desc="Brief clinical reasoning, max 50 words")
+
+    return MedicalDiagnosis
+
+
+# -- example-first design ------------------------------------------------------------------
+# The seed's process: write ~5 high-quality input/output pairs first, then derive the signature's descs
+# from what they have in common. These are hand-written (clinically standard first-line reasoning).
+SEED_EXAMPLES: tuple[dict[str, Any], ...] = (
+    {
+        "symptoms": "Persistent cough for 3 weeks, worse at night, with low-grade fever.",
+        "diagnoses": [{"condition": "tuberculosis", "confidence": 0.4}, {"condition": "asthma", "confidence": 0.3}, {"condition": "gastro-oesophageal reflux disease", "confidence": 0.2}],
+        "reasoning": "Cough over 3 weeks with fever needs TB excluded; nocturnal cough also fits cough-variant asthma or reflux.",
+    },
+    {
+        "symptoms": "Burning on passing urine, going every few minutes, lower belly ache, no fever.",
+        "diagnoses": [{"condition": "urinary tract infection", "confidence": 0.85}, {"condition": "kidney stones", "confidence": 0.1}],
+        "reasoning": "Dysuria, frequency and suprapubic pain without fever is classic uncomplicated cystitis.",
+    },
+    {
+        "symptoms": "Sudden crushing chest pain for 30 minutes going down the left arm, sweating.",
+        "diagnoses": [{"condition": "myocardial infarction", "confidence": 0.8}, {"condition": "angina", "confidence": 0.15}, {"condition": "pulmonary embolism", "confidence": 0.05}],
+        "reasoning": "Prolonged central chest pain at rest with radiation and sweating is an acute coronary syndrome until proven otherwise; emergency.",
+    },
+    {
+        "symptoms": "Big toe suddenly red, hot and extremely painful overnight after a night of drinking.",
+        "diagnoses": [{"condition": "gout", "confidence": 0.9}],
+        "reasoning": "Acute monoarthritis of the first MTP joint after alcohol is typical gout.",
+    },
+    {
+        "symptoms": "Every spring: sneezing, itchy watery eyes, runny nose, no fever.",
+        "diagnoses": [{"condition": "allergic rhinitis", "confidence": 0.9}, {"condition": "common cold", "confidence": 0.1}],
+        "reasoning": "Seasonal recurrence with itch and no fever points to pollen allergy rather than infection.",
+    },
+)
+
+
+def derive_field_specs(examples=SEED_EXAMPLES) -> dict[str, Any]:
+    """What every good example has in common, turned into the typed signature's bounds and descs."""
+    if not examples:
+        raise ValueError("derive_field_specs needs at least one example")
+    n_max = max(len(e["diagnoses"]) for e in examples)
+    confs = [d["confidence"] for e in examples for d in e["diagnoses"]]
+    words = max(len(e["reasoning"].split()) for e in examples)
+    specs = {
+        "max_diagnoses": n_max,
+        "confidence_min": 0.0 if min(confs) >= 0 else min(confs),
+        "confidence_max": 1.0 if max(confs) <= 1 else max(confs),
+        "reasoning_words_observed": words,
+        # The contract rounds the observed maximum up to the seed's stated limit (50 words).
+        "max_reasoning_words": max(MAX_REASONING_WORDS, words),
+        "ordered": all(
+            [d["confidence"] for d in e["diagnoses"]] == sorted((d["confidence"] for d in e["diagnoses"]), reverse=True) for e in examples
+        ),
+    }
+    specs["diagnoses_desc"] = (
+        f"Up to {specs['max_diagnoses']} most likely conditions{', most likely first' if specs['ordered'] else ''}; "
+        f"each a condition name and a confidence: a number between {specs['confidence_min']:g} and {specs['confidence_max']:g}"
+    )
+    specs["reasoning_desc"] = f"Brief clinical reasoning, at most {specs['max_reasoning_words']} words"
+    return specs
+
+
+@functools.cache
+def typed_medical_diagnosis_signature():
+    """The typed contract: ``diagnoses: list[Diagnosis]`` + ``reasoning``, descs derived from SEED_EXAMPLES."""
+    import dspy
+
+    specs = derive_field_specs()
+
+    class MedicalDiagnosisTyped(dspy.Signature):
+        """Given patient symptoms, output a differential diagnosis with confidence score."""
+
+        symptoms: str = dspy.InputField(desc="Patient's reported symptoms in natural language")
+        diagnoses: list[Diagnosis] = dspy.OutputField(desc=specs["diagnoses_desc"])
+        reasoning: str = dspy.OutputField(desc=specs["reasoning_desc"])
+
+    return MedicalDiagnosisTyped
+
+
+def signature_by_name(name: str):
+    if name == "typed":
+        return typed_medical_diagnosis_signature()
+    if name == "seed":
+        return medical_diagnosis_signature()
+    raise ValueError(f"unknown signature {name!r}; expected 'typed' or 'seed'")
+
+
+# -- parsing the seed's free-text diagnosis field ------------------------------------------
+_SEED_ITEM = re.compile(r"condition\s*:\s*\[?(?P<name>[^,\]\n;]+?)\]?\s*[,;]\s*confidence\s*:\s*\[?(?P<conf>[^,\]\n;)]+)", re.I)
+
+
+def parse_seed_diagnosis(text: str) -> list[dict[str, Any]]:
+    """``"condition: X, confidence: 0.8"`` items from the seed signature's string field (conf may be non-numeric)."""
+    items = []
+    for m in _SEED_ITEM.finditer(text or ""):
+        items.append({"condition": m.group("name").strip(" *-\"'"), "confidence": m.group("conf").strip(" *\"'.")})
+    return items
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().rstrip("%")
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        return number / 100 if value.strip().endswith("%") else number
+    return None
+
+
+def diagnoses_of(outputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The differential as a list of {condition, confidence} dicts, from either signature's outputs."""
+    if "diagnoses" in outputs:
+        items = outputs.get("diagnoses") or []
+        return [d.model_dump() if isinstance(d, BaseModel) else dict(d) if isinstance(d, dict) else {"condition": str(d), "confidence": None} for d in items]
+    if "diagnosis" in outputs:
+        return parse_seed_diagnosis(str(outputs.get("diagnosis") or ""))
+    return []
+
+
+def check_contract(outputs: dict[str, Any] | None, error: BaseException | None = None, *, output_fields=("diagnoses", "reasoning")) -> list[Violation]:
+    """Every way ``outputs`` breaks the contract (empty list: it holds).
+
+    ``error`` is the exception the module raised, if any: an ``AdapterParseError`` whose parsed result lacks
+    fields counts as ``missing_field``, any other parse failure as ``parse_error``.
+    """
+    if error is not None:
+        parsed = getattr(error, "parsed_result", None)
+        if isinstance(parsed, dict):
+            missing = [f for f in output_fields if f not in parsed]
+            if missing:
+                return [Violation(MISSING_FIELD, f"missing {missing}; got {sorted(parsed)}")]
+        message = str(error).strip().splitlines()
+        return [Violation(PARSE_ERROR, f"{type(error).__name__}: {message[0] if message else ''}"[:200])]
+    if outputs is None:
+        return [Violation(PARSE_ERROR, "no output")]
+    violations: list[Violation] = []
+    missing = [f for f in output_fields if outputs.get(f) in (None, "")]
+    if missing:
+        violations.append(Violation(MISSING_FIELD, f"empty or missing {missing}"))
+    items = diagnoses_of(outputs)
+    if not items and "diagnosis" in output_fields and outputs.get("diagnosis"):
+        violations.append(Violation(NO_DIAGNOSIS, f"no 'condition: X, confidence: p' item in {str(outputs['diagnosis'])[:80]!r}"))
+    elif not items and "diagnoses" in output_fields and "diagnoses" not in missing:
+        violations.append(Violation(NO_DIAGNOSIS, "empty differential"))
+    if len(items) > MAX_DIAGNOSES:
+        violations.append(Violation(TOO_MANY_DIAGNOSES, f"{len(items)} diagnoses > {MAX_DIAGNOSES}"))
+    for item in items:
+        conf = _as_float(item.get("confidence"))
+        if conf is None or math.isnan(conf):
+            violations.append(Violation(CONFIDENCE_NOT_NUMERIC, f"{item.get('condition')!r}: confidence {item.get('confidence')!r}"))
+        elif not 0.0 <= conf <= 1.0:
+            violations.append(Violation(CONFIDENCE_OUT_OF_RANGE, f"{item.get('condition')!r}: confidence {conf:g} not in [0, 1]"))
+    words = len(str(outputs.get("reasoning") or "").split())
+    if words > MAX_REASONING_WORDS:
+        violations.append(Violation(REASONING_TOO_LONG, f"reasoning has {words} words > {MAX_REASONING_WORDS}"))
+    return violations
+
+
+def output_fields_of(signature) -> tuple[str, ...]:
+    return tuple(signature.output_fields)

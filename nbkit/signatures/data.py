@@ -1,0 +1,200 @@
+"""The medical cases and the knowledge base, validated on load; splits fixed by seed.
+
+``data/medical_cases.jsonl`` — 63 cases written for this project. Each line::
+
+    {"id": "case001", "conditions": ["hypertension"], "standard": "...", "colloquial": "...", "rationale": "..."}
+
+``conditions`` lists acceptable diagnoses (first = most likely), each a ``condition`` of the knowledge base;
+``standard`` is a clinician's phrasing, ``colloquial`` how a patient or relative would ask; ``rationale``
+notes the clinical reasoning or guideline the expected answer rests on. Every case yields two examples,
+one per slice, and both phrasings of a case always land in the same split (no leakage across splits).
+
+``data/knowledge_base.jsonl`` — 49 conditions: aliases, typical symptoms, first-line notes (summarised
+from NICE CKS / standard textbook presentations). It serves the HybridRetriever and the answer matcher.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+SLICES = ("standard", "colloquial")
+CASE_KEYS = {"id": str, "conditions": list, "standard": str, "colloquial": str, "rationale": str}
+KB_KEYS = {"condition": str, "aliases": list, "symptoms": str, "notes": str}
+
+
+class DatasetError(ValueError):
+    """A data file is empty or malformed; the message names the file, line and key."""
+
+
+def data_path(name: str) -> Path:
+    return Path(str(resources.files("nbkit.signatures") / "data" / name))
+
+
+def _read_jsonl(path: Path, required: dict[str, type]) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"{path}: file not found")
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+            for key, typ in required.items():
+                if key not in row:
+                    raise DatasetError(f"{path}:{line_no}: missing key {key!r} (expected keys {sorted(required)})")
+                if not isinstance(row[key], typ) or (typ is str and not row[key].strip()) or (typ is list and not row[key]):
+                    raise DatasetError(f"{path}:{line_no}: key {key!r} must be a non-empty {typ.__name__}, got {row[key]!r}")
+            rows.append(row)
+    if not rows:
+        raise DatasetError(f"{path}: no records (the file is empty)")
+    return rows
+
+
+@dataclass
+class KnowledgeBase:
+    entries: list[dict[str, Any]]
+    aliases: dict[str, list[str]] = field(default_factory=dict)  # condition -> normalised names incl. itself
+
+    def __post_init__(self):
+        self.aliases = {e["condition"]: sorted({normalise(e["condition"]), *(normalise(a) for a in e["aliases"])}) for e in self.entries}
+
+    def documents(self) -> list[str]:
+        """One retrievable passage per condition."""
+        return [f"{e['condition']} ({', '.join(e['aliases'])}): {e['symptoms']} {e['notes']}" for e in self.entries]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def load_knowledge_base(path: str | Path | None = None) -> KnowledgeBase:
+    path = Path(path) if path else data_path("knowledge_base.jsonl")
+    rows = _read_jsonl(path, KB_KEYS)
+    seen: dict[str, int] = {}
+    for i, row in enumerate(rows, 1):
+        if row["condition"] in seen:
+            raise DatasetError(f"{path}: condition {row['condition']!r} appears twice (records {seen[row['condition']]} and {i})")
+        seen[row["condition"]] = i
+    return KnowledgeBase(rows)
+
+
+def load_cases(path: str | Path | None = None, kb: KnowledgeBase | None = None) -> list[dict[str, Any]]:
+    """Cases, checked: required keys, unique ids, every expected condition known to the knowledge base."""
+    path = Path(path) if path else data_path("medical_cases.jsonl")
+    kb = kb or load_knowledge_base()
+    rows = _read_jsonl(path, CASE_KEYS)
+    ids: set[str] = set()
+    for line_no, row in enumerate(rows, 1):
+        if row["id"] in ids:
+            raise DatasetError(f"{path}: duplicate id {row['id']!r} (record {line_no})")
+        ids.add(row["id"])
+        unknown = [c for c in row["conditions"] if c not in kb.aliases]
+        if unknown:
+            raise DatasetError(f"{path}: record {line_no} ({row['id']}): conditions {unknown} are not in the knowledge base")
+    return rows
+
+
+def normalise(name: str) -> str:
+    name = name.lower().replace("’", "'")
+    name = re.sub(r"[^a-z0-9' ]+", " ", name)
+    return re.sub(r"\s+", " ", name).strip()
+
+
+def condition_matches(predicted: str, condition: str, kb: KnowledgeBase) -> bool:
+    """Does a predicted condition name name ``condition`` (by its name or an alias, as whole words)?"""
+    text = normalise(predicted)
+    if not text:
+        return False
+    for alias in kb.aliases.get(condition, [normalise(condition)]):
+        if alias == text or re.search(rf"(?<![a-z0-9]){re.escape(alias)}(?![a-z0-9])", text):
+            return True
+    return False
+
+
+def gold_outputs(case: dict[str, Any]) -> dict[str, Any]:
+    """Labelled outputs for a case, in the typed contract's shape (used as labelled demos)."""
+    conds = case["conditions"][:3]
+    weights = {1: [0.8], 2: [0.6, 0.3], 3: [0.5, 0.3, 0.2]}[len(conds)]
+    return {
+        "diagnoses": [{"condition": c, "confidence": w} for c, w in zip(conds, weights, strict=True)],
+        "diagnosis": "; ".join(f"condition: {c}, confidence: {w}" for c, w in zip(conds, weights, strict=True)),
+        "reasoning": case["rationale"],
+    }
+
+
+def to_examples(cases: list[dict[str, Any]], slices=SLICES, with_labels: bool = True):
+    """``dspy.Example``s (inputs: ``symptoms``), one per case and slice, tagged ``slice`` and ``case_id``."""
+    import dspy
+
+    from nbkit.signatures.contracts import Diagnosis
+
+    examples = []
+    for case in cases:
+        for slice_name in slices:
+            fields: dict[str, Any] = {"symptoms": case[slice_name], "slice": slice_name, "case_id": case["id"], "conditions": list(case["conditions"])}
+            if with_labels:
+                gold = gold_outputs(case)
+                fields.update(diagnoses=[Diagnosis(**d) for d in gold["diagnoses"]], diagnosis=gold["diagnosis"], reasoning=gold["reasoning"])
+            examples.append(dspy.Example(**fields).with_inputs("symptoms"))
+    return examples
+
+
+@dataclass
+class Splits:
+    train: list[dict[str, Any]]
+    val: list[dict[str, Any]]
+    dev: list[dict[str, Any]]
+    test: list[dict[str, Any]]
+
+    def sizes(self) -> dict[str, int]:
+        return {k: len(getattr(self, k)) for k in ("train", "val", "dev", "test")}
+
+
+def split_cases(cases: list[dict[str, Any]], seed: int = 0, fractions=(0.4, 0.15, 0.25, 0.2)) -> Splits:
+    """Shuffle cases by ``seed`` and cut train/val/dev/test (both phrasings of a case stay together)."""
+    if len(cases) < 4:
+        raise DatasetError(f"need at least 4 cases to split, got {len(cases)}")
+    if abs(sum(fractions) - 1.0) > 1e-6:
+        raise ValueError(f"split fractions must sum to 1, got {fractions}")
+    order = sorted(cases, key=lambda c: c["id"])
+    random.Random(seed).shuffle(order)
+    n = len(order)
+    cuts = [round(n * sum(fractions[: i + 1])) for i in range(3)]
+    cuts = [max(i + 1, min(c, n - (3 - i))) for i, c in enumerate(cuts)]
+    return Splits(order[: cuts[0]], order[cuts[0] : cuts[1]], order[cuts[1] : cuts[2]], order[cuts[2] :])
+
+
+def compile_mix(cases: list[dict[str, Any]], size: int, colloquial_fraction: float, seed: int = 0):
+    """A compile set of ``size`` examples from ``cases`` with the given share of colloquial phrasings.
+
+    Each case contributes one phrasing, so the mix changes the wording, never the clinical content.
+    """
+    import dspy  # noqa: F401  (to_examples needs it)
+
+    if not 0.0 <= colloquial_fraction <= 1.0:
+        raise ValueError(f"colloquial_fraction must be in [0, 1], got {colloquial_fraction}")
+    if size > len(cases):
+        raise ValueError(f"compile set of {size} needs {size} cases, only {len(cases)} available")
+    chosen = sorted(cases, key=lambda c: c["id"])
+    random.Random(seed).shuffle(chosen)
+    chosen = chosen[:size]
+    n_coll = int(round(size * colloquial_fraction))
+    if colloquial_fraction > 0 and n_coll == 0:
+        n_coll = 1  # "at least 10 %" must mean at least one example in a small set
+    examples = []
+    for i, case in enumerate(chosen):
+        slice_name = "colloquial" if i < n_coll else "standard"
+        examples.extend(to_examples([case], slices=(slice_name,)))
+    random.Random(seed + 1).shuffle(examples)
+    return examples

@@ -1,0 +1,209 @@
+"""Score programs on labelled examples and account for every contract failure.
+
+* :func:`make_metric` — the DSPy metric (``trace=None`` default): 1.0 when one of the top-3 predicted
+  conditions names an acceptable diagnosis. While an optimizer bootstraps (``trace`` given) a demo must also
+  honour the whole contract, so compiled demos teach the format, not just the answer.
+* :func:`evaluate_program` — runs a program over examples with DSPy's thread pool (``ParallelExecutor``),
+  one record per example: score, violations by kind, the raw LM text when parsing failed, tokens.
+* :func:`violation_table` / :func:`score_table` — the per-adapter / per-module summaries the notebook shows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbkit.signatures.contracts import VIOLATION_KINDS, check_contract, diagnoses_of
+from nbkit.signatures.data import KnowledgeBase, condition_matches
+
+
+def prediction_outputs(prediction: Any) -> dict[str, Any]:
+    if prediction is None:
+        return {}
+    if hasattr(prediction, "items"):
+        return {k: v for k, v in prediction.items()}
+    return dict(prediction)
+
+
+def top_conditions(outputs: dict[str, Any], n: int = 3) -> list[str]:
+    return [str(d.get("condition") or "") for d in diagnoses_of(outputs)[:n]]
+
+
+def is_hit(outputs: dict[str, Any], acceptable: list[str], kb: KnowledgeBase, n: int = 3) -> bool:
+    return any(condition_matches(name, cond, kb) for name in top_conditions(outputs, n) for cond in acceptable)
+
+
+def make_metric(kb: KnowledgeBase, output_fields=("diagnoses", "reasoning")):
+    """DSPy metric: hit@3 as a float for evaluation; hit and contract-clean (bool) while bootstrapping."""
+
+    def diagnosis_metric(example, prediction, trace=None):
+        outputs = prediction_outputs(prediction)
+        hit = is_hit(outputs, list(example.conditions), kb)
+        if trace is None:
+            return float(hit)
+        return hit and not check_contract(outputs, output_fields=output_fields)
+
+    return diagnosis_metric
+
+
+@dataclass
+class EvalResult:
+    label: str
+    records: list[dict[str, Any]]
+    seconds: float
+    calls: int
+    completion_tokens: int
+    info: dict = field(default_factory=dict)
+
+    def frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.records)
+
+    @property
+    def score(self) -> float:
+        return _mean([r["score"] for r in self.records])
+
+    def score_by_slice(self) -> dict[str, float]:
+        out = {}
+        for slice_name in ("standard", "colloquial"):
+            vals = [r["score"] for r in self.records if r["slice"] == slice_name]
+            if vals:
+                out[slice_name] = _mean(vals)
+        return out
+
+    @property
+    def violation_rate(self) -> float:
+        """Share of examples with at least one contract violation."""
+        return _mean([1.0 if r["violations"] else 0.0 for r in self.records])
+
+    def violation_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(VIOLATION_KINDS, 0)
+        for r in self.records:
+            for kind in r["violations"]:
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds > 0 and self.completion_tokens else float("nan")
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _usage_tokens(entry: dict) -> int:
+    usage = entry.get("usage") or {}
+    value = usage.get("completion_tokens") if isinstance(usage, dict) else getattr(usage, "completion_tokens", None)
+    return int(value or 0)
+
+
+def evaluate_program(
+    program,
+    examples,
+    *,
+    lm,
+    kb: KnowledgeBase,
+    adapter=None,
+    label: str = "",
+    num_threads: int = 1,
+    output_fields=("diagnoses", "reasoning"),
+    progress: bool = True,
+    server=None,
+) -> EvalResult:
+    """Run ``program`` on every example under ``lm``/``adapter``; never raises for a bad answer, only records it.
+
+    ``server`` (a LocalLMServer) is checked after a failed call, so a crashed server stops the run with
+    its log instead of recording dozens of connection errors as model failures.
+    """
+    import dspy
+    from dspy.utils.parallelizer import ParallelExecutor
+
+    if not examples:
+        raise ValueError(f"evaluate_program({label!r}): no examples to evaluate")
+    adapter = adapter or dspy.ChatAdapter(use_json_adapter_fallback=False)
+    history_before = len(lm.history)
+
+    def run_one(example):
+        start = time.perf_counter()
+        outputs, error = None, None
+        try:
+            outputs = prediction_outputs(program(**example.inputs()))
+        except dspy.utils.exceptions.AdapterParseError as exc:
+            error = exc
+        except Exception as exc:
+            if server is not None:
+                server.ensure_running()  # raises LMServerError with the log tail
+            error = exc
+            if not _is_model_output_error(exc):
+                raise
+        violations = check_contract(outputs, error, output_fields=output_fields)
+        return {
+            "case_id": example.case_id,
+            "slice": example.slice,
+            "symptoms": example.symptoms,
+            "expected": list(example.conditions),
+            "predicted": top_conditions(outputs or {}),
+            "score": float(is_hit(outputs or {}, list(example.conditions), kb)),
+            "violations": [v.kind for v in violations],
+            "violation_details": [v.detail for v in violations],
+            "raw": (getattr(error, "lm_response", None) or "")[:600] if error is not None else "",
+            "seconds": time.perf_counter() - start,
+        }
+
+    start = time.perf_counter()
+    with dspy.context(lm=lm, adapter=adapter):
+        executor = ParallelExecutor(num_threads=num_threads, disable_progress_bar=not progress, max_errors=len(examples) + 1, timeout=600)
+        records = executor.execute(run_one, list(examples))
+    seconds = time.perf_counter() - start
+    missing = [i for i, r in enumerate(records) if r is None]
+    if missing:
+        raise RuntimeError(f"evaluate_program({label!r}): {len(missing)} of {len(records)} examples failed outside the model (see the log above)")
+    new_entries = lm.history[history_before:]
+    tokens = sum(_usage_tokens(e) for e in new_entries)
+    return EvalResult(label, records, seconds, len(new_entries), tokens, {"num_threads": num_threads, "adapter": type(adapter).__name__})
+
+
+def _is_model_output_error(exc: Exception) -> bool:
+    """Errors that mean "the model's answer was unusable", as opposed to a bug or a dead server."""
+    name = type(exc).__name__
+    return name in {"AdapterParseError", "ValidationError", "JSONDecodeError", "ValueError"}
+
+
+def score_table(results: dict[str, EvalResult]):
+    """One row per labelled result: overall and per-slice hit@3, violation rate, tokens/s."""
+    import pandas as pd
+
+    rows = []
+    for label, res in results.items():
+        by_slice = res.score_by_slice()
+        rows.append({
+            "program": label, "n": len(res.records), "hit@3": res.score,
+            "hit@3 standard": by_slice.get("standard"), "hit@3 colloquial": by_slice.get("colloquial"),
+            "contract violation rate": res.violation_rate, "calls": res.calls, "seconds": res.seconds,
+            "tokens/s": res.tokens_per_s,
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def violation_table(results: dict[str, EvalResult]):
+    """Violations by kind (rows) for each labelled result (columns)."""
+    import pandas as pd
+
+    return pd.DataFrame({label: res.violation_counts() for label, res in results.items()})
+
+
+def violation_examples(result: EvalResult, per_kind: int = 1) -> list[dict[str, Any]]:
+    """A few concrete failures per kind: the input, what broke, and the raw LM text."""
+    shown: dict[str, int] = {}
+    out = []
+    for r in result.records:
+        for kind, detail in zip(r["violations"], r["violation_details"], strict=True):
+            if shown.get(kind, 0) >= per_kind:
+                continue
+            shown[kind] = shown.get(kind, 0) + 1
+            out.append({"kind": kind, "case": r["case_id"], "slice": r["slice"], "detail": detail, "raw LM text": r["raw"][:300]})
+    return out

@@ -1,0 +1,197 @@
+"""Build the ``dspy.LM`` a notebook run uses: the local llama.cpp server by default, any DSPy/LiteLLM model by name.
+
+``LM_MODEL = "local"`` (the default) starts :class:`~nbkit.signatures.server.LocalLMServer` and reaches it
+the way users reach Ollama, vLLM or llama.cpp: ``dspy.LM("openai/<alias>", api_base=..., api_key="local")``.
+Any other value is passed to ``dspy.LM`` unchanged (``"openai/gpt-4o-mini"``, ``"ollama_chat/llama3"``…);
+its key is read from the environment variable named by ``api_key_env`` and never written anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCAL = "local"
+
+# Where a remote provider's key conventionally lives; used to give a precise "key missing" message.
+PROVIDER_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+}
+KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "hosted_vllm", "vllm", "local"}
+
+
+class MissingApiKey(RuntimeError):
+    """A remote model was asked for but its API key is not in the environment."""
+
+
+class TokenLimitExceeded(RuntimeError):
+    """A response carried more completion tokens than ``max_tokens`` allowed."""
+
+
+def offline_environment() -> None:
+    """No network beyond loopback here: make LiteLLM/DSPy use their bundled model metadata, not a download."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@dataclass
+class LMHandle:
+    """The LM plus what started it (``server`` is None for a remote model)."""
+
+    lm: Any
+    model: str
+    max_tokens: int
+    server: Any = None
+    info: dict = field(default_factory=dict)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def resolve_api_key(model: str, api_key_env: str | None) -> str | None:
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    if provider in KEYLESS_PROVIDERS:
+        return None
+    env_name = api_key_env or PROVIDER_KEY_ENV.get(provider)
+    if env_name is None:
+        return None  # LiteLLM knows the provider's own variable; it will say if it is missing
+    key = os.environ.get(env_name)
+    if not key:
+        raise MissingApiKey(
+            f"LM_MODEL={model!r} needs an API key in the environment variable {env_name} (not set); "
+            f"export {env_name}=... before starting Jupyter, or use LM_MODEL='local' for the offline SmolLM2 server"
+        )
+    return key
+
+
+def make_lm(
+    model: str = LOCAL,
+    *,
+    api_base: str | None = None,
+    api_key_env: str | None = None,
+    max_tokens: int = 192,
+    temperature: float = 0.0,
+    server_kwargs: dict | None = None,
+    cache: bool = True,
+) -> LMHandle:
+    """A ``dspy.LM`` for ``model`` (``"local"`` starts the llama.cpp server on a free loopback port).
+
+    ``cache=True`` keeps DSPy's in-memory cache (identical requests inside one run are answered once);
+    the disk cache is switched off so a new run measures a new run.
+    """
+    offline_environment()
+    import dspy
+
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=cache)
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if model == LOCAL:
+        from nbkit.signatures.server import LocalLMServer
+
+        server = LocalLMServer(**(server_kwargs or {})).start()
+        try:
+            lm = dspy.LM(
+                f"openai/{server.model_alias}", api_base=server.api_base, api_key="local",
+                max_tokens=max_tokens, temperature=temperature, cache=cache, num_retries=0,
+            )  # fmt: skip
+        except BaseException:
+            server.stop()
+            raise
+        return LMHandle(lm, model, max_tokens, server, {"api_base": server.api_base, "model_path": str(server.model_path), "log": str(server.log_path)})
+    key = resolve_api_key(model, api_key_env)
+    kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "cache": cache}
+    if api_base:
+        kwargs["api_base"] = api_base
+    if key:
+        kwargs["api_key"] = key
+    lm = dspy.LM(model, **kwargs)
+    return LMHandle(lm, model, max_tokens, None, {"api_base": api_base or "(provider default)"})
+
+
+def completion_tokens_of(lm: Any, last: int = 1) -> list[int | None]:
+    """Completion-token counts the server reported for the last ``last`` calls in ``lm.history``."""
+    counts: list[int | None] = []
+    for entry in lm.history[-last:]:
+        usage = entry.get("usage") or {}
+        value = usage.get("completion_tokens") if isinstance(usage, dict) else getattr(usage, "completion_tokens", None)
+        counts.append(int(value) if value is not None else None)
+    return counts
+
+
+def check_token_limit(lm: Any, max_tokens: int, prompt: str = "Write a very long story about a dragon who learns to cook.") -> dict:
+    """Send one DSPy request with ``max_tokens`` and verify the server generated at most that many tokens.
+
+    The prompt invites a long answer, so a limit that does not reach the server shows up as a count far
+    above ``max_tokens`` (the server then runs to EOS or to the end of its context).
+    """
+    import dspy
+
+    probe = lm.copy(max_tokens=max_tokens, cache=False)
+    with dspy.context(lm=probe):
+        probe(messages=[{"role": "user", "content": prompt}])
+    (count,) = completion_tokens_of(probe, 1)
+    result = {"max_tokens": max_tokens, "completion_tokens": count, "ok": count is not None and count <= max_tokens}
+    if count is not None and count > max_tokens:
+        raise TokenLimitExceeded(
+            f"asked for max_tokens={max_tokens} but the server generated {count} tokens: the limit did not reach "
+            "the server (llama-cpp-python ignores 'max_completion_tokens'; start it via nbkit.signatures.llama_server)"
+        )
+    return result
+
+
+def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: str = "auto") -> dict:
+    """Which token-limit field(s) a ``dspy.LM("openai/…", api_base=…)`` puts on the wire.
+
+    A throwaway loopback HTTP server records the request body DSPy sends and answers with a canned
+    completion; nothing is generated. This shows *why* a stock llama-cpp-python server ignored the limit.
+    """
+    import http.server
+    import threading
+
+    offline_environment()
+    import dspy
+
+    seen: dict[str, Any] = {}
+
+    class Capture(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            import json
+
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            seen.update({k: v for k, v in body.items() if k in ("max_tokens", "max_completion_tokens", "max_output_tokens")})
+            seen["_path"] = self.path
+            data = json.dumps({
+                "id": "capture", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }).encode()  # fmt: skip
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        lm = dspy.LM(f"openai/{model_alias}", api_base=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="local",
+                     max_tokens=max_tokens, cache=False, num_retries=0, engine=engine)  # fmt: skip
+        lm(messages=[{"role": "user", "content": "hi"}])
+    finally:
+        server.shutdown()
+        server.server_close()
+    return {k: v for k, v in seen.items() if not k.startswith("_")}

@@ -1,0 +1,274 @@
+"""Start, watch and stop a local OpenAI-compatible LLM server (llama-cpp-python) for DSPy.
+
+``LocalLMServer`` runs ``python -m nbkit.signatures.llama_server`` — llama-cpp-python's own server
+(``llama_cpp.server``) with two launch-time fixes, see that module — on 127.0.0.1 at a free port, in its
+own process group, with stdout/stderr in a log file. It waits for ``GET /v1/models`` to answer, and stops
+the whole process group on ``stop()``, on leaving a ``with`` block, and at interpreter exit (``atexit``),
+so a finished or interrupted notebook leaves no orphaned server.
+
+Failures are one clear message: llama-cpp-python (or its ``[server]`` extra) missing, model file missing,
+port busy, the server exiting during start-up or mid-run (with the log's last lines).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SERVER_INSTALL = 'pip install "llama-cpp-python[server]"   (CPU build ~15 min; see README for CUDA wheels)'
+
+
+class LMServerError(RuntimeError):
+    """The local LM server could not start or stopped working; the message says why and where the log is."""
+
+
+_LIVE: "weakref.WeakSet[LocalLMServer]" = weakref.WeakSet()
+
+
+def _stop_all_at_exit() -> None:
+    for server in list(_LIVE):
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+atexit.register(_stop_all_at_exit)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _no_proxy_opener():
+    # Loopback only: an http_proxy in the environment must not capture 127.0.0.1 requests.
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http_json(url: str, payload: dict | None = None, timeout: float = 120.0) -> dict:
+    """GET (payload None) or POST JSON to ``url`` and return the decoded JSON answer."""
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with _no_proxy_opener().open(req, timeout=timeout) as resp:
+        return json.loads(resp.read().decode())
+
+
+def check_server_installed() -> None:
+    """Raise ``LMServerError`` naming the install command when llama-cpp-python's server is missing."""
+    from importlib.util import find_spec
+
+    if find_spec("llama_cpp") is None:
+        raise LMServerError(f"llama-cpp-python is not installed; install it with: {SERVER_INSTALL}")
+    missing = [mod for mod in ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings") if find_spec(mod) is None]
+    if missing:
+        raise LMServerError(f"llama-cpp-python's server extra is missing ({', '.join(missing)}); install it with: {SERVER_INSTALL}")
+
+
+@dataclass
+class ServerStats:
+    """What one direct completion measured."""
+
+    completion_tokens: int
+    prompt_tokens: int
+    seconds: float
+    finish_reason: str
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds > 0 else float("nan")
+
+
+class LocalLMServer:
+    """A llama-cpp-python OpenAI-compatible server on loopback, owned by this process.
+
+    >>> with LocalLMServer() as server:            # doctest: +SKIP
+    ...     lm = dspy.LM(f"openai/{server.model_alias}", api_base=server.api_base, api_key="local")
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike | None = None,
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        model_alias: str = "smollm2-135m-instruct",
+        log_path: str | os.PathLike | None = None,
+        startup_timeout: float = 90.0,
+        extra_args: tuple[str, ...] = (),
+    ):
+        if model_path is None:
+            from nbkit.models import smollm2_gguf_path
+
+            model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
+        self.model_path = Path(model_path)
+        if not self.model_path.is_file():
+            raise LMServerError(f"model file {self.model_path} does not exist")
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self.n_ctx = n_ctx
+        # One thread per free core: on a shared 2-core box two OpenMP threads spin against other work
+        # and measured ~8x slower than one (see bench/signatures_server.py).
+        self.n_threads = n_threads or max(1, (os.cpu_count() or 2) - 1)
+        self.model_alias = model_alias
+        self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / f"nbkit-llama-server-{os.getpid()}.log"
+        self.startup_timeout = startup_timeout
+        self.extra_args = tuple(extra_args)
+        self.process: subprocess.Popen | None = None
+        self._log_fh = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LMServerError("server is not started")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_base(self) -> str:
+        return self.base_url + "/v1"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "nbkit.signatures.llama_server",
+            "--model", str(self.model_path), "--model_alias", self.model_alias,
+            "--host", self.host, "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def start(self) -> "LocalLMServer":
+        if self.running:
+            return self
+        check_server_installed()
+        self.port = self.requested_port or free_port(self.host)
+        if port_in_use(self.port, self.host):
+            raise LMServerError(f"port {self.port} on {self.host} is already in use; pick another port or port=None for a free one")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_fh = open(self.log_path, "ab")
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        # The launcher is nbkit.signatures.llama_server: make sure the child finds this nbkit even when it
+        # is imported from a source checkout rather than installed.
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["NBKIT_LLAMA_PARENT_PID"] = str(os.getpid())
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        self.process = subprocess.Popen(
+            self.command(), stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=env,  # own process group: stop() kills the server and any children
+        )  # fmt: skip
+        _LIVE.add(self)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise LMServerError(
+                    f"LLM server exited during start-up with code {self.process.returncode}; log {self.log_path}:\n{self.log_tail()}"
+                )
+            try:
+                http_json(self.base_url + "/v1/models", timeout=2.0)
+                return
+            except (urllib.error.URLError, ConnectionError, OSError, json.JSONDecodeError):
+                time.sleep(0.25)
+        raise LMServerError(f"LLM server did not answer /v1/models within {self.startup_timeout:.0f} s; log {self.log_path}:\n{self.log_tail()}")
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def ensure_running(self) -> None:
+        """Raise a readable error when the server died (crash mid-run) instead of letting a call hang."""
+        if self.process is None:
+            raise LMServerError("LLM server was never started")
+        if self.process.poll() is not None:
+            raise LMServerError(f"LLM server stopped (exit code {self.process.returncode}); log {self.log_path}:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=timeout)
+        if self._log_fh is not None:
+            self._log_fh.close()
+            self._log_fh = None
+        _LIVE.discard(self)
+
+    def __enter__(self) -> "LocalLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self):  # last resort; atexit and stop() are the real paths
+        with contextlib.suppress(Exception):
+            self.stop(timeout=2.0)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        # llama.cpp logs hundreds of tensor-load lines; the useful ones are the last.
+        return "\n".join(text[-lines:])
+
+    # -- measurements ----------------------------------------------------------------------
+    def complete(self, prompt: str, *, max_tokens: int | None = 64, field: str = "max_tokens", temperature: float = 0.0, timeout: float = 300.0) -> ServerStats:
+        """One chat completion sent directly (no DSPy) with the token limit in ``field``."""
+        self.ensure_running()
+        payload: dict[str, Any] = {"model": self.model_alias, "messages": [{"role": "user", "content": prompt}], "temperature": temperature, "seed": 0}
+        if max_tokens is not None:
+            payload[field] = max_tokens
+        start = time.perf_counter()
+        try:
+            answer = http_json(self.api_base + "/chat/completions", payload, timeout=timeout)
+        except (urllib.error.URLError, ConnectionError) as exc:
+            self.ensure_running()
+            raise LMServerError(f"request to {self.api_base} failed: {exc}") from exc
+        elapsed = time.perf_counter() - start
+        usage = answer.get("usage") or {}
+        return ServerStats(
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            seconds=elapsed,
+            finish_reason=str(answer["choices"][0].get("finish_reason")),
+        )
+
+    def tokens_per_s(self, max_tokens: int = 64, prompt: str = "Write a long story about a dragon who learns to cook.") -> ServerStats:
+        """Generation throughput on a prompt that does not stop early (includes prompt processing)."""
+        return self.complete(prompt, max_tokens=max_tokens)
