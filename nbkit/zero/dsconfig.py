@@ -1,0 +1,295 @@
+"""DeepSpeed config: a builder for the ladder's rungs, a validator, and a key-by-key explanation.
+
+Validation leans on DeepSpeed's own pydantic models (``DeepSpeedZeroConfig``, ``DeepSpeedFP16Config``
+… all ``extra="forbid"``), so a misspelt nested key is rejected with DeepSpeed's message; the
+checks DeepSpeed only makes once ranks are running (the batch identity
+``train_batch_size = micro_batch × grad_accum × world_size``, keys that do nothing at the chosen
+stage, unknown top-level keys) are done here, before any rank starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+# The seed's ds_config (field notes §3.2), verbatim in content. Its CLI runs 8 GPUs with
+# --per_device_train_batch_size 2 --gradient_accumulation_steps 4, i.e. 2 × 4 × 8 = 64, not 128.
+SEED_DS_CONFIG: dict[str, Any] = {
+    "train_batch_size": 128,
+    "gradient_accumulation_steps": 4,
+    "steps_per_print": 10,
+    "wall_clock_breakdown": False,
+    "zero_optimization": {
+        "stage": 3,
+        "offload_optimizer": {"device": "cpu", "pin_memory": True},
+        "offload_param": {"device": "cpu", "pin_memory": True},
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "sub_group_size": 1e9,
+        "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": 5e8,
+        "stage3_param_persistence_threshold": 1e4,
+        "stage3_max_live_parameters": 1e9,
+        "stage3_max_reuse_distance": 1e9,
+        "stage3_gather_16bit_weights_on_model_save": True,
+    },
+    "fp16": {"enabled": True, "loss_scale": 0, "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1},
+    "gradient_clipping": 1.0,
+    "flops_profiler": {"enabled": False, "profile_step": 20, "module_depth": -1, "top_modules": 1, "detailed": True},
+}
+SEED_CLI = {"world_size": 8, "micro_batch": 2, "grad_accum": 4}
+
+# What each key of the seed's config does (DeepSpeed docs, config-json), and the stages it acts at.
+KEY_DOCS: dict[str, tuple[str, tuple[int, ...] | None]] = {
+    "train_batch_size": ("global batch per optimizer step = micro_batch × grad_accum × world_size", None),
+    "train_micro_batch_size_per_gpu": ("samples per rank per forward/backward", None),
+    "gradient_accumulation_steps": ("micro-batches accumulated before each optimizer step", None),
+    "steps_per_print": ("log every N steps", None),
+    "wall_clock_breakdown": ("time forward/backward/step separately (adds syncs)", None),
+    "zero_optimization.stage": ("0 = plain DP, 1 = partition optimizer states, 2 = + gradients, 3 = + parameters", None),
+    "zero_optimization.offload_optimizer": ("keep optimizer states (and the step) on CPU/NVMe", (1, 2, 3)),
+    "zero_optimization.offload_optimizer.device": ("'cpu' or 'nvme'", (1, 2, 3)),
+    "zero_optimization.offload_optimizer.pin_memory": ("page-locked host buffers for faster H2D/D2H copies", (1, 2, 3)),
+    "zero_optimization.offload_param": ("keep partitioned parameters on CPU/NVMe between uses", (3,)),
+    "zero_optimization.offload_param.device": ("'cpu' or 'nvme'", (3,)),
+    "zero_optimization.offload_param.pin_memory": ("page-locked host buffers for parameters", (3,)),
+    "zero_optimization.overlap_comm": ("overlap gradient reduction with backward compute", (1, 2, 3)),
+    "zero_optimization.contiguous_gradients": ("copy gradients into one contiguous buffer as produced (less fragmentation)", (2, 3)),
+    "zero_optimization.sub_group_size": ("parameter elements per optimizer sub-group (the step runs group by group); NOT a shard size", (3,)),
+    "zero_optimization.reduce_bucket_size": ("elements per gradient reduce bucket ('auto' is filled by the HF integration only)", (1, 2, 3)),
+    "zero_optimization.stage3_prefetch_bucket_size": ("elements (not bytes) of parameters prefetched ahead of use", (3,)),
+    "zero_optimization.stage3_param_persistence_threshold": ("parameters with fewer elements stay unpartitioned on every rank", (3,)),
+    "zero_optimization.stage3_max_live_parameters": ("upper bound of gathered parameter elements kept alive", (3,)),
+    "zero_optimization.stage3_max_reuse_distance": ("do not release a gathered parameter reused within this many elements", (3,)),
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save": ("consolidate the full 16-bit state_dict on save (memory spike on rank 0)", (3,)),
+    "fp16": ("fp16 mixed precision with dynamic loss scaling", None),
+    "fp16.enabled": ("turn fp16 mixed precision on", None),
+    "fp16.loss_scale": ("0 = dynamic loss scaling; >0 = a fixed scale", None),
+    "fp16.loss_scale_window": ("steps without overflow before the scale is raised", None),
+    "fp16.hysteresis": ("overflows tolerated before the scale is lowered", None),
+    "fp16.min_loss_scale": ("floor of the dynamic scale", None),
+    "gradient_clipping": ("clip the global gradient norm to this value", None),
+    "flops_profiler": ("DeepSpeed's FLOPs profiler (off here, so its sub-keys do nothing)", None),
+    "flops_profiler.enabled": ("run the profiler at profile_step", None),
+    "flops_profiler.profile_step": ("the step that is profiled", None),
+    "flops_profiler.module_depth": ("-1 = profile every module depth", None),
+    "flops_profiler.top_modules": ("modules listed in the report", None),
+    "flops_profiler.detailed": ("per-module breakdown", None),
+    "optimizer": ("optimizer DeepSpeed builds (else the client's)", None),
+    "zero_force_ds_cpu_optimizer": ("false lets ZeRO-Offload accept a client (torch) optimizer", None),
+    "bf16": ("bf16 mixed precision", None),
+    "bf16.enabled": ("turn bf16 mixed precision on", None),
+}
+
+
+class DSConfigError(ValueError):
+    """A ds_config problem found before any rank starts; the message names the key."""
+
+
+def build_ds_config(
+    *,
+    stage: int,
+    micro_batch: int = 2,
+    grad_accum: int = 1,
+    world_size: int = 1,
+    precision: str = "fp32",
+    offload_optimizer: bool = False,
+    offload_param: bool = False,
+    param_persistence_threshold: float | None = 0,
+    bucket_elements: int | None = 200_000,
+    extra: dict | None = None,
+) -> dict[str, Any]:
+    """The ds_config one ladder rung runs with (validated)."""
+    if stage not in (0, 1, 2, 3):
+        raise DSConfigError(f"zero_optimization.stage must be 0, 1, 2 or 3, got {stage!r}")
+    if precision not in ("fp32", "bf16", "fp16"):
+        raise DSConfigError(f"precision must be 'fp32', 'bf16' or 'fp16', got {precision!r}")
+    zero: dict[str, Any] = {"stage": stage}
+    if bucket_elements is not None and stage > 0:
+        # DeepSpeed's default buckets (5e8 elements = 1 GB in bf16) would dwarf a small model's
+        # states in the measurement; the bucket is reported separately as "buffers" either way.
+        zero["reduce_bucket_size"] = int(bucket_elements)
+        zero["allgather_bucket_size"] = int(bucket_elements)
+    if offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": False}
+    if offload_param:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": False}
+    if stage == 3 and param_persistence_threshold is not None:
+        zero["stage3_param_persistence_threshold"] = param_persistence_threshold
+    cfg: dict[str, Any] = {
+        "train_batch_size": micro_batch * grad_accum * world_size,
+        "train_micro_batch_size_per_gpu": micro_batch,
+        "gradient_accumulation_steps": grad_accum,
+        "zero_optimization": zero,
+        "steps_per_print": 10**9,
+        # A client torch optimizer under offload: no JIT-compiled DeepSpeedCPUAdam needed.
+        "zero_force_ds_cpu_optimizer": False,
+    }
+    if precision == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    elif precision == "fp16":
+        cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
+    if extra:
+        cfg = _deep_merge(cfg, extra)
+    validate_ds_config(cfg, world_size=world_size)
+    return cfg
+
+
+def _deep_merge(a: dict, b: dict) -> dict:
+    out = copy.deepcopy(a)
+    for k, v in b.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _known_top_level_keys() -> set[str]:
+    import deepspeed.runtime.constants as C
+
+    keys = {v for k, v in vars(C).items() if k.isupper() and isinstance(v, str)}
+    # Sections DeepSpeed reads through their own config modules rather than runtime.constants.
+    keys |= {
+        "zero_optimization", "fp16", "bf16", "bfloat16", "amp", "optimizer", "scheduler", "flops_profiler",
+        "activation_checkpointing", "comms_logger", "monitor", "tensorboard", "wandb", "csv_monitor", "comet",
+        "aio", "nvme", "autotuning", "compression_training", "data_efficiency", "elasticity", "checkpoint",
+        "pipeline", "curriculum_learning", "hybrid_engine", "weight_quantization", "torch_autocast",
+        "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "tensor_parallel", "compile",
+        "sequence_parallel_size", "data_types", "timers", "eigenvalue", "progressive_layer_drop",
+        "gradient_predivide_factor", "prescale_gradients", "sparse_gradients", "communication_data_type",
+        "seq_parallel_communication_data_type", "dump_state", "memory_breakdown", "graph_harvesting",
+        "use_data_before_expert_parallelism", "disable_allgather", "quantize_training", "dataloader_drop_last",
+    }
+    return keys
+
+
+def validate_ds_config(cfg: dict | str | Path, *, world_size: int | None = None, source: str = "ds_config") -> dict[str, Any]:
+    """Validate ``cfg`` (dict, JSON path); return it parsed. Raises ``DSConfigError`` naming the key.
+
+    Checks: JSON parse (file:line), unknown top-level keys, DeepSpeed's own nested-section models,
+    and — with ``world_size`` — the batch identity.
+    """
+    if isinstance(cfg, (str, Path)):
+        path = Path(cfg)
+        source = str(path)
+        try:
+            cfg = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise DSConfigError(f"{path}: no such ds_config file") from None
+        except json.JSONDecodeError as exc:
+            raise DSConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(cfg, dict):
+        raise DSConfigError(f"{source}: expected a JSON object at the top level, got {type(cfg).__name__}")
+    known = _known_top_level_keys()
+    for key in cfg:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise DSConfigError(f"{source}: unknown top-level key {key!r}{hint}")
+    _validate_sections(cfg, source)
+    if world_size is not None:
+        check_batch_identity(cfg, world_size, source=source)
+    return cfg
+
+
+def _validate_sections(cfg: dict, source: str) -> None:
+    from pydantic import ValidationError
+
+    from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    models = {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config, "bf16": DeepSpeedBF16Config}
+    for section, model in models.items():
+        if section not in cfg:
+            continue
+        value = cfg[section]
+        if not isinstance(value, dict):
+            raise DSConfigError(f"{source}: {section!r} must be an object, got {type(value).__name__}")
+        try:
+            model(**value)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise DSConfigError(f"{source}: {section}.{loc}: {err['msg']} (got {err.get('input')!r})") from None
+    if cfg.get("fp16", {}).get("enabled") and cfg.get("bf16", {}).get("enabled"):
+        raise DSConfigError(f"{source}: fp16.enabled and bf16.enabled are both true; pick one")
+    zero = cfg.get("zero_optimization", {})
+    if zero.get("offload_param") and zero.get("stage", 0) != 3:
+        raise DSConfigError(f"{source}: zero_optimization.offload_param needs stage 3 (got stage {zero.get('stage', 0)}); DeepSpeed rejects it")
+    if zero.get("offload_optimizer") and zero.get("stage", 0) == 0:
+        raise DSConfigError(f"{source}: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (got stage 0)")
+
+
+def check_batch_identity(cfg: dict, world_size: int, *, source: str = "ds_config") -> dict[str, Any]:
+    """``train_batch_size == micro × accum × world``; fills a missing one like DeepSpeed, else raises."""
+    tb = cfg.get("train_batch_size")
+    mb = cfg.get("train_micro_batch_size_per_gpu")
+    ga = cfg.get("gradient_accumulation_steps")
+    if world_size < 1:
+        raise DSConfigError(f"world_size must be >= 1, got {world_size}")
+    if tb is not None and mb is not None and ga is not None:
+        if tb != mb * ga * world_size:
+            raise DSConfigError(
+                f"{source}: train_batch_size={tb} but train_micro_batch_size_per_gpu × gradient_accumulation_steps × "
+                f"world_size = {mb} × {ga} × {world_size} = {mb * ga * world_size}"
+            )
+        return {"train_batch_size": tb, "micro_batch": mb, "grad_accum": ga}
+    if tb is not None and ga is not None:
+        if tb % (ga * world_size):
+            raise DSConfigError(f"{source}: train_batch_size={tb} is not divisible by gradient_accumulation_steps × world_size = {ga * world_size}")
+        return {"train_batch_size": tb, "micro_batch": tb // (ga * world_size), "grad_accum": ga}
+    if tb is not None and mb is not None:
+        if tb % (mb * world_size):
+            raise DSConfigError(f"{source}: train_batch_size={tb} is not divisible by micro_batch × world_size = {mb * world_size}")
+        return {"train_batch_size": tb, "micro_batch": mb, "grad_accum": tb // (mb * world_size)}
+    if mb is not None:
+        return {"train_batch_size": mb * (ga or 1) * world_size, "micro_batch": mb, "grad_accum": ga or 1}
+    raise DSConfigError(f"{source}: needs train_batch_size or train_micro_batch_size_per_gpu")
+
+
+def _flatten(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    rows = []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        rows.append((key, v))
+        if isinstance(v, dict):
+            rows += _flatten(v, key + ".")
+    return rows
+
+
+def explain_ds_config(cfg: dict, *, world_size: int, micro_batch: int | None = None, grad_accum: int | None = None):
+    """A table (pandas) of every key: value, meaning, and whether it acts at the configured stage.
+
+    ``micro_batch``/``grad_accum`` are what the launch command passes (they override the file's).
+    Returns ``(table, findings)``: findings are the problems found (batch identity, inert keys).
+    """
+    import pandas as pd
+
+    stage = int(cfg.get("zero_optimization", {}).get("stage", 0))
+    fp16_on = bool(cfg.get("fp16", {}).get("enabled"))
+    prof_on = bool(cfg.get("flops_profiler", {}).get("enabled"))
+    rows, findings = [], []
+    for key, value in _flatten(cfg):
+        meaning, stages = KEY_DOCS.get(key, ("(not in nbkit's key table)", None))
+        active = True
+        why = ""
+        if stages is not None and stage not in stages:
+            active, why = False, f"only acts at stage(s) {', '.join(map(str, stages))}; this config is stage {stage}"
+        if key.startswith("flops_profiler.") and key != "flops_profiler.enabled" and not prof_on:
+            active, why = False, "flops_profiler.enabled is false"
+        if key.startswith("fp16.") and key != "fp16.enabled" and not fp16_on:
+            active, why = False, "fp16.enabled is false"
+        if key == "zero_optimization.reduce_bucket_size" and value == "auto":
+            why = "'auto' is resolved only by the Hugging Face Trainer integration; plain DeepSpeed drops it and uses its default"
+        if key == "zero_optimization.sub_group_size":
+            why = why or "not a per-rank shard size (the seed reads it as '1.75 GB per card')"
+        rows.append({"key": key, "value": json.dumps(value) if isinstance(value, (dict, list)) else value, "meaning": meaning, "acts": active, "note": why})
+        if not active:
+            findings.append(f"{key}: does nothing here ({why})")
+    mb = micro_batch if micro_batch is not None else cfg.get("train_micro_batch_size_per_gpu")
+    ga = grad_accum if grad_accum is not None else cfg.get("gradient_accumulation_steps")
+    tb = cfg.get("train_batch_size")
+    if tb is not None and mb is not None and ga is not None and tb != mb * ga * world_size:
+        findings.insert(0, f"batch identity broken: train_batch_size={tb} but micro_batch × grad_accum × world_size = {mb} × {ga} × {world_size} = {mb * ga * world_size}")
+    return pd.DataFrame(rows), findings

@@ -1,0 +1,279 @@
+"""Start N data-parallel ranks as subprocesses, watch them, collect their JSON, never hang.
+
+Why a small spawner instead of ``torchrun``: the notebook needs (a) every check that can fail to
+fail *before* a rank starts (port in use, world size the machine cannot host, a ds_config DeepSpeed
+would reject), (b) a failing rank named with its exit status and traceback tail, and (c) a hard
+timeout after which every rank's whole process group is killed — torchrun's elastic agent restarts
+and waits instead. Each rank runs in its own session (process group), so killing it also kills
+anything it spawned; ``launch`` always reaps every child before it returns or raises.
+
+For more than one machine, ``hostfile_command`` writes the equivalent ``deepspeed --hostfile``
+command line (DeepSpeed's launcher does the ssh/pdsh fan-out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class LaunchError(RuntimeError):
+    """A problem found before any rank started (bad port, world size, config)."""
+
+
+class RankFailed(RuntimeError):
+    """A rank died or reported an error; ``rank``, ``reason`` and ``traceback_tail`` say which and why."""
+
+    def __init__(self, rank: int, reason: str, traceback_tail: str = "", partial: dict | None = None):
+        self.rank, self.reason, self.traceback_tail = rank, reason, traceback_tail
+        self.partial = partial or {}
+        tail = traceback_tail.strip().splitlines()[-1] if traceback_tail.strip() else ""
+        super().__init__(f"rank {rank} failed: {reason}" + (f" — {tail}" if tail and tail not in reason else ""))
+
+
+class RankTimeout(RankFailed):
+    """The run exceeded its timeout; every rank was killed."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def check_port(port: int, host: str = "127.0.0.1") -> None:
+    if not (1024 <= int(port) <= 65535):
+        raise LaunchError(f"master port must be in 1024..65535, got {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, int(port)))
+        except OSError as exc:
+            raise LaunchError(f"master port {host}:{port} is already in use ({exc.strerror}); pass port=None to pick a free one") from None
+
+
+def check_world_size(world_size: int, device: str, *, max_ranks_per_core: int = 4, rank_rss_bytes: int = 600 * 2**20) -> None:
+    """Refuse a world size this machine cannot host, before anything starts."""
+    import psutil
+
+    if not isinstance(world_size, int) or world_size < 1:
+        raise LaunchError(f"world_size must be a positive integer, got {world_size!r}")
+    if device.startswith("cuda"):
+        import torch
+
+        n = torch.cuda.device_count()
+        if world_size > n:
+            raise LaunchError(f"world_size={world_size} ranks need {world_size} GPUs (one per rank) but this machine has {n}")
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if world_size > cores * max_ranks_per_core:
+        raise LaunchError(f"world_size={world_size} CPU ranks on {cores} core(s) is more than {max_ranks_per_core} per core; use ≤ {cores * max_ranks_per_core}")
+    need = world_size * rank_rss_bytes
+    avail = psutil.virtual_memory().available
+    if need > avail:
+        raise LaunchError(f"world_size={world_size} CPU ranks need ~{need / 2**30:.1f} GiB (≈{rank_rss_bytes / 2**20:.0f} MiB each) but only {avail / 2**30:.1f} GiB is available")
+
+
+@dataclass
+class LaunchResult:
+    """Per-rank results (``ranks[r]`` is that rank's list of rung dicts) and run facts."""
+
+    ranks: dict[int, list[dict[str, Any]]]
+    wall_s: float
+    out_dir: Path
+    world_size: int
+    logs: dict[int, str] = field(default_factory=dict)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [r for rank in sorted(self.ranks) for r in self.ranks[rank]]
+
+
+def _kill_group(proc: subprocess.Popen, sig=signal.SIGKILL) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # the rank runs in its own session: pgid == pid
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return text[-n:]
+
+
+def _reason(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}" + (" (the OOM killer sends SIGKILL)" if -code == signal.SIGKILL else "")
+    return f"exited with status {code}"
+
+
+def launch(
+    spec: dict[str, Any],
+    *,
+    world_size: int = 2,
+    device: str = "cpu",
+    port: int | None = None,
+    timeout_s: float = 300.0,
+    out_dir: str | Path | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    poll_s: float = 0.25,
+    env: dict[str, str] | None = None,
+) -> LaunchResult:
+    """Run ``nbkit.zero.worker`` on ``world_size`` ranks; return their JSON, or raise naming the rank.
+
+    ``on_progress`` gets every progress line (rank, rung, step, loss …) as ranks write them.
+    """
+    check_world_size(world_size, device)
+    if port is None:
+        port = free_port()
+    else:
+        check_port(port)
+    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="nbkit-zero-"))
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in list(out.glob("rank*.json")) + list(out.glob("rank*.progress.jsonl")) + list(out.glob("rank*.log")):
+        stale.unlink()
+    spec = dict(spec, out_dir=str(out), device=device)
+    spec_path = out / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    base_env = dict(os.environ, **(env or {}))
+    base_env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size))
+    base_env.setdefault("OMP_NUM_THREADS", str(spec.get("threads_per_rank", 1)))
+    base_env["PYTHONUNBUFFERED"] = "1"
+    if device == "cpu":
+        base_env["DS_ACCELERATOR"] = "cpu"
+    procs: dict[int, subprocess.Popen] = {}
+    log_fhs = {}
+    offsets = {r: 0 for r in range(world_size)}
+    t0 = time.perf_counter()
+
+    def pump_progress():
+        if on_progress is None:
+            return
+        for r in range(world_size):
+            p = out / f"rank{r}.progress.jsonl"
+            if not p.exists():
+                continue
+            with open(p, encoding="utf-8") as fh:
+                fh.seek(offsets[r])
+                chunk = fh.read()
+            complete = chunk[: chunk.rfind("\n") + 1]
+            offsets[r] += len(complete.encode("utf-8"))
+            for line in complete.splitlines():
+                if line.strip():
+                    on_progress(dict(json.loads(line), rank=r))
+
+    try:
+        for r in range(world_size):
+            log_fhs[r] = open(out / f"rank{r}.log", "wb")
+            procs[r] = subprocess.Popen(
+                [sys.executable, "-m", "nbkit.zero.worker", str(spec_path)],
+                env=dict(base_env, RANK=str(r), LOCAL_RANK=str(r)),
+                stdout=log_fhs[r],
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        while True:
+            pump_progress()
+            codes = {r: p.poll() for r, p in procs.items()}
+            bad = {r: c for r, c in codes.items() if c not in (None, 0)}
+            if bad:
+                # The first rank to fail is the cause; the others usually die of the broken collective.
+                r = min(bad, key=lambda k: (_first_failure_time(out, k), k))
+                raise RankFailed(r, _reason(bad[r]) + _reported_error(out, r), _tail(out / f"rank{r}.log"), _partial(out, world_size))
+            if all(c == 0 for c in codes.values()):
+                break
+            if time.perf_counter() - t0 > timeout_s:
+                waiting = [r for r, c in codes.items() if c is None]
+                raise RankTimeout(
+                    waiting[0],
+                    f"timed out after {timeout_s:.0f} s; rank(s) {waiting} still running were killed (a hung collective: a peer died or stalled)",
+                    _tail(out / f"rank{waiting[0]}.log"),
+                    _partial(out, world_size),
+                )
+            time.sleep(poll_s)
+        pump_progress()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                _kill_group(p)
+        for p in procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL'd processes exit promptly
+                pass
+        for fh in log_fhs.values():
+            fh.close()
+    ranks: dict[int, list[dict[str, Any]]] = {}
+    for r in range(world_size):
+        data = json.loads((out / f"rank{r}.json").read_text())
+        if not data.get("ok"):
+            raise RankFailed(r, data.get("error", "reported failure"), data.get("traceback", ""))
+        ranks[r] = data["results"]
+    return LaunchResult(ranks, time.perf_counter() - t0, out, world_size, {r: _tail(out / f"rank{r}.log") for r in range(world_size)})
+
+
+def _first_failure_time(out: Path, rank: int) -> float:
+    p = out / f"rank{rank}.json"
+    try:
+        data = json.loads(p.read_text())
+        if data.get("ok") is False:
+            return p.stat().st_mtime
+    except (FileNotFoundError, json.JSONDecodeError):
+        pass
+    # A rank killed by a signal writes nothing: treat it as the earliest failure.
+    return 0.0
+
+
+def _reported_error(out: Path, rank: int) -> str:
+    try:
+        data = json.loads((out / f"rank{rank}.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return ""
+    return f": {data['error']}" if data.get("error") else ""
+
+
+def _partial(out: Path, world_size: int) -> dict[int, list]:
+    got = {}
+    for r in range(world_size):
+        try:
+            got[r] = json.loads((out / f"rank{r}.json").read_text()).get("results", [])
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+    return got
+
+
+def hostfile_command(hostfile: str | Path, spec_path: str | Path, *, master_addr: str, master_port: int = 29500) -> list[str]:
+    """The ``deepspeed --hostfile`` command that runs the same worker across machines.
+
+    DeepSpeed's launcher reads ``hostname slots=N`` lines and starts ranks over pdsh/ssh with
+    RANK/WORLD_SIZE/MASTER_* set, which is all ``nbkit.zero.worker`` needs.
+    """
+    path = Path(hostfile)
+    if not path.is_file():
+        raise LaunchError(f"{path}: hostfile not found")
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].startswith("slots=") or not parts[1][6:].isdigit():
+            raise LaunchError(f"{path}:{i}: expected 'hostname slots=N', got {line!r}")
+    return [
+        "deepspeed", "--hostfile", str(path), "--master_addr", master_addr, "--master_port", str(master_port),
+        "--module", "nbkit.zero.worker", str(spec_path),
+    ]

@@ -1,0 +1,201 @@
+"""Model-state memory per device: the ZeRO paper's formulas beside DeepSpeed's own estimators.
+
+The paper (Rajbhandari et al., 2020, §3.1/Fig. 1) counts mixed-precision Adam as 2Ψ (fp16 params)
++ 2Ψ (fp16 grads) + KΨ optimizer states with K = 12 (fp32 master params, momentum, variance):
+
+* stage 0 (plain DP): (2 + 2 + K)Ψ = 16Ψ
+* stage 1, P_os:      2Ψ + 2Ψ + KΨ/N
+* stage 2, P_os+g:    2Ψ + (2 + K)Ψ/N
+* stage 3, P_os+g+p:  (2 + 2 + K)Ψ/N
+
+fp32 training is counted the way DeepSpeed holds it (measured in this project): 4-byte params and
+grads; K = 8 at stage 0 (torch Adam's two moments) and K = 12 at stages 1-3 (DeepSpeed adds an fp32
+master partition even for an fp32 model). Offloading moves the optimizer states (and at stage 3
+the parameters) to CPU memory.
+
+DeepSpeed's estimators (``estimate_zero2_model_states_mem_needs`` / ``..._zero3_...``) count
+differently — 18Ψ/N on the GPU (they add fp32 gradients), the largest layer's 4-byte gather at
+stage 3, and a 1.5 ``additional_buffer_factor`` on CPU memory only; their ``*_all_cold`` printouts
+label GiB (2**30) figures "GB". Both are shown, side by side, never blended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+STAGES = (0, 1, 2, 3)
+GIB = 2**30
+GB = 10**9
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    name: str
+    n_params: int
+    largest_layer_params: int
+
+
+def llama2_7b_config():
+    """Llama-2-7B's architecture (meta-llama/Llama-2-7b-hf config.json values), built locally."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
+        rms_norm_eps=1e-5, tie_word_embeddings=False,
+    )
+
+
+def model_size(config_or_model: Any, name: str | None = None) -> ModelSize:
+    """Parameter count (tied weights once) and the largest single layer, without allocating weights.
+
+    A transformers config is instantiated on the meta device, so a 7B model costs no memory.
+    """
+    import torch
+
+    if isinstance(config_or_model, torch.nn.Module):
+        model = config_or_model
+        label = name or type(model).__name__
+    else:
+        from transformers import AutoModelForCausalLM
+
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config_or_model)
+        label = name or getattr(config_or_model, "model_type", "model")
+    unique = {id(p): p.numel() for p in model.parameters()}
+    largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+    return ModelSize(label, int(sum(unique.values())), int(largest))
+
+
+def bytes_per_param(precision: str, stage: int) -> tuple[int, int, int]:
+    """(params, grads, optimizer-state) bytes per parameter for ``precision`` at ``stage``."""
+    if precision in ("bf16", "fp16", "mixed"):
+        return 2, 2, 12
+    if precision == "fp32":
+        return 4, 4, 8 if stage == 0 else 12
+    raise ValueError(f"precision must be 'bf16', 'fp16', 'mixed' or 'fp32', got {precision!r}")
+
+
+def formula_bytes(n_params: int, world_size: int, stage: int, *, precision: str = "bf16",
+                  offload_optimizer: bool = False, offload_param: bool = False) -> dict[str, float]:
+    """Per-device bytes of params / grads / optimizer states by the paper's formula (+ CPU bytes when offloaded)."""
+    if stage not in STAGES:
+        raise ValueError(f"stage must be 0, 1, 2 or 3, got {stage!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if offload_param and stage != 3:
+        raise ValueError("offload_param needs stage 3 (DeepSpeed rejects it at stages 0-2)")
+    if offload_optimizer and stage == 0:
+        raise ValueError("offload_optimizer needs stage 1, 2 or 3")
+    p, g, k = bytes_per_param(precision, stage)
+    psi, n = float(n_params), float(world_size)
+    params = p * psi / n if stage == 3 else p * psi
+    grads = g * psi / n if stage >= 2 else g * psi
+    optim = k * psi / n if stage >= 1 else k * psi
+    out = {"params": params, "grads": grads, "optimizer": optim, "cpu": 0.0}
+    if offload_optimizer:
+        out["cpu"] += optim
+        out["optimizer"] = 0.0
+    if offload_param:
+        out["cpu"] += params
+        out["params"] = 0.0
+    out["total"] = out["params"] + out["grads"] + out["optimizer"]
+    return out
+
+
+def deepspeed_estimate(size: ModelSize, world_size: int, stage: int, *, offload_optimizer: bool = False,
+                       offload_param: bool = False, num_nodes: int = 1,
+                       additional_buffer_factor: float = 1.5) -> dict[str, Any]:
+    """DeepSpeed's own estimate (device and CPU bytes) — it has estimators for stages 2 and 3 only."""
+    if stage == 2:
+        from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+        cpu, dev = estimate_zero2_model_states_mem_needs(
+            size.n_params, num_gpus_per_node=world_size, num_nodes=num_nodes, cpu_offload=offload_optimizer,
+            additional_buffer_factor=additional_buffer_factor,
+        )
+        return {"device": float(dev), "cpu": float(cpu), "note": "estimate_zero2_model_states_mem_needs"}
+    if stage == 3:
+        from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+
+        cpu, dev, _largest = estimate_zero3_model_states_mem_needs(
+            size.n_params, size.largest_layer_params, num_gpus_per_node=world_size, num_nodes=num_nodes,
+            cpu_offload=offload_optimizer, cpu_offload_params=offload_param, zero_init=True,
+            additional_buffer_factor=additional_buffer_factor,
+        )
+        return {"device": float(dev), "cpu": float(cpu), "note": "estimate_zero3_model_states_mem_needs"}
+    return {"device": None, "cpu": None, "note": f"DeepSpeed has no estimator for stage {stage}"}
+
+
+def memory_table(size: ModelSize, world_size: int, *, precision: str = "bf16", offload_optimizer: bool = False,
+                 offload_param: bool = False, stages=STAGES):
+    """One row per stage: formula bytes (params/grads/optimizer/cpu) and DeepSpeed's estimate, in GiB."""
+    import pandas as pd
+
+    rows = []
+    for stage in stages:
+        off_opt = offload_optimizer and stage >= 1
+        off_par = offload_param and stage == 3
+        f = formula_bytes(size.n_params, world_size, stage, precision=precision, offload_optimizer=off_opt, offload_param=off_par)
+        ds = deepspeed_estimate(size, world_size, stage, offload_optimizer=off_opt, offload_param=off_par)
+        rows.append({
+            "stage": stage, "world_size": world_size, "offload_optimizer": off_opt, "offload_param": off_par,
+            "params_gib": f["params"] / GIB, "grads_gib": f["grads"] / GIB, "optimizer_gib": f["optimizer"] / GIB,
+            "formula_device_gib": f["total"] / GIB, "formula_cpu_gib": f["cpu"] / GIB,
+            "deepspeed_device_gib": None if ds["device"] is None else ds["device"] / GIB,
+            "deepspeed_cpu_gib": None if ds["cpu"] is None else ds["cpu"] / GIB,
+            "deepspeed_source": ds["note"],
+        })
+    return pd.DataFrame(rows)
+
+
+def memory_figure(table, title: str = ""):
+    """Stacked bars (params, grads, optimizer states per device) with DeepSpeed's estimate as markers."""
+    import plotly.graph_objects as go
+
+    x = [f"stage {s}" for s in table["stage"]]
+    fig = go.Figure()
+    for col, name in (("params_gib", "params"), ("grads_gib", "grads"), ("optimizer_gib", "optimizer states")):
+        fig.add_bar(x=x, y=table[col], name=f"formula: {name}")
+    if table["formula_cpu_gib"].sum() > 0:
+        fig.add_bar(x=x, y=table["formula_cpu_gib"], name="formula: offloaded to CPU", marker_pattern_shape="/", opacity=0.5)
+    ds = table["deepspeed_device_gib"]
+    fig.add_scatter(x=x, y=ds, mode="markers", marker={"symbol": "diamond", "size": 12, "color": "black"}, name="DeepSpeed estimate (device)")
+    fig.update_layout(barmode="stack", title=title, yaxis_title="GiB per device", xaxis_title="ZeRO stage")
+    return fig
+
+
+def seed_claims(size: ModelSize | None = None, world_size: int = 8, gpu_gib: float = 80.0) -> list[dict[str, Any]]:
+    """The field notes' 7B-on-8×A100 figures against the formula (model states only, decimal GB).
+
+    A claim "holds" when it is within 15 % of the formula; "refuted" otherwise. The seed's totals
+    also contain activations, which the formula omits — so a claimed total BELOW the formula's model
+    states alone is impossible, and one above it is only loosely comparable (said in the note).
+    """
+    size = size or model_size(llama2_7b_config(), "Llama-2-7B")
+    psi = size.n_params
+    f0 = formula_bytes(psi, world_size, 0)
+    f1 = formula_bytes(psi, world_size, 1)
+    f3 = formula_bytes(psi, world_size, 3)
+
+    def verdict(claim, value, tol=0.15):
+        return "holds" if abs(claim - value) <= tol * value else "refuted"
+
+    rows = [
+        {"claim": "7B on 8×A100, stage 0 (DDP) peak 78 GB per card", "claimed_gb": 78.0, "formula_gb": f0["total"] / GB,
+         "note": f"model states alone are 16Ψ = {f0['total'] / GB:.0f} GB > {gpu_gib:.0f} GB card: DDP with Adam cannot fit"},
+        {"claim": "ZeRO-1: 78 → 52 GB per card", "claimed_gb": 52.0, "formula_gb": f1["total"] / GB, "note": "4Ψ + 12Ψ/N (model states only)"},
+        {"claim": "ZeRO-3: ~32 GB per card", "claimed_gb": 32.0, "formula_gb": f3["total"] / GB, "note": "16Ψ/N model states; the rest would be activations/buffers"},
+        {"claim": "optimizer states ~28 GB", "claimed_gb": 28.0, "formula_gb": 12 * psi / GB, "note": "12Ψ (fp32 master + m + v); Adam's m+v alone are 8Ψ"},
+        {"claim": "ZeRO-3: 1.75 GB of params per card", "claimed_gb": 1.75, "formula_gb": 2 * psi / world_size / GB, "note": "2Ψ/N fp16 params"},
+    ]
+    peak_totals = {1, 2}  # the seed's per-card peaks include activations the formula leaves out
+    for i, r in enumerate(rows):
+        r["ratio"] = r["claimed_gb"] / r["formula_gb"]
+        if i in peak_totals and r["claimed_gb"] >= 0.85 * r["formula_gb"]:
+            r["verdict"] = "needs GPU"
+            r["note"] += f"; claim exceeds model states by {r['claimed_gb'] - r['formula_gb']:.0f} GB — activations, measurable only on the GPUs"
+        else:
+            r["verdict"] = verdict(r["claimed_gb"], r["formula_gb"])
+    return rows
