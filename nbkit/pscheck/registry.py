@@ -44,9 +44,8 @@ class RuleContext:
     models: list[ModelInfo]
     strict: bool = False
 
-    @property
-    def model_names(self) -> frozenset[str]:
-        return frozenset(m.name for m in self.models)
+    def __post_init__(self) -> None:
+        self.model_names: frozenset[str] = frozenset(m.name for m in self.models)
 
     def model_named(self, name: str) -> ModelInfo | None:
         short = name.rpartition(".")[2]

@@ -146,8 +146,9 @@ annotation (`Optional`/`Union`/`X | None`, containers and their items, the numer
                 continue
             if accepts(spec.type, value, names) is False:
                 yield self.diag(model, spec.default or spec.node,
-                                f"default {_short(value)} of '{spec.name}' is not a {spec.type}; Pydantic "
-                                f"does not validate defaults, so instances silently hold it")
+                                f"default {_short(value)} of '{spec.name}' is not of its type "
+                                f"{fmt(spec.type.strip_annotated())}; Pydantic does not validate defaults, so "
+                                f"instances silently hold it")
 
 
 class OptionalWithoutDefault(BaseRule):
@@ -642,8 +643,8 @@ discriminated-union pattern and is not flagged. Only parents in the same run are
             parent, pspec = inherited[name]
             if _subtype(spec.type, pspec.type, ctx) is False:
                 yield self.diag(model, spec.node, f"'{name}: {spec.type}' changes the type of {parent.name}.{name} "
-                                                  f"({pspec.type}); instances of {model.name} are no longer "
-                                                  f"valid {parent.name}s")
+                                                  f"({pspec.type}); {model.name} instances are no longer "
+                                                  f"valid {parent.name} instances")
 
 
 class ImportTimeDefault(BaseRule):
@@ -844,6 +845,13 @@ V1_INSTANCE_METHODS = {"dict": "model_dump", "json": "model_dump_json", "copy": 
                        **V1_CLASS_METHODS}
 
 
+# Methods that return an instance of the model they are called on (or on its class).
+_RETURNS_INSTANCE = frozenset({"model_copy", "copy", "model_validate", "model_validate_json", "model_validate_strings",
+                               "model_construct", "construct", "parse_obj", "parse_raw", "parse_file", "from_orm",
+                               "validate"})
+_V1_CALL_HINT = re.compile(r"\.(?:" + "|".join(sorted(V1_INSTANCE_METHODS)) + r")\s*\(")
+
+
 class V1MethodCall(BaseRule):
     code = "PSC018"
     name = "v1-method-call"
@@ -874,8 +882,8 @@ The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be
 (including `Type[BaseModel]` parameters) — so `response.json()` on an HTTP client is not flagged."""
 
     def check_module(self, module: ModuleInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
-        if module.imports_pydantic_v1:
-            return
+        if module.imports_pydantic_v1 or not _V1_CALL_HINT.search(module.source):
+            return  # cheap text pre-filter: most files call none of these methods
         names = ctx.model_names
         r = module.resolver
 
@@ -943,26 +951,30 @@ The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be
                         self.scopes[-1][node.target.id] = k
                 self.generic_visit(node)
 
+            def kind_of(self, node: ast.expr) -> str | None:
+                """'class' / 'instance' when ``node`` is known to evaluate to a model class / instance."""
+                if isinstance(node, ast.Name):
+                    return self.scopes[-1].get(node.id) or ("class" if node.id in names else None)
+                if isinstance(node, ast.Call):
+                    f = node.func
+                    if isinstance(f, ast.Name):
+                        return "instance" if f.id in names else None
+                    if isinstance(f, ast.Attribute) and f.attr in _RETURNS_INSTANCE and self.kind_of(f.value):
+                        return "instance"
+                return None
+
             def visit_Assign(self, node: ast.Assign) -> None:
                 self.generic_visit(node)
-                if isinstance(node.value, ast.Call):
-                    f = node.value.func
-                    base = f.value if isinstance(f, ast.Attribute) else f
-                    if isinstance(base, ast.Name) and base.id in names and (
-                            f is base or (isinstance(f, ast.Attribute) and f.attr.startswith(
-                                ("model_validate", "parse_", "model_construct", "from_orm")))):
-                        for t in node.targets:
-                            if isinstance(t, ast.Name):
-                                self.scopes[-1][t.id] = "instance"
+                k = self.kind_of(node.value)
+                if k:
+                    for t in node.targets:
+                        if isinstance(t, ast.Name):
+                            self.scopes[-1][t.id] = k
 
             def visit_Call(self, node: ast.Call) -> None:
                 if isinstance(node.func, ast.Attribute):
-                    attr, recv = node.func.attr, node.func.value
-                    kind = None
-                    if isinstance(recv, ast.Name):
-                        kind = self.scopes[-1].get(recv.id) or ("class" if recv.id in names else None)
-                    elif isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id in names:
-                        kind = "instance"
+                    attr = node.func.attr
+                    kind = self.kind_of(node.func.value)
                     table = V1_CLASS_METHODS if kind == "class" else V1_INSTANCE_METHODS if kind else {}
                     if attr in table:
                         out.append(rule.diag(module, node, f"{ast.unparse(node.func)}() is Pydantic v1 API "

@@ -328,6 +328,18 @@ def test_rule_edge_cases(code, src, lines):
     assert sorted(codes(src, code)) == sorted((code, ln) for ln in lines)
 
 
+def test_v1_method_call_follows_values_derived_from_models():
+    src = """
+class M(BaseModel):
+    a: int = 0
+def f(m: M):
+    clone = m.model_copy()
+    again = clone.copy()
+    return again.dict(), M.model_validate({}).json(), dict(a=1).copy()
+"""
+    assert codes(src, "PSC018") == [("PSC018", 6), ("PSC018", 7), ("PSC018", 7)]
+
+
 def test_strict_rules_only_with_strict_or_explicit_select():
     src = "class M(BaseModel):\n    a: int = Field(1)\n"
     assert codes(src) == []
