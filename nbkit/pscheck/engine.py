@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbkit.pscheck.model import ModuleInfo, describe_module, resolve_models
+from nbkit.pscheck.model import ClassIndex, ModuleInfo, describe_module, resolve_models
 from nbkit.pscheck.registry import UNREADABLE, BaseRule, Diagnostic, PluginError, RuleContext, RuleRegistry
 
 RULE_CRASHED = "PSC999"
@@ -224,9 +224,10 @@ def _ENTRY_POINT_MODULES(reg: RuleRegistry) -> dict[str, set[str]]:  # noqa: N80
 
 
 def run_rules(modules: list[ModuleInfo], rules: list[BaseRule], strict: bool, report: LintReport) -> None:
-    models = resolve_models(modules)
+    index = ClassIndex(modules)
+    models = resolve_models(modules, index)
     report.models_checked += len(models)
-    ctx = RuleContext(models=models, strict=strict)
+    ctx = RuleContext(models=models, strict=strict, index=index)
     for rule in rules:
         for module in modules:
             _guard(rule, lambda: list(rule.check_module(module, ctx)), module.path, report)  # noqa: B023

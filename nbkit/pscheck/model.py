@@ -120,6 +120,7 @@ class ModelInfo:
     validators: list[ValidatorSpec] = field(default_factory=list)
     config_node: ast.AST | None = None  # ``model_config = ...`` statement
     config: dict[str, ast.expr] = field(default_factory=dict)
+    config_source: str = ""  # "ConfigDict" (pydantic's), "dict" (a literal) or the callable's qualname
     config_class: ast.ClassDef | None = None  # v1 ``class Config:``
     is_model: bool = False
     is_settings: bool = False
@@ -289,10 +290,13 @@ def _describe_class(node: ast.ClassDef, module: ModuleInfo) -> ModelInfo:
 
 def _read_config(value: ast.expr | None, info: ModelInfo, r: Resolver) -> None:
     if isinstance(value, ast.Call):
+        info.config_source = "ConfigDict" if (r.is_pydantic(value.func, "ConfigDict")) else (
+            r.qualname(value.func) or "?")
         for kw in value.keywords:
             if kw.arg:
                 info.config[kw.arg] = kw.value
     elif isinstance(value, ast.Dict):
+        info.config_source = "dict"
         for k, v in zip(value.keys, value.values, strict=True):
             if isinstance(k, ast.Constant) and isinstance(k.value, str):
                 info.config[k.value] = v
@@ -412,33 +416,86 @@ def _describe_validator(func: ast.FunctionDef | ast.AsyncFunctionDef, dec: ast.e
     return ValidatorSpec(kind=kind, func=func, decorator=dec, fields=names, check_fields=check)
 
 
-def resolve_models(modules: list[ModuleInfo]) -> list[ModelInfo]:
-    """Mark which classes are Pydantic v2 models and link parents; returns the models."""
-    by_name: dict[str, list[ModelInfo]] = {}
-    for m in modules:
-        for c in m.classes:
-            by_name.setdefault(c.name, []).append(c)
+def _module_parts(path: str) -> tuple[str, ...]:
+    pp = PurePath(path)
+    parts = tuple(pp.with_suffix("").parts)
+    return parts[:-1] if pp.stem == "__init__" else parts
 
-    def lookup(cls: ModelInfo, base: ast.expr) -> ModelInfo | None:
-        if isinstance(base, ast.Subscript):
-            base = base.value
-        r = cls.module.resolver
-        if isinstance(base, ast.Name):
-            local = [c for c in cls.module.classes if c.name == base.id and c is not cls]
-            if local and base.id not in r.imports:
-                return local[0]
-            q = r.imports.get(base.id, base.id)
-        else:
-            q = r.qualname(base) or ""
-        short = q.rpartition(".")[2]
-        cands = [c for c in by_name.get(short, []) if c is not cls]
-        if not cands:
+
+class ClassIndex:
+    """Resolves a qualified class name, as one module spells it, to a class of the run.
+
+    ``pkg.mod.Base`` (after ``from pkg.mod import Base``) matches a class ``Base`` defined in a file
+    whose path ends in ``pkg/mod.py`` (or ``pkg/mod/__init__.py``, following re-exports there);
+    relative imports are resolved against the importing file. A name that resolves nowhere in the
+    run — ``httpx.Response``, a base from an uninstalled package — is *not* matched by its short
+    name to some unrelated class that happens to share it: it stays unknown.
+    """
+
+    def __init__(self, modules: list[ModuleInfo]) -> None:
+        self.modules = modules
+        self.by_tail: dict[str, list[ModuleInfo]] = {}
+        for m in modules:
+            parts = _module_parts(m.path)
+            if parts:
+                self.by_tail.setdefault(parts[-1], []).append(m)
+        self._cache: dict[tuple[int, str], ModelInfo | None] = {}
+
+    def _modules_named(self, dotted: tuple[str, ...]) -> list[ModuleInfo]:
+        if not dotted:
+            return []
+        return [m for m in self.by_tail.get(dotted[-1], []) if _module_parts(m.path)[-len(dotted):] == dotted]
+
+    def _absolute(self, mod: str, importer: ModuleInfo) -> tuple[str, ...]:
+        level = len(mod) - len(mod.lstrip("."))
+        rest = tuple(p for p in mod.lstrip(".").split(".") if p)
+        if not level:
+            return rest
+        pkg = _module_parts(importer.path)
+        if PurePath(importer.path).stem != "__init__":
+            pkg = pkg[:-1]
+        base = pkg[: len(pkg) - (level - 1)] if level > 1 else pkg
+        return base + rest
+
+    def find(self, qualname: str, module: ModuleInfo, _depth: int = 0) -> ModelInfo | None:
+        key = (id(module), qualname)
+        if key in self._cache:
+            return self._cache[key]
+        found = self._find(qualname, module, _depth)
+        self._cache[key] = found
+        return found
+
+    def _find(self, qualname: str, module: ModuleInfo, depth: int) -> ModelInfo | None:
+        if depth > 8 or not qualname:
             return None
-        mod_hint = q.rpartition(".")[0].split(".")[-1] if "." in q else ""
-        hinted = [c for c in cands if PurePath(c.path).stem == mod_hint
-                  or (PurePath(c.path).stem == "__init__" and PurePath(c.path).parent.name == mod_hint)]
-        return (hinted or cands)[0]
+        mod, _, short = qualname.rpartition(".")
+        if not mod:
+            local = [c for c in module.classes if c.name == short]
+            return local[0] if local else None
+        for target in self._modules_named(self._absolute(mod, module)):
+            local = [c for c in target.classes if c.name == short and c.node in target.tree.body]
+            if local:
+                return local[0]
+            if short in target.resolver.imports:  # re-export, e.g. from a package __init__
+                hit = self.find(target.resolver.imports[short], target, depth + 1)
+                if hit is not None:
+                    return hit
+        return None
 
+    def find_node(self, node: ast.expr, module: ModuleInfo) -> ModelInfo | None:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        q = module.resolver.qualname(node)
+        return self.find(q, module) if q else None
+
+    def model(self, qualname: str, module: ModuleInfo) -> ModelInfo | None:
+        c = self.find(qualname, module)
+        return c if c is not None and c.is_model else None
+
+
+def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -> list[ModelInfo]:
+    """Mark which classes are Pydantic v2 models and link parents; returns the models."""
+    index = index or ClassIndex(modules)
     classes = [c for m in modules for c in m.classes]
     bases_of: dict[int, list[tuple[ast.expr, ModelInfo | None, str]]] = {}
     for c in classes:
@@ -446,7 +503,8 @@ def resolve_models(modules: list[ModuleInfo]) -> list[ModelInfo]:
         for b in c.base_nodes:
             node = b.value if isinstance(b, ast.Subscript) else b
             q = c.module.resolver.qualname(node) or ""
-            rows.append((b, lookup(c, b), q))
+            found = index.find(q, c.module) if q else None
+            rows.append((b, found if found is not c else None, q))
         bases_of[id(c)] = rows
     changed = True
     while changed:

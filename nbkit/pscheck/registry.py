@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from nbkit.pscheck.model import ModelInfo, ModuleInfo
+    from nbkit.pscheck.model import ClassIndex, ModelInfo, ModuleInfo
 
 SEVERITIES = ("warning", "error")
 ENTRY_POINT_GROUP = "nbkit.pscheck.rules"
@@ -43,16 +43,23 @@ class RuleContext:
 
     models: list[ModelInfo]
     strict: bool = False
+    index: ClassIndex | None = None
 
     def __post_init__(self) -> None:
         self.model_names: frozenset[str] = frozenset(m.name for m in self.models)
 
-    def model_named(self, name: str) -> ModelInfo | None:
-        short = name.rpartition(".")[2]
-        for m in self.models:
-            if m.name == short:
-                return m
-        return None
+    def model_for(self, qualname: str, module: ModuleInfo) -> ModelInfo | None:
+        """The model of the run that ``qualname`` (as spelled in ``module``) refers to, if any."""
+        if self.index is None:
+            return None
+        return self.index.model(qualname, module)
+
+    def model_at(self, node: ast.expr, module: ModuleInfo) -> ModelInfo | None:
+        """The model of the run a name/attribute expression in ``module`` refers to, if any."""
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        q = module.resolver.qualname(node)
+        return self.model_for(q, module) if q else None
 
 
 class BaseRule:

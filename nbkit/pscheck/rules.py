@@ -137,14 +137,16 @@ annotation (`Optional`/`Union`/`X | None`, containers and their items, the numer
 `validate_default=True`, where Pydantic coerces or rejects the default itself."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
-        names = ctx.model_names
+        def is_model(q: str) -> bool:
+            return ctx.model_for(q, model.module) is not None
+
         for spec in model.all_field_specs:
             if _is_literal_type(spec.type) or _validate_default_on(model, spec):
                 continue
             ok, value = spec.literal_default()
             if not ok:
                 continue
-            if accepts(spec.type, value, names) is False:
+            if accepts(spec.type, value, is_model) is False:
                 yield self.diag(model, spec.default or spec.node,
                                 f"default {_short(value)} of '{spec.name}' is not of its type "
                                 f"{fmt(spec.type.strip_annotated())}; Pydantic does not validate defaults, so "
@@ -252,11 +254,11 @@ not guessed — `--import` checks `callable()` on them."""
                 why = "a value"
             elif isinstance(f, ast.Call):
                 q = _call_qualname(f, model.module)
-                short = q.rpartition(".")[2]
                 if q in FACTORY_BUILDERS:
                     continue
                 if (q in VALUE_BUILTINS or q in VOLATILE_CALLS or q.startswith(VOLATILE_PREFIXES)
-                        or short in ctx.model_names or q in model.module.resolver.local_classes):
+                        or ctx.model_at(f.func, model.module) is not None
+                        or q in model.module.resolver.local_classes):
                     why = f"the result of {ast.unparse(f)}"
             if why:
                 fix = ast.unparse(f.func) if isinstance(f, ast.Call) else "a callable, e.g. lambda: ..."
@@ -567,20 +569,20 @@ are reported too because they shadow the API."""
                                                   f"(alias={spec.name!r} keeps the external name)")
 
 
-def _subtype(child: TypeRef, parent: TypeRef, ctx: RuleContext) -> bool | None:
+def _subtype(child: TypeRef, parent: TypeRef, ctx: RuleContext, cmod: ModuleInfo, pmod: ModuleInfo) -> bool | None:
     c, p = child.strip_annotated(), parent.strip_annotated()
     if fmt(c) == fmt(p) or p.name in ("Any", "object") or c.name == "Any":
         return True
     if "?" in (c.name, p.name) or c.mentions(lambda t: t.name == "?") or p.mentions(lambda t: t.name == "?"):
         return None
     if c.name == "Union":
-        rs = [_subtype(m, p, ctx) for m in c.members()]
+        rs = [_subtype(m, p, ctx, cmod, pmod) for m in c.members()]
         return False if any(r is False for r in rs) else (True if all(rs) else None)
     if p.name == "Union":
-        rs = [_subtype(c, m, ctx) for m in p.members()]
+        rs = [_subtype(c, m, ctx, cmod, pmod) for m in p.members()]
         return True if any(r is True for r in rs) else (False if all(r is False for r in rs) else None)
     if c.name == "Literal":
-        rs = [accepts(p, v, ctx.model_names) for v in c.values]
+        rs = [accepts(p, v, lambda q: ctx.model_for(q, pmod) is not None) for v in c.values]
         return False if any(r is False for r in rs) else (True if all(rs) else None)
     if p.name == "Literal":
         return False
@@ -589,14 +591,14 @@ def _subtype(child: TypeRef, parent: TypeRef, ctx: RuleContext) -> bool | None:
         return tower.index(c.name) <= tower.index(p.name)
     if c.name.startswith("cls:") or p.name.startswith("cls:"):
         if c.name.startswith("cls:") and p.name.startswith("cls:"):
-            cm, pm = ctx.model_named(c.name[4:]), ctx.model_named(p.name[4:])
+            cm, pm = ctx.model_for(c.name[4:], cmod), ctx.model_for(p.name[4:], pmod)
             if cm is not None and pm is not None:
                 return any(m is pm for m in cm.mro())
         return None
     if c.name == p.name:
         if not c.args or not p.args or len(c.args) != len(p.args):
             return True
-        rs = [_subtype(a, b, ctx) for a, b in zip(c.args, p.args, strict=True)]
+        rs = [_subtype(a, b, ctx, cmod, pmod) for a, b in zip(c.args, p.args, strict=True)]
         return False if any(r is False for r in rs) else (True if all(rs) else None)
     known = {"str", "int", "float", "bool", "bytes", "list", "dict", "set", "tuple", "frozenset", "None",
              *NON_NULL_OPAQUE}
@@ -641,7 +643,7 @@ discriminated-union pattern and is not flagged. Only parents in the same run are
             if name not in inherited:
                 continue
             parent, pspec = inherited[name]
-            if _subtype(spec.type, pspec.type, ctx) is False:
+            if _subtype(spec.type, pspec.type, ctx, model.module, parent.module) is False:
                 yield self.diag(model, spec.node, f"'{name}: {spec.type}' changes the type of {parent.name}.{name} "
                                                   f"({pspec.type}); {model.name} instances are no longer "
                                                   f"valid {parent.name} instances")
@@ -787,11 +789,12 @@ class Sample(BaseModel):
     rationale = """Unknown keys are silently ignored (measured on 2.13: no error, no warning), so the
 intended behaviour never happens. The seed itself recommends `coerce_numbers=True`, which is not a
 Pydantic setting (the real key is `coerce_numbers_to_str`, and it does the opposite of what the
-seed wants). Not applied to `pydantic-settings` models, whose config has its own keys."""
+seed wants). Only `ConfigDict(...)` and dict literals are checked, and not on `pydantic-settings`
+models, whose `SettingsConfigDict` has keys of its own."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
-        if model.is_settings:
-            return
+        if model.is_settings or model.config_source not in ("ConfigDict", "dict"):
+            return  # SettingsConfigDict(...) and other config builders have keys of their own
         for key, node in model.config.items():
             if key not in CONFIG_KEYS and key not in V1_RENAMED_KEYS and key not in V1_REMOVED_KEYS:
                 yield self.diag(model, node, f"model_config key '{key}' is not a Pydantic v2 setting and is "
@@ -884,42 +887,46 @@ The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be
     def check_module(self, module: ModuleInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
         if module.imports_pydantic_v1 or not _V1_CALL_HINT.search(module.source):
             return  # cheap text pre-filter: most files call none of these methods
-        names = ctx.model_names
         r = module.resolver
 
-        def model_kind(ann: ast.expr | None) -> str | None:
+        # A "kind" is ("class" | "instance", the model of the run or None when only known to be a
+        # BaseModel): the model lets the rule skip methods the project defines itself (openai's
+        # BaseModel defines its own ``construct``; overriding ``dict`` is common).
+        Kind = tuple[str, Any]
+
+        def model_kind(ann: ast.expr | None) -> Kind | None:
             if ann is None:
                 return None
             t = r.parse(ann).strip_annotated()
             t = t.without_none() if t.is_optional else t
-            if t.name == "type" and t.args:
-                inner = t.args[0]
-                if inner.name.startswith("cls:") and (inner.name[4:].rpartition(".")[2] in names
-                                                      or r.is_pydantic(_name_node(inner), "BaseModel")):
-                    return "class"
-            if t.name.startswith("cls:") and (t.name[4:].rpartition(".")[2] in names or
-                                              t.name[4:] in ("pydantic.BaseModel", "pydantic.main.BaseModel")):
-                return "instance"
-            return None
+            is_type = t.name == "type" and bool(t.args)
+            target = t.args[0] if is_type else t
+            if not target.name.startswith("cls:"):
+                return None
+            q = target.name[4:]
+            m = ctx.model_for(q, module)
+            if m is None and q not in ("pydantic.BaseModel", "pydantic.main.BaseModel"):
+                return None
+            return ("class" if is_type else "instance", m)
 
-        model_nodes = {id(m.node) for m in ctx.models if m.module is module}
+        model_by_node = {id(m.node): m for m in ctx.models if m.module is module}
         rule = self
         out: list[Diagnostic] = []
 
         class Scanner(ast.NodeVisitor):
             # Scope-aware walk: which names hold a model class or instance at each call site.
             def __init__(self) -> None:
-                self.scopes: list[dict[str, str]] = [{}]
-                self.in_model: list[bool] = [False]
+                self.scopes: list[dict[str, Kind]] = [{}]
+                self.enclosing: list[Any] = [None]  # model whose body we are directly in
 
             def visit_ClassDef(self, node: ast.ClassDef) -> None:
                 for d in node.decorator_list + node.bases:
                     self.visit(d)
                 self.scopes.append(dict(self.scopes[-1]))
-                self.in_model.append(id(node) in model_nodes)
+                self.enclosing.append(model_by_node.get(id(node)))
                 for stmt in node.body:
                     self.visit(stmt)
-                self.in_model.pop()
+                self.enclosing.pop()
                 self.scopes.pop()
 
             def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -927,19 +934,20 @@ The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be
                     self.visit(d)
                 scope = dict(self.scopes[-1])
                 params = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                owner = self.enclosing[-1]
                 for i, a in enumerate(params):
                     k = model_kind(a.annotation)
                     if k:
                         scope[a.arg] = k
-                    elif i == 0 and self.in_model[-1] and a.arg in ("self", "cls"):
+                    elif i == 0 and owner is not None and a.arg in ("self", "cls"):
                         is_cls = a.arg == "cls" or any(isinstance(d, ast.Name) and d.id == "classmethod"
                                                        for d in node.decorator_list)
-                        scope[a.arg] = "class" if is_cls else "instance"
+                        scope[a.arg] = ("class" if is_cls else "instance", owner)
                 self.scopes.append(scope)
-                self.in_model.append(False)
+                self.enclosing.append(None)
                 for stmt in node.body:
                     self.visit(stmt)
-                self.in_model.pop()
+                self.enclosing.pop()
                 self.scopes.pop()
 
             visit_AsyncFunctionDef = visit_FunctionDef
@@ -951,16 +959,22 @@ The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be
                         self.scopes[-1][node.target.id] = k
                 self.generic_visit(node)
 
-            def kind_of(self, node: ast.expr) -> str | None:
-                """'class' / 'instance' when ``node`` is known to evaluate to a model class / instance."""
+            def kind_of(self, node: ast.expr) -> Kind | None:
+                """What ``node`` is known to evaluate to: a model class or instance (and which model)."""
                 if isinstance(node, ast.Name):
-                    return self.scopes[-1].get(node.id) or ("class" if node.id in names else None)
+                    if node.id in self.scopes[-1]:
+                        return self.scopes[-1][node.id]
+                    m = ctx.model_at(node, module)
+                    return ("class", m) if m is not None else None
                 if isinstance(node, ast.Call):
                     f = node.func
                     if isinstance(f, ast.Name):
-                        return "instance" if f.id in names else None
-                    if isinstance(f, ast.Attribute) and f.attr in _RETURNS_INSTANCE and self.kind_of(f.value):
-                        return "instance"
+                        m = ctx.model_at(f, module)
+                        return ("instance", m) if m is not None else None
+                    if isinstance(f, ast.Attribute) and f.attr in _RETURNS_INSTANCE:
+                        inner = self.kind_of(f.value)
+                        if inner:
+                            return ("instance", inner[1])
                 return None
 
             def visit_Assign(self, node: ast.Assign) -> None:
@@ -975,8 +989,10 @@ The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be
                 if isinstance(node.func, ast.Attribute):
                     attr = node.func.attr
                     kind = self.kind_of(node.func.value)
-                    table = V1_CLASS_METHODS if kind == "class" else V1_INSTANCE_METHODS if kind else {}
-                    if attr in table:
+                    table = {} if kind is None else V1_CLASS_METHODS if kind[0] == "class" else V1_INSTANCE_METHODS
+                    own = kind is not None and kind[1] is not None and any(
+                        attr in m.methods for m in kind[1].mro())
+                    if attr in table and not own:
                         out.append(rule.diag(module, node, f"{ast.unparse(node.func)}() is Pydantic v1 API "
                                                            f"(deprecated in v2); use {table[attr]}"))
                 self.generic_visit(node)
@@ -986,13 +1002,6 @@ The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be
         except RecursionError:
             return
         yield from out
-
-
-def _name_node(t: TypeRef) -> ast.expr:
-    try:
-        return ast.parse(t.src or t.name[4:], mode="eval").body
-    except SyntaxError:
-        return ast.Name(id="?")
 
 
 class NonAnnotatedAttribute(BaseRule):

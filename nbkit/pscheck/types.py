@@ -286,7 +286,11 @@ def _unparse(node: ast.AST) -> str:
         return "?"
 
 
-def accepts(t: TypeRef, value: Any, model_names: frozenset[str] = frozenset()) -> bool | None:
+def _no_model(name: str) -> bool:
+    return False
+
+
+def accepts(t: TypeRef, value: Any, is_model: Callable[[str], bool] = _no_model) -> bool | None:
     """Whether the literal ``value`` is an instance of ``t`` (what an unvalidated default must be).
 
     Returns ``None`` when static analysis cannot tell. Numeric tower as typing defines it: an
@@ -294,9 +298,9 @@ def accepts(t: TypeRef, value: Any, model_names: frozenset[str] = frozenset()) -
     """
     n = t.name
     if n == "Annotated":
-        return accepts(t.args[0], value, model_names) if t.args else None
+        return accepts(t.args[0], value, is_model) if t.args else None
     if n == "Union":
-        rs = [accepts(a, value, model_names) for a in t.args]
+        rs = [accepts(a, value, is_model) for a in t.args]
         if any(r is True for r in rs):
             return True
         if rs and all(r is False for r in rs):
@@ -310,8 +314,7 @@ def accepts(t: TypeRef, value: Any, model_names: frozenset[str] = frozenset()) -
         return any(type(v) is type(value) and v == value for v in t.values)
     if n.startswith("cls:"):
         if value is None:
-            short = n[4:].rpartition(".")[2]
-            return False if short in model_names else None
+            return False if is_model(n[4:]) else None  # a model of the run is never None
         return None
     if n in NON_NULL_OPAQUE:
         return False if value is None else None
@@ -333,29 +336,29 @@ def accepts(t: TypeRef, value: Any, model_names: frozenset[str] = frozenset()) -
             return None
         if not isinstance(value, containers[n]):
             return False
-        return _elements_ok(t, value, model_names)
+        return _elements_ok(t, value, is_model)
     return None
 
 
-def _elements_ok(t: TypeRef, value: Any, model_names: frozenset[str]) -> bool | None:
+def _elements_ok(t: TypeRef, value: Any, is_model: Callable[[str], bool]) -> bool | None:
     if not t.args:
         return True
     if isinstance(value, dict):
         if len(t.args) != 2:
             return None
-        checks = [accepts(t.args[0], k, model_names) for k in value] + [
-            accepts(t.args[1], v, model_names) for v in value.values()]
+        checks = [accepts(t.args[0], k, is_model) for k in value] + [
+            accepts(t.args[1], v, is_model) for v in value.values()]
     elif t.name == "tuple":
         if len(t.args) == 2 and t.args[1].name == "...":
-            checks = [accepts(t.args[0], v, model_names) for v in value]
+            checks = [accepts(t.args[0], v, is_model) for v in value]
         elif len(t.args) == 1 and t.args[0].name == "?" and t.args[0].src == "()":
             checks = [len(value) == 0]
         else:
             if len(t.args) != len(value):
                 return False
-            checks = [accepts(a, v, model_names) for a, v in zip(t.args, value, strict=True)]
+            checks = [accepts(a, v, is_model) for a, v in zip(t.args, value, strict=True)]
     else:
-        checks = [accepts(t.args[0], v, model_names) for v in value]
+        checks = [accepts(t.args[0], v, is_model) for v in value]
     if any(c is False for c in checks):
         return False
     if all(c is True for c in checks):

@@ -340,6 +340,25 @@ def f(m: M):
     assert codes(src, "PSC018") == [("PSC018", 6), ("PSC018", 7), ("PSC018", 7)]
 
 
+def test_v1_method_call_skips_methods_the_project_defines():
+    # openai's own BaseModel defines construct(); litellm models define dict(): not pydantic's v1 API.
+    src = """
+class Base(BaseModel):
+    @classmethod
+    def construct(cls, **kw):
+        return cls.model_construct(**kw)
+    def dict(self, **kw):
+        return self.model_dump(**kw)
+class Opts(Base):
+    a: int = 0
+class Plain(BaseModel):
+    a: int = 0
+def f(o: Opts, p: Plain):
+    return Opts.construct(), o.dict(), p.dict(), Plain.construct()
+"""
+    assert codes(src, "PSC018") == [("PSC018", 13), ("PSC018", 13)]
+
+
 def test_strict_rules_only_with_strict_or_explicit_select():
     src = "class M(BaseModel):\n    a: int = Field(1)\n"
     assert codes(src) == []
