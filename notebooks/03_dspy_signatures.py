@@ -29,13 +29,14 @@ SEED = 0
 LM_MODEL = "local"  # the SmolLM2-135M llama.cpp server nbkit starts, or any dspy.LM model string
 LM_API_BASE = ""  # for a remote/other server; ignored for "local"
 LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key itself)
-N_DEV = 4  # dev cases; each is asked twice (standard + colloquial phrasing)
+N_DEV = 3  # dev cases; each is asked twice (standard + colloquial phrasing)
 MAX_DEMOS = 2
 MAX_TOKENS = 128
-COMPILE_SIZE = 4
+COMPILE_SIZE = 3
 N_VAL = 2
 NUM_CANDIDATES = 1
 RETRIEVER = "minilm"  # "minilm" (offline sentence embedding) or "bm25"
+ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
 
 # %%
 import time
@@ -155,16 +156,23 @@ pd.DataFrame(retrieval).T
 # ## Modules behind one signature
 #
 # `dspy.Predict`, `dspy.ChainOfThought` and `HybridRetriever` (retrieve 3 knowledge-base entries, then
-# predict with them as context) all serve the typed signature; same dev set, ChatAdapter with the JSON
-# fallback **off**. Score: hit@3 — an acceptable diagnosis among the top three predicted conditions.
+# predict with them as context) all serve the typed signature on the same dev set. Score: hit@3 — an
+# acceptable diagnosis among the top three predicted conditions. "mentions expected (any format)" counts
+# answers that name an acceptable diagnosis anywhere, parsed or not: what the model knows, format aside.
+#
+# Adapter `auto` = `json_grammar` on the local server: DSPy's JSONAdapter plus the signature's JSON schema
+# sent as `response_format`, which llama.cpp compiles into a decoding grammar. The next section shows why:
+# with plain ChatAdapter/JSONAdapter prompting, the 135M model almost never produces a parseable answer,
+# so every module would score 0 for format reasons alone.
 
 # %%
-panels = make_panels(session, modules={"n_dev": N_DEV}, contracts={"n_dev": N_DEV},
-                     compile={"n_dev": N_DEV, "max_demos": MAX_DEMOS, "compile_size": COMPILE_SIZE, "mixes": MIXES,
+panels = make_panels(session, modules={"n_dev": N_DEV, "adapter": ADAPTER}, contracts={"n_dev": N_DEV}, ask={"adapter": ADAPTER},
+                     compile={"n_dev": N_DEV, "max_demos": MAX_DEMOS, "compile_size": COMPILE_SIZE, "mixes": MIXES, "adapter": ADAPTER,
                               "random_search": RANDOM_SEARCH, "num_candidates": NUM_CANDIDATES, "n_val": N_VAL})
 panels["modules"].display()
 modules_result = panels["modules"].run()
 dev_score_by_module = {r["program"]: {"hit@3": r["hit@3"], "standard": r["hit@3 standard"], "colloquial": r["hit@3 colloquial"],
+                                      "mentions_expected": r["mentions expected (any format)"],
                                       "contract_violation_rate": r["contract violation rate"]}
                        for r in modules_result["table"].to_dict("records")}
 nbkit.record("dev_score_by_module", dev_score_by_module)
@@ -173,8 +181,11 @@ modules_result["table"]
 # %% [markdown]
 # ## Contract failures per adapter
 #
-# The same Predict module under `ChatAdapter` (fallback off, so a ChatAdapter failure shows as itself)
-# and `JSONAdapter`. Every breach is counted by kind, with the raw LM text of one example per kind.
+# The same Predict module under `ChatAdapter` (fallback off, so a ChatAdapter failure shows as itself),
+# `JSONAdapter` (schema in the prompt only) and `json_grammar` (schema enforced while decoding). Every
+# breach is counted by kind, with the raw LM text of one example per kind. A grammar can force the
+# contract's *shape*; the bounds (confidence in [0, 1], reasoning ≤ 50 words) are not in it and are
+# counted after parsing.
 
 # %%
 panels["contracts"].display()
@@ -192,7 +203,8 @@ contracts_result["examples"]
 # report the model answering "high" instead of a number (§4.3, 坑2). Counted here on the same dev set.
 
 # %%
-seed_eval = session.evaluate(session.module("predict", "seed"), session.dev_examples(N_DEV), label="seed signature", signature="seed")
+# ChatAdapter: the seed's signature is a plain-string contract, the way the field notes used it.
+seed_eval = session.evaluate(session.module("predict", "seed"), session.dev_examples(N_DEV), adapter="chat", label="seed signature", signature="seed")
 seed_counts = seed_eval.violation_counts()
 nbkit.record("seed_signature_violations", {"rate": seed_eval.violation_rate, **seed_counts})
 pd.DataFrame(seed_eval.records)[["case_id", "slice", "predicted", "violations"]]
@@ -229,8 +241,8 @@ name, program = next(iter(compile_result["programs"].items()))
 saved = save_program(program, Path(tempfile.mkdtemp()) / "compiled_predict.json")
 loaded = load_program(session.module("predict"), saved)
 probe = session.dev_examples(1)[:1]
-same_answer = (session.evaluate(program, probe, label="orig", progress=False).records[0]["predicted"]
-               == session.evaluate(loaded, probe, label="loaded", progress=False).records[0]["predicted"])
+same_answer = (session.evaluate(program, probe, adapter=compile_result["adapter"], label="orig", progress=False).records[0]["predicted"]
+               == session.evaluate(loaded, probe, adapter=compile_result["adapter"], label="loaded", progress=False).records[0]["predicted"])
 roundtrip = {"program": name, "bytes": saved.stat().st_size, "demos": demo_counts(loaded), "same_demos": demo_counts(loaded) == demo_counts(program),
              "same_answer": same_answer}
 nbkit.record("save_load_roundtrip", roundtrip)
@@ -255,9 +267,9 @@ ask_result["table"]
 # %%
 panels["history"].display()
 history_result = panels["history"].run()
-completion_tokens = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in session.lm.history]
+completion_tokens = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in session.history()]
 over_limit = [t for t in completion_tokens if t > MAX_TOKENS]
-nbkit.record("lm_calls", {"calls": len(session.lm.history), "over_max_tokens": len(over_limit)})
+nbkit.record("lm_calls", {"calls": len(completion_tokens), "completion_tokens": sum(completion_tokens), "over_max_tokens": len(over_limit)})
 
 # %% [markdown]
 # ## Claims table

@@ -52,6 +52,19 @@ def claims_table(
         "holds" if word_breaches + range_breaches > 0 else "not observed in this run (few answers parsed)",
     )
 
+    def structural(adapter):
+        counts = contract_counts.get(adapter) or {}
+        return int(counts.get("parse_error", 0)) + int(counts.get("missing_field", 0))
+
+    if "chat" in contract_counts and "json_grammar" in contract_counts:
+        chat_s, gram_s = structural("chat"), structural("json_grammar")
+        add(
+            "DSPy only writes the contract into the prompt; a small model breaks its structure unless decoding is constrained",
+            "issue 5 / §2.3",
+            f"parse errors + missing fields: ChatAdapter {chat_s}, JSON schema as llama.cpp grammar {gram_s}",
+            "holds" if gram_s < chat_s else "refuted (the grammar did not reduce structural failures)",
+        )
+
     non_numeric = int(seed_counts.get("confidence_not_numeric", 0))
     add(
         "With desc 'confidence: [0-1]' the model answers words like 'high' instead of a number",

@@ -34,6 +34,12 @@ def is_hit(outputs: dict[str, Any], acceptable: list[str], kb: KnowledgeBase, n:
     return any(condition_matches(name, cond, kb) for name in top_conditions(outputs, n) for cond in acceptable)
 
 
+def mentions_expected(text: str, acceptable: list[str], kb: KnowledgeBase) -> bool:
+    """Does the answer text name an acceptable diagnosis anywhere, in any format? Separates "the model
+    knows" from "the model honoured the contract" (a parse failure can still contain the right name)."""
+    return any(condition_matches(text, cond, kb) for cond in acceptable)
+
+
 def make_metric(kb: KnowledgeBase, output_fields=("diagnoses", "reasoning")):
     """DSPy metric: hit@3 as a float for evaluation; hit and contract-clean (bool) while bootstrapping."""
 
@@ -72,6 +78,11 @@ class EvalResult:
             if vals:
                 out[slice_name] = _mean(vals)
         return out
+
+    @property
+    def mention_rate(self) -> float:
+        """Share of answers naming an acceptable diagnosis anywhere in the text (format ignored)."""
+        return _mean([r.get("mentions_expected", 0.0) for r in self.records])
 
     @property
     def violation_rate(self) -> float:
@@ -141,6 +152,7 @@ def evaluate_program(
             if not _is_model_output_error(exc):
                 raise
         violations = check_contract(outputs, error, output_fields=output_fields)
+        answer_text = (getattr(error, "lm_response", None) or "") if error is not None else str(outputs)
         return {
             "case_id": example.case_id,
             "slice": example.slice,
@@ -148,6 +160,7 @@ def evaluate_program(
             "expected": list(example.conditions),
             "predicted": top_conditions(outputs or {}),
             "score": float(is_hit(outputs or {}, list(example.conditions), kb)),
+            "mentions_expected": float(mentions_expected(answer_text, list(example.conditions), kb)),
             "violations": [v.kind for v in violations],
             "violation_details": [v.detail for v in violations],
             "raw": (getattr(error, "lm_response", None) or "")[:600] if error is not None else "",
@@ -183,6 +196,7 @@ def score_table(results: dict[str, EvalResult]):
         rows.append({
             "program": label, "n": len(res.records), "hit@3": res.score,
             "hit@3 standard": by_slice.get("standard"), "hit@3 colloquial": by_slice.get("colloquial"),
+            "mentions expected (any format)": res.mention_rate,
             "contract violation rate": res.violation_rate, "calls": res.calls, "seconds": res.seconds,
             "tokens/s": res.tokens_per_s,
         })  # fmt: skip

@@ -138,7 +138,7 @@ def check_token_limit(lm: Any, max_tokens: int, prompt: str = "Write a very long
 
     probe = lm.copy(max_tokens=max_tokens, cache=False)
     with dspy.context(lm=probe):
-        probe(messages=[{"role": "user", "content": prompt}])
+        probe(prompt)
     (count,) = completion_tokens_of(probe, 1)
     result = {"max_tokens": max_tokens, "completion_tokens": count, "ok": count is not None and count <= max_tokens}
     if count is not None and count > max_tokens:
@@ -190,7 +190,7 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
     try:
         lm = dspy.LM(f"openai/{model_alias}", api_base=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="local",
                      max_tokens=max_tokens, cache=False, num_retries=0, engine=engine)  # fmt: skip
-        lm(messages=[{"role": "user", "content": "hi"}])
+        lm("hi")
     finally:
         server.shutdown()
         server.server_close()

@@ -17,12 +17,15 @@ from typing import Any
 from nbkit.signatures.contracts import VIOLATION_KINDS, check_contract, diagnoses_of
 from nbkit.signatures.modules import MODULES
 
-ADAPTERS = ("chat", "json")
+ADAPTERS = ("chat", "json", "json_grammar")
 
 
 def make_adapter(name: str):
+    """The DSPy adapter for ``name``; ``json_grammar`` is JSONAdapter plus a server-side schema (see grammar_lm)."""
     import dspy
 
+    if name == "json_grammar":
+        return dspy.JSONAdapter()
     if name == "chat":
         # Fallback off: a ChatAdapter parse failure must show as itself, not be retried as JSON.
         return dspy.ChatAdapter(use_json_adapter_fallback=False)
@@ -43,6 +46,7 @@ class SignatureSession:
     device: str = "cpu"
     results: dict = field(default_factory=dict)
     _retrievers: dict = field(default_factory=dict)
+    _lm_copies: dict = field(default_factory=dict)
 
     @property
     def lm(self):
@@ -85,11 +89,40 @@ class SignatureSession:
     def evaluate(self, program, examples, *, adapter: str = "chat", label: str = "", signature: str = "typed", progress: bool = True):
         from nbkit.signatures.evaluation import evaluate_program
 
+        adapter = self.resolve_adapter(adapter)
         return evaluate_program(
-            program, examples, lm=self.lm, kb=self.kb, adapter=make_adapter(adapter), label=label,
+            program, examples, lm=self.lm_for(adapter, signature), kb=self.kb, adapter=make_adapter(adapter), label=label,
             num_threads=self.num_threads, output_fields=tuple(self.signature(signature).output_fields),
             server=self.server, progress=progress,
         )  # fmt: skip
+
+    def lm_for(self, adapter: str, signature: str = "typed"):
+        """The LM to use with ``adapter``: for ``json_grammar`` a copy that sends the signature's JSON schema.
+
+        llama-cpp-python turns ``response_format={"type": "json_object", "schema": ...}`` into a grammar, so
+        the decoder can only emit JSON of the contract's *shape* (fields, types). Bounds (confidence in
+        [0, 1], <= 50 words) are not part of the grammar and still have to be checked after parsing.
+        """
+        if adapter != "json_grammar":
+            return self.lm
+        if self.server is None:
+            raise ValueError("adapter 'json_grammar' needs the local llama.cpp server (LM_MODEL='local'); use 'json' for other models")
+        if signature not in self._lm_copies:
+            from dspy.adapters.json_adapter import _get_structured_outputs_response_format
+
+            schema = _get_structured_outputs_response_format(self.signature(signature)).model_json_schema()
+            self._lm_copies[signature] = self.lm.copy(response_format={"type": "json_object", "schema": schema})
+        return self._lm_copies[signature]
+
+    def history(self) -> list[dict]:
+        """Every call this session's LMs made (the base LM and its grammar copies), oldest first."""
+        entries = [e for lm in (self.lm, *self._lm_copies.values()) for e in lm.history]
+        return sorted(entries, key=lambda e: str(e.get("timestamp", "")))
+
+    def resolve_adapter(self, adapter: str) -> str:
+        if adapter == "auto":
+            return "json_grammar" if self.server is not None else "chat"
+        return adapter
 
     def close(self) -> None:
         self.handle.close()
@@ -128,7 +161,7 @@ class ModulesParams:
     n_dev: int = field(default=4, metadata={"min": 1, "max": 16, "label": "dev cases (x2 phrasings)"})
     modules: tuple = field(default=MODULES, metadata={"choices": list(MODULES)})
     signature: str = field(default="typed", metadata={"choices": ["typed", "seed"]})
-    adapter: str = field(default="chat", metadata={"choices": list(ADAPTERS)})
+    adapter: str = field(default="auto", metadata={"choices": ["auto", *ADAPTERS]})
 
 
 def run_modules(session: SignatureSession, params: ModulesParams, live=None) -> dict:
@@ -137,17 +170,18 @@ def run_modules(session: SignatureSession, params: ModulesParams, live=None) -> 
     from nbkit.signatures.evaluation import score_table
 
     examples = session.dev_examples(params.n_dev)
+    adapter = session.resolve_adapter(params.adapter)
     results = {}
     for kind in params.modules:
-        res = session.evaluate(session.module(kind, params.signature), examples, adapter=params.adapter, label=kind, signature=params.signature)
+        res = session.evaluate(session.module(kind, params.signature), examples, adapter=adapter, label=kind, signature=params.signature)
         results[kind] = res
-        session.results[f"module:{kind}:{params.signature}:{params.adapter}:{params.n_dev}"] = res
+        session.results[f"module:{kind}:{params.signature}:{adapter}:{params.n_dev}"] = res
         if live is not None:
             for slice_name, score in res.score_by_slice().items():
                 live.add(f"hit@3 {slice_name}", kind, score)
             live.add("contract violation rate", kind, res.violation_rate)
     table = score_table(results)
-    fig = go.Figure(layout=dict(title=f"Modules behind {params.signature} signature ({params.adapter} adapter, {len(examples)} dev examples)",
+    fig = go.Figure(layout=dict(title=f"Modules behind {params.signature} signature ({adapter} adapter, {len(examples)} dev examples)",
                                 barmode="group", yaxis=dict(title="rate", range=[0, 1.05]), template="plotly_white", height=380))  # fmt: skip
     for col in ("hit@3 standard", "hit@3 colloquial", "contract violation rate"):
         fig.add_bar(name=col, x=table["program"].tolist(), y=table[col].tolist())
@@ -172,6 +206,8 @@ def run_contracts(session: SignatureSession, params: ContractParams, live=None) 
     examples = session.dev_examples(params.n_dev)
     results = {}
     for adapter in params.adapters:
+        if adapter == "json_grammar" and session.server is None:
+            continue  # a grammar needs the local llama.cpp server
         key = f"module:{params.module}:{params.signature}:{adapter}:{params.n_dev}"
         res = session.results.get(key) or session.evaluate(session.module(params.module, params.signature), examples, adapter=adapter, label=adapter, signature=params.signature)
         session.results[key] = res
@@ -199,6 +235,7 @@ class CompileParams:
     random_search: bool = True
     num_candidates: int = field(default=1, metadata={"min": 1, "max": 8})
     n_val: int = field(default=2, metadata={"min": 1, "max": 10, "label": "val cases (x2)"})
+    adapter: str = field(default="auto", metadata={"choices": ["auto", *ADAPTERS]})
 
 
 def run_compile(session: SignatureSession, params: CompileParams, live=None) -> dict:
@@ -209,8 +246,10 @@ def run_compile(session: SignatureSession, params: CompileParams, live=None) -> 
     from nbkit.signatures.data import compile_mix, to_examples
 
     examples = session.dev_examples(params.n_dev)
-    base_key = f"module:{params.module}:typed:chat:{params.n_dev}"
-    baseline = session.results.get(base_key) or session.evaluate(session.module(params.module), examples, label="uncompiled")
+    adapter = session.resolve_adapter(params.adapter)
+    lm = session.lm_for(adapter)
+    base_key = f"module:{params.module}:typed:{adapter}:{params.n_dev}"
+    baseline = session.results.get(base_key) or session.evaluate(session.module(params.module), examples, adapter=adapter, label="uncompiled")
     session.results[base_key] = baseline
     base = baseline.score_by_slice()
     if live is not None:
@@ -226,7 +265,7 @@ def run_compile(session: SignatureSession, params: CompileParams, live=None) -> 
     start = time.perf_counter()
     rows = mix_experiment(
         lambda: session.module(params.module), session.splits.train, examples, mixes=tuple(sorted(params.mixes)), size=params.compile_size,
-        metric=metric, lm=session.lm, kb=session.kb, adapter=make_adapter("chat"), max_demos=params.max_demos, seed=session.seed,
+        metric=metric, lm=lm, kb=session.kb, adapter=make_adapter(adapter), max_demos=params.max_demos, seed=session.seed,
         num_threads=session.num_threads, server=session.server, progress=on_mix,
     )  # fmt: skip
     programs = {f"BFS {r['colloquial share']:.0%} colloquial": r["program"] for r in rows}
@@ -239,10 +278,10 @@ def run_compile(session: SignatureSession, params: CompileParams, live=None) -> 
         compile_set = compile_mix(session.splits.train, params.compile_size, mix, seed=session.seed)
         valset = to_examples(session.splits.val[: params.n_val])
         rs_program = compile_program(
-            "random_search", session.module(params.module), compile_set, metric=metric, lm=session.lm, adapter=make_adapter("chat"),
+            "random_search", session.module(params.module), compile_set, metric=metric, lm=lm, adapter=make_adapter(adapter),
             valset=valset, max_demos=params.max_demos, num_candidates=params.num_candidates, num_threads=session.num_threads,
         )  # fmt: skip
-        rs = session.evaluate(rs_program, examples, label="random search", progress=False)
+        rs = session.evaluate(rs_program, examples, adapter=adapter, label="random search", progress=False)
         by = rs.score_by_slice()
         programs[f"RS {mix:.0%} colloquial"] = rs_program
         table_rows.append({"program": f"RS {mix:.0%} colloquial", "colloquial share": mix, "hit@3 standard": by.get("standard"),
@@ -256,11 +295,12 @@ def run_compile(session: SignatureSession, params: CompileParams, live=None) -> 
     gains = {}
     for _, row in table.iloc[1:].iterrows():
         gains[row["program"]] = {s: (row[f"hit@3 {s}"] - base[s]) if base.get(s) is not None else None for s in ("standard", "colloquial")}
-    fig = go.Figure(layout=dict(title=f"Compiling on the local LM: hit@3 by slice ({len(examples)} dev examples)", barmode="group",
+    fig = go.Figure(layout=dict(title=f"Compiling: hit@3 by slice ({len(examples)} dev examples, {adapter} adapter)", barmode="group",
                                 yaxis=dict(title="hit@3", range=[0, 1.05]), template="plotly_white", height=380))  # fmt: skip
     for s in ("standard", "colloquial"):
         fig.add_bar(name=s, x=table["program"].tolist(), y=table[f"hit@3 {s}"].tolist())
-    return {"figure": fig, "table": table, "gains": gains, "programs": programs, "random_search": rs_info, "seconds": time.perf_counter() - start}
+    return {"figure": fig, "table": table, "gains": gains, "programs": programs, "random_search": rs_info, "adapter": adapter,
+            "seconds": time.perf_counter() - start}
 
 
 # -- 4. ask every module, see the contract check live ----------------------------------------
@@ -269,7 +309,7 @@ class AskParams:
     symptoms: str = "my mom's blood pressure is high and she keeps getting dizzy, can she take aspirin?"
     modules: tuple = field(default=("predict",), metadata={"choices": list(MODULES)})
     signature: str = field(default="typed", metadata={"choices": ["typed", "seed"]})
-    adapter: str = field(default="chat", metadata={"choices": list(ADAPTERS)})
+    adapter: str = field(default="auto", metadata={"choices": ["auto", *ADAPTERS]})
 
 
 def run_ask(session: SignatureSession, params: AskParams, live=None) -> dict:
@@ -286,7 +326,8 @@ def run_ask(session: SignatureSession, params: AskParams, live=None) -> dict:
         outputs, error = None, None
         start = time.perf_counter()
         try:
-            with dspy.context(lm=session.lm, adapter=make_adapter(params.adapter)):
+            adapter = session.resolve_adapter(params.adapter)
+            with dspy.context(lm=session.lm_for(adapter, params.signature), adapter=make_adapter(adapter)):
                 pred = session.module(kind, params.signature)(symptoms=params.symptoms)
             outputs = {k: v for k, v in pred.items()}
         except Exception as exc:  # the panel shows the failure as a contract violation
@@ -319,13 +360,14 @@ class HistoryParams:
 
 
 def run_history(session: SignatureSession, params: HistoryParams) -> dict:
-    """``dspy.inspect_history`` for the session's LM, captured as text (prompt, response, usage)."""
+    """``dspy.inspect_history`` (DSPy's global history), captured as text (prompt, response, usage)."""
+    import dspy
     import plotly.graph_objects as go
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        session.lm.inspect_history(n=params.n)
-    entries = session.lm.history[-params.n :]
+        dspy.inspect_history(n=params.n)
+    entries = session.history()[-params.n :]
     tokens = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in entries]
     fig = go.Figure(layout=dict(title=f"Completion tokens of the last {len(entries)} calls (max_tokens={session.handle.max_tokens})",
                                 template="plotly_white", height=300, xaxis_title="call", yaxis_title="tokens"))  # fmt: skip

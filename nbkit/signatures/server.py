@@ -36,7 +36,7 @@ class LMServerError(RuntimeError):
     """The local LM server could not start or stopped working; the message says why and where the log is."""
 
 
-_LIVE: "weakref.WeakSet[LocalLMServer]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[LocalLMServer] = weakref.WeakSet()
 
 
 def _stop_all_at_exit() -> None:
@@ -160,7 +160,7 @@ class LocalLMServer:
             *self.extra_args,
         ]  # fmt: skip
 
-    def start(self) -> "LocalLMServer":
+    def start(self) -> LocalLMServer:
         if self.running:
             return self
         check_server_installed()
@@ -229,7 +229,7 @@ class LocalLMServer:
             self._log_fh = None
         _LIVE.discard(self)
 
-    def __enter__(self) -> "LocalLMServer":
+    def __enter__(self) -> LocalLMServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

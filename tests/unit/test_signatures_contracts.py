@@ -1,0 +1,89 @@
+"""Contract checks, the seed signature parser, example-first spec derivation (no LM needed)."""
+
+import pytest
+
+from nbkit.signatures import contracts as c
+
+
+def kinds(violations):
+    return [v.kind for v in violations]
+
+
+def test_clean_typed_answer_holds():
+    out = {"diagnoses": [{"condition": "gout", "confidence": 0.9}], "reasoning": "Acute first MTP monoarthritis after alcohol."}
+    assert c.check_contract(out) == []
+
+
+@pytest.mark.parametrize(
+    ("outputs", "expected"),
+    [
+        ({"diagnoses": [{"condition": "gout", "confidence": 1.7}], "reasoning": "x"}, c.CONFIDENCE_OUT_OF_RANGE),
+        ({"diagnoses": [{"condition": "gout", "confidence": -0.1}], "reasoning": "x"}, c.CONFIDENCE_OUT_OF_RANGE),
+        ({"diagnoses": [{"condition": "gout", "confidence": "high"}], "reasoning": "x"}, c.CONFIDENCE_NOT_NUMERIC),
+        ({"diagnoses": [{"condition": f"c{i}", "confidence": 0.1} for i in range(4)], "reasoning": "x"}, c.TOO_MANY_DIAGNOSES),
+        ({"diagnoses": [{"condition": "gout", "confidence": 0.5}], "reasoning": "word " * 51}, c.REASONING_TOO_LONG),
+        ({"diagnoses": [{"condition": "gout", "confidence": 0.5}], "reasoning": ""}, c.MISSING_FIELD),
+        ({"diagnoses": [], "reasoning": "x"}, c.NO_DIAGNOSIS),
+    ],
+)
+def test_each_breach_is_named(outputs, expected):
+    assert expected in kinds(c.check_contract(outputs))
+
+
+def test_exactly_fifty_words_is_allowed():
+    out = {"diagnoses": [{"condition": "gout", "confidence": 0.5}], "reasoning": "word " * 50}
+    assert c.check_contract(out) == []
+
+
+def test_parse_errors_and_missing_fields_from_adapter_errors():
+    from dspy.utils.exceptions import AdapterParseError
+
+    sig = c.typed_medical_diagnosis_signature()
+    partial = AdapterParseError(adapter_name="ChatAdapter", signature=sig, lm_response="[[ ## reasoning ## ]] hi", parsed_result={"reasoning": "hi"})
+    assert kinds(c.check_contract(None, partial)) == [c.MISSING_FIELD]
+    garbage = AdapterParseError(adapter_name="JSONAdapter", signature=sig, lm_response="{d}", message="cannot be serialized")
+    assert kinds(c.check_contract(None, garbage)) == [c.PARSE_ERROR]
+    assert kinds(c.check_contract(None)) == [c.PARSE_ERROR]
+
+
+def test_seed_string_signature_items_are_parsed_and_checked():
+    text = "condition: [Hypertension], confidence: [0.7]; condition: anxiety, confidence: high"
+    items = c.parse_seed_diagnosis(text)
+    assert [i["condition"] for i in items] == ["Hypertension", "anxiety"]
+    v = c.check_contract({"diagnosis": text, "reasoning": "ok"}, output_fields=("diagnosis", "reasoning"))
+    assert kinds(v) == [c.CONFIDENCE_NOT_NUMERIC]
+    v = c.check_contract({"diagnosis": "probably the flu", "reasoning": "ok"}, output_fields=("diagnosis", "reasoning"))
+    assert kinds(v) == [c.NO_DIAGNOSIS]
+
+
+def test_percent_confidence_is_read_as_a_fraction():
+    out = {"diagnoses": [{"condition": "gout", "confidence": "80%"}], "reasoning": "x"}
+    assert c.check_contract(out) == []
+
+
+def test_specs_are_derived_from_the_examples():
+    specs = c.derive_field_specs()
+    assert specs["max_diagnoses"] == 3 and specs["ordered"] is True
+    assert "between 0 and 1" in specs["diagnoses_desc"] and "at most 50 words" in specs["reasoning_desc"]
+    longer = [dict(c.SEED_EXAMPLES[0], reasoning="w " * 70)]
+    assert c.derive_field_specs(longer)["max_reasoning_words"] == 70
+    with pytest.raises(ValueError, match="at least one example"):
+        c.derive_field_specs(())
+
+
+def test_signatures_have_the_contract_fields():
+    seed, typed = c.medical_diagnosis_signature(), c.typed_medical_diagnosis_signature()
+    assert list(seed.output_fields) == ["diagnosis", "reasoning"]
+    assert list(typed.output_fields) == ["diagnoses", "reasoning"]
+    assert "max 50 words" in seed.output_fields["reasoning"].json_schema_extra["desc"]
+    with pytest.raises(ValueError, match="unknown signature"):
+        c.signature_by_name("nope")
+
+
+def test_prompt_does_not_leak_python_comments_or_docstrings():
+    # Regression: a docstring on Diagnosis was copied into the prompt's JSON schema.
+    import dspy
+
+    msgs = dspy.ChatAdapter().format(c.typed_medical_diagnosis_signature(), demos=[], inputs={"symptoms": "cough"})
+    prompt = "\n".join(m["content"] for m in msgs)
+    assert "pydantic" not in prompt and "confidence" in prompt

@@ -1,0 +1,131 @@
+"""The local LM server manager and LM construction: bad input without a server, plus one real-server test."""
+
+import asyncio
+import json
+import os
+import signal
+import socket
+
+import pytest
+
+from nbkit.signatures import lm as lm_mod
+from nbkit.signatures import server as srv
+from nbkit.signatures.llama_server import MaxCompletionTokensToMaxTokens
+
+
+def test_missing_model_file_is_named(tmp_path):
+    with pytest.raises(srv.LMServerError, match="does not exist"):
+        srv.LocalLMServer(tmp_path / "nope.gguf")
+
+
+def test_busy_port_is_refused_before_starting(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        server = srv.LocalLMServer(model, port=port)
+        with pytest.raises(srv.LMServerError, match=f"port {port} .* already in use"):
+            server.start()
+        assert server.process is None
+
+
+def test_missing_server_extra_names_install_command(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sse_starlette" else real(name, *a))
+    with pytest.raises(srv.LMServerError, match=r"server extra is missing \(sse_starlette\).*llama-cpp-python\[server\]"):
+        srv.check_server_installed()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(srv.LMServerError, match="llama-cpp-python is not installed"):
+        srv.check_server_installed()
+
+
+def test_server_that_dies_at_startup_reports_its_log(tmp_path, monkeypatch):
+    model = tmp_path / "broken.gguf"
+    model.write_bytes(b"this is not a gguf file")
+    server = srv.LocalLMServer(model, log_path=tmp_path / "server.log", startup_timeout=60)
+    with pytest.raises(srv.LMServerError, match="exited during start-up") as info:
+        server.start()
+    assert str(tmp_path / "server.log") in str(info.value)
+    assert server.process is None and not server.running
+
+
+def test_remote_model_without_key_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(lm_mod.MissingApiKey, match="OPENAI_API_KEY"):
+        lm_mod.make_lm("openai/gpt-4o-mini")
+    monkeypatch.delenv("MY_KEY", raising=False)
+    with pytest.raises(lm_mod.MissingApiKey, match="MY_KEY"):
+        lm_mod.make_lm("anthropic/claude-x", api_key_env="MY_KEY")
+    assert lm_mod.resolve_api_key("ollama_chat/llama3", None) is None
+    with pytest.raises(ValueError, match="max_tokens"):
+        lm_mod.make_lm("ollama_chat/llama3", max_tokens=0)
+
+
+def test_remote_model_key_comes_from_env_and_is_not_in_repr(monkeypatch):
+    monkeypatch.setenv("MY_KEY", "sk-secret-123")
+    handle = lm_mod.make_lm("openai/gpt-4o-mini", api_key_env="MY_KEY", max_tokens=32)
+    assert handle.server is None and handle.lm.kwargs["api_key"] == "sk-secret-123"
+    assert "sk-secret-123" not in repr(handle.info)
+
+
+def test_dspy_sends_max_completion_tokens_on_the_wire():
+    # The root cause of the issue's 3,800-token request: DSPy's native engine names the limit
+    # max_completion_tokens, which llama-cpp-python's request model ignores.
+    fields = lm_mod.wire_token_fields(16)
+    assert fields.get("max_completion_tokens") == 16 or fields.get("max_tokens") == 16
+
+
+def _run_asgi(body: dict, path="/v1/chat/completions"):
+    seen = {}
+
+    async def app(scope, receive, send):
+        message = await receive()
+        seen["body"] = json.loads(message["body"])
+        seen["headers"] = dict(scope["headers"])
+
+    async def receive():
+        return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+
+    async def send(_):
+        pass
+
+    scope = {"type": "http", "method": "POST", "path": path, "headers": [(b"content-length", b"1")]}
+    asyncio.run(MaxCompletionTokensToMaxTokens(app)(scope, receive, send))
+    return seen
+
+
+def test_launcher_maps_max_completion_tokens_to_max_tokens():
+    seen = _run_asgi({"messages": [], "max_completion_tokens": 7})
+    assert seen["body"]["max_tokens"] == 7
+    assert int(seen["headers"][b"content-length"]) == len(json.dumps(seen["body"]).encode())
+    assert _run_asgi({"messages": [], "max_tokens": 3, "max_completion_tokens": 9})["body"]["max_tokens"] == 3
+    assert "max_tokens" not in _run_asgi({"messages": []})["body"]
+
+
+@pytest.mark.slow
+def test_real_server_enforces_limits_and_stops_cleanly(tmp_path):
+    pytest.importorskip("llama_cpp")
+    import dspy
+
+    server = srv.LocalLMServer(log_path=tmp_path / "server.log", n_ctx=512)
+    with server:
+        pid = server.process.pid
+        assert server.complete("Write a long story about a dragon.", max_tokens=8).completion_tokens <= 8
+        assert server.complete("Write a long story about a dragon.", max_tokens=8, field="max_completion_tokens").completion_tokens <= 8
+        lm = dspy.LM(f"openai/{server.model_alias}", api_base=server.api_base, api_key="local", max_tokens=8, cache=False)
+        assert lm_mod.check_token_limit(lm, 8)["completion_tokens"] <= 8
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the whole process group is gone
+    # A crash mid-run becomes a readable error with the log, not a hang.
+    server = srv.LocalLMServer(log_path=tmp_path / "server2.log", n_ctx=256).start()
+    try:
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=10)
+        with pytest.raises(srv.LMServerError, match="stopped"):
+            server.complete("hi", max_tokens=4)
+    finally:
+        server.stop()
