@@ -14,6 +14,7 @@ the √L rule and slope ≈ -1 the plain linear (token-count) rule.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from typing import Any
 
 from nbkit.audit.findings import Finding
@@ -25,15 +26,29 @@ def _flat_grad(params) -> Any:
     return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]).clone()
 
 
-def accumulation_errors(model, batches, device) -> dict[str, float]:
+@contextmanager
+def only_grad_for(model, params):
+    """Temporarily make ``params`` the only ones requiring grad (autograd then skips the rest)."""
+    keep = {id(p) for p in params}
+    saved = [(p, p.requires_grad) for p in model.parameters()]
+    try:
+        for p, _ in saved:
+            p.requires_grad_(id(p) in keep)
+        yield
+    finally:
+        for p, flag in saved:
+            p.requires_grad_(flag)
+
+
+def accumulation_errors(model, batches, device, params=None) -> dict[str, float]:
     """Relative L2 error of accumulated gradients vs the one-batch gradient, both normalisations.
 
-    ``batches``: list of (input_ids, labels, attention_mask) micro-batches.
+    ``batches``: list of (input_ids, labels, attention_mask) micro-batches; ``params`` the tensors
+    whose gradients are compared (default: all trainable ones).
     """
     import torch
 
-    params = [p for p in model.parameters() if p.requires_grad]
-    model.train()
+    params = params or [p for p in model.parameters() if p.requires_grad]
     # Dropout off: the comparison is about normalisation, not noise.
     model.eval()
 
@@ -128,14 +143,15 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
     feats = [build_features(tokenizer, e, template) for e in examples[:n]]
     ids, labels, mask = pad_batch(feats, tokenizer.pad_token_id)
     batches = [(ids[i : i + micro_batch_size], labels[i : i + micro_batch_size], mask[i : i + micro_batch_size]) for i in range(0, n, micro_batch_size)]
-    errs = accumulation_errors(model, batches, device)
-    stream = text_token_stream(tokenizer, max_tokens=max(4000, 40 * max(lengths)))
     params = [p for p in model.parameters() if p.requires_grad]
     if noise_params == "last_layer":
-        # A cheaper probe on big models: gradients of the last decoder layer only.
-        last = model.model.layers[-1]
-        params = [p for p in last.parameters() if p.requires_grad]
-    var = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed, params=params, progress=progress)
+        # A cheaper probe on big models: gradients of the last decoder layer only (autograd then
+        # stops there instead of running back through every layer and the embedding).
+        params = list(model.model.layers[-1].parameters())
+    stream = text_token_stream(tokenizer, max_tokens=max(4000, 40 * max(lengths)))
+    with only_grad_for(model, params):
+        errs = accumulation_errors(model, batches, device, params)
+        var = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed, params=params, progress=progress)
     ls = sorted(var)
     slope = fit_slope(ls, [var[L] for L in ls])
     L0 = base_length or ls[0]
@@ -151,6 +167,7 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
         "tokens_per_microbatch": errs["tokens_per_microbatch"],
         "noise_variance_slope": slope,
         "closer_rule": "sqrt(L)" if abs(slope + 0.5) < abs(slope + 1.0) else "linear",
+        "gradients_of": "last decoder layer" if noise_params == "last_layer" else "all parameters",
     }
     used = errs["rel_err_token_count"] if normalisation == "token_count" else errs["rel_err_per_microbatch_mean"]
     figures["configured_normalisation"] = normalisation

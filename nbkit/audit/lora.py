@@ -124,6 +124,8 @@ def check_lora_binding(model, r: int, alpha: float, target_modules: list[str], u
         "trainable_share_pct": 100.0 * trainable / total,
         "scaling_applied": rows[0]["scaling applied"] if rows else None,
         "alpha_over_r": expected_scale,
+        "alpha": alpha,
+        "r": r,
         "merge_max_abs_err": max_err,
         "seed_asserts_hold_on": f"{seed_assert_holds}/{len(w0)} modules",
         "targets_unmatched": unmatched,
@@ -187,6 +189,52 @@ def _sft_batches(tokenizer, examples, template, batch_size: int, seed: int):
             yield pad_batch([feats[j] for j in order[i : i + batch_size]], tokenizer.pad_token_id)
 
 
+def step_peak_bytes(model, fn) -> int:
+    """Peak tensor bytes of one call of ``fn``: parameter bytes + the peak of storages it creates.
+
+    torch's MemTracker (nbkit.device.track_tensors) refuses modules with frozen parameters (it hooks
+    every parameter's gradient), which is exactly a LoRA model; this small dispatch-mode tracker
+    counts every new storage an op returns until it is freed, forward and backward alike.
+    """
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class LiveBytes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.live = 0
+            self.peak = 0
+            self.seen: set[int] = set()
+
+        def _free(self, key, n):
+            if key in self.seen:
+                self.seen.discard(key)
+                self.live -= n
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                    st = t.untyped_storage()
+                    key = st.data_ptr()
+                    if key and key not in self.seen:
+                        n = st.nbytes()
+                        self.seen.add(key)
+                        self.live += n
+                        self.peak = max(self.peak, self.live)
+                        weakref.finalize(st, self._free, key, n)
+            return out
+
+    static = sum(p.numel() * p.element_size() for p in model.parameters())
+    tracker = LiveBytes()
+    with tracker:
+        fn()
+    return static + tracker.peak
+
+
 def _val_loss(model, val_batches, device) -> float:
     import torch
 
@@ -208,7 +256,7 @@ def train_variant(base_model, tokenizer, variant: LoraVariant, train_ex, val_ex,
     from tqdm.auto import tqdm
 
     from nbkit.audit.sft import build_features, pad_batch
-    from nbkit.device import memory_probe, track_tensors
+    from nbkit.device import memory_probe
 
     torch.manual_seed(seed)
     model = get_peft_model(copy.deepcopy(base_model), lora_config(variant.r, variant.alpha, variant.targets, 0.0)).to(device)
@@ -225,7 +273,7 @@ def train_variant(base_model, tokenizer, variant: LoraVariant, train_ex, val_ex,
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return float(loss)
+        return float(loss.detach())
 
     t0 = time.perf_counter()
     run.steps.append(0)
@@ -240,13 +288,8 @@ def train_variant(base_model, tokenizer, variant: LoraVariant, train_ex, val_ex,
         step(ids, labels, mask)
         run.peak_bytes, run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
     else:
-        try:
-            with track_tensors(model, opt) as mem:
-                step(ids, labels, mask)
-            run.peak_bytes, run.peak_kind = mem.total_peak, "tensor bytes (torch MemTracker: params+grads+optimizer+activations)"
-        except Exception as exc:  # MemTracker is private API; report rather than guess
-            step(ids, labels, mask)
-            run.peak_kind = f"unavailable ({type(exc).__name__}: {exc})"
+        run.peak_bytes = step_peak_bytes(model, lambda: step(ids, labels, mask))
+        run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
     bar = tqdm(range(2, budget_steps + 1), desc=variant.name, disable=not progress, leave=False)
     for s in bar:
         step(*next(batches))

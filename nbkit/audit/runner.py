@@ -43,11 +43,14 @@ class Sizes:
     kiss_eval_every: int = 5
     kiss_val_size: int = 16
     fragmentation_steps: int = 60
+    accum_micro_batch_cap: int | None = None
+    accum_steps_cap: int | None = None
 
     @classmethod
     def smoke(cls) -> Sizes:
-        return cls(attention_lengths=(128, 512), attention_reps=2, noise_lengths=(16, 32, 64), noise_samples=6, noise_params="last_layer",
-                   loss_mask_examples=48, sampling_examples=24, ddp_steps=4, kiss_batch_size=4, kiss_eval_every=4, kiss_val_size=8, fragmentation_steps=20)
+        return cls(attention_lengths=(64, 256), attention_reps=2, noise_lengths=(16, 48), noise_samples=4, noise_params="last_layer",
+                   loss_mask_examples=48, sampling_examples=12, ddp_steps=4, kiss_batch_size=4, kiss_eval_every=4, kiss_val_size=8,
+                   fragmentation_steps=20, accum_micro_batch_cap=2, accum_steps_cap=2)
 
 
 @dataclass
@@ -110,7 +113,7 @@ def _c1(ctx: AuditContext, live=None) -> Finding:
     model, tok = ctx.model_and_tokenizer()
     ex, note = ctx.examples(ctx.sizes.kiss_val_size + ctx.sizes.kiss_batch_size, "check 1")
     f = compare_lora_variants(model, tok, ex, ctx.config.template, budget_steps=k.budget_steps, batch_size=ctx.sizes.kiss_batch_size, lr=k.lr,
-                              eval_every=ctx.sizes.kiss_eval_every, val_size=ctx.sizes.kiss_val_size, target=k.val_loss_target,
+                              eval_every=ctx.sizes.kiss_eval_every, val_size=ctx.sizes.kiss_val_size, target=k.val_loss_target, target_ratio=k.val_loss_target_ratio,
                               device=ctx.device, seed=ctx.config.model.seed, live=live, progress=ctx.progress)
     f.summary += note
     return f
@@ -147,9 +150,13 @@ def _c5(ctx, live=None):
 
     model, tok = ctx.model_and_tokenizer()
     t = ctx.config.train
-    ex, note = ctx.examples(t.micro_batch_size * t.grad_accumulation, "check 5")
-    f = check_grad_accumulation(model, tok, ex, ctx.config.template.model_copy(update={"mask_pad_labels": False}), micro_batch_size=t.micro_batch_size,
-                                grad_accumulation=t.grad_accumulation, normalisation=t.loss_normalisation, lengths=ctx.sizes.noise_lengths,
+    mb = min(t.micro_batch_size, ctx.sizes.accum_micro_batch_cap or t.micro_batch_size)
+    ga = min(t.grad_accumulation, ctx.sizes.accum_steps_cap or t.grad_accumulation)
+    ex, note = ctx.examples(mb * ga, "check 5")
+    if (mb, ga) != (t.micro_batch_size, t.grad_accumulation):
+        note += f" (smoke sizes: {ga} micro-batches of {mb} instead of {t.grad_accumulation} of {t.micro_batch_size})"
+    f = check_grad_accumulation(model, tok, ex, ctx.config.template.model_copy(update={"mask_pad_labels": False}), micro_batch_size=mb,
+                                grad_accumulation=ga, normalisation=t.loss_normalisation, lengths=ctx.sizes.noise_lengths,
                                 noise_samples=ctx.sizes.noise_samples, device=ctx.device, seed=ctx.config.model.seed,
                                 noise_params=ctx.sizes.noise_params, progress=ctx.progress)
     f.summary += note

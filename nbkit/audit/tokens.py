@@ -50,24 +50,36 @@ def spans_from_tags(offsets: list[tuple[int, int]], tags: list[str]) -> list[tup
     return spans
 
 
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    """Character range without leading/trailing whitespace (byte-level BPE tokens carry the space)."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
 def roundtrip(tokenizer, text: str, spans: list) -> dict[str, Any]:
     enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
-    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    raw_offsets = [tuple(o) for o in enc["offset_mapping"]]
     gold = [tuple(s) for s in spans]
-    tags = project_spans(offsets, gold)
-    back = spans_from_tags(offsets, tags)
-    starts = {ts for ts, te in offsets if te > ts}
-    ends = {te for ts, te in offsets if te > ts}
+    tags = project_spans(raw_offsets, gold)
+    back_raw = spans_from_tags(raw_offsets, tags)
+    back = [(*_strip(text, s, e), lab) for s, e, lab in back_raw]
+    stripped = [_strip(text, ts, te) for ts, te in raw_offsets if te > ts]
+    starts = {ts for ts, te in stripped if te > ts}
+    ends = {te for ts, te in stripped if te > ts}
     covered = sum(1 for s, e, _ in gold if s in starts and e in ends)
     tp = len(set(gold) & set(back))
-    return {"n_tokens": len(offsets), "gold": gold, "back": back, "tp": tp, "covered": covered, "tags": tags, "offsets": offsets}
+    tp_raw = len(set(gold) & set(back_raw))
+    return {"n_tokens": len(raw_offsets), "gold": gold, "back": back, "back_raw": back_raw, "tp": tp, "tp_raw": tp_raw, "covered": covered, "tags": tags, "offsets": raw_offsets}
 
 
 def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: float = 0.9) -> Finding:
     """Label coverage (share of gold spans whose both boundaries are token boundaries) and boundary F1."""
     import plotly.graph_objects as go
 
-    per_lang: dict[str, dict[str, float]] = defaultdict(lambda: {"gold": 0, "back": 0, "tp": 0, "covered": 0, "examples": 0, "chars": 0, "tokens": 0})
+    per_lang: dict[str, dict[str, float]] = defaultdict(lambda: {"gold": 0, "back": 0, "tp": 0, "tp_raw": 0, "covered": 0, "examples": 0, "chars": 0, "tokens": 0})
     table = []
     for row in rows:
         rt = roundtrip(tokenizer, row["text"], row["spans"])
@@ -76,6 +88,7 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
         agg["gold"] += len(rt["gold"])
         agg["back"] += len(rt["back"])
         agg["tp"] += rt["tp"]
+        agg["tp_raw"] += rt["tp_raw"]
         agg["covered"] += rt["covered"]
         agg["examples"] += 1
         agg["chars"] += len(row["text"])
@@ -93,6 +106,9 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
         r = a["tp"] / a["gold"] if a["gold"] else 0.0
         figures[f"{lang}_label_coverage_pct"] = 100.0 * a["covered"] / max(a["gold"], 1)
         figures[f"{lang}_boundary_f1_pct"] = 100.0 * (2 * p * r / (p + r) if p + r else 0.0)
+        # Without trimming the whitespace byte-level tokens carry (offsets as the tokenizer returns them).
+        pr, rr = (a["tp_raw"] / a["back"] if a["back"] else 0.0), (a["tp_raw"] / a["gold"] if a["gold"] else 0.0)
+        figures[f"{lang}_untrimmed_offsets_f1_pct"] = 100.0 * (2 * pr * rr / (pr + rr) if pr + rr else 0.0)
         figures[f"{lang}_chars_per_token"] = a["chars"] / max(a["tokens"], 1)
         figures[f"{lang}_spans"] = a["gold"]
     worst = min(langs, key=lambda lg: figures[f"{lg}_boundary_f1_pct"]) if langs else None
