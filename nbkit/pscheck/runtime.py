@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from nbkit.pscheck.model import ModuleInfo
     from nbkit.pscheck.registry import BaseRule
 
-IMPORT_TIMEOUT_S = 120
+IMPORT_TIMEOUT_S = 120  # override with $PSCHECK_IMPORT_TIMEOUT (seconds)
 _RUNTIME_CODES = {"PSC001": "default-type-mismatch", "PSC004": "default-factory-called"}
 
 
@@ -39,6 +39,9 @@ def runtime_check(modules: list[ModuleInfo], rules: list[BaseRule], report: Lint
         models = [c for c in m.classes if c.is_model and c.node in m.tree.body]
         if not models:
             continue
+        if not Path(m.path).is_file():  # lint_source text: there is nothing on disk to import
+            report.notes.append(f"--import: {m.path} is not a file on disk; checked statically only")
+            continue
         payload.append({"path": m.path, "models": [
             {"name": c.name, "line": c.node.lineno, "fields": {n: s.line for n, s in c.fields.items()}}
             for c in models]})
@@ -46,16 +49,21 @@ def runtime_check(modules: list[ModuleInfo], rules: list[BaseRule], report: Lint
     if not payload:
         report.notes.append("--import: no top-level models to introspect; nothing executed")
         return
+    try:
+        timeout = float(os.environ.get("PSCHECK_IMPORT_TIMEOUT", IMPORT_TIMEOUT_S))
+    except ValueError:
+        timeout = IMPORT_TIMEOUT_S
     pkg_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH", "")]))
     try:
         proc = subprocess.run([sys.executable, "-m", "nbkit.pscheck.runtime"], input=json.dumps(payload),
-                              capture_output=True, text=True, timeout=IMPORT_TIMEOUT_S, env=env)
+                              capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         for item in payload:
             report.diagnostics.append(Diagnostic(item["path"], 1, 1, UNREADABLE, "error",
-                                                 f"--import: importing timed out after {IMPORT_TIMEOUT_S} s",
+                                                 f"--import: importing did not finish within {timeout:g} s "
+                                                 f"(a module hangs at import?); static findings still reported",
                                                  "unreadable-file"))
         return
     try:
@@ -66,12 +74,12 @@ def runtime_check(modules: list[ModuleInfo], rules: list[BaseRule], report: Lint
                                              f"--import: introspection process failed (exit {proc.returncode}): "
                                              f"{tail[0]}", "unreadable-file"))
         return
-    static = {(d.path, d.line, d.code) for d in report.diagnostics}
+    static = {(d.path, d.line) for d in report.diagnostics}  # a static finding on the line says it already
     for err in result["errors"]:
         report.diagnostics.append(Diagnostic(err["path"], err.get("line", 1), 1, UNREADABLE, "error",
                                              f"--import: {err['message']}", "unreadable-file"))
     for f in result["findings"]:
-        if f["code"] not in active or (f["path"], f["line"], f["code"]) in static:
+        if f["code"] not in active or (f["path"], f["line"]) in static:
             continue
         report.diagnostics.append(Diagnostic(f["path"], f["line"], f["col"], f["code"], "error",
                                              f"{f['message']} (found by --import)", _RUNTIME_CODES[f["code"]]))
@@ -159,10 +167,16 @@ def _child(payload: list[dict[str, Any]]) -> dict[str, Any]:
                     first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
                     out["findings"].append({"path": item["path"], "line": line, "col": 1, "code": "PSC001",
                                             "message": f"default {info.default!r:.40} of '{fname}' does not "
-                                                       f"validate as {info.annotation}: {first}"})
+                                                       f"validate as {_type_repr(info.annotation)}: {first}"})
                 except Exception:  # noqa: S112 - an annotation TypeAdapter cannot build: no verdict
                     continue
     return out
+
+
+def _type_repr(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__qualname__
+    return str(annotation).replace("typing.", "").replace("typing_extensions.", "")
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ def test_exit_1_and_clickable_text_on_error(tmp_path, capsys):
     p = write(tmp_path, "a.py", ERROR)
     code, out, _ = run_cli(capsys, p)
     assert code == 1
-    assert out.splitlines() == [f"{p}:4:18: PSC001 default None of 'email' is not a str; Pydantic does not "
-                                f"validate defaults, so instances silently hold it [error]"]
+    assert out.splitlines() == [f"{p}:4:18: PSC001 default None of 'email' is not of its type str; "
+                                f"Pydantic does not validate defaults, so instances silently hold it [error]"]
 
 
 def test_error_level_decides_whether_warnings_fail(tmp_path, capsys):
@@ -209,3 +209,22 @@ def test_import_mode_reports_failing_import(tmp_path, capsys):
                                         "class M(BaseModel):\n    x: int = 1\n")
     code, out, _ = run_cli(capsys, p, "--import")
     assert code == 2 and "PSC000 --import: importing failed: ModuleNotFoundError" in out
+
+
+def test_import_mode_hanging_module_times_out(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pydantic")
+    monkeypatch.setenv("PSCHECK_IMPORT_TIMEOUT", "3")
+    p = write(tmp_path, "rt_hang.py", "from pydantic import BaseModel\nclass M(BaseModel):\n    x: str = None\n"
+                                      "while True:\n    pass\n")
+    code, out, _ = run_cli(capsys, p, "--import")
+    assert code == 2 and "did not finish within 3 s" in out and "PSC001" in out
+
+
+def test_import_mode_with_source_text_is_static_only():
+    from nbkit.pscheck import lint_paths_report  # noqa: F401  (API surface)
+    from nbkit.pscheck.engine import lint
+
+    report = lint([("<string>", "from pydantic import BaseModel\nclass M(BaseModel):\n    x: str = None\n")],
+                  use_import=True)
+    assert [d.code for d in report.diagnostics] == ["PSC001"]
+    assert any("not a file on disk" in n for n in report.notes)
