@@ -196,11 +196,10 @@ def _allowed_keys() -> dict[tuple, list[str]]:
         for name, f in model.model_fields.items():
             ann = f.annotation
             for candidate in getattr(ann, "__args__", (ann,)):
-                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-                    add(candidate, path + (f.alias or name,))
-                for inner in getattr(candidate, "__args__", ()):
+                # Sections and lists of sections (list items share their list's key path).
+                for inner in (candidate, *getattr(candidate, "__args__", ())):
                     if isinstance(inner, type) and issubclass(inner, BaseModel):
-                        out[path + (f.alias or name, "*")] = [g.alias or n for n, g in inner.model_fields.items()]
+                        add(inner, path + (f.alias or name,))
 
     add(AuditConfig, ())
     return out
@@ -218,8 +217,8 @@ def parse_config(data: dict, *, source: str = "<config>", text: str | None = Non
         problems, messages = [], []
         for err in exc.errors():
             loc = tuple(err["loc"])
-            # Sequence items: look up allowed keys under the '*' form of the path.
-            parent = tuple("*" if isinstance(p, int) else p for p in loc[:-1])
+            # Sequence items: allowed keys are registered under the list's own path.
+            parent = tuple(p for p in loc[:-1] if not isinstance(p, int))
             key = ".".join(str(p) for p in loc)
             line = lines.get(loc) or lines.get(loc[:-1])
             where = f"{source}:{line}" if line else source

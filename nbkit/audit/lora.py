@@ -280,19 +280,21 @@ def train_variant(base_model, tokenizer, variant: LoraVariant, train_ex, val_ex,
     run.val_loss.append(_val_loss(model.eval(), val_batches, device))
     if live is not None:
         live.add(variant.name, [0], [run.val_loss[0]])
-    # Peak memory of one optimiser step: CUDA's allocator peak, or tensor bytes by category on CPU.
-    ids, labels, mask = next(batches)
-    if device.type == "cuda":
-        probe = memory_probe(device)
-        probe.reset_peak()
-        step(ids, labels, mask)
-        run.peak_bytes, run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
-    else:
-        run.peak_bytes = step_peak_bytes(model, lambda: step(ids, labels, mask))
-        run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
-    bar = tqdm(range(2, budget_steps + 1), desc=variant.name, disable=not progress, leave=False)
+
+    def measured_step(ids, labels, mask):
+        # Peak memory of one optimiser step: CUDA's allocator peak, or tensor bytes on CPU.
+        if device.type == "cuda":
+            probe = memory_probe(device)
+            probe.reset_peak()
+            step(ids, labels, mask)
+            run.peak_bytes, run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
+        else:
+            run.peak_bytes = step_peak_bytes(model, lambda: step(ids, labels, mask))
+            run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
+
+    bar = tqdm(range(1, budget_steps + 1), desc=variant.name, disable=not progress, leave=False)
     for s in bar:
-        step(*next(batches))
+        (measured_step if s == 1 else step)(*next(batches))
         if s % eval_every == 0 or s == budget_steps:
             v = _val_loss(model.eval(), val_batches, device)
             run.steps.append(s)

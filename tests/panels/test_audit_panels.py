@@ -1,0 +1,61 @@
+"""Audit panels: widgets built from the params dataclasses; a click re-runs the check."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbkit.audit.config import load_config
+from nbkit.audit.panels import check_panel
+from nbkit.audit.runner import AuditContext, Sizes
+from nbkit.audit.sft import EXAMPLES_DIR
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return AuditContext(load_config(EXAMPLES_DIR / "good.yaml"), "cpu", Sizes.smoke(), progress=False)
+
+
+def _ys(panel):
+    return [tuple(t.y) if t.y is not None else () for t in panel.live.figure.data]
+
+
+def test_scheduler_panel_click_changes_the_lr_plot(ctx):
+    panel = check_panel(ctx, 11, widget=True)
+    first = panel.run()
+    assert first.status == "pass"
+    before = _ys(panel)
+    panel.controls["preset"].value = "onecycle+warmup+step"
+    panel.controls["resume_restores_scheduler"].value = False
+    panel.click()
+    assert panel.error is None, panel.error
+    assert panel.result.status == "fail" and "warmup repeated" in panel.result.summary
+    assert _ys(panel) != before
+
+
+def test_lora_panel_rank_control_flips_the_finding(ctx):
+    panel = check_panel(ctx, 2, widget=True)
+    panel.run()
+    before = _ys(panel)
+    panel.controls["r"].value = 64  # wider than the tiny model's v_proj (32)
+    panel.click()
+    assert panel.result.status == "fail" and "exceeds" in panel.result.summary
+    assert _ys(panel) != before
+
+
+def test_sampling_panel_beta_moves_the_marker(ctx):
+    panel = check_panel(ctx, 9, widget=True)
+    panel.run()
+    marker = [t for t in panel.live.figure.data if t.name == "this config (KL)"][0].x
+    panel.controls["beta"].value = 12.0
+    panel.click()
+    assert [t for t in panel.live.figure.data if t.name == "this config (KL)"][0].x != marker
+
+
+def test_data_panel_broken_file_shows_an_error_free_failing_finding(ctx):
+    panel = check_panel(ctx, 7, widget=True)
+    panel.controls["data_file"].value = "sft_broken.jsonl"
+    panel.click()
+    assert panel.error is None and panel.result.status == "fail"
+    panel.controls["schema"].value = "broken_schema.py:SFTExample"
+    panel.click()
+    assert panel.result.status == "fail" and "does not import" in panel.result.summary

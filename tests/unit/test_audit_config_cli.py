@@ -1,0 +1,86 @@
+"""AuditConfig validation and the `nbkit audit` CLI (exit codes 0 / 1 / 2, text and JSON)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbkit.audit.cli import main
+from nbkit.audit.config import AuditConfig, ConfigError, load_config, parse_config
+from nbkit.audit.sft import EXAMPLES_DIR
+
+GOOD = EXAMPLES_DIR / "good.yaml"
+BROKEN = EXAMPLES_DIR / "broken.yaml"
+INVALID = EXAMPLES_DIR / "invalid.yaml"
+
+
+def test_example_configs_load_and_resolve_paths():
+    good = load_config(GOOD)
+    assert isinstance(good, AuditConfig)
+    assert good.data.path == (EXAMPLES_DIR / "sft.jsonl").resolve()
+    assert good.data.schema_ref.endswith("sft_schema.py:SFTExample")
+    assert good.lora.target_modules == ["q_proj", "v_proj"]
+    broken = load_config(BROKEN)
+    assert broken.lora.r == 256 and broken.template.mask_pad_labels
+
+
+def test_invalid_config_names_file_line_key_and_type():
+    with pytest.raises(ConfigError) as exc:
+        load_config(INVALID)
+    msg = str(exc.value)
+    assert "invalid.yaml:5: key 'lora.r'" in msg and "valid integer" in msg and "'eight'" in msg
+    assert "key 'lora.rank_pattern': unknown key (allowed: r, alpha" in msg
+    assert "key 'train.micro_batch_size'" in msg and "list" in msg
+    assert {p["key"] for p in exc.value.problems} == {"lora.r", "lora.rank_pattern", "train.micro_batch_size"}
+
+
+def test_nested_list_items_and_missing_keys(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("scheduler:\n  stages:\n    - {kind: cosine, steps: 10, warmup: 3}\n    - {kind: bogus, steps: 5}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    msg = str(exc.value)
+    assert "key 'scheduler.stages.0.warmup': unknown key (allowed: kind, steps" in msg
+    assert "c.yaml:4: key 'scheduler.stages.1.kind'" in msg
+    with pytest.raises(ConfigError, match="data.path': required key is missing"):
+        parse_config({"data": {"schema": "x:Y"}})
+
+
+def test_yaml_syntax_error_and_non_mapping(tmp_path):
+    bad = tmp_path / "b.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="b.yaml:2: not valid YAML"):
+        load_config(bad)
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(ConfigError, match="must be a YAML mapping"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_cli_exit_2_on_invalid_config(capsys):
+    assert main([str(INVALID)]) == 2
+    err = capsys.readouterr().err
+    assert "lora.r" in err and "expected" not in err.lower() or "valid integer" in err
+
+
+def test_cli_exit_2_on_bad_check_ids(capsys):
+    assert main([str(GOOD), "--checks", "99"]) == 2
+    assert main([str(GOOD), "--checks", "x"]) == 2
+
+
+def test_cli_good_config_passes_static_checks(capsys):
+    assert main([str(GOOD), "--checks", "7,10,11,12", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    statuses = {f["check_id"]: f["status"] for f in out["findings"]}
+    assert statuses == {7: "pass", 10: "pass", 11: "pass", 12: "needs_gpu"}
+    assert out["failed"] == 0
+
+
+def test_cli_broken_config_fails_with_exit_1(capsys):
+    assert main([str(BROKEN), "--checks", "2,7-8,10-11"]) == 1
+    out = capsys.readouterr().out
+    for line in ("[FAIL]  2.", "[FAIL]  7.", "[FAIL]  8.", "[FAIL] 10.", "[FAIL] 11."):
+        assert line in out
+    assert "summary: 5 fail" in out
