@@ -197,18 +197,15 @@ class RuleRegistry:
 
     def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
         """Load every rule advertised in the entry-point group; failures go to ``plugin_errors``."""
-        from importlib.metadata import entry_points
-
         loaded: list[str] = []
-        for ep in entry_points(group=group):
+        for label, obj, error in _entry_point_objects(group):
+            if error is not None:
+                self.plugin_errors.append(error)
+                continue
             try:
-                obj = ep.load()
-                loaded += self._register_object(obj, f"{ep.name} = {ep.value}")
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                self.plugin_errors.append(f"entry point {ep.name!r} ({ep.value}) failed: "
-                                          f"{type(exc).__name__}: {exc}")
+                loaded += self._register_object(obj, label)
+            except PluginError as exc:
+                self.plugin_errors.append(str(exc))
         return loaded
 
     @classmethod
@@ -219,3 +216,25 @@ class RuleRegistry:
         for rule in BUILTIN_RULES:
             reg.register(rule)
         return reg
+
+
+_EP_CACHE: dict[str, list[tuple[str, Any, str | None]]] = {}
+
+
+def _entry_point_objects(group: str) -> list[tuple[str, Any, str | None]]:
+    """(label, loaded object, error) per entry point, cached per process: scanning every installed
+    distribution's metadata costs tens of milliseconds, too much to repeat for each lint_source call."""
+    if group not in _EP_CACHE:
+        from importlib.metadata import entry_points
+
+        rows: list[tuple[str, Any, str | None]] = []
+        for ep in entry_points(group=group):
+            label = f"{ep.name} = {ep.value}"
+            try:
+                rows.append((label, ep.load(), None))
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                rows.append((label, None, f"entry point {ep.name!r} ({ep.value}) failed: {type(exc).__name__}: {exc}"))
+        _EP_CACHE[group] = rows
+    return _EP_CACHE[group]

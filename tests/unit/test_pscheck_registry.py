@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import nbkit.pscheck.registry as registry_mod
 from nbkit.pscheck import BaseRule, PluginError, RuleRegistry, lint_source
 from nbkit.pscheck.registry import ENTRY_POINT_GROUP
 
@@ -94,6 +95,7 @@ def test_entry_point_loading(monkeypatch):
 
     eps = [FakeEP("created_at", "nbkit.pscheck.plugins.created_at"), FakeEP("broken", "no_such_module_q")]
     monkeypatch.setattr(md, "entry_points", lambda group=None: eps if group == ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(registry_mod, "_EP_CACHE", {})  # discovery is cached per process
     reg = RuleRegistry.default()
     assert reg.load_entry_points() == ["PSP001"]
     assert len(reg.plugin_errors) == 1 and "broken" in reg.plugin_errors[0]
