@@ -8,13 +8,15 @@ encodings, syntax errors, NUL bytes, absurdly nested code. A rule that crashes b
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import io
 import os
 import re
 import stat
+import sys
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,6 +262,27 @@ def lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os.
          plugins: Sequence[Any] = (), use_import: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
          load_entry_points: bool = True) -> LintReport:
     """The one implementation behind :func:`lint_paths` and :func:`lint_source`."""
+    with _recursion_headroom():
+        return _lint(sources, paths=paths, select=select, ignore=ignore, strict=strict, plugins=plugins,
+                     use_import=use_import, max_bytes=max_bytes, load_entry_points=load_entry_points)
+
+
+@contextlib.contextmanager
+def _recursion_headroom(limit: int = 10_000) -> Iterator[None]:
+    """Anything ``ast.parse`` accepts (nesting up to ~1,000 levels) must also be walkable by the
+    rules' recursive visitors; Python-to-Python calls do not use the C stack on 3.11+."""
+    old = sys.getrecursionlimit()
+    if old < limit:
+        sys.setrecursionlimit(limit)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os.PathLike[str]],
+          select: Iterable[str] | None, ignore: Iterable[str] | None, strict: bool, plugins: Sequence[Any],
+          use_import: bool, max_bytes: int, load_entry_points: bool) -> LintReport:
     report = LintReport()
     registry, forced, notes = build_registry(plugins, load_entry_points)
     report.notes += notes
@@ -288,7 +311,13 @@ def lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os.
             report.diagnostics.append(err)
             continue
         assert tree is not None
-        modules.append(describe_module(path, text, tree))
+        try:
+            modules.append(describe_module(path, text, tree))
+        except Exception as exc:  # never expected; if it happens, say where instead of a traceback
+            report.diagnostics.append(Diagnostic(path=path, line=1, col=1, code=RULE_CRASHED, severity="error",
+                                                 message=f"could not describe the models: {type(exc).__name__}: "
+                                                         f"{exc}", rule="rule-crashed"))
+            continue
         report.files_checked += 1
     run_rules(modules, rules, strict, report)
     if use_import:

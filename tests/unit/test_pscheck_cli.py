@@ -228,3 +228,12 @@ def test_import_mode_with_source_text_is_static_only():
                   use_import=True)
     assert [d.code for d in report.diagnostics] == ["PSC001"]
     assert any("not a file on disk" in n for n in report.notes)
+
+
+def test_deep_but_parseable_code_is_fully_checked(tmp_path, capsys):
+    chain = "+".join(["1"] * 1500)  # parses, but deeper than Python's default recursion limit allows to walk
+    p = write(tmp_path, "deep_ok.py", f"from pydantic import BaseModel\nclass M(BaseModel):\n    x: int = {chain}\n"
+                                      f"    y: str = None\ndef f(m: M):\n    return m.dict({chain})\n")
+    code, out, _ = run_cli(capsys, p)
+    assert code == 1 and "PSC001" in out and "PSC018" in out and "PSC999" not in out
+    assert sys.getrecursionlimit() < 10_000  # restored afterwards
