@@ -157,7 +157,7 @@ class OptionalWithoutDefault(BaseRule):
     code = "PSC002"
     name = "optional-without-default"
     severity = "warning"
-    summary = "`Optional[T]` with no default is *required* in Pydantic v2 (it only accepts None)."
+    summary = "`Optional[T]` with no default is *required* in Pydantic v2 (None is allowed but must be passed)."
     bad = """
 from typing import Optional
 from pydantic import BaseModel
@@ -173,8 +173,8 @@ class Job(BaseModel):
     note: Optional[str] = None                 # optional, defaults to None
     owner: Optional[str] = Field(...)          # required but nullable, said explicitly
 """
-    rationale = """Pydantic v2 changed the meaning: the migration guide's table lists `f3: Optional[str]`
-as "Required, can be None" (in v1 it defaulted to None). `Job()` raises `Field required` although
+    rationale = """Pydantic v2 changed the meaning: its migration guide lists `f3: Optional[str]` as
+required and nullable (in v1 it defaulted to None). `Job()` raises `Field required` although
 the annotation reads "optional". Warning, not error, because required-nullable is legitimate;
 writing `= Field(...)` (or `= ...`) states that intent and silences the rule. `Field(...)` on an
 Optional is therefore *not* flagged: it is the explicit spelling of required-nullable, not a
