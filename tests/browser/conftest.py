@@ -93,7 +93,7 @@ def chromium(prerequisites, tmp_path_factory):
 @pytest.fixture
 def lab_page(chromium, tmp_path):
     """A fresh browser context (own storage) per test, closed afterwards."""
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    context = chromium.new_context(viewport={"width": 1400, "height": 1200}, device_scale_factor=1)
     page = context.new_page()
     page.set_default_timeout(PAGE_TIMEOUT_S * 1000)
     yield page

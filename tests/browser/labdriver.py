@@ -298,9 +298,11 @@ class LabServer:
             return []
         return descendants(self.proc.pid)
 
-    def shutdown_kernels(self) -> None:
-        """Stop every kernel (and its session) this server runs."""
-        self._known_pids.update(self.kernel_pids())
+    def shutdown_kernels(self) -> list[int]:
+        """Stop every kernel (and its session) this server runs, and whatever those kernels started
+        (a local LM server, a launcher's workers); returns pids that could not be killed."""
+        started = self.kernel_pids()
+        self._known_pids.update(started)
         with contextlib.suppress(Exception):
             for sess in self.api("GET", "sessions"):
                 with contextlib.suppress(Exception):
@@ -309,6 +311,7 @@ class LabServer:
             for k in self.kernels():
                 with contextlib.suppress(Exception):
                     self.api("DELETE", f"kernels/{k['id']}", timeout=20)
+        return kill_pids(started)
 
     def _terminate_tree(self) -> list[int]:
         if self.proc is None:
@@ -534,14 +537,12 @@ class NotebookPage:
                 break
         return results
 
-    def cell_text_outputs(self) -> str:
-        """All text/plain outputs: a widget shown as 'VBox(...)' text means no widget manager."""
+    def widgets_shown_as_text(self) -> list[str]:
+        """Widget reprs rendered as plain text ('VBox(...)'): no widget manager drew them."""
         return self.page.evaluate(
-            """() => window.__nbkit.notebook().content.widgets.filter(c => c.model.type === 'code').map(c => {
-                 const outs = c.model.outputs; const parts = [];
-                 for (let j = 0; j < outs.length; j++) { const d = outs.get(j).toJSON().data || {};
-                   if (d['application/vnd.jupyter.widget-view+json'] && d['text/plain']) parts.push(String(d['text/plain']).slice(0, 120)); }
-                 return parts.join('\\n'); }).join('\\n')"""
+            r"""() => [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output[data-mime-type="text/plain"]')]
+                 .map(el => el.innerText.trim()).filter(t => /^[A-Z]\w*(Box|Widget|Button|Slider|Output)\(/.test(t))
+                 .map(t => t.slice(0, 80))"""
         )
 
     # -- panels -----------------------------------------------------------------------------
@@ -688,9 +689,20 @@ class PanelView:
         return now
 
     def screenshot(self, path: Path) -> Path:
+        """The panel from its title to the bottom of its graph (its output area may be long)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.root.scroll_into_view_if_needed()
-        self.root.screenshot(path=str(path), animations="disabled")
+        box = self._eval(
+            """root.scrollIntoView({block: 'start'});
+               const r = root.getBoundingClientRect();
+               const gd = window.__nbkit.plotOf(root);
+               const g = gd ? gd.getBoundingClientRect() : r;
+               return {x: r.left, y: r.top, width: r.width, bottom: Math.max(g.bottom, r.top + 40), rootBottom: r.bottom};"""
+        )
+        viewport = self.page.viewport_size or {"height": 1000}
+        self.page.wait_for_timeout(200)  # let the scroll settle before capturing
+        bottom = min(box["bottom"] + 8, box["rootBottom"], viewport["height"])
+        clip = {"x": max(box["x"], 0), "y": max(box["y"], 0), "width": box["width"], "height": max(bottom - max(box["y"], 0), 40)}
+        self.page.screenshot(path=str(path), clip=clip, animations="disabled")
         return path
 
 

@@ -97,6 +97,46 @@ def assert_failure_is_one_readable_line(view, expected: str) -> None:
     assert not d["run_disabled"], f"{where}: Run stays disabled after a failure"
 
 
+def exercise_first_panel(nb, stem: str, save_screenshot, mirror: bool = True) -> None:
+    """The generic checks on a notebook's first panel: drawn, responds to a control, fails readably."""
+    view = nb.panel(0)
+    before = view.describe()
+    assert has_points(before["traces"]), f"{nb.name}: the first panel's default run drew nothing: {before['traces']}"
+    save_screenshot(view, f"{stem}-panel1-before", mirror=mirror)
+
+    # Change one control at a time (cheapest first) and press Run until the figure's data changes.
+    tried = []
+    changed = False
+    for idx, kind, new, old in candidate_changes(before["controls"])[:4]:
+        if kind == "dropdown":
+            options = [o for o in view.options(idx) if o != old]
+            if not options:
+                continue
+            new = options[0]
+        traces_before = view.traces()
+        view.set_control(idx, kind, new)
+        status = view.click_run(RUN_TIMEOUT_S)
+        after = view.wait_for_traces_change(traces_before)
+        label = before["controls"][idx]["label"]
+        if status.startswith("done") and after != traces_before and has_points(after):
+            changed = True
+            break
+        tried.append(f"{label}: {old!r} -> {new!r} gave status {status!r}, "
+                     f"output {view.describe()['output_text'].strip()[:160]!r}, data changed: {after != traces_before}")
+        view.set_control(idx, kind, old)
+    assert changed, f"{nb.name}: no control change made Run update the figure; tried: {tried}"
+    save_screenshot(view, f"{stem}-panel1-after", mirror=mirror)
+    assert nb.widget_errors() == []
+
+    # A failure inside the run (injected into this notebook's panels) is one readable line.
+    nb.execute_silently(FAULT_INJECTION)
+    try:
+        view.click_run(RUN_TIMEOUT_S)
+        assert_failure_is_one_readable_line(view, "RuntimeError: injected by the browser tier")
+    finally:
+        nb.execute_silently(FAULT_REMOVAL)
+
+
 # -- the core Panel, deterministic ---------------------------------------------------------------
 @pytest.mark.timeout(300)
 def test_core_panel_renders_runs_and_shows_errors_readably(open_notebook, lab_root, save_screenshot):
@@ -124,6 +164,75 @@ def test_core_panel_renders_runs_and_shows_errors_readably(open_notebook, lab_ro
     view.click_run(RUN_TIMEOUT_S)
     assert_failure_is_one_readable_line(view, "ValueError: rate too high: loss diverged")
     assert nb.widget_errors() == []
+
+
+THEME_LIKE_PANELS = textwrap.dedent(
+    '''
+    import math
+    from dataclasses import dataclass, field
+
+    import plotly.graph_objects as go
+
+    from nbkit.panels import Panel
+
+
+    @dataclass
+    class SweepParams:
+        lr: float = field(default=0.01, metadata={"min": 1e-4, "max": 1.0, "log": True})
+        epochs: int = field(default=6, metadata={"min": 1, "max": 40})
+        optimizer: str = field(default="sgd", metadata={"choices": ["sgd", "adam"]})
+
+
+    def sweep(params):  # a theme-style function: returns a finished figure
+        xs = list(range(params.epochs))
+        ys = [math.exp(-params.lr * 50 * e) * (0.9 if params.optimizer == "adam" else 1.0) for e in xs]
+        return go.Figure(go.Scatter(x=xs, y=ys, name="loss"))
+
+
+    sweep_panel = Panel(SweepParams(epochs=3 if SMOKE else 6), sweep, title="sweep")
+    sweep_panel.display(); result = sweep_panel.run()
+    '''
+)
+SECOND_PANEL = textwrap.dedent(
+    '''
+    @dataclass
+    class BarsParams:
+        n: int = field(default=3, metadata={"min": 1, "max": 8})
+
+
+    def bars(params, live):  # a streaming function
+        live.extend("bytes", list(range(params.n)), [2**k for k in range(params.n)])
+
+
+    bars_panel = Panel(BarsParams(), bars, title="bars")
+    bars_panel.display(); bars_result = bars_panel.run()
+    '''
+)
+
+
+@pytest.mark.timeout(300)
+def test_generic_checks_pass_on_a_theme_like_notebook(open_notebook, lab_root, save_screenshot):
+    """What the workbook notebooks get, on a notebook whose content is known: two panels, a log
+    slider, a figure-returning and a streaming run function, fault injection."""
+    src = write_synthetic_notebook(lab_root / "src" / "theme_like.ipynb", THEME_LIKE_PANELS)
+    import nbformat
+
+    nb_json = nbformat.read(src, as_version=4)
+    nb_json.cells.append(nbformat.v4.new_code_cell(SECOND_PANEL))
+    nbformat.write(nb_json, src)
+    prepare_notebook(src, lab_root / "theme_like", {"SMOKE": True})
+    nb = open_notebook("theme_like/theme_like.ipynb")
+    nb.run_until_first_panel(CELL_TIMEOUT_S)
+    assert nb.panel_count() == 1, "stops after the first panel's cell"
+    nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=True)
+    assert nb.panel_count() == 2
+    for k in range(2):
+        assert_renders(nb, k)
+    assert nb.panel(1).traces() == [{"type": "scatter", "name": "bytes", "x": [0, 1, 2], "y": [1, 2, 4]}]
+    exercise_first_panel(nb, "theme_like", save_screenshot, mirror=False)
+    # The first candidate change is the log slider: lr 0.01 -> 0.005 changes the loss curve.
+    d = nb.panel(0).describe()
+    assert d["controls"][0]["label"] == "lr" and float(d["controls"][0]["value"]) == pytest.approx(0.005)
 
 
 @pytest.mark.timeout(240)
@@ -158,49 +267,13 @@ def test_workbook_panels_render_respond_and_fail_readably(source, request, open_
     nb = open_notebook(f"{source.stem}/{source.name}")
     nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=all_cells)
     if nb.panel_count() == 0:
-        shown_as_text = nb.cell_text_outputs()
-        hint = f"; widgets were shown as text ({shown_as_text[:200]!r}): the widget frontend is missing" if shown_as_text.strip() else ""
+        as_text = nb.widgets_shown_as_text()
+        hint = f"; widgets were shown as plain text ({as_text[:3]}): the widget frontend is missing" if as_text else ""
         pytest.fail(f"{source.name}: no widget panel (a 'Run' button) appeared after running its cells{hint}", pytrace=False)
 
     for k in range(nb.panel_count()):
         assert_renders(nb, k)
-
-    view = nb.panel(0)
-    before = view.describe()
-    assert has_points(before["traces"]), f"{source.name}: the first panel's default run drew nothing: {before['traces']}"
-    save_screenshot(view, f"{source.stem}-panel1-before")
-
-    # Change one control at a time (cheapest first) and press Run until the figure's data changes.
-    tried = []
-    changed = False
-    for idx, kind, new, old in candidate_changes(before["controls"])[:4]:
-        if kind == "dropdown":
-            options = [o for o in view.options(idx) if o != old]
-            if not options:
-                continue
-            new = options[0]
-        traces_before = view.traces()
-        view.set_control(idx, kind, new)
-        status = view.click_run(RUN_TIMEOUT_S)
-        after = view.wait_for_traces_change(traces_before)
-        label = before["controls"][idx]["label"]
-        if status.startswith("done") and after != traces_before and has_points(after):
-            changed = True
-            break
-        tried.append(f"{label}: {old!r} -> {new!r} gave status {status!r}, "
-                     f"output {view.describe()['output_text'].strip()[:160]!r}, data changed: {after != traces_before}")
-        view.set_control(idx, kind, old)
-    assert changed, f"{source.name}: no control change made Run update the figure; tried: {tried}"
-    save_screenshot(view, f"{source.stem}-panel1-after")
-    assert nb.widget_errors() == []
-
-    # A failure inside the run (injected into this notebook's panels) is one readable line.
-    nb.execute_silently(FAULT_INJECTION)
-    try:
-        view.click_run(RUN_TIMEOUT_S)
-        assert_failure_is_one_readable_line(view, "RuntimeError: injected by the browser tier")
-    finally:
-        nb.execute_silently(FAULT_REMOVAL)
+    exercise_first_panel(nb, source.stem, save_screenshot)
 
 
 # Patch every Panel's run function (test set-up through the kernel; the panel code is untouched).
@@ -214,7 +287,11 @@ FAULT_INJECTION = textwrap.dedent(
 
     _nbkit_saved_runs = {}
     for _p in _gc.get_objects():
-        if isinstance(_p, _Panel):
+        try:
+            _is_panel = isinstance(_p, _Panel)
+        except ReferenceError:  # dead weak proxies in gc's list
+            continue
+        if _is_panel:
             _nbkit_saved_runs[id(_p)] = (_p, _p._run_fn)
             _p._run_fn = _nbkit_browser_fault
     assert _nbkit_saved_runs, "no nbkit Panel in this kernel"
