@@ -137,8 +137,8 @@ def lint_schema(schema_file: Path) -> list[dict[str, Any]] | None:
         return [{"path": str(schema_file), "line": None, "code": "pscheck-error", "severity": "error", "message": f"{type(exc).__name__}: {exc}"}]
     out = []
     for d in diags:
-        get = (lambda k: d.get(k)) if isinstance(d, dict) else (lambda k: getattr(d, k, None))
-        out.append({k: get(k) for k in ("path", "line", "col", "code", "severity", "message")})
+        keys = ("path", "line", "col", "code", "severity", "message")
+        out.append({k: (d.get(k) if isinstance(d, dict) else getattr(d, k, None)) for k in keys})
     return out
 
 

@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Any
 
-from nbkit.audit.findings import Finding
 from nbkit.audit.ddp_worker import SCENARIOS
+from nbkit.audit.findings import Finding
 
 
 def _free_port() -> int:
@@ -73,7 +73,7 @@ def run_ranks(*, steps: int = 6, eval_interval: int = 2, scenarios=SCENARIOS, se
     if timed_out:
         return {"timeout": timeout}
     ranks = {}
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=False):
         line = next((ln for ln in out.splitlines() if ln.startswith("NBKIT_DDP_RESULT ")), None)
         if line is None:
             tail = (err or out).strip().splitlines()[-1:] or ["no output"]
@@ -121,7 +121,7 @@ def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 
         if r["error"]:
             figures[f"{r['scenario']}: error"] = r["error"][:90]
     figures["error"] = (m["error"] or "")[:200] or None
-    agree = all(a == b for a, b in zip(res["ranks"][0], res["ranks"][1]))
+    agree = all(a == b for a, b in zip(res["ranks"][0], res["ranks"][1], strict=False))
     figures["ranks_agree"] = agree
     if m["error"]:
         status, summary = "fail", f"scenario '{mine}': {m['error'][:160]}"

@@ -49,7 +49,7 @@ def kv_cache_dtypes(cache) -> dict[str, list[str]]:
                     out[name].append(str(t.dtype))
         return out
     for item in cache:
-        for name, t in zip(("keys", "values"), item):
+        for name, t in zip(("keys", "values"), item, strict=False):
             if isinstance(t, torch.Tensor):
                 out[name].append(str(t.dtype))
     return out

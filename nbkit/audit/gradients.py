@@ -13,7 +13,6 @@ the √L rule and slope ≈ -1 the plain linear (token-count) rule.
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from typing import Any
 
@@ -118,8 +117,9 @@ def fit_slope(xs, ys) -> float:
 
 def text_token_stream(tokenizer, max_tokens: int = 20000):
     """Real English prose (the stdlib's pydoc topics, always present offline) as one token tensor."""
-    import torch
     from pydoc_data.topics import topics
+
+    import torch
 
     text = "\n\n".join(topics[k] for k in sorted(topics))
     ids = tokenizer(text[: max_tokens * 6], add_special_tokens=False)["input_ids"][:max_tokens]
@@ -130,7 +130,6 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
                             normalisation: str = "token_count", lengths=(16, 32, 64, 128), noise_samples: int = 8,
                             noise_micro_batch: int = 2, base_length: int | None = None, device=None, seed: int = 0,
                             noise_params: str = "all", progress: bool = True) -> Finding:
-    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     from nbkit.audit.sft import build_features, pad_batch

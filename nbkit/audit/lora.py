@@ -49,7 +49,7 @@ def check_lora_binding(model, r: int, alpha: float, target_modules: list[str], u
         problems.append(f"LoRA target(s) {unmatched} match no Linear module")
     linears = _linear_modules(model)
     over_rank = []
-    for t, names in matches.items():
+    for names in matches.values():
         for n in names:
             w = linears[n].weight
             cap = min(w.shape)

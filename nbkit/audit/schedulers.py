@@ -116,7 +116,7 @@ def check_schedulers(cfg) -> Finding:
     applied = lr_trace(opt, sched, total)
     intended = intended_trace(cfg)
     base = cfg.base_lr
-    dev = [abs(a - b) / base for a, b in zip(applied, intended)]
+    dev = [abs(a - b) / base for a, b in zip(applied, intended, strict=False)]
     max_dev = max(dev)
     first_dev = next((i for i, d in enumerate(dev) if d > 1e-6), None)
     warm_applied = rising_runs(applied)
@@ -133,7 +133,7 @@ def check_schedulers(cfg) -> Finding:
     resume = None
     if cfg.resume_at_step and cfg.resume_at_step < total:
         resumed = resumed_trace(cfg, total, cfg.resume_at_step, cfg.resume_restores_scheduler)
-        rdev = [abs(a - b) / base for a, b in zip(resumed, applied)]
+        rdev = [abs(a - b) / base for a, b in zip(resumed, applied, strict=False)]
         mism = sum(d > 1e-9 for d in rdev)
         resume = {"at": cfg.resume_at_step, "mismatched_steps": mism, "max_dev": max(rdev), "trace": resumed}
         if mism:

@@ -154,7 +154,7 @@ def build_features(tokenizer, example: dict[str, Any], template) -> dict[str, An
     input_ids = (prompt_ids + target_ids)[: template.max_length]
     labels = ([-100] * len(prompt_ids) + list(target_ids))[: template.max_length]
     if template.mask_pad_labels and tokenizer.pad_token_id is not None:
-        labels = [-100 if tid == tokenizer.pad_token_id else lab for tid, lab in zip(input_ids, labels)]
+        labels = [-100 if tid == tokenizer.pad_token_id else lab for tid, lab in zip(input_ids, labels, strict=False)]
     return {"input_ids": input_ids, "labels": labels, "target_text": target_text, "n_prompt": len(prompt_ids), "n_target": len(target_ids)}
 
 

@@ -32,7 +32,7 @@ def spans_from_tags(offsets: list[tuple[int, int]], tags: list[str]) -> list[tup
     """Character spans back from BIO tags: a B- token opens, following I- tokens extend."""
     spans: list[tuple[int, int, str]] = []
     cur: list | None = None
-    for (ts, te), tag in zip(offsets, tags):
+    for (ts, te), tag in zip(offsets, tags, strict=False):
         if te <= ts:  # empty-offset tokens (specials, trimmed spaces) neither open nor close a span
             continue
         if tag.startswith("B-") or (tag.startswith("I-") and (cur is None or cur[2] != tag[2:])):

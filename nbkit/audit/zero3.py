@@ -10,7 +10,6 @@ process group; the default threshold is read from the installed DeepSpeed when p
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any
 

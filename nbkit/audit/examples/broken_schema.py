@@ -1,8 +1,7 @@
 """A schema module that cannot be imported (check 7 must report it, not crash)."""
 
-from pydantic import BaseModel
-
 from a_package_that_does_not_exist import Thing  # noqa: F401
+from pydantic import BaseModel
 
 
 class SFTExample(BaseModel):

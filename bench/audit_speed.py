@@ -1,0 +1,66 @@
+"""Benchmark: cost of the fine-tune audit's static and tiny-model checks (target < 60 s on 2 cores).
+
+Prints per-check seconds and the total, and — as a peer measured in the same run — the time of one
+LoRA training step (forward + backward + AdamW) of the same tiny model, so the audit's cost reads
+as "N training steps". ``--model smollm2`` runs the same checks on the real model (minus check 1).
+
+    .venv/bin/python bench/audit_speed.py [--model tiny|smollm2] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def one_lora_step_seconds(model, tokenizer, reps: int = 3) -> float:
+    import copy
+
+    import torch
+    from peft import get_peft_model
+
+    from nbkit.audit.config import TemplateSection
+    from nbkit.audit.lora import lora_config
+    from nbkit.audit.sft import build_features, make_sft_examples, pad_batch
+
+    peft_model = get_peft_model(copy.deepcopy(model), lora_config(8, 16, ["q_proj", "v_proj"]))
+    opt = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=1e-3)
+    ids, labels, mask = pad_batch([build_features(tokenizer, e, TemplateSection()) for e in make_sft_examples(4)], tokenizer.pad_token_id)
+    times = []
+    for _ in range(reps + 1):
+        t0 = time.perf_counter()
+        peft_model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t0)
+    return sorted(times[1:])[len(times[1:]) // 2]
+
+
+def main() -> None:
+    from nbkit.audit.config import load_config
+    from nbkit.audit.runner import AuditContext, Sizes, run_audit
+    from nbkit.audit.sft import EXAMPLES_DIR
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="tiny", choices=["tiny", "smollm2"])
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args()
+    cfg = load_config(EXAMPLES_DIR / ("good.yaml" if args.model == "tiny" else "good_smollm2.yaml"))
+    sizes = Sizes.smoke() if args.smoke else Sizes(noise_params="last_layer" if args.model == "smollm2" else "all")
+    ctx = AuditContext(cfg, "cpu", sizes, progress=False)
+    t0 = time.perf_counter()
+    model, tok = ctx.model_and_tokenizer()
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    findings = run_audit(cfg, list(range(2, 14)), context=ctx, progress=False)
+    total = time.perf_counter() - t0
+    step = one_lora_step_seconds(model, tok)
+    print(f"model {args.model}: load {load_s:.1f} s")
+    for f in findings:
+        print(f"  check {f.check_id:>2} {f.status:<9} {f.seconds:7.2f} s  {f.name}")
+    print(f"checks 2-13 total: {total:.1f} s  (target < 60 s on the tiny model: {'met' if total < 60 else 'MISSED'})")
+    print(f"peer: one LoRA training step (batch 4) = {step:.3f} s → the audit costs {total / step:.0f} training steps")
+
+
+if __name__ == "__main__":
+    main()
