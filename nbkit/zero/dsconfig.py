@@ -194,10 +194,9 @@ def validate_ds_config(cfg: dict | str | Path, *, world_size: int | None = None,
 
 
 def _validate_sections(cfg: dict, source: str) -> None:
-    from pydantic import ValidationError
-
     from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+    from pydantic import ValidationError
 
     models = {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config, "bf16": DeepSpeedBF16Config}
     for section, model in models.items():

@@ -51,7 +51,7 @@ def ladder_rungs(params: LadderParams) -> list[dict[str, Any]]:
     return rungs
 
 
-def run_ladder(params: LadderParams, live=None, on_progress=None) -> dict[str, Any]:
+def run_ladder(params: LadderParams, live=None, on_progress=None, on_start=None, fail: dict | None = None) -> dict[str, Any]:
     """Launch the ranks, stream losses, and return rows, ratios, checks and figures."""
     from tqdm.auto import tqdm
 
@@ -63,7 +63,8 @@ def run_ladder(params: LadderParams, live=None, on_progress=None) -> dict[str, A
     model_cfg = {"hidden_size": params.hidden_size, "intermediate_size": 2 * params.hidden_size,
                  "num_hidden_layers": params.num_hidden_layers}
     spec = {"rungs": rungs, "steps": params.steps, "micro_batch": params.micro_batch, "seq_len": params.seq_len,
-            "seed": params.seed, "precision": params.precision, "model": model_cfg, "checkpoint": params.checkpoint}
+            "seed": params.seed, "precision": params.precision, "model": model_cfg, "checkpoint": params.checkpoint,
+            "fail": fail}
     bar = tqdm(total=len(rungs) * params.steps * params.world_size, desc="ZeRO ladder (rank-steps)", leave=False)
 
     def progress(d):
@@ -75,7 +76,8 @@ def run_ladder(params: LadderParams, live=None, on_progress=None) -> dict[str, A
             on_progress(d)
 
     try:
-        res = launch(spec, world_size=params.world_size, device=device.type, timeout_s=params.timeout_s, on_progress=progress)
+        res = launch(spec, world_size=params.world_size, device=device.type, timeout_s=params.timeout_s, on_progress=progress,
+                     on_start=on_start)
     finally:
         bar.close()
     return summarize(res.rows(), params, wall_s=res.wall_s)
@@ -127,8 +129,8 @@ def loss_agreement(table: list[dict[str, Any]], precision: str) -> dict[str, Any
         return {"loss_max_rel_diff": None, "loss_agree": None}
     ref_name, ref = next(iter(curves.items()))
     worst = 0.0
-    for name, c in curves.items():
-        for a, b in zip(ref, c):
+    for _name, c in curves.items():
+        for a, b in zip(ref, c, strict=False):
             worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
     tol = LOSS_TOLERANCE.get(precision, 0.02)
     return {"loss_reference": ref_name, "loss_max_rel_diff": worst, "loss_tolerance": tol, "loss_agree": worst <= tol}

@@ -42,7 +42,11 @@ class RankFailed(RuntimeError):
 
 
 class RankTimeout(RankFailed):
-    """The run exceeded its timeout; every rank was killed."""
+    """The run exceeded its timeout; every rank was killed (the message names where each one was)."""
+
+    def __init__(self, rank: int, reason: str, traceback_tail: str = "", partial: dict | None = None):
+        super().__init__(rank, reason, traceback_tail, partial)
+        self.args = (f"rank {rank} failed: {reason}",)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -133,10 +137,12 @@ def launch(
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     poll_s: float = 0.25,
     env: dict[str, str] | None = None,
+    on_start: Callable[[dict[int, int]], None] | None = None,
 ) -> LaunchResult:
     """Run ``nbkit.zero.worker`` on ``world_size`` ranks; return their JSON, or raise naming the rank.
 
-    ``on_progress`` gets every progress line (rank, rung, step, loss …) as ranks write them.
+    ``on_progress`` gets every progress line (rank, rung, step, loss …) as ranks write them;
+    ``on_start`` gets ``{rank: pid}`` once every rank is started (e.g. for a memory monitor).
     """
     check_world_size(world_size, device)
     if port is None:
@@ -187,6 +193,8 @@ def launch(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        if on_start is not None:
+            on_start({r: p.pid for r, p in procs.items()})
         while True:
             pump_progress()
             codes = {r: p.poll() for r, p in procs.items()}
@@ -199,10 +207,16 @@ def launch(
                 break
             if time.perf_counter() - t0 > timeout_s:
                 waiting = [r for r, c in codes.items() if c is None]
+                where = _dump_stacks({r: procs[r] for r in waiting}, out)
+                stuck = [r for r in waiting if where.get(r) and not _in_collective(where[r])]
+                suspect = stuck[0] if stuck else waiting[0]
+                detail = "; ".join(f"rank {r} in {where.get(r) or '?'}" for r in waiting)
                 raise RankTimeout(
-                    waiting[0],
-                    f"timed out after {timeout_s:.0f} s; rank(s) {waiting} still running were killed (a hung collective: a peer died or stalled)",
-                    _tail(out / f"rank{waiting[0]}.log"),
+                    suspect,
+                    f"timed out after {timeout_s:.0f} s; rank(s) {waiting} still running were killed"
+                    + (f"; rank {suspect} was stuck outside any collective" if stuck else "; all waiting in collectives")
+                    + f" [{detail}]",
+                    _tail(out / f"rank{suspect}.log"),
                     _partial(out, world_size),
                 )
             time.sleep(poll_s)
@@ -225,6 +239,35 @@ def launch(
             raise RankFailed(r, data.get("error", "reported failure"), data.get("traceback", ""))
         ranks[r] = data["results"]
     return LaunchResult(ranks, time.perf_counter() - t0, out, world_size, {r: _tail(out / f"rank{r}.log") for r in range(world_size)})
+
+
+def _dump_stacks(procs: dict[int, subprocess.Popen], out: Path) -> dict[int, str]:
+    """SIGUSR1 → each rank's faulthandler writes its stack to its log; return each innermost frame."""
+    import re
+
+    sizes = {r: (out / f"rank{r}.log").stat().st_size if (out / f"rank{r}.log").exists() else 0 for r in procs}
+    for p in procs.values():
+        try:
+            p.send_signal(signal.SIGUSR1)
+        except ProcessLookupError:
+            pass
+    time.sleep(1.0)
+    where = {}
+    for r in procs:
+        try:
+            with open(out / f"rank{r}.log", "rb") as fh:
+                fh.seek(sizes[r])
+                text = fh.read().decode(errors="replace")
+        except FileNotFoundError:
+            continue
+        m = re.search(r'most recent call first\):\s*\n\s*File "([^"]+)", line (\d+) in (\S+)', text)
+        if m:
+            where[r] = f"{m.group(3)} ({m.group(1).rsplit('site-packages/', 1)[-1]}:{m.group(2)})"
+    return where
+
+
+def _in_collective(frame: str) -> bool:
+    return any(k in frame for k in ("torch/distributed", "deepspeed/comm", "deepspeed/runtime/zero", "all_reduce", "barrier", "wait"))
 
 
 def _first_failure_time(out: Path, rank: int) -> float:

@@ -60,8 +60,7 @@ class _Bytes:
 def _optimizer_state_tensors(opt):
     for state in getattr(opt, "state", {}).values():
         if isinstance(state, dict):
-            for v in state.values():
-                yield v
+            yield from state.values()
 
 
 def measure_model_states(engine, *, include_grads: bool) -> dict[str, int]:
@@ -169,7 +168,6 @@ def _snapshot_partition(engine) -> list:
 def _param_checksum(engine) -> float:
     """Sum of |w| over the full model (gathered under ZeRO-3): equal on every in-sync replica."""
     import deepspeed
-    import torch
 
     params = list(engine.module.parameters())
     if engine.zero_optimization_stage() == 3:
@@ -228,9 +226,9 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     grad_samples: list[dict[str, int]] = []
     original_allreduce = engine.allreduce_gradients
 
-    def allreduce_measured(*args, **kwargs):
+    def allreduce_measured(*args, _engine=engine, **kwargs):
         # Gradients peak just before the end-of-backward reduction (full copies at stages 0-1).
-        sample = measure_model_states(engine, include_grads=True)
+        sample = measure_model_states(_engine, include_grads=True)
         grad_samples.append(sample)
         pre_reduce_grads.append(sample["grads"])
         return original_allreduce(*args, **kwargs)
@@ -312,14 +310,14 @@ def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab) -> 
     engine.backward(out.loss)
     engine.step()
     changed = _snapshot_partition(engine)
-    moved = any(not a.equal(b) for a, b in zip(before, changed))
+    moved = any(not a.equal(b) for a, b in zip(before, changed, strict=False))
     engine.load_checkpoint(str(ckpt_dir), tag="rt", load_optimizer_states=True)
     after = _snapshot_partition(engine)
-    max_diff = max((float((a - b).abs().max()) if a.numel() else 0.0) for a, b in zip(before, after)) if before else 0.0
+    max_diff = max((float((a - b).abs().max()) if a.numel() else 0.0) for a, b in zip(before, after, strict=False)) if before else 0.0
     return {
         "tensors": len(before),
         "state_changed_after_save": bool(moved),
-        "restored_equal": bool(len(before) == len(after) and all(a.equal(b) for a, b in zip(before, after))),
+        "restored_equal": bool(len(before) == len(after) and all(a.equal(b) for a, b in zip(before, after, strict=False))),
         "max_abs_diff": max_diff,
     }
 
@@ -364,8 +362,15 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.manual_seed(spec["seed"])
         torch.set_num_threads(max(1, int(spec.get("threads_per_rank", 1))))
+        import faulthandler
+        import signal
+
+        # The launcher sends SIGUSR1 on a timeout: every rank dumps its Python stack to its log,
+        # which names the rank that is stuck outside a collective.
+        faulthandler.register(signal.SIGUSR1, all_threads=False)
         import deepspeed
-        import deepspeed.comm.torch as ds_torch_comm
+
+        ds_torch_comm = sys.modules["deepspeed.comm.torch"]  # (deepspeed.comm.torch as an attribute is torch itself)
 
         # DeepSpeed JIT-compiles a shared-memory all-reduce C++ op for CPU ranks at init; it serves
         # only inference_all_reduce (tensor-parallel inference), not ZeRO training, and the first
