@@ -13,9 +13,10 @@ Reports on unlabelled lines of defect files are listed as "unlabelled" (some are
 reports, e.g. mypy flagging a deprecated import) and reports in clean files as false positives.
 
 Speed: each tool runs as a fresh process on the corpus copied ``--copies`` times (modules renamed
-per copy so mypy sees no duplicate module names); files/s = files / wall seconds, median of
-``--repeat`` runs. mypy is timed cold (empty cache, what a CI job pays) and warm (its cache
-reused). A peer that is not installed is reported as absent, with how to install it.
+per copy so mypy sees no duplicate module names), ``--repeat`` times; the medians of CPU seconds
+(user+sys of the tool's processes: robust to other load on a shared machine) and of wall seconds
+are reported as files per second. mypy is timed cold (empty cache, what a CI job pays) and warm
+(its cache reused on unchanged files). A peer that is not installed is reported as absent, with how to install it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -73,6 +75,8 @@ class ToolRun:
     findings: list[tuple[str, int, str, str]] = field(default_factory=list)  # file, line, code, message
     seconds: list[float] = field(default_factory=list)
     seconds_warm: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    cpu_warm: list[float] = field(default_factory=list)
 
 
 def load_labels(corpus: Path) -> tuple[list[Defect], list[str]]:
@@ -157,19 +161,27 @@ def make_scaled(corpus: Path, dest: Path, copies: int) -> list[Path]:
     return files
 
 
-def run_tool(tool: str, target: Path, files: list[Path], work: Path, ini: Path, cache: Path) -> tuple[str, float]:
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_tool(tool: str, target: Path, files: list[Path], work: Path, ini: Path, cache: Path
+             ) -> tuple[str, float, float]:
+    """(stdout, wall seconds, CPU seconds of the tool's process tree)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])))
     env["MYPYPATH"] = str(target)
-    t0 = time.perf_counter()
+    c0, t0 = _children_cpu(), time.perf_counter()
     proc = subprocess.run(commands(tool, target, files, cache, ini), capture_output=True, text=True, env=env,
                           cwd=work, timeout=1800)
     dt = time.perf_counter() - t0
+    cpu = _children_cpu() - c0
     if proc.returncode not in (0, 1) and not (tool == "mypy" and proc.returncode == 1):
         if tool == "mypy" and proc.returncode == 2:
             raise RuntimeError(f"mypy failed: {proc.stderr.strip()[-500:]}")
         if tool != "pscheck" or proc.returncode != 2:
             raise RuntimeError(f"{tool} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
-    return proc.stdout, dt
+    return proc.stdout, dt, cpu
 
 
 def score(defects: list[Defect], files: list[str], runs: dict[str, ToolRun]) -> dict:
@@ -242,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             if not r.available:
                 continue
             cache = work / f"cache-detect-{t}"
-            out, _ = run_tool(t, CORPUS, corpus_files, work, ini, cache)
+            out, _, _ = run_tool(t, CORPUS, corpus_files, work, ini, cache)
             r.findings = parse_output(t, out)
         # 2) speed on the scaled corpus
         scaled = work / "scaled"
@@ -255,21 +267,27 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(a.repeat):
                 cache = work / f"cache-{t}-{i}"
                 shutil.rmtree(cache, ignore_errors=True)
-                _, dt = run_tool(t, scaled, scaled_files, work, ini, cache)
+                _, dt, cpu = run_tool(t, scaled, scaled_files, work, ini, cache)
                 r.seconds.append(dt)
+                r.cpu.append(cpu)
                 if t == "mypy":
-                    _, dt_warm = run_tool(t, scaled, scaled_files, work, ini, cache)
+                    _, dt_warm, cpu_warm = run_tool(t, scaled, scaled_files, work, ini, cache)
                     r.seconds_warm.append(dt_warm)
+                    r.cpu_warm.append(cpu_warm)
 
     res = score(defects, files, runs)
     n_files = len(files) * a.copies
     speed = {}
     for t, r in runs.items():
         if r.available:
-            speed[t] = {"seconds": statistics.median(r.seconds), "files_per_s": n_files / statistics.median(r.seconds)}
+            speed[t] = {"seconds": statistics.median(r.seconds), "files_per_s": n_files / statistics.median(r.seconds),
+                        "cpu_seconds": statistics.median(r.cpu),
+                        "files_per_cpu_s": n_files / max(statistics.median(r.cpu), 1e-9)}
             if r.seconds_warm:
                 speed[t]["seconds_warm"] = statistics.median(r.seconds_warm)
                 speed[t]["files_per_s_warm"] = n_files / statistics.median(r.seconds_warm)
+                speed[t]["cpu_seconds_warm"] = statistics.median(r.cpu_warm)
+                speed[t]["files_per_cpu_s_warm"] = n_files / max(statistics.median(r.cpu_warm), 1e-9)
     report(defects, files, runs, res, speed, n_files)
     if a.json:
         Path(a.json).write_text(json.dumps({"defects": len(defects), "files": len(files), "results": res,
@@ -310,23 +328,28 @@ def report(defects, files, runs, res, speed, n_files) -> None:
                     print(f"    ... {len(items) - 15} more")
     print(f"\nDefects a peer found and pscheck missed: {res['peer_found_pscheck_missed'] or 'none'}")
     print(f"Defects only pscheck found: {len(res['only_pscheck'])} of {len(defects)}")
-    print(f"\nSpeed on {n_files} files (fresh process per run, median):")
+    print(f"\nSpeed on {n_files} files (fresh process per run, median of runs). CPU seconds (user+sys of the")
+    print("tool's processes) are robust to other load on the machine; wall seconds are what a user waits.")
     for t in tools:
         s = speed[t]
-        line = f"  {t:<16} {s['seconds']:7.2f} s  {s['files_per_s']:8.1f} files/s"
+        line = (f"  {t:<16} {s['cpu_seconds']:6.2f} CPU-s {s['files_per_cpu_s']:7.1f} files/CPU-s | "
+                f"{s['seconds']:6.2f} wall-s {s['files_per_s']:7.1f} files/s")
         if "seconds_warm" in s:
-            line += f"   (warm cache: {s['seconds_warm']:.2f} s, {s['files_per_s_warm']:.1f} files/s)"
+            line += (f"\n  {'mypy (warm cache)':<16} {s['cpu_seconds_warm']:6.2f} CPU-s "
+                     f"{s['files_per_cpu_s_warm']:7.1f} files/CPU-s | {s['seconds_warm']:6.2f} wall-s "
+                     f"{s['files_per_s_warm']:7.1f} files/s")
         print(line)
     if "pscheck" in speed:
-        base = speed["pscheck"]["files_per_s"]
+        p = speed["pscheck"]
         for t in tools:
             if t == "pscheck":
                 continue
-            ratio = base / speed[t]["files_per_s"]
-            extra = ""
-            if "files_per_s_warm" in speed[t]:
-                extra = f"; {base / speed[t]['files_per_s_warm']:.1f}x vs its warm cache"
-            print(f"  pscheck / {t}: {ratio:.1f}x files/s{extra}")
+            q = speed[t]
+            print(f"  pscheck vs {t}: {p['files_per_cpu_s'] / q['files_per_cpu_s']:.1f}x files per CPU-s, "
+                  f"{p['files_per_s'] / q['files_per_s']:.1f}x files per wall-s")
+            if "files_per_cpu_s_warm" in q:
+                print(f"  pscheck vs {t} (warm cache): {p['files_per_cpu_s'] / q['files_per_cpu_s_warm']:.1f}x files "
+                      f"per CPU-s, {p['files_per_s'] / q['files_per_s_warm']:.1f}x files per wall-s")
     for t, r in runs.items():
         if not r.available:
             print(f"  {t}: absent — {r.why_absent}")
