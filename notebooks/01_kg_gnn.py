@@ -27,7 +27,7 @@ DATASET = "umls"  # "umls" (bundled in PyKEEN's wheel), "synthetic", "hetionet",
 EPOCHS = 200
 HIDDEN = 64
 LR = 0.005
-NUM_NEGATIVES = 0  # 0 = every candidate is a negative (1-vs-all); k > 0 = k sampled corruptions per side
+NUM_NEGATIVES = 0  # 0: every candidate is a negative (1-vs-all); k > 0: k sampled corruptions per side
 RUNGS = [1, 2, 3, 4, 5]
 AGGR_SEEDS = 3
 AGGR_EPOCHS = 150
