@@ -33,7 +33,8 @@ N_DEV = 3  # dev cases; each is asked twice (standard + colloquial phrasing)
 MAX_DEMOS = 2
 MAX_TOKENS = 128
 COMPILE_SIZE = 3
-N_VAL = 2
+N_VAL = 1  # validation cases for random search (x2 phrasings)
+COMPILE_MODULE = "hybrid"  # the module compiled; hybrid is where the 135M model scores above 0
 NUM_CANDIDATES = 1
 RETRIEVER = "minilm"  # "minilm" (offline sentence embedding) or "bm25"
 ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
@@ -49,7 +50,7 @@ from nbkit.device import device_report, pick_device
 
 NOTEBOOK_START = time.perf_counter()
 if SMOKE:  # the whole notebook in a few minutes on 2 shared cores: tiny N, one demo, no random search
-    N_DEV, MAX_DEMOS, MAX_TOKENS, COMPILE_SIZE, RETRIEVER = 1, 1, 96, 2, "bm25"
+    N_DEV, MAX_DEMOS, MAX_TOKENS, COMPILE_SIZE, RETRIEVER, COMPILE_MODULE = 1, 1, 96, 2, "bm25", "predict"
 RANDOM_SEARCH = not SMOKE
 MIXES = (0.0, 0.5)
 device = pick_device(DEVICE)
@@ -167,7 +168,7 @@ pd.DataFrame(retrieval).T
 
 # %%
 panels = make_panels(session, modules={"n_dev": N_DEV, "adapter": ADAPTER}, contracts={"n_dev": N_DEV}, ask={"adapter": ADAPTER},
-                     compile={"n_dev": N_DEV, "max_demos": MAX_DEMOS, "compile_size": COMPILE_SIZE, "mixes": MIXES, "adapter": ADAPTER,
+                     compile={"n_dev": N_DEV, "max_demos": MAX_DEMOS, "compile_size": COMPILE_SIZE, "mixes": MIXES, "adapter": ADAPTER, "module": COMPILE_MODULE,
                               "random_search": RANDOM_SEARCH, "num_candidates": NUM_CANDIDATES, "n_val": N_VAL})
 panels["modules"].display()
 modules_result = panels["modules"].run()
@@ -238,8 +239,8 @@ from pathlib import Path
 from nbkit.signatures.compiling import demo_counts, load_program, save_program
 
 name, program = next(iter(compile_result["programs"].items()))
-saved = save_program(program, Path(tempfile.mkdtemp()) / "compiled_predict.json")
-loaded = load_program(session.module("predict"), saved)
+saved = save_program(program, Path(tempfile.mkdtemp()) / f"compiled_{COMPILE_MODULE}.json")
+loaded = load_program(session.module(COMPILE_MODULE), saved)
 probe = session.dev_examples(1)[:1]
 same_answer = (session.evaluate(program, probe, adapter=compile_result["adapter"], label="orig", progress=False).records[0]["predicted"]
                == session.evaluate(loaded, probe, adapter=compile_result["adapter"], label="loaded", progress=False).records[0]["predicted"])

@@ -6,6 +6,7 @@ from typing import Any
 
 GAP = 0.10  # a slice gap smaller than this (hit@3) does not count as "much worse"
 GAIN = 0.05  # an improvement smaller than this is noise at these sample sizes
+FLOOR = "inconclusive (floor effect: hit@3 is 0 everywhere, nothing to compare)"
 
 
 def _num(value: Any) -> float | None:
@@ -83,7 +84,8 @@ def claims_table(
             "Compiled on standard questions only: F1 0.92 on standard vs 0.65 on real users' questions (gap 0.27)",
             "§4.3 坑1",
             f"hit@3 standard {std}, colloquial {coll} (gap {gap if gap is None else round(gap, 3)})",
-            "needs data" if gap is None else ("holds" if gap >= GAP else "refuted (no standard-vs-colloquial gap on this setup)"),
+            "needs data" if gap is None else FLOOR if std == 0 and coll == 0
+            else ("holds" if gap >= GAP else "refuted (no standard-vs-colloquial gap on this setup)"),
         )
     mixed = bfs[bfs["colloquial share"] > 0.0] if "colloquial share" in bfs else bfs.iloc[0:0]
     if len(zero) and len(mixed):
@@ -94,7 +96,8 @@ def claims_table(
             "Remedy: >= 10 % colloquial examples in the compile set lifts colloquial accuracy",
             "§4.3 坑1",
             f"colloquial hit@3 {c0} at 0 % -> {c1} at {share:.0%} (change {gain if gain is None else round(gain, 3)})",
-            "needs data" if gain is None else ("holds" if gain >= GAIN else "refuted (no lift on this setup)"),
+            "needs data" if gain is None else FLOOR if c0 == 0 and c1 == 0 and _num(zero.iloc[0]["hit@3 standard"]) == 0
+            else ("holds" if gain >= GAIN else "refuted (no lift on this setup)"),
         )
     rs = table[table["program"].str.startswith("RS")] if len(table) else table
     if len(rs) and len(mixed):
@@ -104,7 +107,8 @@ def claims_table(
             "BootstrapFewShotWithRandomSearch beats plain BootstrapFewShot (same compile set)",
             "§4.3 坑1",
             f"mean hit@3 RS {rs_score} vs BFS {bfs_score}",
-            "holds" if rs_score is not None and bfs_score is not None and rs_score > bfs_score + 1e-9 else "refuted (no gain on this setup)",
+            FLOOR if rs_score == 0 and bfs_score == 0
+            else "holds" if rs_score is not None and bfs_score is not None and rs_score > bfs_score + 1e-9 else "refuted (no gain on this setup)",
         )
     else:
         add("BootstrapFewShotWithRandomSearch beats plain BootstrapFewShot (same compile set)", "§4.3 坑1",

@@ -173,6 +173,8 @@ def evaluate_program(
         records = executor.execute(run_one, list(examples))
     seconds = time.perf_counter() - start
     missing = [i for i, r in enumerate(records) if r is None]
+    if missing and server is not None:
+        server.ensure_running()  # a crashed server: its exit code and log, not a generic count
     if missing:
         raise RuntimeError(f"evaluate_program({label!r}): {len(missing)} of {len(records)} examples failed outside the model (see the log above)")
     new_entries = lm.history[history_before:]

@@ -83,6 +83,7 @@ def make_lm(
     temperature: float = 0.0,
     server_kwargs: dict | None = None,
     cache: bool = True,
+    request_timeout: float = 300.0,
 ) -> LMHandle:
     """A ``dspy.LM`` for ``model`` (``"local"`` starts the llama.cpp server on a free loopback port).
 
@@ -103,6 +104,7 @@ def make_lm(
             lm = dspy.LM(
                 f"openai/{server.model_alias}", api_base=server.api_base, api_key="local",
                 max_tokens=max_tokens, temperature=temperature, cache=cache, num_retries=0,
+                timeout=request_timeout,  # a wedged server ends the call with an error, not a hung cell
             )  # fmt: skip
         except BaseException:
             server.stop()

