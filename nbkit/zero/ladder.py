@@ -32,6 +32,7 @@ class LadderParams:
     device: str = field(default="auto", metadata={"choices": ["auto", "cpu", "cuda"]})
     timeout_s: float = field(default=300.0, metadata={"min": 30.0, "max": 3600.0})
     checkpoint: bool = field(default=False, metadata={"label": "checkpoint save→load round trip"})
+    monitor_limit_mib: float = field(default=1024.0, metadata={"min": 10.0, "max": 100000.0, "label": "alert when a rank's RSS exceeds (MiB)"})
 
 
 def ladder_rungs(params: LadderParams) -> list[dict[str, Any]]:
@@ -75,12 +76,35 @@ def run_ladder(params: LadderParams, live=None, on_progress=None, on_start=None,
         if on_progress is not None:
             on_progress(d)
 
+    from nbkit.zero.monitor import MemoryMonitor, process_tree_rss
+
+    pids: dict[int, int] = {}
+    alerts: list[dict[str, Any]] = []
+
+    def sampler():
+        by_pid = process_tree_rss(list(pids.values()))()
+        return {f"rank {r} RSS": by_pid[f"pid{pid}"] for r, pid in pids.items() if f"pid{pid}" in by_pid}
+
+    def started(p):
+        pids.update(p)
+        if on_start is not None:
+            on_start(p)
+
+    monitor = MemoryMonitor(sampler, interval_s=0.25)
+    for r in range(params.world_size):
+        monitor.on_threshold(f"rank {r} RSS", params.monitor_limit_mib * 2**20, alerts.append)
     try:
-        res = launch(spec, world_size=params.world_size, device=device.type, timeout_s=params.timeout_s, on_progress=progress,
-                     on_start=on_start)
+        with monitor:
+            res = launch(spec, world_size=params.world_size, device=device.type, timeout_s=params.timeout_s,
+                         on_progress=progress, on_start=started)
     finally:
         bar.close()
-    return summarize(res.rows(), params, wall_s=res.wall_s)
+    out = summarize(res.rows(), params, wall_s=res.wall_s)
+    out["memory_timeline"] = monitor.figure("Rank RSS during the ladder (sampler thread)")
+    out["alerts"] = alerts
+    out["rss_peak_bytes"] = {k: max(ys) for k, (_xs, ys) in monitor.series().items()}
+    out["monitor_samples"] = len(monitor.samples)
+    return out
 
 
 def summarize(rows: list[dict[str, Any]], params: LadderParams, wall_s: float | None = None) -> dict[str, Any]:

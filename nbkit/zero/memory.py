@@ -157,10 +157,11 @@ def memory_figure(table, title: str = ""):
     x = [f"stage {s}" for s in table["stage"]]
     fig = go.Figure()
     for col, name in (("params_gib", "params"), ("grads_gib", "grads"), ("optimizer_gib", "optimizer states")):
-        fig.add_bar(x=x, y=table[col], name=f"formula: {name}")
+        # Plain lists: nbkit.live copies trace data with ``list(t.y or ())``, which numpy arrays refuse.
+        fig.add_bar(x=x, y=table[col].tolist(), name=f"formula: {name}")
     if table["formula_cpu_gib"].sum() > 0:
-        fig.add_bar(x=x, y=table["formula_cpu_gib"], name="formula: offloaded to CPU", marker_pattern_shape="/", opacity=0.5)
-    ds = table["deepspeed_device_gib"]
+        fig.add_bar(x=x, y=table["formula_cpu_gib"].tolist(), name="formula: offloaded to CPU", marker_pattern_shape="/", opacity=0.5)
+    ds = [None if v != v else v for v in table["deepspeed_device_gib"].tolist()]  # NaN → gap
     fig.add_scatter(x=x, y=ds, mode="markers", marker={"symbol": "diamond", "size": 12, "color": "black"}, name="DeepSpeed estimate (device)")
     fig.update_layout(barmode="stack", title=title, yaxis_title="GiB per device", xaxis_title="ZeRO stage")
     return fig

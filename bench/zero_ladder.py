@@ -1,0 +1,41 @@
+"""Bench: the tiny-model ZeRO ladder (4 stages × 2 ranks) — wall time, and measured ÷ formula bytes.
+
+Targets (issue 4): every stage's measured per-rank model-state bytes within 5 % of the paper's
+formula; the whole ladder under 180 s on 2 cores.
+
+    .venv/bin/python bench/zero_ladder.py [--steps 3] [--world-size 2] [--precision bf16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--world-size", type=int, default=2)
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--device", default="auto")
+    args = ap.parse_args()
+    from nbkit.zero.ladder import LadderParams, run_ladder
+
+    t = time.perf_counter()
+    out = run_ladder(LadderParams(stages=(0, 1, 2, 3), world_size=args.world_size, steps=args.steps, precision=args.precision,
+                                  show_persistence=False, device=args.device))
+    wall = time.perf_counter() - t
+    ok = True
+    print(f"{'stage':<8}{'measured/formula':>18}  per rank")
+    for stage, ratio in out["bytes_vs_formula"].items():
+        per_rank = [f"{r['ratio']:.4f}" for r in out["ladder"] if f"stage{r['stage']}" == stage]
+        flag = "ok" if abs(ratio - 1) <= 0.05 else "OUTSIDE 5 %"
+        ok &= flag == "ok"
+        print(f"{stage:<8}{ratio:>18.4f}  {per_rank}  {flag}")
+    print(f"ladder wall time: {wall:.1f} s (ranks' own: {out['wall_s']:.1f} s) — target < 180 s → {wall / 180:.2f} of budget")
+    print(f"loss agreement: max rel diff {out['checks']['loss_max_rel_diff']:.2g} (tol {out['checks']['loss_tolerance']})")
+    return 0 if ok and wall < 180 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

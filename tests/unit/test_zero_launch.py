@@ -1,0 +1,103 @@
+"""Launcher: pre-flight refusals, a real 2-rank ladder, a rank killed mid-run, a hang — no zombies."""
+
+import socket
+
+import psutil
+import pytest
+
+from nbkit.zero.ladder import LadderParams, run_ladder
+from nbkit.zero.launch import (
+    LaunchError,
+    RankFailed,
+    RankTimeout,
+    check_port,
+    check_world_size,
+    hostfile_command,
+)
+
+
+def test_port_in_use_is_refused_before_start():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with pytest.raises(LaunchError, match="already in use"):
+            check_port(s.getsockname()[1])
+
+
+def test_world_size_the_machine_cannot_host():
+    with pytest.raises(LaunchError, match="world_size=10000"):
+        check_world_size(10000, "cpu")
+    with pytest.raises(LaunchError, match="positive integer"):
+        check_world_size(0, "cpu")
+
+
+def test_hostfile_lines_are_validated(tmp_path):
+    hf = tmp_path / "hostfile"
+    hf.write_text("node1 slots=8\nnode2 slot=8\n")
+    with pytest.raises(LaunchError, match="hostfile:2"):
+        hostfile_command(hf, "spec.json", master_addr="node1")
+    hf.write_text("node1 slots=8\n")
+    assert hostfile_command(hf, "spec.json", master_addr="node1")[:3] == ["deepspeed", "--hostfile", str(hf)]
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    return run_ladder(LadderParams(stages=(0, 1, 2, 3), world_size=2, steps=2, device="cpu", checkpoint=True, timeout_s=240))
+
+
+@pytest.mark.slow
+def test_ladder_measures_partitioned_bytes(ladder):
+    rows = {(r["rung"], r["rank"]): r for r in ladder["ladder"]}
+    n = rows[("stage0", 0)]["n_params"]
+    # bf16: stage 0 keeps 2Ψ params + 2Ψ grads + 12Ψ optimizer states per rank ...
+    assert rows[("stage0", 0)]["params_bytes"] == 2 * n
+    assert rows[("stage0", 0)]["optimizer_bytes"] >= 12 * n
+    # ... ZeRO-1 splits the optimizer states, ZeRO-3 also the parameters (threshold 0).
+    assert rows[("stage1", 1)]["optimizer_bytes"] < 0.55 * rows[("stage0", 1)]["optimizer_bytes"]
+    assert rows[("stage3", 0)]["params_bytes"] == pytest.approx(n, rel=0.02)
+    # DeepSpeed's default persistence threshold keeps a small model's params whole on every rank.
+    assert rows[("stage3_default_persistence", 0)]["params_bytes"] > 2 * n
+    for stage, ratio in ladder["bytes_vs_formula"].items():
+        assert ratio == pytest.approx(1.0, abs=0.05), stage
+
+
+@pytest.mark.slow
+def test_ladder_losses_agree_and_replicas_stay_in_sync(ladder):
+    assert ladder["checks"]["loss_agree"], ladder["checks"]
+    assert ladder["checks"]["replicas_in_sync"], ladder["checks"]["replica_detail"]
+    assert all(r["checkpoint"]["restored_equal"] and r["checkpoint"]["state_changed_after_save"] for r in ladder["ladder"])
+    assert ladder["monitor_samples"] > 3
+
+
+def _ranks_gone(pids):
+    return [p for p in pids.values() if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.slow
+def test_killed_rank_is_named_and_nothing_is_left():
+    pids = {}
+    with pytest.raises(RankFailed, match="rank 1 failed: killed by SIGKILL") as info:
+        run_ladder(LadderParams(stages=(1,), world_size=2, steps=3, show_persistence=False, device="cpu", timeout_s=120),
+                   on_start=pids.update, fail={"rank": 1, "step": 1, "how": "kill"})
+    assert not isinstance(info.value, RankTimeout)
+    assert not _ranks_gone(pids)
+
+
+@pytest.mark.slow
+def test_hung_rank_times_out_and_is_located():
+    pids = {}
+    with pytest.raises(RankTimeout, match="rank 1 was stuck outside any collective") as info:
+        run_ladder(LadderParams(stages=(0,), world_size=2, steps=3, show_persistence=False, device="cpu", timeout_s=35),
+                   on_start=pids.update, fail={"rank": 1, "step": 1, "how": "hang"})
+    assert info.value.rank == 1
+    assert not _ranks_gone(pids)
+
+
+@pytest.mark.slow
+def test_rank_exception_surfaces_its_traceback():
+    with pytest.raises(RankFailed) as info:
+        run_ladder(LadderParams(stages=(2,), world_size=2, steps=2, show_persistence=False, device="cpu", timeout_s=120),
+                   fail={"rank": 0, "step": 0, "how": "raise"})
+    assert info.value.rank == 0
+    assert "injected failure" in str(info.value)
+    assert "_inject_failure" in info.value.traceback_tail
