@@ -32,6 +32,7 @@ BROKEN_CONFIG = "broken.yaml"
 KISS_MODEL = "smollm2"  # model of check 1's training (SMOKE trains the tiny model)
 KISS_BUDGET_STEPS = 60  # training steps per LoRA variant in check 1
 KISS_LR = 0.001
+THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default
 
 # %%
 import dataclasses
@@ -49,6 +50,10 @@ from nbkit.audit.runner import AuditContext, Sizes, run_audit
 from nbkit.audit.sft import EXAMPLES_DIR
 from nbkit.device import device_report, pick_device
 
+import torch
+
+if THREADS > 0:
+    torch.set_num_threads(THREADS)
 device = pick_device(DEVICE)
 report = device_report()
 nbkit.record("device", str(device))

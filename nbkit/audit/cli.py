@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", choices=["text", "json"], default="text")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--smoke", action="store_true", help="smaller work sizes (fast)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch intra-op threads (0: torch's default); 1 is much faster on a shared, oversubscribed CPU")
     try:
         args = ap.parse_args(argv)
     except SystemExit as exc:
@@ -74,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"nbkit audit: {exc}", file=sys.stderr)
         return 2
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
     try:
         with _stdout_to_stderr():
             findings = run_audit(config, checks, device=args.device, sizes=Sizes.smoke() if args.smoke else Sizes(), progress=sys.stderr.isatty())

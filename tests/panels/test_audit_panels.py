@@ -10,6 +10,18 @@ from nbkit.audit.runner import AuditContext, Sizes
 from nbkit.audit.sft import EXAMPLES_DIR
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny tensors gain nothing from intra-op threads, and on a shared CPU the threads' spinning
+    makes these checks ~10-30× slower (measured); restore the setting afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def ctx():
     return AuditContext(load_config(EXAMPLES_DIR / "good.yaml"), "cpu", Sizes.smoke(), progress=False)

@@ -13,6 +13,18 @@ from nbkit.audit.sft import EXAMPLES_DIR, load_model_and_tokenizer, make_sft_exa
 CPU = torch.device("cpu")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny tensors gain nothing from intra-op threads, and on a shared CPU the threads' spinning
+    makes these checks ~10-30× slower (measured); restore the setting afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     return load_model_and_tokenizer("tiny", CPU, seed=0)
