@@ -17,12 +17,24 @@ from nbkit.audit.findings import Finding
 
 
 def deepspeed_default_threshold() -> float | None:
-    """DeepSpeed's default stage3_param_persistence_threshold, from its config model (if installed)."""
-    try:
-        from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
-    except Exception:
+    """DeepSpeed's default stage3_param_persistence_threshold, read from its installed config source.
+
+    Read as text rather than imported: importing DeepSpeed takes ~15 s here and probes accelerators.
+    """
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("deepspeed")
+    if spec is None or not spec.origin:
         return None
-    return float(DeepSpeedZeroConfig.model_fields["param_persistence_threshold"].default)
+    src = Path(spec.origin).parent / "runtime" / "zero" / "config.py"
+    try:
+        text = src.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    m = re.search(r"param_persistence_threshold:\s*int\s*=\s*Field\(\s*(?:pp_int\()?([0-9.eE+]+)", text)
+    return float(m.group(1)) if m else None
 
 
 def zero3_layout(model, threshold: float, world_size: int, model_threshold: int = sys.maxsize) -> list[dict[str, Any]]:
