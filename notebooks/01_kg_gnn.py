@@ -215,10 +215,13 @@ raw[0, 3] = float("nan")
 findings.append(checks.check_features(raw, "raw expression"))
 findings.append(checks.check_features(checks.robust_scale(raw), "robust-scaled"))
 
-# (c) a mapping built from heads only (the seed's §4.1 pitfall) vs from heads and tails
-heads_only = {t: sorted(set(kg.df.loc[kg.df["head_type"] == t, "head"])) for t in split.entity_types}
-findings.append(checks.check_mapping_covers(kg.df, heads_only))
-findings.append(checks.check_mapping_covers(kg.df, split.entities))
+# (c) a mapping built from heads only (the seed's §4.1 pitfall) vs from heads and tails, on a table
+#     with one entity that only ever appears as a tail
+orphan = kg.df.iloc[[0]].assign(tail="orphan_concept_seen_only_as_tail")
+with_orphan = pd.concat([kg.df, orphan], ignore_index=True)
+heads_only = {t: sorted(set(with_orphan.loc[with_orphan["head_type"] == t, "head"])) for t in split.entity_types}
+findings.append(checks.check_mapping_covers(with_orphan, heads_only))
+findings.append(checks.check_mapping_covers(with_orphan, kgg.build_index(with_orphan)[1]))
 broken = hetero.clone()
 et0 = broken.edge_types[0]
 broken[et0].edge_index = broken[et0].edge_index.clone()

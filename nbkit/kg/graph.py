@@ -273,3 +273,33 @@ def hetero_summary(data) -> dict[str, Any]:
         "nodes_without_incoming_messages": int(sum((~m).sum() for m in has_in.values())),
         "isolated_nodes": int(sum((~m).sum() for m in has_any.values())),
     }
+
+
+def link_neighbor_loader(data, edge_type, *, num_neighbors=(10, 10), batch_size: int = 1024, neg_sampling_ratio: float = 1.0, shuffle: bool = True):
+    """Mini-batches for Hetionet-sized graphs: PyG's ``LinkNeighborLoader`` over one target edge type.
+
+    Neighbour sampling in PyG needs ``pyg-lib`` or ``torch-sparse`` (compiled wheels from
+    data.pyg.org, not on PyPI); without them this raises one clear ImportError instead of failing
+    inside PyG. UMLS-sized graphs train full-batch and do not need it.
+    """
+    from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
+
+    if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
+        import torch
+
+        raise ImportError(
+            "LinkNeighborLoader needs 'pyg-lib' or 'torch-sparse' for neighbour sampling; install the wheel matching "
+            f"torch {torch.__version__} from https://data.pyg.org/whl/ (not on PyPI), or train full-batch (fine up to ~1e5 edges on CPU)"
+        )
+    from torch_geometric.loader import LinkNeighborLoader
+
+    if edge_type not in data.edge_types:
+        raise KeyError(f"edge type {edge_type} not in the graph; known: {data.edge_types[:5]}...")
+    return LinkNeighborLoader(
+        data,
+        num_neighbors=list(num_neighbors),
+        edge_label_index=(edge_type, data[edge_type].edge_index),
+        neg_sampling_ratio=neg_sampling_ratio,
+        batch_size=batch_size,
+        shuffle=shuffle,
+    )

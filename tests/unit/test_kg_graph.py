@@ -91,3 +91,17 @@ def test_hetero_data_validates_and_keeps_direction():
     assert directed["nodes_without_incoming_messages"] > 0  # d2 is never a tail
     with pytest.raises(ValueError, match=r"features\['gene'\] has shape \(3, 5\)"):
         kgg.build_hetero_data(split, "none", features={"gene": torch.randn(3, 5)})
+
+
+def test_link_neighbor_loader_clear_error_or_batches():
+    from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
+
+    split = kgg.split_kg(kg_from(ROWS, ["train"] * 6))
+    data = kgg.build_hetero_data(split, "inverse")
+    et = ("drug", "treats", "disease")
+    if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
+        with pytest.raises(ImportError, match="pyg-lib' or 'torch-sparse'"):
+            kgg.link_neighbor_loader(data, et)
+        return
+    batch = next(iter(kgg.link_neighbor_loader(data, et, batch_size=2)))
+    assert batch[et].edge_label_index.size(1) >= 2
