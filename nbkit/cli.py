@@ -69,7 +69,7 @@ def doctor_report(build_cache: bool = False) -> dict:
     report: dict = {"device": device_report(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
     for theme, pkgs in THEME_PACKAGES.items():
         report["packages"][theme] = {}
-        for mod, dist in pkgs:
+        for _mod, dist in pkgs:
             try:
                 ver = metadata.version(dist)
                 report["packages"][theme][dist] = {"ok": True, "version": ver}

@@ -177,7 +177,7 @@ class Panel:
         finally:
             self.run_button.disabled = False
             self.status.value = (
-                f"<span style='color:#b00'>failed</span>" if self.error else f"done (run {self.runs})"
+                "<span style='color:#b00'>failed</span>" if self.error else f"done (run {self.runs})"
             )
 
     def click(self):

@@ -10,7 +10,7 @@ def test_tiny_llama_is_gqa_and_deterministic():
     cfg = a.config
     assert cfg.num_attention_heads // cfg.num_key_value_heads == 2
     assert a.model.layers[0].self_attn.k_proj.weight.shape[0] == cfg.num_key_value_heads * cfg.hidden_size // cfg.num_attention_heads
-    for pa, pb in zip(a.parameters(), b.parameters()):
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
     out = a(torch.tensor([[1, 5, 7]]))
     assert out.logits.shape == (1, 3, cfg.vocab_size)

@@ -1,9 +1,7 @@
 """The repo's promises about itself: environment.yml agrees with pyproject, notebooks follow the rules."""
 
-import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
