@@ -4,7 +4,14 @@ import pytest
 
 from nbkit.kg import graph as kgg
 from nbkit.kg import triples as kgt
-from nbkit.kg.panel import AggrParams, DownstreamParams, LadderParams, aggr_panel, downstream_panel, ladder_panel
+from nbkit.kg.panel import (
+    AggrParams,
+    DownstreamParams,
+    LadderParams,
+    aggr_panel,
+    downstream_panel,
+    ladder_panel,
+)
 
 
 @pytest.fixture(scope="module")
