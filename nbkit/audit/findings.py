@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +104,3 @@ def findings_frame(findings: list[Finding]):
         ]
     )
 
-
-def replace(f: Finding, **changes) -> Finding:
-    return dataclasses.replace(f, **changes)

@@ -8,22 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 from nbkit.audit.findings import Finding
 from nbkit.audit.runner import AuditContext, run_check
-
-
-def with_config(ctx: AuditContext, **sections: dict[str, Any]) -> AuditContext:
-    """A context sharing ctx's model, tokenizer and data, with config sections updated."""
-    cfg = ctx.config.model_copy(deep=True)
-    for name, updates in sections.items():
-        current = getattr(cfg, name)
-        setattr(cfg, name, current.model_copy(update=updates) if current is not None else updates)
-    new = dataclasses.replace(ctx, config=cfg)
-    if "data" in sections:
-        new._data, new._data_finding = None, None
-    return new
 
 
 @dataclass

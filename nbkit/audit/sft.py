@@ -105,8 +105,6 @@ def tiny_tokenizer(vocab_size: int = 512):
 
 def load_model_and_tokenizer(name: str, device, dtype=None, seed: int = 0):
     """(model, tokenizer) for ``"smollm2"`` (the real model) or ``"tiny"`` (random GQA Llama)."""
-    import torch
-
     from nbkit.models import load_smollm2, tiny_llama
 
     if name == "smollm2":
@@ -116,7 +114,6 @@ def load_model_and_tokenizer(name: str, device, dtype=None, seed: int = 0):
     if dtype is not None:
         model.to(dtype)
     model.eval()
-    torch.manual_seed(seed)
     return model, tok
 
 
