@@ -609,7 +609,7 @@ class PanelView:
               if (el.classList.contains('widget-slider')) { kind = 'slider'; value = (el.querySelector('.widget-readout') || {}).innerText; }
               else if (el.classList.contains('widget-dropdown')) { kind = 'dropdown'; value = el.querySelector('select').value; }
               else if (el.classList.contains('widget-checkbox')) { kind = 'checkbox'; value = el.querySelector('input').checked; }
-              else if (el.classList.contains('widget-select-multiple')) { kind = 'multiselect'; value = [...el.querySelector('select').selectedOptions].map(o => o.value); }
+              else if (el.classList.contains('widget-select-multiple')) { kind = 'multiselect'; value = [...el.querySelector('select').selectedOptions].map(o => o.textContent); }
               else if (el.classList.contains('widget-text')) { kind = 'text'; value = el.querySelector('input').value; }
               return {kind, label: label.trim(), value, visible: vis(el)};
             });
@@ -648,6 +648,8 @@ class PanelView:
             self.page.keyboard.press("Enter")
         elif kind == "dropdown":
             loc.locator("select").select_option(value=str(value))
+        elif kind == "multiselect":
+            loc.locator("select").select_option(label=list(value))
         elif kind == "checkbox":
             box = loc.locator("input[type=checkbox]")
             if box.is_checked() != bool(value):
@@ -707,32 +709,34 @@ class PanelView:
 
 
 def candidate_changes(controls: list[dict]) -> list[tuple[int, str, Any, Any]]:
-    """(index, kind, new value, old value) to try, cheapest first: smaller numbers, other choices.
+    """(index, kind, new value, old value) to try, cheapest first.
 
-    Sliders go down (smaller sizes run faster), or up when already at the bottom; dropdowns take
-    the next option; checkboxes flip last (a flag may switch on something expensive).
+    Runs are real experiments, so a change should make the rerun cheaper, not dearer: first keep
+    only the first item of a multi-selection (fewer rungs/modules), then halve sliders (epochs,
+    steps, width; the widget clamps to its minimum), then the next dropdown option, then flip
+    checkboxes (a flag may switch on something expensive); raising a slider that sits at 0/1 last.
     """
-    out = []
-    order = {"slider": 0, "dropdown": 1, "text": 3, "checkbox": 2}
-    for idx, c in sorted(enumerate(controls), key=lambda ic: order.get(ic[1]["kind"], 9)):
+    fewer, smaller, other, raised = [], [], [], []
+    for idx, c in enumerate(controls):
         if not c["visible"]:
             continue
         kind, value = c["kind"], c["value"]
-        if kind == "slider":
+        if kind == "multiselect" and isinstance(value, list) and len(value) > 1:
+            fewer.append((idx, kind, value[:1], value))
+        elif kind == "slider":
             try:
                 v = float(str(value).replace(",", ""))
             except ValueError:
                 continue
-            is_int = re.fullmatch(r"-?\d+", str(value).strip()) is not None
-            if is_int:
-                out.append((idx, kind, int(v) - 1 if v > 1 else int(v) + 1, value))
+            if re.fullmatch(r"-?\d+", str(value).strip()):
+                (smaller if v >= 2 else raised).append((idx, kind, int(v) // 2 if v >= 2 else int(v) + 1, value))
             else:
-                out.append((idx, kind, f"{v / 2:.4g}" if v > 0 else f"{v + 1:.4g}", value))
+                (smaller if v > 0 else raised).append((idx, kind, f"{v / 2:.4g}" if v > 0 else f"{v + 1:.4g}", value))
         elif kind == "dropdown":
-            out.append((idx, kind, None, value))  # the next option is read at change time
+            other.append((idx, kind, None, value))  # the next option is read at change time
         elif kind == "checkbox":
-            out.append((idx, kind, not value, value))
-    return out
+            other.append((idx, kind, not value, value))
+    return fewer + smaller + other + raised
 
 
 def _first_line(exc: BaseException) -> str:
