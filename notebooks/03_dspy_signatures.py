@@ -277,7 +277,9 @@ nbkit.record("lm_calls", {"calls": len(completion_tokens), "completion_tokens": 
 #
 # Each claim from the field notes, the value this run measured, and a verdict computed from it. The
 # seed measured F1 with GPT-4 on its own data; here the metric is hit@3 on this project's cases with a
-# 135M local model, so verdicts are about the *direction* of each claim on this setup.
+# 135M local model, so verdicts are about the *direction* of each claim on this setup. With `N_DEV` cases
+# per slice one example moves a rate by 1/N_DEV; a difference no bigger than that is "inconclusive".
+# Raise `N_DEV` (and `COMPILE_SIZE`) where the LM is faster to decide those rows.
 
 # %%
 from nbkit.signatures.claims import claims_table
@@ -285,7 +287,7 @@ from nbkit.signatures.claims import claims_table
 claims = claims_table(
     dev_score_by_module=dev_score_by_module, contract_rates=contract_violation_rate, contract_counts=contracts_result["counts"].to_dict(),
     seed_counts=seed_counts, compile_table=compile_result["table"], limit_checks=limit_checks, max_tokens=MAX_TOKENS,
-    over_limit_calls=len(over_limit), smoke=SMOKE,
+    over_limit_calls=len(over_limit), smoke=SMOKE, n_per_slice=N_DEV,
 )
 nbkit.record("claims", claims)
 display(claims)

@@ -151,7 +151,10 @@ def start_session(
     splits = split_cases(cases, seed)
     # llama-cpp-python's server answers one request at a time; threads only help a remote API.
     threads = num_threads if num_threads is not None else (1 if lm_model == LOCAL else 4)
-    handle = make_lm(lm_model, api_base=api_base, api_key_env=api_key_env, max_tokens=max_tokens, server_kwargs={"n_ctx": n_ctx})
+    # On CUDA the same server offloads every layer (needs a CUDA build of llama-cpp-python, see README).
+    extra = ("--n_gpu_layers", "-1") if str(device).startswith("cuda") else ()
+    handle = make_lm(lm_model, api_base=api_base, api_key_env=api_key_env, max_tokens=max_tokens,
+                     server_kwargs={"n_ctx": n_ctx, "extra_args": extra})  # fmt: skip
     return SignatureSession(handle, kb, cases, splits, seed=seed, retriever_kind=retriever, num_threads=threads, device=str(device))
 
 

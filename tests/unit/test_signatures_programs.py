@@ -159,3 +159,19 @@ def test_minilm_batched_search_matches_single_queries(kb, splits):
     r = build_retriever("minilm", kb)
     queries = [c["colloquial"] for c in splits.dev[:4]]
     assert r.search_many(queries, 3) == [r.search(q, 3) for q in queries]
+
+
+def test_claims_call_one_example_differences_inconclusive():
+    from nbkit.signatures.claims import claims_table
+
+    table = pd.DataFrame([
+        {"program": "uncompiled", "hit@3 standard": 0.6, "hit@3 colloquial": 0.6},
+        {"program": "BFS 0% colloquial", "colloquial share": 0.0, "hit@3 standard": 0.6667, "hit@3 colloquial": 0.3333},
+        {"program": "BFS 50% colloquial", "colloquial share": 0.5, "hit@3 standard": 0.6667, "hit@3 colloquial": 0.6667},
+    ])  # fmt: skip
+    kw = dict(dev_score_by_module={}, contract_rates={}, contract_counts={}, seed_counts={}, compile_table=table,
+              limit_checks={}, max_tokens=8, over_limit_calls=0, smoke=False)  # fmt: skip
+    small = claims_table(**kw, n_per_slice=3)
+    assert small["verdict"].str.startswith("inconclusive (difference within one example").sum() == 2
+    large = claims_table(**kw, n_per_slice=30)
+    assert (large["verdict"] == "holds").sum() == 2
