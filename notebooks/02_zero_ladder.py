@@ -109,8 +109,14 @@ with pd.option_context("display.max_colwidth", 120):
 from nbkit.zero.ladder import LadderParams
 from nbkit.zero.panels import ladder_panel
 
+import torch
+
+# One GPU per rank: with fewer GPUs than WORLD_SIZE the ranks run on CPU (gloo) instead, said here.
+ladder_device = "cuda" if on_gpu and torch.cuda.device_count() >= WORLD_SIZE else "cpu"
+if on_gpu and ladder_device == "cpu":
+    print(f"{torch.cuda.device_count()} GPU(s) < WORLD_SIZE={WORLD_SIZE}: the ladder's ranks run on CPU")
 ladder_params = LadderParams(world_size=WORLD_SIZE, steps=LADDER_STEPS, precision=PRECISION, hidden_size=HIDDEN_SIZE,
-                             num_hidden_layers=NUM_LAYERS, seed=SEED, device=DEVICE, checkpoint=True,
+                             num_hidden_layers=NUM_LAYERS, seed=SEED, device=ladder_device, checkpoint=True,
                              monitor_limit_mib=MONITOR_LIMIT_MIB)
 lad_panel = ladder_panel(ladder_params)
 lad_panel.display()
@@ -208,7 +214,7 @@ from nbkit.zero.panels import failure_panel
 
 fail_panel = failure_panel()
 fail_panel.display()
-drill = fail_panel.run(device=DEVICE, world_size=WORLD_SIZE, rank=WORLD_SIZE - 1)
+drill = fail_panel.run(device=ladder_device, world_size=WORLD_SIZE, rank=WORLD_SIZE - 1)
 nbkit.record("failure_drill", {k: drill[k] for k in ("detected", "reported_rank", "expected_rank", "timed_out", "seconds_to_report", "leftover_processes", "message")})
 assert drill["detected"] and drill["reported_rank"] == drill["expected_rank"] and not drill["leftover_processes"], drill
 print(drill["message"])
@@ -226,7 +232,9 @@ from nbkit.zero.panels import fragmentation_panel
 
 frag_panel = fragmentation_panel()
 frag_panel.display()
-frag = frag_panel.run(steps=FRAG_STEPS, device=DEVICE)
+# On a GPU the same experiment at a size where the allocator has work to do.
+gpu_size = dict(hidden_size=1024, num_hidden_layers=8, batch=8, seq_len=512, intervals=(10, 50)) if on_gpu else {}
+frag = frag_panel.run(steps=FRAG_STEPS, device=DEVICE, **gpu_size)
 if frag["needs_cuda"]:
     print("needs CUDA — not measurable here:")
     for name, why in frag["unavailable"].items():
