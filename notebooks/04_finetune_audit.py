@@ -259,7 +259,7 @@ display(findings_frame(good))
 broken_cfg = load_config(config_path(BROKEN_CONFIG))
 broken_cfg.model.seed = SEED
 broken_checks = [2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-broken = run_audit(broken_cfg, broken_checks, device=device, sizes=Sizes.smoke(), progress=True)
+broken = run_audit(broken_cfg, broken_checks, device=device, sizes=Sizes.smoke() if SMOKE else Sizes(), progress=True)
 display(HTML("".join(f.card_html() for f in broken)))
 nbkit.record("findings", [f.to_dict(with_table=False) for f in good])
 nbkit.record("findings_broken", [f.to_dict(with_table=False) for f in broken])
