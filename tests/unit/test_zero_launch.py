@@ -101,3 +101,12 @@ def test_rank_exception_surfaces_its_traceback():
     assert info.value.rank == 0
     assert "injected failure" in str(info.value)
     assert "_inject_failure" in info.value.traceback_tail
+
+
+@pytest.mark.slow
+def test_offload_rungs_run_and_account_for_fp32_grad_partition():
+    out = run_ladder(LadderParams(stages=(2, 3), world_size=2, steps=1, device="cpu", offload_optimizer=True, offload_param=True,
+                                  show_persistence=False, timeout_s=200))
+    for r in out["ladder"]:
+        assert r["offload_fp32_grad_bytes"] > 0
+        assert r["ratio_accounted"] == pytest.approx(1.0, abs=0.05), (r["rung"], r["rank"], r["ratio"], r["ratio_accounted"])
