@@ -137,6 +137,9 @@ ladder_df[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
 # Measured ÷ formula per stage (1.00 = the paper's count exactly). Stage 2's excess on rank 0 is
 # DeepSpeed's `grads_in_partition`, which holds the *whole* gradient of a parameter straddling the
 # partition boundary; the communication bucket (`reduce_bucket_size`) is a buffer, shown apart.
+# Tick *offload* in the panel to see DeepSpeed keep an extra fp32 gradient partition for the CPU
+# optimizer step (column `ratio_accounted` adds it: 4Ψ/N, 2Ψ/N at stage 2 — on a CPU the
+# "device" and the offload target are the same RAM, so offload moves nothing here).
 
 # %%
 lad["bytes_vs_formula"]
