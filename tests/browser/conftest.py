@@ -16,7 +16,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from labdriver import (
     CHROMIUM_ARGS,
     ROOT,

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from labdriver import ROOT, LabError, candidate_changes, prepare_notebook
 
 pytestmark = pytest.mark.browser
@@ -98,9 +97,10 @@ def assert_failure_is_one_readable_line(view, expected: str) -> None:
     assert not d["run_disabled"], f"{where}: Run stays disabled after a failure"
 
 
-def exercise_first_panel(nb, stem: str, save_screenshot, mirror: bool = True) -> None:
-    """The generic checks on a notebook's first panel: drawn, responds to a control, fails readably."""
-    view = nb.panel(0)
+def exercise_first_panel(nb, stem: str, save_screenshot, mirror: bool = True, k: int = 0) -> None:
+    """The generic checks on a notebook's first panel (or panel k): drawn, responds to a control,
+    fails readably."""
+    view = nb.panel(k)
     before = view.describe()
     assert has_points(before["traces"]), f"{nb.name}: the first panel's default run drew nothing: {before['traces']}"
     save_screenshot(view, f"{stem}-panel1-before", mirror=mirror)
@@ -141,34 +141,6 @@ def exercise_first_panel(nb, stem: str, save_screenshot, mirror: bool = True) ->
 
 
 # -- the core Panel, deterministic ---------------------------------------------------------------
-@pytest.mark.timeout(300)
-def test_core_panel_renders_runs_and_shows_errors_readably(open_notebook, lab_root, save_screenshot):
-    src = write_synthetic_notebook(lab_root / "src" / "synthetic_panel.ipynb")
-    prepare_notebook(src, lab_root / "synthetic", {"SMOKE": True})
-    nb = open_notebook("synthetic/synthetic_panel.ipynb")
-    nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=True)
-    assert nb.panel_count() == 1
-    d = assert_renders(nb, 0)
-    assert [c["kind"] for c in d["controls"]] == ["slider", "slider", "dropdown", "checkbox"]
-    assert [c["label"] for c in d["controls"]] == ["steps", "rate", "shape", "explode"]
-    # SMOKE=True reached the kernel through the injected parameters: 3 steps, not 5.
-    assert d["traces"] == [{"type": "scatter", "name": "loss", "x": [0, 1, 2], "y": [0.5, 0.25, 0.125]}]
-    view = nb.panel(0)
-    save_screenshot(view, "synthetic-panel1-before", mirror=False)
-
-    view.set_control(0, "slider", 6)
-    view.set_control(2, "dropdown", "growth")
-    assert view.click_run(RUN_TIMEOUT_S).startswith("done")
-    after = view.wait_for_traces_change(d["traces"])
-    assert after == [{"type": "scatter", "name": "loss", "x": list(range(6)), "y": [1.5**k for k in range(1, 7)]}]
-    save_screenshot(view, "synthetic-panel1-after", mirror=False)
-
-    view.set_control(3, "checkbox", True)
-    view.click_run(RUN_TIMEOUT_S)
-    assert_failure_is_one_readable_line(view, "ValueError: rate too high: loss diverged")
-    assert nb.widget_errors() == []
-
-
 THEME_LIKE_PANELS = textwrap.dedent(
     '''
     import math
@@ -217,30 +189,54 @@ SECOND_PANEL = textwrap.dedent(
 
 
 @pytest.mark.timeout(300)
-def test_generic_checks_pass_on_a_theme_like_notebook(open_notebook, lab_root, save_screenshot):
-    """What the workbook notebooks get, on a notebook whose content is known: two panels, a log
-    slider, a figure-returning and a streaming run function, fault injection."""
-    src = write_synthetic_notebook(lab_root / "src" / "theme_like.ipynb", THEME_LIKE_PANELS)
+def test_generated_panels_render_respond_and_fail_readably(open_notebook, lab_root, save_screenshot):
+    """Known content, so exact checks: a core Panel whose run function can raise, a theme-style
+    panel (log slider, multi-select, function returning a figure) given the workbook's generic
+    checks, and a streaming panel."""
     import nbformat
 
+    src = write_synthetic_notebook(lab_root / "src" / "generated.ipynb")
     nb_json = nbformat.read(src, as_version=4)
-    nb_json.cells.append(nbformat.v4.new_code_cell(SECOND_PANEL))
+    nb_json.cells += [nbformat.v4.new_code_cell(THEME_LIKE_PANELS), nbformat.v4.new_code_cell(SECOND_PANEL)]
     nbformat.write(nb_json, src)
-    prepare_notebook(src, lab_root / "theme_like", {"SMOKE": True})
-    nb = open_notebook("theme_like/theme_like.ipynb")
+    prepare_notebook(src, lab_root / "generated", {"SMOKE": True})
+    nb = open_notebook("generated/generated.ipynb")
     nb.run_until_first_panel(CELL_TIMEOUT_S)
     assert nb.panel_count() == 1, "stops after the first panel's cell"
     nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=True)
-    assert nb.panel_count() == 2
-    for k in range(2):
+    assert nb.panel_count() == 3
+    for k in range(3):
         assert_renders(nb, k)
-    before_change = nb.panel(0).describe()["controls"]
-    assert nb.panel(1).traces() == [{"type": "scatter", "name": "bytes", "x": [0, 1, 2], "y": [1, 2, 4]}]
-    exercise_first_panel(nb, "theme_like", save_screenshot, mirror=False)
-    # The first candidate change keeps one optimizer of the multi-selection (a cheaper rerun).
+
+    # Panel 0, the core Panel: exact values.
     d = nb.panel(0).describe()
-    assert [(c["label"], c["kind"], c["value"]) for c in d["controls"]][2] == ("optimizers", "multiselect", ["sgd"])
+    assert [c["kind"] for c in d["controls"]] == ["slider", "slider", "dropdown", "checkbox"]
+    assert [c["label"] for c in d["controls"]] == ["steps", "rate", "shape", "explode"]
+    # SMOKE=True reached the kernel through the injected parameters: 3 steps, not 5.
+    assert d["traces"] == [{"type": "scatter", "name": "loss", "x": [0, 1, 2], "y": [0.5, 0.25, 0.125]}]
+    view = nb.panel(0)
+    save_screenshot(view, "generated-panel1-before", mirror=False)
+    view.set_control(0, "slider", 6)
+    view.set_control(2, "dropdown", "growth")
+    assert view.click_run(RUN_TIMEOUT_S).startswith("done")
+    after = view.wait_for_traces_change(d["traces"])
+    assert after == [{"type": "scatter", "name": "loss", "x": list(range(6)), "y": [1.5**k for k in range(1, 7)]}]
+    save_screenshot(view, "generated-panel1-after", mirror=False)
+    view.set_control(3, "checkbox", True)
+    view.click_run(RUN_TIMEOUT_S)
+    assert_failure_is_one_readable_line(view, "ValueError: rate too high: loss diverged")
+
+    # Panel 2 streams into its live figure.
+    assert nb.panel(2).traces() == [{"type": "scatter", "name": "bytes", "x": [0, 1, 2], "y": [1, 2, 4]}]
+
+    # Panel 1 gets exactly what the workbook notebooks get.
+    before_change = nb.panel(1).describe()["controls"]
     assert candidate_changes(before_change)[:2] == [(2, "multiselect", ["sgd"], ["sgd", "adam"]), (0, "slider", "0.005", "0.0100")]
+    exercise_first_panel(nb, "generated-sweep", save_screenshot, mirror=False, k=1)
+    # The first candidate change kept one optimizer of the multi-selection (a cheaper rerun).
+    d = nb.panel(1).describe()
+    assert [(c["label"], c["kind"], c["value"]) for c in d["controls"]][2] == ("optimizers", "multiselect", ["sgd"])
+    assert nb.widget_errors() == []
 
 
 @pytest.mark.timeout(240)
@@ -315,10 +311,8 @@ def test_start_here_opens_and_lists_the_workbook(open_notebook, lab_root, lab_pa
     if not source.exists():
         pytest.fail("notebooks/00_start_here.ipynb (the workshop landing notebook) is missing", pytrace=False)
     prepare_notebook(source, lab_root / source.stem, {"SMOKE": True})
-    nb = open_notebook(f"{source.stem}/{source.name}")
-    nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=True)
+    open_notebook(f"{source.stem}/{source.name}")  # its cells run headless in tests/notebooks
     links = lab_page.locator(".jp-RenderedMarkdown table a").evaluate_all("as => as.map(a => a.textContent.trim())")
     assert [p.stem for p in WORKBOOK] == links, f"landing table links {links}, workbook has {[p.stem for p in WORKBOOK]}"
     text = lab_page.locator(".jp-Notebook").inner_text()
-    assert re.search(r"everything present|MISSING: ", text), "the readiness check printed nothing"
-    assert nb.widget_errors() == []
+    assert "nbkit run --all --smoke" in text and "nbkit doctor" in text, "the instructor's pre-class commands are not shown"

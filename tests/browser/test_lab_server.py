@@ -6,7 +6,6 @@ import socket
 import time
 
 import pytest
-
 from labdriver import LabServer, missing_prerequisites
 
 pytestmark = pytest.mark.browser
