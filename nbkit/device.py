@@ -213,6 +213,35 @@ class TensorMemory:
         return int(sum(self.peak.values()))
 
 
+def _frozen_aware_tracker():
+    """A ``MemTracker`` that works on models with frozen parameters (every LoRA model).
+
+    Upstream installs gradient hooks on *every* parameter, and ``register_hook`` refuses tensors
+    that do not require grad; frozen parameters never get gradients, so they need no hook.
+    """
+    from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+
+    class FrozenAwareMemTracker(MemTracker):
+        def _track_module_params_and_buffers(self, module, install_grad_hooks=True):
+            memory = super()._track_module_params_and_buffers(module, install_grad_hooks=False)
+            if install_grad_hooks:
+                for param in module.parameters():
+                    if not param.requires_grad or self._param_to_grad_hook_handles.get(param) is not None:
+                        continue
+
+                    def on_grad(grad, _self=self):
+                        if grad is not None:
+                            _self._update_and_maybe_create_winfos(grad, _MemRefType.GRAD)
+
+                    self._param_to_grad_hook_handles[param] = (
+                        param.register_hook(on_grad),
+                        param.register_post_accumulate_grad_hook(lambda p, _hook=on_grad: _hook(p.grad)),
+                    )
+            return memory
+
+    return FrozenAwareMemTracker()
+
+
 @contextmanager
 def track_tensors(*modules_and_optimizers) -> Iterator[TensorMemory]:
     """Account tensor bytes by category (params, grads, optimizer state, activations, temps).
@@ -220,9 +249,7 @@ def track_tensors(*modules_and_optimizers) -> Iterator[TensorMemory]:
     Uses PyTorch's own ``MemTracker`` (torch.distributed._tools), which works on any device, so the
     CPU path reports the same categories as the GPU path. Figures fill in when the block exits.
     """
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    tracker = MemTracker()
+    tracker = _frozen_aware_tracker()
     if modules_and_optimizers:
         tracker.track_external(*modules_and_optimizers)
     result = TensorMemory()

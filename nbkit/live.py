@@ -161,7 +161,9 @@ class LiveFigure:
                 self.figure.add_trace(trace)
             self.figure.layout = fig.layout
         self._pending = {}
-        self._data = {t.name: (list(t.x or ()), list(t.y or ())) for t in self.figure.data if hasattr(t, "x")}
+        self._data = {
+            t.name: (_as_list(t.x), _as_list(t.y)) for t in self.figure.data if hasattr(t, "x") and hasattr(t, "y")
+        }
         if self._handle is not None:
             self._handle.update(self.figure)
 
@@ -191,6 +193,11 @@ class LiveFigure:
 
     def _ipython_display_(self):  # displaying a LiveFigure shows its figure
         self.show()
+
+
+def _as_list(values) -> list:
+    # Trace data may be a tuple, a numpy array or a pandas Series: never test its truth value.
+    return [] if values is None else list(values)
 
 
 class _nullcontext:

@@ -62,3 +62,15 @@ def test_track_tensors_categorises_params_grads_and_optimizer_state():
     assert mem.peak["Parameter"] == param_bytes
     assert mem.peak["Gradient"] == param_bytes
     assert mem.peak["Optstate"] >= 2 * param_bytes  # Adam: exp_avg + exp_avg_sq
+
+
+def test_track_tensors_handles_frozen_parameters_like_lora():
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64))
+    model[0].requires_grad_(False)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad])
+    with track_tensors(model, opt) as mem:
+        model(torch.randn(4, 64)).sum().backward()
+        opt.step()
+    trainable = sum(p.numel() * 4 for p in model[1].parameters())
+    assert mem.peak["Gradient"] == trainable
+    assert mem.peak["Parameter"] == 2 * trainable

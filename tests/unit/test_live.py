@@ -44,3 +44,14 @@ def test_reset_and_set_figure():
     assert len(live.figure.data) == 0
     live.set_figure(go.Figure(go.Bar(x=["s0", "s1"], y=[3, 4], name="bytes")))
     assert live.figure.data[0].type == "bar"
+
+
+def test_set_figure_accepts_numpy_and_pandas_traces():
+    import numpy as np
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    live = LiveFigure(widget=False)
+    fig = go.Figure([go.Scatter(x=np.arange(3), y=pd.Series([1.0, 2.0, 3.0]), name="np")])
+    live.set_figure(fig)
+    assert live.trace_data("np") == ([0, 1, 2], [1.0, 2.0, 3.0])
