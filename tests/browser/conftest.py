@@ -33,7 +33,8 @@ PAGE_TIMEOUT_S = float(os.environ.get("NBKIT_BROWSER_PAGE_TIMEOUT", "90"))
 def pytest_addoption(parser):
     group = parser.getgroup("nbkit browser tier")
     group.addoption("--browser-all-cells", action="store_true", default=False,
-                    help="run every cell of each notebook in the browser (default: up to its first panel)")
+                    help="run every cell of each notebook in the browser (default: up to its first panel); "
+                         "or NBKIT_BROWSER_ALL_CELLS=1")
     group.addoption("--screenshots-dir", default=None,
                     help="also copy panel screenshots here (default $NBKIT_SCREENSHOTS_DIR or runs/browser-screenshots)")
 
@@ -116,7 +117,7 @@ def open_notebook(lab_server, lab_page, lab_root):
 
 @pytest.fixture(scope="session")
 def screenshots_mirror(request) -> Path:
-    opt = request.config.getoption("--screenshots-dir")
+    opt = request.config.getoption("--screenshots-dir", default=None)
     target = Path(opt or os.environ.get("NBKIT_SCREENSHOTS_DIR") or ROOT / "runs" / "browser-screenshots")
     if target.exists():
         shutil.rmtree(target)

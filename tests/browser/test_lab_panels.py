@@ -10,6 +10,7 @@ things deterministically, including the error raised by the run function itself.
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 import time
@@ -266,7 +267,8 @@ def test_notebook_that_cannot_open_fails_with_its_name(open_notebook, lab_root):
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("source", WORKBOOK, ids=lambda p: p.stem)
 def test_workbook_panels_render_respond_and_fail_readably(source, request, open_notebook, lab_root, save_screenshot):
-    all_cells = request.config.getoption("--browser-all-cells")
+    # The option exists only when pytest is pointed at tests/browser; the env var works either way.
+    all_cells = request.config.getoption("--browser-all-cells", default=False) or os.environ.get("NBKIT_BROWSER_ALL_CELLS") == "1"
     prepare_notebook(source, lab_root / source.stem, {"SMOKE": True})
     nb = open_notebook(f"{source.stem}/{source.name}")
     cells = nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=all_cells)
