@@ -93,10 +93,14 @@ def run_ladder(params: LadderParams, live=None, on_progress=None, on_start=None,
     monitor = MemoryMonitor(sampler, interval_s=0.25)
     for r in range(params.world_size):
         monitor.on_threshold(f"rank {r} RSS", params.monitor_limit_mib * 2**20, alerts.append)
+    import tempfile
+
+    # Rank JSON, logs and round-trip checkpoints live only for the run; failures carry their
+    # traceback tails in the exception.
     try:
-        with monitor:
+        with tempfile.TemporaryDirectory(prefix="nbkit-zero-") as out_dir, monitor:
             res = launch(spec, world_size=params.world_size, device=device.type, timeout_s=params.timeout_s,
-                         on_progress=progress, on_start=started)
+                         on_progress=progress, on_start=started, out_dir=out_dir)
     finally:
         bar.close()
     out = summarize(res.rows(), params, wall_s=res.wall_s)
