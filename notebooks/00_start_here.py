@@ -17,14 +17,15 @@
 #
 # | notebook | what it diagnoses | CPU, `SMOKE=True` | CPU, full | GPU |
 # |---|---|---|---|---|
-# | [01_kg_gnn](01_kg_gnn.ipynb) | a typed biomedical knowledge graph (UMLS) in PyTorch Geometric: reverse relations, RGCN, relation-specific negatives, leakage, honest filtered MRR/Hits@k | not measured | not measured | not measured |
-# | [02_zero_ladder](02_zero_ladder.ipynb) | DeepSpeed ZeRO stages 0–3 (+ offload): measured per-rank memory vs the paper's formula, loss curves, fragmentation, speculative decoding | not measured | not measured | not measured |
-# | [03_dspy_signatures](03_dspy_signatures.ipynb) | DSPy signatures as testable contracts on a real local LM (SmolLM2-135M): modules behind one signature, compiling, distribution shift | not measured | not measured | not measured |
-# | [04_finetune_audit](04_finetune_audit.ipynb) | the coupling checks of a LoRA/SFT run (adapters, tokenizer, masking, accumulation, dtypes, schedulers, DDP) and `pscheck`, a Pydantic v2 schema linter | not measured | not measured | not measured |
+# | [01_kg_gnn](01_kg_gnn.ipynb) | a typed biomedical knowledge graph (UMLS) in PyTorch Geometric: reverse relations, RGCN, relation-specific negatives, leakage, honest filtered MRR/Hits@k | 118 s | not measured | not measured |
+# | [02_zero_ladder](02_zero_ladder.ipynb) | DeepSpeed ZeRO stages 0–3 (+ offload): measured per-rank memory vs the paper's formula, loss curves, fragmentation, speculative decoding | 84 s | not measured | not measured |
+# | [03_dspy_signatures](03_dspy_signatures.ipynb) | DSPy signatures as testable contracts on a real local LM (SmolLM2-135M): modules behind one signature, compiling, distribution shift | 146 s | not measured | not measured |
+# | [04_finetune_audit](04_finetune_audit.ipynb) | the coupling checks of a LoRA/SFT run (adapters, tokenizer, masking, accumulation, dtypes, schedulers, DDP) and `pscheck`, a Pydantic v2 schema linter | 53 s | not measured | not measured |
 #
-# The times above are wall-clock seconds of `nbkit run --all --smoke` on the 2-core development
-# machine (no GPU); "not measured" means nobody has timed it yet. The table further down shows the
-# times measured **on this machine** by its own last runs.
+# The `SMOKE=True` times are wall-clock seconds measured by `nbkit run --all --smoke` on the 2-core
+# development machine (no GPU, cores shared with other jobs; the whole check took 7 min). "not
+# measured" means nobody has timed it yet. The table further down shows the times measured **on
+# this machine** by its own last `nbkit run`s.
 #
 # **Before class** (instructor): `nbkit doctor` says what is missing and how to get it;
 # `nbkit run --all --smoke` runs every notebook quickly and writes `runs/<timestamp>/index.html`.
