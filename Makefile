@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml
 	$(PY) -c "from nbkit.models import smollm2_dir; print('SmolLM2 cache:', smollm2_dir())"
 	touch $(STAMP)
 
-## The main job: every notebook, default parameters, headless → runs/<timestamp>/ (executed .ipynb, HTML, index.html)
+## The main job: every notebook, default parameters, headless → runs/<timestamp>/ (executed .ipynb, HTML, index.html).
+## Panel screenshots from the browser tier (skipped without chromium) are attached to the index page.
 workbook: setup
+	-$(VENV)/bin/pytest tests/browser -q -k workbook_panels -p no:cacheprovider
 	$(VENV)/bin/nbkit run --all
 
 ## What an instructor runs before class: every notebook with SMOKE=True
@@ -30,7 +32,7 @@ smoke: setup
 	$(VENV)/bin/nbkit run --all --smoke
 
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb
 
 test: setup
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

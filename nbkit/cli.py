@@ -14,7 +14,7 @@ from nbkit.runner import RunError, main_error
 # Packages each theme needs: (import name, distribution name).
 THEME_PACKAGES = {
     "core": [("torch", "torch"), ("papermill", "papermill"), ("plotly", "plotly"), ("ipywidgets", "ipywidgets"),
-             ("transformers", "transformers"), ("jupyterlab", "jupyterlab"), ("jupytext", "jupytext")],
+             ("transformers", "transformers"), ("jupyterlab", "jupyterlab"), ("jupytext", "jupytext"), ("playwright", "playwright")],
     "kg": [("torch_geometric", "torch-geometric"), ("pykeen", "pykeen"), ("pyarrow", "pyarrow"),
            ("pyoxigraph", "pyoxigraph"), ("sklearn", "scikit-learn")],
     "zero": [("deepspeed", "deepspeed"), ("accelerate", "accelerate")],

@@ -125,10 +125,14 @@ class Panel:
 
     def run(self, raise_errors: bool = True, **overrides):
         """Run with the current control values; returns the run function's result."""
-        params = self.current_params(**overrides)
+        known = {f.name for f in dataclasses.fields(self.params)}
+        if set(overrides) - known:  # a caller's typo is a programming error, not a run failure
+            raise TypeError(f"{type(self.params).__name__} has no parameter(s) {sorted(set(overrides) - known)}; known: {sorted(known)}")
         self.error = None
         self.live.reset()
         try:
+            # Inside the try: a control value the dataclass rejects is shown as one readable line too.
+            params = self.current_params(**overrides)
             result = self._run_fn(params, live=self.live) if self._wants_live else self._run_fn(params)
         except KeyboardInterrupt:
             self.error = "interrupted"

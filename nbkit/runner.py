@@ -209,6 +209,16 @@ def _to_html(nb_path: Path, html_path: Path) -> None:
     html_path.write_text(body, encoding="utf-8")
 
 
+def _attach_screenshots(run_dir: Path, final: Path) -> None:
+    """Copy the browser tier's panel screenshots (tests/browser) into the run, for its index page."""
+    shots = Path(os.environ.get("NBKIT_SCREENSHOTS_DIR") or final.parent / "browser-screenshots")
+    pngs = sorted(shots.glob("*.png")) if shots.is_dir() else []
+    if pngs:
+        (run_dir / "screenshots").mkdir(exist_ok=True)
+        for png in pngs:
+            shutil.copy2(png, run_dir / "screenshots" / png.name)
+
+
 def write_index(run_dir: Path, results: list[NotebookResult], parameters: dict[str, dict[str, Any]]) -> Path:
     """An index page linking each executed notebook, its HTML, its parameters and metrics."""
     rows = []
@@ -278,6 +288,7 @@ def run_notebooks(
             log(f"  {'✔' if r.ok else '✘'} {p.stem} in {r.seconds:.1f}s" + ("" if r.ok else f"\n    {r.error}"))
         if all(r.ok for r in results):
             (tmp / "metrics.json").write_text(json.dumps({r.name: r.metrics for r in results}, indent=2), encoding="utf-8")
+            _attach_screenshots(tmp, final)
             write_index(tmp, results, per_nb)
             if final.exists():
                 final.rmdir()
