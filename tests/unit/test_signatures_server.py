@@ -94,7 +94,12 @@ def _run_asgi(body: dict, path="/v1/chat/completions"):
         pass
 
     scope = {"type": "http", "method": "POST", "path": path, "headers": [(b"content-length", b"1")]}
-    asyncio.run(MaxCompletionTokensToMaxTokens(app)(scope, receive, send))
+    # In a thread of its own: the browser tier's Playwright session keeps an event loop registered on
+    # this thread, where asyncio.run would refuse to start.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, MaxCompletionTokensToMaxTokens(app)(scope, receive, send)).result()
     return seen
 
 
