@@ -274,7 +274,8 @@ def run_notebooks(
         if not any(key in per_nb[p.stem] for p in paths):
             raise RunError(f"unknown parameter {key!r}: no selected notebook declares it")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    final = Path(output) if output else Path("runs") / stamp
+    # Absolute: the kernel runs with the notebook's folder as cwd and writes its metrics sink here.
+    final = (Path(output) if output else Path("runs") / stamp).resolve()
     if final.exists() and any(final.iterdir()):
         raise RunError(f"output directory {final} exists and is not empty")
     final.parent.mkdir(parents=True, exist_ok=True)

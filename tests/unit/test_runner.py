@@ -63,6 +63,17 @@ def test_run_writes_executed_notebook_html_index_and_metrics(nb_dir, tmp_path, c
     assert "01_alpha" in (out / "index.html").read_text()
 
 
+def test_default_relative_output_works_from_any_cwd(nb_dir, tmp_path, monkeypatch, capsys):
+    # The kernel's cwd is the notebook's folder; a relative runs/ path must still reach the sink.
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    rc = main(["run", "01", "-q"])
+    assert rc == 0, capsys.readouterr()
+    (run_dir,) = (work / "runs").iterdir()
+    assert json.loads((run_dir / "metrics.json").read_text()) == {"01_alpha": {"n_squared": 9}}
+
+
 def test_failing_cell_is_named_and_nothing_is_half_written(nb_dir, tmp_path, capsys):
     out = tmp_path / "runs" / "r2"
     rc = main(["run", "02", "--output", str(out), "-q"])
