@@ -202,6 +202,51 @@ def memory_probe(device=None) -> MemoryProbe:
 
 
 @dataclass
+class PeakWatch:
+    """What ``watch_peak`` measured: bytes at entry and the peak seen inside the block."""
+
+    device: str
+    baseline: int = 0
+    peak: int = 0
+    how: str = ""
+
+    @property
+    def growth(self) -> int:
+        return max(0, self.peak - self.baseline)
+
+
+@contextmanager
+def watch_peak(probe: MemoryProbe, interval: float = 0.05) -> Iterator[PeakWatch]:
+    """Peak memory of a block: CUDA's allocator high-water mark (exact), or on CPU process RSS polled
+    every ``interval`` s by a background thread (RSS also counts memory the allocator keeps after
+    freeing, so a second block in the same process can reuse it and read lower)."""
+    import threading
+
+    probe.reset_peak()
+    watch = PeakWatch(probe.device, baseline=probe.peak_bytes())
+    stop = threading.Event()
+    poller = None
+    if isinstance(probe, CpuMemoryProbe):
+        watch.how = f"process RSS sampled every {interval * 1000:.0f} ms"
+
+        def poll():
+            while not stop.wait(interval):
+                probe.peak_bytes()
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+    else:
+        watch.how = "CUDA allocator peak (torch.cuda.max_memory_allocated)"
+    try:
+        yield watch
+    finally:
+        stop.set()
+        if poller is not None:
+            poller.join()
+        watch.peak = probe.peak_bytes()
+
+
+@dataclass
 class TensorMemory:
     """Tensor bytes by category from ``track_tensors`` (current at exit, and peak)."""
 

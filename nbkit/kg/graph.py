@@ -275,31 +275,46 @@ def hetero_summary(data) -> dict[str, Any]:
     }
 
 
-def link_neighbor_loader(data, edge_type, *, num_neighbors=(10, 10), batch_size: int = 1024, neg_sampling_ratio: float = 1.0, shuffle: bool = True):
-    """Mini-batches for Hetionet-sized graphs: PyG's ``LinkNeighborLoader`` over one target edge type.
+def link_neighbor_loader(data, edge_type=None, *, edge_label_index=None, num_neighbors=(10, 10), batch_size: int = 1024, neg_sampling_ratio: float = 1.0, shuffle: bool = True, seed: int = 0):
+    """Link mini-batches with sampled neighbourhoods, as PyG ``Data`` batches (``n_id``, ``e_id``,
+    local ``edge_index``, edge attributes such as ``edge_type``, ``edge_label_index``, ``edge_label``).
 
-    Neighbour sampling in PyG needs ``pyg-lib`` or ``torch-sparse`` (compiled wheels from
-    data.pyg.org, not on PyPI); without them this raises one clear ImportError instead of failing
-    inside PyG. UMLS-sized graphs train full-batch and do not need it.
+    * homogeneous ``Data`` (e.g. the RGCN message graph: global ids + ``edge_type``): PyG's ``LinkLoader``
+      driven by nbkit's pure-torch ``TorchNeighborSampler`` (works without compiled extensions; seeded);
+      ``edge_label_index`` defaults to every edge of ``data``;
+    * ``HeteroData`` + ``edge_type``: PyG's ``LinkNeighborLoader``, whose typed sampling needs ``pyg-lib``
+      or ``torch-sparse`` (compiled wheels from data.pyg.org, not on PyPI); without them one clear
+      ImportError says so and how to go homogeneous.
     """
-    from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
+    import torch
+    from torch_geometric.data import HeteroData
 
-    if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
-        import torch
+    if isinstance(data, HeteroData):
+        from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
-        raise ImportError(
-            "LinkNeighborLoader needs 'pyg-lib' or 'torch-sparse' for neighbour sampling; install the wheel matching "
-            f"torch {torch.__version__} from https://data.pyg.org/whl/ (not on PyPI), or train full-batch (fine up to ~1e5 edges on CPU)"
+        if edge_type is None or edge_type not in data.edge_types:
+            raise KeyError(f"edge type {edge_type} not in the graph; known: {data.edge_types[:5]}...")
+        if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
+            raise ImportError(
+                "LinkNeighborLoader on HeteroData needs 'pyg-lib' or 'torch-sparse' for typed neighbour sampling; install the wheel "
+                f"matching torch {torch.__version__} from https://data.pyg.org/whl/ (not on PyPI), or pass data.to_homogeneous() "
+                "(node/edge types become attributes) to use nbkit's pure-torch sampler"
+            )
+        from torch_geometric.loader import LinkNeighborLoader
+
+        return LinkNeighborLoader(
+            data, num_neighbors=list(num_neighbors), edge_label_index=(edge_type, data[edge_type].edge_index if edge_label_index is None else edge_label_index),
+            neg_sampling_ratio=neg_sampling_ratio, batch_size=batch_size, shuffle=shuffle,
         )
-    from torch_geometric.loader import LinkNeighborLoader
+    from torch_geometric.loader import LinkLoader
 
-    if edge_type not in data.edge_types:
-        raise KeyError(f"edge type {edge_type} not in the graph; known: {data.edge_types[:5]}...")
-    return LinkNeighborLoader(
-        data,
-        num_neighbors=list(num_neighbors),
-        edge_label_index=(edge_type, data[edge_type].edge_index),
-        neg_sampling_ratio=neg_sampling_ratio,
-        batch_size=batch_size,
-        shuffle=shuffle,
+    from nbkit.kg.sampling import TorchNeighborSampler
+
+    if edge_type is not None:
+        raise ValueError("edge_type selects target edges of a HeteroData; for homogeneous Data pass edge_label_index")
+    labels = data.edge_index if edge_label_index is None else torch.as_tensor(edge_label_index, dtype=torch.long)
+    sampler = TorchNeighborSampler(data, num_neighbors, seed=seed)
+    return LinkLoader(
+        data, link_sampler=sampler, edge_label_index=labels, neg_sampling_ratio=neg_sampling_ratio or None,
+        batch_size=batch_size, shuffle=shuffle, generator=torch.Generator().manual_seed(seed),
     )

@@ -52,17 +52,35 @@ class NodeInput(_nn().Module):
                 nn.init.normal_(self.tables[key].weight, std=0.1)
                 self.proj[key] = nn.Linear(dim, hidden)
 
-    def forward(self):
+    def forward(self, n_id=None):
+        """Inputs of every node in global-id order, or only of the global ids ``n_id`` (mini-batches)."""
         import torch
 
         if not self.typed:
-            return self.table.weight
-        parts = []
-        for t in self.types:
+            return self.table.weight if n_id is None else self.table(n_id)
+        if n_id is None:
+            parts = []
+            for t in self.types:
+                key = _key(t)
+                x = getattr(self, f"feat_{key}") if t in self.feature_types else self.tables[key].weight
+                parts.append(self.proj[key](x))
+            return torch.cat(parts)
+        # Subset: each type's rows go through that type's own table and projection.
+        bounds = torch.tensor(self.counts, device=n_id.device).cumsum(0)
+        type_of = torch.bucketize(n_id, bounds, right=True)
+        out = None
+        for i, t in enumerate(self.types):
+            mask = type_of == i
+            if not bool(mask.any()):
+                continue
             key = _key(t)
-            x = getattr(self, f"feat_{key}") if t in self.feature_types else self.tables[key].weight
-            parts.append(self.proj[key](x))
-        return torch.cat(parts)
+            local = n_id[mask] - (int(bounds[i - 1]) if i else 0)
+            x = getattr(self, f"feat_{key}")[local] if t in self.feature_types else self.tables[key](local)
+            y = self.proj[key](x)
+            if out is None:
+                out = y.new_empty(n_id.numel(), y.size(1))
+            out[mask] = y
+        return out
 
 
 def default_type_dim(count: int, hidden: int) -> int:
@@ -152,6 +170,14 @@ class RGCNEncoder(_nn().Module):
         return x
 
 
+def _cands(z, cand):
+    """Candidate embeddings for ``score_tails``/``score_heads``: every node, or the rows ``cand``.
+
+    ``score_*`` return [len(h), num_candidates]: one matmul instead of gathering [B, k, hidden].
+    """
+    return z if cand is None else z[cand]
+
+
 class DotDecoder(_nn().Module):
     """Relation-blind: score(h, r, t) = <z_h, z_t>."""
 
@@ -161,11 +187,11 @@ class DotDecoder(_nn().Module):
     def forward(self, z, h, r, t):
         return (z[h] * z[t]).sum(-1)
 
-    def score_tails(self, z, h, r):
-        return z[h] @ z.t()
+    def score_tails(self, z, h, r, cand=None):
+        return z[h] @ _cands(z, cand).t()
 
-    def score_heads(self, z, r, t):
-        return z[t] @ z.t()
+    def score_heads(self, z, r, t, cand=None):
+        return z[t] @ _cands(z, cand).t()
 
 
 class DistMultDecoder(_nn().Module):
@@ -181,11 +207,11 @@ class DistMultDecoder(_nn().Module):
     def forward(self, z, h, r, t):
         return (z[h] * self.rel[r] * z[t]).sum(-1)
 
-    def score_tails(self, z, h, r):
-        return (z[h] * self.rel[r]) @ z.t()
+    def score_tails(self, z, h, r, cand=None):
+        return (z[h] * self.rel[r]) @ _cands(z, cand).t()
 
-    def score_heads(self, z, r, t):
-        return (z[t] * self.rel[r]) @ z.t()
+    def score_heads(self, z, r, t, cand=None):
+        return (z[t] * self.rel[r]) @ _cands(z, cand).t()
 
 
 class ComplExDecoder(_nn().Module):
@@ -215,16 +241,16 @@ class ComplExDecoder(_nn().Module):
         rr, ri = self._parts(self.rel[r])
         return (hr * rr * tr + hi * rr * ti + hr * ri * ti - hi * ri * tr).sum(-1)
 
-    def score_tails(self, z, h, r):
+    def score_tails(self, z, h, r, cand=None):
         hr, hi = self._parts(z[h])
         rr, ri = self._parts(self.rel[r])
-        zr, zi = self._parts(z)
+        zr, zi = self._parts(_cands(z, cand))
         return (hr * rr - hi * ri) @ zr.t() + (hi * rr + hr * ri) @ zi.t()
 
-    def score_heads(self, z, r, t):
+    def score_heads(self, z, r, t, cand=None):
         tr, ti = self._parts(z[t])
         rr, ri = self._parts(self.rel[r])
-        zr, zi = self._parts(z)
+        zr, zi = self._parts(_cands(z, cand))
         return (tr * rr + ti * ri) @ zr.t() + (ti * rr - tr * ri) @ zi.t()
 
 
@@ -240,8 +266,9 @@ class LinkPredictor(_nn().Module):
         self.encoder = encoder
         self.decoder = decoder
 
-    def embed(self, graph):
-        return self.encoder(self.node_input(), graph)
+    def embed(self, graph, n_id=None):
+        """z for every node, or for the nodes ``n_id`` of a sampled subgraph ``graph`` (local edge ids)."""
+        return self.encoder(self.node_input(n_id), graph)
 
     def forward(self, graph, h, r, t):
         return self.decoder(self.embed(graph), h, r, t)

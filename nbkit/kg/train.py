@@ -65,6 +65,14 @@ class TrainConfig:
     # Graphs this small are dominated by per-op overhead; on shared CPU cores extra intra-op threads
     # mostly spin (measured here: 1 thread 0.17 s/epoch vs 2 threads 1.5 s/epoch on a loaded box).
     cpu_threads: int | None = 1
+    # Mini-batch training (Hetionet-sized graphs): 0 = full batch. With batch_size > 0 each step samples
+    # num_neighbors[hop] incoming edges per node and hop around the batch's entities (nbkit.kg.sampling)
+    # and scores every positive against a shared pool of num_negatives sampled entities per side.
+    batch_size: int = 0
+    num_neighbors: tuple = (10, 10)
+    # Filtered ranking scores each evaluated triple against every entity; on big graphs evaluate a seeded
+    # sample of this many valid/test triples (0 = all). The metrics then carry "eval_triples".
+    eval_max_triples: int = 0
 
 
 @dataclass
@@ -230,14 +238,23 @@ def filtered_ranks(score_all, triples, filt: dict, side: str):
     return greater + 1 + equal / 2
 
 
-def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", negatives=None, filt=None, batch_size: int = 1024) -> dict[str, float]:
-    """MRR, Hits@1/3/10 (filtered, both sides, ties averaged) and AUC on fixed negatives."""
+def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", negatives=None, filt=None, batch_size: int = 1024, max_triples: int = 0, sample_seed: int = 12345) -> dict[str, float]:
+    """MRR, Hits@1/3/10 (filtered, both sides, ties averaged) and AUC on fixed negatives.
+
+    ``max_triples > 0`` scores a seeded sample of that many triples (same sample for every model with
+    the same ``sample_seed``) and reports its size as ``eval_triples``.
+    """
     import torch
     from sklearn.metrics import roc_auc_score
 
     model.eval()
     device = next(model.parameters()).device
     trip = getattr(split, which)
+    sampled = 0 < max_triples < len(trip)
+    if sampled:
+        idx = torch.randperm(len(trip), generator=torch.Generator().manual_seed(sample_seed))[:max_triples].sort().values
+        trip = trip[idx]
+        negatives = negatives[idx] if negatives is not None else None
     tails, heads = filt if filt is not None else true_index(split)
     with torch.no_grad():
         z = model.embed(graph)
@@ -262,6 +279,8 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
             neg = model.decoder(z, *(x.to(device) for x in negatives.t())).cpu()
             y = torch.cat([torch.ones_like(pos), torch.zeros_like(neg)])
             out["auc"] = float(roc_auc_score(y.numpy(), torch.cat([pos, neg]).numpy()))
+    if sampled:
+        out["eval_triples"] = len(trip)
     return out
 
 
@@ -302,7 +321,8 @@ def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, live=None, progr
     if device.type == "cpu" and cfg.cpu_threads:
         torch.set_num_threads(cfg.cpu_threads)
     try:
-        return _train_rung(split, rung, cfg, device, live=live, progress=progress, eval_negs=eval_negs, features=features, trace_prefix=trace_prefix)
+        fn = _train_rung_minibatch if cfg.batch_size > 0 else _train_rung
+        return fn(split, rung, cfg, device, live=live, progress=progress, eval_negs=eval_negs, features=features, trace_prefix=trace_prefix)
     finally:
         torch.set_num_threads(threads_before)
 
@@ -352,7 +372,7 @@ def _train_rung(split, rung, cfg, device, *, live, progress, eval_negs, features
             if live is not None:
                 live.add(f"{name} loss", epoch, history["loss"][-1])
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                m = evaluate(model, graph, split, "valid", filt=filt)
+                m = evaluate(model, graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples)
                 history["valid_epoch"].append(epoch)
                 history["valid_mrr"].append(m["mrr"])
                 if live is not None:
@@ -369,10 +389,145 @@ def _train_rung(split, rung, cfg, device, *, live, progress, eval_negs, features
     seconds = time.perf_counter() - start
     if best[2] is not None:
         model.load_state_dict(best[2])
-    metrics = evaluate(model, graph, split, "test", negatives=eval_negs, filt=filt)
+    metrics = evaluate(model, graph, split, "test", negatives=eval_negs, filt=filt, max_triples=cfg.eval_max_triples)
     metrics["valid_mrr"] = best[0] if best[0] >= 0 else float("nan")
     res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1])
     return res, model, graph
+
+
+def negative_pool(sampler: NegativeSampler, r, k: int, side: str, generator):
+    """``k`` distinct candidate entities shared by a mini-batch: any entity (uniform) or, for typed
+    negatives, entities whose type is valid in that position for at least one relation of the batch
+    (each positive then masks the ones invalid for its own relation)."""
+    import torch
+
+    if sampler.mode == "uniform":
+        return torch.randperm(sampler.n, generator=generator)[:k]
+    cand = torch.nonzero(sampler.valid[side][torch.unique(r)].any(0)).flatten()
+    return cand[torch.randperm(len(cand), generator=generator)[:k]]
+
+
+def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: NegativeSampler, k: int, device, generator):
+    """Loss of one mini-batch of (h, r, t) triples on a sampled subgraph around its entities.
+
+    Seeds = heads, tails and the two shared negative pools; ``node_sampler`` (a PyG sampler) draws their
+    multi-hop incoming neighbourhood; each positive is scored against the pool of its side (softmax
+    cross-entropy, pool entries equal to the true entity or type-invalid for the relation masked).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    h, r, t = batch.t()
+    B = len(batch)
+    pool_t = negative_pool(sampler, r, k, "tail", generator)
+    pool_h = negative_pool(sampler, r, k, "head", generator)
+    seeds, inv = torch.unique(torch.cat([h, t, pool_t, pool_h]), return_inverse=True)
+    out = node_sampler.sample(seeds)  # seeds come first in out.node, so local id == index in seeds
+    sub = replace(graph, edge_index=torch.stack([out.row, out.col]).to(device), edge_type=graph.edge_type[out.edge].to(device), edge_index_dict=None)
+    z = model.embed(sub, out.node.to(device))
+    kt = len(pool_t)
+    hl, tl = inv[:B].to(device), inv[B : 2 * B].to(device)
+    ptl, phl = inv[2 * B : 2 * B + kt].to(device), inv[2 * B + kt :].to(device)
+    rd = r.to(device)
+    pos = model.decoder(z, hl, rd, tl)
+    s_t = model.decoder.score_tails(z, hl, rd, cand=ptl)
+    s_h = model.decoder.score_heads(z, rd, tl, cand=phl)
+    bad_t = pool_t.unsqueeze(0) == t.unsqueeze(1)
+    bad_h = pool_h.unsqueeze(0) == h.unsqueeze(1)
+    if sampler.mode == "typed":
+        bad_t |= ~sampler.valid["tail"][r][:, pool_t]
+        bad_h |= ~sampler.valid["head"][r][:, pool_h]
+    s_t = s_t.masked_fill(bad_t.to(device), float("-inf"))
+    s_h = s_h.masked_fill(bad_h.to(device), float("-inf"))
+    target = torch.zeros(B, dtype=torch.long, device=device)
+    loss = F.cross_entropy(torch.cat([pos.unsqueeze(1), s_t], 1), target) + F.cross_entropy(torch.cat([pos.unsqueeze(1), s_h], 1), target)
+    return loss, {"sampled_nodes": int(out.node.numel()), "sampled_edges": int(out.row.numel())}
+
+
+def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, eval_negs, features, trace_prefix):
+    """Mini-batch twin of ``_train_rung``: neighbour-sampled subgraphs for training, the full message
+    graph (no sampling) for validation and test embeddings, same model, metrics and best-epoch rule."""
+    import torch
+    from torch_geometric.data import Data
+    from tqdm.auto import tqdm
+
+    from nbkit.kg.sampling import TorchNeighborSampler
+
+    name = trace_prefix or f"rung {rung.key}"
+    if rung.encoder == "hetero_sage":
+        raise ValueError(
+            f"{name}: mini-batch training (batch_size={cfg.batch_size}) runs the global-graph encoders "
+            "(gcn, rgcn: rungs 1, 4, 5); this rung's per-type HeteroConv trains full-batch (batch_size=0)"
+        )
+    if cfg.num_negatives <= 0:
+        raise ValueError(
+            f"{name}: mini-batch training needs num_negatives > 0 (the size of the shared negative pool per batch); "
+            "0 means 'score every entity', which only full-batch training (batch_size=0) does"
+        )
+    if len(cfg.num_neighbors) != cfg.layers:
+        raise ValueError(f"num_neighbors={tuple(cfg.num_neighbors)} gives {len(cfg.num_neighbors)} hops but the encoder has layers={cfg.layers}; give one fan-out per layer")
+    graph = model_graph(split, rung.reverse, hetero=False)  # CPU copy: the sampler reads it
+    eval_graph = graph.to(device)
+    model = build_model(split, rung, cfg, graph, features=features).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    sampler = NegativeSampler(split, rung.negatives, gen)
+    node_sampler = TorchNeighborSampler(Data(edge_index=graph.edge_index, num_nodes=split.num_nodes), cfg.num_neighbors, generator=gen)
+    filt = true_index(split)
+    train = split.train
+    steps = math.ceil(len(train) / cfg.batch_size)
+    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": [], "step_loss": [], "sampled_nodes": [], "sampled_edges": []}
+    best = (-1.0, 0, None)
+    start = time.perf_counter()
+    interrupted = out_of_time = False
+    bar = tqdm(total=cfg.epochs * steps, desc=f"{name} (mini-batch)", disable=not progress, leave=False)
+    try:
+        for epoch in range(1, cfg.epochs + 1):
+            model.train()
+            perm = torch.randperm(len(train), generator=gen)
+            losses = []
+            for i in range(steps):
+                batch = train[perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]]
+                opt.zero_grad()
+                loss, info = minibatch_loss(model, batch, graph, node_sampler, sampler, cfg.num_negatives, device, gen)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"{name}: loss became {float(loss.detach())} at epoch {epoch} step {i + 1} (lr={cfg.lr}); lower the learning rate")
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
+                history["step_loss"].append(losses[-1])
+                history["sampled_nodes"].append(info["sampled_nodes"])
+                history["sampled_edges"].append(info["sampled_edges"])
+                if live is not None:
+                    live.add(f"{name} loss", epoch - 1 + (i + 1) / steps, losses[-1])
+                bar.update(1)
+                if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
+                    out_of_time = True
+                    break
+            history["epoch"].append(epoch)
+            history["loss"].append(sum(losses) / len(losses))
+            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs or out_of_time:
+                m = evaluate(model, eval_graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples)
+                history["valid_epoch"].append(epoch)
+                history["valid_mrr"].append(m["mrr"])
+                if live is not None:
+                    live.add(f"{name} valid MRR", epoch, m["mrr"])
+                bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", valid_mrr=f"{m['mrr']:.3f}")
+                if m["mrr"] > best[0]:
+                    best = (m["mrr"], epoch, {k_: v.detach().clone() for k_, v in model.state_dict().items()})
+            if out_of_time:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - start
+    if best[2] is not None:
+        model.load_state_dict(best[2])
+    metrics = evaluate(model, eval_graph, split, "test", negatives=eval_negs, filt=filt, max_triples=cfg.eval_max_triples)
+    metrics["valid_mrr"] = best[0] if best[0] >= 0 else float("nan")
+    res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1])
+    return res, model, eval_graph
 
 
 def run_ladder(split: KGSplit, rungs=(1, 2, 3, 4, 5), cfg: TrainConfig | None = None, *, live=None, progress: bool = True, eval_seed: int = 12345, eval_negs=None):

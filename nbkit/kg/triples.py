@@ -508,23 +508,28 @@ def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0
 
     rng = np.random.default_rng(seed)
     share = {"gene": 0.6, "drug": 0.2, "disease": 0.2}
-    ents = {t: [f"{t}_{i:04d}" for i in range(max(num_clusters, int(num_entities * s)))] for t, s in share.items()}
+    ents = {t: [f"{t}_{i:06d}" for i in range(max(num_clusters, int(num_entities * s)))] for t, s in share.items()}
     cluster = {t: rng.integers(0, num_clusters, len(v)) for t, v in ents.items()}
     weights = np.array([w for *_, w in SYNTHETIC_SCHEMA], dtype=float)
     counts = rng.multinomial(num_triples, weights / weights.sum())
-    rows = []
+    parts = []
+    # Vectorised per relation so Hetionet-sized graphs (millions of triples) generate in seconds.
     for (ht, rel, tt, _), n in zip(SYNTHETIC_SCHEMA, counts, strict=False):
         perm = rng.permutation(num_clusters)
-        by_cluster = [np.flatnonzero(cluster[tt] == c) for c in range(num_clusters)]
-        for _ in range(n):
-            h = rng.integers(len(ents[ht]))
-            target_c = perm[cluster[ht][h]] if rng.random() < 0.9 else rng.integers(num_clusters)
-            pool = by_cluster[target_c]
-            if len(pool) == 0:
-                continue
-            t = pool[rng.integers(len(pool))]
-            rows.append((ents[ht][h], rel, ents[tt][t], ht, tt))
-    df = pd.DataFrame(rows, columns=list(COLUMNS + TYPE_COLUMNS))
+        h = rng.integers(len(ents[ht]), size=n)
+        follow = rng.random(n) < 0.9
+        target_c = np.where(follow, perm[cluster[ht][h]], rng.integers(num_clusters, size=n))
+        members = np.argsort(cluster[tt], kind="stable")  # tail entities grouped by cluster
+        size = np.bincount(cluster[tt], minlength=num_clusters)
+        first = np.concatenate([[0], np.cumsum(size)[:-1]])
+        ok = size[target_c] > 0
+        h, target_c = h[ok], target_c[ok]
+        t = members[first[target_c] + (rng.random(len(h)) * size[target_c]).astype(np.int64)]
+        parts.append(pd.DataFrame({
+            "head": np.asarray(ents[ht], dtype=object)[h], "relation": rel, "tail": np.asarray(ents[tt], dtype=object)[t],
+            "head_type": ht, "tail_type": tt,
+        }))
+    df = pd.concat(parts, ignore_index=True)[list(COLUMNS + TYPE_COLUMNS)]
     report = LoadReport(f"synthetic_kg(num_entities={num_entities}, num_triples={num_triples}, seed={seed})")
     return finalize(df, report, name="synthetic")
 

@@ -81,3 +81,18 @@ def test_track_tensors_handles_frozen_parameters_like_lora():
     trainable = sum(p.numel() * 4 for p in model[1].parameters())
     assert mem.peak["Gradient"] == trainable
     assert mem.peak["Parameter"] == 2 * trainable
+
+
+def test_watch_peak_sees_a_transient_cpu_allocation():
+    import time
+
+    import torch
+
+    from nbkit.device import CpuMemoryProbe, watch_peak
+
+    with watch_peak(CpuMemoryProbe(), interval=0.01) as w:
+        x = torch.ones(50_000_000)  # 200 MB, touched
+        time.sleep(0.1)
+        del x
+    assert w.growth > 150 * 2**20, w
+    assert "RSS" in w.how

@@ -156,3 +156,24 @@ def test_umls_from_the_pykeen_wheel_with_semantic_groups():
     assert len(table) == 135 and table["tui"].str.match(r"^T\d{3}$").all()
     group = table.set_index("umls_kg_name")["group"]
     assert group["disease_or_syndrome"] == "DISO" and group["gene_or_genome"] == "GENE" and group["pharmacologic_substance"] == "CHEM"
+
+
+def test_gzipped_rdf_loads_like_plain_and_errors_name_the_gz_file(tmp_path):
+    import gzip
+
+    kg = kgt.synthetic_kg(60, 300, seed=2)
+    plain = kgt.write_ntriples(kg, tmp_path / "s.nt")
+    gz = tmp_path / "s.nt.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    a, b = kgt.load_rdf(plain), kgt.load_rdf(gz)
+    assert a.df.equals(b.df) and a.report.summary()["rows_kept"] == b.report.summary()["rows_kept"]
+    # load_dataset dispatches on the name under .gz too
+    assert len(kgt.load_dataset(str(gz))) == len(a)
+    bad = tmp_path / "bad.ttl.gz"
+    bad.write_bytes(gzip.compress(b"@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n"))
+    with pytest.raises(kgt.KGFormatError, match=r"bad.ttl.gz: .*syntax error.*line 4"):
+        kgt.load_rdf(bad)
+    other = tmp_path / "s.rdf.gz"
+    other.write_bytes(gzip.compress(b"x"))
+    with pytest.raises(kgt.KGFormatError, match=r"s.rdf.gz: unknown RDF extension"):
+        kgt.load_rdf(other)
