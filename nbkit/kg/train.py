@@ -480,7 +480,8 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, eval_negs
     best = (-1.0, 0, None)
     start = time.perf_counter()
     interrupted = out_of_time = False
-    bar = tqdm(total=cfg.epochs * steps, desc=f"{name} (mini-batch)", disable=not progress, leave=False)
+    # Under a time budget the step count is unknown: the bar then shows steps and rate, not an ETA.
+    bar = tqdm(total=None if cfg.max_seconds is not None else cfg.epochs * steps, desc=f"{name} (mini-batch)", unit="step", disable=not progress, leave=False)
     try:
         for epoch in range(1, cfg.epochs + 1):
             model.train()

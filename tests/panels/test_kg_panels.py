@@ -62,3 +62,32 @@ def test_downstream_panel_returns_a_bar_figure(split):
     panel.controls["epochs"].value = 12
     panel.click()
     assert list(next(t for t in panel.live.figure.data if t.type == "bar").y) != before
+
+
+def test_minibatch_panel_compares_modes_and_reacts_to_controls(split):
+    from nbkit.kg.panel import MinibatchParams, minibatch_panel
+
+    panel = minibatch_panel(split, MinibatchParams(epochs=2, batch_size=128, num_negatives=16, hidden=16, fanout=3), widget=True)
+    panel.click()
+    assert panel.error is None
+    table = panel.result["table"]
+    assert list(table["mode"]) == ["mini-batch", "full batch"]
+    mini, full = table.iloc[0], table.iloc[1]
+    assert mini["edges_per_step"] < full["edges_per_step"] == full["message_graph_edges"]
+    names = {t.name for t in panel.live.figure.data}
+    assert {"mini-batch loss", "full batch loss"} <= names
+    before = len(next(t for t in panel.live.figure.data if t.name == "mini-batch loss").y)
+    # a smaller batch means more steps per epoch: more points on the mini-batch loss curve
+    panel.controls["batch_size"].value = 32
+    panel.controls["compare_full"].value = False
+    panel.click()
+    assert panel.error is None and list(panel.result["table"]["mode"]) == ["mini-batch"]
+    after = len(next(t for t in panel.live.figure.data if t.name == "mini-batch loss").y)
+    assert after > before
+    # synthetic source builds its own graph of the requested size
+    panel.controls["source"].value = "synthetic"
+    panel.controls["entities"].value = 200
+    panel.controls["triples"].value = 3000
+    panel.controls["clusters"].value = 4
+    panel.click()
+    assert panel.error is None and panel.result["sizes"]["entities"] == 200
