@@ -80,13 +80,15 @@ def sample_incoming(csc: CSCGraph, nodes, k: int, generator):
         if total:
             owner = torch.repeat_interleave(ex, d)
             first = torch.cumsum(d, 0) - d
-            offset = torch.arange(total) - torch.repeat_interleave(first, d)
+            # Position within its owner's run; owners stay in the same runs after the sort below.
+            rank = torch.arange(total) - torch.repeat_interleave(first, d)
+            offset = rank
             if k >= 0:
                 key = torch.rand(total, generator=generator)
                 order = torch.argsort(key)
                 order = order[torch.argsort(owner[order], stable=True)]
                 owner, offset = owner[order], offset[order]
-                keep = torch.arange(total) - torch.repeat_interleave(first, d) < k
+                keep = rank < k
                 owner, offset = owner[keep], offset[keep]
             pos_parts.append(start[owner] + offset)
             owner_parts.append(owner)

@@ -327,6 +327,29 @@ def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, live=None, progr
         torch.set_num_threads(threads_before)
 
 
+def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar):
+    """Validation MRR at ``epoch`` (recorded, plotted); returns ``best`` = (mrr, epoch, state) updated."""
+    m = evaluate(model, graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples)
+    history["valid_epoch"].append(epoch)
+    history["valid_mrr"].append(m["mrr"])
+    if live is not None:
+        live.add(f"{name} valid MRR", epoch, m["mrr"])
+    bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", valid_mrr=f"{m['mrr']:.3f}")
+    if m["mrr"] > best[0]:
+        best = (m["mrr"], epoch, {k_: v.detach().clone() for k_, v in model.state_dict().items()})
+    return best
+
+
+def _finish(model, graph, split, rung, cfg, filt, history, best, eval_negs, seconds, interrupted):
+    """Restore the best-validation weights, score the test split, package the result."""
+    if best[2] is not None:
+        model.load_state_dict(best[2])
+    metrics = evaluate(model, graph, split, "test", negatives=eval_negs, filt=filt, max_triples=cfg.eval_max_triples)
+    metrics["valid_mrr"] = best[0] if best[0] >= 0 else float("nan")
+    res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1])
+    return res, model, graph
+
+
 def _train_rung(split, rung, cfg, device, *, live, progress, eval_negs, features, trace_prefix):
     import torch
     import torch.nn.functional as F
@@ -372,27 +395,14 @@ def _train_rung(split, rung, cfg, device, *, live, progress, eval_negs, features
             if live is not None:
                 live.add(f"{name} loss", epoch, history["loss"][-1])
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                m = evaluate(model, graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples)
-                history["valid_epoch"].append(epoch)
-                history["valid_mrr"].append(m["mrr"])
-                if live is not None:
-                    live.add(f"{name} valid MRR", epoch, m["mrr"])
-                bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", valid_mrr=f"{m['mrr']:.3f}")
-                if m["mrr"] > best[0]:
-                    best = (m["mrr"], epoch, {k_: v.detach().clone() for k_, v in model.state_dict().items()})
+                best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
             if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
                 break
     except KeyboardInterrupt:
         interrupted = True
     finally:
         bar.close()
-    seconds = time.perf_counter() - start
-    if best[2] is not None:
-        model.load_state_dict(best[2])
-    metrics = evaluate(model, graph, split, "test", negatives=eval_negs, filt=filt, max_triples=cfg.eval_max_triples)
-    metrics["valid_mrr"] = best[0] if best[0] >= 0 else float("nan")
-    res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1])
-    return res, model, graph
+    return _finish(model, graph, split, rung, cfg, filt, history, best, eval_negs, time.perf_counter() - start, interrupted)
 
 
 def negative_pool(sampler: NegativeSampler, r, k: int, side: str, generator):
@@ -508,27 +518,14 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, eval_negs
             history["epoch"].append(epoch)
             history["loss"].append(sum(losses) / len(losses))
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs or out_of_time:
-                m = evaluate(model, eval_graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples)
-                history["valid_epoch"].append(epoch)
-                history["valid_mrr"].append(m["mrr"])
-                if live is not None:
-                    live.add(f"{name} valid MRR", epoch, m["mrr"])
-                bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", valid_mrr=f"{m['mrr']:.3f}")
-                if m["mrr"] > best[0]:
-                    best = (m["mrr"], epoch, {k_: v.detach().clone() for k_, v in model.state_dict().items()})
+                best = _validate(model, eval_graph, split, cfg, filt, history, epoch, best, live, name, bar)
             if out_of_time:
                 break
     except KeyboardInterrupt:
         interrupted = True
     finally:
         bar.close()
-    seconds = time.perf_counter() - start
-    if best[2] is not None:
-        model.load_state_dict(best[2])
-    metrics = evaluate(model, eval_graph, split, "test", negatives=eval_negs, filt=filt, max_triples=cfg.eval_max_triples)
-    metrics["valid_mrr"] = best[0] if best[0] >= 0 else float("nan")
-    res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1])
-    return res, model, eval_graph
+    return _finish(model, eval_graph, split, rung, cfg, filt, history, best, eval_negs, time.perf_counter() - start, interrupted)
 
 
 def run_ladder(split: KGSplit, rungs=(1, 2, 3, 4, 5), cfg: TrainConfig | None = None, *, live=None, progress: bool = True, eval_seed: int = 12345, eval_negs=None):
