@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -e ".[all,dev]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nbkit)"
 	@# Convert SmolLM2's GGUF to the safetensors cache once (~30 s) so notebooks load it in seconds.
-	$(PY) -c "from nbkit.models import smollm2_dir; print('SmolLM2 cache:', smollm2_dir())"
+	$(PY) -c "from nbkit.model_files import smollm2_dir; print('SmolLM2 cache:', smollm2_dir())"
 	touch $(STAMP)
 
 ## The main job: every notebook, default parameters, headless → runs/<timestamp>/ (executed .ipynb, HTML, index.html).

@@ -9,7 +9,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from nbkit.runner import RunError, main_error
+from nbkit.errors import main_error
+from nbkit.runner import RunError
 
 # Packages each theme needs: (import name, distribution name).
 THEME_PACKAGES = {
@@ -64,7 +65,7 @@ def _cmd_list(args) -> int:
 def doctor_report(build_cache: bool = False) -> dict:
     """Environment, device, theme packages, local model files, server binaries."""
     from nbkit.device import device_report
-    from nbkit.models import model_files_status, smollm2_dir
+    from nbkit.model_files import model_files_status, smollm2_dir
 
     report: dict = {"device": device_report(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
     for theme, pkgs in THEME_PACKAGES.items():

@@ -22,28 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import traceback
 from collections.abc import Callable
 from typing import Any
 
+from nbkit.errors import describe_error  # noqa: F401  (re-exported: panels show errors as one line)
 from nbkit.live import LiveFigure, in_kernel, widgets_available
 
 
 class PanelError(RuntimeError):
     """A run failed; ``message`` is the one readable line the panel shows."""
-
-
-def describe_error(exc: BaseException) -> str:
-    """One readable line: the exception, its message, and where in user/theme code it arose."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    for frame in reversed(frames):
-        # Name the deepest frame inside nbkit or the notebook, not inside torch/pyg internals.
-        if "site-packages" not in frame.filename or "/nbkit/" in frame.filename:
-            where = f" (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name})"
-            break
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {msg}{where}"
 
 
 def _field_choices(f: dataclasses.Field) -> list | None:

@@ -305,8 +305,3 @@ def run_notebooks(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def main_error(message: str) -> int:
-    print(f"nbkit: error: {message}", file=sys.stderr)
-    return 2

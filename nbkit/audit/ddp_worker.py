@@ -19,7 +19,7 @@ SCENARIOS = ("no_grad", "grad_no_backward", "backward", "backward_no_sync", "bac
 def _model(seed: int):
     import torch
 
-    from nbkit.models import tiny_llama
+    from nbkit.model_files import tiny_llama
 
     class WithValueHead(torch.nn.Module):
         def __init__(self):

@@ -105,7 +105,7 @@ def tiny_tokenizer(vocab_size: int = 512):
 
 def load_model_and_tokenizer(name: str, device, dtype=None, seed: int = 0):
     """(model, tokenizer) for ``"smollm2"`` (the real model) or ``"tiny"`` (random GQA Llama)."""
-    from nbkit.models import load_smollm2, tiny_llama
+    from nbkit.model_files import load_smollm2, tiny_llama
 
     if name == "smollm2":
         return load_smollm2(device, dtype)

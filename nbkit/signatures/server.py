@@ -120,7 +120,7 @@ class LocalLMServer:
         extra_args: tuple[str, ...] = (),
     ):
         if model_path is None:
-            from nbkit.models import smollm2_gguf_path
+            from nbkit.model_files import smollm2_gguf_path
 
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
         self.model_path = Path(model_path)

@@ -35,7 +35,7 @@ class FragParams:
 def _train(params: FragParams, interval: int, device, sample, ckpt_dir):
     import torch
 
-    from nbkit.models import tiny_llama
+    from nbkit.model_files import tiny_llama
 
     model = tiny_llama(seed=params.seed, device=device, hidden_size=params.hidden_size,
                        intermediate_size=2 * params.hidden_size, num_hidden_layers=params.num_hidden_layers,
@@ -70,7 +70,7 @@ def fragmentation_run(params: FragParams, live=None) -> dict[str, Any]:
             snap = probe.snapshot()
             out["unavailable"] = snap.unavailable
             out["needs_cuda"] = True
-            from nbkit.models import tiny_llama
+            from nbkit.model_files import tiny_llama
 
             model = tiny_llama(seed=params.seed, hidden_size=params.hidden_size, intermediate_size=2 * params.hidden_size,
                                num_hidden_layers=params.num_hidden_layers, vocab_size=512)

@@ -22,7 +22,7 @@ class MemoryParams:
 
 
 def preset_size(name: str):
-    from nbkit.models import tiny_llama_config
+    from nbkit.model_files import tiny_llama_config
     from nbkit.zero.memory import llama2_7b_config, model_size
 
     if name == "Llama-2-7B":

@@ -125,7 +125,7 @@ def _run_specdec(params: SpecParams, live=None, model_and_tokenizer=None) -> dic
     from tqdm.auto import tqdm
 
     from nbkit.device import pick_device
-    from nbkit.models import load_smollm2
+    from nbkit.model_files import load_smollm2
 
     device = pick_device(params.device)
     torch.manual_seed(params.seed)

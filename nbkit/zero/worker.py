@@ -197,7 +197,7 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     import torch
 
     from nbkit.device import memory_probe
-    from nbkit.models import tiny_llama, tiny_llama_config
+    from nbkit.model_files import tiny_llama, tiny_llama_config
 
     cfg = build_config(rung, spec, world)
     model_cfg = dict(spec.get("model", {}))
@@ -206,7 +206,7 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         model = tiny_llama(seed=spec["seed"], device="cpu", **model_cfg)
         vocab = tiny_llama_config(**model_cfg).vocab_size
     elif model_kind == "smollm2":
-        from nbkit.models import load_smollm2
+        from nbkit.model_files import load_smollm2
 
         model, _tok = load_smollm2("cpu")
         model.train()

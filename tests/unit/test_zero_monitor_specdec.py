@@ -32,7 +32,7 @@ def test_leviathan_formula():
 
 
 def test_truncated_draft_keeps_first_layers():
-    from nbkit.models import tiny_llama
+    from nbkit.model_files import tiny_llama
     from nbkit.zero.specdec import truncated_draft
 
     model = tiny_llama(seed=0, num_hidden_layers=3)

