@@ -119,6 +119,17 @@ CUDA_ONLY_FIGURES = {
 }
 
 
+def gap_ratio(figures: dict[str, Any]) -> float:
+    """The allocator's fragmentation gap, the one definition nbkit uses: (reserved − allocated) / reserved.
+
+    ``figures`` is a CUDA snapshot's figures (``CudaMemoryProbe.snapshot().figures``). Bytes the
+    caching allocator holds from the driver but no live tensor uses are the memory that
+    fragmentation wastes; 0 when nothing is reserved.
+    """
+    reserved = int(figures.get("reserved", 0))
+    return (reserved - int(figures.get("allocated", 0))) / reserved if reserved else 0.0
+
+
 class CudaMemoryProbe(MemoryProbe):
     def __init__(self, device=None):
         import torch
