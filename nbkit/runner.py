@@ -12,7 +12,6 @@ import html
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field

