@@ -231,15 +231,13 @@ def read_config(path: str | os.PathLike[str]) -> Any:
     """A transformers config from a ``config.json`` file, with errors naming the file and key."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); expected a config.json") from None
+        data = json.loads(path.read_bytes())  # bytes: json detects UTF-8/16/32 as the JSON spec allows
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); expected a config.json") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a JSON object (a Hugging Face config.json), got {type(data).__name__}")
     model_type = data.get("model_type")
