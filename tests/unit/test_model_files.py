@@ -176,3 +176,11 @@ def test_hub_id_offline_is_one_clear_line(monkeypatch):
         resolve_model("nbkit-test/no-such-model-xyz")
     msg = str(info.value)
     assert "\n" not in msg and "HF_HUB_OFFLINE is set" in msg and "nbkit-test/no-such-model-xyz" in msg
+
+
+def test_smollm2_preset_architecture_without_the_built_cache(monkeypatch, tmp_path):
+    built = count_parameters(model_files.smollm2_dir())
+    monkeypatch.setenv("NBKIT_CACHE", str(tmp_path))  # nothing built here: the published architecture is used
+    source = resolve_model("smollm2")
+    assert not (tmp_path / "smollm2-135m-instruct").exists()
+    assert count_parameters("smollm2") == built and source.config.num_hidden_layers == 30
