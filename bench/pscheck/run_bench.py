@@ -184,6 +184,52 @@ def run_tool(tool: str, target: Path, files: list[Path], work: Path, ini: Path, 
     return proc.stdout, dt, cpu
 
 
+# pscheck alone on generated worst cases: inheritance depth (a chain C0 <- C1 <- ... <- C{n-1}, one
+# field each) and file size (the corpus repeated into one module, classes renamed per copy).
+CHAIN_DEPTHS = (400, 800, 3000)
+FILE_MIB = (1, 2)
+_MEASURE = ("import resource, sys\nfrom nbkit.pscheck.cli import main\ncode = main(sys.argv[1:])\n"
+            "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+            "sys.exit(code)\n")
+
+
+def chain_source(n: int) -> str:
+    return "from pydantic import BaseModel\n\n" + "".join(
+        f"class C{i}({'BaseModel' if i == 0 else f'C{i - 1}'}):\n    f{i}: int = {i}\n\n" for i in range(n))
+
+
+def big_source(corpus: Path, mib: float) -> str:
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(corpus.glob("*.py")))
+    names = sorted(set(re.findall(r"^class (\w+)", text, re.M)), key=len, reverse=True)
+    parts, size, copy = [], 0, 0
+    while size < mib * 2**20:
+        chunk = re.sub(rf"\b({'|'.join(names)})\b", rf"\1_{copy}", text)
+        parts.append(chunk)
+        size += len(chunk.encode())
+        copy += 1
+    return "\n".join(parts)
+
+
+def scaling(work: Path) -> list[dict]:
+    """CPU seconds and peak memory of one fresh ``pscheck --strict`` process per generated input."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    cases = [(f"chain of {n} classes", chain_source(n)) for n in CHAIN_DEPTHS]
+    cases += [(f"{mib} MiB module", big_source(CORPUS, mib)) for mib in FILE_MIB]
+    rows = []
+    for label, text in cases:
+        path = work / "scaling_input.py"
+        path.write_text(text, encoding="utf-8")
+        c0 = _children_cpu()
+        proc = subprocess.run([sys.executable, "-c", _MEASURE, "--strict", "--max-bytes", "0", str(path)],
+                              capture_output=True, text=True, env=env, cwd=work, timeout=1800)
+        cpu = _children_cpu() - c0
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"pscheck exited {proc.returncode} on {label}: {proc.stderr.strip()[-500:]}")
+        rss = int(re.search(r"maxrss_kib (\d+)", proc.stderr).group(1))
+        rows.append({"input": label, "bytes": len(text.encode()), "cpu_seconds": cpu, "max_rss_mib": rss / 1024})
+    return rows
+
+
 def score(defects: list[Defect], files: list[str], runs: dict[str, ToolRun]) -> dict:
     by_line: dict[tuple[str, int], list[Defect]] = defaultdict(list)
     for d in defects:
@@ -232,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copies", type=int, default=10, help="corpus copies for the speed run (default 10)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per tool; the median is reported")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    ap.add_argument("--skip", action="append", default=[], choices=["mypy", "flake8-pydantic"],
-                    help="leave a peer out")
+    ap.add_argument("--skip", action="append", default=[], choices=["mypy", "flake8-pydantic", "scaling"],
+                    help="leave a peer (or the scaling section) out")
     a = ap.parse_args(argv)
     defects, files = load_labels(CORPUS)
     why = availability()
@@ -274,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
                     _, dt_warm, cpu_warm = run_tool(t, scaled, scaled_files, work, ini, cache)
                     r.seconds_warm.append(dt_warm)
                     r.cpu_warm.append(cpu_warm)
+        # 3) pscheck alone on deep hierarchies and large files
+        scale_rows = [] if "scaling" in a.skip else scaling(work)
 
     res = score(defects, files, runs)
     n_files = len(files) * a.copies
@@ -289,9 +337,14 @@ def main(argv: list[str] | None = None) -> int:
                 speed[t]["cpu_seconds_warm"] = statistics.median(r.cpu_warm)
                 speed[t]["files_per_cpu_s_warm"] = n_files / max(statistics.median(r.cpu_warm), 1e-9)
     report(defects, files, runs, res, speed, n_files)
+    if scale_rows:
+        print("\nScaling (pscheck --strict alone, one fresh process per input; CPU seconds and peak memory):")
+        for row in scale_rows:
+            print(f"  {row['input']:<22} {row['bytes'] / 2**20:6.2f} MiB  {row['cpu_seconds']:6.2f} CPU-s  "
+                  f"{row['max_rss_mib']:7.1f} MiB max RSS")
     if a.json:
         Path(a.json).write_text(json.dumps({"defects": len(defects), "files": len(files), "results": res,
-                                            "speed": speed, "absent": {t: r.why_absent for t, r in runs.items()
+                                            "speed": speed, "scaling": scale_rows, "absent": {t: r.why_absent for t, r in runs.items()
                                                                        if not r.available}},
                                            indent=2, default=list))
     return 0

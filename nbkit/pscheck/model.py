@@ -9,12 +9,17 @@ base classes found in the same run — and links each :class:`ModelInfo` to its 
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
 from nbkit.pscheck.types import Resolver, TypeRef, literal_value
 
+# Deeper hierarchies are reported as not checked: real ones are a few levels deep, and the MRO
+# tuples of an N-class chain hold N²/2 entries (5,000 levels: 12.5 M, about 100 MB).
+MAX_ANCESTORS = 5000
 MODEL_ROOTS = {"BaseModel", "RootModel", "GenericModel"}
 SETTINGS_ROOTS = {"BaseSettings"}
 # Field(...) keyword arguments that are value constraints.
@@ -74,6 +79,22 @@ class FieldSpec:
         node = self.kwargs.get(name)
         return literal_value(node) if node is not None else (False, None)
 
+    def keys(self, direction: str) -> tuple[tuple[str, ast.AST], ...]:
+        """The names this field is read by (``"input"``) or written as (``"output"``), with the node
+        that sets each: its aliases for that direction, else its own name. Computed once per field."""
+        cache = self.__dict__.get("_keys")
+        if cache is None:
+            cache = self.__dict__["_keys"] = {}
+        if direction not in cache:
+            aliases = self.aliases()
+            if direction == "input":
+                keys = [(a, node) for kind, a, node in aliases if kind in ("alias", "validation_alias")]
+            else:  # serialization_alias wins over alias
+                keys = [(a, n) for k, a, n in aliases if k == "serialization_alias"] or [
+                    (a, n) for k, a, n in aliases if k == "alias"][:1]
+            cache[direction] = tuple(keys) or ((self.name, self.node),)
+        return cache[direction]
+
     def aliases(self) -> list[tuple[str, str, ast.AST]]:
         """``(kind, alias string, node)`` for every literal alias of this field."""
         out = []
@@ -103,7 +124,7 @@ class ValidatorSpec:
     check_fields: bool = True
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # identity semantics: models are compared with `is`/`in`
 class ModelInfo:
     """A class of the run; ``is_model`` once :func:`resolve_models` has decided it is one."""
 
@@ -127,27 +148,63 @@ class ModelInfo:
     is_v1: bool = False
     parents: list[ModelInfo] = field(default_factory=list)
     unresolved_bases: list[str] = field(default_factory=list)  # bases pscheck could not see
+    too_deep: bool = False  # more than MAX_ANCESTORS classes above it: not checked (see resolve_models)
+    _mro: tuple[ModelInfo, ...] | None = field(default=None, init=False)
+    _complete: bool | None = field(default=None, init=False)
+    _owners: HierarchyIndex | None = field(default=None, init=False)
+
+    def __repr__(self) -> str:  # the dataclass repr would print the whole hierarchy, recursively
+        return f"<ModelInfo {self.name} at {self.path}:{self.node.lineno}>"
 
     @property
     def path(self) -> str:
         return self.module.path
 
-    def mro(self) -> list[ModelInfo]:
-        """This model, then its in-run parents, depth first, each once."""
-        seen: list[ModelInfo] = []
+    def mro(self) -> tuple[ModelInfo, ...]:
+        """This model, then its in-run parents, depth first, each once (computed once per model).
 
-        def walk(m: ModelInfo) -> None:
-            if any(m is s for s in seen):
-                return
-            seen.append(m)
-            for p in m.parents:
-                walk(p)
+        Iterative, so any depth is fine, and memoised: rules ask about ancestors many times per
+        model, and recomputing this per question made a run cubic in the inheritance depth.
+        :func:`resolve_models` fills it parents first, so a model with one parent reuses that
+        parent's tuple (a chain costs what Python's own ``__mro__`` costs: one tuple per class).
+        """
+        if self._mro is None:
+            self._mro = _linearise(self)
+        return self._mro
 
-        walk(self)
-        return seen
+    def nearest(self, kind: str, name: str, *, inherited: bool = False) -> ModelInfo | None:
+        """The first class in :meth:`mro` whose ``kind`` (``"fields"``, ``"config"`` or
+        ``"methods"``) has ``name`` — skipping this class itself when ``inherited``.
+
+        The run's :class:`HierarchyIndex` lists the few classes that define ``name`` at all, so the
+        usual answer costs a lookup and a C-speed search of the MRO tuple, not a walk over every
+        ancestor (which made deep hierarchies quadratic per rule).
+        """
+        mro = self.mro()
+        start = 1 if inherited else 0
+        owners = self._owners.owners(kind, name) if self._owners is not None else None
+        if owners is not None and len(owners) <= 16:
+            best: int | None = None
+            for o in owners:
+                if o is self and start:
+                    continue
+                try:
+                    i = mro.index(o, start)
+                except ValueError:
+                    continue
+                best = i if best is None or i < best else best
+            return None if best is None else mro[best]
+        return next((m for m in mro[start:] if name in getattr(m, kind)), None)
+
+    def inherited_field(self, name: str) -> tuple[ModelInfo, FieldSpec] | None:
+        """The nearest in-run parent defining field ``name``, with its spec (``None`` if none)."""
+        owner = self.nearest("fields", name, inherited=True)
+        return None if owner is None else (owner, owner.fields[name])
 
     def inherited_fields(self) -> dict[str, tuple[ModelInfo, FieldSpec]]:
-        """Fields of the in-run parents (nearest definition wins), excluding this class's own."""
+        """Fields of the in-run parents (nearest definition wins), excluding this class's own.
+
+        Linear in the size of the hierarchy; rules asking about one name use :meth:`inherited_field`."""
         out: dict[str, tuple[ModelInfo, FieldSpec]] = {}
         for m in self.mro()[1:]:
             for name, spec in m.fields.items():
@@ -157,13 +214,73 @@ class ModelInfo:
     @property
     def hierarchy_complete(self) -> bool:
         """Whether every ancestor is either pydantic's own base or a class pscheck has read."""
-        return all(not m.unresolved_bases for m in self.mro())
+        if self._complete is None:
+            self._complete = all(not m.unresolved_bases for m in self.mro())
+        return self._complete
 
     def config_literal(self, key: str) -> tuple[bool, Any]:
-        for m in self.mro():
-            if key in m.config:
-                return literal_value(m.config[key])
-        return False, None
+        m = self.nearest("config", key)
+        return literal_value(m.config[key]) if m is not None else (False, None)
+
+
+class HierarchyIndex:
+    """Which models of a run define a given field, config key or method (one shared instance)."""
+
+    KINDS = ("fields", "config", "methods")
+
+    def __init__(self, models: list[ModelInfo]) -> None:
+        self.models = models
+        self._by_kind: dict[str, dict[str, list[ModelInfo]]] = {k: {} for k in self.KINDS}
+        for m in models:
+            for kind in self.KINDS:
+                table = self._by_kind[kind]
+                for name in getattr(m, kind):
+                    table.setdefault(name, []).append(m)
+        self._keys: dict[str, dict[str, list[tuple[ModelInfo, str]]]] = {}
+
+    def owners(self, kind: str, name: str) -> list[ModelInfo]:
+        return self._by_kind[kind].get(name, [])
+
+    def key_owners(self, direction: str, key: str) -> list[tuple[ModelInfo, str]]:
+        """``(model, field name)`` of every field read (``"input"``) or written (``"output"``) as ``key``."""
+        if direction not in self._keys:
+            table: dict[str, list[tuple[ModelInfo, str]]] = {}
+            for m in self.models:
+                for name, spec in m.fields.items():
+                    for k, _ in spec.keys(direction):
+                        table.setdefault(k, []).append((m, name))
+            self._keys[direction] = table
+        return self._keys[direction].get(key, [])
+
+
+def _linearise(model: ModelInfo) -> tuple[ModelInfo, ...]:
+    """Pre-order depth-first walk of ``model`` and its parents, each once, without recursion.
+
+    Same order as the recursive walk it replaces: a node, then each parent's subtree in turn. A
+    parent whose linearisation is already known is spliced in whole (its ancestors not yet seen,
+    in its order — the same nodes the walk would reach through it, since the graph is acyclic:
+    :func:`resolve_models` cuts cycles); with one parent that is a plain tuple concatenation,
+    which keeps a long chain linear per class.
+    """
+    if len(model.parents) == 1 and model.parents[0]._mro is not None:
+        return (model, *model.parents[0]._mro)
+    seen: set[int] = {id(model)}
+    out: list[ModelInfo] = [model]
+    stack = list(reversed(model.parents))
+    while stack:
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        if m._mro is not None:
+            for a in m._mro:
+                if id(a) not in seen:
+                    seen.add(id(a))
+                    out.append(a)
+            continue
+        seen.add(id(m))
+        out.append(m)
+        stack.extend(reversed(m.parents))
+    return tuple(out)
 
 
 @dataclass
@@ -230,12 +347,31 @@ def _looks_like_type(node: ast.expr, resolver: Resolver) -> bool:
     return False
 
 
+_STATEMENT_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """Every statement of ``tree``, breadth first in ``ast.walk``'s order, without entering
+    expressions: classes and imports are statements, and statements only sit in the statement
+    lists of other statements (``except``/``case`` clauses included). Skipping the expressions —
+    most of a file's nodes — made this walk several times cheaper than ``ast.walk``.
+    """
+    queue = deque([tree])
+    while queue:
+        node = queue.popleft()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list) and value and isinstance(value[0], _STATEMENT_HOLDERS):
+                queue.extend(value)
+
+
 def describe_module(path: str, source: str, tree: ast.Module) -> ModuleInfo:
     resolver = Resolver(module=PurePath(path).stem)
     module = ModuleInfo(path=path, tree=tree, source=source, resolver=resolver)
     imports: list[ast.AST] = []
     classdefs: list[ast.ClassDef] = []
-    for node in ast.walk(tree):  # one walk for both: this is most of the per-file cost
+    for node in _statements(tree):  # one walk for both
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imports.append(node)
         elif isinstance(node, ast.ClassDef):
@@ -440,6 +576,22 @@ class ClassIndex:
             if parts:
                 self.by_tail.setdefault(parts[-1], []).append(m)
         self._cache: dict[tuple[int, str], ModelInfo | None] = {}
+        self._by_name: dict[int, tuple[dict[str, ModelInfo], dict[str, ModelInfo]]] = {}
+
+    def _classes(self, module: ModuleInfo) -> tuple[dict[str, ModelInfo], dict[str, ModelInfo]]:
+        """(first class of each name anywhere in ``module``, first top-level class of each name),
+        built once per module: a scan per lookup made files with thousands of classes quadratic."""
+        key = id(module)
+        if key not in self._by_name:
+            top = {id(n) for n in module.tree.body}
+            anywhere: dict[str, ModelInfo] = {}
+            toplevel: dict[str, ModelInfo] = {}
+            for c in module.classes:
+                anywhere.setdefault(c.name, c)
+                if id(c.node) in top:
+                    toplevel.setdefault(c.name, c)
+            self._by_name[key] = (anywhere, toplevel)
+        return self._by_name[key]
 
     def _modules_named(self, dotted: tuple[str, ...]) -> list[ModuleInfo]:
         if not dotted:
@@ -470,12 +622,11 @@ class ClassIndex:
             return None
         mod, _, short = qualname.rpartition(".")
         if not mod:
-            local = [c for c in module.classes if c.name == short]
-            return local[0] if local else None
+            return self._classes(module)[0].get(short)
         for target in self._modules_named(self._absolute(mod, module)):
-            local = [c for c in target.classes if c.name == short and c.node in target.tree.body]
-            if local:
-                return local[0]
+            local = self._classes(target)[1].get(short)
+            if local is not None:
+                return local
             if short in target.resolver.imports:  # re-export, e.g. from a package __init__
                 hit = self.find(target.resolver.imports[short], target, depth + 1)
                 if hit is not None:
@@ -506,35 +657,22 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
             found = index.find(q, c.module) if q else None
             rows.append((b, found if found is not c else None, q))
         bases_of[id(c)] = rows
-    changed = True
-    while changed:
-        changed = False
-        for c in classes:
-            if c.is_model or c.is_v1:
-                continue
-            r = c.module.resolver
-            for b, found, q in bases_of[id(c)]:
-                node = b.value if isinstance(b, ast.Subscript) else b
-                root = q.rpartition(".")[2]
-                if q.startswith("pydantic.v1") or (root in MODEL_ROOTS and c.module.imports_pydantic_v1
-                                                    and "pydantic.v1" in r.imports.get(root, "")):
-                    c.is_v1 = True
-                    changed = True
-                    break
-                if root in MODEL_ROOTS and (r.is_pydantic(node, *MODEL_ROOTS)):
-                    c.is_model = True
-                elif root in SETTINGS_ROOTS and q.startswith("pydantic_settings"):
-                    c.is_model = c.is_settings = True
-                elif found is not None and found.is_v1:
-                    c.is_v1 = True
-                    changed = True
-                    break
-                elif found is not None and found.is_model:
-                    c.is_model = True
-                    c.is_settings = c.is_settings or found.is_settings
-                if c.is_model:
-                    changed = True
-                    break
+    # Decide each class from its bases; when one becomes a model (or v1), decide the classes that
+    # derive from it again. A worklist rather than "repeat until nothing changes", which costs one
+    # pass over every class per level when subclasses come before their bases in the files.
+    children: dict[int, list[ModelInfo]] = {}
+    for c in classes:
+        for _, found, _ in bases_of[id(c)]:
+            if found is not None:
+                children.setdefault(id(found), []).append(c)
+    pending = list(reversed(classes))
+    while pending:
+        c = pending.pop()
+        if c.is_model or c.is_v1:
+            continue
+        _decide(c, bases_of[id(c)])
+        if c.is_model or c.is_v1:
+            pending.extend(reversed(children.get(id(c), ())))
     models = [c for c in classes if c.is_model]
     for c in models:
         for b, found, q in bases_of[id(c)]:
@@ -550,4 +688,77 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
                 continue
             else:
                 c.unresolved_bases.append(q or ast.unparse(b))
+    _link_hierarchy(models)
     return models
+
+
+def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -> None:
+    """Mark ``c`` as a v2 model or a v1 class from its bases as known so far (first base that decides)."""
+    r = c.module.resolver
+    for b, found, q in bases:
+        node = b.value if isinstance(b, ast.Subscript) else b
+        root = q.rpartition(".")[2]
+        if q.startswith("pydantic.v1") or (root in MODEL_ROOTS and c.module.imports_pydantic_v1
+                                            and "pydantic.v1" in r.imports.get(root, "")):
+            c.is_v1 = True
+            return
+        if root in MODEL_ROOTS and (r.is_pydantic(node, *MODEL_ROOTS)):
+            c.is_model = True
+        elif root in SETTINGS_ROOTS and q.startswith("pydantic_settings"):
+            c.is_model = c.is_settings = True
+        elif found is not None and found.is_v1:
+            c.is_v1 = True
+            return
+        elif found is not None and found.is_model:
+            c.is_model = True
+            c.is_settings = c.is_settings or found.is_settings
+        if c.is_model:
+            return
+
+
+def _link_hierarchy(models: list[ModelInfo]) -> None:
+    """Cut inheritance cycles, then fill each model's MRO, completeness and depth, parents first.
+
+    A parent link that closes a cycle (``class A(B, BaseModel)`` with ``class B(A)``: Python cannot
+    define these) is dropped and reported as an unresolved base, so rules needing the whole
+    hierarchy stay silent and every walk may assume a DAG. Iterative depth-first search (no depth
+    exhausts the stack); post-order, so each model's MRO reuses its parents'. A model with more than
+    ``MAX_ANCESTORS`` classes above it is marked ``too_deep`` (and keeps no MRO tuple): the tuples
+    of a chain grow with the square of its length, as Python's own ``__mro__`` does.
+    """
+    index = HierarchyIndex(models)
+    state: dict[int, int] = {}  # 1 = on the current path, 2 = finished
+    for root in models:
+        if id(root) in state:
+            continue
+        state[id(root)] = 1
+        stack: list[tuple[ModelInfo, int]] = [(root, 0)]
+        while stack:
+            m, i = stack[-1]
+            if i == len(m.parents):
+                state[id(m)] = 2
+                stack.pop()
+                _finish(m, index)
+                continue
+            p = m.parents[i]
+            if state.get(id(p)) == 1:
+                m.parents.pop(i)
+                m.unresolved_bases.append(f"{p.name} (circular inheritance)")
+                continue
+            stack[-1] = (m, i + 1)
+            if id(p) not in state:
+                state[id(p)] = 1
+                stack.append((p, 0))
+
+
+def _finish(m: ModelInfo, index: HierarchyIndex) -> None:
+    m._owners = index
+    m._complete = not m.unresolved_bases and all(p._complete for p in m.parents)
+    if any(p.too_deep for p in m.parents):
+        m.too_deep = True
+        return
+    mro = _linearise(m)
+    if len(mro) > MAX_ANCESTORS + 1:
+        m.too_deep = True
+    else:
+        m._mro = mro

@@ -441,12 +441,12 @@ if an ancestor is outside the run, the rule stays silent rather than guess."""
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
         if not model.hierarchy_complete:
             return
-        known = set(model.fields) | set(model.inherited_fields())
         for v in model.validators:
             if v.kind not in ("field_validator", "validator", "field_serializer") or not v.check_fields:
                 continue
             for name, node in v.fields:
-                if name != "*" and name not in known:
+                if name != "*" and model.nearest("fields", name) is None:
+                    known = set(model.fields) | set(model.inherited_fields())  # only to suggest a name
                     yield self.diag(model, node, f"{v.kind} '{v.func.name}' names field '{name}' which "
                                                  f"{model.name} does not have{_suggest(name, known)}")
 
@@ -476,24 +476,15 @@ class Row(BaseModel):
 `alias_generator` is configured (names are computed at runtime)."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
-        if any("alias_generator" in m.config for m in model.mro()):
+        if model.nearest("config", "alias_generator") is not None:
             return
-        fields: dict[str, FieldSpec] = {n: s for n, (_, s) in model.inherited_fields().items()}
-        fields.update(model.fields)
+        fields = _fields_sharing_own_keys(model)
         own = set(model.fields)
         clashes: dict[tuple[str, str], list[tuple[str, str, ast.AST]]] = {}
         for direction in ("input", "output"):
             seen: dict[str, str] = {}
             for name, spec in fields.items():
-                aliases = spec.aliases()
-                kinds = ("alias", "validation_alias") if direction == "input" else ("alias", "serialization_alias")
-                keys = [(a, node) for kind, a, node in aliases if kind in kinds]
-                if direction == "output":  # serialization_alias wins over alias
-                    ser = [(a, n) for k, a, n in aliases if k == "serialization_alias"]
-                    keys = ser or keys[:1]
-                if not keys:
-                    keys = [(name, spec.node)]
-                for key, node in keys:
+                for key, node in spec.keys(direction):
                     other = seen.get(key)
                     if other is not None and other != name and (name in own or other in own):
                         where = node if name in own else model.fields[other].node
@@ -503,6 +494,51 @@ class Row(BaseModel):
             dirs = " and ".join(dict.fromkeys(d for d, _, _ in hits))
             yield self.diag(model, hits[0][2], f"{dirs} name {hits[0][1]!r} of field '{name}' is also used by field "
                                                f"'{other}'; one key fills/serialises both and a value is lost")
+
+
+def _fields_sharing_own_keys(model: ModelInfo) -> dict[str, FieldSpec]:
+    """The model's own fields plus the inherited fields that share an input/output key with one of
+    them, in the order of the full field list (inherited, nearest definition first; own fields
+    overriding one keep its place; new own fields last).
+
+    Only these can take part in a clash the model itself is responsible for; clashes between two
+    inherited fields are reported on the parent. Restricting to them keeps a deep hierarchy from
+    costing a walk over every inherited field per model.
+    """
+    mro = model.mro()
+    index = model._owners
+    inherited: dict[str, ModelInfo] = {}
+    walked: dict[str, tuple[ModelInfo, FieldSpec]] | None = None
+    for direction in ("input", "output"):
+        own_keys = {k for spec in model.fields.values() for k, _ in spec.keys(direction)}
+        holders = [index.key_owners(direction, k) for k in own_keys] if index is not None else None
+        # Look the keys up in the run-wide index when few fields of the run share them (a deep
+        # hierarchy); walk the ancestors' fields when many do (a shallow model whose field names
+        # recur across a large run): whichever touches fewer fields.
+        if holders is None or sum(map(len, holders)) > 8 * len(mro):
+            walked = model.inherited_fields() if walked is None else walked
+            for name, (owner, spec) in walked.items():
+                if name not in model.fields and any(k in own_keys for k, _ in spec.keys(direction)):
+                    inherited[name] = owner
+            continue
+        for owners in holders:
+            for owner, name in owners:
+                if owner is model or name in model.fields or name in inherited or owner not in mro:
+                    continue
+                if model.nearest("fields", name, inherited=True) is owner:  # not hidden by a nearer one
+                    inherited[name] = owner
+
+    def place(name: str) -> tuple[int, int]:
+        owner = inherited.get(name)
+        if owner is None:
+            found = model.inherited_field(name)
+            if found is None:
+                return len(mro), list(model.fields).index(name)
+            owner = found[0]
+        return mro.index(owner), list(owner.fields).index(name)
+
+    names = sorted([*inherited, *model.fields], key=place)
+    return {n: model.fields[n] if n in model.fields else inherited[n].fields[n] for n in names}
 
 
 class ShadowsBaseModelAttribute(BaseRule):
@@ -593,7 +629,7 @@ def _subtype(child: TypeRef, parent: TypeRef, ctx: RuleContext, cmod: ModuleInfo
         if c.name.startswith("cls:") and p.name.startswith("cls:"):
             cm, pm = ctx.model_for(c.name[4:], cmod), ctx.model_for(p.name[4:], pmod)
             if cm is not None and pm is not None:
-                return any(m is pm for m in cm.mro())
+                return pm in cm.mro()
         return None
     if c.name == p.name:
         if not c.args or not p.args or len(c.args) != len(p.args):
@@ -638,11 +674,11 @@ type, `bool` for `int`, dropping `None` from an `Optional`, a subclass model) is
 discriminated-union pattern and is not flagged. Only parents in the same run are compared."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
-        inherited = model.inherited_fields()
         for name, spec in model.fields.items():
-            if name not in inherited:
+            found = model.inherited_field(name)
+            if found is None:
                 continue
-            parent, pspec = inherited[name]
+            parent, pspec = found
             if _subtype(spec.type, pspec.type, ctx, model.module, parent.module) is False:
                 yield self.diag(model, spec.node, f"'{name}: {spec.type}' changes the type of {parent.name}.{name} "
                                                   f"({pspec.type}); {model.name} instances are no longer "
@@ -990,8 +1026,7 @@ The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be
                     attr = node.func.attr
                     kind = self.kind_of(node.func.value)
                     table = {} if kind is None else V1_CLASS_METHODS if kind[0] == "class" else V1_INSTANCE_METHODS
-                    own = kind is not None and kind[1] is not None and any(
-                        attr in m.methods for m in kind[1].mro())
+                    own = kind is not None and kind[1] is not None and kind[1].nearest("methods", attr) is not None
                     if attr in table and not own:
                         out.append(rule.diag(module, node, f"{ast.unparse(node.func)}() is Pydantic v1 API "
                                                            f"(deprecated in v2); use {table[attr]}"))
@@ -1026,14 +1061,14 @@ an un-annotated override). Flagged for literal values, `Field(...)` and any over
 field; other values (functions, descriptors, types) are allowed by Pydantic and not flagged."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
-        inherited = model.inherited_fields()
         ignored = "ignored_types" in model.config
         for name, stmt in model.non_annotated:
+            parent = model.inherited_field(name)
             value = stmt.value
             is_lit = literal_value(value)[0] or isinstance(value, ast.JoinedStr)
             is_field = isinstance(value, ast.Call) and (model.module.resolver.is_pydantic(value.func, "Field"))
-            if name in inherited:
-                yield self.diag(model, stmt, f"'{name} = ...' overrides inherited field {inherited[name][0].name}."
+            if parent is not None:
+                yield self.diag(model, stmt, f"'{name} = ...' overrides inherited field {parent[0].name}."
                                              f"{name} without an annotation; Pydantic raises at class creation")
             elif (is_lit and not ignored) or is_field:
                 yield self.diag(model, stmt, f"'{name}' has no type annotation; Pydantic raises at class creation "

@@ -80,9 +80,16 @@ class TypeRef:
     values: tuple[Any, ...] = ()
     constraints: tuple[tuple[str, Any], ...] = ()
     src: str = ""
+    # The annotation as written; its text is made only when a message needs it (unparsing every
+    # annotation and each of its parts up front was a tenth of a run's time).
+    node: ast.AST | None = field(default=None, compare=False, repr=False)
+
+    def source(self) -> str:
+        """The annotation as written (``""`` if unknown)."""
+        return self.src or (_unparse(self.node) if self.node is not None else "")
 
     def __str__(self) -> str:
-        return self.src or fmt(self)
+        return self.source() or fmt(self)
 
     @property
     def is_union(self) -> bool:
@@ -183,7 +190,6 @@ class Resolver:
     def _parse(self, node: ast.expr | None, depth: int) -> TypeRef:
         if node is None or depth > 40:
             return UNKNOWN
-        src = _unparse(node)
         if isinstance(node, ast.Constant):
             if node.value is None:
                 return TypeRef("None", src="None")
@@ -191,14 +197,14 @@ class Resolver:
                 try:
                     inner = ast.parse(node.value.strip(), mode="eval").body
                 except (SyntaxError, ValueError):
-                    return TypeRef("?", src=src)
+                    return TypeRef("?", node=node)
                 return self._parse(inner, depth + 1)
             if node.value is Ellipsis:
                 return TypeRef("...", src="...")
-            return TypeRef("?", src=src)
+            return TypeRef("?", node=node)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             return TypeRef("Union", (self._parse(node.left, depth + 1), self._parse(node.right, depth + 1)),
-                           src=src)
+                           node=node)
         if isinstance(node, ast.Call):
             func = self.canonical(node.func) or ""
             short = func.rpartition(".")[2]
@@ -206,8 +212,8 @@ class Resolver:
                 cons = tuple((kw.arg, _literal(kw.value)) for kw in node.keywords if kw.arg)
                 args = tuple(self._parse(a, depth + 1) for a in node.args[:1]) if short in (
                     "conlist", "conset", "confrozenset") else ()
-                return TypeRef(CON_FUNCS[short], args, constraints=cons, src=src)
-            return TypeRef("?", src=src)
+                return TypeRef(CON_FUNCS[short], args, constraints=cons, node=node)
+            return TypeRef("?", node=node)
         if isinstance(node, (ast.Name, ast.Attribute)):
             if isinstance(node, ast.Name) and node.id in self.aliases and node.id not in self.imports:
                 alias = self.aliases.pop(node.id)  # pop: guards against self-referential aliases
@@ -218,19 +224,19 @@ class Resolver:
                 return t
             name = self.canonical(node)
             if name is None:
-                return TypeRef("?", src=src)
+                return TypeRef("?", node=node)
             short = name.rpartition(".")[2]
             if name in BUILTIN_TYPES or name in NON_NULL_OPAQUE or name in (
                     "Any", "None", "Sequence", "MutableSequence", "Mapping", "MutableMapping", "Iterable",
                     "Collection", "AbstractSet", "MutableSet", "Callable", "Iterator", "Hashable",
                     "Optional", "Union", "Literal", "Annotated", "ClassVar", "Final", "Enum"):
-                return TypeRef(name, src=src)
+                return TypeRef(name, node=node)
             if name.startswith("pydantic") and short in PYDANTIC_ALIASES:
                 base, cons = PYDANTIC_ALIASES[short]
-                return TypeRef(base, constraints=tuple(cons.items()), src=src)
+                return TypeRef(base, constraints=tuple(cons.items()), node=node)
             if name == "NoneType":
-                return TypeRef("None", src=src)
-            return TypeRef(f"cls:{name}", src=src)
+                return TypeRef("None", node=node)
+            return TypeRef(f"cls:{name}", node=node)
         if isinstance(node, ast.Subscript):
             head = self._parse(node.value, depth + 1)
             sl = node.slice
@@ -240,19 +246,19 @@ class Resolver:
                 for it in items:
                     v = _literal(it)
                     if v is _NOT_LITERAL:  # e.g. Literal[Color.RED]: cannot compare statically
-                        return TypeRef("?", src=src)
+                        return TypeRef("?", node=node)
                     values.append(v)
-                return TypeRef("Literal", values=tuple(values), src=src)
+                return TypeRef("Literal", values=tuple(values), node=node)
             if head.name == "Optional":
-                return TypeRef("Union", (self._parse(items[0], depth + 1), TypeRef("None")), src=src)
+                return TypeRef("Union", (self._parse(items[0], depth + 1), TypeRef("None")), node=node)
             if head.name == "Annotated":
-                return TypeRef("Annotated", (self._parse(items[0], depth + 1),), src=src)
+                return TypeRef("Annotated", (self._parse(items[0], depth + 1),), node=node)
             if head.name in ("ClassVar", "Final", "Required", "NotRequired"):
                 inner = self._parse(items[0], depth + 1) if items else TypeRef("Any")
-                return TypeRef(head.name, (inner,), src=src)
+                return TypeRef(head.name, (inner,), node=node)
             args = tuple(self._parse(it, depth + 1) for it in items)
-            return TypeRef(head.name, args, src=src)
-        return TypeRef("?", src=src)
+            return TypeRef(head.name, args, node=node)
+        return TypeRef("?", node=node)
 
 
 _NOT_LITERAL = object()
@@ -351,7 +357,7 @@ def _elements_ok(t: TypeRef, value: Any, is_model: Callable[[str], bool]) -> boo
     elif t.name == "tuple":
         if len(t.args) == 2 and t.args[1].name == "...":
             checks = [accepts(t.args[0], v, is_model) for v in value]
-        elif len(t.args) == 1 and t.args[0].name == "?" and t.args[0].src == "()":
+        elif len(t.args) == 1 and t.args[0].name == "?" and t.args[0].source() == "()":
             checks = [len(value) == 0]
         else:
             if len(t.args) != len(value):

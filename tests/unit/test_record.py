@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import nbkit
+from nbkit.errors import UsageError
 from nbkit.record import METRIC_MIME, read_jsonl, read_notebook, recorded, to_jsonable
 
 
@@ -14,7 +15,7 @@ def test_record_converts_numpy_and_keeps_value():
 
 
 def test_record_rejects_unserialisable_naming_the_metric():
-    with pytest.raises(TypeError, match=r"record\('bad'\).*object"):
+    with pytest.raises(UsageError, match=r"record\('bad'\): cannot record value\['x'\]: object"):
         nbkit.record("bad", {"x": object()})
     assert "bad" not in recorded()
 
@@ -34,7 +35,7 @@ def test_record_appends_to_sink(tmp_path, monkeypatch):
 def test_read_jsonl_names_bad_line(tmp_path):
     sink = tmp_path / "m.jsonl"
     sink.write_text('{"name": "a", "value": 1}\nnot json\n')
-    with pytest.raises(ValueError, match=r"m.jsonl:2"):
+    with pytest.raises(UsageError, match=r"m.jsonl:2"):
         read_jsonl(sink)
 
 

@@ -1,0 +1,129 @@
+"""``nbkit.record`` on values it cannot record faithfully (issue 16): one table of bad values.
+
+Each row must raise ``UsageError`` naming the metric and what is wrong, quickly, and leave nothing
+behind: not in ``recorded()``, not in the ``$NBKIT_RECORD_FILE`` sink.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import nbkit
+from nbkit.errors import UsageError
+from nbkit.record import MAX_BYTES, MAX_DEPTH, read_jsonl, read_notebook, recorded
+
+
+def _self_referential():
+    d = {"a": 1}
+    d["loop"] = [d]
+    return d
+
+
+def _deep(levels):
+    v = 0
+    for _ in range(levels):
+        v = [v]
+    return v
+
+
+def _big_list():
+    return [123456.789] * (MAX_BYTES // 8)  # ~10 bytes of JSON each: well over the limit
+
+
+# (id, value factory, pattern the message must match)
+CASES = [
+    ("int-and-str-key-collide", lambda: {1: "a", "1": "b"},
+     r"record\('m'\): cannot record value: keys 1 and '1' both become the JSON key '1'"),
+    ("nested-key-collision", lambda: {"outer": {2.5: 0, "2.5": 1}},
+     r"value\['outer'\]: keys 2.5 and '2.5' both become"),
+    ("integer-too-long", lambda: {"n": 10**5000},
+     r"record\('m'\): cannot record value\['n'\]: an integer of \d+ bits"),
+    ("self-referential", _self_referential, r"record\('m'\): cannot record value\['loop'\]\[0\]: it contains itself"),
+    ("5000-deep", lambda: _deep(5000), rf"nested more than {MAX_DEPTH} levels deep"),
+    ("tensor-4M-elements", lambda: torch.zeros(4_000_000), r"4,000,000 elements cannot fit the 2 MiB limit"),
+    ("ndarray-4M-elements", lambda: {"w": np.zeros((2000, 2000))}, r"value\['w'\]: 4,000,000 elements"),
+    ("list-over-size-limit", _big_list, r"MiB as JSON, over the 2 MiB limit on one metric"),
+    ("unserialisable-object", lambda: {"x": [object()]}, r"value\['x'\]\[0\]: object is not JSON-serialisable"),
+]
+
+
+@pytest.mark.parametrize(("make", "pattern"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_value_records_nothing(tmp_path, monkeypatch, make, pattern):
+    sink = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv("NBKIT_RECORD_FILE", str(sink))
+    nbkit.record("m", 1)  # an earlier good value of the same name must survive the bad one
+    value = make()
+    start = time.process_time()
+    with pytest.raises(UsageError, match=pattern):
+        nbkit.record("m", value)
+    assert time.process_time() - start < 5
+    assert recorded()["m"] == 1
+    assert read_jsonl(sink) == {"m": 1} and len(sink.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["", None, 3])
+def test_bad_metric_name(name):
+    with pytest.raises(UsageError, match="metric name must be a non-empty string"):
+        nbkit.record(name, 1)
+
+
+def test_sink_that_cannot_be_written_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBKIT_RECORD_FILE", str(tmp_path))  # a directory
+    with pytest.raises(UsageError, match=r"record\('s'\): cannot append to NBKIT_RECORD_FILE="):
+        nbkit.record("s", 1)
+    assert "s" not in recorded()
+
+
+def test_shared_but_acyclic_references_are_fine():
+    leaf = [1, 2]
+    assert nbkit.record("shared", {"a": leaf, "b": leaf, "c": _deep(MAX_DEPTH - 1)})["b"] == [1, 2]
+
+
+def test_readme_spelling_of_the_readers(tmp_path, monkeypatch):
+    """README: ``nbkit.record.read_notebook(path)``; ``nbkit.record`` is the function itself."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x")
+    cell.outputs = [nbformat.v4.new_output(
+        "display_data", data={"application/vnd.nbkit.metric+json": {"name": "auc", "value": 0.9}})]
+    nb.cells.append(cell)
+    nbformat.write(nb, tmp_path / "n.ipynb")
+    assert nbkit.record.read_notebook(tmp_path / "n.ipynb") == {"auc": 0.9}
+    sink = tmp_path / "m.jsonl"
+    sink.write_text(json.dumps({"name": "k", "value": 2}) + "\n")
+    assert nbkit.record.read_jsonl(sink) == {"k": 2}
+    nbkit.record("r", 5)
+    assert nbkit.record.recorded()["r"] == 5 and nbkit.record.read_notebook is read_notebook
+
+
+# (id, file content, pattern)
+BAD_FILES = [
+    ("sink-not-json", b'{"name": "a", "value": 1}\nnot json\n', r"m\.jsonl:2: not a metric record"),
+    ("sink-missing-key", b'{"name": "a"}\n', r"m\.jsonl:1: not a metric record \(KeyError"),
+    ("sink-not-an-object", b'[1, 2]\n', r"m\.jsonl:1: not a metric record"),
+    ("sink-not-utf8", b'{"name": "a", "value": "\xff"}\n', r"m\.jsonl:1: not UTF-8 \(byte 0xff at column 25\)"),
+]
+
+
+@pytest.mark.parametrize(("content", "pattern"), [c[1:] for c in BAD_FILES], ids=[c[0] for c in BAD_FILES])
+def test_bad_sink_file(tmp_path, content, pattern):
+    p = tmp_path / "m.jsonl"
+    p.write_bytes(content)
+    with pytest.raises(UsageError, match=pattern):
+        read_jsonl(p)
+
+
+def test_bad_notebook_files(tmp_path):
+    with pytest.raises(UsageError, match=r"cannot read notebook .*missing\.ipynb"):
+        read_notebook(tmp_path / "missing.ipynb")
+    (tmp_path / "junk.ipynb").write_text("not a notebook")
+    with pytest.raises(UsageError, match=r"junk\.ipynb is not a readable notebook"):
+        read_notebook(tmp_path / "junk.ipynb")
+    with pytest.raises(UsageError, match="cannot read metric records"):
+        read_jsonl(tmp_path / "missing.jsonl")
