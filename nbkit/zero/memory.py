@@ -36,15 +36,23 @@ class ModelSize:
     largest_layer_params: int
 
 
-def llama2_7b_config():
+def llama2_7b_config(num_hidden_layers: int = 32):
     """Llama-2-7B's architecture (meta-llama/Llama-2-7b-hf config.json values), built locally."""
     from transformers import LlamaConfig
 
     return LlamaConfig(
-        vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+        vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=num_hidden_layers,
         num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
         rms_norm_eps=1e-5, tie_word_embeddings=False,
     )
+
+
+def smollm2_135m_config():
+    """SmolLM2-135M-Instruct's architecture (its config.json values), built locally."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                       num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True)
 
 
 def model_size(config_or_model: Any, name: str | None = None) -> ModelSize:
@@ -165,38 +173,3 @@ def memory_figure(table, title: str = ""):
     fig.add_scatter(x=x, y=ds, mode="markers", marker={"symbol": "diamond", "size": 12, "color": "black"}, name="DeepSpeed estimate (device)")
     fig.update_layout(barmode="stack", title=title, yaxis_title="GiB per device", xaxis_title="ZeRO stage")
     return fig
-
-
-def seed_claims(size: ModelSize | None = None, world_size: int = 8, gpu_gib: float = 80.0) -> list[dict[str, Any]]:
-    """The field notes' 7B-on-8×A100 figures against the formula (model states only, decimal GB).
-
-    A claim "holds" when it is within 15 % of the formula; "refuted" otherwise. The seed's totals
-    also contain activations, which the formula omits — so a claimed total BELOW the formula's model
-    states alone is impossible, and one above it is only loosely comparable (said in the note).
-    """
-    size = size or model_size(llama2_7b_config(), "Llama-2-7B")
-    psi = size.n_params
-    f0 = formula_bytes(psi, world_size, 0)
-    f1 = formula_bytes(psi, world_size, 1)
-    f3 = formula_bytes(psi, world_size, 3)
-
-    def verdict(claim, value, tol=0.15):
-        return "holds" if abs(claim - value) <= tol * value else "refuted"
-
-    rows = [
-        {"claim": "7B on 8×A100, stage 0 (DDP) peak 78 GB per card", "claimed_gb": 78.0, "formula_gb": f0["total"] / GB,
-         "note": f"model states alone are 16Ψ = {f0['total'] / GB:.0f} GB > {gpu_gib:.0f} GB card: DDP with Adam cannot fit"},
-        {"claim": "ZeRO-1: 78 → 52 GB per card", "claimed_gb": 52.0, "formula_gb": f1["total"] / GB, "note": "4Ψ + 12Ψ/N (model states only)"},
-        {"claim": "ZeRO-3: ~32 GB per card", "claimed_gb": 32.0, "formula_gb": f3["total"] / GB, "note": "16Ψ/N model states; the rest would be activations/buffers"},
-        {"claim": "optimizer states ~28 GB", "claimed_gb": 28.0, "formula_gb": 12 * psi / GB, "note": "12Ψ (fp32 master + m + v); Adam's m+v alone are 8Ψ"},
-        {"claim": "ZeRO-3: 1.75 GB of params per card", "claimed_gb": 1.75, "formula_gb": 2 * psi / world_size / GB, "note": "2Ψ/N fp16 params"},
-    ]
-    peak_totals = {1, 2}  # the seed's per-card peaks include activations the formula leaves out
-    for i, r in enumerate(rows):
-        r["ratio"] = r["claimed_gb"] / r["formula_gb"]
-        if i in peak_totals and r["claimed_gb"] >= 0.85 * r["formula_gb"]:
-            r["verdict"] = "needs GPU"
-            r["note"] += f"; claim exceeds model states by {r['claimed_gb'] - r['formula_gb']:.0f} GB — activations, measurable only on the GPUs"
-        else:
-            r["verdict"] = verdict(r["claimed_gb"], r["formula_gb"])
-    return rows

@@ -1,7 +1,11 @@
 """One data-parallel rank: train a Llama-family model under DeepSpeed ZeRO and report measured bytes.
 
-Run by the launcher (``python -m nbkit.zero.worker SPEC.json``) with ``RANK``/``WORLD_SIZE``/
-``MASTER_ADDR``/``MASTER_PORT`` set. All requested rungs (stage × offload) run in ONE process per
+Run by any launcher that sets the env:// rendezvous variables ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/
+``MASTER_ADDR``/``MASTER_PORT``: nbkit's own spawner (``nbkit.zero.launch.launch``), ``torchrun``
+(``torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m
+nbkit.zero.worker SPEC.json``) or DeepSpeed's launcher (``deepspeed --hostfile H --module
+nbkit.zero.worker SPEC.json``, which adds a ``--local_rank`` argument the worker ignores). The spec
+is written by ``nbkit.zero.ladder.write_spec``. All requested rungs (stage × offload) run in ONE process per
 rank, one after another, so the ~10 s of importing torch/transformers/deepspeed is paid once per
 rank rather than once per rung.
 
@@ -188,6 +192,7 @@ def build_config(rung: dict, spec: dict, world: int) -> dict:
         offload_optimizer=rung.get("offload_optimizer", False),
         offload_param=rung.get("offload_param", False),
         param_persistence_threshold=rung.get("param_persistence_threshold", spec.get("param_persistence_threshold", 0)),
+        sub_group_size=rung.get("sub_group_size"),
         extra=spec.get("ds_config_extra"),
     )
 
@@ -235,6 +240,9 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
 
     engine.allreduce_gradients = allreduce_measured
     fail = spec.get("fail") or {}
+    sabotage = spec.get("sabotage") or {}
+    sabotaged = sabotage.get("rank") == rank
+    overflow_step = int(spec.get("overflow_step", -1)) if spec.get("precision") == "fp16" else -1
     steps = spec["steps"]
     losses, mean_losses, step_times, grads_bytes = [], [], [], []
     scale_history = []
@@ -246,10 +254,13 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         t = time.perf_counter()
         ids = _batch(step, rank, world, mb, seq, vocab, spec["seed"]).to(dev)
         out = engine(input_ids=ids, labels=ids)
-        engine.backward(out.loss)
+        # A provoked fp16 overflow: an infinite loss gives infinite gradients, which dynamic loss
+        # scaling must catch (skip the step, halve the scale) — the history below shows whether it did.
+        engine.backward(out.loss * float("inf") if step == overflow_step else out.loss)
         sample = measure_model_states(engine, include_grads=True)
         grad_samples.append(sample)
         grads_bytes.append(sample["grads"])
+        skipped_before = int(getattr(engine, "skipped_steps", 0))
         engine.step()
         step_times.append(time.perf_counter() - t)
         loss = float(out.loss.detach().float())
@@ -258,14 +269,18 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         mean_loss = float(mean) / world
         losses.append(loss)
         mean_losses.append(mean_loss)
-        if spec.get("precision") == "fp16" and hasattr(engine.optimizer, "cur_scale"):
-            scale_history.append({"step": step, "scale": float(engine.optimizer.cur_scale), "overflow": bool(getattr(engine.optimizer, "overflow", False))})
+        if spec.get("precision") == "fp16":
+            scale_history.append({"step": step, "scale": _loss_scale(engine.optimizer), "provoked": step == overflow_step,
+                                  "overflow": bool(getattr(engine.optimizer, "overflow", False)),
+                                  "skipped": int(getattr(engine, "skipped_steps", 0)) > skipped_before})
         progress_fh.write(json.dumps({"rung": rung["name"], "stage": rung["stage"], "step": step, "loss": loss, "mean_loss": mean_loss, "step_s": step_times[-1]}) + "\n")
         progress_fh.flush()
     states = measure_model_states(engine, include_grads=False)
     states["buffers"] = max(states.get("buffers", 0), *(b["buffers"] for b in grad_samples)) if grad_samples else states.get("buffers", 0)
     states["grads"] = max(grads_bytes + pre_reduce_grads) if grads_bytes else 0
     states["grads_after_reduce"] = max(grads_bytes) if grads_bytes else 0
+    if sabotaged and sabotage.get("how") == "diverge":
+        _diverge(engine)
     engine.eval()
     with torch.no_grad():
         ev = _eval_batch(mb, seq, vocab, spec["seed"]).to(dev)
@@ -293,18 +308,74 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         "param_checksum": checksum,
         "step_s": step_times,
         "loss_scale_history": scale_history,
+        "sub_group_size": cfg["zero_optimization"].get("sub_group_size"),
+        "n_sub_groups": len(getattr(engine.optimizer, "fp16_partitioned_groups_flat", []) or []) if rung["stage"] == 3 else None,
     }
     if spec.get("checkpoint"):
-        result["checkpoint"] = _checkpoint_round_trip(engine, Path(spec["out_dir"]) / f"ckpt_{rung['name']}", spec, rank, world, vocab)
+        result["checkpoint"] = _checkpoint_round_trip(engine, Path(spec["out_dir"]) / f"ckpt_{rung['name']}", spec, rank, world, vocab,
+                                                      corrupt=sabotaged and sabotage.get("how") == "corrupt_checkpoint")
     engine.destroy()
     del engine, model, optimizer
     return result
 
 
-def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab) -> dict[str, Any]:
+def _loss_scale(opt) -> float | None:
+    """The dynamic loss scale of DeepSpeed's fp16 wrapper (stage 0: ``cur_scale``; ZeRO: ``loss_scale``)."""
+    for attr in ("cur_scale", "loss_scale"):
+        value = getattr(opt, attr, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def _diverge(engine) -> None:
+    """Sabotage for the replica-divergence check: nudge this rank's first parameter (shard)."""
+    import torch
+
+    with torch.no_grad():
+        for p in engine.module.parameters():
+            t = p.ds_tensor if hasattr(p, "ds_tensor") else p.data
+            if t.numel():
+                t.add_(1e-2)
+                return
+
+
+def _first_float_tensor(obj):
+    import torch
+
+    if isinstance(obj, torch.Tensor) and obj.is_floating_point() and obj.numel():
+        return obj
+    children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    for child in children:
+        found = _first_float_tensor(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _corrupt_checkpoint(tag_dir: Path, rank: int) -> list[str]:
+    """Sabotage for the round-trip check: change one number in each file this rank saved."""
+    import torch
+
+    mine = sorted(tag_dir.glob(f"*zero_pp_rank_{rank}_*.pt")) or sorted(tag_dir.glob("mp_rank_00_model_states.pt"))
+    for path in mine:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        t = _first_float_tensor(state)
+        if t is not None:
+            t.add_(1.0)
+        torch.save(state, path)
+    return [p.name for p in mine]
+
+
+def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab, corrupt: bool = False) -> dict[str, Any]:
     """save → one more step (state changes) → load → this rank's partition equals the saved one."""
+    import torch
+
     before = _snapshot_partition(engine)
     engine.save_checkpoint(str(ckpt_dir), tag="rt")
+    torch.distributed.barrier()  # every rank's files are written before anyone touches them
+    corrupted = _corrupt_checkpoint(ckpt_dir / "rt", rank) if corrupt else []
+    torch.distributed.barrier()
     ids = _batch(999, rank, world, spec["micro_batch"], spec["seq_len"], vocab, spec["seed"]).to(engine.device)
     out = engine(input_ids=ids, labels=ids)
     engine.backward(out.loss)
@@ -319,6 +390,7 @@ def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab) -> 
         "state_changed_after_save": bool(moved),
         "restored_equal": bool(len(before) == len(after) and all(a.equal(b) for a, b in zip(before, after, strict=False))),
         "max_abs_diff": max_diff,
+        "corrupted_files": corrupted,
     }
 
 
@@ -347,18 +419,38 @@ def _quiet_deepspeed() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    spec = json.loads(Path(argv[0]).read_text())
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m nbkit.zero.worker", description="one ZeRO ladder rank (env:// rendezvous)")
+    ap.add_argument("spec", help="spec JSON written by nbkit.zero.ladder.write_spec")
+    # DeepSpeed's launcher appends --local_rank=N; LOCAL_RANK in the environment says the same.
+    ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    args, _unknown = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        sys.stderr.write(f"nbkit.zero.worker: error: {', '.join(missing)} not set; start it under torchrun, "
+                         "DeepSpeed's launcher or nbkit.zero.launch\n")
+        return 2
+    spec_path = Path(args.spec)
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
-    out_dir = Path(spec["out_dir"])
+    if args.local_rank is not None:
+        os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
+    out_dir = Path(spec.get("out_dir") or spec_path.parent)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec["out_dir"] = str(out_dir)
     result_path = out_dir / f"rank{rank}.json"
     results: list[dict[str, Any]] = []
     try:
-        if spec.get("device", "cpu") == "cpu":
-            os.environ.setdefault("DS_ACCELERATOR", "cpu")
         _quiet_deepspeed()
         import torch
+
+        from nbkit.device import pick_device
+
+        device = pick_device(spec.get("device", "auto"))
+        if device.type == "cpu":  # DeepSpeed picks its accelerator at import: say CPU before importing it
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
         torch.manual_seed(spec["seed"])
         torch.set_num_threads(max(1, int(spec.get("threads_per_rank", 1))))
@@ -376,9 +468,6 @@ def main(argv: list[str] | None = None) -> int:
         # only inference_all_reduce (tensor-parallel inference), not ZeRO training, and the first
         # build takes minutes and needs a compiler — skip it.
         ds_torch_comm.build_shm_op = lambda: None
-        from nbkit.device import pick_device
-
-        device = pick_device(spec.get("device", "cpu"))
         if device.type == "cuda":
             local_rank = int(os.environ.get("LOCAL_RANK", rank))
             torch.cuda.set_device(local_rank)
