@@ -119,3 +119,33 @@ def test_offload_rungs_run_and_account_for_fp32_grad_partition():
     for r in out.data["ladder"]:
         assert r["offload_fp32_grad_bytes"] > 0
         assert r["ratio_accounted"] == pytest.approx(1.0, abs=0.05), (r["rung"], r["rank"], r["ratio"], r["ratio_accounted"])
+
+
+@pytest.mark.slow
+def test_real_ladder_metrics_feed_the_verdicts(ladder):
+    """The keys the verdict functions read are the ones a real run writes, with the expected outcomes."""
+    from nbkit.zero import claims as zc
+
+    m = ladder.metrics
+    assert zc.verdict_bytes_formula(m).verdict == "holds"
+    assert zc.verdict_loss_agreement(m).verdict == "holds"
+    assert zc.verdict_replicas(m).verdict == "holds"
+    assert zc.verdict_checkpoint(m).verdict == "holds"
+    assert zc.verdict_sub_group_size(m).verdict == "refuted"  # the shard is Ψ/N whatever sub_group_size says
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sabotage", "metric", "verdict_fn"), [
+    ("diverge", "replicas_in_sync", "verdict_replicas"),
+    ("corrupt_checkpoint", "checkpoint_round_trip_ok", "verdict_checkpoint"),
+])
+def test_silent_failure_checks_catch_a_broken_run(sabotage, metric, verdict_fn):
+    """The checks can say no: a rank nudged off its replicas, or a checkpoint file altered on disk."""
+    from nbkit.zero import claims as zc
+
+    out = run_ladder(LadderConfig(stages=(1,), world_size=2, steps=1, show_persistence=False, sub_group_elements=0, hidden_size=64,
+                                  num_hidden_layers=2, checkpoint=True, sabotage=sabotage, device="cpu", timeout_s=200))
+    assert out.metrics[metric] is False
+    assert getattr(zc, verdict_fn)(out.metrics).verdict == "refuted"
+    if sabotage == "corrupt_checkpoint":
+        assert out.metrics["replicas_in_sync"] is True  # the weights in memory were never touched
