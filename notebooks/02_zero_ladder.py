@@ -128,6 +128,11 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
            "optimizer_class", "peak_bytes", "step_s_median"]]
 
 # %% [markdown]
+# Why the `peak_bytes` column barely moves from stage 0 to stage 3: at this size the model states are
+# a few MB per rank while each rank's peak (~0.5 GB of RSS) is the Python/torch/DeepSpeed runtime
+# and its buffers, so ZeRO's savings are invisible in the peak until model states dominate it —
+# the model-state columns are where partitioning shows.
+#
 # Measured ÷ formula per stage (1.00 = the paper's count exactly). Stage 2's excess on rank 0 is
 # DeepSpeed's `grads_in_partition`, which holds the *whole* gradient of a parameter straddling the
 # partition boundary; the communication bucket (`reduce_bucket_size`) is a buffer, shown apart.
@@ -177,7 +182,8 @@ lad.metrics["sub_group"]
 #
 # The ladder ran under `MemoryMonitor`: a daemon thread sampled every rank's resident memory
 # every 0.25 s and called a threshold callback (here: collect the alert) the moment a rank
-# crossed `MONITOR_LIMIT_MIB`. On CUDA the same monitor takes `nbkit.device`'s probe.
+# crossed `MONITOR_LIMIT_MIB`. (On CUDA ranks it still samples their host RSS; each rank's own
+# allocator peak is the ladder's `peak_bytes` column.)
 
 # %%
 print(f"{lad.metrics['monitor_samples']} samples; {len(lad.metrics['monitor_alerts'])} threshold alert(s):", lad.metrics["monitor_alerts"])

@@ -10,22 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nbkit.claims import (
-    HOLDS,
-    INCONCLUSIVE,
-    NEEDS_GPU,
-    REFUTED,
-    Claim,
-    Verdict,
-    bootstrap_interval,
-    decide_at_least,
-    decide_at_most,
-    decide_close,
-    fmt_interval,
-    mean_interval,
-    needs_gpu,
-    rate_interval,
-)
+from nbkit import claims as core  # the two-sided deciders and intervals
+from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim, Verdict
 
 GB = 10**9
 FIELD_NOTES_WORLD = 8  # the field notes' 8 × A100 80 GB
@@ -58,13 +44,13 @@ def verdict_peak_claim(claimed_gb: float, model_states_gb: float, measured_peak_
     if measured_peak_gb is None:
         return Verdict(NEEDS_GPU, f"claim ≥ model states ({model_states_gb:.3g} GB); the rest is activations/buffers, "
                                   "measurable only on 8 GPUs running the 7B model")
-    return decide_close(measured_peak_gb, claimed_gb, MEMORY_TOL, relative=True, what="measured per-card peak (GB)")
+    return core.decide_close(measured_peak_gb, claimed_gb, MEMORY_TOL, relative=True, what="measured per-card peak (GB)")
 
 
 def verdict_formula_figure(claimed_gb: float, formula_gb: float) -> Verdict:
     """A model-state figure the paper's formula fixes exactly: holds within ±15 % of the formula, refuted
     outside; inconclusive when the formula figure is missing (NaN)."""
-    return decide_close(formula_gb, claimed_gb, MEMORY_TOL, relative=True, what="formula (GB)")
+    return core.decide_close(formula_gb, claimed_gb, MEMORY_TOL, relative=True, what="formula (GB)")
 
 
 def verdict_batch_identity(ds: dict[str, Any]) -> Verdict:
@@ -113,7 +99,7 @@ def verdict_bytes_formula(m: dict[str, Any]) -> Verdict:
     if not ratios:
         return Verdict(INCONCLUSIVE, "no stage ran")
     worst = max(ratios, key=lambda k: abs(ratios[k] - 1))
-    v = decide_at_most(abs(ratios[worst] - 1), BYTES_TOL, what=f"worst |measured ÷ formula − 1| ({worst})")
+    v = core.decide_at_most(abs(ratios[worst] - 1), BYTES_TOL, what=f"worst |measured ÷ formula − 1| ({worst})")
     return v
 
 
@@ -124,7 +110,7 @@ def verdict_loss_agreement(m: dict[str, Any]) -> Verdict:
     diff = m.get("loss_max_rel_diff")
     if diff is None or len(m.get("bytes_vs_formula") or {}) < 2:
         return Verdict(INCONCLUSIVE, "fewer than two rungs: nothing to compare")
-    return decide_at_most(diff, m["loss_tolerance"], what="max relative loss difference")
+    return core.decide_at_most(diff, m["loss_tolerance"], what="max relative loss difference")
 
 
 def _flag(value: bool | None, holds: str, refuted: str, missing: str) -> Verdict:
@@ -171,7 +157,7 @@ def verdict_loss_scale(m: dict[str, Any]) -> Verdict:
     history = m.get("loss_scale_history") or []
     if not history:
         if m.get("precision") == "fp16" or m.get("ranks_device") == "cpu":
-            return needs_gpu("DeepSpeed fp16 loss scaling")
+            return core.needs_gpu("DeepSpeed fp16 loss scaling")
         return Verdict(INCONCLUSIVE, f"precision {m.get('precision')}: no loss scaling to watch")
     provoked = [i for i, h in enumerate(history) if h.get("provoked")]
     if not provoked:
@@ -195,14 +181,14 @@ def verdict_fragmentation(m: dict[str, Any]) -> Verdict:
     the caching allocator's figures need CUDA.
     """
     if m.get("needs_cuda"):
-        return needs_gpu("the caching allocator's reserved − allocated gap")
+        return core.needs_gpu("the caching allocator's reserved − allocated gap")
     ratios = m.get("gap_ratios") or {}
     a, b = ratios.get("50/False"), ratios.get("200/False")
     if not a or not b:
         return Verdict(INCONCLUSIVE, f"intervals 50 and 200 (expandable off) not both run; have {sorted(ratios)}")
     n = min(len(a), len(b))
-    ci = bootstrap_interval((a[:n], b[:n]), paired=True)
-    return decide_at_least(ci, (GAP_CLAIMED[50] - GAP_CLAIMED[200]) / 2, what="gap(50) − gap(200)",
+    ci = core.bootstrap_interval((a[:n], b[:n]), paired=True)
+    return core.decide_at_least(ci, (GAP_CLAIMED[50] - GAP_CLAIMED[200]) / 2, what="gap(50) − gap(200)",
                            n_hint=f"n = {n} steps")
 
 
@@ -213,7 +199,7 @@ def verdict_fallback_rate(s: dict[str, Any]) -> Verdict:
     k, n = s.get("fallback_rounds"), s.get("rounds")
     if not n:
         return Verdict(INCONCLUSIVE, "no verification rounds")
-    return decide_close(rate_interval(k, n), FALLBACK_CLAIMED, FALLBACK_TOL, what=f"fallback rate ({k}/{n} rounds)",
+    return core.decide_close(core.rate_interval(k, n), FALLBACK_CLAIMED, FALLBACK_TOL, what=f"fallback rate ({k}/{n} rounds)",
                         n_hint=f"n = {n} rounds")
 
 
@@ -222,9 +208,9 @@ def verdict_speedup(s: dict[str, Any], device: str) -> Verdict:
     on CUDA only: t-interval of the per-prompt speedups within ±20 % of ×1.81 holds, outside refuted,
     straddling inconclusive (or fewer than two prompts)."""
     if not str(device).startswith("cuda"):
-        return needs_gpu("memory-bound decoding throughput")
-    ci = mean_interval(s.get("speedups") or [])
-    return decide_close(ci, SPEEDUP_CLAIMED, SPEEDUP_TOL, relative=True, what="speedup",
+        return core.needs_gpu("memory-bound decoding throughput")
+    ci = core.mean_interval(s.get("speedups") or [])
+    return core.decide_close(ci, SPEEDUP_CLAIMED, SPEEDUP_TOL, relative=True, what="speedup",
                         n_hint=f"n = {len(s.get('speedups') or [])} prompts")
 
 
@@ -321,7 +307,7 @@ def claims(memory: dict[str, Any], ds: dict[str, Any], ladder: dict[str, Any], l
     k, n = s.get("fallback_rounds", 0), s.get("rounds", 0)
     rows.append(Claim.from_verdict(fb, key="fallback_rate", source="§3.2 step 3", claim="~7 % of requests fall back (draft rejected)",
                                    field_note="7 %", measured=f"{k}/{n} rounds ({method})" if n else "no rounds",
-                                   interval=fmt_interval(rate_interval(k, n)) if n else "",
+                                   interval=core.fmt_interval(core.rate_interval(k, n)) if n else "",
                                    rule=f"Wilson 95 % interval within {FALLBACK_CLAIMED:.0%} ± {FALLBACK_TOL:.0%}", n=f"{n} rounds"))
     pl = summary.get("prompt_lookup") or s
     rows.append(Claim.from_verdict(verdict_speedup(pl, spec.get("device", "cpu")), key="speedup", source="§3.2 step 3",
