@@ -118,7 +118,7 @@ class LadderConfig(_Checked):
 
     @classmethod
     def smoke(cls) -> LadderConfig:
-        return cls(steps=3, hidden_size=64, num_hidden_layers=2)
+        return cls(steps=3, hidden_size=64, num_hidden_layers=2, sub_group_elements=20_000)
 
     @classmethod
     def fp16_drill(cls) -> LadderConfig:

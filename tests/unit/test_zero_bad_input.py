@@ -172,3 +172,4 @@ def test_spec_json_round_trips(tmp_path):
     spec = json.loads(path.read_text())
     assert spec["out_dir"] == str(tmp_path.resolve()) and spec["device"] == "cpu"
     assert [r["name"] for r in spec["rungs"]] == ["stage0", "stage1", "stage2", "stage3", "stage3_default_persistence", "stage3_sub_group"]
+    assert spec["rungs"][-1]["sub_group_size"] == 20_000
