@@ -101,6 +101,9 @@ class LadderConfig(_Checked):
     sub_group_elements: int = field(default=100_000, metadata={
         "min": 0, "max": 10**9, "label": "also run stage 3 with this sub_group_size (0 = skip)",
         "help": "a second stage-3 rung whose sub_group_size differs: does the per-rank shard change?"})
+    bucket_elements: int = field(default=200_000, metadata={
+        "min": 1_000, "max": 500_000_000, "label": "reduce/allgather bucket (elements)",
+        "help": "DeepSpeed's default is 5e8 (1 GB in bf16): it dwarfs a small model's states"})
     hidden_size: int = field(default=128, metadata={"min": 32, "max": 1024, "step": 32})
     num_hidden_layers: int = field(default=4, metadata={"min": 1, "max": 24})
     micro_batch: int = field(default=2, metadata={"min": 1, "max": 32})

@@ -109,7 +109,7 @@ def run_ladder(cfg: LadderConfig, live=None, *, on_progress=None, on_start=None,
                          on_progress=progress, on_start=started, out_dir=out_dir)
     finally:
         bar.close()
-    out = summarize(res.rows(), cfg.precision, wall_s=res.wall_s)
+    out = summarize(res.rows(), spec, wall_s=res.wall_s)
     checks = out["checks"]
     metrics = {
         "bytes_vs_formula": out["bytes_vs_formula"], "wall_s": res.wall_s, "ranks_device": device,
@@ -121,11 +121,13 @@ def run_ladder(cfg: LadderConfig, live=None, *, on_progress=None, on_start=None,
         "world_size": cfg.world_size, "steps": cfg.steps, "precision": cfg.precision, "overflow_step": cfg.overflow_step,
         "loss_scale_history": next((t["loss_scale_history"] for t in out["ladder"] if t["rank"] == 0 and t["loss_scale_history"]), []),
         "sub_group": sub_group_comparison(out["ladder"]),
+        "peak": out["peak"],
+        "n_params": out["ladder"][0]["n_params"] if out["ladder"] else 0,
     }
     table = pd.DataFrame([{k: v for k, v in row.items() if k not in ("local_losses",)} for row in out["ladder"]])
     return Result(metrics=metrics, table=table, figure=out["figure"],
                   data={"ladder": out["ladder"], "checks": checks, "loss_figure": out["loss_figure"],
-                        "time_figure": out["time_figure"],
+                        "time_figure": out["time_figure"], "waterfall_figure": out["waterfall_figure"],
                         "memory_timeline": monitor.figure("Rank RSS during the ladder (sampler thread)")})
 
 

@@ -48,7 +48,7 @@ def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]
                  "num_hidden_layers": cfg.num_hidden_layers}
     spec = {"rungs": ladder_rungs(cfg), "steps": cfg.steps, "micro_batch": cfg.micro_batch, "seq_len": cfg.seq_len,
             "seed": cfg.seed, "precision": cfg.precision, "model": model_cfg, "checkpoint": cfg.checkpoint,
-            "overflow_step": cfg.overflow_step, "fail": fail, "device": device,
+            "overflow_step": cfg.overflow_step, "fail": fail, "device": device, "bucket_elements": cfg.bucket_elements,
             "sabotage": {"rank": cfg.world_size - 1, "how": cfg.sabotage} if cfg.sabotage != "none" else None}
     for rung in spec["rungs"]:
         build_config(rung, spec, cfg.world_size)
@@ -68,8 +68,16 @@ def write_spec(cfg, path: str | Path, *, out_dir: str | Path | None = None, devi
     return path
 
 
-def summarize(rows: list[dict[str, Any]], precision: str, wall_s: float | None = None) -> dict[str, Any]:
-    from nbkit.zero.memory import formula_bytes
+def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | None = None) -> dict[str, Any]:
+    from nbkit.model_files import tiny_llama_config
+    from nbkit.zero.memory import deepspeed_estimate, formula_bytes, model_size
+    from nbkit.zero.peak import measured_waterfall, predict_activation_bytes, predict_peak, waterfall_figure
+    from nbkit.zero.worker import build_config
+
+    precision = spec["precision"]
+    size = model_size(tiny_llama_config(**spec["model"]), "ladder Llama")
+    activations = predict_activation_bytes(spec["model"], spec["micro_batch"], spec["seq_len"], precision)
+    zero_cfg = {r["name"]: build_config(r, spec, rows[0]["world_size"])["zero_optimization"] for r in spec["rungs"]} if rows else {}
 
     table = []
     for r in rows:
@@ -100,7 +108,17 @@ def summarize(rows: list[dict[str, Any]], precision: str, wall_s: float | None =
             "checkpoint": r.get("checkpoint"),
             "loss_scale_history": r.get("loss_scale_history", []),
             "sub_group_size": r.get("sub_group_size"), "n_sub_groups": r.get("n_sub_groups"),
+            "baseline_bytes": r["baseline_bytes"], "activation_bytes": r["activation_bytes"],
+            "waterfall": measured_waterfall(r),
+            "predicted": predict_peak(n_params=r["n_params"], largest_layer_params=size.largest_layer_params, stage=r["stage"],
+                                      world_size=r["world_size"], precision=r["precision"], ds_zero=zero_cfg[r["rung"]],
+                                      activation_bytes=activations, baseline_bytes=r["baseline_bytes"],
+                                      offload_optimizer=r["offload_optimizer"], offload_param=r["offload_param"]),
+            "deepspeed_estimate_bytes": deepspeed_estimate(size, r["world_size"], r["stage"], offload_optimizer=r["offload_optimizer"],
+                                                           offload_param=r["offload_param"])["device"],
         })
+        table[-1]["predicted_peak_bytes"] = table[-1]["predicted"]["total"]
+        table[-1]["peak_over_predicted"] = r["peak_bytes"] / table[-1]["predicted_peak_bytes"]
     by_stage: dict[int, list[float]] = {}
     for t in table:
         if t["stage"] != 3 or t["rung"] == "stage3":
@@ -109,8 +127,21 @@ def summarize(rows: list[dict[str, Any]], precision: str, wall_s: float | None =
     checks = loss_agreement(table, precision)
     checks.update(replica_agreement(table))
     checks.update(checkpoint_agreement(table))
-    return {"ladder": table, "bytes_vs_formula": bytes_vs_formula, "checks": checks, "wall_s": wall_s,
-            "figure": bytes_figure(table), "loss_figure": loss_figure(table), "time_figure": time_figure(table)}
+    return {"ladder": table, "bytes_vs_formula": bytes_vs_formula, "checks": checks, "wall_s": wall_s, "peak": peak_summary(table),
+            "figure": bytes_figure(table), "loss_figure": loss_figure(table), "time_figure": time_figure(table),
+            "waterfall_figure": waterfall_figure(table)}
+
+
+def peak_summary(table: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per rung: each rank's measured peak, its growth above the baseline, the prediction, DeepSpeed's estimate."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in table:
+        d = out.setdefault(t["rung"], {"stage": t["stage"], "measured": [], "growth": [], "predicted": [],
+                                       "deepspeed_estimate": t["deepspeed_estimate_bytes"]})
+        d["measured"].append(t["peak_bytes"])
+        d["growth"].append(t["peak_bytes"] - t["baseline_bytes"])
+        d["predicted"].append(t["predicted_peak_bytes"])
+    return out
 
 
 def loss_agreement(table: list[dict[str, Any]], precision: str) -> dict[str, Any]:

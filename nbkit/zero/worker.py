@@ -26,6 +26,8 @@ plot loss curves live while ranks run.
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import os
 import sys
@@ -193,6 +195,7 @@ def build_config(rung: dict, spec: dict, world: int) -> dict:
         offload_param=rung.get("offload_param", False),
         param_persistence_threshold=rung.get("param_persistence_threshold", spec.get("param_persistence_threshold", 0)),
         sub_group_size=rung.get("sub_group_size"),
+        bucket_elements=spec.get("bucket_elements", 200_000),
         extra=spec.get("ds_config_extra"),
     )
 
@@ -201,10 +204,19 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     import deepspeed
     import torch
 
-    from nbkit.device import memory_probe
+    from nbkit.device import memory_probe, watch_peak
     from nbkit.model_files import tiny_llama, tiny_llama_config
+    from nbkit.zero.peak import SavedActivations
 
     cfg = build_config(rung, spec, world)
+    # The waterfall's baseline: what this rank holds before the model exists (freed memory of
+    # earlier rungs handed back to the OS first, so it is not counted against this one).
+    gc.collect()
+    _trim_heap()
+    probe = memory_probe(device)
+    baseline_bytes = _live_bytes(probe)
+    peak_cm = watch_peak(probe, interval=0.02)
+    peak = peak_cm.__enter__()  # left at the end of the training steps (eval and checkpoint excluded)
     model_cfg = dict(spec.get("model", {}))
     model_kind = model_cfg.pop("kind", "tiny_llama")
     if model_kind == "tiny_llama":
@@ -219,8 +231,6 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     else:
         raise ValueError(f"model.kind must be 'tiny_llama' or 'smollm2', got {model_kind!r}")
     n_params = sum(p.numel() for p in model.parameters())
-    probe = memory_probe(device)
-    probe.reset_peak()
     # A client torch AdamW: runs on every accelerator without DeepSpeed's JIT-built C++ Adam ops
     # (zero_force_ds_cpu_optimizer=false in the config lets offload accept it).
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.get("lr", 3e-3), weight_decay=0.0, foreach=False)
@@ -253,7 +263,12 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
             _inject_failure(fail.get("how", "raise"))
         t = time.perf_counter()
         ids = _batch(step, rank, world, mb, seq, vocab, spec["seed"]).to(dev)
-        out = engine(input_ids=ids, labels=ids)
+        if step == 0:
+            with SavedActivations(engine.module) as acts:
+                out = engine(input_ids=ids, labels=ids)
+            activation_bytes = acts.bytes
+        else:
+            out = engine(input_ids=ids, labels=ids)
         # A provoked fp16 overflow: an infinite loss gives infinite gradients, which dynamic loss
         # scaling must catch (skip the step, halve the scale) — the history below shows whether it did.
         engine.backward(out.loss * float("inf") if step == overflow_step else out.loss)
@@ -275,6 +290,7 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
                                   "skipped": int(getattr(engine, "skipped_steps", 0)) > skipped_before})
         progress_fh.write(json.dumps({"rung": rung["name"], "stage": rung["stage"], "step": step, "loss": loss, "mean_loss": mean_loss, "step_s": step_times[-1]}) + "\n")
         progress_fh.flush()
+    peak_cm.__exit__(None, None, None)
     states = measure_model_states(engine, include_grads=False)
     states["buffers"] = max(states.get("buffers", 0), *(b["buffers"] for b in grad_samples)) if grad_samples else states.get("buffers", 0)
     states["grads"] = max(grads_bytes + pre_reduce_grads) if grads_bytes else 0
@@ -299,8 +315,10 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         "precision": spec.get("precision", "fp32"),
         "optimizer_class": type(engine.optimizer).__name__,
         "bytes": states,
-        "peak_bytes": int(probe.peak_bytes()),
-        "peak_kind": "cuda max_memory_allocated" if dev.type == "cuda" else "process RSS (sampled)",
+        "peak_bytes": int(peak.peak),
+        "peak_kind": peak.how,
+        "baseline_bytes": int(baseline_bytes),
+        "activation_bytes": int(activation_bytes),
         "init_s": init_s,
         "losses": losses,
         "mean_losses": mean_losses,
@@ -317,6 +335,23 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     engine.destroy()
     del engine, model, optimizer
     return result
+
+
+def _live_bytes(probe) -> int:
+    """Bytes this rank holds now: CUDA's allocated bytes, or the process RSS on CPU."""
+    figures = probe.snapshot().figures
+    return int(figures.get("allocated", figures.get("rss", 0)))
+
+
+def _trim_heap() -> None:
+    """Hand freed heap back to the OS (glibc ``malloc_trim``) so RSS reflects live memory; no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _loss_scale(opt) -> float | None:
@@ -479,6 +514,15 @@ def main(argv: list[str] | None = None) -> int:
             timeout=timedelta(seconds=float(spec.get("collective_timeout_s", 120))),
         )
         with open(out_dir / f"rank{rank}.progress.jsonl", "a", encoding="utf-8") as progress_fh:
+            if spec.get("warm_up", True):
+                # The first DeepSpeed engine of a process grows the runtime once (communication
+                # buffers, kernels, lazily imported modules); pay that before any measured rung, so
+                # it is not charged to whichever stage happens to run first.
+                # Each optimizer family (stage 0, ZeRO-1/2, ZeRO-3) has its own one-time growth.
+                for stage in sorted({min(r["stage"], 2) if r["stage"] else 0 for r in spec["rungs"]} | ({3} & {r["stage"] for r in spec["rungs"]})):
+                    warm = {"name": f"warm_up{stage}", "stage": stage, "param_persistence_threshold": 0}
+                    run_rung(warm, dict(spec, steps=1, checkpoint=False, fail=None, sabotage=None, overflow_step=-1), rank, world,
+                             io.StringIO(), device)
             for rung in spec["rungs"]:
                 results.append(run_rung(rung, spec, rank, world, progress_fh, device))
                 result_path.write_text(json.dumps({"ok": True, "done": False, "results": results}))
