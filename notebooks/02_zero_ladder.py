@@ -128,10 +128,23 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
            "optimizer_class", "peak_bytes", "step_s_median"]]
 
 # %% [markdown]
-# Why the `peak_bytes` column barely moves from stage 0 to stage 3: at this size the model states are
-# a few MB per rank while each rank's peak (~0.5 GB of RSS) is the Python/torch/DeepSpeed runtime
-# and its buffers, so ZeRO's savings are invisible in the peak until model states dominate it —
-# the model-state columns are where partitioning shows.
+# ### Where each rank's peak goes
+#
+# Per rank and stage: the runtime baseline before the model exists, parameters, gradients,
+# optimizer states (DeepSpeed's buffers), communication buckets, the activations autograd saved, and
+# what is left unexplained (temporaries, allocator slack) — beside a prediction from the model config
+# and ds_config alone (`nbkit.zero.peak`). At this size the model states are a few MB per rank while
+# the runtime is ~0.5 GB, so ZeRO's savings are invisible in the peak — small models look as if
+# ZeRO costs memory; `bench/zero_peak.py` sweeps sizes to find where each stage starts to pay.
+
+# %%
+lad.table[["rung", "rank", "baseline_bytes", "peak_bytes", "predicted_peak_bytes", "peak_over_predicted", "activation_bytes",
+           "deepspeed_estimate_bytes"]]
+
+# %%
+lad.data["waterfall_figure"]
+
+# %% [markdown]
 #
 # Measured ÷ formula per stage (1.00 = the paper's count exactly). Stage 2's excess on rank 0 is
 # DeepSpeed's `grads_in_partition`, which holds the *whole* gradient of a parameter straddling the

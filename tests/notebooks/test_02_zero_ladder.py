@@ -36,6 +36,8 @@ def test_claims_rows_have_the_one_shape(metrics):
     assert rows["batch_identity"]["verdict"] == "refuted"
     assert rows["sub_group_size"]["verdict"] == "refuted"
     assert rows["fallback_rate"]["verdict"] in {"holds", "refuted", "inconclusive"}  # measured on CPU, never "needs GPU"
+    for key in ("zero1_saves", "zero2_saves", "zero3_saves", "estimator2_under", "estimator3_under"):
+        assert rows[key]["verdict"] in {"holds", "refuted", "inconclusive"}, rows[key]
     if metrics["device"] == "cpu":
         assert rows["loss_scale"]["verdict"] == "needs GPU" and "not measured" in rows["loss_scale"]["measured"]
         assert rows["fragmentation"]["verdict"] == "needs GPU"

@@ -199,3 +199,58 @@ def test_claims_table_from_cpu_and_gpu_shaped_metrics():
     assert by["loss_scale"].verdict == HOLDS and by["fragmentation"].verdict == HOLDS and by["speedup"].verdict == HOLDS
     head = zc.headline(memory, _ladder(), spec_cpu)
     assert 3 <= len(head) <= 6 and head["worst_measured_over_formula"] == 1.03
+
+
+def _peak(growth0=(20e6, 21e6), growth_k=(10e6, 11e6), estimate=5e6):
+    """Shaped like ``run_ladder(...).metrics["peak"]`` (ladder.peak_summary)."""
+    def rung(stage, growth, est):
+        return {"stage": stage, "measured": [5e8 + g for g in growth], "growth": list(growth), "predicted": [5e8] * len(growth),
+                "deepspeed_estimate": est}
+    return {"stage0": rung(0, growth0, None), "stage1": rung(1, growth_k, None), "stage2": rung(2, growth_k, estimate),
+            "stage3": rung(3, growth_k, estimate)}
+
+
+@pytest.mark.parametrize(("m", "stage", "verdict"), [
+    (_ladder(peak=_peak()), 3, HOLDS),
+    (_ladder(peak=_peak(growth_k=(22e6, 23e6))), 1, REFUTED),
+    (_ladder(peak=_peak(growth_k=(15e6, 21e6))), 2, INCONCLUSIVE),
+    (_ladder(peak={}), 1, INCONCLUSIVE),
+])
+def test_verdict_zero_saves_memory(m, stage, verdict):
+    assert zc.verdict_zero_saves_memory(m, stage).verdict == verdict
+
+
+@pytest.mark.parametrize(("m", "stage", "verdict"), [
+    (_ladder(peak=_peak()), 2, HOLDS),
+    (_ladder(peak=_peak(estimate=50e6)), 3, REFUTED),
+    (_ladder(peak=_peak(growth_k=(5e6, 6e6), estimate=5.2e6)), 3, INCONCLUSIVE),
+    (_ladder(peak=_peak()), 1, INCONCLUSIVE),  # DeepSpeed has no stage-1 estimator
+])
+def test_verdict_estimator_underpredicts(m, stage, verdict):
+    assert zc.verdict_estimator_underpredicts(m, stage).verdict == verdict
+
+
+def test_memory_claims_rows():
+    rows = {c.key: c for c in zc.memory_claims(_ladder(peak=_peak(), n_params=623_744))}
+    assert [rows[k].verdict for k in ("zero1_saves", "zero2_saves", "zero3_saves", "estimator2_under", "estimator3_under")] == [HOLDS] * 5
+    assert "×2.0–2.2" in rows["estimator2_under"].measured
+
+
+def test_saved_activations_counts_what_backward_keeps_and_the_meta_prediction_is_close():
+    import torch
+
+    from nbkit.model_files import tiny_llama
+    from nbkit.zero.peak import SavedActivations, predict_activation_bytes
+
+    model = tiny_llama(seed=0, hidden_size=64, intermediate_size=128, num_hidden_layers=2)
+    ids = torch.randint(0, 256, (2, 16))
+    with SavedActivations(model) as acts:
+        model(input_ids=ids, labels=ids)
+    with SavedActivations(model) as twice:
+        model(input_ids=torch.cat([ids, ids]), labels=torch.cat([ids, ids]))
+    assert acts.bytes > 0 and twice.bytes == pytest.approx(2 * acts.bytes, rel=0.1)  # linear in the batch
+    with torch.no_grad(), SavedActivations(model) as none:
+        model(input_ids=ids)
+    assert none.bytes == 0  # nothing is saved without autograd: parameters never count
+    predicted = predict_activation_bytes({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}, 2, 16, "fp32")
+    assert predicted == pytest.approx(acts.bytes, rel=0.35)  # meta takes the math attention path (see nbkit.zero.peak)

@@ -132,6 +132,15 @@ def test_real_ladder_metrics_feed_the_verdicts(ladder):
     assert zc.verdict_replicas(m).verdict == "holds"
     assert zc.verdict_checkpoint(m).verdict == "holds"
     assert zc.verdict_sub_group_size(m).verdict == "refuted"  # the shard is Ψ/N whatever sub_group_size says
+    assert {k: len(v["growth"]) for k, v in m["peak"].items() if k in ("stage0", "stage1", "stage2", "stage3")} == dict.fromkeys(
+        ("stage0", "stage1", "stage2", "stage3"), 2)
+    for stage in (1, 2, 3):
+        assert zc.verdict_zero_saves_memory(m, stage).verdict in {"holds", "refuted", "inconclusive"}
+    for row in ladder.data["ladder"]:
+        w = row["waterfall"]
+        assert w["baseline"] > 0 and w["activations"] > 0 and row["peak_bytes"] >= w["baseline"]
+        # at this size the runtime baseline dominates, so the predicted peak is within a few per cent
+        assert row["peak_over_predicted"] == pytest.approx(1.0, abs=0.10), (row["rung"], row["rank"], w)
 
 
 @pytest.mark.slow
