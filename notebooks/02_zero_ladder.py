@@ -35,6 +35,8 @@ NUM_LAYERS = 4
 SPEC_PROMPTS = 3
 SPEC_NEW_TOKENS = 48
 MONITOR_LIMIT_MIB = 450.0
+MODEL = ""      # your model for the memory model: a HF model directory, a config.json or a hub id ("" = Llama-2-7B)
+DS_CONFIG = ""  # your ds_config.json to explain key by key ("" = the field notes' config and launch line)
 
 # %%
 import dataclasses
@@ -71,10 +73,10 @@ device_report()
 # %%
 from nbkit.zero.panels import memory_panel
 
-mem_panel = memory_panel(MemoryConfig.smoke() if SMOKE else MemoryConfig())
+mem_panel = memory_panel(dataclasses.replace(MemoryConfig.smoke() if SMOKE else MemoryConfig(), model_path=MODEL))
 mem_panel.display()
 mem = mem_panel.run()
-nbkit.record("llama2_7b_params", mem.metrics["n_params"])
+nbkit.record("memory_model_params", mem.metrics["n_params"])
 nbkit.record("memory_model", mem.table.round(4))
 mem.table.round(2)
 
@@ -86,10 +88,9 @@ mem.table.round(2)
 # identity `train_batch_size = micro × accum × world` is checked against those values.
 
 # %%
-from nbkit.zero.dsconfig import FIELD_NOTES_CLI, FIELD_NOTES_DS_CONFIG, explain_ds_config
+from nbkit.zero.dsconfig import explain
 
-ds_table, ds_findings = explain_ds_config(FIELD_NOTES_DS_CONFIG, **FIELD_NOTES_CLI)
-ds = {"train_batch_size": FIELD_NOTES_DS_CONFIG["train_batch_size"], **FIELD_NOTES_CLI}
+ds_table, ds_findings, ds = explain(DS_CONFIG, world_size=WORLD_SIZE)
 nbkit.record("ds_config_findings", ds_findings)
 for f in ds_findings:
     print("•", f)

@@ -76,6 +76,9 @@ class MemoryConfig(_Checked):
     """The memory model: the paper's formula and DeepSpeed's estimators for one architecture."""
 
     model: str = field(default="Llama-2-7B", metadata={"choices": list(MODEL_PRESETS)})
+    model_path: str = field(default="", metadata={
+        "label": "or your model (HF dir / config.json / hub id)",
+        "help": "a local Hugging Face model directory or a bare config.json (Ψ counted on the meta device); overrides model"})
     world_size: int = field(default=8, metadata={"min": 1, "max": 1024, "label": "data-parallel degree N"})
     precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
     offload_optimizer: bool = False

@@ -370,3 +370,25 @@ def explain_ds_config(cfg: dict, *, world_size: int, micro_batch: int | None = N
     if tb is not None and mb is not None and ga is not None and tb != mb * ga * world_size:
         findings.insert(0, f"batch identity broken: train_batch_size={tb} but micro_batch × grad_accum × world_size = {mb} × {ga} × {world_size} = {mb * ga * world_size}")
     return pd.DataFrame(rows), findings
+
+
+def explain(path: str | Path = "", *, world_size: int | None = None, micro_batch: int | None = None,
+            grad_accum: int | None = None):
+    """Explain the user's ds_config (``path``) or, with no path, the field notes' one with its launch line.
+
+    Returns ``(table, findings, identity)``; ``identity`` holds ``train_batch_size``, ``micro_batch``,
+    ``grad_accum`` and ``world_size`` as the batch-identity check reads them. The file is validated
+    first (DeepSpeed's own section models plus the checks above), so a config DeepSpeed would reject
+    fails here with its file and key.
+    """
+    if path:
+        cfg = validate_ds_config(path)
+        world = world_size or 1
+    else:
+        cfg = FIELD_NOTES_DS_CONFIG
+        world, micro_batch, grad_accum = FIELD_NOTES_CLI["world_size"], FIELD_NOTES_CLI["micro_batch"], FIELD_NOTES_CLI["grad_accum"]
+    table, findings = explain_ds_config(cfg, world_size=world, micro_batch=micro_batch, grad_accum=grad_accum)
+    mb = micro_batch if micro_batch is not None else cfg.get("train_micro_batch_size_per_gpu")
+    ga = grad_accum if grad_accum is not None else cfg.get("gradient_accumulation_steps", 1)
+    identity = {"train_batch_size": cfg.get("train_batch_size"), "micro_batch": mb, "grad_accum": ga, "world_size": world}
+    return table, findings, identity

@@ -35,7 +35,12 @@ def run_memory_model(cfg: MemoryConfig) -> Result:
     """Model-state bytes per device by the paper's formula beside DeepSpeed's estimators."""
     from nbkit.zero.memory import memory_figure, memory_table
 
-    size = preset_size(cfg.model)
+    if cfg.model_path:
+        from nbkit.zero.memory import config_from_path, model_size
+
+        size = model_size(config_from_path(cfg.model_path, where="MemoryConfig.model_path"), cfg.model_path)
+    else:
+        size = preset_size(cfg.model)
     table = memory_table(size, cfg.world_size, precision=cfg.precision,
                          offload_optimizer=cfg.offload_optimizer, offload_param=cfg.offload_param)
     fig = memory_figure(table, f"{size.name} (Ψ = {size.n_params / 1e9:.3f} B) on N = {cfg.world_size}: model states per device")

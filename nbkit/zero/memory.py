@@ -173,3 +173,44 @@ def memory_figure(table, title: str = ""):
     fig.add_scatter(x=x, y=ds, mode="markers", marker={"symbol": "diamond", "size": 12, "color": "black"}, name="DeepSpeed estimate (device)")
     fig.update_layout(barmode="stack", title=title, yaxis_title="GiB per device", xaxis_title="ZeRO stage")
     return fig
+
+
+
+def config_from_path(path_or_id: str, *, where: str = "model"):
+    """A transformers config from a local HF model directory, a bare ``config.json`` or a hub id.
+
+    Only the architecture is read (no weights). A hub id needs the network; offline it fails with
+    one line naming it.
+    """
+    import json
+    from pathlib import Path
+
+    from nbkit.errors import UsageError
+
+    path = Path(path_or_id).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.is_file():
+            raise UsageError(f"{where}: {path.parent} has no config.json; expected a Hugging Face model directory")
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{where}: {path}: not a JSON config ({exc})") from None
+        if not isinstance(data, dict) or "model_type" not in data:
+            raise UsageError(f"{where}: {path}: no 'model_type' key; expected a transformers config.json")
+        from transformers import AutoConfig
+
+        try:
+            return AutoConfig.for_model(**data)
+        except (ValueError, KeyError) as exc:
+            raise UsageError(f"{where}: {path}: {exc}") from None
+    if "/" in str(path_or_id) and not str(path_or_id).startswith((".", "/", "~")) and str(path_or_id).count("/") == 1:
+        from transformers import AutoConfig
+
+        try:
+            return AutoConfig.from_pretrained(str(path_or_id))
+        except OSError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"{where}: hub id {path_or_id!r} could not be fetched (offline?): {first}") from None
+    raise UsageError(f"{where}: {path_or_id}: no such file or directory (expected a HF model directory, a config.json or a hub id)")

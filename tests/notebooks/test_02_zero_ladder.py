@@ -45,7 +45,7 @@ def test_claims_rows_have_the_one_shape(metrics):
 
 def test_headline_and_drill(metrics):
     head = metrics["headline"]
-    assert 3 <= len(head) <= 6 and head["llama2_7b_params_billion"] == pytest.approx(6.738, abs=1e-3)
+    assert 3 <= len(head) <= 6 and head["model_params_billion"] == pytest.approx(6.738, abs=1e-3)
     drill = metrics["failure_drill"]
     assert drill["detected"] and drill["reported_rank"] == drill["expected_rank"] and drill["leftover_processes"] == []
 

@@ -173,3 +173,48 @@ def test_spec_json_round_trips(tmp_path):
     assert spec["out_dir"] == str(tmp_path.resolve()) and spec["device"] == "cpu"
     assert [r["name"] for r in spec["rungs"]] == ["stage0", "stage1", "stage2", "stage3", "stage3_default_persistence", "stage3_sub_group"]
     assert spec["rungs"][-1]["sub_group_size"] == 20_000
+
+
+def test_memory_model_takes_a_config_json_or_model_dir(tmp_path):
+    """Issue 17: the user's architecture by path, counted on the meta device (a 70B config costs nothing)."""
+    from nbkit.zero.config import MemoryConfig
+    from nbkit.zero.experiments import run_memory_model
+
+    cfg = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "tie_word_embeddings": False}
+    (tmp_path / "llama70b").mkdir()
+    (tmp_path / "llama70b" / "config.json").write_text(json.dumps(cfg))
+    by_dir = run_memory_model(MemoryConfig(model_path=str(tmp_path / "llama70b")))
+    by_file = run_memory_model(MemoryConfig(model_path=str(tmp_path / "llama70b" / "config.json")))
+    assert by_dir.metrics["n_params"] == by_file.metrics["n_params"] == 68_976_648_192
+
+
+@pytest.mark.parametrize(("setup", "match"), [
+    (lambda d: d / "missing", "no such file or directory"),
+    (lambda d: (d / "empty").mkdir() or d / "empty", "has no config.json"),
+    (lambda d: (d / "bad.json").write_text("{oops") and d / "bad.json", "not a JSON config"),
+    (lambda d: (d / "nomt.json").write_text('{"hidden_size": 8}') and d / "nomt.json", "no 'model_type' key"),
+])
+def test_memory_model_bad_paths_are_named(tmp_path, setup, match):
+    from nbkit.zero.config import MemoryConfig
+    from nbkit.zero.experiments import run_memory_model
+
+    with pytest.raises(UsageError, match=f"MemoryConfig.model_path: .*{match}"):
+        run_memory_model(MemoryConfig(model_path=str(setup(tmp_path))))
+
+
+def test_explain_the_users_ds_config(tmp_path):
+    from nbkit.zero.dsconfig import explain
+
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, "train_batch_size": 16,
+                                "zero_optimization": {"stage": 2, "stage3_prefetch_bucket_size": 1000}}))
+    table, findings, identity = explain(str(path), world_size=2)
+    assert identity == {"train_batch_size": 16, "micro_batch": 4, "grad_accum": 2, "world_size": 2}
+    assert any(f.startswith("zero_optimization.stage3_prefetch_bucket_size: does nothing here") for f in findings)
+    assert "zero_optimization.stage" in set(table["key"])
+    path.write_text(json.dumps({"train_batch_size": 16, "zero_optimization": {"stage": "2"}}))
+    with pytest.raises(UsageError, match=r"ds\.json: zero_optimization.stage: expected 0, 1, 2 or 3"):
+        explain(str(path), world_size=2)
+    _t, _f, field_notes = explain("")
+    assert field_notes == {"train_batch_size": 128, "micro_batch": 2, "grad_accum": 4, "world_size": 8}
