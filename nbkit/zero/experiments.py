@@ -127,6 +127,9 @@ def run_ladder(cfg: LadderConfig, live=None, *, on_progress=None, on_start=None,
         "loss_scale_history": next((t["loss_scale_history"] for t in out["ladder"] if t["rank"] == 0 and t["loss_scale_history"]), []),
         "sub_group": sub_group_comparison(out["ladder"]),
         "peak": out["peak"],
+        "model_states": {rung: sum(r["measured_bytes"] for r in rows) / len(rows)
+                         for rung in {r["rung"] for r in out["ladder"]}
+                         for rows in [[r for r in out["ladder"] if r["rung"] == rung]]},
         "n_params": out["ladder"][0]["n_params"] if out["ladder"] else 0,
     }
     table = pd.DataFrame([{k: v for k, v in row.items() if k not in ("local_losses",)} for row in out["ladder"]])

@@ -197,8 +197,9 @@ def test_claims_table_from_cpu_and_gpu_shaped_metrics():
                     _drill(), _frag([0.42, 0.43] * 10, [0.18, 0.19] * 10), dict(spec_cpu, device="cuda"))
     by = {c.key: c for c in gpu}
     assert by["loss_scale"].verdict == HOLDS and by["fragmentation"].verdict == HOLDS and by["speedup"].verdict == HOLDS
-    head = zc.headline(memory, _ladder(), spec_cpu)
-    assert 3 <= len(head) <= 6 and head["worst_measured_over_formula"] == 1.03
+    head = zc.headline(memory, _ladder(peak=_peak(), model_states={"stage0": 16e6, "stage3": 4e6}), spec_cpu)
+    assert len(head) == 6 and head["worst_measured_over_formula"] == 1.03
+    assert head["stage3_over_stage0_model_states"] == 0.25 and head["stage3_over_stage0_peak_growth"] == pytest.approx(10.5 / 20.5)
 
 
 def _peak(growth0=(20e6, 21e6), growth_k=(10e6, 11e6), estimate=5e6):
