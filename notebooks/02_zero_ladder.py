@@ -139,8 +139,8 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
 # ZeRO costs memory; `bench/zero_peak.py` sweeps sizes to find where each stage starts to pay.
 
 # %%
-lad.table[["rung", "rank", "baseline_bytes", "peak_bytes", "predicted_peak_bytes", "peak_over_predicted", "activation_bytes",
-           "deepspeed_estimate_bytes"]]
+lad.table[["rung", "rank", "baseline_bytes", "init_peak_bytes", "peak_bytes", "predicted_peak_bytes", "peak_over_predicted",
+           "activation_bytes", "deepspeed_estimate_bytes"]]
 
 # %%
 lad.data["waterfall_figure"]

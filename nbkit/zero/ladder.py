@@ -108,7 +108,7 @@ def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | 
             "checkpoint": r.get("checkpoint"),
             "loss_scale_history": r.get("loss_scale_history", []),
             "sub_group_size": r.get("sub_group_size"), "n_sub_groups": r.get("n_sub_groups"),
-            "baseline_bytes": r["baseline_bytes"], "activation_bytes": r["activation_bytes"],
+            "baseline_bytes": r["baseline_bytes"], "activation_bytes": r["activation_bytes"], "init_peak_bytes": r["init_peak_bytes"],
             "waterfall": measured_waterfall(r),
             "predicted": predict_peak(n_params=r["n_params"], largest_layer_params=size.largest_layer_params, stage=r["stage"],
                                       world_size=r["world_size"], precision=r["precision"], ds_zero=zero_cfg[r["rung"]],

@@ -237,6 +237,9 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     t0 = time.perf_counter()
     engine, _opt, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=cfg)
     init_s = time.perf_counter() - t0
+    # The peak up to here belongs to building the model and deepspeed.initialize (the client's fp32
+    # weights still exist beside DeepSpeed's 16-bit copy); the steps' peak is the rest of the window.
+    init_peak_bytes = int(probe.peak_bytes())
     pre_reduce_grads: list[int] = []
     grad_samples: list[dict[str, int]] = []
     original_allreduce = engine.allreduce_gradients
@@ -318,6 +321,7 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         "peak_bytes": int(peak.peak),
         "peak_kind": peak.how,
         "baseline_bytes": int(baseline_bytes),
+        "init_peak_bytes": init_peak_bytes,
         "activation_bytes": int(activation_bytes),
         "init_s": init_s,
         "losses": losses,
