@@ -95,7 +95,7 @@ class LadderConfig(_Checked):
 
     stages: tuple = field(default=(0, 1, 2, 3), metadata={"choices": [0, 1, 2, 3], "label": "ZeRO stages",
                                                           "nonempty": "pick at least one ZeRO stage"})
-    world_size: int = field(default=2, metadata={"min": 1, "max": 8, "label": "ranks (N)"})
+    world_size: int = field(default=2, metadata={"min": 1, "max": 256, "label": "ranks (N)"})
     steps: int = field(default=8, metadata={"min": 1, "max": 200})
     precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
     offload_optimizer: bool = field(default=False, metadata={"label": "offload optimizer (stages 1-3)"})
@@ -118,6 +118,8 @@ class LadderConfig(_Checked):
     overflow_step: int = field(default=-1, metadata={
         "min": -1, "max": 200, "label": "fp16: provoke a gradient overflow at this step (-1 = none)"})
     monitor_limit_mib: float = field(default=1024.0, metadata={"min": 10.0, "max": 100000.0, "label": "alert when a rank's RSS exceeds (MiB)"})
+    warm_up: bool = field(default=True, metadata={
+        "hidden": True, "help": "run each optimizer family once, unmeasured, so its one-time runtime growth is not charged to a stage"})
     sabotage: str = field(default="none", metadata={
         "choices": ["none", "diverge", "corrupt_checkpoint"], "hidden": True,
         "help": "break the last rank on purpose (tests of the silent-failure checks)"})

@@ -181,7 +181,7 @@ def run_failure_drill(cfg: FailureDrillConfig) -> Result:
 
     pids: dict[int, int] = {}
     lcfg = LadderConfig(stages=(2,), world_size=cfg.world_size, steps=cfg.step + 2, show_persistence=False,
-                        sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False,
+                        sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False,
                         device=cfg.device, timeout_s=max(30.0, cfg.timeout_s))
     t = time.perf_counter()
     caught: RankFailed | None = None

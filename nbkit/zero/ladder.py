@@ -49,6 +49,7 @@ def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]
     spec = {"rungs": ladder_rungs(cfg), "steps": cfg.steps, "micro_batch": cfg.micro_batch, "seq_len": cfg.seq_len,
             "seed": cfg.seed, "precision": cfg.precision, "model": model_cfg, "checkpoint": cfg.checkpoint,
             "overflow_step": cfg.overflow_step, "fail": fail, "device": device, "bucket_elements": cfg.bucket_elements,
+            "warm_up": cfg.warm_up,
             "sabotage": {"rank": cfg.world_size - 1, "how": cfg.sabotage} if cfg.sabotage != "none" else None}
     for rung in spec["rungs"]:
         build_config(rung, spec, cfg.world_size)

@@ -124,8 +124,8 @@ def test_launch_fails_before_spawning_a_rank(tmp_path, monkeypatch, spec, kwargs
 
 
 @pytest.mark.parametrize(("cls", "kwargs", "match"), [
-    ("LadderConfig", {"world_size": 0}, r"LadderConfig.world_size: expected a value in 1..8, got 0"),
-    ("LadderConfig", {"world_size": 9}, r"LadderConfig.world_size: expected a value in 1..8, got 9"),
+    ("LadderConfig", {"world_size": 0}, r"LadderConfig.world_size: expected a value in 1..256, got 0"),
+    ("LadderConfig", {"world_size": 257}, r"LadderConfig.world_size: expected a value in 1..256, got 257"),
     ("LadderConfig", {"world_size": "2"}, r"LadderConfig.world_size: expected an integer, got '2'"),
     ("LadderConfig", {"world_size": True}, r"LadderConfig.world_size: expected an integer, got True"),
     ("LadderConfig", {"steps": 0}, r"LadderConfig.steps: expected a value in 1..200"),

@@ -85,7 +85,7 @@ def _ranks_gone(pids):
 def test_killed_rank_is_named_and_nothing_is_left():
     pids = {}
     with pytest.raises(RankFailed, match="rank 1 failed: killed by SIGKILL") as info:
-        run_ladder(LadderConfig(stages=(1,), world_size=2, steps=3, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, device="cpu", timeout_s=120),
+        run_ladder(LadderConfig(stages=(1,), world_size=2, steps=3, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=120),
                    on_start=pids.update, fail={"rank": 1, "step": 1, "how": "kill"})
     assert not isinstance(info.value, RankTimeout)
     assert not _ranks_gone(pids)
@@ -95,7 +95,7 @@ def test_killed_rank_is_named_and_nothing_is_left():
 def test_hung_rank_times_out_and_is_located():
     pids = {}
     with pytest.raises(RankTimeout, match="rank 1 was stuck outside any collective") as info:
-        run_ladder(LadderConfig(stages=(0,), world_size=2, steps=3, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, device="cpu", timeout_s=35),
+        run_ladder(LadderConfig(stages=(0,), world_size=2, steps=3, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=35),
                    on_start=pids.update, fail={"rank": 1, "step": 1, "how": "hang"})
     assert info.value.rank == 1
     assert not _ranks_gone(pids)
@@ -104,7 +104,7 @@ def test_hung_rank_times_out_and_is_located():
 @pytest.mark.slow
 def test_rank_exception_surfaces_its_traceback():
     with pytest.raises(RankFailed) as info:
-        run_ladder(LadderConfig(stages=(2,), world_size=2, steps=2, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, device="cpu", timeout_s=120),
+        run_ladder(LadderConfig(stages=(2,), world_size=2, steps=2, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=120),
                    fail={"rank": 0, "step": 0, "how": "raise"})
     assert info.value.rank == 0
     assert "injected failure" in str(info.value)
@@ -153,7 +153,8 @@ def test_silent_failure_checks_catch_a_broken_run(sabotage, metric, verdict_fn):
     from nbkit.zero import claims as zc
 
     out = run_ladder(LadderConfig(stages=(1,), world_size=2, steps=1, show_persistence=False, sub_group_elements=0, hidden_size=64,
-                                  num_hidden_layers=2, checkpoint=True, sabotage=sabotage, device="cpu", timeout_s=200))
+                                  num_hidden_layers=2, checkpoint=True, sabotage=sabotage, warm_up=False, device="cpu",
+                                  timeout_s=200))
     assert out.metrics[metric] is False
     assert getattr(zc, verdict_fn)(out.metrics).verdict == "refuted"
     if sabotage == "corrupt_checkpoint":
