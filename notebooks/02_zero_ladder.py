@@ -19,6 +19,10 @@
 # (replica divergence, checkpoint round trip, a rank dying mid-run, CPU headroom before offload),
 # allocator fragmentation (CUDA only — said plainly on CPU) and speculative decoding on SmolLM2.
 #
+# Your own plan: `MODEL` is your model for the memory model (a Hugging Face model directory, a
+# `config.json` or a hub id; empty = Llama-2-7B), `DS_CONFIG` your `ds_config.json`, explained key by
+# key against `WORLD_SIZE` (empty = the field notes' config and its launch line).
+#
 # Every number below is computed by this run; the claims table at the end compares them with the
 # field notes' figures — a check that fails shows there as "refuted", it does not stop the notebook.
 # Run top to bottom; `nbkit run 02 --smoke` executes it headless.
@@ -35,8 +39,8 @@ NUM_LAYERS = 4
 SPEC_PROMPTS = 3
 SPEC_NEW_TOKENS = 48
 MONITOR_LIMIT_MIB = 450.0
-MODEL = ""      # your model for the memory model: a HF model directory, a config.json or a hub id ("" = Llama-2-7B)
-DS_CONFIG = ""  # your ds_config.json to explain key by key ("" = the field notes' config and launch line)
+MODEL = ""
+DS_CONFIG = ""
 
 # %%
 import dataclasses
