@@ -185,7 +185,7 @@ class SpecDecConfig(_Checked):
 
     methods: tuple = field(default=("prompt_lookup", "truncated_draft"), metadata={"choices": SPEC_METHODS,
                                                                                    "nonempty": "pick at least one method"})
-    max_new_tokens: int = field(default=48, metadata={"min": 8, "max": 512})
+    max_new_tokens: int = field(default=32, metadata={"min": 8, "max": 512})
     prompt_lookup_num_tokens: int = field(default=10, metadata={"min": 1, "max": 32})
     draft_layers: int = field(default=6, metadata={"min": 1, "max": 29})
     num_assistant_tokens: int = field(default=4, metadata={"min": 1, "max": 16})
