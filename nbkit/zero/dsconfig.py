@@ -15,9 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-# The seed's ds_config (field notes §3.2), verbatim in content. Its CLI runs 8 GPUs with
+from nbkit.errors import UsageError
+
+# The field notes' ds_config (field notes §3.2), verbatim in content. Its CLI runs 8 GPUs with
 # --per_device_train_batch_size 2 --gradient_accumulation_steps 4, i.e. 2 × 4 × 8 = 64, not 128.
-SEED_DS_CONFIG: dict[str, Any] = {
+FIELD_NOTES_DS_CONFIG: dict[str, Any] = {
     "train_batch_size": 128,
     "gradient_accumulation_steps": 4,
     "steps_per_print": 10,
@@ -40,9 +42,9 @@ SEED_DS_CONFIG: dict[str, Any] = {
     "gradient_clipping": 1.0,
     "flops_profiler": {"enabled": False, "profile_step": 20, "module_depth": -1, "top_modules": 1, "detailed": True},
 }
-SEED_CLI = {"world_size": 8, "micro_batch": 2, "grad_accum": 4}
+FIELD_NOTES_CLI = {"world_size": 8, "micro_batch": 2, "grad_accum": 4}
 
-# What each key of the seed's config does (DeepSpeed docs, config-json), and the stages it acts at.
+# What each key of the field notes' config does (DeepSpeed docs, config-json), and the stages it acts at.
 KEY_DOCS: dict[str, tuple[str, tuple[int, ...] | None]] = {
     "train_batch_size": ("global batch per optimizer step = micro_batch × grad_accum × world_size", None),
     "train_micro_batch_size_per_gpu": ("samples per rank per forward/backward", None),
@@ -85,8 +87,23 @@ KEY_DOCS: dict[str, tuple[str, tuple[int, ...] | None]] = {
 }
 
 
-class DSConfigError(ValueError):
+class DSConfigError(UsageError):
     """A ds_config problem found before any rank starts; the message names the key."""
+
+
+def _positive_int(value: Any, where: str, *, minimum: int = 1) -> int:
+    """DeepSpeed's pydantic models coerce "4", 4.0 and true to 4; a config that says so is a mistake."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DSConfigError(f"{where}: expected an integer ≥ {minimum}, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise DSConfigError(f"{where}: expected an integer ≥ {minimum}, got {value}")
+    return value
+
+
+def _offload_on(section: Any) -> bool:
+    """``offload_*: {device: none}`` (or null) is DeepSpeed's way of saying "no offload"."""
+    return isinstance(section, dict) and str(section.get("device", "cpu")).lower() not in ("none", "null") \
+        and section.get("device", "cpu") is not None
 
 
 def build_ds_config(
@@ -100,10 +117,14 @@ def build_ds_config(
     offload_param: bool = False,
     param_persistence_threshold: float | None = 0,
     bucket_elements: int | None = 200_000,
+    sub_group_size: int | None = None,
     extra: dict | None = None,
 ) -> dict[str, Any]:
     """The ds_config one ladder rung runs with (validated)."""
-    if stage not in (0, 1, 2, 3):
+    _positive_int(micro_batch, "micro_batch (train_micro_batch_size_per_gpu)")
+    _positive_int(grad_accum, "grad_accum (gradient_accumulation_steps)")
+    _positive_int(world_size, "world_size")
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
         raise DSConfigError(f"zero_optimization.stage must be 0, 1, 2 or 3, got {stage!r}")
     if precision not in ("fp32", "bf16", "fp16"):
         raise DSConfigError(f"precision must be 'fp32', 'bf16' or 'fp16', got {precision!r}")
@@ -119,6 +140,8 @@ def build_ds_config(
         zero["offload_param"] = {"device": "cpu", "pin_memory": False}
     if stage == 3 and param_persistence_threshold is not None:
         zero["stage3_param_persistence_threshold"] = param_persistence_threshold
+    if stage == 3 and sub_group_size:
+        zero["sub_group_size"] = int(sub_group_size)
     cfg: dict[str, Any] = {
         "train_batch_size": micro_batch * grad_accum * world_size,
         "train_micro_batch_size_per_gpu": micro_batch,
@@ -173,10 +196,16 @@ def validate_ds_config(cfg: dict | str | Path, *, world_size: int | None = None,
     if isinstance(cfg, (str, Path)):
         path = Path(cfg)
         source = str(path)
+        if path.is_dir():
+            raise DSConfigError(f"{path}: is a directory; expected a ds_config JSON file")
         try:
-            cfg = json.loads(path.read_text())
+            cfg = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise DSConfigError(f"{path}: no such ds_config file") from None
+        except UnicodeDecodeError as exc:
+            raise DSConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected a JSON file") from None
+        except OSError as exc:
+            raise DSConfigError(f"{path}: cannot read ds_config ({exc.strerror})") from None
         except json.JSONDecodeError as exc:
             raise DSConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
     if not isinstance(cfg, dict):
@@ -193,11 +222,56 @@ def validate_ds_config(cfg: dict | str | Path, *, world_size: int | None = None,
     return cfg
 
 
+# Optimizer / scheduler "type" names DeepSpeed builds itself (runtime/config.py, lr_schedules.py);
+# any other name must be a torch.optim (lr_scheduler) class, which DeepSpeed looks up by name.
+DS_OPTIMIZERS = {"adam", "adamw", "lamb", "onebitadam", "zerooneadam", "onebitlamb", "adagrad", "lion", "muadam",
+                 "muadamw", "musgd", "muon", "sgd", "adam_w"}
+DS_SCHEDULERS = {"LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"}
+
+
+def _check_scalars(cfg: dict, source: str) -> None:
+    """Types and ranges DeepSpeed's own parsing coerces or lets through (they fail later, in a rank)."""
+    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print"):
+        if key in cfg:
+            _positive_int(cfg[key], f"{source}: {key}")
+    if "gradient_clipping" in cfg:
+        v = cfg["gradient_clipping"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
+            raise DSConfigError(f"{source}: gradient_clipping: expected a number ≥ 0 (0 = off), got {v!r}")
+    zero = cfg.get("zero_optimization")
+    if isinstance(zero, dict) and "stage" in zero:
+        st = zero["stage"]
+        if isinstance(st, bool) or not isinstance(st, int) or st not in (0, 1, 2, 3):
+            raise DSConfigError(f"{source}: zero_optimization.stage: expected 0, 1, 2 or 3 (an integer), got {st!r}")
+    for section, known, lookup in (("optimizer", DS_OPTIMIZERS, "torch.optim"), ("scheduler", DS_SCHEDULERS, "torch.optim.lr_scheduler")):
+        if section not in cfg:
+            continue
+        value = cfg[section]
+        if not isinstance(value, dict):
+            raise DSConfigError(f"{source}: {section}: expected an object with 'type' and 'params', got {value!r}")
+        extra_keys = set(value) - {"type", "params"}
+        if extra_keys:
+            raise DSConfigError(f"{source}: {section}: unknown key(s) {sorted(extra_keys)}; expected 'type' and 'params'")
+        typ = value.get("type")
+        if not isinstance(typ, str) or not typ:
+            raise DSConfigError(f"{source}: {section}.type: expected a name, got {typ!r}")
+        if not isinstance(value.get("params", {}), dict):
+            raise DSConfigError(f"{source}: {section}.params: expected an object, got {value['params']!r}")
+        import importlib
+
+        names = {k.lower() for k in known} if section == "optimizer" else known
+        probe = typ.lower() if section == "optimizer" else typ
+        if probe not in names and not isinstance(getattr(importlib.import_module(lookup), typ, None), type):
+            raise DSConfigError(f"{source}: {section}.type: unknown {section} {typ!r}; expected one of DeepSpeed's "
+                                f"{sorted(known)} or a {lookup} class name")
+
+
 def _validate_sections(cfg: dict, source: str) -> None:
     from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
     from pydantic import ValidationError
 
+    _check_scalars(cfg, source)
     models = {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config, "bf16": DeepSpeedBF16Config}
     for section, model in models.items():
         if section not in cfg:
@@ -214,19 +288,19 @@ def _validate_sections(cfg: dict, source: str) -> None:
     if cfg.get("fp16", {}).get("enabled") and cfg.get("bf16", {}).get("enabled"):
         raise DSConfigError(f"{source}: fp16.enabled and bf16.enabled are both true; pick one")
     zero = cfg.get("zero_optimization", {})
-    if zero.get("offload_param") and zero.get("stage", 0) != 3:
+    if _offload_on(zero.get("offload_param")) and zero.get("stage", 0) != 3:
         raise DSConfigError(f"{source}: zero_optimization.offload_param needs stage 3 (got stage {zero.get('stage', 0)}); DeepSpeed rejects it")
-    if zero.get("offload_optimizer") and zero.get("stage", 0) == 0:
+    if _offload_on(zero.get("offload_optimizer")) and zero.get("stage", 0) == 0:
         raise DSConfigError(f"{source}: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (got stage 0)")
 
 
 def check_batch_identity(cfg: dict, world_size: int, *, source: str = "ds_config") -> dict[str, Any]:
     """``train_batch_size == micro × accum × world``; fills a missing one like DeepSpeed, else raises."""
-    tb = cfg.get("train_batch_size")
-    mb = cfg.get("train_micro_batch_size_per_gpu")
-    ga = cfg.get("gradient_accumulation_steps")
-    if world_size < 1:
-        raise DSConfigError(f"world_size must be >= 1, got {world_size}")
+    _positive_int(world_size, "world_size")
+    tb, mb, ga = (cfg.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
+    for key, value in (("train_batch_size", tb), ("train_micro_batch_size_per_gpu", mb), ("gradient_accumulation_steps", ga)):
+        if value is not None:
+            _positive_int(value, f"{source}: {key}")
     if tb is not None and mb is not None and ga is not None:
         if tb != mb * ga * world_size:
             raise DSConfigError(
@@ -244,6 +318,10 @@ def check_batch_identity(cfg: dict, world_size: int, *, source: str = "ds_config
         return {"train_batch_size": tb, "micro_batch": mb, "grad_accum": tb // (mb * world_size)}
     if mb is not None:
         return {"train_batch_size": mb * (ga or 1) * world_size, "micro_batch": mb, "grad_accum": ga or 1}
+    if tb is not None:  # DeepSpeed: micro = train_batch_size / world_size, accumulation 1
+        if tb % world_size:
+            raise DSConfigError(f"{source}: train_batch_size={tb} is not divisible by world_size = {world_size}")
+        return {"train_batch_size": tb, "micro_batch": tb // world_size, "grad_accum": 1}
     raise DSConfigError(f"{source}: needs train_batch_size or train_micro_batch_size_per_gpu")
 
 
@@ -282,7 +360,7 @@ def explain_ds_config(cfg: dict, *, world_size: int, micro_batch: int | None = N
         if key == "zero_optimization.reduce_bucket_size" and value == "auto":
             why = "'auto' is resolved only by the Hugging Face Trainer integration; plain DeepSpeed drops it and uses its default"
         if key == "zero_optimization.sub_group_size":
-            why = why or "not a per-rank shard size (the seed reads it as '1.75 GB per card')"
+            why = why or "not a per-rank shard size (the field notes read it as '1.75 GB per card')"
         rows.append({"key": key, "value": json.dumps(value) if isinstance(value, (dict, list)) else value, "meaning": meaning, "acts": active, "note": why})
         if not active:
             findings.append(f"{key}: does nothing here ({why})")
@@ -292,3 +370,25 @@ def explain_ds_config(cfg: dict, *, world_size: int, micro_batch: int | None = N
     if tb is not None and mb is not None and ga is not None and tb != mb * ga * world_size:
         findings.insert(0, f"batch identity broken: train_batch_size={tb} but micro_batch × grad_accum × world_size = {mb} × {ga} × {world_size} = {mb * ga * world_size}")
     return pd.DataFrame(rows), findings
+
+
+def explain(path: str | Path = "", *, world_size: int | None = None, micro_batch: int | None = None,
+            grad_accum: int | None = None):
+    """Explain the user's ds_config (``path``) or, with no path, the field notes' one with its launch line.
+
+    Returns ``(table, findings, identity)``; ``identity`` holds ``train_batch_size``, ``micro_batch``,
+    ``grad_accum`` and ``world_size`` as the batch-identity check reads them. The file is validated
+    first (DeepSpeed's own section models plus the checks above), so a config DeepSpeed would reject
+    fails here with its file and key.
+    """
+    if path:
+        cfg = validate_ds_config(path)
+        world = world_size or 1
+    else:
+        cfg = FIELD_NOTES_DS_CONFIG
+        world, micro_batch, grad_accum = FIELD_NOTES_CLI["world_size"], FIELD_NOTES_CLI["micro_batch"], FIELD_NOTES_CLI["grad_accum"]
+    table, findings = explain_ds_config(cfg, world_size=world, micro_batch=micro_batch, grad_accum=grad_accum)
+    mb = micro_batch if micro_batch is not None else cfg.get("train_micro_batch_size_per_gpu")
+    ga = grad_accum if grad_accum is not None else cfg.get("gradient_accumulation_steps", 1)
+    identity = {"train_batch_size": cfg.get("train_batch_size"), "micro_batch": mb, "grad_accum": ga, "world_size": world}
+    return table, findings, identity

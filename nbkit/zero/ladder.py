@@ -1,13 +1,13 @@
-"""The ZeRO ladder: real DeepSpeed runs at stages 0-3 (± offload), measured bytes against the formula.
-
-``run_ladder`` launches the ranks once (all rungs run inside the same rank processes), streams
-every rank's loss into a live figure, and returns the per-rank rows (``ladder``), measured ÷
-formula per stage (``bytes_vs_formula``), the loss-agreement check and the figures.
+"""The ZeRO ladder's domain: the rungs a config asks for, the spec the ranks read, and the
+summary of what they measured (bytes against the formula, loss agreement, replica and checkpoint
+checks, figures). ``nbkit.zero.experiments.run_ladder`` launches the ranks; ``write_spec`` writes the
+same spec for ``torchrun`` or DeepSpeed's launcher on a cluster.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from pathlib import Path
 from typing import Any
 
 # Stage-3 parameters smaller than this stay whole on every rank; it is DeepSpeed's default (1e5).
@@ -15,104 +15,70 @@ DS_DEFAULT_PERSISTENCE = 100_000
 LOSS_TOLERANCE = {"fp32": 1e-4, "bf16": 0.02, "fp16": 0.02}
 
 
-@dataclass
-class LadderParams:
-    stages: tuple = field(default=(0, 1, 2, 3), metadata={"choices": [0, 1, 2, 3], "label": "ZeRO stages"})
-    world_size: int = field(default=2, metadata={"min": 1, "max": 8, "label": "ranks (N)"})
-    steps: int = field(default=3, metadata={"min": 1, "max": 200})
-    precision: str = field(default="bf16", metadata={"choices": ["bf16", "fp32", "fp16"]})
-    offload_optimizer: bool = field(default=False, metadata={"label": "offload optimizer (stages 1-3)"})
-    offload_param: bool = field(default=False, metadata={"label": "offload params (stage 3)"})
-    show_persistence: bool = field(default=True, metadata={"label": "also run stage 3 at DeepSpeed's default persistence threshold"})
-    hidden_size: int = field(default=64, metadata={"min": 32, "max": 1024, "step": 32})
-    num_hidden_layers: int = field(default=2, metadata={"min": 1, "max": 24})
-    micro_batch: int = field(default=2, metadata={"min": 1, "max": 32})
-    seq_len: int = field(default=32, metadata={"min": 8, "max": 1024, "step": 8})
-    seed: int = field(default=0, metadata={"hidden": True})
-    device: str = field(default="auto", metadata={"choices": ["auto", "cpu", "cuda"]})
-    timeout_s: float = field(default=300.0, metadata={"min": 30.0, "max": 3600.0})
-    checkpoint: bool = field(default=False, metadata={"label": "checkpoint save→load round trip"})
-    monitor_limit_mib: float = field(default=1024.0, metadata={"min": 10.0, "max": 100000.0, "label": "alert when a rank's RSS exceeds (MiB)"})
-
-
-def ladder_rungs(params: LadderParams) -> list[dict[str, Any]]:
-    if not params.stages:
-        raise ValueError("pick at least one ZeRO stage")
+def ladder_rungs(cfg) -> list[dict[str, Any]]:
+    """One rung per requested stage (stage 3 at persistence threshold 0, so it shards everything),
+    plus stage 3 at DeepSpeed's default threshold and at a second ``sub_group_size`` when asked."""
     rungs = []
-    for s in sorted(set(int(x) for x in params.stages)):
+    for s in sorted(set(int(x) for x in cfg.stages)):
         rungs.append({
             "name": f"stage{s}", "stage": s,
-            "offload_optimizer": bool(params.offload_optimizer and s >= 1),
-            "offload_param": bool(params.offload_param and s == 3),
+            "offload_optimizer": bool(cfg.offload_optimizer and s >= 1),
+            "offload_param": bool(cfg.offload_param and s == 3),
             "param_persistence_threshold": 0,
         })
-    if params.show_persistence and 3 in params.stages:
-        rungs.append({"name": "stage3_default_persistence", "stage": 3, "offload_optimizer": bool(params.offload_optimizer),
-                      "offload_param": bool(params.offload_param), "param_persistence_threshold": DS_DEFAULT_PERSISTENCE})
+    if 3 in cfg.stages and cfg.show_persistence:
+        rungs.append({"name": "stage3_default_persistence", "stage": 3, "offload_optimizer": bool(cfg.offload_optimizer),
+                      "offload_param": bool(cfg.offload_param), "param_persistence_threshold": DS_DEFAULT_PERSISTENCE})
+    if 3 in cfg.stages and cfg.sub_group_elements:
+        rungs.append({"name": "stage3_sub_group", "stage": 3, "offload_optimizer": bool(cfg.offload_optimizer),
+                      "offload_param": bool(cfg.offload_param), "param_persistence_threshold": 0,
+                      "sub_group_size": int(cfg.sub_group_elements)})
     return rungs
 
 
-def run_ladder(params: LadderParams, live=None, on_progress=None, on_start=None, fail: dict | None = None) -> dict[str, Any]:
-    """Launch the ranks, stream losses, and return rows, ratios, checks and figures."""
-    from tqdm.auto import tqdm
+def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]:
+    """What every rank reads: rungs, model, batch, precision, checks and deliberate failures.
 
-    from nbkit.device import pick_device
-    from nbkit.zero.launch import launch
+    Every rung's ds_config is built (and validated) here, so a config DeepSpeed would reject fails
+    before a rank starts.
+    """
+    from nbkit.zero.worker import build_config
 
-    device = pick_device(params.device)
-    rungs = ladder_rungs(params)
-    model_cfg = {"hidden_size": params.hidden_size, "intermediate_size": 2 * params.hidden_size,
-                 "num_hidden_layers": params.num_hidden_layers}
-    spec = {"rungs": rungs, "steps": params.steps, "micro_batch": params.micro_batch, "seq_len": params.seq_len,
-            "seed": params.seed, "precision": params.precision, "model": model_cfg, "checkpoint": params.checkpoint,
-            "fail": fail}
-    bar = tqdm(total=len(rungs) * params.steps * params.world_size, desc="ZeRO ladder (rank-steps)", leave=False)
-
-    def progress(d):
-        bar.update(1)
-        if live is not None and d["rank"] == 0:
-            live.add(f"{d['rung']} (mean over ranks)", d["step"], d["mean_loss"])
-            live.flush()
-        if on_progress is not None:
-            on_progress(d)
-
-    from nbkit.zero.monitor import MemoryMonitor, process_tree_rss
-
-    pids: dict[int, int] = {}
-    alerts: list[dict[str, Any]] = []
-
-    def sampler():
-        by_pid = process_tree_rss(list(pids.values()))()
-        return {f"rank {r} RSS": by_pid[f"pid{pid}"] for r, pid in pids.items() if f"pid{pid}" in by_pid}
-
-    def started(p):
-        pids.update(p)
-        if on_start is not None:
-            on_start(p)
-
-    monitor = MemoryMonitor(sampler, interval_s=0.25)
-    for r in range(params.world_size):
-        monitor.on_threshold(f"rank {r} RSS", params.monitor_limit_mib * 2**20, alerts.append)
-    import tempfile
-
-    # Rank JSON, logs and round-trip checkpoints live only for the run; failures carry their
-    # traceback tails in the exception.
-    try:
-        with tempfile.TemporaryDirectory(prefix="nbkit-zero-") as out_dir, monitor:
-            res = launch(spec, world_size=params.world_size, device=device.type, timeout_s=params.timeout_s,
-                         on_progress=progress, on_start=started, out_dir=out_dir)
-    finally:
-        bar.close()
-    out = summarize(res.rows(), params, wall_s=res.wall_s)
-    out["memory_timeline"] = monitor.figure("Rank RSS during the ladder (sampler thread)")
-    out["alerts"] = alerts
-    out["rss_peak_bytes"] = {k: max(ys) for k, (_xs, ys) in monitor.series().items()}
-    out["monitor_samples"] = len(monitor.samples)
-    return out
+    model_cfg = {"hidden_size": cfg.hidden_size, "intermediate_size": 2 * cfg.hidden_size,
+                 "num_hidden_layers": cfg.num_hidden_layers}
+    spec = {"rungs": ladder_rungs(cfg), "steps": cfg.steps, "micro_batch": cfg.micro_batch, "seq_len": cfg.seq_len,
+            "seed": cfg.seed, "precision": cfg.precision, "model": model_cfg, "checkpoint": cfg.checkpoint,
+            "overflow_step": cfg.overflow_step, "fail": fail, "device": device, "bucket_elements": cfg.bucket_elements,
+            "warm_up": cfg.warm_up,
+            "sabotage": {"rank": cfg.world_size - 1, "how": cfg.sabotage} if cfg.sabotage != "none" else None}
+    for rung in spec["rungs"]:
+        build_config(rung, spec, cfg.world_size)
+    return spec
 
 
-def summarize(rows: list[dict[str, Any]], params: LadderParams, wall_s: float | None = None) -> dict[str, Any]:
-    from nbkit.zero.memory import formula_bytes
+def write_spec(cfg, path: str | Path, *, out_dir: str | Path | None = None, device: str | None = None) -> Path:
+    """Write the ranks' spec JSON for an external launcher (torchrun, ``deepspeed``).
+
+    ``out_dir`` (default: the spec's folder) is where each rank writes ``rank<R>.json``; on a cluster
+    put it on a shared file system. ``device`` defaults to the config's (``auto`` resolves per rank).
+    """
+    path = Path(path)
+    spec = ladder_spec(cfg, device or cfg.device)
+    spec["out_dir"] = str(Path(out_dir) if out_dir is not None else path.parent.resolve())
+    path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    return path
+
+
+def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | None = None) -> dict[str, Any]:
+    from nbkit.model_files import tiny_llama_config
+    from nbkit.zero.memory import deepspeed_estimate, formula_bytes, model_size
+    from nbkit.zero.peak import measured_waterfall, predict_activation_bytes, predict_peak, waterfall_figure
+    from nbkit.zero.worker import build_config
+
+    precision = spec["precision"]
+    size = model_size(tiny_llama_config(**spec["model"]), "ladder Llama")
+    activations = predict_activation_bytes(spec["model"], spec["micro_batch"], spec["seq_len"], precision)
+    zero_cfg = {r["name"]: build_config(r, spec, rows[0]["world_size"])["zero_optimization"] for r in spec["rungs"]} if rows else {}
 
     table = []
     for r in rows:
@@ -141,16 +107,42 @@ def summarize(rows: list[dict[str, Any]], params: LadderParams, wall_s: float | 
             "optimizer_class": r["optimizer_class"], "n_params": r["n_params"], "precision": r["precision"],
             "losses": r["mean_losses"], "local_losses": r["losses"],
             "checkpoint": r.get("checkpoint"),
+            "loss_scale_history": r.get("loss_scale_history", []),
+            "sub_group_size": r.get("sub_group_size"), "n_sub_groups": r.get("n_sub_groups"),
+            "baseline_bytes": r["baseline_bytes"], "activation_bytes": r["activation_bytes"], "init_peak_bytes": r["init_peak_bytes"],
+            "waterfall": measured_waterfall(r),
+            "predicted": predict_peak(n_params=r["n_params"], largest_layer_params=size.largest_layer_params, stage=r["stage"],
+                                      world_size=r["world_size"], precision=r["precision"], ds_zero=zero_cfg[r["rung"]],
+                                      activation_bytes=activations, baseline_bytes=r["baseline_bytes"],
+                                      offload_optimizer=r["offload_optimizer"], offload_param=r["offload_param"]),
+            "deepspeed_estimate_bytes": deepspeed_estimate(size, r["world_size"], r["stage"], offload_optimizer=r["offload_optimizer"],
+                                                           offload_param=r["offload_param"])["device"],
         })
+        table[-1]["predicted_peak_bytes"] = table[-1]["predicted"]["total"]
+        table[-1]["peak_over_predicted"] = r["peak_bytes"] / table[-1]["predicted_peak_bytes"]
     by_stage: dict[int, list[float]] = {}
     for t in table:
-        if t["persistence_threshold"] in (0, None) or t["stage"] != 3:
+        if t["stage"] != 3 or t["rung"] == "stage3":
             by_stage.setdefault(t["stage"], []).append(t["ratio"])
     bytes_vs_formula = {f"stage{s}": sum(v) / len(v) for s, v in sorted(by_stage.items())}
-    checks = loss_agreement(table, params.precision)
+    checks = loss_agreement(table, precision)
     checks.update(replica_agreement(table))
-    return {"ladder": table, "bytes_vs_formula": bytes_vs_formula, "checks": checks, "wall_s": wall_s,
-            "figure": bytes_figure(table), "loss_figure": loss_figure(table), "time_figure": time_figure(table)}
+    checks.update(checkpoint_agreement(table))
+    return {"ladder": table, "bytes_vs_formula": bytes_vs_formula, "checks": checks, "wall_s": wall_s, "peak": peak_summary(table),
+            "figure": bytes_figure(table), "loss_figure": loss_figure(table), "time_figure": time_figure(table),
+            "waterfall_figure": waterfall_figure(table)}
+
+
+def peak_summary(table: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per rung: each rank's measured peak, its growth above the baseline, the prediction, DeepSpeed's estimate."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in table:
+        d = out.setdefault(t["rung"], {"stage": t["stage"], "measured": [], "growth": [], "predicted": [],
+                                       "deepspeed_estimate": t["deepspeed_estimate_bytes"]})
+        d["measured"].append(t["peak_bytes"])
+        d["growth"].append(t["peak_bytes"] - t["baseline_bytes"])
+        d["predicted"].append(t["predicted_peak_bytes"])
+    return out
 
 
 def loss_agreement(table: list[dict[str, Any]], precision: str) -> dict[str, Any]:
@@ -185,6 +177,16 @@ def replica_agreement(table: list[dict[str, Any]]) -> dict[str, Any]:
         out["replica_detail"][name] = {"eval_loss_spread": spread, "checksum_rel_spread": csum_rel, "in_sync": ok}
         out["replicas_in_sync"] &= ok
     return out
+
+
+def checkpoint_agreement(table: list[dict[str, Any]]) -> dict[str, Any]:
+    """Silent-failure check: on every rank-rung, the state changed after the save and the load restored it
+    exactly. ``None`` when no rung ran the round trip."""
+    trips = {f"{t['rung']}/rank{t['rank']}": t["checkpoint"] for t in table if t.get("checkpoint")}
+    if not trips:
+        return {"checkpoint_round_trip_ok": None, "checkpoint_detail": {}}
+    ok = all(c["restored_equal"] and c["state_changed_after_save"] for c in trips.values())
+    return {"checkpoint_round_trip_ok": ok, "checkpoint_detail": trips}
 
 
 def bytes_figure(table):

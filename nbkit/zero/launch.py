@@ -7,8 +7,11 @@ timeout after which every rank's whole process group is killed — torchrun's el
 and waits instead. Each rank runs in its own session (process group), so killing it also kills
 anything it spawned; ``launch`` always reaps every child before it returns or raises.
 
-For more than one machine, ``hostfile_command`` writes the equivalent ``deepspeed --hostfile``
-command line (DeepSpeed's launcher does the ssh/pdsh fan-out).
+The rank worker (``nbkit.zero.worker``) needs nothing from this spawner but the env:// variables
+(``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT``), so on a cluster it runs
+unchanged under ``torchrun`` or DeepSpeed's launcher, from a spec written by
+``nbkit.zero.ladder.write_spec`` (``hostfile_command`` writes the ``deepspeed --hostfile`` line;
+``tests/unit/test_zero_torchrun.py`` runs a two-node ``torchrun`` job on loopback).
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbkit.errors import UsageError
 
-class LaunchError(RuntimeError):
-    """A problem found before any rank started (bad port, world size, config)."""
+
+class LaunchError(UsageError):
+    """A problem found before any rank started (bad port, world size, device, out_dir, config)."""
 
 
 class RankFailed(RuntimeError):
@@ -56,7 +61,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def check_port(port: int, host: str = "127.0.0.1") -> None:
-    if not (1024 <= int(port) <= 65535):
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise LaunchError(f"master port: expected an integer in 1024..65535, got {port!r} ({type(port).__name__})")
+    if not (1024 <= port <= 65535):
         raise LaunchError(f"master port must be in 1024..65535, got {port}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
@@ -69,8 +76,9 @@ def check_world_size(world_size: int, device: str, *, max_ranks_per_core: int = 
     """Refuse a world size this machine cannot host, before anything starts."""
     import psutil
 
-    if not isinstance(world_size, int) or world_size < 1:
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise LaunchError(f"world_size must be a positive integer, got {world_size!r}")
+    check_device(device)
     if device.startswith("cuda"):
         import torch
 
@@ -85,6 +93,48 @@ def check_world_size(world_size: int, device: str, *, max_ranks_per_core: int = 
     avail = psutil.virtual_memory().available
     if need > avail:
         raise LaunchError(f"world_size={world_size} CPU ranks need ~{need / 2**30:.1f} GiB (≈{rank_rss_bytes / 2**20:.0f} MiB each) but only {avail / 2**30:.1f} GiB is available")
+
+
+def check_device(device: str) -> None:
+    """The ranks run on ``cpu`` (gloo) or ``cuda`` (nccl); anything else is refused by name."""
+    if not isinstance(device, str) or device not in ("cpu", "cuda"):
+        raise LaunchError(f"device: expected 'cpu' or 'cuda' for the ranks, got {device!r}")
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """The run folder must be a directory (or creatable); a file or an unwritable place is named."""
+    out = Path(out_dir)
+    for parent in [out, *out.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise LaunchError(f"out_dir {out}: {parent} is a file, not a directory")
+        if parent.exists():
+            break
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LaunchError(f"out_dir {out}: cannot create it ({exc.strerror})") from None
+    if not os.access(out, os.W_OK):
+        raise LaunchError(f"out_dir {out}: not writable")
+    return out
+
+
+def check_spec(spec: dict[str, Any], world_size: int) -> None:
+    """Everything a rank would trip over, checked before one starts: rungs, steps, every rung's ds_config."""
+    from nbkit.zero.worker import build_config
+
+    rungs = spec.get("rungs")
+    if not isinstance(rungs, list) or not rungs:
+        raise LaunchError("spec.rungs: expected a non-empty list of rungs")
+    steps = spec.get("steps")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise LaunchError(f"spec.steps: expected a positive integer, got {steps!r}")
+    for i, rung in enumerate(rungs):
+        if not isinstance(rung, dict) or "stage" not in rung:
+            raise LaunchError(f"spec.rungs[{i}]: expected an object with a 'stage', got {rung!r}")
+        try:
+            build_config(rung, spec, world_size)
+        except KeyError as exc:
+            raise LaunchError(f"spec: missing key {exc.args[0]!r}") from None
 
 
 @dataclass
@@ -145,12 +195,12 @@ def launch(
     ``on_start`` gets ``{rank: pid}`` once every rank is started (e.g. for a memory monitor).
     """
     check_world_size(world_size, device)
+    check_spec(spec, world_size)
     if port is None:
         port = free_port()
     else:
         check_port(port)
-    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="nbkit-zero-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_out_dir(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="nbkit-zero-"))
     for stale in list(out.glob("rank*.json")) + list(out.glob("rank*.progress.jsonl")) + list(out.glob("rank*.log")):
         stale.unlink()
     spec = dict(spec, out_dir=str(out), device=device)

@@ -36,15 +36,23 @@ class ModelSize:
     largest_layer_params: int
 
 
-def llama2_7b_config():
+def llama2_7b_config(num_hidden_layers: int = 32):
     """Llama-2-7B's architecture (meta-llama/Llama-2-7b-hf config.json values), built locally."""
     from transformers import LlamaConfig
 
     return LlamaConfig(
-        vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+        vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=num_hidden_layers,
         num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
         rms_norm_eps=1e-5, tie_word_embeddings=False,
     )
+
+
+def smollm2_135m_config():
+    """SmolLM2-135M-Instruct's architecture (its config.json values), built locally."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                       num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True)
 
 
 def model_size(config_or_model: Any, name: str | None = None) -> ModelSize:
@@ -167,36 +175,42 @@ def memory_figure(table, title: str = ""):
     return fig
 
 
-def seed_claims(size: ModelSize | None = None, world_size: int = 8, gpu_gib: float = 80.0) -> list[dict[str, Any]]:
-    """The field notes' 7B-on-8×A100 figures against the formula (model states only, decimal GB).
 
-    A claim "holds" when it is within 15 % of the formula; "refuted" otherwise. The seed's totals
-    also contain activations, which the formula omits — so a claimed total BELOW the formula's model
-    states alone is impossible, and one above it is only loosely comparable (said in the note).
+def config_from_path(path_or_id: str, *, where: str = "model"):
+    """A transformers config from a local HF model directory, a bare ``config.json`` or a hub id.
+
+    Only the architecture is read (no weights). A hub id needs the network; offline it fails with
+    one line naming it.
     """
-    size = size or model_size(llama2_7b_config(), "Llama-2-7B")
-    psi = size.n_params
-    f0 = formula_bytes(psi, world_size, 0)
-    f1 = formula_bytes(psi, world_size, 1)
-    f3 = formula_bytes(psi, world_size, 3)
+    import json
+    from pathlib import Path
 
-    def verdict(claim, value, tol=0.15):
-        return "holds" if abs(claim - value) <= tol * value else "refuted"
+    from nbkit.errors import UsageError
 
-    rows = [
-        {"claim": "7B on 8×A100, stage 0 (DDP) peak 78 GB per card", "claimed_gb": 78.0, "formula_gb": f0["total"] / GB,
-         "note": f"model states alone are 16Ψ = {f0['total'] / GB:.0f} GB > {gpu_gib:.0f} GB card: DDP with Adam cannot fit"},
-        {"claim": "ZeRO-1: 78 → 52 GB per card", "claimed_gb": 52.0, "formula_gb": f1["total"] / GB, "note": "4Ψ + 12Ψ/N (model states only)"},
-        {"claim": "ZeRO-3: ~32 GB per card", "claimed_gb": 32.0, "formula_gb": f3["total"] / GB, "note": "16Ψ/N model states; the rest would be activations/buffers"},
-        {"claim": "optimizer states ~28 GB", "claimed_gb": 28.0, "formula_gb": 12 * psi / GB, "note": "12Ψ (fp32 master + m + v); Adam's m+v alone are 8Ψ"},
-        {"claim": "ZeRO-3: 1.75 GB of params per card", "claimed_gb": 1.75, "formula_gb": 2 * psi / world_size / GB, "note": "2Ψ/N fp16 params"},
-    ]
-    peak_totals = {1, 2}  # the seed's per-card peaks include activations the formula leaves out
-    for i, r in enumerate(rows):
-        r["ratio"] = r["claimed_gb"] / r["formula_gb"]
-        if i in peak_totals and r["claimed_gb"] >= 0.85 * r["formula_gb"]:
-            r["verdict"] = "needs GPU"
-            r["note"] += f"; claim exceeds model states by {r['claimed_gb'] - r['formula_gb']:.0f} GB — activations, measurable only on the GPUs"
-        else:
-            r["verdict"] = verdict(r["claimed_gb"], r["formula_gb"])
-    return rows
+    path = Path(path_or_id).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.is_file():
+            raise UsageError(f"{where}: {path.parent} has no config.json; expected a Hugging Face model directory")
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{where}: {path}: not a JSON config ({exc})") from None
+        if not isinstance(data, dict) or "model_type" not in data:
+            raise UsageError(f"{where}: {path}: no 'model_type' key; expected a transformers config.json")
+        from transformers import AutoConfig
+
+        try:
+            return AutoConfig.for_model(**data)
+        except (ValueError, KeyError) as exc:
+            raise UsageError(f"{where}: {path}: {exc}") from None
+    if "/" in str(path_or_id) and not str(path_or_id).startswith((".", "/", "~")) and str(path_or_id).count("/") == 1:
+        from transformers import AutoConfig
+
+        try:
+            return AutoConfig.from_pretrained(str(path_or_id))
+        except OSError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"{where}: hub id {path_or_id!r} could not be fetched (offline?): {first}") from None
+    raise UsageError(f"{where}: {path_or_id}: no such file or directory (expected a HF model directory, a config.json or a hub id)")

@@ -1,6 +1,6 @@
 """A memory monitor: a sampler thread with threshold callbacks and a live timeline.
 
-It replaces the seed's ``nvidia-smi`` + ``mail`` shell loop: sampling happens in-process on a
+It replaces the field notes' ``nvidia-smi`` + ``mail`` shell loop: sampling happens in-process on a
 daemon thread (no 30 s blind spots, no parsing of tool output), every sample is kept for the plot,
 and a threshold fires its callback once per crossing (re-armed when the value drops back).
 """
@@ -35,18 +35,6 @@ def process_tree_rss(pids: Callable[[], list[int]] | list[int]) -> Callable[[], 
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
         return out
-
-    return sample
-
-
-def probe_sampler(device=None) -> Callable[[], dict[str, int]]:
-    """A sampler of this process's device memory through ``nbkit.device.memory_probe``."""
-    from nbkit.device import memory_probe
-
-    probe = memory_probe(device)
-
-    def sample() -> dict[str, int]:
-        return dict(probe.snapshot().figures)
 
     return sample
 

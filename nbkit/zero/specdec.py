@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_PROMPTS = (
@@ -30,21 +29,6 @@ DEFAULT_PROMPTS = (
     "- The cat sat on the mat.\n- The dog sat on the log.\n- The frog sat on the bog.\n- The goat sat on the boat.\n",
     "Explain in two sentences what gradient checkpointing trades off during training.",
 )
-
-
-@dataclass
-class SpecParams:
-    methods: tuple = field(default=("prompt_lookup", "truncated_draft"), metadata={"choices": ["prompt_lookup", "truncated_draft"]})
-    max_new_tokens: int = field(default=48, metadata={"min": 8, "max": 512})
-    prompt_lookup_num_tokens: int = field(default=10, metadata={"min": 1, "max": 32})
-    draft_layers: int = field(default=6, metadata={"min": 1, "max": 29})
-    num_assistant_tokens: int = field(default=4, metadata={"min": 1, "max": 16})
-    n_prompts: int = field(default=3, metadata={"min": 1, "max": 3})
-    device: str = field(default="auto", metadata={"choices": ["auto", "cpu", "cuda"]})
-    # On shared CPU cores, OpenMP threads spinning against other processes make a 135M forward
-    # 10x slower and the timings noise; one thread gives stable tokens/s. 0 = torch's default.
-    cpu_threads: int = field(default=1, metadata={"min": 0, "max": 64})
-    seed: int = field(default=0, metadata={"hidden": True})
 
 
 class _CallLog:
@@ -108,44 +92,31 @@ def _generate(model, inputs, **kw):
         return out, time.perf_counter() - t
 
 
-def run_specdec(params: SpecParams, live=None, model_and_tokenizer=None) -> dict[str, Any]:
-    import torch
+def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
+    """For each prompt: greedy baseline, then each speculative method; acceptance from the target's calls.
 
-    threads = torch.get_num_threads()
-    if params.cpu_threads and params.device != "cuda":
-        torch.set_num_threads(params.cpu_threads)
-    try:
-        return _run_specdec(params, live, model_and_tokenizer)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _run_specdec(params: SpecParams, live=None, model_and_tokenizer=None) -> dict[str, Any]:
+    Per row: ``target_calls_speculative`` (forward passes of the target) against ``new_tokens``,
+    ``rounds`` (verification calls with candidates) and ``fallback_rounds`` (rounds whose first
+    candidate was rejected, so the target's own token was used) — the counts behind the rates.
+    """
     import torch
     from tqdm.auto import tqdm
 
-    from nbkit.device import pick_device
-    from nbkit.model_files import load_smollm2
-
-    device = pick_device(params.device)
-    torch.manual_seed(params.seed)
-    model, tok = model_and_tokenizer or load_smollm2(device)
+    torch.manual_seed(cfg.seed)
     model.generation_config.pad_token_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    prompts = DEFAULT_PROMPTS[: params.n_prompts]
-    unknown = set(params.methods) - {"prompt_lookup", "truncated_draft"}
-    if unknown:
-        raise ValueError(f"unknown speculative method(s) {sorted(unknown)}; use 'prompt_lookup' or 'truncated_draft'")
-    draft = truncated_draft(model, params.draft_layers) if "truncated_draft" in params.methods else None
+    prompts = list(cfg.prompts) or list(DEFAULT_PROMPTS[: cfg.n_prompts])
+    draft = truncated_draft(model, cfg.draft_layers) if "truncated_draft" in cfg.methods else None
     if draft is not None:
-        draft.generation_config.num_assistant_tokens = params.num_assistant_tokens
+        draft.generation_config.num_assistant_tokens = cfg.num_assistant_tokens
         draft.generation_config.num_assistant_tokens_schedule = "constant"
         draft.generation_config.assistant_confidence_threshold = 0.0
     rows = []
-    common = {"max_new_tokens": params.max_new_tokens, "min_new_tokens": params.max_new_tokens}
+    common = {"max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.max_new_tokens}
     # Warm up once so the first timed call does not pay one-off allocation costs.
     _generate(model, tok("warm up", return_tensors="pt").to(device), max_new_tokens=4)
     for i, prompt in enumerate(tqdm(prompts, desc="speculative decoding", leave=False)):
-        text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        text = (tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+                if getattr(tok, "chat_template", None) else prompt)
         inputs = tok(text, return_tensors="pt").to(device)
         n_prompt = inputs["input_ids"].shape[1]
         log = _CallLog(model)
@@ -155,10 +126,10 @@ def _run_specdec(params: SpecParams, live=None, model_and_tokenizer=None) -> dic
             log.close()
         target_step_s = sorted(log.times[1:])[len(log.times[1:]) // 2] if len(log.times) > 1 else None
         new_base = base.shape[1] - n_prompt
-        for method in params.methods:
+        for method in cfg.methods:
             kw = dict(common)
             if method == "prompt_lookup":
-                kw["prompt_lookup_num_tokens"] = params.prompt_lookup_num_tokens
+                kw["prompt_lookup_num_tokens"] = cfg.prompt_lookup_num_tokens
             else:
                 kw["assistant_model"] = draft
             log = _CallLog(model)
@@ -197,6 +168,7 @@ def _run_specdec(params: SpecParams, live=None, model_and_tokenizer=None) -> dic
                 "speedup_measured": (new_spec / spec_s) / (new_base / base_s),
                 "acceptance_rate": alpha, "mean_candidates": gamma, "draft_cost_ratio": c,
                 "speedup_predicted": predicted, "fallback_rate": fallback / rounds if rounds else None,
+                "rounds": rounds, "fallback_rounds": fallback, "proposed": proposed, "accepted": accepted,
                 "target_calls_baseline": new_base, "target_calls_speculative": len(calls),
                 "identical": bool(spec.shape == base.shape and torch.equal(spec, base)),
             }
@@ -213,9 +185,14 @@ def _run_specdec(params: SpecParams, live=None, model_and_tokenizer=None) -> dic
         summary[method] = {
             "tok_s_baseline": float(g["tok_s_baseline"].mean()), "tok_s_speculative": float(g["tok_s_speculative"].mean()),
             "speedup_measured": float(g["speedup_measured"].mean()), "speedup_predicted": float(g["speedup_predicted"].mean()),
-            "acceptance_rate": float(g["acceptance_rate"].mean()),
-            "fallback_rate": float(g["fallback_rate"].dropna().mean()) if g["fallback_rate"].notna().any() else None,
-            "all_identical": bool(g["identical"].all()),
+            # pooled over prompts: accepted ÷ proposed candidates
+            "acceptance_rate": float(g["accepted"].sum() / g["proposed"].sum()) if g["proposed"].sum() else 0.0,
+            "fallback_rate": float(g["fallback_rounds"].sum() / g["rounds"].sum()) if g["rounds"].sum() else None,
+            "rounds": int(g["rounds"].sum()), "fallback_rounds": int(g["fallback_rounds"].sum()),
+            "proposed": int(g["proposed"].sum()), "accepted": int(g["accepted"].sum()),
+            "new_tokens": int(g["new_tokens"].sum()), "target_calls_speculative": int(g["target_calls_speculative"].sum()),
+            "all_identical": bool(g["identical"].all()), "n_prompts": int(len(g)),
+            "speedups": [float(x) for x in g["speedup_measured"]],
         }
     import plotly.graph_objects as go
 

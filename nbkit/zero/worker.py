@@ -1,7 +1,11 @@
 """One data-parallel rank: train a Llama-family model under DeepSpeed ZeRO and report measured bytes.
 
-Run by the launcher (``python -m nbkit.zero.worker SPEC.json``) with ``RANK``/``WORLD_SIZE``/
-``MASTER_ADDR``/``MASTER_PORT`` set. All requested rungs (stage × offload) run in ONE process per
+Run by any launcher that sets the env:// rendezvous variables ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/
+``MASTER_ADDR``/``MASTER_PORT``: nbkit's own spawner (``nbkit.zero.launch.launch``), ``torchrun``
+(``torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m
+nbkit.zero.worker SPEC.json``) or DeepSpeed's launcher (``deepspeed --hostfile H --module
+nbkit.zero.worker SPEC.json``, which adds a ``--local_rank`` argument the worker ignores). The spec
+is written by ``nbkit.zero.ladder.write_spec``. All requested rungs (stage × offload) run in ONE process per
 rank, one after another, so the ~10 s of importing torch/transformers/deepspeed is paid once per
 rank rather than once per rung.
 
@@ -22,6 +26,8 @@ plot loss curves live while ranks run.
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import os
 import sys
@@ -188,6 +194,8 @@ def build_config(rung: dict, spec: dict, world: int) -> dict:
         offload_optimizer=rung.get("offload_optimizer", False),
         offload_param=rung.get("offload_param", False),
         param_persistence_threshold=rung.get("param_persistence_threshold", spec.get("param_persistence_threshold", 0)),
+        sub_group_size=rung.get("sub_group_size"),
+        bucket_elements=spec.get("bucket_elements", 200_000),
         extra=spec.get("ds_config_extra"),
     )
 
@@ -196,10 +204,19 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     import deepspeed
     import torch
 
-    from nbkit.device import memory_probe
+    from nbkit.device import memory_probe, watch_peak
     from nbkit.model_files import tiny_llama, tiny_llama_config
+    from nbkit.zero.peak import SavedActivations
 
     cfg = build_config(rung, spec, world)
+    # The waterfall's baseline: what this rank holds before the model exists (freed memory of
+    # earlier rungs handed back to the OS first, so it is not counted against this one).
+    gc.collect()
+    _trim_heap()
+    probe = memory_probe(device)
+    baseline_bytes = _live_bytes(probe)
+    peak_cm = watch_peak(probe, interval=0.02)
+    peak = peak_cm.__enter__()  # left at the end of the training steps (eval and checkpoint excluded)
     model_cfg = dict(spec.get("model", {}))
     model_kind = model_cfg.pop("kind", "tiny_llama")
     if model_kind == "tiny_llama":
@@ -214,14 +231,15 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     else:
         raise ValueError(f"model.kind must be 'tiny_llama' or 'smollm2', got {model_kind!r}")
     n_params = sum(p.numel() for p in model.parameters())
-    probe = memory_probe(device)
-    probe.reset_peak()
     # A client torch AdamW: runs on every accelerator without DeepSpeed's JIT-built C++ Adam ops
     # (zero_force_ds_cpu_optimizer=false in the config lets offload accept it).
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.get("lr", 3e-3), weight_decay=0.0, foreach=False)
     t0 = time.perf_counter()
     engine, _opt, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=cfg)
     init_s = time.perf_counter() - t0
+    # The peak up to here belongs to building the model and deepspeed.initialize (the client's fp32
+    # weights still exist beside DeepSpeed's 16-bit copy); the steps' peak is the rest of the window.
+    init_peak_bytes = int(probe.peak_bytes())
     pre_reduce_grads: list[int] = []
     grad_samples: list[dict[str, int]] = []
     original_allreduce = engine.allreduce_gradients
@@ -235,6 +253,9 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
 
     engine.allreduce_gradients = allreduce_measured
     fail = spec.get("fail") or {}
+    sabotage = spec.get("sabotage") or {}
+    sabotaged = sabotage.get("rank") == rank
+    overflow_step = int(spec.get("overflow_step", -1)) if spec.get("precision") == "fp16" else -1
     steps = spec["steps"]
     losses, mean_losses, step_times, grads_bytes = [], [], [], []
     scale_history = []
@@ -245,11 +266,19 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
             _inject_failure(fail.get("how", "raise"))
         t = time.perf_counter()
         ids = _batch(step, rank, world, mb, seq, vocab, spec["seed"]).to(dev)
-        out = engine(input_ids=ids, labels=ids)
-        engine.backward(out.loss)
+        if step == 0:
+            with SavedActivations(engine.module) as acts:
+                out = engine(input_ids=ids, labels=ids)
+            activation_bytes = acts.bytes
+        else:
+            out = engine(input_ids=ids, labels=ids)
+        # A provoked fp16 overflow: an infinite loss gives infinite gradients, which dynamic loss
+        # scaling must catch (skip the step, halve the scale) — the history below shows whether it did.
+        engine.backward(out.loss * float("inf") if step == overflow_step else out.loss)
         sample = measure_model_states(engine, include_grads=True)
         grad_samples.append(sample)
         grads_bytes.append(sample["grads"])
+        skipped_before = int(getattr(engine, "skipped_steps", 0))
         engine.step()
         step_times.append(time.perf_counter() - t)
         loss = float(out.loss.detach().float())
@@ -258,14 +287,19 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         mean_loss = float(mean) / world
         losses.append(loss)
         mean_losses.append(mean_loss)
-        if spec.get("precision") == "fp16" and hasattr(engine.optimizer, "cur_scale"):
-            scale_history.append({"step": step, "scale": float(engine.optimizer.cur_scale), "overflow": bool(getattr(engine.optimizer, "overflow", False))})
+        if spec.get("precision") == "fp16":
+            scale_history.append({"step": step, "scale": _loss_scale(engine.optimizer), "provoked": step == overflow_step,
+                                  "overflow": bool(getattr(engine.optimizer, "overflow", False)),
+                                  "skipped": int(getattr(engine, "skipped_steps", 0)) > skipped_before})
         progress_fh.write(json.dumps({"rung": rung["name"], "stage": rung["stage"], "step": step, "loss": loss, "mean_loss": mean_loss, "step_s": step_times[-1]}) + "\n")
         progress_fh.flush()
+    peak_cm.__exit__(None, None, None)
     states = measure_model_states(engine, include_grads=False)
     states["buffers"] = max(states.get("buffers", 0), *(b["buffers"] for b in grad_samples)) if grad_samples else states.get("buffers", 0)
     states["grads"] = max(grads_bytes + pre_reduce_grads) if grads_bytes else 0
     states["grads_after_reduce"] = max(grads_bytes) if grads_bytes else 0
+    if sabotaged and sabotage.get("how") == "diverge":
+        _diverge(engine)
     engine.eval()
     with torch.no_grad():
         ev = _eval_batch(mb, seq, vocab, spec["seed"]).to(dev)
@@ -284,8 +318,11 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         "precision": spec.get("precision", "fp32"),
         "optimizer_class": type(engine.optimizer).__name__,
         "bytes": states,
-        "peak_bytes": int(probe.peak_bytes()),
-        "peak_kind": "cuda max_memory_allocated" if dev.type == "cuda" else "process RSS (sampled)",
+        "peak_bytes": int(peak.peak),
+        "peak_kind": peak.how,
+        "baseline_bytes": int(baseline_bytes),
+        "init_peak_bytes": init_peak_bytes,
+        "activation_bytes": int(activation_bytes),
         "init_s": init_s,
         "losses": losses,
         "mean_losses": mean_losses,
@@ -293,18 +330,91 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         "param_checksum": checksum,
         "step_s": step_times,
         "loss_scale_history": scale_history,
+        "sub_group_size": cfg["zero_optimization"].get("sub_group_size"),
+        "n_sub_groups": len(getattr(engine.optimizer, "fp16_partitioned_groups_flat", []) or []) if rung["stage"] == 3 else None,
     }
     if spec.get("checkpoint"):
-        result["checkpoint"] = _checkpoint_round_trip(engine, Path(spec["out_dir"]) / f"ckpt_{rung['name']}", spec, rank, world, vocab)
+        result["checkpoint"] = _checkpoint_round_trip(engine, Path(spec["out_dir"]) / f"ckpt_{rung['name']}", spec, rank, world, vocab,
+                                                      corrupt=sabotaged and sabotage.get("how") == "corrupt_checkpoint")
     engine.destroy()
     del engine, model, optimizer
     return result
 
 
-def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab) -> dict[str, Any]:
+def _live_bytes(probe) -> int:
+    """Bytes this rank holds now: CUDA's allocated bytes, or the process RSS on CPU."""
+    figures = probe.snapshot().figures
+    return int(figures.get("allocated", figures.get("rss", 0)))
+
+
+def _trim_heap() -> None:
+    """Hand freed heap back to the OS (glibc ``malloc_trim``) so RSS reflects live memory; no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _loss_scale(opt) -> float | None:
+    """The dynamic loss scale of DeepSpeed's fp16 wrapper (stage 0: ``cur_scale``; ZeRO: ``loss_scale``)."""
+    for attr in ("cur_scale", "loss_scale"):
+        value = getattr(opt, attr, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def _diverge(engine) -> None:
+    """Sabotage for the replica-divergence check: nudge this rank's first parameter (shard)."""
+    import torch
+
+    with torch.no_grad():
+        for p in engine.module.parameters():
+            t = p.ds_tensor if hasattr(p, "ds_tensor") else p.data
+            if t.numel():
+                t.add_(1e-2)
+                return
+
+
+def _first_float_tensor(obj):
+    import torch
+
+    if isinstance(obj, torch.Tensor) and obj.is_floating_point() and obj.numel():
+        return obj
+    children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    for child in children:
+        found = _first_float_tensor(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _corrupt_checkpoint(tag_dir: Path, rank: int) -> list[str]:
+    """Sabotage for the round-trip check: change one number in each file this rank saved."""
+    import torch
+
+    mine = sorted(tag_dir.glob(f"*zero_pp_rank_{rank}_*.pt")) or sorted(tag_dir.glob("mp_rank_00_model_states.pt"))
+    for path in mine:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        t = _first_float_tensor(state)
+        if t is not None:
+            t.add_(1.0)
+        torch.save(state, path)
+    return [p.name for p in mine]
+
+
+def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab, corrupt: bool = False) -> dict[str, Any]:
     """save → one more step (state changes) → load → this rank's partition equals the saved one."""
+    import torch
+
     before = _snapshot_partition(engine)
     engine.save_checkpoint(str(ckpt_dir), tag="rt")
+    torch.distributed.barrier()  # every rank's files are written before anyone touches them
+    corrupted = _corrupt_checkpoint(ckpt_dir / "rt", rank) if corrupt else []
+    torch.distributed.barrier()
     ids = _batch(999, rank, world, spec["micro_batch"], spec["seq_len"], vocab, spec["seed"]).to(engine.device)
     out = engine(input_ids=ids, labels=ids)
     engine.backward(out.loss)
@@ -319,6 +429,7 @@ def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab) -> 
         "state_changed_after_save": bool(moved),
         "restored_equal": bool(len(before) == len(after) and all(a.equal(b) for a, b in zip(before, after, strict=False))),
         "max_abs_diff": max_diff,
+        "corrupted_files": corrupted,
     }
 
 
@@ -347,18 +458,38 @@ def _quiet_deepspeed() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    spec = json.loads(Path(argv[0]).read_text())
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m nbkit.zero.worker", description="one ZeRO ladder rank (env:// rendezvous)")
+    ap.add_argument("spec", help="spec JSON written by nbkit.zero.ladder.write_spec")
+    # DeepSpeed's launcher appends --local_rank=N; LOCAL_RANK in the environment says the same.
+    ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    args, _unknown = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        sys.stderr.write(f"nbkit.zero.worker: error: {', '.join(missing)} not set; start it under torchrun, "
+                         "DeepSpeed's launcher or nbkit.zero.launch\n")
+        return 2
+    spec_path = Path(args.spec)
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
-    out_dir = Path(spec["out_dir"])
+    if args.local_rank is not None:
+        os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
+    out_dir = Path(spec.get("out_dir") or spec_path.parent)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec["out_dir"] = str(out_dir)
     result_path = out_dir / f"rank{rank}.json"
     results: list[dict[str, Any]] = []
     try:
-        if spec.get("device", "cpu") == "cpu":
-            os.environ.setdefault("DS_ACCELERATOR", "cpu")
         _quiet_deepspeed()
         import torch
+
+        from nbkit.device import pick_device
+
+        device = pick_device(spec.get("device", "auto"))
+        if device.type == "cpu":  # DeepSpeed picks its accelerator at import: say CPU before importing it
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
         torch.manual_seed(spec["seed"])
         torch.set_num_threads(max(1, int(spec.get("threads_per_rank", 1))))
@@ -376,9 +507,6 @@ def main(argv: list[str] | None = None) -> int:
         # only inference_all_reduce (tensor-parallel inference), not ZeRO training, and the first
         # build takes minutes and needs a compiler — skip it.
         ds_torch_comm.build_shm_op = lambda: None
-        from nbkit.device import pick_device
-
-        device = pick_device(spec.get("device", "cpu"))
         if device.type == "cuda":
             local_rank = int(os.environ.get("LOCAL_RANK", rank))
             torch.cuda.set_device(local_rank)
@@ -390,6 +518,15 @@ def main(argv: list[str] | None = None) -> int:
             timeout=timedelta(seconds=float(spec.get("collective_timeout_s", 120))),
         )
         with open(out_dir / f"rank{rank}.progress.jsonl", "a", encoding="utf-8") as progress_fh:
+            if spec.get("warm_up", True):
+                # The first DeepSpeed engine of a process grows the runtime once (communication
+                # buffers, kernels, lazily imported modules); pay that before any measured rung, so
+                # it is not charged to whichever stage happens to run first.
+                # Each optimizer family (stage 0, ZeRO-1/2, ZeRO-3) has its own one-time growth.
+                for stage in sorted({min(r["stage"], 2) if r["stage"] else 0 for r in spec["rungs"]} | ({3} & {r["stage"] for r in spec["rungs"]})):
+                    warm = {"name": f"warm_up{stage}", "stage": stage, "param_persistence_threshold": 0}
+                    run_rung(warm, dict(spec, steps=1, checkpoint=False, fail=None, sabotage=None, overflow_step=-1), rank, world,
+                             io.StringIO(), device)
             for rung in spec["rungs"]:
                 results.append(run_rung(rung, spec, rank, world, progress_fh, device))
                 result_path.write_text(json.dumps({"ok": True, "done": False, "results": results}))

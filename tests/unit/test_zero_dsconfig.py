@@ -5,8 +5,8 @@ import json
 import pytest
 
 from nbkit.zero.dsconfig import (
-    SEED_CLI,
-    SEED_DS_CONFIG,
+    FIELD_NOTES_CLI,
+    FIELD_NOTES_DS_CONFIG,
     DSConfigError,
     build_ds_config,
     check_batch_identity,
@@ -16,15 +16,15 @@ from nbkit.zero.dsconfig import (
 
 
 def test_seed_config_batch_identity_is_broken_by_its_own_launch_line():
-    _table, findings = explain_ds_config(SEED_DS_CONFIG, world_size=8, micro_batch=2, grad_accum=4)
+    _table, findings = explain_ds_config(FIELD_NOTES_DS_CONFIG, world_size=8, micro_batch=2, grad_accum=4)
     assert findings[0].startswith("batch identity broken: train_batch_size=128")
     assert "= 64" in findings[0]
     with pytest.raises(DSConfigError, match="train_batch_size=128"):
-        check_batch_identity(dict(SEED_DS_CONFIG, train_micro_batch_size_per_gpu=SEED_CLI["micro_batch"]), 8)
+        check_batch_identity(dict(FIELD_NOTES_DS_CONFIG, train_micro_batch_size_per_gpu=FIELD_NOTES_CLI["micro_batch"]), 8)
 
 
 def test_inert_keys_are_flagged():
-    table, findings = explain_ds_config(dict(SEED_DS_CONFIG, zero_optimization={"stage": 1, "offload_param": {"device": "cpu"}}), world_size=1)
+    table, findings = explain_ds_config(dict(FIELD_NOTES_DS_CONFIG, zero_optimization={"stage": 1, "offload_param": {"device": "cpu"}}), world_size=1)
     assert any("offload_param" in f and "stage 1" in f for f in findings)
     assert any(f.startswith("flops_profiler.profile_step") for f in findings)
     assert set(table.columns) >= {"key", "value", "meaning", "acts"}

@@ -5,7 +5,8 @@ import socket
 import psutil
 import pytest
 
-from nbkit.zero.ladder import LadderParams, run_ladder
+from nbkit.zero.config import LadderConfig
+from nbkit.zero.experiments import run_ladder
 from nbkit.zero.launch import (
     LaunchError,
     RankFailed,
@@ -42,12 +43,13 @@ def test_hostfile_lines_are_validated(tmp_path):
 
 @pytest.fixture(scope="module")
 def ladder():
-    return run_ladder(LadderParams(stages=(0, 1, 2, 3), world_size=2, steps=2, device="cpu", checkpoint=True, timeout_s=240))
+    return run_ladder(LadderConfig(stages=(0, 1, 2, 3), world_size=2, steps=2, hidden_size=64, num_hidden_layers=2,
+                                   sub_group_elements=20_000, device="cpu", checkpoint=True, timeout_s=240))
 
 
 @pytest.mark.slow
 def test_ladder_measures_partitioned_bytes(ladder):
-    rows = {(r["rung"], r["rank"]): r for r in ladder["ladder"]}
+    rows = {(r["rung"], r["rank"]): r for r in ladder.data["ladder"]}
     n = rows[("stage0", 0)]["n_params"]
     # bf16: stage 0 keeps 2Ψ params + 2Ψ grads + 12Ψ optimizer states per rank ...
     assert rows[("stage0", 0)]["params_bytes"] == 2 * n
@@ -57,16 +59,22 @@ def test_ladder_measures_partitioned_bytes(ladder):
     assert rows[("stage3", 0)]["params_bytes"] == pytest.approx(n, rel=0.02)
     # DeepSpeed's default persistence threshold keeps a small model's params whole on every rank.
     assert rows[("stage3_default_persistence", 0)]["params_bytes"] > 2 * n
-    for stage, ratio in ladder["bytes_vs_formula"].items():
+    for stage, ratio in ladder.metrics["bytes_vs_formula"].items():
         assert ratio == pytest.approx(1.0, abs=0.05), stage
+    # A smaller sub_group_size splits the optimizer step into more groups; the shard stays Ψ/N.
+    sg = ladder.metrics["sub_group"]
+    assert sg["n_sub_groups_small"] > sg["n_sub_groups_default"]
+    assert sg["shard_bytes_small"] == pytest.approx(sg["shard_bytes_default"], rel=0.01)
 
 
 @pytest.mark.slow
 def test_ladder_losses_agree_and_replicas_stay_in_sync(ladder):
-    assert ladder["checks"]["loss_agree"], ladder["checks"]
-    assert ladder["checks"]["replicas_in_sync"], ladder["checks"]["replica_detail"]
-    assert all(r["checkpoint"]["restored_equal"] and r["checkpoint"]["state_changed_after_save"] for r in ladder["ladder"])
-    assert ladder["monitor_samples"] > 3
+    checks = ladder.data["checks"]
+    assert checks["loss_agree"], checks
+    assert checks["replicas_in_sync"], checks["replica_detail"]
+    assert ladder.metrics["checkpoint_round_trip_ok"] is True
+    assert all(r["checkpoint"]["restored_equal"] and r["checkpoint"]["state_changed_after_save"] for r in ladder.data["ladder"])
+    assert ladder.metrics["monitor_samples"] > 3
 
 
 def _ranks_gone(pids):
@@ -77,7 +85,7 @@ def _ranks_gone(pids):
 def test_killed_rank_is_named_and_nothing_is_left():
     pids = {}
     with pytest.raises(RankFailed, match="rank 1 failed: killed by SIGKILL") as info:
-        run_ladder(LadderParams(stages=(1,), world_size=2, steps=3, show_persistence=False, device="cpu", timeout_s=120),
+        run_ladder(LadderConfig(stages=(1,), world_size=2, steps=3, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=120),
                    on_start=pids.update, fail={"rank": 1, "step": 1, "how": "kill"})
     assert not isinstance(info.value, RankTimeout)
     assert not _ranks_gone(pids)
@@ -87,7 +95,7 @@ def test_killed_rank_is_named_and_nothing_is_left():
 def test_hung_rank_times_out_and_is_located():
     pids = {}
     with pytest.raises(RankTimeout, match="rank 1 was stuck outside any collective") as info:
-        run_ladder(LadderParams(stages=(0,), world_size=2, steps=3, show_persistence=False, device="cpu", timeout_s=35),
+        run_ladder(LadderConfig(stages=(0,), world_size=2, steps=3, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=35),
                    on_start=pids.update, fail={"rank": 1, "step": 1, "how": "hang"})
     assert info.value.rank == 1
     assert not _ranks_gone(pids)
@@ -96,7 +104,7 @@ def test_hung_rank_times_out_and_is_located():
 @pytest.mark.slow
 def test_rank_exception_surfaces_its_traceback():
     with pytest.raises(RankFailed) as info:
-        run_ladder(LadderParams(stages=(2,), world_size=2, steps=2, show_persistence=False, device="cpu", timeout_s=120),
+        run_ladder(LadderConfig(stages=(2,), world_size=2, steps=2, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=120),
                    fail={"rank": 0, "step": 0, "how": "raise"})
     assert info.value.rank == 0
     assert "injected failure" in str(info.value)
@@ -105,8 +113,49 @@ def test_rank_exception_surfaces_its_traceback():
 
 @pytest.mark.slow
 def test_offload_rungs_run_and_account_for_fp32_grad_partition():
-    out = run_ladder(LadderParams(stages=(2, 3), world_size=2, steps=1, device="cpu", offload_optimizer=True, offload_param=True,
-                                  show_persistence=False, timeout_s=200))
-    for r in out["ladder"]:
+    out = run_ladder(LadderConfig(stages=(2, 3), world_size=2, steps=1, device="cpu", offload_optimizer=True, offload_param=True,
+                                  show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2,
+                                  checkpoint=False, timeout_s=200))
+    for r in out.data["ladder"]:
         assert r["offload_fp32_grad_bytes"] > 0
         assert r["ratio_accounted"] == pytest.approx(1.0, abs=0.05), (r["rung"], r["rank"], r["ratio"], r["ratio_accounted"])
+
+
+@pytest.mark.slow
+def test_real_ladder_metrics_feed_the_verdicts(ladder):
+    """The keys the verdict functions read are the ones a real run writes, with the expected outcomes."""
+    from nbkit.zero import claims as zc
+
+    m = ladder.metrics
+    assert zc.verdict_bytes_formula(m).verdict == "holds"
+    assert zc.verdict_loss_agreement(m).verdict == "holds"
+    assert zc.verdict_replicas(m).verdict == "holds"
+    assert zc.verdict_checkpoint(m).verdict == "holds"
+    assert zc.verdict_sub_group_size(m).verdict == "refuted"  # the shard is Ψ/N whatever sub_group_size says
+    assert {k: len(v["growth"]) for k, v in m["peak"].items() if k in ("stage0", "stage1", "stage2", "stage3")} == dict.fromkeys(
+        ("stage0", "stage1", "stage2", "stage3"), 2)
+    for stage in (1, 2, 3):
+        assert zc.verdict_zero_saves_memory(m, stage).verdict in {"holds", "refuted", "inconclusive"}
+    for row in ladder.data["ladder"]:
+        w = row["waterfall"]
+        assert w["baseline"] > 0 and w["activations"] > 0 and row["peak_bytes"] >= w["baseline"]
+        # at this size the runtime baseline dominates, so the predicted peak is within a few per cent
+        assert row["peak_over_predicted"] == pytest.approx(1.0, abs=0.10), (row["rung"], row["rank"], w)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sabotage", "metric", "verdict_fn"), [
+    ("diverge", "replicas_in_sync", "verdict_replicas"),
+    ("corrupt_checkpoint", "checkpoint_round_trip_ok", "verdict_checkpoint"),
+])
+def test_silent_failure_checks_catch_a_broken_run(sabotage, metric, verdict_fn):
+    """The checks can say no: a rank nudged off its replicas, or a checkpoint file altered on disk."""
+    from nbkit.zero import claims as zc
+
+    out = run_ladder(LadderConfig(stages=(1,), world_size=2, steps=1, show_persistence=False, sub_group_elements=0, hidden_size=64,
+                                  num_hidden_layers=2, checkpoint=True, sabotage=sabotage, warm_up=False, device="cpu",
+                                  timeout_s=200))
+    assert out.metrics[metric] is False
+    assert getattr(zc, verdict_fn)(out.metrics).verdict == "refuted"
+    if sabotage == "corrupt_checkpoint":
+        assert out.metrics["replicas_in_sync"] is True  # the weights in memory were never touched

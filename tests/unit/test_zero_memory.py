@@ -1,4 +1,4 @@
-"""Memory model: paper formulas, DeepSpeed's estimators, the 7B meta-device count, seed claims."""
+"""Memory model: paper formulas, DeepSpeed's estimators, the 7B meta-device count."""
 
 import pytest
 
@@ -9,7 +9,6 @@ from nbkit.zero.memory import (
     llama2_7b_config,
     memory_table,
     model_size,
-    seed_claims,
 )
 
 
@@ -49,7 +48,5 @@ def test_llama2_7b_counted_on_meta_device():
     assert size.n_params == 6_738_415_616
     table = memory_table(size, 8)
     assert list(table["stage"]) == [0, 1, 2, 3]
-    rows = seed_claims(size)
-    by = {r["claim"]: r for r in rows}
-    assert by["ZeRO-3: 1.75 GB of params per card"]["verdict"] == "holds"
-    assert by["7B on 8×A100, stage 0 (DDP) peak 78 GB per card"]["verdict"] == "refuted"
+    # 16Ψ per card at stage 0 in bf16 with Adam: 107.8 GB, more than the field notes' 78 GB "peak".
+    assert table.loc[0, "formula_device_gib"] * 2**30 == pytest.approx(16 * 6_738_415_616)

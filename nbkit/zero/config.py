@@ -1,0 +1,207 @@
+"""One config dataclass per ZeRO-theme experiment; widget metadata on the fields; a ``smoke()`` preset.
+
+Field metadata (``min``/``max``/``choices``) drives the panel controls *and* is enforced when a
+config is built (``check_fields``): a value outside its bounds, of the wrong type, or not among its
+choices raises ``nbkit.errors.UsageError`` naming ``Config.field`` and what was expected — so a
+notebook parameter, a panel control and a test all meet the same rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbkit.errors import UsageError
+
+DEVICES = ["auto", "cpu", "cuda"]
+PRECISIONS = ["bf16", "fp32", "fp16"]
+MODEL_PRESETS = ("Llama-2-7B", "SmolLM2-135M", "tiny Llama (ladder)")
+SPEC_METHODS = ["prompt_lookup", "truncated_draft"]
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _check_scalar(where: str, value: Any, default: Any, md: dict) -> None:
+    choices = md.get("choices")
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise UsageError(f"{where}: expected true or false, got {value!r} ({_type_name(value)})")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"{where}: expected an integer, got {value!r} ({_type_name(value)})")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UsageError(f"{where}: expected a finite number, got {value!r} ({_type_name(value)})")
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise UsageError(f"{where}: expected a string, got {value!r} ({_type_name(value)})")
+    if choices is not None and value not in choices:
+        raise UsageError(f"{where}: expected one of {list(choices)}, got {value!r}")
+    lo, hi = md.get("min"), md.get("max")
+    if lo is not None and value < lo or hi is not None and value > hi:
+        raise UsageError(f"{where}: expected a value in {lo}..{hi}, got {value!r}")
+
+
+def check_fields(cfg: Any) -> None:
+    """Enforce each field's type and its ``min``/``max``/``choices`` metadata (UsageError names the field)."""
+    cls = type(cfg).__name__
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        where = f"{cls}.{f.name}"
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if isinstance(default, tuple):
+            if not isinstance(value, (tuple, list)):
+                raise UsageError(f"{where}: expected a list of values, got {value!r} ({_type_name(value)})")
+            if f.metadata.get("nonempty") and not value:
+                raise UsageError(f"{where}: {f.metadata['nonempty']}")
+            for item in value:
+                # Each element takes the type of the choices (bools and ints must not mix).
+                proto = f.metadata["choices"][0] if f.metadata.get("choices") else item
+                _check_scalar(where, item, proto, f.metadata)
+            object.__setattr__(cfg, f.name, tuple(value))
+        else:
+            _check_scalar(where, value, default, f.metadata)
+
+
+class _Checked:
+    def __post_init__(self):
+        check_fields(self)
+
+
+@dataclass
+class MemoryConfig(_Checked):
+    """The memory model: the paper's formula and DeepSpeed's estimators for one architecture."""
+
+    model: str = field(default="Llama-2-7B", metadata={"choices": list(MODEL_PRESETS)})
+    model_path: str = field(default="", metadata={
+        "label": "or your model (HF dir / config.json / hub id)",
+        "help": "a local Hugging Face model directory or a bare config.json (Ψ counted on the meta device); overrides model"})
+    world_size: int = field(default=8, metadata={"min": 1, "max": 1024, "label": "data-parallel degree N"})
+    precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
+    offload_optimizer: bool = False
+    offload_param: bool = field(default=False, metadata={"label": "offload params (stage 3 only)"})
+
+    @classmethod
+    def smoke(cls) -> MemoryConfig:
+        return cls()
+
+
+@dataclass
+class LadderConfig(_Checked):
+    """Real DeepSpeed ranks at ZeRO stages 0–3 (± offload), measured bytes against the formula."""
+
+    stages: tuple = field(default=(0, 1, 2, 3), metadata={"choices": [0, 1, 2, 3], "label": "ZeRO stages",
+                                                          "nonempty": "pick at least one ZeRO stage"})
+    world_size: int = field(default=2, metadata={"min": 1, "max": 256, "label": "ranks (N)"})
+    steps: int = field(default=8, metadata={"min": 1, "max": 200})
+    precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
+    offload_optimizer: bool = field(default=False, metadata={"label": "offload optimizer (stages 1-3)"})
+    offload_param: bool = field(default=False, metadata={"label": "offload params (stage 3)"})
+    show_persistence: bool = field(default=True, metadata={"label": "also run stage 3 at DeepSpeed's default persistence threshold"})
+    sub_group_elements: int = field(default=100_000, metadata={
+        "min": 0, "max": 10**9, "label": "also run stage 3 with this sub_group_size (0 = skip)",
+        "help": "a second stage-3 rung whose sub_group_size differs: does the per-rank shard change?"})
+    bucket_elements: int = field(default=200_000, metadata={
+        "min": 1_000, "max": 500_000_000, "label": "reduce/allgather bucket (elements)",
+        "help": "DeepSpeed's default is 5e8 (1 GB in bf16): it dwarfs a small model's states"})
+    hidden_size: int = field(default=128, metadata={"min": 32, "max": 1024, "step": 32})
+    num_hidden_layers: int = field(default=4, metadata={"min": 1, "max": 24})
+    micro_batch: int = field(default=2, metadata={"min": 1, "max": 32})
+    seq_len: int = field(default=32, metadata={"min": 8, "max": 1024, "step": 8})
+    seed: int = field(default=0, metadata={"min": 0, "max": 2**31 - 1, "hidden": True})
+    device: str = field(default="auto", metadata={"choices": DEVICES})
+    timeout_s: float = field(default=300.0, metadata={"min": 30.0, "max": 3600.0})
+    checkpoint: bool = field(default=True, metadata={"label": "checkpoint save→load round trip"})
+    overflow_step: int = field(default=-1, metadata={
+        "min": -1, "max": 200, "label": "fp16: provoke a gradient overflow at this step (-1 = none)"})
+    monitor_limit_mib: float = field(default=1024.0, metadata={"min": 10.0, "max": 100000.0, "label": "alert when a rank's RSS exceeds (MiB)"})
+    warm_up: bool = field(default=True, metadata={
+        "hidden": True, "help": "run each optimizer family once, unmeasured, so its one-time runtime growth is not charged to a stage"})
+    sabotage: str = field(default="none", metadata={
+        "choices": ["none", "diverge", "corrupt_checkpoint"], "hidden": True,
+        "help": "break the last rank on purpose (tests of the silent-failure checks)"})
+
+    @classmethod
+    def smoke(cls) -> LadderConfig:
+        return cls(steps=3, hidden_size=64, num_hidden_layers=2, sub_group_elements=20_000)
+
+    @classmethod
+    def fp16_drill(cls) -> LadderConfig:
+        """fp16 at stage 2 with an overflow provoked at step 2 (the loss-scale check; needs CUDA ranks)."""
+        return cls(stages=(2,), precision="fp16", steps=5, overflow_step=2, show_persistence=False, sub_group_elements=0,
+                   hidden_size=64, num_hidden_layers=2, checkpoint=False)
+
+
+@dataclass
+class FailureDrillConfig(_Checked):
+    """Kill/raise/exit/hang one rank mid-run."""
+
+    how: str = field(default="kill", metadata={"choices": ["kill", "raise", "exit", "hang"]})
+    rank: int = field(default=1, metadata={"min": 0, "max": 7})
+    step: int = field(default=1, metadata={"min": 0, "max": 10})
+    world_size: int = field(default=2, metadata={"min": 2, "max": 8})
+    timeout_s: float = field(default=60.0, metadata={"min": 10.0, "max": 600.0})
+    device: str = field(default="auto", metadata={"choices": DEVICES})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.rank >= self.world_size:
+            raise UsageError(f"FailureDrillConfig.rank: rank {self.rank} does not exist in a world of {self.world_size}")
+
+    @classmethod
+    def smoke(cls) -> FailureDrillConfig:
+        return cls()
+
+
+@dataclass
+class FragmentationConfig(_Checked):
+    """Allocator fragmentation vs checkpoint interval (CUDA's caching allocator; CPU says so)."""
+
+    intervals: tuple = field(default=(50, 200), metadata={"choices": [1, 2, 5, 10, 20, 50, 100, 200],
+                                                         "label": "checkpoint every N steps", "nonempty": "pick at least one interval"})
+    steps: int = field(default=400, metadata={"min": 2, "max": 4000})
+    expandable_segments: tuple = field(default=(False, True), metadata={"choices": [False, True],
+                                                                        "nonempty": "pick expandable_segments False and/or True"})
+    model: str = field(default="Llama-2-7B", metadata={"choices": ["Llama-2-7B", "tiny Llama"],
+                                                      "help": "Llama-2-7B's layer shapes (hidden 4096, MLP 11008), num_hidden_layers deep"})
+    hidden_size: int = field(default=64, metadata={"min": 32, "max": 4096, "step": 32, "help": "tiny Llama only"})
+    num_hidden_layers: int = field(default=2, metadata={"min": 1, "max": 48})
+    batch: int = field(default=4, metadata={"min": 1, "max": 64})
+    seq_len: int = field(default=512, metadata={"min": 8, "max": 4096, "step": 8})
+    seed: int = field(default=0, metadata={"min": 0, "max": 2**31 - 1, "hidden": True})
+    device: str = field(default="auto", metadata={"choices": DEVICES})
+
+    @classmethod
+    def smoke(cls) -> FragmentationConfig:
+        return cls(intervals=(2, 5), steps=6, model="tiny Llama", seq_len=64)
+
+
+@dataclass
+class SpecDecConfig(_Checked):
+    """Speculative decoding on SmolLM2: prompt lookup and a layer-truncated draft."""
+
+    methods: tuple = field(default=("prompt_lookup", "truncated_draft"), metadata={"choices": SPEC_METHODS,
+                                                                                   "nonempty": "pick at least one method"})
+    max_new_tokens: int = field(default=32, metadata={"min": 8, "max": 512})
+    prompt_lookup_num_tokens: int = field(default=10, metadata={"min": 1, "max": 32})
+    draft_layers: int = field(default=6, metadata={"min": 1, "max": 29})
+    num_assistant_tokens: int = field(default=4, metadata={"min": 1, "max": 16})
+    n_prompts: int = field(default=3, metadata={"min": 1, "max": 3})
+    device: str = field(default="auto", metadata={"choices": DEVICES})
+    # On shared CPU cores, OpenMP threads spinning against other processes make a 135M forward
+    # 10x slower and the timings noise; one thread gives stable tokens/s. 0 = torch's default.
+    cpu_threads: int = field(default=1, metadata={"min": 0, "max": 64})
+    seed: int = field(default=0, metadata={"min": 0, "max": 2**31 - 1, "hidden": True})
+    prompts: tuple = field(default=(), metadata={"hidden": True, "help": "your own prompts instead of the built-in ones"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if any(not isinstance(p, str) or not p.strip() for p in self.prompts):
+            raise UsageError("SpecDecConfig.prompts: expected non-empty strings")
+
+    @classmethod
+    def smoke(cls) -> SpecDecConfig:
+        return cls(n_prompts=1, max_new_tokens=16)

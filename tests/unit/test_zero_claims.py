@@ -1,0 +1,257 @@
+"""Every ZeRO verdict function through every outcome it can return, fed measurement dicts with the
+keys the real (CPU) and GPU paths write — plus a check that those paths write exactly these keys."""
+
+import math
+
+import pytest
+
+from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim
+from nbkit.zero import claims as zc
+
+PSI_7B = 6_738_415_616
+
+
+def _ladder(**over):
+    """A ladder metrics dict shaped like ``run_ladder(...).metrics``."""
+    m = {"bytes_vs_formula": {"stage0": 1.0, "stage1": 1.01, "stage2": 1.03, "stage3": 0.99}, "wall_s": 40.0, "ranks_device": "cpu",
+         "loss_max_rel_diff": 0.004, "loss_tolerance": 0.02, "loss_agree": True, "replicas_in_sync": True,
+         "checkpoint_round_trip_ok": True, "rss_peak_bytes": {}, "monitor_samples": 10, "monitor_alerts": [], "world_size": 2,
+         "steps": 8, "precision": "bf16", "overflow_step": -1, "loss_scale_history": [],
+         "sub_group": {"shard_bytes_default": 1000, "shard_bytes_small": 1000, "n_sub_groups_default": 1, "n_sub_groups_small": 7,
+                       "sub_group_size_default": 1e9, "sub_group_size_small": 100_000}}
+    m.update(over)
+    return m
+
+
+def _sg(**over):
+    return _ladder(sub_group=dict(_ladder()["sub_group"], **over))
+
+
+@pytest.mark.parametrize(("args", "verdict"), [
+    ((78.0, 107.8), REFUTED),                       # a peak below its own model states
+    ((52.0, 37.1), NEEDS_GPU),                      # above the model states: the rest needs the GPUs
+    ((32.0, 13.5, (31.0, 33.0)), HOLDS),            # a GPU measurement inside ±15 %
+    ((32.0, 13.5, (60.0, 61.0)), REFUTED),          # ... far outside
+    ((32.0, 13.5, (30.0, 40.0)), INCONCLUSIVE),     # ... straddling the band's edge
+])
+def test_verdict_peak_claim(args, verdict):
+    assert zc.verdict_peak_claim(*args).verdict == verdict
+
+
+@pytest.mark.parametrize(("claimed", "formula", "verdict"), [(1.75, 1.68, HOLDS), (28.0, 80.9, REFUTED), (28.0, math.nan, INCONCLUSIVE)])
+def test_verdict_formula_figure(claimed, formula, verdict):
+    assert zc.verdict_formula_figure(claimed, formula).verdict == verdict
+
+
+@pytest.mark.parametrize(("ds", "verdict"), [
+    ({"train_batch_size": 64, "micro_batch": 2, "grad_accum": 4, "world_size": 8}, HOLDS),
+    ({"train_batch_size": 128, "micro_batch": 2, "grad_accum": 4, "world_size": 8}, REFUTED),
+    ({"train_batch_size": 128, "micro_batch": 2, "grad_accum": None, "world_size": 8}, INCONCLUSIVE),
+])
+def test_verdict_batch_identity(ds, verdict):
+    assert zc.verdict_batch_identity(ds).verdict == verdict
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    (_sg(shard_bytes_small=1500), HOLDS),
+    (_sg(), REFUTED),
+    (_sg(shard_bytes_small=1030), INCONCLUSIVE),
+    (_sg(n_sub_groups_small=1), INCONCLUSIVE),
+    (_ladder(sub_group=None), INCONCLUSIVE),
+])
+def test_verdict_sub_group_size(m, verdict):
+    assert zc.verdict_sub_group_size(m).verdict == verdict
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    (_ladder(), HOLDS),
+    (_ladder(bytes_vs_formula={"stage0": 1.0, "stage2": 1.2}), REFUTED),
+    (_ladder(bytes_vs_formula={}), INCONCLUSIVE),
+])
+def test_verdict_bytes_formula(m, verdict):
+    assert zc.verdict_bytes_formula(m).verdict == verdict
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    (_ladder(), HOLDS),
+    (_ladder(loss_max_rel_diff=0.3), REFUTED),
+    (_ladder(bytes_vs_formula={"stage0": 1.0}), INCONCLUSIVE),
+])
+def test_verdict_loss_agreement(m, verdict):
+    assert zc.verdict_loss_agreement(m).verdict == verdict
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    (_ladder(), HOLDS), (_ladder(replicas_in_sync=False), REFUTED), (_ladder(world_size=1), INCONCLUSIVE),
+    (_ladder(replicas_in_sync=None), INCONCLUSIVE),
+])
+def test_verdict_replicas(m, verdict):
+    assert zc.verdict_replicas(m).verdict == verdict
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    (_ladder(), HOLDS), (_ladder(checkpoint_round_trip_ok=False), REFUTED), (_ladder(checkpoint_round_trip_ok=None), INCONCLUSIVE),
+])
+def test_verdict_checkpoint(m, verdict):
+    assert zc.verdict_checkpoint(m).verdict == verdict
+
+
+def _drill(**over):
+    """Shaped like ``run_failure_drill(...).metrics``."""
+    m = {"detected": True, "reported_rank": 1, "expected_rank": 1, "how": "kill", "timed_out": False,
+         "message": "rank 1 failed: killed by SIGKILL", "seconds_to_report": 3.2, "timeout_s": 60.0, "leftover_processes": []}
+    m.update(over)
+    return m
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    (_drill(), HOLDS), (_drill(how="hang", timed_out=True), HOLDS),
+    (_drill(detected=False, reported_rank=None), REFUTED), (_drill(reported_rank=0), REFUTED), (_drill(leftover_processes=[123]), REFUTED),
+    (_drill(timed_out=True), INCONCLUSIVE),
+])
+def test_verdict_failure_drill(m, verdict):
+    assert zc.verdict_failure_drill(m).verdict == verdict
+
+
+def _history(overflow=True, skipped=True, drop=True, provoked=True):
+    """Shaped like a rank's ``loss_scale_history`` (worker.run_rung, fp16 on CUDA)."""
+    return [{"step": 0, "scale": 65536.0, "provoked": False, "overflow": False, "skipped": False},
+            {"step": 1, "scale": 65536.0, "provoked": False, "overflow": False, "skipped": False},
+            {"step": 2, "scale": 32768.0 if drop else 65536.0, "provoked": provoked, "overflow": overflow, "skipped": skipped}]
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    ({"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": _history()}, HOLDS),
+    ({"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": _history(overflow=False, skipped=False, drop=False)}, REFUTED),
+    ({"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": _history(drop=False)}, REFUTED),
+    ({"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": _history(provoked=False)}, INCONCLUSIVE),
+    ({"ranks_device": "cuda", "precision": "bf16", "loss_scale_history": []}, INCONCLUSIVE),
+    ({"ranks_device": "cpu", "precision": "fp16", "loss_scale_history": [], "not_measured": "no fp16 on CPU"}, NEEDS_GPU),
+])
+def test_verdict_loss_scale(m, verdict):
+    assert zc.verdict_loss_scale(m).verdict == verdict
+
+
+def _frag(a, b):
+    """Shaped like ``run_fragmentation(...).metrics`` on CUDA (keys "<interval>/<expandable>")."""
+    return {"needs_cuda": False, "steps": len(a), "runs": [], "model": "Llama-2-7B shapes, 2 layer(s)",
+            "gap_ratios": {"50/False": a, "200/False": b, "50/True": a, "200/True": b}}
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    (_frag([0.42, 0.43, 0.41, 0.44] * 5, [0.18, 0.17, 0.19, 0.18] * 5), HOLDS),
+    (_frag([0.20, 0.21, 0.19, 0.20] * 5, [0.18, 0.17, 0.19, 0.18] * 5), REFUTED),
+    (_frag([0.0, 0.6, 0.1, 0.5], [0.2, 0.2, 0.2, 0.2]), INCONCLUSIVE),
+    ({"needs_cuda": False, "steps": 6, "runs": [], "gap_ratios": {"2/False": [0.1] * 6}}, INCONCLUSIVE),
+    ({"needs_cuda": True, "steps": 6, "tensor_bytes_peak": {}, "unavailable": {}}, NEEDS_GPU),
+])
+def test_verdict_fragmentation(m, verdict):
+    assert zc.verdict_fragmentation(m).verdict == verdict
+
+
+def _spec(**over):
+    """One method's summary, shaped like ``run_specdec(...).metrics["summary"][method]``."""
+    s = {"tok_s_baseline": 10.0, "tok_s_speculative": 15.0, "speedup_measured": 1.5, "speedup_predicted": 2.0, "acceptance_rate": 0.6,
+         "fallback_rate": 0.07, "rounds": 400, "fallback_rounds": 28, "proposed": 1000, "accepted": 600, "new_tokens": 144,
+         "target_calls_speculative": 60, "all_identical": True, "n_prompts": 3, "speedups": [1.8, 1.85, 1.79]}
+    s.update(over)
+    return s
+
+
+@pytest.mark.parametrize(("s", "verdict"), [
+    (_spec(), HOLDS), (_spec(fallback_rounds=200), REFUTED), (_spec(rounds=10, fallback_rounds=1), INCONCLUSIVE),
+    (_spec(rounds=0, fallback_rounds=0), INCONCLUSIVE),
+])
+def test_verdict_fallback_rate(s, verdict):
+    assert zc.verdict_fallback_rate(s).verdict == verdict
+
+
+@pytest.mark.parametrize(("s", "device", "verdict"), [
+    (_spec(), "cuda:0", HOLDS), (_spec(speedups=[1.0, 1.05, 1.02]), "cuda", REFUTED), (_spec(speedups=[1.0, 2.6, 1.8]), "cuda", INCONCLUSIVE),
+    (_spec(), "cpu", NEEDS_GPU),
+])
+def test_verdict_speedup(s, device, verdict):
+    assert zc.verdict_speedup(s, device).verdict == verdict
+
+
+@pytest.mark.parametrize(("summary", "verdict"), [
+    ({"prompt_lookup": _spec(all_identical=False)}, HOLDS), ({"prompt_lookup": _spec()}, REFUTED), ({}, INCONCLUSIVE),
+])
+def test_verdict_lossless(summary, verdict):
+    assert zc.verdict_lossless(summary).verdict == verdict
+
+
+def test_claims_table_from_cpu_and_gpu_shaped_metrics():
+    memory = {"n_params": PSI_7B, "largest_layer_params": 131_072_000}
+    ds = {"train_batch_size": 128, "micro_batch": 2, "grad_accum": 4, "world_size": 8}
+    spec_cpu = {"summary": {"prompt_lookup": _spec(), "truncated_draft": _spec()}, "device": "cpu"}
+    cpu = zc.claims(memory, ds, _ladder(), {"ranks_device": "cpu", "precision": "fp16", "loss_scale_history": [], "not_measured": "x"},
+                    _drill(), {"needs_cuda": True, "steps": 6, "tensor_bytes_peak": {}, "unavailable": {}}, spec_cpu)
+    by = {c.key: c for c in cpu}
+    assert all(isinstance(c, Claim) for c in cpu)
+    assert by["stage0_peak"].verdict == REFUTED and by["stage3_params_gb"].verdict == HOLDS
+    assert by["optimizer_gb"].verdict == REFUTED and by["batch_identity"].verdict == REFUTED
+    assert by["sub_group_size"].verdict == REFUTED and by["fallback_rate"].verdict == HOLDS
+    assert {by[k].verdict for k in ("loss_scale", "fragmentation", "speedup", "stage1_peak", "stage3_peak")} == {NEEDS_GPU}
+    gpu = zc.claims(memory, ds, _ladder(ranks_device="cuda"), {"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": _history()},
+                    _drill(), _frag([0.42, 0.43] * 10, [0.18, 0.19] * 10), dict(spec_cpu, device="cuda"))
+    by = {c.key: c for c in gpu}
+    assert by["loss_scale"].verdict == HOLDS and by["fragmentation"].verdict == HOLDS and by["speedup"].verdict == HOLDS
+    head = zc.headline(memory, _ladder(peak=_peak(), model_states={"stage0": 16e6, "stage3": 4e6}), spec_cpu)
+    assert len(head) == 6 and head["worst_measured_over_formula"] == 1.03
+    assert head["stage3_over_stage0_model_states"] == 0.25 and head["stage3_over_stage0_peak_growth"] == pytest.approx(10.5 / 20.5)
+
+
+def _peak(growth0=(20e6, 21e6), growth_k=(10e6, 11e6), estimate=5e6):
+    """Shaped like ``run_ladder(...).metrics["peak"]`` (ladder.peak_summary)."""
+    def rung(stage, growth, est):
+        return {"stage": stage, "measured": [5e8 + g for g in growth], "growth": list(growth), "predicted": [5e8] * len(growth),
+                "deepspeed_estimate": est}
+    return {"stage0": rung(0, growth0, None), "stage1": rung(1, growth_k, None), "stage2": rung(2, growth_k, estimate),
+            "stage3": rung(3, growth_k, estimate)}
+
+
+@pytest.mark.parametrize(("m", "stage", "verdict"), [
+    (_ladder(peak=_peak()), 3, HOLDS),
+    (_ladder(peak=_peak(growth_k=(22e6, 23e6))), 1, REFUTED),
+    (_ladder(peak=_peak(growth_k=(15e6, 21e6))), 2, INCONCLUSIVE),
+    (_ladder(peak={}), 1, INCONCLUSIVE),
+])
+def test_verdict_zero_saves_memory(m, stage, verdict):
+    assert zc.verdict_zero_saves_memory(m, stage).verdict == verdict
+
+
+@pytest.mark.parametrize(("m", "stage", "verdict"), [
+    (_ladder(peak=_peak()), 2, HOLDS),
+    (_ladder(peak=_peak(estimate=50e6)), 3, REFUTED),
+    (_ladder(peak=_peak(growth_k=(5e6, 6e6), estimate=5.2e6)), 3, INCONCLUSIVE),
+    (_ladder(peak=_peak()), 1, INCONCLUSIVE),  # DeepSpeed has no stage-1 estimator
+])
+def test_verdict_estimator_underpredicts(m, stage, verdict):
+    assert zc.verdict_estimator_underpredicts(m, stage).verdict == verdict
+
+
+def test_memory_claims_rows():
+    rows = {c.key: c for c in zc.memory_claims(_ladder(peak=_peak(), n_params=623_744))}
+    assert [rows[k].verdict for k in ("zero1_saves", "zero2_saves", "zero3_saves", "estimator2_under", "estimator3_under")] == [HOLDS] * 5
+    assert "×2.0–2.2" in rows["estimator2_under"].measured
+
+
+def test_saved_activations_counts_what_backward_keeps_and_the_meta_prediction_is_close():
+    import torch
+
+    from nbkit.model_files import tiny_llama
+    from nbkit.zero.peak import SavedActivations, predict_activation_bytes
+
+    model = tiny_llama(seed=0, hidden_size=64, intermediate_size=128, num_hidden_layers=2)
+    ids = torch.randint(0, 256, (2, 16))
+    with SavedActivations(model) as acts:
+        model(input_ids=ids, labels=ids)
+    with SavedActivations(model) as twice:
+        model(input_ids=torch.cat([ids, ids]), labels=torch.cat([ids, ids]))
+    assert acts.bytes > 0 and twice.bytes == pytest.approx(2 * acts.bytes, rel=0.1)  # linear in the batch
+    with torch.no_grad(), SavedActivations(model) as none:
+        model(input_ids=ids)
+    assert none.bytes == 0  # nothing is saved without autograd: parameters never count
+    predicted = predict_activation_bytes({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}, 2, 16, "fp32")
+    assert predicted == pytest.approx(acts.bytes, rel=0.35)  # meta takes the math attention path (see nbkit.zero.peak)
