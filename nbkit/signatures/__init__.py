@@ -6,7 +6,7 @@ Submodules (import them directly; nothing heavy is imported here):
 * ``llama_server`` — the server launcher (``python -m nbkit.signatures.llama_server``).
 * ``lm``         — build a ``dspy.LM`` for the local server or any LiteLLM/DSPy model; token-limit checks.
 * ``contracts``  — the seed's ``MedicalDiagnosis`` signature, a typed version, and the contract checker.
-* ``data``       — the medical cases (standard + colloquial phrasings) and the knowledge base; splits.
+* ``cases``      — the medical cases (standard + colloquial phrasings) and the knowledge base; splits.
 * ``retrieval``  — BM25 and MiniLM retrievers over the knowledge base, recall by slice.
 * ``modules``    — ``Predict`` / ``ChainOfThought`` / ``HybridRetriever`` behind one signature.
 * ``evaluation`` — metric, batch evaluation with contract accounting, per-adapter failure counts.

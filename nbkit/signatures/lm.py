@@ -1,6 +1,6 @@
 """Build the ``dspy.LM`` a notebook run uses: the local llama.cpp server by default, any DSPy/LiteLLM model by name.
 
-``LM_MODEL = "local"`` (the default) starts :class:`~nbkit.signatures.server.LocalLMServer` and reaches it
+``LM_MODEL = "local"`` (the default) starts :class:`~nbkit.signatures.server.LocalLMPool` and reaches it
 the way users reach Ollama, vLLM or llama.cpp: ``dspy.LM("openai/<alias>", api_base=..., api_key="local")``.
 Any other value is passed to ``dspy.LM`` unchanged (``"openai/gpt-4o-mini"``, ``"ollama_chat/llama3"``…);
 its key is read from the environment variable named by ``api_key_env`` and never written anywhere.
@@ -97,9 +97,10 @@ def make_lm(
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
     if model == LOCAL:
-        from nbkit.signatures.server import LocalLMServer
+        from nbkit.signatures.server import LocalLMPool
 
-        server = LocalLMServer(**(server_kwargs or {})).start()
+        # One llama.cpp server per core behind one dispatcher (server_kwargs["n_servers"]; default: usable cores).
+        server = LocalLMPool(**(server_kwargs or {})).start()
         try:
             lm = dspy.LM(
                 f"openai/{server.model_alias}", api_base=server.api_base, api_key="local",
@@ -149,6 +150,22 @@ def check_token_limit(lm: Any, max_tokens: int, prompt: str = "Write a very long
             "the server (llama-cpp-python ignores 'max_completion_tokens'; start it via nbkit.signatures.llama_server)"
         )
     return result
+
+
+def dspy_completion_tokens(server: Any, max_tokens: int, prompt: str = "Write a very long story about a dragon who learns to cook.") -> int | None:
+    """Completion tokens of one uncached DSPy request with ``max_tokens`` to ``server`` (whatever it is).
+
+    Against a stock llama-cpp-python server this reproduces the runaway: DSPy sends the limit as
+    ``max_completion_tokens``, which that server ignores.
+    """
+    offline_environment()
+    import dspy
+
+    lm = dspy.LM(f"openai/{server.model_alias}", api_base=server.api_base, api_key="local", max_tokens=max_tokens, temperature=0.0,
+                 cache=False, num_retries=0, timeout=600)  # fmt: skip
+    lm(prompt)
+    (count,) = completion_tokens_of(lm, 1)
+    return count
 
 
 def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: str = "auto") -> dict:

@@ -134,3 +134,74 @@ def test_real_server_enforces_limits_and_stops_cleanly(tmp_path):
             server.complete("hi", max_tokens=4)
     finally:
         server.stop()
+
+
+class _SlowBackend:
+    """A stand-in for one llama.cpp server: answers every POST after ``delay`` s with its own name."""
+
+    def __init__(self, name, delay=0.5):
+        import http.server
+        import threading
+        import time
+
+        outer = self
+        self.in_flight = self.most_in_flight = 0
+        lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    outer.in_flight += 1
+                    outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
+                time.sleep(delay)
+                with lock:
+                    outer.in_flight -= 1
+                data = json.dumps({"server": name}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        outer.running = True
+
+    def start(self):
+        return self
+
+    def ensure_running(self):
+        pass
+
+    def stop(self, timeout=10.0):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.running = False
+
+
+def test_pool_sends_concurrent_requests_to_idle_servers(tmp_path):
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    pool = srv.LocalLMPool(2, model)
+    backends = pool.servers = [_SlowBackend("a"), _SlowBackend("b")]
+    with pool:
+        url = pool.api_base + "/chat/completions"
+        start = time.perf_counter()
+        with ThreadPoolExecutor(4) as ex:
+            answers = list(ex.map(lambda _: srv.http_json(url, {"messages": []})["server"], range(4)))
+        seconds = time.perf_counter() - start
+    # 4 requests of 0.5 s on 2 servers: two rounds (~1 s; one at a time would take 2 s), and never
+    # more than one request on a server at once (llama-cpp-python would only queue it).
+    assert sorted(answers) == ["a", "a", "b", "b"]
+    assert [b.most_in_flight for b in backends] == [1, 1]
+    assert 0.95 < seconds < 1.9
+    assert not pool.running
