@@ -75,15 +75,18 @@ def main() -> None:
                       f"ratio to one stream {rate / one_stream:4.2f}x, answers equal to sequential {same}/{len(texts)} "
                       f"(load {os.getloadavg()[0]:.2f})")  # fmt: skip
 
-    from nbkit.signatures.lm import dspy_completion_tokens
+    from nbkit.signatures.lm import dspy_request_usage
 
+    with LocalLMServer(n_threads=1) as fixed:
+        through = dspy_request_usage(fixed, n)
+        print(f"nbkit launcher, DSPy max_tokens={n}: {through['completion_tokens']} tokens (prompt {through['prompt_tokens']})")
     with LocalLMServer(n_ctx=args.runaway_ctx, n_threads=1, stock=True) as stock:
         t0 = time.perf_counter()
-        runaway = dspy_completion_tokens(stock, n)
-        print(f"stock server (context {args.runaway_ctx}), DSPy max_tokens={n}: {runaway} tokens in {time.perf_counter() - t0:.1f} s, "
+        usage = dspy_request_usage(stock, n)
+        runaway = args.runaway_ctx - through["prompt_tokens"] if usage["context_full"] else usage["completion_tokens"]
+        print(f"stock server (context {args.runaway_ctx}), DSPy max_tokens={n}: {runaway} tokens"
+              f"{' (ran until the context was full: HTTP 500)' if usage['context_full'] else ''} in {time.perf_counter() - t0:.1f} s, "
               f"ratio to the limit {runaway / n:.1f}x")  # fmt: skip
-    with LocalLMServer(n_threads=1) as fixed:
-        print(f"nbkit launcher, DSPy max_tokens={n}: {dspy_completion_tokens(fixed, n)} tokens")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Every ``verdict_*`` function below can return ``holds``, ``refuted`` and ``incon
 tolerance are in its docstring. Rates and differences of hit@3 are compared with an interval: a Wilson
 interval for a rate (:func:`nbkit.claims.rate_interval`) and a *paired* bootstrap interval for the
 difference of two programs on the same questions (:func:`nbkit.claims.bootstrap_interval`,
-``paired=True``). When the interval straddles the tolerance the verdict is "inconclusive — n too small".
+``paired=True``) over at least MIN_PAIRS (10) pairs. When the interval straddles the tolerance, or fewer
+pairs were measured, the verdict is "inconclusive — n too small".
 The field notes measured F1 with GPT-4 on their own data; here the score is hit@3 on this project's cases
 with a 135M local model, so a verdict is about the *direction and size* of each claim on this setup.
 
@@ -35,6 +36,7 @@ GAIN = 0.05  # an improvement of at least 0.05 hit@3 (or 0.05 fewer structural f
 STRUCTURE_GAIN = 0.10  # the grammar removes at least 10 points of structural failures
 RARE = 0.02  # a breach rate whose upper bound is below 2 % means "the model keeps the bound in practice"
 RUNAWAY = 4.0  # a stock server that generates at least 4x the limit "ran away"
+MIN_PAIRS = 10  # below 10 pairs a percentile bootstrap is overconfident (2 equal pairs give a zero-width interval)
 
 
 def paired(a: dict[str, list], b: dict[str, list], what: str = "hit") -> tuple[list[float], list[float]]:
@@ -55,8 +57,9 @@ def by_slice(questions: dict[str, list], what: str = "hit") -> tuple[list[float]
 
 def _paired_gain(a: Sequence[float], b: Sequence[float], threshold: float, what: str, unit: str) -> tuple[Verdict, str]:
     """decide_at_least on the paired bootstrap interval of mean(a - b)."""
-    if len(a) < 2:
-        return Verdict(INCONCLUSIVE, f"{what}: {len(a)} paired {unit} — not measured at a size that can decide"), ""
+    if len(a) < MIN_PAIRS:
+        interval = bootstrap_interval((list(a), list(b)), paired=True) if len(a) >= 2 else (float("nan"), float("nan"))
+        return Verdict(INCONCLUSIVE, f"{what}: only {len(a)} paired {unit} — n too small to decide (needs ≥ {MIN_PAIRS})"), fmt_interval(interval)
     interval = bootstrap_interval((list(a), list(b)), paired=True)
     n_hint = f"n={len(a)} {unit}; more {unit} would narrow it"
     return decide_at_least(interval, threshold, what=what, n_hint=n_hint), fmt_interval(interval)

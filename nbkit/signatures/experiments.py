@@ -188,7 +188,7 @@ def run_token_limit(cfg: TokenLimitConfig, live=None, *, session: SignatureSessi
     """
     import pandas as pd
 
-    from nbkit.signatures.lm import check_token_limit, dspy_completion_tokens, wire_token_fields
+    from nbkit.signatures.lm import check_token_limit, dspy_request_usage, wire_token_fields
 
     limit = cfg.limit
     m: dict[str, Any] = {"limit": limit, "dspy_wire_fields": wire_token_fields(limit)}
@@ -202,10 +202,15 @@ def run_token_limit(cfg: TokenLimitConfig, live=None, *, session: SignatureSessi
     if cfg.stock_server and session.server is not None:
         from nbkit.signatures.server import LocalLMServer
 
+        fixed = dspy_request_usage(session.server, limit)  # the same request through nbkit's launcher
+        m["dspy_prompt_tokens"] = fixed["prompt_tokens"]
         start = time.perf_counter()
         with LocalLMServer(session.server.model_path, n_ctx=cfg.stock_n_ctx, n_threads=1, stock=True) as stock:
-            m["stock_dspy_tokens"] = dspy_completion_tokens(stock, limit)
+            usage = dspy_request_usage(stock, limit)
         m["stock_n_ctx"] = cfg.stock_n_ctx
+        m["stock_context_full"] = usage["context_full"]
+        # A request that fills the context generated n_ctx - prompt tokens before the server gave up.
+        m["stock_dspy_tokens"] = cfg.stock_n_ctx - fixed["prompt_tokens"] if usage["context_full"] else usage["completion_tokens"]
         m["stock_seconds"] = round(time.perf_counter() - start, 1)
     rows = [{"request": k, "completion tokens": v} for k, v in m.items() if k.startswith(("nbkit_", "dspy_through", "stock_dspy"))]
     table = pd.DataFrame(rows)

@@ -152,20 +152,30 @@ def check_token_limit(lm: Any, max_tokens: int, prompt: str = "Write a very long
     return result
 
 
-def dspy_completion_tokens(server: Any, max_tokens: int, prompt: str = "Write a very long story about a dragon who learns to cook.") -> int | None:
-    """Completion tokens of one uncached DSPy request with ``max_tokens`` to ``server`` (whatever it is).
+RUNAWAY_PROMPT = "Write a very long story about a dragon who learns to cook."
+
+
+def dspy_request_usage(server: Any, max_tokens: int, prompt: str = RUNAWAY_PROMPT) -> dict[str, Any]:
+    """Usage of one uncached DSPy request with ``max_tokens`` to ``server`` (whatever server it is).
 
     Against a stock llama-cpp-python server this reproduces the runaway: DSPy sends the limit as
-    ``max_completion_tokens``, which that server ignores.
+    ``max_completion_tokens``, which that server ignores, so it generates until EOS or a full context.
+    llama-cpp-python answers a request that fills its context with an HTTP 500 ("could not broadcast
+    input array ... into shape (0,)"); that outcome is returned as ``context_full=True``, not raised.
     """
     offline_environment()
     import dspy
 
     lm = dspy.LM(f"openai/{server.model_alias}", api_base=server.api_base, api_key="local", max_tokens=max_tokens, temperature=0.0,
                  cache=False, num_retries=0, timeout=600)  # fmt: skip
-    lm(prompt)
-    (count,) = completion_tokens_of(lm, 1)
-    return count
+    try:
+        lm(prompt)
+    except Exception as exc:
+        if "could not broadcast" not in str(exc):
+            raise
+        return {"completion_tokens": None, "prompt_tokens": None, "context_full": True}
+    usage = lm.history[-1].get("usage") or {}
+    return {"completion_tokens": int(usage.get("completion_tokens") or 0), "prompt_tokens": int(usage.get("prompt_tokens") or 0), "context_full": False}
 
 
 def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: str = "auto") -> dict:
@@ -176,6 +186,8 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
     """
     import http.server
     import threading
+
+    from nbkit.signatures.server import send_body
 
     offline_environment()
     import dspy
@@ -194,11 +206,7 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }).encode()  # fmt: skip
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_body(self, 200, data)
 
         def log_message(self, *args):
             pass

@@ -93,6 +93,15 @@ def http_json(url: str, payload: dict | None = None, timeout: float = 120.0) -> 
         return json.loads(resp.read().decode())
 
 
+def send_body(handler, status: int, data: bytes, content_type: str = "application/json") -> None:
+    """Answer an ``http.server`` request with ``data`` (the loopback helpers' one way to reply)."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def check_server_installed() -> None:
     """Raise ``LMServerError`` naming the install command when llama-cpp-python's server is missing."""
     from importlib.util import find_spec
@@ -123,6 +132,18 @@ class _Completions:
     """Direct completions (no DSPy) against ``self.api_base``; shared by one server and a pool."""
 
     model_alias: str
+    host: str
+    port: int | None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LMServerError(f"{type(self).__name__} is not started")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_base(self) -> str:
+        return self.base_url + "/v1"
 
     def complete(self, prompt: str, *, max_tokens: int | None = 64, field: str = "max_tokens", temperature: float = 0.0, timeout: float = 300.0) -> ServerStats:
         """One chat completion sent directly (no DSPy) with the token limit in ``field``."""
@@ -194,16 +215,6 @@ class LocalLMServer(_Completions):
         self._log_fh = None
 
     # -- lifecycle -------------------------------------------------------------------------
-    @property
-    def base_url(self) -> str:
-        if self.port is None:
-            raise LMServerError("server is not started")
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def api_base(self) -> str:
-        return self.base_url + "/v1"
-
     def command(self) -> list[str]:
         return [
             sys.executable, "-m", "nbkit.signatures.llama_server",
@@ -347,16 +358,6 @@ class LocalLMPool(_Completions):
         return self.servers[0].log_path
 
     @property
-    def base_url(self) -> str:
-        if self.port is None:
-            raise LMServerError("server pool is not started")
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def api_base(self) -> str:
-        return self.base_url + "/v1"
-
-    @property
     def running(self) -> bool:
         return self._httpd is not None and all(s.running for s in self.servers)
 
@@ -394,11 +395,7 @@ class LocalLMPool(_Completions):
                         data = json.dumps({"error": {"message": f"llama server on port {server.port} failed: {exc}"}}).encode()
                 finally:
                     free.put(server)
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_body(self, status, data, ctype)
 
             def do_GET(self):  # noqa: N802 (http.server's naming)
                 self._forward(None)

@@ -37,7 +37,8 @@ def test_observed(k, n, expected):
     [
         ([1.0] * 30, [0.0] * 30, HOLDS),
         ([0.0] * 30, [0.0] * 30, REFUTED),
-        ([1.0, 0.0, 0.0, 0.0], [0.0] * 4, INCONCLUSIVE),  # 1 of 4: the interval reaches from 0 to 0.75
+        ([1.0] + [0.0] * 11, [0.0] * 12, INCONCLUSIVE),  # 1 of 12: the interval [0, 0.25] straddles 0.10
+        ([1.0] * 4, [0.0] * 4, INCONCLUSIVE),  # 4 pairs: too few to decide, however clear they look
         ([1.0], [0.0], INCONCLUSIVE),  # one question cannot decide
     ],
 )
@@ -50,7 +51,8 @@ def test_grammar_fixes_structure(chat, grammar, expected):
     [
         ([1.0] * 20, [0.0] * 20, HOLDS, "≥"),
         ([1.0] * 20, [1.0] * 20, REFUTED, "<"),
-        ([1.0, 0.0, 0.0, 0.0], [0.0] * 4, INCONCLUSIVE, "n too small"),
+        ([1.0] + [0.0] * 11, [0.0] * 12, INCONCLUSIVE, "straddles"),
+        ([1.0] * 4, [0.0] * 4, INCONCLUSIVE, "only 4 paired cases — n too small"),
         ([0.0] * 20, [0.0] * 20, INCONCLUSIVE, "floor"),
     ],
 )
@@ -61,7 +63,8 @@ def test_colloquial_gap(standard, colloquial, expected, why):
 
 @pytest.mark.parametrize(
     ("mixed", "standard_only", "expected"),
-    [([1.0] * 10, [0.0] * 10, HOLDS), ([0.0] * 10, [1.0] * 10, REFUTED), ([1.0, 0.0, 0.0], [0.0] * 3, INCONCLUSIVE), ([0.0] * 5, [0.0] * 5, INCONCLUSIVE)],
+    [([1.0] * 10, [0.0] * 10, HOLDS), ([0.0] * 10, [1.0] * 10, REFUTED), ([1.0] + [0.0] * 11, [0.0] * 12, INCONCLUSIVE),
+     ([0.0] * 12, [0.0] * 12, INCONCLUSIVE)],
 )
 def test_mix_lifts_colloquial(mixed, standard_only, expected):
     assert outcome(sc.verdict_mix_lifts_colloquial(mixed, standard_only)) == expected
@@ -69,12 +72,14 @@ def test_mix_lifts_colloquial(mixed, standard_only, expected):
 
 @pytest.mark.parametrize(
     ("a", "b", "expected"),
-    [([1.0] * 32, [0.0] * 32, HOLDS), ([0.5] * 32, [0.5] * 32, REFUTED), ([1.0, 0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0, 0.0], INCONCLUSIVE)],
+    [([1.0] * 32, [0.0] * 32, HOLDS), ([0.5] * 32, [0.5] * 32, REFUTED), ([1.0, 0.0, 0.0, 0.0, 1.0] * 2, [0.0, 0.0, 1.0, 0.0, 0.0] * 2, INCONCLUSIVE)],
 )
 def test_program_beats(a, b, expected):
     verdict, interval = sc.verdict_program_beats(a, b, "hit@3 a − b")
     assert verdict.verdict == expected
     assert interval.startswith("[")
+    if expected == INCONCLUSIVE:
+        assert "straddles" in verdict.why
 
 
 @pytest.mark.parametrize(("tokens", "expected"), [(230, HOLDS), (16, REFUTED), (30, INCONCLUSIVE), (None, INCONCLUSIVE)])

@@ -157,12 +157,7 @@ class _SlowBackend:
                 time.sleep(delay)
                 with lock:
                     outer.in_flight -= 1
-                data = json.dumps({"server": name}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                srv.send_body(self, 200, json.dumps({"server": name}).encode())
 
             def log_message(self, *args):
                 pass
@@ -205,3 +200,21 @@ def test_pool_sends_concurrent_requests_to_idle_servers(tmp_path):
     assert [b.most_in_flight for b in backends] == [1, 1]
     assert 0.95 < seconds < 1.9
     assert not pool.running
+
+
+@pytest.mark.slow
+def test_real_pool_answers_like_one_server(tmp_path):
+    pytest.importorskip("llama_cpp")
+    from concurrent.futures import ThreadPoolExecutor
+
+    prompts = ["Name one cause of chest pain.", "Name one cause of a cough."]
+    with srv.LocalLMServer(n_threads=1, n_ctx=256, log_path=tmp_path / "one.log") as one:
+        expected = [one.complete(p, max_tokens=8).text for p in prompts]
+    with srv.LocalLMPool(2, n_ctx=256, log_dir=tmp_path) as pool:
+        with ThreadPoolExecutor(2) as ex:
+            got = list(ex.map(lambda p: pool.complete(p, max_tokens=8).text, prompts))
+        pids = [s.process.pid for s in pool.servers]
+    assert got == expected and all(expected)  # temperature 0: the same answers, served concurrently
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
