@@ -32,6 +32,9 @@ LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key i
 MAX_TOKENS = 128
 SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core
 ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
+SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class
+DEV_SET = ""  # JSONL with every field of SIGNATURE, one example per line
+METRIC = "exact"  # exact, contains, or module:function
 
 # %%
 import time
@@ -222,6 +225,24 @@ ask.table
 # %%
 history = panels.history_panel(session, cfg.preset(cfg.HistoryConfig, SMOKE)).display().run()
 nbkit.record("lm_calls", history.metrics["calls"])
+
+# %% [markdown]
+# ## Your own contract
+#
+# Set `SIGNATURE` (a DSPy string signature such as `"question -> answer"`, or `module:Class`), `DEV_SET`
+# (a JSONL file with every field of the signature) and `METRIC` (`exact`, `contains` or `module:function`),
+# with `LM_MODEL`/`LM_API_BASE` for your LM: the same accounting runs on your contract — violations by kind
+# per adapter, and ChainOfThought against Predict question by question. Left empty, nothing runs.
+#
+# ```bash
+# nbkit run 03 -p SIGNATURE '"question -> answer"' -p DEV_SET '"my_dev.jsonl"' -p METRIC '"contains"'
+# ```
+
+# %%
+user = panels.user_contract_panel(session, cfg.preset(cfg.UserContractConfig, SMOKE, signature=SIGNATURE, dev_set=DEV_SET,
+                                                      metric=METRIC, adapter=ADAPTER)).display().run()
+nbkit.record("user_contract", user.metrics)
+user.table if user.metrics["ran"] else user.metrics["why"]
 
 # %% [markdown]
 # ## Claims table

@@ -137,3 +137,19 @@ class HistoryConfig:
     @classmethod
     def smoke(cls) -> HistoryConfig:
         return cls()
+
+
+@dataclass
+class UserContractConfig:
+    """Your own contract: a DSPy signature, a JSONL dev set with its fields, and a stated metric."""
+
+    signature: str = field(default="", metadata={"help": "DSPy string signature ('question -> answer') or module:Class"})
+    dev_set: str = field(default="", metadata={"help": "JSONL, one example per line with every field of the signature"})
+    metric: str = field(default="exact", metadata={"help": "exact, contains, or module:function"})
+    modules: tuple = field(default=("predict", "cot"), metadata={"choices": ["predict", "cot"]})
+    adapters: tuple = field(default=ADAPTERS, metadata={"choices": list(ADAPTERS)})
+    adapter: str = field(default="auto", metadata={"choices": ["auto", *ADAPTERS], "help": "the adapter the modules are compared under"})
+
+    @classmethod
+    def smoke(cls) -> UserContractConfig:
+        return cls()

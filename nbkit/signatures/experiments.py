@@ -26,6 +26,7 @@ from nbkit.signatures.config import (
     RetrievalConfig,
     SessionConfig,
     TokenLimitConfig,
+    UserContractConfig,
 )
 from nbkit.signatures.contracts import VIOLATION_KINDS, check_contract, diagnoses_of
 from nbkit.signatures.evaluation import make_adapter
@@ -117,12 +118,14 @@ class SignatureSession:
             return self.lm
         if self.server is None:
             raise ValueError("adapter 'json_grammar' needs the local llama.cpp server (LM_MODEL='local'); use 'json' for other models")
-        if signature not in self._lm_copies:
+        sig = self.signature(signature) if isinstance(signature, str) else signature  # a name, or a user's signature class
+        key = signature if isinstance(signature, str) else f"{sig.__name__}@{id(sig)}"
+        if key not in self._lm_copies:
             from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 
-            schema = _get_structured_outputs_response_format(self.signature(signature)).model_json_schema()
-            self._lm_copies[signature] = self.lm.copy(response_format={"type": "json_object", "schema": schema})
-        return self._lm_copies[signature]
+            schema = _get_structured_outputs_response_format(sig).model_json_schema()
+            self._lm_copies[key] = self.lm.copy(response_format={"type": "json_object", "schema": schema})
+        return self._lm_copies[key]
 
     def history(self) -> list[dict]:
         """Every call this session's LMs made (the base LM and its grammar copies), oldest first."""
@@ -452,3 +455,60 @@ def run_history(cfg: HistoryConfig, live=None, *, session: SignatureSession) -> 
     fig.add_bar(name="completion tokens", x=list(range(len(tokens))), y=tokens)
     fig.add_scatter(name="max_tokens", x=list(range(len(tokens))), y=[max_tokens] * len(tokens), mode="lines")
     return Result(metrics={"calls": session.calls_summary()}, figure=fig, data={"text": buf.getvalue(), "tokens": tokens})
+
+
+# -- 6. your own contract ---------------------------------------------------------------------
+def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureSession) -> Result:
+    """Your signature on your dev set with a stated metric: violations by kind per adapter (Predict),
+    and each module's score, compared with Predict question by question. Not run without both
+    ``signature`` and ``dev_set``."""
+    import dspy
+    import pandas as pd
+
+    from nbkit.signatures import user_contract as uc
+    from nbkit.signatures.claims import paired, verdict_program_beats
+
+    if not (cfg.signature.strip() and cfg.dev_set.strip()):
+        return Result(metrics={"ran": False, "why": "set SIGNATURE and DEV_SET to check your own contract"})
+    signature = uc.load_signature(cfg.signature)
+    examples = uc.load_dev_set(cfg.dev_set, signature)
+    metric = uc.make_metric(cfg.metric, signature)
+    outputs = tuple(signature.output_fields)
+    modules = {"predict": dspy.Predict, "cot": dspy.ChainOfThought}
+    unknown = sorted(set(cfg.modules) - set(modules))
+    if unknown:
+        raise ValueError(f"modules {unknown} need the medical knowledge base; for your signature choose from {sorted(modules)}")
+
+    def run(kind, adapter):
+        adapter = session.resolve_adapter(adapter)
+        out = uc.evaluate(modules[kind](signature), examples, metric=metric, lm=session.lm_for(adapter, signature), adapter=make_adapter(adapter),
+                          output_fields=outputs, num_threads=session.num_threads, server=session.server)  # fmt: skip
+        return uc.questions(out["records"]), out["records"]
+
+    by_adapter, rows = {}, []
+    for adapter in cfg.adapters:
+        if adapter == "json_grammar" and session.server is None:
+            continue
+        q, records = run("predict", adapter)
+        by_adapter[adapter] = q
+        counts = {k: sum(r["violations"].count(k) for r in records) for k in ("parse_error", "missing_field")}
+        rows.append({"program": f"predict / {adapter}", "score": sum(q["hit"]) / len(q["hit"]), "violation rate": sum(q["structural"]) / len(q["structural"]), **counts})
+        if live is not None:
+            live.add("violation rate", adapter, rows[-1]["violation rate"])
+    by_module = {}
+    for kind in cfg.modules:
+        by_module[kind], _records = run(kind, cfg.adapter)
+        rows.append({"program": f"{kind} / {session.resolve_adapter(cfg.adapter)}", "score": sum(by_module[kind]["hit"]) / len(examples),
+                     "violation rate": sum(by_module[kind]["structural"]) / len(examples)})  # fmt: skip
+        if live is not None:
+            live.add("score", kind, rows[-1]["score"])
+    comparisons = {}
+    for kind in by_module:
+        if kind != "predict" and "predict" in by_module:
+            a, b = paired(by_module[kind], by_module["predict"])
+            verdict, interval = verdict_program_beats(a, b, f"{cfg.metric} {kind} − predict")
+            comparisons[kind] = {"verdict": verdict.verdict, "why": verdict.why, "interval": interval, "n": len(a)}
+    metrics = {"ran": True, "signature": str(cfg.signature), "dev_set": str(cfg.dev_set), "metric": cfg.metric, "examples": len(examples),
+               "violation_rate": {a: sum(q["structural"]) / len(q["structural"]) for a, q in by_adapter.items()},
+               "score": {k: sum(q["hit"]) / len(q["hit"]) for k, q in by_module.items()}, "vs_predict": comparisons}  # fmt: skip
+    return Result(metrics=metrics, table=pd.DataFrame(rows))

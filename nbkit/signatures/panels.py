@@ -55,3 +55,7 @@ def ask_panel(session, cfg=None, widget=None) -> Panel:
 
 def history_panel(session, cfg=None, widget=None) -> Panel:
     return _panel(x.run_history, cfg or c.HistoryConfig(), session, "LM call history (inspect_history)", widget, show=_text)
+
+
+def user_contract_panel(session, cfg=None, widget=None) -> Panel:
+    return _panel(x.run_user_contract, cfg or c.UserContractConfig(), session, "Your own contract", widget)

@@ -104,3 +104,29 @@ def test_bad_pool_size_and_config_override():
         srv.LocalLMPool(0)
     with pytest.raises(TypeError, match=r"ModulesConfig has no field\(s\) \['n_deev'\]"):
         cfg.preset(cfg.ModulesConfig, n_deev=3)
+
+
+@pytest.mark.parametrize(
+    ("signature", "rows", "metric", "pattern"),
+    [
+        ("question -> answer", [{"question": "q", "answer": "a"}, {"question": "q2"}], "exact", r"dev.jsonl:2: missing field 'answer' of the signature"),
+        ("question -> answer", [{"answer": "a"}], "exact", r"dev.jsonl:1: missing field 'question'"),
+        ("question -> answer", [], "exact", r"dev.jsonl: no examples"),
+        ("question answer", [{"question": "q"}], "exact", r"not a DSPy string signature.*exactly one '->'"),
+        ("", [{"question": "q"}], "exact", r"SIGNATURE is empty"),
+        ("nbkit_no_such_module:Sig", [{"question": "q"}], "exact", r"cannot import module 'nbkit_no_such_module'"),
+        ("json:dumps", [{"question": "q"}], "exact", r"is not a dspy.Signature subclass"),
+        ("question -> answer", [{"question": "q", "answer": "a"}], "fuzzy", r"METRIC 'fuzzy': expected one of \('exact', 'contains'\)"),
+        ("question -> answer", [{"question": "q", "answer": "a"}], "json:nope", r"module 'json' has no 'nope'"),
+    ],
+)
+def test_bad_user_contract(tmp_path, signature, rows, metric, pattern):
+    pytest.importorskip("dspy")
+    from nbkit.signatures import user_contract as uc
+
+    path = tmp_path / "dev.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UsageError, match=pattern):
+        sig = uc.load_signature(signature)
+        uc.load_dev_set(path, sig)
+        uc.make_metric(metric, sig)
