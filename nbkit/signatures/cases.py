@@ -53,15 +53,8 @@ def _lines(path: Path):
                 raise DatasetError(f"{path}:{line_no}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); save the file as UTF-8") from None
 
 
-def _read_jsonl(path: Path, required: dict[str, type], optional: dict[str, type] | None = None) -> list[dict[str, Any]]:
-    """Rows of a JSONL file with exactly the ``required`` keys (plus ``optional``); any other key is an error
-    naming the closest known key, so a typo ("colloqial") never passes silently."""
-    import difflib
-
-    path = Path(path)
-    optional = optional or {}
-    known = {**required, **optional}
-    rows = []
+def json_objects(path: Path):
+    """``(line_no, object)`` for each non-blank line of a JSONL file; a line that is not a JSON object is named."""
     for line_no, line in _lines(path):
         if not line.strip():
             continue
@@ -71,6 +64,19 @@ def _read_jsonl(path: Path, required: dict[str, type], optional: dict[str, type]
             raise DatasetError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(row, dict):
             raise DatasetError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+        yield line_no, row
+
+
+def _read_jsonl(path: Path, required: dict[str, type], optional: dict[str, type] | None = None) -> list[dict[str, Any]]:
+    """Rows of a JSONL file with exactly the ``required`` keys (plus ``optional``); any other key is an error
+    naming the closest known key, so a typo ("colloqial") never passes silently."""
+    import difflib
+
+    path = Path(path)
+    optional = optional or {}
+    known = {**required, **optional}
+    rows = []
+    for line_no, row in json_objects(path):
         for key in row:
             if key not in known:
                 close = difflib.get_close_matches(key, list(known), n=1)

@@ -16,7 +16,6 @@ The same accounting as the medical example: contract violations by kind (``parse
 from __future__ import annotations
 
 import importlib
-import json
 import re
 import time
 from pathlib import Path
@@ -64,20 +63,12 @@ def load_dev_set(path: str | Path, signature) -> list:
     """``dspy.Example``s from a JSONL file holding every field of ``signature``; each tagged with its line."""
     import dspy
 
-    from nbkit.signatures.cases import _lines
+    from nbkit.signatures.cases import json_objects
 
     path = Path(path)
     fields = [*signature.input_fields, *signature.output_fields]
     examples = []
-    for line_no, line in _lines(path):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(row, dict):
-            raise UsageError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+    for line_no, row in json_objects(path):
         missing = [f for f in fields if f not in row]
         if missing:
             raise UsageError(f"{path}:{line_no}: missing field {missing[0]!r} of the signature (fields {fields})")
