@@ -7,8 +7,9 @@ nothing against one server. nbkit's ``LocalLMPool`` puts one single-threaded ser
 dispatcher that hands each request to an idle server. Prints, all measured in this run:
 
 * for one server (1 thread), one server with one thread per core, and the pool: aggregate completion
-  tokens/s with 1, 2 and 4 concurrent requests (the same 8 prompts each time) and the ratio to one stream
-  of the single 1-thread server;
+  tokens/s with 1, 2 and 4 concurrent requests (the same 8 prompts each time), the ratio to one stream
+  of the single 1-thread server, and the ratio to the same setup's one stream (on a shared machine the
+  load drifts between setups; within a setup it drifts less);
 * whether every answer at temperature 0 equals the sequential answer of the single server;
 * the runaway: DSPy's request with ``max_tokens=N`` to a *stock* llama-cpp-python server (which ignores
   DSPy's ``max_completion_tokens``) with a small context, against nbkit's launcher.
@@ -65,14 +66,17 @@ def main() -> None:
             continue
         with make() as server:
             server.complete("warm up", max_tokens=4)
+            own_one_stream = None
             for concurrency in (1, 2, 4):
                 seconds, tokens, texts = run_batch(server, concurrency, n)
                 rate = tokens / seconds
                 if reference is None:
                     reference, one_stream = texts, rate  # the single 1-thread server, one stream: the baseline
+                own_one_stream = own_one_stream or rate  # the same setup at concurrency 1: immune to load drift between setups
                 same = sum(a == b for a, b in zip(texts, reference, strict=True))
                 print(f"{name:34s} concurrency {concurrency}: {tokens:4d} tokens in {seconds:6.1f} s = {rate:6.1f} tokens/s, "
-                      f"ratio to one stream {rate / one_stream:4.2f}x, answers equal to sequential {same}/{len(texts)} "
+                      f"ratio to one stream {rate / one_stream:4.2f}x (to this setup's {rate / own_one_stream:4.2f}x), "
+                      f"answers equal to sequential {same}/{len(texts)} "
                       f"(load {os.getloadavg()[0]:.2f})")  # fmt: skip
 
     from nbkit.signatures.lm import dspy_request_usage
