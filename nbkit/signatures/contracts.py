@@ -1,4 +1,4 @@
-"""The seed's ``MedicalDiagnosis`` signature, a typed version derived from examples, and the contract check.
+"""The field notes' ``MedicalDiagnosis`` signature, a typed version derived from examples, and the contract check.
 
 DSPy puts field descriptions ("confidence 0-1", "max 50 words") into the prompt only; nothing enforces them.
 :func:`check_contract` enforces them after parsing and names every breach, so a run can count them.
@@ -45,12 +45,9 @@ class Violation:
     detail: str
 
 
-SEED_DOC = "Given patient symptoms, output a differential diagnosis with confidence score."
-
-
 @functools.cache
 def medical_diagnosis_signature():
-    """The seed's signature, as written in its field notes (§2.3)."""
+    """The signature exactly as the field notes wrote it (§2.3)."""
     import dspy
 
     class MedicalDiagnosis(dspy.Signature):
@@ -64,9 +61,9 @@ def medical_diagnosis_signature():
 
 
 # -- example-first design ------------------------------------------------------------------
-# The seed's process: write ~5 high-quality input/output pairs first, then derive the signature's descs
+# The field notes' process: write ~5 high-quality input/output pairs first, then derive the signature's descs
 # from what they have in common. These are hand-written (clinically standard first-line reasoning).
-SEED_EXAMPLES: tuple[dict[str, Any], ...] = (
+HANDWRITTEN_EXAMPLES: tuple[dict[str, Any], ...] = (
     {
         "symptoms": "Persistent cough for 3 weeks, worse at night, with low-grade fever.",
         "diagnoses": [{"condition": "tuberculosis", "confidence": 0.4}, {"condition": "asthma", "confidence": 0.3}, {"condition": "gastro-oesophageal reflux disease", "confidence": 0.2}],
@@ -95,7 +92,7 @@ SEED_EXAMPLES: tuple[dict[str, Any], ...] = (
 )
 
 
-def derive_field_specs(examples=SEED_EXAMPLES) -> dict[str, Any]:
+def derive_field_specs(examples=HANDWRITTEN_EXAMPLES) -> dict[str, Any]:
     """What every good example has in common, turned into the typed signature's bounds and descs."""
     if not examples:
         raise ValueError("derive_field_specs needs at least one example")
@@ -107,7 +104,7 @@ def derive_field_specs(examples=SEED_EXAMPLES) -> dict[str, Any]:
         "confidence_min": 0.0 if min(confs) >= 0 else min(confs),
         "confidence_max": 1.0 if max(confs) <= 1 else max(confs),
         "reasoning_words_observed": words,
-        # The contract rounds the observed maximum up to the seed's stated limit (50 words).
+        # The contract rounds the observed maximum up to the field notes' stated limit (50 words).
         "max_reasoning_words": max(MAX_REASONING_WORDS, words),
         "ordered": all(
             [d["confidence"] for d in e["diagnoses"]] == sorted((d["confidence"] for d in e["diagnoses"]), reverse=True) for e in examples
@@ -123,7 +120,7 @@ def derive_field_specs(examples=SEED_EXAMPLES) -> dict[str, Any]:
 
 @functools.cache
 def typed_medical_diagnosis_signature():
-    """The typed contract: ``diagnoses: list[Diagnosis]`` + ``reasoning``, descs derived from SEED_EXAMPLES."""
+    """The typed contract: ``diagnoses: list[Diagnosis]`` + ``reasoning``, descs derived from HANDWRITTEN_EXAMPLES."""
     import dspy
 
     specs = derive_field_specs()
@@ -138,22 +135,26 @@ def typed_medical_diagnosis_signature():
     return MedicalDiagnosisTyped
 
 
+SIGNATURES = ("typed", "field_notes")
+
+
 def signature_by_name(name: str):
+    """``typed`` (list[Diagnosis] + reasoning) or ``field_notes`` (the string signature as the field notes wrote it)."""
     if name == "typed":
         return typed_medical_diagnosis_signature()
-    if name == "seed":
+    if name == "field_notes":
         return medical_diagnosis_signature()
-    raise ValueError(f"unknown signature {name!r}; expected 'typed' or 'seed'")
+    raise ValueError(f"unknown signature {name!r}; expected one of {SIGNATURES}")
 
 
-# -- parsing the seed's free-text diagnosis field ------------------------------------------
-_SEED_ITEM = re.compile(r"condition\s*:\s*\[?(?P<name>[^,\]\n;]+?)\]?\s*[,;]\s*confidence\s*:\s*\[?(?P<conf>[^,\]\n;)]+)", re.I)
+# -- parsing the field notes' free-text diagnosis field ------------------------------------------
+_DIAGNOSIS_ITEM = re.compile(r"condition\s*:\s*\[?(?P<name>[^,\]\n;]+?)\]?\s*[,;]\s*confidence\s*:\s*\[?(?P<conf>[^,\]\n;)]+)", re.I)
 
 
-def parse_seed_diagnosis(text: str) -> list[dict[str, Any]]:
-    """``"condition: X, confidence: 0.8"`` items from the seed signature's string field (conf may be non-numeric)."""
+def parse_diagnosis_text(text: str) -> list[dict[str, Any]]:
+    """``"condition: X, confidence: 0.8"`` items from the field-notes signature's string field (conf may be non-numeric)."""
     items = []
-    for m in _SEED_ITEM.finditer(text or ""):
+    for m in _DIAGNOSIS_ITEM.finditer(text or ""):
         items.append({"condition": m.group("name").strip(" *-\"'"), "confidence": m.group("conf").strip(" *\"'.")})
     return items
 
@@ -179,7 +180,7 @@ def diagnoses_of(outputs: dict[str, Any]) -> list[dict[str, Any]]:
         items = outputs.get("diagnoses") or []
         return [d.model_dump() if isinstance(d, BaseModel) else dict(d) if isinstance(d, dict) else {"condition": str(d), "confidence": None} for d in items]
     if "diagnosis" in outputs:
-        return parse_seed_diagnosis(str(outputs.get("diagnosis") or ""))
+        return parse_diagnosis_text(str(outputs.get("diagnosis") or ""))
     return []
 
 
@@ -221,6 +222,3 @@ def check_contract(outputs: dict[str, Any] | None, error: BaseException | None =
         violations.append(Violation(REASONING_TOO_LONG, f"reasoning has {words} words > {MAX_REASONING_WORDS}"))
     return violations
 
-
-def output_fields_of(signature) -> tuple[str, ...]:
-    return tuple(signature.output_fields)

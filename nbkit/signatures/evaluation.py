@@ -14,8 +14,34 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbkit.signatures.contracts import VIOLATION_KINDS, check_contract, diagnoses_of
-from nbkit.signatures.data import KnowledgeBase, condition_matches
+from nbkit.signatures.cases import KnowledgeBase, condition_matches
+from nbkit.signatures.contracts import (
+    CONFIDENCE_NOT_NUMERIC,
+    CONFIDENCE_OUT_OF_RANGE,
+    MISSING_FIELD,
+    PARSE_ERROR,
+    REASONING_TOO_LONG,
+    VIOLATION_KINDS,
+    check_contract,
+    diagnoses_of,
+)
+
+ADAPTERS = ("chat", "json", "json_grammar")
+STRUCTURAL = {PARSE_ERROR, MISSING_FIELD}  # the answer's shape is broken: nothing to score
+BOUNDS = {REASONING_TOO_LONG, CONFIDENCE_OUT_OF_RANGE}  # bounds written only in the prompt (desc)
+
+
+def make_adapter(name: str):
+    """The DSPy adapter for ``name``; ``json_grammar`` is JSONAdapter plus a server-side schema (the session's
+    ``lm_for`` sends it)."""
+    import dspy
+
+    if name in ("json", "json_grammar"):
+        return dspy.JSONAdapter()
+    if name == "chat":
+        # Fallback off: a ChatAdapter parse failure must show as itself, not be retried as JSON.
+        return dspy.ChatAdapter(use_json_adapter_fallback=False)
+    raise ValueError(f"unknown adapter {name!r}; expected one of {ADAPTERS}")
 
 
 def prediction_outputs(prediction: Any) -> dict[str, Any]:
@@ -96,6 +122,28 @@ class EvalResult:
                 counts[kind] = counts.get(kind, 0) + 1
         return counts
 
+    def questions(self) -> dict[str, list]:
+        """Per-question outcomes, keyed ``case_id:slice`` so two programs pair up question by question:
+        ``hit`` (hit@3), ``clean`` (no contract violation), ``structural`` (parse error or missing field)."""
+        return {
+            "keys": [f"{r['case_id']}:{r['slice']}" for r in self.records],
+            "hit": [float(r["score"]) for r in self.records],
+            "clean": [0.0 if r["violations"] else 1.0 for r in self.records],
+            "structural": [1.0 if STRUCTURAL & set(r["violations"]) else 0.0 for r in self.records],
+        }
+
+    def bounds(self) -> dict[str, int]:
+        """Breaches of the prompt-only bounds among *parsed* answers (a parse failure has no bounds to breach)."""
+        parsed = [r for r in self.records if not STRUCTURAL & set(r["violations"])]
+        return {
+            "parsed_answers": len(parsed),
+            "diagnosis_items": sum(int(r.get("items", 0)) for r in parsed),
+            "answers_over_bounds": sum(1 for r in parsed if BOUNDS & set(r["violations"])),
+            "reasoning_over_50_words": sum(r["violations"].count(REASONING_TOO_LONG) for r in parsed),
+            "confidence_out_of_range": sum(r["violations"].count(CONFIDENCE_OUT_OF_RANGE) for r in parsed),
+            "confidence_not_numeric": sum(r["violations"].count(CONFIDENCE_NOT_NUMERIC) for r in parsed),
+        }
+
     @property
     def tokens_per_s(self) -> float:
         return self.completion_tokens / self.seconds if self.seconds > 0 and self.completion_tokens else float("nan")
@@ -161,6 +209,7 @@ def evaluate_program(
             "predicted": top_conditions(outputs or {}),
             "score": float(is_hit(outputs or {}, list(example.conditions), kb)),
             "mentions_expected": float(mentions_expected(answer_text, list(example.conditions), kb)),
+            "items": len(diagnoses_of(outputs or {})),
             "violations": [v.kind for v in violations],
             "violation_details": [v.detail for v in violations],
             "raw": (getattr(error, "lm_response", None) or "")[:600] if error is not None else "",

@@ -1,6 +1,6 @@
 """Build the ``dspy.LM`` a notebook run uses: the local llama.cpp server by default, any DSPy/LiteLLM model by name.
 
-``LM_MODEL = "local"`` (the default) starts :class:`~nbkit.signatures.server.LocalLMServer` and reaches it
+``LM_MODEL = "local"`` (the default) starts :class:`~nbkit.signatures.server.LocalLMPool` and reaches it
 the way users reach Ollama, vLLM or llama.cpp: ``dspy.LM("openai/<alias>", api_base=..., api_key="local")``.
 Any other value is passed to ``dspy.LM`` unchanged (``"openai/gpt-4o-mini"``, ``"ollama_chat/llama3"``…);
 its key is read from the environment variable named by ``api_key_env`` and never written anywhere.
@@ -97,9 +97,10 @@ def make_lm(
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
     if model == LOCAL:
-        from nbkit.signatures.server import LocalLMServer
+        from nbkit.signatures.server import LocalLMPool
 
-        server = LocalLMServer(**(server_kwargs or {})).start()
+        # One llama.cpp server per core behind one dispatcher (server_kwargs["n_servers"]; default: usable cores).
+        server = LocalLMPool(**(server_kwargs or {})).start()
         try:
             lm = dspy.LM(
                 f"openai/{server.model_alias}", api_base=server.api_base, api_key="local",
@@ -151,6 +152,32 @@ def check_token_limit(lm: Any, max_tokens: int, prompt: str = "Write a very long
     return result
 
 
+RUNAWAY_PROMPT = "Write a very long story about a dragon who learns to cook."
+
+
+def dspy_request_usage(server: Any, max_tokens: int, prompt: str = RUNAWAY_PROMPT) -> dict[str, Any]:
+    """Usage of one uncached DSPy request with ``max_tokens`` to ``server`` (whatever server it is).
+
+    Against a stock llama-cpp-python server this reproduces the runaway: DSPy sends the limit as
+    ``max_completion_tokens``, which that server ignores, so it generates until EOS or a full context.
+    llama-cpp-python answers a request that fills its context with an HTTP 500 ("could not broadcast
+    input array ... into shape (0,)"); that outcome is returned as ``context_full=True``, not raised.
+    """
+    offline_environment()
+    import dspy
+
+    lm = dspy.LM(f"openai/{server.model_alias}", api_base=server.api_base, api_key="local", max_tokens=max_tokens, temperature=0.0,
+                 cache=False, num_retries=0, timeout=600)  # fmt: skip
+    try:
+        lm(prompt)
+    except Exception as exc:
+        if "could not broadcast" not in str(exc):
+            raise
+        return {"completion_tokens": None, "prompt_tokens": None, "context_full": True}
+    usage = lm.history[-1].get("usage") or {}
+    return {"completion_tokens": int(usage.get("completion_tokens") or 0), "prompt_tokens": int(usage.get("prompt_tokens") or 0), "context_full": False}
+
+
 def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: str = "auto") -> dict:
     """Which token-limit field(s) a ``dspy.LM("openai/…", api_base=…)`` puts on the wire.
 
@@ -159,6 +186,8 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
     """
     import http.server
     import threading
+
+    from nbkit.signatures.server import send_body
 
     offline_environment()
     import dspy
@@ -177,11 +206,7 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }).encode()  # fmt: skip
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_body(self, 200, data)
 
         def log_message(self, *args):
             pass

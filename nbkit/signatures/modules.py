@@ -1,9 +1,9 @@
 """Modules behind one signature: ``dspy.Predict``, ``dspy.ChainOfThought`` and ``HybridRetriever``.
 
 All three take the same inputs (``symptoms``) and return the same output fields, so any of them can serve
-the contract and be swapped without touching callers — the seed's "model-agnostic" point, tested.
+the contract and be swapped without touching callers — the field notes' "model-agnostic" point, tested.
 
-Note on ``ChainOfThought``: it prepends an output field named ``reasoning``; the seed's signature already
+Note on ``ChainOfThought``: it prepends an output field named ``reasoning``; the field notes' signature already
 has one, so DSPy moves it first (keeping our desc). The thinking step *is* the contract's reasoning field,
 and its ≤ 50-word bound then limits the chain of thought itself.
 """

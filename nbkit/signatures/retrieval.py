@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from nbkit.signatures.data import KnowledgeBase
+from nbkit.signatures.cases import KnowledgeBase
 
 RETRIEVERS = ("bm25", "minilm")
 

@@ -29,11 +29,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nbkit.errors import UsageError
+
 SERVER_INSTALL = 'pip install "llama-cpp-python[server]"   (CPU build ~15 min; see README for CUDA wheels)'
 
 
 class LMServerError(RuntimeError):
     """The local LM server could not start or stopped working; the message says why and where the log is."""
+
+
+class ModelPathError(UsageError, LMServerError):
+    """The model path the user gave is empty, a directory, or missing (bad input: exit 2)."""
+
+
+def check_model_path(model_path: str | os.PathLike) -> Path:
+    """The GGUF file at ``model_path``, or one clear error saying what is wrong with the path."""
+    text = os.fspath(model_path)
+    if not str(text).strip():
+        raise ModelPathError("model path is empty; expected the path of a .gguf model file")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise ModelPathError(f"model path {path} is a directory; expected a .gguf model file inside it")
+    if not path.is_file():
+        raise ModelPathError(f"model file {path} does not exist; expected a .gguf model file")
+    return path
 
 
 _LIVE: weakref.WeakSet[LocalLMServer] = weakref.WeakSet()
@@ -74,6 +93,15 @@ def http_json(url: str, payload: dict | None = None, timeout: float = 120.0) -> 
         return json.loads(resp.read().decode())
 
 
+def send_body(handler, status: int, data: bytes, content_type: str = "application/json") -> None:
+    """Answer an ``http.server`` request with ``data`` (the loopback helpers' one way to reply)."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def check_server_installed() -> None:
     """Raise ``LMServerError`` naming the install command when llama-cpp-python's server is missing."""
     from importlib.util import find_spec
@@ -93,13 +121,58 @@ class ServerStats:
     prompt_tokens: int
     seconds: float
     finish_reason: str
+    text: str = ""
 
     @property
     def tokens_per_s(self) -> float:
         return self.completion_tokens / self.seconds if self.seconds > 0 else float("nan")
 
 
-class LocalLMServer:
+class _Completions:
+    """Direct completions (no DSPy) against ``self.api_base``; shared by one server and a pool."""
+
+    model_alias: str
+    host: str
+    port: int | None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LMServerError(f"{type(self).__name__} is not started")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_base(self) -> str:
+        return self.base_url + "/v1"
+
+    def complete(self, prompt: str, *, max_tokens: int | None = 64, field: str = "max_tokens", temperature: float = 0.0, timeout: float = 300.0) -> ServerStats:
+        """One chat completion sent directly (no DSPy) with the token limit in ``field``."""
+        self.ensure_running()
+        payload: dict[str, Any] = {"model": self.model_alias, "messages": [{"role": "user", "content": prompt}], "temperature": temperature, "seed": 0}
+        if max_tokens is not None:
+            payload[field] = max_tokens
+        start = time.perf_counter()
+        try:
+            answer = http_json(self.api_base + "/chat/completions", payload, timeout=timeout)
+        except (urllib.error.URLError, ConnectionError) as exc:
+            self.ensure_running()
+            raise LMServerError(f"request to {self.api_base} failed: {exc}") from exc
+        elapsed = time.perf_counter() - start
+        usage = answer.get("usage") or {}
+        return ServerStats(
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            seconds=elapsed,
+            finish_reason=str(answer["choices"][0].get("finish_reason")),
+            text=str((answer["choices"][0].get("message") or {}).get("content") or ""),
+        )
+
+    def tokens_per_s(self, max_tokens: int = 64, prompt: str = "Write a long story about a dragon who learns to cook.") -> ServerStats:
+        """Generation throughput on a prompt that does not stop early (includes prompt processing)."""
+        return self.complete(prompt, max_tokens=max_tokens)
+
+
+class LocalLMServer(_Completions):
     """A llama-cpp-python OpenAI-compatible server on loopback, owned by this process.
 
     >>> with LocalLMServer() as server:            # doctest: +SKIP
@@ -118,14 +191,13 @@ class LocalLMServer:
         log_path: str | os.PathLike | None = None,
         startup_timeout: float = 90.0,
         extra_args: tuple[str, ...] = (),
+        stock: bool = False,
     ):
         if model_path is None:
             from nbkit.model_files import smollm2_gguf_path
 
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
-        self.model_path = Path(model_path)
-        if not self.model_path.is_file():
-            raise LMServerError(f"model file {self.model_path} does not exist")
+        self.model_path = check_model_path(model_path)
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -137,20 +209,12 @@ class LocalLMServer:
         self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / f"nbkit-llama-server-{os.getpid()}.log"
         self.startup_timeout = startup_timeout
         self.extra_args = tuple(extra_args)
+        # stock=True: llama-cpp-python's own behaviour (max_completion_tokens ignored), to reproduce the runaway.
+        self.stock = stock
         self.process: subprocess.Popen | None = None
         self._log_fh = None
 
     # -- lifecycle -------------------------------------------------------------------------
-    @property
-    def base_url(self) -> str:
-        if self.port is None:
-            raise LMServerError("server is not started")
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def api_base(self) -> str:
-        return self.base_url + "/v1"
-
     def command(self) -> list[str]:
         return [
             sys.executable, "-m", "nbkit.signatures.llama_server",
@@ -175,6 +239,7 @@ class LocalLMServer:
         # is imported from a source checkout rather than installed.
         package_root = str(Path(__file__).resolve().parents[2])
         env["NBKIT_LLAMA_PARENT_PID"] = str(os.getpid())
+        env["NBKIT_LLAMA_MAP_MAX_COMPLETION_TOKENS"] = "0" if self.stock else "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         self.process = subprocess.Popen(
             self.command(), stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -247,28 +312,127 @@ class LocalLMServer:
         # llama.cpp logs hundreds of tensor-load lines; the useful ones are the last.
         return "\n".join(text[-lines:])
 
-    # -- measurements ----------------------------------------------------------------------
-    def complete(self, prompt: str, *, max_tokens: int | None = 64, field: str = "max_tokens", temperature: float = 0.0, timeout: float = 300.0) -> ServerStats:
-        """One chat completion sent directly (no DSPy) with the token limit in ``field``."""
-        self.ensure_running()
-        payload: dict[str, Any] = {"model": self.model_alias, "messages": [{"role": "user", "content": prompt}], "temperature": temperature, "seed": 0}
-        if max_tokens is not None:
-            payload[field] = max_tokens
-        start = time.perf_counter()
-        try:
-            answer = http_json(self.api_base + "/chat/completions", payload, timeout=timeout)
-        except (urllib.error.URLError, ConnectionError) as exc:
-            self.ensure_running()
-            raise LMServerError(f"request to {self.api_base} failed: {exc}") from exc
-        elapsed = time.perf_counter() - start
-        usage = answer.get("usage") or {}
-        return ServerStats(
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            seconds=elapsed,
-            finish_reason=str(answer["choices"][0].get("finish_reason")),
-        )
 
-    def tokens_per_s(self, max_tokens: int = 64, prompt: str = "Write a long story about a dragon who learns to cook.") -> ServerStats:
-        """Generation throughput on a prompt that does not stop early (includes prompt processing)."""
-        return self.complete(prompt, max_tokens=max_tokens)
+def usable_cores() -> int:
+    """CPU cores this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class LocalLMPool(_Completions):
+    """``n_servers`` single-threaded llama-cpp-python servers behind one loopback dispatcher.
+
+    Why: llama-cpp-python's server answers one request at a time (``llama_outer_lock`` in
+    ``llama_cpp/server/app.py``), so DSPy's threads queue behind one decode loop. Here each request goes
+    to a server that is idle right now (a queue of free servers; a request waits only when all are busy),
+    so ``n`` concurrent requests decode on ``n`` cores. Clients see one ``api_base``, as with one server;
+    at temperature 0 every server gives the answer the others would (same model, same thread count —
+    ``bench/signatures_server.py`` checks it).
+    """
+
+    def __init__(self, n_servers: int | None = None, model_path: str | os.PathLike | None = None, *, host: str = "127.0.0.1",
+                 n_ctx: int = 2048, n_threads: int = 1, model_alias: str = "smollm2-135m-instruct", log_dir: str | os.PathLike | None = None,
+                 startup_timeout: float = 90.0, extra_args: tuple[str, ...] = (), stock: bool = False):  # fmt: skip
+        n = usable_cores() if n_servers is None else n_servers
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise UsageError(f"n_servers must be a positive int, got {n_servers!r}")
+        log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir())
+        self.servers = [
+            LocalLMServer(model_path, host=host, n_ctx=n_ctx, n_threads=n_threads, model_alias=model_alias, startup_timeout=startup_timeout,
+                          log_path=log_dir / f"nbkit-llama-server-{os.getpid()}-{i}.log", extra_args=extra_args, stock=stock)
+            for i in range(n)
+        ]  # fmt: skip
+        self.host = host
+        self.model_alias = model_alias
+        self.model_path = self.servers[0].model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.port: int | None = None
+        self._httpd = None
+        self._thread = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.servers[0].log_path
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None and all(s.running for s in self.servers)
+
+    def start(self) -> LocalLMPool:
+        import http.server
+        import queue
+        import threading
+
+        if self.running:
+            return self
+        try:
+            for server in self.servers:
+                server.start()
+        except BaseException:
+            self.stop()
+            raise
+        free: queue.Queue = queue.Queue()
+        for server in self.servers:
+            free.put(server)
+        pool = self
+
+        class Dispatch(http.server.BaseHTTPRequestHandler):
+            def _forward(self, body: bytes | None):
+                server = free.get()  # blocks while every server is busy
+                try:
+                    req = urllib.request.Request(server.base_url + self.path, data=body, method=self.command,
+                                                 headers={"Content-Type": self.headers.get("Content-Type", "application/json")})  # fmt: skip
+                    try:
+                        with _no_proxy_opener().open(req, timeout=900) as resp:
+                            status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "application/json")
+                    except urllib.error.HTTPError as exc:  # the server's own 4xx/5xx: pass it on unchanged
+                        status, data, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "application/json")
+                    except (urllib.error.URLError, ConnectionError, OSError) as exc:
+                        status, ctype = 502, "application/json"
+                        data = json.dumps({"error": {"message": f"llama server on port {server.port} failed: {exc}"}}).encode()
+                finally:
+                    free.put(server)
+                send_body(self, status, data, ctype)
+
+            def do_GET(self):  # noqa: N802 (http.server's naming)
+                self._forward(None)
+
+            def do_POST(self):  # noqa: N802
+                self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
+            def log_message(self, *args):
+                pass
+
+        self._httpd = http.server.ThreadingHTTPServer((self.host, 0), Dispatch)
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="nbkit-lm-pool", daemon=True)
+        self._thread.start()
+        _LIVE.add(pool)
+        return self
+
+    def ensure_running(self) -> None:
+        if self._httpd is None:
+            raise LMServerError("server pool was never started")
+        for server in self.servers:
+            server.ensure_running()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        for server in self.servers:
+            server.stop(timeout)
+        _LIVE.discard(self)
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(f"[server {i}] {s.log_tail(lines)}" for i, s in enumerate(self.servers))
+
+    def __enter__(self) -> LocalLMPool:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

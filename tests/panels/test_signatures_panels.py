@@ -4,9 +4,11 @@ import pytest
 
 dspy = pytest.importorskip("dspy")
 
-from nbkit.signatures.data import load_cases, load_knowledge_base, split_cases  # noqa: E402
+from nbkit.result import Result  # noqa: E402
+from nbkit.signatures import panels  # noqa: E402
+from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases  # noqa: E402
+from nbkit.signatures.experiments import SignatureSession  # noqa: E402
 from nbkit.signatures.lm import LMHandle  # noqa: E402
-from nbkit.signatures.panels import SignatureSession, make_panels  # noqa: E402
 
 
 def echo_lm():
@@ -25,65 +27,78 @@ def session():
     s.close()
 
 
-def bar_names(panel):
-    return sorted({t.name for t in panel.live.figure.data})
-
-
 def test_modules_panel_click_updates_figure(session):
-    panels = make_panels(session, widget=True)
-    p = panels["modules"]
+    p = panels.modules_panel(session, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["modules"].value = ("predict", "hybrid")
     p.click()
     assert p.error is None, p.error
-    x = list(p.live.figure.data[0].x)
-    assert x == ["predict", "hybrid"]
+    assert isinstance(p.result, Result)
+    assert list(p.live.figure.data[0].x) == ["predict", "hybrid"]
+    assert p.result.metrics["dev_questions_evaluated"] == {"predict": 2, "hybrid": 2}
     p.controls["modules"].value = ("cot",)
     p.click()
     assert list(p.live.figure.data[0].x) == ["cot"]
 
 
+def test_modules_default_evaluates_every_dev_question(session):
+    result = panels.modules_panel(session, widget=False).run(modules=("predict",))
+    n = 2 * len(session.splits.dev)
+    assert n >= 30 and result.metrics["dev_questions_evaluated"] == {"predict": n}
+    assert len(set(result.metrics["questions"]["predict"]["keys"])) == n
+
+
 def test_contracts_panel_counts_by_adapter(session):
-    p = make_panels(session, widget=True)["contracts"]
+    p = panels.contracts_panel(session, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["adapters"].value = ("chat",)
     p.click()
     assert p.error is None, p.error
     assert list(p.live.figure.data[0].x) == ["chat"]
-    assert p.result["rates"]["chat"] == 0.0
+    assert p.result.metrics["violation_rate"]["chat"] == 0.0
+    assert p.result.metrics["field_notes_signature"]["violation_rate"] == 0.0
+    assert "json_grammar" not in p.result.metrics["violation_rate"]  # no local server: no grammar
 
 
 def test_compile_panel_runs_mixes(session):
-    p = make_panels(session, widget=True)["compile"]
+    p = panels.compile_panel(session, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["compile_size"].value = 2
     p.controls["max_demos"].value = 1
     p.controls["mixes"].value = (0.0, 0.5)
     p.controls["random_search"].value = False
+    p.controls["module"].value = "predict"
     p.click()
     assert p.error is None, p.error
-    programs = list(p.live.figure.data[0].x)
-    assert programs == ["uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"]
-    assert set(p.result["gains"]) == {"BFS 0% colloquial", "BFS 50% colloquial"}
+    assert list(p.live.figure.data[0].x) == ["uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"]
+    assert set(p.result.metrics["gains"]) == {"BFS 0% colloquial", "BFS 50% colloquial"}
+    assert set(p.result.metrics["questions"]) == {"uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"}
+
+
+def test_retrieval_is_chosen_on_validation(session):
+    result = panels.retrieval_panel(session, widget=False).run(retrievers=("bm25",))
+    assert result.metrics["chosen"] == "bm25" == session.retriever_kind
+    assert result.metrics["chosen_on"] == "val" and result.metrics["val_cases"] == len(session.splits.val)
+    assert list(result.table["split"]) == ["val", "test (chosen, once)"]
 
 
 def test_ask_panel_shows_structured_answer_and_bad_input(session):
-    p = make_panels(session, widget=True)["ask"]
+    p = panels.ask_panel(session, widget=True)
     p.controls["symptoms"].value = "big toe is red and swollen"
     p.controls["modules"].value = ("predict", "cot")
     p.click()
     assert p.error is None, p.error
     assert [t.name for t in p.live.figure.data] == ["predict", "cot"]
-    assert list(p.result["table"]["contract"]) == ["holds", "holds"]
+    assert list(p.result.table["contract"]) == ["holds", "holds"]
     p.controls["symptoms"].value = "   "
     p.click()
     assert p.error and "type some symptoms" in p.error
 
 
 def test_history_panel_reports_calls(session):
-    panels = make_panels(session, widget=True)
-    panels["ask"].click()
-    h = panels["history"]
+    panels.ask_panel(session, widget=True).click()
+    h = panels.history_panel(session, widget=True)
     h.click()
     assert h.error is None, h.error
-    assert "gout" in h.result["text"] and len(h.live.figure.data) == 2
+    assert "gout" in h.result.data["text"] and len(h.live.figure.data) == 2
+    assert h.result.metrics["calls"]["calls"] == 1 and h.result.metrics["calls"]["over_max_tokens"] == 0

@@ -1,4 +1,4 @@
-"""Contract checks, the seed signature parser, example-first spec derivation (no LM needed)."""
+"""Contract checks, the field notes' string-signature parser, example-first spec derivation (no LM needed)."""
 
 import pytest
 
@@ -46,9 +46,9 @@ def test_parse_errors_and_missing_fields_from_adapter_errors():
     assert kinds(c.check_contract(None)) == [c.PARSE_ERROR]
 
 
-def test_seed_string_signature_items_are_parsed_and_checked():
+def test_field_notes_string_signature_items_are_parsed_and_checked():
     text = "condition: [Hypertension], confidence: [0.7]; condition: anxiety, confidence: high"
-    items = c.parse_seed_diagnosis(text)
+    items = c.parse_diagnosis_text(text)
     assert [i["condition"] for i in items] == ["Hypertension", "anxiety"]
     v = c.check_contract({"diagnosis": text, "reasoning": "ok"}, output_fields=("diagnosis", "reasoning"))
     assert kinds(v) == [c.CONFIDENCE_NOT_NUMERIC]
@@ -65,17 +65,17 @@ def test_specs_are_derived_from_the_examples():
     specs = c.derive_field_specs()
     assert specs["max_diagnoses"] == 3 and specs["ordered"] is True
     assert "between 0 and 1" in specs["diagnoses_desc"] and "at most 50 words" in specs["reasoning_desc"]
-    longer = [dict(c.SEED_EXAMPLES[0], reasoning="w " * 70)]
+    longer = [dict(c.HANDWRITTEN_EXAMPLES[0], reasoning="w " * 70)]
     assert c.derive_field_specs(longer)["max_reasoning_words"] == 70
     with pytest.raises(ValueError, match="at least one example"):
         c.derive_field_specs(())
 
 
 def test_signatures_have_the_contract_fields():
-    seed, typed = c.medical_diagnosis_signature(), c.typed_medical_diagnosis_signature()
-    assert list(seed.output_fields) == ["diagnosis", "reasoning"]
+    notes, typed = c.signature_by_name("field_notes"), c.signature_by_name("typed")
+    assert list(notes.output_fields) == ["diagnosis", "reasoning"]
     assert list(typed.output_fields) == ["diagnoses", "reasoning"]
-    assert "max 50 words" in seed.output_fields["reasoning"].json_schema_extra["desc"]
+    assert "max 50 words" in notes.output_fields["reasoning"].json_schema_extra["desc"]
     with pytest.raises(ValueError, match="unknown signature"):
         c.signature_by_name("nope")
 

@@ -134,3 +134,87 @@ def test_real_server_enforces_limits_and_stops_cleanly(tmp_path):
             server.complete("hi", max_tokens=4)
     finally:
         server.stop()
+
+
+class _SlowBackend:
+    """A stand-in for one llama.cpp server: answers every POST after ``delay`` s with its own name."""
+
+    def __init__(self, name, delay=0.5):
+        import http.server
+        import threading
+        import time
+
+        outer = self
+        self.in_flight = self.most_in_flight = 0
+        lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    outer.in_flight += 1
+                    outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
+                time.sleep(delay)
+                with lock:
+                    outer.in_flight -= 1
+                srv.send_body(self, 200, json.dumps({"server": name}).encode())
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        outer.running = True
+
+    def start(self):
+        return self
+
+    def ensure_running(self):
+        pass
+
+    def stop(self, timeout=10.0):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.running = False
+
+
+def test_pool_sends_concurrent_requests_to_idle_servers(tmp_path):
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    pool = srv.LocalLMPool(2, model)
+    backends = pool.servers = [_SlowBackend("a"), _SlowBackend("b")]
+    with pool:
+        url = pool.api_base + "/chat/completions"
+        start = time.perf_counter()
+        with ThreadPoolExecutor(4) as ex:
+            answers = list(ex.map(lambda _: srv.http_json(url, {"messages": []})["server"], range(4)))
+        seconds = time.perf_counter() - start
+    # 4 requests of 0.5 s on 2 servers: two rounds (~1 s; one at a time would take 2 s), and never
+    # more than one request on a server at once (llama-cpp-python would only queue it).
+    assert sorted(answers) == ["a", "a", "b", "b"]
+    assert [b.most_in_flight for b in backends] == [1, 1]
+    assert 0.95 < seconds < 1.9
+    assert not pool.running
+
+
+@pytest.mark.slow
+def test_real_pool_answers_like_one_server(tmp_path):
+    pytest.importorskip("llama_cpp")
+    from concurrent.futures import ThreadPoolExecutor
+
+    prompts = ["Name one cause of chest pain.", "Name one cause of a cough."]
+    with srv.LocalLMServer(n_threads=1, n_ctx=256, log_path=tmp_path / "one.log") as one:
+        expected = [one.complete(p, max_tokens=8).text for p in prompts]
+    with srv.LocalLMPool(2, n_ctx=256, log_dir=tmp_path) as pool:
+        with ThreadPoolExecutor(2) as ex:
+            got = list(ex.map(lambda p: pool.complete(p, max_tokens=8).text, prompts))
+        pids = [s.process.pid for s in pool.servers]
+    assert got == expected and all(expected)  # temperature 0: the same answers, served concurrently
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)

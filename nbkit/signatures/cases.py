@@ -1,4 +1,4 @@
-"""The medical cases and the knowledge base, validated on load; splits fixed by seed.
+"""The medical cases and the knowledge base, validated on load; splits fixed by the random seed.
 
 ``data/medical_cases.jsonl`` — 63 cases written for this project. Each line::
 
@@ -23,12 +23,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from nbkit.errors import UsageError
+from nbkit.signatures.contracts import MAX_DIAGNOSES
+
 SLICES = ("standard", "colloquial")
 CASE_KEYS = {"id": str, "conditions": list, "standard": str, "colloquial": str, "rationale": str}
 KB_KEYS = {"condition": str, "aliases": list, "symptoms": str, "notes": str}
 
 
-class DatasetError(ValueError):
+class DatasetError(UsageError):
     """A data file is empty or malformed; the message names the file, line and key."""
 
 
@@ -36,27 +39,61 @@ def data_path(name: str) -> Path:
     return Path(str(resources.files("nbkit.signatures") / "data" / name))
 
 
-def _read_jsonl(path: Path, required: dict[str, type]) -> list[dict[str, Any]]:
-    path = Path(path)
+def _lines(path: Path):
+    """``(line_no, text)`` of a UTF-8 text file; a bad byte or a directory is named, never a raw traceback."""
+    if path.is_dir():
+        raise DatasetError(f"{path}: is a directory; expected a JSONL file")
     if not path.is_file():
         raise DatasetError(f"{path}: file not found")
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
+    with open(path, "rb") as fh:
+        for line_no, raw in enumerate(fh, 1):
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise DatasetError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
-            for key, typ in required.items():
-                if key not in row:
-                    raise DatasetError(f"{path}:{line_no}: missing key {key!r} (expected keys {sorted(required)})")
-                if not isinstance(row[key], typ) or (typ is str and not row[key].strip()) or (typ is list and not row[key]):
-                    raise DatasetError(f"{path}:{line_no}: key {key!r} must be a non-empty {typ.__name__}, got {row[key]!r}")
-            rows.append(row)
+                yield line_no, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"{path}:{line_no}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); save the file as UTF-8") from None
+
+
+def json_objects(path: Path):
+    """``(line_no, object)`` for each non-blank line of a JSONL file; a line that is not a JSON object is named."""
+    for line_no, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+        yield line_no, row
+
+
+def _read_jsonl(path: Path, required: dict[str, type], optional: dict[str, type] | None = None) -> list[dict[str, Any]]:
+    """Rows of a JSONL file with exactly the ``required`` keys (plus ``optional``); any other key is an error
+    naming the closest known key, so a typo ("colloqial") never passes silently."""
+    import difflib
+
+    path = Path(path)
+    optional = optional or {}
+    known = {**required, **optional}
+    rows = []
+    for line_no, row in json_objects(path):
+        for key in row:
+            if key not in known:
+                close = difflib.get_close_matches(key, list(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise DatasetError(f"{path}:{line_no}: unknown key {key!r} (expected keys {sorted(known)}){hint}")
+        for key, typ in known.items():
+            if key not in row:
+                if key in optional:
+                    continue
+                raise DatasetError(f"{path}:{line_no}: missing key {key!r} (expected keys {sorted(required)})")
+            value = row[key]
+            if not isinstance(value, typ) or (typ is str and not value.strip()) or (typ is list and not value):
+                raise DatasetError(f"{path}:{line_no}: key {key!r} must be a non-empty {typ.__name__}, got {value!r}")
+            if typ is list and not all(isinstance(v, str) and v.strip() for v in value):
+                raise DatasetError(f"{path}:{line_no}: key {key!r} must list non-empty strings, got {value!r}")
+        row["_line"] = line_no
+        rows.append(row)
     if not rows:
         raise DatasetError(f"{path}: no records (the file is empty)")
     return rows
@@ -82,10 +119,11 @@ def load_knowledge_base(path: str | Path | None = None) -> KnowledgeBase:
     path = Path(path) if path else data_path("knowledge_base.jsonl")
     rows = _read_jsonl(path, KB_KEYS)
     seen: dict[str, int] = {}
-    for i, row in enumerate(rows, 1):
+    for row in rows:
+        line = row.pop("_line")
         if row["condition"] in seen:
-            raise DatasetError(f"{path}: condition {row['condition']!r} appears twice (records {seen[row['condition']]} and {i})")
-        seen[row["condition"]] = i
+            raise DatasetError(f"{path}:{line}: condition {row['condition']!r} appears twice (first on line {seen[row['condition']]})")
+        seen[row["condition"]] = line
     return KnowledgeBase(rows)
 
 
@@ -95,13 +133,17 @@ def load_cases(path: str | Path | None = None, kb: KnowledgeBase | None = None) 
     kb = kb or load_knowledge_base()
     rows = _read_jsonl(path, CASE_KEYS)
     ids: set[str] = set()
-    for line_no, row in enumerate(rows, 1):
+    for row in rows:
+        line = row.pop("_line")
         if row["id"] in ids:
-            raise DatasetError(f"{path}: duplicate id {row['id']!r} (record {line_no})")
+            raise DatasetError(f"{path}:{line}: duplicate id {row['id']!r}")
         ids.add(row["id"])
         unknown = [c for c in row["conditions"] if c not in kb.aliases]
         if unknown:
-            raise DatasetError(f"{path}: record {line_no} ({row['id']}): conditions {unknown} are not in the knowledge base")
+            raise DatasetError(f"{path}:{line} ({row['id']}): conditions {unknown} are not in the knowledge base")
+        if len(row["conditions"]) > MAX_DIAGNOSES:
+            # The contract allows MAX_DIAGNOSES answers; a longer gold list would be cut silently in the demos.
+            raise DatasetError(f"{path}:{line} ({row['id']}): {len(row['conditions'])} conditions; the contract allows at most {MAX_DIAGNOSES}")
     return rows
 
 
@@ -161,12 +203,26 @@ class Splits:
         return {k: len(getattr(self, k)) for k in ("train", "val", "dev", "test")}
 
 
+def check_fractions(fractions) -> None:
+    """Four shares (train, val, dev, test), each in [0, 1], summing to 1."""
+    try:
+        values = [float(f) for f in fractions]
+    except (TypeError, ValueError):
+        raise UsageError(f"split fractions must be four numbers (train, val, dev, test), got {fractions!r}") from None
+    if len(values) != 4:
+        raise UsageError(f"split fractions must be four numbers (train, val, dev, test), got {len(values)}: {fractions!r}")
+    bad = [f for f in values if not 0.0 <= f <= 1.0]  # NaN fails this too
+    if bad:
+        raise UsageError(f"split fractions must each lie in [0, 1], got {fractions!r}")
+    if abs(sum(values) - 1.0) > 1e-6:
+        raise UsageError(f"split fractions must sum to 1, got {fractions!r} (sum {sum(values):g})")
+
+
 def split_cases(cases: list[dict[str, Any]], seed: int = 0, fractions=(0.4, 0.15, 0.25, 0.2)) -> Splits:
     """Shuffle cases by ``seed`` and cut train/val/dev/test (both phrasings of a case stay together)."""
     if len(cases) < 4:
         raise DatasetError(f"need at least 4 cases to split, got {len(cases)}")
-    if abs(sum(fractions) - 1.0) > 1e-6:
-        raise ValueError(f"split fractions must sum to 1, got {fractions}")
+    check_fractions(fractions)
     order = sorted(cases, key=lambda c: c["id"])
     random.Random(seed).shuffle(order)
     n = len(order)
@@ -180,12 +236,10 @@ def compile_mix(cases: list[dict[str, Any]], size: int, colloquial_fraction: flo
 
     Each case contributes one phrasing, so the mix changes the wording, never the clinical content.
     """
-    import dspy  # noqa: F401  (to_examples needs it)
-
     if not 0.0 <= colloquial_fraction <= 1.0:
-        raise ValueError(f"colloquial_fraction must be in [0, 1], got {colloquial_fraction}")
+        raise UsageError(f"colloquial_fraction must be in [0, 1], got {colloquial_fraction}")
     if size > len(cases):
-        raise ValueError(f"compile set of {size} needs {size} cases, only {len(cases)} available")
+        raise UsageError(f"compile set of {size} needs {size} cases, only {len(cases)} available")
     chosen = sorted(cases, key=lambda c: c["id"])
     random.Random(seed).shuffle(chosen)
     chosen = chosen[:size]

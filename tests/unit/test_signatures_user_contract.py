@@ -1,0 +1,58 @@
+"""A user's own contract (issue 17 item 4): their signature, their JSONL dev set, a stated metric — on DummyLM."""
+
+import json
+
+import pytest
+
+dspy = pytest.importorskip("dspy")
+
+from nbkit.signatures import panels  # noqa: E402
+from nbkit.signatures import user_contract as uc  # noqa: E402
+from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases  # noqa: E402
+from nbkit.signatures.experiments import SignatureSession  # noqa: E402
+from nbkit.signatures.lm import LMHandle  # noqa: E402
+
+ROWS = [{"question": f"capital of country {i}?", "answer": "paris" if i % 2 else "rome", "id": i} for i in range(12)]
+
+
+@pytest.fixture
+def dev_set(tmp_path):
+    path = tmp_path / "dev.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    return path
+
+
+def session_answering(answer):
+    kb = load_knowledge_base()
+    cases = load_cases(kb=kb)
+    return SignatureSession(LMHandle(dspy.utils.DummyLM({"question": answer}), "dummy", 64), kb, cases, split_cases(cases, 0))
+
+
+def test_string_signature_dev_set_and_metrics(dev_set):
+    sig = uc.load_signature("question -> answer")
+    examples = uc.load_dev_set(dev_set, sig)
+    assert len(examples) == 12 and examples[3].line == 4 and list(examples[0].inputs().keys()) == ["question"]
+    exact, contains = uc.make_metric("exact", sig), uc.make_metric("contains", sig)
+    ex = examples[1]  # gold "paris"
+    assert exact(ex, dspy.Prediction(answer=" Paris.")) == 1.0 and exact(ex, dspy.Prediction(answer="It is Paris")) == 0.0
+    assert contains(ex, dspy.Prediction(answer="It is Paris")) == 1.0 and contains(ex, dspy.Prediction(answer="Rome")) == 0.0
+    assert uc.make_metric("json:dumps", sig) is json.dumps  # module:function
+
+
+def test_run_user_contract_scores_and_compares_modules(dev_set):
+    session = session_answering({"answer": "paris", "reasoning": "r"})
+    cfg = panels.c.UserContractConfig(signature="question -> answer", dev_set=str(dev_set), metric="exact", adapters=("chat",))
+    result = panels.user_contract_panel(session, cfg, widget=False).run()
+    m = result.metrics
+    assert m["ran"] and m["examples"] == 12
+    assert m["score"] == {"predict": 0.5, "cot": 0.5}  # "paris" is right on the 6 odd rows
+    assert m["violation_rate"] == {"chat": 0.0}
+    assert m["vs_predict"]["cot"]["verdict"] == "refuted" and m["vs_predict"]["cot"]["n"] == 12
+    assert not panels.user_contract_panel(session, widget=False).run().metrics["ran"]  # nothing given: not run, said so
+
+
+def test_unparseable_answers_are_counted_as_violations(dev_set):
+    session = session_answering({"nonsense": "x"})
+    cfg = panels.c.UserContractConfig(signature="question -> answer", dev_set=str(dev_set), modules=("predict",), adapters=("chat",))
+    m = panels.user_contract_panel(session, cfg, widget=False).run().metrics
+    assert m["violation_rate"] == {"chat": 1.0} and m["score"] == {"predict": 0.0}
