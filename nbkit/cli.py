@@ -13,6 +13,7 @@ import json
 import shutil
 import signal
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -236,6 +237,20 @@ class Terminated(KeyboardInterrupt):
 @contextlib.contextmanager
 def terminate_as_interrupt():
     def _raise(signum, frame):
+        # What Ctrl-C does in a terminal: every process of ours gets SIGINT too, so a running
+        # kernel stops its cell and answers before papermill shuts it down (else it prints a
+        # traceback about a closed socket). Only our descendants: never our parent's group.
+        try:
+            import psutil
+
+            children = psutil.Process().children(recursive=True)
+            for child in children:
+                with contextlib.suppress(psutil.Error):
+                    child.send_signal(signal.SIGINT)
+            if children:
+                time.sleep(1.0)  # let an interrupted cell send its reply before the kernel is shut down
+        except ImportError:
+            pass
         raise Terminated()
 
     try:
@@ -256,10 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with terminate_as_interrupt():
             return int(args.func(args) or 0)
-    except Terminated:
-        print("nbkit: terminated; the run's temporary folder was removed", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        # The interrupted cell's error is left on an asyncio task of nbclient's; asyncio would log it
+        # with two tracebacks when the task is collected. The run is over: say it once, here.
+        import logging
+
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        if isinstance(exc, Terminated):
+            print("nbkit: terminated; the run's temporary folder was removed", file=sys.stderr)
+            return 128 + signal.SIGTERM
         print("nbkit: interrupted", file=sys.stderr)
         return 130
 
