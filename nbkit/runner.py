@@ -230,6 +230,18 @@ def _kernel_exists(name: str) -> bool:
 HEADLESS_KERNEL_ENV = {"NBKIT_HEADLESS": "1", "PLOTLY_RENDERER": "plotly_mimetype"}
 
 
+def kernel_manager_with_env(extra: dict[str, str]):
+    """A jupyter_client kernel manager class whose kernels start with ``extra`` added to the environment."""
+    from jupyter_client import AsyncKernelManager
+
+    class EnvKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kw):
+            kw["env"] = {**kw.get("env", os.environ), **extra}
+            return await super().start_kernel(**kw)
+
+    return EnvKernelManager
+
+
 def execute(
     path: Path,
     out_dir: Path,
@@ -250,8 +262,6 @@ def execute(
     out_nb = out_dir / path.name
     sink = out_dir / f".{path.stem}.metrics.jsonl"
     env = {**HEADLESS_KERNEL_ENV, "NBKIT_RECORD_FILE": str(sink)}
-    env_before = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the kernel papermill starts inherits this process's environment
     start = time.perf_counter()
     error = None
     try:
@@ -264,6 +274,9 @@ def execute(
             cwd=str(path.parent),
             execution_timeout=timeout,
             report_mode=False,
+            # The kernel's environment is given to its manager, not set in os.environ: notebooks run
+            # from threads (a Dask worker) must not see each other's settings.
+            kernel_manager_class=kernel_manager_with_env(env),
         )
     except PapermillExecutionError as exc:
         first_line = (exc.source or "").strip().splitlines()[:1]
@@ -274,11 +287,6 @@ def execute(
     except Exception as exc:
         error = f"{path.stem}: {type(exc).__name__}: {exc}"
     finally:
-        for k, v in env_before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         sink.unlink(missing_ok=True)
     seconds = time.perf_counter() - start
     if not out_nb.is_file():

@@ -169,23 +169,24 @@ def execute_on_cluster(client, jobs: Sequence[Job], log: Callable[[str], Any] = 
         log(f"▶ submitted {job.label}  parameters={job.parameters}")
     results: list[NotebookResult | None] = [None] * len(jobs)
     try:
-        for fut in as_completed(list(futures)):
-            i = futures[fut]
-            job = jobs[i]
-            try:
-                got = fut.result()
-            except Exception as exc:  # the task itself failed (worker lost, nbkit missing there)
-                results[i] = NotebookResult(job.path.stem, False, 0.0, error=f"{job.path.stem}: task failed on the cluster: {type(exc).__name__}: {exc}")
-            else:
-                job.out_dir.mkdir(parents=True, exist_ok=True)
-                for name, data in got["files"].items():
-                    (job.out_dir / name).write_bytes(data)
-                nb = job.out_dir / job.path.name
-                page = job.out_dir / f"{job.path.stem}.html"
-                results[i] = NotebookResult(job.path.stem, got["ok"], got["seconds"], nb if nb.is_file() else None,
-                                            page if page.is_file() else None, got["metrics"], got["error"])
-            r = results[i]
-            log(f"  {'✔' if r.ok else '✘'} {job.label} in {r.seconds:.1f}s" + ("" if r.ok else f"\n    {r.error}"))
+        with client.as_current():  # as_completed finds the client this way, not as a process-wide default
+            for fut in as_completed(list(futures)):
+                i = futures[fut]
+                job = jobs[i]
+                try:
+                    got = fut.result()
+                except Exception as exc:  # the task itself failed (worker lost, nbkit missing there)
+                    results[i] = NotebookResult(job.path.stem, False, 0.0, error=f"{job.path.stem}: task failed on the cluster: {type(exc).__name__}: {exc}")
+                else:
+                    job.out_dir.mkdir(parents=True, exist_ok=True)
+                    for name, data in got["files"].items():
+                        (job.out_dir / name).write_bytes(data)
+                    nb = job.out_dir / job.path.name
+                    page = job.out_dir / f"{job.path.stem}.html"
+                    results[i] = NotebookResult(job.path.stem, got["ok"], got["seconds"], nb if nb.is_file() else None,
+                                                page if page.is_file() else None, got["metrics"], got["error"])
+                r = results[i]
+                log(f"  {'✔' if r.ok else '✘'} {job.label} in {r.seconds:.1f}s" + ("" if r.ok else f"\n    {r.error}"))
     except BaseException:
         for fut in futures:
             fut.cancel()
