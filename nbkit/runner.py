@@ -35,6 +35,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +46,12 @@ from typing import Any
 
 from nbkit.errors import UsageError
 from nbkit.record import read_notebook
+
+# jsonschema (under nbformat, papermill, nbconvert) imports rfc3987_syntax when it is installed, for
+# two URI formats notebooks never use; that import builds a grammar and costs 2-8 s in every
+# process that reads a notebook (7.5 s of a 9 s `nbkit run` start-up here, once more per --jobs
+# worker). jsonschema treats it as optional: make it look absent in processes that use this module.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 # Thread-pool sizes the numeric libraries read at start-up; a pinned kernel gets its share.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
@@ -337,14 +344,17 @@ def pin_to(cores: Sequence[int]) -> None:
         os.environ[name] = str(len(cores))
 
 
-def _pool_worker_init(slots, shares: list[list[int]]) -> None:
+def _pool_worker_init(counter, shares: list[list[int]]) -> None:
     import signal
 
     # The parent ends workers with SIGTERM when the run is interrupted: unwind like Ctrl-C so
     # papermill shuts the kernel down. SIGINT from the terminal is the parent's to handle.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    pin_to(shares[slots.get()])
+    with counter.get_lock():  # each worker takes the next share of the cores
+        slot = counter.value
+        counter.value += 1
+    pin_to(shares[slot % len(shares)])
 
 
 def _raise_interrupt(signum, frame):
@@ -397,12 +407,12 @@ def execute_jobs(
 
     n = min(n_jobs, len(jobs))
     shares = core_shares(n)
-    ctx = mp.get_context("spawn")  # no forked copies of this process's threads or kernels
-    slots = ctx.Queue()
-    for i in range(n):
-        slots.put(i)
+    # fork: workers start with papermill and nbconvert already imported (4-8 s each under load
+    # with spawn). This process has no kernel or thread of its own yet; spawn where fork is missing.
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    counter = ctx.Value("i", 0)
     before = {p.pid for p in psutil.Process().children()}
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_pool_worker_init, initargs=(slots, shares))
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_pool_worker_init, initargs=(counter, shares))
     log(f"running {len(jobs)} notebooks, {n} at a time; cores per worker: {shares}")
     results: list[NotebookResult | None] = [None] * len(jobs)
     try:
@@ -426,15 +436,19 @@ def execute_jobs(
     return [r for r in results if r is not None]
 
 
-def _end_children(children, keep: set[int], grace_s: float = 15.0) -> None:
-    """SIGTERM the pool workers this call started (they shut their kernels down), then kill what is
-    left of them and of the processes they started."""
+def _end_children(children, keep: set[int], settle_s: float = 10.0, grace_s: float = 15.0) -> None:
+    """End the pool workers this call started, and what they started.
+
+    The pool was shut down first, so a worker whose kernel was interrupted (SIGTERM and Ctrl-C
+    interrupt our kernels) finishes its notebook and exits by itself: wait ``settle_s`` for that,
+    then SIGTERM the rest (they unwind, papermill shuts their kernels down), then kill leftovers.
+    """
     import psutil
 
     workers = []
     for p in children:
         try:
-            if p.pid not in keep and "spawn_main" in " ".join(p.cmdline()):
+            if p.pid not in keep and "resource_tracker" not in " ".join(p.cmdline()):
                 workers.append(p)
         except psutil.Error:
             continue
@@ -444,7 +458,8 @@ def _end_children(children, keep: set[int], grace_s: float = 15.0) -> None:
             tree.extend(p.children(recursive=True))
         except psutil.Error:
             pass
-    for p in workers:
+    _, running = psutil.wait_procs(workers, timeout=settle_s)
+    for p in running:
         try:
             p.terminate()
         except psutil.Error:
