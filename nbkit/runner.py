@@ -30,6 +30,7 @@ are taken from the notebook's folder, where its kernel runs). A value outside is
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import math
 import os
@@ -452,24 +453,29 @@ def _end_children(children, keep: set[int], settle_s: float = 10.0, grace_s: flo
                 workers.append(p)
         except psutil.Error:
             continue
-    tree = list(workers)
+    started = []
     for p in workers:
-        try:
-            tree.extend(p.children(recursive=True))
-        except psutil.Error:
-            pass
+        with contextlib.suppress(psutil.Error):
+            started.extend(p.children(recursive=True))
     _, running = psutil.wait_procs(workers, timeout=settle_s)
-    for p in running:
-        try:
+    end_processes(running, grace_s)
+    end_processes([p for p in started if p.is_running()], grace_s=5.0)
+
+
+def end_processes(procs, grace_s: float = 5.0) -> list[int]:
+    """SIGTERM the given psutil processes (only ones we started), SIGKILL those still there after
+    ``grace_s``; returns the pids that survived even that."""
+    import psutil
+
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
             p.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
     for p in alive:
-        try:
+        with contextlib.suppress(psutil.Error):
             p.kill()
-        except psutil.Error:
-            pass
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    return [p.pid for p in alive]
 
 
 def _done_line(job: Job, r: NotebookResult) -> str:
