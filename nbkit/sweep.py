@@ -105,9 +105,9 @@ def plan_sweep(
     path = resolve_notebook(notebook)
     grid = parse_grid(grid_items)
     fixed = dict(fixed or {})
-    both = sorted(set(grid) & set(fixed))
+    both = sorted(set(grid) & (set(fixed) | ({"SMOKE"} if smoke else set())))
     if both:
-        raise RunError(f"{', '.join(both)} given both as --grid and as -p; give each parameter once")
+        raise RunError(f"{', '.join(both)} given both as --grid and as -p/--smoke; give each parameter once")
     n = 1
     for values in grid.values():
         n *= len(values)

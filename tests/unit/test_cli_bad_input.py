@@ -45,6 +45,7 @@ CASES = [
     ("sweep-key-twice", ["sweep", "01", "--grid", "N=1", "--grid", "N=2", "--output", "{out}"], {}, "--grid N given twice"),
     ("sweep-value-twice", ["sweep", "01", "--grid", "N=2,2", "--output", "{out}"], {}, "value 2 given twice"),
     ("sweep-grid-and-param", ["sweep", "01", "--grid", "N=1,2", "-p", "N", "3", "--output", "{out}"], {}, "both as --grid and as -p"),
+    ("sweep-grid-and-smoke", ["sweep", "01", "--grid", "SMOKE=True,False", "--smoke", "--output", "{out}"], {}, "SMOKE given both"),
     ("sweep-too-many", ["sweep", "01", "--grid", "N=" + ",".join(map(str, range(1, 18))),
                         "--grid", "RATE=" + ",".join(str(i / 10) for i in range(16)), "--output", "{out}"], {},
      "makes 272 runs (more than 256); pass --yes"),
