@@ -130,6 +130,7 @@ class LiveFigure:
         self._data: dict[str, tuple[list, list]] = {}
         self._last_push: float | None = None  # None: nothing pushed yet, so the first point shows at once
         self._handle = None
+        self._shown_in: int | None = None  # the execution count of the cell that last showed it
         if not self.widget:
             configure_static_renderer()
 
@@ -211,10 +212,14 @@ class LiveFigure:
         if self.widget:
             display(self.figure)
         elif in_kernel():
+            cell = _execution_count()
             if self._handle is None:
                 self._handle = display(figure_bundle(self.figure), raw=True, display_id=True)
-            else:  # shown again (another cell): one more output under the same id, kept in step
+            elif cell == self._shown_in:  # shown again by the same cell (a loop): still one output
+                self._refresh()
+            else:  # shown again by another cell: one output there too, under the same id, kept in step
                 display(figure_bundle(self.figure), raw=True, display_id=self._handle.display_id)
+            self._shown_in = cell
         return self
 
     def _refresh(self) -> None:
@@ -227,6 +232,13 @@ class LiveFigure:
 
     def _ipython_display_(self):  # displaying a LiveFigure shows its figure
         self.show()
+
+
+def _execution_count() -> int | None:
+    from IPython import get_ipython
+
+    ip = get_ipython()
+    return getattr(ip, "execution_count", None)
 
 
 def _as_list(values) -> list:

@@ -90,6 +90,7 @@ panel = Panel(P(), run, title="refreshing panel")
 panel.live.min_interval_s = 0  # every point is a refresh
 panel.display()
 panel.run()
+panel.display()  # shown again by the same cell: still one output
 panel.run(steps=57)  # a second run resets and refills the same figure
 """
 
