@@ -5,7 +5,8 @@ runs the notebook once per combination and writes
 
 * ``DIR/runs/NNN/`` — each run's executed notebook and HTML page (``plotly.min.js`` once, in ``DIR``);
 * ``DIR/comparison.csv`` — one row per run: its status, wall time, every grid parameter, every
-  scalar metric the run recorded (nested dicts flattened as ``a.b``), and the error of a failed run;
+  scalar metric the run recorded (nested dicts flattened as ``a.b``), each recorded claim's verdict
+  (``verdict: <claim>``), and the error of a failed run;
 * ``DIR/comparison.html`` — that table, plus one plot per numeric metric against the first grid key
   with one trace per value of the second.
 
@@ -209,10 +210,21 @@ def scalar_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def claim_verdicts(recorded: Any) -> dict[str, str]:
+    """``{"verdict: <claim key or text>": verdict}`` for a run's recorded claims (none if unreadable)."""
+    from nbkit.claims import as_claims
+
+    try:
+        claims = as_claims(recorded) if isinstance(recorded, list) else []
+    except (TypeError, ValueError):
+        return {}
+    return {f"verdict: {c.key or c.claim[:60]}": c.verdict for c in claims}
+
+
 def comparison_rows(grid: dict[str, list[Any]], params: Sequence[dict[str, Any]], results: Sequence[NotebookResult]) -> tuple[list[str], list[dict[str, Any]]]:
     rows, metric_cols = [], []
     for i, (p, r) in enumerate(zip(params, results, strict=True)):
-        metrics = scalar_metrics(r.metrics)
+        metrics = {**scalar_metrics(r.metrics), **claim_verdicts(r.metrics.get("claims"))}
         for k in metrics:
             if k not in metric_cols and k not in grid:
                 metric_cols.append(k)

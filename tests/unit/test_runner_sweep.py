@@ -83,3 +83,12 @@ def test_sweep_on_a_dask_local_cluster(nb_dir, tmp_path, capsys):
     assert [(r["N"], r["status"], r["n_squared"]) for r in rows] == [("2", "ok", "4"), ("3", "ok", "9")]
     assert (out / "runs" / "001" / "01_alpha.ipynb").is_file() and (out / "runs" / "001" / "01_alpha.html").is_file()
     assert "submitted run 1/2" in captured.out
+
+
+def test_claim_verdicts_become_columns_and_old_shapes_are_skipped():
+    from nbkit.claims import Claim
+    from nbkit.sweep import claim_verdicts
+
+    row = Claim(claim="x holds", field_note="1", measured="1", verdict="refuted", rule="r", n="1", why="w", key="x").to_dict()
+    assert claim_verdicts([row]) == {"verdict: x": "refuted"}
+    assert claim_verdicts([{"claim": "old"}]) == {} and claim_verdicts(None) == {}
