@@ -241,8 +241,25 @@ HEADLESS_KERNEL_ENV = {"NBKIT_HEADLESS": "1", "PLOTLY_RENDERER": "plotly_mimetyp
 def kernel_manager_with_env(extra: dict[str, str]):
     """A jupyter_client kernel manager class whose kernels start with ``extra`` added to the environment."""
     from jupyter_client import AsyncKernelManager
+    from traitlets import default
 
     class EnvKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _default_transport(self):
+            # Unix sockets, not TCP ports: kernels started at the same moment (--jobs, other jobs on
+            # the machine) raced for the ports jupyter_client picked ("Address already in use").
+            return "ipc" if os.name == "posix" else "tcp"
+
+        @default("ip")
+        def _default_ip(self):
+            # Each kernel its own socket prefix (jupyter_client's default, "kernel-ipc" in the cwd,
+            # is shared by notebooks of one folder started together).
+            if self.transport != "ipc":
+                return "127.0.0.1"
+            import uuid
+
+            return os.path.join(tempfile.gettempdir(), f"nbkit-kernel-{uuid.uuid4().hex[:12]}")
+
         async def start_kernel(self, **kw):
             kw["env"] = {**kw.get("env", os.environ), **extra}
             return await super().start_kernel(**kw)
