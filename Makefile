@@ -21,15 +21,18 @@ $(STAMP): pyproject.toml
 	$(PY) -c "from nbkit.model_files import smollm2_dir; print('SmolLM2 cache:', smollm2_dir())"
 	touch $(STAMP)
 
+# Notebooks run at once by `make workbook`/`make smoke`; each kernel is pinned to its share of the cores.
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; [ $$n -lt 1 ] && n=1; echo $$n)
+
 ## The main job: every notebook, default parameters, headless → runs/<timestamp>/ (executed .ipynb, HTML, index.html).
 ## Panel screenshots from the browser tier (skipped without chromium) are attached to the index page.
 workbook: setup
 	-$(VENV)/bin/pytest tests/browser -q -k workbook_panels -p no:cacheprovider
-	$(VENV)/bin/nbkit run --all
+	$(VENV)/bin/nbkit run --all --jobs $(JOBS)
 
 ## What an instructor runs before class: every notebook with SMOKE=True
 smoke: setup
-	$(VENV)/bin/nbkit run --all --smoke
+	$(VENV)/bin/nbkit run --all --smoke --jobs $(JOBS)
 
 lab: setup
 	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb

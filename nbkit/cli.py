@@ -1,16 +1,23 @@
-"""The ``nbkit`` command: run, list, doctor, audit."""
+"""The ``nbkit`` command: run, sweep, list, doctor, audit.
+
+Bad input (an unknown notebook or parameter, a value of the wrong type or outside its declared
+range, an unusable output path) is one line ``nbkit: error: …`` and exit 2, before anything runs.
+SIGTERM is handled like Ctrl-C: a run or sweep in progress removes its temporary folder.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
+import signal
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
-from nbkit.errors import main_error
-from nbkit.runner import RunError
+from nbkit.errors import UsageError, main_error
 
 # Packages each theme needs: (import name, distribution name).
 THEME_PACKAGES = {
@@ -24,15 +31,31 @@ THEME_PACKAGES = {
 }
 
 
-def _cmd_run(args) -> int:
-    from nbkit.runner import parse_value, run_notebooks
+def parse_params(pairs: list[list[str]] | None) -> dict:
+    """``-p KEY VALUE`` pairs as a dict; a key given twice is a UsageError (not a silent last-wins)."""
+    from nbkit.runner import parse_value
 
-    params = {k: parse_value(v) for k, v in (args.param or [])}
-    specs = [] if args.all else args.notebooks
+    params: dict = {}
+    for key, value in pairs or []:
+        if key in params:
+            raise UsageError(f"-p {key} given twice ({params[key]!r} and {parse_value(value)!r}); give each parameter once")
+        params[key] = parse_value(value)
+    return params
+
+
+def _cmd_run(args) -> int:
+    from nbkit.runner import run_notebooks
+
+    if not args.all and not args.notebooks:
+        args.parser.print_usage(sys.stderr)
+        return main_error("name the notebooks to run (e.g. `nbkit run 01`), or pass --all for every notebook")
+    if args.all and args.notebooks:
+        return main_error(f"--all runs every notebook; do not also name {' '.join(args.notebooks)}")
     try:
-        run_dir, results = run_notebooks(specs, params, smoke=args.smoke, output=args.output,
-                                         kernel=args.kernel, progress=not args.quiet)
-    except RunError as exc:
+        params = parse_params(args.param)
+        run_dir, results = run_notebooks([] if args.all else args.notebooks, params, smoke=args.smoke, output=args.output,
+                                         kernel=args.kernel, progress=not args.quiet, jobs=args.jobs)
+    except UsageError as exc:
         return main_error(str(exc))
     if run_dir is None:
         failed = [r for r in results if not r.ok]
@@ -43,15 +66,29 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _cmd_sweep(args) -> int:
+    from nbkit.sweep import run_sweep
+
+    try:
+        params = parse_params(args.param)
+        out, results = run_sweep(args.notebook, args.grid, params, smoke=args.smoke, jobs=args.jobs, output=args.output,
+                                 scheduler=args.scheduler, yes=args.yes, kernel=args.kernel, progress=not args.quiet)
+    except UsageError as exc:
+        return main_error(str(exc))
+    failed = [r for r in results if not r.ok]
+    print(f"wrote {out}/  ({len(results)} runs, {len(failed)} failed; {out / 'comparison.csv'}, {out / 'comparison.html'})")
+    return 1 if failed else 0
+
+
 def _cmd_list(args) -> int:
     from nbkit.runner import available_notebooks, notebook_parameters
 
     out = {}
-    for nb in available_notebooks():
-        try:
+    try:
+        for nb in available_notebooks(required=True):
             out[nb.stem] = notebook_parameters(nb)
-        except RunError as exc:
-            return main_error(str(exc))
+    except UsageError as exc:
+        return main_error(str(exc))
     if args.format == "json":
         print(json.dumps(out, indent=2, default=str))
         return 0
@@ -140,12 +177,12 @@ def _cmd_doctor(args) -> int:
     return 0 if not missing else 1
 
 
-def _cmd_audit(argv: list[str]) -> int:
+def _cmd_audit(args) -> int:
     try:
         from nbkit.audit.cli import main as audit_main
     except ImportError as exc:
         return main_error(f"the audit theme is not available ({exc}); install with: pip install -e '.[audit]'")
-    return int(audit_main(argv) or 0)
+    return int(audit_main(list(args.args)) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,14 +190,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute notebooks headless (papermill) into runs/<timestamp>/")
-    run.add_argument("notebooks", nargs="*", help="notebook paths, names (01_kg_gnn), numbers (01) or themes (kg); default all")
-    run.add_argument("-p", "--param", nargs=2, action="append", metavar=("KEY", "VALUE"), help="set a parameter (Python literal)")
-    run.add_argument("--smoke", action="store_true", help="set SMOKE=True (fast run)")
+    run.add_argument("notebooks", nargs="*", help="notebook paths, names (01_kg_gnn), numbers (01) or themes (kg)")
     run.add_argument("--all", action="store_true", help="run every notebook")
-    run.add_argument("--output", type=Path, help="output directory (default runs/<timestamp>)")
-    run.add_argument("--kernel", default="python3")
-    run.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bar")
-    run.set_defaults(func=_cmd_run)
+    _common_run_options(run, output_help="output directory (default runs/<timestamp>)")
+    run.set_defaults(func=_cmd_run, parser=run)
+
+    sweep = sub.add_parser("sweep", help="run one notebook per combination of a parameter grid and compare the runs")
+    sweep.add_argument("notebook", help="notebook path, name, number or theme")
+    sweep.add_argument("--grid", action="append", metavar="KEY=V1,V2", help="a parameter and its values (Python literals); repeat for more keys")
+    sweep.add_argument("--scheduler", metavar="ADDRESS", help="submit each run to this Dask distributed scheduler (tcp://host:8786)")
+    sweep.add_argument("--yes", action="store_true", help=f"allow a grid of more than {256} runs")
+    _common_run_options(sweep, output_help="output directory (default runs/sweep-<notebook>-<timestamp>)")
+    sweep.set_defaults(func=_cmd_sweep)
 
     lst = sub.add_parser("list", help="notebooks and their parameters")
     lst.add_argument("--format", choices=["text", "json"], default="text")
@@ -171,19 +212,74 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--build-cache", action="store_true", help="also convert SmolLM2's GGUF to the safetensors cache")
     doc.set_defaults(func=_cmd_doctor)
 
-    sub.add_parser("audit", help="fine-tune audit: nbkit audit CONFIG.yaml [--checks ...] [--format text|json]", add_help=False)
+    # Everything after `audit` (its --help included) is the audit CLI's: with "+" as this parser's only
+    # prefix, no "-" argument is taken as an option here, so all of them reach nbkit.audit.cli.main.
+    audit = sub.add_parser("audit", help="fine-tune audit: nbkit audit CONFIG.yaml [--checks ...] [--format text|json]",
+                           add_help=False, prefix_chars="+")
+    audit.add_argument("args", nargs="*")
+    audit.set_defaults(func=_cmd_audit)
     return parser
+
+
+def _common_run_options(p: argparse.ArgumentParser, output_help: str) -> None:
+    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("KEY", "VALUE"), help="set a parameter (Python literal); once per key")
+    p.add_argument("--smoke", action="store_true", help="set SMOKE=True (fast run)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="run N notebooks at once, each pinned to its share of the cores")
+    p.add_argument("--output", type=Path, help=output_help)
+    p.add_argument("--kernel", default="python3")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bar")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so the same clean-up as Ctrl-C runs."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    def _raise(signum, frame):
+        # What Ctrl-C does in a terminal: every process of ours gets SIGINT too, so a running
+        # kernel stops its cell and answers before papermill shuts it down (else it prints a
+        # traceback about a closed socket). Only our descendants: never our parent's group.
+        try:
+            import psutil
+
+            children = psutil.Process().children(recursive=True)
+            for child in children:
+                with contextlib.suppress(psutil.Error):
+                    child.send_signal(signal.SIGINT)
+            if children:
+                time.sleep(1.0)  # let an interrupted cell send its reply before the kernel is shut down
+        except ImportError:
+            pass
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "audit":
-        return _cmd_audit(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+        with terminate_as_interrupt():
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as exc:
+        # The interrupted cell's error is left on an asyncio task of nbclient's; asyncio would log it
+        # with two tracebacks when the task is collected. The run is over: say it once, here.
+        import logging
+
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        if isinstance(exc, Terminated):
+            print("nbkit: terminated; the run's temporary folder was removed", file=sys.stderr)
+            return 128 + signal.SIGTERM
         print("nbkit: interrupted", file=sys.stderr)
         return 130
 

@@ -3,13 +3,21 @@
 ``LiveFigure`` streams points into named traces. With a widget frontend (JupyterLab, Notebook 7,
 VS Code) it drives a ``plotly.graph_objects.FigureWidget`` in place; headless (papermill,
 ``nbkit run``, plain Python) it keeps a static ``go.Figure`` with the same data and, inside a
-kernel, refreshes one display output through a display id, so the executed notebook and its HTML
-rendering hold the final figure. Redraws are throttled: streaming a point per training step must
-not cost more than the step.
+kernel, refreshes ONE display output through a display id (``update_display``, which nbclient
+applies to the stored output), so the executed notebook holds each figure once, in its final state.
+
+Headless outputs are plotly's own mime bundle (``application/vnd.plotly.v1+json`` + a text line)
+published raw: displaying the ``go.Figure`` object instead would go through plotly's renderers,
+which ignore the display id (every refresh became a new output — 115 in one cell) and, with the
+``notebook`` renderer, embed plotly.js (~4.7 MB) into the notebook. The HTML export adds plotly.js
+once (``nbkit.report``). Redraws are throttled: streaming a point per training step must not cost
+more than the step.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
 import time
@@ -17,6 +25,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 HEADLESS_ENV = "NBKIT_HEADLESS"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+def headless() -> bool:
+    """True when the harness said there is no widget frontend (``$NBKIT_HEADLESS``)."""
+    return os.environ.get(HEADLESS_ENV, "").strip() not in ("", "0", "false", "False")
 
 
 def widgets_available() -> bool:
@@ -26,7 +40,7 @@ def widgets_available() -> bool:
     headless (``nbkit run``, the tests) says so through ``$NBKIT_HEADLESS``; outside a kernel there
     is never a frontend.
     """
-    if os.environ.get(HEADLESS_ENV, "").strip() not in ("", "0", "false", "False"):
+    if headless():
         return False
     if "ipykernel" not in sys.modules:
         return False
@@ -53,13 +67,28 @@ def in_kernel() -> bool:
 
 
 def configure_static_renderer() -> None:
-    """Make static plotly figures self-contained (no CDN: machines here may be offline)."""
+    """Choose how figures a notebook displays itself (``fig`` as a cell's value) are rendered.
+
+    Headless: plotly's mime type only — the executed notebook carries no copy of plotly.js and the
+    HTML export adds the library once per page (``nbkit run`` also sets ``$PLOTLY_RENDERER``, so this
+    holds before any LiveFigure exists). In a kernel with a frontend but no widgets: the mime type
+    plus "notebook" (plotly.js embedded once), so figures render without network access.
+    """
     import plotly.io as pio
 
-    if in_kernel():
-        # The mimetype keeps JupyterLab's renderer; "notebook" embeds plotly.js once so the HTML
-        # export of an executed notebook shows figures without network access.
+    if headless():
+        pio.renderers.default = "plotly_mimetype"
+    elif in_kernel():
         pio.renderers.default = "plotly_mimetype+notebook"
+
+
+def figure_bundle(fig) -> dict[str, Any]:
+    """The raw display bundle of a static figure: plotly's mime type plus a one-line text fallback."""
+    # to_json handles numpy/pandas trace data; the mime payload must be plain JSON.
+    payload = json.loads(fig.to_json())
+    payload.setdefault("config", {})
+    title = fig.layout.title.text or ""
+    return {PLOTLY_MIME: payload, "text/plain": f"<plotly figure {title!r}: {len(fig.data)} trace(s)>"}
 
 
 class LiveFigure:
@@ -101,6 +130,7 @@ class LiveFigure:
         self._data: dict[str, tuple[list, list]] = {}
         self._last_push: float | None = None  # None: nothing pushed yet, so the first point shows at once
         self._handle = None
+        self._shown_in: int | None = None  # the execution count of the cell that last showed it
         if not self.widget:
             configure_static_renderer()
 
@@ -127,7 +157,7 @@ class LiveFigure:
         if not self._pending:
             return
         names = {t.name: i for i, t in enumerate(self.figure.data)}
-        ctx = self.figure.batch_update() if self.widget else _nullcontext()
+        ctx = self.figure.batch_update() if self.widget else contextlib.nullcontext()
         with ctx:
             for name, (xs, ys) in self._pending.items():
                 if name not in names:
@@ -139,8 +169,7 @@ class LiveFigure:
                     trace.y = tuple(trace.y or ()) + tuple(ys)
         self._pending = {}
         self._last_push = time.monotonic()
-        if self._handle is not None:
-            self._handle.update(self.figure)
+        self._refresh()
 
     def reset(self, title: str | None = None) -> None:
         """Remove every trace (a new run starts); keep the layout."""
@@ -149,12 +178,11 @@ class LiveFigure:
         self.figure.data = ()
         if title is not None:
             self.figure.layout.title = title
-        if self._handle is not None:
-            self._handle.update(self.figure)
+        self._refresh()
 
     def set_figure(self, fig) -> None:
         """Replace traces and layout with those of ``fig`` (a finished figure from a theme module)."""
-        ctx = self.figure.batch_update() if self.widget else _nullcontext()
+        ctx = self.figure.batch_update() if self.widget else contextlib.nullcontext()
         with ctx:
             self.figure.data = ()
             for trace in fig.data:
@@ -164,8 +192,7 @@ class LiveFigure:
         self._data = {
             t.name: (_as_list(t.x), _as_list(t.y)) for t in self.figure.data if hasattr(t, "x") and hasattr(t, "y")
         }
-        if self._handle is not None:
-            self._handle.update(self.figure)
+        self._refresh()
 
     # -- reading -------------------------------------------------------------------------
     def trace_data(self, name: str) -> tuple[list, list]:
@@ -185,8 +212,20 @@ class LiveFigure:
         if self.widget:
             display(self.figure)
         elif in_kernel():
-            self._handle = display(self.figure, display_id=True)
+            cell = _execution_count()
+            if self._handle is None:
+                self._handle = display(figure_bundle(self.figure), raw=True, display_id=True)
+            elif cell == self._shown_in:  # shown again by the same cell (a loop): still one output
+                self._refresh()
+            else:  # shown again by another cell: one output there too, under the same id, kept in step
+                display(figure_bundle(self.figure), raw=True, display_id=self._handle.display_id)
+            self._shown_in = cell
         return self
+
+    def _refresh(self) -> None:
+        # Headless only: replace the stored output in place (nbclient applies update_display_data).
+        if self._handle is not None:
+            self._handle.update(figure_bundle(self.figure), raw=True)
 
     def close(self) -> None:
         self.flush()
@@ -195,14 +234,14 @@ class LiveFigure:
         self.show()
 
 
+def _execution_count() -> int | None:
+    from IPython import get_ipython
+
+    ip = get_ipython()
+    return getattr(ip, "execution_count", None)
+
+
 def _as_list(values) -> list:
     # Trace data may be a tuple, a numpy array or a pandas Series: never test its truth value.
     return [] if values is None else list(values)
 
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -2,27 +2,62 @@
 
 A run writes into a hidden temporary directory beside its destination and is renamed into place
 only when every notebook succeeded, so ``runs/`` never holds a half-written run. A failed run's
-executed notebooks are kept under the system temp dir, and the failing cell is named.
+executed notebooks (and its index page) are kept under the system temp dir, and the failing cell
+is named. An interrupted run (Ctrl-C, or SIGTERM, which ``nbkit`` turns into the same
+``KeyboardInterrupt``) removes its temporary directory.
+
+``jobs > 1`` runs notebooks in a pool of worker processes; each worker, and the kernel it starts,
+is pinned to its own share of the usable cores (CPU affinity plus ``OMP_NUM_THREADS`` and friends),
+so two notebooks on two cores do not fight over both.
+
+Parameter ranges and choices
+----------------------------
+Parameters are checked before anything runs: the name must exist in the notebook's ``parameters``
+cell and the value must have the default's type. A parameter's trailing comment may also declare
+what values it takes (papermill stores that comment as the parameter's help text)::
+
+    EPOCHS = 200  # training epochs; range: 1..2000
+    LR = 0.005  # range: 1e-6..1.0
+    SEED = 0  # range: 0..
+    DATASET = "umls"  # choices: umls, synthetic, hetionet, <path>
+
+``range: LO..HI`` is inclusive and either end may be left open. ``choices: a, b, c`` lists the
+accepted values; the token ``<path>`` also accepts the path of an existing file (relative paths
+are taken from the notebook's folder, where its kernel runs). A value outside is a ``RunError``
+(a :class:`~nbkit.errors.UsageError`: exit 2, nothing run).
 """
 
 from __future__ import annotations
 
 import ast
-import html
+import contextlib
 import json
+import math
 import os
+import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from nbkit.errors import UsageError
 from nbkit.record import read_notebook
 
+# jsonschema (under nbformat, papermill, nbconvert) imports rfc3987_syntax when it is installed, for
+# two URI formats notebooks never use; that import builds a grammar and costs 2-8 s in every
+# process that reads a notebook (7.5 s of a 9 s `nbkit run` start-up here, once more per --jobs
+# worker). jsonschema treats it as optional: make it look absent in processes that use this module.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-class RunError(Exception):
+# Thread-pool sizes the numeric libraries read at start-up; a pinned kernel gets its share.
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+class RunError(UsageError):
     """A problem with the request itself (unknown notebook or parameter, wrong type, no kernel)."""
 
 
@@ -41,6 +76,8 @@ def notebooks_dir() -> Path:
     """Where the workbook's notebooks live: $NBKIT_NOTEBOOKS, ./notebooks, or the source checkout's."""
     env = os.environ.get("NBKIT_NOTEBOOKS")
     if env:
+        if not Path(env).is_dir():
+            raise RunError(f"NBKIT_NOTEBOOKS={env}: not a folder (it should name the folder holding NN_name.ipynb notebooks)")
         return Path(env)
     here = Path.cwd() / "notebooks"
     if here.is_dir() and any(here.glob("[0-9][0-9]_*.ipynb")):
@@ -48,9 +85,13 @@ def notebooks_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "notebooks"
 
 
-def available_notebooks(root: Path | None = None) -> list[Path]:
+def available_notebooks(root: Path | None = None, *, required: bool = False) -> list[Path]:
+    """The workbook's notebooks (``NN_name.ipynb``); ``required``: none found is a RunError."""
     root = root or notebooks_dir()
-    return sorted(p for p in root.glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("."))
+    found = sorted(p for p in root.glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("."))
+    if required and not found:
+        raise RunError(f"no notebooks (NN_name.ipynb) found in {root}")
+    return found
 
 
 def resolve_notebook(spec: str, root: Path | None = None) -> Path:
@@ -107,9 +148,10 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def check_parameters(path: Path, given: dict[str, Any]) -> dict[str, Any]:
-    """Reject unknown parameters and values whose type differs from the default's."""
-    declared = notebook_parameters(path)
+def check_parameters(path: Path, given: dict[str, Any], declared: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Reject unknown parameters, values whose type differs from the default's, and values outside
+    a declared range or choice list (see the module docstring)."""
+    declared = notebook_parameters(path) if declared is None else declared
     if not declared:
         raise RunError(f"{path.name}: has no cell tagged 'parameters'")
     checked = {}
@@ -122,8 +164,51 @@ def check_parameters(path: Path, given: dict[str, Any]) -> dict[str, Any]:
                 f"{path.stem}: parameter {key} expects {type(default).__name__} (default {default!r}), "
                 f"got {value!r} ({type(value).__name__})"
             )
+        problem = _outside_declared(value, declared[key].get("help", ""), path.parent)
+        if problem:
+            raise RunError(f"{path.stem}: parameter {key}={value!r} {problem}")
         checked[key] = value
     return checked
+
+
+_RANGE = re.compile(r"\brange:\s*([^\s;,]*?)\s*\.\.\s*([^\s;,]*)")
+_CHOICES = re.compile(r"\bchoices:\s*([^;#]+)")
+
+
+def declared_range(help_text: str) -> tuple[float | None, float | None] | None:
+    """``(lo, hi)`` from a ``range: LO..HI`` note (None for an open end), or None without one."""
+    m = _RANGE.search(help_text or "")
+    if not m:
+        return None
+    try:
+        lo, hi = (float(x) if x else None for x in m.groups())
+    except ValueError:
+        return None
+    return lo, hi
+
+
+def declared_choices(help_text: str) -> list[str] | None:
+    m = _CHOICES.search(help_text or "")
+    return [c.strip().strip("'\"") for c in m.group(1).split(",") if c.strip()] if m else None
+
+
+def _outside_declared(value: Any, help_text: str, nb_dir: Path) -> str | None:
+    bounds = declared_range(help_text)
+    if bounds and isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, hi = bounds
+        if math.isnan(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
+            shown = f"{'' if lo is None else f'{lo:g}'}..{'' if hi is None else f'{hi:g}'}"
+            return f"is outside its declared range {shown}"
+    choices = declared_choices(help_text)
+    if choices is not None:
+        names = [c for c in choices if c != "<path>"]
+        if str(value) in names:
+            return None
+        if "<path>" in choices and isinstance(value, str) and value and (nb_dir / Path(value).expanduser()).is_file():
+            return None
+        takes = ", ".join(repr(c) for c in names) + (" or the path of an existing file" if "<path>" in choices else "")
+        return f"is not one it takes: {takes}"
+    return None
 
 
 def _same_kind(default: Any, value: Any) -> bool:
@@ -146,6 +231,41 @@ def _kernel_exists(name: str) -> bool:
     return True
 
 
+# Set for the kernel of every headless run: no widget frontend (live figures keep one output each,
+# updated in place) and plotly's mime type only for figures a cell displays itself (no plotly.js
+# embedded in the notebook; the HTML page loads it once).
+HEADLESS_KERNEL_ENV = {"NBKIT_HEADLESS": "1", "PLOTLY_RENDERER": "plotly_mimetype"}
+
+
+def kernel_manager_with_env(extra: dict[str, str]):
+    """A jupyter_client kernel manager class whose kernels start with ``extra`` added to the environment."""
+    from jupyter_client import AsyncKernelManager
+    from traitlets import default
+
+    class EnvKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _default_transport(self):
+            # Unix sockets, not TCP ports: kernels started at the same moment (--jobs, other jobs on
+            # the machine) raced for the ports jupyter_client picked ("Address already in use").
+            return "ipc" if os.name == "posix" else "tcp"
+
+        @default("ip")
+        def _default_ip(self):
+            # Each kernel its own socket prefix (jupyter_client's default, "kernel-ipc" in the cwd,
+            # is shared by notebooks of one folder started together).
+            if self.transport != "ipc":
+                return "127.0.0.1"
+            import uuid
+
+            return os.path.join(tempfile.gettempdir(), f"nbkit-kernel-{uuid.uuid4().hex[:12]}")
+
+        async def start_kernel(self, **kw):
+            kw["env"] = {**kw.get("env", os.environ), **extra}
+            return await super().start_kernel(**kw)
+
+    return EnvKernelManager
+
+
 def execute(
     path: Path,
     out_dir: Path,
@@ -154,17 +274,20 @@ def execute(
     kernel: str = "python3",
     progress: bool = True,
     timeout: int | None = None,
+    plotly_js: str = "plotly.min.js",
 ) -> NotebookResult:
-    """Execute one notebook into ``out_dir`` (executed .ipynb + .html + recorded metrics)."""
+    """Execute one notebook into ``out_dir`` (executed .ipynb + .html + recorded metrics).
+
+    ``plotly_js``: where the HTML page loads plotly.js from (see ``nbkit.report.export_html``).
+    """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     out_nb = out_dir / path.name
     sink = out_dir / f".{path.stem}.metrics.jsonl"
-    env_before = {k: os.environ.get(k) for k in ("NBKIT_HEADLESS", "NBKIT_RECORD_FILE")}
-    os.environ["NBKIT_HEADLESS"] = "1"  # no widget frontend: live figures render statically
-    os.environ["NBKIT_RECORD_FILE"] = str(sink)
+    env = {**HEADLESS_KERNEL_ENV, "NBKIT_RECORD_FILE": str(sink)}
     start = time.perf_counter()
+    error = None
     try:
         pm.execute_notebook(
             str(path),
@@ -175,37 +298,238 @@ def execute(
             cwd=str(path.parent),
             execution_timeout=timeout,
             report_mode=False,
+            # The kernel's environment is given to its manager, not set in os.environ: notebooks run
+            # from threads (a Dask worker) must not see each other's settings.
+            kernel_manager_class=kernel_manager_with_env(env),
         )
     except PapermillExecutionError as exc:
-        seconds = time.perf_counter() - start
         first_line = (exc.source or "").strip().splitlines()[:1]
         where = f"cell {exc.exec_count} ({first_line[0][:60]!r})" if first_line else f"cell {exc.exec_count}"
-        return NotebookResult(path.stem, False, seconds, out_nb, error=f"{path.stem}: {where} raised {exc.ename}: {exc.evalue}")
+        error = f"{path.stem}: {where} raised {exc.ename}: {exc.evalue}"
     except KeyboardInterrupt:
         raise
     except Exception as exc:
-        seconds = time.perf_counter() - start
-        return NotebookResult(path.stem, False, seconds, out_nb if out_nb.exists() else None, error=f"{path.stem}: {type(exc).__name__}: {exc}")
+        error = f"{path.stem}: {type(exc).__name__}: {exc}"
     finally:
-        for k, v in env_before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        sink.unlink(missing_ok=True)
     seconds = time.perf_counter() - start
+    if not out_nb.is_file():
+        return NotebookResult(path.stem, False, seconds, None, error=error or f"{path.stem}: no executed notebook was written")
+    from nbkit.report import export_html
+
     metrics = read_notebook(out_nb)
     html_path = out_dir / f"{path.stem}.html"
-    _to_html(out_nb, html_path)
-    sink.unlink(missing_ok=True)
-    return NotebookResult(path.stem, True, seconds, out_nb, html_path, metrics)
+    try:
+        export_html(out_nb, html_path, plotly_js)
+    except Exception as exc:  # a failed notebook's page is a courtesy; a finished one's is not
+        if error is None:
+            raise
+        html_path = None
+        error += f" (and its HTML page failed: {type(exc).__name__}: {exc})"
+    return NotebookResult(path.stem, error is None, seconds, out_nb, html_path, metrics, error)
 
 
-def _to_html(nb_path: Path, html_path: Path) -> None:
-    import nbformat
-    from nbconvert import HTMLExporter
+# -- several notebooks at once ---------------------------------------------------------------------
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(nb_path, as_version=4))
-    html_path.write_text(body, encoding="utf-8")
+
+def usable_cores() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def core_shares(n_jobs: int, cores: Sequence[int] | None = None) -> list[list[int]]:
+    """Split the usable cores into ``n_jobs`` disjoint shares (one core each, reused, if fewer cores)."""
+    cores = list(cores if cores is not None else usable_cores())
+    n = max(1, int(n_jobs))
+    if n >= len(cores):
+        return [[cores[i % len(cores)]] for i in range(n)]
+    size, extra = divmod(len(cores), n)
+    shares, at = [], 0
+    for i in range(n):
+        take = size + (1 if i < extra else 0)
+        shares.append(cores[at : at + take])
+        at += take
+    return shares
+
+
+def pin_to(cores: Sequence[int]) -> None:
+    """Pin this process (and the kernels it will start) to ``cores``, thread pools sized to match."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(cores))
+    for name in THREAD_ENV:
+        os.environ[name] = str(len(cores))
+
+
+def _pool_worker_init(counter, shares: list[list[int]]) -> None:
+    import signal
+
+    # The parent ends workers with SIGTERM when the run is interrupted: unwind like Ctrl-C so
+    # papermill shuts the kernel down. SIGINT from the terminal is the parent's to handle.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with counter.get_lock():  # each worker takes the next share of the cores
+        slot = counter.value
+        counter.value += 1
+    pin_to(shares[slot % len(shares)])
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@dataclass
+class Job:
+    """One notebook execution: what ``execute`` needs."""
+
+    path: Path
+    out_dir: Path
+    parameters: dict[str, Any]
+    kernel: str = "python3"
+    timeout: int | None = None
+    label: str = ""
+    plotly_js: str = "plotly.min.js"
+
+
+def _run_job(job: Job, progress: bool) -> NotebookResult:
+    job.out_dir.mkdir(parents=True, exist_ok=True)
+    return execute(job.path, job.out_dir, job.parameters, kernel=job.kernel, progress=progress, timeout=job.timeout,
+                   plotly_js=job.plotly_js)
+
+
+def execute_jobs(
+    jobs: Sequence[Job],
+    *,
+    n_jobs: int = 1,
+    progress: bool = True,
+    log: Callable[[str], Any] = print,
+) -> list[NotebookResult]:
+    """Execute ``jobs`` one after another (``n_jobs`` 1) or in a pool of pinned worker processes.
+
+    Results come back in the order of ``jobs``; a notebook that fails is a failed result, not an
+    exception. An interrupt ends the workers (and through them their kernels) before it propagates.
+    """
+    if n_jobs <= 1 or len(jobs) <= 1:
+        results = []
+        for job in jobs:
+            log(f"▶ {job.label or job.path.stem}  parameters={job.parameters}")
+            r = _run_job(job, progress)
+            results.append(r)
+            log(_done_line(job, r))
+        return results
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    import psutil
+
+    n = min(n_jobs, len(jobs))
+    shares = core_shares(n)
+    # fork: workers start with papermill and nbconvert already imported (4-8 s each under load
+    # with spawn). This process has no kernel or thread of its own yet; spawn where fork is missing.
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    counter = ctx.Value("i", 0)
+    before = {p.pid for p in psutil.Process().children()}
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_pool_worker_init, initargs=(counter, shares))
+    log(f"running {len(jobs)} notebooks, {n} at a time; cores per worker: {shares}")
+    results: list[NotebookResult | None] = [None] * len(jobs)
+    try:
+        futures = {}
+        for i, job in enumerate(jobs):
+            futures[pool.submit(_run_job, job, False)] = i
+            log(f"▶ queued {job.label or job.path.stem}  parameters={job.parameters}")
+        for fut in as_completed(futures):
+            i = futures[fut]
+            job = jobs[i]
+            try:
+                results[i] = fut.result()
+            except Exception as exc:  # the worker itself died (memory, a signal): that notebook failed
+                results[i] = NotebookResult(job.path.stem, False, 0.0, error=f"{job.path.stem}: worker failed: {type(exc).__name__}: {exc}")
+            log(_done_line(job, results[i]))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _end_children(psutil.Process().children(), before)
+        raise
+    pool.shutdown(wait=True)
+    return [r for r in results if r is not None]
+
+
+def _end_children(children, keep: set[int], settle_s: float = 10.0, grace_s: float = 15.0) -> None:
+    """End the pool workers this call started, and what they started.
+
+    The pool was shut down first, so a worker whose kernel was interrupted (SIGTERM and Ctrl-C
+    interrupt our kernels) finishes its notebook and exits by itself: wait ``settle_s`` for that,
+    then SIGTERM the rest (they unwind, papermill shuts their kernels down), then kill leftovers.
+    """
+    import psutil
+
+    workers = []
+    for p in children:
+        try:
+            if p.pid not in keep and "resource_tracker" not in " ".join(p.cmdline()):
+                workers.append(p)
+        except psutil.Error:
+            continue
+    started = []
+    for p in workers:
+        with contextlib.suppress(psutil.Error):
+            started.extend(p.children(recursive=True))
+    _, running = psutil.wait_procs(workers, timeout=settle_s)
+    end_processes(running, grace_s)
+    end_processes([p for p in started if p.is_running()], grace_s=5.0)
+
+
+def end_processes(procs, grace_s: float = 5.0) -> list[int]:
+    """SIGTERM the given psutil processes (only ones we started), SIGKILL those still there after
+    ``grace_s``; returns the pids that survived even that."""
+    import psutil
+
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    return [p.pid for p in alive]
+
+
+def _done_line(job: Job, r: NotebookResult) -> str:
+    name = job.label or job.path.stem
+    return f"  {'✔' if r.ok else '✘'} {name} in {r.seconds:.1f}s" + ("" if r.ok else f"\n    {r.error}")
+
+
+# -- a run folder ----------------------------------------------------------------------------------
+
+
+def prepare_output(output: Path | str | None, default: Path) -> Path:
+    """The absolute destination folder, checked before anything runs (RunError when unusable)."""
+    # Absolute: the kernel runs with the notebook's folder as cwd and writes its metrics sink here.
+    final = Path(output if output is not None else default).expanduser().resolve()
+    for folder in (final, *final.parents):
+        if folder.exists() and not folder.is_dir():
+            where = "is a file" if folder == final else f"is under {folder}, which is a file"
+            raise RunError(f"output {final} {where}; give a folder path")
+    if final.exists() and any(final.iterdir()):
+        raise RunError(f"output directory {final} exists and is not empty")
+    existing = next(f for f in (final, *final.parents) if f.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunError(f"output {final}: cannot create it ({existing} is not writable)")
+    return final
+
+
+def make_tmp_beside(final: Path) -> Path:
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    except OSError as exc:
+        raise RunError(f"output {final}: cannot create it ({exc.strerror or exc})") from None
+
+
+def publish(tmp: Path, final: Path) -> None:
+    if final.exists():
+        final.rmdir()  # checked empty by prepare_output
+    tmp.rename(final)
 
 
 def _attach_screenshots(run_dir: Path, final: Path) -> None:
@@ -218,31 +542,6 @@ def _attach_screenshots(run_dir: Path, final: Path) -> None:
             shutil.copy2(png, run_dir / "screenshots" / png.name)
 
 
-def write_index(run_dir: Path, results: list[NotebookResult], parameters: dict[str, dict[str, Any]]) -> Path:
-    """An index page linking each executed notebook, its HTML, its parameters and metrics."""
-    rows = []
-    for r in results:
-        metrics = html.escape(json.dumps(r.metrics, indent=1)[:4000])
-        params = html.escape(json.dumps(parameters.get(r.name, {})))
-        link = f"<a href='{r.name}.html'>{r.name}</a>" if r.html else r.name
-        status = "ok" if r.ok else f"FAILED: {html.escape(r.error or '')}"
-        rows.append(
-            f"<tr><td>{link}<br><small><a href='{r.name}.ipynb'>ipynb</a></small></td><td>{status}</td>"
-            f"<td>{r.seconds:.1f}</td><td><code>{params}</code></td><td><pre>{metrics}</pre></td></tr>"
-        )
-    shots = sorted((run_dir / "screenshots").glob("*.png")) if (run_dir / "screenshots").is_dir() else []
-    gallery = "".join(f"<figure><img src='screenshots/{p.name}' width='480'><figcaption>{p.stem}</figcaption></figure>" for p in shots)
-    page = f"""<!doctype html><html><head><meta charset='utf-8'><title>nbkit run {run_dir.name}</title>
-<style>body{{font-family:sans-serif;margin:2em}}td,th{{border:1px solid #ccc;padding:4px;vertical-align:top}}
-table{{border-collapse:collapse}}pre{{max-height:20em;overflow:auto;margin:0}}</style></head><body>
-<h1>nbkit workbook run {html.escape(run_dir.name)}</h1>
-<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>parameters</th><th>recorded metrics</th></tr>
-{''.join(rows)}</table>{('<h2>Screenshots</h2>' + gallery) if gallery else ''}</body></html>"""
-    index = run_dir / "index.html"
-    index.write_text(page, encoding="utf-8")
-    return index
-
-
 def run_notebooks(
     specs: list[str],
     parameters: dict[str, Any] | None = None,
@@ -251,12 +550,18 @@ def run_notebooks(
     output: Path | None = None,
     kernel: str = "python3",
     progress: bool = True,
+    jobs: int = 1,
     log=print,
 ) -> tuple[Path | None, list[NotebookResult]]:
-    """Execute notebooks; publish ``output`` (default ``runs/<timestamp>``) only if all succeed."""
-    paths = [resolve_notebook(s) for s in specs] if specs else available_notebooks()
-    if not paths:
-        raise RunError(f"no notebooks found in {notebooks_dir()}")
+    """Execute notebooks; publish ``output`` (default ``runs/<timestamp>``) only if all succeed.
+
+    ``specs`` empty means every notebook (the CLI asks for ``--all`` explicitly).
+    """
+    from nbkit.report import write_index
+
+    if jobs < 1:
+        raise RunError(f"--jobs must be at least 1, got {jobs}")
+    paths = [resolve_notebook(s) for s in specs] if specs else available_notebooks(required=True)
     if not _kernel_exists(kernel):
         raise RunError(f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)")
     given = dict(parameters or {})
@@ -268,31 +573,25 @@ def run_notebooks(
         # A parameter given for several notebooks need only exist in those that declare it, but
         # must exist in at least one (checked below) — a typo must not pass silently.
         declared = notebook_parameters(p)
-        per_nb[p.stem] = check_parameters(p, {k: v for k, v in wanted.items() if k in declared or len(paths) == 1})
+        per_nb[p.stem] = check_parameters(p, {k: v for k, v in wanted.items() if k in declared or len(paths) == 1}, declared)
     for key in given:
         if not any(key in per_nb[p.stem] for p in paths):
             raise RunError(f"unknown parameter {key!r}: no selected notebook declares it")
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    # Absolute: the kernel runs with the notebook's folder as cwd and writes its metrics sink here.
-    final = (Path(output) if output else Path("runs") / stamp).resolve()
-    if final.exists() and any(final.iterdir()):
-        raise RunError(f"output directory {final} exists and is not empty")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    results: list[NotebookResult] = []
+    now = datetime.now()
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    final = prepare_output(output, Path("runs") / stamp)
+    tmp = make_tmp_beside(final)
     try:
-        for p in paths:
-            log(f"▶ {p.stem}  parameters={per_nb[p.stem]}")
-            r = execute(p, tmp, per_nb[p.stem], kernel=kernel, progress=progress)
-            results.append(r)
-            log(f"  {'✔' if r.ok else '✘'} {p.stem} in {r.seconds:.1f}s" + ("" if r.ok else f"\n    {r.error}"))
-        if all(r.ok for r in results):
-            (tmp / "metrics.json").write_text(json.dumps({r.name: r.metrics for r in results}, indent=2), encoding="utf-8")
+        results = execute_jobs(
+            [Job(p, tmp, per_nb[p.stem], kernel) for p in paths], n_jobs=jobs, progress=progress, log=log
+        )
+        ok = all(r.ok for r in results)
+        (tmp / "metrics.json").write_text(json.dumps({r.name: r.metrics for r in results}, indent=2), encoding="utf-8")
+        if ok:
             _attach_screenshots(tmp, final)
-            write_index(tmp, results, per_nb)
-            if final.exists():
-                final.rmdir()
-            tmp.rename(final)
+        write_index(tmp, results, per_nb, name=final.name, date=now.strftime("%Y-%m-%d %H:%M"))
+        if ok:
+            publish(tmp, final)
             for r in results:
                 r.output = final / r.output.name if r.output else None
                 r.html = final / r.html.name if r.html else None

@@ -28,13 +28,19 @@
 # this machine** by its own last `nbkit run`s.
 #
 # **Before class** (instructor): `nbkit doctor` says what is missing and how to get it;
-# `nbkit run --all --smoke` runs every notebook quickly and writes `runs/<timestamp>/index.html`.
-# **In class**: `make lab` opens JupyterLab on this folder.
+# `nbkit run --all --smoke --jobs 2` runs every notebook quickly, two at a time, and writes
+# `runs/<timestamp>/index.html`: each notebook's status, time and parameters, its headline numbers,
+# and the **claims ledger** of the whole run (every verdict, filterable). **In class**: `make lab`
+# opens JupyterLab on this folder.
+#
+# **Comparing settings**: `nbkit sweep 02 --smoke --grid WORLD_SIZE=1,2 --output runs/ws` runs a
+# notebook once per combination of the grid and writes `comparison.csv` and `comparison.html`
+# (`--jobs N` for a local pool, `--scheduler tcp://host:8786` for a Dask cluster).
 
 # %% tags=["parameters"]
 SMOKE = False
 DEVICE = "auto"
-SEED = 0
+SEED = 0  # range: 0..
 
 # %%
 from pathlib import Path

@@ -130,19 +130,13 @@ def kill_pids(pids, grace_s: float = 5.0) -> list[int]:
     """SIGTERM then SIGKILL the given pids (only those we started); returns the ones that survived."""
     import psutil
 
+    from nbkit.runner import end_processes
+
     procs = []
     for pid in set(pids):
         with contextlib.suppress(psutil.NoSuchProcess):
             procs.append(psutil.Process(pid))
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    _, alive = psutil.wait_procs(alive, timeout=grace_s)
-    return [p.pid for p in alive]
+    return end_processes(procs, grace_s)
 
 
 # -- the Lab server ------------------------------------------------------------------------------

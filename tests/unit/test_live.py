@@ -55,3 +55,63 @@ def test_set_figure_accepts_numpy_and_pandas_traces():
     fig = go.Figure([go.Scatter(x=np.arange(3), y=pd.Series([1.0, 2.0, 3.0]), name="np")])
     live.set_figure(fig)
     assert live.trace_data("np") == ([0, 1, 2], [1.0, 2.0, 3.0])
+
+
+def test_figure_bundle_is_plotly_json_without_the_library():
+    import json
+
+    import numpy as np
+
+    from nbkit.live import PLOTLY_MIME, figure_bundle
+
+    live = LiveFigure("loss", widget=False, min_interval_s=0)
+    live.extend("train", np.arange(3), np.array([3.0, 2.0, 1.0]))
+    bundle = figure_bundle(live.figure)
+    assert set(bundle) == {PLOTLY_MIME, "text/plain"}
+    assert bundle[PLOTLY_MIME]["data"][0]["y"] == [3.0, 2.0, 1.0]
+    assert "loss" in bundle["text/plain"]
+    assert len(json.dumps(bundle)) < 20_000  # data, layout and its template only: plotly.js is ~4.8 MB
+
+
+REFRESHING_PANEL = """
+from dataclasses import dataclass, field
+from nbkit.panels import Panel
+
+@dataclass
+class P:
+    steps: int = field(default=40, metadata={"min": 1, "max": 500})
+
+def run(params, live):
+    for i in range(params.steps):
+        live.add("loss", i, 1.0 / (i + 1))
+    return None
+
+panel = Panel(P(), run, title="refreshing panel")
+panel.live.min_interval_s = 0  # every point is a refresh
+panel.display()
+panel.run()
+panel.display()  # shown again by the same cell: still one output
+panel.run(steps=57)  # a second run resets and refills the same figure
+"""
+
+
+def test_headless_kernel_keeps_one_output_per_live_figure_with_the_final_data(tmp_path):
+    """papermill (nbclient) applies update_display to the stored output: 97 refreshes, 1 output."""
+    import nbformat
+    from runner_notebooks import make_notebook
+
+    from nbkit.live import PLOTLY_MIME
+    from nbkit.runner import execute
+
+    src = make_notebook(tmp_path / "01_live.ipynb", body=REFRESHING_PANEL, parameters="SMOKE = False\n")
+    (tmp_path / "out").mkdir()
+    result = execute(src, tmp_path / "out", {}, progress=False)
+    assert result.ok, result.error
+    cell = nbformat.read(result.output, as_version=4).cells[2]
+    figures = [o for o in cell.outputs if PLOTLY_MIME in o.get("data", {})]
+    assert len(figures) == 1, [sorted(o.get("data", {})) for o in cell.outputs]
+    (trace,) = figures[0]["data"][PLOTLY_MIME]["data"]
+    assert trace["x"] == list(range(57))
+    assert trace["y"] == [1.0 / (i + 1) for i in range(57)]
+    assert all("text/html" not in o.get("data", {}) for o in cell.outputs)  # no embedded plotly.js
+    assert result.output.stat().st_size < 200_000

@@ -97,3 +97,118 @@ def test_list_shows_parameters(nb_dir, capsys):
     assert main(["list", "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["01_alpha"]["N"] == {"type": "int", "default": 3, "help": ""}
+
+
+# -- index page, --jobs, interruption ----------------------------------------------------------------
+
+OLD_SHAPE_CLAIMS = "import nbkit\nnbkit.record('claims', [{'claim': 'x', 'verdict': 'holds'}])\nnbkit.record('headline', {'a': 1})\n"
+
+
+def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
+    import html as html_lib
+    import re
+
+    from runner_notebooks import make_notebook
+
+    from nbkit.runner import run_notebooks
+
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    make_notebook(d / "01_alpha.ipynb")
+    make_notebook(d / "02_old.ipynb", body=OLD_SHAPE_CLAIMS)
+    make_notebook(d / "03_none.ipynb", body="import nbkit\nnbkit.record('x', 1)\n")
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+    out = tmp_path / "runs" / "20260101-run"
+    lines = []
+    final, results = run_notebooks([], {"N": 5}, output=out, progress=False, jobs=2, log=lines.append)
+    assert final == out.resolve() and [r.ok for r in results] == [True, True, True]
+    assert any("2 at a time" in ln for ln in lines)
+    page = (out / "index.html").read_text()
+    title = re.search(r"<title>(.*)</title>", page).group(1)
+    assert title.startswith("nbkit run 20260101-run (") and ".tmp" not in page
+    ledger = re.search(r"<table id='ledger'>.*?<tbody>(.*?)</tbody>", page, re.S).group(1)
+    rows = re.findall(r"<tr data-verdict='([^']*)'", ledger)
+    assert rows == ["holds", "holds"]  # 01's two claims (N=5: 25 ≥ 4; RATE 0.5)
+    assert "N squared is at least 4" in html_lib.unescape(ledger)
+    assert "02_old: claims not in the Claim shape" in page and "03_none: recorded no claims" in page
+    assert "<th>n squared</th><td>25</td>" in page  # 01's headline
+    assert "N=5" in page and "01_alpha.html" in page and "01_alpha.ipynb" in page
+
+
+def test_core_shares_split_the_cores():
+    from nbkit.runner import core_shares
+
+    assert core_shares(2, [0, 1]) == [[0], [1]]
+    assert core_shares(2, [0, 1, 2, 3, 4]) == [[0, 1, 2], [3, 4]]
+    assert core_shares(3, [0, 1]) == [[0], [1], [0]]
+
+
+def test_pool_worker_pins_its_kernel(tmp_path, monkeypatch):
+    from runner_notebooks import make_notebook
+
+    from nbkit.runner import run_notebooks, usable_cores
+
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    body = ("import os, nbkit\nnbkit.record('affinity', sorted(os.sched_getaffinity(0)))\n"
+            "nbkit.record('omp', os.environ.get('OMP_NUM_THREADS'))\n")
+    make_notebook(d / "01_a.ipynb", body=body)
+    make_notebook(d / "02_b.ipynb", body=body)
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+    _, results = run_notebooks([], output=tmp_path / "out", progress=False, jobs=2, log=lambda _m: None)
+    cores = usable_cores()
+    affinities = [r.metrics["affinity"] for r in results]
+    for a in affinities:
+        assert set(a) <= set(cores) and len(a) == max(1, len(cores) // 2)
+        assert results[0].metrics["omp"] == str(len(a))
+    if len(cores) >= 2:
+        assert not set(affinities[0]) & set(affinities[1])
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigterm_removes_the_temporary_folder_and_the_kernel(tmp_path, jobs):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    from runner_notebooks import make_notebook
+
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    body = "import os, pathlib, time\npathlib.Path(f'kernel-{os.getpid()}.pid').touch()\ntime.sleep(120)\n"
+    make_notebook(d / "01_slow.ipynb", body=body)
+    make_notebook(d / "02_slow.ipynb", body=body)
+    out = tmp_path / "runs" / "r"
+    env = {**os.environ, "NBKIT_NOTEBOOKS": str(d)}
+    proc = subprocess.Popen([sys.executable, "-m", "nbkit.cli", "run", "--all", "--jobs", str(jobs), "-q", "--output", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Every kernel busy in its cell (one at a time, or both with --jobs 2); one still starting
+        # up would print its own traceback when interrupted.
+        deadline = time.monotonic() + 120
+        while len(list(d.glob("kernel-*.pid"))) < jobs and time.monotonic() < deadline:
+            time.sleep(0.3)
+        kernels = [int(p.stem.split("-")[1]) for p in d.glob("kernel-*.pid")]
+        assert len(kernels) == jobs, "the notebooks never started"
+        assert any(p.name.startswith(".r.tmp-") for p in out.parent.iterdir())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "terminated" in err and "Traceback" not in err
+    assert list(out.parent.iterdir()) == []
+    def alive(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 20
+    while any(alive(k) for k in kernels) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert not any(alive(k) for k in kernels), "a kernel survived"

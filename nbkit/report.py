@@ -1,0 +1,255 @@
+"""What a run leaves for a person to read: HTML pages of executed notebooks and the run's index page.
+
+* :func:`export_html` renders an executed notebook to HTML. Figures are stored in notebooks as
+  plotly's own mime type (``application/vnd.plotly.v1+json``: JupyterLab renders it natively and the
+  ``.ipynb`` stays small); nbconvert has no renderer for it, so each figure becomes a ``<div>`` plus
+  a ``Plotly.newPlot`` call, and the page loads plotly.js from ONE shared file beside the pages
+  (``plotly.min.js``, copied from the plotly package) — no CDN, renders offline, one copy per run.
+* :func:`write_index` writes ``index.html``: the run's name and date; per notebook its status, wall
+  time, parameters and links; the run's **claims ledger** (every ``claims`` row every notebook
+  recorded, in the :class:`nbkit.claims.Claim` shape), verdicts colour-coded and filterable with a
+  few lines of inline JavaScript; each notebook's ``headline`` numbers; browser-tier screenshots.
+  Everything recorded stays in ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+PLOTLY_JS = "plotly.min.js"
+
+VERDICT_COLOURS = {
+    "holds": "#d7f0d9",
+    "refuted": "#f6d3d0",
+    "inconclusive": "#fbecc5",
+    "needs GPU": "#e3e3ea",
+}
+
+
+# -- plotly.js, once ---------------------------------------------------------------------------
+
+
+def ensure_plotly_js(folder: Path) -> Path:
+    """Put plotly.js (the copy the installed plotly package ships) into ``folder`` once."""
+    target = Path(folder) / PLOTLY_JS
+    if not target.is_file():
+        from importlib.resources import files
+
+        shipped = files("plotly") / "package_data" / PLOTLY_JS
+        if shipped.is_file():
+            with shipped.open("rb") as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:  # an unusual plotly build: ask it for the library text
+            from plotly.offline import get_plotlyjs
+
+            target.write_text(get_plotlyjs(), encoding="utf-8")
+    return target
+
+
+def plotly_div(figure_json: Mapping[str, Any], div_id: str) -> str:
+    """A ``<div>`` and the script that draws one plotly figure given as its JSON dict."""
+    # "</" inside a JSON string would end the <script> element early.
+    data = json.dumps(figure_json.get("data", [])).replace("</", "<\\/")
+    layout = json.dumps(figure_json.get("layout", {})).replace("</", "<\\/")
+    config = json.dumps({"responsive": True, **figure_json.get("config", {})}).replace("</", "<\\/")
+    return (
+        f"<div id='{div_id}' class='nbkit-plotly' style='width:100%'></div>"
+        f"<script>Plotly.newPlot('{div_id}', {data}, {layout}, {config});</script>"
+    )
+
+
+def head_script(html_text: str, src: str = PLOTLY_JS) -> str:
+    """Load plotly.js first thing in ``<head>``: before any AMD loader (require.js) that would
+    capture it as a module instead of the global ``Plotly`` the figure scripts call."""
+    tag = f"<script src='{src}'></script>"
+    lower = html_text.lower()
+    at = lower.find("<head>")
+    if at < 0:
+        return tag + html_text
+    at += len("<head>")
+    meta = lower.find("<meta charset", at)
+    if meta >= 0 and lower[at:meta].strip() == "":
+        at = lower.find(">", meta) + 1
+    return html_text[:at] + tag + html_text[at:]
+
+
+def _plotly_preprocessor():
+    from nbconvert.preprocessors import Preprocessor
+
+    class PlotlyToHTML(Preprocessor):
+        """Give every plotly mime output an HTML rendering (in memory; the .ipynb is not changed)."""
+
+        def preprocess(self, nb, resources):
+            count = 0
+            for cell in nb.cells:
+                for output in cell.get("outputs", []):
+                    fig = output.get("data", {}).get(PLOTLY_MIME)
+                    if fig is None:
+                        continue
+                    count += 1
+                    output["data"]["text/html"] = plotly_div(fig, f"nbkit-fig-{count}")
+                    output["data"].pop(PLOTLY_MIME)
+            resources["plotly_figures"] = count
+            return nb, resources
+
+    return PlotlyToHTML()
+
+
+def export_html(nb_path: Path, html_path: Path, js_src: str = PLOTLY_JS) -> int:
+    """Render an executed notebook to ``html_path``; returns how many plotly figures it holds.
+
+    With figures the page loads plotly.js from ``js_src``: by default ``plotly.min.js`` beside the
+    page (put there once per folder); a relative path (``../../plotly.min.js``) points at one copy
+    the caller keeps higher up (a sweep's runs share the sweep folder's).
+    """
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter()
+    exporter.register_preprocessor(_plotly_preprocessor(), enabled=True)
+    body, resources = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4))
+    figures = int(resources.get("plotly_figures", 0))
+    if figures:
+        if "/" not in js_src:
+            ensure_plotly_js(html_path.parent)
+        body = head_script(body, js_src)
+    html_path.write_text(body, encoding="utf-8")
+    return figures
+
+
+# -- the index page --------------------------------------------------------------------------------
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def ledger_rows(notebook: str, recorded: Any) -> tuple[list[dict[str, str]], str | None]:
+    """The claims rows a notebook recorded, as dicts, and a one-line note when they cannot be read."""
+    from nbkit.claims import as_claims
+
+    if recorded is None:
+        return [], f"{notebook}: recorded no claims"
+    if not isinstance(recorded, list):
+        return [], f"{notebook}: its claims are a {type(recorded).__name__}, not a list of Claim rows"
+    try:
+        claims = as_claims(recorded)
+    except (TypeError, ValueError) as exc:  # an older shape, or a row a theme got wrong
+        return [], f"{notebook}: claims not in the Claim shape ({exc})"
+    return [{"notebook": notebook, **c.to_dict()} for c in claims], None
+
+
+def _headline_table(headline: Any) -> str:
+    if headline is None:
+        return "<p class='note'>no headline recorded</p>"
+    if not isinstance(headline, dict):
+        return f"<p class='note'>headline is a {_esc(type(headline).__name__)}, not a dict</p>"
+    rows = "".join(
+        f"<tr><th>{_esc(k)}</th><td>{_esc(_fmt(v))}</td></tr>" for k, v in headline.items()
+    )
+    return f"<table class='headline'>{rows}</table>"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        text = json.dumps(value)
+        return text if len(text) <= 120 else text[:117] + "…"
+    return str(value)
+
+
+INDEX_JS = """
+function nbkitFilter() {
+  var shown = {};
+  document.querySelectorAll('#verdict-filter input').forEach(function (box) { shown[box.value] = box.checked; });
+  var visible = 0;
+  document.querySelectorAll('#ledger tbody tr').forEach(function (row) {
+    var on = shown[row.dataset.verdict] !== false;
+    row.style.display = on ? '' : 'none';
+    if (on) { visible += 1; }
+  });
+  document.getElementById('ledger-count').textContent = visible;
+}
+document.querySelectorAll('#verdict-filter input').forEach(function (box) { box.addEventListener('change', nbkitFilter); });
+"""
+
+INDEX_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
+th{background:#f4f4f6}.note{color:#666;font-style:italic;margin:.2em 0}.failed{color:#a00;font-weight:bold}
+code{font-size:90%}#verdict-filter label{margin-right:1em;padding:2px 6px;border-radius:3px}
+figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
+"""
+
+
+def write_index(
+    run_dir: Path,
+    results: Iterable[Any],
+    parameters: Mapping[str, Mapping[str, Any]],
+    *,
+    name: str,
+    date: str,
+) -> Path:
+    """Write ``run_dir/index.html`` (see the module docstring); ``results`` are NotebookResults."""
+    results = list(results)
+    summary, sections, ledger, notes = [], [], [], []
+    for r in results:
+        link = f"<a href='{_esc(r.name)}.html'>{_esc(r.name)}</a>" if r.html else _esc(r.name)
+        nb_link = f" · <a href='{_esc(r.name)}.ipynb'>ipynb</a>" if r.output else ""
+        status = "ok" if r.ok else f"<span class='failed'>failed</span>: {_esc(r.error or '')}"
+        params = ", ".join(f"{_esc(k)}={_esc(repr(v))}" for k, v in parameters.get(r.name, {}).items()) or "defaults"
+        summary.append(
+            f"<tr><td>{link}{nb_link}</td><td>{status}</td><td>{r.seconds:.1f}</td><td><code>{params}</code></td></tr>"
+        )
+        rows, note = ledger_rows(r.name, r.metrics.get("claims")) if r.ok else ([], f"{r.name}: failed, no claims")
+        ledger.extend(rows)
+        if note:
+            notes.append(note)
+        if r.ok:
+            sections.append(f"<section class='nb'><h3>{_esc(r.name)}</h3>{_headline_table(r.metrics.get('headline'))}</section>")
+    counts = {v: sum(1 for row in ledger if row["verdict"] == v) for v in VERDICT_COLOURS}
+    boxes = "".join(
+        f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} ({counts[v]})</label>"
+        for v, colour in VERDICT_COLOURS.items()
+    )
+    columns = ("notebook", "claim", "field_note", "measured", "verdict", "interval", "n", "why")
+    ledger_html = "".join(
+        f"<tr data-verdict='{_esc(row['verdict'])}' style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
+        + "".join(f"<td>{_esc(row.get(c, ''))}</td>" for c in columns)
+        + "</tr>"
+        for row in ledger
+    )
+    notes_html = "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
+    shots_dir = run_dir / "screenshots"
+    shots = sorted(shots_dir.glob("*.png")) if shots_dir.is_dir() else []
+    gallery = "".join(
+        f"<figure><img src='screenshots/{_esc(p.name)}' width='480'><figcaption>{_esc(p.stem)}</figcaption></figure>"
+        for p in shots
+    )
+    ok = sum(1 for r in results if r.ok)
+    total_s = sum(r.seconds for r in results)
+    page = f"""<!doctype html><html><head><meta charset='utf-8'><title>nbkit run {_esc(name)} ({_esc(date)})</title>
+<style>{INDEX_CSS}</style></head><body>
+<h1>nbkit workbook run {_esc(name)}</h1>
+<p>{_esc(date)} · {ok} of {len(results)} notebooks ok · {total_s:.0f} s of notebook time ·
+<a href='metrics.json'>metrics.json</a> (everything recorded)</p>
+<h2>Notebooks</h2>
+<table id='notebooks'><thead><tr><th>notebook</th><th>status</th><th>seconds</th><th>parameters</th></tr></thead>
+<tbody>{''.join(summary)}</tbody></table>
+<h2>Claims ledger (<span id='ledger-count'>{len(ledger)}</span> of {len(ledger)} shown)</h2>
+<div id='verdict-filter'>{boxes}</div>{notes_html}
+<table id='ledger'><thead><tr>{''.join(f'<th>{c.replace("_", " ")}</th>' for c in columns)}</tr></thead>
+<tbody>{ledger_html}</tbody></table>
+<h2>Headline figures</h2>{''.join(sections) or "<p class='note'>no notebook finished</p>"}
+{('<h2>Panel screenshots (browser tier)</h2>' + gallery) if gallery else ''}
+<script>{INDEX_JS}</script></body></html>"""
+    index = run_dir / "index.html"
+    index.write_text(page, encoding="utf-8")
+    return index

@@ -1,0 +1,87 @@
+"""A run's pages in a real browser, offline: the index page's claims ledger and an exported figure.
+
+No kernel: the run folder is built from fabricated results with ``nbkit.report`` (what ``nbkit run``
+calls), so this checks the page itself. Every request that is not a local file is refused, so a
+page that needed a CDN would show it here.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from nbkit.claims import Claim
+from nbkit.report import PLOTLY_JS, export_html, write_index
+from nbkit.runner import NotebookResult
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+
+def _claim(i: int, verdict: str) -> dict:
+    return Claim(claim=f"claim {i}", field_note="0.9", measured="0.8", verdict=verdict, rule="≥ 0.85",
+                 n="3 seeds", why=f"reason {i}").to_dict()
+
+
+@pytest.fixture
+def offline_page(chromium):
+    context = chromium.new_context(viewport={"width": 1300, "height": 1000})
+    refused = []
+
+    def route(r):
+        if r.request.url.startswith("file://"):
+            return r.continue_()
+        refused.append(r.request.url)
+        return r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    yield page, refused
+    context.close()
+
+
+def test_index_ledger_has_one_row_per_claim_and_filters_by_verdict(offline_page, tmp_path):
+    page, _ = offline_page
+    claims_a = [_claim(0, "holds"), _claim(1, "refuted"), _claim(2, "inconclusive")]
+    claims_b = [_claim(3, "holds"), _claim(4, "needs GPU")]
+    results = [
+        NotebookResult("01_a", True, 12.5, tmp_path / "01_a.ipynb", tmp_path / "01_a.html",
+                       {"claims": claims_a, "headline": {"test MRR": 0.9312}}),
+        NotebookResult("02_b", True, 3.0, tmp_path / "02_b.ipynb", tmp_path / "02_b.html", {"claims": claims_b}),
+        NotebookResult("03_old", True, 1.0, None, None, {"claims": [{"claim": "old", "verdict": "holds"}]}),
+    ]
+    index = write_index(tmp_path, results, {"01_a": {"SMOKE": True}}, name="20260101-120000", date="2026-01-01 12:00")
+    page.goto(index.as_uri())
+    assert page.title() == "nbkit run 20260101-120000 (2026-01-01 12:00)"
+    rows = page.locator("#ledger tbody tr")
+    assert rows.count() == len(claims_a) + len(claims_b)
+    assert rows.nth(0).locator("td").nth(1).inner_text() == "claim 0"
+    assert page.locator("#ledger-count").inner_text() == "5"
+    page.locator("#verdict-filter input[value='holds']").uncheck()
+    assert page.locator("#ledger tbody tr:visible").count() == 3
+    assert page.locator("#ledger-count").inner_text() == "3"
+    page.locator("#verdict-filter input[value='holds']").check()
+    assert page.locator("#ledger tbody tr:visible").count() == 5
+    assert "03_old: claims not in the Claim shape" in page.locator("body").inner_text()
+    page.screenshot(path=str(tmp_path / "index.png"), full_page=True)
+
+
+def test_exported_notebook_draws_its_figure_offline_from_the_shared_plotly_js(offline_page, tmp_path):
+    import plotly.graph_objects as go
+
+    from nbkit.live import figure_bundle
+
+    page, refused = offline_page
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("live.show()")
+    fig = go.Figure(go.Scatter(x=[0, 1, 2], y=[3, 1, 2], name="loss"), layout={"title": "loss"})
+    cell.outputs = [nbformat.v4.new_output("display_data", data=figure_bundle(fig))]
+    nb.cells = [cell]
+    src = tmp_path / "01_fig.ipynb"
+    nbformat.write(nb, src)
+    assert export_html(src, tmp_path / "01_fig.html") == 1
+    assert (tmp_path / PLOTLY_JS).is_file()
+    page.goto((tmp_path / "01_fig.html").as_uri())
+    page.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
+    assert page.evaluate("document.querySelector('.js-plotly-plot').data[0].y") == [3, 1, 2]
+    assert all("plotly" not in url for url in refused)  # plotly.js came from the file beside the page

@@ -1,0 +1,38 @@
+"""The `nbkit` command's dispatch: `audit` is an argparse subcommand that forwards every argument."""
+
+import subprocess
+import sys
+
+import pytest
+
+from nbkit.cli import build_parser, main
+
+
+@pytest.mark.parametrize("argv", [
+    ["good.yaml"],
+    ["--checks", "2,7-11", "good.yaml", "--format", "json"],
+    ["--help"],
+    ["-h"],
+    [],
+])
+def test_audit_forwards_its_arguments_unchanged(monkeypatch, argv):
+    import nbkit.audit.cli
+
+    seen = []
+    monkeypatch.setattr(nbkit.audit.cli, "main", lambda a: seen.append(a) or 7)
+    assert main(["audit", *argv]) == 7
+    assert seen == [argv]
+
+
+def test_audit_is_listed_with_the_other_subcommands():
+    help_text = build_parser().format_help()
+    for name in ("run", "sweep", "list", "doctor", "audit"):
+        assert name in help_text
+
+
+def test_import_nbkit_stays_light():
+    """`import nbkit` (and the CLI module) must not pull in torch, plotly, papermill or pandas."""
+    code = ("import sys, nbkit, nbkit.cli, nbkit.runner, nbkit.report, nbkit.sweep, nbkit.live, nbkit.panels; "
+            "print(' '.join(m for m in ('torch', 'plotly', 'papermill', 'pandas', 'distributed', 'ipywidgets') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"imported at `import nbkit`: {out}"
