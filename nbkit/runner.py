@@ -36,6 +36,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence

@@ -126,7 +126,6 @@ lad = lad_panel.run()
 nbkit.record("ladder", lad.table.to_dict("records"))
 nbkit.record("ladder_metrics", {k: v for k, v in lad.metrics.items() if k not in ("loss_scale_history",)})
 print(f"ladder: {len(lad.table)} rank-rungs on {lad.metrics['ranks_device']} in {lad.metrics['wall_s']:.1f} s")
-lad.figure
 
 # %%
 lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "buffers_bytes", "formula_bytes", "ratio",
