@@ -612,3 +612,13 @@ class DdpEvalConfig(_CheckConfig):
         e = audit.eval
         return {"no_grad": e.no_grad, "backward": e.backward, "no_sync": e.no_sync, "find_unused_parameters": e.find_unused_parameters,
                 "value_head": e.value_head, "interval": e.interval}
+
+
+def config_file(name: str | Path) -> Path:
+    """``name`` as a path when it is a file, else the bundled example of that name (nbkit/audit/examples)."""
+    from nbkit.audit.sft import EXAMPLES_DIR
+
+    p = Path(name)
+    if p.is_file() or not (EXAMPLES_DIR / p).is_file():
+        return p
+    return EXAMPLES_DIR / p
