@@ -37,7 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(prog="nbkit audit", description=f"Fine-tune coupling audit ({len(REGISTRY)} checks) for a LoRA/SFT config.",
                                  epilog="checks: " + "; ".join(f"{c.number} {c.slug} ({c.title})" for c in REGISTRY))
-    ap.add_argument("config", help="YAML audit config (see nbkit/audit/examples/good.yaml)")
+    ap.add_argument("config", help="audit config: nbkit YAML (see nbkit/audit/examples/good.yaml), an axolotl YAML, a PEFT adapter_config.json, "
+                                   "a TRL SFTConfig / TrainingArguments JSON or a DeepSpeed ds_config.json")
+    ap.add_argument("--from", dest="source_format", choices=["nbkit", "axolotl", "peft", "trl", "deepspeed"],
+                    help="the config's format (default: detected from its keys)")
     ap.add_argument("--checks", help="comma list of check slugs or numbers/ranges, e.g. lora-binding,7-11 (default: all the config allows)")
     ap.add_argument("--format", choices=["text", "json"], default="text")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -50,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the audit; returns the exit code (0 pass, 1 a check failed, 2 bad input)."""
     from nbkit.audit.checks import REGISTRY
-    from nbkit.audit.config import load_config
-    from nbkit.audit.experiments import run_audit
+    from nbkit.audit.experiments import make_context, run_audit
+    from nbkit.audit.formats import read_any
     from nbkit.errors import UsageError, main_error
 
     try:
@@ -62,22 +65,28 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads < 0:
             raise UsageError(f"--threads must be ≥ 0 (0 keeps torch's default), got {args.threads}")
         checks = REGISTRY.select(args.checks) if args.checks is not None else None
-        config = load_config(args.config)
+        mapped = read_any(args.config, args.source_format)
     except UsageError as exc:
         return main_error(str(exc), "nbkit audit")
     if args.threads > 0:
         import torch
 
         torch.set_num_threads(args.threads)
+    config = mapped.config
     try:
+        progress = sys.stderr.isatty()
+        context = make_context(config, args.device, progress=progress, model_unavailable=mapped.model_unavailable)
         with _stdout_to_stderr():
-            findings = run_audit(config, checks, device=args.device, smoke=args.smoke, progress=sys.stderr.isatty()).data
+            findings = run_audit(config, checks, smoke=args.smoke, progress=progress, context=context).data
     except (UsageError, RuntimeError, ValueError) as exc:  # e.g. --device cuda without CUDA
         return main_error(str(exc), "nbkit audit")
     failed = [f for f in findings if f.failed]
     if args.format == "json":
-        print(json.dumps({"config": str(args.config), "failed": len(failed), "findings": [f.to_dict(with_table=False) for f in findings]}, indent=2, ensure_ascii=False))
+        print(json.dumps({"config": str(args.config), "format": mapped.fmt, "keys": mapped.keys, "failed": len(failed),
+                          "findings": [f.to_dict(with_table=False) for f in findings]}, indent=2, ensure_ascii=False))
     else:
+        if mapped.keys:
+            print(mapped.table_text())
         for f in findings:
             print(f.to_text())
         counts = {s: sum(f.status == s for f in findings) for s in ("pass", "warn", "fail", "error", "needs_gpu", "skipped")}

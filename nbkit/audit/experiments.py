@@ -17,6 +17,10 @@ from nbkit.result import Result
 STATUSES = ("pass", "warn", "fail", "error", "needs_gpu", "skipped")
 
 
+class NotRunnable(Exception):
+    """A check lacks an input it needs (``str()`` says which): reported as "not run: needs …", never a pass."""
+
+
 @dataclass
 class AuditContext:
     """What the checks of one audit share: the config, the resolved ``torch.device``, loaded models and data."""
@@ -24,12 +28,15 @@ class AuditContext:
     config: AuditConfig
     device: Any
     progress: bool = True
+    model_unavailable: str = ""  # why no model can be loaded (a foreign config naming one nbkit cannot load)
     _models: dict = field(default_factory=dict, repr=False)
     _data: Any = field(default=None, repr=False)
     _data_finding: Finding | None = field(default=None, repr=False)
 
     def model_and_tokenizer(self, name: str = ""):
         """(model, tokenizer) of ``name`` (default: the config's model), loaded once."""
+        if self.model_unavailable and not name:
+            raise NotRunnable(self.model_unavailable)
         name = name or self.config.model.name
         if name not in self._models:
             import torch
@@ -65,11 +72,11 @@ class AuditContext:
         return recs, ""
 
 
-def make_context(config: AuditConfig, device: Any = "auto", *, progress: bool = True) -> AuditContext:
+def make_context(config: AuditConfig, device: Any = "auto", *, progress: bool = True, model_unavailable: str = "") -> AuditContext:
     """The shared context of an audit; ``device`` ("auto", "cpu", "cuda", a torch.device) is resolved here."""
     from nbkit.device import pick_device
 
-    return AuditContext(config, pick_device(device) if not hasattr(device, "type") else device, progress)
+    return AuditContext(config, pick_device(device) if not hasattr(device, "type") else device, progress, model_unavailable)
 
 
 def check_config(check: str, config: AuditConfig, smoke: bool = False):
@@ -100,10 +107,12 @@ def run_check(check: str, cfg: Any, context: AuditContext, live=None, *, catch: 
     c = REGISTRY[check]
     t0 = time.perf_counter()
     if cfg is None:
-        f = Finding(c.slug, c.title, "skipped", f"not run: needs a '{c.needs}' section in the config")
+        f = Finding(c.slug, c.title, "skipped", f"not run: needs the config's '{c.needs}' section")
     else:
         try:
             f = c.run(context, cfg, live=live)
+        except NotRunnable as exc:
+            f = Finding(c.slug, c.title, "skipped", f"not run: needs {exc}")
         except KeyboardInterrupt:
             raise
         except Exception as exc:

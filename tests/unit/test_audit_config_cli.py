@@ -97,4 +97,4 @@ def test_missing_section_is_skipped_and_says_what_it_needs(capsys):
     from nbkit.audit.experiments import run_audit
 
     [f] = run_audit(cfg, ["reward-weights"], device="cpu", progress=False).data
-    assert f.status == "skipped" and "needs a 'sampling' section" in f.summary
+    assert f.status == "skipped" and "not run: needs the config's 'sampling' section" in f.summary
