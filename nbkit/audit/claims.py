@@ -142,13 +142,14 @@ def verdict_flash_speedup(figs: Figures) -> Verdict:
 
 def verdict_sqrt_l(figs: Figures) -> Verdict:
     """Accumulation must scale with √L: the fitted exponent of gradient variance vs length is −0.5
-    within ±0.25. Holds when the slope's 95 % interval lies inside [−0.75, −0.25], refuted when it
-    misses that band entirely (e.g. ≈ −1, the linear rule, or ≥ 0), else inconclusive."""
+    within ±0.25. Holds when the slope's 95 % bootstrap interval (gradient samples resampled within
+    each length) lies inside [−0.75, −0.25], refuted when it misses that band entirely (e.g. ≈ −1,
+    the linear rule, or ≥ 0), else inconclusive."""
     lo, hi = _num(figs, "noise_variance_slope_ci_low"), _num(figs, "noise_variance_slope_ci_high")
     if math.isnan(_num(figs, "noise_variance_slope")):
         return _missing("the variance slope")
     if math.isnan(lo) or math.isnan(hi):
-        return Verdict(INCONCLUSIVE, f"slope {figs['noise_variance_slope']:.2f} from {figs.get('noise_lengths')} lengths has no interval — n too small; fit ≥ 3 lengths")
+        return Verdict(INCONCLUSIVE, f"slope {figs['noise_variance_slope']:.2f} from {figs.get('noise_lengths')} lengths has no interval — n too small; fit ≥ 3 lengths of ≥ 3 samples")
     return decide_close((lo, hi), -0.5, 0.25, what="variance exponent", n_hint="more lengths or samples per length narrow it")
 
 

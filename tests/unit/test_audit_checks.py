@@ -130,9 +130,25 @@ def test_grad_accumulation_token_count_matches_one_batch(tiny):
     assert math.isfinite(f.figures["noise_variance_slope"])
     # two lengths fit a line exactly: a slope but no interval (the claim then says "n too small")
     assert math.isnan(f.figures["noise_variance_slope_ci_low"]) and f.figures["noise_lengths"] == 2
+
     wrong = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), micro_batch_size=2, grad_accumulation=4,
                                     normalisation="per_microbatch_mean", lengths=(16, 32), noise_samples=3, device=CPU, progress=False)
     assert wrong.status == "fail"
+
+
+def test_slope_bootstrap_interval_covers_a_known_exponent():
+    """Fabricated per-sample deviations with variance ∝ L^-0.5 (noisy): the interval brackets -0.5;
+    with variance ∝ L^-1 it excludes -0.5."""
+    import numpy as np
+
+    from nbkit.audit.checks.grad_accumulation import fit_slope
+
+    rng = np.random.default_rng(0)
+    for exponent in (-0.5, -1.0):
+        devs = {L: list(L**exponent * rng.chisquare(20, 16) / 20) for L in (16, 32, 64, 128)}
+        slope, lo, hi = fit_slope(devs)
+        assert lo < slope < hi and hi - lo < 0.4
+        assert (lo < -0.5 < hi) == (exponent == -0.5)
 
 
 def test_dtype_transitions_and_op_probes(tiny):

@@ -87,7 +87,8 @@ def accumulation_errors(model, batches, device, params=None) -> dict[str, float]
 
 
 def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, samples: int, device, seed: int = 0, params=None, progress=True):
-    """Mean squared deviation of micro-batch gradients from their mean, per sequence length."""
+    """Per sequence length, the squared deviation of each micro-batch gradient from their mean
+    (its mean is the gradient-noise variance; the per-sample values feed the bootstrap)."""
     import torch
     from tqdm.auto import tqdm
 
@@ -107,27 +108,34 @@ def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, 
             model(input_ids=ids, labels=ids).loss.backward()
             grads.append(_flat_grad(params))
         g = torch.stack(grads)
-        out[L] = float(((g - g.mean(0)) ** 2).sum(1).mean())
+        out[L] = ((g - g.mean(0)) ** 2).sum(1).tolist()
     for p in params:
         p.grad = None
     return out
 
 
-def fit_slope(xs, ys, level: float = 0.95) -> tuple[float, float, float]:
-    """Least-squares slope of log y on log x and its t interval: (slope, low, high).
+def fit_slope(deviations: dict[int, list[float]], level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Slope of log variance on log L, and its percentile bootstrap interval: (slope, low, high).
 
-    With two points the slope is exact but has no interval: (slope, nan, nan).
+    ``deviations`` maps each length to its per-sample squared deviations. The bootstrap resamples
+    the gradient samples within every length and refits, so the interval carries the sampling
+    noise of each variance estimate. Fewer than 3 lengths or 3 samples give no interval (nan, nan).
     """
-    import math
+    import numpy as np
 
-    from scipy import stats
-
-    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
-    fit = stats.linregress(lx, ly)
-    if len(xs) < 3:
-        return float(fit.slope), float("nan"), float("nan")
-    t = stats.t.ppf(0.5 + level / 2, len(xs) - 2)
-    return float(fit.slope), float(fit.slope - t * fit.stderr), float(fit.slope + t * fit.stderr)
+    ls = sorted(deviations)
+    x = np.log(np.asarray(ls, dtype=float))
+    dev = [np.asarray(deviations[L], dtype=float) for L in ls]
+    slope = float(np.polyfit(x, np.log([d.mean() for d in dev]), 1)[0])
+    if len(ls) < 3 or min(len(d) for d in dev) < 3:
+        return slope, float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    # (n_resamples, lengths) matrix of resampled variances, then one least-squares slope per row.
+    boot = np.log(np.stack([d[rng.integers(0, len(d), (n_resamples, len(d)))].mean(1) for d in dev], axis=1))
+    xc = x - x.mean()
+    slopes = (boot - boot.mean(1, keepdims=True)) @ xc / (xc @ xc)
+    lo, hi = np.quantile(slopes, [(1 - level) / 2, (1 + level) / 2])
+    return slope, float(lo), float(hi)
 
 
 def text_token_stream(tokenizer, max_tokens: int = 20000):
@@ -163,9 +171,10 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
     stream = text_token_stream(tokenizer, max_tokens=max(4000, 40 * max(lengths)))
     with only_grad_for(model, params):
         errs = accumulation_errors(model, batches, device, params)
-        var = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed, params=params, progress=progress)
+        devs = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed, params=params, progress=progress)
+    var = {L: sum(d) / len(d) for L, d in devs.items()}
     ls = sorted(var)
-    slope, slope_lo, slope_hi = fit_slope(ls, [var[L] for L in ls])
+    slope, slope_lo, slope_hi = fit_slope(devs)
     L0 = base_length or ls[0]
     g0 = grad_accumulation
     rows = []

@@ -9,10 +9,12 @@ boundary F1 compare the round trip with the gold spans, per language.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from nbkit.audit.checks import REGISTRY, Check
 from nbkit.audit.config import LabelAlignmentConfig
+from nbkit.audit.sft import EXAMPLES_DIR, read_jsonl_plain
 from nbkit.findings import Finding
 
 SLUG, TITLE = "label-alignment", "Tokenizer ↔ label space"
@@ -131,16 +133,9 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
 
 
 def run(context, cfg: LabelAlignmentConfig, live=None) -> Finding:
-    from pathlib import Path
-
-    from nbkit.audit.sft import EXAMPLES_DIR, read_jsonl_plain
-
-    _, tok = context.model_and_tokenizer()
-    path = Path(cfg.ner_path) if cfg.ner_path else EXAMPLES_DIR / "ner.jsonl"
-    rows = read_jsonl_plain(path)
-    if cfg.language != "all":
-        rows = [r for r in rows if r.get("lang") == cfg.language]
-    f = check_label_alignment(tok, rows)
+    path = Path(cfg.ner_path or EXAMPLES_DIR / "ner.jsonl")
+    rows = [r for r in read_jsonl_plain(path) if cfg.language in ("all", r.get("lang"))]
+    f = check_label_alignment(context.model_and_tokenizer()[1], rows)
     f.figures["ner_file"] = path.name
     return f
 
