@@ -1,4 +1,8 @@
-"""``nbkit audit CONFIG.yaml [--checks lora-binding,7-11] [--format text|json]``.
+"""``nbkit audit CONFIG [--from axolotl|peft|trl|deepspeed|nbkit] [--checks lora-binding,7-11] [--format text|json]``.
+
+CONFIG is nbkit's audit YAML or a config the user already has (axolotl YAML, PEFT
+``adapter_config.json``, TRL ``SFTConfig`` / ``TrainingArguments`` JSON, DeepSpeed ``ds_config.json``);
+a foreign config is mapped by :mod:`nbkit.audit.formats` and its key table printed first.
 
 Exit codes: 0 no check failed, 1 at least one check failed (or errored), 2 the config (or the
 command line) is invalid — one line naming the file, line, key and expected type, no traceback.

@@ -139,7 +139,7 @@ class CheckpointSection(_Strict):
 
 
 class KissSection(_Strict):
-    budget_steps: int = Field(0, ge=0, description="training steps per LoRA variant; 0 skips check 1 in the CLI")
+    budget_steps: int = Field(0, ge=0, description="training steps per LoRA variant; 0 skips kiss-lora in the CLI")
     val_loss_target: float | None = Field(None, gt=0)
     val_loss_target_ratio: float = Field(0.5, gt=0, lt=1, description="target = ratio × untrained val loss when no absolute target")
     lr: float = Field(1e-3, gt=0)

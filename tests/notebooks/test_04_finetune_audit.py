@@ -45,7 +45,7 @@ def test_claims_rows_have_the_one_shape_and_computed_verdicts(metrics):
     assert len(rows) >= 20
     assert {c["verdict"] for c in rows.values()} <= set(VERDICTS)
     assert all(c["rule"] and c["n"] and c["why"] for c in rows.values())
-    assert rows["param-ratio"]["verdict"] in ("holds", "refuted")  # an exact count always decides
+    assert rows["param-ratio"]["verdict"] == "refuted"  # q/v/o r64 vs q/v r8 is 12.8× on both models, not 3.2×
     if metrics["device"] == "cpu":
         assert rows["flash-speedup"]["verdict"] == "needs GPU" and rows["fragmentation"]["verdict"] == "needs GPU"
     # the broken config's faults are caught, so the rules about catching them hold

@@ -148,7 +148,7 @@ def lint_schema(schema_file: Path) -> tuple[list[dict[str, Any]] | None, str]:
 
 
 def check_jsonl_schema(path: str | Path, schema_ref: str, *, strict: bool = False, max_lines: int | None = None) -> tuple[Finding, JsonlReport | None]:
-    """The data-schema check. Returns the finding and the report (its ``records`` feed checks 8 and 9)."""
+    """The data-schema check. Returns the finding and the report (its ``records`` feed loss-mask and reward-weights)."""
     import plotly.graph_objects as go
 
     try:
