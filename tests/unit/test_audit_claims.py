@@ -154,3 +154,26 @@ def test_claims_rows_from_findings_and_headline():
     assert len({r.key for r in rows}) == len(rows) >= 20
     head = C.headline(good, {"lora-binding": Finding("lora-binding", "LoRA", "fail", "")})
     assert head["broken_config_failures"] == 1 and head["noise_variance_slope"] == -0.9
+
+
+def test_claims_read_the_keys_the_real_checks_write():
+    """The CPU paths on the tiny model: every claim fed by these checks is measured (never 'not measured')."""
+    import torch
+
+    from nbkit.audit.config import config_file, load_config
+    from nbkit.audit.experiments import run_audit
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fast = ["lora-binding", "label-alignment", "dtypes", "data-schema", "loss-mask", "zero3-layout", "schedulers", "fragmentation"]
+        good = {f.check: f for f in run_audit(load_config(config_file("good.yaml")), fast, device="cpu", smoke=True, progress=False).data}
+        broken = {f.check: f for f in run_audit(load_config(config_file("broken.yaml")), fast, device="cpu", smoke=True, progress=False).data}
+    finally:
+        torch.set_num_threads(before)
+    rows = {r.key: r for r in C.claims(good, broken)}
+    fed = ["binding-asserts", "lora-scaling", "zh-labels", "en-offsets", "baddbmm", "index-add", "index-copy", "kv-cache",
+           "lax-coercion", "mask-leak", "persistence", "warmup-stage"]
+    unmeasured = {k: rows[k].why for k in fed if "not measured" in rows[k].why}
+    assert not unmeasured, unmeasured
+    assert rows["fragmentation"].verdict == G and rows["lax-coercion"].verdict == H and rows["persistence"].verdict == H
