@@ -66,7 +66,7 @@ def verdict_kiss_steps(figs: Figures) -> Verdict:
     if "kiss_steps_to_target" not in figs or "over_steps_to_target" not in figs:
         return _missing("steps to the validation target")
     k, o = figs["kiss_steps_to_target"], figs["over_steps_to_target"]
-    budget = figs.get("budget_steps")
+    budget = figs.get("steps_trained", figs.get("budget_steps"))
     if k is None and o is None:
         return Verdict(INCONCLUSIVE, f"neither variant reached the target within {budget} steps — raise the budget")
     if o is None or (k is not None and k < o):
@@ -321,7 +321,7 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
     rw_g, rw_b = figs(good, "reward-weights"), figs(broken, "reward-weights")
     z_b, sc, fr, dd = figs(broken, "zero3-layout"), figs(good, "schedulers"), figs(good, "fragmentation"), figs(good, "ddp-eval")
     ds_b, lm_b = figs(broken, "data-schema"), figs(broken, "loss-mask")
-    kiss_n = f"1 seed; {k.get('budget_steps')} steps per variant on {k.get('model')}"
+    kiss_n = f"1 seed; {k.get('steps_trained', k.get('budget_steps'))} steps per variant on {k.get('model')} (budget {k.get('budget_steps')})"
     rows = [
         Claim.from_verdict(verdict_trainable_share(k, "kiss", 0.12), key="kiss-share", claim="KISS q/v rank-8 LoRA trains 0.12 % of the parameters",
                            field_note="0.12 %", measured=f"{_fmt(k.get('kiss_trainable_share_pct'))} %", rule="within ±25 % of 0.12 %", n="exact count (PEFT)"),

@@ -412,6 +412,7 @@ class KissConfig(_CheckConfig):
     eval_every: int = field(default=5, metadata={"min": 1, "max": 100})
     val_size: int = field(default=16, metadata={"min": 4, "max": 256, "label": "validation examples"})
     model: str = field(default="", metadata={"choices": ["", "tiny", "smollm2"], "label": "model ('' = the audit's)"})
+    stop_when_decided: bool = field(default=True, metadata={"help": "stop at the first evaluation where a variant reached the target"})
     SIZES: ClassVar[dict[str, Any]] = {"budget_steps": 12, "lr": 0.01, "target_ratio": 0.9, "batch_size": 4, "eval_every": 4, "val_size": 8, "model": "tiny"}
 
     @classmethod

@@ -307,3 +307,21 @@ def test_data_schema_says_when_pscheck_cannot_run(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_pscheck)
     f, _ = check_jsonl_schema(EXAMPLES_DIR / "sft.jsonl", str(EXAMPLES_DIR / "sft_schema.py") + ":SFTExample")
     assert "pscheck did not import" in f.figures["pscheck"] and "not linted" in f.summary
+
+
+def test_kiss_stops_when_decided_and_the_verdict_is_the_full_run_s(tiny):
+    """Lock-step training stops at the first evaluation where a variant reached the target; the
+    full budget, trained on, gives the same steps-to-target for the first variant and the same verdict."""
+    from nbkit.audit.checks.kiss import compare_lora_variants
+    from nbkit.audit.claims import verdict_kiss_steps
+
+    model, tok = tiny
+    # an absolute target between the two variants' losses at step 12 (6.05 KISS, 5.98 over, measured)
+    kw = dict(budget_steps=12, batch_size=4, eval_every=2, val_size=8, lr=0.01, target=6.02, device=CPU, progress=False)
+    short = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), stop_when_decided=True, **kw)
+    full = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), stop_when_decided=False, **kw)
+    assert full.figures["steps_trained"] == 12 and not full.figures["stopped_when_decided"]
+    assert short.figures["stopped_when_decided"] and short.figures["steps_trained"] < 12
+    first = min(s for s in (short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"]) if s is not None)
+    assert first == short.figures["steps_trained"]
+    assert verdict_kiss_steps(short.figures).verdict == verdict_kiss_steps(full.figures).verdict

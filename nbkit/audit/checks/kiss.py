@@ -117,73 +117,79 @@ def _val_loss(model, val_batches, device) -> float:
     return total / max(count, 1)
 
 
-def train_variant(base_model, tokenizer, variant: LoraVariant, train_ex, val_ex, template, *, budget_steps: int, batch_size: int,
-                  lr: float, eval_every: int, target: float | None, device, seed: int, live=None, progress=True) -> VariantRun:
-    """Train one LoRA variant for ``budget_steps`` AdamW steps; validation loss every ``eval_every``."""
-    import torch
-    from peft import get_peft_model
-    from tqdm.auto import tqdm
+class VariantTrainer:
+    """One LoRA variant in training: ``advance(n)`` AdamW steps, ``evaluate()`` the validation loss.
 
-    from nbkit.audit.sft import build_features, pad_batch
-    from nbkit.device import memory_probe
+    Several trainers advance in lock-step so the comparison can stop as soon as it is decided.
+    """
 
-    torch.manual_seed(seed)
-    model = get_peft_model(copy.deepcopy(base_model), lora_config(variant.r, variant.alpha, variant.targets, 0.0)).to(device)
-    trainable, total = model.get_nb_trainable_parameters()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    batches = _sft_batches(tokenizer, train_ex, template, batch_size, seed)
-    vfeats = [build_features(tokenizer, e, template) for e in val_ex]
-    val_batches = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
-    run = VariantRun(variant, trainable, total, None, "")
+    def __init__(self, base_model, tokenizer, variant: LoraVariant, train_ex, val_ex, template, *, batch_size: int, lr: float,
+                 target: float | None, device, seed: int, live=None):
+        import torch
+        from peft import get_peft_model
 
-    def step(ids, labels, mask):
-        model.train()
-        loss = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
+        from nbkit.audit.sft import build_features, pad_batch
+
+        torch.manual_seed(seed)
+        self.model = get_peft_model(copy.deepcopy(base_model), lora_config(variant.r, variant.alpha, variant.targets, 0.0)).to(device)
+        trainable, total = self.model.get_nb_trainable_parameters()
+        self.opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=lr)
+        self.batches = _sft_batches(tokenizer, train_ex, template, batch_size, seed)
+        vfeats = [build_features(tokenizer, e, template) for e in val_ex]
+        self.val_batches = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
+        self.run = VariantRun(variant, trainable, total, None, "")
+        self.device, self.target, self.live, self.done = device, target, live, 0
+
+    def _step(self, ids, labels, mask) -> float:
+        self.model.train()
+        loss = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), labels=labels.to(self.device)).loss
         loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
         return float(loss.detach())
 
-    t0 = time.perf_counter()
-    run.steps.append(0)
-    run.val_loss.append(_val_loss(model.eval(), val_batches, device))
-    if live is not None:
-        live.add(variant.name, [0], [run.val_loss[0]])
+    def advance(self, n: int):
+        from nbkit.device import memory_probe
 
-    def measured_step(ids, labels, mask):
-        # Peak memory of one optimiser step: CUDA's allocator peak, or tensor bytes on CPU.
-        if device.type == "cuda":
-            probe = memory_probe(device)
-            probe.reset_peak()
-            step(ids, labels, mask)
-            run.peak_bytes, run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
-        else:
-            run.peak_bytes = step_peak_bytes(model, lambda: step(ids, labels, mask))
-            run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
+        t0 = time.perf_counter()
+        for _ in range(n):
+            batch = next(self.batches)
+            self.done += 1
+            if self.done > 1:
+                self._step(*batch)
+            elif self.device.type == "cuda":  # peak memory of the first optimiser step
+                probe = memory_probe(self.device)
+                probe.reset_peak()
+                self._step(*batch)
+                self.run.peak_bytes, self.run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
+            else:
+                self.run.peak_bytes = step_peak_bytes(self.model, lambda b=batch: self._step(*b))
+                self.run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
+        self.run.seconds += time.perf_counter() - t0
 
-    bar = tqdm(range(1, budget_steps + 1), desc=variant.name, disable=not progress, leave=False)
-    for s in bar:
-        (measured_step if s == 1 else step)(*next(batches))
-        if s % eval_every == 0 or s == budget_steps:
-            v = _val_loss(model.eval(), val_batches, device)
-            run.steps.append(s)
-            run.val_loss.append(v)
-            if live is not None:
-                live.extend(variant.name, [s], [v])
-            bar.set_postfix(val=f"{v:.3f}")
-            if target is not None and run.steps_to_target is None and v <= target:
-                run.steps_to_target = s
-    run.seconds = time.perf_counter() - t0
-    return run
+    def evaluate(self) -> float:
+        t0 = time.perf_counter()
+        v = _val_loss(self.model.eval(), self.val_batches, self.device)
+        self.run.steps.append(self.done)
+        self.run.val_loss.append(v)
+        if self.live is not None:
+            (self.live.add if self.done == 0 else self.live.extend)(self.run.variant.name, [self.done], [v])
+        if self.target is not None and self.run.steps_to_target is None and v <= self.target:
+            self.run.steps_to_target = self.done
+        self.run.seconds += time.perf_counter() - t0
+        return v
 
 
 def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_steps: int = 40, batch_size: int = 8, lr: float = 1e-3,
                           eval_every: int = 5, val_size: int = 16, target: float | None = None, target_ratio: float = 0.5,
-                          device, seed: int = 0, variants=(KISS, OVER), live=None, progress=True) -> Finding:
-    """Train each variant with the same budget; share, peak memory, steps to the val target.
+                          device, seed: int = 0, variants=(KISS, OVER), live=None, progress=True, stop_when_decided: bool = True) -> Finding:
+    """Train the variants in lock-step with the same budget; share, peak memory, steps to the val target.
 
     Without an explicit ``target`` the target is ``target_ratio`` × the untrained validation loss
-    (the same for both variants: they start from the same base weights and B = 0).
+    (the same for both variants: they start from the same base weights and B = 0). With
+    ``stop_when_decided`` training stops at the first evaluation where a variant has reached the
+    target: the others have had exactly as many steps and have not, so which variant gets there
+    first — the only thing the comparison decides — cannot change by training on.
     """
     import plotly.graph_objects as go
 
@@ -198,13 +204,29 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
         vfeats = [build_features(tokenizer, e, template) for e in val_ex]
         vb = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
         target = target_ratio * _val_loss(base_model.to(device).eval(), vb, device)
-    runs = [
-        train_variant(base_model, tokenizer, v, train_ex, val_ex, template, budget_steps=budget_steps, batch_size=batch_size, lr=lr,
-                      eval_every=eval_every, target=target, device=device, seed=seed, live=live, progress=progress)
-        for v in variants
-    ]
+    from tqdm.auto import tqdm
+
+    trainers = [VariantTrainer(base_model, tokenizer, v, train_ex, val_ex, template, batch_size=batch_size, lr=lr, target=target,
+                               device=device, seed=seed, live=live) for v in variants]
+    for t in trainers:
+        t.evaluate()
+    bar = tqdm(total=budget_steps, desc="LoRA variants (lock-step)", disable=not progress, leave=False)
+    done = 0
+    while done < budget_steps:
+        n = min(eval_every, budget_steps - done)
+        for t in trainers:
+            t.advance(n)
+            t.evaluate()
+        done += n
+        bar.update(n)
+        bar.set_postfix(val=" / ".join(f"{t.run.val_loss[-1]:.3f}" for t in trainers))
+        if stop_when_decided and any(t.run.steps_to_target is not None for t in trainers):
+            break
+    bar.close()
+    runs = [t.run for t in trainers]
     kiss, over = runs[0], runs[-1]
-    figures: dict[str, Any] = {"val_loss_target": target, "budget_steps": budget_steps}
+    figures: dict[str, Any] = {"val_loss_target": target, "budget_steps": budget_steps, "steps_trained": done,
+                               "stopped_when_decided": done < budget_steps}
     rows = []
     for run in runs:
         key = "kiss" if run is kiss else "over"
@@ -215,7 +237,7 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
         figures[f"{key}_peak_bytes"] = run.peak_bytes
         rows.append({"variant": run.variant.name, "trainable %": run.share_pct, "trainable params": run.trainable,
                      "peak bytes": run.peak_bytes, "peak measured as": run.peak_kind,
-                     "steps to target": run.steps_to_target if run.steps_to_target is not None else f"not within {budget_steps}",
+                     "steps to target": run.steps_to_target if run.steps_to_target is not None else f"not within {done}",
                      "final val loss": run.val_loss[-1], "seconds": run.seconds})
     figures["param_ratio_over_vs_kiss"] = over.trainable / kiss.trainable
     if kiss.peak_bytes and over.peak_bytes:
@@ -227,11 +249,12 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
         summary = f"both reach val loss {target:.3f}: KISS in {kiss.steps_to_target} steps, over-parameterised in {over.steps_to_target} ({faster} first) with {figures['param_ratio_over_vs_kiss']:.1f}× the trainable parameters"
         status = "pass" if kiss.steps_to_target <= over.steps_to_target else "warn"
     elif not reached:
-        summary = f"neither variant reached val loss {target:.3f} within {budget_steps} steps (raise the budget); trainable share {kiss.share_pct:.3f}% vs {over.share_pct:.3f}%"
+        summary = f"neither variant reached val loss {target:.3f} within {done} steps (raise the budget); trainable share {kiss.share_pct:.3f}% vs {over.share_pct:.3f}%"
         status = "warn"
     else:
         only = reached[0]
-        summary = f"only {only.variant.name} reached val loss {target:.3f} (step {only.steps_to_target}) within {budget_steps} steps"
+        summary = f"only {only.variant.name} reached val loss {target:.3f} (step {only.steps_to_target}) within {done} steps" + (
+            f" — stopped there: the comparison is decided (budget {budget_steps})" if done < budget_steps else "")
         status = "pass" if only is kiss else "warn"
     fig = go.Figure()
     for run in runs:
@@ -249,7 +272,8 @@ def run(context, cfg: KissConfig, live=None) -> Finding:
     ex, note = context.examples(cfg.val_size + cfg.batch_size, SLUG)
     f = compare_lora_variants(model, tok, ex, context.config.template, budget_steps=cfg.budget_steps, batch_size=cfg.batch_size, lr=cfg.lr,
                               eval_every=cfg.eval_every, val_size=cfg.val_size, target=cfg.val_loss_target or None, target_ratio=cfg.target_ratio,
-                              device=context.device, seed=context.config.model.seed, live=live, progress=context.progress)
+                              device=context.device, seed=context.config.model.seed, live=live, progress=context.progress,
+                              stop_when_decided=cfg.stop_when_decided)
     f.figures["model"] = cfg.model or context.config.model.name
     f.summary += note
     return f
