@@ -31,7 +31,7 @@ MODEL = "smollm2"  # "smollm2" (real model) or "tiny" (random GQA Llama, seconds
 CONFIG = "good_smollm2.yaml"  # under nbkit/audit/examples/, or a path
 BROKEN_CONFIG = "broken.yaml"
 KISS_MODEL = "smollm2"  # model of kiss-lora's training (SMOKE trains the tiny model)
-KISS_BUDGET_STEPS = 30  # training steps per LoRA variant in kiss-lora (SmolLM2: ~13 min for both on 2 loaded cores)
+KISS_BUDGET_STEPS = 30  # budget per LoRA variant in kiss-lora; training stops at the first evaluation that decides (SmolLM2: step 5)
 KISS_LR = 0.001
 THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default
 
@@ -77,7 +77,9 @@ def show(slug, cfg=None):
 # rank-64 (0.87 %) needs 2140 and 42.3 GB instead of 28.1 GB. Both variants are trained here on the
 # same small SFT task with the same budget; trainable share comes from PEFT's own counter, peak
 # memory from the device (CUDA allocator peak, or tensor bytes of one optimiser step on CPU), steps
-# from the validation loss reaching the target. The budget is `KISS_BUDGET_STEPS`.
+# from the validation loss reaching the target. The budget is `KISS_BUDGET_STEPS`; the variants train in
+# lock-step and stop at the first evaluation where one reaches the target (training on cannot change
+# which got there first).
 
 # %%
 show("kiss-lora", KissConfig.smoke() if SMOKE else KissConfig(budget_steps=KISS_BUDGET_STEPS, lr=KISS_LR, model=KISS_MODEL))
