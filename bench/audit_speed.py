@@ -4,7 +4,10 @@ Prints per-check seconds and the total, and — as a peer measured in the same r
 LoRA training step (forward + backward + AdamW) of the same tiny model, so the audit's cost reads
 as "N training steps". ``--model smollm2`` runs the same checks on the real model (minus kiss-lora, the training comparison).
 
-    .venv/bin/python bench/audit_speed.py [--model tiny|smollm2] [--smoke] [--threads N]
+    .venv/bin/python bench/audit_speed.py [--model tiny|smollm2] [--smoke] [--threads N] [--kiss-budget 30]
+
+``--kiss-budget N`` also times kiss-lora on the model as notebook 04 runs it (budget N steps per
+variant, lock-step, stopping at the first evaluation that decides) and prints the steps it took.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def main() -> None:
     ap.add_argument("--model", default="tiny", choices=["tiny", "smollm2"])
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: default)")
+    ap.add_argument("--kiss-budget", type=int, default=0, help="also time kiss-lora with this budget (0: skip)")
     args = ap.parse_args()
     if args.threads > 0:
         import torch
@@ -66,6 +70,16 @@ def main() -> None:
     target = 60 if args.model == "tiny" else 300
     print(f"checks without kiss-lora total: {total:.1f} s  (target < {target} s on {args.model}: {'met' if total < target else 'MISSED'})")
     print(f"peer: one LoRA training step (batch 4) = {step:.3f} s → the audit costs {total / step:.0f} training steps")
+    if args.kiss_budget:
+        from nbkit.audit.claims import verdict_kiss_steps
+        from nbkit.audit.config import KissConfig
+        from nbkit.audit.experiments import run_check
+
+        t0 = time.perf_counter()
+        f = run_check("kiss-lora", KissConfig(budget_steps=args.kiss_budget, model=args.model), ctx).data
+        fig = f.figures
+        print(f"kiss-lora: {time.perf_counter() - t0:.1f} s, {fig.get('steps_trained')} of {args.kiss_budget} steps per variant; "
+              f"steps to target KISS {fig.get('kiss_steps_to_target')} vs over {fig.get('over_steps_to_target')} → {verdict_kiss_steps(fig).verdict}")
 
 
 if __name__ == "__main__":
