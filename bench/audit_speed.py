@@ -2,9 +2,12 @@
 
 Prints per-check seconds and the total, and — as a peer measured in the same run — the time of one
 LoRA training step (forward + backward + AdamW) of the same tiny model, so the audit's cost reads
-as "N training steps". ``--model smollm2`` runs the same checks on the real model (minus check 1).
+as "N training steps". ``--model smollm2`` runs the same checks on the real model (minus kiss-lora, the training comparison).
 
-    .venv/bin/python bench/audit_speed.py [--model tiny|smollm2] [--smoke] [--threads N]
+    .venv/bin/python bench/audit_speed.py [--model tiny|smollm2] [--smoke] [--threads N] [--kiss-budget 30]
+
+``--kiss-budget N`` also times kiss-lora on the model as notebook 04 runs it (budget N steps per
+variant, lock-step, stopping at the first evaluation that decides) and prints the steps it took.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ def one_lora_step_seconds(model, tokenizer, reps: int = 3) -> float:
     import torch
     from peft import get_peft_model
 
+    from nbkit.audit.checks.lora_binding import lora_config
     from nbkit.audit.config import TemplateSection
-    from nbkit.audit.lora import lora_config
     from nbkit.audit.sft import build_features, make_sft_examples, pad_batch
 
     peft_model = get_peft_model(copy.deepcopy(model), lora_config(8, 16, ["q_proj", "v_proj"]))
@@ -37,35 +40,46 @@ def one_lora_step_seconds(model, tokenizer, reps: int = 3) -> float:
 
 
 def main() -> None:
+    from nbkit.audit.checks import REGISTRY
     from nbkit.audit.config import load_config
-    from nbkit.audit.runner import AuditContext, Sizes, run_audit
+    from nbkit.audit.experiments import make_context, run_audit
     from nbkit.audit.sft import EXAMPLES_DIR
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="tiny", choices=["tiny", "smollm2"])
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: default)")
+    ap.add_argument("--kiss-budget", type=int, default=0, help="also time kiss-lora with this budget (0: skip)")
     args = ap.parse_args()
     if args.threads > 0:
         import torch
 
         torch.set_num_threads(args.threads)
     cfg = load_config(EXAMPLES_DIR / ("good.yaml" if args.model == "tiny" else "good_smollm2.yaml"))
-    sizes = Sizes.smoke() if args.smoke else Sizes(noise_params="last_layer" if args.model == "smollm2" else "all")
-    ctx = AuditContext(cfg, "cpu", sizes, progress=False)
+    ctx = make_context(cfg, "cpu", progress=False)
     t0 = time.perf_counter()
     model, tok = ctx.model_and_tokenizer()
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    findings = run_audit(cfg, list(range(2, 14)), context=ctx, progress=False)
+    findings = run_audit(cfg, [c.slug for c in REGISTRY if c.slug != "kiss-lora"], smoke=args.smoke, context=ctx, progress=False).data
     total = time.perf_counter() - t0
     step = one_lora_step_seconds(model, tok)
     print(f"model {args.model}: load {load_s:.1f} s")
     for f in findings:
-        print(f"  check {f.check_id:>2} {f.status:<9} {f.seconds:7.2f} s  {f.name}")
+        print(f"  {f.check:<18} {f.status:<9} {f.seconds:7.2f} s  {f.title}")
     target = 60 if args.model == "tiny" else 300
-    print(f"checks 2-13 total: {total:.1f} s  (target < {target} s on {args.model}: {'met' if total < target else 'MISSED'})")
+    print(f"checks without kiss-lora total: {total:.1f} s  (target < {target} s on {args.model}: {'met' if total < target else 'MISSED'})")
     print(f"peer: one LoRA training step (batch 4) = {step:.3f} s → the audit costs {total / step:.0f} training steps")
+    if args.kiss_budget:
+        from nbkit.audit.claims import verdict_kiss_steps
+        from nbkit.audit.config import KissConfig
+        from nbkit.audit.experiments import run_check
+
+        t0 = time.perf_counter()
+        f = run_check("kiss-lora", KissConfig(budget_steps=args.kiss_budget, model=args.model), ctx).data
+        fig = f.figures
+        print(f"kiss-lora: {time.perf_counter() - t0:.1f} s, {fig.get('steps_trained')} of {args.kiss_budget} steps per variant; "
+              f"steps to target KISS {fig.get('kiss_steps_to_target')} vs over {fig.get('over_steps_to_target')} → {verdict_kiss_steps(fig).verdict}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
-"""``nbkit audit CONFIG.yaml [--checks 2,7,11] [--format text|json]``.
+"""``nbkit audit CONFIG [--from axolotl|peft|trl|deepspeed|nbkit] [--checks lora-binding,7-11] [--format text|json]``.
+
+CONFIG is nbkit's audit YAML or a config the user already has (axolotl YAML, PEFT
+``adapter_config.json``, TRL ``SFTConfig`` / ``TrainingArguments`` JSON, DeepSpeed ``ds_config.json``);
+a foreign config is mapped by :mod:`nbkit.audit.formats` and its key table printed first.
 
 Exit codes: 0 no check failed, 1 at least one check failed (or errored), 2 the config (or the
-command line) is invalid — the message names the file, line, key and expected type.
+command line) is invalid — one line naming the file, line, key and expected type, no traceback.
+``main(argv) -> int`` is the entry point ``nbkit audit`` dispatches to.
 """
 
 from __future__ import annotations
@@ -11,19 +16,6 @@ import contextlib
 import json
 import os
 import sys
-
-
-def _parse_checks(text: str) -> list[int]:
-    out = []
-    for part in text.replace(" ", ",").split(","):
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out += list(range(int(lo), int(hi) + 1))
-        else:
-            out.append(int(part))
-    return out
 
 
 @contextlib.contextmanager
@@ -44,52 +36,61 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from nbkit.audit.config import ConfigError, load_config
-    from nbkit.audit.runner import CHECK_NAMES, Sizes, run_audit
+def build_parser() -> argparse.ArgumentParser:
+    from nbkit.audit.checks import REGISTRY
 
-    ap = argparse.ArgumentParser(prog="nbkit audit", description="Fine-tune coupling audit (13 checks) for a LoRA/SFT config.",
-                                 epilog="checks: " + "; ".join(f"{k} {v}" for k, v in CHECK_NAMES.items()))
-    ap.add_argument("config", help="YAML audit config (see nbkit/audit/examples/good.yaml)")
-    ap.add_argument("--checks", help="comma list / ranges of check ids, e.g. 2,7-11 (default: all the config allows)")
+    ap = argparse.ArgumentParser(prog="nbkit audit", description=f"Fine-tune coupling audit ({len(REGISTRY)} checks) for a LoRA/SFT config.",
+                                 epilog="checks: " + "; ".join(f"{c.number} {c.slug} ({c.title})" for c in REGISTRY))
+    ap.add_argument("config", help="audit config: nbkit YAML (see nbkit/audit/examples/good.yaml), an axolotl YAML, a PEFT adapter_config.json, "
+                                   "a TRL SFTConfig / TrainingArguments JSON or a DeepSpeed ds_config.json")
+    ap.add_argument("--from", dest="source_format", choices=["nbkit", "axolotl", "peft", "trl", "deepspeed"],
+                    help="the config's format (default: detected from its keys)")
+    ap.add_argument("--checks", help="comma list of check slugs or numbers/ranges, e.g. lora-binding,7-11 (default: all the config allows)")
     ap.add_argument("--format", choices=["text", "json"], default="text")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    ap.add_argument("--smoke", action="store_true", help="smaller work sizes (fast)")
+    ap.add_argument("--smoke", action="store_true", help="the checks' smoke presets (fast)")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch intra-op threads (0: torch's default); 1 is much faster on a shared, oversubscribed CPU")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the audit; returns the exit code (0 pass, 1 a check failed, 2 bad input)."""
+    from nbkit.audit.checks import REGISTRY
+    from nbkit.audit.experiments import make_context, run_audit
+    from nbkit.audit.formats import read_any
+    from nbkit.errors import UsageError, main_error
+
     try:
-        args = ap.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return 2 if exc.code else 0
     try:
-        checks = _parse_checks(args.checks) if args.checks else None
-    except ValueError:
-        print(f"nbkit audit: --checks expects ids like 2,7-11, got {args.checks!r}", file=sys.stderr)
-        return 2
-    if checks:
-        bad = [c for c in checks if c not in CHECK_NAMES]
-        if bad:
-            print(f"nbkit audit: unknown check id(s) {bad}; known 1-13", file=sys.stderr)
-            return 2
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"nbkit audit: {exc}", file=sys.stderr)
-        return 2
+        if args.threads < 0:
+            raise UsageError(f"--threads must be ≥ 0 (0 keeps torch's default), got {args.threads}")
+        checks = REGISTRY.select(args.checks) if args.checks is not None else None
+        mapped = read_any(args.config, args.source_format)
+    except UsageError as exc:
+        return main_error(str(exc), "nbkit audit")
     if args.threads > 0:
         import torch
 
         torch.set_num_threads(args.threads)
+    config = mapped.config
     try:
+        progress = sys.stderr.isatty()
+        context = make_context(config, args.device, progress=progress, model_unavailable=mapped.model_unavailable)
         with _stdout_to_stderr():
-            findings = run_audit(config, checks, device=args.device, sizes=Sizes.smoke() if args.smoke else Sizes(), progress=sys.stderr.isatty())
-    except (RuntimeError, ValueError) as exc:  # e.g. --device cuda without CUDA
-        print(f"nbkit audit: {exc}", file=sys.stderr)
-        return 2
+            findings = run_audit(config, checks, smoke=args.smoke, progress=progress, context=context).data
+    except (UsageError, RuntimeError, ValueError) as exc:  # e.g. --device cuda without CUDA
+        return main_error(str(exc), "nbkit audit")
     failed = [f for f in findings if f.failed]
     if args.format == "json":
-        print(json.dumps({"config": str(args.config), "failed": len(failed), "findings": [f.to_dict(with_table=False) for f in findings]}, indent=2, ensure_ascii=False))
+        print(json.dumps({"config": str(args.config), "format": mapped.fmt, "keys": mapped.keys, "failed": len(failed),
+                          "findings": [f.to_dict(with_table=False) for f in findings]}, indent=2, ensure_ascii=False))
     else:
+        if mapped.keys:
+            print(mapped.table_text())
         for f in findings:
             print(f.to_text())
         counts = {s: sum(f.status == s for f in findings) for s in ("pass", "warn", "fail", "error", "needs_gpu", "skipped")}

@@ -1,4 +1,4 @@
-"""One rank of check 13 (run as ``python -m nbkit.audit.ddp_worker``; spawned by nbkit.audit.ddp).
+"""One rank of the ddp-eval check (run as ``python -m nbkit.audit.ddp_worker``; spawned by nbkit.audit.checks.ddp_eval).
 
 Each scenario wraps a fresh tiny Llama with a value head (LM loss + value loss in training, as in
 RLHF/PPO-style fine-tunes) in DDP, registers a communication hook that counts all-reduces, trains

@@ -1,7 +1,7 @@
 """Shared pieces for the audit checks: the small SFT task, the tiny tokenizer, prompt features.
 
 The SFT task is generated deterministically (string transformations and small sums a 135M model can
-learn in a few dozen CPU steps), so check 1 has a validation-loss target that is reachable and
+learn in a few dozen CPU steps), so kiss-lora has a validation-loss target that is reachable and
 reproducible. The tiny tokenizer is a byte-level BPE trained here on bundled text with SmolLM2's
 special-token layout (``<|im_end|>`` = id 2 = eos = pad), so fast tests exercise the same pad = eos
 pitfalls as the real tokenizer without loading it.

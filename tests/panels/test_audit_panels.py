@@ -1,12 +1,12 @@
-"""Audit panels: widgets built from the params dataclasses; a click re-runs the check."""
+"""Audit panels: widgets built from the checks' config dataclasses; a click re-runs the check."""
 
 from __future__ import annotations
 
 import pytest
 
 from nbkit.audit.config import load_config
+from nbkit.audit.experiments import make_context
 from nbkit.audit.panels import check_panel
-from nbkit.audit.runner import AuditContext, Sizes
 from nbkit.audit.sft import EXAMPLES_DIR
 
 
@@ -24,7 +24,7 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module")
 def ctx():
-    return AuditContext(load_config(EXAMPLES_DIR / "good.yaml"), "cpu", Sizes.smoke(), progress=False)
+    return make_context(load_config(EXAMPLES_DIR / "good.yaml"), "cpu", progress=False)
 
 
 def _ys(panel):
@@ -32,30 +32,31 @@ def _ys(panel):
 
 
 def test_scheduler_panel_click_changes_the_lr_plot(ctx):
-    panel = check_panel(ctx, 11, widget=True)
+    panel = check_panel("schedulers", ctx, widget=True)
+    panel.controls["preset"].value = "warmup+cosine"
     first = panel.run()
-    assert first.status == "pass"
+    assert first.data.status == "pass"
     before = _ys(panel)
     panel.controls["preset"].value = "onecycle+warmup+step"
     panel.controls["resume_restores_scheduler"].value = False
     panel.click()
     assert panel.error is None, panel.error
-    assert panel.result.status == "fail" and "warmup repeated" in panel.result.summary
+    assert panel.result.data.status == "fail" and "warmup repeated" in panel.result.data.summary
     assert _ys(panel) != before
 
 
 def test_lora_panel_rank_control_flips_the_finding(ctx):
-    panel = check_panel(ctx, 2, widget=True)
+    panel = check_panel("lora-binding", ctx, widget=True)
     panel.run()
     before = _ys(panel)
     panel.controls["r"].value = 64  # wider than the tiny model's v_proj (32)
     panel.click()
-    assert panel.result.status == "fail" and "exceeds" in panel.result.summary
+    assert panel.result.data.status == "fail" and "exceeds" in panel.result.data.summary
     assert _ys(panel) != before
 
 
 def test_sampling_panel_beta_moves_the_marker(ctx):
-    panel = check_panel(ctx, 9, widget=True)
+    panel = check_panel("reward-weights", ctx, smoke=True, widget=True)
     panel.run()
     marker = [t for t in panel.live.figure.data if t.name == "this config (KL)"][0].x
     panel.controls["beta"].value = 12.0
@@ -64,10 +65,18 @@ def test_sampling_panel_beta_moves_the_marker(ctx):
 
 
 def test_data_panel_broken_file_shows_an_error_free_failing_finding(ctx):
-    panel = check_panel(ctx, 7, widget=True)
-    panel.controls["data_file"].value = "sft_broken.jsonl"
+    panel = check_panel("data-schema", ctx, widget=True)
+    panel.controls["path"].value = "sft_broken.jsonl"
     panel.click()
-    assert panel.error is None and panel.result.status == "fail"
+    assert panel.error is None and panel.result.data.status == "fail"
     panel.controls["schema"].value = "broken_schema.py:SFTExample"
     panel.click()
-    assert panel.result.status == "fail" and "does not import" in panel.result.summary
+    assert panel.result.data.status == "fail" and "does not import" in panel.result.data.summary
+
+
+def test_label_panel_language_filter_is_part_of_the_check(ctx):
+    panel = check_panel("label-alignment", ctx, widget=False)
+    both = panel.run().data.figures
+    zh = panel.run(language="zh").data.figures
+    assert "en_spans" in both and "zh_spans" in both
+    assert "en_spans" not in zh and zh["zh_spans"] == both["zh_spans"]

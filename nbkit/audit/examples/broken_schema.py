@@ -1,4 +1,4 @@
-"""A schema module that cannot be imported (check 7 must report it, not crash)."""
+"""A schema module that cannot be imported (data-schema must report it, not crash)."""
 
 from a_package_that_does_not_exist import Thing  # noqa: F401
 from pydantic import BaseModel

@@ -1,4 +1,4 @@
-"""Pydantic schema for the example SFT data (``sft.jsonl``), used by check 7."""
+"""Pydantic schema for the example SFT data (``sft.jsonl``), used by data-schema."""
 
 from typing import Literal
 

@@ -1,11 +1,11 @@
-"""Check 5: gradient accumulation — normalisation by token count, and the seed's √L rule.
+"""Gradient accumulation — normalisation by token count, and the field notes' √L rule.
 
 (a) One large batch versus the same examples as G micro-batches. With variable-length targets the
 mean loss of each micro-batch weights tokens unequally, so averaging G micro-batch means is *not*
 the large-batch gradient; summing token losses and dividing by the batch's total token count
 (transformers' ``num_items_in_batch``) is. Both are measured against the large batch.
 
-(b) The seed scales accumulation steps by √L when the sequence length L changes, claiming constant
+(b) The field notes scale accumulation steps by √L when the sequence length L changes, claiming constant
 gradient variance. We measure the gradient-noise variance of micro-batches of real text at several
 L and fit var ∝ L^slope: constant variance needs G(L) = G0·(L/L0)^slope, so slope ≈ -0.5 supports
 the √L rule and slope ≈ -1 the plain linear (token-count) rule.
@@ -16,7 +16,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any
 
-from nbkit.audit.findings import Finding
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import GradAccumulationConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "grad-accumulation", "Gradient accumulation"
 
 
 def _flat_grad(params) -> Any:
@@ -83,7 +87,8 @@ def accumulation_errors(model, batches, device, params=None) -> dict[str, float]
 
 
 def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, samples: int, device, seed: int = 0, params=None, progress=True):
-    """Mean squared deviation of micro-batch gradients from their mean, per sequence length."""
+    """Per sequence length, the squared deviation of each micro-batch gradient from their mean
+    (its mean is the gradient-noise variance; the per-sample values feed the bootstrap)."""
     import torch
     from tqdm.auto import tqdm
 
@@ -103,16 +108,34 @@ def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, 
             model(input_ids=ids, labels=ids).loss.backward()
             grads.append(_flat_grad(params))
         g = torch.stack(grads)
-        out[L] = float(((g - g.mean(0)) ** 2).sum(1).mean())
+        out[L] = ((g - g.mean(0)) ** 2).sum(1).tolist()
     for p in params:
         p.grad = None
     return out
 
 
-def fit_slope(xs, ys) -> float:
+def fit_slope(deviations: dict[int, list[float]], level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Slope of log variance on log L, and its percentile bootstrap interval: (slope, low, high).
+
+    ``deviations`` maps each length to its per-sample squared deviations. The bootstrap resamples
+    the gradient samples within every length and refits, so the interval carries the sampling
+    noise of each variance estimate. Fewer than 3 lengths or 3 samples give no interval (nan, nan).
+    """
     import numpy as np
 
-    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+    ls = sorted(deviations)
+    x = np.log(np.asarray(ls, dtype=float))
+    dev = [np.asarray(deviations[L], dtype=float) for L in ls]
+    slope = float(np.polyfit(x, np.log([d.mean() for d in dev]), 1)[0])
+    if len(ls) < 3 or min(len(d) for d in dev) < 3:
+        return slope, float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    # (n_resamples, lengths) matrix of resampled variances, then one least-squares slope per row.
+    boot = np.log(np.stack([d[rng.integers(0, len(d), (n_resamples, len(d)))].mean(1) for d in dev], axis=1))
+    xc = x - x.mean()
+    slopes = (boot - boot.mean(1, keepdims=True)) @ xc / (xc @ xc)
+    lo, hi = np.quantile(slopes, [(1 - level) / 2, (1 + level) / 2])
+    return slope, float(lo), float(hi)
 
 
 def text_token_stream(tokenizer, max_tokens: int = 20000):
@@ -128,14 +151,12 @@ def text_token_stream(tokenizer, max_tokens: int = 20000):
 
 def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch_size: int = 4, grad_accumulation: int = 4,
                             normalisation: str = "token_count", lengths=(16, 32, 64, 128), noise_samples: int = 8,
-                            noise_micro_batch: int = 2, base_length: int | None = None, device=None, seed: int = 0,
+                            noise_micro_batch: int = 2, base_length: int | None = None, device, seed: int = 0,
                             noise_params: str = "all", progress: bool = True) -> Finding:
     from plotly.subplots import make_subplots
 
     from nbkit.audit.sft import build_features, pad_batch
-    from nbkit.device import pick_device
 
-    device = device or pick_device("auto")
     n = micro_batch_size * grad_accumulation
     if len(examples) < n:
         raise ValueError(f"need {n} examples for {grad_accumulation} micro-batches of {micro_batch_size}, have {len(examples)}")
@@ -150,22 +171,26 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
     stream = text_token_stream(tokenizer, max_tokens=max(4000, 40 * max(lengths)))
     with only_grad_for(model, params):
         errs = accumulation_errors(model, batches, device, params)
-        var = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed, params=params, progress=progress)
+        devs = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed, params=params, progress=progress)
+    var = {L: sum(d) / len(d) for L, d in devs.items()}
     ls = sorted(var)
-    slope = fit_slope(ls, [var[L] for L in ls])
+    slope, slope_lo, slope_hi = fit_slope(devs)
     L0 = base_length or ls[0]
     g0 = grad_accumulation
     rows = []
     for L in ls:
         measured = g0 * (L / L0) ** slope  # accumulation that keeps variance at its L0 level
         rows.append({"L": L, "grad noise variance": var[L], "G (constant variance, measured)": measured,
-                     "G seed √L rule": g0 * (L0 / L) ** 0.5, "G linear rule": g0 * (L0 / L)})
+                     "G field-note √L rule": g0 * (L0 / L) ** 0.5, "G linear rule": g0 * (L0 / L)})
     figures: dict[str, Any] = {
         "rel_err_per_microbatch_mean": errs["rel_err_per_microbatch_mean"],
         "rel_err_token_count": errs["rel_err_token_count"],
         "tokens_per_microbatch": errs["tokens_per_microbatch"],
         "noise_variance_slope": slope,
-        "closer_rule": "sqrt(L)" if abs(slope + 0.5) < abs(slope + 1.0) else "linear",
+        "noise_variance_slope_ci_low": slope_lo,
+        "noise_variance_slope_ci_high": slope_hi,
+        "noise_lengths": len(ls),
+        "noise_samples_per_length": noise_samples,
         "gradients_of": "last decoder layer" if noise_params == "last_layer" else "all parameters",
     }
     used = errs["rel_err_token_count"] if normalisation == "token_count" else errs["rel_err_per_microbatch_mean"]
@@ -179,16 +204,31 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
     else:
         status = "pass"
         summary = f"'{normalisation}' accumulation equals the one-batch gradient (rel. err {used:.1e}; per-micro-batch mean would be {errs['rel_err_per_microbatch_mean']:.2%})"
-    summary += f"; gradient variance ∝ L^{slope:.2f} → {figures['closer_rule']} rule fits"
+    summary += f"; gradient variance ∝ L^{slope:.2f} (95% interval [{slope_lo:.2f}, {slope_hi:.2f}], {len(ls)} lengths × {noise_samples} samples)"
     fig = make_subplots(rows=1, cols=2, subplot_titles=("accumulated vs one-batch gradient", "gradient noise vs sequence length"))
     fig.add_bar(x=["mean of micro-batch means", "sum / token count"], y=[errs["rel_err_per_microbatch_mean"], errs["rel_err_token_count"]], row=1, col=1, name="relative error")
     fig.add_scatter(x=ls, y=[var[L] for L in ls], mode="lines+markers", row=1, col=2, name=f"measured (slope {slope:.2f})")
-    fig.add_scatter(x=ls, y=[var[ls[0]] * (L / ls[0]) ** -0.5 for L in ls], mode="lines", line_dash="dot", row=1, col=2, name="∝ L^-0.5 (seed √L)")
+    fig.add_scatter(x=ls, y=[var[ls[0]] * (L / ls[0]) ** -0.5 for L in ls], mode="lines", line_dash="dot", row=1, col=2, name="∝ L^-0.5 (field notes' √L)")
     fig.add_scatter(x=ls, y=[var[ls[0]] * (L / ls[0]) ** -1 for L in ls], mode="lines", line_dash="dash", row=1, col=2, name="∝ L^-1 (linear)")
     fig.update_xaxes(type="log", row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=1)
-    fig.update_layout(title="Check 5: gradient accumulation")
-    return Finding(5, "Gradient accumulation", status, summary, figures, rows,
+    fig.update_layout(title="gradient accumulation")
+    return Finding(SLUG, TITLE, status, summary, figures, rows,
                    fix="sum token losses and divide by the accumulated token count (num_items_in_batch); scale G by the measured variance law, not √L by default",
                    figure=fig)
+
+
+def run(context, cfg: GradAccumulationConfig, live=None) -> Finding:
+    model, tok = context.model_and_tokenizer()
+    ex, note = context.examples(cfg.micro_batch_size * cfg.grad_accumulation, SLUG)
+    # The accumulation identity is about the loss normalisation, so pad labels stay unmasked here.
+    template = context.config.template.model_copy(update={"mask_pad_labels": False})
+    f = check_grad_accumulation(model, tok, ex, template, micro_batch_size=cfg.micro_batch_size, grad_accumulation=cfg.grad_accumulation,
+                                normalisation=cfg.loss_normalisation, lengths=tuple(sorted(cfg.noise_lengths)), noise_samples=cfg.noise_samples,
+                                device=context.device, seed=context.config.model.seed, noise_params=cfg.noise_params, progress=context.progress)
+    f.summary += note
+    return f
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, GradAccumulationConfig, run, number=5))

@@ -1,11 +1,15 @@
-"""Check 8: prompt template ↔ loss mask — what the unmasked labels actually train on."""
+"""Prompt template ↔ loss mask — what the unmasked labels actually train on."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from nbkit.audit.findings import Finding
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import LossMaskConfig
 from nbkit.audit.sft import build_features, template_fields
+from nbkit.findings import Finding
+
+SLUG, TITLE = "loss-mask", "Prompt template ↔ loss mask"
 
 
 def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_examples: int | None = None) -> Finding:
@@ -20,7 +24,7 @@ def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_
         fields_needed = sorted(set(template_fields(template.format)) | {template.response_field})
     missing = [f for f in fields_needed if examples and f not in examples[0]]
     if missing:
-        return Finding(8, "Prompt template ↔ loss mask", "fail", f"template uses field(s) {missing} that the data does not have (has {sorted(examples[0])})",
+        return Finding(SLUG, TITLE, "fail", f"template uses field(s) {missing} that the data does not have (has {sorted(examples[0])})",
                        {"missing_fields": missing}, fix="name fields that exist in the data")
     eot_id = tokenizer.eos_token_id
     pad_eq_eos = tokenizer.pad_token_id == eot_id
@@ -80,7 +84,20 @@ def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_
         ids, labels = shown
         toks = tokenizer.convert_ids_to_tokens(ids)
         fig.add_bar(x=list(range(len(ids))), y=[1 if lab != -100 else 0 for lab in labels], hovertext=toks, name="trained (label ≠ -100)")
-        fig.update_layout(title="Check 8: which tokens of the first example carry a loss", xaxis_title="token position", yaxis_title="trained")
-    return Finding(8, "Prompt template ↔ loss mask", status, summary, figures, table,
+        fig.update_layout(title="which tokens of the first example carry a loss", xaxis_title="token position", yaxis_title="trained")
+    return Finding(SLUG, TITLE, status, summary, figures, table,
                    fix="mask by position (prompt length), never by token id when pad == eos; raise max_length or drop over-long examples explicitly",
                    figure=fig)
+
+
+def run(context, cfg: LossMaskConfig, live=None) -> Finding:
+    _, tok = context.model_and_tokenizer()
+    ex, note = context.examples(1, SLUG)
+    template = context.config.template.model_copy(update={"kind": cfg.kind, "format": cfg.format if cfg.kind == "format" else None,
+                                                           "max_length": cfg.max_length, "mask_pad_labels": cfg.mask_pad_labels})
+    f = check_loss_mask(tok, ex, template, max_examples=cfg.max_examples or None)
+    f.summary += note
+    return f
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, LossMaskConfig, run, number=8))

@@ -1,4 +1,4 @@
-"""Check 7: a JSONL file streamed against a Pydantic model (lax and strict), with line numbers.
+"""A JSONL file streamed against a Pydantic model (lax and strict), with line numbers.
 
 Every line ends up in exactly one bucket — valid, or an issue naming its line, column/byte and
 cause — so nothing is dropped silently: undecodable bytes, broken JSON, non-object lines, blank
@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbkit.audit.findings import Finding
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import DataSchemaConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "data-schema", "JSONL ↔ Pydantic"
 
 
 class SchemaLoadError(ImportError):
@@ -125,34 +129,40 @@ def validate_jsonl(path: str | Path, schema, *, max_lines: int | None = None, ke
     return report
 
 
-def lint_schema(schema_file: Path) -> list[dict[str, Any]] | None:
-    """pscheck diagnostics for the schema module, or None when pscheck is not available."""
+def lint_schema(schema_file: Path) -> tuple[list[dict[str, Any]] | None, str]:
+    """(pscheck diagnostics for the schema module, a note); diagnostics are None when pscheck could
+    not run — the note then says why, and the finding shows it (never a silent skip)."""
     try:
-        from nbkit.pscheck import lint_paths  # written by another helper; optional here
-    except Exception:
-        return None
+        from nbkit.pscheck import lint_paths
+    except Exception as exc:  # a broken install must show in the finding, not switch the lint off
+        return None, f"pscheck did not import ({type(exc).__name__}: {exc}); the schema was not linted"
     try:
         diags = lint_paths([schema_file])
     except Exception as exc:
-        return [{"path": str(schema_file), "line": None, "code": "pscheck-error", "severity": "error", "message": f"{type(exc).__name__}: {exc}"}]
+        return [{"path": str(schema_file), "line": None, "code": "pscheck-error", "severity": "error", "message": f"{type(exc).__name__}: {exc}"}], "pscheck failed"
     out = []
     for d in diags:
         keys = ("path", "line", "col", "code", "severity", "message")
         out.append({k: (d.get(k) if isinstance(d, dict) else getattr(d, k, None)) for k in keys})
-    return out
+    return out, f"{len(out)} diagnostic(s)"
 
 
 def check_jsonl_schema(path: str | Path, schema_ref: str, *, strict: bool = False, max_lines: int | None = None) -> tuple[Finding, JsonlReport | None]:
-    """Check 7. Returns the finding and the report (its ``records`` feed checks 8 and 9)."""
+    """The data-schema check. Returns the finding and the report (its ``records`` feed loss-mask and reward-weights)."""
     import plotly.graph_objects as go
 
     try:
         schema = load_schema(schema_ref)
     except SchemaLoadError as exc:
-        return Finding(7, "JSONL ↔ Pydantic", "fail", str(exc), {"schema": schema_ref}, fix="make the schema module importable on its own"), None
+        return Finding(SLUG, TITLE, "fail", str(exc), {"schema": schema_ref}, fix="make the schema module importable on its own"), None
+    if Path(path).is_dir():
+        return Finding(SLUG, TITLE, "fail", f"data path {path} is a directory; expected a JSONL file", {"path": str(path)}), None
     if not Path(path).is_file():
-        return Finding(7, "JSONL ↔ Pydantic", "fail", f"data file {path} not found", {"path": str(path)}), None
+        return Finding(SLUG, TITLE, "fail", f"data file {path} not found", {"path": str(path)}), None
     rep = validate_jsonl(path, schema, max_lines=max_lines)
+    if rep.lines == 0:
+        return Finding(SLUG, TITLE, "fail", f"data file {path} has no lines: no data is a failed data check", {"path": str(path), "lines": 0},
+                       fix="point data.path at the training file"), rep
     n_err_lines = len({i["line"] for i in rep.issues if i["kind"] != "coerced (strict rejects)"})
     validation_errors = sum(v for k, v in rep.error_types.items() if k in ("missing field", "wrong type/value"))
     figures: dict[str, Any] = {
@@ -166,24 +176,44 @@ def check_jsonl_schema(path: str | Path, schema_ref: str, *, strict: bool = Fals
         "issue_counts": dict(rep.error_types),
     }
     schema_file = Path(schema_ref.rsplit(":", 1)[0]) if schema_ref.rsplit(":", 1)[0].endswith(".py") else Path(getattr(sys.modules.get(schema.__module__), "__file__", "") or "")
-    lint = lint_schema(schema_file) if schema_file.is_file() else None
-    figures["pscheck"] = "not available" if lint is None else f"{len(lint)} diagnostic(s)"
+    lint, lint_note = lint_schema(schema_file) if schema_file.is_file() else (None, f"schema source file not found ({schema_file}); not linted")
+    figures["pscheck"] = lint_note
     table = list(rep.issues)
     for d in lint or []:
         table.append({"line": d.get("line"), "col": d.get("col"), "kind": f"pscheck {d.get('code')}", "field": None, "message": d.get("message")})
     strict_coercions = rep.error_types["coerced (strict rejects)"]
     if n_err_lines:
         status = "fail"
-        first = next(i for i in rep.issues if i["kind"] != "coerced (strict rejects)")
-        summary = f"{n_err_lines} of {rep.lines} lines invalid ({figures['pass_rate_pct']:.1f}% pass); first: line {first['line']}: {first['kind']}: {first['message']}"
+        bad = [i for i in rep.issues if i["kind"] != "coerced (strict rejects)"]
+        listed = ", ".join(f"{i['line']} ({i['kind']})" for i in bad)
+        summary = (f"{n_err_lines} of {rep.lines} lines invalid ({figures['pass_rate_pct']:.1f}% pass) — lines {listed}; "
+                   f"first: line {bad[0]['line']}: {bad[0]['message']}")
     elif strict_coercions:
         status = "fail" if strict else "warn"
         summary = f"all {rep.lines} lines validate, but {strict_coercions} value(s) only by coercion (strict mode would reject)"
     else:
         status, summary = "pass", f"all {rep.lines} lines validate in strict mode"
+    if lint is None:
+        summary += f"; {lint_note}"
     if lint and any(d.get("severity") == "error" for d in lint) and status == "pass":
         status, summary = "warn", summary + f"; pscheck reports {len(lint)} schema diagnostic(s)"
     fig = go.Figure(go.Bar(x=list(rep.error_types) or ["(no issues)"], y=list(rep.error_types.values()) or [0]))
-    fig.update_layout(title=f"Check 7: issues in {Path(path).name} ({rep.lines} lines)", yaxis_title="count")
-    return Finding(7, "JSONL ↔ Pydantic", status, summary, figures, table,
+    fig.update_layout(title=f"issues in {Path(path).name} ({rep.lines} lines)", yaxis_title="count")
+    return Finding(SLUG, TITLE, status, summary, figures, table,
                    fix="fix or drop the listed lines explicitly; make coerced fields the type the schema declares", figure=fig), rep
+
+
+def run(context, cfg: DataSchemaConfig, live=None) -> Finding:
+    from nbkit.audit.sft import EXAMPLES_DIR
+
+    path, schema = Path(cfg.path), cfg.schema
+    if not path.is_absolute() and not path.exists() and (EXAMPLES_DIR / path).exists():
+        path = EXAMPLES_DIR / path  # the bundled examples by bare name (the panel's default)
+    file_part, _, cls = schema.partition(":")
+    if file_part.endswith(".py") and not Path(file_part).is_absolute() and not Path(file_part).exists() and (EXAMPLES_DIR / file_part).exists():
+        schema = f"{EXAMPLES_DIR / file_part}:{cls}"
+    f, _ = check_jsonl_schema(path, schema, strict=cfg.strict, max_lines=cfg.max_lines or None)
+    return f
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, DataSchemaConfig, run, number=7, needs='data'))

@@ -1,10 +1,10 @@
-"""Check 9: sampling weights ↔ reward distribution, w_i = softmax(β·r_i + γ·log p_ref,i).
+"""Sampling weights ↔ reward distribution, w_i = softmax(β·r_i + γ·log p_ref,i).
 
 Rewards are the model's own per-token log-likelihood of each response (a real score from a real
 model, standing in for a reward model's output); the prior p_ref is the model's sequence
 probability of the response. For a grid of β and γ we measure how far weighted sampling moves the
 reward distribution (KL of reward histograms, sampled ‖ uniform), the reward kurtosis under the
-weights, and how much the 95 % CI of the mean reward shrinks — against the seed's thresholds
+weights, and how much the 95 % CI of the mean reward shrinks — against the field notes' thresholds
 (KL > 0.18, shrink > 42 %).
 """
 
@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbkit.audit.findings import Finding
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import RewardWeightsConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "reward-weights", "Sampling weights ↔ reward"
 
 
 def response_scores(model, tokenizer, examples, template, device, batch_size: int = 8):
@@ -69,7 +73,7 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
 
     r = np.asarray(rewards, dtype=float)
     if len(r) < 8:
-        return Finding(9, "Sampling weights ↔ reward", "skipped", f"need ≥ 8 scored examples, have {len(r)}")
+        return Finding(SLUG, TITLE, "skipped", f"need ≥ 8 scored examples, have {len(r)}")
     bins = np.histogram_bin_edges(r, bins=min(12, max(4, len(r) // 4)))
     betas = list(betas) if betas is not None else [float(b) for b in np.linspace(0, max(8.0, 2 * beta), 17)]
     grid = {(b, g): weight_stats(r, log_prior, b, g, bins) for g in gammas for b in betas}
@@ -106,6 +110,18 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
     fig.add_hline(y=kl_threshold, line_dash="dash", annotation_text=f"KL {kl_threshold}")
     fig.add_hline(y=shrink_threshold, line_dash="dashdot", annotation_text=f"shrink {shrink_threshold:.0%}")
     fig.add_scatter(x=[beta], y=[mine["kl"]], mode="markers", marker_size=14, marker_symbol="x", name="this config (KL)")
-    fig.update_layout(title="Check 9: reward-distribution shift of weighted sampling vs β", xaxis_title="β", yaxis_title="KL / shrink")
-    return Finding(9, "Sampling weights ↔ reward", status, summary, figures, rows,
+    fig.update_layout(title="reward-distribution shift of weighted sampling vs β", xaxis_title="β", yaxis_title="KL / shrink")
+    return Finding(SLUG, TITLE, status, summary, figures, rows,
                    fix=f"keep β below the KL crossing ({crossing.get(gamma)}) or temper with γ / clip weights; watch ESS", figure=fig)
+
+
+def run(context, cfg: RewardWeightsConfig, live=None) -> Finding:
+    model, tok = context.model_and_tokenizer()
+    ex, note = context.examples(8, SLUG)
+    r, lp = response_scores(model, tok, ex[: cfg.examples], context.config.template, context.device)
+    f = check_sampling(r, lp, beta=cfg.beta, gamma=cfg.gamma, kl_threshold=cfg.kl_threshold, shrink_threshold=cfg.shrink_threshold)
+    f.summary += note
+    return f
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, RewardWeightsConfig, run, number=9, needs='sampling'))

@@ -1,4 +1,4 @@
-"""Check 13: evaluation between training steps under DDP — all-reduce counts and reducer errors.
+"""Evaluation between training steps under DDP — all-reduce counts and reducer errors.
 
 Two gloo ranks on 127.0.0.1 run as subprocesses (``nbkit.audit.ddp_worker``) with a hard timeout,
 so a desynchronised collective can never hang the caller: a timeout is reported as a finding.
@@ -17,8 +17,12 @@ import sys
 import time
 from typing import Any
 
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import DdpEvalConfig
 from nbkit.audit.ddp_worker import SCENARIOS
-from nbkit.audit.findings import Finding
+from nbkit.findings import Finding
+
+SLUG, TITLE = "ddp-eval", "Eval ↔ DDP synchronisation"
 
 
 def _free_port() -> int:
@@ -101,10 +105,10 @@ def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 
     res = run_ranks_cached(steps=steps, eval_interval=eval_cfg.interval, seed=seed, timeout=timeout)
     mine = configured_scenario(eval_cfg)
     if "timeout" in res:
-        return Finding(13, "Eval ↔ DDP synchronisation", "fail", f"the two ranks did not finish within {timeout:.0f} s (a collective desynchronised); processes killed",
+        return Finding(SLUG, TITLE, "fail", f"the two ranks did not finish within {timeout:.0f} s (a collective desynchronised); processes killed",
                        {"scenario": mine, "timeout_s": timeout}, fix="run evaluation identically on every rank, under torch.no_grad()")
     if "crash" in res:
-        return Finding(13, "Eval ↔ DDP synchronisation", "error", res["crash"], {"scenario": mine})
+        return Finding(SLUG, TITLE, "error", res["crash"], {"scenario": mine})
     r0 = res["ranks"][0]
     by = {r["scenario"]: r for r in r0}
     ref = by.get("no_grad")
@@ -135,7 +139,14 @@ def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 
     for r in rows:
         if r["error"]:
             fig.add_annotation(x=r["scenario"], y=r["allreduce_train"] + r["allreduce_eval"], text="reducer error", showarrow=True)
-    fig.update_layout(title="Check 13: all-reduce calls by eval style (2 gloo ranks)", barmode="stack", yaxis_title="comm-hook calls")
-    return Finding(13, "Eval ↔ DDP synchronisation", status, summary, figures, rows,
+    fig.update_layout(title="all-reduce calls by eval style (2 gloo ranks)", barmode="stack", yaxis_title="comm-hook calls")
+    return Finding(SLUG, TITLE, status, summary, figures, rows,
                    fix="evaluate under torch.no_grad(); a diagnostic backward belongs inside ddp.no_sync(), or set find_unused_parameters=True",
                    figure=fig)
+
+
+def run(context, cfg: DdpEvalConfig, live=None) -> Finding:
+    return check_ddp_eval(cfg, steps=cfg.steps, seed=context.config.model.seed)
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, DdpEvalConfig, run, number=13, needs='eval'))

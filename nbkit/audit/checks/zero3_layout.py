@@ -1,4 +1,4 @@
-"""Check 10: what DeepSpeed ZeRO-3 would partition or persist for this model, from real shapes.
+"""What DeepSpeed ZeRO-3 would partition or persist for this model, from real shapes.
 
 The rules are DeepSpeed's own (``deepspeed/runtime/zero/parameter_offload.py``
 ``mark_persistent_parameters``: a parameter with ``numel <= stage3_param_persistence_threshold`` is
@@ -13,7 +13,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from nbkit.audit.findings import Finding
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import Zero3LayoutConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "zero3-layout", "ZeRO-3 ↔ GQA layout"
 
 
 def deepspeed_default_threshold() -> float | None:
@@ -69,7 +73,7 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
     import plotly.graph_objects as go
 
     if zero_stage != 3:
-        return Finding(10, "ZeRO-3 ↔ GQA layout", "skipped", f"zero_stage is {zero_stage}; parameter partitioning happens only at stage 3")
+        return Finding(SLUG, TITLE, "skipped", f"zero_stage is {zero_stage}; parameter partitioning happens only at stage 3")
     rows = zero3_layout(model, threshold, world_size)
     total = sum(r["bytes"] for r in rows)
     pers = sum(r["bytes"] for r in rows if r["persisted"])
@@ -113,7 +117,15 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
     fig = go.Figure()
     fig.add_bar(x=list(kinds), y=[v[0] for v in kinds.values()], name="persisted (whole on every rank)")
     fig.add_bar(x=list(kinds), y=[v[1] for v in kinds.values()], name=f"partitioned (1/{world_size} per rank)")
-    fig.update_layout(title=f"Check 10: ZeRO-3 layout at threshold {threshold:g}, world size {world_size}", barmode="stack", yaxis_title="bytes (fp32)")
-    return Finding(10, "ZeRO-3 ↔ GQA layout", status, summary, figures, rows,
+    fig.update_layout(title=f"ZeRO-3 layout at threshold {threshold:g}, world size {world_size}", barmode="stack", yaxis_title="bytes (fp32)")
+    return Finding(SLUG, TITLE, status, summary, figures, rows,
                    fix=f"keep stage3_param_persistence_threshold near DeepSpeed's default ({dflt:g})" if dflt else "keep the threshold small (DeepSpeed default 1e5)",
                    figure=fig)
+
+
+def run(context, cfg: Zero3LayoutConfig, live=None) -> Finding:
+    model, _ = context.model_and_tokenizer()
+    return check_zero3(model, threshold=cfg.threshold, world_size=cfg.world_size, zero_stage=cfg.zero_stage)
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, Zero3LayoutConfig, run, number=10, needs='deepspeed'))

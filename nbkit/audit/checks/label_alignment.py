@@ -1,4 +1,4 @@
-"""Check 3: character-span (BIO) labels projected onto tokens through offsets, and back.
+"""Character-span (BIO) labels projected onto tokens through offsets, and back.
 
 A span label survives tokenisation only if token boundaries fall on its character boundaries.
 Each span is projected to tokens (B- on the first token overlapping it, I- on the rest), then the
@@ -9,9 +9,15 @@ boundary F1 compare the round trip with the gold spans, per language.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
-from nbkit.audit.findings import Finding
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import LabelAlignmentConfig
+from nbkit.audit.sft import EXAMPLES_DIR, read_jsonl_plain
+from nbkit.findings import Finding
+
+SLUG, TITLE = "label-alignment", "Tokenizer ↔ label space"
 
 
 def project_spans(offsets: list[tuple[int, int]], spans: list[tuple[int, int, str]]) -> list[str]:
@@ -113,14 +119,25 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
         figures[f"{lang}_spans"] = a["gold"]
     worst = min(langs, key=lambda lg: figures[f"{lg}_boundary_f1_pct"]) if langs else None
     if worst is None:
-        return Finding(3, "Tokenizer ↔ label space", "skipped", "no labelled examples")
+        return Finding(SLUG, TITLE, "skipped", "no labelled examples")
     worst_f1 = figures[f"{worst}_boundary_f1_pct"]
     status = "pass" if worst_f1 >= 100 * min_f1 else ("warn" if worst_f1 >= 50 else "fail")
     summary = ", ".join(f"{lg}: coverage {figures[f'{lg}_label_coverage_pct']:.1f}%, boundary F1 {figures[f'{lg}_boundary_f1_pct']:.1f}%" for lg in langs)
     fig = go.Figure()
     fig.add_bar(x=langs, y=[figures[f"{lg}_label_coverage_pct"] for lg in langs], name="label coverage %")
     fig.add_bar(x=langs, y=[figures[f"{lg}_boundary_f1_pct"] for lg in langs], name="boundary F1 %")
-    fig.update_layout(title="Check 3: span labels after the token round trip", yaxis_title="%", barmode="group")
-    return Finding(3, "Tokenizer ↔ label space", status, summary, figures, table,
+    fig.update_layout(title="span labels after the token round trip", yaxis_title="%", barmode="group")
+    return Finding(SLUG, TITLE, status, summary, figures, table,
                    fix="label at character level and align with offsets per word, or pre-split words (is_split_into_words) so tokens never straddle a span boundary",
                    figure=fig)
+
+
+def run(context, cfg: LabelAlignmentConfig, live=None) -> Finding:
+    path = Path(cfg.ner_path or EXAMPLES_DIR / "ner.jsonl")
+    rows = [r for r in read_jsonl_plain(path) if cfg.language in ("all", r.get("lang"))]
+    f = check_label_alignment(context.model_and_tokenizer()[1], rows)
+    f.figures["ner_file"] = path.name
+    return f
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, LabelAlignmentConfig, run, number=3))

@@ -1,9 +1,9 @@
-"""Check 6: dtype transitions under bf16 autocast — module outputs, the KV cache, and three ops.
+"""Dtype transitions under bf16 autocast — module outputs, the KV cache, and three ops.
 
 Forward hooks record the dtype of every module's first tensor input and output during one
 autocast forward with ``use_cache=True``; a module whose input is the low-precision dtype and
 whose output is float32 is an upcast nobody declared. The KV cache tensors are read after the
-forward. The seed's per-op claims (``baddbmm``, ``index_add_``, ``index_copy_``) are run on this
+forward. The field notes' per-op claims (``baddbmm``, ``index_add_``, ``index_copy_``) are run on this
 torch build, on this device, with and without autocast.
 """
 
@@ -12,7 +12,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from nbkit.audit.findings import Finding
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import DtypesConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "dtypes", "dtype transitions"
 
 
 def _first_tensor(obj):
@@ -82,7 +86,7 @@ def trace_module_dtypes(model, input_ids, device, autocast_dtype) -> dict[str, A
 
 
 def op_dtype_probes(device, low) -> list[dict[str, Any]]:
-    """The seed's ops, each in the situations the seed describes, on this torch and device."""
+    """The field notes' ops, each in the situations the field notes describe, on this torch and device."""
     import torch
 
     rows = []
@@ -114,7 +118,7 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
     probe("index_add_", f"{low} cache, float32 source, under autocast", add_auto)
     probe("index_copy_", f"{low} cache, {low} source", lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3).to(low)))
     probe("index_copy_", f"{low} cache, float32 source", lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3)))
-    probe("index_copy_", f"{low} cache, float32 source .to(cache.dtype) (seed's fix)", lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3).to(low)))
+    probe("index_copy_", f"{low} cache, float32 source .to(cache.dtype) (the field notes' fix)", lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3).to(low)))
     return rows
 
 
@@ -123,7 +127,7 @@ def check_dtype_transitions(model, tokenizer, *, device, autocast_dtype: str = "
     import torch
 
     if autocast_dtype == "none":
-        return Finding(6, "dtype transitions", "skipped", "autocast disabled in the config (train.autocast_dtype: none)")
+        return Finding(SLUG, TITLE, "skipped", "autocast disabled in the config (train.autocast_dtype: none)")
     low = getattr(torch, autocast_dtype)
     if device.type == "cpu" and low == torch.float16:
         low = torch.bfloat16  # CPU autocast supports bf16 (and fp16 only on newer builds); say so below
@@ -166,7 +170,15 @@ def check_dtype_transitions(model, tokenizer, *, device, autocast_dtype: str = "
     fig = go.Figure()
     for trans in sorted({k for c in by_class.values() for k in c}):
         fig.add_bar(x=classes, y=[by_class[c].get(trans, 0) for c in classes], name=trans)
-    fig.update_layout(title=f"Check 6: module input→output dtypes under {lowname} autocast", barmode="stack", yaxis_title="modules")
-    return Finding(6, "dtype transitions", status, summary, figures, table + [{"module class": f"op {r['op']}", "input→output dtype": r["case"], "modules": r["result dtype"] or r["error"]} for r in ops],
+    fig.update_layout(title=f"module input→output dtypes under {lowname} autocast", barmode="stack", yaxis_title="modules")
+    return Finding(SLUG, TITLE, status, summary, figures, table + [{"module class": f"op {r['op']}", "input→output dtype": r["case"], "modules": r["result dtype"] or r["error"]} for r in ops],
                    fix="cast RMSNorm weights / rotary tables to the compute dtype, or keep the cache in float32 on purpose and budget its memory",
                    figure=fig)
+
+
+def run(context, cfg: DtypesConfig, live=None) -> Finding:
+    model, tok = context.model_and_tokenizer()
+    return check_dtype_transitions(model, tok, device=context.device, autocast_dtype=cfg.autocast_dtype)
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, DtypesConfig, run, number=6))

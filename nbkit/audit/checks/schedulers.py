@@ -1,4 +1,4 @@
-"""Check 11: the learning rate a chain of torch schedulers actually applies, step by step.
+"""The learning rate a chain of torch schedulers actually applies, step by step.
 
 Stages from the config become real ``torch.optim.lr_scheduler`` objects combined with
 ``SequentialLR`` or ``ChainedScheduler``. The applied LR trace is compared with the *intended*
@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbkit.audit.findings import Finding
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import SchedulersConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "schedulers", "Chained LR schedulers"
 
 
 def _make_stage(opt, stage, base_lr: float):
@@ -139,14 +143,14 @@ def check_schedulers(cfg) -> Finding:
         if mism:
             problems.append(f"resume at step {cfg.resume_at_step} {'with' if cfg.resume_restores_scheduler else 'without'} the scheduler state: "
                             f"{mism} later steps get a different LR (max {max(rdev):.3g}× base)")
-    # The seed's 4.2 scenario, always measured: OneCycleLR(pct_start=0.1) then StepLR under SequentialLR.
+    # The field notes' 4.2 scenario, always measured: OneCycleLR(pct_start=0.1) then StepLR under SequentialLR.
     from nbkit.audit.config import SchedulerSection, StageSection
 
-    seed_cfg = SchedulerSection(combine="sequential", base_lr=1.0, stages=[StageSection(kind="onecycle", steps=100, pct_start=0.1), StageSection(kind="step", steps=200, step_size=50)])
-    so, ss = build(seed_cfg)
-    seed_trace = lr_trace(so, ss, 300)
-    seed_warm = rising_runs(seed_trace)
-    stage2_warm = sum(1 for r in seed_warm if r[0] >= 100)
+    note_cfg = SchedulerSection(combine="sequential", base_lr=1.0, stages=[StageSection(kind="onecycle", steps=100, pct_start=0.1), StageSection(kind="step", steps=200, step_size=50)])
+    so, ss = build(note_cfg)
+    note_trace = lr_trace(so, ss, 300)
+    note_warm = rising_runs(note_trace)
+    stage2_warm = sum(1 for r in note_warm if r[0] >= 100)
     figures: dict[str, Any] = {
         "combine": cfg.combine,
         "stages": [s.kind for s in cfg.stages],
@@ -158,8 +162,8 @@ def check_schedulers(cfg) -> Finding:
         "max_deviation_from_intended": max_dev,
         "first_deviating_step": first_dev,
         "resume_mismatched_steps": resume["mismatched_steps"] if resume else None,
-        "seed_scenario_warmup_steps_stage1": (seed_warm[0][1] - seed_warm[0][0]) if seed_warm else 0,
-        "seed_scenario_warmup_ramps_in_stage2": stage2_warm,
+        "field_note_scenario_warmup_steps_stage1": (note_warm[0][1] - note_warm[0][0]) if note_warm else 0,
+        "field_note_scenario_warmup_ramps_in_stage2": stage2_warm,
     }
     status = "fail" if problems else "pass"
     summary = "; ".join(problems) if problems else f"{len(cfg.stages)} stage(s) apply the intended LR at every step; resume reproduces the trace"
@@ -169,8 +173,15 @@ def check_schedulers(cfg) -> Finding:
     fig.add_scatter(x=steps, y=applied, name=f"applied ({cfg.combine})")
     if resume:
         fig.add_scatter(x=steps, y=resume["trace"], name=f"resumed at {resume['at']}", line_dash="dash")
-    fig.update_layout(title="Check 11: learning rate actually applied per step", xaxis_title="step", yaxis_title="lr")
+    fig.update_layout(title="learning rate actually applied per step", xaxis_title="step", yaxis_title="lr")
     table = [{"step": i, "intended": intended[i], "applied": applied[i], **({"resumed": resume["trace"][i]} if resume else {})} for i in steps]
-    return Finding(11, "Chained LR schedulers", status, summary, figures, table,
+    return Finding(SLUG, TITLE, status, summary, figures, table,
                    fix="one SequentialLR with milestones equal to the stage lengths; warmup only in the first stage; save and load scheduler.state_dict() with the optimizer",
                    figure=fig)
+
+
+def run(context, cfg: SchedulersConfig, live=None) -> Finding:
+    return check_schedulers(cfg.scheduler_section())
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, SchedulersConfig, run, number=11, needs='scheduler'))

@@ -1,0 +1,282 @@
+"""KISS versus an over-parameterised LoRA, trained on the same task with the same budget."""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.checks.lora_binding import lora_config
+from nbkit.audit.config import KissConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "kiss-lora", "KISS vs over-parameterised LoRA"
+
+
+@dataclass
+class LoraVariant:
+    name: str
+    r: int
+    alpha: float
+    targets: list[str]
+
+
+KISS = LoraVariant("KISS q/v r8", 8, 16.0, ["q_proj", "v_proj"])
+OVER = LoraVariant("over q/v/o r64", 64, 128.0, ["q_proj", "v_proj", "o_proj"])
+
+
+@dataclass
+class VariantRun:
+    variant: LoraVariant
+    trainable: int
+    total: int
+    peak_bytes: int | None
+    peak_kind: str
+    steps: list[int] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    steps_to_target: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def share_pct(self) -> float:
+        return 100.0 * self.trainable / self.total
+
+
+def _sft_batches(tokenizer, examples, template, batch_size: int, seed: int):
+    import random
+
+    from nbkit.audit.sft import build_features, pad_batch
+
+    feats = [build_features(tokenizer, e, template) for e in examples]
+    rng = random.Random(seed)
+    while True:
+        order = list(range(len(feats)))
+        rng.shuffle(order)
+        for i in range(0, len(order) - batch_size + 1, batch_size):
+            yield pad_batch([feats[j] for j in order[i : i + batch_size]], tokenizer.pad_token_id)
+
+
+def step_peak_bytes(model, fn) -> int:
+    """Peak tensor bytes of one call of ``fn``: parameter bytes + the peak of storages it creates.
+
+    torch's MemTracker (nbkit.device.track_tensors) refuses modules with frozen parameters (it hooks
+    every parameter's gradient), which is exactly a LoRA model; this small dispatch-mode tracker
+    counts every new storage an op returns until it is freed, forward and backward alike.
+    """
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class LiveBytes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.live = 0
+            self.peak = 0
+            self.seen: set[int] = set()
+
+        def _free(self, key, n):
+            if key in self.seen:
+                self.seen.discard(key)
+                self.live -= n
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                    st = t.untyped_storage()
+                    key = st.data_ptr()
+                    if key and key not in self.seen:
+                        n = st.nbytes()
+                        self.seen.add(key)
+                        self.live += n
+                        self.peak = max(self.peak, self.live)
+                        weakref.finalize(st, self._free, key, n)
+            return out
+
+    static = sum(p.numel() * p.element_size() for p in model.parameters())
+    tracker = LiveBytes()
+    with tracker:
+        fn()
+    return static + tracker.peak
+
+
+def _val_loss(model, val_batches, device) -> float:
+    import torch
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for ids, labels, mask in val_batches:
+            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
+            n = int((labels[:, 1:] != -100).sum())
+            total += float(out.loss) * n
+            count += n
+    return total / max(count, 1)
+
+
+class VariantTrainer:
+    """One LoRA variant in training: ``advance(n)`` AdamW steps, ``evaluate()`` the validation loss.
+
+    Several trainers advance in lock-step so the comparison can stop as soon as it is decided.
+    """
+
+    def __init__(self, base_model, tokenizer, variant: LoraVariant, train_ex, val_ex, template, *, batch_size: int, lr: float,
+                 target: float | None, device, seed: int, live=None):
+        import torch
+        from peft import get_peft_model
+
+        from nbkit.audit.sft import build_features, pad_batch
+
+        torch.manual_seed(seed)
+        self.model = get_peft_model(copy.deepcopy(base_model), lora_config(variant.r, variant.alpha, variant.targets, 0.0)).to(device)
+        trainable, total = self.model.get_nb_trainable_parameters()
+        self.opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=lr)
+        self.batches = _sft_batches(tokenizer, train_ex, template, batch_size, seed)
+        vfeats = [build_features(tokenizer, e, template) for e in val_ex]
+        self.val_batches = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
+        self.run = VariantRun(variant, trainable, total, None, "")
+        self.device, self.target, self.live, self.done = device, target, live, 0
+
+    def _step(self, ids, labels, mask) -> float:
+        self.model.train()
+        loss = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), labels=labels.to(self.device)).loss
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    def advance(self, n: int):
+        from nbkit.device import memory_probe
+
+        t0 = time.perf_counter()
+        for _ in range(n):
+            batch = next(self.batches)
+            self.done += 1
+            if self.done > 1:
+                self._step(*batch)
+            elif self.device.type == "cuda":  # peak memory of the first optimiser step
+                probe = memory_probe(self.device)
+                probe.reset_peak()
+                self._step(*batch)
+                self.run.peak_bytes, self.run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
+            else:
+                self.run.peak_bytes = step_peak_bytes(self.model, lambda b=batch: self._step(*b))
+                self.run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
+        self.run.seconds += time.perf_counter() - t0
+
+    def evaluate(self) -> float:
+        t0 = time.perf_counter()
+        v = _val_loss(self.model.eval(), self.val_batches, self.device)
+        self.run.steps.append(self.done)
+        self.run.val_loss.append(v)
+        if self.live is not None:
+            (self.live.add if self.done == 0 else self.live.extend)(self.run.variant.name, [self.done], [v])
+        if self.target is not None and self.run.steps_to_target is None and v <= self.target:
+            self.run.steps_to_target = self.done
+        self.run.seconds += time.perf_counter() - t0
+        return v
+
+
+def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_steps: int = 40, batch_size: int = 8, lr: float = 1e-3,
+                          eval_every: int = 5, val_size: int = 16, target: float | None = None, target_ratio: float = 0.5,
+                          device, seed: int = 0, variants=(KISS, OVER), live=None, progress=True, stop_when_decided: bool = True) -> Finding:
+    """Train the variants in lock-step with the same budget; share, peak memory, steps to the val target.
+
+    Without an explicit ``target`` the target is ``target_ratio`` × the untrained validation loss
+    (the same for both variants: they start from the same base weights and B = 0). With
+    ``stop_when_decided`` training stops at the first evaluation where a variant has reached the
+    target: the others have had exactly as many steps and have not, so which variant gets there
+    first — the only thing the comparison decides — cannot change by training on.
+    """
+    import plotly.graph_objects as go
+
+    if budget_steps < 2:
+        raise ValueError(f"budget_steps must be ≥ 2, got {budget_steps}")
+    val_ex, train_ex = examples[:val_size], examples[val_size:]
+    if len(train_ex) < batch_size:
+        raise ValueError(f"need at least {batch_size} training examples after the {val_size} held out, got {len(train_ex)}")
+    if target is None:
+        from nbkit.audit.sft import build_features, pad_batch
+
+        vfeats = [build_features(tokenizer, e, template) for e in val_ex]
+        vb = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
+        target = target_ratio * _val_loss(base_model.to(device).eval(), vb, device)
+    from tqdm.auto import tqdm
+
+    trainers = [VariantTrainer(base_model, tokenizer, v, train_ex, val_ex, template, batch_size=batch_size, lr=lr, target=target,
+                               device=device, seed=seed, live=live) for v in variants]
+    for t in trainers:
+        t.evaluate()
+    bar = tqdm(total=budget_steps, desc="LoRA variants (lock-step)", disable=not progress, leave=False)
+    done = 0
+    while done < budget_steps:
+        n = min(eval_every, budget_steps - done)
+        for t in trainers:
+            t.advance(n)
+            t.evaluate()
+        done += n
+        bar.update(n)
+        bar.set_postfix(val=" / ".join(f"{t.run.val_loss[-1]:.3f}" for t in trainers))
+        if stop_when_decided and any(t.run.steps_to_target is not None for t in trainers):
+            break
+    bar.close()
+    runs = [t.run for t in trainers]
+    kiss, over = runs[0], runs[-1]
+    figures: dict[str, Any] = {"val_loss_target": target, "budget_steps": budget_steps, "steps_trained": done,
+                               "stopped_when_decided": done < budget_steps}
+    rows = []
+    for run in runs:
+        key = "kiss" if run is kiss else "over"
+        figures[f"{key}_trainable_share_pct"] = run.share_pct
+        figures[f"{key}_trainable_params"] = run.trainable
+        figures[f"{key}_steps_to_target"] = run.steps_to_target
+        figures[f"{key}_final_val_loss"] = run.val_loss[-1]
+        figures[f"{key}_peak_bytes"] = run.peak_bytes
+        rows.append({"variant": run.variant.name, "trainable %": run.share_pct, "trainable params": run.trainable,
+                     "peak bytes": run.peak_bytes, "peak measured as": run.peak_kind,
+                     "steps to target": run.steps_to_target if run.steps_to_target is not None else f"not within {done}",
+                     "final val loss": run.val_loss[-1], "seconds": run.seconds})
+    figures["param_ratio_over_vs_kiss"] = over.trainable / kiss.trainable
+    if kiss.peak_bytes and over.peak_bytes:
+        figures["peak_ratio_kiss_vs_over"] = kiss.peak_bytes / over.peak_bytes
+    figures["peak_measured_as"] = kiss.peak_kind
+    reached = [r for r in runs if r.steps_to_target is not None]
+    if len(reached) == 2:
+        faster = "KISS" if kiss.steps_to_target <= over.steps_to_target else "over-parameterised"
+        summary = f"both reach val loss {target:.3f}: KISS in {kiss.steps_to_target} steps, over-parameterised in {over.steps_to_target} ({faster} first) with {figures['param_ratio_over_vs_kiss']:.1f}× the trainable parameters"
+        status = "pass" if kiss.steps_to_target <= over.steps_to_target else "warn"
+    elif not reached:
+        summary = f"neither variant reached val loss {target:.3f} within {done} steps (raise the budget); trainable share {kiss.share_pct:.3f}% vs {over.share_pct:.3f}%"
+        status = "warn"
+    else:
+        only = reached[0]
+        summary = f"only {only.variant.name} reached val loss {target:.3f} (step {only.steps_to_target}) within {done} steps" + (
+            f" — stopped there: the comparison is decided (budget {budget_steps})" if done < budget_steps else "")
+        status = "pass" if only is kiss else "warn"
+    fig = go.Figure()
+    for run in runs:
+        fig.add_scatter(x=run.steps, y=run.val_loss, mode="lines+markers", name=f"{run.variant.name} ({run.share_pct:.2f}% trainable)")
+    fig.add_hline(y=target, line_dash="dot", annotation_text="val-loss target")
+    fig.update_layout(title="validation loss, KISS vs over-parameterised LoRA", xaxis_title="step", yaxis_title="validation loss")
+    return Finding(SLUG, TITLE, status, summary, figures, rows,
+                   fix="prefer q/v rank-8 adapters unless a larger adapter reaches the target measurably sooner", figure=fig)
+
+
+def run(context, cfg: KissConfig, live=None) -> Finding:
+    if cfg.budget_steps < 2:
+        return Finding(SLUG, TITLE, "skipped", "not run: needs kiss.budget_steps ≥ 2 (the training comparison costs minutes)")
+    model, tok = context.model_and_tokenizer(cfg.model)
+    ex, note = context.examples(cfg.val_size + cfg.batch_size, SLUG)
+    f = compare_lora_variants(model, tok, ex, context.config.template, budget_steps=cfg.budget_steps, batch_size=cfg.batch_size, lr=cfg.lr,
+                              eval_every=cfg.eval_every, val_size=cfg.val_size, target=cfg.val_loss_target or None, target_ratio=cfg.target_ratio,
+                              device=context.device, seed=context.config.model.seed, live=live, progress=context.progress,
+                              stop_when_decided=cfg.stop_when_decided)
+    f.figures["model"] = cfg.model or context.config.model.name
+    f.summary += note
+    return f
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, KissConfig, run, number=1))

@@ -1,0 +1,179 @@
+"""Every audit verdict function through every outcome, on fabricated figures with the keys the checks write."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbkit.audit import claims as C
+from nbkit.findings import Finding
+
+H, R, INC, G = "holds", "refuted", "inconclusive", "needs GPU"
+
+
+def v(verdict):
+    return verdict.verdict
+
+
+def test_trainable_share_and_param_ratio():
+    assert v(C.verdict_trainable_share({"kiss_trainable_share_pct": 0.13}, "kiss", 0.12)) == H
+    assert v(C.verdict_trainable_share({"kiss_trainable_share_pct": 0.5}, "kiss", 0.12)) == R
+    assert v(C.verdict_trainable_share({}, "kiss", 0.12)) == INC
+    assert v(C.verdict_param_ratio({"param_ratio_over_vs_kiss": 3.0})) == H
+    assert v(C.verdict_param_ratio({"param_ratio_over_vs_kiss": 12.8})) == R
+    assert v(C.verdict_param_ratio({})) == INC
+
+
+@pytest.mark.parametrize("kiss,over,expected", [(10, 20, H), (10, None, H), (20, 10, R), (None, 10, R), (None, None, INC), (10, 10, INC)])
+def test_kiss_steps(kiss, over, expected):
+    assert v(C.verdict_kiss_steps({"kiss_steps_to_target": kiss, "over_steps_to_target": over, "budget_steps": 30})) == expected
+
+
+def test_kiss_steps_not_measured_and_peak_ratio():
+    assert v(C.verdict_kiss_steps({})) == INC
+    assert v(C.verdict_peak_ratio({"peak_ratio_kiss_vs_over": 0.7})) == H
+    assert v(C.verdict_peak_ratio({"peak_ratio_kiss_vs_over": 0.95})) == R
+    assert v(C.verdict_peak_ratio({})) == INC
+
+
+def test_binding_asserts_and_scaling():
+    assert v(C.verdict_binding_asserts({"field_note_asserts_hold_on": "60/60 modules"})) == H
+    assert v(C.verdict_binding_asserts({"field_note_asserts_hold_on": "0/60 modules"})) == R
+    assert v(C.verdict_binding_asserts({"field_note_asserts_hold_on": "0/0 modules"})) == INC
+    assert v(C.verdict_binding_asserts({})) == INC
+    assert v(C.verdict_scaling({"scaling_applied": 16.0, "alpha": 16.0})) == H
+    assert v(C.verdict_scaling({"scaling_applied": 2.0, "alpha": 16.0})) == R
+    assert v(C.verdict_scaling({})) == INC
+
+
+def test_label_alignment_verdicts():
+    assert v(C.verdict_zh_labels({"zh_boundary_f1_pct": 71.3})) == H
+    assert v(C.verdict_zh_labels({"zh_boundary_f1_pct": 98.0})) == R
+    assert v(C.verdict_zh_labels({})) == INC
+    assert v(C.verdict_en_offsets({"en_boundary_f1_pct": 95.0, "en_untrimmed_offsets_f1_pct": 40.0})) == H
+    assert v(C.verdict_en_offsets({"en_boundary_f1_pct": 95.0, "en_untrimmed_offsets_f1_pct": 95.0})) == R
+    assert v(C.verdict_en_offsets({})) == INC
+
+
+def test_flash_speedup_every_outcome():
+    """Keys as attention.flash_speedup writes them on CUDA (the key test there checks the writer)."""
+    cuda = {"device": "cuda:0", "flash_over_math_L": 2048, "flash_over_math_reps": 3}
+    assert v(C.verdict_flash_speedup({**cuda, "flash_over_math_cuda": 3.8, "flash_over_math_cuda_low": 3.5, "flash_over_math_cuda_high": 4.1})) == H
+    assert v(C.verdict_flash_speedup({**cuda, "flash_over_math_cuda": 1.2, "flash_over_math_cuda_low": 1.1, "flash_over_math_cuda_high": 1.3})) == R
+    assert v(C.verdict_flash_speedup({**cuda, "flash_over_math_cuda": 3.0, "flash_over_math_cuda_low": 2.0, "flash_over_math_cuda_high": 4.0})) == INC
+    assert v(C.verdict_flash_speedup({"device": "cuda:0"})) == INC  # CUDA run that stored no ratio
+    assert v(C.verdict_flash_speedup({"device": "cpu", "flash_over_math_cpu": 1.4})) == G
+
+
+def test_sqrt_l_is_two_sided():
+    figs = {"noise_variance_slope": -0.5, "noise_lengths": 4}
+    assert v(C.verdict_sqrt_l({**figs, "noise_variance_slope_ci_low": -0.6, "noise_variance_slope_ci_high": -0.4})) == H
+    assert v(C.verdict_sqrt_l({**figs, "noise_variance_slope": -1.0, "noise_variance_slope_ci_low": -1.1, "noise_variance_slope_ci_high": -0.9})) == R
+    assert v(C.verdict_sqrt_l({**figs, "noise_variance_slope": 0.1, "noise_variance_slope_ci_low": 0.0, "noise_variance_slope_ci_high": 0.2})) == R
+    assert v(C.verdict_sqrt_l({**figs, "noise_variance_slope_ci_low": -1.2, "noise_variance_slope_ci_high": 0.1})) == INC
+    assert v(C.verdict_sqrt_l({**figs, "noise_variance_slope_ci_low": float("nan"), "noise_variance_slope_ci_high": float("nan")})) == INC
+    assert v(C.verdict_sqrt_l({})) == INC
+
+
+def test_token_count_normalisation():
+    assert v(C.verdict_token_count_normalisation({"rel_err_per_microbatch_mean": 0.05, "rel_err_token_count": 1e-7})) == H
+    assert v(C.verdict_token_count_normalisation({"rel_err_per_microbatch_mean": 0.05, "rel_err_token_count": 0.02})) == R
+    assert v(C.verdict_token_count_normalisation({"rel_err_per_microbatch_mean": 1e-6, "rel_err_token_count": 1e-7})) == R
+    assert v(C.verdict_token_count_normalisation({"rel_err_per_microbatch_mean": 5e-4, "rel_err_token_count": 1e-7})) == INC
+    assert v(C.verdict_token_count_normalisation({})) == INC
+
+
+def test_dtype_verdicts():
+    key = "baddbmm [float32 inputs under torch.bfloat16 autocast]"
+    assert v(C.verdict_op_dtype({key: "torch.float32"}, key, "torch.float32")) == H
+    assert v(C.verdict_op_dtype({key: "torch.bfloat16"}, key, "torch.float32")) == R
+    assert v(C.verdict_op_dtype({}, key, "torch.float32")) == INC
+    ic = "index_copy_ [torch.bfloat16 cache, float32 source]"
+    assert v(C.verdict_index_copy_recast({ic: "torch.bfloat16"}, ic)) == H
+    assert v(C.verdict_index_copy_recast({ic: "RuntimeError: index_copy_(): self and source expected to have the same dtype"}, ic)) == R
+    assert v(C.verdict_index_copy_recast({}, ic)) == INC
+    assert v(C.verdict_kv_cache_boundary({"kv_cache_keys_dtype": "torch.float32", "kv_cache_values_dtype": "torch.bfloat16"})) == H
+    assert v(C.verdict_kv_cache_boundary({"kv_cache_keys_dtype": "torch.bfloat16", "kv_cache_values_dtype": "torch.bfloat16"})) == R
+    assert v(C.verdict_kv_cache_boundary({})) == INC
+
+
+def test_broken_config_verdicts():
+    assert v(C.verdict_lax_coercion({"issue_counts": {"coerced (strict rejects)": 2}})) == H
+    assert v(C.verdict_lax_coercion({"issue_counts": {"broken JSON": 1}})) == R
+    assert v(C.verdict_lax_coercion({})) == INC
+    assert v(C.verdict_mask_check_catches_leak({"eot_masked": 17})) == H
+    assert v(C.verdict_mask_check_catches_leak({"eot_masked": 0})) == R
+    assert v(C.verdict_mask_check_catches_leak({})) == INC
+
+
+def test_reward_weight_verdicts():
+    assert v(C.verdict_kurtosis_rises({}, {"kurtosis_uniform": 2.1, "kurtosis_weighted": 5.7})) == H
+    assert v(C.verdict_kurtosis_rises({}, {"kurtosis_uniform": 3.0, "kurtosis_weighted": 2.5})) == R
+    assert v(C.verdict_kurtosis_rises({}, {})) == INC
+    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.05}, {"kl_sampled_vs_reward": 0.6})) == H
+    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.3}, {"kl_sampled_vs_reward": 0.6})) == R
+    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.3}, {"kl_sampled_vs_reward": 0.1})) == INC
+    assert v(C.verdict_kl_threshold({}, {})) == INC
+
+
+def test_zero_scheduler_verdicts():
+    assert v(C.verdict_persistence_replicates({"persisted_share_pct": 100.0})) == H
+    assert v(C.verdict_persistence_replicates({"persisted_share_pct": 0.2})) == R
+    assert v(C.verdict_persistence_replicates({})) == INC
+    assert v(C.verdict_warmup_first_stage_only({"field_note_scenario_warmup_ramps_in_stage2": 0})) == H
+    assert v(C.verdict_warmup_first_stage_only({"field_note_scenario_warmup_ramps_in_stage2": 1})) == R
+    assert v(C.verdict_warmup_first_stage_only({})) == INC
+
+
+def test_fragmentation_every_outcome():
+    """Keys as fragmentation.compare_traces writes them on CUDA."""
+    cuda = {"device": "cuda:0", "configured_interval": 50, "reference_interval": 200, "steps": 400}
+    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": 0.2, "gap_ratio_diff_ci_high": 0.25})) == H
+    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": -0.01, "gap_ratio_diff_ci_high": 0.01})) == R
+    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": 0.01, "gap_ratio_diff_ci_high": 0.1})) == INC
+    assert v(C.verdict_fragmentation({"device": "cpu", "configured_interval": 50})) == G
+
+
+def test_ddp_verdicts():
+    assert v(C.verdict_eval_allreduce({"grad_no_backward: extra all-reduces": 3.0})) == H
+    assert v(C.verdict_eval_allreduce({"grad_no_backward: extra all-reduces": 0.0})) == R
+    assert v(C.verdict_eval_allreduce({})) == INC
+    assert v(C.verdict_eval_backward_breaks_reducer({"backward: extra all-reduces": 2, "backward: error": "Expected to have finished reduction"})) == H
+    assert v(C.verdict_eval_backward_breaks_reducer({"backward: extra all-reduces": 2})) == R
+    assert v(C.verdict_eval_backward_breaks_reducer({})) == INC
+
+
+def test_claims_rows_from_findings_and_headline():
+    good = {"grad-accumulation": Finding("grad-accumulation", "Gradient accumulation", "pass", "",
+                                         {"noise_variance_slope": -0.9, "noise_variance_slope_ci_low": -1.0, "noise_variance_slope_ci_high": -0.8,
+                                          "noise_lengths": 4, "noise_samples_per_length": 8, "rel_err_per_microbatch_mean": 0.05, "rel_err_token_count": 1e-8})}
+    rows = C.claims(good, {})
+    by = {r.key: r for r in rows}
+    assert by["sqrt-l"].verdict == R and "[-1, -0.8]" in by["sqrt-l"].interval and "4 lengths" in by["sqrt-l"].n
+    assert by["token-count"].verdict == H
+    assert by["flash-speedup"].verdict == G and by["kiss-steps"].verdict == INC
+    assert len({r.key for r in rows}) == len(rows) >= 20
+    head = C.headline(good, {"lora-binding": Finding("lora-binding", "LoRA", "fail", "")})
+    assert head["broken_config_failures"] == 1 and head["noise_variance_slope"] == -0.9
+
+
+def test_claims_read_the_keys_the_real_checks_write():
+    """The CPU paths on the tiny model: every claim fed by these checks is measured (never 'not measured')."""
+    import torch
+
+    from nbkit.audit.config import config_file, load_config
+    from nbkit.audit.experiments import run_audit
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fast = ["lora-binding", "label-alignment", "dtypes", "data-schema", "loss-mask", "zero3-layout", "schedulers", "fragmentation"]
+        good = {f.check: f for f in run_audit(load_config(config_file("good.yaml")), fast, device="cpu", smoke=True, progress=False).data}
+        broken = {f.check: f for f in run_audit(load_config(config_file("broken.yaml")), fast, device="cpu", smoke=True, progress=False).data}
+    finally:
+        torch.set_num_threads(before)
+    rows = {r.key: r for r in C.claims(good, broken)}
+    fed = ["binding-asserts", "lora-scaling", "zh-labels", "en-offsets", "baddbmm", "index-add", "index-copy", "kv-cache",
+           "lax-coercion", "mask-leak", "persistence", "warmup-stage"]
+    unmeasured = {k: rows[k].why for k in fed if "not measured" in rows[k].why}
+    assert not unmeasured, unmeasured
+    assert rows["fragmentation"].verdict == G and rows["lax-coercion"].verdict == H and rows["persistence"].verdict == H
