@@ -31,6 +31,9 @@ class TrainConfig:
     decoder: str = "complex"  # decoder of the RGCN rungs (distmult | complex); chosen on validation
     type_aggr: str = "mean"  # how hetero SAGE combines edge types (sum | mean); chosen on validation
     eval_every: int = 20
+    # Early stopping: stop after this many validation evaluations in a row without a new best MRR
+    # (0 = train all epochs). The best validation epoch is kept either way.
+    patience: int = 0
     seed: int = 0
     max_seconds: float | None = None
     # Graphs this small are dominated by per-op overhead; on shared CPU cores extra intra-op threads
@@ -68,7 +71,8 @@ class _Training:
     decoder: str = _f("complex", "decoder of the RGCN rungs (run_selection chooses it on validation)", choices=["distmult", "complex"])
     dropout: float = _f(0.5, "RGCN input dropout (run_selection chooses it on validation)", min=0.0, max=0.9, step=0.05)
     type_aggr: str = _f("mean", "how hetero SAGE combines edge types (run_selection chooses it on validation)", choices=["sum", "mean"])
-    eval_every: int = _f(20, min=1, max=200)
+    eval_every: int = _f(10, min=1, max=200)
+    patience: int = _f(3, "stop after this many validation checks without a new best MRR (0 = never)", min=0, max=100)
     seed: int = _f(0, "random seed of the first run (and of the split)", min=0, max=10_000)
     device: str = _f("auto", hidden=True)
 
@@ -131,6 +135,7 @@ class AggrConfig(_Training):
     epochs: int = _f(60, min=1, max=2000)
     lr: float = _f(0.01, min=1e-4, max=0.1, log=True)
     eval_every: int = _f(20, min=1, max=200)
+    patience: int = _f(0, "0: every run trains all epochs, so the loss curves compared are equally long", min=0, max=100)
 
     @classmethod
     def smoke(cls, **kw) -> AggrConfig:

@@ -330,6 +330,11 @@ def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, 
     return best
 
 
+def _patience_spent(cfg, history, best) -> bool:
+    """Early stopping on validation: ``cfg.patience`` evaluations in a row without a new best MRR."""
+    return cfg.patience > 0 and sum(1 for e in history["valid_epoch"] if e > best[1]) >= cfg.patience
+
+
 def _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, seconds, interrupted):
     """Restore the best-validation weights and score them on the validation split; package the result."""
     if best[2] is not None:
@@ -406,6 +411,8 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
                 live.add(f"{name} loss", epoch, history["loss"][-1])
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                 best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
+                if _patience_spent(cfg, history, best):
+                    break
             if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
                 break
     except KeyboardInterrupt:
@@ -541,6 +548,8 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
             history["loss"].append(sum(losses) / len(losses))
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs or out_of_time:
                 best = _validate(model, eval_graph, split, cfg, filt, history, epoch, best, live, name, bar)
+                if _patience_spent(cfg, history, best):
+                    break
             if out_of_time:
                 break
     except KeyboardInterrupt:
