@@ -117,8 +117,9 @@ def run_load(cfg: LoadConfig, live=None) -> Result:
 
 # -- selection on validation ----------------------------------------------------------------------
 def run_selection(cfg: SelectionConfig, live=None) -> Result:
-    """Choose the RGCN rung's decoder and dropout (on rung 5) and hetero SAGE's edge-type aggregation
-    (on rung 3) by VALIDATION MRR; prints the validation figures it chose on. The test split is not read.
+    """Choose the RGCN rungs' decoder and dropout (on rung 5) and hetero SAGE's edge-type aggregation
+    (on rung 2; rung 3 uses the same encoder) by VALIDATION MRR; prints the validation figures it chose
+    on. The test split is not read.
     """
     import pandas as pd
 
@@ -130,7 +131,7 @@ def run_selection(cfg: SelectionConfig, live=None) -> Result:
     rows = []
     groups = (
         ("decoder, dropout", 5, [{"decoder": d, "dropout": p} for d in cfg.decoders for p in cfg.dropouts]),
-        ("type_aggr", 3, [{"type_aggr": a} for a in cfg.type_aggrs]),
+        ("type_aggr", 2, [{"type_aggr": a} for a in cfg.type_aggrs]),
     )
     chosen: dict[str, Any] = {"decoder": cfg.decoder, "dropout": cfg.dropout, "type_aggr": cfg.type_aggr}
     for what, rung, candidates in groups:
