@@ -125,8 +125,12 @@ def main() -> None:
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
 
+    import logging
+
     import torch
 
+    logging.getLogger("pykeen").setLevel(logging.WARNING)  # per-epoch INFO lines drown the table
+    logging.getLogger("torch_max_mem").setLevel(logging.ERROR)
     torch.set_num_threads(args.threads)
     ours = run_nbkit(args.epochs, args.seed, not args.no_select, args.select_epochs)
     print(json.dumps(ours), flush=True)

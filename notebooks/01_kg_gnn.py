@@ -33,18 +33,8 @@ DATASET = "umls"  # "umls" (bundled in PyKEEN's wheel), "synthetic", "hetionet",
 # %%
 import nbkit
 from nbkit.device import device_report, pick_device
-from nbkit.kg import claims, experiments, panels
-from nbkit.kg.config import (
-    AblationConfig,
-    AggrConfig,
-    DownstreamConfig,
-    LoadConfig,
-    MinibatchConfig,
-    PitfallConfig,
-    ScaleConfig,
-    SelectionConfig,
-    preset,
-)
+from nbkit.kg import claims, config, experiments, panels
+from nbkit.kg.config import preset
 
 common = {"dataset": DATASET, "seed": SEED, "device": DEVICE}
 report = device_report()
@@ -66,7 +56,7 @@ report
 # the data itself.
 
 # %%
-load = experiments.run_load(preset(LoadConfig, SMOKE, **common))
+load = experiments.run_load(preset(config.LoadConfig, SMOKE, **common))
 print(load.data["report"])
 for key in ("load_report", "split_sizes", "hetero_summary", "leakage", "leakage_test_reversed_pair_share",
             "leakage_test_same_pair_other_relation_share", "rdf_parser_comparison", "rdf_roundtrip_kept"):
@@ -82,7 +72,7 @@ load.table.round(3)
 # (sum or mean) are chosen here by validation MRR. The cell prints the figures it chose on.
 
 # %%
-selection_p = panels.selection_panel(preset(SelectionConfig, SMOKE, **common))
+selection_p = panels.selection_panel(preset(config.SelectionConfig, SMOKE, **common))
 selection_p.display()
 selection = selection_p.run()
 chosen = selection.metrics["chosen"]
@@ -104,7 +94,7 @@ nbkit.record("selection", selection.metrics)
 # negatives. The best rung is chosen on mean validation MRR; only it is scored on the test split.
 
 # %%
-ablation_p = panels.ablation_panel(preset(AblationConfig, SMOKE, **common, **chosen))
+ablation_p = panels.ablation_panel(preset(config.AblationConfig, SMOKE, **common, **chosen))
 ablation_p.display()
 ablation = ablation_p.run()
 for key in ("best_rung", "seeds", "test_mrr", "test_hits_at_1", "test_hits_at_3", "test_hits_at_10", "test_auc", "rung_metrics"):
@@ -120,7 +110,7 @@ print(f"best rung by validation MRR: {ablation.data['label']}; test (once, mean 
 # the control. On a file without node types there is nothing to predict: the section says so and skips.
 
 # %%
-downstream_p = panels.downstream_panel(preset(DownstreamConfig, SMOKE, **common, **chosen))
+downstream_p = panels.downstream_panel(preset(config.DownstreamConfig, SMOKE, **common, **chosen))
 downstream_p.display()
 downstream = downstream_p.run()
 if "skipped" in downstream.metrics:
@@ -131,7 +121,7 @@ nbkit.record("downstream", downstream.metrics)
 # ## 5. `aggr="mean"` vs `"add"` on the RGCN rung, over seeds
 
 # %%
-aggr_p = panels.aggr_panel(preset(AggrConfig, SMOKE, **common, **chosen))
+aggr_p = panels.aggr_panel(preset(config.AggrConfig, SMOKE, **common, **chosen))
 aggr_p.display()
 aggr = aggr_p.run()
 nbkit.record("aggr_stability", aggr.metrics)
@@ -151,13 +141,13 @@ aggr.table.round(4)
 # Hetionet's size, mini-batch only (`bench/kg_minibatch.py` attempts the full graph there under a memory limit).
 
 # %%
-mb_p = panels.minibatch_panel(preset(MinibatchConfig, SMOKE, **common))
+mb_p = panels.minibatch_panel(preset(config.MinibatchConfig, SMOKE, **common))
 mb_p.display()
 mb = mb_p.run()
 nbkit.record("minibatch_comparison", mb.metrics["rows"])
 
 # %%
-scale_p = panels.scale_panel(preset(ScaleConfig, SMOKE, **common))
+scale_p = panels.scale_panel(preset(config.ScaleConfig, SMOKE, **common))
 scale_p.display()
 scale = scale_p.run()
 scale_row = {**scale.metrics["rows"][0], **{f"graph_{k}": v for k, v in scale.metrics["sizes"].items()}}
@@ -175,7 +165,7 @@ print(f"synthetic graph: {scale_row['graph_entities']:,} entities, {scale_row['g
 # AUC stuck at 0.5 — each next to its clean twin — and the field notes' `coalesce` claim tested directly.
 
 # %%
-pitfalls = experiments.run_pitfalls(preset(PitfallConfig, SMOKE, **common))
+pitfalls = experiments.run_pitfalls(preset(config.PitfallConfig, SMOKE, **common))
 nbkit.record("pitfall_findings", pitfalls.metrics["pitfall_findings"])
 nbkit.record("coalesce_experiment", pitfalls.metrics["coalesce_experiment"])
 pitfalls.table

@@ -173,7 +173,7 @@ def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None) -> list[
 
 
 def headline(*, ablation, downstream=None) -> dict[str, float]:
-    """The numbers a reader wants first: best rung, its test MRR / Hits@10 (mean over seeds), the
+    """The numbers a reader wants first: best rung, its MRR / Hits@10 on the test split (mean over seeds), the
     reverse-edge validation-AUC gain, the downstream macro-F1 (NaN when skipped)."""
     rm = ablation.metrics["rung_metrics"]
     gain = rm["3"]["valid_auc"] - rm["2"]["valid_auc"] if "2" in rm and "3" in rm else float("nan")

@@ -1,4 +1,4 @@
-"""Downstream check (seed §3.1 step 3): node embeddings -> logistic regression, 5-fold macro-F1.
+"""Downstream check (field notes §3.1 step 3): node embeddings -> logistic regression, 5-fold macro-F1.
 
 The labels must be unseen by the embedding run: on UMLS we predict each entity's semantic group
 from embeddings trained with ONE node type (type was not an input). A random-embedding control of

@@ -1,6 +1,6 @@
 """From a triples table to indices, a leak-free split, message graphs and a validated ``HeteroData``.
 
-* Entity ids are built from heads AND tails of every triple (seed §4.1: an entity seen only as a
+* Entity ids are built from heads AND tails of every triple (field notes §4.1: an entity seen only as a
   tail must still get an id), per type, sorted, contiguous; global id = type offset + local id.
 * Splits never leak: the message-passing graph is built from TRAIN triples only, so neither valid/test
   edges nor their reverses are in it.
@@ -93,8 +93,10 @@ def build_index(df) -> tuple[list[str], dict[str, list[str]]]:
 def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, seed: int = 0, *, allow_empty: bool = False) -> KGSplit:
     """Index the KG and split it; a shipped ``split`` column (UMLS) is used as is.
 
-    Shares must be numbers in (0, 1) summing below 1, and a split that leaves train, validation or
-    test empty is refused with a ``UsageError`` (``allow_empty=True`` keeps it: graph-only uses).
+    Shares must be numbers in (0, 1) summing below 1. A shipped split without validation (or test)
+    rows gets them carved from train at that share (seeded; the report counts them). A split that
+    still leaves train, validation or test empty is refused with a ``UsageError``
+    (``allow_empty=True`` keeps the shipped split as it is: graph-only uses).
 
     Random splits keep the evaluation transductive: a valid/test triple whose head, tail or relation
     never occurs in train is moved to train, and the report counts how many.
@@ -125,6 +127,16 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
 
             raise UsageError(f"{kg.report.source}: split column has values {unknown}; expected train/valid/test")
         report["split_source"] = "shipped"
+        rng = np.random.default_rng(seed)
+        for name, share in (("valid", valid_share), ("test", test_share)):
+            train_rows = np.flatnonzero(part == "train")
+            if allow_empty or (part == name).any() or len(train_rows) < 3:
+                continue
+            # A shipped split without this part: carve it from train (seeded) and say so in the report.
+            take = rng.choice(train_rows, size=max(1, int(round(share * len(train_rows)))), replace=False)
+            part = part.astype(object)
+            part[take] = name
+            report[f"{name}_carved_from_train"] = int(len(take))
     else:
         rng = np.random.default_rng(seed)
         u = rng.random(len(df))

@@ -20,7 +20,7 @@ class NodeInput(_nn().Module):
     """Node inputs in global-id order.
 
     typed: one ``nn.Embedding`` per node type with its own width (or given features), each projected
-    by its own Linear to the common ``hidden`` width (seed §2.1); untyped: one shared table.
+    by its own Linear to the common ``hidden`` width (field notes §2.1); untyped: one shared table.
     """
 
     def __init__(self, split, hidden: int, typed: bool, type_dims: dict[str, int] | None = None, features: dict[str, Any] | None = None):

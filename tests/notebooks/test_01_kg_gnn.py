@@ -78,4 +78,4 @@ def test_minibatch_section_measured_both_modes_and_the_scale_run(metrics):
     assert mini["steps"] == full["steps"]  # same batches, same loss
     scale = metrics["minibatch_scale"]
     assert scale["mode"] == "mini-batch" and scale["graph_entities"] >= 1000 and scale["steps"] >= 1
-    assert scale["evaluated_triples"] == 2000 and scale["memory_measured_as"]
+    assert scale["evaluated_triples"] == min(2000, scale["graph_valid"]) and scale["memory_measured_as"]

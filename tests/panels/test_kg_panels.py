@@ -1,27 +1,13 @@
 """KG panels driven like a user: set controls, press Run, the figure and the result change."""
 
-from nbkit.kg.config import (
-    AblationConfig,
-    AggrConfig,
-    DownstreamConfig,
-    MinibatchConfig,
-    ScaleConfig,
-    SelectionConfig,
-)
-from nbkit.kg.panels import (
-    ablation_panel,
-    aggr_panel,
-    downstream_panel,
-    minibatch_panel,
-    scale_panel,
-    selection_panel,
-)
+from nbkit.kg import config as c
+from nbkit.kg import panels as p
 
 SMALL = {"dataset": "synthetic", "hidden": 16, "device": "cpu"}
 
 
 def test_ablation_panel_controls_change_the_curves():
-    panel = ablation_panel(AblationConfig(rungs=(1,), seeds=1, epochs=4, eval_every=2, **SMALL), widget=True)
+    panel = p.ablation_panel(c.AblationConfig(rungs=(1,), seeds=1, epochs=4, eval_every=2, **SMALL), widget=True)
     assert type(panel.controls["rungs"]).__name__ == "SelectMultiple"
     panel.click()
     assert panel.error is None
@@ -37,14 +23,14 @@ def test_ablation_panel_controls_change_the_curves():
 
 
 def test_ablation_panel_empty_selection_is_one_readable_line():
-    panel = ablation_panel(AblationConfig(rungs=(1,), seeds=1, epochs=2, **SMALL), widget=True)
+    panel = p.ablation_panel(c.AblationConfig(rungs=(1,), seeds=1, epochs=2, **SMALL), widget=True)
     panel.controls["rungs"].value = ()
     panel.click()
     assert panel.error.startswith("UsageError: AblationConfig.rungs: choose at least one rung")
 
 
 def test_selection_panel_prints_and_chooses_on_validation(capsys):
-    panel = selection_panel(SelectionConfig(epochs=3, eval_every=3, decoders=("distmult", "complex"), dropouts=(0.5,), type_aggrs=("sum",), **SMALL), widget=True)
+    panel = p.selection_panel(c.SelectionConfig(epochs=3, eval_every=3, decoders=("distmult", "complex"), dropouts=(0.5,), type_aggrs=("sum",), **SMALL), widget=True)
     panel.click()
     assert panel.error is None
     rows = panel.result.metrics["validation"]
@@ -54,7 +40,7 @@ def test_selection_panel_prints_and_chooses_on_validation(capsys):
 
 
 def test_aggr_panel_runs_both_aggregations():
-    panel = aggr_panel(AggrConfig(seeds=1, epochs=3, eval_every=3, **SMALL), widget=True)
+    panel = p.aggr_panel(c.AggrConfig(seeds=1, epochs=3, eval_every=3, **SMALL), widget=True)
     panel.click()
     assert panel.error is None
     names = {t.name for t in panel.live.figure.data}
@@ -63,7 +49,7 @@ def test_aggr_panel_runs_both_aggregations():
 
 
 def test_downstream_panel_returns_a_bar_figure():
-    panel = downstream_panel(DownstreamConfig(epochs=3, eval_every=3, **SMALL), widget=True)
+    panel = p.downstream_panel(c.DownstreamConfig(epochs=3, eval_every=3, **SMALL), widget=True)
     panel.click()
     assert panel.error is None
     bars = [t for t in panel.live.figure.data if t.type == "bar"]
@@ -75,7 +61,7 @@ def test_downstream_panel_returns_a_bar_figure():
 
 
 def test_minibatch_panel_compares_modes_and_reacts_to_controls():
-    panel = minibatch_panel(MinibatchConfig(epochs=2, batch_size=128, num_negatives=16, fanout=3, **SMALL), widget=True)
+    panel = p.minibatch_panel(c.MinibatchConfig(epochs=2, batch_size=128, num_negatives=16, fanout=3, **SMALL), widget=True)
     panel.click()
     assert panel.error is None
     table = panel.result.table
@@ -96,7 +82,7 @@ def test_minibatch_panel_compares_modes_and_reacts_to_controls():
 
 
 def test_scale_panel_builds_a_synthetic_graph_of_the_requested_size():
-    panel = scale_panel(ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=2, batch_size=256, num_negatives=16,
+    panel = p.scale_panel(c.ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=2, batch_size=256, num_negatives=16,
                                     hidden=16, device="cpu"), widget=True)
     panel.click()
     assert panel.error is None and panel.result.metrics["sizes"]["entities"] == 200

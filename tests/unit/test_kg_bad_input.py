@@ -161,3 +161,11 @@ def test_a_shipped_split_column_with_unknown_values(tmp_path):
     df = pd.DataFrame([("a", "r", "b", "train"), ("b", "r", "c", "dev")], columns=["head", "relation", "tail", "split"])
     with pytest.raises(UsageError, match=r"split column has values \['dev'\]; expected train/valid/test"):
         kgg.split_kg(kgt.finalize(df, kgt.LoadReport("x.csv")))
+
+
+def test_a_shipped_split_without_validation_gets_it_carved_from_train_and_reported():
+    kg = kgt.synthetic_kg(60, 400, seed=0)
+    kg.df["split"] = ["test" if i % 10 == 0 else "train" for i in range(len(kg.df))]
+    split = kgg.split_kg(kg, valid_share=0.1)
+    assert split.report["valid_carved_from_train"] == len(split.valid) > 0 and "test_carved_from_train" not in split.report
+    assert len(split.train) + len(split.valid) + len(split.test) == len(kg.df)
