@@ -125,7 +125,7 @@ class AblationConfig(_Training):
 
     @classmethod
     def smoke(cls, **kw) -> AblationConfig:
-        return cls(**{"epochs": 12, "eval_every": 4, "seeds": 2, **kw})
+        return cls(**{"epochs": 10, "eval_every": 5, "seeds": 2, **kw})
 
 
 @dataclass
@@ -202,7 +202,7 @@ class ScaleConfig(MinibatchConfig):
 
     @classmethod
     def smoke(cls, **kw) -> ScaleConfig:
-        return cls(**{"entities": 3000, "triples": 30_000, "max_seconds": 10.0, **kw})
+        return cls(**{"entities": 3000, "triples": 20_000, "max_seconds": 5.0, **kw})
 
 
 @dataclass
