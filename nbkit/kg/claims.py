@@ -89,13 +89,18 @@ def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
         return Verdict(HOLDS, f"add diverged in {div['add']} of {n_runs['add']} runs, mean in {div['mean']} of {n_runs['mean']}")
     if div["mean"] > div["add"]:
         return Verdict(REFUTED, f"mean diverged in {div['mean']} of {n_runs['mean']} runs, add in {div['add']} of {n_runs['add']}")
-    by = {(r["aggr"], r["seed"]): r for r in runs if not r["diverged"]}
-    seeds = sorted({s for a, s in by if a == "mean"} & {s for a, s in by if a == "add"})
-    red = [(by["add", s]["roughness"] - by["mean", s]["roughness"]) / by["add", s]["roughness"] for s in seeds if by["add", s]["roughness"] > 0]
+    red = roughness_reductions(runs)
     if len(red) < 2:
         return Verdict(INCONCLUSIVE, f"{len(red)} paired seed(s) without divergence: no interval — n too small; run >= 3 seeds")
     return decide_at_least(mean_interval(red), ROUGHNESS_MIN_REDUCTION, what=f"loss-roughness reduction of mean vs add over {len(red)} seeds",
                            n_hint=f"n={len(red)} seeds")
+
+
+def roughness_reductions(runs: list[dict[str, Any]]) -> list[float]:
+    """Per seed where neither aggregation diverged: (roughness add − roughness mean) / roughness add."""
+    by = {(r["aggr"], r["seed"]): r for r in runs if not r["diverged"]}
+    seeds = sorted({s for a, s in by if a == "mean"} & {s for a, s in by if a == "add"})
+    return [(by["add", s]["roughness"] - by["mean", s]["roughness"]) / by["add", s]["roughness"] for s in seeds if by["add", s]["roughness"] > 0]
 
 
 def verdict_coalesce(exp: dict[str, Any] | None) -> Verdict:
@@ -160,6 +165,7 @@ def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None) -> list[
     rows.append(Claim.from_verdict(
         verdict_aggr(runs), key="aggr_mean_stable", claim=FIELD_NOTES["aggr_mean_stable"], source="§2.1", field_note="mean steadier than add",
         measured=measured, n=f"{len({r['seed'] for r in runs})} seeds per aggr",
+        interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
         rule=f"fewer divergences holds / more refutes; else the per-seed roughness reduction of mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < {ROUGHNESS_MIN_REDUCTION:.0%}",
     ))
     exp = pitfalls.metrics["coalesce_experiment"] if pitfalls is not None else None

@@ -101,7 +101,7 @@ def test_claims_rows_from_fabricated_results_and_skipped_downstream():
     assert all(isinstance(r, Claim) for r in rows)
     assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "coalesce_indexerror"]
     assert [r.verdict for r in rows] == [HOLDS, HOLDS, HOLDS, REFUTED]
-    assert rows[0].n == "3 seeds" and rows[0].interval.startswith("[")
+    assert rows[0].n == "3 seeds" and rows[0].interval.startswith("[") and rows[2].interval.startswith("[")
     assert list(claims_frame(rows).columns)[:4] == ["claim", "field_note", "measured", "verdict"]
     skipped = claims.claims(ablation=_ablation([0.6], [0.7]), downstream=Result(metrics={"skipped": "one class"}))
     assert skipped[1].verdict == INCONCLUSIVE and "one class" in skipped[1].why
