@@ -169,3 +169,16 @@ def test_a_shipped_split_without_validation_gets_it_carved_from_train_and_report
     split = kgg.split_kg(kg, valid_share=0.1)
     assert split.report["valid_carved_from_train"] == len(split.valid) > 0 and "test_carved_from_train" not in split.report
     assert len(split.train) + len(split.valid) + len(split.test) == len(kg.df)
+
+
+def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
+    from nbkit.kg import claims
+    from nbkit.kg import experiments as ex
+    from nbkit.kg.config import DownstreamConfig
+
+    p = tmp_path / "untyped.tsv"
+    kgt.synthetic_kg(60, 400, seed=0).df[["head", "relation", "tail"]].to_csv(p, sep="\t", index=False)
+    res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1, device="cpu"))
+    assert res.metrics["skipped"].startswith("the labels (node types) give 1 class(es)")
+    row = claims.claims(downstream=res)[1]
+    assert row.verdict == "inconclusive" and "node types" in row.why
