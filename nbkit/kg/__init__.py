@@ -1,17 +1,21 @@
 """Knowledge-graph GNNs: typed biomedical KGs, reverse relations, RGCN, honest link-prediction metrics.
 
-Modules (each imports torch / torch_geometric / pykeen inside its functions, so importing is instant):
+A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain modules.
 
-* ``nbkit.kg.triples``  - loaders returning one typed triples table plus a ``LoadReport``
-  (triples files, RDF, the UMLS KG bundled in PyKEEN, Hetionet v1.0, a seeded synthetic KG);
-* ``nbkit.kg.graph``    - entity/relation indices, leak-free splits, the leakage meter, message
-  graphs with explicit inverse relations or naive undirected merging, ``HeteroData`` building;
-* ``nbkit.kg.models``   - the encoders/decoders of the ablation ladder (GCN, typed hetero SAGE, RGCN);
-* ``nbkit.kg.train``    - full-batch training, filtered ranking metrics and AUC, the ladder runner;
-* ``nbkit.kg.downstream`` - node embeddings -> logistic regression, 5-fold macro-F1;
-* ``nbkit.kg.checks``   - pitfall detectors that return findings with evidence;
-* ``nbkit.kg.claims``   - the seed's claims next to measured values, with computed verdicts;
-* ``nbkit.kg.panel``    - widget panels for notebook 01.
+* ``nbkit.kg.config``      - one dataclass per experiment (widget metadata, ``smoke()`` presets) and ``TrainConfig``;
+* ``nbkit.kg.experiments`` - ``run_x(cfg, live=None) -> Result``: load, selection (on validation), ablation,
+  aggr, downstream, mini-batch, pitfalls; the device is resolved there, once;
+* ``nbkit.kg.claims``      - the field notes' claims, two-sided ``verdict_*`` functions, ``claims() -> list[Claim]``;
+* ``nbkit.kg.panels``      - panel factories for notebook 01;
+* ``nbkit.kg.triples``     - loaders returning one typed triples table plus a ``LoadReport``;
+* ``nbkit.kg.graph``       - indices, leak-free splits, the leakage meter, message graphs, ``HeteroData``;
+* ``nbkit.kg.models``      - the encoders/decoders of the ablation ladder (GCN, typed hetero SAGE, RGCN);
+* ``nbkit.kg.train``       - training (full batch / mini-batch), filtered ranking metrics and AUC;
+* ``nbkit.kg.neighbor_sampler`` - a pure-torch PyG neighbour sampler for mini-batches;
+* ``nbkit.kg.downstream``  - node embeddings -> logistic regression, 5-fold macro-F1;
+* ``nbkit.kg.checks``      - pitfall detectors returning ``nbkit.findings.Finding``.
+
+Every module imports torch / torch_geometric / pykeen inside its functions, so importing is instant.
 """
 
-__all__ = ["triples", "graph", "models", "train", "downstream", "checks", "claims", "panel"]
+__all__ = ["config", "experiments", "claims", "panels", "triples", "graph", "models", "train", "neighbor_sampler", "downstream", "checks"]

@@ -1,35 +1,30 @@
-"""Pitfall detectors (seed §4.1): each returns a ``Finding`` with evidence, never just a boolean.
+"""Pitfall detectors (field notes §4.1): each returns the core ``nbkit.findings.Finding`` (check slug,
+title, status pass/fail, summary, figures, fix) with evidence, never just a boolean.
 
 * ``detect_inplace_edge_mutation`` - did a forward pass change ``edge_index`` in place?
 * ``check_features`` / ``robust_scale`` - NaN / Inf / unscaled node features, and the fix;
 * ``check_edge_indices`` - edge ids out of range, entities missing from the mapping;
 * ``diagnose_auc_near_chance`` - AUC stuck near 0.5 and its likely cause;
-* ``coalesce_experiment`` - what ``coalesce`` does and does not prevent (seed §3.1 claim).
+* ``coalesce_experiment`` - what ``coalesce`` does and does not prevent (field notes §3.1 claim).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.findings import Finding
 
-@dataclass
-class Finding:
-    check: str
-    ok: bool
-    message: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        return f"[{'ok' if self.ok else 'PROBLEM'}] {self.check}: {self.message}"
-
-    def row(self) -> dict[str, Any]:
-        return {"check": self.check, "ok": self.ok, "message": self.message, "evidence": _short(self.evidence)}
+TITLES = {
+    "edge-index-mutation": "edge_index mutated in place",
+    "features": "node features finite and scaled",
+    "edge-indices": "edge indices within their node stores",
+    "node-mapping": "every head and tail has an id",
+    "auc-near-chance": "AUC away from chance",
+}
 
 
-def _short(ev: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={v}" for k, v in ev.items())
-    return text if len(text) < 200 else text[:197] + "..."
+def _finding(check: str, ok: bool, summary: str, figures: dict[str, Any], *, fix: str = "", table=None, title: str = "") -> Finding:
+    return Finding(check, title or TITLES[check], "pass" if ok else "fail", summary, figures=figures, table=table or [], fix="" if ok else fix)
 
 
 def detect_inplace_edge_mutation(forward, edge_index, *args, **kwargs) -> Finding:
@@ -46,14 +41,15 @@ def detect_inplace_edge_mutation(forward, edge_index, *args, **kwargs) -> Findin
     bumps = edge_index._version - version
     changed = int((edge_index != before).sum()) if edge_index.shape == before.shape else -1
     if bumps == 0 and changed == 0:
-        return Finding("edge_index mutation", True, "forward left edge_index untouched", {"version_bumps": 0})
+        return _finding("edge-index-mutation", True, "forward left edge_index untouched", {"version_bumps": 0, "entries_changed": 0})
     diff_at = torch.nonzero(edge_index != before)[:3].tolist() if changed > 0 else []
-    return Finding(
-        "edge_index mutation",
+    return _finding(
+        "edge-index-mutation",
         False,
-        f"forward modified edge_index in place ({bumps} in-place op(s), {changed} entries changed); "
-        "use edge_index = edge_index.clone() (or an out-of-place op) before changing it",
-        {"version_bumps": bumps, "entries_changed": changed, "first_changed_positions": diff_at},
+        f"forward modified edge_index in place ({bumps} in-place op(s), {changed} entries changed)",
+        {"version_bumps": bumps, "entries_changed": changed},
+        fix="use edge_index = edge_index.clone() (or an out-of-place op) before changing it",
+        table=[{"position": p} for p in diff_at],
     )
 
 
@@ -65,9 +61,10 @@ def check_features(x, name: str = "x", scale_ratio: float = 100.0) -> Finding:
     nan = int(torch.isnan(x).sum())
     inf = int(torch.isinf(x).sum())
     finite = x[torch.isfinite(x).all(1)] if x.dim() == 2 else x[torch.isfinite(x)]
-    ev: dict[str, Any] = {"shape": tuple(x.shape), "nan": nan, "inf": inf}
+    ev: dict[str, Any] = {"rows": int(x.shape[0]), "nan": nan, "inf": inf}
+    title = f"node features {name!r} finite and scaled"
     if finite.numel() == 0:
-        return Finding(f"features {name}", False, "no finite rows", ev)
+        return _finding("features", False, "no finite rows", ev, fix="drop or impute the NaN/Inf rows", title=title)
     q = torch.quantile(finite.double(), torch.tensor([0.25, 0.5, 0.75], dtype=torch.double), dim=0)
     iqr = (q[2] - q[0]).abs()
     ev["max_abs"] = round(float(finite.abs().max()), 3)
@@ -77,10 +74,10 @@ def check_features(x, name: str = "x", scale_ratio: float = 100.0) -> Finding:
     if nan or inf:
         problems.append(f"{nan} NaN and {inf} Inf values (they turn every embedding they touch into NaN)")
     if ev["max_abs"] > scale_ratio * max(ev["median_iqr"], 1e-6) or ev["max_abs"] > 1e3:
-        problems.append(f"unscaled: max |x| = {ev['max_abs']} vs median IQR {ev['median_iqr']}; apply robust_scale (median/IQR)")
+        problems.append(f"unscaled: max |x| = {ev['max_abs']} vs median IQR {ev['median_iqr']}")
     if problems:
-        return Finding(f"features {name}", False, "; ".join(problems), ev)
-    return Finding(f"features {name}", True, "finite and on a comparable scale", ev)
+        return _finding("features", False, "; ".join(problems), ev, fix="apply robust_scale (median/IQR scaling, NaN/Inf filled)", title=title)
+    return _finding("features", True, "finite and on a comparable scale", ev, title=title)
 
 
 def robust_scale(x, *, fill_nan: float = 0.0):
@@ -111,14 +108,15 @@ def check_edge_indices(data) -> Finding:
         if over_s or over_d:
             bad[str(et)] = {"src_out_of_range": over_s, "dst_out_of_range": over_d, "max_src": int(ei[0].max()), "num_src": ns, "max_dst": int(ei[1].max()), "num_dst": nd}
     if not bad:
-        return Finding("edge indices", True, "every edge index is within its node store", {"edge_types": len(stores)})
+        return _finding("edge-indices", True, "every edge index is within its node store", {"edge_types": len(stores), "bad_edge_types": 0})
     first = next(iter(bad))
-    return Finding(
-        "edge indices",
+    return _finding(
+        "edge-indices",
         False,
-        f"{len(bad)} edge type(s) point past their node store (first: {first}: {bad[first]}); "
-        "entities are missing from the mapping — build it from heads AND tails of every triple",
-        {"bad_edge_types": bad},
+        f"{len(bad)} edge type(s) point past their node store (first: {first}: {bad[first]}); entities are missing from the mapping",
+        {"edge_types": len(stores), "bad_edge_types": len(bad)},
+        fix="build the mapping from heads AND tails of every triple",
+        table=[{"edge_type": k, **v} for k, v in bad.items()],
     )
 
 
@@ -131,15 +129,16 @@ def check_mapping_covers(df, entities: dict[str, list[str]]) -> Finding:
             if (t, e) not in known:
                 missing.add((col, t, e))
     if not missing:
-        return Finding("node mapping", True, "every head and tail has an id", {"entities": len(known)})
+        return _finding("node-mapping", True, "every head and tail has an id", {"entities": len(known), "missing": 0})
     tails_only = sum(1 for c, _, _ in missing if c == "tail")
-    ex = sorted(missing)[:3]
-    return Finding(
-        "node mapping",
+    n_missing = len({(t, e) for _, t, e in missing})
+    return _finding(
+        "node-mapping",
         False,
-        f"{len({(t, e) for _, t, e in missing})} entities have no id ({tails_only} occurrences as tails) — "
-        "the mapping was built from heads only",
-        {"examples": ex},
+        f"{n_missing} entities have no id ({tails_only} occurrences as tails) — the mapping was built from heads only",
+        {"entities": len(known), "missing": n_missing, "missing_as_tail": tails_only},
+        fix="build the mapping from heads AND tails of every triple (nbkit.kg.graph.build_index)",
+        table=[{"column": c, "type": t, "entity": e} for c, t, e in sorted(missing)[:3]],
     )
 
 
@@ -149,7 +148,7 @@ def diagnose_auc_near_chance(auc: float, *, loss_history=None, embeddings=None, 
 
     ev: dict[str, Any] = {"auc": round(float(auc), 4)}
     if abs(auc - 0.5) > tol:
-        return Finding("AUC near chance", True, f"AUC {auc:.3f} is away from 0.5", ev)
+        return _finding("auc-near-chance", True, f"AUC {auc:.3f} is away from 0.5", ev)
     causes = []
     if loss_history is not None and len(loss_history) >= 4:
         first, last = float(loss_history[0]), float(loss_history[-1])
@@ -176,29 +175,46 @@ def diagnose_auc_near_chance(auc: float, *, loss_history=None, embeddings=None, 
             causes.append(f"{share:.0%} of nodes receive no messages in the directed graph: add reverse (rel__inv) edges")
     if not causes:
         causes.append("no single cause found in the evidence given; check that labels/negatives are not shuffled")
-    return Finding("AUC near chance", False, "; ".join(causes), ev)
+    return _finding("auc-near-chance", False, "; ".join(causes), ev, fix="see the causes named in the summary")
 
 
 def coalesce_experiment(num_nodes: int = 50, num_edges: int = 400, num_relations: int = 4, seed: int = 0) -> dict[str, Any]:
-    """Seed claim: "coalesce() prevents IndexError in RGCNConv". Measure three cases.
+    """Field-note claim: "coalesce() prevents IndexError in RGCNConv". Measure what happens.
 
-    1. unsorted, duplicated edges, without coalesce -> does RGCNConv raise? do outputs differ from
-       the coalesced graph (duplicates double-count under ``add``, reweight under ``mean``)?
-    2. an edge pointing past ``num_nodes`` -> does RGCNConv raise IndexError, with or without coalesce?
+    1. Unsorted edges with exact duplicates of (src, dst, relation), without coalesce: does RGCNConv
+       raise (``add`` and ``mean``)? Coalescing per (src, dst, relation) (``coalesce_typed``: parallel
+       edges of DIFFERENT relations are distinct messages and are kept) removes only the duplicates;
+       the outputs then differ by exactly those: duplicates double-count under ``add`` and reweight
+       the average under ``mean``.
+    2. An edge pointing past ``num_nodes`` (an entity missing from the mapping): does RGCNConv raise,
+       with or without coalesce?
     """
     import torch
     from torch_geometric.nn import RGCNConv
-    from torch_geometric.utils import coalesce
+
+    from nbkit.kg.graph import coalesce_typed
 
     g = torch.Generator().manual_seed(seed)
     ei = torch.randint(0, num_nodes, (2, num_edges), generator=g)
     et = torch.randint(0, num_relations, (num_edges,), generator=g)
-    ei = torch.cat([ei, ei[:, : num_edges // 4]], 1)  # duplicates
-    et = torch.cat([et, et[: num_edges // 4]])
+    dup = num_edges // 4
+    ei = torch.cat([ei, ei[:, :dup]], 1)  # exact duplicates: same (src, dst, relation)
+    et = torch.cat([et, et[:dup]])
     perm = torch.randperm(ei.size(1), generator=g)
     ei, et = ei[:, perm], et[perm]
+    ei_c, et_c = coalesce_typed(ei, et, num_nodes)
+    typed = {(s, d, r) for (s, d), r in zip(ei.t().tolist(), et.tolist(), strict=True)}
+    rels_per_pair: dict[tuple[int, int], int] = {}
+    for s, d, _ in typed:
+        rels_per_pair[(s, d)] = rels_per_pair.get((s, d), 0) + 1
+    out: dict[str, Any] = {
+        "edges": int(ei.size(1)),
+        "distinct_typed_edges": len(typed),
+        "edges_after_coalesce": int(ei_c.size(1)),  # == distinct_typed_edges: only exact duplicates removed
+        # (src, dst) pairs joined by edges of more than one relation: coalescing must keep them all
+        "pairs_with_several_relations": sum(1 for n in rels_per_pair.values() if n > 1),
+    }
     x = torch.randn(num_nodes, 16, generator=g)
-    out: dict[str, Any] = {}
     for aggr in ("add", "mean"):
         torch.manual_seed(seed)
         conv = RGCNConv(16, 16, num_relations, aggr=aggr)
@@ -209,19 +225,17 @@ def coalesce_experiment(num_nodes: int = 50, num_edges: int = 400, num_relations
         except Exception as exc:  # the claim says this raises; record what actually happens
             out[f"unsorted_duplicates_{aggr}_error"] = f"{type(exc).__name__}: {exc}"
             continue
-        ei_c, et_c = coalesce(ei, et, num_nodes=num_nodes, reduce="max")
         y_c = conv(x, ei_c, et_c)
-        out[f"coalesced_vs_raw_max_abs_diff_{aggr}"] = float((y_raw - y_c).detach().abs().max())
+        out[f"coalesced_vs_raw_max_abs_diff_{aggr}"] = float((y_raw - y_c).abs().max())
     bad = ei.clone()
     bad[1, 0] = num_nodes + 3  # an entity missing from the mapping
-    for label, (ei_b, et_b) in (("out_of_range_raw", (bad, et)), ("out_of_range_after_coalesce", (None, None))):
+    for label in ("out_of_range_raw", "out_of_range_after_coalesce"):
         try:
-            if ei_b is None:
-                ei_b, et_b = coalesce(bad, et, num_nodes=num_nodes + 4, reduce="max")
+            ei_b, et_b = (bad, et) if label == "out_of_range_raw" else coalesce_typed(bad, et, num_nodes + 4)
             RGCNConv(16, 16, num_relations)(x, ei_b, et_b)
             out[f"{label}_error"] = None
         except Exception as exc:
             out[f"{label}_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-    out["unsorted_raises"] = any(out.get(f"unsorted_duplicates_{a}_error") for a in ("add", "mean"))
+    out["unsorted_raises"] = {a: out.get(f"unsorted_duplicates_{a}_error") is not None for a in ("add", "mean")}
     out["out_of_range_raises_even_after_coalesce"] = out["out_of_range_after_coalesce_error"] is not None
     return out

@@ -1,117 +1,192 @@
-"""The seed's KG claims next to what this run measured, with verdicts computed from the numbers.
+"""The field notes' KG claims next to what this run measured, each judged by a two-sided rule.
 
-Verdict rules (stated so a reader can disagree with them):
-
-* reverse edges "AUC 0.53 -> 0.79": holds when adding explicit reverse relations (rung 2 -> 3,
-  nothing else changed) gains at least half the claimed +0.26 AUC; otherwise refuted.
-* downstream "F1 0.82": holds when the macro-F1 is within 0.05 of 0.82 or above AND beats the
-  random-embedding control by 0.10; otherwise refuted. (Different task and data than the seed's.)
-* "aggr=mean is more stable than add": over the same seeds, holds when mean has BOTH the smaller
-  spread of test MRR and the smoother loss curve; refuted when add wins both; else inconclusive.
-* "coalesce prevents IndexError": holds only when unsorted/duplicated edges raise without
-  coalesce and not with it; refuted otherwise.
+Each ``verdict_*`` function states its rule (and tolerance) in its docstring and returns a
+``nbkit.claims.Verdict``: holds, refuted or inconclusive from the same inputs. Noisy figures are
+compared through an interval across seeds (Student t, ``mean_interval``) or folds; a straddling
+interval is "inconclusive — n too small", with the n that was used. :func:`claims` turns the
+results of ``nbkit.kg.experiments`` into the notebook's ``list[Claim]``.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 import statistics
 from typing import Any
 
-SEED_CLAIMS = {
+from nbkit.claims import (
+    HOLDS,
+    INCONCLUSIVE,
+    REFUTED,
+    Claim,
+    Verdict,
+    decide_at_least,
+    fmt_interval,
+    mean_interval,
+)
+
+FIELD_NOTES = {
     "reverse_edges_auc": "reverse (r_inv) edges lift validation AUC from 0.53 to 0.79 (§2.1)",
     "downstream_f1": "node embeddings -> logistic regression reach macro-F1 0.82 (§3.1)",
     "aggr_mean_stable": "aggr='mean' is more stable than 'add' on long-tailed relations (§2.1)",
     "coalesce_indexerror": "coalesce() is required; without it RGCNConv raises IndexError (§3.1)",
 }
+REVERSE_GAIN_CLAIMED = 0.79 - 0.53
+REVERSE_GAIN_MIN = REVERSE_GAIN_CLAIMED / 2  # tolerance: half the claimed lift counts as "holds"
+F1_CLAIMED, F1_TOL, F1_MARGIN = 0.82, 0.05, 0.10
+ROUGHNESS_MIN_REDUCTION = 0.05  # mean must be >= 5% smoother than add to count as "more stable"
 
 
-def loss_roughness(losses) -> float:
-    """Mean |step-to-step change| of the loss relative to its mean level (0 = perfectly smooth)."""
-    if len(losses) < 3:
-        return float("nan")
-    diffs = [abs(b - a) for a, b in zip(losses, losses[1:], strict=False)]
-    level = statistics.fmean(abs(x) for x in losses) or 1.0
-    return statistics.fmean(diffs) / level
+def verdict_reverse_edges(auc_without: list[float], auc_with: list[float]) -> Verdict:
+    """Rung 2 (stated direction only) vs rung 3 (+ explicit ``rel__inv``), same seeds, validation AUC.
+
+    Rule: the per-seed gain (rung 3 − rung 2) has a 95% t-interval across seeds; holds when its low
+    end is ≥ half the claimed +0.26 (0.13), refuted when its high end is below 0.13, inconclusive
+    when it straddles 0.13 or fewer than two seeds were run.
+    """
+    gains = [w - wo for wo, w in zip(auc_without, auc_with, strict=False) if not (math.isnan(w) or math.isnan(wo))]
+    if not gains:
+        return Verdict(INCONCLUSIVE, "not measured: run rungs 2 and 3 of the ablation to test this claim")
+    if len(gains) < 2:
+        return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds")
+    return decide_at_least(mean_interval(gains), REVERSE_GAIN_MIN, what=f"AUC gain over {len(gains)} seeds",
+                           n_hint=f"n={len(gains)} seeds; more seeds narrow the interval")
 
 
-def aggr_stability(split, cfg, *, seeds=(0, 1, 2), rung_key: int = 5, progress: bool = True, live=None, eval_negs=None) -> dict[str, Any]:
-    """Train the RGCN rung with aggr='mean' and 'add' on the same seeds; spread and smoothness."""
-    from nbkit.kg.train import LADDER, train_rung
+def verdict_f1(f1_folds: list[float], control_folds: list[float]) -> Verdict:
+    """Macro-F1 of the trained embeddings (5 folds) next to a random-embedding control (same folds).
 
-    runs = []
-    for aggr in ("mean", "add"):
-        for seed in seeds:
-            c = dataclasses.replace(cfg, aggr=aggr, seed=seed)
-            try:
-                res, _, _ = train_rung(split, LADDER[rung_key], c, progress=progress, live=live, eval_negs=eval_negs, trace_prefix=f"{aggr} s{seed}")
-                runs.append({"aggr": aggr, "seed": seed, "test_mrr": res.metrics["mrr"], "test_auc": res.metrics.get("auc"), "roughness": loss_roughness(res.history["loss"]), "diverged": False})
-            except FloatingPointError:
-                runs.append({"aggr": aggr, "seed": seed, "test_mrr": float("nan"), "test_auc": float("nan"), "roughness": float("nan"), "diverged": True})
-    summary = {}
-    for aggr in ("mean", "add"):
-        rs = [r for r in runs if r["aggr"] == aggr and not r["diverged"]]
-        mrrs = [r["test_mrr"] for r in rs]
-        summary[aggr] = {
-            "mrr_mean": statistics.fmean(mrrs) if mrrs else float("nan"),
-            "mrr_std": statistics.pstdev(mrrs) if len(mrrs) > 1 else 0.0,
-            "roughness": statistics.fmean(r["roughness"] for r in rs) if rs else float("nan"),
-            "diverged": sum(r["diverged"] for r in runs if r["aggr"] == aggr),
-        }
-    return {"runs": runs, "summary": summary, "seeds": list(seeds)}
+    Rule: refuted when the F1 interval lies wholly below 0.82 − 0.05, or the interval of the paired
+    margin over the control lies wholly below +0.10 (no better than structure-free embeddings); holds
+    when the F1 interval lies wholly at or above 0.77 AND the margin interval wholly at or above 0.10;
+    otherwise inconclusive.
+    """
+    if not f1_folds:
+        return Verdict(INCONCLUSIVE, "not measured in this run")
+    f1_ci = mean_interval(f1_folds)
+    margin_ci = mean_interval([a - b for a, b in zip(f1_folds, control_folds, strict=True)])
+    n = f"n={len(f1_folds)} folds"
+    f1 = decide_at_least(f1_ci, F1_CLAIMED - F1_TOL, what="macro-F1", n_hint=n)
+    margin = decide_at_least(margin_ci, F1_MARGIN, what="margin over the random control", n_hint=n)
+    if REFUTED in (f1.verdict, margin.verdict):
+        return Verdict(REFUTED, "; ".join(v.why for v in (f1, margin) if v.verdict == REFUTED))
+    if f1.verdict == HOLDS and margin.verdict == HOLDS:
+        return Verdict(HOLDS, f"{f1.why}; {margin.why}")
+    return Verdict(INCONCLUSIVE, f"{f1.why}; {margin.why}")
 
 
-def verdict_reverse_edges(auc_without: float, auc_with: float) -> tuple[str, str]:
-    gain = auc_with - auc_without
-    if gain != gain:  # NaN: rungs 2/3 were not both run
-        return "not measured", "run rungs 2 and 3 to test this claim"
-    claimed = 0.79 - 0.53
-    if gain >= claimed / 2:
-        return "holds", f"gain {gain:+.3f} >= half the claimed {claimed:+.2f}"
-    return "refuted", f"gain {gain:+.3f} < half the claimed {claimed:+.2f}"
+def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
+    """``aggr='mean'`` vs ``'add'`` on the RGCN rung, same seeds.
+
+    Rule, in order: (1) divergence counts both ways — mean diverging in fewer runs than add holds,
+    in MORE runs refutes; (2) otherwise, per seed where neither diverged, the relative loss-roughness
+    reduction (add − mean) / add has a 95% t-interval across seeds: holds when its low end is ≥ 5%,
+    refuted when its high end is below 5% (mean no smoother, or rougher), inconclusive when it
+    straddles 5% or fewer than two paired seeds exist.
+    """
+    div = {a: sum(1 for r in runs if r["aggr"] == a and r["diverged"]) for a in ("mean", "add")}
+    n_runs = {a: sum(1 for r in runs if r["aggr"] == a) for a in ("mean", "add")}
+    if div["mean"] < div["add"]:
+        return Verdict(HOLDS, f"add diverged in {div['add']} of {n_runs['add']} runs, mean in {div['mean']} of {n_runs['mean']}")
+    if div["mean"] > div["add"]:
+        return Verdict(REFUTED, f"mean diverged in {div['mean']} of {n_runs['mean']} runs, add in {div['add']} of {n_runs['add']}")
+    red = roughness_reductions(runs)
+    if len(red) < 2:
+        return Verdict(INCONCLUSIVE, f"{len(red)} paired seed(s) without divergence: no interval — n too small; run >= 3 seeds")
+    return decide_at_least(mean_interval(red), ROUGHNESS_MIN_REDUCTION, what=f"loss-roughness reduction of mean vs add over {len(red)} seeds",
+                           n_hint=f"n={len(red)} seeds")
 
 
-def verdict_f1(f1: float, control_f1: float) -> tuple[str, str]:
-    if f1 >= 0.82 - 0.05 and f1 - control_f1 >= 0.10:
-        return "holds", f"F1 {f1:.3f} (random control {control_f1:.3f})"
-    return "refuted", f"F1 {f1:.3f} vs claimed 0.82 (random control {control_f1:.3f})"
+def roughness_reductions(runs: list[dict[str, Any]]) -> list[float]:
+    """Per seed where neither aggregation diverged: (roughness add − roughness mean) / roughness add."""
+    by = {(r["aggr"], r["seed"]): r for r in runs if not r["diverged"]}
+    seeds = sorted({s for a, s in by if a == "mean"} & {s for a, s in by if a == "add"})
+    return [(by["add", s]["roughness"] - by["mean", s]["roughness"]) / by["add", s]["roughness"] for s in seeds if by["add", s]["roughness"] > 0]
 
 
-def verdict_aggr(summary: dict[str, Any]) -> tuple[str, str]:
-    m, a = summary["mean"], summary["add"]
-    if m["diverged"] < a["diverged"]:
-        return "holds", f"add diverged in {a['diverged']} run(s), mean in {m['diverged']}"
-    steadier = m["mrr_std"] < a["mrr_std"]
-    smoother = m["roughness"] < a["roughness"]
-    detail = f"MRR std mean {m['mrr_std']:.4f} vs add {a['mrr_std']:.4f}; loss roughness mean {m['roughness']:.4f} vs add {a['roughness']:.4f}"
-    if steadier and smoother:
-        return "holds", detail
-    if not steadier and not smoother:
-        return "refuted", detail
-    return "inconclusive", detail
+def verdict_coalesce(exp: dict[str, Any] | None) -> Verdict:
+    """Does RGCNConv raise on unsorted, duplicated edges without ``coalesce``?
 
-
-def verdict_coalesce(exp: dict[str, Any]) -> tuple[str, str]:
-    if exp["unsorted_raises"]:
-        return "holds", "uncoalesced edges raised"
-    detail = "unsorted + duplicated edges ran without error (outputs differ by duplicates)"
-    if exp["out_of_range_raises_even_after_coalesce"]:
+    Rule: holds when it raises under both ``aggr='add'`` and ``'mean'``; refuted when it raises under
+    neither (whatever coalescing then changes is a different claim, reported in ``why``);
+    inconclusive when only one aggregation raises or the experiment was not run.
+    """
+    if not exp:
+        return Verdict(INCONCLUSIVE, "not measured in this run")
+    raises = exp["unsorted_raises"]
+    if all(raises.values()):
+        return Verdict(HOLDS, "RGCNConv raised on uncoalesced edges under " + " and ".join(raises))
+    if any(raises.values()):
+        return Verdict(INCONCLUSIVE, "raised only under " + ", ".join(a for a, v in raises.items() if v))
+    diffs = ", ".join(f"{a} {exp[f'coalesced_vs_raw_max_abs_diff_{a}']:.3g}" for a in raises if f"coalesced_vs_raw_max_abs_diff_{a}" in exp)
+    detail = (f"unsorted edges with {exp['edges'] - exp['distinct_typed_edges']} exact duplicates ran without error; "
+              f"coalescing per (src, dst, relation) removed only those (outputs change by max |diff| {diffs})")
+    if exp.get("out_of_range_raises_even_after_coalesce"):
         detail += f"; an out-of-range id fails with or without coalesce ({exp['out_of_range_after_coalesce_error']})"
-    return "refuted", detail
+    return Verdict(REFUTED, detail)
 
 
-def claims_table(*, auc_without_reverse: float, auc_with_reverse: float, f1: float, control_f1: float, aggr_summary: dict[str, Any], coalesce: dict[str, Any]):
-    """A DataFrame: claim, seed value, measured value, verdict, why."""
-    import pandas as pd
+def _mean(xs) -> float:
+    xs = [x for x in xs if not math.isnan(x)]
+    return statistics.fmean(xs) if xs else float("nan")
 
+
+def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None) -> list[Claim]:
+    """The claims rows from the ``Result``s of run_ablation, run_downstream, run_aggr and run_pitfalls
+    (any of them may be missing: its row then says "not measured")."""
     rows = []
-    v, why = verdict_reverse_edges(auc_without_reverse, auc_with_reverse)
-    rows.append({"claim": SEED_CLAIMS["reverse_edges_auc"], "seed": "0.53 -> 0.79", "measured": f"{auc_without_reverse:.3f} -> {auc_with_reverse:.3f}", "verdict": v, "why": why})
-    v, why = verdict_f1(f1, control_f1)
-    rows.append({"claim": SEED_CLAIMS["downstream_f1"], "seed": "0.82", "measured": f"{f1:.3f}", "verdict": v, "why": why})
-    v, why = verdict_aggr(aggr_summary)
-    m, a = aggr_summary["mean"], aggr_summary["add"]
-    rows.append({"claim": SEED_CLAIMS["aggr_mean_stable"], "seed": "mean > add", "measured": f"MRR {m['mrr_mean']:.3f}±{m['mrr_std']:.3f} vs {a['mrr_mean']:.3f}±{a['mrr_std']:.3f}", "verdict": v, "why": why})
-    v, why = verdict_coalesce(coalesce)
-    rows.append({"claim": SEED_CLAIMS["coalesce_indexerror"], "seed": "IndexError", "measured": "no error" if not coalesce["unsorted_raises"] else "error", "verdict": v, "why": why})
-    return pd.DataFrame(rows)
+    rm = ablation.metrics["rung_metrics"] if ablation is not None else {}
+    wo, w = (rm.get(k, {}).get("valid_auc_per_seed", []) for k in ("2", "3"))
+    n = min(len(wo), len(w))
+    gains = [b - a for a, b in zip(wo, w, strict=False)]
+    rows.append(Claim.from_verdict(
+        verdict_reverse_edges(wo, w), key="reverse_edges_auc", claim=FIELD_NOTES["reverse_edges_auc"], source="§2.1",
+        field_note="0.53 -> 0.79 (+0.26)",
+        measured=f"{_mean(wo):.3f} -> {_mean(w):.3f} ({_mean(gains):+.3f})" if n else "not measured",
+        rule=f"per-seed gain (rung 3 − rung 2, validation AUC): holds if its 95% interval ≥ +{REVERSE_GAIN_MIN:.2f}, refuted if < +{REVERSE_GAIN_MIN:.2f}",
+        n=f"{n} seeds", interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
+    ))
+    dm = downstream.metrics if downstream is not None else {"skipped": "not run"}
+    if "skipped" in dm:
+        v, measured, n_text, interval = Verdict(INCONCLUSIVE, f"not measured: {dm['skipped']}"), "not measured", "0 folds", ""
+    else:
+        folds = dm["fold_scores"]
+        v = verdict_f1(folds, dm["control_fold_scores"])
+        measured = f"{dm['macro_f1']:.3f} (random control {dm['macro_f1_control']:.3f})"
+        n_text, interval = f"{len(folds)} folds, {dm['samples']} entities, {dm['classes']} classes", fmt_interval(mean_interval(folds))
+    rows.append(Claim.from_verdict(
+        v, key="downstream_f1", claim=FIELD_NOTES["downstream_f1"], source="§3.1", field_note="0.82", measured=measured,
+        rule=f"holds if the F1 interval ≥ {F1_CLAIMED - F1_TOL:.2f} and the margin over a random control ≥ {F1_MARGIN:.2f}; refuted if either lies wholly below",
+        n=n_text, interval=interval,
+    ))
+    runs = aggr.metrics["runs"] if aggr is not None else []
+    summ = aggr.metrics["summary"] if aggr is not None else {}
+    measured = ("; ".join(f"{a}: roughness {s['roughness']:.4f}, valid MRR {s['valid_mrr_mean']:.3f}, diverged {s['diverged']}" for a, s in summ.items())
+                if summ else "not measured")
+    rows.append(Claim.from_verdict(
+        verdict_aggr(runs), key="aggr_mean_stable", claim=FIELD_NOTES["aggr_mean_stable"], source="§2.1", field_note="mean steadier than add",
+        measured=measured, n=f"{len({r['seed'] for r in runs})} seeds per aggr",
+        interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
+        rule=f"fewer divergences holds / more refutes; else the per-seed roughness reduction of mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < {ROUGHNESS_MIN_REDUCTION:.0%}",
+    ))
+    exp = pitfalls.metrics["coalesce_experiment"] if pitfalls is not None else None
+    rows.append(Claim.from_verdict(
+        verdict_coalesce(exp), key="coalesce_indexerror", claim=FIELD_NOTES["coalesce_indexerror"], source="§3.1", field_note="IndexError",
+        measured=("error" if any(exp["unsorted_raises"].values()) else "no error") if exp else "not measured",
+        rule="holds if RGCNConv raises on unsorted, duplicated edges under add and mean; refuted if under neither",
+        n=f"1 graph, {exp['edges']} edges, 2 aggregations (deterministic)" if exp else "0",
+    ))
+    return rows
+
+
+def headline(*, ablation, downstream=None) -> dict[str, float]:
+    """The numbers a reader wants first: best rung, its MRR / Hits@10 on the test split (mean over seeds), the
+    reverse-edge validation-AUC gain, the downstream macro-F1 (NaN when skipped)."""
+    rm = ablation.metrics["rung_metrics"]
+    gain = rm["3"]["valid_auc"] - rm["2"]["valid_auc"] if "2" in rm and "3" in rm else float("nan")
+    return {
+        "best_rung": ablation.metrics["best_rung"],
+        "test_mrr": ablation.metrics["test_mrr"],
+        "test_hits_at_10": ablation.metrics["test_hits_at_10"],
+        "reverse_edge_valid_auc_gain": gain,
+        "downstream_macro_f1": (downstream.metrics.get("macro_f1", float("nan")) if downstream is not None else float("nan")),
+    }

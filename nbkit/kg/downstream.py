@@ -1,4 +1,4 @@
-"""Downstream check (seed §3.1 step 3): node embeddings -> logistic regression, 5-fold macro-F1.
+"""Downstream check (field notes §3.1 step 3): node embeddings -> logistic regression, 5-fold macro-F1.
 
 The labels must be unseen by the embedding run: on UMLS we predict each entity's semantic group
 from embeddings trained with ONE node type (type was not an input). A random-embedding control of
@@ -43,7 +43,18 @@ def embedding_f1(embeddings, labels, *, folds: int = 5, seed: int = 0) -> dict[s
     }
 
 
-def downstream_check(split, cfg, *, labels: dict[str, str], rung_key: int = 5, progress: bool = True, live=None) -> dict[str, Any]:
+def downstream_skip_reason(labels: dict[str, str], folds: int = 5) -> str:
+    """Why the downstream check cannot run on these labels ("" when it can): it needs at least two
+    classes with ``folds`` members each (an untyped KG has one class)."""
+    counts = Counter(labels.values())
+    big = sorted(c for c, n in counts.items() if n >= folds)
+    if len(big) >= 2:
+        return ""
+    return (f"the labels (node types) give {len(counts)} class(es), {len(big)} with >= {folds} members; "
+            f"predicting a node type needs at least 2 such classes (an untyped triples file has one)")
+
+
+def downstream_check(split, cfg, *, labels: dict[str, str], rung_key: int = 5, device=None, progress: bool = True, live=None) -> dict[str, Any]:
     """Train ``rung_key`` WITHOUT node types (one type for all entities), then score embeddings.
 
     ``labels`` maps entity name -> label (e.g. UMLS semantic group). Returns F1 for the trained
@@ -57,7 +68,7 @@ def downstream_check(split, cfg, *, labels: dict[str, str], rung_key: int = 5, p
 
     untyped = split_without_types(split)
     rung = dataclasses.replace(LADDER[rung_key], typed=False, negatives="uniform", label=f"{LADDER[rung_key].label} [untyped, for downstream]")
-    res, model, graph = train_rung(untyped, rung, cfg, progress=progress, live=live, trace_prefix="downstream")
+    res, model, graph = train_rung(untyped, rung, cfg, device=device, progress=progress, live=live, trace_prefix="downstream")
     model.eval()
     with torch.no_grad():
         z = model.embed(graph).cpu()
@@ -69,7 +80,7 @@ def downstream_check(split, cfg, *, labels: dict[str, str], rung_key: int = 5, p
     trained = embedding_f1(z.numpy(), y, seed=cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
     control = embedding_f1(torch.randn(z.shape, generator=g).numpy(), y, seed=cfg.seed)
-    return {"trained": trained, "random_control": control, "link_mrr_untyped": res.metrics["mrr"], "train_seconds": res.train_seconds}
+    return {"trained": trained, "random_control": control, "link_valid_mrr_untyped": res.metrics["valid_mrr"], "train_seconds": res.train_seconds}
 
 
 def split_without_types(split):

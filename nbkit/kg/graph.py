@@ -1,6 +1,6 @@
 """From a triples table to indices, a leak-free split, message graphs and a validated ``HeteroData``.
 
-* Entity ids are built from heads AND tails of every triple (seed §4.1: an entity seen only as a
+* Entity ids are built from heads AND tails of every triple (field notes §4.1: an entity seen only as a
   tail must still get an id), per type, sorted, contiguous; global id = type offset + local id.
 * Splits never leak: the message-passing graph is built from TRAIN triples only, so neither valid/test
   edges nor their reverses are in it.
@@ -90,8 +90,13 @@ def build_index(df) -> tuple[list[str], dict[str, list[str]]]:
     return types, {t: sorted(ents.loc[ents["t"] == t, "e"].tolist()) for t in types}
 
 
-def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, seed: int = 0) -> KGSplit:
+def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, seed: int = 0, *, allow_empty: bool = False) -> KGSplit:
     """Index the KG and split it; a shipped ``split`` column (UMLS) is used as is.
+
+    Shares must be numbers in (0, 1) summing below 1. A shipped split without validation (or test)
+    rows gets them carved from train at that share (seeded; the report counts them). A split that
+    still leaves train, validation or test empty is refused with a ``UsageError``
+    (``allow_empty=True`` keeps the shipped split as it is: graph-only uses).
 
     Random splits keep the evaluation transductive: a valid/test triple whose head, tail or relation
     never occurs in train is moved to train, and the report counts how many.
@@ -99,6 +104,7 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
     import numpy as np
     import torch
 
+    _check_shares(valid_share, test_share)
     df = kg.df
     types, entities = build_index(df)
     offsets, acc = {}, 0
@@ -117,8 +123,20 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
         part = df["split"].to_numpy()
         unknown = sorted(set(part) - {"train", "valid", "test"})
         if unknown:
-            raise ValueError(f"split column has values {unknown}; expected train/valid/test")
+            from nbkit.errors import UsageError
+
+            raise UsageError(f"{kg.report.source}: split column has values {unknown}; expected train/valid/test")
         report["split_source"] = "shipped"
+        rng = np.random.default_rng(seed)
+        for name, share in (("valid", valid_share), ("test", test_share)):
+            train_rows = np.flatnonzero(part == "train")
+            if allow_empty or (part == name).any() or len(train_rows) < 3:
+                continue
+            # A shipped split without this part: carve it from train (seeded) and say so in the report.
+            take = rng.choice(train_rows, size=max(1, int(round(share * len(train_rows)))), replace=False)
+            part = part.astype(object)
+            part[take] = name
+            report[f"{name}_carved_from_train"] = int(len(take))
     else:
         rng = np.random.default_rng(seed)
         u = rng.random(len(df))
@@ -138,7 +156,31 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
         report["moved_to_train_unseen_entity_or_relation"] = moved
     node_type = torch.cat([torch.full((len(entities[t]),), i, dtype=torch.long) for i, t in enumerate(types)])
     as_t = lambda m: torch.as_tensor(triples[part == m], dtype=torch.long).reshape(-1, 3)  # noqa: E731
-    return KGSplit(types, entities, relations, as_t("train"), as_t("valid"), as_t("test"), node_type, report, kg.name)
+    split = KGSplit(types, entities, relations, as_t("train"), as_t("valid"), as_t("test"), node_type, report, kg.name)
+    empty = [name for name in ("train", "valid", "test") if len(getattr(split, name)) == 0]
+    if empty and not allow_empty:
+        from nbkit.errors import UsageError
+
+        how = report["split_source"]
+        raise UsageError(
+            f"{kg.report.source}: {len(df)} usable triples give an empty {' and '.join(empty)} split ({how}: {split.sizes()}); "
+            "link prediction needs train, validation (to choose epochs and models) and test triples — "
+            "give more triples, larger valid/test shares, or a file with a split column (train/valid/test)"
+        )
+    return split
+
+
+def _check_shares(valid_share, test_share) -> None:
+    """Shares are finite numbers in (0, 1) whose sum is below 1 (else: UsageError naming the value)."""
+    import math
+
+    from nbkit.errors import UsageError
+
+    for name, v in (("valid_share", valid_share), ("test_share", test_share)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v < 1:
+            raise UsageError(f"split_kg: {name}={v!r}; expected a number strictly between 0 and 1 (e.g. 0.1)")
+    if valid_share + test_share >= 1:
+        raise UsageError(f"split_kg: valid_share + test_share = {valid_share + test_share:g}; expected < 1 so that train triples remain")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,7 +231,6 @@ class MessageGraph:
 def message_graph(split: KGSplit, reverse: str = "inverse") -> MessageGraph:
     """Train-only edges for message passing, with reverse edges per ``reverse``; coalesced."""
     import torch
-    from torch_geometric.utils import coalesce
 
     if reverse not in REVERSE_MODES:
         raise ValueError(f"reverse must be one of {REVERSE_MODES}, got {reverse!r}")
@@ -202,15 +243,23 @@ def message_graph(split: KGSplit, reverse: str = "inverse") -> MessageGraph:
         names += [n + INV_SUFFIX for n in split.relations]
     elif reverse == "undirected":
         src.append(t), dst.append(h), et.append(r)
-    edge_index = torch.stack([torch.cat(src), torch.cat(dst)])
-    edge_type = torch.cat(et)
-    # coalesce on (src, dst, type): key = type * N + dst ordering via a combined index
-    n = split.num_nodes
-    key_index = torch.stack([edge_index[0] + edge_type * n, edge_index[1]])
-    key_index = coalesce(key_index, num_nodes=n * len(names))
-    edge_type = key_index[0] // n
-    edge_index = torch.stack([key_index[0] % n, key_index[1]])
+    edge_index, edge_type = coalesce_typed(torch.stack([torch.cat(src), torch.cat(dst)]), torch.cat(et), split.num_nodes)
     return MessageGraph(edge_index, edge_type, names, reverse)
+
+
+def coalesce_typed(edge_index, edge_type, num_nodes: int):
+    """Sort edges and drop exact duplicates of (src, dst, relation); parallel edges of DIFFERENT
+    relations are kept (``torch_geometric.utils.coalesce`` on (src, dst) alone would merge them).
+
+    The relation is folded into the source id (``type * N + src``), coalesced, and unfolded.
+    """
+    import torch
+    from torch_geometric.utils import coalesce
+
+    n = int(num_nodes)
+    num_types = int(edge_type.max()) + 1 if edge_type.numel() else 1
+    key_index = coalesce(torch.stack([edge_index[0] + edge_type * n, edge_index[1]]), num_nodes=n * num_types)
+    return torch.stack([key_index[0] % n, key_index[1]]), key_index[0] // n
 
 
 def build_hetero_data(split: KGSplit, reverse: str = "inverse", features: dict[str, Any] | None = None):
@@ -308,7 +357,7 @@ def link_neighbor_loader(data, edge_type=None, *, edge_label_index=None, num_nei
         )
     from torch_geometric.loader import LinkLoader
 
-    from nbkit.kg.sampling import TorchNeighborSampler
+    from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 
     if edge_type is not None:
         raise ValueError("edge_type selects target edges of a HeteroData; for homogeneous Data pass edge_label_index")

@@ -20,7 +20,7 @@ class NodeInput(_nn().Module):
     """Node inputs in global-id order.
 
     typed: one ``nn.Embedding`` per node type with its own width (or given features), each projected
-    by its own Linear to the common ``hidden`` width (seed §2.1); untyped: one shared table.
+    by its own Linear to the common ``hidden`` width (field notes §2.1); untyped: one shared table.
     """
 
     def __init__(self, split, hidden: int, typed: bool, type_dims: dict[str, int] | None = None, features: dict[str, Any] | None = None):
@@ -113,33 +113,144 @@ class GCNEncoder(_nn().Module):
 
 
 class HeteroSAGEEncoder(_nn().Module):
-    """Rungs 2-3: typed message passing, one SAGEConv per (src_type, relation, dst_type) via HeteroConv.
+    """Rungs 2-3: typed message passing, one SAGE convolution per (src_type, relation, dst_type).
 
-    This is what ``to_hetero(GraphSAGE)`` builds; written with HeteroConv so node types that receive
-    no messages (possible without reverse edges) keep their input instead of vanishing. Messages from
-    different edge types are AVERAGED (``type_aggr="mean"``): on UMLS a node type receives up to ~40 edge
-    types and summing them blew up the scores (measured: test AUC 0.52 with sum vs 0.78 with mean).
+    Computes exactly what ``HeteroConv({edge_type: SAGEConv(hidden, hidden, aggr="mean")}, aggr=type_aggr)``
+    computes (``to_hetero(GraphSAGE)``; checked against it in tests/unit/test_kg_graph.py), but with the
+    per-edge-type weights stacked into tensors: HeteroConv runs one SAGEConv per edge type, and UMLS with
+    inverse relations has 596 of them, which cost ~2 s per epoch in per-op overhead; stacked, one einsum
+    per layer. Per edge type e = (s, r, d) and destination node i of type d:
+    ``lin_l_e(mean_{j in N_e(i)} x_j) + lin_r_e(x_i)`` (``lin_l`` with bias), combined over the edge
+    types into d by ``type_aggr`` (``"sum"`` or ``"mean"``: on UMLS a node type receives up to ~40 edge
+    types, so the sum can dwarf a node's own input; which one is used is chosen on VALIDATION MRR by
+    ``nbkit.kg.experiments.run_selection``). Node types that receive no edge type keep their input.
     """
 
-    def __init__(self, hidden: int, edge_types, layers: int = 2, aggr: str = "mean", type_aggr: str = "mean"):
-        from torch_geometric.nn import HeteroConv, SAGEConv
+    def __init__(self, hidden: int, edge_types, layers: int = 2, type_aggr: str = "mean"):
+        import math
+
+        import torch
 
         super().__init__()
-        self.convs = _nn().ModuleList(
-            [HeteroConv({et: SAGEConv(hidden, hidden, aggr=aggr) for et in edge_types}, aggr=type_aggr) for _ in range(layers)]
-        )
+        if type_aggr not in ("sum", "mean"):
+            raise ValueError(f"type_aggr must be 'sum' or 'mean', got {type_aggr!r}")
+        self.edge_types = list(edge_types)
+        self.type_aggr = type_aggr
+        n, bound = len(self.edge_types), 1 / math.sqrt(hidden)  # nn.Linear's default init range
+
+        def param(*shape):
+            return torch.nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
+
+        self.w_l = torch.nn.ParameterList([param(n, hidden, hidden) for _ in range(layers)])
+        self.b_l = torch.nn.ParameterList([param(n, hidden) for _ in range(layers)])
+        self.w_r = torch.nn.ParameterList([param(n, hidden, hidden) for _ in range(layers)])
+
+    def _layer(self, i, x, graph, src, dst, et, inv_deg, dst_type_of_et, fan_in):
+        import torch
+
+        # Neighbour part: transform every node under every edge type's lin_l (chunks bound the memory),
+        # pick each edge's source row, weight by 1/deg (mean within the edge type), sum per destination.
+        out = torch.zeros_like(x)
+        n_nodes, hidden = x.shape
+        step = max(1, (1 << 25) // max(1, n_nodes * hidden))
+        for lo in range(0, len(self.edge_types), step):
+            sel = (et >= lo) & (et < lo + step)
+            if not bool(sel.any()):
+                continue
+            proj = torch.einsum("nh,ehk->enk", x, self.w_l[i][lo : lo + step])
+            out.index_add_(0, dst[sel], proj[et[sel] - lo, src[sel]] * inv_deg[sel, None])
+        # Root part and biases: the sum over edge types into type d of lin_r_e is one matrix per d.
+        n_types = len(graph.types)
+        w_root = torch.zeros(n_types, hidden, hidden, device=x.device, dtype=x.dtype).index_add(0, dst_type_of_et, self.w_r[i])
+        b_root = torch.zeros(n_types, hidden, device=x.device, dtype=x.dtype).index_add(0, dst_type_of_et, self.b_l[i])
+        parts, start = [], 0
+        for t, count in enumerate(graph.counts):
+            xs = x[start : start + count]
+            if fan_in[t] == 0:
+                parts.append(xs)  # no edge type ends here: the input passes through (HeteroConv drops it)
+            else:
+                y = out[start : start + count] + xs @ w_root[t] + b_root[t]
+                parts.append(y / fan_in[t] if self.type_aggr == "mean" else y)
+            start += count
+        return torch.cat(parts)
 
     def forward(self, x, graph):
         import torch
         import torch.nn.functional as F
 
-        x_dict = dict(zip(graph.types, torch.split(x, graph.counts), strict=False))
-        for i, conv in enumerate(self.convs):
-            out = conv(x_dict, graph.edge_index_dict)
-            x_dict = {t: (out[t] if t in out else x_dict[t]) for t in graph.types}
-            if i < len(self.convs) - 1:
-                x_dict = {t: F.relu(v) for t, v in x_dict.items()}
-        return torch.cat([x_dict[t] for t in graph.types])
+        offsets = torch.tensor([0, *graph.counts], device=x.device).cumsum(0)
+        index = {t: k for k, t in enumerate(graph.types)}
+        src, dst, et = [], [], []
+        for k, (s, _, d) in enumerate(self.edge_types):
+            ei = graph.edge_index_dict[(s, _, d)]
+            src.append(ei[0] + offsets[index[s]])
+            dst.append(ei[1] + offsets[index[d]])
+            et.append(torch.full((ei.size(1),), k, dtype=torch.long, device=x.device))
+        src, dst, et = torch.cat(src), torch.cat(dst), torch.cat(et)
+        key = et * x.size(0) + dst
+        _, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
+        inv_deg = 1.0 / counts[inverse].to(x.dtype)
+        dst_type_of_et = torch.tensor([index[d] for _, _, d in self.edge_types], dtype=torch.long, device=x.device)
+        fan_in = torch.bincount(dst_type_of_et, minlength=len(graph.types)).tolist()
+        for i in range(len(self.w_l)):
+            x = self._layer(i, x, graph, src, dst, et, inv_deg, dst_type_of_et, fan_in)
+            if i < len(self.w_l) - 1:
+                x = F.relu(x)
+        return x
+
+
+def _stacked_rgcn_conv():
+    """``RGCNConv`` whose forward runs every relation at once (same parameters, same function).
+
+    Without ``pyg-lib`` (no wheels for this torch) PyG's ``RGCNConv`` loops over relations — UMLS with
+    inverses has 92, Hetionet 48 — and the per-relation overhead dominated each epoch. Here each edge's
+    message is weighted by its relation's basis coefficients (``comp``) and 1/degree (``aggr="mean"``
+    is a per-relation mean), summed per (destination, relation) in one ``index_add``, combined by the
+    bases' coefficients and multiplied by the bases once; without bases, every node is projected under every relation (in chunks) and each edge picks
+    its row. Block-diagonal decomposition and index (non-float) inputs fall back to PyG's loop.
+    Checked equal to ``RGCNConv`` in tests/unit/test_kg_train.py.
+    """
+    from torch_geometric.nn import RGCNConv
+
+    class StackedRGCNConv(RGCNConv):
+        def forward(self, x, edge_index, edge_type=None):
+            import torch
+
+            if self.num_blocks is not None or isinstance(x, tuple) or x is None or not torch.is_floating_point(x) \
+                    or not isinstance(edge_index, torch.Tensor) or self.aggr not in ("mean", "add"):
+                return super().forward(x, edge_index, edge_type)
+            n, src, dst = x.size(0), edge_index[0], edge_index[1]
+            if self.aggr == "mean":
+                key = edge_type * n + dst
+                w = 1.0 / torch.bincount(key, minlength=self.num_relations * n)[key].to(x.dtype)
+            else:
+                w = torch.ones(src.numel(), dtype=x.dtype, device=x.device)
+            out = x @ self.root + (self.bias if self.bias is not None else 0)
+            if src.numel() == 0:
+                return out
+            chunk = max(1, (1 << 24) // max(1, x.size(1) * (self.num_bases or 1)))
+            if self.num_bases is not None and n * self.num_relations * x.size(1) <= (1 << 26):
+                # per (node, relation) sums of the weighted neighbour inputs, then the bases' coefficients
+                agg = x.new_zeros(n * self.num_relations, x.size(1)).index_add(0, dst * self.num_relations + edge_type, x[src] * w[:, None])
+                agg = torch.einsum("nrh,rb->nbh", agg.view(n, self.num_relations, -1), self.comp)
+                return out + agg.reshape(n, -1) @ self.weight.reshape(-1, self.out_channels)
+            if self.num_bases is not None:  # big graphs: never hold [nodes, relations, width]
+                agg = x.new_zeros(n, self.num_bases, x.size(1))
+                for lo in range(0, src.numel(), chunk):
+                    s_, d_, t_ = src[lo : lo + chunk], dst[lo : lo + chunk], edge_type[lo : lo + chunk]
+                    coef = self.comp[t_] * w[lo : lo + chunk, None]  # [e, bases]
+                    agg = agg.index_add(0, d_, x[s_].unsqueeze(1) * coef.unsqueeze(2))
+                return out + agg.reshape(n, -1) @ self.weight.reshape(-1, self.out_channels)
+            step = max(1, (1 << 24) // max(1, n * self.out_channels))
+            for lo in range(0, self.num_relations, step):
+                sel = (edge_type >= lo) & (edge_type < lo + step)
+                if not bool(sel.any()):
+                    continue
+                proj = torch.einsum("nh,rhk->rnk", x, self.weight[lo : lo + step])
+                out = out.index_add(0, dst[sel], proj[edge_type[sel] - lo, src[sel]] * w[sel, None])
+            return out
+
+    return StackedRGCNConv
 
 
 class RGCNEncoder(_nn().Module):
@@ -150,11 +261,10 @@ class RGCNEncoder(_nn().Module):
     """
 
     def __init__(self, hidden: int, num_relations: int, layers: int = 2, num_bases: int | None = None, num_blocks: int | None = None, aggr: str = "mean", dropout: float = 0.0, residual: bool = True):
-        from torch_geometric.nn import RGCNConv
-
+        conv = _stacked_rgcn_conv()
         super().__init__()
         self.convs = _nn().ModuleList(
-            [RGCNConv(hidden, hidden, num_relations, num_bases=num_bases, num_blocks=num_blocks, aggr=aggr) for _ in range(layers)]
+            [conv(hidden, hidden, num_relations, num_bases=num_bases, num_blocks=num_blocks, aggr=aggr) for _ in range(layers)]
         )
         self.dropout = dropout
         self.residual = residual

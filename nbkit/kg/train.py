@@ -3,7 +3,7 @@
 Metrics follow the link-prediction literature: for every test triple both the tail (h, r, ?) and the
 head (?, r, t) are ranked against ALL entities, other known true triples (train/valid/test) are
 filtered out, ties get the average rank ("realistic" rank), and MRR / Hits@k average both sides.
-The seed's AUC is computed as well, on FIXED evaluation negatives (one filtered corruption per test
+The field notes' AUC is computed as well, on FIXED evaluation negatives (one filtered corruption per test
 triple, drawn once per split with its own seed) so every rung is scored on the same pairs.
 """
 
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nbkit.kg.config import TrainConfig
 from nbkit.kg.graph import KGSplit, message_graph
 
 ENCODERS = ("gcn", "hetero_sage", "rgcn")
@@ -38,45 +39,21 @@ LADDER: dict[int, Rung] = {
     1: Rung(1, "1 naive: one node type, GCN, undirected, uniform negatives", False, "undirected", "gcn", "dot", "uniform"),
     2: Rung(2, "2 typed nodes (per-type embeddings, hetero SAGE, stated direction only)", True, "none", "hetero_sage", "dot", "uniform"),
     3: Rung(3, "3 + explicit reverse relations (rel__inv)", True, "inverse", "hetero_sage", "dot", "uniform"),
-    # DistMult-style decoder = ComplEx (DistMult in complex space): measured on UMLS, same budget,
-    # DistMult test MRR 0.55 vs ComplEx 0.71 - DistMult cannot score asymmetric relations.
-    4: Rung(4, "4 RGCN + relation-specific (type-constrained) negatives + ComplEx", True, "inverse", "rgcn", "complex", "typed"),
+    # "relational" = TrainConfig.decoder: DistMult, or ComplEx (DistMult in complex space, which can score
+    # asymmetric relations); experiments.run_selection chooses between them on validation MRR.
+    4: Rung(4, "4 RGCN + relation-specific (type-constrained) negatives + DistMult/ComplEx", True, "inverse", "rgcn", "relational", "typed"),
     # Rung 5 differs from 4 only in the negatives: every entity, not just type-valid ones. Ranking is
     # over ALL entities, and type-constrained negatives never teach the model to push the others down.
-    5: Rung(5, "5 = rung 4 with negatives from all entities", True, "inverse", "rgcn", "complex", "uniform"),
+    5: Rung(5, "5 = rung 4 with negatives from all entities", True, "inverse", "rgcn", "relational", "uniform"),
 }
 
 
 @dataclass
-class TrainConfig:
-    epochs: int = 200
-    hidden: int = 64
-    lr: float = 0.005
-    weight_decay: float = 0.0
-    layers: int = 2
-    num_negatives: int = 0  # 0 = every candidate of the rung's negative mode (1-vs-all softmax)
-    aggr: str = "mean"
-    num_bases: int | None = 8
-    dropout: float = 0.5  # measured on UMLS rung 5: 0.3 -> test MRR 0.89, 0.5 -> 0.90
-    eval_every: int = 20
-    seed: int = 0
-    max_seconds: float | None = None
-    device: str = "cpu"
-    # Graphs this small are dominated by per-op overhead; on shared CPU cores extra intra-op threads
-    # mostly spin (measured here: 1 thread 0.17 s/epoch vs 2 threads 1.5 s/epoch on a loaded box).
-    cpu_threads: int | None = 1
-    # Mini-batch training (Hetionet-sized graphs): 0 = full batch. With batch_size > 0 each step samples
-    # num_neighbors[hop] incoming edges per node and hop around the batch's entities (nbkit.kg.sampling)
-    # and scores every positive against a shared pool of num_negatives sampled entities per side.
-    batch_size: int = 0
-    num_neighbors: tuple = (10, 10)
-    # Filtered ranking scores each evaluated triple against every entity; on big graphs evaluate a seeded
-    # sample of this many valid/test triples (0 = all). The metrics then carry "eval_triples".
-    eval_max_triples: int = 0
-
-
-@dataclass
 class RungResult:
+    """One trained rung. ``metrics``: VALIDATION figures at the best validation epoch (``valid_mrr``,
+    ``valid_hits_at_k``, ``valid_auc`` when validation negatives were given). ``test_metrics`` stays
+    empty until :func:`score_test` is called — once, at the end, for the chosen model."""
+
     rung: int
     label: str
     metrics: dict[str, float]
@@ -85,9 +62,12 @@ class RungResult:
     epochs_run: int = 0
     interrupted: bool = False
     best_epoch: int = 0
+    seed: int = 0
+    test_metrics: dict[str, float] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
-        return {"rung": self.rung, "label": self.label, **self.metrics, "epochs": self.epochs_run, "train_s": round(self.train_seconds, 1)}
+        return {"rung": self.rung, "seed": self.seed, "label": self.label, **self.metrics, **self.test_metrics,
+                "epochs": self.epochs_run, "best_epoch": self.best_epoch, "train_s": round(self.train_seconds, 1)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,12 +109,15 @@ def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph,
     if rung.encoder == "gcn":
         enc = models.GCNEncoder(cfg.hidden, cfg.layers)
     elif rung.encoder == "hetero_sage":
-        enc = models.HeteroSAGEEncoder(cfg.hidden, list(graph.edge_index_dict), cfg.layers)
+        enc = models.HeteroSAGEEncoder(cfg.hidden, list(graph.edge_index_dict), cfg.layers, type_aggr=cfg.type_aggr)
     elif rung.encoder == "rgcn":
         enc = models.RGCNEncoder(cfg.hidden, graph.num_relations, cfg.layers, num_bases=cfg.num_bases, aggr=cfg.aggr, dropout=cfg.dropout)
     else:
         raise ValueError(f"encoder must be one of {ENCODERS}, got {rung.encoder!r}")
-    dec = models.DECODERS[rung.decoder](split.num_relations, cfg.hidden)
+    name = cfg.decoder if rung.decoder == "relational" else rung.decoder
+    if name not in models.DECODERS:
+        raise ValueError(f"decoder must be one of {sorted(models.DECODERS)}, got {name!r}")
+    dec = models.DECODERS[name](split.num_relations, cfg.hidden)
     return models.LinkPredictor(node_input, enc, dec)
 
 
@@ -250,6 +233,10 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
     model.eval()
     device = next(model.parameters()).device
     trip = getattr(split, which)
+    if len(trip) == 0:
+        from nbkit.errors import UsageError
+
+        raise UsageError(f"{split.name or 'dataset'}: the {which} split is empty ({split.sizes()}); nothing to evaluate")
     sampled = 0 < max_triples < len(trip)
     if sampled:
         idx = torch.randperm(len(trip), generator=torch.Generator().manual_seed(sample_seed))[:max_triples].sort().values
@@ -307,22 +294,25 @@ def _sampled_loss(model, z, split, sampler, train, h, r, t, k, device):
     return F.cross_entropy(torch.cat([pos.unsqueeze(1), s_t], 1), target) + F.cross_entropy(torch.cat([pos.unsqueeze(1), s_h], 1), target)
 
 
-def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, live=None, progress: bool = True, eval_negs=None, features=None, trace_prefix: str | None = None):
-    """Full-batch training of one rung; selects the epoch with the best validation MRR.
+def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, device=None, live=None, progress: bool = True, valid_negs=None, features=None, trace_prefix: str | None = None):
+    """Train one rung (full batch, or mini-batch when ``cfg.batch_size > 0``) on ``device`` (a
+    ``torch.device``, resolved by the caller; default CPU); keeps the epoch with the best validation MRR.
 
-    Returns ``(RungResult, model, graph)``. Ctrl-C (KeyboardInterrupt) stops training early and
-    evaluates what was learnt so far (``interrupted=True``).
+    Returns ``(RungResult, model, graph)`` with validation metrics only (plus ``valid_auc`` on
+    ``valid_negs``); the test split is not touched here (see :func:`score_test`). Ctrl-C
+    (KeyboardInterrupt) stops training early and keeps what was learnt so far (``interrupted=True``).
     """
     import torch
 
+    _check_split(split)
     torch.manual_seed(cfg.seed)
-    device = torch.device(cfg.device)
+    device = torch.device("cpu") if device is None else torch.device(device)
     threads_before = torch.get_num_threads()
     if device.type == "cpu" and cfg.cpu_threads:
         torch.set_num_threads(cfg.cpu_threads)
     try:
         fn = _train_rung_minibatch if cfg.batch_size > 0 else _train_rung
-        return fn(split, rung, cfg, device, live=live, progress=progress, eval_negs=eval_negs, features=features, trace_prefix=trace_prefix)
+        return fn(split, rung, cfg, device, live=live, progress=progress, valid_negs=valid_negs, features=features, trace_prefix=trace_prefix)
     finally:
         torch.set_num_threads(threads_before)
 
@@ -340,17 +330,42 @@ def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, 
     return best
 
 
-def _finish(model, graph, split, rung, cfg, filt, history, best, eval_negs, seconds, interrupted):
-    """Restore the best-validation weights, score the test split, package the result."""
+def _patience_spent(cfg, history, best) -> bool:
+    """Early stopping on validation: ``cfg.patience`` evaluations in a row without a new best MRR."""
+    return cfg.patience > 0 and sum(1 for e in history["valid_epoch"] if e > best[1]) >= cfg.patience
+
+
+def _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, seconds, interrupted):
+    """Restore the best-validation weights and score them on the validation split; package the result."""
     if best[2] is not None:
         model.load_state_dict(best[2])
-    metrics = evaluate(model, graph, split, "test", negatives=eval_negs, filt=filt, max_triples=cfg.eval_max_triples)
-    metrics["valid_mrr"] = best[0] if best[0] >= 0 else float("nan")
-    res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1])
+    m = evaluate(model, graph, split, "valid", negatives=valid_negs, filt=filt, max_triples=cfg.eval_max_triples)
+    metrics = {f"valid_{k}": v for k, v in m.items()}
+    res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1], cfg.seed)
     return res, model, graph
 
 
-def _train_rung(split, rung, cfg, device, *, live, progress, eval_negs, features, trace_prefix):
+def score_test(split: KGSplit, res: RungResult, model, graph, *, negatives=None, max_triples: int = 0) -> dict[str, float]:
+    """The one look at the test split: filtered MRR / Hits@k (and AUC on ``negatives``) of a chosen
+    model, stored in ``res.test_metrics`` with ``test_`` keys and returned."""
+    m = evaluate(model, graph, split, "test", negatives=negatives, max_triples=max_triples)
+    res.test_metrics = {f"test_{k}": v for k, v in m.items()}
+    return res.test_metrics
+
+
+def _check_split(split: KGSplit) -> None:
+    """Training needs train triples, and validation triples to choose the epoch on (UsageError, not torch.cat)."""
+    from nbkit.errors import UsageError
+
+    empty = [name for name in ("train", "valid") if len(getattr(split, name)) == 0]
+    if empty:
+        raise UsageError(
+            f"{split.name or 'dataset'}: the {' and '.join(empty)} split(s) are empty ({split.sizes()}); "
+            "training needs train triples and validation triples to choose the epoch on — give a bigger file or other shares"
+        )
+
+
+def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
     import torch
     import torch.nn.functional as F
     from tqdm.auto import tqdm
@@ -396,13 +411,15 @@ def _train_rung(split, rung, cfg, device, *, live, progress, eval_negs, features
                 live.add(f"{name} loss", epoch, history["loss"][-1])
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                 best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
+                if _patience_spent(cfg, history, best):
+                    break
             if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
                 break
     except KeyboardInterrupt:
         interrupted = True
     finally:
         bar.close()
-    return _finish(model, graph, split, rung, cfg, filt, history, best, eval_negs, time.perf_counter() - start, interrupted)
+    return _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, interrupted)
 
 
 def negative_pool(sampler: NegativeSampler, r, k: int, side: str, generator):
@@ -418,11 +435,14 @@ def negative_pool(sampler: NegativeSampler, r, k: int, side: str, generator):
 
 
 def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: NegativeSampler, k: int, device, generator):
-    """Loss of one mini-batch of (h, r, t) triples on a sampled subgraph around its entities.
+    """Loss of one mini-batch of (h, r, t) triples.
 
     Seeds = heads, tails and the two shared negative pools; ``node_sampler`` (a PyG sampler) draws their
-    multi-hop incoming neighbourhood; each positive is scored against the pool of its side (softmax
-    cross-entropy, pool entries equal to the true entity or type-invalid for the relation masked).
+    multi-hop incoming neighbourhood and the encoder runs on that subgraph — or, with
+    ``node_sampler=None``, on the whole message graph (``graph`` on ``device``): the loss is then
+    identical and only the message passing differs. Each positive is scored against the pool of its
+    side (softmax cross-entropy, pool entries equal to the true entity or type-invalid for the
+    relation masked).
     """
     import torch
     import torch.nn.functional as F
@@ -431,10 +451,18 @@ def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: Negat
     B = len(batch)
     pool_t = negative_pool(sampler, r, k, "tail", generator)
     pool_h = negative_pool(sampler, r, k, "head", generator)
-    seeds, inv = torch.unique(torch.cat([h, t, pool_t, pool_h]), return_inverse=True)
-    out = node_sampler.sample(seeds)  # seeds come first in out.node, so local id == index in seeds
-    sub = replace(graph, edge_index=torch.stack([out.row, out.col]).to(device), edge_type=graph.edge_type[out.edge].to(device), edge_index_dict=None)
-    z = model.embed(sub, out.node.to(device))
+    if node_sampler is None:  # full-graph message passing, same loss
+        z = model.embed(graph)
+        seeds = torch.cat([h, t, pool_t, pool_h])
+        inv = torch.arange(len(seeds))
+        z = z[seeds.to(device)]
+        info = {"sampled_nodes": sum(graph.counts), "sampled_edges": int(graph.edge_index.size(1))}
+    else:
+        seeds, inv = torch.unique(torch.cat([h, t, pool_t, pool_h]), return_inverse=True)
+        out = node_sampler.sample(seeds)  # seeds come first in out.node, so local id == index in seeds
+        sub = replace(graph, edge_index=torch.stack([out.row, out.col]).to(device), edge_type=graph.edge_type[out.edge].to(device), edge_index_dict=None)
+        z = model.embed(sub, out.node.to(device))
+        info = {"sampled_nodes": int(out.node.numel()), "sampled_edges": int(out.row.numel())}
     kt = len(pool_t)
     hl, tl = inv[:B].to(device), inv[B : 2 * B].to(device)
     ptl, phl = inv[2 * B : 2 * B + kt].to(device), inv[2 * B + kt :].to(device)
@@ -451,17 +479,18 @@ def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: Negat
     s_h = s_h.masked_fill(bad_h.to(device), float("-inf"))
     target = torch.zeros(B, dtype=torch.long, device=device)
     loss = F.cross_entropy(torch.cat([pos.unsqueeze(1), s_t], 1), target) + F.cross_entropy(torch.cat([pos.unsqueeze(1), s_h], 1), target)
-    return loss, {"sampled_nodes": int(out.node.numel()), "sampled_edges": int(out.row.numel())}
+    return loss, info
 
 
-def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, eval_negs, features, trace_prefix):
-    """Mini-batch twin of ``_train_rung``: neighbour-sampled subgraphs for training, the full message
-    graph (no sampling) for validation and test embeddings, same model, metrics and best-epoch rule."""
+def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
+    """Mini-batch twin of ``_train_rung``: neighbour-sampled subgraphs (or, with ``cfg.full_graph``, the
+    whole message graph) for training, the full message graph for validation embeddings; same model,
+    metrics and best-epoch rule."""
     import torch
     from torch_geometric.data import Data
     from tqdm.auto import tqdm
 
-    from nbkit.kg.sampling import TorchNeighborSampler
+    from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 
     name = trace_prefix or f"rung {rung.key}"
     if rung.encoder == "hetero_sage":
@@ -474,7 +503,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, eval_negs
             f"{name}: mini-batch training needs num_negatives > 0 (the size of the shared negative pool per batch); "
             "0 means 'score every entity', which only full-batch training (batch_size=0) does"
         )
-    if len(cfg.num_neighbors) != cfg.layers:
+    if not cfg.full_graph and len(cfg.num_neighbors) != cfg.layers:
         raise ValueError(f"num_neighbors={tuple(cfg.num_neighbors)} gives {len(cfg.num_neighbors)} hops but the encoder has layers={cfg.layers}; give one fan-out per layer")
     graph = model_graph(split, rung.reverse, hetero=False)  # CPU copy: the sampler reads it
     eval_graph = graph.to(device)
@@ -482,7 +511,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, eval_negs
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
     sampler = NegativeSampler(split, rung.negatives, gen)
-    node_sampler = TorchNeighborSampler(Data(edge_index=graph.edge_index, num_nodes=split.num_nodes), cfg.num_neighbors, generator=gen)
+    node_sampler = None if cfg.full_graph else TorchNeighborSampler(Data(edge_index=graph.edge_index, num_nodes=split.num_nodes), cfg.num_neighbors, generator=gen)
     filt = true_index(split)
     train = split.train
     steps = math.ceil(len(train) / cfg.batch_size)
@@ -500,7 +529,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, eval_negs
             for i in range(steps):
                 batch = train[perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]]
                 opt.zero_grad()
-                loss, info = minibatch_loss(model, batch, graph, node_sampler, sampler, cfg.num_negatives, device, gen)
+                loss, info = minibatch_loss(model, batch, eval_graph if cfg.full_graph else graph, node_sampler, sampler, cfg.num_negatives, device, gen)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"{name}: loss became {float(loss.detach())} at epoch {epoch} step {i + 1} (lr={cfg.lr}); lower the learning rate")
                 loss.backward()
@@ -519,32 +548,12 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, eval_negs
             history["loss"].append(sum(losses) / len(losses))
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs or out_of_time:
                 best = _validate(model, eval_graph, split, cfg, filt, history, epoch, best, live, name, bar)
+                if _patience_spent(cfg, history, best):
+                    break
             if out_of_time:
                 break
     except KeyboardInterrupt:
         interrupted = True
     finally:
         bar.close()
-    return _finish(model, eval_graph, split, rung, cfg, filt, history, best, eval_negs, time.perf_counter() - start, interrupted)
-
-
-def run_ladder(split: KGSplit, rungs=(1, 2, 3, 4, 5), cfg: TrainConfig | None = None, *, live=None, progress: bool = True, eval_seed: int = 12345, eval_negs=None):
-    """Train each rung on the same split with the same budget; returns results and the metrics table."""
-    import pandas as pd
-
-    cfg = cfg or TrainConfig()
-    negs = eval_negs if eval_negs is not None else eval_negatives(split, "test", eval_seed)
-    results = []
-    for key in rungs:
-        if key not in LADDER:
-            raise ValueError(f"unknown rung {key!r}; the ladder has {sorted(LADDER)}")
-        res, _, _ = train_rung(split, LADDER[key], cfg, live=live, progress=progress, eval_negs=negs)
-        results.append(res)
-        if res.interrupted:
-            break
-    table = pd.DataFrame([r.row() for r in results])
-    return results, table
-
-
-def config_dict(cfg: TrainConfig) -> dict[str, Any]:
-    return {k: (v if not (isinstance(v, float) and math.isnan(v)) else None) for k, v in asdict(cfg).items()}
+    return _finish(model, eval_graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, interrupted)

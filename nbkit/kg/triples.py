@@ -14,10 +14,13 @@ import hashlib
 import os
 import re
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from nbkit.errors import UsageError  # stdlib-only: importing nbkit.kg stays instant
 
 COLUMNS = ("head", "relation", "tail")
 TYPE_COLUMNS = ("head_type", "tail_type")
@@ -33,8 +36,45 @@ HETIONET_URLS = {
 HETIONET_V1_COUNTS = {"nodes": 47031, "edges": 2250197}
 
 
-class KGFormatError(ValueError):
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".sif")  # optionally .gz
+PARQUET_SUFFIXES = (".parquet", ".pq")
+RDF_SUFFIXES = (".nt", ".ttl")  # optionally .gz
+READ_BLOCK = 1 << 24  # pyarrow's CSV block: one line may not straddle two blocks
+
+
+class KGFormatError(UsageError):
     """Input that is not a usable triples source; the message names file, line and expectation."""
+
+
+def _check_path(path: Path, what: str) -> None:
+    """A path that exists and is a regular file (FileNotFoundError / KGFormatError otherwise)."""
+    if not path.exists():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    if not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise KGFormatError(f"{path}: is {kind}, not a {what}; give the path of one file")
+
+
+def _check_text(path: Path, head: bytes) -> None:
+    """Refuse binary content up front (pyarrow would print raw bytes and a decode error)."""
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise KGFormatError(f"{path}: binary content (a NUL byte at offset {nul}); expected a UTF-8 text triples file")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not just a multi-byte character cut at the end of the sample
+            raise KGFormatError(f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); expected a UTF-8 text triples file") from None
+
+
+def _read_head(path: Path, n: int = 1 << 16) -> bytes:
+    """The first ``n`` bytes of the (decompressed) file; a broken gzip is named with its file."""
+    try:
+        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as fh:
+            return fh.read(n)
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError; a corrupt stream is zlib.error
+        raise KGFormatError(f"{path}: not a readable gzip file ({type(exc).__name__}: {exc})") from None
 
 
 @dataclass
@@ -185,11 +225,10 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
     with their line number (pyarrow's ``invalid_row_handler``) instead of failing the whole file.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"triples file not found: {path}")
+    _check_path(path, "triples file")
     report = LoadReport(str(path))
     suffixes = "".join(path.suffixes).lower()
-    if suffixes.endswith(".parquet") or suffixes.endswith(".pq"):
+    if suffixes.endswith(PARQUET_SUFFIXES):
         import pandas as pd
 
         try:
@@ -197,7 +236,12 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
         except Exception as exc:
             raise KGFormatError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
         _check_columns(df.columns, path)
+        _check_parquet_types(df, path, report)
         return finalize(df, report, line_numbers=range(1, len(df) + 1), allowed_types=allowed_types)
+    if not suffixes.removesuffix(".gz").endswith(TABLE_SUFFIXES):
+        raise KGFormatError(f"{path}: unknown extension {''.join(path.suffixes) or '(none)'}; expected one of "
+                            f"{', '.join(TABLE_SUFFIXES + PARQUET_SUFFIXES + RDF_SUFFIXES)} (text formats optionally .gz)")
+    _check_text(path, _read_head(path))
 
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -214,12 +258,17 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
         table = pacsv.read_csv(
             path,
             # use_threads=False so pyarrow knows the line number of each bad row.
-            read_options=pacsv.ReadOptions(block_size=1 << 24, use_threads=False),
+            read_options=pacsv.ReadOptions(block_size=READ_BLOCK, use_threads=False),
             parse_options=pacsv.ParseOptions(delimiter=sep, invalid_row_handler=on_invalid, ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in COLUMNS + TYPE_COLUMNS}, strings_can_be_null=True),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        raise KGFormatError(f"{path}: not a {'TSV' if sep == chr(9) else 'CSV'} triples file ({exc})") from None
+        if "straddling" in str(exc) or "block size" in str(exc):
+            raise KGFormatError(f"{path}: a line longer than {READ_BLOCK >> 20} MiB; a triples file has one short triple per line "
+                                "(is this a single-line JSON or binary file?)") from None
+        raise KGFormatError(f"{path}: not a {'TSV' if sep == chr(9) else 'CSV'} triples file ({str(exc).splitlines()[0]})") from None
+    except (OSError, EOFError, zlib.error) as exc:  # a gzip stream broken past its first block
+        raise KGFormatError(f"{path}: not readable ({type(exc).__name__}: {exc})") from None
     df = table.to_pandas()
     _check_columns(df.columns, path)
     for number, reason, text in invalid:
@@ -233,6 +282,21 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
             line_numbers.append(line)
         line += 1
     return finalize(df, report, line_numbers=line_numbers, allowed_types=allowed_types)
+
+
+def _check_parquet_types(df, path, report: LoadReport) -> None:
+    """Parquet columns must hold strings; integer ids are accepted as text and the report says so,
+    anything else (floats, booleans, dates) is refused with the column named."""
+    from pandas.api import types as ptypes
+
+    for col in [c for c in COLUMNS + TYPE_COLUMNS if c in df.columns]:
+        dt = df[col].dtype
+        if ptypes.is_string_dtype(dt) or ptypes.is_object_dtype(dt) and df[col].map(lambda v: v is None or isinstance(v, str)).all():
+            continue
+        if ptypes.is_integer_dtype(dt):
+            report.notes.append(f"column {col!r} holds integers ({dt}); they were read as entity/relation names (text)")
+            continue
+        raise KGFormatError(f"{path}: column {col!r} has type {dt}; expected strings (or integer ids)")
 
 
 def _check_columns(columns, path) -> None:
@@ -277,10 +341,10 @@ def load_rdf(path, *, allowed_types=None) -> KGTriples:
     import pyoxigraph as ox
 
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"RDF file not found: {path}")
+    _check_path(path, "RDF file")
     report = LoadReport(str(path))
     fmt = _rdf_format(path)
+    _check_text(path, _read_head(path))
     heads, rels, tails, types = [], [], [], {}
     n_read = 0
     opener = gzip.open if path.name.endswith(".gz") else open
@@ -302,6 +366,8 @@ def load_rdf(path, *, allowed_types=None) -> KGTriples:
     except SyntaxError as exc:
         # pyoxigraph reports "<message> at line L column C"; keep it verbatim after the file name.
         raise KGFormatError(f"{path}: {fmt.name if hasattr(fmt, 'name') else 'RDF'} syntax error: {exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile / truncated stream: name the file
+        raise KGFormatError(f"{path}: not readable ({type(exc).__name__}: {exc})") from None
     df = pd.DataFrame({"head": heads, "relation": rels, "tail": tails})
     df["head_type"] = [types.get(h, DEFAULT_TYPE) for h in heads]
     df["tail_type"] = [types.get(t, DEFAULT_TYPE) for t in tails]
@@ -506,6 +572,9 @@ def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0
     import numpy as np
     import pandas as pd
 
+    for name, value, least in (("num_entities", num_entities, 3), ("num_triples", num_triples, 1), ("num_clusters", num_clusters, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise UsageError(f"synthetic_kg: {name}={value!r}; expected an integer >= {least}")
     rng = np.random.default_rng(seed)
     share = {"gene": 0.6, "drug": 0.2, "disease": 0.2}
     ents = {t: [f"{t}_{i:06d}" for i in range(max(num_clusters, int(num_entities * s)))] for t, s in share.items()}
@@ -534,19 +603,35 @@ def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0
     return finalize(df, report, name="synthetic")
 
 
+LOAD_KWARGS = {
+    "umls": (),
+    "hetionet": (),
+    "synthetic": ("num_entities", "num_triples", "seed", "num_clusters"),
+    "rdf": ("allowed_types",),
+    "table": ("allowed_types", "sep"),
+}
+
+
 def load_dataset(name_or_path: str, **kwargs) -> KGTriples:
-    """``umls`` | ``synthetic`` | ``hetionet`` | a path to a .csv/.tsv/.parquet/.nt/.ttl file."""
+    """``umls`` | ``synthetic`` | ``hetionet`` | a path to a .csv/.tsv/.parquet/.nt/.ttl file.
+
+    Keyword arguments go to the loader; one it does not take is a ``UsageError`` (never ignored).
+    """
     key = str(name_or_path).strip()
-    if key.lower() == "umls":
-        return load_umls()
-    if key.lower() == "synthetic":
-        return synthetic_kg(**kwargs)
-    if key.lower() == "hetionet":
-        return load_hetionet()
     path = Path(key).expanduser()
-    if not path.exists():
+    kind = key.lower() if key.lower() in ("umls", "synthetic", "hetionet") else None
+    if kind is None and path.exists():
+        kind = "rdf" if path.name.lower().removesuffix(".gz").endswith(RDF_SUFFIXES) else "table"
+    if kind is None:
         raise FileNotFoundError(f"DATASET={name_or_path!r}: not a bundled name (umls, synthetic, hetionet) and no such file")
-    low = path.name.lower().removesuffix(".gz")
-    if low.endswith((".nt", ".ttl")):
-        return load_rdf(path, **kwargs)
-    return load_triples_file(path, **kwargs)
+    unknown = sorted(set(kwargs) - set(LOAD_KWARGS[kind]))
+    if unknown:
+        takes = ", ".join(LOAD_KWARGS[kind]) or "none"
+        raise UsageError(f"load_dataset({name_or_path!r}): unknown keyword argument(s) {unknown}; this loader takes: {takes}")
+    if kind == "umls":
+        return load_umls()
+    if kind == "synthetic":
+        return synthetic_kg(**kwargs)
+    if kind == "hetionet":
+        return load_hetionet()
+    return load_rdf(path, **kwargs) if kind == "rdf" else load_triples_file(path, **kwargs)

@@ -29,7 +29,7 @@ def test_index_uses_heads_and_tails_sorted_per_type():
     types, ents = kgg.build_index(kg_from(ROWS).df)
     assert types == ["disease", "drug", "gene"]
     assert ents == {"disease": ["x1", "x2"], "drug": ["d1", "d2"], "gene": ["g1", "g2"]}
-    split = kgg.split_kg(kg_from(ROWS, ["train"] * 6))
+    split = kgg.split_kg(kg_from(ROWS, ["train"] * 6), allow_empty=True)
     assert split.entity_id("x2") == 1 and split.entity_id("g1") == 4
     assert split.node_type.tolist() == [0, 0, 1, 1, 2, 2]
     with pytest.raises(KeyError, match="not in the mapping"):
@@ -37,13 +37,13 @@ def test_index_uses_heads_and_tails_sorted_per_type():
 
 
 def test_shipped_split_and_leakage_meter():
-    split = kgg.split_kg(kg_from(ROWS, ["train", "train", "test", "train", "train", "test"]))
+    split = kgg.split_kg(kg_from(ROWS, ["train", "train", "test", "train", "train", "test"]), allow_empty=True)
     assert split.sizes()["test"] == 2
     leak = kgg.leakage_meter(split)["test"]
     # test (d1 treats x1): no reverse (x1,*,d1) in train, no other relation on (d1,x1) -> 0
     # test (x1 treats d1): (d1,*,x1)? d1 treats x1 is test, not train -> 0
     assert leak["reversed_pair_share"] == 0.0
-    split2 = kgg.split_kg(kg_from(ROWS, ["train", "train", "train", "train", "train", "test"]))
+    split2 = kgg.split_kg(kg_from(ROWS, ["train", "train", "train", "train", "train", "test"]), allow_empty=True)
     leak2 = kgg.leakage_meter(split2)["test"]
     assert leak2["reversed_pair_share"] == 1.0 and leak2["same_pair_other_relation_share"] == 0.0
 
@@ -69,7 +69,7 @@ def test_message_graph_modes_and_no_leak():
     assert inv.relation_names[R:] == [r + "__inv" for r in split.relations]
     assert und.edge_index.size(1) == 2 * n_train and und.num_relations == R
     # with (d1 treats x1) AND (x1 treats d1) in train, the naive merge collapses the pair into one relation
-    all_train = kgg.split_kg(kg_from(ROWS, ["train"] * 6))
+    all_train = kgg.split_kg(kg_from(ROWS, ["train"] * 6), allow_empty=True)
     assert kgg.message_graph(all_train, "undirected").edge_index.size(1) == 2 * 6 - 2
     assert kgg.message_graph(all_train, "inverse").edge_index.size(1) == 2 * 6
     edges = {(s, d) for s, d in inv.edge_index.t().tolist()}
@@ -81,7 +81,7 @@ def test_message_graph_modes_and_no_leak():
 
 
 def test_hetero_data_validates_and_keeps_direction():
-    split = kgg.split_kg(kg_from(ROWS, ["train"] * 6))
+    split = kgg.split_kg(kg_from(ROWS, ["train"] * 6), allow_empty=True)
     data = kgg.build_hetero_data(split, "inverse", features={"gene": torch.randn(2, 5)})
     assert ("drug", "targets", "gene") in data.edge_types and ("gene", "targets__inv", "drug") in data.edge_types
     assert data["gene"].x.shape == (2, 5) and data["drug"].num_nodes == 2
@@ -96,7 +96,7 @@ def test_hetero_data_validates_and_keeps_direction():
 def test_link_neighbor_loader_clear_error_or_batches():
     from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
-    split = kgg.split_kg(kg_from(ROWS, ["train"] * 6))
+    split = kgg.split_kg(kg_from(ROWS, ["train"] * 6), allow_empty=True)
     data = kgg.build_hetero_data(split, "inverse")
     et = ("drug", "treats", "disease")
     if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):

@@ -44,22 +44,68 @@ def test_eval_negatives_are_fixed_and_not_true(split):
 
 
 @pytest.mark.slow
-def test_ladder_runs_every_rung_and_learning_beats_chance(split):
-    cfg = kgtrain.TrainConfig(epochs=30, hidden=16, eval_every=10, lr=0.02)
-    results, table = kgtrain.run_ladder(split, (1, 2, 3, 4, 5), cfg, progress=False)
-    assert list(table["rung"]) == [1, 2, 3, 4, 5]
-    for col in ("mrr", "hits_at_1", "hits_at_10", "auc", "valid_mrr"):
+def test_ablation_runs_every_rung_chooses_on_validation_and_beats_chance():
+    from nbkit.kg import experiments as ex
+    from nbkit.kg.config import AblationConfig
+
+    cfg = AblationConfig(dataset="synthetic", rungs=(1, 2, 3, 4, 5), seeds=2, epochs=30, hidden=16, eval_every=10, lr=0.02, device="cpu")
+    res = ex.run_ablation(cfg)
+    table = res.table
+    assert list(table["rung"]) == [1, 2, 3, 4, 5] and set(table["seeds"]) == {2}
+    for col in ("valid_mrr", "valid_hits_at_10", "valid_auc"):
         assert table[col].between(0, 1).all(), col
+    rm = res.metrics["rung_metrics"]
+    best = str(res.metrics["best_rung"])
+    assert rm[best]["valid_mrr"] == max(m["valid_mrr"] for m in rm.values())
+    # only the chosen rung was scored on the test split, once per seed
+    scored = [r for rs in res.data["runs"].values() for r, _, _ in rs if r.test_metrics]
+    assert {r.rung for r in scored} == {res.metrics["best_rung"]} and len(scored) == 2
+    split = ex.load_split("synthetic", 0)
     chance_mrr = sum(1 / k for k in range(1, split.num_nodes + 1)) / split.num_nodes
-    best = max(results, key=lambda r: r.metrics["mrr"])
-    assert best.metrics["mrr"] > 3 * chance_mrr
-    assert results[-1].history["loss"][-1] < results[-1].history["loss"][0]
+    assert res.metrics["test_mrr"] > 3 * chance_mrr
+
+
+def test_hetero_sage_matches_heteroconv_of_sageconvs(split):
+    """The stacked encoder computes exactly HeteroConv({et: SAGEConv}) (weights copied across)."""
+    import torch.nn.functional as F
+    from torch_geometric.nn import HeteroConv, SAGEConv
+
+    from nbkit.kg.models import HeteroSAGEEncoder
+
+    for reverse in ("none", "inverse"):
+        g = kgtrain.model_graph(split, reverse, hetero=True)
+        for type_aggr in ("sum", "mean"):
+            torch.manual_seed(0)
+            enc = HeteroSAGEEncoder(8, list(g.edge_index_dict), 2, type_aggr=type_aggr)
+            convs = [HeteroConv({et: SAGEConv(8, 8, aggr="mean") for et in g.edge_index_dict}, aggr=type_aggr) for _ in range(2)]
+            for i, conv in enumerate(convs):
+                for k, et in enumerate(g.edge_index_dict):
+                    with torch.no_grad():
+                        conv.convs[et].lin_l.weight.copy_(enc.w_l[i][k].T)
+                        conv.convs[et].lin_l.bias.copy_(enc.b_l[i][k])
+                        conv.convs[et].lin_r.weight.copy_(enc.w_r[i][k].T)
+            x = torch.randn(split.num_nodes, 8)
+            xd = dict(zip(g.types, torch.split(x, g.counts), strict=True))
+            for i, conv in enumerate(convs):
+                out = conv(xd, g.edge_index_dict)
+                xd = {t: (out[t] if t in out else xd[t]) for t in g.types}
+                xd = {t: F.relu(v) for t, v in xd.items()} if i == 0 else xd
+            ref = torch.cat([xd[t] for t in g.types])
+            assert torch.allclose(enc(x, g), ref, atol=1e-5), (reverse, type_aggr)
+
+
+def test_training_keeps_test_untouched_and_score_test_reads_it_once(split):
+    cfg = kgtrain.TrainConfig(epochs=4, hidden=16, eval_every=2)
+    res, model, graph = kgtrain.train_rung(split, kgtrain.LADDER[1], cfg, progress=False)
+    assert res.test_metrics == {} and all(k.startswith("valid_") for k in res.metrics)
+    test = kgtrain.score_test(split, res, model, graph)
+    assert res.test_metrics is test and 0 < test["test_mrr"] <= 1
 
 
 def test_sampled_negatives_path(split):
     cfg = kgtrain.TrainConfig(epochs=5, hidden=16, eval_every=5, num_negatives=4)
     res, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[4], cfg, progress=False)
-    assert res.epochs_run == 5 and 0 <= res.metrics["mrr"] <= 1
+    assert res.epochs_run == 5 and 0 < res.metrics["valid_mrr"] <= 1
 
 
 def test_ctrl_c_stops_training_and_still_evaluates(split):
@@ -74,7 +120,7 @@ def test_ctrl_c_stops_training_and_still_evaluates(split):
 
     cfg = kgtrain.TrainConfig(epochs=50, hidden=16, eval_every=2)
     res, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[1], cfg, progress=False, live=StopAfter())
-    assert res.interrupted and res.epochs_run < 50 and "mrr" in res.metrics
+    assert res.interrupted and res.epochs_run < 50 and 0 < res.metrics["valid_mrr"] <= 1
 
 
 def test_diverging_loss_is_one_clear_error(split):
@@ -82,3 +128,25 @@ def test_diverging_loss_is_one_clear_error(split):
     cfg = kgtrain.TrainConfig(epochs=3, hidden=16, lr=1e30, eval_every=1)
     with pytest.raises(FloatingPointError, match="loss became"):
         kgtrain.train_rung(split, rung, cfg, progress=False)
+
+
+@pytest.mark.parametrize("num_bases", [4, None])
+@pytest.mark.parametrize("aggr", ["mean", "add"])
+def test_stacked_rgcn_conv_equals_pyg_rgcn_conv(num_bases, aggr):
+    """Same parameters, same outputs and gradients as RGCNConv's per-relation loop."""
+    from torch_geometric.nn import RGCNConv
+
+    from nbkit.kg.models import _stacked_rgcn_conv
+
+    g = torch.Generator().manual_seed(0)
+    ei, et = torch.randint(0, 30, (2, 300), generator=g), torch.randint(0, 7, (300,), generator=g)
+    x = torch.randn(30, 16, generator=g, requires_grad=True)
+    torch.manual_seed(1)
+    ref = RGCNConv(16, 12, 7, num_bases=num_bases, aggr=aggr)
+    fast = _stacked_rgcn_conv()(16, 12, 7, num_bases=num_bases, aggr=aggr)
+    fast.load_state_dict(ref.state_dict())
+    ya, yb = ref(x, ei, et), fast(x, ei, et)
+    assert torch.allclose(ya, yb, atol=1e-5)
+    ga = torch.autograd.grad(ya.square().sum(), [x, *ref.parameters()])
+    gb = torch.autograd.grad(yb.square().sum(), [x, *fast.parameters()])
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-3) for a, b in zip(ga, gb, strict=True))

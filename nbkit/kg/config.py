@@ -1,0 +1,225 @@
+"""One dataclass per KG experiment, plus ``TrainConfig`` (what one training run of one rung needs).
+
+Each experiment config carries widget metadata on its fields (``Panel`` builds its controls from
+them) and a ``smoke()`` preset: the SMOKE run of notebook 01 is ``XConfig.smoke()``, the same code
+path at a size that runs in seconds. ``dataset`` is a bundled name (``umls``, ``synthetic``,
+``hetionet``) or a path to a triples / RDF file; ``device`` is resolved once, in
+``nbkit.kg.experiments``, and handed down as a ``torch.device``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+DATASET_HELP = "umls | synthetic | hetionet | a path to a .csv/.tsv/.parquet/.nt/.ttl(.gz) triples file"
+
+
+@dataclass
+class TrainConfig:
+    """One training run of one rung (full batch, or mini-batch when ``batch_size > 0``)."""
+
+    epochs: int = 200
+    hidden: int = 64
+    lr: float = 0.005
+    weight_decay: float = 0.0
+    layers: int = 2
+    num_negatives: int = 0  # 0 = every candidate of the rung's negative mode (1-vs-all softmax)
+    aggr: str = "mean"  # RGCN neighbour aggregation (the aggr experiment compares mean and add)
+    num_bases: int | None = 8
+    dropout: float = 0.5  # RGCN input dropout; chosen on validation by experiments.run_selection
+    decoder: str = "complex"  # decoder of the RGCN rungs (distmult | complex); chosen on validation
+    type_aggr: str = "mean"  # how hetero SAGE combines edge types (sum | mean); chosen on validation
+    eval_every: int = 20
+    # Early stopping: stop after this many validation evaluations in a row without a new best MRR
+    # (0 = train all epochs). The best validation epoch is kept either way.
+    patience: int = 0
+    seed: int = 0
+    max_seconds: float | None = None
+    # Graphs this small are dominated by per-op overhead; on shared CPU cores extra intra-op threads
+    # mostly spin (measured here: 1 thread 0.17 s/epoch vs 2 threads 1.5 s/epoch on a loaded box).
+    cpu_threads: int | None = 1
+    # Mini-batch training (Hetionet-sized graphs): 0 = full batch. With batch_size > 0 each step samples
+    # num_neighbors[hop] incoming edges per node and hop around the batch's entities
+    # (nbkit.kg.neighbor_sampler) and scores every positive against a shared pool of num_negatives
+    # sampled entities per side.
+    batch_size: int = 0
+    num_neighbors: tuple = (10, 10)
+    # With batch_size > 0: run message passing over the WHOLE train graph each step instead of sampled
+    # neighbourhoods; the loss (batch, shared negative pools) is identical, so comparing the two modes
+    # isolates what full-graph message passing costs.
+    full_graph: bool = False
+    # Filtered ranking scores each evaluated triple against every entity; on big graphs evaluate a seeded
+    # sample of this many valid/test triples (0 = all). The metrics then carry "eval_triples".
+    eval_max_triples: int = 0
+
+
+def _f(default, help: str = "", **meta):
+    return field(default=default, metadata={"help": help, **meta} if help else meta)
+
+
+@dataclass
+class _Training:
+    """The knobs every experiment that trains a rung shares (first in every panel)."""
+
+    dataset: str = _f("umls", DATASET_HELP)
+    epochs: int = _f(200, min=1, max=2000)
+    hidden: int = _f(64, min=8, max=512, step=8)
+    lr: float = _f(0.005, min=1e-4, max=0.1, log=True)
+    num_negatives: int = _f(0, "0 = every candidate is a negative (1-vs-all); k > 0: k sampled corruptions per side",
+                            min=0, max=256, label="negatives per positive (0 = all candidates)")
+    decoder: str = _f("complex", "decoder of the RGCN rungs (run_selection chooses it on validation)", choices=["distmult", "complex"])
+    dropout: float = _f(0.5, "RGCN input dropout (run_selection chooses it on validation)", min=0.0, max=0.9, step=0.05)
+    type_aggr: str = _f("mean", "how hetero SAGE combines edge types (run_selection chooses it on validation)", choices=["sum", "mean"])
+    eval_every: int = _f(10, min=1, max=200)
+    patience: int = _f(3, "stop after this many validation checks without a new best MRR (0 = never)", min=0, max=100)
+    seed: int = _f(0, "random seed of the first run (and of the split)", min=0, max=10_000)
+    device: str = _f("auto", hidden=True)
+
+    def train_config(self, **overrides) -> TrainConfig:
+        """The ``TrainConfig`` these fields describe (fields it lacks keep TrainConfig's defaults)."""
+        names = {f.name for f in dataclasses.fields(TrainConfig)}
+        values = {k: getattr(self, k) for k in names if hasattr(self, k)}
+        values.update(overrides)
+        return TrainConfig(**values)
+
+
+@dataclass
+class LoadConfig:
+    """Load a dataset, write it as RDF and compare parsers, split it, measure leakage."""
+
+    dataset: str = _f("umls", DATASET_HELP)
+    seed: int = _f(0, "seed of a random split (UMLS ships its own)", min=0, max=10_000)
+    compare_rdf: bool = _f(True, "write the KG as N-Triples and time pyoxigraph against rdflib")
+
+    @classmethod
+    def smoke(cls, **kw) -> LoadConfig:
+        return cls(**kw)
+
+
+@dataclass
+class SelectionConfig(_Training):
+    """Choose decoder and dropout (on RGCN rung 5) and the edge-type aggregation of hetero SAGE (on rung 2,
+    the cheaper of the two SAGE rungs) by VALIDATION MRR."""
+
+    decoders: tuple = _f(("distmult", "complex"), choices=["distmult", "complex"])
+    dropouts: tuple = _f((0.3, 0.5), choices=[0.0, 0.1, 0.3, 0.5, 0.7])
+    type_aggrs: tuple = _f(("sum", "mean"), choices=["sum", "mean"])
+    epochs: int = _f(60, min=1, max=2000)
+
+    @classmethod
+    def smoke(cls, **kw) -> SelectionConfig:
+        return cls(**{"epochs": 8, "eval_every": 4, "hidden": 32, **kw})
+
+
+@dataclass
+class AblationConfig(_Training):
+    """The ablation ladder: every rung on the same split and budget, over ``seeds`` seeds.
+
+    The best rung is chosen on mean validation MRR; only that rung is scored on the test split.
+    """
+
+    rungs: tuple = _f((1, 2, 3, 4, 5), choices=[1, 2, 3, 4, 5], label="rungs")
+    seeds: int = _f(3, "seeds per rung (the reverse-edge claim needs >= 3 for an interval)", min=1, max=10)
+    epochs: int = _f(100, min=1, max=2000)
+
+    @classmethod
+    def smoke(cls, **kw) -> AblationConfig:
+        return cls(**{"epochs": 10, "eval_every": 5, "seeds": 2, **kw})
+
+
+@dataclass
+class AggrConfig(_Training):
+    """RGCN ``aggr='mean'`` vs ``'add'`` on the same seeds: loss roughness, divergence, validation MRR."""
+
+    seeds: int = _f(3, "seeds per aggr (the claim needs >= 3 for an interval)", min=1, max=10, label="seeds per aggr")
+    epochs: int = _f(60, min=1, max=2000)
+    lr: float = _f(0.01, min=1e-4, max=0.1, log=True)
+    eval_every: int = _f(20, min=1, max=200)
+    patience: int = _f(0, "0: every run trains all epochs, so the loss curves compared are equally long", min=0, max=100)
+
+    @classmethod
+    def smoke(cls, **kw) -> AggrConfig:
+        return cls(**{"epochs": 8, "eval_every": 4, "seeds": 2, **kw})
+
+
+@dataclass
+class DownstreamConfig(_Training):
+    """Rung 5 trained WITHOUT node types, then logistic regression predicts the type (5-fold macro-F1)."""
+
+    epochs: int = _f(100, min=1, max=2000)
+    eval_every: int = _f(25, min=1, max=200)
+
+    @classmethod
+    def smoke(cls, **kw) -> DownstreamConfig:
+        return cls(**{"epochs": 10, "eval_every": 5, **kw})
+
+
+@dataclass
+class MinibatchConfig:
+    """Rung 5 on neighbour-sampled mini-batches vs full batch, SAME loss (sampled negatives), same budget."""
+
+    dataset: str = _f("umls", DATASET_HELP)
+    source: str = _f("dataset", "the dataset above, or a seeded synthetic graph of the sizes below",
+                     choices=["dataset", "synthetic"], label="graph")
+    entities: int = _f(47_000, min=100, max=1_000_000, label="synthetic entities")
+    triples: int = _f(2_250_000, min=1_000, max=20_000_000, label="synthetic triples")
+    clusters: int = _f(200, min=2, max=10_000, label="synthetic clusters")
+    batch_size: int = _f(512, min=16, max=65_536)
+    fanout: int = _f(10, min=-1, max=100, label="neighbours per node and hop (-1 = all)")
+    num_negatives: int = _f(64, "sampled negatives per positive and side: the same in both modes",
+                            min=1, max=4096, label="negatives (both modes)")
+    epochs: int = _f(10, "measured on UMLS: 30 epochs x 2 modes cost ~2 min on a loaded 2-core box", min=1, max=2000)
+    max_seconds: float = _f(120.0, min=5.0, max=7200.0, label="time budget per mode (s)")
+    eval_max_triples: int = _f(0, min=0, max=1_000_000, label="evaluated triples (0 = all)")
+    compare_full: bool = _f(True, label="also train full-batch (same loss, same budget)")
+    hidden: int = _f(64, min=8, max=512, step=8)
+    lr: float = _f(0.005, min=1e-4, max=0.1, log=True)
+    # 1 thread wins on small graphs (per-op overhead); big mini-batch steps are large matmuls.
+    cpu_threads: int = _f(1, min=0, max=256, label="CPU threads (0 = torch default)")
+    seed: int = _f(0, min=0, max=10_000)
+    device: str = _f("auto", hidden=True)
+
+    @classmethod
+    def smoke(cls, **kw) -> MinibatchConfig:
+        return cls(**{"epochs": 3, **kw})
+
+
+
+@dataclass
+class ScaleConfig(MinibatchConfig):
+    """Mini-batch training on a seeded synthetic graph of Hetionet v1.0's size (47k entities, 2.25M
+    triples; the real one needs a download), under a time budget, validation on a sampled 2,000 triples."""
+
+    source: str = _f("synthetic", choices=["dataset", "synthetic"], label="graph")
+    batch_size: int = _f(4096, min=16, max=65_536)
+    num_negatives: int = _f(256, min=1, max=4096, label="negatives (both modes)")
+    epochs: int = _f(1000, min=1, max=2000)
+    max_seconds: float = _f(30.0, min=5.0, max=7200.0, label="time budget per mode (s)")
+    eval_max_triples: int = _f(2000, min=0, max=1_000_000, label="evaluated triples (0 = all)")
+    compare_full: bool = _f(False, label="also train on the full graph (same loss, same budget)")
+    cpu_threads: int = _f(0, min=0, max=256, label="CPU threads (0 = torch default)")
+
+    @classmethod
+    def smoke(cls, **kw) -> ScaleConfig:
+        return cls(**{"entities": 3000, "triples": 20_000, "max_seconds": 5.0, **kw})
+
+
+@dataclass
+class PitfallConfig:
+    """Pitfall detectors on deliberately broken inputs built from the dataset (and their clean twins)."""
+
+    dataset: str = _f("umls", DATASET_HELP)
+    seed: int = _f(0, min=0, max=10_000)
+
+    @classmethod
+    def smoke(cls, **kw) -> PitfallConfig:
+        return cls(**kw)
+
+
+def preset(cls, smoke: bool = False, **values):
+    """``cls.smoke(**values)`` for a SMOKE run, else ``cls(**values)``; keys ``cls`` lacks are ignored,
+    so a notebook can hand every config the same dataset / seed / device / chosen values."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v for k, v in values.items() if k in names}
+    return cls.smoke(**values) if smoke else cls(**values)

@@ -1,0 +1,391 @@
+"""The KG experiments: ``run_x(cfg, live=None) -> nbkit.result.Result``, one per config in ``config.py``.
+
+Each resolves the device ONCE (``nbkit.device.pick_device(cfg.device)``) and hands the
+``torch.device`` down. Datasets and splits are loaded once per (dataset, seed) and cached, so the
+panels of notebook 01 share them. Choices are made on the VALIDATION split only
+(:func:`run_selection`, the ablation's best rung); the test split is scored once, at the end of
+:func:`run_ablation`, for the chosen rung.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import statistics
+from pathlib import Path
+from typing import Any
+
+from nbkit.kg.config import (
+    AblationConfig,
+    AggrConfig,
+    DownstreamConfig,
+    LoadConfig,
+    MinibatchConfig,
+    PitfallConfig,
+    SelectionConfig,
+)
+from nbkit.result import Result
+
+EVAL_NEGATIVES_SEED = 12345  # the fixed AUC negatives: the same pairs for every rung and seed
+
+
+# -- data, loaded once ----------------------------------------------------------------------------
+def _stamp(dataset: str):
+    """Cache key part that changes when a dataset FILE changes (bundled names never do)."""
+    p = Path(dataset).expanduser()
+    if p.is_file():
+        st = p.stat()
+        return (str(p.resolve()), st.st_mtime_ns, st.st_size)
+    return dataset
+
+
+@functools.lru_cache(maxsize=4)
+def _load(dataset: str, stamp):
+    from nbkit.kg.triples import load_dataset
+
+    return load_dataset(dataset)
+
+
+@functools.lru_cache(maxsize=4)
+def _split(dataset: str, stamp, seed: int):
+    from nbkit.kg.graph import split_kg
+
+    return split_kg(_load(dataset, stamp), seed=seed)
+
+
+@functools.lru_cache(maxsize=8)
+def _negatives(dataset: str, stamp, seed: int, which: str):
+    from nbkit.kg.train import eval_negatives
+
+    return eval_negatives(_split(dataset, stamp, seed), which, EVAL_NEGATIVES_SEED)
+
+
+def load_kg(dataset: str):
+    """The triples table of ``dataset`` (cached)."""
+    return _load(dataset, _stamp(dataset))
+
+
+def load_split(dataset: str, seed: int = 0):
+    """The split of ``dataset`` (cached per seed; a shipped split column wins)."""
+    return _split(dataset, _stamp(dataset), seed)
+
+
+def fixed_negatives(dataset: str, seed: int, which: str):
+    """One filtered corruption per ``which`` triple, fixed: the AUC of every rung is on the same pairs."""
+    return _negatives(dataset, _stamp(dataset), seed, which)
+
+
+def _device(name: str):
+    from nbkit.device import pick_device
+
+    return pick_device(name)
+
+
+# -- load -----------------------------------------------------------------------------------------
+def run_load(cfg: LoadConfig, live=None) -> Result:
+    """Load report, RDF parser comparison (round trip), split sizes, ``HeteroData`` summary, leakage."""
+    import tempfile
+    import warnings
+
+    import pandas as pd
+
+    from nbkit.kg import graph as kgg
+    from nbkit.kg import triples as kgt
+
+    kg = load_kg(cfg.dataset)
+    split = load_split(cfg.dataset, cfg.seed)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*double underscores.*")  # 'rel__inv' is the field notes' naming
+        hetero = kgg.build_hetero_data(split, reverse="inverse")
+    summary = kgg.hetero_summary(hetero)
+    leak = kgg.leakage_meter(split)
+    metrics: dict[str, Any] = {
+        "load_report": kg.report.summary(),
+        "split_sizes": split.sizes(),
+        "hetero_summary": {k: v for k, v in summary.items() if k != "nodes_per_type"},
+        "leakage": leak,
+        "leakage_test_reversed_pair_share": leak["test"]["reversed_pair_share"],
+        "leakage_test_same_pair_other_relation_share": leak["test"]["same_pair_other_relation_share"],
+    }
+    if cfg.compare_rdf:
+        with tempfile.TemporaryDirectory(prefix="nbkit_kg_") as tmp:
+            nt_path = kgt.write_ntriples(kg, Path(tmp) / "kg.nt")
+            metrics["rdf_parser_comparison"] = {k: v for k, v in kgt.compare_rdf_parsers(nt_path).items() if k != "file"}
+            metrics["rdf_roundtrip_kept"] = kgt.load_rdf(nt_path).report.rows_kept
+    return Result(metrics=metrics, table=pd.DataFrame(leak).T, data={"kg": kg, "split": split, "hetero": hetero, "report": str(kg.report)})
+
+
+# -- selection on validation ----------------------------------------------------------------------
+def run_selection(cfg: SelectionConfig, live=None) -> Result:
+    """Choose the RGCN rungs' decoder and dropout (on rung 5) and hetero SAGE's edge-type aggregation
+    (on rung 2; rung 3 uses the same encoder) by VALIDATION MRR; prints the validation figures it chose
+    on. The test split is not read.
+    """
+    import pandas as pd
+
+    from nbkit.kg.train import LADDER, train_rung
+
+    device = _device(cfg.device)
+    split = load_split(cfg.dataset, cfg.seed)
+    base = cfg.train_config()
+    rows = []
+    groups = (
+        ("decoder, dropout", 5, [{"decoder": d, "dropout": p} for d in cfg.decoders for p in cfg.dropouts]),
+        ("type_aggr", 2, [{"type_aggr": a} for a in cfg.type_aggrs]),
+    )
+    chosen: dict[str, Any] = {"decoder": cfg.decoder, "dropout": cfg.dropout, "type_aggr": cfg.type_aggr}
+    for what, rung, candidates in groups:
+        for cand in candidates:
+            name = f"rung {rung} " + " ".join(f"{k}={v}" for k, v in cand.items())
+            res, _, _ = train_rung(split, LADDER[rung], dataclasses.replace(base, **cand), device=device, live=live, trace_prefix=name)
+            rows.append({"choice": what, "rung": rung, **cand, "valid_mrr": res.metrics["valid_mrr"], "best_epoch": res.best_epoch,
+                         "train_s": round(res.train_seconds, 1)})
+        group = [r for r in rows if r["choice"] == what]
+        if group:
+            best = max(group, key=lambda r: r["valid_mrr"])
+            chosen.update({k: best[k] for k in candidates[0]})
+    table = pd.DataFrame(rows)
+    lines = [f"chosen on validation MRR ({split.sizes()['valid']} validation triples, seed {cfg.seed}; test split not read):"]
+    for what, _, candidates in groups:
+        figures = ", ".join(f"{' '.join(str(r[k]) for k in candidates[0])}: {r['valid_mrr']:.4f}" for r in rows if r["choice"] == what)
+        if figures:
+            lines.append(f"  {what} = {', '.join(str(chosen[k]) for k in candidates[0])}  (validation MRR {figures})")
+    text = "\n".join(lines)
+    print(text)
+    return Result(metrics={"chosen": chosen, "validation": rows}, table=table, data={"text": text})
+
+
+# -- the ablation ladder --------------------------------------------------------------------------
+def run_ablation(cfg: AblationConfig, live=None) -> Result:
+    """Every rung on the same split and budget over ``cfg.seeds`` seeds (validation figures per seed);
+    the best rung by mean validation MRR is then scored on the test split — the one look at it."""
+    import pandas as pd
+
+    from nbkit.claims import fmt_interval, mean_interval
+    from nbkit.errors import UsageError
+    from nbkit.kg.train import LADDER, score_test, train_rung
+
+    if not cfg.rungs:
+        raise UsageError("AblationConfig.rungs: choose at least one rung")
+    unknown = [k for k in cfg.rungs if k not in LADDER]
+    if unknown:
+        raise UsageError(f"AblationConfig.rungs: unknown rung(s) {unknown}; the ladder has {sorted(LADDER)}")
+    device = _device(cfg.device)
+    split = load_split(cfg.dataset, cfg.seed)
+    valid_negs = fixed_negatives(cfg.dataset, cfg.seed, "valid")
+    seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
+    runs: dict[int, list] = {}
+    interrupted = False
+    for key in sorted(cfg.rungs):
+        for s in seeds:
+            # Only the first seed streams curves: one pair per rung keeps the figure readable.
+            res = train_rung(split, LADDER[key], cfg.train_config(seed=s), device=device, live=live if s == seeds[0] else None,
+                             valid_negs=valid_negs, trace_prefix=f"rung {key}")
+            runs.setdefault(key, []).append(res)
+            interrupted = res[0].interrupted
+            if interrupted:
+                break
+        if interrupted:
+            break
+    rung_metrics, rows = {}, []
+    for key, rs in runs.items():
+        per_seed = {m: [r.metrics[m] for r, _, _ in rs] for m in ("valid_mrr", "valid_hits_at_10", "valid_auc")}
+        ci = mean_interval(per_seed["valid_mrr"])
+        rung_metrics[str(key)] = {
+            **{m: statistics.fmean(v) for m, v in per_seed.items()},
+            **{f"{m}_per_seed": v for m, v in per_seed.items()},
+            "valid_mrr_interval": list(ci),
+            "train_s": statistics.fmean(r.train_seconds for r, _, _ in rs),
+            "epochs": rs[0][0].epochs_run,
+        }
+        rows.append({"rung": key, "label": LADDER[key].label, "seeds": len(rs), **{m: rung_metrics[str(key)][m] for m in per_seed},
+                     "valid_mrr_95%": fmt_interval(ci, level=None), "train_s": round(rung_metrics[str(key)]["train_s"], 1)})
+    best = max(runs, key=lambda k: rung_metrics[str(k)]["valid_mrr"])
+    test_negs = fixed_negatives(cfg.dataset, cfg.seed, "test")
+    tests = [score_test(split, r, model, graph, negatives=test_negs) for r, model, graph in runs[best]]
+    test = {k: statistics.fmean(t[k] for t in tests) for k in tests[0]}
+    metrics = {"best_rung": best, "seeds": len(seeds), **test, "test_mrr_per_seed": [t["test_mrr"] for t in tests],
+               "rung_metrics": rung_metrics, "interrupted": interrupted}
+    table = pd.DataFrame(rows)
+    return Result(metrics=metrics, table=table, data={"runs": runs, "label": LADDER[best].label})
+
+
+# -- aggr -----------------------------------------------------------------------------------------
+def loss_roughness(losses) -> float:
+    """Mean |step-to-step change| of the loss relative to its mean level (0 = perfectly smooth)."""
+    if len(losses) < 3:
+        return float("nan")
+    diffs = [abs(b - a) for a, b in zip(losses, losses[1:], strict=False)]
+    level = statistics.fmean(abs(x) for x in losses) or 1.0
+    return statistics.fmean(diffs) / level
+
+
+def run_aggr(cfg: AggrConfig, live=None, rung_key: int = 5) -> Result:
+    """The RGCN rung with ``aggr='mean'`` and ``'add'`` on the same seeds: loss roughness, divergence,
+    validation MRR per run (a diverging run is recorded, not raised)."""
+    import pandas as pd
+
+    from nbkit.kg.train import LADDER, train_rung
+
+    device = _device(cfg.device)
+    split = load_split(cfg.dataset, cfg.seed)
+    runs = []
+    for aggr in ("mean", "add"):
+        for s in range(cfg.seed, cfg.seed + cfg.seeds):
+            tc = cfg.train_config(aggr=aggr, seed=s)
+            try:
+                res, _, _ = train_rung(split, LADDER[rung_key], tc, device=device, live=live, trace_prefix=f"{aggr} s{s}")
+                runs.append({"aggr": aggr, "seed": s, "valid_mrr": res.metrics["valid_mrr"], "roughness": loss_roughness(res.history["loss"]), "diverged": False})
+            except FloatingPointError:
+                runs.append({"aggr": aggr, "seed": s, "valid_mrr": float("nan"), "roughness": float("nan"), "diverged": True})
+    summary = {}
+    for aggr in ("mean", "add"):
+        ok = [r for r in runs if r["aggr"] == aggr and not r["diverged"]]
+        mrrs = [r["valid_mrr"] for r in ok]
+        summary[aggr] = {
+            "valid_mrr_mean": statistics.fmean(mrrs) if mrrs else float("nan"),
+            "valid_mrr_std": statistics.stdev(mrrs) if len(mrrs) > 1 else float("nan"),
+            "roughness": statistics.fmean(r["roughness"] for r in ok) if ok else float("nan"),
+            "diverged": sum(r["diverged"] for r in runs if r["aggr"] == aggr),
+        }
+    return Result(metrics={"runs": runs, "summary": summary, "seeds": cfg.seeds}, table=pd.DataFrame(runs))
+
+
+# -- downstream -----------------------------------------------------------------------------------
+def run_downstream(cfg: DownstreamConfig, live=None) -> Result:
+    """Rung 5 trained WITHOUT node types; logistic regression predicts each entity's type from its
+    embedding (5-fold macro-F1) next to a random-embedding control. On data with fewer than two usable
+    classes (an untyped file) the result says why it was skipped instead of failing."""
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from nbkit.kg.downstream import downstream_check, downstream_skip_reason
+
+    split = load_split(cfg.dataset, cfg.seed)
+    labels = {e: t for t in split.entity_types for e in split.entities[t]}
+    reason = downstream_skip_reason(labels)
+    if reason:
+        return Result(metrics={"skipped": reason}, table=pd.DataFrame([{"skipped": reason}]))
+    out = downstream_check(split, cfg.train_config(), labels=labels, device=_device(cfg.device), live=live)
+    tr, ctl = out["trained"], out["random_control"]
+    metrics = {"macro_f1": tr["macro_f1"], "macro_f1_control": ctl["macro_f1"], "fold_scores": tr["fold_scores"],
+               "control_fold_scores": ctl["fold_scores"], "classes": tr["classes"], "samples": tr["samples"],
+               "dropped_small_classes": tr["dropped_small_classes"], "link_valid_mrr_untyped": out["link_valid_mrr_untyped"],
+               "train_seconds": out["train_seconds"]}
+    names = ["trained embeddings", "random control"]
+    vals = [out["trained"]["macro_f1"], out["random_control"]["macro_f1"]]
+    errs = [out["trained"]["macro_f1_std"], out["random_control"]["macro_f1_std"]]
+    fig = go.Figure(go.Bar(x=names, y=vals, error_y=dict(type="data", array=errs), name="macro-F1"))
+    fig.add_hline(y=0.82, line_dash="dash", annotation_text="field notes: 0.82")
+    fig.update_layout(title=f"5-fold macro-F1, {out['trained']['classes']} classes (node type NOT an input)", yaxis_title="macro-F1",
+                      yaxis_range=[0, 1], template="plotly_white", height=360)
+    table = pd.DataFrame([{"embeddings": k, **{m: out[k][m] for m in ("macro_f1", "macro_f1_std", "classes", "samples")},
+                           "dropped": out[k]["dropped_small_classes"]} for k in ("trained", "random_control")])
+    return Result(metrics=metrics, table=table, figure=fig)
+
+
+# -- mini-batch -----------------------------------------------------------------------------------
+def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
+    """Rung 5 trained on neighbour-sampled subgraphs and (if asked) on the whole graph, with the SAME
+    loss (batches of positives against shared pools of sampled negatives), epochs and time budget:
+    differences in time and memory come from message passing. Validation MRR, steps, edges per step
+    and peak memory per mode."""
+    import pandas as pd
+
+    from nbkit.device import memory_probe, watch_peak
+    from nbkit.kg.config import TrainConfig
+    from nbkit.kg.graph import split_kg
+    from nbkit.kg.train import LADDER, train_rung
+    from nbkit.kg.triples import synthetic_kg
+
+    device = _device(cfg.device)
+    if cfg.source == "synthetic":
+        split = split_kg(synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters), seed=cfg.seed)
+    else:
+        split = load_split(cfg.dataset, cfg.seed)
+    base = TrainConfig(epochs=cfg.epochs, hidden=cfg.hidden, lr=cfg.lr, seed=cfg.seed, eval_every=max(1, cfg.epochs // 5),
+                       max_seconds=cfg.max_seconds, eval_max_triples=cfg.eval_max_triples, cpu_threads=cfg.cpu_threads or None,
+                       batch_size=cfg.batch_size, num_negatives=cfg.num_negatives)
+    modes = [("mini-batch", dataclasses.replace(base, num_neighbors=(cfg.fanout,) * base.layers))]
+    if cfg.compare_full:
+        modes.append(("full graph", dataclasses.replace(base, full_graph=True)))
+    probe = memory_probe(device)
+    rows = []
+    for name, tc in modes:
+        with watch_peak(probe) as peak:
+            res, _, graph = train_rung(split, LADDER[5], tc, device=device, live=live, trace_prefix=name)
+        h = res.history
+        rows.append({
+            "mode": name,
+            "valid_mrr": res.metrics["valid_mrr"],
+            "valid_hits_at_10": res.metrics["valid_hits_at_10"],
+            "evaluated_triples": res.metrics.get("valid_eval_triples", len(split.valid)),
+            "epochs": res.epochs_run,
+            "steps": len(h["step_loss"]),
+            "train_s": round(res.train_seconds, 1),
+            "edges_per_step": int(sum(h["sampled_edges"]) / max(len(h["sampled_edges"]), 1)),
+            "message_graph_edges": int(graph.edge_index.size(1)),
+            "peak_memory_mb": round(peak.peak / 2**20, 1),
+            "peak_memory_growth_mb": round(peak.growth / 2**20, 1),
+            "memory_measured_as": peak.how,
+            "interrupted": res.interrupted,
+        })
+    return Result(metrics={"rows": rows, "sizes": split.sizes()}, table=pd.DataFrame(rows))
+
+
+# -- pitfalls -------------------------------------------------------------------------------------
+def _leaky_forward(edge_index):
+    edge_index += 1  # the field notes' §4.1 bug: shifting ids in place
+    return edge_index
+
+
+def _safe_forward(edge_index):
+    return edge_index.clone() + 1
+
+
+def run_pitfalls(cfg: PitfallConfig, live=None) -> Result:
+    """Each pitfall detector on a deliberately broken input built from the dataset, and on its clean
+    twin; plus the coalesce experiment (does RGCNConv raise without ``coalesce``?)."""
+    import warnings
+
+    import pandas as pd
+    import torch
+
+    from nbkit.findings import findings_frame
+    from nbkit.kg import checks
+    from nbkit.kg import graph as kgg
+
+    kg = load_kg(cfg.dataset)
+    split = load_split(cfg.dataset, cfg.seed)
+    findings = []
+    # (a) a forward that shifts edge_index in place, and the safe version
+    ei = split.train[:50, [0, 2]].t().contiguous()
+    findings.append(checks.detect_inplace_edge_mutation(_leaky_forward, ei.clone()))
+    findings.append(checks.detect_inplace_edge_mutation(_safe_forward, ei.clone()))
+    # (b) TPM-like expression features: huge range plus a NaN; then robust scaling
+    gen = torch.Generator().manual_seed(cfg.seed)
+    raw = torch.rand(len(split.entities[split.entity_types[0]]), 8, generator=gen) * torch.logspace(0, 4, 8)
+    raw[0, 3] = float("nan")
+    findings.append(checks.check_features(raw, "raw expression"))
+    findings.append(checks.check_features(checks.robust_scale(raw), "robust-scaled"))
+    # (c) a mapping built from heads only vs from heads and tails, on a table with one tail-only entity
+    orphan = kg.df.iloc[[0]].assign(tail="orphan_concept_seen_only_as_tail")
+    with_orphan = pd.concat([kg.df, orphan], ignore_index=True)
+    heads_only = {t: sorted(set(with_orphan.loc[with_orphan["head_type"] == t, "head"])) for t in split.entity_types}
+    findings.append(checks.check_mapping_covers(with_orphan, heads_only))
+    findings.append(checks.check_mapping_covers(with_orphan, kgg.build_index(with_orphan)[1]))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*double underscores.*")
+        hetero = kgg.build_hetero_data(split, reverse="inverse")
+    broken = hetero.clone()
+    et0 = broken.edge_types[0]
+    broken[et0].edge_index = broken[et0].edge_index.clone()
+    broken[et0].edge_index[1, 0] = broken[et0[2]].num_nodes + 5
+    findings.append(checks.check_edge_indices(broken))
+    findings.append(checks.check_edge_indices(hetero))
+    # (d) an AUC stuck near chance: a model that never trained, on the stated direction only
+    findings.append(checks.diagnose_auc_near_chance(0.51, loss_history=[0.693] * 10, split=split, reverse="none"))
+    # (e) coalesce: does RGCNConv raise IndexError without it?
+    coalesce = checks.coalesce_experiment(seed=cfg.seed)
+    metrics = {"pitfall_findings": [f.to_dict(with_table=False) for f in findings], "coalesce_experiment": coalesce}
+    return Result(metrics=metrics, table=findings_frame(findings), data={"findings": findings})

@@ -1,0 +1,184 @@
+"""Bad input to the KG loaders and splits: one clear UsageError naming the input and what was
+expected — no traceback from pyarrow/gzip, no silent coercion, no crash deep in torch (issue 16)."""
+
+import gzip
+import math
+
+import pandas as pd
+import pytest
+
+from nbkit.errors import UsageError
+from nbkit.kg import graph as kgg
+from nbkit.kg import triples as kgt
+
+GOOD = "head,relation,tail\na,r,b\nb,r,c\nc,s,a\n"
+
+
+def _binary(tmp_path):
+    p = tmp_path / "garbage.csv"
+    p.write_bytes(bytes(range(256)) * 8)
+    return p
+
+
+def _latin1(tmp_path):
+    p = tmp_path / "latin.csv"
+    p.write_bytes(("head,relation,tail\n" + "caf\xe9,r,b\n" * 50).encode("latin-1"))
+    return p
+
+
+def _unknown_ext(tmp_path):
+    p = tmp_path / "kg.json"
+    p.write_text(GOOD)
+    return p
+
+
+def _directory(tmp_path):
+    d = tmp_path / "folder.csv"
+    d.mkdir()
+    return d
+
+
+def _broken_ttl_gz(tmp_path):
+    p = tmp_path / "broken.ttl.gz"
+    p.write_bytes(gzip.compress(b"@prefix ex: <http://x.org/> .\n" * 100)[:25])
+    return p
+
+
+def _broken_csv_gz(tmp_path):
+    p = tmp_path / "broken.csv.gz"
+    p.write_bytes(b"\x1f\x8b\x08\x00garbage-not-deflate")
+    return p
+
+
+def _float_parquet(tmp_path):
+    p = tmp_path / "floats.parquet"
+    pd.DataFrame({"head": [1.5, 2.5], "relation": ["r", "r"], "tail": [2.5, 3.5]}).to_parquet(p)
+    return p
+
+
+LOADER_CASES = [
+    (_binary, r"garbage.csv: binary content .*expected a UTF-8 text triples file"),
+    (_latin1, r"latin.csv: not UTF-8 text \(byte 0xe9 at offset \d+\)"),
+    (_unknown_ext, r"kg.json: unknown extension .json; expected one of .csv, .tsv"),
+    (_directory, r"folder.csv: is a directory, not a triples file"),
+    (_broken_ttl_gz, r"broken.ttl.gz: not a readable gzip file|broken.ttl.gz: not readable"),
+    (_broken_csv_gz, r"broken.csv.gz: not a readable gzip file"),
+    (_float_parquet, r"floats.parquet: column 'head' has type float64; expected strings"),
+]
+
+
+@pytest.mark.parametrize(("make", "message"), LOADER_CASES, ids=[m.__name__.strip("_") for m, _ in LOADER_CASES])
+def test_bad_files_give_one_usage_error_naming_the_file(tmp_path, make, message, capfd):
+    path = make(tmp_path)
+    with pytest.raises(UsageError, match=message):
+        kgt.load_dataset(str(path))
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err and "Exception ignored" not in err and "\\x" not in out + err
+
+
+def test_integer_parquet_ids_are_read_as_text_and_the_report_says_so(tmp_path):
+    p = tmp_path / "ids.parquet"
+    pd.DataFrame({"head": [1, 2, 3], "relation": ["r", "r", "s"], "tail": [2, 3, 1]}).to_parquet(p)
+    kg = kgt.load_dataset(str(p))
+    assert set(kg.df["head"]) == {"1", "2", "3"}
+    assert any("column 'head' holds integers" in n for n in kg.report.notes)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_entities": -5}, r"num_entities=-5; expected an integer >= 3"),
+        ({"num_triples": -1}, r"num_triples=-1; expected an integer >= 1"),
+        ({"num_clusters": 0}, r"num_clusters=0; expected an integer >= 1"),
+        ({"num_triples": 2.5}, r"num_triples=2.5; expected an integer"),
+    ],
+)
+def test_synthetic_with_bad_sizes(kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        kgt.load_dataset("synthetic", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "message"),
+    [
+        ("umls", {"seed": 3}, r"load_dataset\('umls'\): unknown keyword argument\(s\) \['seed'\]; this loader takes: none"),
+        ("synthetic", {"entities": 10}, r"unknown keyword argument\(s\) \['entities'\]; this loader takes: num_entities"),
+    ],
+)
+def test_unknown_keyword_arguments_are_refused(name, kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        kgt.load_dataset(name, **kwargs)
+
+
+def test_unknown_keyword_argument_for_a_file(tmp_path):
+    p = tmp_path / "kg.csv"
+    p.write_text(GOOD)
+    with pytest.raises(UsageError, match=r"unknown keyword argument\(s\) \['delimiter'\]; this loader takes: allowed_types, sep"):
+        kgt.load_dataset(str(p), delimiter=";")
+
+
+@pytest.fixture(scope="module")
+def small_kg():
+    return kgt.synthetic_kg(60, 400, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("valid", "test", "message"),
+    [
+        (-0.5, 0.1, r"valid_share=-0.5; expected a number strictly between 0 and 1"),
+        (0.1, 1.5, r"test_share=1.5; expected a number strictly between 0 and 1"),
+        (math.nan, 0.1, r"valid_share=nan"),
+        (0.6, 0.4, r"valid_share \+ test_share = 1; expected < 1"),
+        (0.7, 0.5, r"valid_share=0.7.*|valid_share \+ test_share = 1.2"),
+        ("0.1", 0.1, r"valid_share='0.1'"),
+        (True, 0.1, r"valid_share=True"),
+    ],
+)
+def test_split_shares_are_checked(small_kg, valid, test, message):
+    with pytest.raises(UsageError, match=message):
+        kgg.split_kg(small_kg, valid_share=valid, test_share=test)
+
+
+def test_a_file_too_small_for_validation_and_test_is_one_clear_error(tmp_path):
+    p = tmp_path / "tiny.csv"
+    p.write_text(GOOD)
+    kg = kgt.load_dataset(str(p))
+    with pytest.raises(UsageError, match=r"tiny.csv: 3 usable triples give an empty valid and test split"):
+        kgg.split_kg(kg)
+
+
+def test_training_on_an_empty_validation_split_is_a_usage_error_not_torch_cat(tmp_path):
+    from nbkit.kg.train import LADDER, TrainConfig, train_rung
+
+    rows = [("a", "r", "b", "train"), ("b", "r", "c", "train"), ("c", "r", "a", "test")]
+    df = pd.DataFrame(rows, columns=["head", "relation", "tail", "split"])
+    split = kgg.split_kg(kgt.finalize(df, kgt.LoadReport("shipped.csv")), allow_empty=True)
+    with pytest.raises(UsageError, match=r"the valid split\(s\) are empty"):
+        train_rung(split, LADDER[1], TrainConfig(epochs=1), progress=False)
+
+
+def test_a_shipped_split_column_with_unknown_values(tmp_path):
+    df = pd.DataFrame([("a", "r", "b", "train"), ("b", "r", "c", "dev")], columns=["head", "relation", "tail", "split"])
+    with pytest.raises(UsageError, match=r"split column has values \['dev'\]; expected train/valid/test"):
+        kgg.split_kg(kgt.finalize(df, kgt.LoadReport("x.csv")))
+
+
+def test_a_shipped_split_without_validation_gets_it_carved_from_train_and_reported():
+    kg = kgt.synthetic_kg(60, 400, seed=0)
+    kg.df["split"] = ["test" if i % 10 == 0 else "train" for i in range(len(kg.df))]
+    split = kgg.split_kg(kg, valid_share=0.1)
+    assert split.report["valid_carved_from_train"] == len(split.valid) > 0 and "test_carved_from_train" not in split.report
+    assert len(split.train) + len(split.valid) + len(split.test) == len(kg.df)
+
+
+def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
+    from nbkit.kg import claims
+    from nbkit.kg import experiments as ex
+    from nbkit.kg.config import DownstreamConfig
+
+    p = tmp_path / "untyped.tsv"
+    kgt.synthetic_kg(60, 400, seed=0).df[["head", "relation", "tail"]].to_csv(p, sep="\t", index=False)
+    res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1, device="cpu"))
+    assert res.metrics["skipped"].startswith("the labels (node types) give 1 class(es)")
+    row = claims.claims(downstream=res)[1]
+    assert row.verdict == "inconclusive" and "node types" in row.why

@@ -1,0 +1,114 @@
+"""Every KG verdict function driven through every outcome it returns, on fabricated measurements
+with the same keys the experiments write; and the claims rows built from fabricated Results."""
+
+import math
+
+import pytest
+
+from nbkit.claims import HOLDS, INCONCLUSIVE, REFUTED, Claim, claims_frame
+from nbkit.kg import claims
+from nbkit.result import Result
+
+
+@pytest.mark.parametrize(
+    ("without", "with_", "verdict", "why"),
+    [
+        ([0.53, 0.54, 0.52], [0.79, 0.80, 0.78], HOLDS, "≥"),
+        ([0.75, 0.76, 0.74], [0.77, 0.775, 0.76], REFUTED, "<"),
+        ([0.50, 0.60, 0.55], [0.60, 0.90, 0.70], INCONCLUSIVE, "n too small"),
+        ([0.53], [0.79], INCONCLUSIVE, "one seed"),
+        ([], [], INCONCLUSIVE, "not measured"),
+        ([math.nan, math.nan], [math.nan, math.nan], INCONCLUSIVE, "not measured"),
+    ],
+)
+def test_verdict_reverse_edges(without, with_, verdict, why):
+    v = claims.verdict_reverse_edges(without, with_)
+    assert v.verdict == verdict and why in v.why
+
+
+@pytest.mark.parametrize(
+    ("folds", "control", "verdict", "why"),
+    [
+        ([0.85, 0.86, 0.84, 0.85, 0.86], [0.30, 0.31, 0.29, 0.30, 0.32], HOLDS, "≥"),
+        ([0.50, 0.52, 0.49, 0.51, 0.50], [0.30, 0.31, 0.29, 0.30, 0.32], REFUTED, "macro-F1"),
+        ([0.85, 0.86, 0.84, 0.85, 0.86], [0.84, 0.85, 0.84, 0.85, 0.85], REFUTED, "margin"),
+        ([0.60, 0.95, 0.70, 0.90, 0.80], [0.30, 0.31, 0.29, 0.30, 0.32], INCONCLUSIVE, "n too small"),
+        ([], [], INCONCLUSIVE, "not measured"),
+    ],
+)
+def test_verdict_f1(folds, control, verdict, why):
+    v = claims.verdict_f1(folds, control)
+    assert v.verdict == verdict and why in v.why
+
+
+def _runs(mean_rough, add_rough, mean_div=(), add_div=()):
+    out = []
+    for aggr, rough, div in (("mean", mean_rough, mean_div), ("add", add_rough, add_div)):
+        for seed, r in enumerate(rough):
+            diverged = seed in div
+            out.append({"aggr": aggr, "seed": seed, "valid_mrr": math.nan if diverged else 0.5, "roughness": math.nan if diverged else r, "diverged": diverged})
+    return out
+
+
+@pytest.mark.parametrize(
+    ("runs", "verdict", "why"),
+    [
+        (_runs([0.1, 0.1, 0.1], [0.2, 0.2, 0.2], add_div=(1,)), HOLDS, "add diverged in 1 of 3"),
+        (_runs([0.1, 0.1, 0.1], [0.2, 0.2, 0.2], mean_div=(0, 2)), REFUTED, "mean diverged in 2 of 3"),  # two-sided (#2)
+        (_runs([0.10, 0.11, 0.09], [0.20, 0.21, 0.19]), HOLDS, "≥"),
+        (_runs([0.20, 0.21, 0.19], [0.10, 0.11, 0.09]), REFUTED, "<"),
+        (_runs([0.10, 0.30, 0.12], [0.20, 0.11, 0.25]), INCONCLUSIVE, "n too small"),
+        (_runs([0.1], [0.2]), INCONCLUSIVE, "n too small"),
+    ],
+)
+def test_verdict_aggr(runs, verdict, why):
+    v = claims.verdict_aggr(runs)
+    assert v.verdict == verdict and why in v.why
+
+
+def _coalesce(add: bool, mean: bool) -> dict:
+    return {"unsorted_raises": {"add": add, "mean": mean}, "edges": 500, "distinct_typed_edges": 400, "edges_after_coalesce": 400,
+            "coalesced_vs_raw_max_abs_diff_add": 0.7, "coalesced_vs_raw_max_abs_diff_mean": 0.1,
+            "out_of_range_raises_even_after_coalesce": True, "out_of_range_after_coalesce_error": "IndexError: index out of range"}
+
+
+@pytest.mark.parametrize(
+    ("exp", "verdict", "why"),
+    [
+        (_coalesce(True, True), HOLDS, "raised"),
+        (_coalesce(False, False), REFUTED, "100 exact duplicates"),
+        (_coalesce(True, False), INCONCLUSIVE, "only under add"),
+        (None, INCONCLUSIVE, "not measured"),
+    ],
+)
+def test_verdict_coalesce(exp, verdict, why):
+    v = claims.verdict_coalesce(exp)
+    assert v.verdict == verdict and why in v.why
+
+
+def _ablation(auc2, auc3):
+    rm = {"2": {"valid_auc": sum(auc2) / len(auc2), "valid_auc_per_seed": auc2}, "3": {"valid_auc": sum(auc3) / len(auc3), "valid_auc_per_seed": auc3}}
+    return Result(metrics={"rung_metrics": rm, "best_rung": 3, "test_mrr": 0.4, "test_hits_at_10": 0.6})
+
+
+def test_claims_rows_from_fabricated_results_and_skipped_downstream():
+    downstream = Result(metrics={"macro_f1": 0.85, "macro_f1_control": 0.3, "fold_scores": [0.85, 0.86, 0.84, 0.85, 0.86],
+                                 "control_fold_scores": [0.30, 0.31, 0.29, 0.30, 0.32], "samples": 135, "classes": 9})
+    aggr = Result(metrics={"runs": _runs([0.1, 0.11, 0.09], [0.2, 0.21, 0.19]),
+                           "summary": {a: {"roughness": 0.1, "valid_mrr_mean": 0.5, "diverged": 0} for a in ("mean", "add")}})
+    pitfalls = Result(metrics={"coalesce_experiment": _coalesce(False, False)})
+    rows = claims.claims(ablation=_ablation([0.53, 0.54, 0.52], [0.79, 0.80, 0.78]), downstream=downstream, aggr=aggr, pitfalls=pitfalls)
+    assert all(isinstance(r, Claim) for r in rows)
+    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "coalesce_indexerror"]
+    assert [r.verdict for r in rows] == [HOLDS, HOLDS, HOLDS, REFUTED]
+    assert rows[0].n == "3 seeds" and rows[0].interval.startswith("[") and rows[2].interval.startswith("[")
+    assert list(claims_frame(rows).columns)[:4] == ["claim", "field_note", "measured", "verdict"]
+    skipped = claims.claims(ablation=_ablation([0.6], [0.7]), downstream=Result(metrics={"skipped": "one class"}))
+    assert skipped[1].verdict == INCONCLUSIVE and "one class" in skipped[1].why
+    assert skipped[0].verdict == INCONCLUSIVE and skipped[2].measured == "not measured" and skipped[3].verdict == INCONCLUSIVE
+
+
+def test_headline_has_the_first_numbers():
+    h = claims.headline(ablation=_ablation([0.5, 0.5], [0.7, 0.7]), downstream=Result(metrics={"skipped": "x"}))
+    assert h["best_rung"] == 3 and h["reverse_edge_valid_auc_gain"] == pytest.approx(0.2) and math.isnan(h["downstream_macro_f1"])
+    assert 3 <= len(h) <= 6
