@@ -99,6 +99,15 @@ def _cmd_list(args) -> int:
     return 0
 
 
+# One "diagnose my own …" line per theme: what a user points nbkit at (printed by `nbkit doctor`).
+OWN_RUN_EXAMPLES = {
+    "kg": "nbkit run 01 -p DATASET path/to/triples.tsv          # your knowledge graph (.csv/.tsv/.parquet/.nt/.ttl[.gz])",
+    "zero": "nbkit run 02 -p MODEL path/to/hf_dir_or_config.json -p DS_CONFIG ds_config.json -p WORLD_SIZE 2",
+    "signatures": "nbkit run 03 -p SIGNATURE '\"question -> answer\"' -p DEV_SET dev.jsonl -p METRIC contains",
+    "audit": "nbkit audit axolotl.yml   # or adapter_config.json, TrainingArguments JSON, ds_config.json, nbkit YAML",
+}
+
+
 def doctor_report(build_cache: bool = False) -> dict:
     """Environment, device, theme packages, local model files, server binaries."""
     from nbkit.device import device_report
@@ -158,7 +167,7 @@ def _cmd_doctor(args) -> int:
         if not info["ok"] and not info.get("optional")
     ]
     if args.format == "json":
-        print(json.dumps({**report, "missing": missing}, indent=2, default=str))
+        print(json.dumps({**report, "missing": missing, "own_run_examples": OWN_RUN_EXAMPLES}, indent=2, default=str))
     else:
         dev = report["device"]
         print(f"python {dev['python']}  torch {dev['torch']}  cuda build {dev['torch_cuda_build']}  cuda available {dev['cuda_available']}")
@@ -174,6 +183,9 @@ def _cmd_doctor(args) -> int:
                 fix = "" if info["ok"] else f"  — {info.get('why', 'missing')}; fix: {info.get('fix')}"
                 print(f"{mark} {section}/{name} {detail}{fix}")
         print("all present" if not missing else f"missing: {', '.join(missing)}")
+        print("diagnose your own run:")
+        for theme, line in OWN_RUN_EXAMPLES.items():
+            print(f"  [{theme}] {line}")
     return 0 if not missing else 1
 
 

@@ -141,12 +141,27 @@ def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
 def parse_value(text: str) -> Any:
     """A ``-p KEY VALUE`` value: a Python literal when it is one, else the string itself."""
     try:
-        return ast.literal_eval(text)
+        value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
         lowered = text.strip().lower()
         if lowered in ("true", "false"):
             return lowered == "true"
-        return text
+        value = text
+    return _absolute_if_path(value)
+
+
+def _absolute_if_path(value: Any) -> Any:
+    """A relative path the user means from *their* directory, made absolute.
+
+    Kernels run in the notebooks' folder, so ``-p DATASET my/triples.tsv`` would otherwise be looked
+    up there. Only a string that names an existing file or folder and looks like a path (a
+    separator or a suffix) is changed, so names such as ``umls`` stay names.
+    """
+    if not isinstance(value, str) or not value or os.path.isabs(value):
+        return value
+    if ("/" in value or os.sep in value or Path(value).suffix) and os.path.exists(value):
+        return str(Path(value).resolve())
+    return value
 
 
 def check_parameters(path: Path, given: dict[str, Any], declared: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:

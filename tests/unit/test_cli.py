@@ -36,3 +36,20 @@ def test_import_nbkit_stays_light():
             "print(' '.join(m for m in ('torch', 'plotly', 'papermill', 'pandas', 'distributed', 'ipywidgets') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"imported at `import nbkit`: {out}"
+
+
+def test_own_run_examples_name_real_parameters():
+    """`nbkit doctor`'s "diagnose your own" lines use parameters the notebooks really declare."""
+    import shlex
+
+    from nbkit.cli import OWN_RUN_EXAMPLES
+    from nbkit.runner import notebook_parameters, resolve_notebook
+
+    assert set(OWN_RUN_EXAMPLES) == {"kg", "zero", "signatures", "audit"}
+    for line in OWN_RUN_EXAMPLES.values():
+        words = shlex.split(line.split("#")[0])
+        if words[1] != "run":
+            continue
+        declared = notebook_parameters(resolve_notebook(words[2]))
+        keys = [words[i + 1] for i, w in enumerate(words) if w == "-p"]
+        assert keys and all(k in declared for k in keys), (line, sorted(declared))

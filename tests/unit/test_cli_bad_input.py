@@ -92,3 +92,17 @@ def test_bad_input_is_one_line_exit_2_and_nothing_happens(argv, env, expected, t
     assert not (nb_dir / "ran.txt").exists(), "the notebook ran"
     after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert after == before, f"written: {set(after) - set(before)}"
+
+
+def test_relative_path_parameters_are_made_absolute(tmp_path, monkeypatch):
+    """Kernels run in notebooks/: a path the user gives from their directory must still be found."""
+    from nbkit.runner import parse_value
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "kg.tsv").write_text("a\tr\tb\n")
+    (tmp_path / "dev.jsonl").write_text("{}\n")
+    assert parse_value("data/kg.tsv") == str(tmp_path / "data" / "kg.tsv")
+    assert parse_value("'dev.jsonl'") == str(tmp_path / "dev.jsonl")
+    assert parse_value("umls") == "umls"  # a name, not a path
+    assert parse_value("missing/file.tsv") == "missing/file.tsv"  # left for the notebook's own error
