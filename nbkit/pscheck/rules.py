@@ -131,7 +131,7 @@ class User(BaseModel):
     rationale = """Pydantic v2 does not validate defaults (`validate_default=False` is the documented
 default), so `User().email` is `None` although the annotation promises `str`: downstream code,
 `model_dump()` consumers and JSON Schema users all see a type the model says cannot exist. This is
-the seed's own example (`email: str = Field(default=None)`). Literal defaults are compared with the
+the field notes' own example (`email: str = Field(default=None)`). Literal defaults are compared with the
 annotation (`Optional`/`Union`/`X | None`, containers and their items, the numeric tower of PEP 484:
 `int` is fine for `float`). Non-literal defaults are left to `--import`. Not flagged when
 `validate_default=True`, where Pydantic coerces or rejects the default itself."""
@@ -178,7 +178,7 @@ required and nullable (in v1 it defaulted to None). `Job()` raises `Field requir
 the annotation reads "optional". Warning, not error, because required-nullable is legitimate;
 writing `= Field(...)` (or `= ...`) states that intent and silences the rule. `Field(...)` on an
 Optional is therefore *not* flagged: it is the explicit spelling of required-nullable, not a
-contradiction (the seed calls it one; the documented semantics say otherwise)."""
+contradiction (the field notes call it one; the documented semantics say otherwise)."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
         for spec in model.all_field_specs:
@@ -823,9 +823,9 @@ class Sample(BaseModel):
     age: str
 """
     rationale = """Unknown keys are silently ignored (measured on 2.13: no error, no warning), so the
-intended behaviour never happens. The seed itself recommends `coerce_numbers=True`, which is not a
+intended behaviour never happens. The field notes themselves recommend `coerce_numbers=True`, which is not a
 Pydantic setting (the real key is `coerce_numbers_to_str`, and it does the opposite of what the
-seed wants). Only `ConfigDict(...)` and dict literals are checked, and not on `pydantic-settings`
+field notes want). Only `ConfigDict(...)` and dict literals are checked, and not on `pydantic-settings`
 models, whose `SettingsConfigDict` has keys of its own."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -916,7 +916,7 @@ def load(line: str) -> Sample:
 """
     rationale = """Deprecated in v2 with a warning per call and removed in v3; some changed meaning
 (`copy(update=...)` skips validation, `parse_raw` routes through the deprecated `load_str_bytes`).
-The seed's own JSONL checker calls `model.parse_raw(line)`. The receiver must be known to be a model
+The field notes' own JSONL checker calls `model.parse_raw(line)`. The receiver must be known to be a model
 — a model class of the run, `self`/`cls` in a model method, or a name annotated or assigned as one
 (including `Type[BaseModel]` parameters) — so `response.json()` on an HTTP client is not flagged."""
 

@@ -1,5 +1,5 @@
 # ruff: noqa -- benchmark corpus: spellings and defects are deliberate
-"""Seeded defects: Pydantic v1 API left in v2 code (the seed's JSONL checker among them)."""
+"""Seeded defects: Pydantic v1 API left in v2 code (the field notes' JSONL checker among them)."""
 from __future__ import annotations
 
 from typing import Optional

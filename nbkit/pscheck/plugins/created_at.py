@@ -1,12 +1,12 @@
 """PSP001: every ``created_at`` field is a ``datetime`` filled per instance by a ``default_factory``.
 
-The house rule from the seed's chapter 5, shipped as a plugin to show the extension API. It is a
+The house rule from the field notes' chapter 5, shipped as a plugin to show the extension API. It is a
 policy, not a Pydantic semantic, so it is opt-in: it runs with ``--strict``, with
 ``--select PSP001``, or when the plugin is named explicitly (``--plugin
 nbkit.pscheck.plugins.created_at``). It is registered through the ``nbkit.pscheck.rules`` entry
 point, so it shows in ``pscheck --list-rules`` once nbkit is installed.
 
-The seed suggests ``default_factory=utcnow``; ``datetime.utcnow`` returns a *naive* datetime and is
+The field notes suggest ``default_factory=utcnow``; ``datetime.utcnow`` returns a *naive* datetime and is
 deprecated since Python 3.12, so the rule flags it and suggests ``lambda: datetime.now(timezone.utc)``.
 Field names the rule applies to can be changed by subclassing and setting ``field_names``.
 """
@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 class Doc(BaseModel):
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 """
-    rationale = """A project policy (the seed's example), not a Pydantic rule: timestamps stored as strings
+    rationale = """A project policy (the field notes' example), not a Pydantic rule: timestamps stored as strings
 or computed once at import make records impossible to order or audit. `default_factory` gives each
 instance its own time; `datetime.utcnow` is flagged because it is naive and deprecated (3.12)."""
 
