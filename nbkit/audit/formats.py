@@ -11,12 +11,12 @@ bundled ``tiny``/``smollm2``) leaves the model-reading checks "not run: needs â€
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nbkit.audit.config import AuditConfig, ConfigError, _compose, _key_lines, load_config, parse_config
+from nbkit.errors import read_json_object
 
 FORMATS = ("nbkit", "axolotl", "peft", "trl", "deepspeed")
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -157,15 +157,7 @@ def _deepspeed(b: _Builder, ds: dict[str, Any], prefix: str = ""):
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+    return read_json_object(path, what="a JSON config (PEFT, TRL/TrainingArguments or DeepSpeed)", error=ConfigError)
 
 
 def detect(path: Path, data: dict[str, Any]) -> str:

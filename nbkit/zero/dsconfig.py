@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nbkit.errors import UsageError
+from nbkit.errors import UsageError, read_json_object
 
 # The field notes' ds_config (field notes §3.2), verbatim in content. Its CLI runs 8 GPUs with
 # --per_device_train_batch_size 2 --gradient_accumulation_steps 4, i.e. 2 × 4 × 8 = 64, not 128.
@@ -196,18 +196,7 @@ def validate_ds_config(cfg: dict | str | Path, *, world_size: int | None = None,
     if isinstance(cfg, (str, Path)):
         path = Path(cfg)
         source = str(path)
-        if path.is_dir():
-            raise DSConfigError(f"{path}: is a directory; expected a ds_config JSON file")
-        try:
-            cfg = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DSConfigError(f"{path}: no such ds_config file") from None
-        except UnicodeDecodeError as exc:
-            raise DSConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected a JSON file") from None
-        except OSError as exc:
-            raise DSConfigError(f"{path}: cannot read ds_config ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise DSConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+        cfg = read_json_object(path, what="a ds_config JSON file", error=DSConfigError)
     if not isinstance(cfg, dict):
         raise DSConfigError(f"{source}: expected a JSON object at the top level, got {type(cfg).__name__}")
     known = _known_top_level_keys()

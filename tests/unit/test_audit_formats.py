@@ -98,7 +98,7 @@ def test_cli_not_run_needs_a_model_and_prints_the_key_table(tmp_path, capsys):
     ("a.yml", "adapter: lora\nlora_r: eight\n", "key 'lora_r': expected a positive integer"),
     ("a.yml", "adapter: lora\ndeepspeed: missing.json\n", "missing.json is not a file"),
     ("ds_config.json", {**DS, "train_batch_size": 63}, "is not micro (2) × accumulation (8)"),
-    ("bad.json", "{not json", "bad.json:1: not valid JSON"),
+    ("bad.json", "{not json", "bad.json:1:2: not valid JSON"),
 ])
 def test_foreign_bad_input_exit_2(tmp_path, capsys, name, content, expected):
     assert main([str(_write(tmp_path, name, content))]) == 2

@@ -61,7 +61,7 @@ def test_bad_ds_config_files_are_named(tmp_path):
         validate_ds_config(binary)
     with pytest.raises(UsageError, match="is a directory; expected a ds_config JSON file"):
         validate_ds_config(tmp_path)
-    with pytest.raises(UsageError, match="no such ds_config file"):
+    with pytest.raises(UsageError, match="no such file or directory; expected a ds_config JSON file"):
         validate_ds_config(tmp_path / "missing.json")
 
 
