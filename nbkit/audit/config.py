@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from nbkit.errors import UsageError
+from nbkit.errors import UsageError, read_text
 
 # A config of this audit has well under a thousand YAML nodes; past this many *expanded* nodes the
 # file is an alias bomb ("billion laughs"), refused before anything walks the expansion.
@@ -342,16 +342,7 @@ def load_config(path: str | Path) -> AuditConfig:
     import yaml
 
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a directory; expected a YAML audit config file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path, what="a YAML audit config file", error=ConfigError)
     root = _compose(text, str(path))
     data: Any = {}
     if root is not None:

@@ -55,7 +55,7 @@ def test_yaml_syntax_error_and_non_mapping(tmp_path):
     bad.write_text("- just\n- a list\n")
     with pytest.raises(ConfigError, match="must be a YAML mapping"):
         load_config(bad)
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="no such file or directory; expected a YAML audit config file"):
         load_config(tmp_path / "missing.yaml")
 
 
