@@ -114,6 +114,7 @@ display(pd.DataFrame([{"signature": s.__name__, "field": k, "type": getattr(v.an
 
 # %%
 session = start_session(session_cfg)
+nbkit.record("device", str(session.device))  # where the local retriever encoders (and a CUDA llama.cpp build) run
 token_limit = panels.token_limit_panel(session, cfg.preset(cfg.TokenLimitConfig, SMOKE)).display().run()
 nbkit.record("max_tokens_check", token_limit.metrics)
 print(f"{type(session.server).__name__ if session.server else 'remote'}: {session.num_threads} parallel requests")
