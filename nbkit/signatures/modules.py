@@ -33,8 +33,9 @@ def _hybrid_class():
         def forward(self, symptoms: str):
             passages = self.retriever.passages(symptoms, self.k)
             prediction = self.predict(context=passages, symptoms=symptoms)
-            prediction.context = passages
-            return prediction
+            # A new Prediction, not the traced one: DSPy's bootstrap builds each demo from the trace's
+            # inputs + outputs, and a `context` output beside the `context` input collides.
+            return dspy.Prediction(**prediction.toDict(), context=passages)
 
     return HybridRetriever
 

@@ -125,3 +125,16 @@ def test_minilm_batched_search_matches_single_queries(kb, splits):
     r = build_retriever("minilm", kb)
     queries = [c["colloquial"] for c in splits.dev[:4]]
     assert r.search_many(queries, 3) == [r.search(q, 3) for q in queries]
+
+
+def test_bootstrap_compiles_the_hybrid_module(kb, splits):
+    """The notebook's default compiles HybridRetriever: its traced prediction must not carry the
+    retrieved context as an output too (DSPy builds each demo from inputs + outputs)."""
+    trainset = to_examples(splits.train[:3], slices=("standard",))
+    answers = [{"diagnoses": [{"condition": e.conditions[0], "confidence": 0.8}], "reasoning": "Classic."} for e in trainset]
+    lm = dspy.utils.DummyLM(answers * 3)
+    student = build_module("hybrid", typed_medical_diagnosis_signature(), build_retriever("bm25", kb))
+    program = compiling.compile_program("bootstrap", student, trainset, metric=evaluation.make_metric(kb), lm=lm, max_demos=2)
+    assert compiling.demo_counts(program)["bootstrapped"] >= 1
+    with dspy.context(lm=dspy.utils.DummyLM(answers)):
+        assert len(program(symptoms="big toe red hot swollen after beer").context) == 3
