@@ -280,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.func in (_cmd_run, _cmd_sweep, _cmd_list):
+        from nbkit.runner import skip_uri_grammar
+
+        skip_uri_grammar()  # seconds off every notebook read; scoped to nbkit's own processes
     try:
         with terminate_as_interrupt():
             return int(args.func(args) or 0)

@@ -48,11 +48,16 @@ from typing import Any
 from nbkit.errors import UsageError
 from nbkit.record import read_notebook
 
+
 # jsonschema (under nbformat, papermill, nbconvert) imports rfc3987_syntax when it is installed, for
 # two URI formats notebooks never use; that import builds a grammar and costs 2-8 s in every
 # process that reads a notebook (7.5 s of a 9 s `nbkit run` start-up here, once more per --jobs
-# worker). jsonschema treats it as optional: make it look absent in processes that use this module.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+# worker). jsonschema treats it as optional. Only nbkit's own command-line processes (and their
+# pool workers) make it look absent: a program that merely imports this module keeps its modules.
+def skip_uri_grammar() -> None:
+    """Make jsonschema's optional ``rfc3987_syntax`` look absent in this process (call before nbformat loads)."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
 
 # Thread-pool sizes the numeric libraries read at start-up; a pinned kernel gets its share.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
@@ -384,6 +389,7 @@ def _pool_worker_init(counter, shares: list[list[int]]) -> None:
     # papermill shuts the kernel down. SIGINT from the terminal is the parent's to handle.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    skip_uri_grammar()  # a spawned worker starts without the parent's sys.modules
     with counter.get_lock():  # each worker takes the next share of the cores
         slot = counter.value
         counter.value += 1

@@ -53,3 +53,12 @@ def test_own_run_examples_name_real_parameters():
         declared = notebook_parameters(resolve_notebook(words[2]))
         keys = [words[i + 1] for i, w in enumerate(words) if w == "-p"]
         assert keys and all(k in declared for k in keys), (line, sorted(declared))
+
+
+def test_runner_import_leaves_sys_modules_alone():
+    """Importing nbkit's runner from a user's program must not hide jsonschema's optional grammar;
+    only nbkit's own `run`/`sweep`/`list` processes skip it (start-up cost)."""
+    code = ("import sys, nbkit.cli, nbkit.runner; a = 'rfc3987_syntax' in sys.modules and sys.modules['rfc3987_syntax'] is None; "
+            "nbkit.runner.skip_uri_grammar(); b = sys.modules.get('rfc3987_syntax', 1) is None; print(a, b)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
