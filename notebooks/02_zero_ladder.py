@@ -37,9 +37,9 @@ SEED = 0
 WORLD_SIZE = 8
 GPUS_PER_NODE = 8
 PRECISION = "bf16"
-LADDER_STEPS = 8
-HIDDEN_SIZE = 128
-NUM_LAYERS = 4
+LADDER_STEPS = 4
+HIDDEN_SIZE = 256
+NUM_LAYERS = 8
 SPEC_PROMPTS = 3
 SPEC_NEW_TOKENS = 32
 MONITOR_LIMIT_MIB = 450.0
@@ -152,9 +152,14 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
 # Per rank and stage: the runtime baseline before the model exists, parameters, gradients,
 # optimizer states (DeepSpeed's buffers), communication buckets, the activations autograd saved, and
 # what is left unexplained (temporaries, allocator slack) — beside a prediction from the model config
-# and ds_config alone (`nbkit.zero.peak`). At this size the model states are a few MB per rank while
-# the runtime is ~0.5 GB, so ZeRO's savings are invisible in the peak — small models look as if
-# ZeRO costs memory; `bench/zero_peak.py` sweeps sizes to find where each stage starts to pay.
+# and ds_config alone (`nbkit.zero.peak`: the larger of the end of backward and the optimizer step,
+# whose fp32 gradient copies are the part DeepSpeed's estimator leaves out).
+#
+# **Why small models look as if ZeRO does nothing (or costs memory):** ZeRO divides only the model
+# states (16 bytes per parameter), while every rank also carries a fixed runtime (~0.5 GB here:
+# Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element buckets (1 GB) — so
+# until the states outweigh those, every stage's peak looks the same. The default size is chosen so
+# they do; the sweep below (`CROSSOVER_SIZES`) shows where each stage starts to pay.
 
 # %%
 lad.table[["rung", "rank", "baseline_bytes", "init_peak_bytes", "peak_bytes", "predicted_peak_bytes", "peak_over_predicted",

@@ -194,7 +194,7 @@ def run_crossover(cfg: CrossoverConfig, live=None, *, on_size=None) -> Result:
             r["wall_s"] = lad.metrics["wall_s"]
         rows += new
         if on_size is not None:
-            on_size(new[0])
+            on_size(new)
     crossover = crossover_sizes(rows)
     table = pd.DataFrame(rows)
     return Result(metrics={"crossover": crossover, "ranks_device": device, "bucket_elements": cfg.bucket_elements,
