@@ -159,7 +159,10 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
 # states (16 bytes per parameter), while every rank also carries a fixed runtime (~0.5 GB here:
 # Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element buckets (1 GB) — so
 # until the states outweigh those, every stage's peak looks the same. The default size is chosen so
-# they do; the sweep below (`CROSSOVER_SIZES`) shows where each stage starts to pay.
+# they do; the sweep below (`CROSSOVER_SIZES`) shows where each stage starts to pay. On 2 ranks
+# ZeRO-3 ends above ZeRO-2: it saves only Ψ/N bytes more of 16-bit parameters but gathers every
+# layer's full parameters for forward and backward (`stage3_max_live_parameters` 1e9 keeps all of a
+# small model alive) — the "ZeRO-3 uses more memory than ZeRO-2" reports (DeepSpeed #4305).
 
 # %%
 lad.table[["rung", "rank", "baseline_bytes", "init_peak_bytes", "peak_bytes", "predicted_peak_bytes", "peak_over_predicted",
