@@ -7,10 +7,11 @@ size at which every rank's stage-k peak growth is at least 2 % below stage 0's. 
 ``reduce_bucket_size``/``allgather_bucket_size`` (elements): DeepSpeed's 5e8 default moves the
 crossover far out, because ZeRO-1/2 hold that bucket on every rank.
 
-    .venv/bin/python bench/zero_peak.py [--sizes 128x4,512x8,1024x8] [--bucket 200000] [--device auto]
+    .venv/bin/python bench/zero_peak.py [--sizes 128x4,256x8,512x8,768x8] [--bucket 200000] [--device auto] [--figure F.html]
 
 Targets (issue 18): predicted / measured peak within 10 % at every stage once model states are not
-noise; a crossover named for stages 1–3.
+noise (here: ≥ 15 % of the peak); a crossover named for stages 1–3. Also prints the field notes'
+7B-on-8-GPUs figures as a labelled prediction of the same model (no GPU measures it here).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+
+STATES_SHARE = 0.15  # "model states are not noise": at least this share of the measured peak
 
 
 def gpu_prediction(seq_len: int, micro_batch: int) -> list[str]:
@@ -66,7 +69,7 @@ def main() -> int:
 
     def report(rows):  # one size's rows as soon as its launch ends (the big sizes take minutes)
         for r in rows:
-            if r["model_states_share"] >= 0.25:
+            if r["model_states_share"] >= STATES_SHARE:
                 worst[0] = max(worst[0], abs(r["pred_over_meas"] - 1))
             print(f"{r['size']:>9} {r['n_params']:>12,} {r['stage']:>6} {r['predicted_mib']:>9.1f} {r['measured_mib']:>9.1f} "
                   f"{r['pred_over_meas']:>10.3f} {r['growth_pred_over_meas']:>17.3f} {r['growth_mib']:>16.1f} "
@@ -78,7 +81,7 @@ def main() -> int:
     worst = worst[0]
     for stage, size in out.metrics["crossover"].items():
         print(f"ZeRO-{stage[-1]} saves ≥ 2 % of stage 0's peak growth on every rank from size: {size or 'not within the sizes run'}")
-    print(f"worst |predicted ÷ measured peak − 1| where model states are ≥ 25 % of the peak: {worst:.1%} (target ≤ 10 %); "
+    print(f"worst |predicted ÷ measured peak − 1| where model states are ≥ {STATES_SHARE:.0%} of the peak: {worst:.1%} (target ≤ 10 %); "
           f"bucket {args.bucket:,} elements, ranks on {out.metrics['ranks_device']}, {time.perf_counter() - t:.0f} s")
     for line in gpu_prediction(args.gpu_seq_len, 2):
         print(line)

@@ -10,14 +10,18 @@ memory the runtime grew — is **unexplained** = peak − baseline − the parts
 the peak up to the end of ``deepspeed.initialize``, so a reader sees whether the peak came from
 initialisation (the client's fp32 weights still alive beside DeepSpeed's 16-bit copy) or the steps.
 
-Predicted (``predict_peak``): baseline + the ZeRO paper's model states for the stage + buckets
-(``reduce_bucket_size`` elements at stages 1–2; the largest layer gathered at stage 3) + the
-activations of one micro-batch, counted by running the model's forward **on the meta device** (no
-memory, from the config alone). Where it misses: gradients at stages 0–1 are allocated while the
-activations are being freed (so summing both over-predicts), the CPU allocator keeps freed
-memory (so RSS can stay above what is live), and temporaries of initialisation and of the optimizer
-step are not modelled — measured with ``bench/zero_peak.py``: within 3 % at 0.6 M parameters
-(the baseline dominates), 17–21 % under at 19 M on CPU.
+Predicted (``predict_peak``, from the model config and ds_config alone): baseline + the ZeRO paper's
+model states for the stage + buckets + the larger of two moments — the end of backward (the
+activations of one micro-batch, counted by running the model's forward **on the meta device**, plus
+stage 3's gathered 16-bit parameters) and the optimizer step (``step_temporaries``: the fp32 copies of
+the gradients DeepSpeed makes for its fp32 master weights). On CPU ranks the launcher fixes glibc's
+mmap threshold so RSS follows live bytes (otherwise freed tensors stay in the heap and the "peak"
+is whatever the allocator kept), and the ranks use a fused AdamW (like DeepSpeed's own optimizers:
+no temporaries as large as the flat partition). Measured with ``bench/zero_peak.py`` (2 CPU ranks,
+bf16, bucket 2e5): predicted ÷ measured peak 0.98–1.02 at stages 0–2 from 0.6 M to 43 M
+parameters; stage 3 0.93–0.97 — its backward holds 3–4 bytes per parameter more than modelled
+(gradients of gathered layers waiting for their reduce-scatter), so its growth above the baseline
+is predicted at 0.74–0.81.
 """
 
 from __future__ import annotations
