@@ -19,9 +19,12 @@
 # (replica divergence, checkpoint round trip, a rank dying mid-run, CPU headroom before offload),
 # allocator fragmentation (CUDA only — said plainly on CPU) and speculative decoding on SmolLM2.
 #
-# Your own plan: `MODEL` is your model for the memory model (a Hugging Face model directory, a
-# `config.json` or a hub id; empty = Llama-2-7B), `DS_CONFIG` your `ds_config.json`, explained key by
-# key against `WORLD_SIZE` (empty = the field notes' config and its launch line).
+# Your own cluster plan: `MODEL` is your model (a Hugging Face model directory, a bare `config.json`
+# or a hub id; empty = Llama-2-7B), counted on the meta device for the memory model and run by the
+# ladder at `HIDDEN_SIZE` × `NUM_LAYERS`; `DS_CONFIG` is your `ds_config.json` — its ZeRO stage,
+# offload and precision drive the memory model, and it is explained key by key against
+# `WORLD_SIZE` GPUs (`GPUS_PER_NODE` per node). Empty = the field notes' config and launch line.
+# This machine runs at most 2 CPU ranks (or one per local GPU) of the ladder, whatever `WORLD_SIZE` says.
 #
 # Every number below is computed by this run; the claims table at the end compares them with the
 # field notes' figures — a check that fails shows there as "refuted", it does not stop the notebook.
@@ -31,16 +34,18 @@
 SMOKE = False
 DEVICE = "auto"
 SEED = 0
-WORLD_SIZE = 2
+WORLD_SIZE = 8
+GPUS_PER_NODE = 8
 PRECISION = "bf16"
-LADDER_STEPS = 8
-HIDDEN_SIZE = 128
-NUM_LAYERS = 4
+LADDER_STEPS = 4
+HIDDEN_SIZE = 256
+NUM_LAYERS = 8
 SPEC_PROMPTS = 3
 SPEC_NEW_TOKENS = 32
 MONITOR_LIMIT_MIB = 450.0
 MODEL = ""
 DS_CONFIG = ""
+CROSSOVER_SIZES = ""  # e.g. "256x8,512x8,1024x8": a size sweep (minutes per size on CPU); empty = skip
 
 # %%
 import dataclasses
@@ -53,12 +58,14 @@ from nbkit.claims import claims_frame
 from nbkit.device import device_report, pick_device
 from nbkit.zero import claims as zero_claims
 from nbkit.zero.config import (
+    CrossoverConfig,
     FailureDrillConfig,
     FragmentationConfig,
     LadderConfig,
     MemoryConfig,
     SpecDecConfig,
 )
+from nbkit.zero.experiments import local_ranks
 
 device = pick_device(DEVICE)
 nbkit.record("device", str(device))
@@ -77,11 +84,18 @@ device_report()
 # %%
 from nbkit.zero.panels import memory_panel
 
-mem_panel = memory_panel(dataclasses.replace(MemoryConfig.smoke() if SMOKE else MemoryConfig(), model_path=MODEL))
+mem_panel = memory_panel(dataclasses.replace(MemoryConfig.smoke() if SMOKE else MemoryConfig(), model_path=MODEL, ds_config=DS_CONFIG,
+                                             world_size=WORLD_SIZE, gpus_per_node=GPUS_PER_NODE))
 mem_panel.display()
 mem = mem_panel.run()
 nbkit.record("memory_model_params", mem.metrics["n_params"])
 nbkit.record("memory_model", mem.table.round(4))
+nbkit.record("memory_plan", mem.metrics["plan"])
+if DS_CONFIG:
+    p = mem.metrics["plan"]
+    print(f"your ds_config: stage {p['stage']}, {p['precision']}, offload optimizer {p['offload_optimizer']}, offload params "
+          f"{p['offload_param']} → {p['formula_device_gib']:.1f} GiB of model states per GPU (paper), "
+          f"{p['formula_cpu_gib']:.1f} GiB offloaded per GPU")
 mem.table.round(2)
 
 # %% [markdown]
@@ -94,7 +108,7 @@ mem.table.round(2)
 # %%
 from nbkit.zero.dsconfig import explain
 
-ds_table, ds_findings, ds = explain(DS_CONFIG, world_size=WORLD_SIZE)
+ds_table, ds_findings, ds = explain(DS_CONFIG, world_size=WORLD_SIZE)  # empty DS_CONFIG: the field notes' 8-GPU launch line
 nbkit.record("ds_config_findings", ds_findings)
 for f in ds_findings:
     print("•", f)
@@ -116,10 +130,11 @@ with pd.option_context("display.max_colwidth", 120):
 # %%
 from nbkit.zero.panels import ladder_panel
 
-# One GPU per rank; with fewer GPUs than WORLD_SIZE (and DEVICE="auto") the ranks run on CPU (gloo).
+# One GPU per rank; with fewer than two GPUs the ranks run on CPU (gloo).
+ranks = local_ranks(WORLD_SIZE, DEVICE)
 ladder_cfg = LadderConfig.smoke() if SMOKE else LadderConfig(steps=LADDER_STEPS, hidden_size=HIDDEN_SIZE, num_hidden_layers=NUM_LAYERS)
-ladder_cfg = dataclasses.replace(ladder_cfg, world_size=WORLD_SIZE, precision=PRECISION, seed=SEED, device=DEVICE,
-                                 monitor_limit_mib=MONITOR_LIMIT_MIB)
+ladder_cfg = dataclasses.replace(ladder_cfg, world_size=ranks, precision=PRECISION, seed=SEED, device=DEVICE,
+                                 monitor_limit_mib=MONITOR_LIMIT_MIB, model_path=MODEL)
 lad_panel = ladder_panel(ladder_cfg)
 lad_panel.display()
 lad = lad_panel.run()
@@ -137,9 +152,17 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
 # Per rank and stage: the runtime baseline before the model exists, parameters, gradients,
 # optimizer states (DeepSpeed's buffers), communication buckets, the activations autograd saved, and
 # what is left unexplained (temporaries, allocator slack) — beside a prediction from the model config
-# and ds_config alone (`nbkit.zero.peak`). At this size the model states are a few MB per rank while
-# the runtime is ~0.5 GB, so ZeRO's savings are invisible in the peak — small models look as if
-# ZeRO costs memory; `bench/zero_peak.py` sweeps sizes to find where each stage starts to pay.
+# and ds_config alone (`nbkit.zero.peak`: the larger of the end of backward and the optimizer step,
+# whose fp32 gradient copies are the part DeepSpeed's estimator leaves out).
+#
+# **Why small models look as if ZeRO does nothing (or costs memory):** ZeRO divides only the model
+# states (16 bytes per parameter), while every rank also carries a fixed runtime (~0.5 GB here:
+# Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element buckets (1 GB) — so
+# until the states outweigh those, every stage's peak looks the same. The default size is chosen so
+# they do; the sweep below (`CROSSOVER_SIZES`) shows where each stage starts to pay. On 2 ranks
+# ZeRO-3 ends above ZeRO-2: it saves only Ψ/N bytes more of 16-bit parameters but gathers every
+# layer's full parameters for forward and backward (`stage3_max_live_parameters` 1e9 keeps all of a
+# small model alive) — the "ZeRO-3 uses more memory than ZeRO-2" reports (DeepSpeed #4305).
 
 # %%
 lad.table[["rung", "rank", "baseline_bytes", "init_peak_bytes", "peak_bytes", "predicted_peak_bytes", "peak_over_predicted",
@@ -147,6 +170,28 @@ lad.table[["rung", "rank", "baseline_bytes", "init_peak_bytes", "peak_bytes", "p
 
 # %%
 lad.data["waterfall_figure"]
+
+# %% [markdown]
+# ### Where ZeRO starts to pay
+#
+# Set `CROSSOVER_SIZES` (or use the panel) to run stages 0–3 at several model sizes: each stage's
+# measured per-rank peak growth against Ψ, the prediction beside it, and the size from which ZeRO-1,
+# 2 and 3 save memory named on the plot. `bucket_elements` moves the crossover: a bucket is a fixed
+# cost per rank at stages 1–2, so DeepSpeed's default 5e8 elements (1 GB in bf16 on a GPU) hides
+# every saving of a model smaller than about a billion parameters. `bench/zero_peak.py` runs the same
+# sweep from the shell and adds the 7B-on-8-GPUs prediction.
+
+# %%
+from nbkit.zero.panels import crossover_panel
+
+cross_panel = crossover_panel(dataclasses.replace(CrossoverConfig.smoke() if SMOKE else CrossoverConfig(), precision=PRECISION,
+                                                  device=DEVICE, model_path=MODEL, world_size=max(2, ranks)))
+cross_panel.display()
+crossover = cross_panel.run(sizes=CROSSOVER_SIZES) if CROSSOVER_SIZES else None
+if crossover is not None:
+    nbkit.record("crossover", {"sizes": crossover.metrics["sizes"], "crossover": crossover.metrics["crossover"],
+                               "rows": crossover.table.to_dict("records")})
+    display(crossover.figure)
 
 # %% [markdown]
 #
@@ -225,9 +270,10 @@ from nbkit.zero.experiments import run_loss_scale_drill
 from nbkit.zero.monitor import offload_headroom
 
 print("replicas in sync:", lad.metrics["replicas_in_sync"], "| checkpoint save→load restores state:", lad.metrics["checkpoint_round_trip_ok"])
-headroom = offload_headroom(mem.metrics["n_params"], 8, 3, offload_optimizer=True, offload_param=True)
-nbkit.record("offload_headroom_7b", headroom)
-print(f"Llama-2-7B ZeRO-3 offload on this machine needs {headroom['cpu_needed_bytes'] / 2**30:.0f} GiB CPU RAM, "
+headroom = offload_headroom(mem.metrics["n_params"], WORLD_SIZE, 3, offload_optimizer=True, offload_param=True,
+                            ranks_per_node=GPUS_PER_NODE)
+nbkit.record("offload_headroom", headroom)
+print(f"{mem.data['size'].name}: ZeRO-3 offload of a {mem.metrics['gpus_per_node']}-GPU node needs {headroom['cpu_needed_bytes'] / 2**30:.0f} GiB CPU RAM, "
       f"{headroom['cpu_available_bytes'] / 2**30:.0f} GiB free → {'OK' if headroom['ok'] else 'would not fit: refuse before launch'}")
 loss_scale = run_loss_scale_drill(dataclasses.replace(LadderConfig.fp16_drill(), device=DEVICE))
 nbkit.record("loss_scale", {k: loss_scale.metrics.get(k) for k in ("ranks_device", "loss_scale_history", "not_measured")})
@@ -238,7 +284,7 @@ pd.DataFrame(lad.data["checks"]["checkpoint_detail"]).T
 from nbkit.zero.panels import failure_panel
 
 fail_panel = failure_panel(dataclasses.replace(FailureDrillConfig.smoke() if SMOKE else FailureDrillConfig(),
-                                               device=DEVICE, world_size=WORLD_SIZE, rank=WORLD_SIZE - 1))
+                                               device=DEVICE, world_size=max(2, ranks), rank=max(2, ranks) - 1))
 fail_panel.display()
 drill = fail_panel.run()
 nbkit.record("failure_drill", drill.metrics)
@@ -294,7 +340,8 @@ spec.table.round(3)
 # (`nbkit.zero.claims`): holds, refuted, inconclusive, or needs GPU where only CUDA can measure it.
 
 # %%
-rows = zero_claims.claims(mem.metrics, ds, lad.metrics, loss_scale.metrics, drill.metrics, frag.metrics, spec.metrics)
+rows = zero_claims.claims(mem.metrics, ds, lad.metrics, loss_scale.metrics, drill.metrics, frag.metrics, spec.metrics,
+                         crossover.data["rows"] if crossover is not None else None)
 nbkit.record("claims", rows)
 nbkit.record("headline", zero_claims.headline(mem.metrics, lad.metrics, spec.metrics))
 with pd.option_context("display.max_colwidth", 160):

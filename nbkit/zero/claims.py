@@ -12,6 +12,7 @@ from typing import Any
 
 from nbkit import claims as core  # the two-sided deciders and intervals
 from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim, Verdict
+from nbkit.zero.peak import SAVING  # a stage "lowers" memory when it saves ≥ 2 % of stage 0's peak growth
 
 GB = 10**9
 FIELD_NOTES_WORLD = 8  # the field notes' 8 × A100 80 GB
@@ -238,7 +239,8 @@ def _gb(x: float) -> str:
 
 
 def claims(memory: dict[str, Any], ds: dict[str, Any], ladder: dict[str, Any], loss_scale: dict[str, Any],
-           drill: dict[str, Any], fragmentation: dict[str, Any], spec: dict[str, Any]) -> list[Claim]:
+           drill: dict[str, Any], fragmentation: dict[str, Any], spec: dict[str, Any],
+           crossover: list[dict[str, Any]] | None = None) -> list[Claim]:
     """The notebook's claims table from the experiments' metrics (see each verdict for its rule).
 
     The field notes' GB figures are judged for their model, Llama-2-7B, whatever model the memory
@@ -327,7 +329,7 @@ def claims(memory: dict[str, Any], ds: dict[str, Any], ladder: dict[str, Any], l
                                    measured=f"×{pl.get('speedup_measured', float('nan')):.2f} on {spec.get('device', '?')} (SmolLM2)",
                                    rule="per-prompt t-interval within ±20 % of ×1.81, on CUDA",
                                    n=f"{len(pl.get('speedups') or [])} prompts"))
-    rows += memory_claims(ladder)
+    rows += memory_claims(ladder, crossover)
     rows.append(Claim.from_verdict(verdict_lossless(summary), key="lossless", source="§3.2 step 3",
                                    claim="greedy speculative decoding changes the output (\"not lossless\")", field_note="not lossless",
                                    measured=", ".join(f"{m}: identical={x['all_identical']}" for m, x in summary.items()),
@@ -359,7 +361,6 @@ def headline(memory: dict[str, Any], ladder: dict[str, Any], spec: dict[str, Any
     return out
 
 
-SAVING = 0.02  # a stage "lowers" memory when it saves at least 2 % of stage 0's peak growth
 UNDERPREDICT = 1.10  # an estimator "underpredicts" when the real peak growth is ≥ 1.1 × its figure
 
 
@@ -394,9 +395,38 @@ def verdict_estimator_underpredicts(m: dict[str, Any], stage: int) -> Verdict:
                                 what=f"measured ÷ estimated (stage {stage})", n_hint=f"n = {len(this['growth'])} ranks")
 
 
-def memory_claims(ladder: dict[str, Any]) -> list[Claim]:
-    """Rows for "ZeRO-1/2/3 lower per-device memory" and "estimators underpredict" at the ladder's size."""
+def verdict_crossover(rows: list[dict[str, Any]], stage: int) -> Verdict:
+    """ZeRO-``stage`` lowers per-device memory once the model is big enough, judged over a size sweep
+    (``run_crossover`` rows: per size, every rank's peak growth ÷ stage 0's as ``growth_vs_stage0_min/max``).
+    Holds when the largest size saves ≥ 2 % on every rank (the crossover is the smallest size from which
+    it keeps saving); refuted when no size saves on any rank (all ratios > 0.98); inconclusive otherwise
+    (ranks disagree at the largest size, or it saved only at smaller sizes) or when no sweep ran."""
+    rs = sorted((r for r in rows if r["stage"] == stage), key=lambda r: r["n_params"])
+    if not rs:
+        return Verdict(INCONCLUSIVE, f"no size sweep for stage {stage} in this run (CrossoverConfig / bench/zero_peak.py)")
+    from nbkit.zero.peak import crossover_sizes
+
+    top = rs[-1]
+    if top["growth_vs_stage0_max"] <= 1 - SAVING:
+        return Verdict(HOLDS, f"saves from {crossover_sizes(rows)[f'stage{stage}']} on (Ψ = {top['n_params']:,} at the largest size: "
+                              f"× {top['growth_vs_stage0_min']:.2f}–{top['growth_vs_stage0_max']:.2f} of stage 0's growth)")
+    if all(r["growth_vs_stage0_min"] > 1 - SAVING for r in rs):
+        return Verdict(REFUTED, f"no size up to Ψ = {top['n_params']:,} saves ≥ {SAVING:.0%} on any rank")
+    return Verdict(INCONCLUSIVE, f"largest size × {top['growth_vs_stage0_min']:.2f}–{top['growth_vs_stage0_max']:.2f} of stage 0's growth: "
+                                 "not every rank saves there")
+
+
+def memory_claims(ladder: dict[str, Any], crossover: list[dict[str, Any]] | None = None) -> list[Claim]:
+    """Rows for "ZeRO-1/2/3 lower per-device memory" and "estimators underpredict" at the ladder's size,
+    and — when a size sweep ran — "ZeRO-k pays past a crossover size" from it."""
     rows = []
+    for stage in (1, 2, 3) if crossover else ():
+        sizes = sorted({(r["n_params"], r["size"]) for r in crossover})
+        rows.append(Claim.from_verdict(verdict_crossover(crossover, stage), key=f"zero{stage}_crossover", source="§2.2; DeepSpeed #1302",
+                                       claim=f"ZeRO-{stage} lowers per-device memory once the model is big enough",
+                                       field_note="78 → 52 → 32 GB (7B)", measured=f"sizes {', '.join(s for _n, s in sizes)}",
+                                       rule=f"the largest size's stage-{stage} ÷ stage-0 peak growth ≤ {1 - SAVING:.2f} on every rank",
+                                       n=f"{len(sizes)} sizes × ranks"))
     size = f"Ψ = {ladder.get('n_params', 0):,} parameters"
     peak = ladder.get("peak") or {}
     for stage in (1, 2, 3):

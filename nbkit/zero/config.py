@@ -79,10 +79,15 @@ class MemoryConfig(_Checked):
     model_path: str = field(default="", metadata={
         "label": "or your model (HF dir / config.json / hub id)",
         "help": "a local Hugging Face model directory or a bare config.json (Ψ counted on the meta device); overrides model"})
-    world_size: int = field(default=8, metadata={"min": 1, "max": 1024, "label": "data-parallel degree N"})
+    world_size: int = field(default=8, metadata={"min": 1, "max": 65536, "label": "data-parallel degree N (GPUs in all)"})
+    gpus_per_node: int = field(default=8, metadata={"min": 1, "max": 64, "label": "GPUs per node",
+                                                     "help": "DeepSpeed's estimator counts CPU memory per node"})
     precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
     offload_optimizer: bool = False
     offload_param: bool = field(default=False, metadata={"label": "offload params (stage 3 only)"})
+    ds_config: str = field(default="", metadata={
+        "label": "or your ds_config.json",
+        "help": "its ZeRO stage, offload settings and precision replace the three controls above"})
 
     @classmethod
     def smoke(cls) -> MemoryConfig:
@@ -96,7 +101,7 @@ class LadderConfig(_Checked):
     stages: tuple = field(default=(0, 1, 2, 3), metadata={"choices": [0, 1, 2, 3], "label": "ZeRO stages",
                                                           "nonempty": "pick at least one ZeRO stage"})
     world_size: int = field(default=2, metadata={"min": 1, "max": 256, "label": "ranks (N)"})
-    steps: int = field(default=8, metadata={"min": 1, "max": 200})
+    steps: int = field(default=4, metadata={"min": 1, "max": 200})
     precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
     offload_optimizer: bool = field(default=False, metadata={"label": "offload optimizer (stages 1-3)"})
     offload_param: bool = field(default=False, metadata={"label": "offload params (stage 3)"})
@@ -107,8 +112,14 @@ class LadderConfig(_Checked):
     bucket_elements: int = field(default=200_000, metadata={
         "min": 1_000, "max": 500_000_000, "label": "reduce/allgather bucket (elements)",
         "help": "DeepSpeed's default is 5e8 (1 GB in bf16): it dwarfs a small model's states"})
-    hidden_size: int = field(default=128, metadata={"min": 32, "max": 1024, "step": 32})
-    num_hidden_layers: int = field(default=4, metadata={"min": 1, "max": 24})
+    model_path: str = field(default="", metadata={
+        "label": "your architecture (HF dir / config.json)",
+        "help": "runs your model's architecture, scaled to hidden_size × num_hidden_layers; empty = the tiny Llama"})
+    # 4.8 M parameters: model states (73 MiB per rank at stage 0) are large enough that every ZeRO
+    # stage's per-rank peak is visibly below stage 0's (measured 607 → 569 / 568 / 579 MiB, 2 CPU
+    # ranks, bench/zero_peak.py), and the ladder fits the notebook's time budget (issue 18).
+    hidden_size: int = field(default=256, metadata={"min": 32, "max": 8192, "step": 32})
+    num_hidden_layers: int = field(default=8, metadata={"min": 1, "max": 128})
     micro_batch: int = field(default=2, metadata={"min": 1, "max": 32})
     seq_len: int = field(default=32, metadata={"min": 8, "max": 1024, "step": 8})
     seed: int = field(default=0, metadata={"min": 0, "max": 2**31 - 1, "hidden": True})
@@ -133,6 +144,39 @@ class LadderConfig(_Checked):
         """fp16 at stage 2 with an overflow provoked at step 2 (the loss-scale check; needs CUDA ranks)."""
         return cls(stages=(2,), precision="fp16", steps=5, overflow_step=2, show_persistence=False, sub_group_elements=0,
                    hidden_size=64, num_hidden_layers=2, checkpoint=False)
+
+
+@dataclass
+class CrossoverConfig(_Checked):
+    """A sweep of model sizes: each stage's measured per-rank peak against Ψ, and where ZeRO starts to pay."""
+
+    sizes: str = field(default="256x8,512x8,1024x8", metadata={
+        "label": "sizes (HIDDENxLAYERS, comma-separated)", "help": "each size is one launch of stages 0–3"})
+    world_size: int = field(default=2, metadata={"min": 2, "max": 256, "label": "ranks (N)"})
+    steps: int = field(default=2, metadata={"min": 1, "max": 50})
+    precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
+    bucket_elements: int = field(default=200_000, metadata={
+        "min": 1_000, "max": 500_000_000, "label": "reduce/allgather bucket (elements)",
+        "help": "DeepSpeed's default 5e8 moves the crossover out: stages 1–2 hold that bucket on every rank"})
+    model_path: str = field(default="", metadata={"label": "your architecture (HF dir / config.json)"})
+    device: str = field(default="auto", metadata={"choices": DEVICES})
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.parsed_sizes()
+
+    def parsed_sizes(self) -> list[tuple[int, int]]:
+        out = []
+        for item in self.sizes.split(","):
+            h, _, layers = item.strip().partition("x")
+            if not (h.isdigit() and layers.isdigit() and int(h) >= 32 and int(layers) >= 1):
+                raise UsageError(f"CrossoverConfig.sizes: item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ 32, e.g. 512x8")
+            out.append((int(h), int(layers)))
+        return out
+
+    @classmethod
+    def smoke(cls) -> CrossoverConfig:
+        return cls(sizes="64x2,128x2", steps=1)
 
 
 @dataclass

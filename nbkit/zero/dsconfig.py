@@ -314,6 +314,17 @@ def check_batch_identity(cfg: dict, world_size: int, *, source: str = "ds_config
     raise DSConfigError(f"{source}: needs train_batch_size or train_micro_batch_size_per_gpu")
 
 
+def memory_plan(cfg: dict) -> dict[str, Any]:
+    """What a (validated) ds_config fixes for the memory model: ZeRO stage, offload targets, precision."""
+    zero = cfg.get("zero_optimization") or {}
+    precision = "bf16" if (cfg.get("bf16") or cfg.get("bfloat16") or {}).get("enabled") else \
+        "fp16" if (cfg.get("fp16") or {}).get("enabled") else "fp32"
+    stage = int(zero.get("stage", 0))
+    return {"stage": stage, "precision": precision,
+            "offload_optimizer": stage >= 1 and _offload_on(zero.get("offload_optimizer")),
+            "offload_param": stage == 3 and _offload_on(zero.get("offload_param"))}
+
+
 def _flatten(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
     rows = []
     for k, v in d.items():

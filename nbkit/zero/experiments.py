@@ -12,6 +12,7 @@ from typing import Any
 from nbkit.errors import UsageError
 from nbkit.result import Result
 from nbkit.zero.config import (
+    CrossoverConfig,
     FailureDrillConfig,
     FragmentationConfig,
     LadderConfig,
@@ -41,11 +42,44 @@ def run_memory_model(cfg: MemoryConfig) -> Result:
         size = model_size(config_from_path(cfg.model_path, where="MemoryConfig.model_path"), cfg.model_path)
     else:
         size = preset_size(cfg.model)
-    table = memory_table(size, cfg.world_size, precision=cfg.precision,
-                         offload_optimizer=cfg.offload_optimizer, offload_param=cfg.offload_param)
-    fig = memory_figure(table, f"{size.name} (Ψ = {size.n_params / 1e9:.3f} B) on N = {cfg.world_size}: model states per device")
-    return Result(metrics={"n_params": size.n_params, "largest_layer_params": size.largest_layer_params},
+    if cfg.world_size > cfg.gpus_per_node and cfg.world_size % cfg.gpus_per_node:
+        raise UsageError(f"MemoryConfig.world_size: {cfg.world_size} GPUs is not a whole number of nodes of "
+                         f"gpus_per_node={cfg.gpus_per_node}")
+    plan = {"stage": None, "precision": cfg.precision, "offload_optimizer": cfg.offload_optimizer, "offload_param": cfg.offload_param}
+    if cfg.ds_config:
+        from nbkit.zero.dsconfig import memory_plan, validate_ds_config
+
+        plan = memory_plan(validate_ds_config(cfg.ds_config))  # a config DeepSpeed would reject fails here, named
+        plan["ds_config"] = cfg.ds_config
+    table = memory_table(size, cfg.world_size, precision=plan["precision"], offload_optimizer=plan["offload_optimizer"],
+                         offload_param=plan["offload_param"], gpus_per_node=cfg.gpus_per_node)
+    gpus, n_nodes = (min(cfg.gpus_per_node, cfg.world_size), max(1, cfg.world_size // cfg.gpus_per_node))
+    where = f"N = {cfg.world_size} ({n_nodes} node{'s' if n_nodes > 1 else ''} × {gpus} GPUs)"
+    title = f"{size.name} (Ψ = {size.n_params / 1e9:.3f} B) on {where}: model states per device"
+    if plan["stage"] is not None:
+        row = table[table["stage"] == plan["stage"]].iloc[0]
+        plan.update(formula_device_gib=float(row["formula_device_gib"]), formula_cpu_gib=float(row["formula_cpu_gib"]),
+                    deepspeed_device_gib=None if row["deepspeed_device_gib"] != row["deepspeed_device_gib"] else float(row["deepspeed_device_gib"]))
+        title += f" — your ds_config runs stage {plan['stage']}"
+    fig = memory_figure(table, title)
+    return Result(metrics={"n_params": size.n_params, "largest_layer_params": size.largest_layer_params, "plan": plan,
+                           "world_size": cfg.world_size, "gpus_per_node": gpus, "nodes": n_nodes},
                   table=table, figure=fig, data={"size": size})
+
+
+CPU_RANKS = 2  # rank processes a CPU ladder starts at most: each holds a full runtime (~0.6 GB) and a core
+
+
+def local_ranks(world_size: int, device: str = "auto") -> int:
+    """Ranks this machine runs for a plan of ``world_size`` GPUs: one per local GPU when there are at
+    least two, else ``CPU_RANKS`` CPU ranks (never more than the plan); the memory model and the
+    ds_config check keep the plan's full ``world_size``."""
+    import torch
+
+    from nbkit.device import pick_device
+
+    gpus = torch.cuda.device_count() if pick_device(device).type == "cuda" else 0
+    return max(1, min(world_size, gpus if gpus >= 2 else CPU_RANKS))
 
 
 def ladder_device(cfg: LadderConfig) -> str:
@@ -137,6 +171,35 @@ def run_ladder(cfg: LadderConfig, live=None, *, on_progress=None, on_start=None,
                   data={"ladder": out["ladder"], "checks": checks, "loss_figure": out["loss_figure"],
                         "time_figure": out["time_figure"], "waterfall_figure": out["waterfall_figure"],
                         "memory_timeline": monitor.figure("Rank RSS during the ladder (sampler thread)")})
+
+
+def run_crossover(cfg: CrossoverConfig, live=None, *, on_size=None) -> Result:
+    """One ladder launch (stages 0–3) per model size; per stage and size the measured and predicted per-rank
+    peak, and the smallest size from which each ZeRO stage saves ≥ 2 % of stage 0's peak growth on every rank
+    at that size and every larger one (``metrics["crossover"]``)."""
+    import pandas as pd
+
+    from nbkit.zero.peak import crossover_figure, crossover_rows, crossover_sizes
+
+    rows: list[dict[str, Any]] = []
+    device = None
+    for hidden, layers in cfg.parsed_sizes():
+        lad = run_ladder(LadderConfig(stages=(0, 1, 2, 3), world_size=cfg.world_size, steps=cfg.steps, precision=cfg.precision,
+                                      show_persistence=False, sub_group_elements=0, checkpoint=False, hidden_size=hidden,
+                                      num_hidden_layers=layers, bucket_elements=cfg.bucket_elements, model_path=cfg.model_path,
+                                      device=cfg.device, timeout_s=3600))
+        device = lad.metrics["ranks_device"]
+        new = crossover_rows(f"{hidden}x{layers}", lad.data["ladder"], lad.metrics["peak"])
+        for r in new:
+            r["wall_s"] = lad.metrics["wall_s"]
+        rows += new
+        if on_size is not None:
+            on_size(new)
+    crossover = crossover_sizes(rows)
+    table = pd.DataFrame(rows)
+    return Result(metrics={"crossover": crossover, "ranks_device": device, "bucket_elements": cfg.bucket_elements,
+                           "world_size": cfg.world_size, "sizes": cfg.sizes},
+                  table=table, figure=crossover_figure(rows, crossover, cfg.bucket_elements), data={"rows": rows})
 
 
 def sub_group_comparison(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -36,6 +36,55 @@ def ladder_rungs(cfg) -> list[dict[str, Any]]:
     return rungs
 
 
+def scaled_config(config, hidden_size: int, num_hidden_layers: int) -> dict[str, Any]:
+    """A transformers config (dict) of the same architecture at ``hidden_size`` × ``num_hidden_layers``:
+    the MLP keeps its ratio to the hidden size, attention keeps about its head size and its query/key-value
+    head ratio where the hidden size allows it, vocabulary and everything else unchanged."""
+    d = config.to_dict()
+    old_h = int(d["hidden_size"])
+    heads = int(d.get("num_attention_heads") or 1)
+    kv = int(d.get("num_key_value_heads") or heads)
+    head_dim = int(d.get("head_dim") or old_h // heads)
+    group = max(1, heads // kv)
+    # Head counts that divide the hidden size and keep the grouping (transformers checks both);
+    # when none does (e.g. groups of 3 at hidden 128) the grouping is dropped, not the size.
+    cands = [h for h in range(group, hidden_size + 1, group) if hidden_size % h == 0]
+    if not cands:
+        group, cands = 1, [h for h in range(1, hidden_size + 1) if hidden_size % h == 0]
+    new_heads = min(cands, key=lambda h: abs(hidden_size / h - head_dim))
+    d.update(hidden_size=hidden_size, num_hidden_layers=num_hidden_layers, num_attention_heads=new_heads,
+             num_key_value_heads=new_heads // group)
+    if d.get("head_dim"):
+        d["head_dim"] = hidden_size // new_heads
+    if d.get("intermediate_size"):
+        d["intermediate_size"] = max(1, round(int(d["intermediate_size"]) * hidden_size / old_h))
+    for key in ("layer_types", "torch_dtype", "dtype", "_name_or_path", "architectures", "transformers_version"):
+        d.pop(key, None)
+    return d
+
+
+def ladder_model(cfg) -> dict[str, Any]:
+    """The spec's ``model``: the tiny Llama at the config's size, or the user's architecture
+    (``cfg.model_path``: HF directory or config.json) scaled to ``hidden_size`` × ``num_hidden_layers``."""
+    if not cfg.model_path:
+        return {"hidden_size": cfg.hidden_size, "intermediate_size": 2 * cfg.hidden_size, "num_hidden_layers": cfg.num_hidden_layers}
+    from nbkit.zero.memory import config_from_path
+
+    user = config_from_path(cfg.model_path, where="LadderConfig.model_path")
+    return {"kind": "config", "name": str(cfg.model_path), "config": scaled_config(user, cfg.hidden_size, cfg.num_hidden_layers)}
+
+
+def model_config(model: dict[str, Any]):
+    """The transformers config a spec's ``model`` entry describes (tiny Llama, or a scaled user architecture)."""
+    if model.get("kind") == "config":
+        from transformers import AutoConfig
+
+        return AutoConfig.for_model(**model["config"])
+    from nbkit.model_files import tiny_llama_config
+
+    return tiny_llama_config(**{k: v for k, v in model.items() if k != "kind"})
+
+
 def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]:
     """What every rank reads: rungs, model, batch, precision, checks and deliberate failures.
 
@@ -44,8 +93,7 @@ def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]
     """
     from nbkit.zero.worker import build_config
 
-    model_cfg = {"hidden_size": cfg.hidden_size, "intermediate_size": 2 * cfg.hidden_size,
-                 "num_hidden_layers": cfg.num_hidden_layers}
+    model_cfg = ladder_model(cfg)
     spec = {"rungs": ladder_rungs(cfg), "steps": cfg.steps, "micro_batch": cfg.micro_batch, "seq_len": cfg.seq_len,
             "seed": cfg.seed, "precision": cfg.precision, "model": model_cfg, "checkpoint": cfg.checkpoint,
             "overflow_step": cfg.overflow_step, "fail": fail, "device": device, "bucket_elements": cfg.bucket_elements,
@@ -70,13 +118,12 @@ def write_spec(cfg, path: str | Path, *, out_dir: str | Path | None = None, devi
 
 
 def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | None = None) -> dict[str, Any]:
-    from nbkit.model_files import tiny_llama_config
     from nbkit.zero.memory import deepspeed_estimate, formula_bytes, model_size
     from nbkit.zero.peak import measured_waterfall, predict_activation_bytes, predict_peak, waterfall_figure
     from nbkit.zero.worker import build_config
 
     precision = spec["precision"]
-    size = model_size(tiny_llama_config(**spec["model"]), "ladder Llama")
+    size = model_size(model_config(spec["model"]), spec["model"].get("name", "ladder Llama"))
     activations = predict_activation_bytes(spec["model"], spec["micro_batch"], spec["seq_len"], precision)
     zero_cfg = {r["name"]: build_config(r, spec, rows[0]["world_size"])["zero_optimization"] for r in spec["rungs"]} if rows else {}
 
@@ -101,7 +148,7 @@ def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | 
             # it replaces the 16-bit gradient partition (reduced grads are copied straight into it),
             # so only 2Ψ/N is extra there (measured with DeepSpeed 0.19.8).
             "offload_fp32_grad_bytes": offload_grad, "ratio_accounted": measured / (formula_all + offload_grad),
-            "peak_bytes": r["peak_bytes"], "peak_kind": r["peak_kind"],
+            "peak_bytes": r["peak_bytes"], "peak_kind": r["peak_kind"], "phase_peak_bytes": r.get("phase_peak_bytes", {}),
             "step_s_median": sorted(r["step_s"])[len(r["step_s"]) // 2], "init_s": r["init_s"],
             "final_loss": r["mean_losses"][-1], "eval_loss": r["eval_loss"], "param_checksum": r["param_checksum"],
             "optimizer_class": r["optimizer_class"], "n_params": r["n_params"], "precision": r["precision"],
@@ -114,7 +161,8 @@ def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | 
             "predicted": predict_peak(n_params=r["n_params"], largest_layer_params=size.largest_layer_params, stage=r["stage"],
                                       world_size=r["world_size"], precision=r["precision"], ds_zero=zero_cfg[r["rung"]],
                                       activation_bytes=activations, baseline_bytes=r["baseline_bytes"],
-                                      offload_optimizer=r["offload_optimizer"], offload_param=r["offload_param"]),
+                                      offload_optimizer=r["offload_optimizer"], offload_param=r["offload_param"],
+                                      device=spec.get("device", "cpu")),
             "deepspeed_estimate_bytes": deepspeed_estimate(size, r["world_size"], r["stage"], offload_optimizer=r["offload_optimizer"],
                                                            offload_param=r["offload_param"])["device"],
         })

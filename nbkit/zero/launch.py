@@ -212,6 +212,10 @@ def launch(
     base_env["PYTHONUNBUFFERED"] = "1"
     if device == "cpu":
         base_env["DS_ACCELERATOR"] = "cpu"
+        # glibc raises its mmap threshold after each large free (up to 32 MiB), after which freed
+        # tensors stay in the heap and RSS no longer falls when memory is released; a fixed
+        # threshold keeps every tensor above 128 KiB in its own mapping, so RSS follows live bytes.
+        base_env.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
     procs: dict[int, subprocess.Popen] = {}
     log_fhs = {}
     offsets = {r: 0 for r in range(world_size)}

@@ -112,15 +112,27 @@ def formula_bytes(n_params: int, world_size: int, stage: int, *, precision: str 
     return out
 
 
+def nodes(world_size: int, gpus_per_node: int | None) -> tuple[int, int]:
+    """(GPUs per node, nodes) of a data-parallel world; one node when it has ``gpus_per_node`` GPUs or fewer."""
+    gpus = min(gpus_per_node or world_size, world_size)
+    if world_size % gpus:
+        raise ValueError(f"world_size {world_size} is not a multiple of gpus_per_node {gpus}")
+    return gpus, world_size // gpus
+
+
 def deepspeed_estimate(size: ModelSize, world_size: int, stage: int, *, offload_optimizer: bool = False,
-                       offload_param: bool = False, num_nodes: int = 1,
+                       offload_param: bool = False, gpus_per_node: int | None = None,
                        additional_buffer_factor: float = 1.5) -> dict[str, Any]:
-    """DeepSpeed's own estimate (device and CPU bytes) — it has estimators for stages 2 and 3 only."""
+    """DeepSpeed's own estimate (device and CPU bytes) — it has estimators for stages 2 and 3 only.
+
+    Its CPU figure is per node (``gpus_per_node`` ranks share one host); the device figure per GPU.
+    """
+    gpus, num_nodes = nodes(world_size, gpus_per_node)
     if stage == 2:
         from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
         cpu, dev = estimate_zero2_model_states_mem_needs(
-            size.n_params, num_gpus_per_node=world_size, num_nodes=num_nodes, cpu_offload=offload_optimizer,
+            size.n_params, num_gpus_per_node=gpus, num_nodes=num_nodes, cpu_offload=offload_optimizer,
             additional_buffer_factor=additional_buffer_factor,
         )
         return {"device": float(dev), "cpu": float(cpu), "note": "estimate_zero2_model_states_mem_needs"}
@@ -128,7 +140,7 @@ def deepspeed_estimate(size: ModelSize, world_size: int, stage: int, *, offload_
         from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
 
         cpu, dev, _largest = estimate_zero3_model_states_mem_needs(
-            size.n_params, size.largest_layer_params, num_gpus_per_node=world_size, num_nodes=num_nodes,
+            size.n_params, size.largest_layer_params, num_gpus_per_node=gpus, num_nodes=num_nodes,
             cpu_offload=offload_optimizer, cpu_offload_params=offload_param, zero_init=True,
             additional_buffer_factor=additional_buffer_factor,
         )
@@ -137,8 +149,10 @@ def deepspeed_estimate(size: ModelSize, world_size: int, stage: int, *, offload_
 
 
 def memory_table(size: ModelSize, world_size: int, *, precision: str = "bf16", offload_optimizer: bool = False,
-                 offload_param: bool = False, stages=STAGES):
-    """One row per stage: formula bytes (params/grads/optimizer/cpu) and DeepSpeed's estimate, in GiB."""
+                 offload_param: bool = False, stages=STAGES, gpus_per_node: int | None = None):
+    """One row per stage: formula bytes (params/grads/optimizer/cpu) and DeepSpeed's estimate, in GiB.
+
+    Formula CPU bytes are per GPU; DeepSpeed's CPU estimate is per node (``gpus_per_node`` GPUs)."""
     import pandas as pd
 
     rows = []
@@ -146,13 +160,13 @@ def memory_table(size: ModelSize, world_size: int, *, precision: str = "bf16", o
         off_opt = offload_optimizer and stage >= 1
         off_par = offload_param and stage == 3
         f = formula_bytes(size.n_params, world_size, stage, precision=precision, offload_optimizer=off_opt, offload_param=off_par)
-        ds = deepspeed_estimate(size, world_size, stage, offload_optimizer=off_opt, offload_param=off_par)
+        ds = deepspeed_estimate(size, world_size, stage, offload_optimizer=off_opt, offload_param=off_par, gpus_per_node=gpus_per_node)
         rows.append({
             "stage": stage, "world_size": world_size, "offload_optimizer": off_opt, "offload_param": off_par,
             "params_gib": f["params"] / GIB, "grads_gib": f["grads"] / GIB, "optimizer_gib": f["optimizer"] / GIB,
             "formula_device_gib": f["total"] / GIB, "formula_cpu_gib": f["cpu"] / GIB,
             "deepspeed_device_gib": None if ds["device"] is None else ds["device"] / GIB,
-            "deepspeed_cpu_gib": None if ds["cpu"] is None else ds["cpu"] / GIB,
+            "deepspeed_cpu_gib_per_node": None if ds["cpu"] is None else ds["cpu"] / GIB,
             "deepspeed_source": ds["note"],
         })
     return pd.DataFrame(rows)
@@ -176,8 +190,12 @@ def memory_figure(table, title: str = ""):
 
 
 
+PRESETS = {"Llama-2-7B": llama2_7b_config, "SmolLM2-135M": smollm2_135m_config}
+
+
 def config_from_path(path_or_id: str, *, where: str = "model"):
-    """A transformers config from a local HF model directory, a bare ``config.json`` or a hub id.
+    """A transformers config from a preset name (``PRESETS``), a local HF model directory, a bare
+    ``config.json`` or a hub id.
 
     Only the architecture is read (no weights). A hub id needs the network; offline it fails with
     one line naming it.
@@ -187,6 +205,8 @@ def config_from_path(path_or_id: str, *, where: str = "model"):
 
     from nbkit.errors import UsageError
 
+    if path_or_id in PRESETS:
+        return PRESETS[path_or_id]()
     path = Path(path_or_id).expanduser()
     if path.is_dir():
         path = path / "config.json"

@@ -148,8 +148,8 @@ def offload_headroom(n_params: int, world_size: int, stage: int, *, offload_opti
     from nbkit.zero.memory import ModelSize, deepspeed_estimate
 
     size = ModelSize("model", int(n_params), int(n_params))
-    est = deepspeed_estimate(size, ranks_per_node or world_size, max(stage, 2), offload_optimizer=offload_optimizer,
-                             offload_param=offload_param)
+    est = deepspeed_estimate(size, world_size, max(stage, 2), offload_optimizer=offload_optimizer,
+                             offload_param=offload_param, gpus_per_node=ranks_per_node)  # its CPU figure is per node
     need = est["cpu"] or 0.0
     avail = float(psutil.virtual_memory().available)
     return {"cpu_needed_bytes": need, "cpu_available_bytes": avail, "headroom_bytes": avail - need,

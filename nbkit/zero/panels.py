@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nbkit.zero.config import (
+    CrossoverConfig,
     FailureDrillConfig,
     FragmentationConfig,
     LadderConfig,
@@ -25,6 +26,13 @@ def ladder_panel(cfg: LadderConfig | None = None, widget=None):
 
     live = LiveFigure("ZeRO ladder: loss per step (streamed from rank 0)", xaxis="step", yaxis="loss", widget=widget)
     return Panel(cfg or LadderConfig(), run_ladder, title="ZeRO ladder: real DeepSpeed ranks", figure=live, widget=widget)
+
+
+def crossover_panel(cfg: CrossoverConfig | None = None, widget=None):
+    from nbkit.panels import Panel
+    from nbkit.zero.experiments import run_crossover
+
+    return Panel(cfg or CrossoverConfig(), run_crossover, title="Where ZeRO starts to pay: per-rank peak vs model size", widget=widget)
 
 
 def failure_panel(cfg: FailureDrillConfig | None = None, widget=None):

@@ -10,14 +10,18 @@ memory the runtime grew — is **unexplained** = peak − baseline − the parts
 the peak up to the end of ``deepspeed.initialize``, so a reader sees whether the peak came from
 initialisation (the client's fp32 weights still alive beside DeepSpeed's 16-bit copy) or the steps.
 
-Predicted (``predict_peak``): baseline + the ZeRO paper's model states for the stage + buckets
-(``reduce_bucket_size`` elements at stages 1–2; the largest layer gathered at stage 3) + the
-activations of one micro-batch, counted by running the model's forward **on the meta device** (no
-memory, from the config alone). Where it misses: gradients at stages 0–1 are allocated while the
-activations are being freed (so summing both over-predicts), the CPU allocator keeps freed
-memory (so RSS can stay above what is live), and temporaries of initialisation and of the optimizer
-step are not modelled — measured with ``bench/zero_peak.py``: within 3 % at 0.6 M parameters
-(the baseline dominates), 17–21 % under at 19 M on CPU.
+Predicted (``predict_peak``, from the model config and ds_config alone): baseline + the ZeRO paper's
+model states for the stage + buckets + the larger of two moments — the end of backward (the
+activations of one micro-batch, counted by running the model's forward **on the meta device**, plus
+stage 3's gathered 16-bit parameters) and the optimizer step (``step_temporaries``: the fp32 copies of
+the gradients DeepSpeed makes for its fp32 master weights). On CPU ranks the launcher fixes glibc's
+mmap threshold so RSS follows live bytes (otherwise freed tensors stay in the heap and the "peak"
+is whatever the allocator kept), and the ranks use a fused AdamW (like DeepSpeed's own optimizers:
+no temporaries as large as the flat partition). Measured with ``bench/zero_peak.py`` (2 CPU ranks,
+bf16, bucket 2e5): predicted ÷ measured peak 0.98–1.02 at stages 0–2 from 0.6 M to 43 M
+parameters; stage 3 0.93–0.97 — its backward holds 3–4 bytes per parameter more than modelled
+(gradients of gathered layers waiting for their reduce-scatter), so its growth above the baseline
+is predicted at 0.74–0.81.
 """
 
 from __future__ import annotations
@@ -68,18 +72,20 @@ _ACT_CACHE: dict[tuple, int] = {}
 
 
 def predict_activation_bytes(model_cfg: dict[str, Any], micro_batch: int, seq_len: int, precision: str) -> int:
-    """Bytes saved for backward by one micro-batch of the ladder's Llama, from its config alone (meta device)."""
+    """Bytes saved for backward by one micro-batch of the ladder's model, from its config alone (meta device)."""
+    import json
+
     import torch
 
-    from nbkit.model_files import tiny_llama_config
+    from nbkit.zero.ladder import model_config
 
-    key = (tuple(sorted(model_cfg.items())), micro_batch, seq_len, precision)
+    key = (json.dumps(model_cfg, sort_keys=True), micro_batch, seq_len, precision)
     if key not in _ACT_CACHE:
-        from transformers import LlamaForCausalLM
+        from transformers import AutoModelForCausalLM
 
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
         with torch.device("meta"):
-            model = LlamaForCausalLM(tiny_llama_config(**model_cfg)).to(dtype)
+            model = AutoModelForCausalLM.from_config(model_config(model_cfg)).to(dtype)
             ids = torch.zeros((micro_batch, seq_len), dtype=torch.long)
         with SavedActivations(model) as acts:
             model(input_ids=ids, labels=ids)
@@ -87,21 +93,65 @@ def predict_activation_bytes(model_cfg: dict[str, Any], micro_batch: int, seq_le
     return _ACT_CACHE[key]
 
 
-def bucket_bytes(stage: int, ds_zero: dict[str, Any], largest_layer_params: int, precision: str) -> int:
+def bucket_bytes(stage: int, ds_zero: dict[str, Any], largest_layer_params: int, precision: str, *,
+                 n_params: int | None = None) -> int:
     """Communication buffers a rank holds: the gradient reduce bucket (stages 1–2; DeepSpeed's default
-    5e8 elements) and, at stage 3, the largest layer's parameters gathered for its forward."""
+    5e8 elements, two of them with ``overlap_comm``) and, at stage 3, the largest layer's parameters
+    gathered for its forward. With ``n_params`` (CPU ranks) a bucket counts only as far as gradients
+    fill it: ``torch.empty`` on CPU maps pages the OS backs only once written, while CUDA's allocator
+    reserves the whole bucket."""
     elem = 4 if precision == "fp32" else 2
     if stage in (1, 2):
-        return int(ds_zero.get("reduce_bucket_size", 5e8)) * elem
+        size = int(ds_zero.get("reduce_bucket_size", 5e8))
+        if n_params is not None:
+            size = min(size, int(n_params))
+        return size * elem * (2 if ds_zero.get("overlap_comm") else 1)
     if stage == 3:
         return int(largest_layer_params) * elem
     return 0
 
 
+def step_temporaries(stage: int, n_params: int, world_size: int, precision: str) -> float:
+    """Bytes the optimizer step allocates on top of the model states (DeepSpeed 0.19, read from its code
+    and confirmed with a dispatch-mode tensor tracker):
+
+    * stage 0, 16-bit: ``FP16_UnfusedOptimizer.step`` casts every 16-bit gradient to an fp32 copy for the
+      fp32 master weights — 4Ψ while the 16-bit gradients still live (none in fp32: the optimizer steps
+      the model's own parameters);
+    * stages 1–2: the rank's gradient partition is flattened (a 16-bit copy, 2Ψ/N) and cast to fp32
+      (4Ψ/N) — both alive at the cast;
+    * stage 3: the fp32 gradient of each optimizer sub-group (4Ψ/N with one sub-group).
+
+    The optimizer itself (fused AdamW, like DeepSpeed's FusedAdam/CPUAdam) updates in place.
+    """
+    psi, n = float(n_params), float(world_size)
+    half = precision != "fp32"
+    if stage == 0:
+        return 4 * psi if half else 0.0
+    if stage in (1, 2):
+        return (2 + 4) * psi / n if half else 4 * psi / n
+    return 4 * psi / n
+
+
+def gathered_bytes(stage: int, n_params: int, world_size: int, precision: str, ds_zero: dict[str, Any]) -> float:
+    """Stage 3's full 16-bit parameters gathered during forward and backward (beside the rank's shard,
+    which lives in its own buffer): DeepSpeed keeps up to ``stage3_max_live_parameters`` elements (default 1e9) of them alive, so a
+    model smaller than that holds all of them at once."""
+    if stage != 3:
+        return 0.0
+    live = min(float(n_params), float(ds_zero.get("stage3_max_live_parameters", 1e9)))
+    return (4 if precision == "fp32" else 2) * live
+
+
 def predict_peak(*, n_params: int, largest_layer_params: int, stage: int, world_size: int, precision: str,
                  ds_zero: dict[str, Any], activation_bytes: int, baseline_bytes: int,
-                 offload_optimizer: bool = False, offload_param: bool = False) -> dict[str, float]:
-    """Each part of a rank's predicted peak (bytes) and their ``total``."""
+                 offload_optimizer: bool = False, offload_param: bool = False, device: str = "cuda") -> dict[str, float]:
+    """Each part of a rank's predicted peak (bytes) and their ``total`` (``device``: the ranks' device type).
+
+    The peak is the larger of two moments: the end of backward (model states + buffers + the saved
+    activations + stage 3's gathered parameters) and the optimizer step (model states + buffers + the
+    step's temporaries); ``phase`` names the larger, and only its own extra part is non-zero.
+    """
     from nbkit.zero.memory import formula_bytes
 
     f = formula_bytes(n_params, world_size, stage, precision=precision, offload_optimizer=offload_optimizer,
@@ -109,9 +159,17 @@ def predict_peak(*, n_params: int, largest_layer_params: int, stage: int, world_
     parts = {"baseline": float(baseline_bytes), "params": f["params"], "grads": f["grads"],
              # on a CPU the "device" and the offload target are the same RAM
              "optimizer": f["optimizer"] + f["cpu"],
-             "buffers": float(bucket_bytes(stage, ds_zero, largest_layer_params, precision)),
-             "activations": float(activation_bytes)}
+             "buffers": float(bucket_bytes(stage, ds_zero, largest_layer_params, precision,
+                                           n_params=n_params if device == "cpu" else None) if stage != 3 else 0)}
+    backward = {"activations": float(activation_bytes),
+                "gathered": max(gathered_bytes(stage, n_params, world_size, precision, ds_zero),
+                                float(bucket_bytes(stage, ds_zero, largest_layer_params, precision) if stage == 3 else 0))}
+    step = {"step_temporaries": step_temporaries(stage, n_params, world_size, precision)}
+    phase = "backward" if sum(backward.values()) >= sum(step.values()) else "optimizer_step"
+    for key, value in {**backward, **step}.items():
+        parts[key] = value if key in (backward if phase == "backward" else step) else 0.0
     parts["total"] = sum(parts.values())
+    parts["phase"] = phase
     return parts
 
 
@@ -136,4 +194,78 @@ def waterfall_figure(table: list[dict[str, Any]]):
                     marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"})
     fig.update_layout(barmode="relative", title="Per-rank peak memory, part by part (measured) vs predicted",
                       yaxis_title="MiB per rank")
+    return fig
+
+
+SAVING = 0.02  # a stage "saves" memory when every rank's peak growth is ≥ 2 % below stage 0's
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def crossover_rows(size: str, table: list[dict[str, Any]], peak: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per stage at one model size: measured and predicted per-rank peak (mean over ranks), their
+    ratio, the same for the growth above the runtime baseline, and this stage's growth ÷ stage 0's."""
+    out = []
+    base = peak["stage0"]["growth"]
+    for stage in range(4):
+        p = peak.get(f"stage{stage}")
+        if p is None:
+            continue
+        ts = [t for t in table if t["rung"] == f"stage{stage}"]
+        baseline = _mean([t["baseline_bytes"] for t in ts])
+        pred, meas = _mean(p["predicted"]), _mean(p["measured"])
+        states = _mean([t["formula_bytes"] for t in ts])
+        ratios = [g / b for g, b in zip(p["growth"], base, strict=False)]
+        phases = ts[0].get("phase_peak_bytes") or {}
+        measured_phase = max((k for k in phases if k != "between_steps"), key=phases.get, default="")
+        out.append({"size": size, "n_params": ts[0]["n_params"], "stage": stage, "predicted_mib": pred / 2**20,
+                    "measured_mib": meas / 2**20, "pred_over_meas": pred / meas,
+                    "growth_mib": _mean(p["growth"]) / 2**20, "growth_pred_over_meas": (pred - baseline) / (meas - baseline),
+                    "growth_vs_stage0_min": min(ratios), "growth_vs_stage0_max": max(ratios),
+                    "model_states_mib": states / 2**20, "model_states_share": states / meas,
+                    "predicted_phase": ts[0]["predicted"].get("phase", ""), "measured_phase": measured_phase})
+    return out
+
+
+def crossover_sizes(rows: list[dict[str, Any]]) -> dict[str, str | None]:
+    """Per stage 1–3: the smallest size from which it saves ≥ 2 % of stage 0's peak growth on every rank,
+    at that size and every larger one (sizes ordered by Ψ); None when it never does within the sweep."""
+    out: dict[str, str | None] = {}
+    for stage in (1, 2, 3):
+        rs = sorted((r for r in rows if r["stage"] == stage), key=lambda r: r["n_params"])
+        found = None
+        for r in reversed(rs):
+            if r["growth_vs_stage0_max"] > 1 - SAVING:
+                break
+            found = r["size"]
+        out[f"stage{stage}"] = found
+    return out
+
+
+def crossover_figure(rows: list[dict[str, Any]], crossover: dict[str, str | None], bucket_elements: int):
+    """Measured per-rank peak growth per stage against Ψ (solid), predicted (dashed), the crossover sizes named."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    colors = ("#636efa", "#ef553b", "#00cc96", "#ab63fa")
+    for stage in range(4):
+        rs = sorted((r for r in rows if r["stage"] == stage), key=lambda r: r["n_params"])
+        if not rs:
+            continue
+        x = [r["n_params"] for r in rs]
+        fig.add_scatter(x=x, y=[r["growth_mib"] for r in rs], mode="lines+markers", name=f"stage {stage} measured",
+                        line={"color": colors[stage]}, text=[r["size"] for r in rs])
+        fig.add_scatter(x=x, y=[r["growth_mib"] * r["growth_pred_over_meas"] for r in rs], mode="lines", name=f"stage {stage} predicted",
+                        line={"color": colors[stage], "dash": "dash"})
+    for i, (stage, size) in enumerate(crossover.items()):
+        hit = next((r for r in rows if r["size"] == size and r["stage"] == int(stage[-1])), None)
+        if hit:
+            fig.add_vline(x=hit["n_params"], line_dash="dot", line_color=colors[int(stage[-1])],
+                          annotation_text=f"ZeRO-{stage[-1]} pays from Ψ = {hit['n_params'] / 1e6:.1f} M ({size})",
+                          annotation_position="top left", annotation_y=1 - 0.08 * i)
+    named = ", ".join(f"ZeRO-{k[-1]}: {v or 'not within the sweep'}" for k, v in crossover.items())
+    fig.update_layout(title=f"Per-rank peak growth above the runtime vs parameters (bucket {bucket_elements:,} elements) — {named}",
+                      xaxis={"type": "log", "title": "parameters Ψ"}, yaxis_title="MiB per rank above the runtime baseline")
     return fig

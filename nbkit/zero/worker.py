@@ -222,6 +222,16 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     if model_kind == "tiny_llama":
         model = tiny_llama(seed=spec["seed"], device="cpu", **model_cfg)
         vocab = tiny_llama_config(**model_cfg).vocab_size
+    elif model_kind == "config":  # the user's architecture, scaled (nbkit.zero.ladder.scaled_config)
+        from transformers import AutoModelForCausalLM
+
+        from nbkit.zero.ladder import model_config
+
+        torch.manual_seed(spec["seed"])
+        mc = model_config(dict(model_cfg, kind="config"))
+        model = AutoModelForCausalLM.from_config(mc)
+        model.train()
+        vocab = mc.vocab_size
     elif model_kind == "smollm2":
         from nbkit.model_files import load_smollm2
 
@@ -229,17 +239,29 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         model.train()
         vocab = model.config.vocab_size
     else:
-        raise ValueError(f"model.kind must be 'tiny_llama' or 'smollm2', got {model_kind!r}")
+        raise ValueError(f"model.kind must be 'tiny_llama', 'config' or 'smollm2', got {model_kind!r}")
     n_params = sum(p.numel() for p in model.parameters())
     # A client torch AdamW: runs on every accelerator without DeepSpeed's JIT-built C++ Adam ops
-    # (zero_force_ds_cpu_optimizer=false in the config lets offload accept it).
-    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.get("lr", 3e-3), weight_decay=0.0, foreach=False)
+    # (zero_force_ds_cpu_optimizer=false in the config lets offload accept it). Fused, like
+    # DeepSpeed's own FusedAdam/CPUAdam: one kernel updates in place, whereas the single-tensor and
+    # foreach paths allocate sqrt/division temporaries as large as the (flat) fp32 partition —
+    # 8Ψ/N bytes at the step's peak, which no deployment with DeepSpeed's optimizers pays.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.get("lr", 3e-3), weight_decay=0.0, fused=True)
     t0 = time.perf_counter()
     engine, _opt, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=cfg)
     init_s = time.perf_counter() - t0
     # The peak up to here belongs to building the model and deepspeed.initialize (the client's fp32
     # weights still exist beside DeepSpeed's 16-bit copy); the steps' peak is the rest of the window.
     init_peak_bytes = int(probe.peak_bytes())
+    # Where in a step the peak sits: the probe's peak is read and reset at each phase boundary
+    # (forward + backward, optimizer step), and the window's peak is the largest of them.
+    phases: dict[str, int] = {"init": init_peak_bytes}
+
+    def phase_peak(name, probe):
+        phases[name] = max(phases.get(name, 0), int(probe.peak_bytes()))
+        probe.reset_peak()
+
+    probe.reset_peak()
     pre_reduce_grads: list[int] = []
     grad_samples: list[dict[str, int]] = []
     original_allreduce = engine.allreduce_gradients
@@ -265,6 +287,7 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         if fail and fail.get("rank") == rank and fail.get("step") == step and fail.get("stage", rung["stage"]) == rung["stage"]:
             _inject_failure(fail.get("how", "raise"))
         t = time.perf_counter()
+        phase_peak("between_steps", probe)
         ids = _batch(step, rank, world, mb, seq, vocab, spec["seed"]).to(dev)
         if step == 0:
             with SavedActivations(engine.module) as acts:
@@ -279,7 +302,9 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         grad_samples.append(sample)
         grads_bytes.append(sample["grads"])
         skipped_before = int(getattr(engine, "skipped_steps", 0))
+        phase_peak("forward_backward", probe)
         engine.step()
+        phase_peak("optimizer_step", probe)
         step_times.append(time.perf_counter() - t)
         loss = float(out.loss.detach().float())
         mean = torch.tensor([loss], dtype=torch.float64)
@@ -294,6 +319,7 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         progress_fh.write(json.dumps({"rung": rung["name"], "stage": rung["stage"], "step": step, "loss": loss, "mean_loss": mean_loss, "step_s": step_times[-1]}) + "\n")
         progress_fh.flush()
     peak_cm.__exit__(None, None, None)
+    window_peak = max(int(peak.peak), *phases.values())
     states = measure_model_states(engine, include_grads=False)
     states["buffers"] = max(states.get("buffers", 0), *(b["buffers"] for b in grad_samples)) if grad_samples else states.get("buffers", 0)
     states["grads"] = max(grads_bytes + pre_reduce_grads) if grads_bytes else 0
@@ -318,7 +344,8 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         "precision": spec.get("precision", "fp32"),
         "optimizer_class": type(engine.optimizer).__name__,
         "bytes": states,
-        "peak_bytes": int(peak.peak),
+        "peak_bytes": window_peak,
+        "phase_peak_bytes": phases,
         "peak_kind": peak.how,
         "baseline_bytes": int(baseline_bytes),
         "init_peak_bytes": init_peak_bytes,

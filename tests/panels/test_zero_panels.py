@@ -56,3 +56,21 @@ def test_bad_input_becomes_one_readable_line():
     # A value the slider would clamp, given through run(): named by config and field, nothing launched.
     assert panel.run(raise_errors=False, stages=(0,), seq_len=4) is None
     assert "LadderConfig.seq_len: expected a value in 8..1024, got 4" in panel.error
+
+
+def test_crossover_panel_names_a_bad_size_and_the_memory_panel_takes_a_ds_config(tmp_path):
+    import json
+
+    from nbkit.zero.panels import crossover_panel, memory_panel
+
+    panel = crossover_panel(widget=True)
+    panel.controls["sizes"].value = "512x8,big"
+    panel.click()
+    assert panel.error and "CrossoverConfig.sizes: item 'big': expected HIDDENxLAYERS" in panel.error
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": 16, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}))
+    mem = memory_panel(widget=True)
+    mem.controls["ds_config"].value = str(ds)
+    mem.click()
+    assert mem.error is None, mem.error
+    assert mem.result.metrics["plan"]["stage"] == 2 and mem.result.metrics["plan"]["offload_optimizer"] is True

@@ -145,7 +145,8 @@ def test_launch_fails_before_spawning_a_rank(tmp_path, monkeypatch, spec, kwargs
     ("FragmentationConfig", {"expandable_segments": (1,)}, r"FragmentationConfig.expandable_segments: expected true or false"),
     ("SpecDecConfig", {"methods": ("medusa",)}, r"SpecDecConfig.methods: expected one of"),
     ("SpecDecConfig", {"prompts": ("",)}, r"SpecDecConfig.prompts: expected non-empty strings"),
-    ("MemoryConfig", {"world_size": 0}, r"MemoryConfig.world_size: expected a value in 1..1024"),
+    ("MemoryConfig", {"world_size": 0}, r"MemoryConfig.world_size: expected a value in 1..65536"),
+    ("MemoryConfig", {"gpus_per_node": 0}, r"MemoryConfig.gpus_per_node: expected a value in 1..64"),
     ("MemoryConfig", {"model": "GPT-5"}, r"MemoryConfig.model: expected one of"),
 ])
 def test_config_bounds_are_enforced(cls, kwargs, match):

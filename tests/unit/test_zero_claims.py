@@ -255,3 +255,28 @@ def test_saved_activations_counts_what_backward_keeps_and_the_meta_prediction_is
     assert none.bytes == 0  # nothing is saved without autograd: parameters never count
     predicted = predict_activation_bytes({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}, 2, 16, "fp32")
     assert predicted == pytest.approx(acts.bytes, rel=0.35)  # meta takes the math attention path (see nbkit.zero.peak)
+
+
+def _sweep(stage3_min_max):
+    return [{"size": s, "n_params": n, "stage": 3, "growth_vs_stage0_min": lo, "growth_vs_stage0_max": hi}
+            for (s, n), (lo, hi) in zip((("256x8", 4_000_000), ("512x8", 19_000_000)), stage3_min_max, strict=True)]
+
+
+@pytest.mark.parametrize(("rows", "verdict"), [
+    (_sweep([(1.01, 1.03), (0.80, 0.85)]), "holds"),
+    (_sweep([(1.01, 1.03), (0.99, 1.02)]), "refuted"),
+    (_sweep([(0.90, 0.95), (0.97, 0.99)]), "inconclusive"),
+    ([], "inconclusive"),
+])
+def test_verdict_crossover(rows, verdict):
+    from nbkit.zero.claims import verdict_crossover
+
+    assert verdict_crossover(rows, 3).verdict == verdict
+
+
+def test_crossover_rows_join_the_claims_table():
+    from nbkit.zero.claims import memory_claims
+
+    rows = memory_claims({}, _sweep([(1.01, 1.03), (0.80, 0.85)]))
+    assert [r.key for r in rows][:3] == ["zero1_crossover", "zero2_crossover", "zero3_crossover"]
+    assert rows[2].verdict == "holds" and "512x8" in rows[2].why
