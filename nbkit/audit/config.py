@@ -42,7 +42,7 @@ class _Strict(BaseModel):
 
 
 class ModelSection(_Strict):
-    name: Literal["tiny", "smollm2"] = "tiny"
+    name: str = Field("tiny", min_length=1, description="tiny | smollm2 | a Hugging Face model directory | a config.json | a Hub id")
     dtype: Literal["float32", "bfloat16"] = "float32"
     seed: int = 0
 
@@ -145,6 +145,25 @@ class KissSection(_Strict):
     lr: float = Field(1e-3, gt=0)
 
 
+class TrainerSection(_Strict):
+    """What the user's trainer config says beyond the audit's own sections (axolotl / TRL keys).
+
+    The checks that read it (train-on-inputs, chat-template-eot, tied-embeddings-lora,
+    packing-attention, eval-batch) are skipped when a config has no ``trainer`` section.
+    """
+
+    tool: Literal["axolotl", "trl", "peft", "nbkit"] = "nbkit"
+    train_on_inputs: bool = False
+    dataset_types: list[str] = Field(default_factory=list, description="datasets[].type (axolotl); empty = not known")
+    train_on_eos: Literal["turn", "all", "last", "none"] = "turn"
+    eot_tokens: list[str] = Field(default_factory=list, description="end-of-turn tokens trained on (empty: the tokenizer's eos)")
+    target_linear: bool = False
+    modules_to_save: list[str] = Field(default_factory=list)
+    packing: bool = False
+    attn_implementation: str = "sdpa"
+    eval_batch_size: int | None = Field(None, ge=1, description="None: the same as train.micro_batch_size")
+
+
 def _check_slug(item: str | int) -> str:
     """A check named by slug or number → its slug (each list item, so errors carry its line)."""
     from nbkit.audit.checks import REGISTRY
@@ -167,6 +186,7 @@ class AuditConfig(_Strict):
     eval: EvalSection | None = None
     checkpoint: CheckpointSection | None = None
     kiss: KissSection = Field(default_factory=KissSection)
+    trainer: TrainerSection | None = None
     checks: list[Annotated[str | int, AfterValidator(_check_slug)]] | None = Field(
         None, description="run only these checks (slugs, or the field notes' numbers 1-13)")
 
@@ -604,6 +624,81 @@ class DdpEvalConfig(_CheckConfig):
         e = audit.eval
         return {"no_grad": e.no_grad, "backward": e.backward, "no_sync": e.no_sync, "find_unused_parameters": e.find_unused_parameters,
                 "value_head": e.value_head, "interval": e.interval}
+
+
+# -- the trainer-config checks (axolotl / TRL keys; read from the config's ``trainer`` section) -------
+
+ATTENTION_IMPLEMENTATIONS = ["flash_attention_2", "flash_attention_3", "flex_attention", "sdpa", "eager", "xformers"]
+
+
+@dataclass
+class TrainOnInputsConfig(_CheckConfig):
+    train_on_inputs: bool = field(default=False, metadata={"help": "axolotl train_on_inputs: the loss also covers the prompt"})
+    dataset_types: str = field(default="chat_template", metadata={"help": "datasets[].type, comma separated ('' = not known)"})
+    examples: int = field(default=48, metadata={"min": 1, "max": 1024, "label": "examples rendered"})
+    SIZES: ClassVar[dict[str, Any]] = {"examples": 8}
+
+    @classmethod
+    def _from_audit(cls, audit):
+        t = audit.trainer
+        return {"train_on_inputs": t.train_on_inputs, "dataset_types": ",".join(t.dataset_types)}
+
+
+@dataclass
+class ChatTemplateEotConfig(_CheckConfig):
+    train_on_eos: str = field(default="turn", metadata={"choices": ["turn", "all", "last", "none"], "help": "axolotl datasets[].train_on_eos"})
+    eot_tokens: str = field(default="", metadata={"help": "end-of-turn tokens trained on, comma separated ('' = the tokenizer's eos)"})
+    chat_dataset: bool = field(default=True, metadata={"help": "the data is rendered with the chat template"})
+
+    @classmethod
+    def _from_audit(cls, audit):
+        t = audit.trainer
+        chat = any(_is_chat_type(x) for x in t.dataset_types) if t.dataset_types else t.tool != "axolotl"
+        return {"train_on_eos": t.train_on_eos, "eot_tokens": ",".join(t.eot_tokens), "chat_dataset": chat}
+
+
+@dataclass
+class TiedEmbeddingsConfig(_CheckConfig):
+    target_linear: bool = field(default=False, metadata={"help": "axolotl lora_target_linear / PEFT target_modules 'all-linear'"})
+    modules_to_save: str = field(default="embed_tokens,lm_head", metadata={"help": "lora_modules_to_save, comma separated"})
+
+    @classmethod
+    def _from_audit(cls, audit):
+        t = audit.trainer
+        return {"target_linear": t.target_linear, "modules_to_save": ",".join(t.modules_to_save)}
+
+
+@dataclass
+class PackingAttentionConfig(_CheckConfig):
+    packing: bool = field(default=True, metadata={"help": "axolotl sample_packing / TRL packing"})
+    attn_implementation: str = field(default="sdpa", metadata={"choices": ATTENTION_IMPLEMENTATIONS})
+
+    @classmethod
+    def _from_audit(cls, audit):
+        t = audit.trainer
+        return {"packing": t.packing, "attn_implementation": t.attn_implementation}
+
+
+@dataclass
+class EvalBatchConfig(_CheckConfig):
+    micro_batch_size: int = field(default=2, metadata={"min": 1, "max": 64})
+    eval_batch_size: int = field(default=8, metadata={"min": 0, "max": 256, "label": "eval batch size (0 = micro batch size)"})
+    grad_accumulation: int = field(default=4, metadata={"min": 1, "max": 64})
+    examples: int = field(default=24, metadata={"min": 2, "max": 1024, "label": "examples scored"})
+    SIZES: ClassVar[dict[str, Any]] = {"examples": 8}
+
+    @classmethod
+    def _from_audit(cls, audit):
+        t, tr = audit.trainer, audit.train
+        return {"micro_batch_size": tr.micro_batch_size, "grad_accumulation": tr.grad_accumulation, "eval_batch_size": t.eval_batch_size or 0}
+
+
+CHAT_DATASET_TYPES = ("chat_template", "sharegpt", "messages", "conversation")
+
+
+def _is_chat_type(kind: str) -> bool:
+    """An axolotl dataset type rendered as a conversation (``chat_template``, ``chat_template.default``, ``sharegpt`` …)."""
+    return str(kind).split(".")[0].split(":")[0] in CHAT_DATASET_TYPES
 
 
 def config_file(name: str | Path) -> Path:
