@@ -98,11 +98,19 @@ class AuditContext:
         return recs, ""
 
 
-def make_context(config: AuditConfig, device: Any = "auto", *, progress: bool = True, model_unavailable: str = "") -> AuditContext:
-    """The shared context of an audit; ``device`` ("auto", "cpu", "cuda", a torch.device) is resolved here."""
+def make_context(config: AuditConfig, device: Any = "auto", *, progress: bool = True, model_unavailable: str = "",
+                 share_models_with: AuditContext | None = None) -> AuditContext:
+    """The shared context of an audit; ``device`` ("auto", "cpu", "cuda", a torch.device) is resolved here.
+
+    ``share_models_with``: another context whose loaded models this one reuses (a second config on
+    the same model loads nothing again).
+    """
     from nbkit.device import pick_device
 
-    return AuditContext(config, pick_device(device) if not hasattr(device, "type") else device, progress, model_unavailable)
+    ctx = AuditContext(config, pick_device(device) if not hasattr(device, "type") else device, progress, model_unavailable)
+    if share_models_with is not None:
+        ctx._models = share_models_with._models
+    return ctx
 
 
 def check_config(check: str, config: AuditConfig, smoke: bool = False):
