@@ -231,3 +231,14 @@ def test_trl_sft_config_maps_packing_and_eval_batch(tmp_path, model_dir, capsys)
     path.write_text(json.dumps({**SFT_CONFIG, "per_device_eval_batch_size": 2, "model_init_kwargs": {"attn_implementation": "flash_attention_2"}}))
     m = read_any(path)
     assert m.config.trainer.attn_implementation == "flash_attention_2" and m.config.trainer.eval_batch_size == 2
+
+
+def test_doctor_audit_line_parses_with_the_audit_cli():
+    import shlex
+
+    from nbkit.audit.cli import build_parser
+    from nbkit.cli import OWN_RUN_EXAMPLES
+
+    words = shlex.split(OWN_RUN_EXAMPLES["audit"].split("#")[0])
+    args = build_parser().parse_args(words[2:])
+    assert args.config == "axolotl.yml" and args.model == "path/to/hf_dir"
