@@ -688,8 +688,8 @@ class EvalBatchConfig(_CheckConfig):
     micro_batch_size: int = field(default=2, metadata={"min": 1, "max": 64})
     eval_batch_size: int = field(default=8, metadata={"min": 0, "max": 256, "label": "eval batch size (0 = micro batch size)"})
     grad_accumulation: int = field(default=4, metadata={"min": 1, "max": 64})
-    examples: int = field(default=16, metadata={"min": 2, "max": 1024, "label": "examples scored"})
-    SIZES: ClassVar[dict[str, Any]] = {"examples": 8}
+    examples: int = field(default=8, metadata={"min": 2, "max": 1024, "label": "examples scored"})
+    SIZES: ClassVar[dict[str, Any]] = {"examples": 4}
 
     @classmethod
     def _from_audit(cls, audit):

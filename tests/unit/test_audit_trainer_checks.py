@@ -242,3 +242,13 @@ def test_doctor_audit_line_parses_with_the_audit_cli():
     words = shlex.split(OWN_RUN_EXAMPLES["audit"].split("#")[0])
     args = build_parser().parse_args(words[2:])
     assert args.config == "axolotl.yml" and args.model == "path/to/hf_dir"
+
+
+def test_a_bare_config_json_runs_what_needs_only_the_architecture(tmp_path, model_dir, capsys):
+    text = f"base_model: {model_dir / 'config.json'}\nadapter: lora\nlora_r: 8\nlora_modules_to_save: [embed_tokens, lm_head]\n"
+    (tmp_path / "arch.yml").write_text(text)
+    assert main([str(tmp_path / "arch.yml"), "--checks", "lora-binding,tied-embeddings-lora", "--threads", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "→ model.name (a config.json: architecture only" in out
+    assert "[SKIP] lora-binding: not run: needs the model's weights" in out
+    assert "[FAIL] tied-embeddings-lora: tie_word_embeddings is true" in out and "trainable_embedding_copies = 2" in out
