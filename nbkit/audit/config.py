@@ -638,21 +638,26 @@ class DdpEvalConfig(_CheckConfig):
 ATTENTION_IMPLEMENTATIONS = ["flash_attention_2", "flash_attention_3", "flex_attention", "sdpa", "eager", "xformers"]
 
 
+class _TrainerCheckConfig(_CheckConfig):
+    """A check config filled from the audit's ``trainer`` section: each field of the same name (lists joined by commas)."""
+
+    @classmethod
+    def _from_audit(cls, audit):
+        t = audit.trainer
+        names = {f.name for f in dataclasses.fields(cls)} & set(TrainerSection.model_fields)
+        return {n: ",".join(getattr(t, n)) if isinstance(getattr(t, n), list) else getattr(t, n) for n in names}
+
+
 @dataclass
-class TrainOnInputsConfig(_CheckConfig):
+class TrainOnInputsConfig(_TrainerCheckConfig):
     train_on_inputs: bool = field(default=False, metadata={"help": "axolotl train_on_inputs: the loss also covers the prompt"})
     dataset_types: str = field(default="chat_template", metadata={"help": "datasets[].type, comma separated ('' = not known)"})
     examples: int = field(default=48, metadata={"min": 1, "max": 1024, "label": "examples rendered"})
     SIZES: ClassVar[dict[str, Any]] = {"examples": 8}
 
-    @classmethod
-    def _from_audit(cls, audit):
-        t = audit.trainer
-        return {"train_on_inputs": t.train_on_inputs, "dataset_types": ",".join(t.dataset_types)}
-
 
 @dataclass
-class ChatTemplateEotConfig(_CheckConfig):
+class ChatTemplateEotConfig(_TrainerCheckConfig):
     train_on_eos: str = field(default="turn", metadata={"choices": ["turn", "all", "last", "none"], "help": "axolotl datasets[].train_on_eos"})
     eot_tokens: str = field(default="", metadata={"help": "end-of-turn tokens trained on, comma separated ('' = the tokenizer's eos)"})
     chat_dataset: bool = field(default=True, metadata={"help": "the data is rendered with the chat template"})
@@ -661,29 +666,19 @@ class ChatTemplateEotConfig(_CheckConfig):
     def _from_audit(cls, audit):
         t = audit.trainer
         chat = any(_is_chat_type(x) for x in t.dataset_types) if t.dataset_types else t.tool != "axolotl"
-        return {"train_on_eos": t.train_on_eos, "eot_tokens": ",".join(t.eot_tokens), "chat_dataset": chat}
+        return {**super()._from_audit(audit), "chat_dataset": chat}
 
 
 @dataclass
-class TiedEmbeddingsConfig(_CheckConfig):
+class TiedEmbeddingsConfig(_TrainerCheckConfig):
     target_linear: bool = field(default=False, metadata={"help": "axolotl lora_target_linear / PEFT target_modules 'all-linear'"})
     modules_to_save: str = field(default="embed_tokens,lm_head", metadata={"help": "lora_modules_to_save, comma separated"})
 
-    @classmethod
-    def _from_audit(cls, audit):
-        t = audit.trainer
-        return {"target_linear": t.target_linear, "modules_to_save": ",".join(t.modules_to_save)}
-
 
 @dataclass
-class PackingAttentionConfig(_CheckConfig):
+class PackingAttentionConfig(_TrainerCheckConfig):
     packing: bool = field(default=True, metadata={"help": "axolotl sample_packing / TRL packing"})
     attn_implementation: str = field(default="sdpa", metadata={"choices": ATTENTION_IMPLEMENTATIONS})
-
-    @classmethod
-    def _from_audit(cls, audit):
-        t = audit.trainer
-        return {"packing": t.packing, "attn_implementation": t.attn_implementation}
 
 
 @dataclass
