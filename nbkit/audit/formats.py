@@ -140,8 +140,12 @@ def _scheduler(b: _Builder, lr_key: str, kind_key: str, warm_steps_key: str, war
         total = 100
         b.default(f"{total_key} (scheduler length)", total, "the file sets no positive step count")
     warm = 0
-    if warm_steps_key in b.data and b.data[warm_steps_key]:
-        warm = b.typed(warm_steps_key, int, "a whole number of steps")
+    ws = b.data.get(warm_steps_key)
+    if isinstance(ws, float) and 0 < ws < 1:  # transformers ≥ 5: a float in [0, 1) is a ratio of the total steps
+        warm = int(round(ws * total))
+        b.put(warm_steps_key, "scheduler", "warmup_steps", warm, f"{ws} × {total} steps (a ratio, as transformers ≥ 5 reads it)")
+    elif ws:
+        warm = int(ws) if isinstance(ws, float) and ws.is_integer() else b.typed(warm_steps_key, int, "a whole number of steps or a ratio in (0, 1)")
         b.put(warm_steps_key, "scheduler", "warmup_steps", warm)
     elif warm_ratio_key in b.data and b.data[warm_ratio_key]:
         ratio = b.typed(warm_ratio_key, (int, float), "a number in [0, 1)")

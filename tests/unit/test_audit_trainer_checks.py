@@ -252,3 +252,17 @@ def test_a_bare_config_json_runs_what_needs_only_the_architecture(tmp_path, mode
     assert "→ model.name (a config.json: architecture only" in out
     assert "[SKIP] lora-binding: not run: needs the model's weights" in out
     assert "[FAIL] tied-embeddings-lora: tie_word_embeddings is true" in out and "trainable_embedding_copies = 2" in out
+
+
+def test_training_args_of_the_installed_transformers_map(tmp_path):
+    """A TrainingArguments JSON as this transformers writes it (v5: warmup_steps may be a ratio)."""
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=2, per_device_eval_batch_size=8,
+                             gradient_accumulation_steps=4, learning_rate=2e-4, lr_scheduler_type="cosine", warmup_steps=0.1, max_steps=500,
+                             save_steps=100, eval_strategy="steps", eval_steps=50, seed=42, report_to="none")
+    path = tmp_path / "training_args.json"
+    path.write_text(args.to_json_string())
+    m = read_any(path, model="tiny")
+    assert m.fmt == "trl" and m.config.scheduler.warmup_steps == 50 and m.config.trainer.eval_batch_size == 8
+    assert m.config.train.micro_batch_size == 2 and m.config.train.grad_accumulation == 4 and m.config.checkpoint.interval == 100
