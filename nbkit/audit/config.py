@@ -159,6 +159,7 @@ class TrainerSection(_Strict):
     eot_tokens: list[str] = Field(default_factory=list, description="end-of-turn tokens trained on (empty: the tokenizer's eos)")
     target_linear: bool = False
     modules_to_save: list[str] = Field(default_factory=list)
+    ensure_weight_tying: bool = Field(False, description="PEFT's LoraConfig.ensure_weight_tying (keeps tied copies one tensor)")
     packing: bool = False
     attn_implementation: str = "sdpa"
     eval_batch_size: int | None = Field(None, ge=1, description="None: the same as train.micro_batch_size")
@@ -673,6 +674,7 @@ class ChatTemplateEotConfig(_TrainerCheckConfig):
 class TiedEmbeddingsConfig(_TrainerCheckConfig):
     target_linear: bool = field(default=False, metadata={"help": "axolotl lora_target_linear / PEFT target_modules 'all-linear'"})
     modules_to_save: str = field(default="embed_tokens,lm_head", metadata={"help": "lora_modules_to_save, comma separated"})
+    ensure_weight_tying: bool = field(default=False, metadata={"help": "PEFT LoraConfig(ensure_weight_tying=True)"})
 
 
 @dataclass

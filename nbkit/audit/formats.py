@@ -231,6 +231,8 @@ def map_peft(b: _Builder) -> str:
         b.cfg.setdefault("trainer", {"tool": "peft"})["target_linear"] = tm == ["all-linear"]
     if d.get("modules_to_save") is not None:
         b.put("modules_to_save", "trainer", "modules_to_save", _names(b, "modules_to_save"))
+    if d.get("ensure_weight_tying") is not None:
+        b.put("ensure_weight_tying", "trainer", "ensure_weight_tying", b.typed("ensure_weight_tying", bool, "true or false"))
     b.cfg.setdefault("trainer", {}).setdefault("tool", "peft")
     why = _base_model(b, "base_model_name_or_path", b.base, b.model)
     b.rest_not_covered({"peft_type": "LORA is the adapter the audit checks", "task_type": "the audit trains causal LMs"})

@@ -266,3 +266,24 @@ def test_training_args_of_the_installed_transformers_map(tmp_path):
     m = read_any(path, model="tiny")
     assert m.fmt == "trl" and m.config.scheduler.warmup_steps == 50 and m.config.trainer.eval_batch_size == 8
     assert m.config.train.micro_batch_size == 2 and m.config.train.grad_accumulation == 4 and m.config.checkpoint.interval == 100
+
+
+def test_ensure_weight_tying_keeps_one_tensor_and_passes():
+    from nbkit.audit.checks.tied_embeddings import check_tied_embeddings, wrap_and_compare
+    from nbkit.model_files import tiny_llama_config
+
+    config = tiny_llama_config(tie_word_embeddings=True)
+    measured = wrap_and_compare(config, "all-linear", ["embed_tokens", "lm_head"], ensure_weight_tying=True)
+    assert measured["tied_after_wrap"] and measured["trainable_embedding_copies"] == 1
+    assert check_tied_embeddings(config, TiedEmbeddingsConfig(True, "embed_tokens,lm_head", True), measured).status == "pass"
+
+
+def test_peft_adapter_config_as_peft_writes_it(tmp_path, model_dir, capsys):
+    from peft import LoraConfig
+
+    cfg = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", modules_to_save=["lm_head"], task_type="CAUSAL_LM")
+    cfg.base_model_name_or_path = str(model_dir)
+    cfg.save_pretrained(tmp_path)
+    assert main([str(tmp_path / "adapter_config.json"), "--checks", "lora-binding,tied-embeddings-lora", "--threads", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "peft config:" in out and "[PASS] lora-binding" in out and "[FAIL] tied-embeddings-lora" in out

@@ -20,7 +20,7 @@ FIX = ("keep the tie: PEFT LoraConfig(ensure_weight_tying=True) (PEFT ≥ 0.18),
        "(train new tokens with trainable_token_indices instead)")
 
 
-def wrap_and_compare(model_config, target_modules, modules_to_save: list[str]) -> dict:
+def wrap_and_compare(model_config, target_modules, modules_to_save: list[str], ensure_weight_tying: bool = False) -> dict:
     """PEFT-wrap the architecture on the meta device; are the trainable input and output embeddings one tensor?"""
     import warnings
 
@@ -31,7 +31,8 @@ def wrap_and_compare(model_config, target_modules, modules_to_save: list[str]) -
     model = _meta_model(model_config)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=target_modules, modules_to_save=modules_to_save))
+        peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=target_modules, modules_to_save=modules_to_save,
+                                                           ensure_weight_tying=ensure_weight_tying))
 
     def active(module):
         inner = getattr(module, "modules_to_save", None)
@@ -49,7 +50,8 @@ def check_tied_embeddings(model_config, cfg: TiedEmbeddingsConfig, measured: dic
     tied = bool(getattr(model_config, "tie_word_embeddings", False))
     saved = [m.strip() for m in cfg.modules_to_save.split(",") if m.strip()]
     on_embeddings = [m for m in saved if m.split(".")[-1] in EMBEDDING_NAMES]
-    figures = {"tie_word_embeddings": tied, "target_linear": cfg.target_linear, "modules_to_save": ", ".join(saved) or "none"}
+    figures = {"tie_word_embeddings": tied, "target_linear": cfg.target_linear, "modules_to_save": ", ".join(saved) or "none",
+               "ensure_weight_tying": cfg.ensure_weight_tying}
     if measured:
         figures.update(measured)
     if not tied:
@@ -73,7 +75,7 @@ def run(context, cfg: TiedEmbeddingsConfig, live=None) -> Finding:
     measured = None
     if getattr(config, "tie_word_embeddings", False) and any(m.split(".")[-1] in EMBEDDING_NAMES for m in saved):
         targets = "all-linear" if cfg.target_linear else list(context.config.lora.target_modules)
-        measured = wrap_and_compare(config, targets, saved)
+        measured = wrap_and_compare(config, targets, saved, cfg.ensure_weight_tying)
     return check_tied_embeddings(config, cfg, measured)
 
 
