@@ -62,10 +62,11 @@ def check_tied_embeddings(model_config, cfg: TiedEmbeddingsConfig, measured: dic
     if measured and measured["tied_after_wrap"]:
         return Finding(SLUG, TITLE, "pass", f"tied embeddings with {', '.join(on_embeddings)} in modules_to_save, and PEFT keeps one trainable "
                        "tensor", figures, fix=FIX)
-    how = (f"PEFT trains {measured['trainable_embedding_copies']} separate cop{'y' if measured['trainable_embedding_copies'] == 1 else 'ies'} "
-           f"({measured['trainable_embedding_params']:,} parameters)" if measured else "each listed embedding gets its own trainable copy")
+    n = measured["trainable_embedding_copies"] if measured else 0
+    how = (f"PEFT trains {'a separate copy' if n == 1 else f'{n} separate copies'} ({measured['trainable_embedding_params']:,} parameters)"
+           if measured else "each listed embedding gets its own trainable copy")
     return Finding(SLUG, TITLE, "fail", f"tie_word_embeddings is true and modules_to_save lists {', '.join(on_embeddings)}"
-                   f"{' next to lora_target_linear' if cfg.target_linear else ''}: {how}; input embedding and LM head drift apart and "
+                   f"{' with all-linear LoRA targets' if cfg.target_linear else ''}: {how}; input embedding and LM head drift apart and "
                    "the merged model is untied", figures, fix=FIX)
 
 
