@@ -4,7 +4,10 @@ Trains KISS (q/v r8) and the over-parameterised LoRA (q/v/o r64) in lock-step on
 evaluating after **every** step on the validation set, and prints per step each variant's
 validation loss on the full set and on its first half — so one run shows at which step, and with
 which validation size, the comparison (which variant reaches 0.5 × the untrained loss first) is
-decided, at each batch size asked for. Seeds give the spread of the decision step.
+decided, at each batch size asked for. Seeds give the spread of the decision step. Caveat (measured):
+the half-set figures keep the training split of ``--val``; a run with a smaller ``val_size`` also trains
+on other examples (the check holds out the first ``val_size``), so they do not predict it — notebook
+04 at val_size 8 tied at step 12 where this bench's half set said step 4.
 
     .venv/bin/python bench/audit_kiss_budget.py [--model smollm2] [--steps 6] [--batch 8 4] [--val 16] [--seeds 0] [--threads 1]
 """
