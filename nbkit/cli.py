@@ -104,7 +104,7 @@ OWN_RUN_EXAMPLES = {
     "kg": "nbkit run 01 -p DATASET path/to/triples.tsv          # your knowledge graph (.csv/.tsv/.parquet/.nt/.ttl[.gz])",
     "zero": "nbkit run 02 -p MODEL path/to/hf_dir_or_config.json -p DS_CONFIG ds_config.json -p WORLD_SIZE 2",
     "signatures": "nbkit run 03 -p SIGNATURE '\"question -> answer\"' -p DEV_SET dev.jsonl -p METRIC contains",
-    "audit": "nbkit audit axolotl.yml   # or adapter_config.json, TrainingArguments JSON, ds_config.json, nbkit YAML",
+    "audit": "nbkit audit axolotl.yml --model path/to/hf_dir   # or adapter_config.json, an SFTConfig/TrainingArguments JSON, ds_config.json",
 }
 
 

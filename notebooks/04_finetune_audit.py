@@ -13,7 +13,8 @@
 #
 # Diagnoses the thirteen places where a LoRA/SFT run silently goes wrong — adapters, tokenizer ↔
 # labels, attention kernels, gradient accumulation, dtypes, data schema, loss masks, sampling
-# weights, ZeRO-3 layout, LR schedulers, allocator fragmentation, DDP evaluation — on the real
+# weights, ZeRO-3 layout, LR schedulers, allocator fragmentation, DDP evaluation — and, on your own
+# axolotl / TRL / PEFT config (`TRAINER_CONFIG`), five more that trainer configs get wrong — on the real
 # **SmolLM2-135M-Instruct** (Llama, GQA 9/3 heads, tied embeddings, pad = eos = 2), before GPU hours
 # are spent. Each section is a panel: change its controls and press Run; its default run executes
 # headless too. Every check returns a finding (pass / warn / fail / needs GPU) with the numbers
@@ -33,6 +34,8 @@ BROKEN_CONFIG = "broken.yaml"
 KISS_MODEL = "smollm2"  # model of kiss-lora's training (SMOKE trains the tiny model)
 KISS_BUDGET_STEPS = 30  # budget per LoRA variant in kiss-lora; training stops at the first evaluation that decides (SmolLM2: step 5)
 KISS_LR = 0.001
+TRAINER_CONFIG = "axolotl_smollm2.yml"  # your axolotl YAML, TRL SFTConfig / TrainingArguments JSON, PEFT adapter_config.json or ds_config.json
+TRAINER_MODEL = ""  # replaces the config's base model: a local Hugging Face directory, a config.json, a Hub id, "smollm2" or "tiny"
 THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default
 
 # %%
@@ -42,6 +45,7 @@ import nbkit
 from nbkit.audit.claims import claims, headline
 from nbkit.audit.config import KissConfig, config_file, load_config
 from nbkit.audit.experiments import make_context, run_audit
+from nbkit.audit.formats import read_any
 from nbkit.audit.panels import check_panel
 from nbkit.claims import claims_frame
 from nbkit.device import device_report
@@ -57,15 +61,16 @@ model, tokenizer = ctx.model_and_tokenizer()
 nbkit.record("device", str(ctx.device))
 nbkit.record("model", {"name": MODEL, "params": sum(p.numel() for p in model.parameters()), "heads": model.config.num_attention_heads,
                        "kv_heads": model.config.num_key_value_heads, "pad_id": tokenizer.pad_token_id, "eos_id": tokenizer.eos_token_id})
-findings = {}
+findings, trainer_findings = {}, {}
 
 
-def show(slug, cfg=None):
+def show(slug, cfg=None, context=None, into=None):
     """Display the check's panel, run its default, keep the finding for the summary and the claims."""
-    panel = check_panel(slug, ctx, cfg, smoke=SMOKE)
+    panel = check_panel(slug, context or ctx, cfg, smoke=SMOKE)
     panel.display()
-    findings[slug] = panel.run().data
-    return findings[slug]
+    keep = findings if into is None else into
+    keep[slug] = panel.run().data
+    return keep[slug]
 
 
 {k: v for k, v in device_report().items() if k != "gpus"}
@@ -203,6 +208,35 @@ show("fragmentation")
 
 # %%
 show("ddp-eval")
+
+# %% [markdown]
+# ## 14–18 · Your own trainer config: axolotl, TRL, PEFT
+#
+# `TRAINER_CONFIG` is the config you are about to train with — an axolotl YAML, a TRL `SFTConfig` /
+# transformers `TrainingArguments` JSON (as `to_json_string()` writes it), a PEFT `adapter_config.json`
+# or a DeepSpeed `ds_config.json` — or the bundled `axolotl_smollm2.yml`, written like axolotl's own
+# examples with four common mistakes. Its keys are mapped onto the audit: the table lists each key as
+# audited, defaulted (with the default) or not covered. Its base model is loaded by path (a local
+# Hugging Face directory, a config.json for the architecture alone, a Hub id online); `TRAINER_MODEL`
+# replaces it. Five checks then read what axolotl and TRL runs get wrong: `train_on_inputs` on a chat
+# dataset (`train-on-inputs`), an end-of-turn token the loss mask never trains (`chat-template-eot`,
+# rendered with the tokenizer's own template), `modules_to_save` on tied embeddings
+# (`tied-embeddings-lora`, PEFT applied on the meta device), packing without a varlen attention kernel
+# (`packing-attention`, the contamination measured on the model) and an eval batch size other than the
+# micro batch size under accumulation (`eval-batch`). A check that lacks an input says "not run: needs …".
+
+# %%
+mapped = read_any(config_file(TRAINER_CONFIG), model=TRAINER_MODEL or None)
+trainer_ctx = make_context(mapped.config, ctx.device, model_unavailable=mapped.model_unavailable, share_models_with=ctx)
+nbkit.record("trainer_config", {"file": TRAINER_CONFIG, "format": mapped.fmt, "model": mapped.config.model.name,
+                                "keys": {s: sum(r["status"] == s for r in mapped.keys) for s in ("audited", "defaulted", "not covered")}})
+print(mapped.table_text())
+
+# %%
+for slug in ("train-on-inputs", "chat-template-eot", "tied-embeddings-lora", "packing-attention", "eval-batch"):
+    show(slug, context=trainer_ctx, into=trainer_findings)
+nbkit.record("findings_trainer", [f.to_dict(with_table=False) for f in trainer_findings.values()])
+findings_frame(list(trainer_findings.values()))
 
 # %% [markdown]
 # ## The audit of this configuration, and of a deliberately broken one

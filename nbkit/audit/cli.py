@@ -1,4 +1,4 @@
-"""``nbkit audit CONFIG [--from axolotl|peft|trl|deepspeed|nbkit] [--checks lora-binding,7-11] [--format text|json]``.
+"""``nbkit audit CONFIG [--from axolotl|peft|trl|deepspeed|nbkit] [--model SPEC] [--checks lora-binding,7-11] [--format text|json]``.
 
 CONFIG is nbkit's audit YAML or a config the user already has (axolotl YAML, PEFT
 ``adapter_config.json``, TRL ``SFTConfig`` / ``TrainingArguments`` JSON, DeepSpeed ``ds_config.json``);
@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "a TRL SFTConfig / TrainingArguments JSON or a DeepSpeed ds_config.json")
     ap.add_argument("--from", dest="source_format", choices=["nbkit", "axolotl", "peft", "trl", "deepspeed"],
                     help="the config's format (default: detected from its keys)")
+    ap.add_argument("--model", help="the base model to audit, replacing the config's: tiny | smollm2 | a Hugging Face model directory | "
+                                    "a config.json (architecture only) | a Hub id (online)")
     ap.add_argument("--checks", help="comma list of check slugs or numbers/ranges, e.g. lora-binding,7-11 (default: all the config allows)")
     ap.add_argument("--format", choices=["text", "json"], default="text")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads < 0:
             raise UsageError(f"--threads must be ≥ 0 (0 keeps torch's default), got {args.threads}")
         checks = REGISTRY.select(args.checks) if args.checks is not None else None
-        mapped = read_any(args.config, args.source_format)
+        mapped = read_any(args.config, args.source_format, args.model)
     except UsageError as exc:
         return main_error(str(exc), "nbkit audit")
     if args.threads > 0:

@@ -34,18 +34,44 @@ class AuditContext:
     _data_finding: Finding | None = field(default=None, repr=False)
 
     def model_and_tokenizer(self, name: str = ""):
-        """(model, tokenizer) of ``name`` (default: the config's model), loaded once."""
+        """(model, tokenizer) of ``name`` (default: the config's model), loaded once.
+
+        ``name`` is a preset (``tiny``, ``smollm2``) or what :func:`nbkit.model_files.resolve_model`
+        accepts: a model directory or a Hub id is loaded with its weights and tokenizer; a config.json
+        alone (architecture only) leaves the checks that need weights "not run".
+        """
         if self.model_unavailable and not name:
             raise NotRunnable(self.model_unavailable)
         name = name or self.config.model.name
         if name not in self._models:
             import torch
 
-            from nbkit.audit.sft import load_model_and_tokenizer
-
             dtype = getattr(torch, self.config.model.dtype)
-            self._models[name] = load_model_and_tokenizer(name, self.device, dtype, seed=self.config.model.seed)
+            if name in ("tiny", "smollm2"):
+                from nbkit.audit.sft import load_model_and_tokenizer
+
+                self._models[name] = load_model_and_tokenizer(name, self.device, dtype, seed=self.config.model.seed)
+            else:
+                from nbkit.model_files import load_model, load_tokenizer, resolve_model
+
+                source = resolve_model(name, need_weights=False)
+                if source.kind == "config":
+                    raise NotRunnable(f"the model's weights (model {name} is a config.json alone: architecture only)")
+                if not source.has_tokenizer:
+                    raise NotRunnable(f"a tokenizer (model directory {source.path} has no tokenizer files)")
+                self._models[name] = (load_model(name, self.device, dtype), load_tokenizer(name))
         return self._models[name]
+
+    def model_config(self):
+        """The transformers config of the audit's model (architecture only: nothing is loaded for a path)."""
+        if self.model_unavailable:
+            raise NotRunnable(self.model_unavailable)
+        name = self.config.model.name
+        if name in ("tiny", "smollm2"):
+            return self.model_and_tokenizer()[0].config
+        from nbkit.model_files import resolve_model
+
+        return resolve_model(name, need_weights=False).config
 
     def data(self):
         """(the data-schema finding, valid records); the bundled SFT set when the config has no data section."""
@@ -72,11 +98,19 @@ class AuditContext:
         return recs, ""
 
 
-def make_context(config: AuditConfig, device: Any = "auto", *, progress: bool = True, model_unavailable: str = "") -> AuditContext:
-    """The shared context of an audit; ``device`` ("auto", "cpu", "cuda", a torch.device) is resolved here."""
+def make_context(config: AuditConfig, device: Any = "auto", *, progress: bool = True, model_unavailable: str = "",
+                 share_models_with: AuditContext | None = None) -> AuditContext:
+    """The shared context of an audit; ``device`` ("auto", "cpu", "cuda", a torch.device) is resolved here.
+
+    ``share_models_with``: another context whose loaded models this one reuses (a second config on
+    the same model loads nothing again).
+    """
     from nbkit.device import pick_device
 
-    return AuditContext(config, pick_device(device) if not hasattr(device, "type") else device, progress, model_unavailable)
+    ctx = AuditContext(config, pick_device(device) if not hasattr(device, "type") else device, progress, model_unavailable)
+    if share_models_with is not None:
+        ctx._models = share_models_with._models
+    return ctx
 
 
 def check_config(check: str, config: AuditConfig, smoke: bool = False):

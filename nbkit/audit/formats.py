@@ -5,8 +5,11 @@
 config and returns the :class:`~nbkit.audit.config.AuditConfig` with a key table: every key of the
 file is listed as **audited** (mapped onto a check's input), **not covered** (the audit has no check
 that reads it — never silently ignored), and the audit inputs the file did not set are listed as
-**defaulted** with the default used. A model the audit cannot load offline (anything but the
-bundled ``tiny``/``smollm2``) leaves the model-reading checks "not run: needs …" rather than passing.
+**defaulted** with the default used. The base model is resolved by :func:`nbkit.model_files.resolve_model`
+(a local model directory, a config.json, a Hub id; bad ones stop here with one line naming the key);
+a file that names none leaves the model-reading checks "not run: needs …" rather than passing.
+axolotl's and TRL's trainer keys (datasets' types, train_on_eos, modules_to_save, packing, attention,
+eval batch) fill the audit's ``trainer`` section, which checks 14–18 read.
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ class Mapped:
 class _Builder:
     """Collects the audit config dict and the key table while a mapper walks a file."""
 
-    def __init__(self, source: str, data: dict[str, Any], lines: dict[tuple, int] | None = None):
+    def __init__(self, source: str, data: dict[str, Any], lines: dict[tuple, int] | None = None, base: Path | None = None,
+                 model: str | None = None):
         self.source, self.data, self.lines = source, data, lines or {}
+        self.base, self.model = base, model  # the config's folder (relative model paths), --model
         self.cfg: dict[str, dict[str, Any]] = {}
         self.keys: list[dict[str, str]] = []
         self.seen: set[str] = set()
@@ -79,14 +84,45 @@ class _Builder:
             self.note(key, "not covered", (reasons or {}).get(key, "no audit check reads it"))
 
 
-def _model_name(ref: Any) -> tuple[str, str]:
-    """(audit model name, why unavailable) for a base-model reference."""
-    text = str(ref or "")
-    if "smollm2" in text.lower() and "135m" in text.lower():
-        return "smollm2", ""
-    if text in ("tiny", "smollm2"):
-        return text, ""
-    return "tiny", f"a model nbkit loads offline (base model {text!r} is not one; bundled: tiny, smollm2)"
+def _base_model(b: _Builder, key: str, base: Path | None = None, override: str | None = None) -> str:
+    """Map the file's base-model key onto ``model.name``; returns why no model can be loaded ("" when one can).
+
+    SmolLM2-135M's Hub ids map onto the bundled copy (offline). Anything else goes through
+    :func:`nbkit.model_files.resolve_model`: a local model directory (tried relative to the config
+    file too), a config.json (architecture only), or a Hub id (online; offline: one line, exit 2).
+    ``override`` (``--model``) replaces the file's value.
+    """
+    from nbkit.model_files import resolve_model
+
+    ref = override if override is not None else b.data.get(key)
+    if ref is None or (isinstance(ref, str) and not ref.strip()):
+        return "the base model (the file names none; pass --model PATH)"
+    if not isinstance(ref, str):
+        raise ConfigError(f"{b.where(key)}: key '{key}': expected a model name or path, got {ref!r}")
+    where = "--model" if override is not None else f"{b.where(key)}: key '{key}'"
+    text = ref.strip()
+    if text.lower() in ("tiny", "smollm2") or ("smollm2" in text.lower() and "135m" in text.lower() and not Path(text).exists()):
+        name = "smollm2" if "smollm2" in text.lower() else "tiny"
+        spec, note = name, ("the bundled SmolLM2-135M-Instruct" if name == "smollm2" and text.lower() != "smollm2" else "")
+    else:
+        local = (base / text) if base is not None and not Path(text).is_absolute() else None
+        spec = str(local) if local is not None and local.exists() else text
+        try:
+            source = resolve_model(spec)
+        except ConfigError:
+            raise
+        except Exception as exc:  # UsageError from resolve_model: name the file and key it came from
+            raise ConfigError(f"{where}: {exc}") from None
+        note = {"directory": "a local model directory", "config": "a config.json: architecture only (checks needing weights: not run)",
+                "hub": "a Hugging Face Hub model"}.get(source.kind, "")
+    if override is not None:
+        b.cfg.setdefault("model", {})["name"] = spec
+        b.keys.append({"key": "--model", "status": "audited", "note": f"→ model.name ({note or spec})"})
+        if key in b.data:
+            b.note(key, "not covered", "replaced by --model")
+    else:
+        b.put(key, "model", "name", spec, note)
+    return ""
 
 
 def _scheduler(b: _Builder, lr_key: str, kind_key: str, warm_steps_key: str, warm_ratio_key: str, total_key: str):
@@ -104,8 +140,12 @@ def _scheduler(b: _Builder, lr_key: str, kind_key: str, warm_steps_key: str, war
         total = 100
         b.default(f"{total_key} (scheduler length)", total, "the file sets no positive step count")
     warm = 0
-    if warm_steps_key in b.data and b.data[warm_steps_key]:
-        warm = b.typed(warm_steps_key, int, "a whole number of steps")
+    ws = b.data.get(warm_steps_key)
+    if isinstance(ws, float) and 0 < ws < 1:  # transformers ≥ 5: a float in [0, 1) is a ratio of the total steps
+        warm = int(round(ws * total))
+        b.put(warm_steps_key, "scheduler", "warmup_steps", warm, f"{ws} × {total} steps (a ratio, as transformers ≥ 5 reads it)")
+    elif ws:
+        warm = int(ws) if isinstance(ws, float) and ws.is_integer() else b.typed(warm_steps_key, int, "a whole number of steps or a ratio in (0, 1)")
         b.put(warm_steps_key, "scheduler", "warmup_steps", warm)
     elif warm_ratio_key in b.data and b.data[warm_ratio_key]:
         ratio = b.typed(warm_ratio_key, (int, float), "a number in [0, 1)")
@@ -188,17 +228,49 @@ def map_peft(b: _Builder) -> str:
         if not isinstance(tm, list) or not all(isinstance(t, str) for t in tm) or not tm:
             raise ConfigError(f"{b.source}: key 'target_modules': expected a module name or a list of them, got {d['target_modules']!r}")
         b.put("target_modules", "lora", "target_modules", ALL_LINEAR if tm == ["all-linear"] else tm)
-    name, why = _model_name(d.get("base_model_name_or_path"))
-    if why:
-        b.note("base_model_name_or_path", "not covered", f"needs {why}")
-    else:
-        b.put("base_model_name_or_path", "model", "name", name)
+        b.cfg.setdefault("trainer", {"tool": "peft"})["target_linear"] = tm == ["all-linear"]
+    if d.get("modules_to_save") is not None:
+        b.put("modules_to_save", "trainer", "modules_to_save", _names(b, "modules_to_save"))
+    if d.get("ensure_weight_tying") is not None:
+        b.put("ensure_weight_tying", "trainer", "ensure_weight_tying", b.typed("ensure_weight_tying", bool, "true or false"))
+    b.cfg.setdefault("trainer", {}).setdefault("tool", "peft")
+    why = _base_model(b, "base_model_name_or_path", b.base, b.model)
     b.rest_not_covered({"peft_type": "LORA is the adapter the audit checks", "task_type": "the audit trains causal LMs"})
     return why
 
 
+# TrainingArguments keys of transformers versions whose JSON the audit does not read: key → (what replaced it, since)
+RETIRED_TRAINING_ARGS = {"evaluation_strategy": ("eval_strategy", "4.41"), "per_gpu_train_batch_size": ("per_device_train_batch_size", "2.9"),
+                         "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "2.9")}
+
+
 def map_trl(b: _Builder) -> str:
     d = b.data
+    for key, (new, since) in RETIRED_TRAINING_ARGS.items():
+        if d.get(key) is not None and new not in d:
+            raise ConfigError(f"{b.where(key)}: key '{key}': written by transformers older than {since} (renamed '{new}' in {since}); "
+                              f"the audit reads TrainingArguments / SFTConfig JSON of transformers ≥ 4.41 — re-save it with a newer "
+                              f"transformers or rename the key")
+    trainer = b.cfg.setdefault("trainer", {"tool": "trl"})
+    if d.get("per_device_eval_batch_size") is not None:
+        b.put("per_device_eval_batch_size", "trainer", "eval_batch_size", b.typed("per_device_eval_batch_size", int, "a whole number"))
+    for key in ("packing", "padding_free"):
+        if d.get(key) is not None:
+            if b.typed(key, bool, "true or false"):
+                b.put(key, "trainer", "packing", True)
+            else:
+                b.note(key, "audited", "→ trainer.packing (false)")
+    init = d.get("model_init_kwargs") if isinstance(d.get("model_init_kwargs"), dict) else {}
+    attn = d.get("attn_implementation") or init.get("attn_implementation")
+    if attn is not None:
+        if not isinstance(attn, str):
+            raise ConfigError(f"{b.source}: key 'attn_implementation': expected a name such as 'flash_attention_2', got {attn!r}")
+        b.put("attn_implementation" if "attn_implementation" in d else "model_init_kwargs", "trainer", "attn_implementation", attn)
+    else:
+        b.default("trainer.attn_implementation", "sdpa", "transformers' default when the file names none")
+    if isinstance(d.get("eos_token"), str):
+        b.put("eos_token", "trainer", "eot_tokens", [d["eos_token"]])
+    trainer.setdefault("tool", "trl")
     for key, section, name in (("per_device_train_batch_size", "train", "micro_batch_size"), ("gradient_accumulation_steps", "train", "grad_accumulation"),
                                ("seed", "model", "seed")):
         if key in d:
@@ -221,20 +293,15 @@ def map_trl(b: _Builder) -> str:
     if isinstance(d.get("deepspeed"), dict):
         _deepspeed(b, d["deepspeed"], "deepspeed.")
         b.seen.add("deepspeed")
-    why = _model_name(None)[1]
-    if "model_name_or_path" in d:
-        name, why = _model_name(d["model_name_or_path"])
-        if why:
-            b.note("model_name_or_path", "not covered", f"needs {why}")
-        else:
-            b.put("model_name_or_path", "model", "name", name)
-    b.rest_not_covered()
+    why = _base_model(b, "model_name_or_path", b.base, b.model)
+    b.rest_not_covered({"assistant_only_loss": "the loss-mask checks read axolotl's masking keys; TRL's generation-block mask is not modelled",
+                        "completion_only_loss": "the loss-mask checks read axolotl's masking keys; TRL's completion mask is not modelled"})
     return why
 
 
 def map_deepspeed(b: _Builder) -> str:
     _deepspeed(b, b.data)
-    return _model_name(None)[1]
+    return _base_model(b, "", None, b.model)
 
 
 def map_axolotl(b: _Builder, base: Path) -> str:
@@ -282,19 +349,81 @@ def map_axolotl(b: _Builder, base: Path) -> str:
             b.cfg.setdefault(section, {}).update(values)
         b.keys += sub.keys
         b.note("deepspeed", "audited", f"{ds_path.name} read (its keys are listed as deepspeed:…)")
-    reasons = {"datasets": "the data-schema check needs a Pydantic schema, which axolotl datasets do not carry",
-               "train_on_inputs": "the loss-mask check renders the template; it does not model axolotl's prompt masking"}
-    name, why = _model_name(d.get("base_model"))
-    if why:
-        b.note("base_model", "not covered", f"needs {why}")
-    else:
-        b.put("base_model", "model", "name", name)
-    b.rest_not_covered(reasons)
+    _axolotl_trainer(b)
+    why = _base_model(b, "base_model", base, b.model)
+    b.rest_not_covered({"roles_to_train": "the chat-template-eot check reads train_on_eos and eot_tokens"})
     return why
 
 
-def read_any(path: str | Path, fmt: str | None = None) -> Mapped:
-    """The audit config of ``path`` in any supported format (``fmt`` None: detect it)."""
+# axolotl's attention flags → the attn_implementation they select (the first one set wins, as in axolotl)
+AXOLOTL_ATTENTION = {"flash_attention": "flash_attention_2", "flex_attention": "flex_attention", "xformers_attention": "xformers",
+                     "sdp_attention": "sdpa", "eager_attention": "eager"}
+
+
+def _names(b: _Builder, key: str) -> list[str]:
+    value = b.data[key]
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{b.where(key)}: key '{key}': expected a list of names, got {b.data[key]!r}")
+    return value
+
+
+def _axolotl_trainer(b: _Builder) -> None:
+    """The trainer section from axolotl's keys: datasets' types and masking, modules_to_save, packing, attention, eval batch."""
+    d = b.data
+    t = b.cfg.setdefault("trainer", {"tool": "axolotl"})
+    if d.get("train_on_inputs") is not None:
+        b.put("train_on_inputs", "trainer", "train_on_inputs", b.typed("train_on_inputs", bool, "true or false"))
+    else:
+        b.default("trainer.train_on_inputs", False, "axolotl's default")
+    datasets = d.get("datasets")
+    if datasets is not None:
+        if not isinstance(datasets, list) or not all(isinstance(x, dict) for x in datasets):
+            raise ConfigError(f"{b.where('datasets')}: key 'datasets': expected a list of mappings (path, type, …), got {datasets!r:.80}")
+        types, eos = [], None
+        for i, ds in enumerate(datasets):
+            kind = ds.get("type")
+            if isinstance(kind, dict):  # a custom prompt format: field_instruction, format, …
+                kind = "custom"
+            if kind is None:
+                kind = "chat_template" if "field_messages" in ds or "chat_template" in ds else "unknown"
+            if not isinstance(kind, str):
+                raise ConfigError(f"{b.where('datasets')}: key 'datasets.{i}.type': expected a dataset type name, got {kind!r}")
+            types.append(kind)
+            if eos is None and ds.get("train_on_eos") is not None:
+                eos = ds["train_on_eos"]
+                if eos not in ("turn", "all", "last", "none"):
+                    raise ConfigError(f"{b.where('datasets')}: key 'datasets.{i}.train_on_eos': expected turn, all, last or none, got {eos!r}")
+        t["dataset_types"] = types
+        if eos is not None:
+            t["train_on_eos"] = eos
+        b.note("datasets", "audited", f"→ trainer.dataset_types ({', '.join(types)}){'' if eos is None else f', train_on_eos {eos}'}; "
+               "paths: the data-schema check needs a Pydantic schema, which axolotl datasets do not carry")
+    if d.get("eot_tokens") is not None:
+        b.put("eot_tokens", "trainer", "eot_tokens", _names(b, "eot_tokens"))
+    if d.get("lora_modules_to_save") is not None:
+        b.put("lora_modules_to_save", "trainer", "modules_to_save", _names(b, "lora_modules_to_save"))
+    t["target_linear"] = bool(d.get("lora_target_linear"))
+    if d.get("sample_packing") is not None:
+        b.put("sample_packing", "trainer", "packing", b.typed("sample_packing", bool, "true or false"))
+    attn = d.get("attn_implementation")
+    if attn is not None:
+        b.put("attn_implementation", "trainer", "attn_implementation", b.typed("attn_implementation", str, "an attention implementation name"))
+    else:
+        flag = next((k for k in AXOLOTL_ATTENTION if d.get(k) is True), None)
+        if flag:
+            b.put(flag, "trainer", "attn_implementation", AXOLOTL_ATTENTION[flag])
+        else:
+            b.default("trainer.attn_implementation", "sdpa", "no attention flag set: transformers' default")
+    for flag in AXOLOTL_ATTENTION:
+        if flag in d:
+            b.note(flag, "audited", "→ trainer.attn_implementation")
+    if d.get("eval_batch_size") is not None:
+        b.put("eval_batch_size", "trainer", "eval_batch_size", b.typed("eval_batch_size", int, "a whole number"))
+
+
+def read_any(path: str | Path, fmt: str | None = None, model: str | None = None) -> Mapped:
+    """The audit config of ``path`` in any supported format (``fmt`` None: detect it); ``model`` replaces its base model."""
     path = Path(path)
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"--from {fmt!r}: expected one of {', '.join(FORMATS)}")
@@ -306,8 +435,6 @@ def read_any(path: str | Path, fmt: str | None = None) -> Mapped:
     if path.suffix == ".json":
         data = _read_json(path)
     else:
-        if fmt == "nbkit":
-            return Mapped(load_config(path), "nbkit")
         import yaml
 
         try:
@@ -325,10 +452,17 @@ def read_any(path: str | Path, fmt: str | None = None) -> Mapped:
             raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
     fmt = fmt or detect(path, data)
     if fmt == "nbkit":
-        if path.suffix == ".json":
-            return Mapped(parse_config(data, source=str(path), base=path.parent), "nbkit")
-        return Mapped(load_config(path), "nbkit")
-    b = _Builder(str(path), data, lines)
+        config = parse_config(data, source=str(path), base=path.parent) if path.suffix == ".json" else load_config(path)
+        if model is not None:
+            b = _Builder(str(path), {}, None, None, model)
+            _base_model(b, "", None, model)
+            config.model.name = b.cfg["model"]["name"]
+        elif config.model.name not in ("tiny", "smollm2"):
+            b = _Builder(str(path), {"model.name": config.model.name}, None, path.parent)
+            _base_model(b, "model.name", path.parent)
+            config.model.name = b.cfg["model"]["name"]
+        return Mapped(config, "nbkit")
+    b = _Builder(str(path), data, lines, path.parent, model)
     why = {"peft": map_peft, "trl": map_trl, "deepspeed": map_deepspeed}[fmt](b) if fmt != "axolotl" else map_axolotl(b, path.parent)
     for section, name, value in (("model", "name", "tiny"), ("lora", "r", 8), ("train", "micro_batch_size", 4), ("train", "grad_accumulation", 4)):
         if name not in b.cfg.get(section, {}):

@@ -17,7 +17,7 @@ def metrics(executed_notebook):
 def test_every_check_produces_a_finding(metrics):
     from nbkit.audit.checks import REGISTRY
 
-    assert [f["check"] for f in metrics["findings"]] == REGISTRY.slugs
+    assert [f["check"] for f in metrics["findings"] + metrics["findings_trainer"]] == REGISTRY.slugs
     by = {f["check"]: f for f in metrics["findings"]}
     assert not [f for f in metrics["findings"] if f["status"] == "error"], [f["summary"] for f in metrics["findings"] if f["status"] == "error"]
     # the real model: SmolLM2's GQA 9/3 layout shows up in the evidence
@@ -29,6 +29,14 @@ def test_every_check_produces_a_finding(metrics):
     if metrics["device"] == "cpu":
         assert by["fragmentation"]["status"] == "needs_gpu" and "gap_ratio_configured" not in by["fragmentation"]["figures"]
     assert by["kiss-lora"]["figures"]["param_ratio_over_vs_kiss"] > 1
+
+
+@pytest.mark.slow
+def test_the_bundled_axolotl_config_shows_its_four_mistakes(metrics):
+    assert metrics["trainer_config"]["format"] == "axolotl" and metrics["trainer_config"]["keys"]["not covered"] > 0
+    by = {f["check"]: f["status"] for f in metrics["findings_trainer"]}
+    assert by == {"train-on-inputs": "fail", "chat-template-eot": "pass", "tied-embeddings-lora": "fail", "packing-attention": "fail",
+                  "eval-batch": "warn"}
 
 
 @pytest.mark.slow

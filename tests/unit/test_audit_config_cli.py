@@ -68,7 +68,7 @@ def test_cli_exit_2_on_invalid_config(capsys):
 def test_registry_keys_are_slugs_and_numbers_map_through_it():
     from nbkit.audit.checks import REGISTRY
 
-    assert len(REGISTRY) == 13 and REGISTRY.slugs[0] == "kiss-lora" and REGISTRY.slugs[-1] == "ddp-eval"
+    assert len(REGISTRY) == 18 and REGISTRY.slugs[0] == "kiss-lora" and REGISTRY.slugs[12] == "ddp-eval" and REGISTRY.slugs[-1] == "eval-batch"
     assert REGISTRY[2].slug == REGISTRY["2"].slug == "lora-binding"
     assert REGISTRY.select("schedulers, 2,7-8") == ["schedulers", "lora-binding", "data-schema", "loss-mask"]
     for c in REGISTRY:  # every check's config has a smoke preset and maps from the default config

@@ -62,7 +62,8 @@ def test_axolotl_maps_keys_and_lists_what_is_not_covered(tmp_path):
     assert [s.kind for s in c.scheduler.stages] == ["linear_warmup", "cosine"] and c.scheduler.warmup_steps == 20
     assert c.deepspeed.zero_stage == 3 and c.deepspeed.stage3_param_persistence_threshold == 1e9 and c.deepspeed.world_size == 4
     status = {r["key"]: r["status"] for r in m.keys}
-    assert status["lora_r"] == "audited" and status["datasets"] == "not covered" and status["output_dir"] == "not covered"
+    assert status["lora_r"] == "audited" and status["datasets"] == "audited" and status["output_dir"] == "not covered"
+    assert c.trainer.tool == "axolotl" and c.trainer.dataset_types == ["chat_template"] and c.trainer.target_linear
     assert status["deepspeed:zero_optimization.overlap_comm"] == "not covered"
     assert set(status) >= set(AXOLOTL_KEYS)  # every key of the file is in the table
 
@@ -70,11 +71,15 @@ def test_axolotl_maps_keys_and_lists_what_is_not_covered(tmp_path):
 AXOLOTL_KEYS = [line.split(":")[0] for line in AXOLOTL.splitlines() if line and not line.startswith(" ")]
 
 
-def test_peft_and_training_args_and_deepspeed_detected(tmp_path):
-    peft = read_any(_write(tmp_path, "adapter_config.json", PEFT))
-    assert peft.fmt == "peft" and peft.config.lora.target_modules == ["q_proj", "v_proj"]
-    assert "a model nbkit loads offline" in peft.model_unavailable
+def test_peft_and_training_args_and_deepspeed_detected(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match="adapter_config.json: key 'base_model_name_or_path': model meta-llama/Llama-2-7b-hf: .*HF_HUB_OFFLINE"):
+        read_any(_write(tmp_path, "adapter_config.json", PEFT))  # a Hub id offline: one line naming the key
+    peft = read_any(tmp_path / "adapter_config.json", model="tiny")
+    assert peft.fmt == "peft" and peft.config.lora.target_modules == ["q_proj", "v_proj"] and peft.config.model.name == "tiny"
+    assert {r["key"]: r["status"] for r in peft.keys}["base_model_name_or_path"] == "not covered"  # replaced by --model
     ta = read_any(_write(tmp_path, "args.json", TRAINING_ARGS))
+    assert ta.model_unavailable.startswith("the base model (the file names none")
     assert ta.fmt == "trl" and ta.config.train.micro_batch_size == 4 and ta.config.checkpoint.interval == 50 and ta.config.eval.interval == 20
     assert ta.config.scheduler.stages[-1].kind == "linear_decay" and ta.config.model.seed == 42
     assert {r["key"]: r["status"] for r in ta.keys}["logging_steps"] == "not covered"
@@ -84,11 +89,11 @@ def test_peft_and_training_args_and_deepspeed_detected(tmp_path):
 
 
 def test_cli_not_run_needs_a_model_and_prints_the_key_table(tmp_path, capsys):
-    path = _write(tmp_path, "adapter_config.json", PEFT)
+    path = _write(tmp_path, "ds_config.json", DS)
     assert main([str(path), "--checks", "lora-binding,schedulers"]) == 0
     out = capsys.readouterr().out
-    assert "peft config:" in out and "not covered" in out
-    assert "[SKIP] lora-binding: not run: needs a model nbkit loads offline" in out
+    assert "deepspeed config:" in out and "not covered" in out
+    assert "[SKIP] lora-binding: not run: needs the base model (the file names none; pass --model PATH)" in out
     assert "[SKIP] schedulers: not run: needs the config's 'scheduler' section" in out
 
 

@@ -7,7 +7,8 @@ A check module holds what the check is about (its measurements) and ends with::
 ``run(context, cfg, live=None) -> Finding`` gets the shared :class:`~nbkit.audit.experiments.AuditContext`
 (model, tokenizer and data loaded once, the device resolved once) and the check's own config dataclass
 (from :mod:`nbkit.audit.config`). Slugs are the keys everywhere: ``--checks``, findings, claims,
-panels. ``number`` is the check's place in the field notes' list of thirteen; ``--checks 2,7-11``
+panels. ``number`` is the check's place in the field notes' list of thirteen (14–18: the axolotl/TRL
+config checks that read the ``trainer`` section); ``--checks 2,7-11``
 still selects by it, mapped through this registry. Modelled on pscheck's ``RuleRegistry``.
 """
 
@@ -119,16 +120,21 @@ REGISTRY = CheckRegistry()
 # transformers load inside the run functions).
 from nbkit.audit.checks import (  # noqa: E402,F401
     attention,
+    chat_template_eot,
     data_schema,
     ddp_eval,
     dtypes,
+    eval_batch,
     fragmentation,
     grad_accumulation,
     kiss,
     label_alignment,
     lora_binding,
     loss_mask,
+    packing_attention,
     reward_weights,
     schedulers,
+    tied_embeddings,
+    train_on_inputs,
     zero3_layout,
 )

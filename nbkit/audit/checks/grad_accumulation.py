@@ -68,17 +68,22 @@ def accumulation_errors(model, batches, device, params=None) -> dict[str, float]
     model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss.backward()
     g_full = _flat_grad(params)
     zero()
-    for b in batches:
-        (model(input_ids=b[0].to(device), attention_mask=b[2].to(device), labels=b[1].to(device)).loss / len(batches)).backward()
-    g_mean = _flat_grad(params)
-    zero()
+    # The accumulation as transformers runs it: each micro-batch's token-loss sum over the whole
+    # batch's token count (num_items_in_batch). Each micro-batch's own contribution c_i = ∇sum_i / N
+    # is read off between the passes, so the mean of micro-batch means, Σ ∇(sum_i / n_i) / G =
+    # Σ c_i · N / (n_i · G), comes from the same passes (one set of micro-batch passes instead of two).
     n_items = int((labels[:, 1:] != -100).sum())
+    contributions, before = [], torch.zeros_like(g_full)
     for b in batches:
         model(input_ids=b[0].to(device), attention_mask=b[2].to(device), labels=b[1].to(device), num_items_in_batch=torch.tensor(n_items, device=device)).loss.backward()
-    g_tok = _flat_grad(params)
+        after = _flat_grad(params)
+        contributions.append(after - before)
+        before = after
+    g_tok = before
+    tokens = [int((b[1][:, 1:] != -100).sum()) for b in batches]
+    g_mean = sum(c * (n_items / (max(n, 1) * len(batches))) for c, n in zip(contributions, tokens, strict=True))
     zero()
     norm = float(g_full.norm())
-    tokens = [int((b[1][:, 1:] != -100).sum()) for b in batches]
     return {
         "rel_err_per_microbatch_mean": float((g_mean - g_full).norm()) / norm,
         "rel_err_token_count": float((g_tok - g_full).norm()) / norm,

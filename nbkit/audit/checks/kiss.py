@@ -167,9 +167,10 @@ class VariantTrainer:
                 self.run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
         self.run.seconds += time.perf_counter() - t0
 
-    def evaluate(self) -> float:
+    def evaluate(self, known: float | None = None) -> float:
+        """The validation loss now (``known``: already measured, e.g. the untrained loss, which every variant shares)."""
         t0 = time.perf_counter()
-        v = _val_loss(self.model.eval(), self.val_batches, self.device)
+        v = _val_loss(self.model.eval(), self.val_batches, self.device) if known is None else known
         self.run.steps.append(self.done)
         self.run.val_loss.append(v)
         if self.live is not None:
@@ -198,18 +199,21 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
     val_ex, train_ex = examples[:val_size], examples[val_size:]
     if len(train_ex) < batch_size:
         raise ValueError(f"need at least {batch_size} training examples after the {val_size} held out, got {len(train_ex)}")
-    if target is None:
-        from nbkit.audit.sft import build_features, pad_batch
-
-        vfeats = [build_features(tokenizer, e, template) for e in val_ex]
-        vb = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
-        target = target_ratio * _val_loss(base_model.to(device).eval(), vb, device)
     from tqdm.auto import tqdm
 
+    from nbkit.audit.sft import build_features, pad_batch
+
+    vfeats = [build_features(tokenizer, e, template) for e in val_ex]
+    vb = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
+    # LoRA starts with B = 0 (and dropout 0 here), so every variant's untrained validation loss is the
+    # base model's: measured once, it is the step-0 point of each curve and the target's reference.
+    untrained = _val_loss(base_model.to(device).eval(), vb, device)
+    if target is None:
+        target = target_ratio * untrained
     trainers = [VariantTrainer(base_model, tokenizer, v, train_ex, val_ex, template, batch_size=batch_size, lr=lr, target=target,
                                device=device, seed=seed, live=live) for v in variants]
     for t in trainers:
-        t.evaluate()
+        t.evaluate(known=untrained)
     bar = tqdm(total=budget_steps, desc="LoRA variants (lock-step)", disable=not progress, leave=False)
     done = 0
     while done < budget_steps:

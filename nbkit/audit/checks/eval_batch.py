@@ -1,0 +1,70 @@
+"""Evaluation batch size ≠ micro batch size under gradient accumulation.
+
+axolotl warns "eval_batch_size != micro_batch_size. This can lead to VRAM instability" (evaluation
+allocates other shapes than the training step, on top of the accumulated gradients), and the loss
+that trainers report is a mean of per-batch means: with another batch size the padding and the
+weighting of examples change, so the eval loss is not the quantity the training loss measures. The
+check scores the same examples both ways with the audit's model and reports the gap.
+"""
+
+from __future__ import annotations
+
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import EvalBatchConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "eval-batch", "eval batch size ↔ micro batch size under accumulation"
+FIX = "set eval_batch_size equal to micro_batch_size (TRL: per_device_eval_batch_size = per_device_train_batch_size)"
+
+
+def mean_of_batch_means(model, tokenizer, examples, template, batch_size: int) -> float:
+    """The loss as trainers report it: the mean over batches of each batch's token-mean loss."""
+    import torch
+
+    from nbkit.audit.sft import build_features, pad_batch
+
+    feats = [build_features(tokenizer, ex, template) for ex in examples]
+    dev = next(model.parameters()).device
+    means = []
+    with torch.no_grad():
+        for i in range(0, len(feats), batch_size):
+            ids, labels, mask = pad_batch(feats[i:i + batch_size], tokenizer.pad_token_id or 0)
+            means.append(float(model(ids.to(dev), attention_mask=mask.to(dev), labels=labels.to(dev)).loss))
+    return sum(means) / len(means)
+
+
+def check_eval_batch(cfg: EvalBatchConfig, measured: dict | None = None) -> Finding:
+    """warn: eval batch ≠ micro batch with accumulation > 1 (axolotl itself only warns); pass otherwise."""
+    eval_bs = cfg.eval_batch_size or cfg.micro_batch_size
+    figures = {"micro_batch_size": cfg.micro_batch_size, "eval_batch_size": eval_bs, "gradient_accumulation_steps": cfg.grad_accumulation}
+    if measured:
+        figures.update(measured)
+    if eval_bs == cfg.micro_batch_size or cfg.grad_accumulation <= 1:
+        why = "equal batch sizes" if eval_bs == cfg.micro_batch_size else "no gradient accumulation"
+        return Finding(SLUG, TITLE, "pass", f"{why}: evaluation runs the shapes training runs", figures, fix=FIX)
+    gap = (f"; the same {measured['examples_scored']} examples score {measured['loss_at_micro_batch']:.4f} at batch "
+           f"{cfg.micro_batch_size} and {measured['loss_at_eval_batch']:.4f} at batch {eval_bs}") if measured else ""
+    return Finding(SLUG, TITLE, "warn", f"eval_batch_size {eval_bs} ≠ micro_batch_size {cfg.micro_batch_size} with "
+                   f"{cfg.grad_accumulation} accumulation steps: evaluation allocates other shapes than training (VRAM spikes) and "
+                   f"its loss averages other batches{gap}", figures, fix=FIX)
+
+
+def run(context, cfg: EvalBatchConfig, live=None) -> Finding:
+    from nbkit.audit.experiments import NotRunnable
+
+    eval_bs = cfg.eval_batch_size or cfg.micro_batch_size
+    measured = None
+    if eval_bs != cfg.micro_batch_size and cfg.grad_accumulation > 1:
+        try:
+            model, tok = context.model_and_tokenizer()
+            ex, _ = context.examples(cfg.examples, SLUG)
+            ex, template = ex[: cfg.examples], context.config.template
+            measured = {"examples_scored": len(ex),
+                        "loss_at_micro_batch": mean_of_batch_means(model, tok, ex, template, cfg.micro_batch_size),
+                        "loss_at_eval_batch": mean_of_batch_means(model, tok, ex, template, eval_bs)}
+        except NotRunnable:  # the verdict comes from the config; the measured gap needs the model
+            measured = None
+    return check_eval_batch(cfg, measured)
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, EvalBatchConfig, run, number=18, needs="trainer"))

@@ -1,0 +1,69 @@
+"""Sample packing without flash attention — packed examples attend to each other.
+
+axolotl's ``sample_packing: true`` and TRL's ``packing: true`` put several examples in one row.
+Only a varlen attention kernel (``flash_attention: true`` / ``attn_implementation:
+flash_attention_2``, or flex attention) keeps them apart through the per-example position ids;
+with a plain causal mask every example also attends to the ones packed before it. The check
+measures that on the audit's model: the logits of an example packed after another, against the
+same example alone, with the collator's all-ones attention mask and with position ids only.
+"""
+
+from __future__ import annotations
+
+from nbkit.audit.checks import REGISTRY, Check
+from nbkit.audit.config import PackingAttentionConfig
+from nbkit.findings import Finding
+
+SLUG, TITLE = "packing-attention", "Sample packing ↔ attention implementation"
+VARLEN = ("flash_attention_2", "flash_attention_3", "flex_attention")
+FIX = "with packing use flash_attention: true (axolotl) / attn_implementation='flash_attention_2' (TRL), or turn packing off"
+
+
+def packed_contamination(model, tokenizer) -> dict:
+    """max |Δ logit| of the second of two packed examples against it alone, per way the row is masked."""
+    import torch
+
+    first = tokenizer("Write these words in upper case: apple river", add_special_tokens=False)["input_ids"]
+    second = tokenizer("What is 12 plus 30? 12 plus 30 is 42.", add_special_tokens=False)["input_ids"]
+    dev = next(model.parameters()).device
+    ids = torch.tensor([first + second], device=dev)
+    pos = torch.tensor([list(range(len(first))) + list(range(len(second)))], device=dev)
+    with torch.no_grad():
+        alone = model(torch.tensor([second], device=dev)).logits[0].float()
+        out = {}
+        for how, kwargs in (("all_ones_mask", {"attention_mask": torch.ones_like(ids)}), ("position_ids_only", {})):
+            packed = model(ids, position_ids=pos, **kwargs).logits[0, len(first):].float()
+            out[f"max_logit_diff_{how}"] = float((packed - alone).abs().max())
+    out["measured_attn_implementation"] = getattr(model.config, "_attn_implementation", "unknown")
+    return out
+
+
+def check_packing_attention(cfg: PackingAttentionConfig, measured: dict | None = None) -> Finding:
+    """fail: packing with a non-varlen attention; pass: no packing, or packing with a varlen kernel."""
+    figures = {"packing": cfg.packing, "attn_implementation": cfg.attn_implementation}
+    if measured:
+        figures.update(measured)
+    if not cfg.packing:
+        return Finding(SLUG, TITLE, "pass", "no packing: each row holds one example", figures, fix=FIX)
+    if cfg.attn_implementation in VARLEN:
+        return Finding(SLUG, TITLE, "pass", f"packing with {cfg.attn_implementation}: examples are kept apart by their position ids",
+                       figures, fix=FIX)
+    seen = (f"; measured on this model ({measured['measured_attn_implementation']}): a packed example's logits move by up to "
+            f"{measured['max_logit_diff_all_ones_mask']:.3g} with the collator's all-ones mask") if measured else ""
+    return Finding(SLUG, TITLE, "fail", f"packing with {cfg.attn_implementation} attention: packed examples attend to the examples "
+                   f"before them in the row (cross-contamination){seen}", figures, fix=FIX)
+
+
+def run(context, cfg: PackingAttentionConfig, live=None) -> Finding:
+    from nbkit.audit.experiments import NotRunnable
+
+    measured = None
+    if cfg.packing and cfg.attn_implementation not in VARLEN:
+        try:
+            measured = packed_contamination(*context.model_and_tokenizer())
+        except NotRunnable:  # the verdict comes from the config; the measurement needs the model's weights
+            measured = None
+    return check_packing_attention(cfg, measured)
+
+
+CHECK = REGISTRY.register(Check(SLUG, TITLE, PackingAttentionConfig, run, number=17, needs="trainer"))
