@@ -102,7 +102,7 @@ def _cmd_list(args) -> int:
 # One "diagnose my own …" line per theme: what a user points nbkit at (printed by `nbkit doctor`).
 OWN_RUN_EXAMPLES = {
     "kg": "nbkit run 01 -p DATASET path/to/triples.tsv          # your knowledge graph (.csv/.tsv/.parquet/.nt/.ttl[.gz])",
-    "zero": "nbkit run 02 -p MODEL path/to/hf_dir_or_config.json -p DS_CONFIG ds_config.json -p WORLD_SIZE 2",
+    "zero": "nbkit run 02 -p MODEL path/to/hf_dir_or_config.json -p DS_CONFIG ds_config.json -p WORLD_SIZE 16 -p GPUS_PER_NODE 8",
     "signatures": "nbkit run 03 -p SIGNATURE '\"question -> answer\"' -p DEV_SET dev.jsonl -p METRIC contains",
     "audit": "nbkit audit axolotl.yml --model path/to/hf_dir   # or adapter_config.json, an SFTConfig/TrainingArguments JSON, ds_config.json",
 }
