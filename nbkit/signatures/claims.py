@@ -154,7 +154,7 @@ def verdict_limit_enforced(max_completion_tokens: int, max_tokens: int, calls: i
     """Rule (exact, every call counted): nbkit's server keeps ``max_tokens`` when no call of this run
     generated more than it (holds); refuted when any did; inconclusive when no call was made."""
     if calls <= 0:
-        return Verdict(INCONCLUSIVE, "no LM call was made")
+        return Verdict(INCONCLUSIVE, "no LM call was served in this run (none made, or all answered from cache)")
     if max_completion_tokens <= max_tokens:
         return Verdict(HOLDS, f"longest of {calls} calls: {max_completion_tokens} ≤ max_tokens={max_tokens}")
     return Verdict(REFUTED, f"a call generated {max_completion_tokens} > max_tokens={max_tokens}")
@@ -228,7 +228,7 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
         k, n = int(notes.get("confidence_not_numeric", 0)), int(notes.get("diagnosis_items", 0))
         rows.append(_claim(
             "confidence_in_words", "With desc 'confidence: [0-1]' the model answers words like 'high' instead of a number",
-            "模型总输出 'high' (the model keeps answering 'high')", "§4.3 坑2", f"{k} of {n} parsed confidences are not numbers (field notes' string signature)",
+            "模型总输出 'high' (the model keeps answering 'high')", "§4.3 坑2", f"{k} of {n} parsed confidences are not numbers (field notes' string signature, {notes.get('adapter', 'chat')} adapter)",
             f"any non-numeric confidence holds; none with a Wilson upper bound < {RARE:.0%} refutes", f"{n} diagnosis items in parsed answers",
             verdict_observed(k, n, "non-numeric confidences"),
         ))  # fmt: skip
@@ -236,6 +236,7 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
     if compiled is not None:
         rows.extend(_compile_claims(compiled))
 
+    served, cached = calls.get("served", calls["calls"]), calls.get("from_cache", 0)
     stock = token_limit.get("stock_dspy_tokens")
     limit = int(token_limit["limit"])
     rows.append(_claim(
@@ -247,9 +248,10 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
     ))  # fmt: skip
     rows.append(_claim(
         "limit_enforced", "nbkit's launcher makes DSPy's token limit reach llama-cpp-python's server",
-        "(the fix)", "issue 5", f"longest completion {calls['max_completion_tokens']} tokens over {calls['calls']} calls, max_tokens={calls['max_tokens']}",
-        "every call ≤ max_tokens holds, any call over refutes (exact)", f"{calls['calls']} LM calls",
-        verdict_limit_enforced(calls["max_completion_tokens"], calls["max_tokens"], calls["calls"]),
+        "(the fix)", "issue 5", f"longest completion {calls['max_completion_tokens']} tokens over {served} calls served, max_tokens={calls['max_tokens']}"
+        + (f" ({cached} more answered from DSPy's cache)" if cached else ""),
+        "every served call ≤ max_tokens holds, any call over refutes (exact)", f"{served} LM calls served in this run",
+        verdict_limit_enforced(calls["max_completion_tokens"], calls["max_tokens"], served),
     ))  # fmt: skip
     return rows
 

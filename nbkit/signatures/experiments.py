@@ -133,10 +133,14 @@ class SignatureSession:
         return sorted(entries, key=lambda e: str(e.get("timestamp", "")))
 
     def calls_summary(self) -> dict[str, int]:
-        """LM calls so far, their completion tokens, and how many exceeded ``max_tokens``."""
-        tokens = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in self.history()]
-        return {"calls": len(tokens), "completion_tokens": sum(tokens), "max_completion_tokens": max(tokens, default=0),
-                "over_max_tokens": sum(t > self.handle.max_tokens for t in tokens), "max_tokens": self.handle.max_tokens}  # fmt: skip
+        """LM calls so far: ``served`` by the LM in this run (their completion tokens, the longest, how many
+        exceeded ``max_tokens``) and answered ``from_cache`` (DSPy's cache returns no usage for those: a
+        cached answer was generated, and counted, by the run that first served it)."""
+        entries = self.history()
+        served = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in entries if e.get("usage")]
+        return {"calls": len(entries), "served": len(served), "from_cache": len(entries) - len(served),
+                "completion_tokens": sum(served), "max_completion_tokens": max(served, default=0),
+                "over_max_tokens": sum(t > self.handle.max_tokens for t in served), "max_tokens": self.handle.max_tokens}  # fmt: skip
 
     def resolve_adapter(self, adapter: str) -> str:
         if adapter == "auto":
@@ -169,7 +173,7 @@ def start_session(cfg: SessionConfig | None = None) -> SignatureSession:
     n_servers = 1 if on_cuda else (cfg.servers or usable_cores())
     server_kwargs = {"n_ctx": cfg.n_ctx, "n_servers": n_servers, "extra_args": ("--n_gpu_layers", "-1") if on_cuda else ()}
     handle = make_lm(cfg.lm_model, api_base=cfg.api_base or None, api_key_env=cfg.api_key_env or None, max_tokens=cfg.max_tokens,
-                     server_kwargs=server_kwargs)  # fmt: skip
+                     server_kwargs=server_kwargs, cache=cfg.cache)  # fmt: skip
     # A remote API serves requests concurrently on its own; the local pool serves n_servers at a time.
     threads = n_servers if cfg.lm_model == LOCAL else 4
     return SignatureSession(handle, kb, cases, splits, seed=cfg.seed, num_threads=threads, device=str(device))
@@ -316,9 +320,12 @@ def run_contracts(cfg: ContractsConfig, live=None, *, session: SignatureSession)
     }  # fmt: skip
     data: dict[str, Any] = {"results": results, "examples": examples, "counts": counts}
     if cfg.field_notes_signature:
-        # ChatAdapter: the field notes' signature is a plain-string contract, the way the field notes used it.
-        notes = session.evaluate_module("predict", "field_notes", "chat", cfg.n_dev, label="field notes' signature")
-        metrics["field_notes_signature"] = {"violation_rate": _plain(notes.violation_rate), **notes.violation_counts(), **notes.bounds()}
+        # The field notes' signature is a plain-string contract; under the grammar its two strings always parse,
+        # so the count is about the text the model writes inside "diagnosis" (see ContractsConfig).
+        notes_adapter = session.resolve_adapter(cfg.field_notes_adapter)
+        notes = session.evaluate_module("predict", "field_notes", notes_adapter, cfg.n_dev, label="field notes' signature")
+        metrics["field_notes_signature"] = {"adapter": notes_adapter, "violation_rate": _plain(notes.violation_rate), **notes.violation_counts(),
+                                            **notes.bounds()}  # fmt: skip
         data["field_notes_signature"] = notes
     return Result(metrics=metrics, table=counts, figure=fig, data=data)
 
