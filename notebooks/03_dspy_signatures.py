@@ -47,11 +47,13 @@ import nbkit
 from nbkit.device import device_report
 from nbkit.signatures import config as cfg
 from nbkit.signatures import panels
-from nbkit.signatures.experiments import start_session
+from nbkit.signatures.experiments import check_user_contract, start_session
 
 NOTEBOOK_START = time.perf_counter()
 session_cfg = cfg.preset(cfg.SessionConfig, SMOKE, lm_model=LM_MODEL, api_base=LM_API_BASE, api_key_env=LM_API_KEY_ENV,
                          max_tokens=MAX_TOKENS, seed=SEED, device=DEVICE, servers=SERVERS, cache=LM_CACHE)
+user_cfg = cfg.preset(cfg.UserContractConfig, SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC, adapter=ADAPTER)
+check_user_contract(user_cfg)  # a bad SIGNATURE / DEV_SET / METRIC stops the run here, before any LM starts
 device_report()
 
 # %% [markdown]
@@ -243,8 +245,7 @@ nbkit.record("lm_calls", history.metrics["calls"])  # served by the LM in this r
 # ```
 
 # %%
-user = panels.user_contract_panel(session, cfg.preset(cfg.UserContractConfig, SMOKE, signature=SIGNATURE, dev_set=DEV_SET,
-                                                      metric=METRIC, adapter=ADAPTER)).display().run()
+user = panels.user_contract_panel(session, user_cfg).display().run()
 nbkit.record("user_contract", user.metrics)
 user.table if user.metrics["ran"] else user.metrics["why"]
 

@@ -465,6 +465,14 @@ def run_history(cfg: HistoryConfig, live=None, *, session: SignatureSession) -> 
 
 
 # -- 6. your own contract ---------------------------------------------------------------------
+def check_user_contract(cfg: UserContractConfig) -> bool:
+    """Load the user's SIGNATURE, DEV_SET and METRIC once, before any LM starts, so a bad one stops the run
+    at its first cell with the UsageError naming file, line and field. True when a contract is given."""
+    from nbkit.signatures import user_contract as uc
+
+    return uc.load_contract(cfg.signature, cfg.dev_set, cfg.metric) is not None
+
+
 def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureSession) -> Result:
     """Your signature on your dev set with a stated metric: violations by kind per adapter (Predict),
     and each module's score, compared with Predict question by question. Not run without both
@@ -475,11 +483,10 @@ def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureS
     from nbkit.signatures import user_contract as uc
     from nbkit.signatures.claims import paired, verdict_program_beats
 
-    if not (cfg.signature.strip() and cfg.dev_set.strip()):
+    contract = uc.load_contract(cfg.signature, cfg.dev_set, cfg.metric)
+    if contract is None:
         return Result(metrics={"ran": False, "why": "set SIGNATURE and DEV_SET to check your own contract"})
-    signature = uc.load_signature(cfg.signature)
-    examples = uc.load_dev_set(cfg.dev_set, signature)
-    metric = uc.make_metric(cfg.metric, signature)
+    signature, examples, metric = contract
     outputs = tuple(signature.output_fields)
     modules = {"predict": dspy.Predict, "cot": dspy.ChainOfThought}
     unknown = sorted(set(cfg.modules) - set(modules))

@@ -137,3 +137,19 @@ def test_claims_rows_from_recorded_metrics():
     # compiling not run (SMOKE without it): no compile rows, the rest stays
     assert not {"standard_only_gap", "colloquial_mix_lifts"} & {r.key for r in sc.claims(modules=modules, contracts=contracts, compiled=None,
                                                                                          token_limit=token_limit, calls=calls)}  # fmt: skip
+
+
+def test_a_run_answered_from_cache_says_so_in_the_limit_claim():
+    """A warm re-run: the limit claim counts only calls the LM served in this run and names the cached ones."""
+    token_limit = {"limit": 16, "dspy_wire_fields": {"max_completion_tokens": 16}, "stock_dspy_tokens": 230, "stock_n_ctx": 256}
+    modules = {"adapter": "json_grammar", "questions": {"predict": _questions(16, 0.0)}}
+    contracts = {"module": "predict", "questions": {}}
+
+    def row(calls):
+        rows = sc.claims(modules=modules, contracts=contracts, compiled=None, token_limit=token_limit, calls=calls)
+        return next(r for r in rows if r.key == "limit_enforced")
+
+    warm = row({"calls": 300, "served": 4, "from_cache": 296, "completion_tokens": 60, "max_completion_tokens": 16, "max_tokens": 128})
+    assert warm.verdict == HOLDS and "over 4 calls served" in warm.measured and "296 more answered from DSPy's cache" in warm.measured
+    all_cached = row({"calls": 300, "served": 0, "from_cache": 300, "completion_tokens": 0, "max_completion_tokens": 0, "max_tokens": 128})
+    assert all_cached.verdict == INCONCLUSIVE and "all answered from cache" in all_cached.why
