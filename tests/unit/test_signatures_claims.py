@@ -87,9 +87,13 @@ def test_runaway(tokens, expected):
     assert sc.verdict_runaway(tokens, 16, 256).verdict == expected
 
 
-@pytest.mark.parametrize(("longest", "calls", "expected"), [(128, 50, HOLDS), (129, 50, REFUTED), (0, 0, INCONCLUSIVE)])
-def test_limit_enforced(longest, calls, expected):
-    assert sc.verdict_limit_enforced(longest, 128, calls).verdict == expected
+@pytest.mark.parametrize(
+    ("longest", "calls", "probes", "expected"),
+    [(128, 50, (), HOLDS), (129, 50, (), REFUTED), (0, 0, (), INCONCLUSIVE),
+     (0, 0, (16, 16, 12), HOLDS), (128, 50, (16, 17), REFUTED), (0, 0, (40,), REFUTED)],
+)  # fmt: skip
+def test_limit_enforced(longest, calls, probes, expected):
+    assert sc.verdict_limit_enforced(longest, 128, calls, probes, 16).verdict == expected
 
 
 def test_pairing_is_by_question_not_by_position():
@@ -151,5 +155,7 @@ def test_a_run_answered_from_cache_says_so_in_the_limit_claim():
 
     warm = row({"calls": 300, "served": 4, "from_cache": 296, "completion_tokens": 60, "max_completion_tokens": 16, "max_tokens": 128})
     assert warm.verdict == HOLDS and "over 4 calls served" in warm.measured and "296 more answered from DSPy's cache" in warm.measured
-    all_cached = row({"calls": 300, "served": 0, "from_cache": 300, "completion_tokens": 0, "max_completion_tokens": 0, "max_tokens": 128})
-    assert all_cached.verdict == INCONCLUSIVE and "all answered from cache" in all_cached.why
+    all_cached = {"calls": 300, "served": 0, "from_cache": 300, "completion_tokens": 0, "max_completion_tokens": 0, "max_tokens": 128}
+    assert row(all_cached).verdict == INCONCLUSIVE and "all answered from cache" in row(all_cached).why
+    token_limit.update(nbkit_max_tokens=16, nbkit_max_completion_tokens=16, dspy_through_session=16)  # the cell's uncached probes
+    assert row(all_cached).verdict == HOLDS and "3 limit probes" in row(all_cached).n
