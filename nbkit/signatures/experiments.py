@@ -495,9 +495,16 @@ def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureS
 
     def run(kind, adapter):
         adapter = session.resolve_adapter(adapter)
-        out = uc.evaluate(modules[kind](signature), examples, metric=metric, lm=session.lm_for(adapter, signature), adapter=make_adapter(adapter),
+        program = modules[kind](signature)
+        # The grammar is built from the signature the module's predictor really answers: ChainOfThought adds a
+        # `reasoning` output, and a grammar of the user's fields alone would forbid it (every answer missing it).
+        (_name, predictor), *_ = program.named_predictors()
+        out = uc.evaluate(program, examples, metric=metric, lm=session.lm_for(adapter, predictor.signature), adapter=make_adapter(adapter),
                           output_fields=outputs, num_threads=session.num_threads, server=session.server)  # fmt: skip
         return uc.questions(out["records"]), out["records"]
+
+    def counts(records):
+        return {k: sum(r["violations"].count(k) for r in records) for k in ("parse_error", "missing_field")}
 
     by_adapter, rows = {}, []
     for adapter in cfg.adapters:
@@ -505,15 +512,15 @@ def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureS
             continue
         q, records = run("predict", adapter)
         by_adapter[adapter] = q
-        counts = {k: sum(r["violations"].count(k) for r in records) for k in ("parse_error", "missing_field")}
-        rows.append({"program": f"predict / {adapter}", "score": sum(q["hit"]) / len(q["hit"]), "violation rate": sum(q["structural"]) / len(q["structural"]), **counts})
+        rows.append({"program": f"predict / {adapter}", "score": sum(q["hit"]) / len(q["hit"]), "violation rate": sum(q["structural"]) / len(q["structural"]),
+                     **counts(records)})  # fmt: skip
         if live is not None:
             live.add("violation rate", adapter, rows[-1]["violation rate"])
     by_module = {}
     for kind in cfg.modules:
-        by_module[kind], _records = run(kind, cfg.adapter)
+        by_module[kind], records = run(kind, cfg.adapter)
         rows.append({"program": f"{kind} / {session.resolve_adapter(cfg.adapter)}", "score": sum(by_module[kind]["hit"]) / len(examples),
-                     "violation rate": sum(by_module[kind]["structural"]) / len(examples)})  # fmt: skip
+                     "violation rate": sum(by_module[kind]["structural"]) / len(examples), **counts(records)})  # fmt: skip
         if live is not None:
             live.add("score", kind, rows[-1]["score"])
     comparisons = {}
