@@ -11,6 +11,12 @@ dispatcher that hands each request to an idle server. Prints, all measured in th
   of the single 1-thread server, and the ratio to the same setup's one stream (on a shared machine the
   load drifts between setups; within a setup it drifts less);
 * whether every answer at temperature 0 equals the sequential answer of the single server;
+* how many cores the server processes kept busy (their CPU seconds ÷ wall seconds) and their CPU
+  milliseconds per generated token: what bounds the ratio. One stream keeps one core busy (each server
+  has one thread); n servers can at best keep n cores busy, so the pool's ratio is bounded by the
+  usable cores (2 here) times the single stream's own share of a core, and lower on a shared machine.
+  Batching several sequences in one decode (llama.cpp's ``llama-server --parallel``) would lower the CPU
+  cost per token instead; llama-cpp-python's server decodes one sequence at a time;
 * the runaway: DSPy's request with ``max_tokens=N`` to a *stock* llama-cpp-python server (which ignores
   DSPy's ``max_completion_tokens``) with a small context, against nbkit's launcher.
 
@@ -38,12 +44,22 @@ PROMPTS = [
 ]
 
 
-def run_batch(server, concurrency: int, max_tokens: int) -> tuple[float, int, list[str]]:
-    """Send every prompt with ``concurrency`` requests in flight; (seconds, completion tokens, texts)."""
+def server_cpu_seconds(server) -> float:
+    """CPU seconds (user + system) used so far by the llama.cpp server process(es) behind ``server``."""
+    import psutil
+
+    procs = [s.process for s in getattr(server, "servers", [server])]
+    return sum(sum(psutil.Process(p.pid).cpu_times()[:2]) for p in procs)
+
+
+def run_batch(server, concurrency: int, max_tokens: int) -> tuple[float, int, list[str], float]:
+    """Send every prompt with ``concurrency`` requests in flight; (seconds, completion tokens, texts, server CPU seconds)."""
+    cpu0 = server_cpu_seconds(server)
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as ex:
         stats = list(ex.map(lambda p: server.complete(p, max_tokens=max_tokens), PROMPTS))
-    return time.perf_counter() - start, sum(s.completion_tokens for s in stats), [s.text for s in stats]
+    seconds = time.perf_counter() - start
+    return seconds, sum(s.completion_tokens for s in stats), [s.text for s in stats], server_cpu_seconds(server) - cpu0
 
 
 def main() -> None:
@@ -68,7 +84,7 @@ def main() -> None:
             server.complete("warm up", max_tokens=4)
             own_one_stream = None
             for concurrency in (1, 2, 4):
-                seconds, tokens, texts = run_batch(server, concurrency, n)
+                seconds, tokens, texts, cpu = run_batch(server, concurrency, n)
                 rate = tokens / seconds
                 if reference is None:
                     reference, one_stream = texts, rate  # the single 1-thread server, one stream: the baseline
@@ -76,7 +92,8 @@ def main() -> None:
                 same = sum(a == b for a, b in zip(texts, reference, strict=True))
                 print(f"{name:34s} concurrency {concurrency}: {tokens:4d} tokens in {seconds:6.1f} s = {rate:6.1f} tokens/s, "
                       f"ratio to one stream {rate / one_stream:4.2f}x (to this setup's {rate / own_one_stream:4.2f}x), "
-                      f"answers equal to sequential {same}/{len(texts)} "
+                      f"answers equal to sequential {same}/{len(texts)}; "
+                      f"server CPU {cpu / seconds:4.2f} cores busy, {1000 * cpu / max(tokens, 1):5.1f} CPU-ms/token "
                       f"(load {os.getloadavg()[0]:.2f})")  # fmt: skip
 
     from nbkit.signatures.lm import dspy_request_usage

@@ -59,6 +59,11 @@ def _cmd_run(args) -> int:
         return main_error(str(exc))
     if run_dir is None:
         failed = [r for r in results if not r.ok]
+        # A notebook that stopped on a UsageError (bad user input it read, e.g. a DEV_SET row lacking a
+        # field) is a usage error like a bad -p: its one-line message, exit 2 (nothing was published).
+        usage = [r for r in failed if " raised UsageError: " in (r.error or "")]
+        if usage and len(usage) == len(failed):
+            return main_error("; ".join(r.error.split(" raised UsageError: ", 1)[1] for r in usage))
         for r in failed:
             print(f"nbkit: FAILED {r.error}", file=sys.stderr)
         return 1

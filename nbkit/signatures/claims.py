@@ -150,14 +150,21 @@ def verdict_runaway(stock_tokens: int | None, limit: int, n_ctx: int | None) -> 
     return Verdict(INCONCLUSIVE, f"stock server generated {stock_tokens} tokens for a limit of {limit}: over it, but < {RUNAWAY:g}x")
 
 
-def verdict_limit_enforced(max_completion_tokens: int, max_tokens: int, calls: int) -> Verdict:
-    """Rule (exact, every call counted): nbkit's server keeps ``max_tokens`` when no call of this run
-    generated more than it (holds); refuted when any did; inconclusive when no call was made."""
-    if calls <= 0:
-        return Verdict(INCONCLUSIVE, "no LM call was made")
-    if max_completion_tokens <= max_tokens:
-        return Verdict(HOLDS, f"longest of {calls} calls: {max_completion_tokens} ≤ max_tokens={max_tokens}")
-    return Verdict(REFUTED, f"a call generated {max_completion_tokens} > max_tokens={max_tokens}")
+def verdict_limit_enforced(max_completion_tokens: int, max_tokens: int, calls: int, probes: Sequence[int] = (), probe_limit: int = 0) -> Verdict:
+    """Rule (exact, every served call counted): nbkit's server keeps the limit when no call served in this
+    run generated more than ``max_tokens`` and no token-limit probe (a request that would otherwise run on,
+    sent with ``probe_limit``) generated more than ``probe_limit`` (holds); refuted when any did;
+    inconclusive when nothing was served. Calls answered from DSPy's cache are not counted: they were
+    served, and counted, by the run that cached them."""
+    n = calls + len(probes)
+    if n <= 0:
+        return Verdict(INCONCLUSIVE, "no LM call was served in this run (none made, or all answered from cache)")
+    if max_completion_tokens > max_tokens:
+        return Verdict(REFUTED, f"a call generated {max_completion_tokens} > max_tokens={max_tokens}")
+    if probes and max(probes) > probe_limit:
+        return Verdict(REFUTED, f"a probe generated {max(probes)} > its limit {probe_limit}")
+    probe_note = f"; {len(probes)} probes ≤ {probe_limit}" if probes else ""
+    return Verdict(HOLDS, f"longest of {calls} calls: {max_completion_tokens} ≤ max_tokens={max_tokens}{probe_note}")
 
 
 # -- the table -------------------------------------------------------------------------------------
@@ -228,7 +235,7 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
         k, n = int(notes.get("confidence_not_numeric", 0)), int(notes.get("diagnosis_items", 0))
         rows.append(_claim(
             "confidence_in_words", "With desc 'confidence: [0-1]' the model answers words like 'high' instead of a number",
-            "模型总输出 'high' (the model keeps answering 'high')", "§4.3 坑2", f"{k} of {n} parsed confidences are not numbers (field notes' string signature)",
+            "模型总输出 'high' (the model keeps answering 'high')", "§4.3 坑2", f"{k} of {n} parsed confidences are not numbers (field notes' string signature, {notes.get('adapter', 'chat')} adapter)",
             f"any non-numeric confidence holds; none with a Wilson upper bound < {RARE:.0%} refutes", f"{n} diagnosis items in parsed answers",
             verdict_observed(k, n, "non-numeric confidences"),
         ))  # fmt: skip
@@ -236,8 +243,11 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
     if compiled is not None:
         rows.extend(_compile_claims(compiled))
 
+    served, cached = calls.get("served", calls["calls"]), calls.get("from_cache", 0)
     stock = token_limit.get("stock_dspy_tokens")
     limit = int(token_limit["limit"])
+    # The token-limit cell's own requests (never cached): a story prompt with a small limit, raw and through DSPy.
+    probes = [int(token_limit[k]) for k in ("nbkit_max_tokens", "nbkit_max_completion_tokens", "dspy_through_session") if token_limit.get(k) is not None]
     rows.append(_claim(
         "runaway_reproduced", "A DSPy request to llama-cpp-python's server ran ~3,800 tokens despite a token limit",
         "~3,800 tokens", "issue 5", f"DSPy sends {sorted(token_limit.get('dspy_wire_fields', {}))}; stock server, max_tokens={limit}: "
@@ -247,9 +257,11 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
     ))  # fmt: skip
     rows.append(_claim(
         "limit_enforced", "nbkit's launcher makes DSPy's token limit reach llama-cpp-python's server",
-        "(the fix)", "issue 5", f"longest completion {calls['max_completion_tokens']} tokens over {calls['calls']} calls, max_tokens={calls['max_tokens']}",
-        "every call ≤ max_tokens holds, any call over refutes (exact)", f"{calls['calls']} LM calls",
-        verdict_limit_enforced(calls["max_completion_tokens"], calls["max_tokens"], calls["calls"]),
+        "(the fix)", "issue 5", f"longest completion {calls['max_completion_tokens']} tokens over {served} calls served, max_tokens={calls['max_tokens']}"
+        + (f" ({cached} more answered from DSPy's cache)" if cached else ""),
+        "every served call ≤ max_tokens and every limit probe ≤ its limit holds, any call over refutes (exact)",
+        f"{served} LM calls served in this run + {len(probes)} limit probes",
+        verdict_limit_enforced(calls["max_completion_tokens"], calls["max_tokens"], served, probes, limit),
     ))  # fmt: skip
     return rows
 

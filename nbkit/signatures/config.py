@@ -43,6 +43,9 @@ class SessionConfig:
     device: str = field(default="auto", metadata={"choices": ["auto", "cpu", "cuda"]})
     n_ctx: int = field(default=2048, metadata={"min": 256, "max": 8192})
     servers: int = field(default=0, metadata={"min": 0, "max": 64, "help": "local llama.cpp servers, one thread each; 0 = one per usable core"})
+    cache: str = field(default="disk", metadata={"choices": ["disk", "memory", "off"],
+                                                 "help": "disk: a re-run with the same model, prompts and settings is answered from "
+                                                         "DSPy's on-disk cache (counted in lm_calls); memory: within this run only"})  # fmt: skip
     cases_path: str = field(default="", metadata={"help": "JSONL of medical cases; '' = the shipped 63 cases"})
     kb_path: str = field(default="", metadata={"help": "JSONL knowledge base; '' = the shipped 49 conditions"})
 
@@ -91,10 +94,17 @@ class ModulesConfig:
 @dataclass
 class ContractsConfig:
     n_dev: int = field(default=0, metadata={"min": 0, "max": 40, "label": "dev cases (0 = all; x2 phrasings)"})
-    adapters: tuple = field(default=ADAPTERS, metadata={"choices": list(ADAPTERS)})
+    # "json" (schema in the prompt, no grammar) is a choice, not a default: on the 135M model every answer
+    # ran to max_tokens without closing the JSON (30/30 broken, ~125 tokens each: the costliest 15 % of a
+    # default run's tokens) and no claim reads it; chat vs json_grammar is the comparison the claims decide.
+    adapters: tuple = field(default=("chat", "json_grammar"), metadata={"choices": list(ADAPTERS)})
     module: str = field(default="predict", metadata={"choices": list(MODULES)})
     signature: str = field(default="typed", metadata={"choices": list(SIGNATURES)})
-    field_notes_signature: bool = field(default=True, metadata={"label": "also the field notes' string signature (chat)"})
+    field_notes_signature: bool = field(default=True, metadata={"label": "also the field notes' string signature"})
+    # auto = json_grammar on the local server: the grammar guarantees the two string fields, so what is
+    # counted is what the model writes *inside* "diagnosis" (a number or a word like "high"). Under chat
+    # the 135M model never produced the field markers (30/30 missing fields): nothing left to count.
+    field_notes_adapter: str = field(default="auto", metadata={"choices": ["auto", *ADAPTERS], "help": "adapter for the field notes' signature"})
 
     @classmethod
     def smoke(cls) -> ContractsConfig:
@@ -110,7 +120,9 @@ class CompileConfig:
     module: str = field(default="hybrid", metadata={"choices": list(MODULES), "help": "hybrid is where the 135M model scores above 0"})
     random_search: bool = True
     num_candidates: int = field(default=1, metadata={"min": 1, "max": 8})
-    n_val: int = field(default=0, metadata={"min": 0, "max": 20, "label": "val cases for random search (0 = all; x2)"})
+    # 5 val cases (10 questions) per candidate: random search scores 3 candidates, so all 10 val cases cost
+    # 60 LM calls — a quarter of the compile cell — to pick among programs that the dev set then compares.
+    n_val: int = field(default=5, metadata={"min": 0, "max": 20, "label": "val cases for random search (0 = all; x2)"})
     adapter: str = field(default="auto", metadata={"choices": ["auto", *ADAPTERS]})
 
     @classmethod

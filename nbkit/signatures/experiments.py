@@ -133,10 +133,14 @@ class SignatureSession:
         return sorted(entries, key=lambda e: str(e.get("timestamp", "")))
 
     def calls_summary(self) -> dict[str, int]:
-        """LM calls so far, their completion tokens, and how many exceeded ``max_tokens``."""
-        tokens = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in self.history()]
-        return {"calls": len(tokens), "completion_tokens": sum(tokens), "max_completion_tokens": max(tokens, default=0),
-                "over_max_tokens": sum(t > self.handle.max_tokens for t in tokens), "max_tokens": self.handle.max_tokens}  # fmt: skip
+        """LM calls so far: ``served`` by the LM in this run (their completion tokens, the longest, how many
+        exceeded ``max_tokens``) and answered ``from_cache`` (DSPy's cache returns no usage for those: a
+        cached answer was generated, and counted, by the run that first served it)."""
+        entries = self.history()
+        served = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in entries if e.get("usage")]
+        return {"calls": len(entries), "served": len(served), "from_cache": len(entries) - len(served),
+                "completion_tokens": sum(served), "max_completion_tokens": max(served, default=0),
+                "over_max_tokens": sum(t > self.handle.max_tokens for t in served), "max_tokens": self.handle.max_tokens}  # fmt: skip
 
     def resolve_adapter(self, adapter: str) -> str:
         if adapter == "auto":
@@ -169,7 +173,7 @@ def start_session(cfg: SessionConfig | None = None) -> SignatureSession:
     n_servers = 1 if on_cuda else (cfg.servers or usable_cores())
     server_kwargs = {"n_ctx": cfg.n_ctx, "n_servers": n_servers, "extra_args": ("--n_gpu_layers", "-1") if on_cuda else ()}
     handle = make_lm(cfg.lm_model, api_base=cfg.api_base or None, api_key_env=cfg.api_key_env or None, max_tokens=cfg.max_tokens,
-                     server_kwargs=server_kwargs)  # fmt: skip
+                     server_kwargs=server_kwargs, cache=cfg.cache)  # fmt: skip
     # A remote API serves requests concurrently on its own; the local pool serves n_servers at a time.
     threads = n_servers if cfg.lm_model == LOCAL else 4
     return SignatureSession(handle, kb, cases, splits, seed=cfg.seed, num_threads=threads, device=str(device))
@@ -316,9 +320,12 @@ def run_contracts(cfg: ContractsConfig, live=None, *, session: SignatureSession)
     }  # fmt: skip
     data: dict[str, Any] = {"results": results, "examples": examples, "counts": counts}
     if cfg.field_notes_signature:
-        # ChatAdapter: the field notes' signature is a plain-string contract, the way the field notes used it.
-        notes = session.evaluate_module("predict", "field_notes", "chat", cfg.n_dev, label="field notes' signature")
-        metrics["field_notes_signature"] = {"violation_rate": _plain(notes.violation_rate), **notes.violation_counts(), **notes.bounds()}
+        # The field notes' signature is a plain-string contract; under the grammar its two strings always parse,
+        # so the count is about the text the model writes inside "diagnosis" (see ContractsConfig).
+        notes_adapter = session.resolve_adapter(cfg.field_notes_adapter)
+        notes = session.evaluate_module("predict", "field_notes", notes_adapter, cfg.n_dev, label="field notes' signature")
+        metrics["field_notes_signature"] = {"adapter": notes_adapter, "violation_rate": _plain(notes.violation_rate), **notes.violation_counts(),
+                                            **notes.bounds()}  # fmt: skip
         data["field_notes_signature"] = notes
     return Result(metrics=metrics, table=counts, figure=fig, data=data)
 
@@ -458,6 +465,14 @@ def run_history(cfg: HistoryConfig, live=None, *, session: SignatureSession) -> 
 
 
 # -- 6. your own contract ---------------------------------------------------------------------
+def check_user_contract(cfg: UserContractConfig) -> bool:
+    """Load the user's SIGNATURE, DEV_SET and METRIC once, before any LM starts, so a bad one stops the run
+    at its first cell with the UsageError naming file, line and field. True when a contract is given."""
+    from nbkit.signatures import user_contract as uc
+
+    return uc.load_contract(cfg.signature, cfg.dev_set, cfg.metric) is not None
+
+
 def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureSession) -> Result:
     """Your signature on your dev set with a stated metric: violations by kind per adapter (Predict),
     and each module's score, compared with Predict question by question. Not run without both
@@ -468,11 +483,10 @@ def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureS
     from nbkit.signatures import user_contract as uc
     from nbkit.signatures.claims import paired, verdict_program_beats
 
-    if not (cfg.signature.strip() and cfg.dev_set.strip()):
+    contract = uc.load_contract(cfg.signature, cfg.dev_set, cfg.metric)
+    if contract is None:
         return Result(metrics={"ran": False, "why": "set SIGNATURE and DEV_SET to check your own contract"})
-    signature = uc.load_signature(cfg.signature)
-    examples = uc.load_dev_set(cfg.dev_set, signature)
-    metric = uc.make_metric(cfg.metric, signature)
+    signature, examples, metric = contract
     outputs = tuple(signature.output_fields)
     modules = {"predict": dspy.Predict, "cot": dspy.ChainOfThought}
     unknown = sorted(set(cfg.modules) - set(modules))
@@ -481,9 +495,16 @@ def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureS
 
     def run(kind, adapter):
         adapter = session.resolve_adapter(adapter)
-        out = uc.evaluate(modules[kind](signature), examples, metric=metric, lm=session.lm_for(adapter, signature), adapter=make_adapter(adapter),
+        program = modules[kind](signature)
+        # The grammar is built from the signature the module's predictor really answers: ChainOfThought adds a
+        # `reasoning` output, and a grammar of the user's fields alone would forbid it (every answer missing it).
+        (_name, predictor), *_ = program.named_predictors()
+        out = uc.evaluate(program, examples, metric=metric, lm=session.lm_for(adapter, predictor.signature), adapter=make_adapter(adapter),
                           output_fields=outputs, num_threads=session.num_threads, server=session.server)  # fmt: skip
         return uc.questions(out["records"]), out["records"]
+
+    def counts(records):
+        return {k: sum(r["violations"].count(k) for r in records) for k in ("parse_error", "missing_field")}
 
     by_adapter, rows = {}, []
     for adapter in cfg.adapters:
@@ -491,15 +512,15 @@ def run_user_contract(cfg: UserContractConfig, live=None, *, session: SignatureS
             continue
         q, records = run("predict", adapter)
         by_adapter[adapter] = q
-        counts = {k: sum(r["violations"].count(k) for r in records) for k in ("parse_error", "missing_field")}
-        rows.append({"program": f"predict / {adapter}", "score": sum(q["hit"]) / len(q["hit"]), "violation rate": sum(q["structural"]) / len(q["structural"]), **counts})
+        rows.append({"program": f"predict / {adapter}", "score": sum(q["hit"]) / len(q["hit"]), "violation rate": sum(q["structural"]) / len(q["structural"]),
+                     **counts(records)})  # fmt: skip
         if live is not None:
             live.add("violation rate", adapter, rows[-1]["violation rate"])
     by_module = {}
     for kind in cfg.modules:
-        by_module[kind], _records = run(kind, cfg.adapter)
+        by_module[kind], records = run(kind, cfg.adapter)
         rows.append({"program": f"{kind} / {session.resolve_adapter(cfg.adapter)}", "score": sum(by_module[kind]["hit"]) / len(examples),
-                     "violation rate": sum(by_module[kind]["structural"]) / len(examples)})  # fmt: skip
+                     "violation rate": sum(by_module[kind]["structural"]) / len(examples), **counts(records)})  # fmt: skip
         if live is not None:
             live.add("score", kind, rows[-1]["score"])
     comparisons = {}

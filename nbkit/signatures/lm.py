@@ -8,6 +8,7 @@ its key is read from the environment variable named by ``api_key_env`` and never
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,53 @@ PROVIDER_KEY_ENV = {
     "openrouter": "OPENROUTER_API_KEY",
 }
 KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "hosted_vllm", "vllm", "local"}
+
+
+CACHE_MODES = ("memory", "disk", "off")
+
+
+def cache_dir():
+    """Where ``cache="disk"`` keeps DSPy's cache: ``$NBKIT_CACHE_DIR/dspy``, else ``~/.cache/nbkit/dspy``."""
+    from pathlib import Path
+
+    root = os.environ.get("NBKIT_CACHE_DIR") or Path.home() / ".cache" / "nbkit"
+    return Path(root) / "dspy"
+
+
+def local_model_alias(model_path=None, *, n_ctx: int = 2048, extra_args=(), base: str = "smollm2-135m-instruct") -> str:
+    """The local model's name on the wire: ``base`` plus a fingerprint of what decides its answers.
+
+    The fingerprint hashes the GGUF file's bytes, llama-cpp-python's version, the context size and the
+    server's extra arguments, so DSPy's cache (keyed on the model name) misses when any of them changes.
+    The file hash is remembered per (path, size, mtime) — hashing 92 MB again would cost a second.
+    """
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from nbkit.signatures.server import check_model_path
+
+    if model_path is None:
+        from nbkit.model_files import smollm2_gguf_path
+
+        model_path = smollm2_gguf_path()
+    path = check_model_path(model_path)
+    try:
+        llama_version = version("llama_cpp_python")
+    except PackageNotFoundError:
+        llama_version = "none"
+    parts = [_file_digest(str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns), llama_version, str(n_ctx), *map(str, extra_args)]
+    return f"{base}-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:12]}"
+
+
+@functools.lru_cache(maxsize=8)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class MissingApiKey(RuntimeError):
@@ -82,25 +130,37 @@ def make_lm(
     max_tokens: int = 192,
     temperature: float = 0.0,
     server_kwargs: dict | None = None,
-    cache: bool = True,
+    cache: str = "memory",
     request_timeout: float = 300.0,
 ) -> LMHandle:
     """A ``dspy.LM`` for ``model`` (``"local"`` starts the llama.cpp server on a free loopback port).
 
-    ``cache=True`` keeps DSPy's in-memory cache (identical requests inside one run are answered once);
-    the disk cache is switched off so a new run measures a new run.
+    ``cache`` (see :data:`CACHE_MODES`): ``"memory"`` answers identical requests once inside one run;
+    ``"disk"`` also keeps DSPy's on-disk cache in :func:`cache_dir`, so a re-run with the same model,
+    prompts and settings is answered from disk (the run records how many calls were, see
+    ``SignatureSession.calls_summary``); ``"off"`` sends every request. The local model's name on the
+    wire carries a fingerprint of its GGUF file and server settings (:func:`local_model_alias`), and the
+    cache key includes that name, every message and every sampling setting — a changed model, prompt or
+    setting misses.
     """
     offline_environment()
     import dspy
 
-    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=cache)
+    if cache not in CACHE_MODES:
+        raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    disk = cache == "disk"
+    dspy.configure_cache(enable_disk_cache=disk, enable_memory_cache=cache != "off", **({"disk_cache_dir": str(cache_dir())} if disk else {}))
+    cache = cache != "off"
     if model == LOCAL:
         from nbkit.signatures.server import LocalLMPool
 
         # One llama.cpp server per core behind one dispatcher (server_kwargs["n_servers"]; default: usable cores).
-        server = LocalLMPool(**(server_kwargs or {})).start()
+        kwargs = dict(server_kwargs or {})
+        kwargs.setdefault("model_alias", local_model_alias(kwargs.get("model_path"), n_ctx=kwargs.get("n_ctx", 2048),
+                                                           extra_args=kwargs.get("extra_args", ())))  # fmt: skip
+        server = LocalLMPool(**kwargs).start()
         try:
             lm = dspy.LM(
                 f"openai/{server.model_alias}", api_base=server.api_base, api_key="local",

@@ -79,6 +79,21 @@ def load_dev_set(path: str | Path, signature) -> list:
     return examples
 
 
+def load_contract(signature: str, dev_set: str | Path, metric: str):
+    """``(signature class, examples, metric)`` of a user's contract, or None when neither SIGNATURE nor DEV_SET
+    is given. One of the two without the other is an error (never silently skipped); so is every
+    problem :func:`load_signature`, :func:`load_dev_set` and :func:`make_metric` name."""
+    signature, dev_set = (signature or "").strip(), str(dev_set or "").strip()
+    if not signature and not dev_set:
+        return None
+    if not dev_set:
+        raise UsageError(f"SIGNATURE {signature!r} is set but DEV_SET is empty; give the JSONL file of examples to score it on")
+    if not signature:
+        raise UsageError(f"DEV_SET {dev_set!r} is set but SIGNATURE is empty; give its DSPy signature, e.g. 'question -> answer'")
+    sig = load_signature(signature)
+    return sig, load_dev_set(dev_set, sig), make_metric(metric, sig)
+
+
 def _norm(value: Any) -> str:
     return re.sub(r"\s+", " ", str(value).strip().lower()).strip(" .")
 

@@ -130,3 +130,43 @@ def test_bad_user_contract(tmp_path, signature, rows, metric, pattern):
         sig = uc.load_signature(signature)
         uc.load_dev_set(path, sig)
         uc.make_metric(metric, sig)
+
+
+def test_nbkit_run_with_a_dev_set_row_lacking_a_field_exits_2_naming_file_and_line(tmp_path, monkeypatch, capsys):
+    """`nbkit run 03 -p DEV_SET bad.jsonl`: the notebook's first cell loads the contract (as notebook 03 does,
+    before any LM starts), so the run stops there: one line naming file, line and field, exit 2, no run folder."""
+    pytest.importorskip("dspy")
+    from runner_notebooks import make_notebook
+
+    from nbkit.cli import main
+
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    make_notebook(
+        nb_dir / "03_sig.ipynb",
+        body="import pathlib\nfrom nbkit.signatures.config import UserContractConfig\nfrom nbkit.signatures.experiments import check_user_contract\n"
+        "check_user_contract(UserContractConfig(signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC))\npathlib.Path('ran.txt').write_text('ran')\n",
+        parameters="SMOKE = False\nSIGNATURE = 'text -> sentiment'\nDEV_SET = ''\nMETRIC = 'exact'\n",
+    )
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text(json.dumps({"text": "great", "sentiment": "positive"}) + "\n" + json.dumps({"text": "awful", "label": "negative"}) + "\n")
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(nb_dir))
+    out = tmp_path / "run"
+    rc = main(["run", "03", "-p", "DEV_SET", json.dumps(str(dev)), "--output", str(out), "-q"])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("nbkit: error:")]
+    assert rc == 2, err
+    assert len(lines) == 1 and f"{dev}:2: missing field 'sentiment' of the signature" in lines[0], err
+    assert "Traceback" not in err
+    assert not (nb_dir / "ran.txt").exists() and not out.exists()
+
+
+def test_half_a_user_contract_is_an_error_not_a_silent_skip():
+    pytest.importorskip("dspy")
+    from nbkit.signatures import user_contract as uc
+
+    assert uc.load_contract("", "", "exact") is None  # neither given: nothing to check, said so by the panel
+    with pytest.raises(UsageError, match="DEV_SET is empty"):
+        uc.load_contract("question -> answer", "", "exact")
+    with pytest.raises(UsageError, match="SIGNATURE is empty"):
+        uc.load_contract("", "dev.jsonl", "exact")

@@ -87,9 +87,13 @@ def test_runaway(tokens, expected):
     assert sc.verdict_runaway(tokens, 16, 256).verdict == expected
 
 
-@pytest.mark.parametrize(("longest", "calls", "expected"), [(128, 50, HOLDS), (129, 50, REFUTED), (0, 0, INCONCLUSIVE)])
-def test_limit_enforced(longest, calls, expected):
-    assert sc.verdict_limit_enforced(longest, 128, calls).verdict == expected
+@pytest.mark.parametrize(
+    ("longest", "calls", "probes", "expected"),
+    [(128, 50, (), HOLDS), (129, 50, (), REFUTED), (0, 0, (), INCONCLUSIVE),
+     (0, 0, (16, 16, 12), HOLDS), (128, 50, (16, 17), REFUTED), (0, 0, (40,), REFUTED)],
+)  # fmt: skip
+def test_limit_enforced(longest, calls, probes, expected):
+    assert sc.verdict_limit_enforced(longest, 128, calls, probes, 16).verdict == expected
 
 
 def test_pairing_is_by_question_not_by_position():
@@ -137,3 +141,21 @@ def test_claims_rows_from_recorded_metrics():
     # compiling not run (SMOKE without it): no compile rows, the rest stays
     assert not {"standard_only_gap", "colloquial_mix_lifts"} & {r.key for r in sc.claims(modules=modules, contracts=contracts, compiled=None,
                                                                                          token_limit=token_limit, calls=calls)}  # fmt: skip
+
+
+def test_a_run_answered_from_cache_says_so_in_the_limit_claim():
+    """A warm re-run: the limit claim counts only calls the LM served in this run and names the cached ones."""
+    token_limit = {"limit": 16, "dspy_wire_fields": {"max_completion_tokens": 16}, "stock_dspy_tokens": 230, "stock_n_ctx": 256}
+    modules = {"adapter": "json_grammar", "questions": {"predict": _questions(16, 0.0)}}
+    contracts = {"module": "predict", "questions": {}}
+
+    def row(calls):
+        rows = sc.claims(modules=modules, contracts=contracts, compiled=None, token_limit=token_limit, calls=calls)
+        return next(r for r in rows if r.key == "limit_enforced")
+
+    warm = row({"calls": 300, "served": 4, "from_cache": 296, "completion_tokens": 60, "max_completion_tokens": 16, "max_tokens": 128})
+    assert warm.verdict == HOLDS and "over 4 calls served" in warm.measured and "296 more answered from DSPy's cache" in warm.measured
+    all_cached = {"calls": 300, "served": 0, "from_cache": 300, "completion_tokens": 0, "max_completion_tokens": 0, "max_tokens": 128}
+    assert row(all_cached).verdict == INCONCLUSIVE and "all answered from cache" in row(all_cached).why
+    token_limit.update(nbkit_max_tokens=16, nbkit_max_completion_tokens=16, dspy_through_session=16)  # the cell's uncached probes
+    assert row(all_cached).verdict == HOLDS and "3 limit probes" in row(all_cached).n

@@ -218,3 +218,81 @@ def test_real_pool_answers_like_one_server(tmp_path):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
+
+
+def test_local_model_alias_changes_with_the_model_file_and_settings(tmp_path):
+    """DSPy's disk cache is keyed on the model name: the local alias must miss when the GGUF or a setting changes."""
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.write_bytes(b"model weights one")
+    b.write_bytes(b"model weights two")
+    alias = lm_mod.local_model_alias(a)
+    assert alias.startswith("smollm2-135m-instruct-") and alias == lm_mod.local_model_alias(a)
+    assert alias != lm_mod.local_model_alias(b)  # another model file
+    assert alias != lm_mod.local_model_alias(a, n_ctx=4096)  # another context size
+    assert alias != lm_mod.local_model_alias(a, extra_args=("--n_gpu_layers", "-1"))  # another server setting
+    a.write_bytes(b"model weights one, retrained")  # same path, new bytes (size and mtime change)
+    assert alias != lm_mod.local_model_alias(a)
+
+
+def test_cache_mode_and_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path))
+    assert lm_mod.cache_dir() == tmp_path / "dspy"
+    with pytest.raises(ValueError, match="cache must be one of"):
+        lm_mod.make_lm("ollama_chat/llama3", cache="yes")
+
+
+def test_calls_summary_separates_served_and_cached_calls():
+    from types import SimpleNamespace
+
+    from nbkit.signatures.experiments import SignatureSession
+
+    history = [{"usage": {"completion_tokens": 40}, "timestamp": "1"}, {"usage": {}, "timestamp": "2"},
+               {"usage": {"completion_tokens": 128}, "timestamp": "3"}, {"usage": {}, "timestamp": "4"}]  # fmt: skip
+    session = SignatureSession(lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128), None, [], None)
+    assert session.calls_summary() == {"calls": 4, "served": 2, "from_cache": 2, "completion_tokens": 168, "max_completion_tokens": 128,
+                                       "over_max_tokens": 0, "max_tokens": 128}  # fmt: skip
+
+
+def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_path, monkeypatch):
+    """A fresh process (a new dspy cache object) answers a repeated request from disk; another model name or
+    another prompt reaches the server. A loopback listener counts what reaches it."""
+    import http.server
+    import threading
+
+    from nbkit.signatures.server import send_body
+
+    seen = []
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            seen.append(body["model"])
+            send_body(self, 200, json.dumps({
+                "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            }).encode())  # fmt: skip
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    base = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    try:
+        def ask(model, prompt):
+            handle = lm_mod.make_lm(model, api_base=base, max_tokens=8, cache="disk")  # configures a new cache: memory empty
+            handle.lm(prompt)
+            return bool(handle.lm.history[-1]["usage"])  # served (usage) or from cache (none)
+
+        assert ask("openai/smollm2-aaa", "hello") is True
+        assert ask("openai/smollm2-aaa", "hello") is False  # the re-run: from disk
+        assert ask("openai/smollm2-bbb", "hello") is True  # another model fingerprint misses
+        assert ask("openai/smollm2-aaa", "hello again") is True  # another prompt misses
+        assert seen == ["smollm2-aaa", "smollm2-bbb", "smollm2-aaa"]
+        assert (tmp_path / "dspy").is_dir()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -56,3 +56,20 @@ def test_unparseable_answers_are_counted_as_violations(dev_set):
     cfg = panels.c.UserContractConfig(signature="question -> answer", dev_set=str(dev_set), modules=("predict",), adapters=("chat",))
     m = panels.user_contract_panel(session, cfg, widget=False).run().metrics
     assert m["violation_rate"] == {"chat": 1.0} and m["score"] == {"predict": 0.0}
+
+
+def test_the_grammar_follows_the_module_signature_so_chain_of_thought_may_reason(dev_set, monkeypatch):
+    """Under json_grammar, ChainOfThought's answers carry a `reasoning` field: a grammar built from the user's
+    fields alone forbade it, and every CoT answer was counted as missing a field (seen on the real SmolLM2)."""
+    session = session_answering({"answer": "paris", "reasoning": "r"})
+    session.handle.server = object()  # as with the local llama.cpp pool: json_grammar sends a schema
+    seen = {}
+
+    def fake_evaluate(program, examples, *, lm, **kwargs):
+        seen[type(program).__name__] = set(lm.kwargs["response_format"]["schema"]["properties"])
+        return {"records": [{"key": f"line {e.line}", "score": 1.0, "violations": []} for e in examples], "seconds": 0.0}
+
+    monkeypatch.setattr(uc, "evaluate", fake_evaluate)
+    cfg = panels.c.UserContractConfig(signature="question -> answer", dev_set=str(dev_set), adapters=("json_grammar",), adapter="json_grammar")
+    assert panels.user_contract_panel(session, cfg, widget=False).run().metrics["ran"]
+    assert seen == {"Predict": {"answer"}, "ChainOfThought": {"reasoning", "answer"}}
