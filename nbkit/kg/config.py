@@ -2,8 +2,8 @@
 
 Each experiment config carries widget metadata on its fields (``Panel`` builds its controls from
 them) and a ``smoke()`` preset: the SMOKE run of notebook 01 is ``XConfig.smoke()``, the same code
-path at a size that runs in seconds. ``dataset`` is a bundled name (``umls``, ``synthetic``,
-``hetionet``) or a path to a triples / RDF file; ``device`` is resolved once, in
+path at a size that runs in seconds. ``dataset`` is a bundled name (``umls``, ``kinships``,
+``synthetic``, ``hetionet``) or a path to a triples / RDF file; ``device`` is resolved once, in
 ``nbkit.kg.experiments``, and handed down as a ``torch.device``.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-DATASET_HELP = "umls | synthetic | hetionet | a path to a .csv/.tsv/.parquet/.nt/.ttl(.gz) triples file"
+DATASET_HELP = "umls | kinships | synthetic | hetionet | a path to a .csv/.tsv/.parquet/.nt/.ttl(.gz) triples file"
 
 
 @dataclass
@@ -52,6 +52,14 @@ class TrainConfig:
     # Filtered ranking scores each evaluated triple against every entity; on big graphs evaluate a seeded
     # sample of this many valid/test triples (0 = all). The metrics then carry "eval_triples".
     eval_max_triples: int = 0
+    # Rung 6 (ComplEx-N3, no message passing; Lacroix et al. 2018) trains its own way: mini-batches of
+    # (h, r, t) and (t, r⁻¹, h), 1-N cross-entropy over every entity, N3 regularisation, Adagrad.
+    # Its width and optimiser differ from the message-passing rungs'; run_selection chooses them on validation.
+    complex_dim: int = 1000  # real width (complex rank = complex_dim / 2)
+    complex_lr: float = 0.1  # Adagrad
+    complex_n3: float = 0.01  # N3 weight
+    complex_batch: int = 500
+    complex_init: float = 1e-3  # std of the initial embeddings (small, as in the paper)
 
 
 def _f(default, help: str = "", **meta):

@@ -17,7 +17,7 @@ from typing import Any
 from nbkit.kg.config import TrainConfig
 from nbkit.kg.graph import KGSplit, message_graph
 
-ENCODERS = ("gcn", "hetero_sage", "rgcn")
+ENCODERS = ("gcn", "hetero_sage", "rgcn", "none")
 FULL_SCORE_MAX_NODES = 20000
 NEGATIVES = ("uniform", "typed")
 
@@ -45,7 +45,13 @@ LADDER: dict[int, Rung] = {
     # Rung 5 differs from 4 only in the negatives: every entity, not just type-valid ones. Ranking is
     # over ALL entities, and type-constrained negatives never teach the model to push the others down.
     5: Rung(5, "5 = rung 4 with negatives from all entities", True, "inverse", "rgcn", "relational", "uniform"),
+    # Rung 6: the no-message-passing baseline the RGCN rungs are judged against (Lacroix et al. 2018):
+    # ComplEx with reciprocal relations, 1-N cross-entropy over all entities, N3, Adagrad. Untyped.
+    6: Rung(6, "6 ComplEx-N3, no message passing (reciprocal relations, 1-N cross-entropy, N3, Adagrad)", False, "none", "none",
+            "complex_reciprocal", "uniform"),
 }
+MESSAGE_PASSING_RUNGS = (4, 5)  # the RGCN rungs, compared with rung 6 by the message-passing claim
+BASELINE_RUNG = 6
 
 
 @dataclass
@@ -105,6 +111,15 @@ def model_graph(split: KGSplit, reverse: str, hetero: bool) -> ModelGraph:
 def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph, features=None):
     from nbkit.kg import models
 
+    if rung.encoder == "none":
+        import torch
+
+        node_input = models.NodeInput(split, cfg.complex_dim, typed=False)
+        dec = models.DECODERS[rung.decoder](split.num_relations, cfg.complex_dim)
+        with torch.no_grad():  # small initial factors, as in the paper: N3 and Adagrad start near zero
+            node_input.table.weight.normal_(std=cfg.complex_init)
+            dec.rel.normal_(std=cfg.complex_init)
+        return models.LinkPredictor(node_input, models.NoEncoder(), dec)
     node_input = models.NodeInput(split, cfg.hidden, rung.typed, features=features)
     if rung.encoder == "gcn":
         enc = models.GCNEncoder(cfg.hidden, cfg.layers)
@@ -311,7 +326,7 @@ def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, device=None, liv
     if device.type == "cpu" and cfg.cpu_threads:
         torch.set_num_threads(cfg.cpu_threads)
     try:
-        fn = _train_rung_minibatch if cfg.batch_size > 0 else _train_rung
+        fn = _train_reciprocal if rung.encoder == "none" else _train_rung_minibatch if cfg.batch_size > 0 else _train_rung
         return fn(split, rung, cfg, device, live=live, progress=progress, valid_negs=valid_negs, features=features, trace_prefix=trace_prefix)
     finally:
         torch.set_num_threads(threads_before)
@@ -407,6 +422,63 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
             opt.step()
             history["epoch"].append(epoch)
             history["loss"].append(float(loss.detach()))
+            if live is not None:
+                live.add(f"{name} loss", epoch, history["loss"][-1])
+            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+                best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
+                if _patience_spent(cfg, history, best):
+                    break
+            if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    return _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, interrupted)
+
+
+def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
+    """Rung 6 (no message passing): every train triple (h, r, t) also as (t, r + R, h); each epoch,
+    shuffled mini-batches of ``cfg.complex_batch`` tail queries, softmax cross-entropy of the true tail
+    against EVERY entity (1-N) plus ``cfg.complex_n3`` × N3 / batch size, Adagrad at ``cfg.complex_lr``.
+    Validation every ``cfg.eval_every`` epochs, early stopping and the best-epoch rule as the other rungs."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    if features:
+        raise ValueError(f"rung {rung.key} learns one embedding per entity; it takes no node features")
+    graph = model_graph(split, rung.reverse, hetero=False).to(device)  # not read by the model; evaluate() takes it
+    model = build_model(split, rung, cfg, graph).to(device)
+    opt = torch.optim.Adagrad(model.parameters(), lr=cfg.complex_lr)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    filt = true_index(split)
+    h, r, t = split.train.t()
+    queries = torch.cat([split.train, torch.stack([t, r + split.num_relations, h], 1)])
+    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
+    best = (-1.0, 0, None)
+    name = trace_prefix or f"rung {rung.key}"
+    start = time.perf_counter()
+    interrupted = False
+    bar = tqdm(range(1, cfg.epochs + 1), desc=name, disable=not progress, leave=False)
+    try:
+        for epoch in bar:
+            model.train()
+            perm = torch.randperm(len(queries), generator=gen)
+            total = 0.0
+            for lo in range(0, len(queries), cfg.complex_batch):
+                qh, qr, qt = queries[perm[lo : lo + cfg.complex_batch]].to(device).t()
+                z = model.node_input.table.weight
+                fit = F.cross_entropy(model.decoder.score_tails(z, qh, qr), qt)
+                loss = fit + cfg.complex_n3 * model.decoder.n3(z, qh, qr, qt) / len(qh)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += float(fit.detach()) * len(qh)
+            history["epoch"].append(epoch)
+            history["loss"].append(total / len(queries))
+            if not math.isfinite(history["loss"][-1]):
+                raise FloatingPointError(f"{name}: loss became {history['loss'][-1]} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the learning rate")
             if live is not None:
                 live.add(f"{name} loss", epoch, history["loss"][-1])
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
