@@ -286,6 +286,31 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
     return out
 
 
+def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "valid", max_triples: int = 0, sample_seed: int = 12345) -> float:
+    """The MRR ceiling of a graph whose tails are predictable only up to a latent cluster
+    (``triples.synthetic_kg``): an oracle that knows each true entity's cluster scores every entity of
+    that type and cluster 1 and all others 0; filtered, ties averaged, both sides — as :func:`evaluate`
+    (same seeded sample of ``max_triples``)."""
+    import torch
+
+    trip = getattr(split, which)
+    if 0 < max_triples < len(trip):
+        trip = trip[torch.randperm(len(trip), generator=torch.Generator().manual_seed(sample_seed))[:max_triples].sort().values]
+    names = split.entity_names()
+    cl = torch.tensor([clusters[n] for n in names])
+    group = split.node_type * (int(cl.max()) + 1) + cl  # (type, cluster) of every entity
+    size = torch.bincount(group)
+    tails, heads = true_index(split)
+    recip = []
+    for h, r, t in trip.tolist():
+        for true, others in ((t, tails.get((h, r), [])), (h, heads.get((r, t), []))):
+            g = int(group[true])
+            filtered = sum(1 for o in others if o != true and int(group[o]) == g)
+            ties = int(size[g]) - 1 - filtered  # same score as the true entity, not filtered away
+            recip.append(1.0 / (1 + ties / 2))
+    return sum(recip) / len(recip)
+
+
 # ---------------------------------------------------------------------------------------------
 # training
 # ---------------------------------------------------------------------------------------------
@@ -339,7 +364,8 @@ def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, 
     history["valid_mrr"].append(m["mrr"])
     if live is not None:
         live.add(f"{name} valid MRR", epoch, m["mrr"])
-    bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", valid_mrr=f"{m['mrr']:.3f}")
+    last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[-1]  # mid-epoch: the last step's loss
+    bar.set_postfix(loss=f"{last_loss:.3f}", valid_mrr=f"{m['mrr']:.3f}")
     if m["mrr"] > best[0]:
         best = (m["mrr"], epoch, {k_: v.detach().clone() for k_, v in model.state_dict().items()})
     return best
@@ -441,7 +467,7 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
     """Rung 6 (no message passing): every train triple (h, r, t) also as (t, r + R, h); each epoch,
     shuffled mini-batches of ``cfg.complex_batch`` tail queries, softmax cross-entropy of the true tail
     against EVERY entity (1-N) plus ``cfg.complex_n3`` × N3 / batch size, Adagrad at ``cfg.complex_lr``.
-    Validation every ``cfg.eval_every`` epochs, early stopping and the best-epoch rule as the other rungs."""
+    Validation every ``cfg.complex_eval_every`` epochs; early stopping and the best-epoch rule as the other rungs."""
     import torch
     import torch.nn.functional as F
     from tqdm.auto import tqdm
@@ -481,7 +507,7 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
                 raise FloatingPointError(f"{name}: loss became {history['loss'][-1]} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the learning rate")
             if live is not None:
                 live.add(f"{name} loss", epoch, history["loss"][-1])
-            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+            if epoch % cfg.complex_eval_every == 0 or epoch == cfg.epochs:
                 best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
                 if _patience_spent(cfg, history, best):
                     break
@@ -557,7 +583,8 @@ def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: Negat
 def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
     """Mini-batch twin of ``_train_rung``: neighbour-sampled subgraphs (or, with ``cfg.full_graph``, the
     whole message graph) for training, the full message graph for validation embeddings; same model,
-    metrics and best-epoch rule."""
+    metrics and best-epoch rule. Under ``cfg.max_seconds`` the budget counts training time only
+    (validation excluded); ``cfg.eval_every_seconds`` adds mid-epoch validation points."""
     import torch
     from torch_geometric.data import Data
     from tqdm.auto import tqdm
@@ -587,10 +614,25 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     filt = true_index(split)
     train = split.train
     steps = math.ceil(len(train) / cfg.batch_size)
-    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": [], "step_loss": [], "sampled_nodes": [], "sampled_edges": []}
+    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": [], "step_loss": [], "sampled_nodes": [], "sampled_edges": [],
+                                "valid_step": [], "valid_train_s": [], "eval_s": []}
     best = (-1.0, 0, None)
     start = time.perf_counter()
+    eval_s = 0.0  # seconds spent validating: steps/s counts training only
+    last_eval = 0.0
     interrupted = out_of_time = False
+
+    def validate(epoch_mark):
+        nonlocal best, eval_s, last_eval
+        t0 = time.perf_counter()
+        best = _validate(model, eval_graph, split, cfg, filt, history, epoch_mark, best, live, name, bar)
+        model.train()
+        eval_s += time.perf_counter() - t0
+        last_eval = time.perf_counter() - start - eval_s
+        history["valid_step"].append(len(history["step_loss"]))
+        history["valid_train_s"].append(round(last_eval, 2))
+        history["eval_s"].append(round(eval_s, 2))
+
     # Under a time budget the step count is unknown: the bar then shows steps and rate, not an ETA.
     bar = tqdm(total=None if cfg.max_seconds is not None else cfg.epochs * steps, desc=f"{name} (mini-batch)", unit="step", disable=not progress, leave=False)
     try:
@@ -613,13 +655,16 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
                 if live is not None:
                     live.add(f"{name} loss", epoch - 1 + (i + 1) / steps, losses[-1])
                 bar.update(1)
-                if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
+                trained = time.perf_counter() - start - eval_s
+                if cfg.max_seconds is not None and trained > cfg.max_seconds:
                     out_of_time = True
                     break
+                if cfg.eval_every_seconds and trained - last_eval >= cfg.eval_every_seconds and i + 1 < steps:
+                    validate(epoch - 1 + (i + 1) / steps)  # mid-epoch point of the learning curve
             history["epoch"].append(epoch)
             history["loss"].append(sum(losses) / len(losses))
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs or out_of_time:
-                best = _validate(model, eval_graph, split, cfg, filt, history, epoch, best, live, name, bar)
+                validate(epoch - 1 + len(losses) / steps)
                 if _patience_spent(cfg, history, best):
                     break
             if out_of_time:

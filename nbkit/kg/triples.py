@@ -133,6 +133,8 @@ class KGTriples:
     df: Any  # pandas.DataFrame
     report: LoadReport
     name: str = ""
+    # Generated graphs only: each entity's latent cluster (what a tail is predictable up to).
+    clusters: dict[str, int] | None = None
 
     def __len__(self) -> int:
         return len(self.df)
@@ -617,7 +619,9 @@ def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0
         }))
     df = pd.concat(parts, ignore_index=True)[list(COLUMNS + TYPE_COLUMNS)]
     report = LoadReport(f"synthetic_kg(num_entities={num_entities}, num_triples={num_triples}, seed={seed})")
-    return finalize(df, report, name="synthetic")
+    kg = finalize(df, report, name="synthetic")
+    kg.clusters = {e: int(c) for t in ents for e, c in zip(ents[t], cluster[t], strict=True)}
+    return kg
 
 
 BUNDLED = ("umls", "kinships", "synthetic", "hetionet")
