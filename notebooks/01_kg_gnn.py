@@ -166,8 +166,11 @@ scale_row = {**scale.metrics["rows"][0], **{f"graph_{k}": v for k, v in scale.me
 nbkit.record("minibatch_scale", scale_row)
 print(f"synthetic graph: {scale_row['graph_entities']:,} entities, {scale_row['graph_train']:,} train triples; "
       f"{scale_row['steps']} steps in {scale_row['train_s']} s, {scale_row['edges_per_step']:,} of {scale_row['message_graph_edges']:,} "
-      f"message edges per step, peak memory growth {scale_row['peak_memory_growth_mb']:.0f} MB ({scale_row['memory_measured_as']}); "
-      f"validation MRR {scale_row['valid_mrr']:.4f} on {scale_row['evaluated_triples']} sampled validation triples")
+      f"message edges per step ({scale_row['steps_per_s']} steps/s), peak memory growth {scale_row['peak_memory_growth_mb']:.0f} MB "
+      f"({scale_row['memory_measured_as']}); validation MRR {scale_row['valid_mrr']:.4f} on {scale_row['evaluated_triples']} sampled "
+      f"validation triples (ceiling {scale_row['ceiling_mrr']:.4f})")
+print("learning curve (training seconds -> validation MRR):",
+      ", ".join(f"{s_:.0f} s: {m:.4f}" for s_, m in zip(scale_row["curve_train_s"], scale_row["curve_valid_mrr"], strict=True)))
 
 # %% [markdown]
 # ## 7. Pitfall detectors on deliberately broken inputs

@@ -224,6 +224,8 @@ class ScaleConfig(MinibatchConfig):
     max_seconds: float = _f(30.0, min=5.0, max=7200.0, label="time budget per mode (s)")
     eval_max_triples: int = _f(2000, min=0, max=1_000_000, label="evaluated triples (0 = all)")
     compare_full: bool = _f(False, label="also train on the full graph (same loss, same budget)")
+    eval_points: int = _f(5, "validate this many times within the time budget: the learning curve (one epoch is longer than the budget)",
+                          min=0, max=50, label="validation points in the budget")
     cpu_threads: int = _f(0, min=0, max=256, label="CPU threads (0 = torch default)")
 
     @classmethod
