@@ -125,7 +125,7 @@ class SelectionConfig(_Training):
     dropouts: tuple = _f((0.3, 0.5), choices=[0.0, 0.1, 0.3, 0.5, 0.7])
     type_aggrs: tuple = _f(("sum", "mean"), choices=["sum", "mean"])
     # Rung 6 (ComplEx-N3): the grid below, every combination, each run early-stopped on validation MRR.
-    complex_dims: tuple = _f((200, 400), choices=[100, 200, 400, 1000, 2000], label="rung 6 widths")
+    complex_dims: tuple = _f((200, 400), choices=[16, 32, 64, 100, 200, 400, 1000, 2000], label="rung 6 widths")
     complex_n3s: tuple = _f((0.003, 0.01, 0.03), choices=[0.001, 0.003, 0.01, 0.03, 0.1], label="rung 6 N3 weights")
     complex_lrs: tuple = _f((0.2,), choices=[0.05, 0.1, 0.2, 0.5], label="rung 6 learning rates")
     complex_batches: tuple = _f((1000,), choices=[250, 500, 1000, 2000], label="rung 6 batch sizes")
