@@ -45,13 +45,7 @@ def verdict_reverse_edges(auc_without: list[float], auc_with: list[float]) -> Ve
     end is ≥ half the claimed +0.26 (0.13), refuted when its high end is below 0.13, inconclusive
     when it straddles 0.13 or fewer than two seeds were run.
     """
-    gains = [w - wo for wo, w in zip(auc_without, auc_with, strict=False) if not (math.isnan(w) or math.isnan(wo))]
-    if not gains:
-        return Verdict(INCONCLUSIVE, "not measured: run rungs 2 and 3 of the ablation to test this claim")
-    if len(gains) < 2:
-        return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds")
-    return decide_at_least(mean_interval(gains), REVERSE_GAIN_MIN, what=f"AUC gain over {len(gains)} seeds",
-                           n_hint=f"n={len(gains)} seeds; more seeds narrow the interval")
+    return _paired_gain(auc_without, auc_with, REVERSE_GAIN_MIN, "AUC gain", "run rungs 2 and 3 of the ablation")
 
 
 def verdict_f1(f1_folds: list[float], control_folds: list[float]) -> Verdict:
@@ -113,12 +107,18 @@ def verdict_message_passing(mp_mrr: list[float], baseline_mrr: list[float]) -> V
     is ≥ +0.01 MRR, refuted when its high end is below +0.01 (message passing adds less than 0.01, or
     loses), inconclusive when it straddles +0.01 or fewer than two paired seeds were run.
     """
-    gains = [a - b for a, b in zip(mp_mrr, baseline_mrr, strict=False) if not (math.isnan(a) or math.isnan(b))]
+    return _paired_gain(baseline_mrr, mp_mrr, MP_MIN_GAIN, "validation-MRR gain of message passing",
+                        "run an RGCN rung (4 or 5) and rung 6 of the ablation")
+
+
+def _paired_gain(before: list[float], after: list[float], threshold: float, what: str, how: str) -> Verdict:
+    """Per-seed gains (after − before, NaN pairs dropped) judged by their 95% t-interval against ``threshold``."""
+    gains = [a - b for b, a in zip(before, after, strict=False) if not (math.isnan(a) or math.isnan(b))]
     if not gains:
-        return Verdict(INCONCLUSIVE, "not measured: run an RGCN rung (4 or 5) and rung 6 of the ablation to test this claim")
+        return Verdict(INCONCLUSIVE, f"not measured: {how} to test this claim")
     if len(gains) < 2:
         return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds")
-    return decide_at_least(mean_interval(gains), MP_MIN_GAIN, what=f"validation-MRR gain of message passing over {len(gains)} seeds",
+    return decide_at_least(mean_interval(gains), threshold, what=f"{what} over {len(gains)} seeds",
                            n_hint=f"n={len(gains)} seeds; more seeds narrow the interval")
 
 

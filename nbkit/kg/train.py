@@ -376,6 +376,30 @@ def _patience_spent(cfg, history, best) -> bool:
     return cfg.patience > 0 and sum(1 for e in history["valid_epoch"] if e > best[1]) >= cfg.patience
 
 
+def _start_loop(rung, cfg, trace_prefix, progress):
+    """(name, history, best, start time, epoch progress bar) of a full-batch or rung-6 training loop."""
+    from tqdm.auto import tqdm
+
+    name = trace_prefix or f"rung {rung.key}"
+    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
+    bar = tqdm(range(1, cfg.epochs + 1), desc=name, disable=not progress, leave=False)
+    return name, history, (-1.0, 0, None), time.perf_counter(), bar
+
+
+def _epoch_end(model, graph, split, cfg, filt, history, epoch, loss, best, live, name, bar, start, every):
+    """Record the epoch's loss, validate every ``every`` epochs; returns (best, stop): stop once early
+    stopping's patience is spent or the time budget ``cfg.max_seconds`` is."""
+    history["epoch"].append(epoch)
+    history["loss"].append(loss)
+    if live is not None:
+        live.add(f"{name} loss", epoch, loss)
+    if epoch % every == 0 or epoch == cfg.epochs:
+        best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
+        if _patience_spent(cfg, history, best):
+            return best, True
+    return best, cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds
+
+
 def _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, seconds, interrupted):
     """Restore the best-validation weights and score them on the validation split; package the result."""
     if best[2] is not None:
@@ -409,7 +433,6 @@ def _check_split(split: KGSplit) -> None:
 def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
     import torch
     import torch.nn.functional as F
-    from tqdm.auto import tqdm
 
     graph = model_graph(split, rung.reverse, hetero=rung.encoder == "hetero_sage").to(device)
     model = build_model(split, rung, cfg, graph, features=features).to(device)
@@ -420,12 +443,8 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
     train = split.train
     h, r, t = (x.to(device) for x in train.t())
     k = cfg.num_negatives
-    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
-    best = (-1.0, 0, None)
-    name = trace_prefix or f"rung {rung.key}"
-    start = time.perf_counter()
+    name, history, best, start, bar = _start_loop(rung, cfg, trace_prefix, progress)
     interrupted = False
-    bar = tqdm(range(1, cfg.epochs + 1), desc=name, disable=not progress, leave=False)
     try:
         for epoch in bar:
             model.train()
@@ -446,15 +465,8 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
                 raise FloatingPointError(f"{name}: loss became {float(loss.detach())} at epoch {epoch} (lr={cfg.lr}); lower the learning rate")
             loss.backward()
             opt.step()
-            history["epoch"].append(epoch)
-            history["loss"].append(float(loss.detach()))
-            if live is not None:
-                live.add(f"{name} loss", epoch, history["loss"][-1])
-            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
-                if _patience_spent(cfg, history, best):
-                    break
-            if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
+            best, stop = _epoch_end(model, graph, split, cfg, filt, history, epoch, float(loss.detach()), best, live, name, bar, start, cfg.eval_every)
+            if stop:
                 break
     except KeyboardInterrupt:
         interrupted = True
@@ -470,7 +482,6 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
     Validation every ``cfg.complex_eval_every`` epochs; early stopping and the best-epoch rule as the other rungs."""
     import torch
     import torch.nn.functional as F
-    from tqdm.auto import tqdm
 
     if features:
         raise ValueError(f"rung {rung.key} learns one embedding per entity; it takes no node features")
@@ -481,12 +492,8 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
     filt = true_index(split)
     h, r, t = split.train.t()
     queries = torch.cat([split.train, torch.stack([t, r + split.num_relations, h], 1)])
-    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
-    best = (-1.0, 0, None)
-    name = trace_prefix or f"rung {rung.key}"
-    start = time.perf_counter()
+    name, history, best, start, bar = _start_loop(rung, cfg, trace_prefix, progress)
     interrupted = False
-    bar = tqdm(range(1, cfg.epochs + 1), desc=name, disable=not progress, leave=False)
     try:
         for epoch in bar:
             model.train()
@@ -501,17 +508,10 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
                 loss.backward()
                 opt.step()
                 total += float(fit.detach()) * len(qh)
-            history["epoch"].append(epoch)
-            history["loss"].append(total / len(queries))
-            if not math.isfinite(history["loss"][-1]):
-                raise FloatingPointError(f"{name}: loss became {history['loss'][-1]} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the learning rate")
-            if live is not None:
-                live.add(f"{name} loss", epoch, history["loss"][-1])
-            if epoch % cfg.complex_eval_every == 0 or epoch == cfg.epochs:
-                best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
-                if _patience_spent(cfg, history, best):
-                    break
-            if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
+            if not math.isfinite(total):
+                raise FloatingPointError(f"{name}: loss became {total} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the learning rate")
+            best, stop = _epoch_end(model, graph, split, cfg, filt, history, epoch, total / len(queries), best, live, name, bar, start, cfg.complex_eval_every)
+            if stop:
                 break
     except KeyboardInterrupt:
         interrupted = True
