@@ -9,7 +9,8 @@ A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain mo
 * ``nbkit.kg.panels``      - panel factories for notebook 01;
 * ``nbkit.kg.triples``     - loaders returning one typed triples table plus a ``LoadReport``;
 * ``nbkit.kg.graph``       - indices, leak-free splits, the leakage meter, message graphs, ``HeteroData``;
-* ``nbkit.kg.models``      - the encoders/decoders of the ablation ladder (GCN, typed hetero SAGE, RGCN);
+* ``nbkit.kg.models``      - the encoders/decoders of the ablation ladder (GCN, typed hetero SAGE, RGCN, and
+  ComplEx-N3 with reciprocal relations: rung 6, no message passing);
 * ``nbkit.kg.train``       - training (full batch / mini-batch), filtered ranking metrics and AUC;
 * ``nbkit.kg.neighbor_sampler`` - a pure-torch PyG neighbour sampler for mini-batches;
 * ``nbkit.kg.downstream``  - node embeddings -> logistic regression, 5-fold macro-F1;

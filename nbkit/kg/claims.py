@@ -29,11 +29,13 @@ FIELD_NOTES = {
     "downstream_f1": "node embeddings -> logistic regression reach macro-F1 0.82 (§3.1)",
     "aggr_mean_stable": "aggr='mean' is more stable than 'add' on long-tailed relations (§2.1)",
     "coalesce_indexerror": "coalesce() is required; without it RGCNConv raises IndexError (§3.1)",
+    "message_passing_helps": "message passing (RGCN) helps link prediction on this graph, against the no-message-passing baseline",
 }
 REVERSE_GAIN_CLAIMED = 0.79 - 0.53
 REVERSE_GAIN_MIN = REVERSE_GAIN_CLAIMED / 2  # tolerance: half the claimed lift counts as "holds"
 F1_CLAIMED, F1_TOL, F1_MARGIN = 0.82, 0.05, 0.10
 ROUGHNESS_MIN_REDUCTION = 0.05  # mean must be >= 5% smoother than add to count as "more stable"
+MP_MIN_GAIN = 0.01  # validation MRR: message passing "helps" when it adds at least this much over rung 6
 
 
 def verdict_reverse_edges(auc_without: list[float], auc_with: list[float]) -> Verdict:
@@ -43,13 +45,7 @@ def verdict_reverse_edges(auc_without: list[float], auc_with: list[float]) -> Ve
     end is ≥ half the claimed +0.26 (0.13), refuted when its high end is below 0.13, inconclusive
     when it straddles 0.13 or fewer than two seeds were run.
     """
-    gains = [w - wo for wo, w in zip(auc_without, auc_with, strict=False) if not (math.isnan(w) or math.isnan(wo))]
-    if not gains:
-        return Verdict(INCONCLUSIVE, "not measured: run rungs 2 and 3 of the ablation to test this claim")
-    if len(gains) < 2:
-        return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds")
-    return decide_at_least(mean_interval(gains), REVERSE_GAIN_MIN, what=f"AUC gain over {len(gains)} seeds",
-                           n_hint=f"n={len(gains)} seeds; more seeds narrow the interval")
+    return _paired_gain(auc_without, auc_with, REVERSE_GAIN_MIN, "AUC gain", "run rungs 2 and 3 of the ablation")
 
 
 def verdict_f1(f1_folds: list[float], control_folds: list[float]) -> Verdict:
@@ -101,6 +97,39 @@ def roughness_reductions(runs: list[dict[str, Any]]) -> list[float]:
     by = {(r["aggr"], r["seed"]): r for r in runs if not r["diverged"]}
     seeds = sorted({s for a, s in by if a == "mean"} & {s for a, s in by if a == "add"})
     return [(by["add", s]["roughness"] - by["mean", s]["roughness"]) / by["add", s]["roughness"] for s in seeds if by["add", s]["roughness"] > 0]
+
+
+def verdict_message_passing(mp_mrr: list[float], baseline_mrr: list[float]) -> Verdict:
+    """The better RGCN rung (4 or 5, by mean validation MRR) vs rung 6 (ComplEx-N3, no message
+    passing), same seeds, each with its own choices made on validation; validation MRR.
+
+    Rule: the per-seed gain (RGCN − rung 6) has a 95% t-interval across seeds; holds when its low end
+    is ≥ +0.01 MRR, refuted when its high end is below +0.01 (message passing adds less than 0.01, or
+    loses), inconclusive when it straddles +0.01 or fewer than two paired seeds were run.
+    """
+    return _paired_gain(baseline_mrr, mp_mrr, MP_MIN_GAIN, "validation-MRR gain of message passing",
+                        "run an RGCN rung (4 or 5) and rung 6 of the ablation")
+
+
+def _paired_gain(before: list[float], after: list[float], threshold: float, what: str, how: str) -> Verdict:
+    """Per-seed gains (after − before, NaN pairs dropped) judged by their 95% t-interval against ``threshold``."""
+    gains = [a - b for b, a in zip(before, after, strict=False) if not (math.isnan(a) or math.isnan(b))]
+    if not gains:
+        return Verdict(INCONCLUSIVE, f"not measured: {how} to test this claim")
+    if len(gains) < 2:
+        return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds")
+    return decide_at_least(mean_interval(gains), threshold, what=f"{what} over {len(gains)} seeds",
+                           n_hint=f"n={len(gains)} seeds; more seeds narrow the interval")
+
+
+def message_passing_pair(rung_metrics: dict[str, Any]) -> tuple[str | None, list[float], list[float]]:
+    """(the RGCN rung compared — the better of 4 and 5 by mean validation MRR —, its per-seed validation
+    MRRs, rung 6's), from ``run_ablation``'s ``rung_metrics``; empty lists when either side was not run."""
+    mp = [k for k in ("4", "5") if k in rung_metrics]
+    if not mp or "6" not in rung_metrics:
+        return None, [], []
+    best = max(mp, key=lambda k: rung_metrics[k]["valid_mrr"])
+    return best, rung_metrics[best]["valid_mrr_per_seed"], rung_metrics["6"]["valid_mrr_per_seed"]
 
 
 def verdict_coalesce(exp: dict[str, Any] | None) -> Verdict:
@@ -167,6 +196,17 @@ def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None) -> list[
         measured=measured, n=f"{len({r['seed'] for r in runs})} seeds per aggr",
         interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
         rule=f"fewer divergences holds / more refutes; else the per-seed roughness reduction of mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < {ROUGHNESS_MIN_REDUCTION:.0%}",
+    ))
+    mp_rung, mp, base = message_passing_pair(rm)
+    n = min(len(mp), len(base))
+    gains = [a - b for a, b in zip(mp, base, strict=False)]
+    rows.append(Claim.from_verdict(
+        verdict_message_passing(mp, base), key="message_passing_helps", claim=FIELD_NOTES["message_passing_helps"],
+        source="issue 15", field_note="(the ablation's premise)",
+        measured=(f"rung {mp_rung} (RGCN) {_mean(mp):.3f} vs rung 6 (ComplEx-N3) {_mean(base):.3f}: {_mean(gains):+.3f} validation MRR"
+                  if n else "not measured"),
+        rule=f"per-seed gain (RGCN rung − rung 6, validation MRR): holds if its 95% interval ≥ +{MP_MIN_GAIN:.2f}, refuted if < +{MP_MIN_GAIN:.2f}",
+        n=f"{n} seeds", interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
     ))
     exp = pitfalls.metrics["coalesce_experiment"] if pitfalls is not None else None
     rows.append(Claim.from_verdict(

@@ -129,11 +129,16 @@ def run_selection(cfg: SelectionConfig, live=None) -> Result:
     split = load_split(cfg.dataset, cfg.seed)
     base = cfg.train_config()
     rows = []
+    complex_grid = [{"complex_dim": d, "complex_n3": w, "complex_lr": lr, "complex_batch": b}
+                    for d in cfg.complex_dims for w in cfg.complex_n3s for lr in cfg.complex_lrs for b in cfg.complex_batches]
     groups = (
         ("decoder, dropout", 5, [{"decoder": d, "dropout": p} for d in cfg.decoders for p in cfg.dropouts]),
         ("type_aggr", 2, [{"type_aggr": a} for a in cfg.type_aggrs]),
+        # rung 6 trains in its own budget: up to 200 epochs, early-stopped on validation (patience >= 3)
+        ("complex dim, N3, lr, batch", 6, complex_grid),
     )
-    chosen: dict[str, Any] = {"decoder": cfg.decoder, "dropout": cfg.dropout, "type_aggr": cfg.type_aggr}
+    chosen: dict[str, Any] = {"decoder": cfg.decoder, "dropout": cfg.dropout, "type_aggr": cfg.type_aggr,
+                              **{k: getattr(cfg, k) for k in ("complex_dim", "complex_n3", "complex_lr", "complex_batch")}}
     for what, rung, candidates in groups:
         for cand in candidates:
             name = f"rung {rung} " + " ".join(f"{k}={v}" for k, v in cand.items())
@@ -295,17 +300,21 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
     from nbkit.device import memory_probe, watch_peak
     from nbkit.kg.config import TrainConfig
     from nbkit.kg.graph import split_kg
-    from nbkit.kg.train import LADDER, train_rung
+    from nbkit.kg.train import LADDER, cluster_oracle_mrr, train_rung
     from nbkit.kg.triples import synthetic_kg
 
     device = _device(cfg.device)
+    ceiling = None
     if cfg.source == "synthetic":
-        split = split_kg(synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters), seed=cfg.seed)
+        kg = synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters)
+        split = split_kg(kg, seed=cfg.seed)
+        ceiling = cluster_oracle_mrr(split, kg.clusters, "valid", cfg.eval_max_triples)
     else:
         split = load_split(cfg.dataset, cfg.seed)
     base = TrainConfig(epochs=cfg.epochs, hidden=cfg.hidden, lr=cfg.lr, seed=cfg.seed, eval_every=max(1, cfg.epochs // 5),
                        max_seconds=cfg.max_seconds, eval_max_triples=cfg.eval_max_triples, cpu_threads=cfg.cpu_threads or None,
-                       batch_size=cfg.batch_size, num_negatives=cfg.num_negatives)
+                       batch_size=cfg.batch_size, num_negatives=cfg.num_negatives,
+                       eval_every_seconds=cfg.max_seconds / cfg.eval_points if cfg.eval_points else None)
     modes = [("mini-batch", dataclasses.replace(base, num_neighbors=(cfg.fanout,) * base.layers))]
     if cfg.compare_full:
         modes.append(("full graph", dataclasses.replace(base, full_graph=True)))
@@ -323,6 +332,12 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
             "epochs": res.epochs_run,
             "steps": len(h["step_loss"]),
             "train_s": round(res.train_seconds, 1),
+            # training steps per second of training (validation time excluded)
+            "steps_per_s": round(len(h["step_loss"]) / max(res.train_seconds - (h["eval_s"][-1] if h["eval_s"] else 0.0), 1e-9), 2),
+            # the learning curve: validation MRR after how many steps / seconds of training
+            "curve_steps": list(h["valid_step"]),
+            "curve_train_s": list(h["valid_train_s"]),
+            "curve_valid_mrr": [round(m, 5) for m in h["valid_mrr"]],
             "edges_per_step": int(sum(h["sampled_edges"]) / max(len(h["sampled_edges"]), 1)),
             "message_graph_edges": int(graph.edge_index.size(1)),
             "peak_memory_mb": round(peak.peak / 2**20, 1),
@@ -330,6 +345,8 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
             "memory_measured_as": peak.how,
             "interrupted": res.interrupted,
         })
+        if ceiling is not None:  # what a perfect model reaches on this graph (same validation sample)
+            rows[-1]["ceiling_mrr"] = round(ceiling, 5)
     return Result(metrics={"rows": rows, "sizes": split.sizes()}, table=pd.DataFrame(rows))
 
 

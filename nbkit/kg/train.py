@@ -17,7 +17,7 @@ from typing import Any
 from nbkit.kg.config import TrainConfig
 from nbkit.kg.graph import KGSplit, message_graph
 
-ENCODERS = ("gcn", "hetero_sage", "rgcn")
+ENCODERS = ("gcn", "hetero_sage", "rgcn", "none")
 FULL_SCORE_MAX_NODES = 20000
 NEGATIVES = ("uniform", "typed")
 
@@ -45,7 +45,13 @@ LADDER: dict[int, Rung] = {
     # Rung 5 differs from 4 only in the negatives: every entity, not just type-valid ones. Ranking is
     # over ALL entities, and type-constrained negatives never teach the model to push the others down.
     5: Rung(5, "5 = rung 4 with negatives from all entities", True, "inverse", "rgcn", "relational", "uniform"),
+    # Rung 6: the no-message-passing baseline the RGCN rungs are judged against (Lacroix et al. 2018):
+    # ComplEx with reciprocal relations, 1-N cross-entropy over all entities, N3, Adagrad. Untyped.
+    6: Rung(6, "6 ComplEx-N3, no message passing (reciprocal relations, 1-N cross-entropy, N3, Adagrad)", False, "none", "none",
+            "complex_reciprocal", "uniform"),
 }
+MESSAGE_PASSING_RUNGS = (4, 5)  # the RGCN rungs, compared with rung 6 by the message-passing claim
+BASELINE_RUNG = 6
 
 
 @dataclass
@@ -105,6 +111,15 @@ def model_graph(split: KGSplit, reverse: str, hetero: bool) -> ModelGraph:
 def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph, features=None):
     from nbkit.kg import models
 
+    if rung.encoder == "none":
+        import torch
+
+        node_input = models.NodeInput(split, cfg.complex_dim, typed=False)
+        dec = models.DECODERS[rung.decoder](split.num_relations, cfg.complex_dim)
+        with torch.no_grad():  # small initial factors, as in the paper: N3 and Adagrad start near zero
+            node_input.table.weight.normal_(std=cfg.complex_init)
+            dec.rel.normal_(std=cfg.complex_init)
+        return models.LinkPredictor(node_input, models.NoEncoder(), dec)
     node_input = models.NodeInput(split, cfg.hidden, rung.typed, features=features)
     if rung.encoder == "gcn":
         enc = models.GCNEncoder(cfg.hidden, cfg.layers)
@@ -271,6 +286,31 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
     return out
 
 
+def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "valid", max_triples: int = 0, sample_seed: int = 12345) -> float:
+    """The MRR ceiling of a graph whose tails are predictable only up to a latent cluster
+    (``triples.synthetic_kg``): an oracle that knows each true entity's cluster scores every entity of
+    that type and cluster 1 and all others 0; filtered, ties averaged, both sides — as :func:`evaluate`
+    (same seeded sample of ``max_triples``)."""
+    import torch
+
+    trip = getattr(split, which)
+    if 0 < max_triples < len(trip):
+        trip = trip[torch.randperm(len(trip), generator=torch.Generator().manual_seed(sample_seed))[:max_triples].sort().values]
+    names = split.entity_names()
+    cl = torch.tensor([clusters[n] for n in names])
+    group = split.node_type * (int(cl.max()) + 1) + cl  # (type, cluster) of every entity
+    size = torch.bincount(group)
+    tails, heads = true_index(split)
+    recip = []
+    for h, r, t in trip.tolist():
+        for true, others in ((t, tails.get((h, r), [])), (h, heads.get((r, t), []))):
+            g = int(group[true])
+            filtered = sum(1 for o in others if o != true and int(group[o]) == g)
+            ties = int(size[g]) - 1 - filtered  # same score as the true entity, not filtered away
+            recip.append(1.0 / (1 + ties / 2))
+    return sum(recip) / len(recip)
+
+
 # ---------------------------------------------------------------------------------------------
 # training
 # ---------------------------------------------------------------------------------------------
@@ -311,7 +351,7 @@ def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, device=None, liv
     if device.type == "cpu" and cfg.cpu_threads:
         torch.set_num_threads(cfg.cpu_threads)
     try:
-        fn = _train_rung_minibatch if cfg.batch_size > 0 else _train_rung
+        fn = _train_reciprocal if rung.encoder == "none" else _train_rung_minibatch if cfg.batch_size > 0 else _train_rung
         return fn(split, rung, cfg, device, live=live, progress=progress, valid_negs=valid_negs, features=features, trace_prefix=trace_prefix)
     finally:
         torch.set_num_threads(threads_before)
@@ -324,7 +364,8 @@ def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, 
     history["valid_mrr"].append(m["mrr"])
     if live is not None:
         live.add(f"{name} valid MRR", epoch, m["mrr"])
-    bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", valid_mrr=f"{m['mrr']:.3f}")
+    last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[-1]  # mid-epoch: the last step's loss
+    bar.set_postfix(loss=f"{last_loss:.3f}", valid_mrr=f"{m['mrr']:.3f}")
     if m["mrr"] > best[0]:
         best = (m["mrr"], epoch, {k_: v.detach().clone() for k_, v in model.state_dict().items()})
     return best
@@ -333,6 +374,30 @@ def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, 
 def _patience_spent(cfg, history, best) -> bool:
     """Early stopping on validation: ``cfg.patience`` evaluations in a row without a new best MRR."""
     return cfg.patience > 0 and sum(1 for e in history["valid_epoch"] if e > best[1]) >= cfg.patience
+
+
+def _start_loop(rung, cfg, trace_prefix, progress):
+    """(name, history, best, start time, epoch progress bar) of a full-batch or rung-6 training loop."""
+    from tqdm.auto import tqdm
+
+    name = trace_prefix or f"rung {rung.key}"
+    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
+    bar = tqdm(range(1, cfg.epochs + 1), desc=name, disable=not progress, leave=False)
+    return name, history, (-1.0, 0, None), time.perf_counter(), bar
+
+
+def _epoch_end(model, graph, split, cfg, filt, history, epoch, loss, best, live, name, bar, start, every):
+    """Record the epoch's loss, validate every ``every`` epochs; returns (best, stop): stop once early
+    stopping's patience is spent or the time budget ``cfg.max_seconds`` is."""
+    history["epoch"].append(epoch)
+    history["loss"].append(loss)
+    if live is not None:
+        live.add(f"{name} loss", epoch, loss)
+    if epoch % every == 0 or epoch == cfg.epochs:
+        best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
+        if _patience_spent(cfg, history, best):
+            return best, True
+    return best, cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds
 
 
 def _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, seconds, interrupted):
@@ -368,7 +433,6 @@ def _check_split(split: KGSplit) -> None:
 def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
     import torch
     import torch.nn.functional as F
-    from tqdm.auto import tqdm
 
     graph = model_graph(split, rung.reverse, hetero=rung.encoder == "hetero_sage").to(device)
     model = build_model(split, rung, cfg, graph, features=features).to(device)
@@ -379,12 +443,8 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
     train = split.train
     h, r, t = (x.to(device) for x in train.t())
     k = cfg.num_negatives
-    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
-    best = (-1.0, 0, None)
-    name = trace_prefix or f"rung {rung.key}"
-    start = time.perf_counter()
+    name, history, best, start, bar = _start_loop(rung, cfg, trace_prefix, progress)
     interrupted = False
-    bar = tqdm(range(1, cfg.epochs + 1), desc=name, disable=not progress, leave=False)
     try:
         for epoch in bar:
             model.train()
@@ -405,15 +465,53 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
                 raise FloatingPointError(f"{name}: loss became {float(loss.detach())} at epoch {epoch} (lr={cfg.lr}); lower the learning rate")
             loss.backward()
             opt.step()
-            history["epoch"].append(epoch)
-            history["loss"].append(float(loss.detach()))
-            if live is not None:
-                live.add(f"{name} loss", epoch, history["loss"][-1])
-            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                best = _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar)
-                if _patience_spent(cfg, history, best):
-                    break
-            if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
+            best, stop = _epoch_end(model, graph, split, cfg, filt, history, epoch, float(loss.detach()), best, live, name, bar, start, cfg.eval_every)
+            if stop:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    return _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, interrupted)
+
+
+def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
+    """Rung 6 (no message passing): every train triple (h, r, t) also as (t, r + R, h); each epoch,
+    shuffled mini-batches of ``cfg.complex_batch`` tail queries, softmax cross-entropy of the true tail
+    against EVERY entity (1-N) plus ``cfg.complex_n3`` × N3 / batch size, Adagrad at ``cfg.complex_lr``.
+    Validation every ``cfg.complex_eval_every`` epochs; early stopping and the best-epoch rule as the other rungs."""
+    import torch
+    import torch.nn.functional as F
+
+    if features:
+        raise ValueError(f"rung {rung.key} learns one embedding per entity; it takes no node features")
+    graph = model_graph(split, rung.reverse, hetero=False).to(device)  # not read by the model; evaluate() takes it
+    model = build_model(split, rung, cfg, graph).to(device)
+    opt = torch.optim.Adagrad(model.parameters(), lr=cfg.complex_lr)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    filt = true_index(split)
+    h, r, t = split.train.t()
+    queries = torch.cat([split.train, torch.stack([t, r + split.num_relations, h], 1)])
+    name, history, best, start, bar = _start_loop(rung, cfg, trace_prefix, progress)
+    interrupted = False
+    try:
+        for epoch in bar:
+            model.train()
+            perm = torch.randperm(len(queries), generator=gen)
+            total = 0.0
+            for lo in range(0, len(queries), cfg.complex_batch):
+                qh, qr, qt = queries[perm[lo : lo + cfg.complex_batch]].to(device).t()
+                z = model.node_input.table.weight
+                fit = F.cross_entropy(model.decoder.score_tails(z, qh, qr), qt)
+                loss = fit + cfg.complex_n3 * model.decoder.n3(z, qh, qr, qt) / len(qh)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += float(fit.detach()) * len(qh)
+            if not math.isfinite(total):
+                raise FloatingPointError(f"{name}: loss became {total} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the learning rate")
+            best, stop = _epoch_end(model, graph, split, cfg, filt, history, epoch, total / len(queries), best, live, name, bar, start, cfg.complex_eval_every)
+            if stop:
                 break
     except KeyboardInterrupt:
         interrupted = True
@@ -485,7 +583,8 @@ def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: Negat
 def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
     """Mini-batch twin of ``_train_rung``: neighbour-sampled subgraphs (or, with ``cfg.full_graph``, the
     whole message graph) for training, the full message graph for validation embeddings; same model,
-    metrics and best-epoch rule."""
+    metrics and best-epoch rule. Under ``cfg.max_seconds`` the budget counts training time only
+    (validation excluded); ``cfg.eval_every_seconds`` adds mid-epoch validation points."""
     import torch
     from torch_geometric.data import Data
     from tqdm.auto import tqdm
@@ -515,10 +614,25 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     filt = true_index(split)
     train = split.train
     steps = math.ceil(len(train) / cfg.batch_size)
-    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": [], "step_loss": [], "sampled_nodes": [], "sampled_edges": []}
+    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": [], "step_loss": [], "sampled_nodes": [], "sampled_edges": [],
+                                "valid_step": [], "valid_train_s": [], "eval_s": []}
     best = (-1.0, 0, None)
     start = time.perf_counter()
+    eval_s = 0.0  # seconds spent validating: steps/s counts training only
+    last_eval = 0.0
     interrupted = out_of_time = False
+
+    def validate(epoch_mark):
+        nonlocal best, eval_s, last_eval
+        t0 = time.perf_counter()
+        best = _validate(model, eval_graph, split, cfg, filt, history, epoch_mark, best, live, name, bar)
+        model.train()
+        eval_s += time.perf_counter() - t0
+        last_eval = time.perf_counter() - start - eval_s
+        history["valid_step"].append(len(history["step_loss"]))
+        history["valid_train_s"].append(round(last_eval, 2))
+        history["eval_s"].append(round(eval_s, 2))
+
     # Under a time budget the step count is unknown: the bar then shows steps and rate, not an ETA.
     bar = tqdm(total=None if cfg.max_seconds is not None else cfg.epochs * steps, desc=f"{name} (mini-batch)", unit="step", disable=not progress, leave=False)
     try:
@@ -541,13 +655,16 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
                 if live is not None:
                     live.add(f"{name} loss", epoch - 1 + (i + 1) / steps, losses[-1])
                 bar.update(1)
-                if cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
+                trained = time.perf_counter() - start - eval_s
+                if cfg.max_seconds is not None and trained > cfg.max_seconds:
                     out_of_time = True
                     break
+                if cfg.eval_every_seconds and trained - last_eval >= cfg.eval_every_seconds and i + 1 < steps:
+                    validate(epoch - 1 + (i + 1) / steps)  # mid-epoch point of the learning curve
             history["epoch"].append(epoch)
             history["loss"].append(sum(losses) / len(losses))
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs or out_of_time:
-                best = _validate(model, eval_graph, split, cfg, filt, history, epoch, best, live, name, bar)
+                validate(epoch - 1 + len(losses) / steps)
                 if _patience_spent(cfg, history, best):
                     break
             if out_of_time:

@@ -133,6 +133,8 @@ class KGTriples:
     df: Any  # pandas.DataFrame
     report: LoadReport
     name: str = ""
+    # Generated graphs only: each entity's latent cluster (what a tail is predictable up to).
+    clusters: dict[str, int] | None = None
 
     def __len__(self) -> int:
         return len(self.df)
@@ -432,17 +434,10 @@ def umls_semantic_groups():
     return pd.read_csv(UMLS_GROUPS_FILE, sep="\t", comment="#", dtype=str)
 
 
-def load_umls() -> KGTriples:
-    """The UMLS KG (135 semantic types, 46 relations, 6,529 triples) from PyKEEN's wheel, with its split.
-
-    Node types are UMLS semantic groups (``data/umls_semantic_groups.tsv``). No network access:
-    PyKEEN ships these three files inside the package.
-    """
+def _pykeen_split_frame(ds):
+    """A PyKEEN dataset's three shipped splits as one head/relation/tail/split table (labels, not ids)."""
     import pandas as pd
-    from pykeen.datasets import UMLS
 
-    ds = UMLS()
-    groups = umls_semantic_groups().set_index("umls_kg_name")["group"].to_dict()
     parts = []
     for split, tf in (("train", ds.training), ("valid", ds.validation), ("test", ds.testing)):
         ids = tf.mapped_triples.numpy()  # ids -> labels ourselves (tf.triples warns and is slow)
@@ -453,7 +448,19 @@ def load_umls() -> KGTriples:
         )
         part["split"] = split
         parts.append(part)
-    df = pd.concat(parts, ignore_index=True)
+    return pd.concat(parts, ignore_index=True)
+
+
+def load_umls() -> KGTriples:
+    """The UMLS KG (135 semantic types, 46 relations, 6,529 triples) from PyKEEN's wheel, with its split.
+
+    Node types are UMLS semantic groups (``data/umls_semantic_groups.tsv``). No network access:
+    PyKEEN ships these three files inside the package.
+    """
+    from pykeen.datasets import UMLS
+
+    groups = umls_semantic_groups().set_index("umls_kg_name")["group"].to_dict()
+    df = _pykeen_split_frame(UMLS())
     missing = sorted((set(df["head"]) | set(df["tail"])) - set(groups))
     if missing:
         raise KGFormatError(f"{UMLS_GROUPS_FILE}: no semantic group for UMLS entities {missing[:5]} ({len(missing)} in all)")
@@ -463,6 +470,18 @@ def load_umls() -> KGTriples:
     report.notes.append("node types = UMLS semantic groups (NLM SemGroups), see nbkit/kg/data/umls_semantic_groups.tsv")
     report.notes.append("split = PyKEEN's published train/valid/test split")
     return finalize(df, report, name="umls")
+
+
+def load_kinships() -> KGTriples:
+    """The Kinships KG (104 people, 25 kinship terms, 10,686 triples) from PyKEEN's wheel, with its split.
+
+    It has no node types (every entity is a person): the untyped case, bundled.
+    """
+    from pykeen.datasets import Kinships
+
+    report = LoadReport("pykeen.datasets.Kinships (bundled in the pykeen wheel)")
+    report.notes.append("no node types (one type, 'entity'); split = PyKEEN's published train/valid/test split")
+    return finalize(_pykeen_split_frame(Kinships()), report, name="kinships")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -600,11 +619,15 @@ def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0
         }))
     df = pd.concat(parts, ignore_index=True)[list(COLUMNS + TYPE_COLUMNS)]
     report = LoadReport(f"synthetic_kg(num_entities={num_entities}, num_triples={num_triples}, seed={seed})")
-    return finalize(df, report, name="synthetic")
+    kg = finalize(df, report, name="synthetic")
+    kg.clusters = {e: int(c) for t in ents for e, c in zip(ents[t], cluster[t], strict=True)}
+    return kg
 
 
+BUNDLED = ("umls", "kinships", "synthetic", "hetionet")
 LOAD_KWARGS = {
     "umls": (),
+    "kinships": (),
     "hetionet": (),
     "synthetic": ("num_entities", "num_triples", "seed", "num_clusters"),
     "rdf": ("allowed_types",),
@@ -613,23 +636,25 @@ LOAD_KWARGS = {
 
 
 def load_dataset(name_or_path: str, **kwargs) -> KGTriples:
-    """``umls`` | ``synthetic`` | ``hetionet`` | a path to a .csv/.tsv/.parquet/.nt/.ttl file.
+    """``umls`` | ``kinships`` | ``synthetic`` | ``hetionet`` | a path to a .csv/.tsv/.parquet/.nt/.ttl file.
 
     Keyword arguments go to the loader; one it does not take is a ``UsageError`` (never ignored).
     """
     key = str(name_or_path).strip()
     path = Path(key).expanduser()
-    kind = key.lower() if key.lower() in ("umls", "synthetic", "hetionet") else None
+    kind = key.lower() if key.lower() in BUNDLED else None
     if kind is None and path.exists():
         kind = "rdf" if path.name.lower().removesuffix(".gz").endswith(RDF_SUFFIXES) else "table"
     if kind is None:
-        raise FileNotFoundError(f"DATASET={name_or_path!r}: not a bundled name (umls, synthetic, hetionet) and no such file")
+        raise FileNotFoundError(f"DATASET={name_or_path!r}: not a bundled name ({', '.join(BUNDLED)}) and no such file")
     unknown = sorted(set(kwargs) - set(LOAD_KWARGS[kind]))
     if unknown:
         takes = ", ".join(LOAD_KWARGS[kind]) or "none"
         raise UsageError(f"load_dataset({name_or_path!r}): unknown keyword argument(s) {unknown}; this loader takes: {takes}")
     if kind == "umls":
         return load_umls()
+    if kind == "kinships":
+        return load_kinships()
     if kind == "synthetic":
         return synthetic_kg(**kwargs)
     if kind == "hetionet":

@@ -24,7 +24,7 @@ def test_headline_and_test_metrics_of_the_chosen_rung(metrics):
 
 def test_best_rung_is_the_best_on_validation(metrics):
     rungs = metrics["rung_metrics"]
-    assert set(rungs) == {"1", "2", "3", "4", "5"}
+    assert set(rungs) == {"1", "2", "3", "4", "5", "6"}
     best = str(metrics["best_rung"])
     assert rungs[best]["valid_mrr"] == max(m["valid_mrr"] for m in rungs.values())
     for m in rungs.values():
@@ -37,6 +37,9 @@ def test_selection_was_made_on_validation(metrics):
     best = max(rows, key=lambda r: r["valid_mrr"])
     assert (sel["chosen"]["decoder"], sel["chosen"]["dropout"]) == (best["decoder"], best["dropout"])
     assert {r["decoder"] for r in rows} == {"distmult", "complex"}
+    rung6 = [r for r in sel["validation"] if r["rung"] == 6]
+    best6 = max(rung6, key=lambda r: r["valid_mrr"])
+    assert len(rung6) >= 2 and all(sel["chosen"][k] == best6[k] for k in ("complex_dim", "complex_n3", "complex_lr", "complex_batch"))
 
 
 def test_umls_load_and_leakage_meter(metrics):
@@ -62,7 +65,7 @@ def test_downstream_aggr_and_pitfalls(metrics):
 
 def test_claims_rows_have_every_field(metrics):
     rows = as_claims(metrics["claims"])
-    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "coalesce_indexerror"]
+    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "message_passing_helps", "coalesce_indexerror"]
     for row in rows:
         assert row.verdict in VERDICTS and row.rule and row.n and row.why and row.measured
     assert next(r for r in rows if r.key == "coalesce_indexerror").verdict == "refuted"
@@ -79,3 +82,4 @@ def test_minibatch_section_measured_both_modes_and_the_scale_run(metrics):
     scale = metrics["minibatch_scale"]
     assert scale["mode"] == "mini-batch" and scale["graph_entities"] >= 1000 and scale["steps"] >= 1
     assert scale["evaluated_triples"] == min(2000, scale["graph_valid"]) and scale["memory_measured_as"]
+    assert len(scale["curve_valid_mrr"]) >= 1 and scale["steps_per_s"] > 0 and 0 < scale["ceiling_mrr"] < 1

@@ -182,3 +182,41 @@ def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
     assert res.metrics["skipped"].startswith("the labels (node types) give 1 class(es)")
     row = claims.claims(downstream=res)[1]
     assert row.verdict == "inconclusive" and "node types" in row.why
+
+
+def _untyped_file(tmp_path, kind):
+    """A user's own triples file: no node types; 'one_relation' also has a single relation; 'no_valid'
+    ships a split column without validation rows."""
+    df = kgt.synthetic_kg(60, 500, seed=0).df[["head", "relation", "tail"]].copy()
+    if kind == "one_relation":
+        df["relation"] = "linked_to"
+        df = df.drop_duplicates(["head", "relation", "tail"])
+    if kind == "no_valid":
+        df["split"] = ["test" if i % 8 == 0 else "train" for i in range(len(df))]
+    p = tmp_path / f"{kind}.tsv"
+    df.to_csv(p, sep="\t", index=False)
+    return str(p)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["untyped", "one_relation", "no_valid"])
+def test_a_users_untyped_file_runs_every_section_that_applies(tmp_path, kind):
+    """Notebook 01's sections on such a file (smoke sizes): the ladder with rung 6 and the message-passing
+    claim run; the downstream section says why it is skipped; no crash."""
+    from nbkit.kg import claims
+    from nbkit.kg import config as c
+    from nbkit.kg import experiments as ex
+
+    path = _untyped_file(tmp_path, kind)
+    common = {"dataset": path, "device": "cpu", "hidden": 16, "complex_dim": 32}
+    load = ex.run_load(c.LoadConfig(dataset=path, compare_rdf=False))
+    assert load.metrics["split_sizes"]["node_types"] == 1 and load.metrics["split_sizes"]["valid"] > 0
+    if kind == "no_valid":
+        assert load.data["split"].report["valid_carved_from_train"] == load.metrics["split_sizes"]["valid"]
+    sel = ex.run_selection(c.SelectionConfig.smoke(**common, complex_dims=(32,), complex_n3s=(0.01,), dropouts=(0.5,), type_aggrs=("mean",)))
+    abl = ex.run_ablation(c.AblationConfig.smoke(**{**common, **sel.metrics["chosen"]}, rungs=(2, 3, 5, 6)))
+    down = ex.run_downstream(c.DownstreamConfig.smoke(**common))
+    rows = {r.key: r for r in claims.claims(ablation=abl, downstream=down)}
+    assert "skipped" in down.metrics and "node types" in rows["downstream_f1"].why
+    assert rows["message_passing_helps"].n == "2 seeds" and rows["message_passing_helps"].measured.startswith("rung 5 (RGCN)")
+    assert 0 < abl.metrics["test_mrr"] <= 1

@@ -66,6 +66,29 @@ def test_verdict_aggr(runs, verdict, why):
     assert v.verdict == verdict and why in v.why
 
 
+@pytest.mark.parametrize(
+    ("mp", "base", "verdict", "why"),
+    [
+        ([0.80, 0.81, 0.79], [0.70, 0.71, 0.70], HOLDS, "≥"),
+        ([0.80, 0.81, 0.79], [0.95, 0.96, 0.95], REFUTED, "<"),  # message passing loses to the baseline
+        ([0.905, 0.906, 0.904], [0.90, 0.901, 0.899], REFUTED, "<"),  # gains, but less than +0.01
+        ([0.80, 0.95, 0.70], [0.78, 0.80, 0.75], INCONCLUSIVE, "n too small"),
+        ([0.8], [0.7], INCONCLUSIVE, "one seed"),
+        ([], [0.7, 0.7], INCONCLUSIVE, "not measured"),
+    ],
+)
+def test_verdict_message_passing(mp, base, verdict, why):
+    v = claims.verdict_message_passing(mp, base)
+    assert v.verdict == verdict and why in v.why
+
+
+def test_message_passing_pair_takes_the_better_rgcn_rung():
+    rm = {"4": {"valid_mrr": 0.8, "valid_mrr_per_seed": [0.8, 0.8]}, "5": {"valid_mrr": 0.85, "valid_mrr_per_seed": [0.84, 0.86]},
+          "6": {"valid_mrr": 0.95, "valid_mrr_per_seed": [0.95, 0.95]}}
+    assert claims.message_passing_pair(rm) == ("5", [0.84, 0.86], [0.95, 0.95])
+    assert claims.message_passing_pair({k: rm[k] for k in ("4", "5")}) == (None, [], [])
+
+
 def _coalesce(add: bool, mean: bool) -> dict:
     return {"unsorted_raises": {"add": add, "mean": mean}, "edges": 500, "distinct_typed_edges": 400, "edges_after_coalesce": 400,
             "coalesced_vs_raw_max_abs_diff_add": 0.7, "coalesced_vs_raw_max_abs_diff_mean": 0.1,
@@ -86,8 +109,11 @@ def test_verdict_coalesce(exp, verdict, why):
     assert v.verdict == verdict and why in v.why
 
 
-def _ablation(auc2, auc3):
+def _ablation(auc2, auc3, mrr5=(), mrr6=()):
     rm = {"2": {"valid_auc": sum(auc2) / len(auc2), "valid_auc_per_seed": auc2}, "3": {"valid_auc": sum(auc3) / len(auc3), "valid_auc_per_seed": auc3}}
+    if mrr5:
+        rm["5"] = {"valid_mrr": sum(mrr5) / len(mrr5), "valid_mrr_per_seed": list(mrr5)}
+        rm["6"] = {"valid_mrr": sum(mrr6) / len(mrr6), "valid_mrr_per_seed": list(mrr6)}
     return Result(metrics={"rung_metrics": rm, "best_rung": 3, "test_mrr": 0.4, "test_hits_at_10": 0.6})
 
 
@@ -97,15 +123,18 @@ def test_claims_rows_from_fabricated_results_and_skipped_downstream():
     aggr = Result(metrics={"runs": _runs([0.1, 0.11, 0.09], [0.2, 0.21, 0.19]),
                            "summary": {a: {"roughness": 0.1, "valid_mrr_mean": 0.5, "diverged": 0} for a in ("mean", "add")}})
     pitfalls = Result(metrics={"coalesce_experiment": _coalesce(False, False)})
-    rows = claims.claims(ablation=_ablation([0.53, 0.54, 0.52], [0.79, 0.80, 0.78]), downstream=downstream, aggr=aggr, pitfalls=pitfalls)
+    ablation = _ablation([0.53, 0.54, 0.52], [0.79, 0.80, 0.78], mrr5=[0.80, 0.81, 0.79], mrr6=[0.95, 0.96, 0.95])
+    rows = claims.claims(ablation=ablation, downstream=downstream, aggr=aggr, pitfalls=pitfalls)
     assert all(isinstance(r, Claim) for r in rows)
-    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "coalesce_indexerror"]
-    assert [r.verdict for r in rows] == [HOLDS, HOLDS, HOLDS, REFUTED]
+    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "message_passing_helps", "coalesce_indexerror"]
+    assert [r.verdict for r in rows] == [HOLDS, HOLDS, HOLDS, REFUTED, REFUTED]
+    assert rows[3].measured.startswith("rung 5 (RGCN) 0.800 vs rung 6 (ComplEx-N3) 0.953") and rows[3].n == "3 seeds"
     assert rows[0].n == "3 seeds" and rows[0].interval.startswith("[") and rows[2].interval.startswith("[")
     assert list(claims_frame(rows).columns)[:4] == ["claim", "field_note", "measured", "verdict"]
     skipped = claims.claims(ablation=_ablation([0.6], [0.7]), downstream=Result(metrics={"skipped": "one class"}))
     assert skipped[1].verdict == INCONCLUSIVE and "one class" in skipped[1].why
-    assert skipped[0].verdict == INCONCLUSIVE and skipped[2].measured == "not measured" and skipped[3].verdict == INCONCLUSIVE
+    assert skipped[0].verdict == INCONCLUSIVE and skipped[2].measured == "not measured"
+    assert skipped[3].verdict == INCONCLUSIVE and skipped[3].measured == "not measured" and skipped[4].verdict == INCONCLUSIVE
 
 
 def test_headline_has_the_first_numbers():

@@ -150,3 +150,58 @@ def test_stacked_rgcn_conv_equals_pyg_rgcn_conv(num_bases, aggr):
     ga = torch.autograd.grad(ya.square().sum(), [x, *ref.parameters()])
     gb = torch.autograd.grad(yb.square().sum(), [x, *fast.parameters()])
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-3) for a, b in zip(ga, gb, strict=True))
+
+
+def test_reciprocal_complex_scores_heads_through_the_inverse_relation_and_n3_is_the_cubed_modulus():
+    from nbkit.kg.models import ComplExDecoder, ReciprocalComplExDecoder
+
+    torch.manual_seed(0)
+    dec = ReciprocalComplExDecoder(3, 4)
+    assert dec.rel.shape == (6, 4)
+    z = torch.randn(5, 4)
+    h, r, t = torch.tensor([0, 1]), torch.tensor([2, 0]), torch.tensor([3, 4])
+    # a head query (?, r, t) is the tail query (t, r + R, ?)
+    assert torch.allclose(dec.score_heads(z, r, t), dec.score_tails(z, t, r + 3))
+    # the one-matmul tail scores equal ComplEx's triple score, entity by entity
+    full = dec.score_tails(z, h, r)
+    for e in range(5):
+        assert torch.allclose(full[:, e], ComplExDecoder.forward(dec, z, h, r, torch.full_like(h, e)), atol=1e-6)
+    z1 = torch.tensor([[3.0, 0.0, 4.0, 1.0]])  # complex parts (3 + 4i, 0 + 1i): moduli 5 and 1
+    with torch.no_grad():
+        dec.rel.zero_()
+        dec.rel[0] = torch.tensor([0.0, 2.0, 0.0, 0.0])  # moduli 0 and 2
+    zero = torch.tensor([0])
+    assert dec.n3(z1, zero, zero, zero).item() == pytest.approx(2 * (125 + 1) + 8)
+
+
+def test_rung6_learns_on_a_tiny_graph_keeps_test_untouched_and_stops_early(split):
+    cfg = kgtrain.TrainConfig(epochs=60, complex_dim=32, complex_batch=256, complex_eval_every=2, patience=2, seed=0)
+    res, model, graph = kgtrain.train_rung(split, kgtrain.LADDER[6], cfg, progress=False)
+    assert res.test_metrics == {} and res.history["valid_epoch"][0] == 2
+    chance = sum(1 / k for k in range(1, split.num_nodes + 1)) / split.num_nodes
+    assert res.metrics["valid_mrr"] > 3 * chance
+    # early stopping on validation: stopped `patience` checks after its best one, or ran every epoch
+    assert res.epochs_run == min(60, res.best_epoch + 2 * 2) or res.epochs_run == 60
+    with pytest.raises(ValueError, match="no node features"):
+        kgtrain.train_rung(split, kgtrain.LADDER[6], cfg, progress=False, features={"gene": torch.zeros(1, 1)})
+
+
+def test_cluster_oracle_mrr_is_the_ceiling_of_the_synthetic_graph():
+    kg = kgt.synthetic_kg(90, 900, seed=0, num_clusters=3)
+    sp = kgg.split_kg(kg, seed=0)
+    ceiling = kgtrain.cluster_oracle_mrr(sp, kg.clusters, "valid")
+    # every (type, cluster) group has ~10 members: ties average the rank to ~5, so the oracle MRR is far below 1
+    assert 0.1 < ceiling < 0.5
+    one_cluster = {e: 0 for e in kg.clusters}  # no latent structure: the oracle ties every entity of the type
+    assert kgtrain.cluster_oracle_mrr(sp, one_cluster, "valid") < ceiling
+
+
+def test_minibatch_validates_inside_the_time_budget(split):
+    cfg = kgtrain.TrainConfig(epochs=1, hidden=8, batch_size=16, num_negatives=8, num_neighbors=(5, 5), eval_every=1,
+                              eval_every_seconds=1e-9, eval_max_triples=20)
+    res, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[5], cfg, progress=False)
+    h = res.history
+    steps = len(h["step_loss"])
+    # one validation after every step (the last one at the epoch's end): a learning curve inside one epoch
+    assert h["valid_step"] == list(range(1, steps + 1)) and len(h["valid_mrr"]) == steps > 1
+    assert h["valid_epoch"][0] == pytest.approx(1 / steps) and h["valid_epoch"][-1] == 1
