@@ -19,7 +19,7 @@ what values it takes (papermill stores that comment as the parameter's help text
     EPOCHS = 200  # training epochs; range: 1..2000
     LR = 0.005  # range: 1e-6..1.0
     SEED = 0  # range: 0..
-    DATASET = "umls"  # choices: umls, synthetic, hetionet, <path>
+    DATASET = "umls"  # choices: umls, kinships, synthetic, hetionet, <path>
 
 ``range: LO..HI`` is inclusive and either end may be left open. ``choices: a, b, c`` lists the
 accepted values; the token ``<path>`` also accepts the path of an existing file (relative paths
