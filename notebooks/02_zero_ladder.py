@@ -42,6 +42,7 @@ HIDDEN_SIZE = 256
 NUM_LAYERS = 8
 SPEC_PROMPTS = 3
 SPEC_NEW_TOKENS = 32
+SPEC_MODEL = ""  # speculative decoding's target: "" = SmolLM2, or your HF causal-LM directory (with weights) / hub id
 MONITOR_LIMIT_MIB = 450.0
 MODEL = ""
 DS_CONFIG = ""
@@ -315,7 +316,7 @@ else:
     display(frag.table)
 
 # %% [markdown]
-# ## 7. Speculative decoding on SmolLM2
+# ## 7. Speculative decoding on SmolLM2 (or `SPEC_MODEL`)
 #
 # transformers' assisted generation, greedy, with and without speculation: prompt-lookup
 # decoding (n-grams copied from the prompt) and a layer-truncated copy of the target as draft.
@@ -327,7 +328,7 @@ else:
 from nbkit.zero.panels import specdec_panel
 
 spec_cfg = SpecDecConfig.smoke() if SMOKE else SpecDecConfig(n_prompts=SPEC_PROMPTS, max_new_tokens=SPEC_NEW_TOKENS)
-spec_panel = specdec_panel(dataclasses.replace(spec_cfg, device=DEVICE, seed=SEED))
+spec_panel = specdec_panel(dataclasses.replace(spec_cfg, device=DEVICE, seed=SEED, model_path=SPEC_MODEL))
 spec_panel.display()
 spec = spec_panel.run()
 nbkit.record("speculative", spec.metrics["summary"])

@@ -225,7 +225,7 @@ class FragmentationConfig(_Checked):
 
 @dataclass
 class SpecDecConfig(_Checked):
-    """Speculative decoding on SmolLM2: prompt lookup and a layer-truncated draft."""
+    """Speculative decoding on SmolLM2 (or your model): prompt lookup and a layer-truncated draft."""
 
     methods: tuple = field(default=("prompt_lookup", "truncated_draft"), metadata={"choices": SPEC_METHODS,
                                                                                    "nonempty": "pick at least one method"})
@@ -234,6 +234,9 @@ class SpecDecConfig(_Checked):
     draft_layers: int = field(default=6, metadata={"min": 1, "max": 29})
     num_assistant_tokens: int = field(default=4, metadata={"min": 1, "max": 16})
     n_prompts: int = field(default=3, metadata={"min": 1, "max": 3})
+    model_path: str = field(default="", metadata={
+        "label": "or your model (HF dir / hub id)",
+        "help": "a local Hugging Face causal-LM directory with weights and tokenizer, or a hub id; '' = SmolLM2"})
     device: str = field(default="auto", metadata={"choices": DEVICES})
     # On shared CPU cores, OpenMP threads spinning against other processes make a 135M forward
     # 10x slower and the timings noise; one thread gives stable tokens/s. 0 = torch's default.

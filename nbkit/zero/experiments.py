@@ -289,7 +289,8 @@ def run_fragmentation(cfg: FragmentationConfig, live=None) -> Result:
 
 
 def run_specdec(cfg: SpecDecConfig, live=None, model_and_tokenizer=None) -> Result:
-    """Greedy generation with and without speculation on SmolLM2: acceptance, fallbacks, speedups, identity."""
+    """Greedy generation with and without speculation on SmolLM2 or ``cfg.model_path``: acceptance,
+    fallbacks, speedups, identity. A bad model path is a UsageError before anything is timed."""
     import torch
 
     from nbkit.device import pick_device
@@ -300,7 +301,11 @@ def run_specdec(cfg: SpecDecConfig, live=None, model_and_tokenizer=None) -> Resu
     if cfg.cpu_threads and device.type == "cpu":
         torch.set_num_threads(cfg.cpu_threads)
     try:
-        if model_and_tokenizer is None:
+        if model_and_tokenizer is None and cfg.model_path:
+            from nbkit.model_files import load_model, load_tokenizer
+
+            model_and_tokenizer = (load_model(cfg.model_path, device), load_tokenizer(cfg.model_path))
+        elif model_and_tokenizer is None:
             from nbkit.model_files import load_smollm2
 
             model_and_tokenizer = load_smollm2(device)

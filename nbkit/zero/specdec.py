@@ -21,6 +21,8 @@ import copy
 import time
 from typing import Any
 
+from nbkit.errors import UsageError
+
 DEFAULT_PROMPTS = (
     "Rewrite this Python function with type hints, keeping every line otherwise identical:\n"
     "def moving_average(values, window):\n    result = []\n    for i in range(len(values) - window + 1):\n"
@@ -62,13 +64,28 @@ class _CallLog:
         self.h2.remove()
 
 
+def _decoder_layers(model) -> tuple[Any, str]:
+    """(parent module, attribute) of the target's stack of decoder layers: the one ModuleList as long
+    as ``num_hidden_layers`` (``model.layers`` in Llama/Qwen/Mistral, ``transformer.h`` in GPT-2)."""
+    import torch
+
+    total = model.config.num_hidden_layers
+    for module in model.modules():
+        for attr, child in module.named_children():
+            if isinstance(child, torch.nn.ModuleList) and len(child) == total:
+                return module, attr
+    raise UsageError(f"speculative decoding: {type(model).__name__} has no list of {total} decoder layers to truncate "
+                     "into a draft; use methods=('prompt_lookup',)")
+
+
 def truncated_draft(model, n_layers: int):
     """A draft model: the target's first ``n_layers`` decoder layers, embeddings and head (copied)."""
     total = model.config.num_hidden_layers
     if not 1 <= n_layers < total:
-        raise ValueError(f"draft_layers must be in 1..{total - 1} for a {total}-layer target, got {n_layers}")
+        raise UsageError(f"SpecDecConfig.draft_layers: expected 1..{total - 1} for a {total}-layer target, got {n_layers}")
     draft = copy.deepcopy(model)
-    draft.model.layers = draft.model.layers[:n_layers]
+    parent, attr = _decoder_layers(draft)
+    setattr(parent, attr, getattr(parent, attr)[:n_layers])
     draft.config.num_hidden_layers = n_layers
     if getattr(draft.config, "layer_types", None):
         draft.config.layer_types = draft.config.layer_types[:n_layers]

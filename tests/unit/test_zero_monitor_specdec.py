@@ -85,3 +85,33 @@ def test_speculative_decoding_saves_target_passes_on_a_self_repeating_prompt():
     assert s["acceptance_rate"] > 0 and s["accepted"] > 0
     assert s["target_calls_speculative"] < s["new_tokens"]
     assert s["rounds"] > 0 and 0 <= s["fallback_rounds"] <= s["rounds"]
+
+
+def test_speculative_decoding_runs_a_users_model_directory(tmp_path):
+    """SpecDecConfig.model_path: a user's HF directory (here a 2-layer GPT-2, whose decoder layers are
+    ``transformer.h``, not Llama's ``model.layers``) is loaded and truncated into a draft."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    from nbkit.model_files import smollm2_dir
+    from nbkit.zero.config import SpecDecConfig
+    from nbkit.zero.experiments import run_specdec
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=256)).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    out = run_specdec(SpecDecConfig(model_path=str(tmp_path), draft_layers=1, n_prompts=1, max_new_tokens=8, device="cpu"))
+    s = out.metrics["summary"]
+    assert set(s) == {"prompt_lookup", "truncated_draft"}
+    assert s["truncated_draft"]["all_identical"] and s["truncated_draft"]["rounds"] > 0
+
+
+@pytest.mark.parametrize("path, match", [("does/not/exist", "does/not/exist"), ("", None)])
+def test_speculative_decoding_bad_model_path_is_one_usage_error(tmp_path, path, match):
+    from nbkit.errors import UsageError
+    from nbkit.zero.config import SpecDecConfig
+    from nbkit.zero.experiments import run_specdec
+
+    if not path:  # a directory without config.json
+        path, match = str(tmp_path), "config.json"
+    with pytest.raises(UsageError, match=match):
+        run_specdec(SpecDecConfig(model_path=path, n_prompts=1, max_new_tokens=8, device="cpu"))
