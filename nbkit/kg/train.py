@@ -400,6 +400,23 @@ def _epoch_end(model, graph, split, cfg, filt, history, epoch, loss, best, live,
     return best, cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds
 
 
+class _Stoppable:
+    """Wraps a training loop: Ctrl-C (KeyboardInterrupt, SIGTERM's Terminated too) ends it cleanly, keeping
+    what was learnt (``interrupted`` says so); the progress bar closes either way. Shared by the full-batch,
+    rung-6 and mini-batch loops."""
+
+    def __init__(self, bar):
+        self.bar, self.interrupted = bar, False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        self.bar.close()
+        self.interrupted = kind is not None and issubclass(kind, KeyboardInterrupt)
+        return self.interrupted
+
+
 def _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, seconds, interrupted):
     """Restore the best-validation weights and score them on the validation split; package the result."""
     if best[2] is not None:
@@ -444,8 +461,7 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
     h, r, t = (x.to(device) for x in train.t())
     k = cfg.num_negatives
     name, history, best, start, bar = _start_loop(rung, cfg, trace_prefix, progress)
-    interrupted = False
-    try:
+    with _Stoppable(bar) as run:
         for epoch in bar:
             model.train()
             opt.zero_grad()
@@ -468,11 +484,7 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
             best, stop = _epoch_end(model, graph, split, cfg, filt, history, epoch, float(loss.detach()), best, live, name, bar, start, cfg.eval_every)
             if stop:
                 break
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        bar.close()
-    return _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, interrupted)
+    return _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, run.interrupted)
 
 
 def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
@@ -493,8 +505,7 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
     h, r, t = split.train.t()
     queries = torch.cat([split.train, torch.stack([t, r + split.num_relations, h], 1)])
     name, history, best, start, bar = _start_loop(rung, cfg, trace_prefix, progress)
-    interrupted = False
-    try:
+    with _Stoppable(bar) as run:
         for epoch in bar:
             model.train()
             perm = torch.randperm(len(queries), generator=gen)
@@ -513,11 +524,7 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
             best, stop = _epoch_end(model, graph, split, cfg, filt, history, epoch, total / len(queries), best, live, name, bar, start, cfg.complex_eval_every)
             if stop:
                 break
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        bar.close()
-    return _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, interrupted)
+    return _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, run.interrupted)
 
 
 def negative_pool(sampler: NegativeSampler, r, k: int, side: str, generator):
@@ -620,7 +627,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     start = time.perf_counter()
     eval_s = 0.0  # seconds spent validating: steps/s counts training only
     last_eval = 0.0
-    interrupted = out_of_time = False
+    out_of_time = False
 
     def validate(epoch_mark):
         nonlocal best, eval_s, last_eval
@@ -635,7 +642,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
 
     # Under a time budget the step count is unknown: the bar then shows steps and rate, not an ETA.
     bar = tqdm(total=None if cfg.max_seconds is not None else cfg.epochs * steps, desc=f"{name} (mini-batch)", unit="step", disable=not progress, leave=False)
-    try:
+    with _Stoppable(bar) as run:
         for epoch in range(1, cfg.epochs + 1):
             model.train()
             perm = torch.randperm(len(train), generator=gen)
@@ -669,8 +676,4 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
                     break
             if out_of_time:
                 break
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        bar.close()
-    return _finish(model, eval_graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, interrupted)
+    return _finish(model, eval_graph, split, rung, cfg, filt, history, best, valid_negs, time.perf_counter() - start, run.interrupted)
