@@ -325,7 +325,7 @@ def _hub(repo_id: str) -> ModelSource:
     return ModelSource("hub", snapshot, read_config(config_file), repo_id, has_weights=True, has_tokenizer=True)
 
 
-def _meta_model(config: Any) -> Any:
+def meta_model(config: Any) -> Any:
     """The model ``config`` describes, built on the meta device: shapes only, no memory."""
     import torch
     from transformers import AutoModel, AutoModelForCausalLM
@@ -345,7 +345,7 @@ def count_parameters(spec: str | os.PathLike[str]) -> int:
     """
     source = resolve_model(spec, need_weights=False)
     try:
-        model = _meta_model(source.config)
+        model = meta_model(source.config)
     except (ValueError, TypeError, AttributeError, RuntimeError) as exc:  # e.g. heads not dividing the width
         raise UsageError(f"model {source.path or source.name}: transformers cannot build this architecture "
                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None

@@ -26,9 +26,9 @@ def wrap_and_compare(model_config, target_modules, modules_to_save: list[str], e
 
     from peft import LoraConfig, get_peft_model
 
-    from nbkit.model_files import _meta_model
+    from nbkit.model_files import meta_model
 
-    model = _meta_model(model_config)
+    model = meta_model(model_config)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=target_modules, modules_to_save=modules_to_save,
