@@ -25,10 +25,10 @@ def closing_token(tokenizer) -> tuple[str | None, str]:
     end = text.rindex(PROBE) + len(PROBE)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
-    for tid, (start, _) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
+    for tid, (start, stop) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
         if start >= end and tid in special:
             return tokenizer.convert_ids_to_tokens(tid), text
-        if start >= end and text[start:_].strip():  # ordinary text after the answer before any special token
+        if start >= end and text[start:stop].strip():  # ordinary text after the answer before any special token
             return None, text
     return None, text
 

@@ -29,10 +29,15 @@ def prompt_share(tokenizer, examples, template) -> tuple[float, int]:
     return (100.0 * prompt / total if total else 0.0), len(examples)
 
 
+def dataset_types(cfg: TrainOnInputsConfig) -> tuple[list[str], list[str]]:
+    """(every dataset type the config names, the chat ones among them)."""
+    types = [t.strip() for t in cfg.dataset_types.split(",") if t.strip()]
+    return types, [t for t in types if _is_chat_type(t)]
+
+
 def check_train_on_inputs(cfg: TrainOnInputsConfig, share: tuple[float, int] | None = None) -> Finding:
     """fail: train_on_inputs with a chat dataset; pass: off, or only non-chat (completion, alpaca) datasets."""
-    types = [t.strip() for t in cfg.dataset_types.split(",") if t.strip()]
-    chat = [t for t in types if _is_chat_type(t)]
+    types, chat = dataset_types(cfg)
     figures = {"train_on_inputs": cfg.train_on_inputs, "dataset_types": ", ".join(types) or "not known", "chat_datasets": len(chat)}
     if share is not None:
         figures["prompt_share_of_trained_tokens_pct"], figures["examples_rendered"] = round(share[0], 1), share[1]
@@ -48,14 +53,12 @@ def check_train_on_inputs(cfg: TrainOnInputsConfig, share: tuple[float, int] | N
 
 
 def run(context, cfg: TrainOnInputsConfig, live=None) -> Finding:
-    if not cfg.dataset_types.strip():
-        from nbkit.audit.experiments import NotRunnable
+    from nbkit.audit.experiments import NotRunnable
 
+    if not cfg.dataset_types.strip():
         raise NotRunnable("datasets[].type (the config names no dataset type)")
     share = None
-    if cfg.train_on_inputs and any(_is_chat_type(t.strip()) for t in cfg.dataset_types.split(",")):
-        from nbkit.audit.experiments import NotRunnable
-
+    if cfg.train_on_inputs and dataset_types(cfg)[1]:
         try:
             _, tok = context.model_and_tokenizer()
             ex, _ = context.examples(1, SLUG)
