@@ -157,11 +157,11 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
 # whose fp32 gradient copies are the part DeepSpeed's estimator leaves out).
 #
 # **Why small models look as if ZeRO does nothing (or costs memory):** ZeRO divides only the model
-# states (16 bytes per parameter), while every rank also carries a fixed runtime (~0.5 GB here:
-# Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element buckets (1 GB) — so
+# states (16 bytes per parameter), while every rank also carries a fixed runtime (the waterfall's
+# runtime-baseline row: Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element buckets (1 GB) — so
 # until the states outweigh those, every stage's peak looks the same. The default size is chosen so
 # they do; the sweep below (`CROSSOVER_SIZES`) shows where each stage starts to pay. On 2 ranks
-# ZeRO-3 ends above ZeRO-2: it saves only Ψ/N bytes more of 16-bit parameters but gathers every
+# ZeRO-3 can end above ZeRO-2 (the figure above says whether it did in this run): it saves only Ψ/N bytes more of 16-bit parameters but gathers every
 # layer's full parameters for forward and backward (`stage3_max_live_parameters` 1e9 keeps all of a
 # small model alive) — the "ZeRO-3 uses more memory than ZeRO-2" reports (DeepSpeed #4305).
 
