@@ -241,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _common_run_options(p: argparse.ArgumentParser, output_help: str) -> None:
     p.add_argument("-p", "--param", nargs=2, action="append", metavar=("KEY", "VALUE"), help="set a parameter (Python literal); once per key")
     p.add_argument("--smoke", action="store_true", help="set SMOKE=True (fast run)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="run N notebooks at once, each pinned to its share of the cores")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="run N notebooks at once, longest first, each with its share of the cores as thread counts")
     p.add_argument("--output", type=Path, help=output_help)
     p.add_argument("--kernel", default="python3")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bar")

@@ -6,9 +6,13 @@ executed notebooks (and its index page) are kept under the system temp dir, and 
 is named. An interrupted run (Ctrl-C, or SIGTERM, which ``nbkit`` turns into the same
 ``KeyboardInterrupt``) removes its temporary directory.
 
-``jobs > 1`` runs notebooks in a pool of worker processes; each worker, and the kernel it starts,
-is pinned to its own share of the usable cores (CPU affinity plus ``OMP_NUM_THREADS`` and friends),
-so two notebooks on two cores do not fight over both.
+``jobs > 1`` runs notebooks in a pool of worker processes, longest first (by the seconds each took
+in the newest earlier run beside the destination, ``timings.json``). Each worker, and the kernel it
+starts, gets its share of the usable cores as thread-pool sizes (``OMP_NUM_THREADS`` and friends), so
+two notebooks on two cores do not each start two threads. They are *not* pinned to a core: a notebook
+that runs several single-threaded processes (notebook 03's one-llama.cpp-server-per-core pool,
+notebook 02's ranks) uses a core the other worker leaves idle — measured on the workbook, pinning left
+one core idle for the last ~20 minutes while the LM notebook queued on the other.
 
 Parameter ranges and choices
 ----------------------------
@@ -59,7 +63,7 @@ def skip_uri_grammar() -> None:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
-# Thread-pool sizes the numeric libraries read at start-up; a pinned kernel gets its share.
+# Thread-pool sizes the numeric libraries read at start-up; a pool worker's kernel gets its share.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
@@ -374,12 +378,35 @@ def core_shares(n_jobs: int, cores: Sequence[int] | None = None) -> list[list[in
     return shares
 
 
-def pin_to(cores: Sequence[int]) -> None:
-    """Pin this process (and the kernels it will start) to ``cores``, thread pools sized to match."""
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, set(cores))
+def share_threads(cores: Sequence[int]) -> None:
+    """Size this process's (and its kernels') thread pools to its share of the cores; no affinity."""
     for name in THREAD_ENV:
         os.environ[name] = str(len(cores))
+
+
+TIMINGS = "timings.json"  # in each run folder: {"smoke": bool, "seconds": {notebook: seconds}}
+
+
+def previous_seconds(final: Path, smoke: bool) -> dict[str, float]:
+    """Per-notebook seconds of the newest earlier run beside ``final`` with the same ``smoke``; {} if none."""
+    best: tuple[float, dict[str, float]] = (-1.0, {})
+    for path in final.parent.glob(f"*/{TIMINGS}"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            mtime = path.stat().st_mtime
+        except (OSError, ValueError):
+            continue  # an unreadable history only loses the ordering hint
+        seconds = data.get("seconds") if isinstance(data, dict) and data.get("smoke") == smoke else None
+        if isinstance(seconds, dict) and mtime > best[0]:
+            best = (mtime, {k: float(v) for k, v in seconds.items() if isinstance(v, (int, float))})
+    return best[1]
+
+
+def longest_first(jobs: Sequence[Job], seconds: dict[str, float]) -> list[Job]:
+    """``jobs`` by descending expected seconds (longest-processing-time-first: the longest notebook must not
+    start last on a pool); notebooks without history keep their order, after those with it."""
+    known = sorted((j for j in jobs if j.path.stem in seconds), key=lambda j: -seconds[j.path.stem])
+    return known + [j for j in jobs if j.path.stem not in seconds]
 
 
 def _pool_worker_init(counter, shares: list[list[int]]) -> None:
@@ -393,7 +420,7 @@ def _pool_worker_init(counter, shares: list[list[int]]) -> None:
     with counter.get_lock():  # each worker takes the next share of the cores
         slot = counter.value
         counter.value += 1
-    pin_to(shares[slot % len(shares)])
+    share_threads(shares[slot % len(shares)])
 
 
 def _raise_interrupt(signum, frame):
@@ -426,7 +453,7 @@ def execute_jobs(
     progress: bool = True,
     log: Callable[[str], Any] = print,
 ) -> list[NotebookResult]:
-    """Execute ``jobs`` one after another (``n_jobs`` 1) or in a pool of pinned worker processes.
+    """Execute ``jobs`` one after another (``n_jobs`` 1) or in a pool of worker processes, in the order given.
 
     Results come back in the order of ``jobs``; a notebook that fails is a failed result, not an
     exception. An interrupt ends the workers (and through them their kernels) before it propagates.
@@ -604,9 +631,13 @@ def run_notebooks(
     final = prepare_output(output, Path("runs") / stamp)
     tmp = make_tmp_beside(final)
     try:
-        results = execute_jobs(
-            [Job(p, tmp, per_nb[p.stem], kernel) for p in paths], n_jobs=jobs, progress=progress, log=log
-        )
+        queue = [Job(p, tmp, per_nb[p.stem], kernel) for p in paths]
+        if jobs > 1:
+            queue = longest_first(queue, previous_seconds(final, smoke))
+        done = {r.name: r for r in execute_jobs(queue, n_jobs=jobs, progress=progress, log=log)}
+        results = [done[p.stem] for p in paths if p.stem in done]
+        timings = {"smoke": smoke, "jobs": jobs, "seconds": {r.name: round(r.seconds, 1) for r in results if r.ok}}
+        (tmp / TIMINGS).write_text(json.dumps(timings, indent=2), encoding="utf-8")
         ok = all(r.ok for r in results)
         (tmp / "metrics.json").write_text(json.dumps({r.name: r.metrics for r in results}, indent=2), encoding="utf-8")
         if ok:

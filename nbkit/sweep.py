@@ -12,8 +12,8 @@ runs the notebook once per combination and writes
 
 Grid values are Python literals (``1,2``, ``0.1,1e-3``, ``'a','b'``; bare words are strings) and are
 checked against the notebook's parameters cell — names, types, declared ranges and choices — before
-anything runs or is written. Runs go to a local process pool (``--jobs N``, each kernel pinned to
-its share of the cores) or, with ``--scheduler ADDRESS``, to an existing Dask distributed cluster:
+anything runs or is written. Runs go to a local process pool (``--jobs N``, each kernel given
+its share of the cores as thread counts) or, with ``--scheduler ADDRESS``, to an existing Dask distributed cluster:
 each notebook is a task; its files come back through Dask, so workers need nbkit and a ``python3``
 kernel, not a shared filesystem. A failed run is a row with its error; the sweep still lands.
 """
