@@ -203,6 +203,53 @@ def test_pool_sends_concurrent_requests_to_idle_servers(tmp_path):
 
 
 @pytest.mark.slow
+def test_grammar_first_pick_gives_the_stock_chains_tokens():
+    """At temperature 0 the launcher's grammar-after-argmax sampler must answer exactly as llama-cpp-python's
+    chain (penalties → grammar over the vocabulary → greedy), on steps where the grammar allows the greedy
+    token and on steps where it does not (the masked path)."""
+    pytest.importorskip("llama_cpp")
+    import llama_cpp
+    from llama_cpp import LlamaGrammar
+
+    from nbkit.model_files import smollm2_gguf_path
+    from nbkit.signatures import llama_server as ls
+
+    ls.disable_extra_buffer_types()
+    llm = llama_cpp.Llama(str(smollm2_gguf_path()), n_threads=1, n_ctx=512, verbose=False, seed=0)
+    schema = {"type": "object", "properties": {"diagnoses": {"type": "array", "items": {"type": "string"}}, "confidence": {"type": "number"}},
+              "required": ["diagnoses", "confidence"]}  # fmt: skip
+    grammars = [LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False),
+                LlamaGrammar.from_string('root ::= ("yes" | "no") " because " [a-z ]+ "."', verbose=False)]  # fmt: skip
+    prompts = ["Fever, cough and shortness of breath for three days: answer in JSON.", "Is the sky green? Answer yes or no."]
+
+    def answers():
+        out = []
+        for grammar in grammars:
+            for prompt in prompts:
+                llm.reset()
+                msg = [{"role": "user", "content": prompt}]
+                out.append(llm.create_chat_completion(msg, max_tokens=40, temperature=0.0, grammar=grammar, repeat_penalty=1.1)["choices"][0]["message"]["content"])
+        return out
+
+    stock = answers()
+    made = []
+    original_init = ls.GreedyGrammarFirstPick.__init__
+
+    def record(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        made.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ls.GreedyGrammarFirstPick, "__init__", record)
+        mp.setattr(llama_cpp.Llama, "_init_sampler", llama_cpp.Llama._init_sampler)  # undone after the test
+        ls.use_greedy_grammar_first_pick()
+        lazy = answers()
+    assert lazy == stock
+    steps, masked = sum(s.steps for s in made), sum(s.masked_steps for s in made)
+    assert len(made) == 4 and 0 < masked < steps  # both paths ran
+
+
+@pytest.mark.slow
 def test_real_pool_answers_like_one_server(tmp_path):
     pytest.importorskip("llama_cpp")
     from concurrent.futures import ThreadPoolExecutor
