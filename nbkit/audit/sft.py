@@ -169,3 +169,20 @@ def pad_batch(features: list[dict[str, Any]], pad_id: int):
         labels[i, :n] = torch.tensor(f["labels"])
         mask[i, :n] = 1
     return ids, labels, mask
+
+
+def target_logits(model, ids, labels, mask):
+    """Logits of the trained (label ≠ -100) positions only, and the token each one predicts.
+
+    Returns ``(logits (N, vocab), targets (N,), keep (batch, seq) bool)``, positions in row-major order
+    (``keep.nonzero()[:, 0]`` gives each one's row). The logit at t predicts label t + 1, as
+    transformers shifts them. Why: a prompt needs no logits, only its response does (SmolLM2's chat
+    prompt is ~40 tokens, the response ~11); ``logits_to_keep`` as a boolean mask runs the 49k × 576
+    LM head and the log-softmax on those positions alone — the same numbers up to float rounding.
+    """
+    import torch
+
+    keep = torch.zeros_like(labels, dtype=torch.bool)
+    keep[:, :-1] = labels[:, 1:] != -100
+    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits
+    return logits, labels[:, 1:][keep[:, :-1]], keep

@@ -104,15 +104,25 @@ def step_peak_bytes(model, fn) -> int:
     return static + tracker.peak
 
 
+def target_loss(model, ids, labels, mask):
+    """``model(..., labels=labels).loss`` (mean cross-entropy over the trained tokens) with the LM head run on
+    the trained positions only (:func:`nbkit.audit.sft.target_logits`); returns (loss, trained-token count)."""
+    import torch
+
+    from nbkit.audit.sft import target_logits
+
+    logits, targets, _ = target_logits(model, ids, labels, mask)
+    return torch.nn.functional.cross_entropy(logits.float(), targets), int(targets.numel())
+
+
 def _val_loss(model, val_batches, device) -> float:
     import torch
 
     total, count = 0.0, 0
-    with torch.no_grad():
+    with torch.inference_mode():
         for ids, labels, mask in val_batches:
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
-            n = int((labels[:, 1:] != -100).sum())
-            total += float(out.loss) * n
+            loss, n = target_loss(model, ids.to(device), labels.to(device), mask.to(device))
+            total += float(loss) * n
             count += n
     return total / max(count, 1)
 
@@ -140,9 +150,15 @@ class VariantTrainer:
         self.run = VariantRun(variant, trainable, total, None, "")
         self.device, self.target, self.live, self.done = device, target, live, 0
 
-    def _step(self, ids, labels, mask) -> float:
+    def _step(self, ids, labels, mask, full_logits: bool = False) -> float:
         self.model.train()
-        loss = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), labels=labels.to(self.device)).loss
+        ids, labels, mask = ids.to(self.device), labels.to(self.device), mask.to(self.device)
+        # The step whose peak memory is measured computes every position's logits, as SFT trainers do;
+        # the others only the trained positions' (the same loss, less work).
+        if full_logits:
+            loss = self.model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        else:
+            loss = target_loss(self.model, ids, labels, mask)[0]
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
@@ -160,10 +176,10 @@ class VariantTrainer:
             elif self.device.type == "cuda":  # peak memory of the first optimiser step
                 probe = memory_probe(self.device)
                 probe.reset_peak()
-                self._step(*batch)
+                self._step(*batch, full_logits=True)
                 self.run.peak_bytes, self.run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
             else:
-                self.run.peak_bytes = step_peak_bytes(self.model, lambda b=batch: self._step(*b))
+                self.run.peak_bytes = step_peak_bytes(self.model, lambda b=batch: self._step(*b, full_logits=True))
                 self.run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
         self.run.seconds += time.perf_counter() - t0
 

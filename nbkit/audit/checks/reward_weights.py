@@ -23,20 +23,17 @@ def response_scores(model, tokenizer, examples, template, device, batch_size: in
     """(reward = mean log-prob per response token, log p_ref = summed log-prob) per example."""
     import torch
 
-    from nbkit.audit.sft import build_features, pad_batch
+    from nbkit.audit.sft import build_features, pad_batch, target_logits
 
     feats = [build_features(tokenizer, e, template.model_copy(update={"mask_pad_labels": False})) for e in examples]
     rewards, logp = [], []
     model.eval()
-    with torch.no_grad():
+    with torch.inference_mode():
         for i in range(0, len(feats), batch_size):
-            ids, labels, mask = pad_batch(feats[i : i + batch_size], tokenizer.pad_token_id)
-            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-            lp = torch.log_softmax(logits[:, :-1], -1)
-            tgt = labels[:, 1:].to(device)
-            keep = tgt != -100
-            tok_lp = lp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1) * keep
-            s = tok_lp.sum(1)
+            ids, labels, mask = (t.to(device) for t in pad_batch(feats[i : i + batch_size], tokenizer.pad_token_id))
+            logits, targets, keep = target_logits(model, ids, labels, mask)  # response positions only
+            tok_lp = torch.log_softmax(logits.float(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            s = torch.zeros(ids.shape[0], device=device).index_add_(0, keep.nonzero()[:, 0], tok_lp)
             n = keep.sum(1).clamp(min=1)
             rewards += (s / n).tolist()
             logp += s.tolist()
