@@ -186,3 +186,25 @@ def target_logits(model, ids, labels, mask):
     keep[:, :-1] = labels[:, 1:] != -100
     logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits
     return logits, labels[:, 1:][keep[:, :-1]], keep
+
+
+def example_losses(model, tokenizer, examples, template, batch_size: int = 8) -> list[tuple[float, int]]:
+    """(summed token loss, trained-token count) per example, in one pass over the examples.
+
+    Right padding under a causal mask leaves each example's token losses as they are (up to float
+    rounding), so the figures do not depend on how the examples are batched: one pass serves every
+    grouping (eval-batch's two batch sizes, kiss-lora's validation loss, reward-weights' scores).
+    """
+    import torch
+
+    feats = [build_features(tokenizer, ex, template) for ex in examples]
+    dev = next(model.parameters()).device
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(feats), batch_size):
+            ids, labels, mask = (t.to(dev) for t in pad_batch(feats[i:i + batch_size], tokenizer.pad_token_id or 0))
+            logits, targets, keep = target_logits(model, ids, labels, mask)
+            tok = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+            sums = torch.zeros(ids.shape[0], device=dev).index_add_(0, keep.nonzero()[:, 0], tok)
+            out += list(zip(sums.tolist(), keep.sum(1).tolist(), strict=True))
+    return out

@@ -17,30 +17,6 @@ SLUG, TITLE = "eval-batch", "eval batch size ↔ micro batch size under accumula
 FIX = "set eval_batch_size equal to micro_batch_size (TRL: per_device_eval_batch_size = per_device_train_batch_size)"
 
 
-def example_losses(model, tokenizer, examples, template, batch_size: int = 8) -> list[tuple[float, int]]:
-    """(summed token loss, trained-token count) per example, in one pass over the examples.
-
-    Right padding under a causal mask leaves each example's token losses as they are (up to float
-    rounding), so one pass serves every batch size: what a batch size changes is how the examples'
-    tokens are weighted in the reported mean (:func:`mean_of_batch_means`).
-    """
-    import torch
-
-    from nbkit.audit.sft import build_features, pad_batch, target_logits
-
-    feats = [build_features(tokenizer, ex, template) for ex in examples]
-    dev = next(model.parameters()).device
-    out = []
-    with torch.inference_mode():
-        for i in range(0, len(feats), batch_size):
-            ids, labels, mask = (t.to(dev) for t in pad_batch(feats[i:i + batch_size], tokenizer.pad_token_id or 0))
-            logits, targets, keep = target_logits(model, ids, labels, mask)
-            tok = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
-            sums = torch.zeros(ids.shape[0], device=dev).index_add_(0, keep.nonzero()[:, 0], tok)
-            out += list(zip(sums.tolist(), keep.sum(1).tolist(), strict=True))
-    return out
-
-
 def mean_of_batch_means(losses: list[tuple[float, int]], batch_size: int) -> float:
     """The loss as trainers report it: the mean over batches of each batch's token-mean loss."""
     chunks = [losses[i:i + batch_size] for i in range(0, len(losses), batch_size)]
@@ -71,9 +47,8 @@ def run(context, cfg: EvalBatchConfig, live=None) -> Finding:
     measured = None
     if eval_bs != cfg.micro_batch_size and cfg.grad_accumulation > 1:
         try:
-            model, tok = context.model_and_tokenizer()
             ex, _ = context.examples(cfg.examples, SLUG)
-            losses = example_losses(model, tok, ex[: cfg.examples], context.config.template)
+            losses = context.base_example_losses(ex[: cfg.examples], context.config.template)
             measured = {"examples_scored": len(losses),
                         "loss_at_micro_batch": mean_of_batch_means(losses, cfg.micro_batch_size),
                         "loss_at_eval_batch": mean_of_batch_means(losses, eval_bs)}

@@ -199,14 +199,17 @@ class VariantTrainer:
 
 def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_steps: int = 40, batch_size: int = 8, lr: float = 1e-3,
                           eval_every: int = 5, val_size: int = 16, target: float | None = None, target_ratio: float = 0.5,
-                          device, seed: int = 0, variants=(KISS, OVER), live=None, progress=True, stop_when_decided: bool = True) -> Finding:
+                          device, seed: int = 0, variants=(KISS, OVER), live=None, progress=True, stop_when_decided: bool = True,
+                          untrained: float | None = None) -> Finding:
     """Train the variants in lock-step with the same budget; share, peak memory, steps to the val target.
 
     Without an explicit ``target`` the target is ``target_ratio`` × the untrained validation loss
     (the same for both variants: they start from the same base weights and B = 0). With
     ``stop_when_decided`` training stops at the first evaluation where a variant has reached the
     target: the others have had exactly as many steps and have not, so which variant gets there
-    first — the only thing the comparison decides — cannot change by training on.
+    first — the only thing the comparison decides — cannot change by training on. ``untrained``: the
+    base model's validation loss when already measured (the audit context scores the base model once
+    for every check that reads it).
     """
     import plotly.graph_objects as go
 
@@ -219,11 +222,12 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
 
     from nbkit.audit.sft import build_features, pad_batch
 
-    vfeats = [build_features(tokenizer, e, template) for e in val_ex]
-    vb = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
     # LoRA starts with B = 0 (and dropout 0 here), so every variant's untrained validation loss is the
     # base model's: measured once, it is the step-0 point of each curve and the target's reference.
-    untrained = _val_loss(base_model.to(device).eval(), vb, device)
+    if untrained is None:
+        vfeats = [build_features(tokenizer, e, template) for e in val_ex]
+        vb = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
+        untrained = _val_loss(base_model.to(device).eval(), vb, device)
     if target is None:
         target = target_ratio * untrained
     trainers = [VariantTrainer(base_model, tokenizer, v, train_ex, val_ex, template, batch_size=batch_size, lr=lr, target=target,
@@ -290,10 +294,11 @@ def run(context, cfg: KissConfig, live=None) -> Finding:
         return Finding(SLUG, TITLE, "skipped", "not run: needs kiss.budget_steps ≥ 2 (the training comparison costs minutes)")
     model, tok = context.model_and_tokenizer(cfg.model)
     ex, note = context.examples(cfg.val_size + cfg.batch_size, SLUG)
+    base = context.base_example_losses(ex[: cfg.val_size], context.config.template, cfg.model)
     f = compare_lora_variants(model, tok, ex, context.config.template, budget_steps=cfg.budget_steps, batch_size=cfg.batch_size, lr=cfg.lr,
                               eval_every=cfg.eval_every, val_size=cfg.val_size, target=cfg.val_loss_target or None, target_ratio=cfg.target_ratio,
                               device=context.device, seed=context.config.model.seed, live=live, progress=context.progress,
-                              stop_when_decided=cfg.stop_when_decided)
+                              stop_when_decided=cfg.stop_when_decided, untrained=sum(s for s, _ in base) / max(1, sum(n for _, n in base)))
     f.figures["model"] = cfg.model or context.config.model.name
     f.summary += note
     return f

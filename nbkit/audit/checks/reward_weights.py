@@ -19,25 +19,10 @@ from nbkit.findings import Finding
 SLUG, TITLE = "reward-weights", "Sampling weights ↔ reward"
 
 
-def response_scores(model, tokenizer, examples, template, device, batch_size: int = 8):
-    """(reward = mean log-prob per response token, log p_ref = summed log-prob) per example."""
-    import torch
-
-    from nbkit.audit.sft import build_features, pad_batch, target_logits
-
-    feats = [build_features(tokenizer, e, template.model_copy(update={"mask_pad_labels": False})) for e in examples]
-    rewards, logp = [], []
-    model.eval()
-    with torch.inference_mode():
-        for i in range(0, len(feats), batch_size):
-            ids, labels, mask = (t.to(device) for t in pad_batch(feats[i : i + batch_size], tokenizer.pad_token_id))
-            logits, targets, keep = target_logits(model, ids, labels, mask)  # response positions only
-            tok_lp = torch.log_softmax(logits.float(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            s = torch.zeros(ids.shape[0], device=device).index_add_(0, keep.nonzero()[:, 0], tok_lp)
-            n = keep.sum(1).clamp(min=1)
-            rewards += (s / n).tolist()
-            logp += s.tolist()
-    return rewards, logp
+def response_scores(losses: list[tuple[float, int]]):
+    """(reward = mean log-prob per response token, log p_ref = summed log-prob) per example, from
+    each example's (summed token loss, token count) (:func:`nbkit.audit.sft.example_losses`)."""
+    return [-s / max(n, 1) for s, n in losses], [-s for s, _ in losses]
 
 
 def weight_stats(rewards, log_prior, beta: float, gamma: float, bins) -> dict[str, float]:
@@ -113,9 +98,8 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
 
 
 def run(context, cfg: RewardWeightsConfig, live=None) -> Finding:
-    model, tok = context.model_and_tokenizer()
     ex, note = context.examples(8, SLUG)
-    r, lp = response_scores(model, tok, ex[: cfg.examples], context.config.template, context.device)
+    r, lp = response_scores(context.base_example_losses(ex[: cfg.examples], context.config.template.model_copy(update={"mask_pad_labels": False})))
     f = check_sampling(r, lp, beta=cfg.beta, gamma=cfg.gamma, kl_threshold=cfg.kl_threshold, shrink_threshold=cfg.shrink_threshold)
     f.summary += note
     return f
