@@ -30,6 +30,7 @@ class AuditContext:
     progress: bool = True
     model_unavailable: str = ""  # why no model can be loaded (a foreign config naming one nbkit cannot load)
     _models: dict = field(default_factory=dict, repr=False)
+    _base_losses: dict = field(default_factory=dict, repr=False)
     _data: Any = field(default=None, repr=False)
     _data_finding: Finding | None = field(default=None, repr=False)
 
@@ -61,6 +62,24 @@ class AuditContext:
                     raise NotRunnable(f"a tokenizer (model directory {source.path} has no tokenizer files)")
                 self._models[name] = (load_model(name, self.device, dtype), load_tokenizer(name))
         return self._models[name]
+
+    def base_example_losses(self, examples, template, model: str = "") -> list[tuple[float, int]]:
+        """(summed token loss, trained-token count) of each example under the loaded (untrained) model ``model``.
+
+        Scored once per (model, template, example) and shared: kiss-lora's untrained validation loss,
+        reward-weights' scores and eval-batch's losses read the same forward passes.
+        """
+        import json
+
+        from nbkit.audit.sft import example_losses
+
+        name = model or self.config.model.name
+        m, tok = self.model_and_tokenizer(model)
+        keys = [(name, template.model_dump_json(), json.dumps(e, sort_keys=True, default=str)) for e in examples]
+        todo = {k: e for k, e in zip(keys, examples, strict=True) if k not in self._base_losses}
+        if todo:
+            self._base_losses.update(zip(todo, example_losses(m, tok, list(todo.values()), template), strict=True))
+        return [self._base_losses[k] for k in keys]
 
     def model_config(self):
         """The transformers config of the audit's model (architecture only: nothing is loaded for a path)."""
@@ -109,7 +128,7 @@ def make_context(config: AuditConfig, device: Any = "auto", *, progress: bool = 
 
     ctx = AuditContext(config, pick_device(device) if not hasattr(device, "type") else device, progress, model_unavailable)
     if share_models_with is not None:
-        ctx._models = share_models_with._models
+        ctx._models, ctx._base_losses = share_models_with._models, share_models_with._base_losses
     return ctx
 
 

@@ -169,3 +169,42 @@ def pad_batch(features: list[dict[str, Any]], pad_id: int):
         labels[i, :n] = torch.tensor(f["labels"])
         mask[i, :n] = 1
     return ids, labels, mask
+
+
+def target_logits(model, ids, labels, mask):
+    """Logits of the trained (label ≠ -100) positions only, and the token each one predicts.
+
+    Returns ``(logits (N, vocab), targets (N,), keep (batch, seq) bool)``, positions in row-major order
+    (``keep.nonzero()[:, 0]`` gives each one's row). The logit at t predicts label t + 1, as
+    transformers shifts them. Why: a prompt needs no logits, only its response does (SmolLM2's chat
+    prompt is ~40 tokens, the response ~11); ``logits_to_keep`` as a boolean mask runs the 49k × 576
+    LM head and the log-softmax on those positions alone — the same numbers up to float rounding.
+    """
+    import torch
+
+    keep = torch.zeros_like(labels, dtype=torch.bool)
+    keep[:, :-1] = labels[:, 1:] != -100
+    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits
+    return logits, labels[:, 1:][keep[:, :-1]], keep
+
+
+def example_losses(model, tokenizer, examples, template, batch_size: int = 8) -> list[tuple[float, int]]:
+    """(summed token loss, trained-token count) per example, in one pass over the examples.
+
+    Right padding under a causal mask leaves each example's token losses as they are (up to float
+    rounding), so the figures do not depend on how the examples are batched: one pass serves every
+    grouping (eval-batch's two batch sizes, kiss-lora's validation loss, reward-weights' scores).
+    """
+    import torch
+
+    feats = [build_features(tokenizer, ex, template) for ex in examples]
+    dev = next(model.parameters()).device
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(feats), batch_size):
+            ids, labels, mask = (t.to(dev) for t in pad_batch(feats[i:i + batch_size], tokenizer.pad_token_id or 0))
+            logits, targets, keep = target_logits(model, ids, labels, mask)
+            tok = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+            sums = torch.zeros(ids.shape[0], device=dev).index_add_(0, keep.nonzero()[:, 0], tok)
+            out += list(zip(sums.tolist(), keep.sum(1).tolist(), strict=True))
+    return out

@@ -325,3 +325,54 @@ def test_kiss_stops_when_decided_and_the_verdict_is_the_full_run_s(tiny):
     first = min(s for s in (short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"]) if s is not None)
     assert first == short.figures["steps_trained"]
     assert verdict_kiss_steps(short.figures).verdict == verdict_kiss_steps(full.figures).verdict
+
+
+def test_response_only_logits_give_the_full_logits_figures(tiny):
+    """kiss-lora's loss, reward-weights' scores and eval-batch's losses run the LM head on the response
+    positions only: each must equal what the full logits give (transformers' own loss, a full log-softmax)."""
+    from nbkit.audit.checks.eval_batch import mean_of_batch_means
+    from nbkit.audit.checks.kiss import target_loss
+    from nbkit.audit.checks.reward_weights import response_scores
+    from nbkit.audit.sft import build_features, example_losses, pad_batch
+
+    model, tok = tiny
+    ex, template = make_sft_examples(12), TemplateSection()
+    ids, labels, mask = pad_batch([build_features(tok, e, template) for e in ex], tok.pad_token_id)
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss, n = target_loss(model, ids, labels, mask)
+        lp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
+    keep = labels[:, 1:] != -100
+    assert n == int(keep.sum()) and float(loss) == pytest.approx(float(full), rel=1e-5)
+    sums = (lp.gather(-1, labels[:, 1:].clamp(min=0).unsqueeze(-1)).squeeze(-1) * keep).sum(1)
+    losses = example_losses(model, tok, ex, template, batch_size=5)
+    rewards, logp = response_scores(losses)
+    assert logp == pytest.approx(sums.tolist(), rel=1e-5)
+    assert rewards == pytest.approx((sums / keep.sum(1)).tolist(), rel=1e-5)
+    assert [c for _, c in losses] == keep.sum(1).tolist()
+    assert [s for s, _ in losses] == pytest.approx((-sums).tolist(), rel=1e-5)
+    with torch.no_grad():  # trainers' mean of batch means at batch 4, from separate passes
+        direct = [float(model(input_ids=ids[i:i + 4], attention_mask=mask[i:i + 4], labels=labels[i:i + 4]).loss) for i in range(0, 12, 4)]
+    assert mean_of_batch_means(losses, 4) == pytest.approx(sum(direct) / 3, rel=1e-5)
+    assert mean_of_batch_means(losses, 4) != pytest.approx(mean_of_batch_means(losses, 12), rel=1e-6)
+
+
+def test_the_context_scores_each_base_example_once(tiny, monkeypatch):
+    """kiss-lora, reward-weights and eval-batch share the base model's per-example losses through the context."""
+    import nbkit.audit.sft as sft
+    from nbkit.audit.experiments import make_context
+
+    cfg = load_config(EXAMPLES_DIR / "good.yaml")
+    ctx = make_context(cfg, CPU, progress=False)
+    ctx._models["tiny"] = tiny
+    scored = []
+    real = sft.example_losses
+    monkeypatch.setattr(sft, "example_losses", lambda m, t, ex, tp, **kw: scored.append(len(ex)) or real(m, t, ex, tp, **kw))
+    ex, template = make_sft_examples(10), TemplateSection()
+    first = ctx.base_example_losses(ex[:6], template, "tiny")
+    both = ctx.base_example_losses(ex, template, "tiny")
+    assert scored == [6, 4] and both[:6] == first
+    again = real(tiny[0], tiny[1], ex, template)
+    assert [n for _, n in both] == [n for _, n in again] and [s for s, _ in both] == pytest.approx([s for s, _ in again], rel=1e-5)
+    ctx.base_example_losses(ex, template.model_copy(update={"mask_pad_labels": True}), "tiny")
+    assert scored == [6, 4, 10]  # another template is another scoring

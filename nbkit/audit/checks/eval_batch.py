@@ -17,19 +17,10 @@ SLUG, TITLE = "eval-batch", "eval batch size ↔ micro batch size under accumula
 FIX = "set eval_batch_size equal to micro_batch_size (TRL: per_device_eval_batch_size = per_device_train_batch_size)"
 
 
-def mean_of_batch_means(model, tokenizer, examples, template, batch_size: int) -> float:
+def mean_of_batch_means(losses: list[tuple[float, int]], batch_size: int) -> float:
     """The loss as trainers report it: the mean over batches of each batch's token-mean loss."""
-    import torch
-
-    from nbkit.audit.sft import build_features, pad_batch
-
-    feats = [build_features(tokenizer, ex, template) for ex in examples]
-    dev = next(model.parameters()).device
-    means = []
-    with torch.no_grad():
-        for i in range(0, len(feats), batch_size):
-            ids, labels, mask = pad_batch(feats[i:i + batch_size], tokenizer.pad_token_id or 0)
-            means.append(float(model(ids.to(dev), attention_mask=mask.to(dev), labels=labels.to(dev)).loss))
+    chunks = [losses[i:i + batch_size] for i in range(0, len(losses), batch_size)]
+    means = [sum(s for s, _ in c) / max(1, sum(n for _, n in c)) for c in chunks]
     return sum(means) / len(means)
 
 
@@ -56,12 +47,11 @@ def run(context, cfg: EvalBatchConfig, live=None) -> Finding:
     measured = None
     if eval_bs != cfg.micro_batch_size and cfg.grad_accumulation > 1:
         try:
-            model, tok = context.model_and_tokenizer()
             ex, _ = context.examples(cfg.examples, SLUG)
-            ex, template = ex[: cfg.examples], context.config.template
-            measured = {"examples_scored": len(ex),
-                        "loss_at_micro_batch": mean_of_batch_means(model, tok, ex, template, cfg.micro_batch_size),
-                        "loss_at_eval_batch": mean_of_batch_means(model, tok, ex, template, eval_bs)}
+            losses = context.base_example_losses(ex[: cfg.examples], context.config.template)
+            measured = {"examples_scored": len(losses),
+                        "loss_at_micro_batch": mean_of_batch_means(losses, cfg.micro_batch_size),
+                        "loss_at_eval_batch": mean_of_batch_means(losses, eval_bs)}
         except NotRunnable:  # the verdict comes from the config; the measured gap needs the model
             measured = None
     return check_eval_batch(cfg, measured)

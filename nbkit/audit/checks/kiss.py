@@ -104,15 +104,25 @@ def step_peak_bytes(model, fn) -> int:
     return static + tracker.peak
 
 
+def target_loss(model, ids, labels, mask):
+    """``model(..., labels=labels).loss`` (mean cross-entropy over the trained tokens) with the LM head run on
+    the trained positions only (:func:`nbkit.audit.sft.target_logits`); returns (loss, trained-token count)."""
+    import torch
+
+    from nbkit.audit.sft import target_logits
+
+    logits, targets, _ = target_logits(model, ids, labels, mask)
+    return torch.nn.functional.cross_entropy(logits.float(), targets), int(targets.numel())
+
+
 def _val_loss(model, val_batches, device) -> float:
     import torch
 
     total, count = 0.0, 0
-    with torch.no_grad():
+    with torch.inference_mode():
         for ids, labels, mask in val_batches:
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
-            n = int((labels[:, 1:] != -100).sum())
-            total += float(out.loss) * n
+            loss, n = target_loss(model, ids.to(device), labels.to(device), mask.to(device))
+            total += float(loss) * n
             count += n
     return total / max(count, 1)
 
@@ -140,9 +150,15 @@ class VariantTrainer:
         self.run = VariantRun(variant, trainable, total, None, "")
         self.device, self.target, self.live, self.done = device, target, live, 0
 
-    def _step(self, ids, labels, mask) -> float:
+    def _step(self, ids, labels, mask, full_logits: bool = False) -> float:
         self.model.train()
-        loss = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), labels=labels.to(self.device)).loss
+        ids, labels, mask = ids.to(self.device), labels.to(self.device), mask.to(self.device)
+        # The step whose peak memory is measured computes every position's logits, as SFT trainers do;
+        # the others only the trained positions' (the same loss, less work).
+        if full_logits:
+            loss = self.model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        else:
+            loss = target_loss(self.model, ids, labels, mask)[0]
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
@@ -160,10 +176,10 @@ class VariantTrainer:
             elif self.device.type == "cuda":  # peak memory of the first optimiser step
                 probe = memory_probe(self.device)
                 probe.reset_peak()
-                self._step(*batch)
+                self._step(*batch, full_logits=True)
                 self.run.peak_bytes, self.run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
             else:
-                self.run.peak_bytes = step_peak_bytes(self.model, lambda b=batch: self._step(*b))
+                self.run.peak_bytes = step_peak_bytes(self.model, lambda b=batch: self._step(*b, full_logits=True))
                 self.run.peak_kind = "tensor bytes: params + peak of storages created in one step (grads, optimizer state, activations)"
         self.run.seconds += time.perf_counter() - t0
 
@@ -183,14 +199,17 @@ class VariantTrainer:
 
 def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_steps: int = 40, batch_size: int = 8, lr: float = 1e-3,
                           eval_every: int = 5, val_size: int = 16, target: float | None = None, target_ratio: float = 0.5,
-                          device, seed: int = 0, variants=(KISS, OVER), live=None, progress=True, stop_when_decided: bool = True) -> Finding:
+                          device, seed: int = 0, variants=(KISS, OVER), live=None, progress=True, stop_when_decided: bool = True,
+                          untrained: float | None = None) -> Finding:
     """Train the variants in lock-step with the same budget; share, peak memory, steps to the val target.
 
     Without an explicit ``target`` the target is ``target_ratio`` × the untrained validation loss
     (the same for both variants: they start from the same base weights and B = 0). With
     ``stop_when_decided`` training stops at the first evaluation where a variant has reached the
     target: the others have had exactly as many steps and have not, so which variant gets there
-    first — the only thing the comparison decides — cannot change by training on.
+    first — the only thing the comparison decides — cannot change by training on. ``untrained``: the
+    base model's validation loss when already measured (the audit context scores the base model once
+    for every check that reads it).
     """
     import plotly.graph_objects as go
 
@@ -203,11 +222,12 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
 
     from nbkit.audit.sft import build_features, pad_batch
 
-    vfeats = [build_features(tokenizer, e, template) for e in val_ex]
-    vb = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
     # LoRA starts with B = 0 (and dropout 0 here), so every variant's untrained validation loss is the
     # base model's: measured once, it is the step-0 point of each curve and the target's reference.
-    untrained = _val_loss(base_model.to(device).eval(), vb, device)
+    if untrained is None:
+        vfeats = [build_features(tokenizer, e, template) for e in val_ex]
+        vb = [pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(vfeats), batch_size)]
+        untrained = _val_loss(base_model.to(device).eval(), vb, device)
     if target is None:
         target = target_ratio * untrained
     trainers = [VariantTrainer(base_model, tokenizer, v, train_ex, val_ex, template, batch_size=batch_size, lr=lr, target=target,
@@ -274,10 +294,11 @@ def run(context, cfg: KissConfig, live=None) -> Finding:
         return Finding(SLUG, TITLE, "skipped", "not run: needs kiss.budget_steps ≥ 2 (the training comparison costs minutes)")
     model, tok = context.model_and_tokenizer(cfg.model)
     ex, note = context.examples(cfg.val_size + cfg.batch_size, SLUG)
+    base = context.base_example_losses(ex[: cfg.val_size], context.config.template, cfg.model)
     f = compare_lora_variants(model, tok, ex, context.config.template, budget_steps=cfg.budget_steps, batch_size=cfg.batch_size, lr=cfg.lr,
                               eval_every=cfg.eval_every, val_size=cfg.val_size, target=cfg.val_loss_target or None, target_ratio=cfg.target_ratio,
                               device=context.device, seed=context.config.model.seed, live=live, progress=context.progress,
-                              stop_when_decided=cfg.stop_when_decided)
+                              stop_when_decided=cfg.stop_when_decided, untrained=sum(s for s, _ in base) / max(1, sum(n for _, n in base)))
     f.figures["model"] = cfg.model or context.config.model.name
     f.summary += note
     return f

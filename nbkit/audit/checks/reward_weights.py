@@ -19,28 +19,10 @@ from nbkit.findings import Finding
 SLUG, TITLE = "reward-weights", "Sampling weights ↔ reward"
 
 
-def response_scores(model, tokenizer, examples, template, device, batch_size: int = 8):
-    """(reward = mean log-prob per response token, log p_ref = summed log-prob) per example."""
-    import torch
-
-    from nbkit.audit.sft import build_features, pad_batch
-
-    feats = [build_features(tokenizer, e, template.model_copy(update={"mask_pad_labels": False})) for e in examples]
-    rewards, logp = [], []
-    model.eval()
-    with torch.no_grad():
-        for i in range(0, len(feats), batch_size):
-            ids, labels, mask = pad_batch(feats[i : i + batch_size], tokenizer.pad_token_id)
-            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-            lp = torch.log_softmax(logits[:, :-1], -1)
-            tgt = labels[:, 1:].to(device)
-            keep = tgt != -100
-            tok_lp = lp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1) * keep
-            s = tok_lp.sum(1)
-            n = keep.sum(1).clamp(min=1)
-            rewards += (s / n).tolist()
-            logp += s.tolist()
-    return rewards, logp
+def response_scores(losses: list[tuple[float, int]]):
+    """(reward = mean log-prob per response token, log p_ref = summed log-prob) per example, from
+    each example's (summed token loss, token count) (:func:`nbkit.audit.sft.example_losses`)."""
+    return [-s / max(n, 1) for s, n in losses], [-s for s, _ in losses]
 
 
 def weight_stats(rewards, log_prior, beta: float, gamma: float, bins) -> dict[str, float]:
@@ -116,9 +98,8 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
 
 
 def run(context, cfg: RewardWeightsConfig, live=None) -> Finding:
-    model, tok = context.model_and_tokenizer()
     ex, note = context.examples(8, SLUG)
-    r, lp = response_scores(model, tok, ex[: cfg.examples], context.config.template, context.device)
+    r, lp = response_scores(context.base_example_losses(ex[: cfg.examples], context.config.template.model_copy(update={"mask_pad_labels": False})))
     f = check_sampling(r, lp, beta=cfg.beta, gamma=cfg.gamma, kl_threshold=cfg.kl_threshold, shrink_threshold=cfg.shrink_threshold)
     f.summary += note
     return f
