@@ -157,6 +157,9 @@ mb_p = panels.minibatch_panel(preset(config.MinibatchConfig, SMOKE, **common))
 mb_p.display()
 mb = mb_p.run()
 nbkit.record("minibatch_comparison", mb.metrics["rows"])
+for row in mb.metrics["rows"]:
+    print(f"{row['mode']:>10}: {row['steps_per_s']} steps/s, encoder on {row['nodes_fraction']:.0%} of the nodes per step, "
+          f"peak memory growth {row['peak_memory_growth_mb']:.0f} MB, validation MRR {row['valid_mrr']:.3f}")
 
 # %%
 scale_p = panels.scale_panel(preset(config.ScaleConfig, SMOKE, **common))
@@ -166,7 +169,7 @@ scale_row = {**scale.metrics["rows"][0], **{f"graph_{k}": v for k, v in scale.me
 nbkit.record("minibatch_scale", scale_row)
 print(f"synthetic graph: {scale_row['graph_entities']:,} entities, {scale_row['graph_train']:,} train triples; "
       f"{scale_row['steps']} steps in {scale_row['train_s']} s, {scale_row['edges_per_step']:,} of {scale_row['message_graph_edges']:,} "
-      f"message edges per step ({scale_row['steps_per_s']} steps/s), peak memory growth {scale_row['peak_memory_growth_mb']:.0f} MB "
+      f"message edges and {scale_row['nodes_fraction']:.0%} of the nodes per step ({scale_row['steps_per_s']} steps/s), peak memory growth {scale_row['peak_memory_growth_mb']:.0f} MB "
       f"({scale_row['memory_measured_as']}); validation MRR {scale_row['valid_mrr']:.4f} on {scale_row['evaluated_triples']} sampled "
       f"validation triples (ceiling {scale_row['ceiling_mrr']:.4f})")
 print("learning curve (training seconds -> validation MRR):",

@@ -203,6 +203,7 @@ class MinibatchConfig:
                           min=0, max=50, label="validation points in the budget")
     hidden: int = _f(64, min=8, max=512, step=8)
     lr: float = _f(0.005, min=1e-4, max=0.1, log=True)
+    dropout: float = _f(0.5, "RGCN input dropout (both modes)", min=0.0, max=0.9, step=0.05)
     # 1 thread wins on small graphs (per-op overhead); big mini-batch steps are large matmuls.
     cpu_threads: int = _f(1, min=0, max=256, label="CPU threads (0 = torch default)")
     seed: int = _f(0, min=0, max=10_000)
