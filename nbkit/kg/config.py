@@ -244,7 +244,9 @@ class ScaleConfig(MinibatchConfig):
     compare_full: bool = _f(False, label="also train on the full graph (same loss, same budget)")
     eval_points: int = _f(3, "validate this many times within the time budget: the learning curve (one epoch is longer than the budget)",
                           min=0, max=50, label="validation points in the budget")
-    cpu_threads: int = _f(0, min=0, max=256, label="CPU threads (0 = torch default)")
+    # Same defaults, 30 s budget: 1 thread 1.19 steps/s (bench/kg_minibatch.py), torch's default (2 threads)
+    # 0.26 steps/s (run_minibatch) on the loaded 2-core box — intra-op threads spin on shared cores.
+    cpu_threads: int = _f(1, min=0, max=256, label="CPU threads (0 = torch default)")
 
     @classmethod
     def smoke(cls, **kw) -> ScaleConfig:
