@@ -16,7 +16,7 @@ choice, so the test split is not read). Graphs are ``synthetic_kg`` (seeded):
 * ``hetionet``: 47,000 entities / 2,250,000 triples (Hetionet v1.0's counts; 1.6M train) — the size the
   mini-batch path exists for. The full graph is attempted under the same memory limit; measured here it fits
   (+3.5 GB during training, 40 s per step), and modelled linearly in message edges (~1.1 KB per edge at
-  width 64) full batch would pass this 24 GiB box near 18M message edges (~9M triples). Note the mini-batch
+  width 64, 0.7 GB before training) full batch would pass this 24 GiB box near 23M message edges (~11M train triples). Note the mini-batch
   peak includes validation, which embeds the whole graph (full neighbourhoods) at every curve point.
 
 Prints per mode: the learning curve (validation MRR after how many training seconds), steps/s, peak RSS
