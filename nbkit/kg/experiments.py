@@ -311,7 +311,7 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
         ceiling = cluster_oracle_mrr(split, kg.clusters, "valid", cfg.eval_max_triples)
     else:
         split = load_split(cfg.dataset, cfg.seed)
-    base = TrainConfig(epochs=cfg.epochs, hidden=cfg.hidden, lr=cfg.lr, seed=cfg.seed, eval_every=max(1, cfg.epochs // 5),
+    base = TrainConfig(epochs=cfg.epochs, hidden=cfg.hidden, lr=cfg.lr, dropout=cfg.dropout, seed=cfg.seed, eval_every=max(1, cfg.epochs // 5),
                        max_seconds=cfg.max_seconds, eval_max_triples=cfg.eval_max_triples, cpu_threads=cfg.cpu_threads or None,
                        batch_size=cfg.batch_size, num_negatives=cfg.num_negatives,
                        eval_every_seconds=cfg.max_seconds / cfg.eval_points if cfg.eval_points else None)
@@ -339,6 +339,9 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
             "curve_train_s": list(h["valid_train_s"]),
             "curve_valid_mrr": [round(m, 5) for m in h["valid_mrr"]],
             "edges_per_step": int(sum(h["sampled_edges"]) / max(len(h["sampled_edges"]), 1)),
+            # how much of the graph one step's encoder runs on (1.0 = every node: full-graph cost)
+            "nodes_per_step": int(sum(h["sampled_nodes"]) / max(len(h["sampled_nodes"]), 1)),
+            "nodes_fraction": round(sum(h["sampled_nodes"]) / max(len(h["sampled_nodes"]), 1) / split.num_nodes, 4),
             "message_graph_edges": int(graph.edge_index.size(1)),
             "peak_memory_mb": round(peak.peak / 2**20, 1),
             "peak_memory_growth_mb": round(peak.growth / 2**20, 1),

@@ -132,15 +132,16 @@ def test_diverging_loss_is_one_clear_error(split):
 
 @pytest.mark.parametrize("num_bases", [4, None])
 @pytest.mark.parametrize("aggr", ["mean", "add"])
-def test_stacked_rgcn_conv_equals_pyg_rgcn_conv(num_bases, aggr):
+@pytest.mark.parametrize("nodes", [30, 3000])  # 3000 nodes, 300 edges: the sparse (sampled mini-batch) path
+def test_stacked_rgcn_conv_equals_pyg_rgcn_conv(num_bases, aggr, nodes):
     """Same parameters, same outputs and gradients as RGCNConv's per-relation loop."""
     from torch_geometric.nn import RGCNConv
 
     from nbkit.kg.models import _stacked_rgcn_conv
 
     g = torch.Generator().manual_seed(0)
-    ei, et = torch.randint(0, 30, (2, 300), generator=g), torch.randint(0, 7, (300,), generator=g)
-    x = torch.randn(30, 16, generator=g, requires_grad=True)
+    ei, et = torch.randint(0, nodes, (2, 300), generator=g), torch.randint(0, 7, (300,), generator=g)
+    x = torch.randn(nodes, 16, generator=g, requires_grad=True)
     torch.manual_seed(1)
     ref = RGCNConv(16, 12, 7, num_bases=num_bases, aggr=aggr)
     fast = _stacked_rgcn_conv()(16, 12, 7, num_bases=num_bases, aggr=aggr)
