@@ -82,13 +82,15 @@ _SELECTED_RUNS: dict[tuple, tuple] = {}
 
 
 def _selection_key(dataset: str, split_seed: int, rung: int, tc) -> tuple:
-    return (dataset, _stamp(dataset), split_seed, rung, dataclasses.astuple(dataclasses.replace(tc, epochs=0)))
+    from nbkit.kg.train import LADDER, config_read_by
+
+    return (dataset, _stamp(dataset), split_seed, rung, dataclasses.astuple(dataclasses.replace(config_read_by(LADDER[rung], tc), epochs=0)))
 
 
 def _reusable(dataset: str, split_seed: int, rung: int, tc):
     """A selection run that is exactly what ``train_rung(rung, tc)`` would compute, or None.
 
-    Same dataset file, split, rung and every TrainConfig field but ``epochs``; and either the same
+    Same dataset file, split, rung and every TrainConfig field the rung reads but ``epochs``; and either the same
     ``epochs``, or the stored run ended by early stopping (patience) before ``tc.epochs``: training is
     seeded, so a longer epoch cap would have followed the same steps and stopped at the same epoch.
     A time budget (``max_seconds``) or an interrupted run is never reused.

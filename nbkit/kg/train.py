@@ -357,6 +357,26 @@ def _sampled_loss(model, z, split, sampler, train, h, r, t, k, device):
     return F.cross_entropy(torch.cat([pos.unsqueeze(1), s_t], 1), target) + F.cross_entropy(torch.cat([pos.unsqueeze(1), s_h], 1), target)
 
 
+def config_read_by(rung: Rung, cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` with every field that ``rung``'s training never reads set to its default: two configs equal
+    under this train the same model (``experiments`` reuses a run instead of training it twice).
+    Rung 6 reads only its own ``complex_*`` fields and the loop's (epochs, patience, seed, ...)."""
+    ignored = set()
+    if rung.encoder == "none":
+        ignored |= {"hidden", "lr", "weight_decay", "layers", "num_negatives", "aggr", "num_bases", "dropout", "decoder", "type_aggr",
+                    "eval_every", "batch_size", "num_neighbors", "full_graph", "eval_every_seconds"}
+    else:
+        ignored |= {"complex_dim", "complex_lr", "complex_n3", "complex_batch", "complex_init", "complex_eval_every"}
+        if rung.encoder != "rgcn":
+            ignored |= {"aggr", "num_bases", "dropout"}
+        if rung.encoder != "hetero_sage":
+            ignored |= {"type_aggr"}
+        if rung.decoder != "relational":
+            ignored |= {"decoder"}
+    default = TrainConfig()
+    return replace(cfg, **{k: getattr(default, k) for k in ignored})
+
+
 def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, device=None, live=None, progress: bool = True, valid_negs=None, features=None, trace_prefix: str | None = None):
     """Train one rung (full batch, or mini-batch when ``cfg.batch_size > 0``) on ``device`` (a
     ``torch.device``, resolved by the caller; default CPU); keeps the epoch with the best validation MRR.
