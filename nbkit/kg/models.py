@@ -364,7 +364,9 @@ class ComplExDecoder(_nn().Module):
         torch.nn.init.normal_(self.rel, std=0.1)
 
     def _parts(self, x):
-        return x[..., : self.half], x[..., self.half :]
+        # chunk, not two slices: its backward writes both halves' gradients in one cat instead of
+        # zero-filling a full-width tensor per slice (~10% of a rung-6 step on CPU; same values)
+        return x.chunk(2, -1)
 
     def forward(self, z, h, r, t):
         hr, hi = self._parts(z[h])
