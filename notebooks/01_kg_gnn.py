@@ -97,7 +97,8 @@ nbkit.record("selection", selection.metrics)
 #    entity, no node types. The RGCN rungs are judged against it in the claims table.
 #
 # Rungs 1–5 share epochs, width and optimiser; rung 6 trains its own way (its width and optimiser chosen
-# above), early-stopped on validation like the others.
+# above), early-stopped on validation like the others. A run section 2 already trained with exactly these
+# settings (rung 6's chosen candidate, first seed) is reused, not trained twice.
 #
 # Metrics: filtered MRR / Hits@k over both sides with ties averaged, and the field notes' AUC on fixed
 # negatives. The best rung is chosen on mean validation MRR; only it is scored on the test split.

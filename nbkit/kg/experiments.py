@@ -4,7 +4,8 @@ Each resolves the device ONCE (``nbkit.device.pick_device(cfg.device)``) and han
 ``torch.device`` down. Datasets and splits are loaded once per (dataset, seed) and cached, so the
 panels of notebook 01 share them. Choices are made on the VALIDATION split only
 (:func:`run_selection`, the ablation's best rung); the test split is scored once, at the end of
-:func:`run_ablation`, for the chosen rung.
+:func:`run_ablation`, for the chosen rung. A run the selection trained that the ablation would train
+again identically (same split, rung, seed and settings) is reused, not retrained.
 """
 
 from __future__ import annotations
@@ -75,6 +76,35 @@ def fixed_negatives(dataset: str, seed: int, which: str):
     return _negatives(dataset, _stamp(dataset), seed, which)
 
 
+# Runs trained by run_selection, kept for run_ablation: the chosen candidate of a group on the first seed is
+# the very run the ablation would train again (rung 6 always; rungs 2 and 5 when their epochs agree).
+_SELECTED_RUNS: dict[tuple, tuple] = {}
+
+
+def _selection_key(dataset: str, split_seed: int, rung: int, tc) -> tuple:
+    from nbkit.kg.train import LADDER, config_read_by
+
+    return (dataset, _stamp(dataset), split_seed, rung, dataclasses.astuple(dataclasses.replace(config_read_by(LADDER[rung], tc), epochs=0)))
+
+
+def _reusable(dataset: str, split_seed: int, rung: int, tc):
+    """A selection run that is exactly what ``train_rung(rung, tc)`` would compute, or None.
+
+    Same dataset file, split, rung and every TrainConfig field the rung reads but ``epochs``; and either the same
+    ``epochs``, or the stored run ended by early stopping (patience) before ``tc.epochs``: training is
+    seeded, so a longer epoch cap would have followed the same steps and stopped at the same epoch.
+    A time budget (``max_seconds``) or an interrupted run is never reused.
+    """
+    hit = _SELECTED_RUNS.get(_selection_key(dataset, split_seed, rung, tc))
+    if hit is None or tc.max_seconds is not None:
+        return None
+    cap, (res, model, graph) = hit
+    stopped_early = res.epochs_run < cap
+    if res.interrupted or not (cap == tc.epochs or (stopped_early and res.epochs_run < tc.epochs)):
+        return None
+    return res, model, graph
+
+
 def _device(name: str):
     from nbkit.device import pick_device
 
@@ -127,14 +157,16 @@ def run_selection(cfg: SelectionConfig, live=None) -> Result:
 
     device = _device(cfg.device)
     split = load_split(cfg.dataset, cfg.seed)
+    valid_negs = fixed_negatives(cfg.dataset, cfg.seed, "valid")  # AUC too, so the ablation can reuse a run as is
     base = cfg.train_config()
     rows = []
+    _SELECTED_RUNS.clear()
     complex_grid = [{"complex_dim": d, "complex_n3": w, "complex_lr": lr, "complex_batch": b}
                     for d in cfg.complex_dims for w in cfg.complex_n3s for lr in cfg.complex_lrs for b in cfg.complex_batches]
     groups = (
         ("decoder, dropout", 5, [{"decoder": d, "dropout": p} for d in cfg.decoders for p in cfg.dropouts]),
         ("type_aggr", 2, [{"type_aggr": a} for a in cfg.type_aggrs]),
-        # rung 6 trains in its own budget: up to 200 epochs, early-stopped on validation (patience >= 3)
+        # rung 6: every candidate early-stopped on validation (patience), validated every complex_eval_every epochs
         ("complex dim, N3, lr, batch", 6, complex_grid),
     )
     chosen: dict[str, Any] = {"decoder": cfg.decoder, "dropout": cfg.dropout, "type_aggr": cfg.type_aggr,
@@ -142,7 +174,10 @@ def run_selection(cfg: SelectionConfig, live=None) -> Result:
     for what, rung, candidates in groups:
         for cand in candidates:
             name = f"rung {rung} " + " ".join(f"{k}={v}" for k, v in cand.items())
-            res, _, _ = train_rung(split, LADDER[rung], dataclasses.replace(base, **cand), device=device, live=live, trace_prefix=name)
+            tc = dataclasses.replace(base, **cand)
+            res, model, graph = train_rung(split, LADDER[rung], tc, device=device, live=live, valid_negs=valid_negs, trace_prefix=name)
+            if tc.max_seconds is None and not res.interrupted:
+                _SELECTED_RUNS[_selection_key(cfg.dataset, cfg.seed, rung, tc)] = (tc.epochs, (res, model, graph))
             rows.append({"choice": what, "rung": rung, **cand, "valid_mrr": res.metrics["valid_mrr"], "best_epoch": res.best_epoch,
                          "train_s": round(res.train_seconds, 1)})
         group = [r for r in rows if r["choice"] == what]
@@ -184,8 +219,13 @@ def run_ablation(cfg: AblationConfig, live=None) -> Result:
     for key in sorted(cfg.rungs):
         for s in seeds:
             # Only the first seed streams curves: one pair per rung keeps the figure readable.
-            res = train_rung(split, LADDER[key], cfg.train_config(seed=s), device=device, live=live if s == seeds[0] else None,
-                             valid_negs=valid_negs, trace_prefix=f"rung {key}")
+            stream = live if s == seeds[0] else None
+            tc = cfg.train_config(seed=s)
+            res = _reusable(cfg.dataset, cfg.seed, key, tc)
+            if res is not None:  # run_selection trained exactly this run: replay its curves instead of retraining
+                _replay(stream, f"rung {key}", res[0].history)
+            else:
+                res = train_rung(split, LADDER[key], tc, device=device, live=stream, valid_negs=valid_negs, trace_prefix=f"rung {key}")
             runs.setdefault(key, []).append(res)
             interrupted = res[0].interrupted
             if interrupted:
@@ -213,6 +253,16 @@ def run_ablation(cfg: AblationConfig, live=None) -> Result:
                "rung_metrics": rung_metrics, "interrupted": interrupted}
     table = pd.DataFrame(rows)
     return Result(metrics=metrics, table=table, data={"runs": runs, "label": LADDER[best].label})
+
+
+def _replay(live, name: str, history: dict) -> None:
+    """Stream a finished run's loss and validation curves to ``live`` (as train_rung would have)."""
+    if live is None:
+        return
+    for epoch, loss in zip(history["epoch"], history["loss"], strict=True):
+        live.add(f"{name} loss", epoch, loss)
+    for epoch, mrr in zip(history["valid_epoch"], history["valid_mrr"], strict=True):
+        live.add(f"{name} valid MRR", epoch, mrr)
 
 
 # -- aggr -----------------------------------------------------------------------------------------

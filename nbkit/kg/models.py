@@ -174,10 +174,16 @@ class HeteroSAGEEncoder(_nn().Module):
             start += count
         return torch.cat(parts)
 
-    def forward(self, x, graph):
-        import torch
-        import torch.nn.functional as F
+    def _edges(self, x, graph):
+        """Flat (src, dst, edge type) ids, 1/degree per edge type and the type fan-in of ``graph``.
 
+        They depend on the graph only, so they are built once per graph and reused every epoch: the
+        loop over ~600 edge types cost about a third of a forward pass (cProfile, UMLS)."""
+        import torch
+
+        cached = getattr(self, "_edges_cache", None)
+        if cached is not None and cached[0] is graph.edge_index_dict and cached[1] == (x.size(0), x.device, x.dtype):
+            return cached[2]
         offsets = torch.tensor([0, *graph.counts], device=x.device).cumsum(0)
         index = {t: k for k, t in enumerate(graph.types)}
         src, dst, et = [], [], []
@@ -192,6 +198,15 @@ class HeteroSAGEEncoder(_nn().Module):
         inv_deg = 1.0 / counts[inverse].to(x.dtype)
         dst_type_of_et = torch.tensor([index[d] for _, _, d in self.edge_types], dtype=torch.long, device=x.device)
         fan_in = torch.bincount(dst_type_of_et, minlength=len(graph.types)).tolist()
+        out = (src, dst, et, inv_deg, dst_type_of_et, fan_in)
+        # A plain attribute, not a buffer (kept out of state_dict); holding the dict itself means its id cannot be reused.
+        self._edges_cache = (graph.edge_index_dict, (x.size(0), x.device, x.dtype), out)
+        return out
+
+    def forward(self, x, graph):
+        import torch.nn.functional as F
+
+        src, dst, et, inv_deg, dst_type_of_et, fan_in = self._edges(x, graph)
         for i in range(len(self.w_l)):
             x = self._layer(i, x, graph, src, dst, et, inv_deg, dst_type_of_et, fan_in)
             if i < len(self.w_l) - 1:
@@ -360,7 +375,9 @@ class ComplExDecoder(_nn().Module):
         torch.nn.init.normal_(self.rel, std=0.1)
 
     def _parts(self, x):
-        return x[..., : self.half], x[..., self.half :]
+        # chunk, not two slices: its backward writes both halves' gradients in one cat instead of
+        # zero-filling a full-width tensor per slice (~10% of a rung-6 step on CPU; same values)
+        return x.chunk(2, -1)
 
     def forward(self, z, h, r, t):
         hr, hi = self._parts(z[h])

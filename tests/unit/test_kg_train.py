@@ -206,3 +206,40 @@ def test_minibatch_validates_inside_the_time_budget(split):
     # one validation after every step (the last one at the epoch's end): a learning curve inside one epoch
     assert h["valid_step"] == list(range(1, steps + 1)) and len(h["valid_mrr"]) == steps > 1
     assert h["valid_epoch"][0] == pytest.approx(1 / steps) and h["valid_epoch"][-1] == 1
+
+
+def test_ablation_reuses_the_selection_run_it_would_retrain():
+    """Rung 6's chosen candidate on the first seed is the ablation's first rung-6 run: reused only when
+    it is exactly what retraining would give (stopped early by patience, or the same epoch cap)."""
+    import dataclasses
+
+    from nbkit.kg import experiments as ex
+    from nbkit.kg.config import AblationConfig, SelectionConfig
+
+    common = dict(dataset="synthetic", device="cpu", hidden=16, complex_dims=(32,), complex_n3s=(0.01,), decoders=("distmult",),
+                  dropouts=(0.3,), type_aggrs=("mean",), eval_every=5, patience=1)
+    sel = ex.run_selection(SelectionConfig(epochs=200, **common))
+    chosen = sel.metrics["chosen"]
+    rung6 = next(r for r in sel.metrics["validation"] if r["rung"] == 6)
+    ab_cfg = AblationConfig(rungs=(6,), seeds=2, epochs=300, **{k: v for k, v in common.items() if k in {f.name for f in dataclasses.fields(AblationConfig)}}, **chosen)
+    first = ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0))
+    assert first is not None and first[0].epochs_run < 200 and first[0].best_epoch == rung6["best_epoch"]  # stopped by patience
+    fresh, _, _ = kgtrain.train_rung(ex.load_split("synthetic", 0), kgtrain.LADDER[6], ab_cfg.train_config(seed=0), progress=False,
+                                     valid_negs=ex.fixed_negatives("synthetic", 0, "valid"))
+    assert fresh.metrics == first[0].metrics and fresh.epochs_run == first[0].epochs_run
+    # a shorter cap than where it stopped, another seed, or a time budget: trained, not reused
+    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, epochs=first[0].epochs_run)) is None
+    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=1)) is None
+    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, max_seconds=60.0)) is None
+    res = ex.run_ablation(ab_cfg)
+    runs = res.data["runs"][6]
+    assert runs[0][0] is first[0] and runs[1][0] is not first[0] and runs[1][0].seed == 1
+
+
+def test_config_read_by_ignores_only_what_the_rung_never_reads():
+    a, b = kgtrain.TrainConfig(decoder="complex", dropout=0.5), kgtrain.TrainConfig(decoder="distmult", dropout=0.3)
+    assert kgtrain.config_read_by(kgtrain.LADDER[6], a) == kgtrain.config_read_by(kgtrain.LADDER[6], b)
+    assert kgtrain.config_read_by(kgtrain.LADDER[5], a) != kgtrain.config_read_by(kgtrain.LADDER[5], b)
+    c = kgtrain.TrainConfig(complex_n3=0.03)
+    assert kgtrain.config_read_by(kgtrain.LADDER[6], c) != kgtrain.config_read_by(kgtrain.LADDER[6], kgtrain.TrainConfig())
+    assert kgtrain.config_read_by(kgtrain.LADDER[2], c) == kgtrain.config_read_by(kgtrain.LADDER[2], kgtrain.TrainConfig())
