@@ -217,33 +217,43 @@ def eval_negatives(split: KGSplit, which: str = "test", seed: int = 12345):
 _FILTER_INDEX: dict[tuple, tuple] = {}
 
 
-def _filter_index(triples, filt: dict, side: str, start: int = 0, stop: int | None = None):
-    """(rows, cols) of the known true entities to filter out for each query of ``triples[start:stop]``.
+def _filter_index(triples, filt: dict, side: str):
+    """(rows, cols) of the known true entities to filter out for each query of ``triples`` (rows ascending).
 
     Validation runs every few epochs on the same triples with the same filter: the Python loop over the
-    triples is done once per (triples, filter, side, slice) and kept (a few recent entries; an entry holds
-    the objects themselves, so their ids cannot be reused while it lives)."""
+    triples is done once per (triples, filter, side) and kept (a few recent entries; an entry holds the
+    objects themselves, so their ids cannot be reused while it lives). A batch takes its slice of it
+    (:func:`_batch_filter`), so the number of entries does not grow with the number of batches."""
     import torch
 
-    key = (id(triples), id(filt), side, start, stop)
+    key = (id(triples), id(filt), side)
     hit = _FILTER_INDEX.get(key)
     if hit is not None and hit[0] is triples and hit[1] is filt:
         return hit[2]
     rows, cols = [], []
-    for i, (hh, rr, tt) in enumerate(triples[start:stop].tolist()):
+    for i, (hh, rr, tt) in enumerate(triples.tolist()):
         others = filt.get((hh, rr) if side == "tail" else (rr, tt), [])
         rows.extend([i] * len(others))
         cols.extend(others)
     out = (torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long))
-    if len(_FILTER_INDEX) >= 32:
+    if len(_FILTER_INDEX) >= 8:
         _FILTER_INDEX.pop(next(iter(_FILTER_INDEX)))
     _FILTER_INDEX[key] = (triples, filt, out)
     return out
 
 
+def _batch_filter(index, start: int, stop: int):
+    """The part of a :func:`_filter_index` that belongs to queries ``start:stop``, rows renumbered from 0."""
+    import torch
+
+    rows, cols = index
+    lo, hi = torch.searchsorted(rows, torch.tensor([start, stop])).tolist()
+    return rows[lo:hi] - start, cols[lo:hi]
+
+
 def filtered_ranks(score_all, triples, filt: dict, side: str, index=None):
     """Realistic filtered ranks (ties averaged) of the true entity among all entities (``index``: the
-    ``_filter_index`` of these triples, when the caller has it)."""
+    filter index of these triples, when the caller has it — see :func:`_filter_index`)."""
 
     h, r, t = triples.t()
     true_ent = t if side == "tail" else h
@@ -289,8 +299,8 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
             st = model.decoder.score_tails(z, h, r).cpu()
             sh = model.decoder.score_heads(z, r, t).cpu()
             stop = start + len(b)
-            ranks.append(filtered_ranks(st, b, tails, "tail", _filter_index(trip, tails, "tail", start, stop)))
-            ranks.append(filtered_ranks(sh, b, heads, "head", _filter_index(trip, heads, "head", start, stop)))
+            ranks.append(filtered_ranks(st, b, tails, "tail", _batch_filter(_filter_index(trip, tails, "tail"), start, stop)))
+            ranks.append(filtered_ranks(sh, b, heads, "head", _batch_filter(_filter_index(trip, heads, "head"), start, stop)))
         ranks = torch.cat(ranks)
         out = {
             "mrr": float((1.0 / ranks).mean()),

@@ -24,6 +24,20 @@ def test_filtered_ranks_average_ties_and_filter_known_triples():
     assert kgtrain.filtered_ranks(scores, trip, {(0, 0): [1, 2]}, "tail").item() == 2.5
 
 
+def test_batch_slices_of_the_filter_index_rank_as_the_whole(split):
+    # evaluate() builds one filter index per evaluated triples and hands each batch its slice
+    tails, heads = kgtrain.true_index(split)
+    trip = split.valid
+    scores = torch.randn(len(trip), split.num_nodes, generator=torch.Generator().manual_seed(0))
+    for filt, side in ((tails, "tail"), (heads, "head")):
+        whole = kgtrain.filtered_ranks(scores, trip, filt, side)
+        index = kgtrain._filter_index(trip, filt, side)
+        assert len(index[0]) > 0  # the filter removes something here
+        parts = [kgtrain.filtered_ranks(scores[a : a + 7], trip[a : a + 7], filt, side, kgtrain._batch_filter(index, a, min(a + 7, len(trip))))
+                 for a in range(0, len(trip), 7)]  # fmt: skip
+        assert torch.equal(torch.cat(parts), whole)
+
+
 def test_typed_negatives_respect_relation_types(split):
     sampler = kgtrain.NegativeSampler(split, "typed", torch.Generator().manual_seed(0))
     r = split.train[:, 1]
