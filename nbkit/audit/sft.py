@@ -208,3 +208,8 @@ def example_losses(model, tokenizer, examples, template, batch_size: int = 8) ->
             sums = torch.zeros(ids.shape[0], device=dev).index_add_(0, keep.nonzero()[:, 0], tok)
             out += list(zip(sums.tolist(), keep.sum(1).tolist(), strict=True))
     return out
+
+
+def pooled_loss(losses: list[tuple[float, int]]) -> float:
+    """The token-mean loss of a group of :func:`example_losses` entries (as one batch would report it)."""
+    return sum(s for s, _ in losses) / max(1, sum(n for _, n in losses))

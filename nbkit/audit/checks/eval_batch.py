@@ -19,8 +19,9 @@ FIX = "set eval_batch_size equal to micro_batch_size (TRL: per_device_eval_batch
 
 def mean_of_batch_means(losses: list[tuple[float, int]], batch_size: int) -> float:
     """The loss as trainers report it: the mean over batches of each batch's token-mean loss."""
-    chunks = [losses[i:i + batch_size] for i in range(0, len(losses), batch_size)]
-    means = [sum(s for s, _ in c) / max(1, sum(n for _, n in c)) for c in chunks]
+    from nbkit.audit.sft import pooled_loss
+
+    means = [pooled_loss(losses[i : i + batch_size]) for i in range(0, len(losses), batch_size)]
     return sum(means) / len(means)
 
 

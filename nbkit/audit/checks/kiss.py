@@ -292,13 +292,15 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
 def run(context, cfg: KissConfig, live=None) -> Finding:
     if cfg.budget_steps < 2:
         return Finding(SLUG, TITLE, "skipped", "not run: needs kiss.budget_steps ≥ 2 (the training comparison costs minutes)")
+    from nbkit.audit.sft import pooled_loss
+
     model, tok = context.model_and_tokenizer(cfg.model)
     ex, note = context.examples(cfg.val_size + cfg.batch_size, SLUG)
     base = context.base_example_losses(ex[: cfg.val_size], context.config.template, cfg.model)
     f = compare_lora_variants(model, tok, ex, context.config.template, budget_steps=cfg.budget_steps, batch_size=cfg.batch_size, lr=cfg.lr,
                               eval_every=cfg.eval_every, val_size=cfg.val_size, target=cfg.val_loss_target or None, target_ratio=cfg.target_ratio,
                               device=context.device, seed=context.config.model.seed, live=live, progress=context.progress,
-                              stop_when_decided=cfg.stop_when_decided, untrained=sum(s for s, _ in base) / max(1, sum(n for _, n in base)))
+                              stop_when_decided=cfg.stop_when_decided, untrained=pooled_loss(base))
     f.figures["model"] = cfg.model or context.config.model.name
     f.summary += note
     return f
