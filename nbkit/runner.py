@@ -384,7 +384,7 @@ def share_threads(cores: Sequence[int]) -> None:
         os.environ[name] = str(len(cores))
 
 
-TIMINGS = "timings.json"  # in each run folder: {"smoke": bool, "seconds": {notebook: seconds}}
+TIMINGS = "timings.json"  # in each run folder: {"smoke": bool, "jobs": N, "seconds": {notebook: seconds}}
 
 
 def previous_seconds(final: Path, smoke: bool) -> dict[str, float]:

@@ -75,6 +75,7 @@ class GreedyGrammarFirstPick:
         self._data = (llama_cpp.llama_token_data * self.n_vocab)()
         # llama_token_data is {int32 id; float logit; float p}: a numpy view writes the logits in one copy.
         self._view = np.frombuffer(self._data, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
+        self._ids = np.arange(self.n_vocab, dtype=np.int32)
         self._one = (llama_cpp.llama_token_data * 1)()
         self.steps = self.masked_steps = 0  # how often the whole vocabulary had to be masked
 
@@ -85,7 +86,7 @@ class GreedyGrammarFirstPick:
         lib, np = self._lib, self._np
         logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self.n_vocab,))
         view = self._view
-        view["id"] = np.arange(self.n_vocab, dtype=np.int32)
+        view["id"] = self._ids
         view["logit"] = logits
         view["p"] = 0.0
         full = self._array(self._data, self.n_vocab)
@@ -116,16 +117,17 @@ class GreedyGrammarFirstPick:
 
 def use_greedy_grammar_first_pick() -> None:
     """Make ``Llama`` build :class:`GreedyGrammarFirstPick` for greedy requests whose only constraint is a grammar."""
+    import inspect
+
     from llama_cpp import Llama
 
     original = Llama._init_sampler
     if getattr(original, "_nbkit_patched", False):
         return
+    signature = inspect.signature(original)  # once, not per request
 
     def init_sampler(self, *args, **kwargs):
-        import inspect
-
-        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         a = bound.arguments
         if a["temp"] == 0.0 and a["grammar"] is not None and a["logits_processor"] is None and a["mirostat_mode"] == 0:
