@@ -229,8 +229,8 @@ class ScaleConfig(MinibatchConfig):
     embeddings need many positives before the cluster structure shows, so the most positives per second
     wins: 4096 at 1x1, dropout 0, lr 0.01. Curves (training s: validation MRR): 1024 at 2x2, lr .01 and
     .03, 60 s: flat at .0004-.0007; 4096 at 1x1, 300 s (124 steps, 0.3 epoch): .0005 until 260 s, then
-    .0020 — the rise starts after ~120 steps, past this notebook's 30 s budget on a loaded CPU
-    (``bench/kg_minibatch.py --seconds 300`` draws it). Full batch on this graph: 40 s/step, +3.5 GB."""
+    .0020 (one point: whether that is the start of a rise was not established), i.e. past this notebook's
+    30 s budget on a loaded CPU (``bench/kg_minibatch.py --seconds 300`` draws it). Full batch on this graph: 40 s/step, +3.5 GB."""
 
     source: str = _f("synthetic", choices=["dataset", "synthetic"], label="graph")
     batch_size: int = _f(4096, min=16, max=65_536)
