@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PY) -c "from nbkit.model_files import smollm2_dir; print('SmolLM2 cache:', smollm2_dir())"
 	touch $(STAMP)
 
-# Notebooks run at once by `make workbook`/`make smoke`; each kernel is pinned to its share of the cores.
+# Notebooks run at once by `make workbook`/`make smoke`, longest first; each kernel gets its share of the cores as thread counts.
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; [ $$n -lt 1 ] && n=1; echo $$n)
 
 ## The main job: every notebook, default parameters, headless → runs/<timestamp>/ (executed .ipynb, HTML, index.html).

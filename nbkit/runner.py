@@ -7,7 +7,8 @@ is named. An interrupted run (Ctrl-C, or SIGTERM, which ``nbkit`` turns into the
 ``KeyboardInterrupt``) removes its temporary directory.
 
 ``jobs > 1`` runs notebooks in a pool of worker processes, longest first (by the seconds each took
-in the newest earlier run beside the destination, ``timings.json``). Each worker, and the kernel it
+in the newest earlier run beside the destination, ``timings.json``; on a machine's first run, by the
+reference seconds shipped beside the notebooks, ``reference_seconds.json``). Each worker, and the kernel it
 starts, gets its share of the usable cores as thread-pool sizes (``OMP_NUM_THREADS`` and friends), so
 two notebooks on two cores do not each start two threads. They are *not* pinned to a core: a notebook
 that runs several single-threaded processes (notebook 03's one-llama.cpp-server-per-core pool,
@@ -144,6 +145,48 @@ def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
         inferred = info.get("inferred_type_name", "None")
         kind = inferred if inferred not in ("None", None) else type(default).__name__
         out[name] = {"type": kind, "default": default, "help": info.get("help", "")}
+    for name, entry in _parameters_papermill_skipped(path, set(out)).items():
+        out[name] = entry
+    return out
+
+
+def _parameters_papermill_skipped(path: Path, known: set[str]) -> dict[str, dict[str, Any]]:
+    """Assignments of the ``parameters`` cell that papermill's line parser dropped, read with ``ast``.
+
+    papermill skips (with only a logged warning) any line holding more than one ``=``, so a trailing
+    comment such as ``# "" = the default model`` made the parameter unknown to ``-p``, while papermill
+    still injects it fine. ``ast`` reads the assignment; the line's comment, via ``tokenize``, is its help.
+    """
+    import io
+    import tokenize
+
+    import nbformat
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception:  # already readable by papermill above; a second reader's failure only loses the fill-in
+        return {}
+    cell = next((c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])), None)
+    if cell is None:
+        return {}
+    try:
+        tree = ast.parse(cell.source)
+        comments = {t.start[0]: t.string.lstrip("#").strip()
+                    for t in tokenize.generate_tokens(io.StringIO(cell.source).readline) if t.type == tokenize.COMMENT}
+    except (SyntaxError, tokenize.TokenError):
+        return {}
+    out = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name in known:
+            continue
+        try:
+            default = ast.literal_eval(node.value)
+        except ValueError:
+            continue  # not a literal: papermill could not type it either
+        out[name] = {"type": type(default).__name__, "default": default, "help": comments.get(node.end_lineno, "")}
     return out
 
 
@@ -402,6 +445,27 @@ def previous_seconds(final: Path, smoke: bool) -> dict[str, float]:
     return best[1]
 
 
+REFERENCE_SECONDS = "reference_seconds.json"  # beside the notebooks: {"full": {notebook: s}, "smoke": {...}}
+
+
+def reference_seconds(paths: Sequence[Path], smoke: bool) -> dict[str, float]:
+    """Per-notebook seconds of the reference runs shipped beside the notebooks (``reference_seconds.json``).
+
+    The ordering hint for a machine's first ``--jobs`` run, which has no ``timings.json`` of its own to
+    read: without it notebooks keep file order and the longest (03) starts third. Only the order is
+    used, so figures from another machine still serve; a missing or unreadable file gives {}."""
+    out: dict[str, float] = {}
+    for folder in dict.fromkeys(p.parent for p in paths):
+        try:
+            data = json.loads((folder / REFERENCE_SECONDS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        seconds = data.get("smoke" if smoke else "full") if isinstance(data, dict) else None
+        if isinstance(seconds, dict):
+            out.update({k: float(v) for k, v in seconds.items() if isinstance(v, (int, float))})
+    return out
+
+
 def longest_first(jobs: Sequence[Job], seconds: dict[str, float]) -> list[Job]:
     """``jobs`` by descending expected seconds (longest-processing-time-first: the longest notebook must not
     start last on a pool); notebooks without history keep their order, after those with it."""
@@ -633,7 +697,7 @@ def run_notebooks(
     try:
         queue = [Job(p, tmp, per_nb[p.stem], kernel) for p in paths]
         if jobs > 1:
-            queue = longest_first(queue, previous_seconds(final, smoke))
+            queue = longest_first(queue, previous_seconds(final, smoke) or reference_seconds(paths, smoke))
         done = {r.name: r for r in execute_jobs(queue, n_jobs=jobs, progress=progress, log=log)}
         results = [done[p.stem] for p in paths if p.stem in done]
         timings = {"smoke": smoke, "jobs": jobs, "seconds": {r.name: round(r.seconds, 1) for r in results if r.ok}}

@@ -42,11 +42,11 @@ HIDDEN_SIZE = 256
 NUM_LAYERS = 8
 SPEC_PROMPTS = 3
 SPEC_NEW_TOKENS = 32
-SPEC_MODEL = ""  # speculative decoding's target: "" = SmolLM2, or your HF causal-LM directory (with weights) / hub id
+SPEC_MODEL = ""  # speculative decoding's target: empty for SmolLM2, or your HF causal-LM directory (with weights) / hub id
 MONITOR_LIMIT_MIB = 450.0
 MODEL = ""
 DS_CONFIG = ""
-CROSSOVER_SIZES = ""  # e.g. "256x8,512x8,1024x8": a size sweep (minutes per size on CPU); empty = skip
+CROSSOVER_SIZES = ""  # a size sweep, e.g. "256x8,512x8,1024x8" (minutes per size on CPU); empty skips it
 
 # %%
 import dataclasses

@@ -37,6 +37,32 @@ def test_resolve_by_number_stem_and_theme(nb_dir):
         resolve_notebook("gamma")
 
 
+def test_a_parameter_whose_comment_holds_an_equals_sign_is_still_a_parameter(tmp_path):
+    # papermill's parser drops any line with two "=" (only a logged warning): `-p MODEL ...` said "unknown".
+    from nbkit.runner import notebook_parameters
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('SEED = 0\nMODEL = ""  # "" = the built-in model; range: x\nSIZES = (1, 2)  # a = b\n')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params]
+    nbformat.write(nb, tmp_path / "01_x.ipynb")
+    got = notebook_parameters(tmp_path / "01_x.ipynb")
+    assert got["MODEL"] == {"type": "str", "default": "", "help": '"" = the built-in model; range: x'}
+    assert got["SIZES"]["default"] == (1, 2) and got["SEED"]["default"] == 0
+
+
+def test_every_assignment_of_each_shipped_notebooks_parameters_cell_is_a_parameter():
+    import ast
+
+    from nbkit.runner import available_notebooks, notebook_parameters
+
+    for path in available_notebooks(required=True):
+        cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+        names = {n.targets[0].id for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)}
+        assert names <= set(notebook_parameters(path)), path.name
+
+
 def test_parameter_checks(nb_dir):
     path = nb_dir / "01_alpha.ipynb"
     assert check_parameters(path, {"N": 5, "RATE": 1}) == {"N": 5, "RATE": 1}
@@ -187,6 +213,30 @@ def test_longest_first_orders_by_the_newest_matching_history(tmp_path):
     assert order({"01_a": 90.0, "02_b": 10.0}) == ["01_a", "02_b", "00_c"]
     assert order({"01_a": 1.0, "02_b": 99.0}) == ["02_b", "01_a", "00_c"]
     assert order({}) == ["00_c", "01_a", "02_b"]
+
+
+def test_a_first_run_orders_by_the_reference_seconds_beside_the_notebooks(tmp_path):
+    from nbkit.runner import REFERENCE_SECONDS, Job, longest_first, reference_seconds
+
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    paths = [nbs / f"{n}.ipynb" for n in ("00_c", "01_a", "02_b")]
+    assert reference_seconds(paths, smoke=False) == {}  # no file: file order
+    (nbs / REFERENCE_SECONDS).write_text(json.dumps({"full": {"01_a": 5, "02_b": 50}, "smoke": {"01_a": 9, "02_b": 1}}))
+    order = lambda secs: [j.path.stem for j in longest_first([Job(p, tmp_path, {}) for p in paths], secs)]  # noqa: E731
+    assert order(reference_seconds(paths, smoke=False)) == ["02_b", "01_a", "00_c"]
+    assert order(reference_seconds(paths, smoke=True)) == ["01_a", "02_b", "00_c"]
+    (nbs / REFERENCE_SECONDS).write_text("[1, 2")  # unreadable: only the hint is lost
+    assert reference_seconds(paths, smoke=False) == {}
+
+
+def test_the_shipped_reference_seconds_name_every_notebook_in_both_modes():
+    from nbkit.runner import REFERENCE_SECONDS, available_notebooks, notebooks_dir, reference_seconds
+
+    paths = available_notebooks(required=True)
+    assert (notebooks_dir() / REFERENCE_SECONDS).is_file()
+    for smoke in (False, True):
+        assert set(reference_seconds(paths, smoke)) == {p.stem for p in paths}
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
