@@ -52,7 +52,7 @@ import nbkit
 from nbkit.cli import doctor_report
 from nbkit.device import pick_device
 from nbkit.record import read_notebook
-from nbkit.runner import available_notebooks, notebooks_dir
+from nbkit.runner import available_notebooks, notebooks_dir, reference_seconds
 
 device = pick_device(DEVICE)
 nbkit.record("device", str(device))
@@ -87,7 +87,9 @@ readiness if missing else readiness.tail(6)
 # ## The notebooks, and how long they took here
 #
 # Read from the executed notebooks under `runs/` (papermill stores each run's duration and
-# parameters); empty until `nbkit run` has been used on this machine.
+# parameters); "not measured" until `nbkit run` has been used on this machine. The reference columns
+# are one measured run on a 2-core CPU (`notebooks/reference_seconds.json`, full at `--jobs 2` with a
+# cold LM cache), so you know what to expect before the first run.
 
 # %%
 def title_and_purpose(path: Path) -> tuple[str, str]:
@@ -118,6 +120,7 @@ def measured_runs(runs_dir: Path) -> pd.DataFrame:
 
 runs = measured_runs(notebooks_dir().resolve().parent / "runs")
 latest = runs.sort_values("run").groupby(["notebook", "mode", "device"]).last()["seconds"] if len(runs) else pd.Series(dtype=float)
+reference = {mode: reference_seconds(available_notebooks(), smoke=mode == "smoke") for mode in ("smoke", "full")}
 table = []
 for path in available_notebooks():
     if path.stem.startswith("00_"):
@@ -128,6 +131,8 @@ for path in available_notebooks():
         for dev_kind in ("cpu", "cuda"):
             value = latest.get((path.stem, mode, dev_kind))
             row[f"{dev_kind} {mode} (s)"] = value if value is not None else "not measured"
+    for mode in ("smoke", "full"):
+        row[f"reference {mode} (s, 2-core CPU)"] = reference[mode].get(path.stem, "not measured")
     table.append(row)
 workbook = pd.DataFrame(table)
 nbkit.record("notebooks", workbook["notebook"].tolist())
