@@ -191,25 +191,23 @@ class NegativeSampler:
 # ---------------------------------------------------------------------------------------------
 # evaluation
 # ---------------------------------------------------------------------------------------------
-_TRUE_INDEX: list = []
-
-
 def true_index(split: KGSplit):
     """(h, r) -> true tails and (r, t) -> true heads over all splits (for filtering); read-only.
 
     The Python loop over every triple costs ~8 s on a 2M-triple graph, and one scale run needs it twice
-    (training's filter and :func:`cluster_oracle_mrr`): the last index is kept, for the same split
-    tensors (the entry holds them, so their ids cannot be reused while it lives)."""
+    (training's filter and :func:`cluster_oracle_mrr`): it is kept on the split object itself, for the
+    same split tensors, so it lives exactly as long as the split (on that graph it holds ~3M keys)."""
     parts = (split.train, split.valid, split.test)
-    if _TRUE_INDEX and all(a is b for a, b in zip(_TRUE_INDEX[0], parts, strict=True)):
-        return _TRUE_INDEX[1]
+    hit = vars(split).get("_true_index")
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts, strict=True)):
+        return hit[1]
     tails: dict[tuple[int, int], list[int]] = {}
     heads: dict[tuple[int, int], list[int]] = {}
     for h, r, t in split.all_true().tolist():
         tails.setdefault((h, r), []).append(t)
         heads.setdefault((r, t), []).append(h)
-    _TRUE_INDEX[:] = [parts, (tails, heads)]
-    return tails, heads
+    vars(split)["_true_index"] = (parts, (tails, heads))  # not a dataclass field: equality and replace() ignore it
+    return vars(split)["_true_index"][1]
 
 
 def eval_negatives(split: KGSplit, which: str = "test", seed: int = 12345):

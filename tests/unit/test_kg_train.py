@@ -24,6 +24,13 @@ def test_filtered_ranks_average_ties_and_filter_known_triples():
     assert kgtrain.filtered_ranks(scores, trip, {(0, 0): [1, 2]}, "tail").item() == 2.5
 
 
+def test_true_index_is_built_once_per_split(split):
+    first = kgtrain.true_index(split)
+    assert kgtrain.true_index(split) is first  # kept on the split: the scale run's oracle and training share it
+    other = dataclasses.replace(split, valid=split.valid[:5])
+    assert kgtrain.true_index(other) is not first and kgtrain.true_index(split) is first
+
+
 def test_batch_slices_of_the_filter_index_rank_as_the_whole(split):
     # evaluate() builds one filter index per evaluated triples and hands each batch its slice
     tails, heads = kgtrain.true_index(split)
