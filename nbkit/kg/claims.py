@@ -19,6 +19,7 @@ from nbkit.claims import (
     REFUTED,
     Claim,
     Verdict,
+    bootstrap_interval,
     decide_at_least,
     fmt_interval,
     mean_interval,
@@ -30,12 +31,17 @@ FIELD_NOTES = {
     "aggr_mean_stable": "aggr='mean' is more stable than 'add' on long-tailed relations (§2.1)",
     "coalesce_indexerror": "coalesce() is required; without it RGCNConv raises IndexError (§3.1)",
     "message_passing_helps": "message passing (RGCN) helps link prediction on this graph, against the no-message-passing baseline",
+    "scale_curve_rises": "mini-batch RGCN training on a Hetionet-sized graph learns within the default time budget (its validation curve rises)",
 }
 REVERSE_GAIN_CLAIMED = 0.79 - 0.53
 REVERSE_GAIN_MIN = REVERSE_GAIN_CLAIMED / 2  # tolerance: half the claimed lift counts as "holds"
 F1_CLAIMED, F1_TOL, F1_MARGIN = 0.82, 0.05, 0.10
 ROUGHNESS_MIN_REDUCTION = 0.05  # mean must be >= 5% smoother than add to count as "more stable"
 MP_MIN_GAIN = 0.01  # validation MRR: message passing "helps" when it adds at least this much over rung 6
+# The scale curve "rises" when its last point is above its first by at least this share of the graph's ceiling MRR
+# (the cluster oracle's); without a known ceiling, by at least CURVE_MIN_RISE validation MRR.
+CURVE_MIN_RISE_SHARE = 0.05
+CURVE_MIN_RISE = 0.01
 
 
 def verdict_reverse_edges(auc_without: list[float], auc_with: list[float]) -> Verdict:
@@ -132,6 +138,33 @@ def message_passing_pair(rung_metrics: dict[str, Any]) -> tuple[str | None, list
     return best, rung_metrics[best]["valid_mrr_per_seed"], rung_metrics["6"]["valid_mrr_per_seed"]
 
 
+def verdict_curve_rises(first_rr: list[float], last_rr: list[float], min_rise: float) -> Verdict:
+    """Does a learning curve rise? Its first and last validation points, scored on the SAME sampled
+    validation queries (``first_rr``, ``last_rr``: one reciprocal rank per query, in the same order).
+
+    Rule: the paired per-query gain (last − first) has a 95% percentile-bootstrap interval of its mean
+    (``nbkit.claims.bootstrap_interval``); **rises** (holds) when its low end is ≥ ``min_rise``, **flat**
+    (refuted: gained less than ``min_rise``, or fell) when its high end is below ``min_rise``,
+    inconclusive when it straddles ``min_rise``, or with fewer than two points or queries.
+    """
+    if not first_rr or not last_rr:
+        return Verdict(INCONCLUSIVE, "not measured: the run drew fewer than two validation points")
+    if len(first_rr) != len(last_rr):
+        raise ValueError(f"first and last point must score the same queries, got {len(first_rr)} and {len(last_rr)} reciprocal ranks")
+    n = len(first_rr)
+    if n < 2:
+        return Verdict(INCONCLUSIVE, f"{n} validation query: no interval — n too small")
+    ci = bootstrap_interval((last_rr, first_rr), paired=True)
+    v = decide_at_least(ci, min_rise, what=f"validation-MRR gain from the first to the last point over {n} queries",
+                        n_hint="evaluate more validation triples, or train longer")
+    return Verdict(v.verdict, ("rises: " if v.verdict == HOLDS else "flat: " if v.verdict == REFUTED else "") + v.why)
+
+
+def curve_min_rise(ceiling_mrr: float | None) -> float:
+    """The rise the scale curve must show: CURVE_MIN_RISE_SHARE of the ceiling MRR, or CURVE_MIN_RISE without one."""
+    return CURVE_MIN_RISE_SHARE * ceiling_mrr if ceiling_mrr else CURVE_MIN_RISE
+
+
 def verdict_coalesce(exp: dict[str, Any] | None) -> Verdict:
     """Does RGCNConv raise on unsorted, duplicated edges without ``coalesce``?
 
@@ -159,9 +192,9 @@ def _mean(xs) -> float:
     return statistics.fmean(xs) if xs else float("nan")
 
 
-def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None) -> list[Claim]:
-    """The claims rows from the ``Result``s of run_ablation, run_downstream, run_aggr and run_pitfalls
-    (any of them may be missing: its row then says "not measured")."""
+def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None, scale=None) -> list[Claim]:
+    """The claims rows from the ``Result``s of run_ablation, run_downstream, run_aggr, run_pitfalls and the
+    scale run (run_minibatch on ``ScaleConfig``); any of them may be missing: its row then says "not measured"."""
     rows = []
     rm = ablation.metrics["rung_metrics"] if ablation is not None else {}
     wo, w = (rm.get(k, {}).get("valid_auc_per_seed", []) for k in ("2", "3"))
@@ -215,7 +248,35 @@ def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None) -> list[
         rule="holds if RGCNConv raises on unsorted, duplicated edges under add and mean; refuted if under neither",
         n=f"1 graph, {exp['edges']} edges, 2 aggregations (deterministic)" if exp else "0",
     ))
+    rows.append(scale_claim(scale))
     return rows
+
+
+def scale_claim(scale=None) -> Claim:
+    """The ``scale_curve_rises`` row from the scale run's Result (its mini-batch row and the per-query
+    reciprocal ranks of its first and last validation points, ``data["reciprocal_ranks"]``)."""
+    row = scale.metrics["rows"][0] if scale is not None else {}
+    first, last = (scale.data.get("reciprocal_ranks", {}).get(row.get("mode"), ([], [])) if scale is not None else ([], []))
+    points = len(row.get("curve_valid_mrr", []))
+    if points < 2:
+        first, last = [], []
+    min_rise = curve_min_rise(row.get("ceiling_mrr"))
+    limit = f"{CURVE_MIN_RISE_SHARE:.0%} of the ceiling MRR" if row.get("ceiling_mrr") else "absolute, no ceiling known"
+    if first:
+        s, m = row["curve_train_s"], row["curve_valid_mrr"]
+        ceiling = f"; ceiling {row['ceiling_mrr']:.4f}" if row.get("ceiling_mrr") else ""
+        measured = (f"validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after {s[-1]:.0f} s of training "
+                    f"({row['steps']} steps, {row['steps_per_s']} steps/s{ceiling})")
+        interval = fmt_interval(bootstrap_interval((last, first), paired=True))
+    else:
+        measured, interval = "not measured", ""
+    return Claim.from_verdict(
+        verdict_curve_rises(first, last, min_rise), key="scale_curve_rises", claim=FIELD_NOTES["scale_curve_rises"], source="issue 15",
+        field_note="(what the mini-batch path is for)", measured=measured, interval=interval,
+        rule=(f"paired per-query gain (last − first curve point, same validation queries): rises (holds) if its 95% bootstrap interval "
+              f"≥ {min_rise:.4g} ({limit}), flat (refuted) if < {min_rise:.4g}"),
+        n=f"{len(first)} validation queries (both sides of {len(first) // 2} sampled triples), {points} curve points" if first else f"{points} curve points",
+    )
 
 
 def headline(*, ablation, downstream=None) -> dict[str, float]:

@@ -45,6 +45,13 @@ class TrainConfig:
     # sampled entities per side.
     batch_size: int = 0
     num_neighbors: tuple = (10, 10)
+    # Mini-batch only: the per-entity input tables get sparse gradients (only the rows a step touched) and
+    # their own Adagrad at this learning rate (0 = one Adam at ``lr`` for every parameter). Adagrad, not
+    # SparseAdam: at the 47k scale defaults, 82 steps, validation MRR .058 vs .051 (ScaleConfig).
+    embed_lr: float = 0.0
+    # How the per-entity input tables start: "random" (normal, std 0.1) or "structural" (seeded random
+    # vectors averaged over 2-hop train neighbourhoods, nbkit.kg.models.structural_inputs; same scale).
+    input_init: str = "random"
     # With batch_size > 0: run message passing over the WHOLE train graph each step instead of sampled
     # neighbourhoods; the loss (batch, shared negative pools) is identical, so comparing the two modes
     # isolates what full-graph message passing costs.
@@ -203,6 +210,10 @@ class MinibatchConfig:
                           min=0, max=50, label="validation points in the budget")
     hidden: int = _f(64, min=8, max=512, step=8)
     lr: float = _f(0.005, min=1e-4, max=0.1, log=True)
+    embed_lr: float = _f(0.0, "per-entity input tables: sparse gradients (only the rows a step touched) and Adagrad at this rate; 0 = Adam at lr like every other parameter",
+                         min=0.0, max=1.0, label="entity-table lr (Adagrad; 0 = Adam at lr)")
+    input_init: str = _f("random", "how the per-entity tables start: random, or structural (random vectors averaged over 2-hop train neighbourhoods)",
+                         choices=["random", "structural"], label="entity-table start")
     dropout: float = _f(0.5, "RGCN input dropout (both modes)", min=0.0, max=0.9, step=0.05)
     # 1 thread wins on small graphs (per-op overhead); big mini-batch steps are large matmuls.
     cpu_threads: int = _f(1, min=0, max=256, label="CPU threads (0 = torch default)")
@@ -219,33 +230,61 @@ class MinibatchConfig:
 class ScaleConfig(MinibatchConfig):
     """Mini-batch training on a seeded synthetic graph of Hetionet v1.0's size (47k entities, 2.25M
     triples, 1.6M of them train; the real one needs a download), under a time budget, validation on a
-    sampled 1,000 triples.
+    sampled 1,000 triples (2,000 queries).
 
-    Defaults measured on this graph's VALIDATION split (rung 5, 1 thread, a 2-core box shared by 4 jobs,
-    load 4-6; CPU s/step from time.process_time, MRR on 500-1000 sampled validation triples, ceiling .031):
-    the old 4096 positives x 256 negatives at fan-out 10x10 sampled 99.99% of the nodes (67 s/step). With
-    the sparse-subgraph RGCN path, CPU s/step and positives per CPU second: 4096 at fan-out 1x1 0.63 s,
-    6.5k/s, 38% of the nodes; 1024 at 2x2 0.49 s, 2.1k/s, 29%; 128 at 4x2 0.18 s, 0.7k/s, 10%. Per-entity
-    embeddings need many positives before the cluster structure shows, so the most positives per second
-    wins: 4096 at 1x1, dropout 0, lr 0.01. Curves (training s: validation MRR): 1024 at 2x2, lr .01 and
-    .03, 60 s: flat at .0004-.0007; 4096 at 1x1, 300 s (124 steps, 0.3 epoch): .0005 until 260 s, then
-    .0020 (one point: whether that is the start of a rise was not established), i.e. past this notebook's
-    30 s budget on a loaded CPU (``bench/kg_minibatch.py --seconds 300`` draws it). Full batch on this graph: 40 s/step, +3.5 GB."""
+    Defaults chosen on this graph's VALIDATION split (rung 5, 1 thread, 30 s training budget, 3 curve
+    points; a 2-core box shared by 3 sessions, load 2.3-3.0), each run ``train_rung(split, LADDER[5],
+    TrainConfig(...))`` as ``run_minibatch`` and the bench's child run it: ``bench/kg_minibatch.py --presets
+    hetionet --seconds 30`` with a row's settings as flags (``--input-init random --embed-lr 0 --batch-size
+    4096 --fanout 1`` = the old default) reproduces it, and trains the full graph beside it. Curves as (training s:
+    validation MRR), points at ~10, 20, 30 s; the cluster-oracle ceiling of this sample is .074 (.032 before
+    ``cluster_oracle_mrr`` stopped scoring a cluster as one tie, a figure trained models passed).
+
+    * Entity tables started as independent noise (``input_init="random"``) stay flat whatever else changes:
+      4096 positives at fan-out 1x1, Adam .01 (the old default): 11: .0005, 21: .0009, 32: .0007 (29 steps);
+      + sparse Adagrad tables (``embed_lr``) .1 / .03 / .3: .0004-.0016; 1024 at 2x2: .0006, .0003, .0005 (81 steps); 512 at
+      10x10 (94% of the nodes per step): flat; full-graph message passing, same loss: 3 steps in 30 s.
+      Before: 260 s at 4096 / 1x1 stayed at .0005.
+    * Tables started from the structure (``input_init="structural"``: 2-hop means of random vectors,
+      ``nbkit.kg.models.structural_inputs``) rise: 4096 at 1x1, Adam .01: .0006, .0038, .0093; + Adagrad
+      tables .03: .0006, .0067, .0204 (43 steps); 1024 at 2x2, Adam .01: .0089, .0255, .0364 (61 steps);
+      512 at 3x3: .0385; 2048 at 2x2: .0366; 1024 at 3x3, Adagrad .01: .0454.
+    * 1024 at 2x2 with sparse Adagrad tables (``embed_lr``; only touched rows updated: 2.7-2.9 steps/s vs 2.0
+      with dense Adam): rate .03: .0132, .0398, .0491; **.01: .0116, .0446, .0577 (82 steps, the default)**; .005:
+      .054; SparseAdam .01: .0512; .03 with 64 negatives instead of 256: .0427 (113 steps).
+    * Type-table width 32 instead of 128 (Adam, 4096 at 1x1): .0021 vs .0093 — kept at 128. (SparseAdam and
+      the width were measured through options since removed: neither won.)
+
+    Validation: the full-graph forward now runs as one cached sparse-matrix product per layer (1.9-2.2 s vs
+    6-8 s per embedding; a validation point 4.5 s vs 10-12 s), the best point's figures are reused instead of
+    re-evaluated, and the filter index of the 2M known triples (8.5 s) is built once per run, not twice.
+    ``run_minibatch(ScaleConfig())`` as notebook 01 runs it (graph build, oracle, 30 s training, 3 points):
+    75 s wall / 75 CPU s at load 2.3 (the section took ~149 s before); .0172, .0487, .0570, 95 steps, 3.17
+    steps/s, 29% of the nodes per step, peak RSS 2.66 GB (+1.63 GB, validation's full-graph forward included);
+    the rise verdict holds (gain interval [.034, .046] ≥ .0037 = 5% of the ceiling, 2,000 queries). Seed 1
+    (another graph and split): .0149 → .0593 in 88 steps (ceiling .0714), holds ([.038, .051]), 84 s at load 2.9.
+    Building the structural start costs 1.7 CPU s on this graph (two sparse products, outside the budget).
+    Full-graph mode, same loss (the bench, same run): 0.17 steps/s (40 s/step before the sparse-matrix
+    path), peak RSS 2.55 vs 2.60 GiB mini-batch — at this size validation, not training, sets the peak."""
 
     source: str = _f("synthetic", choices=["dataset", "synthetic"], label="graph")
-    batch_size: int = _f(4096, min=16, max=65_536)
-    fanout: int = _f(1, min=-1, max=100, label="neighbours per node and hop (-1 = all)")
+    batch_size: int = _f(1024, min=16, max=65_536)
+    fanout: int = _f(2, min=-1, max=100, label="neighbours per node and hop (-1 = all)")
     num_negatives: int = _f(256, min=1, max=4096, label="negatives (both modes)")
     epochs: int = _f(1000, min=1, max=2000)
     lr: float = _f(0.01, min=1e-4, max=0.1, log=True)
+    embed_lr: float = _f(0.01, "per-entity input tables: sparse gradients and Adagrad at this rate; 0 = Adam at lr like every other parameter",
+                         min=0.0, max=1.0, label="entity-table lr (Adagrad; 0 = Adam at lr)")
+    input_init: str = _f("structural", "how the per-entity tables start: random, or structural (random vectors averaged over 2-hop train neighbourhoods)",
+                         choices=["random", "structural"], label="entity-table start")
     dropout: float = _f(0.0, "RGCN input dropout (both modes)", min=0.0, max=0.9, step=0.05)
     max_seconds: float = _f(30.0, min=5.0, max=7200.0, label="time budget per mode (s)")
     eval_max_triples: int = _f(1000, min=0, max=1_000_000, label="evaluated triples (0 = all)")
     compare_full: bool = _f(False, label="also train on the full graph (same loss, same budget)")
     eval_points: int = _f(3, "validate this many times within the time budget: the learning curve (one epoch is longer than the budget)",
                           min=0, max=50, label="validation points in the budget")
-    # Same defaults, 30 s budget: 1 thread 1.19 steps/s (bench/kg_minibatch.py), torch's default (2 threads)
-    # 0.26 steps/s (run_minibatch) on the loaded 2-core box — intra-op threads spin on shared cores.
+    # At the previous defaults (4096 positives, fan-out 1x1), 30 s budget: 1 thread 1.19 steps/s, torch's default
+    # (2 threads) 0.26 steps/s on the loaded 2-core box — intra-op threads spin on shared cores.
     cpu_threads: int = _f(1, min=0, max=256, label="CPU threads (0 = torch default)")
 
     @classmethod

@@ -363,13 +363,14 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
         split = load_split(cfg.dataset, cfg.seed)
     base = TrainConfig(epochs=cfg.epochs, hidden=cfg.hidden, lr=cfg.lr, dropout=cfg.dropout, seed=cfg.seed, eval_every=max(1, cfg.epochs // 5),
                        max_seconds=cfg.max_seconds, eval_max_triples=cfg.eval_max_triples, cpu_threads=cfg.cpu_threads or None,
-                       batch_size=cfg.batch_size, num_negatives=cfg.num_negatives,
+                       batch_size=cfg.batch_size, num_negatives=cfg.num_negatives, embed_lr=cfg.embed_lr, input_init=cfg.input_init,
                        eval_every_seconds=cfg.max_seconds / cfg.eval_points if cfg.eval_points else None)
     modes = [("mini-batch", dataclasses.replace(base, num_neighbors=(cfg.fanout,) * base.layers))]
     if cfg.compare_full:
         modes.append(("full graph", dataclasses.replace(base, full_graph=True)))
     probe = memory_probe(device)
     rows = []
+    reciprocal_ranks = {}  # per mode: the first and last curve point's per-query reciprocal ranks (nbkit.kg.claims.scale_claim)
     for name, tc in modes:
         with watch_peak(probe) as peak:
             res, _, graph = train_rung(split, LADDER[5], tc, device=device, live=live, trace_prefix=name)
@@ -400,7 +401,9 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
         })
         if ceiling is not None:  # what a perfect model reaches on this graph (same validation sample)
             rows[-1]["ceiling_mrr"] = round(ceiling, 5)
-    return Result(metrics={"rows": rows, "sizes": split.sizes()}, table=pd.DataFrame(rows))
+        rr = h.get("valid_reciprocal_ranks", [])
+        reciprocal_ranks[name] = (rr[0], rr[-1]) if rr else ([], [])
+    return Result(metrics={"rows": rows, "sizes": split.sizes()}, table=pd.DataFrame(rows), data={"reciprocal_ranks": reciprocal_ranks})
 
 
 # -- pitfalls -------------------------------------------------------------------------------------

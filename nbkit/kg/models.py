@@ -23,7 +23,8 @@ class NodeInput(_nn().Module):
     by its own Linear to the common ``hidden`` width (field notes §2.1); untyped: one shared table.
     """
 
-    def __init__(self, split, hidden: int, typed: bool, type_dims: dict[str, int] | None = None, features: dict[str, Any] | None = None):
+    def __init__(self, split, hidden: int, typed: bool, type_dims: dict[str, int] | None = None, features: dict[str, Any] | None = None,
+                 sparse: bool = False):
         import torch
 
         super().__init__()
@@ -33,7 +34,7 @@ class NodeInput(_nn().Module):
         self.counts = [len(split.entities[t]) for t in self.types]
         features = features or {}
         if not typed:
-            self.table = nn.Embedding(split.num_nodes, hidden)
+            self.table = nn.Embedding(split.num_nodes, hidden, sparse=sparse)
             nn.init.normal_(self.table.weight, std=0.1)
             return
         self.tables = nn.ModuleDict()
@@ -48,9 +49,33 @@ class NodeInput(_nn().Module):
                 self.proj[key] = nn.Linear(x.size(1), hidden)
             else:
                 dim = (type_dims or {}).get(t, default_type_dim(n, hidden))
-                self.tables[key] = nn.Embedding(n, dim)
+                self.tables[key] = nn.Embedding(n, dim, sparse=sparse)
                 nn.init.normal_(self.tables[key].weight, std=0.1)
                 self.proj[key] = nn.Linear(dim, hidden)
+
+    def max_dim(self) -> int:
+        """The widest per-entity table (what :meth:`init_from` needs)."""
+        tables = [self.table] if not self.typed else list(self.tables.values())
+        return max((t.embedding_dim for t in tables), default=0)
+
+    def init_from(self, vectors, std: float = 0.1):
+        """Start every per-entity table from ``vectors`` (unit-norm rows in global-id order; a table of
+        width d takes the first d columns), rescaled to ``std`` per coordinate like the random init."""
+        import torch
+
+        with torch.no_grad():
+            if not self.typed:
+                d = self.table.embedding_dim
+                self.table.weight.copy_(vectors[:, :d] * (std * d**0.5 / vectors[:, :d].norm(dim=1, keepdim=True).clamp_min(1e-12)))
+                return
+            start = 0
+            for t, n in zip(self.types, self.counts, strict=True):
+                key = _key(t)
+                if key in self.tables:
+                    d = self.tables[key].embedding_dim
+                    v = vectors[start : start + n, :d]
+                    self.tables[key].weight.copy_(v * (std * d**0.5 / v.norm(dim=1, keepdim=True).clamp_min(1e-12)))
+                start += n
 
     def forward(self, n_id=None):
         """Inputs of every node in global-id order, or only of the global ids ``n_id`` (mini-batches)."""
@@ -81,6 +106,36 @@ class NodeInput(_nn().Module):
                 out = y.new_empty(n_id.numel(), y.size(1))
             out[mask] = y
         return out
+
+
+def structural_inputs(edge_index, num_nodes: int, dim: int, *, hops: int = 2, seed: int = 0):
+    """``[num_nodes, dim]`` input vectors that already carry the graph's structure: seeded Gaussian vectors,
+    each replaced ``hops`` times by the mean over the node's incoming edges of ``edge_index`` (train edges;
+    with inverse edges both directions), centred and scaled to unit norm per node.
+
+    Why: after two hops a node's vector is the mean of random vectors over its 2-hop neighbourhood. Nodes
+    whose neighbours lie in the same groups (on a clustered graph: the same cluster — the path out along a
+    relation and back along it lands among the cluster's own members) get correlated vectors; unrelated
+    nodes get near-orthogonal ones. Per-entity tables started there need far fewer updates per entity
+    to show the structure than tables started from independent noise. Nodes without incoming edges keep
+    their random vector."""
+    import warnings
+
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x0 = torch.randn(num_nodes, dim, generator=g)
+    src, dst = edge_index[0].cpu(), edge_index[1].cpu()
+    deg = torch.bincount(dst, minlength=num_nodes)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
+        mean_in = torch.sparse_coo_tensor(torch.stack([dst, src]), 1.0 / deg[dst].float(), (num_nodes, num_nodes),
+                                          check_invariants=False).coalesce().to_sparse_csr()
+    x = x0
+    for _ in range(hops):
+        x = torch.sparse.mm(mean_in, x)
+    x = torch.where((deg > 0).unsqueeze(1), x - x[deg > 0].mean(0), x0)
+    return x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
 def default_type_dim(count: int, hidden: int) -> int:
@@ -220,7 +275,8 @@ def _stacked_rgcn_conv():
     Without ``pyg-lib`` (no wheels for this torch) PyG's ``RGCNConv`` loops over relations — UMLS with
     inverses has 92, Hetionet 48 — and the per-relation overhead dominated each epoch. Here each edge's
     message is weighted by its relation's basis coefficients (``comp``) and 1/degree (``aggr="mean"``
-    is a per-relation mean), summed per (destination, relation) in one ``index_add``, combined by the
+    is a per-relation mean), summed per (destination, relation) — one ``index_add`` on a sampled subgraph,
+    one sparse-matrix product on a whole graph —, combined by the
     bases' coefficients and multiplied by the bases once; without bases, every node is projected under every relation (in chunks) and each edge picks
     its row. Block-diagonal decomposition and index (non-float) inputs fall back to PyG's loop.
     Checked equal to ``RGCNConv`` in tests/unit/test_kg_train.py.
@@ -228,6 +284,30 @@ def _stacked_rgcn_conv():
     from torch_geometric.nn import RGCNConv
 
     class StackedRGCNConv(RGCNConv):
+        def _relation_operator(self, edge_index, edge_type, n: int, x):
+            """CSR [n × relations, n]: row dst·R + r holds, per edge src → dst of relation r, its weight
+            (1 / that row's edge count for ``aggr="mean"``, 1 for ``"add"``; duplicate edges add up, as
+            they do in the per-edge sum). Cached for the graph it was built from (holding its tensors, so
+            their ids cannot be reused while the entry lives); a plain attribute, not in state_dict."""
+            import warnings
+
+            import torch
+
+            key = (n, x.dtype, x.device, self.aggr, self.num_relations)
+            hit = getattr(self, "_operator_cache", None)
+            if hit is not None and hit[0] is edge_index and hit[1] is edge_type and hit[2] == key:
+                return hit[3]
+            rows = edge_index[1] * self.num_relations + edge_type
+            w = torch.ones(rows.numel(), dtype=x.dtype, device=x.device)
+            if self.aggr == "mean":
+                w = w / torch.bincount(rows, minlength=n * self.num_relations)[rows].to(x.dtype)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")  # the one call used here is stable
+                op = torch.sparse_coo_tensor(torch.stack([rows, edge_index[0]]), w, (n * self.num_relations, n),
+                                             check_invariants=False).coalesce().to_sparse_csr()
+            self._operator_cache = (edge_index, edge_type, key, op)
+            return op
+
         def forward(self, x, edge_index, edge_type=None):
             import torch
 
@@ -235,6 +315,15 @@ def _stacked_rgcn_conv():
                     or not isinstance(edge_index, torch.Tensor) or self.aggr not in ("mean", "add"):
                 return super().forward(x, edge_index, edge_type)
             n, src, dst = x.size(0), edge_index[0], edge_index[1]
+            if self.num_bases is not None and 4 * src.numel() >= n * self.num_relations and n * self.num_relations * x.size(1) <= (1 << 26):
+                # Whole graphs (validation, full-graph training): the per-(node, relation) weighted sums of
+                # neighbour inputs are one sparse [nodes x relations, nodes] matrix times x, built once per
+                # graph and kept; on the 47k-entity graph (3.2M message edges) this replaced gathering a
+                # [edges, width] tensor per layer and call (timings: nbkit.kg.config.ScaleConfig).
+                agg = torch.sparse.mm(self._relation_operator(edge_index, edge_type, n, x), x)
+                agg = torch.einsum("nrh,rb->nbh", agg.view(n, self.num_relations, -1), self.comp)
+                out = x @ self.root + (self.bias if self.bias is not None else 0)
+                return out + agg.reshape(n, -1) @ self.weight.reshape(-1, self.out_channels)
             if self.aggr == "mean":
                 key = edge_type * n + dst
                 w = 1.0 / torch.bincount(key, minlength=self.num_relations * n)[key].to(x.dtype)
@@ -246,8 +335,8 @@ def _stacked_rgcn_conv():
             chunk = max(1, (1 << 24) // max(1, x.size(1) * (self.num_bases or 1)))
             if self.num_bases is not None and 4 * src.numel() < n * self.num_relations:
                 # Sparse graphs (a neighbour-sampled mini-batch: most nodes are leaves that receive
-                # nothing): sum per (destination, relation) pair that OCCURS, not per every pair; the
-                # dense path below stays for full graphs. Timings: nbkit.kg.config.ScaleConfig.
+                # nothing): sum per (destination, relation) pair that OCCURS, not per every pair; whole
+                # graphs take the sparse-matrix path above. Timings: nbkit.kg.config.ScaleConfig.
                 # Only nodes that receive a message pay for the bases' [bases x width, out] product.
                 pair, inv = torch.unique(dst * self.num_relations + edge_type, return_inverse=True)
                 agg = x.new_zeros(pair.numel(), x.size(1)).index_add(0, inv, x[src] * w[:, None])
@@ -255,11 +344,6 @@ def _stacked_rgcn_conv():
                 receivers, at = torch.unique_consecutive(pair // self.num_relations, return_inverse=True)  # pair is sorted
                 per_node = x.new_zeros(receivers.numel(), self.num_bases, x.size(1)).index_add(0, at, basis)
                 return out.index_add(0, receivers, per_node.reshape(receivers.numel(), -1) @ self.weight.reshape(-1, self.out_channels))
-            if self.num_bases is not None and n * self.num_relations * x.size(1) <= (1 << 26):
-                # per (node, relation) sums of the weighted neighbour inputs, then the bases' coefficients
-                agg = x.new_zeros(n * self.num_relations, x.size(1)).index_add(0, dst * self.num_relations + edge_type, x[src] * w[:, None])
-                agg = torch.einsum("nrh,rb->nbh", agg.view(n, self.num_relations, -1), self.comp)
-                return out + agg.reshape(n, -1) @ self.weight.reshape(-1, self.out_channels)
             if self.num_bases is not None:  # big graphs: never hold [nodes, relations, width]
                 agg = x.new_zeros(n, self.num_bases, x.size(1))
                 for lo in range(0, src.numel(), chunk):

@@ -120,7 +120,14 @@ def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph,
             node_input.table.weight.normal_(std=cfg.complex_init)
             dec.rel.normal_(std=cfg.complex_init)
         return models.LinkPredictor(node_input, models.NoEncoder(), dec)
-    node_input = models.NodeInput(split, cfg.hidden, rung.typed, features=features)
+    if not cfg.embed_lr >= 0:
+        raise ValueError(f"embed_lr must be >= 0 (0 = the entity tables train with Adam at lr), got {cfg.embed_lr!r}")
+    node_input = models.NodeInput(split, cfg.hidden, rung.typed, features=features,
+                                  sparse=cfg.embed_lr > 0 and cfg.batch_size > 0)
+    if cfg.input_init == "structural":
+        node_input.init_from(models.structural_inputs(graph.edge_index, split.num_nodes, node_input.max_dim(), seed=cfg.seed))
+    elif cfg.input_init != "random":
+        raise ValueError(f"input_init must be 'random' or 'structural', got {cfg.input_init!r}")
     if rung.encoder == "gcn":
         enc = models.GCNEncoder(cfg.hidden, cfg.layers)
     elif rung.encoder == "hetero_sage":
@@ -185,13 +192,22 @@ class NegativeSampler:
 # evaluation
 # ---------------------------------------------------------------------------------------------
 def true_index(split: KGSplit):
-    """(h, r) -> true tails and (r, t) -> true heads over all splits (for filtering)."""
+    """(h, r) -> true tails and (r, t) -> true heads over all splits (for filtering); read-only.
+
+    The Python loop over every triple costs ~8 s on a 2M-triple graph, and one scale run needs it twice
+    (training's filter and :func:`cluster_oracle_mrr`): it is kept on the split object itself, for the
+    same split tensors, so it lives exactly as long as the split (on that graph it holds ~3M keys)."""
+    parts = (split.train, split.valid, split.test)
+    hit = vars(split).get("_true_index")
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts, strict=True)):
+        return hit[1]
     tails: dict[tuple[int, int], list[int]] = {}
     heads: dict[tuple[int, int], list[int]] = {}
     for h, r, t in split.all_true().tolist():
         tails.setdefault((h, r), []).append(t)
         heads.setdefault((r, t), []).append(h)
-    return tails, heads
+    vars(split)["_true_index"] = (parts, (tails, heads))  # not a dataclass field: equality and replace() ignore it
+    return vars(split)["_true_index"][1]
 
 
 def eval_negatives(split: KGSplit, which: str = "test", seed: int = 12345):
@@ -268,11 +284,14 @@ def filtered_ranks(score_all, triples, filt: dict, side: str, index=None):
     return greater + 1 + equal / 2
 
 
-def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", negatives=None, filt=None, batch_size: int = 1024, max_triples: int = 0, sample_seed: int = 12345) -> dict[str, float]:
+def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", negatives=None, filt=None, batch_size: int = 1024, max_triples: int = 0,
+             sample_seed: int = 12345, per_query: bool = False) -> dict[str, Any]:
     """MRR, Hits@1/3/10 (filtered, both sides, ties averaged) and AUC on fixed negatives.
 
     ``max_triples > 0`` scores a seeded sample of that many triples (same sample for every model with
-    the same ``sample_seed``) and reports its size as ``eval_triples``.
+    the same ``sample_seed``) and reports its size as ``eval_triples``. ``per_query`` adds
+    ``reciprocal_ranks``: one per query (tail and head query of each triple), in the same order on
+    every call with the same triples — two evaluations of one run pair up query by query.
     """
     import torch
     from sklearn.metrics import roc_auc_score
@@ -309,6 +328,8 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
             "hits_at_10": float((ranks <= 10).float().mean()),
             "mean_rank": float(ranks.mean()),
         }
+        if per_query:
+            out["reciprocal_ranks"] = (1.0 / ranks).tolist()
         if negatives is not None:
             pos = model.decoder(z, *(x.to(device) for x in trip.t())).cpu()
             neg = model.decoder(z, *(x.to(device) for x in negatives.t())).cpu()
@@ -321,9 +342,14 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
 
 def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "valid", max_triples: int = 0, sample_seed: int = 12345) -> float:
     """The MRR ceiling of a graph whose tails are predictable only up to a latent cluster
-    (``triples.synthetic_kg``): an oracle that knows each true entity's cluster scores every entity of
-    that type and cluster 1 and all others 0; filtered, ties averaged, both sides — as :func:`evaluate`
-    (same seeded sample of ``max_triples``)."""
+    (``triples.synthetic_kg``): an oracle that knows each true entity's cluster puts every entity of
+    that type and cluster first, in an order that does not depend on which one is true (the members of
+    a cluster are exchangeable: no model can do better in expectation); filtered, both sides, on the
+    same seeded sample of ``max_triples`` as :func:`evaluate`. With K candidates left in the cluster
+    (the true one included, the other known true ones filtered away) the true one's rank is uniform
+    on 1..K: expected reciprocal rank H_K / K (harmonic number). Scoring the cluster as one tie instead
+    (rank 1 + (K − 1) / 2, what :func:`evaluate` gives tied scores) understates it ~2.5× at K ≈ 100,
+    and a trained model, whose scores do not tie, passed that figure."""
     import torch
 
     trip = getattr(split, which)
@@ -333,14 +359,15 @@ def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "v
     cl = torch.tensor([clusters[n] for n in names])
     group = split.node_type * (int(cl.max()) + 1) + cl  # (type, cluster) of every entity
     size = torch.bincount(group)
+    harmonic = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(1.0 / torch.arange(1, int(size.max()) + 1, dtype=torch.float64), 0)])
     tails, heads = true_index(split)
     recip = []
     for h, r, t in trip.tolist():
         for true, others in ((t, tails.get((h, r), [])), (h, heads.get((r, t), []))):
             g = int(group[true])
             filtered = sum(1 for o in others if o != true and int(group[o]) == g)
-            ties = int(size[g]) - 1 - filtered  # same score as the true entity, not filtered away
-            recip.append(1.0 / (1 + ties / 2))
+            k = int(size[g]) - filtered  # the cluster's candidates left after filtering, the true one included
+            recip.append(float(harmonic[k]) / k)
     return sum(recip) / len(recip)
 
 
@@ -374,7 +401,7 @@ def config_read_by(rung: Rung, cfg: TrainConfig) -> TrainConfig:
     ignored = set()
     if rung.encoder == "none":
         ignored |= {"hidden", "lr", "weight_decay", "layers", "num_negatives", "aggr", "num_bases", "dropout", "decoder", "type_aggr",
-                    "eval_every", "batch_size", "num_neighbors", "full_graph", "eval_every_seconds"}
+                    "eval_every", "batch_size", "num_neighbors", "full_graph", "eval_every_seconds", "embed_lr", "input_init"}
     else:
         ignored |= {"complex_dim", "complex_lr", "complex_n3", "complex_batch", "complex_init", "complex_eval_every"}
         if rung.encoder != "rgcn":
@@ -410,9 +437,12 @@ def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, device=None, liv
         torch.set_num_threads(threads_before)
 
 
-def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar):
-    """Validation MRR at ``epoch`` (recorded, plotted); returns ``best`` = (mrr, epoch, state) updated."""
-    m = evaluate(model, graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples)
+def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar, per_query: bool = False):
+    """Validation MRR at ``epoch`` (recorded, plotted); returns ``best`` = (mrr, epoch, state, metrics) updated.
+    ``per_query``: also keep this point's per-query reciprocal ranks in ``history["valid_reciprocal_ranks"]``."""
+    m = evaluate(model, graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples, per_query=per_query)
+    if per_query:
+        history.setdefault("valid_reciprocal_ranks", []).append(m.pop("reciprocal_ranks"))
     history["valid_epoch"].append(epoch)
     history["valid_mrr"].append(m["mrr"])
     if live is not None:
@@ -420,7 +450,7 @@ def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, 
     last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[-1]  # mid-epoch: the last step's loss
     bar.set_postfix(loss=f"{last_loss:.3f}", valid_mrr=f"{m['mrr']:.3f}")
     if m["mrr"] > best[0]:
-        best = (m["mrr"], epoch, {k_: v.detach().clone() for k_, v in model.state_dict().items()})
+        best = (m["mrr"], epoch, {k_: v.detach().clone() for k_, v in model.state_dict().items()}, m)
     return best
 
 
@@ -436,7 +466,7 @@ def _start_loop(rung, cfg, trace_prefix, progress):
     name = trace_prefix or f"rung {rung.key}"
     history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
     bar = tqdm(range(1, cfg.epochs + 1), desc=name, disable=not progress, leave=False)
-    return name, history, (-1.0, 0, None), time.perf_counter(), bar
+    return name, history, (-1.0, 0, None, None), time.perf_counter(), bar
 
 
 def _epoch_end(model, graph, split, cfg, filt, history, epoch, loss, best, live, name, bar, start, every):
@@ -471,10 +501,16 @@ class _Stoppable:
 
 
 def _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, seconds, interrupted):
-    """Restore the best-validation weights and score them on the validation split; package the result."""
+    """Restore the best-validation weights and score them on the validation split; package the result.
+    Without ``valid_negs`` (no AUC to add) the figures of that validation are those weights' scores as they
+    stand (evaluation is deterministic): reused, not recomputed — on a 47k-entity graph one evaluation is
+    a full-graph forward pass."""
     if best[2] is not None:
         model.load_state_dict(best[2])
-    m = evaluate(model, graph, split, "valid", negatives=valid_negs, filt=filt, max_triples=cfg.eval_max_triples)
+    if valid_negs is None and best[3] is not None:
+        m = best[3]
+    else:
+        m = evaluate(model, graph, split, "valid", negatives=valid_negs, filt=filt, max_triples=cfg.eval_max_triples)
     metrics = {f"valid_{k}": v for k, v in m.items()}
     res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1], cfg.seed)
     return res, model, graph
@@ -648,6 +684,22 @@ def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: Negat
     return loss, info
 
 
+def _minibatch_optimizers(model, cfg: TrainConfig) -> list:
+    """Adam at ``cfg.lr`` for every parameter; with ``cfg.embed_lr > 0`` the per-entity input tables apart,
+    in their own Adagrad at that rate (their gradients are sparse: only the rows a step touched)."""
+    import torch
+
+    tables = [m.weight for m in model.node_input.modules() if isinstance(m, torch.nn.Embedding)] if cfg.embed_lr > 0 else []
+    ids = {id(p) for p in tables}
+    rest = [p for p in model.parameters() if id(p) not in ids]
+    opts = [torch.optim.Adam(rest, lr=cfg.lr, weight_decay=cfg.weight_decay)]
+    if tables:
+        # Adagrad leaves a row whose gradient is zero exactly where it was (Adam's momentum would keep moving
+        # it), so sparse and dense gradients give the same update: full-graph mode (dense) optimises alike.
+        opts.append(torch.optim.Adagrad(tables, lr=cfg.embed_lr))
+    return opts
+
+
 def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
     """Mini-batch twin of ``_train_rung``: neighbour-sampled subgraphs (or, with ``cfg.full_graph``, the
     whole message graph) for training, the full message graph for validation embeddings; same model,
@@ -675,7 +727,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     graph = model_graph(split, rung.reverse, hetero=False)  # CPU copy: the sampler reads it
     eval_graph = graph.to(device)
     model = build_model(split, rung, cfg, graph, features=features).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opts = _minibatch_optimizers(model, cfg)
     gen = torch.Generator().manual_seed(cfg.seed)
     sampler = NegativeSampler(split, rung.negatives, gen)
     node_sampler = None if cfg.full_graph else TorchNeighborSampler(Data(edge_index=graph.edge_index, num_nodes=split.num_nodes), cfg.num_neighbors, generator=gen)
@@ -684,7 +736,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     steps = math.ceil(len(train) / cfg.batch_size)
     history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": [], "step_loss": [], "sampled_nodes": [], "sampled_edges": [],
                                 "valid_step": [], "valid_train_s": [], "eval_s": []}
-    best = (-1.0, 0, None)
+    best = (-1.0, 0, None, None)
     start = time.perf_counter()
     eval_s = 0.0  # seconds spent validating: steps/s counts training only
     last_eval = 0.0
@@ -693,7 +745,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     def validate(epoch_mark):
         nonlocal best, eval_s, last_eval
         t0 = time.perf_counter()
-        best = _validate(model, eval_graph, split, cfg, filt, history, epoch_mark, best, live, name, bar)
+        best = _validate(model, eval_graph, split, cfg, filt, history, epoch_mark, best, live, name, bar, per_query=True)
         model.train()
         eval_s += time.perf_counter() - t0
         last_eval = time.perf_counter() - start - eval_s
@@ -710,12 +762,17 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
             losses = []
             for i in range(steps):
                 batch = train[perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]]
-                opt.zero_grad()
+                for opt in opts:
+                    opt.zero_grad()
                 loss, info = minibatch_loss(model, batch, eval_graph if cfg.full_graph else graph, node_sampler, sampler, cfg.num_negatives, device, gen)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"{name}: loss became {float(loss.detach())} at epoch {epoch} step {i + 1} (lr={cfg.lr}); lower the learning rate")
                 loss.backward()
-                opt.step()
+                # Adagrad's sparse update builds sparse tensors from indices it produced itself: checking their
+                # invariants is switched off explicitly (torch warns when it is off only implicitly)
+                with torch.sparse.check_sparse_tensor_invariants(enable=False):
+                    for opt in opts:
+                        opt.step()
                 losses.append(float(loss.detach()))
                 history["step_loss"].append(losses[-1])
                 history["sampled_nodes"].append(info["sampled_nodes"])

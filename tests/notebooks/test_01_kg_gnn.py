@@ -65,7 +65,8 @@ def test_downstream_aggr_and_pitfalls(metrics):
 
 def test_claims_rows_have_every_field(metrics):
     rows = as_claims(metrics["claims"])
-    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "message_passing_helps", "coalesce_indexerror"]
+    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "message_passing_helps", "coalesce_indexerror",
+                                     "scale_curve_rises"]
     for row in rows:
         assert row.verdict in VERDICTS and row.rule and row.n and row.why and row.measured
     assert next(r for r in rows if r.key == "coalesce_indexerror").verdict == "refuted"
@@ -85,3 +86,6 @@ def test_minibatch_section_measured_both_modes_and_the_scale_run(metrics):
     # the share of nodes one step's encoder runs on: the whole graph in full-graph mode, at most that sampled
     assert full["nodes_fraction"] == 1.0 and 0 < mini["nodes_fraction"] <= 1 and 0 < scale["nodes_fraction"] <= 1
     assert len(scale["curve_valid_mrr"]) >= 1 and scale["steps_per_s"] > 0 and 0 < scale["ceiling_mrr"] < 1
+    rise = next(r for r in as_claims(metrics["claims"]) if r.key == "scale_curve_rises")
+    # decided on the scale run's own curve: its first and last points, on every evaluated query (both sides)
+    assert rise.n.startswith(f"{2 * scale['evaluated_triples']} validation queries") and f"{len(scale['curve_valid_mrr'])} curve points" in rise.n

@@ -126,8 +126,9 @@ def test_claims_rows_from_fabricated_results_and_skipped_downstream():
     ablation = _ablation([0.53, 0.54, 0.52], [0.79, 0.80, 0.78], mrr5=[0.80, 0.81, 0.79], mrr6=[0.95, 0.96, 0.95])
     rows = claims.claims(ablation=ablation, downstream=downstream, aggr=aggr, pitfalls=pitfalls)
     assert all(isinstance(r, Claim) for r in rows)
-    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "message_passing_helps", "coalesce_indexerror"]
-    assert [r.verdict for r in rows] == [HOLDS, HOLDS, HOLDS, REFUTED, REFUTED]
+    assert [r.key for r in rows] == ["reverse_edges_auc", "downstream_f1", "aggr_mean_stable", "message_passing_helps", "coalesce_indexerror",
+                                     "scale_curve_rises"]
+    assert [r.verdict for r in rows] == [HOLDS, HOLDS, HOLDS, REFUTED, REFUTED, INCONCLUSIVE]  # no scale run given: not measured
     assert rows[3].measured.startswith("rung 5 (RGCN) 0.800 vs rung 6 (ComplEx-N3) 0.953") and rows[3].n == "3 seeds"
     assert rows[0].n == "3 seeds" and rows[0].interval.startswith("[") and rows[2].interval.startswith("[")
     assert list(claims_frame(rows).columns)[:4] == ["claim", "field_note", "measured", "verdict"]
@@ -135,9 +136,60 @@ def test_claims_rows_from_fabricated_results_and_skipped_downstream():
     assert skipped[1].verdict == INCONCLUSIVE and "one class" in skipped[1].why
     assert skipped[0].verdict == INCONCLUSIVE and skipped[2].measured == "not measured"
     assert skipped[3].verdict == INCONCLUSIVE and skipped[3].measured == "not measured" and skipped[4].verdict == INCONCLUSIVE
+    assert skipped[5].verdict == INCONCLUSIVE and skipped[5].measured == "not measured"
 
 
 def test_headline_has_the_first_numbers():
     h = claims.headline(ablation=_ablation([0.5, 0.5], [0.7, 0.7]), downstream=Result(metrics={"skipped": "x"}))
     assert h["best_rung"] == 3 and h["reverse_edge_valid_auc_gain"] == pytest.approx(0.2) and math.isnan(h["downstream_macro_f1"])
     assert 3 <= len(h) <= 6
+
+
+def _rr(n, level, seed, spread=0.002):
+    """n per-query reciprocal ranks around ``level`` (seeded)."""
+    import random
+
+    rng = random.Random(seed)
+    return [max(0.0, level + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "verdict", "why"),
+    [
+        (_rr(400, 0.001, 0), _rr(400, 0.010, 1), HOLDS, "rises"),
+        (_rr(400, 0.001, 0), _rr(400, 0.0011, 1), REFUTED, "flat"),  # gains, but far less than the minimum rise
+        (_rr(400, 0.010, 0), _rr(400, 0.002, 1), REFUTED, "flat"),  # falls
+        (_rr(400, 0.001, 0, spread=0.0), [0.001] * 399 + [1.0], INCONCLUSIVE, "n too small"),  # one lucky query: the interval straddles
+        (_rr(1, 0.001, 0), _rr(1, 0.01, 1), INCONCLUSIVE, "n too small"),
+        ([], [], INCONCLUSIVE, "fewer than two validation points"),
+    ],
+)
+def test_verdict_curve_rises(first, last, verdict, why):
+    v = claims.verdict_curve_rises(first, last, min_rise=0.0015)
+    assert v.verdict == verdict and why in v.why
+
+
+def test_verdict_curve_rises_needs_the_same_queries():
+    with pytest.raises(ValueError, match="same queries"):
+        claims.verdict_curve_rises([0.1, 0.2], [0.1], min_rise=0.01)
+
+
+def _scale(first, last, points=3, ceiling=0.031):
+    row = {"mode": "mini-batch", "steps": 40, "steps_per_s": 1.3, "curve_train_s": [10.0, 20.0, 30.0][:points],
+           "curve_valid_mrr": [sum(first) / len(first), 0.004, sum(last) / len(last)][-points:], "evaluated_triples": len(first) // 2}
+    if ceiling:
+        row["ceiling_mrr"] = ceiling
+    return Result(metrics={"rows": [row], "sizes": {"entities": 47_000}}, data={"reciprocal_ranks": {"mini-batch": (first, last)}})
+
+
+def test_scale_claim_from_fabricated_scale_runs():
+    up = claims.scale_claim(_scale(_rr(400, 0.001, 0), _rr(400, 0.010, 1)))
+    assert up.key == "scale_curve_rises" and up.verdict == HOLDS and up.n.startswith("400 validation queries (both sides of 200")
+    assert " after 10 s → 0.0100 after 30 s" in up.measured and "ceiling 0.0310" in up.measured and up.interval.startswith("[")
+    assert "0.00155" in up.rule  # 5% of the ceiling
+    flat = claims.scale_claim(_scale(_rr(400, 0.001, 0), _rr(400, 0.0011, 1)))
+    assert flat.verdict == REFUTED and "flat" in flat.why
+    one_point = claims.scale_claim(_scale(_rr(400, 0.001, 0), _rr(400, 0.010, 1), points=1))
+    assert one_point.verdict == INCONCLUSIVE and one_point.measured == "not measured" and one_point.n == "1 curve points"
+    no_ceiling = claims.scale_claim(_scale(_rr(400, 0.001, 0), _rr(400, 0.010, 1), ceiling=None))
+    assert no_ceiling.verdict == REFUTED and "0.01 (absolute" in no_ceiling.rule  # a dataset run: the fixed minimum rise of 0.01
