@@ -405,3 +405,18 @@ def test_run_concurrently_keeps_order_and_raises_the_first_error():
         run_concurrently([lambda: 1, boom, lambda: 3], 2)
     assert concurrent_workers(1, CPU) == 1 and concurrent_workers(8, torch.device("meta")) == 1
     assert 1 <= concurrent_workers(8, CPU) <= 8
+
+
+@pytest.mark.parametrize("noise_params", ["all", "last_layer"])
+def test_grad_accumulation_on_a_twin_in_a_thread_gives_the_one_model_figures(tiny, noise_params):
+    """The one-batch pass and the micro-batch passes (and half the noise samples) run on a copy of the
+    model in a second thread: every figure equals the one-model run's exactly."""
+    from nbkit.audit.checks.grad_accumulation import check_grad_accumulation
+
+    model, tok = tiny
+    kw = dict(micro_batch_size=2, grad_accumulation=4, lengths=(16, 32, 64), noise_samples=3, device=CPU, progress=False, noise_params=noise_params)
+    one = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), workers=1, **kw)
+    two = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), workers=2, **kw)
+    assert one.figures == two.figures and one.table == two.table
+    assert one.figures["rel_err_token_count"] < 1e-5 < 1e-3 < one.figures["rel_err_per_microbatch_mean"]
+    assert all(p.grad is None for p in model.parameters()) and all(p.requires_grad for p in model.parameters())
