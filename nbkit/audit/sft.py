@@ -9,6 +9,7 @@ pitfalls as the real tokenizer without loading it.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import string
@@ -188,26 +189,31 @@ def target_logits(model, ids, labels, mask):
     return logits, labels[:, 1:][keep[:, :-1]], keep
 
 
-def example_losses(model, tokenizer, examples, template, batch_size: int = 8) -> list[tuple[float, int]]:
+def example_losses(model, tokenizer, examples, template, batch_size: int = 8, workers: int | None = None) -> list[tuple[float, int]]:
     """(summed token loss, trained-token count) per example, in one pass over the examples.
 
     Right padding under a causal mask leaves each example's token losses as they are (up to float
     rounding), so the figures do not depend on how the examples are batched: one pass serves every
     grouping (eval-batch's two batch sizes, kiss-lora's validation loss, reward-weights' scores).
+    ``workers``: batches scored side by side in threads (default :func:`concurrent_workers`); the
+    batches are the same, so the figures are those of one batch after the other.
     """
     import torch
 
     feats = [build_features(tokenizer, ex, template) for ex in examples]
     dev = next(model.parameters()).device
-    out = []
-    with torch.inference_mode():
-        for i in range(0, len(feats), batch_size):
+
+    def score(i):
+        with torch.inference_mode():  # thread-local: entered in the thread that runs the batch
             ids, labels, mask = (t.to(dev) for t in pad_batch(feats[i:i + batch_size], tokenizer.pad_token_id or 0))
             logits, targets, keep = target_logits(model, ids, labels, mask)
             tok = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
             sums = torch.zeros(ids.shape[0], device=dev).index_add_(0, keep.nonzero()[:, 0], tok)
-            out += list(zip(sums.tolist(), keep.sum(1).tolist(), strict=True))
-    return out
+            return list(zip(sums.tolist(), keep.sum(1).tolist(), strict=True))
+
+    starts = range(0, len(feats), batch_size)
+    n = concurrent_workers(len(starts), dev) if workers is None else workers
+    return [row for rows in run_concurrently([functools.partial(score, i) for i in starts], n) for row in rows]
 
 
 def pooled_loss(losses: list[tuple[float, int]]) -> float:

@@ -420,3 +420,11 @@ def test_grad_accumulation_on_a_twin_in_a_thread_gives_the_one_model_figures(tin
     assert one.figures == two.figures and one.table == two.table
     assert one.figures["rel_err_token_count"] < 1e-5 < 1e-3 < one.figures["rel_err_per_microbatch_mean"]
     assert all(p.grad is None for p in model.parameters()) and all(p.requires_grad for p in model.parameters())
+
+
+def test_example_losses_scored_side_by_side_equal_one_batch_after_the_other(tiny):
+    from nbkit.audit.sft import example_losses
+
+    model, tok = tiny
+    ex = make_sft_examples(20)
+    assert example_losses(model, tok, ex, TemplateSection(), batch_size=4, workers=2) == example_losses(model, tok, ex, TemplateSection(), batch_size=4, workers=1)
