@@ -9,6 +9,7 @@ pitfalls as the real tokenizer without loading it.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import string
@@ -188,28 +189,81 @@ def target_logits(model, ids, labels, mask):
     return logits, labels[:, 1:][keep[:, :-1]], keep
 
 
-def example_losses(model, tokenizer, examples, template, batch_size: int = 8) -> list[tuple[float, int]]:
+def example_losses(model, tokenizer, examples, template, batch_size: int = 8, workers: int | None = None) -> list[tuple[float, int]]:
     """(summed token loss, trained-token count) per example, in one pass over the examples.
 
     Right padding under a causal mask leaves each example's token losses as they are (up to float
     rounding), so the figures do not depend on how the examples are batched: one pass serves every
     grouping (eval-batch's two batch sizes, kiss-lora's validation loss, reward-weights' scores).
+    ``workers``: batches scored side by side in threads (default :func:`concurrent_workers`); the
+    batches are the same, so the figures are those of one batch after the other.
     """
     import torch
 
     feats = [build_features(tokenizer, ex, template) for ex in examples]
     dev = next(model.parameters()).device
-    out = []
-    with torch.inference_mode():
-        for i in range(0, len(feats), batch_size):
+
+    def score(i):
+        with torch.inference_mode():  # thread-local: entered in the thread that runs the batch
             ids, labels, mask = (t.to(dev) for t in pad_batch(feats[i:i + batch_size], tokenizer.pad_token_id or 0))
             logits, targets, keep = target_logits(model, ids, labels, mask)
             tok = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
             sums = torch.zeros(ids.shape[0], device=dev).index_add_(0, keep.nonzero()[:, 0], tok)
-            out += list(zip(sums.tolist(), keep.sum(1).tolist(), strict=True))
-    return out
+            return list(zip(sums.tolist(), keep.sum(1).tolist(), strict=True))
+
+    starts = range(0, len(feats), batch_size)
+    n = concurrent_workers(len(starts), dev) if workers is None else workers
+    return [row for rows in run_concurrently([functools.partial(score, i) for i in starts], n) for row in rows]
 
 
 def pooled_loss(losses: list[tuple[float, int]]) -> float:
     """The token-mean loss of a group of :func:`example_losses` entries (as one batch would report it)."""
     return sum(s for s, _ in losses) / max(1, sum(n for _, n in losses))
+
+
+# ---------------------------------------------------------------------------------------------
+# independent model computations side by side
+
+
+def concurrent_workers(tasks: int, device) -> int:
+    """How many of ``tasks`` independent model computations to run at once (Python threads).
+
+    On CPU: the cores this process may use — the runner's share (``OMP_NUM_THREADS``) when set, else
+    the usable cores — divided by torch's intra-op threads. Why threads rather than more intra-op
+    threads: torch ops release the GIL, so two single-threaded computations keep two cores busy
+    with no OpenMP barrier between them; two intra-op threads on a shared 2-core machine spin at
+    every barrier (measured: kiss-lora took ~4× the CPU seconds with 2 intra-op threads under load).
+    Single-threaded kernels are deterministic, so each computation gives the numbers it gives alone.
+    Other devices: 1 (one CUDA stream, and the CUDA memory peak is per device).
+    """
+    import os
+
+    import torch
+
+    if tasks < 2 or getattr(device, "type", str(device)) != "cpu":
+        return 1
+    share = os.environ.get("OMP_NUM_THREADS", "")
+    cores = int(share) if share.isdigit() and int(share) > 0 else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(tasks, cores // max(1, torch.get_num_threads())))
+
+
+def run_concurrently(fns, workers: int) -> list:
+    """``[f() for f in fns]``, ``workers`` at a time in threads; results in order, the first error re-raised.
+
+    On an error or Ctrl-C the calls not yet started are cancelled and the caller does not wait for
+    the running ones (they finish their current computation in the background).
+    """
+    fns = list(fns)
+    if workers <= 1 or len(fns) <= 1:
+        return [f() for f in fns]
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nbkit-audit")
+    try:
+        futures = [pool.submit(f) for f in fns]
+        out = [fut.result() for fut in futures]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return out

@@ -376,3 +376,55 @@ def test_the_context_scores_each_base_example_once(tiny, monkeypatch):
     assert [n for _, n in both] == [n for _, n in again] and [s for s, _ in both] == pytest.approx([s for s, _ in again], rel=1e-5)
     ctx.base_example_losses(ex, template.model_copy(update={"mask_pad_labels": True}), "tiny")
     assert scored == [6, 4, 10]  # another template is another scoring
+
+
+def test_kiss_variants_side_by_side_give_the_figures_of_one_after_the_other(tiny):
+    """On CPU the variants train in threads; each computes what it computes alone (peak bytes from the
+    thread-local dispatch tracker included), so every figure equals the sequential run's exactly."""
+    from nbkit.audit.checks.kiss import compare_lora_variants
+
+    model, tok = tiny
+    kw = dict(budget_steps=4, batch_size=4, eval_every=2, val_size=8, lr=0.01, device=CPU, progress=False, stop_when_decided=False)
+    one = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), workers=1, **kw)
+    two = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), workers=2, **kw)
+    assert one.figures == two.figures
+    assert [r["final val loss"] for r in one.table] == [r["final val loss"] for r in two.table]
+    assert one.figures["kiss_peak_bytes"] < one.figures["over_peak_bytes"]
+
+
+def test_run_concurrently_keeps_order_and_raises_the_first_error():
+    from nbkit.audit.sft import concurrent_workers, run_concurrently
+
+    assert run_concurrently([lambda i=i: i * i for i in range(5)], 2) == [0, 1, 4, 9, 16]
+    assert run_concurrently([lambda: 1], 4) == [1]
+
+    def boom():
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        run_concurrently([lambda: 1, boom, lambda: 3], 2)
+    assert concurrent_workers(1, CPU) == 1 and concurrent_workers(8, torch.device("meta")) == 1
+    assert 1 <= concurrent_workers(8, CPU) <= 8
+
+
+@pytest.mark.parametrize("noise_params", ["all", "last_layer"])
+def test_grad_accumulation_on_a_twin_in_a_thread_gives_the_one_model_figures(tiny, noise_params):
+    """The one-batch pass and the micro-batch passes (and half the noise samples) run on a copy of the
+    model in a second thread: every figure equals the one-model run's exactly."""
+    from nbkit.audit.checks.grad_accumulation import check_grad_accumulation
+
+    model, tok = tiny
+    kw = dict(micro_batch_size=2, grad_accumulation=4, lengths=(16, 32, 64), noise_samples=3, device=CPU, progress=False, noise_params=noise_params)
+    one = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), workers=1, **kw)
+    two = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), workers=2, **kw)
+    assert one.figures == two.figures and one.table == two.table
+    assert one.figures["rel_err_token_count"] < 1e-5 < 1e-3 < one.figures["rel_err_per_microbatch_mean"]
+    assert all(p.grad is None for p in model.parameters()) and all(p.requires_grad for p in model.parameters())
+
+
+def test_example_losses_scored_side_by_side_equal_one_batch_after_the_other(tiny):
+    from nbkit.audit.sft import example_losses
+
+    model, tok = tiny
+    ex = make_sft_examples(20)
+    assert example_losses(model, tok, ex, TemplateSection(), batch_size=4, workers=2) == example_losses(model, tok, ex, TemplateSection(), batch_size=4, workers=1)

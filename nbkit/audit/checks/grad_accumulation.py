@@ -13,6 +13,8 @@ the √L rule and slope ≈ -1 the plain linear (token-count) rule.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,20 +45,26 @@ def only_grad_for(model, params):
             p.requires_grad_(flag)
 
 
-def accumulation_errors(model, batches, device, params=None) -> dict[str, float]:
+def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[str, float]:
     """Relative L2 error of accumulated gradients vs the one-batch gradient, both normalisations.
 
     ``batches``: list of (input_ids, labels, attention_mask) micro-batches; ``params`` the tensors
-    whose gradients are compared (default: all trainable ones).
+    whose gradients are compared (default: all trainable ones). ``twin``: (a copy of the model, its
+    tensors matching ``params``): the one-batch pass runs on ``model`` and the micro-batch passes on
+    the copy at the same time, in two threads (each gives the gradients it gives alone).
     """
     import torch
 
+    from nbkit.audit.sft import run_concurrently
+
     params = params or [p for p in model.parameters() if p.requires_grad]
+    twin_model, twin_params = twin if twin is not None else (model, params)
     # Dropout off: the comparison is about normalisation, not noise.
     model.eval()
+    twin_model.eval()
 
-    def zero():
-        for p in params:
+    def zero(ps):
+        for p in ps:
             p.grad = None
 
     ids = torch.cat([b[0] for b in batches]) if len({b[0].shape[1] for b in batches}) == 1 else None
@@ -64,25 +72,37 @@ def accumulation_errors(model, batches, device, params=None) -> dict[str, float]
         raise ValueError("micro-batches must share one padded width")
     labels = torch.cat([b[1] for b in batches])
     mask = torch.cat([b[2] for b in batches])
-    zero()
-    model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss.backward()
-    g_full = _flat_grad(params)
-    zero()
-    # The accumulation as transformers runs it: each micro-batch's token-loss sum over the whole
-    # batch's token count (num_items_in_batch). Each micro-batch's own contribution c_i = ∇sum_i / N
-    # is read off between the passes, so the mean of micro-batch means, Σ ∇(sum_i / n_i) / G =
-    # Σ c_i · N / (n_i · G), comes from the same passes (one set of micro-batch passes instead of two).
     n_items = int((labels[:, 1:] != -100).sum())
-    contributions, before = [], torch.zeros_like(g_full)
-    for b in batches:
-        model(input_ids=b[0].to(device), attention_mask=b[2].to(device), labels=b[1].to(device), num_items_in_batch=torch.tensor(n_items, device=device)).loss.backward()
-        after = _flat_grad(params)
-        contributions.append(after - before)
-        before = after
-    g_tok = before
+
+    def one_batch():
+        zero(params)
+        model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss.backward()
+        g = _flat_grad(params)
+        zero(params)
+        return g
+
+    def micro_batches():
+        # The accumulation as transformers runs it: each micro-batch's token-loss sum over the whole
+        # batch's token count (num_items_in_batch). Each micro-batch's own contribution c_i = ∇sum_i / N
+        # is read off between the passes, so the mean of micro-batch means, Σ ∇(sum_i / n_i) / G =
+        # Σ c_i · N / (n_i · G), comes from the same passes (one set of micro-batch passes instead of two).
+        zero(twin_params)
+        contributions, before = [], None
+        for b in batches:
+            twin_model(input_ids=b[0].to(device), attention_mask=b[2].to(device), labels=b[1].to(device),
+                       num_items_in_batch=torch.tensor(n_items, device=device)).loss.backward()
+            after = _flat_grad(twin_params)
+            contributions.append(after if before is None else after - before)
+            before = after
+        zero(twin_params)
+        return contributions, before
+
+    if twin is None:
+        g_full, (contributions, g_tok) = one_batch(), micro_batches()
+    else:
+        g_full, (contributions, g_tok) = run_concurrently([one_batch, micro_batches], 2)
     tokens = [int((b[1][:, 1:] != -100).sum()) for b in batches]
     g_mean = sum(c * (n_items / (max(n, 1) * len(batches))) for c, n in zip(contributions, tokens, strict=True))
-    zero()
     norm = float(g_full.norm())
     return {
         "rel_err_per_microbatch_mean": float((g_mean - g_full).norm()) / norm,
@@ -91,31 +111,50 @@ def accumulation_errors(model, batches, device, params=None) -> dict[str, float]
     }
 
 
-def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, samples: int, device, seed: int = 0, params=None, progress=True):
+def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, samples: int, device, seed: int = 0, params=None, progress=True,
+                             twin=None):
     """Per sequence length, the squared deviation of each micro-batch gradient from their mean
-    (its mean is the gradient-noise variance; the per-sample values feed the bootstrap)."""
+    (its mean is the gradient-noise variance; the per-sample values feed the bootstrap).
+
+    ``twin``: (a copy of the model, its tensors matching ``params``): the samples of each length are
+    shared between the two in threads; the start positions are drawn first, in the same order, so
+    each sample is the one the single-model run takes.
+    """
     import torch
     from tqdm.auto import tqdm
 
+    from nbkit.audit.sft import run_concurrently
+
     params = params or [p for p in model.parameters() if p.requires_grad]
+    pairs = [(model, params)] + ([twin] if twin is not None else [])
     gen = torch.Generator().manual_seed(seed)
-    model.eval()
+    for m, _ in pairs:
+        m.eval()
+
+    def grads(m, ps, batches):
+        out = []
+        for ids in batches:
+            for p in ps:
+                p.grad = None
+            m(input_ids=ids.to(device), labels=ids.to(device)).loss.backward()
+            out.append(_flat_grad(ps))
+        for p in ps:
+            p.grad = None
+        return out
+
     out = {}
     for L in tqdm(lengths, desc="gradient noise vs L", disable=not progress, leave=False):
         if len(token_stream) < L + 1:
             raise ValueError(f"need at least {L + 1} tokens of text for L={L}, have {len(token_stream)}")
-        grads = []
+        batches = []
         for _ in range(samples):
             starts = torch.randint(0, len(token_stream) - L, (micro_batch,), generator=gen)
-            ids = torch.stack([token_stream[s : s + L] for s in starts.tolist()]).to(device)
-            for p in params:
-                p.grad = None
-            model(input_ids=ids, labels=ids).loss.backward()
-            grads.append(_flat_grad(params))
-        g = torch.stack(grads)
+            batches.append(torch.stack([token_stream[s : s + L] for s in starts.tolist()]))
+        # sample i goes to model i mod 2; put back in sample order
+        parts = run_concurrently([functools.partial(grads, m, ps, batches[k :: len(pairs)]) for k, (m, ps) in enumerate(pairs)], len(pairs))
+        ordered = [parts[i % len(pairs)][i // len(pairs)] for i in range(samples)]
+        g = torch.stack(ordered)
         out[L] = ((g - g.mean(0)) ** 2).sum(1).tolist()
-    for p in params:
-        p.grad = None
     return out
 
 
@@ -157,10 +196,12 @@ def text_token_stream(tokenizer, max_tokens: int = 20000):
 def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch_size: int = 4, grad_accumulation: int = 4,
                             normalisation: str = "token_count", lengths=(16, 32, 64, 128), noise_samples: int = 8,
                             noise_micro_batch: int = 2, base_length: int | None = None, device, seed: int = 0,
-                            noise_params: str = "all", progress: bool = True) -> Finding:
+                            noise_params: str = "all", progress: bool = True, workers: int | None = None) -> Finding:
+    """``workers``: 2 runs half the passes on a copy of the model in a second thread (default: on CPU when
+    :func:`nbkit.audit.sft.concurrent_workers` allows it; the figures are those of one model doing all)."""
     from plotly.subplots import make_subplots
 
-    from nbkit.audit.sft import build_features, pad_batch
+    from nbkit.audit.sft import build_features, concurrent_workers, pad_batch
 
     n = micro_batch_size * grad_accumulation
     if len(examples) < n:
@@ -174,9 +215,21 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
         # stops there instead of running back through every layer and the embedding).
         params = list(model.model.layers[-1].parameters())
     stream = text_token_stream(tokenizer, max_tokens=max(4000, 40 * max(lengths)))
-    with only_grad_for(model, params):
-        errs = accumulation_errors(model, batches, device, params)
-        devs = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed, params=params, progress=progress)
+    twin = None
+    if (concurrent_workers(2, device) if workers is None else workers) >= 2:
+        # A copy of the model (same weights; gradients land on its own tensors) computes half the
+        # passes in a second thread; the figures are those of one model doing all of them.
+        import copy
+
+        twin_model = copy.deepcopy(model)
+        names = {id(p): n for n, p in model.named_parameters()}
+        twin_by_name = dict(twin_model.named_parameters())
+        twin = (twin_model, [twin_by_name[names[id(p)]] for p in params])
+    with only_grad_for(model, params), (only_grad_for(*twin) if twin else contextlib.nullcontext()):
+        errs = accumulation_errors(model, batches, device, params, twin=twin)
+        devs = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed,
+                                        params=params, progress=progress, twin=twin)
+    del twin
     var = {L: sum(d) / len(d) for L, d in devs.items()}
     ls = sorted(var)
     slope, slope_lo, slope_hi = fit_slope(devs)

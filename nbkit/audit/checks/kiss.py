@@ -189,18 +189,21 @@ class VariantTrainer:
         v = _val_loss(self.model.eval(), self.val_batches, self.device) if known is None else known
         self.run.steps.append(self.done)
         self.run.val_loss.append(v)
-        if self.live is not None:
-            (self.live.add if self.done == 0 else self.live.extend)(self.run.variant.name, [self.done], [v])
         if self.target is not None and self.run.steps_to_target is None and v <= self.target:
             self.run.steps_to_target = self.done
         self.run.seconds += time.perf_counter() - t0
         return v
 
+    def publish(self) -> None:
+        """The newest validation point to the live plot (from the caller's thread: the trainers may run in worker threads)."""
+        if self.live is not None:
+            (self.live.add if self.done == 0 else self.live.extend)(self.run.variant.name, [self.run.steps[-1]], [self.run.val_loss[-1]])
+
 
 def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_steps: int = 40, batch_size: int = 8, lr: float = 1e-3,
                           eval_every: int = 5, val_size: int = 16, target: float | None = None, target_ratio: float = 0.5,
                           device, seed: int = 0, variants=(KISS, OVER), live=None, progress=True, stop_when_decided: bool = True,
-                          untrained: float | None = None) -> Finding:
+                          untrained: float | None = None, workers: int | None = None) -> Finding:
     """Train the variants in lock-step with the same budget; share, peak memory, steps to the val target.
 
     Without an explicit ``target`` the target is ``target_ratio`` × the untrained validation loss
@@ -209,7 +212,9 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
     target: the others have had exactly as many steps and have not, so which variant gets there
     first — the only thing the comparison decides — cannot change by training on. ``untrained``: the
     base model's validation loss when already measured (the audit context scores the base model once
-    for every check that reads it).
+    for every check that reads it). ``workers``: variants trained side by side in threads (default: on
+    CPU as many as :func:`nbkit.audit.sft.concurrent_workers` allows; the figures are those of one after
+    the other).
     """
     import plotly.graph_objects as go
 
@@ -220,7 +225,7 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
         raise ValueError(f"need at least {batch_size} training examples after the {val_size} held out, got {len(train_ex)}")
     from tqdm.auto import tqdm
 
-    from nbkit.audit.sft import build_features, pad_batch
+    from nbkit.audit.sft import build_features, concurrent_workers, pad_batch, run_concurrently
 
     # LoRA starts with B = 0 (and dropout 0 here), so every variant's untrained validation loss is the
     # base model's: measured once, it is the step-0 point of each curve and the target's reference.
@@ -234,13 +239,17 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
                                device=device, seed=seed, live=live) for v in variants]
     for t in trainers:
         t.evaluate(known=untrained)
+        t.publish()
+    # The variants share nothing but the frozen base weights they read: on CPU they train side by
+    # side in threads (each with torch's single intra-op thread, each computing what it computes alone).
+    workers = concurrent_workers(len(trainers), device) if workers is None else workers
     bar = tqdm(total=budget_steps, desc="LoRA variants (lock-step)", disable=not progress, leave=False)
     done = 0
     while done < budget_steps:
         n = min(eval_every, budget_steps - done)
+        run_concurrently([lambda t=t, n=n: (t.advance(n), t.evaluate()) for t in trainers], workers)
         for t in trainers:
-            t.advance(n)
-            t.evaluate()
+            t.publish()
         done += n
         bar.update(n)
         bar.set_postfix(val=" / ".join(f"{t.run.val_loss[-1]:.3f}" for t in trainers))
