@@ -36,7 +36,7 @@ KISS_BUDGET_STEPS = 30  # budget per LoRA variant in kiss-lora; training stops a
 KISS_LR = 0.001
 TRAINER_CONFIG = "axolotl_smollm2.yml"  # your axolotl YAML, TRL SFTConfig / TrainingArguments JSON, PEFT adapter_config.json or ds_config.json
 TRAINER_MODEL = ""  # replaces the config's base model: a local Hugging Face directory, a config.json, a Hub id, "smollm2" or "tiny"
-THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default
+THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default. Independent computations (kiss-lora's two variants, grad-accumulation's two passes) also run side by side on CPU, one thread each
 
 # %%
 import torch
