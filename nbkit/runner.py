@@ -430,18 +430,30 @@ def share_threads(cores: Sequence[int]) -> None:
 TIMINGS = "timings.json"  # in each run folder: {"smoke": bool, "jobs": N, "seconds": {notebook: seconds}}
 
 
+def _seconds_table(path: Path, pick: Callable[[dict], Any]) -> dict[str, float] | None:
+    """``pick(data)`` of the JSON object in ``path`` as {notebook: seconds}; None when the file is missing or
+    unreadable or holds no such table (an ordering hint lost, never an error)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    seconds = pick(data) if isinstance(data, dict) else None
+    return {k: float(v) for k, v in seconds.items() if isinstance(v, (int, float))} if isinstance(seconds, dict) else None
+
+
 def previous_seconds(final: Path, smoke: bool) -> dict[str, float]:
     """Per-notebook seconds of the newest earlier run beside ``final`` with the same ``smoke``; {} if none."""
     best: tuple[float, dict[str, float]] = (-1.0, {})
     for path in final.parent.glob(f"*/{TIMINGS}"):
+        seconds = _seconds_table(path, lambda d: d.get("seconds") if d.get("smoke") == smoke else None)
+        if seconds is None:
+            continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
             mtime = path.stat().st_mtime
-        except (OSError, ValueError):
-            continue  # an unreadable history only loses the ordering hint
-        seconds = data.get("seconds") if isinstance(data, dict) and data.get("smoke") == smoke else None
-        if isinstance(seconds, dict) and mtime > best[0]:
-            best = (mtime, {k: float(v) for k, v in seconds.items() if isinstance(v, (int, float))})
+        except OSError:
+            continue  # removed since it was read
+        if mtime > best[0]:
+            best = (mtime, seconds)
     return best[1]
 
 
@@ -456,13 +468,7 @@ def reference_seconds(paths: Sequence[Path], smoke: bool) -> dict[str, float]:
     used, so figures from another machine still serve; a missing or unreadable file gives {}."""
     out: dict[str, float] = {}
     for folder in dict.fromkeys(p.parent for p in paths):
-        try:
-            data = json.loads((folder / REFERENCE_SECONDS).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        seconds = data.get("smoke" if smoke else "full") if isinstance(data, dict) else None
-        if isinstance(seconds, dict):
-            out.update({k: float(v) for k, v in seconds.items() if isinstance(v, (int, float))})
+        out.update(_seconds_table(folder / REFERENCE_SECONDS, lambda d: d.get("smoke" if smoke else "full")) or {})
     return out
 
 

@@ -79,6 +79,11 @@ def _f(default, help: str = "", **meta):
     return field(default=default, metadata={"help": help, **meta} if help else meta)
 
 
+def _default(parent, name: str, default):
+    """``parent``'s field ``name`` with another default: a preset subclass keeps the widget metadata as is."""
+    return field(default=default, metadata=parent.__dataclass_fields__[name].metadata)
+
+
 @dataclass
 class _Training:
     """The knobs every experiment that trains a rung shares (first in every panel)."""
@@ -268,24 +273,20 @@ class ScaleConfig(MinibatchConfig):
     path), peak RSS 2.55 vs 2.60 GiB mini-batch — at this size validation, not training, sets the peak."""
 
     source: str = _f("synthetic", choices=["dataset", "synthetic"], label="graph")
-    batch_size: int = _f(1024, min=16, max=65_536)
-    fanout: int = _f(2, min=-1, max=100, label="neighbours per node and hop (-1 = all)")
+    batch_size: int = _default(MinibatchConfig, "batch_size", 1024)
+    fanout: int = _default(MinibatchConfig, "fanout", 2)
     num_negatives: int = _f(256, min=1, max=4096, label="negatives (both modes)")
     epochs: int = _f(1000, min=1, max=2000)
-    lr: float = _f(0.01, min=1e-4, max=0.1, log=True)
-    embed_lr: float = _f(0.01, "per-entity input tables: sparse gradients and Adagrad at this rate; 0 = Adam at lr like every other parameter",
-                         min=0.0, max=1.0, label="entity-table lr (Adagrad; 0 = Adam at lr)")
-    input_init: str = _f("structural", "how the per-entity tables start: random, or structural (random vectors averaged over 2-hop train neighbourhoods)",
-                         choices=["random", "structural"], label="entity-table start")
-    dropout: float = _f(0.0, "RGCN input dropout (both modes)", min=0.0, max=0.9, step=0.05)
-    max_seconds: float = _f(30.0, min=5.0, max=7200.0, label="time budget per mode (s)")
-    eval_max_triples: int = _f(1000, min=0, max=1_000_000, label="evaluated triples (0 = all)")
+    lr: float = _default(MinibatchConfig, "lr", 0.01)
+    embed_lr: float = _default(MinibatchConfig, "embed_lr", 0.01)
+    input_init: str = _default(MinibatchConfig, "input_init", "structural")
+    dropout: float = _default(MinibatchConfig, "dropout", 0.0)
+    eval_max_triples: int = _default(MinibatchConfig, "eval_max_triples", 1000)
     compare_full: bool = _f(False, label="also train on the full graph (same loss, same budget)")
     eval_points: int = _f(3, "validate this many times within the time budget: the learning curve (one epoch is longer than the budget)",
                           min=0, max=50, label="validation points in the budget")
-    # At the previous defaults (4096 positives, fan-out 1x1), 30 s budget: 1 thread 1.19 steps/s, torch's default
-    # (2 threads) 0.26 steps/s on the loaded 2-core box — intra-op threads spin on shared cores.
-    cpu_threads: int = _f(1, min=0, max=256, label="CPU threads (0 = torch default)")
+    # cpu_threads stays MinibatchConfig's 1: at the previous defaults (4096 positives, fan-out 1x1), 30 s budget,
+    # 1 thread ran 1.19 steps/s, torch's default (2 threads) 0.26 on the loaded 2-core box (intra-op threads spin).
 
     @classmethod
     def smoke(cls, **kw) -> ScaleConfig:

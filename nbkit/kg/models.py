@@ -63,19 +63,18 @@ class NodeInput(_nn().Module):
         width d takes the first d columns), rescaled to ``std`` per coordinate like the random init."""
         import torch
 
-        with torch.no_grad():
-            if not self.typed:
-                d = self.table.embedding_dim
-                self.table.weight.copy_(vectors[:, :d] * (std * d**0.5 / vectors[:, :d].norm(dim=1, keepdim=True).clamp_min(1e-12)))
-                return
-            start = 0
+        if not self.typed:
+            pieces = [(self.table, vectors)]
+        else:  # a type's rows are consecutive global ids; types with features have no table
+            pieces, start = [], 0
             for t, n in zip(self.types, self.counts, strict=True):
-                key = _key(t)
-                if key in self.tables:
-                    d = self.tables[key].embedding_dim
-                    v = vectors[start : start + n, :d]
-                    self.tables[key].weight.copy_(v * (std * d**0.5 / v.norm(dim=1, keepdim=True).clamp_min(1e-12)))
+                if _key(t) in self.tables:
+                    pieces.append((self.tables[_key(t)], vectors[start : start + n]))
                 start += n
+        with torch.no_grad():
+            for table, v in pieces:
+                d = table.embedding_dim
+                table.weight.copy_(v[:, :d] * (std * d**0.5 / v[:, :d].norm(dim=1, keepdim=True).clamp_min(1e-12)))
 
     def forward(self, n_id=None):
         """Inputs of every node in global-id order, or only of the global ids ``n_id`` (mini-batches)."""
@@ -119,23 +118,31 @@ def structural_inputs(edge_index, num_nodes: int, dim: int, *, hops: int = 2, se
     nodes get near-orthogonal ones. Per-entity tables started there need far fewer updates per entity
     to show the structure than tables started from independent noise. Nodes without incoming edges keep
     their random vector."""
-    import warnings
-
     import torch
 
     g = torch.Generator().manual_seed(seed)
     x0 = torch.randn(num_nodes, dim, generator=g)
     src, dst = edge_index[0].cpu(), edge_index[1].cpu()
     deg = torch.bincount(dst, minlength=num_nodes)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
-        mean_in = torch.sparse_coo_tensor(torch.stack([dst, src]), 1.0 / deg[dst].float(), (num_nodes, num_nodes),
-                                          check_invariants=False).coalesce().to_sparse_csr()
+    mean_in = _csr(dst, src, 1.0 / deg[dst].float(), (num_nodes, num_nodes))
     x = x0
     for _ in range(hops):
         x = torch.sparse.mm(mean_in, x)
     x = torch.where((deg > 0).unsqueeze(1), x - x[deg > 0].mean(0), x0)
     return x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+def _csr(rows, cols, values, shape):
+    """A CSR matrix from (row, col, value) triples; duplicate positions add up. Built through COO because
+    that is what accepts unsorted, repeated indices; the CSR "beta" warning is silenced because the one
+    operation nbkit uses on it (``torch.sparse.mm`` with a dense matrix) is stable."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
+        return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False).coalesce().to_sparse_csr()
 
 
 def default_type_dim(count: int, hidden: int) -> int:
@@ -289,8 +296,6 @@ def _stacked_rgcn_conv():
             (1 / that row's edge count for ``aggr="mean"``, 1 for ``"add"``; duplicate edges add up, as
             they do in the per-edge sum). Cached for the graph it was built from (holding its tensors, so
             their ids cannot be reused while the entry lives); a plain attribute, not in state_dict."""
-            import warnings
-
             import torch
 
             key = (n, x.dtype, x.device, self.aggr, self.num_relations)
@@ -301,10 +306,7 @@ def _stacked_rgcn_conv():
             w = torch.ones(rows.numel(), dtype=x.dtype, device=x.device)
             if self.aggr == "mean":
                 w = w / torch.bincount(rows, minlength=n * self.num_relations)[rows].to(x.dtype)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")  # the one call used here is stable
-                op = torch.sparse_coo_tensor(torch.stack([rows, edge_index[0]]), w, (n * self.num_relations, n),
-                                             check_invariants=False).coalesce().to_sparse_csr()
+            op = _csr(rows, edge_index[0], w, (n * self.num_relations, n))
             self._operator_cache = (edge_index, edge_type, key, op)
             return op
 

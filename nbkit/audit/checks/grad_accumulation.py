@@ -25,6 +25,11 @@ from nbkit.findings import Finding
 SLUG, TITLE = "grad-accumulation", "Gradient accumulation"
 
 
+def _clear_grads(params) -> None:
+    for p in params:
+        p.grad = None
+
+
 def _flat_grad(params) -> Any:
     import torch
 
@@ -63,10 +68,6 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
     model.eval()
     twin_model.eval()
 
-    def zero(ps):
-        for p in ps:
-            p.grad = None
-
     ids = torch.cat([b[0] for b in batches]) if len({b[0].shape[1] for b in batches}) == 1 else None
     if ids is None:
         raise ValueError("micro-batches must share one padded width")
@@ -75,10 +76,10 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
     n_items = int((labels[:, 1:] != -100).sum())
 
     def one_batch():
-        zero(params)
+        _clear_grads(params)
         model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss.backward()
         g = _flat_grad(params)
-        zero(params)
+        _clear_grads(params)
         return g
 
     def micro_batches():
@@ -86,7 +87,7 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
         # batch's token count (num_items_in_batch). Each micro-batch's own contribution c_i = ∇sum_i / N
         # is read off between the passes, so the mean of micro-batch means, Σ ∇(sum_i / n_i) / G =
         # Σ c_i · N / (n_i · G), comes from the same passes (one set of micro-batch passes instead of two).
-        zero(twin_params)
+        _clear_grads(twin_params)
         contributions, before = [], None
         for b in batches:
             twin_model(input_ids=b[0].to(device), attention_mask=b[2].to(device), labels=b[1].to(device),
@@ -94,7 +95,7 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
             after = _flat_grad(twin_params)
             contributions.append(after if before is None else after - before)
             before = after
-        zero(twin_params)
+        _clear_grads(twin_params)
         return contributions, before
 
     if twin is None:
@@ -134,12 +135,10 @@ def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, 
     def grads(m, ps, batches):
         out = []
         for ids in batches:
-            for p in ps:
-                p.grad = None
+            _clear_grads(ps)
             m(input_ids=ids.to(device), labels=ids.to(device)).loss.backward()
             out.append(_flat_grad(ps))
-        for p in ps:
-            p.grad = None
+        _clear_grads(ps)
         return out
 
     out = {}
