@@ -1,0 +1,330 @@
+"""Cross-file coupling: every setting the trainer config and its ds_config both state, compared by the rule
+the job itself applies.
+
+Under axolotl and the TRL / transformers ``Trainer`` the DeepSpeed config passes through transformers'
+``HfTrainerDeepSpeedConfig`` (``transformers/integrations/deepspeed.py``): ``trainer_config_process``
+and ``trainer_config_finalize`` call ``fill_match(ds_key, trainer_value)`` for each coupled key — a
+value of ``"auto"`` takes the trainer's value; any other value that differs is collected, and
+``deepspeed_init`` raises one ``ValueError`` listing them, after the model is loaded and before the
+first step. ``fill_match`` does nothing for a key (or section) the ds_config does not have. DeepSpeed
+then applies its own rules at ``deepspeed.initialize``: the batch identity
+``train_batch_size = micro × accumulation × world size``, fp16 and bf16 not both on, an ``"auto"`` left
+unfilled refused by its config models, a client (torch) optimizer refused under optimizer offload
+unless ``zero_force_ds_cpu_optimizer`` is false. Those stop the job at start: **error**. A coupling that
+lets the job run but trains differently from what the trainer config says (DeepSpeed's optimizer or
+scheduler silently replacing the trainer's, gradient clipping switched off): **warning**.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from nbkit.diagnose.setup import Setup, Value
+
+AGREE, AUTO, ABSENT, ERROR, WARNING, UNCHECKED = "agree", "auto", "absent", "error", "warning", "not checked"
+STATUSES = (AGREE, AUTO, ABSENT, ERROR, WARNING, UNCHECKED)
+
+HF_RULE = ("transformers HfTrainerDeepSpeedConfig.fill_match: 'auto' takes the trainer's value; another value must equal it, "
+           "else deepspeed_init raises ValueError (after the model is loaded, before the first step)")
+DS_BATCH_RULE = "DeepSpeed (DeepSpeedConfig._batch_assertion): train_batch_size == micro × accumulation × world size, asserted at deepspeed.initialize"
+
+# ds_config keys transformers fills from "auto" (trainer_config_process / trainer_config_finalize); any other
+# "auto" reaches DeepSpeed as the string "auto".
+HF_FILLED = {
+    "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size", "gradient_clipping",
+    "optimizer.params.lr", "optimizer.params.betas", "optimizer.params.eps", "optimizer.params.weight_decay",
+    "scheduler.params.warmup_min_lr", "scheduler.params.warmup_max_lr", "scheduler.params.total_num_steps",
+    "scheduler.params.warmup_num_steps", "fp16.enabled", "amp.enabled", "amp.opt_level", "bf16.enabled",
+    "zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
+    "zero_optimization.stage3_param_persistence_threshold",
+}
+HIDDEN_SIZE_AUTO = ("zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
+                    "zero_optimization.stage3_param_persistence_threshold")
+
+# DeepSpeed's scheduler types → the trainer lr_scheduler_type of the same shape.
+DS_SCHEDULER_SHAPE = {"WarmupLR": "constant_with_warmup", "WarmupDecayLR": "linear", "WarmupCosineLR": "cosine",
+                      "OneCycle": "one cycle", "LRRangeTest": "LR range test"}
+
+
+@dataclass(frozen=True)
+class Coupling:
+    """One setting stated in both files: each side (``file:line key = value``), what the job resolves it to, the verdict and rule."""
+
+    setting: str
+    trainer: str
+    deepspeed: str
+    resolved: str
+    status: str
+    rule: str
+    why: str
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"coupling status must be one of {STATUSES}, got {self.status!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b or (a == b and type(a) is type(b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=0.0)
+    return a == b
+
+
+def resolved_flag(v: Value) -> Any:
+    """axolotl's ``bf16: auto`` is true on a GPU with bf16 support (Ampere or newer), which diagnose assumes."""
+    return True if v.value == "auto" else v.value
+
+
+def fill_match(setup: Setup, setting: str, ds_key: str, trainer: Value, trainer_value: Any = None) -> Coupling:
+    """One HF ``fill_match``: the ds_config's ``ds_key`` against the trainer's value."""
+    value = trainer.value if trainer_value is None else trainer_value
+    present, ds_val = setup.ds_get(ds_key)
+    left = trainer.text()
+    if not present:
+        return Coupling(setting, left, f"{setup.ds_where(ds_key)} (not set)", repr(value), ABSENT, HF_RULE,
+                        "the ds_config does not set it: fill_match leaves it alone")
+    right = f"{setup.ds_where(ds_key)} = {ds_val!r}"
+    if ds_val == "auto":
+        return Coupling(setting, left, right, f"auto → {value!r}", AUTO, HF_RULE, "'auto' takes the trainer's value")
+    if _same(ds_val, value):
+        return Coupling(setting, left, right, repr(value), AGREE, HF_RULE, "both files say the same")
+    return Coupling(setting, left, right, "(the job stops)", ERROR, HF_RULE,
+                    f"ds {ds_key}={ds_val!r} vs trainer {value!r}: the Trainer raises ValueError at start; set the ds value to \"auto\"")
+
+
+def batch_couplings(setup: Setup) -> list[Coupling]:
+    t = setup.trainer
+    micro, accum = t["per_device_train_batch_size"], t["gradient_accumulation_steps"]
+    world = setup.world_size
+    rows = [fill_match(setup, "micro batch per GPU", "train_micro_batch_size_per_gpu", micro),
+            fill_match(setup, "gradient accumulation", "gradient_accumulation_steps", accum)]
+    calc = world * micro.value * accum.value
+    calc_value = Value(calc, f"micro × accumulation × world = {micro.value} × {accum.value} × {world} ({setup.world_note})")
+    rows.append(fill_match(setup, "global batch (train_batch_size)", "train_batch_size", calc_value))
+    # DeepSpeed's own identity on what reaches it: each key filled (auto) or as written.
+    values = {}
+    for key, fallback in (("train_batch_size", calc), ("train_micro_batch_size_per_gpu", micro.value), ("gradient_accumulation_steps", accum.value)):
+        present, v = setup.ds_get(key)
+        values[key] = fallback if (not present or v == "auto") else v
+    tb, mb, ga = values["train_batch_size"], values["train_micro_batch_size_per_gpu"], values["gradient_accumulation_steps"]
+    ok = tb == mb * ga * world
+    rows.append(Coupling("batch identity at deepspeed.initialize", f"world size {world} ({setup.world_note})",
+                         f"{setup.ds_source}: train_batch_size {tb}, micro {mb}, accumulation {ga} (after the trainer's fill)",
+                         f"{tb} {'=' if ok else '≠'} {mb} × {ga} × {world} = {mb * ga * world}", AGREE if ok else ERROR, DS_BATCH_RULE,
+                         "the identity holds" if ok else "DeepSpeed asserts at deepspeed.initialize: the job stops at start"))
+    return rows
+
+
+def precision_couplings(setup: Setup) -> list[Coupling]:
+    t = setup.trainer
+    bf16, fp16 = t["bf16"], t["fp16"]
+    note = " (axolotl's 'auto': true on a bf16-capable GPU, assumed)" if bf16.value == "auto" else ""
+    rows = [fill_match(setup, "bf16" + note, "bf16.enabled", bf16, resolved_flag(bf16)),
+            fill_match(setup, "fp16", "fp16.enabled", fp16, resolved_flag(fp16))]
+    on = {name: _enabled(setup, name, resolved_flag(flag)) for name, flag in (("bf16", bf16), ("fp16", fp16))}
+    if on["bf16"] and on["fp16"]:
+        rows.append(Coupling("precision at deepspeed.initialize", f"{bf16.text()}; {fp16.text()}", f"{setup.ds_source}: bf16, fp16",
+                             "(the job stops)", ERROR, "DeepSpeed (DeepSpeedConfig): bf16 and fp16 cannot both be enabled",
+                             "both end up enabled; DeepSpeed refuses the config"))
+    elif resolved_flag(bf16) is True or resolved_flag(fp16) is True:
+        wanted = "bf16" if resolved_flag(bf16) is True else "fp16"
+        if not on[wanted]:
+            rows.append(Coupling(f"{wanted} reaches DeepSpeed", (bf16 if wanted == "bf16" else fp16).text(),
+                                 f"{setup.ds_where(wanted)} (no section)", "fp32 states and compute in DeepSpeed's engine", WARNING,
+                                 "fill_match fills only keys the ds_config has; DeepSpeed without a bf16/fp16 section keeps fp32",
+                                 f"the trainer asks for {wanted}, the ds_config has no '{wanted}' section to fill: add \"{wanted}\": {{\"enabled\": \"auto\"}}"))
+    return rows
+
+
+def _enabled(setup: Setup, name: str, trainer_flag: Any) -> bool:
+    present, v = setup.ds_get(f"{name}.enabled")
+    if not present:
+        return False
+    return bool(trainer_flag) if v == "auto" else bool(v)
+
+
+def clipping_coupling(setup: Setup) -> Coupling:
+    clip = setup.trainer["max_grad_norm"]
+    row = fill_match(setup, "gradient clipping", "gradient_clipping", clip)
+    if row.status == ABSENT and clip.value:
+        return Coupling(row.setting, row.trainer, row.deepspeed, "no clipping (DeepSpeed's default 0)", WARNING,
+                        "fill_match leaves an absent key alone; DeepSpeed clips only by its own gradient_clipping (default 0 = off), "
+                        "and the Trainer leaves clipping to the engine under DeepSpeed",
+                        f"the trainer's max_grad_norm {clip.value} is not applied: add \"gradient_clipping\": \"auto\"")
+    return row
+
+
+def optimizer_couplings(setup: Setup) -> list[Coupling]:
+    t = setup.trainer
+    rows: list[Coupling] = []
+    has_opt, opt = setup.ds_get("optimizer")
+    if has_opt:
+        rows += [fill_match(setup, "learning rate", "optimizer.params.lr", t["learning_rate"]),
+                 fill_match(setup, "Adam betas", "optimizer.params.betas",
+                            Value([t["adam_beta1"].value, t["adam_beta2"].value], f"{t['adam_beta1'].where} / {t['adam_beta2'].where}",
+                                  t["adam_beta1"].set or t["adam_beta2"].set)),
+                 fill_match(setup, "Adam epsilon", "optimizer.params.eps", t["adam_epsilon"]),
+                 fill_match(setup, "weight decay", "optimizer.params.weight_decay", t["weight_decay"])]
+        ds_type = str(opt.get("type", "")) if isinstance(opt, dict) else ""
+        optim = t["optim"]
+        same_family = ds_type.lower().replace("_", "") in ("adam", "adamw") and str(optim.value).startswith("adamw") \
+            and not any(s in str(optim.value) for s in ("8bit", "bnb", "paged", "anyprecision", "apollo", "galore", "lomo"))
+        status, why = (AGREE, "both are AdamW") if same_family else (
+            (WARNING, f"the Trainer builds DeepSpeed's {ds_type!r} (a DummyOptim) and ignores optim {optim.value!r}") if optim.set
+            else (AGREE, f"the trainer names no optimizer; DeepSpeed's {ds_type!r} is used"))
+        rows.append(Coupling("optimizer", optim.text(), f"{setup.ds_where('optimizer.type')} = {ds_type!r}", f"DeepSpeed's {ds_type}", status,
+                             "transformers deepspeed_optim_sched: an 'optimizer' section in the ds_config replaces the trainer's optimizer", why))
+    else:
+        rows.append(Coupling("learning rate", t["learning_rate"].text(), f"{setup.ds_where('optimizer')} (no section)",
+                             repr(t["learning_rate"].value), ABSENT, HF_RULE, "the trainer's optimizer is used with the trainer's learning rate"))
+        off = _offload_optimizer(setup)
+        if off:
+            present, force = setup.ds_get("zero_force_ds_cpu_optimizer")
+            forced = not present or force is not False
+            rows.append(Coupling("optimizer under offload", t["optim"].text(),
+                                 f"{setup.ds_where('zero_optimization.offload_optimizer')} = {off!r}; no 'optimizer' section",
+                                 "(the job stops)" if forced else f"the trainer's {t['optim'].value} stepping on the CPU",
+                                 ERROR if forced else WARNING,
+                                 "DeepSpeed (DeepSpeedEngine._configure_basic_optimizer): a client optimizer under ZeRO-Offload raises "
+                                 "ZeRORuntimeException unless zero_force_ds_cpu_optimizer is false",
+                                 "the Trainer hands DeepSpeed its torch optimizer; DeepSpeed refuses it under offload: add an 'optimizer' "
+                                 "section (type AdamW, params 'auto')" if forced else
+                                 "allowed by zero_force_ds_cpu_optimizer false: a torch optimizer steps on the CPU (slow)"))
+    return rows
+
+
+def _offload_optimizer(setup: Setup) -> Any:
+    from nbkit.zero.dsconfig import _offload_on
+
+    present, off = setup.ds_get("zero_optimization.offload_optimizer")
+    return off if present and _offload_on(off) and _stage(setup) >= 1 else None
+
+
+def _stage(setup: Setup) -> int:
+    present, st = setup.ds_get("zero_optimization.stage")
+    return int(st) if present and isinstance(st, int) and not isinstance(st, bool) else 0
+
+
+def scheduler_couplings(setup: Setup) -> list[Coupling]:
+    t = setup.trainer
+    has, sched = setup.ds_get("scheduler")
+    if not has:
+        return []
+    ds_type = str(sched.get("type", "")) if isinstance(sched, dict) else ""
+    kind = t["lr_scheduler_type"]
+    shape = DS_SCHEDULER_SHAPE.get(ds_type, ds_type)
+    rows = [fill_match(setup, "peak learning rate", "scheduler.params.warmup_max_lr", t["learning_rate"])]
+    same = str(kind.value).replace("_with_min_lr", "") == shape
+    rows.append(Coupling("LR schedule", kind.text(), f"{setup.ds_where('scheduler.type')} = {ds_type!r}", f"DeepSpeed's {ds_type} ({shape})",
+                         AGREE if same else WARNING,
+                         "transformers deepspeed_optim_sched: a 'scheduler' section in the ds_config replaces the trainer's lr_scheduler_type",
+                         "the same shape" if same else f"the run follows {ds_type} ({shape}), not the trainer's {kind.value!r}"))
+    warm = t["warmup_steps"]
+    if warm.set and warm.value and warm.value >= 1:
+        rows.append(fill_match(setup, "warmup steps", "scheduler.params.warmup_num_steps", warm, int(warm.value)))
+    elif setup.ds_get("scheduler.params.warmup_num_steps")[1] not in (None, "auto"):
+        rows.append(Coupling("warmup steps", f"{warm.text()}; {t['warmup_ratio'].text()}", setup.ds_where("scheduler.params.warmup_num_steps"),
+                             "", UNCHECKED, HF_RULE, "the trainer's warmup is a ratio of the total steps, which depend on the dataset size"))
+    total = setup.ds_get("scheduler.params.total_num_steps")[1]
+    steps = t["max_steps"]
+    if total not in (None, "auto"):
+        if steps.set and steps.value > 0:
+            rows.append(fill_match(setup, "total steps", "scheduler.params.total_num_steps", steps))
+        else:
+            rows.append(Coupling("total steps", steps.text(), f"{setup.ds_where('scheduler.params.total_num_steps')} = {total!r}", "",
+                                 UNCHECKED, HF_RULE, "the Trainer's step count depends on the dataset size; set max_steps or use \"auto\""))
+    return rows
+
+
+def auto_couplings(setup: Setup) -> list[Coupling]:
+    """Every ``"auto"`` in the ds_config: filled by the trainer (with what), or left for DeepSpeed to refuse."""
+    rows = []
+    hidden = getattr(setup.model_config, "hidden_size", None) if setup.model_config is not None else None
+    stage = _stage(setup)
+    for key in _auto_keys(setup.ds or {}):
+        if key in HIDDEN_SIZE_AUTO:
+            if key != "zero_optimization.reduce_bucket_size" and stage != 3:
+                rows.append(Coupling(key, "—", f"{setup.ds_where(key)} = 'auto'", "(the job stops)", ERROR,
+                                     "transformers trainer_config_finalize fills this 'auto' at ZeRO-3 only",
+                                     f"at stage {stage} the 'auto' reaches DeepSpeed's config model as a string: remove the key"))
+            elif hidden is None:
+                rows.append(Coupling(key, "the model's hidden_size (no model)", f"{setup.ds_where(key)} = 'auto'", "", UNCHECKED,
+                                     "transformers trainer_config_finalize: filled from the model's hidden_size", "no model to read hidden_size from"))
+            else:
+                value = resolve_hidden_auto(key, hidden)
+                rows.append(Coupling(key, f"{setup.model_spec} hidden_size = {hidden}", f"{setup.ds_where(key)} = 'auto'",
+                                     f"auto → {value:,}", AUTO, "transformers trainer_config_finalize: filled from the model's hidden_size",
+                                     "filled at start"))
+        elif key not in HF_FILLED:
+            rows.append(Coupling(key, "—", f"{setup.ds_where(key)} = 'auto'", "(the job stops)", ERROR,
+                                 "only the keys transformers' integration knows are filled; DeepSpeed's config models refuse the string 'auto'",
+                                 "no trainer value fills this key: write a number"))
+    return rows
+
+
+def resolve_hidden_auto(key: str, hidden: int) -> int:
+    """What transformers writes for a hidden-size ``"auto"`` (trainer_config_finalize)."""
+    return {"zero_optimization.reduce_bucket_size": hidden * hidden,
+            "zero_optimization.stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
+            "zero_optimization.stage3_param_persistence_threshold": 10 * hidden}[key]
+
+
+def _auto_keys(node: Any, prefix: str = "") -> list[str]:
+    out = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _auto_keys(v, f"{prefix}{k}.")
+    elif node == "auto":
+        out.append(prefix[:-1])
+    return out
+
+
+def checkpointing_coupling(setup: Setup) -> list[Coupling]:
+    present, section = setup.ds_get("activation_checkpointing")
+    gc = setup.trainer["gradient_checkpointing"]
+    if not present or gc.value is True:
+        return []
+    return [Coupling("activation checkpointing", gc.text(), f"{setup.ds_where('activation_checkpointing')} = {section!r}",
+                     "no checkpointing", WARNING,
+                     "DeepSpeed's activation_checkpointing section configures deepspeed.checkpointing, which transformers models do not call; "
+                     "they checkpoint through gradient_checkpointing",
+                     "the ds section suggests checkpointing, but gradient_checkpointing is off: activations are kept whole")]
+
+
+def couplings(setup: Setup) -> list[Coupling]:
+    """Every coupled setting of ``setup`` (empty when the trainer config names no ds_config)."""
+    if setup.ds is None:
+        return []
+    return (batch_couplings(setup) + precision_couplings(setup) + [clipping_coupling(setup)] + optimizer_couplings(setup)
+            + scheduler_couplings(setup) + auto_couplings(setup) + checkpointing_coupling(setup))
+
+
+def resolved_ds(setup: Setup) -> dict[str, Any]:
+    """The ds_config as the job would run it: trainer "auto"s filled (hidden-size ones from the model when it is known)."""
+    import copy
+
+    ds = copy.deepcopy(setup.ds or {})
+    t = setup.trainer
+    fills = {"train_micro_batch_size_per_gpu": t["per_device_train_batch_size"].value,
+             "gradient_accumulation_steps": t["gradient_accumulation_steps"].value,
+             "train_batch_size": setup.world_size * t["per_device_train_batch_size"].value * t["gradient_accumulation_steps"].value,
+             "gradient_clipping": t["max_grad_norm"].value, "bf16.enabled": resolved_flag(t["bf16"]), "fp16.enabled": resolved_flag(t["fp16"])}
+    hidden = getattr(setup.model_config, "hidden_size", None)
+    if hidden:
+        fills.update({k: resolve_hidden_auto(k, hidden) for k in HIDDEN_SIZE_AUTO})
+    for key, value in fills.items():
+        node = ds
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(parts[-1]) == "auto":
+            node[parts[-1]] = value
+    return ds
