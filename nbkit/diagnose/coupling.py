@@ -6,13 +6,17 @@ Under axolotl and the TRL / transformers ``Trainer`` the DeepSpeed config passes
 and ``trainer_config_finalize`` call ``fill_match(ds_key, trainer_value)`` for each coupled key — a
 value of ``"auto"`` takes the trainer's value; any other value that differs is collected, and
 ``deepspeed_init`` raises one ``ValueError`` listing them, after the model is loaded and before the
-first step. ``fill_match`` does nothing for a key (or section) the ds_config does not have. DeepSpeed
-then applies its own rules at ``deepspeed.initialize``: the batch identity
-``train_batch_size = micro × accumulation × world size``, fp16 and bf16 not both on, an ``"auto"`` left
-unfilled refused by its config models, a client (torch) optimizer refused under optimizer offload
-unless ``zero_force_ds_cpu_optimizer`` is false. Those stop the job at start: **error**. A coupling that
-lets the job run but trains differently from what the trainer config says (DeepSpeed's optimizer or
-scheduler silently replacing the trainer's, gradient clipping switched off): **warning**.
+first step. ``fill_match`` does nothing for a key (or section) the ds_config does not have; accelerate
+(which the Trainer builds its engine through) then adds a missing precision section from the trainer's
+precision, sets a missing ``gradient_accumulation_steps`` to 1 and uses it over the trainer's, and
+refuses a ds_config without ``zero_optimization``. DeepSpeed applies its own rules at
+``deepspeed.initialize``: the batch identity ``train_batch_size = micro × accumulation × world size``,
+fp16 and bf16 not both on, an ``"auto"`` nothing filled refused by its config models, a client (torch)
+optimizer refused under optimizer offload unless ``zero_force_ds_cpu_optimizer`` is false, its own
+``gradient_clipping`` (with its default) whatever the trainer's ``max_grad_norm``. What stops the job
+at start is an **error**; what lets it run but train otherwise than the trainer config says (the
+ds_config's optimizer or scheduler replacing the trainer's, a different clipping, accumulation 1) is a
+**warning**. The rules were read in transformers 5.25, accelerate 1.16 and DeepSpeed 0.19.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ HF_FILLED = {
     "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size", "gradient_clipping",
     "optimizer.params.lr", "optimizer.params.betas", "optimizer.params.eps", "optimizer.params.weight_decay",
     "scheduler.params.warmup_min_lr", "scheduler.params.warmup_max_lr", "scheduler.params.total_num_steps",
-    "scheduler.params.warmup_num_steps", "fp16.enabled", "amp.enabled", "amp.opt_level", "bf16.enabled",
+    "scheduler.params.warmup_num_steps", "fp16.enabled", "bf16.enabled",
     "zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
     "zero_optimization.stage3_param_persistence_threshold",
+    # accelerate's Accelerator._prepare_deepspeed fills this one (with False)
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save",
 }
 HIDDEN_SIZE_AUTO = ("zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
                     "zero_optimization.stage3_param_persistence_threshold")
@@ -100,66 +106,110 @@ def fill_match(setup: Setup, setting: str, ds_key: str, trainer: Value, trainer_
                     f"ds {ds_key}={ds_val!r} vs trainer {value!r}: the Trainer raises ValueError at start; set the ds value to \"auto\"")
 
 
+ACCELERATE_GA_RULE = ("accelerate DeepSpeedPlugin: a ds_config without gradient_accumulation_steps gets 1, and Accelerator._prepare_deepspeed "
+                      "uses DeepSpeed's value over the trainer's")
+
+
+def deepspeed_batch(tb: int | None, mb: int | None, ga: int, world: int) -> tuple[int, int, int] | None:
+    """DeepSpeed's ``DeepSpeedConfig._set_batch_related_parameters``: the missing batch values from the given ones
+    (None when neither train_batch_size nor the micro batch is given). Re-stated here because DeepSpeedConfig
+    can only be built inside a distributed job."""
+    if tb is not None and mb is not None:
+        return tb, mb, ga
+    if tb is not None:
+        return tb, tb // world // ga, ga
+    if mb is not None:
+        return mb * ga * world, mb, ga
+    return None
+
+
 def batch_couplings(setup: Setup) -> list[Coupling]:
     t = setup.trainer
     micro, accum = t["per_device_train_batch_size"], t["gradient_accumulation_steps"]
     world = setup.world_size
     rows = [fill_match(setup, "micro batch per GPU", "train_micro_batch_size_per_gpu", micro),
             fill_match(setup, "gradient accumulation", "gradient_accumulation_steps", accum)]
+    if rows[1].status == ABSENT and accum.value != 1:
+        rows[1] = Coupling(rows[1].setting, rows[1].trainer, rows[1].deepspeed, "1 (accelerate's fill)", WARNING, ACCELERATE_GA_RULE,
+                           f"the run accumulates 1 micro-batch per step, not {accum.value}: add \"gradient_accumulation_steps\": \"auto\"")
     calc = world * micro.value * accum.value
-    calc_value = Value(calc, f"micro × accumulation × world = {micro.value} × {accum.value} × {world} ({setup.world_note})")
+    calc_value = Value(calc, f"{micro.where} × {accum.where} × world size = {micro.value} × {accum.value} × {world} ({setup.world_note})")
     rows.append(fill_match(setup, "global batch (train_batch_size)", "train_batch_size", calc_value))
-    # DeepSpeed's own identity on what reaches it: each key filled (auto) or as written.
-    values = {}
-    for key, fallback in (("train_batch_size", calc), ("train_micro_batch_size_per_gpu", micro.value), ("gradient_accumulation_steps", accum.value)):
+    # What reaches DeepSpeed: "auto" filled by the trainer, an absent accumulation set to 1 by accelerate, the rest as written.
+    got = {}
+    for key, filled in (("train_batch_size", calc), ("train_micro_batch_size_per_gpu", micro.value), ("gradient_accumulation_steps", accum.value)):
         present, v = setup.ds_get(key)
-        values[key] = fallback if (not present or v == "auto") else v
-    tb, mb, ga = values["train_batch_size"], values["train_micro_batch_size_per_gpu"], values["gradient_accumulation_steps"]
+        got[key] = filled if v == "auto" else v if present else (1 if key == "gradient_accumulation_steps" else None)
+    final = deepspeed_batch(got["train_batch_size"], got["train_micro_batch_size_per_gpu"], got["gradient_accumulation_steps"], world)
+    side = (f"{setup.ds_source}: train_batch_size {got['train_batch_size']}, micro {got['train_micro_batch_size_per_gpu']}, "
+            f"accumulation {got['gradient_accumulation_steps']} (after the trainer's and accelerate's fill)")
+    if final is None:
+        rows.append(Coupling("batch at deepspeed.initialize", f"world size {world} ({setup.world_note})", side, "(the job stops)", ERROR,
+                             "DeepSpeed (DeepSpeedConfig._set_batch_related_parameters): train_batch_size or train_micro_batch_size_per_gpu must be given",
+                             "the ds_config gives neither: add \"train_micro_batch_size_per_gpu\": \"auto\""))
+        return rows
+    tb, mb, ga = final
     ok = tb == mb * ga * world
-    rows.append(Coupling("batch identity at deepspeed.initialize", f"world size {world} ({setup.world_note})",
-                         f"{setup.ds_source}: train_batch_size {tb}, micro {mb}, accumulation {ga} (after the trainer's fill)",
+    rows.append(Coupling("batch identity at deepspeed.initialize", f"world size {world} ({setup.world_note})", side,
                          f"{tb} {'=' if ok else '≠'} {mb} × {ga} × {world} = {mb * ga * world}", AGREE if ok else ERROR, DS_BATCH_RULE,
                          "the identity holds" if ok else "DeepSpeed asserts at deepspeed.initialize: the job stops at start"))
     return rows
+
+
+MIXED_PRECISION_RULE = ("accelerate DeepSpeedPlugin.set_mixed_precision: a missing bf16/fp16 section is added from the trainer's precision; "
+                        "the other precision enabled in the ds_config is a ValueError")
 
 
 def precision_couplings(setup: Setup) -> list[Coupling]:
     t = setup.trainer
     bf16, fp16 = t["bf16"], t["fp16"]
     note = " (axolotl's 'auto': true on a bf16-capable GPU, assumed)" if bf16.value == "auto" else ""
-    rows = [fill_match(setup, "bf16" + note, "bf16.enabled", bf16, resolved_flag(bf16)),
-            fill_match(setup, "fp16", "fp16.enabled", fp16, resolved_flag(fp16))]
+    rows = []
+    for name, flag, label in (("bf16", bf16, "bf16" + note), ("fp16", fp16, "fp16")):
+        row = fill_match(setup, label, f"{name}.enabled", flag, resolved_flag(flag))
+        if row.status == ABSENT:
+            row = Coupling(row.setting, row.trainer, row.deepspeed, repr(resolved_flag(flag)), ABSENT, MIXED_PRECISION_RULE,
+                           f"accelerate adds \"{name}\": {{\"enabled\": {str(bool(resolved_flag(flag))).lower()}}}")
+        rows.append(row)
     on = {name: _enabled(setup, name, resolved_flag(flag)) for name, flag in (("bf16", bf16), ("fp16", fp16))}
     if on["bf16"] and on["fp16"]:
         rows.append(Coupling("precision at deepspeed.initialize", f"{bf16.text()}; {fp16.text()}", f"{setup.ds_source}: bf16, fp16",
-                             "(the job stops)", ERROR, "DeepSpeed (DeepSpeedConfig): bf16 and fp16 cannot both be enabled",
+                             "(the job stops)", ERROR, "DeepSpeed (DeepSpeedConfig): bfloat16 and fp16 modes cannot be simultaneously enabled",
                              "both end up enabled; DeepSpeed refuses the config"))
-    elif resolved_flag(bf16) is True or resolved_flag(fp16) is True:
-        wanted = "bf16" if resolved_flag(bf16) is True else "fp16"
-        if not on[wanted]:
-            rows.append(Coupling(f"{wanted} reaches DeepSpeed", (bf16 if wanted == "bf16" else fp16).text(),
-                                 f"{setup.ds_where(wanted)} (no section)", "fp32 states and compute in DeepSpeed's engine", WARNING,
-                                 "fill_match fills only keys the ds_config has; DeepSpeed without a bf16/fp16 section keeps fp32",
-                                 f"the trainer asks for {wanted}, the ds_config has no '{wanted}' section to fill: add \"{wanted}\": {{\"enabled\": \"auto\"}}"))
     return rows
 
 
 def _enabled(setup: Setup, name: str, trainer_flag: Any) -> bool:
     present, v = setup.ds_get(f"{name}.enabled")
     if not present:
-        return False
+        return bool(trainer_flag)  # accelerate adds the section from the trainer's precision
     return bool(trainer_flag) if v == "auto" else bool(v)
 
 
 def clipping_coupling(setup: Setup) -> Coupling:
+    from deepspeed.runtime.constants import GRADIENT_CLIPPING_DEFAULT
+
     clip = setup.trainer["max_grad_norm"]
     row = fill_match(setup, "gradient clipping", "gradient_clipping", clip)
-    if row.status == ABSENT and clip.value:
-        return Coupling(row.setting, row.trainer, row.deepspeed, "no clipping (DeepSpeed's default 0)", WARNING,
-                        "fill_match leaves an absent key alone; DeepSpeed clips only by its own gradient_clipping (default 0 = off), "
-                        "and the Trainer leaves clipping to the engine under DeepSpeed",
-                        f"the trainer's max_grad_norm {clip.value} is not applied: add \"gradient_clipping\": \"auto\"")
-    return row
+    if row.status != ABSENT:
+        return row
+    rule = ("fill_match leaves an absent key alone; under DeepSpeed the Trainer leaves clipping to the engine (accelerate's "
+            f"clip_grad_norm_ only reads the norm), which clips at its own gradient_clipping, default {GRADIENT_CLIPPING_DEFAULT}")
+    if _same(float(clip.value or 0), float(GRADIENT_CLIPPING_DEFAULT)):
+        return Coupling(row.setting, row.trainer, row.deepspeed, f"{GRADIENT_CLIPPING_DEFAULT} (DeepSpeed's default)", ABSENT, rule,
+                        "DeepSpeed's default equals the trainer's max_grad_norm")
+    return Coupling(row.setting, row.trainer, row.deepspeed, f"{GRADIENT_CLIPPING_DEFAULT} (DeepSpeed's default)", WARNING, rule,
+                    f"the trainer's max_grad_norm {clip.value} is not applied; DeepSpeed clips at {GRADIENT_CLIPPING_DEFAULT}: "
+                    "add \"gradient_clipping\": \"auto\"")
+
+
+def zero_section_coupling(setup: Setup) -> list[Coupling]:
+    present, _ = setup.ds_get("zero_optimization")
+    if present:
+        return []
+    return [Coupling("zero_optimization", "—", f"{setup.ds_where('zero_optimization')} (not set)", "(the job stops)", ERROR,
+                     "accelerate DeepSpeedPlugin: 'Please specify the ZeRO optimization config in the DeepSpeed config.' (ValueError)",
+                     "a ds_config without a zero_optimization section stops the Trainer at start: add {\"stage\": 0} or the stage you mean")]
 
 
 def optimizer_couplings(setup: Setup) -> list[Coupling]:
@@ -303,7 +353,7 @@ def couplings(setup: Setup) -> list[Coupling]:
     """Every coupled setting of ``setup`` (empty when the trainer config names no ds_config)."""
     if setup.ds is None:
         return []
-    return (batch_couplings(setup) + precision_couplings(setup) + [clipping_coupling(setup)] + optimizer_couplings(setup)
+    return (zero_section_coupling(setup) + batch_couplings(setup) + precision_couplings(setup) + [clipping_coupling(setup)] + optimizer_couplings(setup)
             + scheduler_couplings(setup) + auto_couplings(setup) + checkpointing_coupling(setup))
 
 

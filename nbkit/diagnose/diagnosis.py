@@ -125,7 +125,8 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
     plan = F.Plan(stage=mp["stage"], precision=mp["precision"], micro_batch=t["per_device_train_batch_size"].value,
                   grad_accum=t["gradient_accumulation_steps"].value, seq_len=setup.seq_len.value,
                   checkpointing=t["gradient_checkpointing"].value is True, offload_optimizer=mp["offload_optimizer"],
-                  offload_param=mp["offload_param"], world_size=setup.world_size)
+                  offload_param=mp["offload_param"], world_size=setup.world_size,
+                  attention="eager" if setup.attention.value == "eager" else "fused")
     shape = F.model_shape(setup.model_config)
     zero = ds.get("zero_optimization") or {}
     pred = F.predict(shape, plan, zero)
@@ -133,6 +134,7 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
     notes = []
     if not setup.seq_len.set:
         notes.append(f"sequence length: {setup.seq_len.where} not set; assumed {setup.seq_len.value} tokens")
+    notes.append(f"attention: {setup.attention.text()} → counted as {'the S×S scores kept' if plan.attention == 'eager' else 'a fused kernel (q, k, v, output, log-sum-exp saved)'}")
     if plan.checkpointing:
         notes.append("activation checkpointing: its activation count is not in the measured accuracy (the bench runs without it)")
     notes.append(f"world: {setup.nodes} node(s) × {setup.gpus_per_node} GPU(s) ({setup.world_note})")

@@ -4,8 +4,10 @@ The prediction is :func:`nbkit.zero.peak.predict_peak` — model states by the Z
 stage, precision and offload, the gradient buckets, and the larger of the end of backward (the saved
 activations of one micro-batch, counted by running the model's forward on the meta device, plus stage
 3's gathered parameters) and the optimizer step's temporaries — with the user's model, sequence length,
-micro batch, ZeRO stage, offload and buckets (``"auto"`` buckets as the trainer fills them). With
-activation checkpointing the activations are the parts outside the checkpointed decoder layers (counted
+micro batch, ZeRO stage, offload and buckets (``"auto"`` buckets as the trainer fills them). Attention
+is counted as the run computes it on a GPU: SDPA and flash-attention kernels save q, k, v, the output
+and a log-sum-exp per query, not the S×S scores the meta device's math path would (eager attention keeps
+them, and is counted so). With activation checkpointing the activations are the parts outside the checkpointed decoder layers (counted
 on the meta device with checkpointing on), each layer's input, and one layer's recomputed activations.
 
 The verdict reads the model's measured accuracy (``peak_accuracy.json``, written from
@@ -58,11 +60,13 @@ class Plan:
     offload_optimizer: bool
     offload_param: bool
     world_size: int
+    attention: str = "fused"  # "fused" (flash / memory-efficient kernel) or "eager" (S×S scores kept)
 
     def describe(self) -> str:
         off = [x for x, on in (("optimizer", self.offload_optimizer), ("params", self.offload_param)) if on]
         return (f"ZeRO-{self.stage}, {self.precision}, micro {self.micro_batch} × accumulation {self.grad_accum} × {self.world_size} GPUs, "
-                f"{self.seq_len} tokens, checkpointing {'on' if self.checkpointing else 'off'}, offload {'+'.join(off) or 'none'}")
+                f"{self.seq_len} tokens, {self.attention} attention, checkpointing {'on' if self.checkpointing else 'off'}, "
+                f"offload {'+'.join(off) or 'none'}")
 
 
 @dataclass(frozen=True)
@@ -92,17 +96,65 @@ def model_shape(config) -> ModelShape:
 _CKPT_CACHE: dict[tuple, int] = {}
 
 
-def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, checkpointing: bool) -> int:
-    """Saved activations of one micro-batch (notebook 02's meta-device count; see the module docstring for checkpointing)."""
+FUSED = "nbkit_fused"
+
+
+def _register_fused_attention() -> None:
+    """An attention implementation that saves for backward what a fused kernel saves — q, k, v, the output
+    and the fp32 log-sum-exp per query (FlashAttention / PyTorch's flash and memory-efficient SDPA) — and
+    computes nothing: the meta-device count of a GPU run. The meta device runs SDPA's math path, which
+    keeps the S×S scores a GPU kernel never stores. Hand-written because no library exposes a kernel's
+    saved tensors as a transformers attention function."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+    if FUSED in AttentionInterface._global_mapping:
+        return
+
+    class _Fused(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            out = torch.empty_like(q)
+            lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+            ctx.save_for_backward(q, k, v, out, lse)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            q, k, v, _, _ = ctx.saved_tensors
+            return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+
+    def fused(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        return _Fused.apply(query, key, value).transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register(FUSED, fused)
+    AttentionMaskInterface.register(FUSED, ALL_MASK_ATTENTION_FUNCTIONS["flash_attention_2"])
+
+
+def _model_cfg(config, attention: str) -> dict[str, Any]:
+    d = config.to_dict()
+    if attention == "fused":
+        _register_fused_attention()
+        d["attn_implementation"] = FUSED
+    elif attention == "eager":
+        d["attn_implementation"] = "eager"
+    return {"kind": "config", "config": d}
+
+
+def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, checkpointing: bool, attention: str = "fused") -> int:
+    """Saved activations of one micro-batch: notebook 02's meta-device count (``predict_activation_bytes``) with the
+    run's attention (``fused``: a flash / memory-efficient kernel, what SDPA and flash_attention_2 run on a GPU;
+    ``eager``: the S×S scores kept); with checkpointing, see the module docstring."""
     from nbkit.zero.peak import predict_activation_bytes
 
-    model_cfg = {"kind": "config", "config": config.to_dict()}
+    model_cfg = _model_cfg(config, attention)
     full = predict_activation_bytes(model_cfg, micro_batch, seq_len, precision)
     if not checkpointing:
         return full
     key = (json.dumps(model_cfg, sort_keys=True, default=str), micro_batch, seq_len, precision)
     if key not in _CKPT_CACHE:
-        _CKPT_CACHE[key] = _outside_layers_bytes(config, micro_batch, seq_len, precision)
+        _CKPT_CACHE[key] = _outside_layers_bytes(model_cfg, int(config.num_hidden_layers), micro_batch, seq_len, precision)
     outside = _CKPT_CACHE[key]
     layers = int(getattr(config, "num_hidden_layers", 1) or 1)
     per_layer = max(0, full - outside) / layers
@@ -111,8 +163,13 @@ def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, che
     return int(outside + layer_inputs + per_layer)
 
 
-def _outside_layers_bytes(config, micro_batch: int, seq_len: int, precision: str) -> int:
-    """Bytes saved for backward outside the checkpointed decoder layers (meta device, checkpointing on)."""
+def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch: int, seq_len: int, precision: str) -> int:
+    """Bytes saved for backward outside the decoder layers (meta device): the parts checkpointing leaves whole.
+
+    Each decoder layer runs inside its own (identity) saved-tensor hooks, which take precedence over the
+    counter's, so only the embedding, final norm, head and loss are counted — the same forward as the
+    full count, without transformers' checkpoint wrapper (whose cache handling cannot run on meta tensors).
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -121,13 +178,28 @@ def _outside_layers_bytes(config, micro_batch: int, seq_len: int, precision: str
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(model_config({"kind": "config", "config": config.to_dict()})).to(dtype)
+        model = AutoModelForCausalLM.from_config(model_config(model_cfg)).to(dtype)
         ids = torch.zeros((micro_batch, seq_len), dtype=torch.long)
-    # no RNG state to keep on the meta device (and the decoder layers of these models have no dropout in training)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False, "preserve_rng_state": False})
-    model.train()
-    with SavedActivations(model) as acts:
-        model(input_ids=ids, labels=ids)
+    layers = next((m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n_layers), None)
+    if layers is None:
+        raise ValueError(f"{type(model).__name__}: no list of {n_layers} decoder layers to checkpoint")
+    stack = []
+
+    def enter(module, args):
+        ctx = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+        ctx.__enter__()
+        stack.append(ctx)
+
+    def leave(module, args, output):
+        stack.pop().__exit__(None, None, None)
+
+    handles = [h for layer in layers for h in (layer.register_forward_pre_hook(enter), layer.register_forward_hook(leave))]
+    try:
+        with SavedActivations(model) as acts:
+            model(input_ids=ids, labels=ids)
+    finally:
+        for h in handles:
+            h.remove()
     return acts.bytes
 
 
@@ -135,7 +207,7 @@ def predict(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any]) -> Predictio
     """Each part of one rank's predicted peak (bytes) for ``plan`` — :func:`nbkit.zero.peak.predict_peak` on a GPU rank."""
     from nbkit.zero.peak import predict_peak
 
-    acts = activation_bytes(shape.config, plan.micro_batch, plan.seq_len, plan.precision, plan.checkpointing)
+    acts = activation_bytes(shape.config, plan.micro_batch, plan.seq_len, plan.precision, plan.checkpointing, plan.attention)
     zero = {k: v for k, v in ds_zero.items() if not isinstance(v, str)}  # an unfilled "auto" → DeepSpeed's default
     parts = predict_peak(n_params=shape.n_params, largest_layer_params=shape.largest_layer_params, stage=plan.stage,
                          world_size=plan.world_size, precision=plan.precision, ds_zero=zero, activation_bytes=acts, baseline_bytes=0,

@@ -78,6 +78,7 @@ class Setup:
     fmt: str  # "axolotl" | "trl"
     trainer: dict[str, Value]
     seq_len: Value
+    attention: Value  # the attention implementation the trainer selects (transformers' default: sdpa)
     adapter: str | None
     ds: dict[str, Any] | None
     ds_source: str  # the ds_config's file, or "CONFIG:line deepspeed" for an inline mapping
@@ -150,7 +151,7 @@ def _where(path: Path, lines: dict[tuple, int], key: str) -> str:
 
 
 def _number(path: Path, lines, key: str, value: Any, kind: type | tuple, what: str) -> Any:
-    if isinstance(value, bool) or not isinstance(value, kind):
+    if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
         raise DiagnoseError(f"{_where(path, lines, key)}: expected {what}, got {value!r}")
     return value
 
@@ -198,6 +199,23 @@ def _seq_len(path: Path, fmt: str, data: dict[str, Any], lines) -> Value:
                 raise DiagnoseError(f"{_where(path, lines, key)}: expected a whole number of tokens ≥ 1, got {value!r}")
             return Value(value, _where(path, lines, key))
     return Value(SEQ_LEN_DEFAULT, f"{path.name} {keys[0]}", set=False)
+
+
+def _attention(path: Path, fmt: str, data: dict[str, Any], lines) -> Value:
+    from nbkit.audit.formats import AXOLOTL_ATTENTION
+
+    impl = data.get("attn_implementation")
+    if impl is None and fmt == "trl" and isinstance(data.get("model_init_kwargs"), dict):
+        impl = data["model_init_kwargs"].get("attn_implementation")
+    if impl is not None:
+        if not isinstance(impl, str):
+            raise DiagnoseError(f"{_where(path, lines, 'attn_implementation')}: expected an attention implementation name, got {impl!r}")
+        return Value(impl, _where(path, lines, "attn_implementation"))
+    if fmt == "axolotl":
+        flag = next((k for k in AXOLOTL_ATTENTION if data.get(k) is True), None)
+        if flag:
+            return Value(AXOLOTL_ATTENTION[flag], _where(path, lines, flag))
+    return Value("sdpa", f"{path.name} attn_implementation (transformers' default)", set=False)
 
 
 def _deepspeed(path: Path, data: dict[str, Any], lines) -> tuple[dict[str, Any] | None, str]:
@@ -253,6 +271,7 @@ def read_setup(config: str | Path, *, model: str | None = None, nodes: int | Non
     fmt = _detect(path, data)
     trainer = trainer_values(path, fmt, data, lines)
     seq = _seq_len(path, fmt, data, lines)
+    attention = _attention(path, fmt, data, lines)
     ds, ds_source = _deepspeed(path, data, lines)
     if ds is not None:
         from nbkit.zero.dsconfig import DSConfigError, _check_scalars
@@ -270,7 +289,7 @@ def read_setup(config: str | Path, *, model: str | None = None, nodes: int | Non
     if nodes is None and gpus_per_node is None:
         nodes, gpus_per_node, world_note = 1, 1, "assumed: 1 node × 1 GPU (pass --nodes and --gpus-per-node)"
     nodes, gpus_per_node = nodes or 1, gpus_per_node or 1
-    return Setup(config_path=path, fmt=fmt, trainer=trainer, seq_len=seq, adapter=adapter if isinstance(adapter, str) else None,
+    return Setup(config_path=path, fmt=fmt, trainer=trainer, seq_len=seq, attention=attention, adapter=adapter if isinstance(adapter, str) else None,
                  ds=ds, ds_source=ds_source, model_spec=spec, model_config=model_cfg, model_note=note, nodes=nodes,
                  gpus_per_node=gpus_per_node, world_note=world_note, gpu_memory_gib=None if gpu_memory_gib is None else float(gpu_memory_gib))
 

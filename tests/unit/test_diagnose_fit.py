@@ -50,7 +50,7 @@ def test_the_peak_is_notebook_02s_predict_peak(tmp_path):
     d = _diagnose(_write(tmp_path))
     cfg = d.setup.model_config
     size = model_size(cfg)
-    acts = predict_activation_bytes({"kind": "config", "config": cfg.to_dict()}, 4, 128, "bf16")
+    acts = predict_activation_bytes(F._model_cfg(cfg, "fused"), 4, 128, "bf16")  # sdpa (the default) runs a fused kernel on a GPU
     want = predict_peak(n_params=size.n_params, largest_layer_params=size.largest_layer_params, stage=2, world_size=2, precision="bf16",
                         ds_zero={"stage": 2, "reduce_bucket_size": 10000}, activation_bytes=acts, baseline_bytes=0, device="cuda")
     assert d.fit.parts["total"] == want["total"] and d.fit.verdict == INCONCLUSIVE  # no --gpu-memory: predicted, not judged
@@ -85,6 +85,19 @@ def test_checkpointing_lowers_the_activations(tmp_path):
     full = F.activation_bytes(cfg, 4, 128, "bf16", checkpointing=False)
     ckpt = F.activation_bytes(cfg, 4, 128, "bf16", checkpointing=True)
     assert 0 < ckpt < full
+
+
+def test_a_fused_kernel_saves_no_scores_and_eager_does():
+    from transformers import AutoConfig
+
+    from nbkit.zero.peak import predict_activation_bytes
+
+    cfg = AutoConfig.for_model(**TINY_MODEL)
+    fused = [F.activation_bytes(cfg, 1, s, "bf16", False, "fused") for s in (128, 256)]
+    eager = [F.activation_bytes(cfg, 1, s, "bf16", False, "eager") for s in (128, 256)]
+    assert fused[1] == pytest.approx(2 * fused[0], rel=0.02)  # linear in the sequence length
+    assert eager[1] > 2.2 * eager[0]  # the S×S scores: faster than linear
+    assert fused[1] < predict_activation_bytes(F._model_cfg(cfg, "eager"), 1, 256, "bf16")
 
 
 def test_lora_is_not_predicted_by_a_full_fine_tune_model(tmp_path):
