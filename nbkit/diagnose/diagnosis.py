@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim
-from nbkit.diagnose.coupling import ABSENT, AGREE, AUTO, ERROR, UNCHECKED, WARNING, Coupling, couplings, resolved_ds
+from nbkit.diagnose.coupling import (
+    ABSENT,
+    AGREE,
+    AUTO,
+    ERROR,
+    UNCHECKED,
+    WARNING,
+    Coupling,
+    couplings,
+    resolved_ds,
+)
 from nbkit.diagnose.setup import Setup, read_setup
 from nbkit.findings import Finding
 

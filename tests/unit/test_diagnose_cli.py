@@ -131,3 +131,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, argv, n
     assert named in lines[0], (named, lines[0])
     assert "Traceback" not in err
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_the_audit_runs_on_the_same_config_and_its_failure_is_a_finding(tmp_path, capsys):
+    (tmp_path / "model.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128,
+                                                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}))
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+                                                  "gradient_clipping": "auto", "zero_optimization": {"stage": 2}}))
+    (tmp_path / "a.yaml").write_text("base_model: model.json\nmicro_batch_size: 2\nsequence_len: 64\ndeepspeed: ds.json\n"
+                                     "train_on_inputs: true\ndatasets:\n  - path: x.jsonl\n    type: chat_template\n")
+    argv = [str(tmp_path / "a.yaml"), "--gpu-memory", "80", "--format", "json", "--checks", "train-on-inputs"]
+    assert main(argv) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert [f["check"] for f in d["audit"]["findings"]] == ["train-on-inputs"] and d["audit"]["findings"][0]["status"] == "fail"
+    assert d["problems"] == {"coupling errors": 0, "coupling warnings": 0, "fit": 0, "audit failures": 1}
+    assert [c["verdict"] for c in d["claims"] if c["key"] == "audit:train-on-inputs"] == ["refuted"]
+    (tmp_path / "a.yaml").write_text((tmp_path / "a.yaml").read_text().replace("train_on_inputs: true", "train_on_inputs: false"))
+    assert main(argv) == 0
