@@ -116,7 +116,6 @@ class Diagnosis:
 
 def fit_of(setup: Setup) -> tuple[Fit | None, str]:
     """The setup's fit (or why it cannot be predicted)."""
-    from nbkit.claims import INCONCLUSIVE as INC
     from nbkit.diagnose import fit as F
     from nbkit.diagnose.coupling import resolved_flag
     from nbkit.zero.dsconfig import memory_plan
@@ -149,7 +148,7 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
         notes.append("activation checkpointing: its activation count is not in the measured accuracy (the bench runs without it)")
     notes.append(f"world: {setup.nodes} node(s) × {setup.gpus_per_node} GPU(s) ({setup.world_note})")
     if setup.gpu_memory_gib is None:
-        return Fit(plan.describe(), pred.parts, pred.peak_gib, None, INC, "no --gpu-memory given: the peak is predicted, not judged",
+        return Fit(plan.describe(), pred.parts, pred.peak_gib, None, INCONCLUSIVE, "no --gpu-memory given: the peak is predicted, not judged",
                    ratio, [], notes), ""
     v = F.verdict_fits(pred.peak_gib, setup.gpu_memory_gib, ratio)
     fixes = F.fixes(shape, plan, zero, setup.gpu_memory_gib) if v.verdict != HOLDS else []

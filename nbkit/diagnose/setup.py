@@ -14,7 +14,7 @@ Values the file does not set carry the trainer's default and say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,6 @@ class Setup:
     gpus_per_node: int
     world_note: str
     gpu_memory_gib: float | None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
