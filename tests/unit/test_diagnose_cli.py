@@ -86,6 +86,7 @@ def _files(tmp_path):
     (tmp_path / "bad_stage.yaml").write_text("base_model: tiny\nmicro_batch_size: 2\ndeepspeed: bad_stage_ds.json\n")
     (tmp_path / "scalar.yaml").write_text("- 1\n- 2\n")
     (tmp_path / "peft.json").write_text('{"peft_type": "LORA", "r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}')
+    (tmp_path / "hub.yaml").write_text("base_model: some-org/some-model-7b\nmicro_batch_size: 2\n")
     (tmp_path / "adir").mkdir()
 
 
@@ -105,6 +106,7 @@ BAD = [
     (["int_ds.yaml"], "int_ds.yaml:3 deepspeed: expected a path to a DeepSpeed JSON or an inline mapping"),
     (["bad_stage.yaml"], "bad_stage_ds.json: zero_optimization.stage: expected 0, 1, 2 or 3"),
     (["no_model.yaml"], "no_model.yaml:1: key 'base_model'"),
+    (["hub.yaml"], "hub.yaml:1: key 'base_model'"),  # a Hub id offline (HF_HUB_OFFLINE=1)
     (["peft.json"], "peft.json: looks like a peft config"),
     (["ok.yaml", "--gpu-memory", "0"], "--gpu-memory: expected the memory of one GPU in GiB"),
     (["ok.yaml", "--gpu-memory", "lots"], "--gpu-memory: expected the memory of one GPU in GiB"),
