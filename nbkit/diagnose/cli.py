@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                          checks=args.checks, audit=not args.no_audit, device=args.device, progress=sys.stderr.isatty())
     except UsageError as exc:
         return main_error(str(exc), "nbkit diagnose")
+    except RuntimeError as exc:  # as nbkit audit: e.g. --device cuda without CUDA (nbkit.device.pick_device)
+        return main_error(str(exc).strip().splitlines()[0], "nbkit diagnose")
     report = render(d, args.format)
     if args.output is not None:
         args.output.write_text(report + "\n", encoding="utf-8")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from nbkit.diagnose.setup import Setup, Value
@@ -186,20 +187,36 @@ def _enabled(setup: Setup, name: str, trainer_flag: Any) -> bool:
     return bool(trainer_flag) if v == "auto" else bool(v)
 
 
-def clipping_coupling(setup: Setup) -> Coupling:
-    from deepspeed.runtime.constants import GRADIENT_CLIPPING_DEFAULT
+def deepspeed_clipping_default() -> float:
+    """DeepSpeed's ``GRADIENT_CLIPPING_DEFAULT``, read from the installed package's ``runtime/constants.py`` without
+    importing it: importing deepspeed probes the accelerators and logs to the console, which would break a
+    one-line error."""
+    import ast
+    from importlib.util import find_spec
 
+    spec = find_spec("deepspeed")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("deepspeed is not installed (pip install -e '.[zero]')")
+    path = Path(next(iter(spec.submodule_search_locations))) / "runtime" / "constants.py"
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "GRADIENT_CLIPPING_DEFAULT" for t in node.targets):
+            return float(ast.literal_eval(node.value))
+    raise ImportError(f"{path}: no GRADIENT_CLIPPING_DEFAULT (an unknown DeepSpeed version)")
+
+
+def clipping_coupling(setup: Setup) -> Coupling:
+    ds_default = deepspeed_clipping_default()
     clip = setup.trainer["max_grad_norm"]
     row = fill_match(setup, "gradient clipping", "gradient_clipping", clip)
     if row.status != ABSENT:
         return row
     rule = ("fill_match leaves an absent key alone; under DeepSpeed the Trainer leaves clipping to the engine (accelerate's "
-            f"clip_grad_norm_ only reads the norm), which clips at its own gradient_clipping, default {GRADIENT_CLIPPING_DEFAULT}")
-    if _same(float(clip.value or 0), float(GRADIENT_CLIPPING_DEFAULT)):
-        return Coupling(row.setting, row.trainer, row.deepspeed, f"{GRADIENT_CLIPPING_DEFAULT} (DeepSpeed's default)", ABSENT, rule,
+            f"clip_grad_norm_ only reads the norm), which clips at its own gradient_clipping, default {ds_default}")
+    if _same(float(clip.value or 0), ds_default):
+        return Coupling(row.setting, row.trainer, row.deepspeed, f"{ds_default} (DeepSpeed's default)", ABSENT, rule,
                         "DeepSpeed's default equals the trainer's max_grad_norm")
-    return Coupling(row.setting, row.trainer, row.deepspeed, f"{GRADIENT_CLIPPING_DEFAULT} (DeepSpeed's default)", WARNING, rule,
-                    f"the trainer's max_grad_norm {clip.value} is not applied; DeepSpeed clips at {GRADIENT_CLIPPING_DEFAULT}: "
+    return Coupling(row.setting, row.trainer, row.deepspeed, f"{ds_default} (DeepSpeed's default)", WARNING, rule,
+                    f"the trainer's max_grad_norm {clip.value} is not applied; DeepSpeed clips at {ds_default}: "
                     "add \"gradient_clipping\": \"auto\"")
 
 

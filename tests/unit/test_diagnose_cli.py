@@ -118,6 +118,7 @@ BAD = [
     (["ok.yaml", "--checks", "no-such-check"], "--checks"),
     (["ok.yaml", "--output", "nowhere/report.html"], "--output"),
     ([], "the following arguments are required: config"),
+    (["ok.yaml", "--device", "cuda"], "CUDA is not available"),
 ]
 
 
