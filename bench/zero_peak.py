@@ -95,7 +95,7 @@ def main() -> int:
         import platform
 
         acc = {"what": "predicted ÷ measured per-rank peak of nbkit.zero.peak.predict_peak, per ZeRO stage (min, max over the "
-                       f"sizes and ranks where model states are ≥ {STATES_SHARE:.0%} of the peak)",
+                       f"sizes where model states are ≥ {STATES_SHARE:.0%} of the peak; each the mean over ranks)",
                "pred_over_meas": {k: [round(min(v), 3), round(max(v), 3)] for k, v in sorted(ratios.items())},
                "scale": f"{out.metrics['ranks_device']}: {args.world_size} ranks, bf16, reduce/allgather bucket {args.bucket:,} elements, "
                         f"sizes {args.sizes}, no activation checkpointing",
