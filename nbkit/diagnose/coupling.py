@@ -175,7 +175,8 @@ def precision_couplings(setup: Setup) -> list[Coupling]:
     on = {name: _enabled(setup, name, resolved_flag(flag)) for name, flag in (("bf16", bf16), ("fp16", fp16))}
     if on["bf16"] and on["fp16"]:
         rows.append(Coupling("precision at deepspeed.initialize", f"{bf16.text()}; {fp16.text()}", f"{setup.ds_source}: bf16, fp16",
-                             "(the job stops)", ERROR, "DeepSpeed (DeepSpeedConfig): bfloat16 and fp16 modes cannot be simultaneously enabled",
+                             "(the job stops)", ERROR, "accelerate DeepSpeedPlugin.set_mixed_precision refuses the other precision enabled in the ds_config "
+                             "(ValueError); DeepSpeed (DeepSpeedConfig): bfloat16 and fp16 modes cannot be simultaneously enabled",
                              "both end up enabled; DeepSpeed refuses the config"))
     return rows
 
