@@ -17,6 +17,7 @@ noise (here: ≥ 15 % of the peak); a crossover named for stages 1–3. Also pri
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -49,6 +50,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--figure", default="", help="write the crossover figure (HTML) here")
+    ap.add_argument("--accuracy-out", default="", help="write predicted ÷ measured per stage (min, max where model states are ≥ "
+                                                       "15 %% of the peak) as JSON here — nbkit/diagnose/peak_accuracy.json is this file")
     ap.add_argument("--gpu-seq-len", type=int, default=2048)
     args = ap.parse_args()
     from nbkit.errors import UsageError
@@ -66,11 +69,13 @@ def main() -> int:
     print(f"{'size':>9} {'Ψ':>12} {'stage':>6} {'pred MiB':>9} {'meas MiB':>9} {'pred/meas':>10} {'growth pred/meas':>17} "
           f"{'meas growth MiB':>16} {'states share':>13} {'÷ stage 0':>10} {'phase pred/meas':>30}", flush=True)
     worst = [0.0]
+    ratios: dict[str, list[float]] = {}
 
     def report(rows):  # one size's rows as soon as its launch ends (the big sizes take minutes)
         for r in rows:
             if r["model_states_share"] >= STATES_SHARE:
                 worst[0] = max(worst[0], abs(r["pred_over_meas"] - 1))
+                ratios.setdefault(str(r["stage"]), []).append(r["pred_over_meas"])
             print(f"{r['size']:>9} {r['n_params']:>12,} {r['stage']:>6} {r['predicted_mib']:>9.1f} {r['measured_mib']:>9.1f} "
                   f"{r['pred_over_meas']:>10.3f} {r['growth_pred_over_meas']:>17.3f} {r['growth_mib']:>16.1f} "
                   f"{r['model_states_share']:>13.2f} {r['growth_vs_stage0_min']:>4.2f}–{r['growth_vs_stage0_max']:.2f} "
@@ -85,6 +90,21 @@ def main() -> int:
           f"bucket {args.bucket:,} elements, ranks on {out.metrics['ranks_device']}, {time.perf_counter() - t:.0f} s")
     for line in gpu_prediction(args.gpu_seq_len, 2):
         print(line)
+    if args.accuracy_out:
+        import json
+        import platform
+
+        acc = {"what": "predicted ÷ measured per-rank peak of nbkit.zero.peak.predict_peak, per ZeRO stage (min, max over the "
+                       f"sizes where model states are ≥ {STATES_SHARE:.0%} of the peak; each the mean over ranks)",
+               "pred_over_meas": {k: [round(min(v), 3), round(max(v), 3)] for k, v in sorted(ratios.items())},
+               "scale": f"{out.metrics['ranks_device']}: {args.world_size} ranks, bf16, reduce/allgather bucket {args.bucket:,} elements, "
+                        f"sizes {args.sizes}, no activation checkpointing",
+               "command": "python bench/zero_peak.py " + " ".join(sys.argv[1:]),
+               "measured_in": f"{time.strftime('%Y-%m-%d')}, {platform.node()} ({os.cpu_count()} cores)",
+               "not_measured": "activation checkpointing, the fused-attention count, GPU ranks (CUDA context, NCCL buffers, allocator cache), LoRA"}
+        with open(args.accuracy_out, "w", encoding="utf-8") as fh:
+            json.dump(acc, fh, indent=2, ensure_ascii=False)
+        print(f"accuracy: {args.accuracy_out}")
     if args.figure:
         out.figure.write_html(args.figure)
         print(f"figure: {args.figure}")

@@ -202,6 +202,12 @@ def _cmd_audit(args) -> int:
     return int(audit_main(list(args.args)) or 0)
 
 
+def _cmd_diagnose(args) -> int:
+    from nbkit.diagnose.cli import main as diagnose_main
+
+    return int(diagnose_main(list(args.args)) or 0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbkit", description="Run and inspect the nbkit diagnostic workbook.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -235,6 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
                            add_help=False, prefix_chars="+")
     audit.add_argument("args", nargs="*")
     audit.set_defaults(func=_cmd_audit)
+
+    # As audit: every argument (--help included) goes to nbkit.diagnose.cli.main.
+    diag = sub.add_parser("diagnose", help="a whole training setup: nbkit diagnose CONFIG [--gpus-per-node N] [--nodes N] [--gpu-memory GiB] "
+                                           "[--format text|json|html]", add_help=False, prefix_chars="+")
+    diag.add_argument("args", nargs="*")
+    diag.set_defaults(func=_cmd_diagnose)
     return parser
 
 

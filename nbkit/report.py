@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import json
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +189,24 @@ figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
 """
 
 
+def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str, str]:
+    """The claims ledger as HTML: the verdict filter's check boxes (counts per verdict) and the table
+    (``id='ledger'``, one row per claim coloured by verdict); ``INDEX_JS`` wires the boxes to the rows."""
+    counts = {v: sum(1 for row in rows if row["verdict"] == v) for v in VERDICT_COLOURS}
+    boxes = "".join(
+        f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} ({counts[v]})</label>"
+        for v, colour in VERDICT_COLOURS.items()
+    )
+    body = "".join(
+        f"<tr data-verdict='{_esc(row['verdict'])}' style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
+        + "".join(f"<td>{_esc(row.get(c, ''))}</td>" for c in columns)
+        + "</tr>"
+        for row in rows
+    )
+    head = "".join(f"<th>{_esc(c.replace('_', ' '))}</th>" for c in columns)
+    return boxes, f"<table id='ledger'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
 def write_index(
     run_dir: Path,
     results: Iterable[Any],
@@ -214,18 +232,7 @@ def write_index(
             notes.append(note)
         if r.ok:
             sections.append(f"<section class='nb'><h3>{_esc(r.name)}</h3>{_headline_table(r.metrics.get('headline'))}</section>")
-    counts = {v: sum(1 for row in ledger if row["verdict"] == v) for v in VERDICT_COLOURS}
-    boxes = "".join(
-        f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} ({counts[v]})</label>"
-        for v, colour in VERDICT_COLOURS.items()
-    )
-    columns = ("notebook", "claim", "field_note", "measured", "verdict", "interval", "n", "why")
-    ledger_html = "".join(
-        f"<tr data-verdict='{_esc(row['verdict'])}' style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
-        + "".join(f"<td>{_esc(row.get(c, ''))}</td>" for c in columns)
-        + "</tr>"
-        for row in ledger
-    )
+    boxes, table = ledger_html(ledger, ("notebook", "claim", "field_note", "measured", "verdict", "interval", "n", "why"))
     notes_html = "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
     shots_dir = run_dir / "screenshots"
     shots = sorted(shots_dir.glob("*.png")) if shots_dir.is_dir() else []
@@ -245,8 +252,7 @@ def write_index(
 <tbody>{''.join(summary)}</tbody></table>
 <h2>Claims ledger (<span id='ledger-count'>{len(ledger)}</span> of {len(ledger)} shown)</h2>
 <div id='verdict-filter'>{boxes}</div>{notes_html}
-<table id='ledger'><thead><tr>{''.join(f'<th>{c.replace("_", " ")}</th>' for c in columns)}</tr></thead>
-<tbody>{ledger_html}</tbody></table>
+{table}
 <h2>Headline figures</h2>{''.join(sections) or "<p class='note'>no notebook finished</p>"}
 {('<h2>Panel screenshots (browser tier)</h2>' + gallery) if gallery else ''}
 <script>{INDEX_JS}</script></body></html>"""

@@ -36,6 +36,10 @@ KISS_BUDGET_STEPS = 30  # budget per LoRA variant in kiss-lora; training stops a
 KISS_LR = 0.001
 TRAINER_CONFIG = "axolotl_smollm2.yml"  # your axolotl YAML, TRL SFTConfig / TrainingArguments JSON, PEFT adapter_config.json or ds_config.json
 TRAINER_MODEL = ""  # replaces the config's base model: a local Hugging Face directory, a config.json, a Hub id, "smollm2" or "tiny"
+DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: under nbkit/diagnose/examples/, or your axolotl YAML / TrainingArguments JSON
+DIAGNOSE_NODES = 1  # range: 1..4096
+DIAGNOSE_GPUS_PER_NODE = 8  # range: 1..64
+DIAGNOSE_GPU_MEMORY = 80.0  # GiB of one GPU
 THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default. Independent computations (kiss-lora's two variants, grad-accumulation's two passes) also run side by side on CPU, one thread each
 
 # %%
@@ -49,6 +53,7 @@ from nbkit.audit.formats import read_any
 from nbkit.audit.panels import check_panel
 from nbkit.claims import claims_frame
 from nbkit.device import device_report
+from nbkit.diagnose.diagnosis import diagnose
 from nbkit.findings import findings_frame
 
 if THREADS > 0:
@@ -237,6 +242,24 @@ for slug in ("train-on-inputs", "chat-template-eot", "tied-embeddings-lora", "pa
     show(slug, context=trainer_ctx, into=trainer_findings)
 nbkit.record("findings_trainer", [f.to_dict(with_table=False) for f in trainer_findings.values()])
 findings_frame(list(trainer_findings.values()))
+
+# %% [markdown]
+# ## The whole setup before the GPUs: `nbkit diagnose`
+#
+# A trainer config names its DeepSpeed JSON and its base model, and the cluster is known; the run only
+# finds out at start (or never) that the files disagree. `nbkit diagnose CONFIG --gpus-per-node 8
+# --gpu-memory 80` reads all of them at once: every setting both files state is compared by the rule
+# transformers' DeepSpeed integration or DeepSpeed itself applies (an error stops the job at start, a
+# warning trains differently from what the trainer config says), each rank's peak is predicted with
+# notebook 02's memory model against the GPU — with the changes that make it fit when it does not —
+# and the audit's checks run on the same config (left out here: sections 14–18 ran them). The bundled
+# `axolotl_fft.yaml` is a full fine-tune of a Llama-3-8B-shaped model with ZeRO-2 and three cross-file
+# mistakes. The ledger below is the command's `--format html` table.
+
+# %%
+diagnosis = diagnose(DIAGNOSE_CONFIG, nodes=DIAGNOSE_NODES, gpus_per_node=DIAGNOSE_GPUS_PER_NODE, gpu_memory_gib=DIAGNOSE_GPU_MEMORY, audit=False)
+nbkit.record("diagnose", diagnosis.summary())
+diagnosis
 
 # %% [markdown]
 # ## The audit of this configuration, and of a deliberately broken one

@@ -59,3 +59,11 @@ def test_claims_rows_have_the_one_shape_and_computed_verdicts(metrics):
     # the broken config's faults are caught, so the rules about catching them hold
     assert rows["mask-leak"]["verdict"] == "holds" and rows["persistence"]["verdict"] == "holds"
     assert 3 <= len(metrics["headline"]) <= 6
+
+
+@pytest.mark.slow
+def test_the_diagnose_section_shows_the_bundled_setup(metrics):
+    d = metrics["diagnose"]
+    assert d["couplings"]["gradient accumulation"] == "error" and d["couplings"]["LR schedule"] == "warning"
+    assert d["couplings"]["gradient clipping"] == "warning" and d["exit_code"] == 1
+    assert d["fit"]["verdict"] == "refuted" and d["fit"]["fixes"]

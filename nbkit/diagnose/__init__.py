@@ -1,0 +1,7 @@
+"""``nbkit diagnose``: one command for a whole training setup — will it start, will it fit, what is coupled wrong.
+
+``setup`` reads the trainer config, its ds_config and base model; ``coupling`` compares what both
+files set by the rules of transformers' DeepSpeed integration and DeepSpeed itself; ``fit`` predicts
+each rank's peak with notebook 02's memory model; ``diagnosis`` adds the audit's checks and builds the
+claims; ``report`` renders text, JSON or HTML; ``cli`` is the command.
+"""
