@@ -178,6 +178,9 @@ function nbkitFilter() {
   document.getElementById('ledger-count').textContent = visible;
 }
 document.querySelectorAll('#verdict-filter input').forEach(function (box) { box.addEventListener('change', nbkitFilter); });
+document.querySelectorAll('#ledger tbody tr').forEach(function (row) {
+  row.addEventListener('click', function () { row.classList.toggle('open'); });
+});
 """
 
 INDEX_CSS = """
@@ -186,7 +189,13 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 th{background:#f4f4f6}.note{color:#666;font-style:italic;margin:.2em 0}.failed{color:#a00;font-weight:bold}
 code{font-size:90%}#verdict-filter label{margin-right:1em;padding:2px 6px;border-radius:3px}
 figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
+#ledger{width:100%;table-layout:fixed}#ledger td{overflow-wrap:anywhere}#ledger tbody tr{cursor:pointer}
+#ledger td.why div{display:-webkit-box;-webkit-line-clamp:3;line-clamp:3;-webkit-box-orient:vertical;overflow:hidden}
+#ledger tr.open td.why div{display:block}
 """
+# The ledger fits a laptop screen: fixed column shares, long values wrap, `why` shows three lines
+# until its row is clicked.
+LEDGER_COLUMNS = {"notebook": 10, "claim": 15, "field_note": 10, "measured": 12, "verdict": 7, "interval": 10, "n": 6, "why": 30}
 
 
 def write_index(
@@ -219,13 +228,15 @@ def write_index(
         f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} ({counts[v]})</label>"
         for v, colour in VERDICT_COLOURS.items()
     )
-    columns = ("notebook", "claim", "field_note", "measured", "verdict", "interval", "n", "why")
+    columns = tuple(LEDGER_COLUMNS)
     ledger_html = "".join(
         f"<tr data-verdict='{_esc(row['verdict'])}' style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
-        + "".join(f"<td>{_esc(row.get(c, ''))}</td>" for c in columns)
+        + "".join(f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>" if c == "why" else f"<td>{_esc(row.get(c, ''))}</td>"
+                  for c in columns)
         + "</tr>"
         for row in ledger
     )
+    colgroup = "".join(f"<col style='width:{share}%'>" for share in LEDGER_COLUMNS.values())
     notes_html = "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
     shots_dir = run_dir / "screenshots"
     shots = sorted(shots_dir.glob("*.png")) if shots_dir.is_dir() else []
@@ -245,7 +256,8 @@ def write_index(
 <tbody>{''.join(summary)}</tbody></table>
 <h2>Claims ledger (<span id='ledger-count'>{len(ledger)}</span> of {len(ledger)} shown)</h2>
 <div id='verdict-filter'>{boxes}</div>{notes_html}
-<table id='ledger'><thead><tr>{''.join(f'<th>{c.replace("_", " ")}</th>' for c in columns)}</tr></thead>
+<p class='note'>Click a row to read its <em>why</em> in full.</p>
+<table id='ledger'><colgroup>{colgroup}</colgroup><thead><tr>{''.join(f'<th>{c.replace("_", " ")}</th>' for c in columns)}</tr></thead>
 <tbody>{ledger_html}</tbody></table>
 <h2>Headline figures</h2>{''.join(sections) or "<p class='note'>no notebook finished</p>"}
 {('<h2>Panel screenshots (browser tier)</h2>' + gallery) if gallery else ''}

@@ -26,6 +26,11 @@
 # in `RGCNConv`. Each is re-measured below (over several seeds where the figure is noisy) and judged in
 # the claims table, next to the question the ablation rests on: does message passing help here at all?
 
+# %%
+import nbkit
+
+nbkit.require("kg")  # this notebook needs pip install 'nbkit[kg]': one line here if anything is missing
+
 # %% tags=["parameters"]
 SMOKE = False
 DEVICE = "auto"

@@ -30,6 +30,11 @@
 # field notes' figures — a check that fails shows there as "refuted", it does not stop the notebook.
 # Run top to bottom; `nbkit run 02 --smoke` executes it headless.
 
+# %%
+import nbkit
+
+nbkit.require("zero")  # this notebook needs pip install 'nbkit[zero]': one line here if anything is missing
+
 # %% tags=["parameters"]
 SMOKE = False
 DEVICE = "auto"

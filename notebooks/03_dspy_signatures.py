@@ -22,6 +22,11 @@
 #
 # Run it top to bottom; every panel's default run also executes headless (`nbkit run 03 --smoke`).
 
+# %%
+import nbkit
+
+nbkit.require("signatures")  # this notebook needs pip install 'nbkit[signatures]': one line here if anything is missing
+
 # %% tags=["parameters"]
 SMOKE = False
 DEVICE = "auto"

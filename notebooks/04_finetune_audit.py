@@ -24,6 +24,11 @@
 # as a claim and re-measured — the table at the end gives the verdicts, each with its two-sided rule
 # and what it rests on. Every check is one module under `nbkit/audit/checks/`, keyed by its slug.
 
+# %%
+import nbkit
+
+nbkit.require("audit")  # this notebook needs pip install 'nbkit[audit]': one line here if anything is missing
+
 # %% tags=["parameters"]
 SMOKE = False
 DEVICE = "auto"
