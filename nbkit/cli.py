@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nbkit.errors import UsageError, main_error
 
+
 def parse_params(pairs: list[list[str]] | None) -> dict:
     """``-p KEY VALUE`` pairs as a dict; a key given twice is a UsageError (not a silent last-wins)."""
     from nbkit.runner import parse_value
@@ -114,9 +115,8 @@ NEEDED_BY = {"smollm2-gguf": ("signatures", "zero", "audit"), "smollm2-safetenso
 def doctor_report(build_cache: bool = False) -> dict:
     """Environment, device, theme packages, local model files, server binaries."""
     from nbkit.device import device_report
-    from nbkit.model_files import model_files_status, smollm2_dir
-
     from nbkit.extras import problems, requirements, status
+    from nbkit.model_files import model_files_status, smollm2_dir
 
     report: dict = {"device": device_report(), "extras": status(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
     # Each part's packages (nbkit's own requirements, by extra), with the version found or the fix.

@@ -118,7 +118,7 @@ def require(extra: str, lines: tuple[str, ...] | None = None) -> None:
     """Stop with one line (``MissingExtra``, a UsageError) unless every package of ``nbkit[extra]`` is
     installed at a version it accepts. Called first thing in a theme notebook."""
     reqs = requirements(lines)
-    if extra not in reqs or extra in NOT_PARTS:
+    if extra not in reqs or extra in ("core", *NOT_PARTS):
         known = ", ".join(e for e in reqs if e not in ("core", *NOT_PARTS)) or "(none: nbkit's metadata is not found)"
         raise UsageError(f"nbkit has no extra {extra!r}; its extras: {known}")
     missing = problems(reqs[extra])

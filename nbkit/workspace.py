@@ -118,6 +118,8 @@ def lab_command(folder: Path | str, *, port: int | None = None, browser: bool = 
         cmd.append(f"--ServerApp.port={port}")
     if not browser:
         cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers run as root; JupyterLab refuses to start there without it
     # This environment's kernel specs (ipykernel's python3, which jupyter_client starts with this
     # interpreter) win over a per-user python3 spec left by another installation.
     env = {**os.environ, "JUPYTER_PREFER_ENV_PATH": "1"}

@@ -26,11 +26,6 @@
 # in `RGCNConv`. Each is re-measured below (over several seeds where the figure is noisy) and judged in
 # the claims table, next to the question the ablation rests on: does message passing help here at all?
 
-# %%
-import nbkit
-
-nbkit.require("kg")  # this notebook needs pip install 'nbkit[kg]': one line here if anything is missing
-
 # %% tags=["parameters"]
 SMOKE = False
 DEVICE = "auto"
@@ -39,6 +34,9 @@ DATASET = "umls"  # "umls" / "kinships" (bundled in PyKEEN's wheel), "synthetic"
 
 # %%
 import nbkit
+
+nbkit.require("kg")  # this notebook needs pip install 'nbkit[kg]': one line here if anything is missing
+
 from nbkit.device import device_report, pick_device
 from nbkit.kg import claims, config, experiments, panels
 from nbkit.kg.config import preset

@@ -24,11 +24,6 @@
 # as a claim and re-measured — the table at the end gives the verdicts, each with its two-sided rule
 # and what it rests on. Every check is one module under `nbkit/audit/checks/`, keyed by its slug.
 
-# %%
-import nbkit
-
-nbkit.require("audit")  # this notebook needs pip install 'nbkit[audit]': one line here if anything is missing
-
 # %% tags=["parameters"]
 SMOKE = False
 DEVICE = "auto"
@@ -44,9 +39,12 @@ TRAINER_MODEL = ""  # replaces the config's base model: a local Hugging Face dir
 THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default. Independent computations (kiss-lora's two variants, grad-accumulation's two passes) also run side by side on CPU, one thread each
 
 # %%
+import nbkit
+
+nbkit.require("audit")  # this notebook needs pip install 'nbkit[audit]': one line here if anything is missing
+
 import torch
 
-import nbkit
 from nbkit.audit.claims import claims, headline
 from nbkit.audit.config import KissConfig, config_file, load_config
 from nbkit.audit.experiments import make_context, run_audit
