@@ -189,13 +189,13 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 th{background:#f4f4f6}.note{color:#666;font-style:italic;margin:.2em 0}.failed{color:#a00;font-weight:bold}
 code{font-size:90%}#verdict-filter label{margin-right:1em;padding:2px 6px;border-radius:3px}
 figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
-#ledger{width:100%;table-layout:fixed}#ledger td{overflow-wrap:anywhere}#ledger tbody tr{cursor:pointer}
+#ledger{width:100%;table-layout:fixed}#ledger td{overflow-wrap:anywhere;line-height:1.35}#ledger tbody tr{cursor:pointer}
 #ledger td.why div{display:-webkit-box;-webkit-line-clamp:3;line-clamp:3;-webkit-box-orient:vertical;overflow:hidden}
 #ledger tr.open td.why div{display:block}
 """
 # The ledger fits a laptop screen: fixed column shares, long values wrap, `why` shows three lines
 # until its row is clicked.
-LEDGER_COLUMNS = {"notebook": 10, "claim": 15, "field_note": 10, "measured": 12, "verdict": 7, "interval": 10, "n": 6, "why": 30}
+LEDGER_COLUMNS = {"notebook": 9, "claim": 14, "field_note": 10, "measured": 12, "verdict": 9, "interval": 10, "n": 6, "why": 30}
 
 
 def write_index(

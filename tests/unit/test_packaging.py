@@ -267,6 +267,11 @@ def _fresh_venv_reusing_this_one(tmp: Path, wheel: Path) -> Path:
                                capture_output=True, text=True, check=True).stdout.strip())
     # Appended after the venv's own site-packages: the wheel's nbkit wins over this env's editable one.
     (site / "reuse_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # nbconvert's HTML templates are data files its install puts under <prefix>/share/jupyter; the
+    # user's environment would have them there (not this env's kernel specs: the kernel is the venv's).
+    templates = Path(sysconfig.get_paths()["data"]) / "share" / "jupyter" / "nbconvert"
+    (venv / "share" / "jupyter").mkdir(parents=True)
+    (venv / "share" / "jupyter" / "nbconvert").symlink_to(templates, target_is_directory=True)
     rc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
                          "--quiet", str(wheel)], capture_output=True, text=True, env=_pip_env())
     assert rc.returncode == 0, rc.stderr[-3000:]
@@ -302,6 +307,11 @@ def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path)
     packaged = Path(where)
     assert packaged.is_relative_to(venv) and ROOT not in packaged.parents, f"nbkit imported from {packaged}"
     before = sorted(p.name for p in packaged.iterdir())
+
+    kernel = subprocess.run([str(venv / "bin" / "python"), "-c", "from jupyter_client.kernelspec import KernelSpecManager as K;"
+                             "print(K().get_kernel_spec('python3').argv[0])"], cwd=work, env=env, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert kernel == str(venv / "bin" / "python"), f"the python3 kernel here runs {kernel}, not the user's venv"
 
     nbkit("run", "00", "-q", "--output", "runs/from-wheel")
     assert _input_path(work / "runs" / "from-wheel", "00_start_here").parent == packaged.resolve()
