@@ -101,19 +101,16 @@ OWN_RUN_EXAMPLES = {
 }
 
 
-def metadata_version(dist: str) -> str:
-    from importlib import metadata
-
-    return metadata.version(dist)
-
-
 # Which part brings each model file and binary: missing ones count only where that part is installed.
 NEEDED_BY = {"smollm2-gguf": ("signatures", "zero", "audit"), "smollm2-safetensors-cache": ("zero", "audit"),
              "minilm-embedder": ("signatures",), "llama_cpp.server": ("signatures",)}
 
 
 def doctor_report(build_cache: bool = False) -> dict:
-    """Environment, device, theme packages, local model files, server binaries."""
+    """Environment, device, which extras are present and each part's packages, local model files,
+    server binaries, the kernel."""
+    from importlib import metadata
+
     from nbkit.device import device_report
     from nbkit.extras import problems, requirements, status
     from nbkit.model_files import model_files_status, smollm2_dir
@@ -127,7 +124,7 @@ def doctor_report(build_cache: bool = False) -> dict:
         for req in reqs:
             problem = problems([req])
             report["packages"][part][req.name] = (
-                {"ok": True, "version": metadata_version(req.name)}
+                {"ok": True, "version": metadata.version(req.name)}
                 if not problem else {"ok": False, "why": problem[0], "fix": report["extras"][part]["fix"]}
             )
     if build_cache:
@@ -177,7 +174,7 @@ def _cmd_doctor(args) -> int:
         print(json.dumps({**report, "missing": missing, "own_run_examples": OWN_RUN_EXAMPLES}, indent=2, default=str))
     else:
         dev = report["device"]
-        print(f"python {dev['python']}  torch {dev['torch']}  cuda build {dev['torch_cuda_build']}  cuda available {dev['cuda_available']}")
+        print(f"python {dev['python']}  torch {dev['torch'] or 'not installed'}  cuda build {dev['torch_cuda_build']}  cuda available {dev['cuda_available']}")
         print(f"cores {dev['cpu_cores_usable']}  RAM {dev['ram_total_gib']} GiB  GPUs: "
               + (", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in dev["gpus"]) or "none"))
         print("extras: " + "  ".join(f"{'✔' if i['ok'] else '✘'} {part}" for part, i in extras.items() if part != "core"))

@@ -57,6 +57,8 @@ def init(target: Path | str) -> InitResult:
             where = "is a file" if folder == target else f"is under {folder}, which is a file"
             raise UsageError(f"{target} {where}; give a folder for the notebooks")
     files = source_files()
+    if files[0].parent.resolve() == target:
+        raise UsageError(f"{target} holds the notebooks nbkit came with (edit them there, or give another DIR for your own copies)")
     manifest_path = target / MANIFEST
     recorded: dict[str, str] = {}
     if manifest_path.is_file():

@@ -109,7 +109,8 @@ def _existing_foreign_notebook(tmp_path):
     (lambda t: _a_file(t) / "sub", "which is a file"),
     (_bad_manifest, "not the JSON object nbkit init writes"),
     (_existing_foreign_notebook, "changed since nbkit init copied it"),
-], ids=["dir-is-a-file", "dir-under-a-file", "bad-manifest", "foreign-notebook"])
+    (lambda t: packaged_notebooks_dir(), "holds the notebooks nbkit came with"),
+], ids=["dir-is-a-file", "dir-under-a-file", "bad-manifest", "foreign-notebook", "the-packaged-folder"])
 def test_init_bad_input_is_one_line_exit_2(tmp_path, capsys, make_target, expected):
     target = make_target(tmp_path)
     before = sorted(p.name for p in tmp_path.rglob("*"))
