@@ -110,6 +110,8 @@ def lab_command(folder: Path | str, *, port: int | None = None, browser: bool = 
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
         raise UsageError(f"{folder} {what}; make it with: nbkit init {folder}")
+    if port is not None and not 1 <= port <= 65535:
+        raise UsageError(f"--port {port}: expected a TCP port, 1..65535")
     from importlib.util import find_spec
 
     if find_spec("jupyterlab") is None:

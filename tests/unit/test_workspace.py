@@ -128,12 +128,14 @@ def test_init_into_an_unwritable_folder_is_one_line_exit_2(tmp_path, capsys):
     assert "cannot write the notebooks there" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("make_dir, expected", [
-    (lambda t: t / "missing", "does not exist; make it with: nbkit init"),
-    (_a_file, "is not a folder"),
-], ids=["missing", "file"])
-def test_lab_bad_input_is_one_line_exit_2(tmp_path, capsys, make_dir, expected):
-    assert main(["lab", str(make_dir(tmp_path))]) == 2
+@pytest.mark.parametrize("make_dir, extra, expected", [
+    (lambda t: t / "missing", [], "does not exist; make it with: nbkit init"),
+    (_a_file, [], "is not a folder"),
+    (lambda t: t, ["--port", "70000"], "--port 70000: expected a TCP port, 1..65535"),
+    (lambda t: t, ["--port", "0"], "--port 0: expected a TCP port"),
+], ids=["missing", "file", "port-too-big", "port-zero"])
+def test_lab_bad_input_is_one_line_exit_2(tmp_path, capsys, make_dir, extra, expected):
+    assert main(["lab", str(make_dir(tmp_path)), *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("nbkit: error: ") and err.count("\n") == 1 and expected in err, err
 
