@@ -122,3 +122,24 @@ def test_device_name_and_report_without_torch(monkeypatch):
         device_name("cuda")
     rep = device_report()
     assert rep["torch"] is None and rep["cuda_available"] is False and rep["gpus"] == []
+
+
+def test_a_missing_extra_shows_as_one_line_in_the_executed_notebook(tmp_path):
+    """In a real kernel: the cell's error output is the one line (IPython uses _render_traceback_),
+    and `nbkit run` reports the notebook's failure naming the extra."""
+    from nbkit.runner import execute
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("SMOKE = False", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(f"import nbkit\n\nnbkit.extras.require('kg', {LINES!r})"),
+                nbformat.v4.new_code_cell("import nbkit_never_reached")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src = tmp_path / "01_needs_kg.ipynb"
+    nbformat.write(nb, src)
+    (tmp_path / "out").mkdir()
+    result = execute(src, tmp_path / "out", {}, progress=False)
+    assert not result.ok
+    assert "raised MissingExtra: this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed)" in result.error
+    executed = nbformat.read(result.output, as_version=4)
+    (error,) = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert error.traceback == [f"MissingExtra: {error.evalue}"], error.traceback
