@@ -4,7 +4,8 @@ Importing it is instant: theme packages (``nbkit.kg``, ``nbkit.zero``, ``nbkit.s
 ``nbkit.audit``, ``nbkit.pscheck``) import their heavy libraries inside functions.
 """
 
+from nbkit.extras import require
 from nbkit.record import record, recorded
 
-__all__ = ["record", "recorded", "__version__"]
+__all__ = ["record", "recorded", "require", "__version__"]
 __version__ = "0.1.0"

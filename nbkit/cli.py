@@ -1,4 +1,4 @@
-"""The ``nbkit`` command: run, sweep, list, doctor, audit.
+"""The ``nbkit`` command: run, sweep, list, doctor, audit, init, lab.
 
 Bad input (an unknown notebook or parameter, a value of the wrong type or outside its declared
 range, an unusable output path) is one line ``nbkit: error: …`` and exit 2, before anything runs.
@@ -14,21 +14,9 @@ import shutil
 import signal
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 from nbkit.errors import UsageError, main_error
-
-# Packages each theme needs: (import name, distribution name).
-THEME_PACKAGES = {
-    "core": [("torch", "torch"), ("papermill", "papermill"), ("plotly", "plotly"), ("ipywidgets", "ipywidgets"),
-             ("transformers", "transformers"), ("jupyterlab", "jupyterlab"), ("jupytext", "jupytext"), ("playwright", "playwright")],
-    "kg": [("torch_geometric", "torch-geometric"), ("pykeen", "pykeen"), ("pyarrow", "pyarrow"),
-           ("pyoxigraph", "pyoxigraph"), ("sklearn", "scikit-learn")],
-    "zero": [("deepspeed", "deepspeed"), ("accelerate", "accelerate")],
-    "signatures": [("dspy", "dspy"), ("llama_cpp", "llama-cpp-python"), ("bm25s", "bm25s")],
-    "audit": [("peft", "peft"), ("scipy", "scipy")],
-}
 
 
 def parse_params(pairs: list[list[str]] | None) -> dict:
@@ -113,20 +101,32 @@ OWN_RUN_EXAMPLES = {
 }
 
 
+# Which part brings each model file and binary: missing ones count only where that part is installed.
+NEEDED_BY = {"smollm2-gguf": ("signatures", "zero", "audit"), "smollm2-safetensors-cache": ("zero", "audit"),
+             "minilm-embedder": ("signatures",), "llama_cpp.server": ("signatures",)}
+
+
 def doctor_report(build_cache: bool = False) -> dict:
-    """Environment, device, theme packages, local model files, server binaries."""
+    """Environment, device, which extras are present and each part's packages, local model files,
+    server binaries, the kernel."""
+    from importlib import metadata
+
     from nbkit.device import device_report
+    from nbkit.extras import problems, requirements, status
     from nbkit.model_files import model_files_status, smollm2_dir
 
-    report: dict = {"device": device_report(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
-    for theme, pkgs in THEME_PACKAGES.items():
-        report["packages"][theme] = {}
-        for _mod, dist in pkgs:
-            try:
-                ver = metadata.version(dist)
-                report["packages"][theme][dist] = {"ok": True, "version": ver}
-            except metadata.PackageNotFoundError:
-                report["packages"][theme][dist] = {"ok": False, "fix": f"pip install -e '.[{theme if theme != 'core' else 'all'}]'  (or make setup)"}
+    report: dict = {"device": device_report(), "extras": status(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
+    # Each part's packages (nbkit's own requirements, by extra), with the version found or the fix.
+    for part, reqs in requirements().items():
+        if part not in report["extras"]:
+            continue
+        report["packages"][part] = {}
+        for req in reqs:
+            problem = problems([req])
+            report["packages"][part][req.name] = (
+                {"ok": True, "version": metadata.version(req.name)}
+                if not problem else {"ok": False, "why": problem[0], "fix": report["extras"][part]["fix"]}
+            )
     if build_cache:
         smollm2_dir()
     report["models"] = model_files_status()
@@ -151,36 +151,37 @@ def doctor_report(build_cache: bool = False) -> dict:
 
         specs = KernelSpecManager().find_kernel_specs()
         report["kernel"]["python3"] = {"ok": "python3" in specs, "path": specs.get("python3"),
-                                       "fix": None if "python3" in specs else "make setup"}
+                                       "fix": None if "python3" in specs else f"{sys.executable} -m ipykernel install --sys-prefix"}
     except ImportError:
-        report["kernel"]["python3"] = {"ok": False, "fix": "make setup"}
+        report["kernel"]["python3"] = {"ok": False, "fix": "pip install nbkit (it brings ipykernel)"}
     return report
 
 
 def _cmd_doctor(args) -> int:
     report = doctor_report(build_cache=args.build_cache)
-    missing = [
-        f"{section}/{name}"
-        for section in ("packages",)
-        for theme in report[section].values()
-        for name, info in theme.items()
-        if not info["ok"]
-    ] + [
+    extras = report["extras"]
+    present = {part for part, info in extras.items() if info["ok"]}
+    # Missing: the core's packages, the kernel, and what an installed extra needs (a model file, a
+    # server). An extra not installed is a choice, shown on its line, not a failure.
+    missing = [f"packages/{name}" for name, info in report["packages"].get("core", {}).items() if not info["ok"]] + [
         f"{section}/{name}"
         for section in ("models", "binaries", "kernel")
         for name, info in report[section].items()
         if not info["ok"] and not info.get("optional")
+        and (name not in NEEDED_BY or present & set(NEEDED_BY[name]))
     ]
     if args.format == "json":
         print(json.dumps({**report, "missing": missing, "own_run_examples": OWN_RUN_EXAMPLES}, indent=2, default=str))
     else:
         dev = report["device"]
-        print(f"python {dev['python']}  torch {dev['torch']}  cuda build {dev['torch_cuda_build']}  cuda available {dev['cuda_available']}")
+        print(f"python {dev['python']}  torch {dev['torch'] or 'not installed'}  cuda build {dev['torch_cuda_build']}  cuda available {dev['cuda_available']}")
         print(f"cores {dev['cpu_cores_usable']}  RAM {dev['ram_total_gib']} GiB  GPUs: "
               + (", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in dev["gpus"]) or "none"))
-        for theme, pkgs in report["packages"].items():
+        print("extras: " + "  ".join(f"{'✔' if i['ok'] else '✘'} {part}" for part, i in extras.items() if part != "core"))
+        for part, pkgs in report["packages"].items():
             line = "  ".join(f"{'✔' if i['ok'] else '✘'} {n} {i.get('version', '')}".strip() for n, i in pkgs.items())
-            print(f"[{theme}] {line}")
+            fix = f"  — fix: {extras[part]['fix']}" if not extras[part]["ok"] else ""
+            print(f"[{part}] {line}{fix}")
         for section in ("models", "binaries", "kernel"):
             for name, info in report[section].items():
                 mark = "✔" if info["ok"] else "✘"
@@ -198,7 +199,7 @@ def _cmd_audit(args) -> int:
     try:
         from nbkit.audit.cli import main as audit_main
     except ImportError as exc:
-        return main_error(f"the audit theme is not available ({exc}); install with: pip install -e '.[audit]'")
+        return main_error(f"the audit theme is not available ({exc}); install with: pip install 'nbkit[audit]'")
     return int(audit_main(list(args.args)) or 0)
 
 
@@ -247,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
                                            "[--format text|json|html]", add_help=False, prefix_chars="+")
     diag.add_argument("args", nargs="*")
     diag.set_defaults(func=_cmd_diagnose)
+
+    from nbkit.workspace import add_commands
+
+    add_commands(sub)  # init, lab
     return parser
 
 

@@ -50,25 +50,44 @@ def pick_device(choice: str = "auto"):
     raise ValueError(f"DEVICE must be one of {DEVICE_CHOICES} or 'cuda:N', got {choice!r}")
 
 
-def device_report() -> dict[str, Any]:
-    """What this machine offers: torch build, CUDA, GPU name and memory, cores, RAM."""
-    import psutil
-    import torch
+def device_name(choice: str = "auto") -> str:
+    """``pick_device(choice)`` as text, also where torch is not installed (nbkit's core alone, which
+    runs notebook 00): then ``auto`` and ``cpu`` mean the CPU and asking for CUDA is an error."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        wanted = choice.strip().lower() if isinstance(choice, str) else choice
+        if wanted in ("auto", "cpu"):
+            return "cpu"
+        raise RuntimeError(f"DEVICE={choice!r} but torch is not installed here; a theme's extra brings it "
+                           "(pip install 'nbkit[kg]', …) or install your own CUDA build of torch") from None
+    return str(pick_device(choice))
 
+
+def device_report() -> dict[str, Any]:
+    """What this machine offers: torch build, CUDA, GPU name and memory, cores, RAM (torch figures are
+    None where torch is not installed)."""
+    import psutil
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    cuda = bool(torch is not None and torch.cuda.is_available())
     report: dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "torch": torch.__version__,
-        "torch_cuda_build": torch.version.cuda,
-        "cuda_available": torch.cuda.is_available(),
+        "torch": torch.__version__ if torch is not None else None,
+        "torch_cuda_build": torch.version.cuda if torch is not None else None,
+        "cuda_available": cuda,
         "cpu_cores_logical": os.cpu_count(),
         "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads() if torch is not None else None,
         "ram_total_gib": round(psutil.virtual_memory().total / 2**30, 2),
         "ram_available_gib": round(psutil.virtual_memory().available / 2**30, 2),
         "gpus": [],
     }
-    if torch.cuda.is_available():
+    if cuda:
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
             report["gpus"].append(

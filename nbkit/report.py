@@ -178,6 +178,9 @@ function nbkitFilter() {
   document.getElementById('ledger-count').textContent = visible;
 }
 document.querySelectorAll('#verdict-filter input').forEach(function (box) { box.addEventListener('change', nbkitFilter); });
+document.querySelectorAll('#ledger tbody tr').forEach(function (row) {
+  row.addEventListener('click', function () { row.classList.toggle('open'); });
+});
 """
 
 INDEX_CSS = """
@@ -186,25 +189,40 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 th{background:#f4f4f6}.note{color:#666;font-style:italic;margin:.2em 0}.failed{color:#a00;font-weight:bold}
 code{font-size:90%}#verdict-filter label{margin-right:1em;padding:2px 6px;border-radius:3px}
 figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
+#ledger{width:100%;table-layout:fixed}#ledger td{overflow-wrap:anywhere;line-height:1.35}#ledger tbody tr{cursor:pointer}
+#ledger td.why div{display:-webkit-box;-webkit-line-clamp:3;line-clamp:3;-webkit-box-orient:vertical;overflow:hidden}
+#ledger tr.open td.why div{display:block}
 """
+# The ledger fits a laptop screen: fixed column shares, long values wrap, `why` shows three lines
+# until its row is clicked.
+LEDGER_COLUMNS = {"notebook": 9, "claim": 14, "field_note": 10, "measured": 12, "verdict": 9, "interval": 10, "n": 6, "why": 30}
 
 
 def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str, str]:
     """The claims ledger as HTML: the verdict filter's check boxes (counts per verdict) and the table
-    (``id='ledger'``, one row per claim coloured by verdict); ``INDEX_JS`` wires the boxes to the rows."""
+    (``id='ledger'``, one row per claim coloured by verdict); ``INDEX_JS`` wires the boxes to the rows.
+    Column widths come from ``LEDGER_COLUMNS`` (an unknown column takes an even share of what is left),
+    long values wrap, and ``why`` shows three lines until its row is clicked."""
     counts = {v: sum(1 for row in rows if row["verdict"] == v) for v in VERDICT_COLOURS}
     boxes = "".join(
         f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} ({counts[v]})</label>"
         for v, colour in VERDICT_COLOURS.items()
     )
+    known = sum(LEDGER_COLUMNS.get(c, 0) for c in columns)
+    unknown = [c for c in columns if c not in LEDGER_COLUMNS]
+    widths = {c: LEDGER_COLUMNS.get(c) or max(5, (100 - known) / len(unknown)) for c in columns}
+    total = sum(widths.values())
+    colgroup = "".join(f"<col style='width:{100 * widths[c] / total:.1f}%'>" for c in columns)
     body = "".join(
         f"<tr data-verdict='{_esc(row['verdict'])}' style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
-        + "".join(f"<td>{_esc(row.get(c, ''))}</td>" for c in columns)
+        + "".join(f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>" if c == "why" else f"<td>{_esc(row.get(c, ''))}</td>"
+                  for c in columns)
         + "</tr>"
         for row in rows
     )
     head = "".join(f"<th>{_esc(c.replace('_', ' '))}</th>" for c in columns)
-    return boxes, f"<table id='ledger'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    note = "<p class='note'>Click a row to read its <em>why</em> in full.</p>" if "why" in columns else ""
+    return boxes, f"{note}<table id='ledger'><colgroup>{colgroup}</colgroup><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def write_index(
@@ -232,7 +250,7 @@ def write_index(
             notes.append(note)
         if r.ok:
             sections.append(f"<section class='nb'><h3>{_esc(r.name)}</h3>{_headline_table(r.metrics.get('headline'))}</section>")
-    boxes, table = ledger_html(ledger, ("notebook", "claim", "field_note", "measured", "verdict", "interval", "n", "why"))
+    boxes, table = ledger_html(ledger, tuple(LEDGER_COLUMNS))
     notes_html = "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
     shots_dir = run_dir / "screenshots"
     shots = sorted(shots_dir.glob("*.png")) if shots_dir.is_dir() else []

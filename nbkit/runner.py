@@ -83,17 +83,31 @@ class NotebookResult:
     error: str | None = None
 
 
+def _holds_notebooks(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def packaged_notebooks_dir() -> Path:
+    """The notebooks that came with nbkit: the wheel's ``nbkit/notebooks/`` (package data), or the
+    source checkout's ``notebooks/`` (their one copy in git) for an editable install."""
+    package = Path(__file__).resolve().parent
+    installed = package / "notebooks"
+    return installed if _holds_notebooks(installed) else package.parent / "notebooks"
+
+
 def notebooks_dir() -> Path:
-    """Where the workbook's notebooks live: $NBKIT_NOTEBOOKS, ./notebooks, or the source checkout's."""
+    """Where the workbook's notebooks live: $NBKIT_NOTEBOOKS; ./notebooks; the current folder when it
+    holds NN_name.ipynb notebooks (an ``nbkit init`` folder, or a kernel running in the notebooks'
+    folder); else the notebooks that came with nbkit (:func:`packaged_notebooks_dir`)."""
     env = os.environ.get("NBKIT_NOTEBOOKS")
     if env:
         if not Path(env).is_dir():
             raise RunError(f"NBKIT_NOTEBOOKS={env}: not a folder (it should name the folder holding NN_name.ipynb notebooks)")
         return Path(env)
-    here = Path.cwd() / "notebooks"
-    if here.is_dir() and any(here.glob("[0-9][0-9]_*.ipynb")):
-        return here
-    return Path(__file__).resolve().parent.parent / "notebooks"
+    for here in (Path.cwd() / "notebooks", Path.cwd()):
+        if _holds_notebooks(here):
+            return here
+    return packaged_notebooks_dir()
 
 
 def available_notebooks(root: Path | None = None, *, required: bool = False) -> list[Path]:

@@ -30,8 +30,10 @@
 # **Before class** (instructor): `nbkit doctor` says what is missing and how to get it;
 # `nbkit run --all --smoke --jobs 2` runs every notebook quickly, two at a time, and writes
 # `runs/<timestamp>/index.html`: each notebook's status, time and parameters, its headline numbers,
-# and the **claims ledger** of the whole run (every verdict, filterable). **In class**: `make lab`
-# opens JupyterLab on this folder.
+# and the **claims ledger** of the whole run (every verdict, filterable). **In class**: after
+# `pip install 'nbkit[all]'`, `nbkit init DIR` copies the notebooks into DIR and `nbkit lab DIR` opens
+# JupyterLab there with that environment's kernel (in a clone of the repository: `make lab`). A
+# theme notebook whose extra is missing says so in its first cell (`pip install 'nbkit[kg]'`, …).
 #
 # **Comparing settings**: `nbkit sweep 02 --smoke --grid WORLD_SIZE=1,2 --output runs/ws` runs a
 # notebook once per combination of the grid and writes `comparison.csv` and `comparison.html`
@@ -50,11 +52,12 @@ import pandas as pd
 
 import nbkit
 from nbkit.cli import doctor_report
-from nbkit.device import pick_device
+from nbkit.device import device_name
 from nbkit.record import read_notebook
-from nbkit.runner import available_notebooks, notebooks_dir, reference_seconds
+from nbkit.runner import available_notebooks, reference_seconds
+from nbkit.workspace import run_folders
 
-device = pick_device(DEVICE)
+device = device_name(DEVICE)  # also without torch: nbkit's core alone runs this notebook
 nbkit.record("device", str(device))
 
 # %% [markdown]
@@ -78,7 +81,7 @@ readiness = pd.DataFrame(rows)
 missing = readiness.loc[~readiness["ok"], "what"].tolist()
 nbkit.record("missing", missing)
 dev = report["device"]
-print(f"device {device}; torch {dev['torch']}; CUDA available: {dev['cuda_available']}; "
+print(f"device {device}; torch {dev['torch'] or 'not installed'}; CUDA available: {dev['cuda_available']}; "
       f"{dev['cpu_cores_usable']} cores, {dev['ram_total_gib']} GiB RAM")
 print("everything present" if not missing else f"MISSING: {', '.join(missing)}")
 readiness if missing else readiness.tail(6)
@@ -100,10 +103,10 @@ def title_and_purpose(path: Path) -> tuple[str, str]:
     return lines[0].lstrip("# "), purpose
 
 
-def measured_runs(runs_dir: Path) -> pd.DataFrame:
-    """One row per executed notebook found under runs_dir/<stamp>/: seconds, SMOKE, device."""
+def measured_runs(runs_dirs: list[Path]) -> pd.DataFrame:
+    """One row per executed notebook found under <runs dir>/<stamp>/: seconds, SMOKE, device."""
     rows = []
-    for executed in sorted(runs_dir.glob("*/[0-9][0-9]_*.ipynb")):
+    for executed in sorted(p for runs_dir in runs_dirs for p in runs_dir.glob("*/[0-9][0-9]_*.ipynb")):
         meta = nbformat.read(executed, as_version=4).metadata.get("papermill", {})
         if meta.get("duration") is None:
             continue
@@ -118,7 +121,7 @@ def measured_runs(runs_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["notebook", "run", "mode", "device", "seconds"])
 
 
-runs = measured_runs(notebooks_dir().resolve().parent / "runs")
+runs = measured_runs(run_folders())
 latest = runs.sort_values("run").groupby(["notebook", "mode", "device"]).last()["seconds"] if len(runs) else pd.Series(dtype=float)
 reference = {mode: reference_seconds(available_notebooks(), smoke=mode == "smoke") for mode in ("smoke", "full")}
 table = []

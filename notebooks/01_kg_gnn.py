@@ -34,6 +34,9 @@ DATASET = "umls"  # "umls" / "kinships" (bundled in PyKEEN's wheel), "synthetic"
 
 # %%
 import nbkit
+
+nbkit.require("kg")  # this notebook needs pip install 'nbkit[kg]': one line here if anything is missing
+
 from nbkit.device import device_report, pick_device
 from nbkit.kg import claims, config, experiments, panels
 from nbkit.kg.config import preset

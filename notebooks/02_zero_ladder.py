@@ -49,12 +49,15 @@ DS_CONFIG = ""
 CROSSOVER_SIZES = ""  # a size sweep, e.g. "256x8,512x8,1024x8" (minutes per size on CPU); empty skips it
 
 # %%
+import nbkit
+
+nbkit.require("zero")  # this notebook needs pip install 'nbkit[zero]': one line here if anything is missing
+
 import dataclasses
 
 import pandas as pd
 from IPython.display import display
 
-import nbkit
 from nbkit.claims import claims_frame
 from nbkit.device import device_report, pick_device
 from nbkit.zero import claims as zero_claims

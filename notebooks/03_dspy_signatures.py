@@ -38,12 +38,15 @@ DEV_SET = ""  # JSONL with every field of SIGNATURE, one example per line
 METRIC = "exact"  # exact, contains, or module:function
 
 # %%
+import nbkit
+
+nbkit.require("signatures")  # this notebook needs pip install 'nbkit[signatures]': one line here if anything is missing
+
 import time
 
 import pandas as pd
 from IPython.display import display
 
-import nbkit
 from nbkit.device import device_report
 from nbkit.signatures import config as cfg
 from nbkit.signatures import panels

@@ -43,9 +43,12 @@ DIAGNOSE_GPU_MEMORY = 80.0  # GiB of one GPU
 THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default. Independent computations (kiss-lora's two variants, grad-accumulation's two passes) also run side by side on CPU, one thread each
 
 # %%
+import nbkit
+
+nbkit.require("audit")  # this notebook needs pip install 'nbkit[audit]': one line here if anything is missing
+
 import torch
 
-import nbkit
 from nbkit.audit.claims import claims, headline
 from nbkit.audit.config import KissConfig, config_file, load_config
 from nbkit.audit.experiments import make_context, run_audit

@@ -7,6 +7,11 @@ page that needed a CDN would show it here.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -85,3 +90,44 @@ def test_exported_notebook_draws_its_figure_offline_from_the_shared_plotly_js(of
     page.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
     assert page.evaluate("document.querySelector('.js-plotly-plot').data[0].y") == [3, 1, 2]
     assert all("plotly" not in url for url in refused)  # plotly.js came from the file beside the page
+
+
+LAPTOP = {"width": 1366, "height": 768}
+
+
+def test_index_ledger_fits_a_laptop_screen_and_a_row_opens_on_click(chromium, tmp_path):
+    """At 1366×768 the ledger needs no sideways scrolling: long values wrap, `why` shows three lines
+    and its row shows all of it when clicked (and closes again)."""
+    why = " ".join(["the paired bootstrap of per-query reciprocal ranks over 3 seeds decides the rise;"] * 8)
+    rows = [Claim(claim="scale_curve_rises_on_the_synthetic_47k_entity_graph", field_note="MRR rises with training time",
+                  measured=json.dumps({"curve": [0.017, 0.031, 0.044, 0.057], "ceiling": 0.074, "steps_per_s": 3.1}),
+                  verdict=v, rule="≥ 0.02 rise", n="3 seeds", interval="[0.031, 0.049]", why=why).to_dict()
+            for v in ("holds", "refuted", "inconclusive")]
+    results = [NotebookResult("01_kg_gnn", True, 12.5, tmp_path / "01.ipynb", tmp_path / "01.html", {"claims": rows})]
+    index = write_index(tmp_path, results, {}, name="laptop", date="2026-01-01 12:00")
+    context = chromium.new_context(viewport=LAPTOP)
+    try:
+        page = context.new_page()
+        page.goto(index.as_uri())
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= LAPTOP["width"], f"the page is {width}px wide on a {LAPTOP['width']}px screen"
+        table = page.locator("#ledger").bounding_box()
+        assert table["x"] + table["width"] <= LAPTOP["width"]
+        cell = page.locator("#ledger tbody tr").first.locator("td.why div")
+        closed = cell.bounding_box()["height"]
+        line = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#ledger td.why div')).lineHeight)")
+        assert closed <= 3.5 * line, (closed, line)
+        page.screenshot(path=str(tmp_path / "ledger-1366.png"))
+        page.locator("#ledger tbody tr").first.click()
+        opened = cell.bounding_box()["height"]
+        assert opened > 2 * closed, (closed, opened)
+        assert page.locator("#ledger tbody tr").nth(1).locator("td.why div").bounding_box()["height"] == closed
+        page.screenshot(path=str(tmp_path / "ledger-1366-open.png"))
+        page.locator("#ledger tbody tr").first.click()
+        assert cell.bounding_box()["height"] == closed
+        shots = os.environ.get("NBKIT_LEDGER_SHOTS")
+        if shots:  # keep the two screenshots for a person to look at
+            for png in tmp_path.glob("ledger-*.png"):
+                shutil.copy2(png, Path(shots) / png.name)
+    finally:
+        context.close()

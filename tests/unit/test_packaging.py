@@ -1,7 +1,11 @@
 """The repo's promises about itself: environment.yml agrees with pyproject, notebooks follow the rules."""
 
+import json
+import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -63,3 +67,262 @@ def test_import_nbkit_is_instant_and_light():
     assert out.returncode == 0, out.stderr
     seconds, heavy = out.stdout.split(" ", 1)
     assert heavy.strip() == "[]", f"import nbkit pulled in heavy modules: {heavy}"
+
+
+# -- the wheel: notebooks as package data, honest extras, the user's torch kept ----------------------
+
+WHEEL_SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "nbkit", "notebooks")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info", "build")
+
+
+def _pip_env() -> dict[str, str]:
+    """This environment without the machine's pip settings (extra indexes, find-links, constraints):
+    pip sees only what a test gives it."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return env
+
+
+def _copy_sources(dest: Path) -> Path:
+    """The files a build reads, copied out of the checkout so building writes nothing into it."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WHEEL_SOURCES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=IGNORED)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    src = _copy_sources(tmp_path_factory.mktemp("src"))
+    out = tmp_path_factory.mktemp("wheel")
+    # --no-build-isolation --no-index: built with this environment's setuptools, no network.
+    rc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                         "-q", "-w", str(out), str(src)], capture_output=True, text=True, env=_pip_env())
+    assert rc.returncode == 0, rc.stderr[-3000:]
+    (built,) = out.glob("nbkit-*.whl")
+    return built
+
+
+def _tracked_package_data() -> list[str]:
+    """Every file under nbkit/ that is not Python source: the data notebooks and themes read."""
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "nbkit").rglob("*")
+                  if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts)
+
+
+def test_wheel_carries_the_notebooks_and_every_data_file(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        for nb in NOTEBOOKS:
+            inside = f"nbkit/notebooks/{nb.name}"
+            assert inside in names, f"{nb.name} is not in the wheel"
+            assert z.read(inside) == nb.read_bytes(), f"the wheel's {nb.name} differs from notebooks/{nb.name}"
+        assert z.read("nbkit/notebooks/reference_seconds.json") == (ROOT / "notebooks" / "reference_seconds.json").read_bytes()
+        missing = [f for f in _tracked_package_data() if f not in names]
+        assert not missing, f"package data left out of the wheel: {missing}"
+        # The paired py:percent scripts stay in the repository: the wheel carries one copy, the .ipynb.
+        assert not [n for n in names if n.startswith("nbkit/notebooks/") and n.endswith(".py")]
+
+
+def test_sdist_carries_the_notebooks_the_wheel_is_built_from(tmp_path):
+    src = _copy_sources(tmp_path / "src")
+    rc = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")], cwd=src,
+                        capture_output=True, text=True)
+    assert rc.returncode == 0, rc.stderr[-3000:]
+    (sdist,) = (tmp_path / "dist").glob("nbkit-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {f"notebooks/{nb.name}" for nb in NOTEBOOKS} | {"notebooks/reference_seconds.json", "setup.py"} <= names
+
+
+def _wheel_requirements(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    return [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+
+
+def test_core_requirements_leave_torch_and_model_libraries_to_the_extras(wheel):
+    from nbkit.extras import requirements
+
+    reqs = requirements(tuple(_wheel_requirements(wheel)))
+    core = {r.name for r in reqs["core"]}
+    assert not core & {"torch", "transformers", "deepspeed", "dspy", "peft", "torch-geometric", "llama-cpp-python"}
+    assert {"papermill", "ipykernel", "jupyterlab", "pydantic", "packaging"} <= core
+    for extra in ("kg", "zero", "audit"):
+        assert "torch" in {r.name for r in reqs[extra]}, f"nbkit[{extra}] must bring torch"
+    every = {r.name for extra in ("kg", "zero", "signatures", "audit", "cluster") for r in reqs[extra]}
+    assert {r.name for r in reqs["all"]} == every
+
+
+CORE_ONLY_NOTEBOOK = "00_start_here"
+PSCHECK_IMPORTS = "nbkit.pscheck"
+
+
+def test_notebook_00_and_pscheck_import_only_core_packages(wheel):
+    """`pip install nbkit` alone runs notebook 00 and pscheck: every module they import at top level
+    comes from the core requirements (checked by importing them with the extras' packages hidden)."""
+    from nbkit.extras import requirements
+
+    reqs = requirements(tuple(_wheel_requirements(wheel)))
+    core = {r.name.lower().replace("-", "_") for r in reqs["core"]}
+    hidden = sorted({r.name.lower().replace("-", "_") for extra, rs in reqs.items() if extra not in ("core", "dev")
+                     for r in rs} - core | {"torch_geometric", "sklearn", "llama_cpp"})
+    nb = nbformat.read(ROOT / "notebooks" / f"{CORE_ONLY_NOTEBOOK}.ipynb", as_version=4)
+    imports = "\n".join(line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()
+                        if line.startswith(("import ", "from ")))
+    code = (f"import sys\nfor m in {hidden!r}: sys.modules[m] = None\n{imports}\n"
+            "from nbkit.device import device_name, device_report\n"
+            "from nbkit.cli import doctor_report\n"
+            "assert device_name('auto') == 'cpu' and device_report()['torch'] is None\n"
+            "r = doctor_report()\nassert r['extras']['core']['ok'], r['extras']['core']\n"
+            f"import {PSCHECK_IMPORTS}.cli\nfrom nbkit.pscheck.cli import main\n"
+            f"sys.exit(main([{str(ROOT / 'nbkit' / 'pscheck')!r}, '--format', 'json']) not in (0, 1))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+FAKE_CUDA_TORCH = "2.4.1+cu121"  # the README's floor (torch>=2.4) as a CUDA build a user already has
+
+
+def _satisfying_version(req) -> str:
+    from importlib import metadata
+
+    try:
+        version = metadata.version(req.name)
+        if req.specifier.contains(version, prereleases=True):
+            return version
+    except metadata.PackageNotFoundError:
+        pass
+    floors = [s.version for s in req.specifier if s.operator in (">=", "==", "~=")]
+    assert floors and req.specifier.contains(floors[0], prereleases=True), f"no version to stub for {req}"
+    return floors[0]
+
+
+def _env_with(tmp: Path, versions: dict[str, str]) -> Path:
+    """A fresh venv (no pip) whose site-packages holds installed-distribution records of ``versions``."""
+    import sysconfig
+
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    assert site != Path(sysconfig.get_paths()["purelib"])
+    for name, version in versions.items():
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        (info / "INSTALLER").write_text("test\n")
+        (info / "RECORD").write_text("")
+    return python
+
+
+def _resolver_plan(python: Path, wheel: Path, spec: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--no-index",
+                           "--find-links", str(wheel.parent), "--quiet", "--report", "-", spec],
+                          capture_output=True, text=True, env=_pip_env())
+
+
+@pytest.mark.parametrize("torch_version, kept", [(FAKE_CUDA_TORCH, True), ("2.3.1+cu121", False)])
+def test_installing_nbkit_all_keeps_the_users_torch(wheel, tmp_path, torch_version, kept):
+    """pip's plan for `pip install nbkit[all]` into an environment that already has every requirement
+    and its own CUDA build of torch installs nbkit alone. The control (a torch below the floor) shows
+    the same check sees a plan that would replace torch: offline, pip can only fail on it."""
+    import json
+
+    from packaging.requirements import Requirement
+
+    from nbkit.extras import requirements
+
+    reqs = requirements(tuple(_wheel_requirements(wheel)))
+    needed = {r.name: r for extra in ("core", "all") for r in reqs[extra]}
+    versions = {name: _satisfying_version(r) for name, r in needed.items()}
+    versions["torch"] = torch_version
+    assert Requirement("torch>=2.4").specifier.contains(FAKE_CUDA_TORCH)
+    python = _env_with(tmp_path, versions)
+    plan = _resolver_plan(python, wheel, "nbkit[all]")
+    if kept:
+        assert plan.returncode == 0, plan.stderr[-3000:]
+        installs = [item["metadata"]["name"] for item in json.loads(plan.stdout)["install"]]
+        assert installs == ["nbkit"], f"pip would also install {installs}"
+    else:
+        assert plan.returncode != 0 and "No matching distribution found for torch" in plan.stderr, plan.stderr[-3000:]
+
+
+def _fresh_venv_reusing_this_one(tmp: Path, wheel: Path) -> Path:
+    """A new venv that sees this environment's packages (a .pth line naming its site-packages; a
+    venv's --system-site-packages would see the base Python's, not ours) and has the wheel installed
+    with --no-deps, as a user's environment that already holds the dependencies would."""
+    import sysconfig
+
+    venv = tmp / "user-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    # Appended after the venv's own site-packages: the wheel's nbkit wins over this env's editable one.
+    (site / "reuse_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # nbconvert's HTML templates are data files its install puts under <prefix>/share/jupyter; the
+    # user's environment would have them there (not this env's kernel specs: the kernel is the venv's).
+    templates = Path(sysconfig.get_paths()["data"]) / "share" / "jupyter" / "nbconvert"
+    (venv / "share" / "jupyter").mkdir(parents=True)
+    (venv / "share" / "jupyter" / "nbconvert").symlink_to(templates, target_is_directory=True)
+    rc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+                         "--quiet", str(wheel)], capture_output=True, text=True, env=_pip_env())
+    assert rc.returncode == 0, rc.stderr[-3000:]
+    return venv
+
+
+def _input_path(run_dir: Path, stem: str) -> Path:
+    meta = nbformat.read(run_dir / f"{stem}.ipynb", as_version=4).metadata["papermill"]
+    return Path(meta["input_path"]).resolve()
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path):
+    """What a user of `pip install nbkit[all]` does, in a folder that is not a clone: `nbkit run 00`
+    runs the notebook that came in the wheel, `nbkit init` copies the notebooks, and `nbkit run 02
+    --smoke` there runs the user's copy. Nothing is written into the installed package."""
+    import os
+
+    venv = _fresh_venv_reusing_this_one(tmp_path, wheel)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBKIT_NOTEBOOKS", "NBKIT_RECORD_FILE")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    nbkit_cmd = str(venv / "bin" / "nbkit")
+
+    def nbkit(*args, cwd=work):
+        out = subprocess.run([nbkit_cmd, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, f"nbkit {' '.join(args)}: {out.stderr[-3000:]}"
+        return out
+
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import nbkit.runner as r; print(r.packaged_notebooks_dir())"],
+                           cwd=work, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    packaged = Path(where)
+    assert packaged.is_relative_to(venv) and ROOT not in packaged.parents, f"nbkit imported from {packaged}"
+    before = sorted(p.name for p in packaged.iterdir())
+
+    kernel = subprocess.run([str(venv / "bin" / "python"), "-c", "from jupyter_client.kernelspec import KernelSpecManager as K;"
+                             "print(K().get_kernel_spec('python3').argv[0])"], cwd=work, env=env, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert kernel == str(venv / "bin" / "python"), f"the python3 kernel here runs {kernel}, not the user's venv"
+
+    nbkit("run", "00", "-q", "--output", "runs/from-wheel")
+    assert _input_path(work / "runs" / "from-wheel", "00_start_here").parent == packaged.resolve()
+
+    nbkit("init")
+    copied = sorted(p.name for p in (work / "notebooks").glob("*.ipynb"))
+    assert copied == [nb.name for nb in NOTEBOOKS]
+    assert "already there" in nbkit("init").stdout
+
+    nbkit("run", "02", "--smoke", "-q", "--output", "runs/zero")
+    assert _input_path(work / "runs" / "zero", "02_zero_ladder").parent == (work / "notebooks").resolve()
+    metrics = json.loads((work / "runs" / "zero" / "metrics.json").read_text())
+    assert metrics["02_zero_ladder"].get("claims"), "notebook 02 recorded no claims"
+    assert sorted(p.name for p in packaged.iterdir()) == before, "a run wrote into the installed package"
