@@ -9,7 +9,9 @@ assembles the rows from the findings of the good config and of the deliberately 
 Two rows of the old table are gone: "missing-field share is a useful headline" (the field notes
 define it as a metric; nothing can refute a definition) and "ZeRO-3 slices by flat shape, ignoring KV
 head groups" (the layout is computed from DeepSpeed's flat-partition rule, so its verdict would only
-restate the model of it).
+restate the model of it). For the same reason there is no row for "a persistence threshold of 1e9
+replicates every tensor": the zero3-layout check applies DeepSpeed's rule (numel ≤ threshold persists),
+so at 1e9 the row could only hold; the check still shows the layout.
 """
 
 from __future__ import annotations
@@ -145,14 +147,15 @@ def verdict_flash_speedup(figs: Figures) -> Verdict:
 
 def verdict_sqrt_l(figs: Figures) -> Verdict:
     """Accumulation must scale with √L: the fitted exponent of gradient variance vs length is −0.5
-    within ±0.25. Holds when the slope's 95 % bootstrap interval (gradient samples resampled within
-    each length) lies inside [−0.75, −0.25], refuted when it misses that band entirely (e.g. ≈ −1,
+    within ±0.25. Holds when the slope's 95 % bootstrap interval (independent variance estimates, one
+    per disjoint pair of gradient samples, resampled within each length) lies inside [−0.75, −0.25],
+    refuted when it misses that band entirely (e.g. ≈ −1,
     the linear rule, or ≥ 0), else inconclusive."""
     lo, hi = _num(figs, "noise_variance_slope_ci_low"), _num(figs, "noise_variance_slope_ci_high")
     if math.isnan(_num(figs, "noise_variance_slope")):
         return _missing("the variance slope")
     if math.isnan(lo) or math.isnan(hi):
-        return Verdict(INCONCLUSIVE, f"slope {figs['noise_variance_slope']:.2f} from {figs.get('noise_lengths')} lengths has no interval — n too small; fit ≥ 3 lengths of ≥ 3 samples")
+        return Verdict(INCONCLUSIVE, f"slope {figs['noise_variance_slope']:.2f} from {figs.get('noise_lengths')} lengths has no interval — n too small; fit ≥ 3 lengths of ≥ 6 samples (3 independent pairs)")
     return decide_close((lo, hi), -0.5, 0.25, what="variance exponent", n_hint="more lengths or samples per length narrow it")
 
 
@@ -279,15 +282,6 @@ def verdict_kl_threshold(figs: Figures) -> Verdict:
 # -- zero3-layout, schedulers ---------------------------------------------------------------------
 
 
-def verdict_persistence_replicates(figs: Figures) -> Verdict:
-    """stage3_param_persistence_threshold = 1e9 replicates tensors on every rank: holds when more than
-    half of the parameter bytes are persisted (whole on every rank), refuted otherwise."""
-    ps = _num(figs, "persisted_share_pct")
-    if math.isnan(ps):
-        return _missing("the persisted share")
-    return Verdict(HOLDS, f"{ps:.0f} % of bytes persisted") if ps > 50 else Verdict(REFUTED, f"only {ps:.0f} % of bytes persisted")
-
-
 def verdict_warmup_first_stage_only(figs: Figures) -> Verdict:
     """Under SequentialLR(OneCycleLR, StepLR) the warmup ramps in the first stage only: holds at 0
     rising ramps in stage 2, refuted when stage 2 ramps again."""
@@ -350,7 +344,7 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None, *
     k, lb, la = figs(good, "kiss-lora"), figs(good, "lora-binding"), figs(good, "label-alignment")
     at, ga, dt = figs(good, "attention"), figs(good, "grad-accumulation"), figs(good, "dtypes")
     rw_g = figs(good, "reward-weights")
-    z_b, sc, fr, dd = figs(broken, "zero3-layout"), figs(good, "schedulers"), figs(good, "fragmentation"), figs(good, "ddp-eval")
+    sc, fr, dd = figs(good, "schedulers"), figs(good, "fragmentation"), figs(good, "ddp-eval")
     ds_b, lm = figs(broken, "data-schema"), figs(good, "loss-mask") or figs(broken, "loss-mask")
     lm_probe = lm.get("field_note_asserts") or {}
     kiss_decided = int(k.get("seeds_kiss_first", 0)) + int(k.get("seeds_over_first", 0))
@@ -394,7 +388,8 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None, *
                            interval=fmt_interval((at["flash_over_math_cuda_low"], at["flash_over_math_cuda_high"]), level=None) if "flash_over_math_cuda_low" in at else ""),
         Claim.from_verdict(verdict_sqrt_l(ga), key="sqrt-l", claim="accumulation steps must scale with √L (gradient variance ∝ L^-0.5)", field_note="exponent −0.5",
                            measured=f"variance ∝ L^{_fmt(ga.get('noise_variance_slope'), '.2f')}", rule="95 % interval of the exponent inside −0.5 ± 0.25 holds, outside refutes",
-                           n=f"{ga.get('noise_lengths')} lengths × {ga.get('noise_samples_per_length')} gradient samples ({ga.get('gradients_of')})",
+                           n=f"{ga.get('noise_lengths')} lengths × {ga.get('noise_samples_per_length')} gradient samples = "
+                             f"{(ga.get('noise_samples_per_length') or 0) // 2} independent pairs per length ({ga.get('gradients_of')})",
                            interval=fmt_interval((_num(ga, "noise_variance_slope_ci_low"), _num(ga, "noise_variance_slope_ci_high")))),
         Claim.from_verdict(verdict_token_count_normalisation(ga), key="token-count", claim="(issue) micro-batch means equal the large batch only with token-count normalisation",
                            field_note="—", measured=f"mean-of-means err {_fmt(ga.get('rel_err_per_microbatch_mean'))}, token-count err {_fmt(ga.get('rel_err_token_count'))}",
@@ -432,9 +427,6 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None, *
                                     f"vs {_fmt(rw_g.get('kl_sampled_vs_reward'))} at β={rw_g.get('beta')}, γ={rw_g.get('gamma')}{on_good}",
                            rule="concentrated above and configured at or below 0.18 holds; both on one side refutes",
                            n=f"{rw_g.get('n_examples', '—')} scored responses, both samplers on the same ones"),
-        Claim.from_verdict(verdict_persistence_replicates(z_b), key="persistence", claim="stage3_param_persistence_threshold=1e9 replicates small tensors on every rank",
-                           field_note="small tensors replicated", measured=f"{_fmt(z_b.get('persisted_share_pct'), '.0f')} % of bytes persisted",
-                           rule="> 50 % of bytes persisted holds, else refuted", n="every parameter tensor"),
         Claim.from_verdict(verdict_warmup_first_stage_only(sc), key="warmup-stage", claim="under SequentialLR(OneCycleLR, StepLR) the warmup applies to the first stage only",
                            field_note="stage 2 gets 0 warmup steps", measured=f"{sc.get('field_note_scenario_warmup_ramps_in_stage2', '—')} warmup ramp(s) in stage 2",
                            rule="0 ramps in stage 2 holds, ≥ 1 refutes", n="300 scheduler steps (deterministic)"),
@@ -451,7 +443,7 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None, *
                            field_note="reducer error", measured=str(dd.get("backward: error") or ("no error" if "backward: extra all-reduces" in dd else "—")),
                            rule="a reducer error holds, a clean run refutes", n=f"2 ranks × {dd.get('train_steps', '—')} steps"),
     ]
-    kiss_keys, broken_keys = {"kiss-share", "over-share", "param-ratio", "kiss-peak"}, {"lax-coercion", "persistence"}
+    kiss_keys, broken_keys = {"kiss-share", "over-share", "param-ratio", "kiss-peak"}, {"lax-coercion"}
     ddp_keys = {"eval-allreduce", "eval-backward"}  # a tiny Llama with a value head on two gloo ranks, whatever the config
     model_free = {"baddbmm", "index-add", "index-copy", "warmup-stage"}  # torch ops and schedulers: no model involved
     named = []

@@ -486,12 +486,11 @@ class GradAccumulationConfig(_CheckConfig):
     grad_accumulation: int = field(default=4, metadata={"min": 2, "max": 16})
     loss_normalisation: str = field(default="token_count", metadata={"choices": ["token_count", "per_microbatch_mean"]})
     noise_lengths: tuple = field(default=(16, 32, 64, 128), metadata={"choices": [16, 32, 64, 128, 256], "label": "lengths of the noise fit"})
-    # 4: on SmolLM2 the exponent's 95 % interval is [-1.26, -0.91] with 4 samples per length and
-    # [-1.24, -1.05] with 8 — both miss the √L band [-0.75, -0.25], so the verdict is the same at half
-    # the forward passes (bench/audit_noise_samples.py; 3 samples: [-1.18, -0.85]).
-    noise_samples: int = field(default=4, metadata={"min": 3, "max": 64, "label": "gradient samples per length"})
+    # 8 samples = 4 independent pairs per length (the interval resamples pairs, and needs ≥ 3 of them):
+    # 4 samples gave only 2 pairs, too few for any interval. Set by what the interval needs, not by its verdict.
+    noise_samples: int = field(default=8, metadata={"min": 6, "max": 64, "label": "gradient samples per length (pairs: half)"})
     noise_params: str = field(default="last_layer", metadata={"choices": ["last_layer", "all"], "label": "gradients of"})
-    SIZES: ClassVar[dict[str, Any]] = {"micro_batch_size": 2, "grad_accumulation": 2, "noise_lengths": (16, 32, 64), "noise_samples": 4}
+    SIZES: ClassVar[dict[str, Any]] = {"micro_batch_size": 2, "grad_accumulation": 2, "noise_lengths": (16, 32, 64), "noise_samples": 6}
 
     @classmethod
     def _from_audit(cls, audit):

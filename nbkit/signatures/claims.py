@@ -43,6 +43,7 @@ STRUCTURE_GAIN = 0.10  # the grammar removes at least 10 points of structural fa
 RARE = 0.05
 RUNAWAY = 4.0  # a stock server that generates at least 4x the limit "ran away"
 PAIRED_RULE = "Newcombe paired 95 % interval"
+RS_CANDIDATES = 16  # BootstrapFewShotWithRandomSearch's documented num_candidate_programs
 MIN_PAIRS = 10  # below 10 pairs a percentile bootstrap is overconfident (2 equal pairs give a zero-width interval)
 
 
@@ -78,6 +79,8 @@ def _paired_gain(a: Sequence[float], b: Sequence[float], threshold: float, what:
     if len(a) < MIN_PAIRS:
         interval = bootstrap_interval((list(a), list(b)), paired=True) if len(a) >= 2 else (float("nan"), float("nan"))
         return Verdict(INCONCLUSIVE, f"{what}: only {len(a)} paired {unit} — n too small to decide (needs ≥ {MIN_PAIRS})"), fmt_interval(interval)
+    if len({x - y for x, y in zip(a, b, strict=True)}) == 1:  # every pair differs alike: a bootstrap has no width to give
+        return Verdict(INCONCLUSIVE, f"{what}: all {len(a)} paired {unit} differ by the same amount — no spread to build an interval from"), ""
     interval = bootstrap_interval((list(a), list(b)), paired=True)
     return decide_at_least(interval, threshold, what=what, n_hint=n_hint), fmt_interval(interval)
 
@@ -168,6 +171,18 @@ def verdict_program_beats(better: Sequence[float], baseline: Sequence[float], wh
     if _at_floor(better, baseline):
         return _floor(), ""
     return _paired_gain(better, baseline, GAIN, what, "questions")
+
+
+def verdict_random_search_beats(rs: Sequence[float], bfs: Sequence[float], num_candidates: int | None) -> tuple[Verdict, str]:
+    """Rule: as :func:`verdict_program_beats` for hit@3 RS − BFS, with one guard for the peer: the claim is about
+    BootstrapFewShotWithRandomSearch as documented (``num_candidate_programs`` = RS_CANDIDATES, 16), so a
+    refutation with fewer random candidates is reported inconclusive (the peer was run below its documented
+    budget); holds and inconclusive stand as they are, and at ≥ 16 candidates it can be refuted."""
+    verdict, interval = verdict_program_beats(rs, bfs, "hit@3 RS − BFS")
+    if verdict.verdict == REFUTED and (num_candidates or 0) < RS_CANDIDATES:
+        return Verdict(INCONCLUSIVE, f"{verdict.why} — but random search ran {num_candidates} random candidates, not DSPy's default "
+                                     f"{RS_CANDIDATES}: a loss at that budget does not refute the documented optimizer"), interval
+    return verdict, interval
 
 
 def verdict_runaway(stock_tokens: int | None, limit: int, n_ctx: int | None) -> Verdict:
@@ -324,6 +339,8 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
 def _compile_claims(compiled: dict[str, Any]) -> list[Claim]:
     rows = []
     q = compiled["questions"]
+    on = compiled.get("module_chosen_on")
+    chosen = f"; module chosen on {on['questions']} val questions" if on else ""
     zero = q.get("BFS 0% colloquial")
     mixed_names = [k for k in q if k.startswith("BFS") and k != "BFS 0% colloquial"]
     if zero is not None:
@@ -332,7 +349,7 @@ def _compile_claims(compiled: dict[str, Any]) -> list[Claim]:
             "standard_only_gap", "Compiled on standard questions only, a program does much worse on real users' (colloquial) questions",
             "F1 0.92 standard vs 0.65 colloquial (gap 0.27)", "§4.3 坑1",
             f"hit@3 standard {sum(std) / max(len(std), 1):.3f}, colloquial {sum(col) / max(len(col), 1):.3f} ({compiled['module']}, BFS 0 % colloquial)",
-            f"{PAIRED_RULE} (by case) of standard − colloquial ≥ {GAP} holds, < {GAP} refuted", f"{len(std)} dev cases × 2 phrasings",
+            f"{PAIRED_RULE} (by case) of standard − colloquial ≥ {GAP} holds, < {GAP} refuted", f"{len(std)} dev cases × 2 phrasings{chosen}",
             verdict_colloquial_gap(std, col),
         ))  # fmt: skip
     if zero is not None and mixed_names:
@@ -351,8 +368,9 @@ def _compile_claims(compiled: dict[str, Any]) -> list[Claim]:
         rows.append(_claim(
             "random_search_beats_bootstrap", "BootstrapFewShotWithRandomSearch beats plain BootstrapFewShot (same compile set)",
             "use FewShotWithRandomSearch instead of the default compiler", "§4.3 坑1",
-            f"hit@3 RS {sum(a) / max(len(a), 1):.3f} vs BFS {sum(b) / max(len(b), 1):.3f} (candidates chosen on {rs.get('val_questions')} val questions)",
-            f"{PAIRED_RULE} of hit@3 RS − BFS ≥ {GAIN} holds, < {GAIN} refuted", f"{len(a)} paired dev questions",
-            verdict_program_beats(a, b, "hit@3 RS − BFS"),
+            f"hit@3 RS {sum(a) / max(len(a), 1):.3f} vs BFS {sum(b) / max(len(b), 1):.3f} (candidates chosen on {rs.get('val_questions')} val questions; "
+            f"{rs.get('num_candidates', '—')} random candidates, DSPy's default is {RS_CANDIDATES})",
+            f"{PAIRED_RULE} of hit@3 RS − BFS ≥ {GAIN} holds, < {GAIN} refuted (a refutation needs RS at ≥ {RS_CANDIDATES} candidates)",
+            f"{len(a)} paired dev questions", verdict_random_search_beats(a, b, rs.get("num_candidates")),
         ))  # fmt: skip
     return rows

@@ -403,7 +403,8 @@ def run_compile(cfg: CompileConfig, live=None, *, session: SignatureSession) -> 
         demos = demo_counts(program)
         programs[name], results[name] = program, res
         rows.append(_compile_row(name, res, {"colloquial share": mix, "demos bootstrapped": demos["bootstrapped"], "demos labeled": demos["labeled"]}))
-        random_search = {"ran": True, "program": name, "candidates": candidate_scores(program), "val_questions": len(valset)}
+        random_search = {"ran": True, "program": name, "candidates": candidate_scores(program), "val_questions": len(valset),
+                         "num_candidates": cfg.num_candidates}
         if live is not None:
             for s in ("standard", "colloquial"):
                 live.add(f"hit@3 {s}", f"RS {mix:.0%} coll.", rows[-1][f"hit@3 {s}"])
