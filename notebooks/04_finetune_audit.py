@@ -198,8 +198,10 @@ show("schedulers")
 # ## 12 · Checkpoint interval ↔ fragmentation (`fragmentation`)
 #
 # Needs CUDA's caching allocator: on a GPU the model trains 2 × 200 steps checkpointing every 50
-# and every 200 steps, and the per-step gap ratio (reserved − allocated) / reserved of the two runs
-# is compared with a paired bootstrap interval. On CPU the finding says so and reports no number.
+# and every 200 steps, three times (each repeat its own seed and model copy), and the mean gap ratio
+# (reserved − allocated) / reserved of the two intervals is compared across repeats with a t interval
+# (the steps of one run are one allocator's history, not independent samples). On CPU the finding
+# says so and reports no number.
 
 # %%
 show("fragmentation")

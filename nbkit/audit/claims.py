@@ -296,10 +296,12 @@ def verdict_warmup_first_stage_only(figs: Figures) -> Verdict:
 
 def verdict_fragmentation(figs: Figures) -> Verdict:
     """Checkpointing more often fragments more (notes: gap 0.42 at 50 vs 0.18 at 200 steps): the
-    paired-bootstrap interval of the per-step gap-ratio difference (configured − reference) is ≥ 0.05
+    interval, across repeated run pairs, of the mean gap-ratio difference (configured − reference) is ≥ 0.05
     (holds), < 0.05 (refuted), else inconclusive. Needs CUDA's caching allocator."""
     if "gap_ratio_diff_ci_low" not in figs:
         return needs_gpu("the caching allocator's gap ratio") if not str(figs.get("device", "cuda")).startswith("cuda") else _missing("the gap ratio")
+    if int(figs.get("repeats", 1)) < 2:  # one run pair: its per-step ratios are one allocator's history, not independent
+        return Verdict(INCONCLUSIVE, "one run per interval: the per-step gap ratios of one run are not independent — repeat the runs to decide")
     return decide_at_least((figs["gap_ratio_diff_ci_low"], figs["gap_ratio_diff_ci_high"]), 0.05, what="gap-ratio difference")
 
 
@@ -434,7 +436,7 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None, *
                            field_note="gap 0.42 every 50 steps vs 0.18 every 200",
                            measured=(f"{_fmt(fr.get('gap_ratio_configured'))} every {fr.get('configured_interval')} vs {_fmt(fr.get('gap_ratio_reference'))} every {fr.get('reference_interval')}"
                                      if "gap_ratio_configured" in fr else "—"),
-                           rule="interval of the gap-ratio difference ≥ 0.05 holds, < 0.05 refutes", n=f"{fr.get('steps', '—')} steps per interval",
+                           rule="interval of the gap-ratio difference ≥ 0.05 holds, < 0.05 refutes", n=f"{fr.get('repeats', '—')} run pairs × {fr.get('steps', '—')} steps",
                            interval=fmt_interval((fr["gap_ratio_diff_ci_low"], fr["gap_ratio_diff_ci_high"])) if "gap_ratio_diff_ci_low" in fr else ""),
         Claim.from_verdict(verdict_eval_allreduce(dd), key="eval-allreduce", claim="evaluating with gradients enabled makes DDP trigger all-reduce",
                            field_note="all-reduce triggered", measured=f"{_fmt(dd.get('grad_no_backward: extra all-reduces'))} extra all-reduces (forward only)",

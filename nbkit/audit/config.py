@@ -610,7 +610,9 @@ class FragmentationConfig(_CheckConfig):
     reference_interval: int = field(default=200, metadata={"min": 1, "max": 1000})
     steps: int = field(default=0, metadata={"min": 0, "max": 5000, "label": "steps (0 = 2 × the larger interval)"})
     batch_size: int = field(default=4, metadata={"min": 1, "max": 64})
-    SIZES: ClassVar[dict[str, Any]] = {"interval": 5, "reference_interval": 20, "steps": 40}
+    # The claim is decided across repeats (a run's per-step ratios are not independent): 3 is the fewest that give a t interval with 2 df.
+    repeats: int = field(default=3, metadata={"min": 1, "max": 20, "help": "independent run pairs (own seed, fresh model copy)"})
+    SIZES: ClassVar[dict[str, Any]] = {"interval": 5, "reference_interval": 20, "steps": 40, "repeats": 2}
 
     @property
     def run_steps(self) -> int:

@@ -227,14 +227,23 @@ def test_fragmentation_says_needs_cuda_on_cpu():
 
 
 def test_fragmentation_figures_from_fabricated_traces():
-    """The keys the CUDA path writes, from two fabricated per-step gap-ratio traces."""
+    """The keys the CUDA path writes, from fabricated run pairs: the interval is across repeats, never over
+    the steps of one run (those are one allocator's history)."""
     from nbkit.audit.checks.fragmentation import compare_traces
+    from nbkit.audit.claims import verdict_fragmentation
 
-    mine = {"interval": 50, "checkpoints": 8, "mean_gap_ratio": 0.4, "alloc_retries": 3, "trace": [0.38, 0.42, 0.41, 0.39] * 25}
-    ref = {"interval": 200, "checkpoints": 2, "mean_gap_ratio": 0.2, "alloc_retries": 0, "trace": [0.18, 0.22, 0.19, 0.21] * 25}
-    figs = compare_traces(mine, ref)
-    assert 0.15 < figs["gap_ratio_diff_ci_low"] <= figs["gap_ratio_diff_ci_high"] < 0.25
-    assert figs["steps"] == 100 and figs["checkpoints_reference"] == 2
+    def run(interval, mean):
+        return {"interval": interval, "checkpoints": 800 // interval, "mean_gap_ratio": mean, "alloc_retries": 0, "trace": [mean] * 400}
+
+    pairs = [(run(50, 0.40), run(200, 0.20)), (run(50, 0.42), run(200, 0.19)), (run(50, 0.39), run(200, 0.21))]
+    figs = compare_traces(pairs)
+    assert figs["repeats"] == 3 and figs["gap_ratio_diff_per_repeat"] == pytest.approx([0.2, 0.23, 0.18])
+    assert 0.1 < figs["gap_ratio_diff_ci_low"] <= figs["gap_ratio_diff_ci_high"] < 0.3
+    assert figs["steps"] == 400 and figs["checkpoints_reference"] == 4
+    assert verdict_fragmentation({**figs, "device": "cuda:0"}).verdict == "holds"
+    one = compare_traces(pairs[:1])  # one pair: no interval, and the verdict decides nothing
+    assert math.isnan(one["gap_ratio_diff_ci_low"]) and one["repeats"] == 1
+    assert verdict_fragmentation({**one, "device": "cuda:0"}).verdict == "inconclusive"
 
 
 def test_kiss_comparison_on_tiny(tiny):
