@@ -15,8 +15,9 @@ inputs — and take the *interval* of a noisy figure, not its point value:
   inconclusive.
 
 An exactly measured figure (a byte count, a flag) is a degenerate interval ``(x, x)``. Intervals come
-from :func:`mean_interval` (seeds: Student t), :func:`bootstrap_interval` (per-item scores) and
-:func:`rate_interval` (k of n: Wilson), all via scipy. Each theme's ``claims.py`` holds small named
+from :func:`mean_interval` (seeds: Student t), :func:`bootstrap_interval` (per-item scores),
+:func:`rate_interval` (k of n: Wilson) and :func:`paired_rate_difference_interval` (two 0/1 outcomes on
+the same items: Newcombe's hybrid score interval), all via scipy. Each theme's ``claims.py`` holds small named
 ``verdict_*`` functions built on these, its rule stated in the docstring; each returns a
 :class:`Verdict` and is unit-tested through every outcome.
 """
@@ -243,3 +244,42 @@ def rate_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
     ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
     return (float(ci.low), float(ci.high))
+
+
+def paired_rate_difference_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Interval of mean(a) − mean(b) for two 0/1 outcomes on the same items (Newcombe 1998, method 10).
+
+    Why not the paired bootstrap: when no item is discordant (a = b everywhere) every resample gives
+    the same difference and the percentile interval has zero width — a confident verdict from 15
+    equal pairs. Newcombe's hybrid score ("square-and-add") interval combines the two Wilson intervals
+    of the marginal rates with their estimated correlation (continuity-corrected φ, 0 when a margin
+    is empty), so it keeps its width at small n and with no discordant pairs. Written here because
+    no released library provides it: statsmodels' ``confint_proportions_paired`` exists only on its
+    development branch (not in 0.15.0), scipy has none. ``(nan, nan)`` for no items; a value other
+    than 0/1 is an error (a score is not a proportion).
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired outcomes need equal lengths, got {len(a)} and {len(b)}")
+    pairs = [(float(x), float(y)) for x, y in zip(a, b, strict=True)]
+    if any(v not in (0.0, 1.0) for pair in pairs for v in pair):
+        raise ValueError("paired_rate_difference_interval needs 0/1 outcomes")
+    n = len(pairs)
+    if n == 0:
+        return (float("nan"), float("nan"))
+    both = sum(1 for x, y in pairs if x == 1 and y == 1)
+    only_a = sum(1 for x, y in pairs if x == 1 and y == 0)
+    only_b = sum(1 for x, y in pairs if x == 0 and y == 1)
+    neither = n - both - only_a - only_b
+    p1, p2 = (both + only_a) / n, (both + only_b) / n
+    l1, u1 = rate_interval(both + only_a, n, level)
+    l2, u2 = rate_interval(both + only_b, n, level)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    phi = 0.0
+    if margins > 0:
+        cross = both * neither - only_a * only_b
+        corrected = cross - n / 2 if cross > n / 2 else (0.0 if cross >= 0 else cross)
+        phi = corrected / math.sqrt(margins)
+    d = p1 - p2
+    lower = d - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    upper = d + math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    return (lower, upper)

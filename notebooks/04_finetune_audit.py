@@ -32,7 +32,8 @@ MODEL = "smollm2"  # "smollm2" (real model) or "tiny" (random GQA Llama, seconds
 CONFIG = "good_smollm2.yaml"  # under nbkit/audit/examples/, or a path
 BROKEN_CONFIG = "broken.yaml"
 KISS_MODEL = "smollm2"  # model of kiss-lora's training (SMOKE trains the tiny model)
-KISS_BUDGET_STEPS = 30  # budget per LoRA variant in kiss-lora; training stops at the first evaluation that decides (SmolLM2: step 5)
+KISS_BUDGET_STEPS = 30  # budget per LoRA variant in kiss-lora; training stops at the first evaluation that decides
+KISS_SEEDS = 4  # repeats of the kiss-lora comparison, each with its own split, initialisation and batch order; range: 1..20
 KISS_LR = 0.001
 TRAINER_CONFIG = "axolotl_smollm2.yml"  # your axolotl YAML, TRL SFTConfig / TrainingArguments JSON, PEFT adapter_config.json or ds_config.json
 TRAINER_MODEL = ""  # replaces the config's base model: a local Hugging Face directory, a config.json, a Hub id, "smollm2" or "tiny"
@@ -40,7 +41,7 @@ DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: under nbkit/diag
 DIAGNOSE_NODES = 1  # range: 1..4096
 DIAGNOSE_GPUS_PER_NODE = 8  # range: 1..64
 DIAGNOSE_GPU_MEMORY = 80.0  # GiB of one GPU
-THREADS = 1  # torch intra-op threads; 1 is fastest on a shared CPU (7× here under load), 0 keeps torch's default. Independent computations (kiss-lora's two variants, grad-accumulation's two passes) also run side by side on CPU, one thread each
+THREADS = 1  # torch intra-op threads; 1 was fastest on a shared 2-core CPU in an earlier session, 0 keeps torch's default. Independent computations (kiss-lora's two variants, grad-accumulation's two passes) also run side by side on CPU, one thread each
 
 # %%
 import nbkit
@@ -92,10 +93,12 @@ def show(slug, cfg=None, context=None, into=None):
 # memory from the device (CUDA allocator peak, or tensor bytes of one optimiser step on CPU), steps
 # from the validation loss reaching the target. The budget is `KISS_BUDGET_STEPS`; the variants train in
 # lock-step and stop at the first evaluation where one reaches the target (training on cannot change
-# which got there first).
+# which got there first). The comparison is repeated for `KISS_SEEDS` seeds, each drawing its own
+# validation split, LoRA initialisation and batch order; the claim is decided on how often KISS got
+# there first, with an interval (the plot and table show the first seed).
 
 # %%
-show("kiss-lora", KissConfig.smoke() if SMOKE else KissConfig(budget_steps=KISS_BUDGET_STEPS, lr=KISS_LR, model=KISS_MODEL))
+show("kiss-lora", KissConfig.smoke() if SMOKE else KissConfig(budget_steps=KISS_BUDGET_STEPS, lr=KISS_LR, model=KISS_MODEL, seeds=KISS_SEEDS))
 
 # %% [markdown]
 # ## 2 · LoRA shape binding (`lora-binding`)
@@ -164,7 +167,9 @@ show("data-schema")
 #
 # `len(input_ids) == len(labels)`, the unmasked labels decode exactly to the target text, and the
 # end-of-turn token is trained although pad == eos. Tick `mask_pad_labels` to see the common
-# collator line `labels[labels == pad] = -100` silently mask it.
+# collator line `labels[labels == pad] = -100` silently mask it. The field notes' two asserts are also
+# run on leaking variants of every example (end-of-turn masked, target truncated, prompt trained, mask
+# boundary off by one): the claims table says whether they catch each kind.
 
 # %%
 show("loss-mask")
@@ -201,8 +206,10 @@ show("schedulers")
 # ## 12 · Checkpoint interval ↔ fragmentation (`fragmentation`)
 #
 # Needs CUDA's caching allocator: on a GPU the model trains 2 × 200 steps checkpointing every 50
-# and every 200 steps, and the per-step gap ratio (reserved − allocated) / reserved of the two runs
-# is compared with a paired bootstrap interval. On CPU the finding says so and reports no number.
+# and every 200 steps, three times (each repeat its own seed and model copy), and the mean gap ratio
+# (reserved − allocated) / reserved of the two intervals is compared across repeats with a t interval
+# (the steps of one run are one allocator's history, not independent samples). On CPU the finding
+# says so and reports no number.
 
 # %%
 show("fragmentation")
@@ -291,7 +298,7 @@ findings_frame(list(findings.values()) + broken_run.data).assign(config=["good"]
 # the measurement rests on, and the verdict.
 
 # %%
-rows = claims(findings, broken)
+rows = claims(findings, broken, good_model=MODEL, broken_model=broken_cfg.model.name)
 nbkit.record("claims", rows)
 nbkit.record("headline", headline(findings, broken))
 claims_frame(rows)

@@ -9,11 +9,14 @@ assembles the rows from the findings of the good config and of the deliberately 
 Two rows of the old table are gone: "missing-field share is a useful headline" (the field notes
 define it as a metric; nothing can refute a definition) and "ZeRO-3 slices by flat shape, ignoring KV
 head groups" (the layout is computed from DeepSpeed's flat-partition rule, so its verdict would only
-restate the model of it).
+restate the model of it). For the same reason there is no row for "a persistence threshold of 1e9
+replicates every tensor": the zero3-layout check applies DeepSpeed's rule (numel ≤ threshold persists),
+so at 1e9 the row could only hold; the check still shows the layout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -28,6 +31,7 @@ from nbkit.claims import (
     decide_close,
     fmt_interval,
     needs_gpu,
+    rate_interval,
 )
 from nbkit.findings import Finding
 
@@ -59,21 +63,22 @@ def verdict_param_ratio(figs: Figures) -> Verdict:
 def verdict_kiss_steps(figs: Figures) -> Verdict:
     """KISS reaches the validation-loss target in fewer steps than the over-parameterised LoRA.
 
-    Holds when KISS reaches it and the other does not, or reaches it later; refuted when the other
-    reaches it and KISS does not, or reaches it earlier; inconclusive when neither reaches it within
-    the budget or both reach it at the same evaluation step (the resolution is ``eval_every``).
+    Counted per seed (each seed its own split, initialisation and batch order): which variant reached
+    the target first. Rule: the share of decided seeds where KISS was first has a Wilson 95 % interval
+    at or above 0.5 (holds) or wholly below 0.5 (refuted); else inconclusive — also when no seed was
+    decided (ties at the same evaluation step and seeds where neither got there are not counted, as
+    in a sign test). One seed can never decide (its interval spans 0.5); four unanimous seeds can.
     """
-    if "kiss_steps_to_target" not in figs or "over_steps_to_target" not in figs:
-        return _missing("steps to the validation target")
-    k, o = figs["kiss_steps_to_target"], figs["over_steps_to_target"]
-    budget = figs.get("steps_trained", figs.get("budget_steps"))
-    if k is None and o is None:
-        return Verdict(INCONCLUSIVE, f"neither variant reached the target within {budget} steps — raise the budget")
-    if o is None or (k is not None and k < o):
-        return Verdict(HOLDS, f"KISS reached the target at step {k}, the over-parameterised LoRA {'not within ' + str(budget) if o is None else 'at ' + str(o)}")
-    if k is None or o < k:
-        return Verdict(REFUTED, f"the over-parameterised LoRA reached the target at step {o}, KISS {'not within ' + str(budget) if k is None else 'at ' + str(k)}")
-    return Verdict(INCONCLUSIVE, f"both reached the target at the same evaluation step {k}")
+    if "seeds_kiss_first" not in figs or "seeds_over_first" not in figs:
+        return _missing("steps to the validation target over seeds")
+    k, o = int(figs["seeds_kiss_first"]), int(figs["seeds_over_first"])
+    ties, neither = int(figs.get("seeds_tie", 0)), int(figs.get("seeds_neither", 0))
+    rest = f"; {ties} tied, {neither} reached by neither" if ties or neither else ""
+    if k + o == 0:
+        return Verdict(INCONCLUSIVE, f"no seed decided which variant is faster ({ties} tied, {neither} reached by neither) — raise the budget")
+    lo, hi = rate_interval(k, k + o)
+    return decide_at_least((lo, hi), 0.5, what=f"share of seeds where KISS reached the target first ({k} of {k + o}{rest})",
+                           n_hint=f"{k + o} decided seeds; more seeds would narrow it")
 
 
 def verdict_peak_ratio(figs: Figures) -> Verdict:
@@ -142,14 +147,15 @@ def verdict_flash_speedup(figs: Figures) -> Verdict:
 
 def verdict_sqrt_l(figs: Figures) -> Verdict:
     """Accumulation must scale with √L: the fitted exponent of gradient variance vs length is −0.5
-    within ±0.25. Holds when the slope's 95 % bootstrap interval (gradient samples resampled within
-    each length) lies inside [−0.75, −0.25], refuted when it misses that band entirely (e.g. ≈ −1,
+    within ±0.25. Holds when the slope's 95 % bootstrap interval (independent variance estimates, one
+    per disjoint pair of gradient samples, resampled within each length) lies inside [−0.75, −0.25],
+    refuted when it misses that band entirely (e.g. ≈ −1,
     the linear rule, or ≥ 0), else inconclusive."""
     lo, hi = _num(figs, "noise_variance_slope_ci_low"), _num(figs, "noise_variance_slope_ci_high")
     if math.isnan(_num(figs, "noise_variance_slope")):
         return _missing("the variance slope")
     if math.isnan(lo) or math.isnan(hi):
-        return Verdict(INCONCLUSIVE, f"slope {figs['noise_variance_slope']:.2f} from {figs.get('noise_lengths')} lengths has no interval — n too small; fit ≥ 3 lengths of ≥ 3 samples")
+        return Verdict(INCONCLUSIVE, f"slope {figs['noise_variance_slope']:.2f} from {figs.get('noise_lengths')} lengths has no interval — n too small; fit ≥ 3 lengths of ≥ 6 samples (3 independent pairs)")
     return decide_close((lo, hi), -0.5, 0.25, what="variance exponent", n_hint="more lengths or samples per length narrow it")
 
 
@@ -220,44 +226,60 @@ def verdict_lax_coercion(figs: Figures) -> Verdict:
 
 
 def verdict_mask_check_catches_leak(figs: Figures) -> Verdict:
-    """The length and decode checks catch a template/mask leak: holds when the broken config (pad =
-    eos masked) shows ≥ 1 masked end-of-turn token, refuted at 0."""
-    return decide_at_least(_num(figs, "eot_masked"), 1.0, what="masked end-of-turn tokens")
+    """The field notes' two asserts — ``len(input_ids) == len(labels)`` and "the unmasked labels are
+    exactly the target tokens" (decoded labels == target text) — catch template/mask leaks.
+
+    Judged on ``field_note_asserts``: the two asserts run on leaking examples of each class the SFT
+    path can produce (end-of-turn masked by ``labels[labels == pad] = -100`` with pad == eos, a target
+    cut by truncation, prompt tokens trained, the mask boundary off by one) and on the clean examples.
+    Holds when every leaking example fails at least one assert and every clean one passes both;
+    refuted when some leaking example passes both (a leak they miss) or a clean one fails (a false
+    alarm); inconclusive when no leaking example could be built.
+    """
+    probe = figs.get("field_note_asserts")
+    if not probe:
+        return _missing("the field notes' asserts on leaking examples")
+    classes = probe.get("leaks", {})
+    built = {c: v for c, v in classes.items() if v.get("examples", 0) > 0}
+    if not built:
+        return Verdict(INCONCLUSIVE, "no leaking example could be built from this data and template")
+    missed = {c: v["examples"] - v["caught"] for c, v in built.items() if v["caught"] < v["examples"]}
+    clean_n, clean_fail = int(probe.get("clean_examples", 0)), int(probe.get("clean_failing", 0))
+    caught = ", ".join(f"{c} {v['caught']}/{v['examples']} (length {v['length_fires']}, decode {v['decode_fires']})" for c, v in built.items())
+    if missed:
+        return Verdict(REFUTED, "leaks that pass both asserts: " + ", ".join(f"{c}: {m}" for c, m in missed.items()) + f" — caught: {caught}")
+    if clean_fail:
+        return Verdict(REFUTED, f"the asserts fail {clean_fail} of {clean_n} clean examples (false alarms); caught: {caught}")
+    return Verdict(HOLDS, f"every leaking example fails an assert ({caught}); {clean_n} clean examples pass both")
 
 
 # -- reward-weights -------------------------------------------------------------------------------
 
 
-def verdict_kurtosis_rises(good: Figures, broken: Figures) -> Verdict:
-    """Reward kurtosis rises when sampling concentrates (notes: 2.1 → 5.7): holds when the weighted
-    kurtosis at the broken config's β exceeds the uniform one by ≥ 1, refuted when it does not."""
-    ku, kw = _num(broken, "kurtosis_uniform"), _num(broken, "kurtosis_weighted")
+def verdict_kurtosis_rises(figs: Figures) -> Verdict:
+    """Reward kurtosis rises when sampling concentrates (notes: 2.1 → 5.7): on one model's scored
+    responses, the weighted kurtosis under the concentrated sampler (``concentrated_beta``/``_gamma``,
+    broken.yaml's β = 8, γ = 0) exceeds the uniform one by ≥ 1 (holds); refuted when it does not."""
+    ku, kw = _num(figs, "kurtosis_uniform"), _num(figs, "kurtosis_concentrated")
     return decide_at_least(kw - ku, 1.0, what="kurtosis rise")
 
 
-def verdict_kl_threshold(good: Figures, broken: Figures) -> Verdict:
-    """KL > 0.18 separates a concentrated sampler from a calm one: holds when the broken config's KL
-    is above 0.18 and the good config's below; refuted when both fall on the same side."""
-    kg, kb = _num(good, "kl_sampled_vs_reward"), _num(broken, "kl_sampled_vs_reward")
+def verdict_kl_threshold(figs: Figures) -> Verdict:
+    """KL > 0.18 separates a concentrated sampler from a calm one, on the same model and responses:
+    holds when the concentrated sampler's KL (broken.yaml's β, γ) is above 0.18 and the configured
+    (calm) one's at or below; refuted when both fall on the same side; inconclusive when the calm one
+    is flagged and the concentrated one not."""
+    kg, kb = _num(figs, "kl_sampled_vs_reward"), _num(figs, "kl_concentrated")
     if math.isnan(kg) or math.isnan(kb):
-        return _missing("KL of both configs")
+        return _missing("KL of both samplers")
     if kb > 0.18 >= kg:
-        return Verdict(HOLDS, f"KL {kb:.3f} (broken, flagged) vs {kg:.3f} (good)")
+        return Verdict(HOLDS, f"KL {kb:.3f} (concentrated, flagged) vs {kg:.3f} (configured)")
     if (kb > 0.18) == (kg > 0.18):
-        return Verdict(REFUTED, f"both on the same side of 0.18: good {kg:.3f}, broken {kb:.3f}")
-    return Verdict(INCONCLUSIVE, f"the good config is flagged ({kg:.3f}) and the broken one not ({kb:.3f})")
+        return Verdict(REFUTED, f"both on the same side of 0.18: configured {kg:.3f}, concentrated {kb:.3f}")
+    return Verdict(INCONCLUSIVE, f"the configured sampler is flagged ({kg:.3f}) and the concentrated one not ({kb:.3f})")
 
 
 # -- zero3-layout, schedulers ---------------------------------------------------------------------
-
-
-def verdict_persistence_replicates(figs: Figures) -> Verdict:
-    """stage3_param_persistence_threshold = 1e9 replicates tensors on every rank: holds when more than
-    half of the parameter bytes are persisted (whole on every rank), refuted otherwise."""
-    ps = _num(figs, "persisted_share_pct")
-    if math.isnan(ps):
-        return _missing("the persisted share")
-    return Verdict(HOLDS, f"{ps:.0f} % of bytes persisted") if ps > 50 else Verdict(REFUTED, f"only {ps:.0f} % of bytes persisted")
 
 
 def verdict_warmup_first_stage_only(figs: Figures) -> Verdict:
@@ -274,10 +296,12 @@ def verdict_warmup_first_stage_only(figs: Figures) -> Verdict:
 
 def verdict_fragmentation(figs: Figures) -> Verdict:
     """Checkpointing more often fragments more (notes: gap 0.42 at 50 vs 0.18 at 200 steps): the
-    paired-bootstrap interval of the per-step gap-ratio difference (configured − reference) is ≥ 0.05
+    interval, across repeated run pairs, of the mean gap-ratio difference (configured − reference) is ≥ 0.05
     (holds), < 0.05 (refuted), else inconclusive. Needs CUDA's caching allocator."""
     if "gap_ratio_diff_ci_low" not in figs:
         return needs_gpu("the caching allocator's gap ratio") if not str(figs.get("device", "cuda")).startswith("cuda") else _missing("the gap ratio")
+    if int(figs.get("repeats", 1)) < 2:  # one run pair: its per-step ratios are one allocator's history, not independent
+        return Verdict(INCONCLUSIVE, "one run per interval: the per-step gap ratios of one run are not independent — repeat the runs to decide")
     return decide_at_least((figs["gap_ratio_diff_ci_low"], figs["gap_ratio_diff_ci_high"]), 0.05, what="gap-ratio difference")
 
 
@@ -308,8 +332,11 @@ def _fmt(v: Any, spec: str = ".3g") -> str:
     return format(v, spec) if isinstance(v, float) else str(v)
 
 
-def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -> list[Claim]:
-    """The claims rows from the findings of the good config and the broken one (keyed by slug)."""
+def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None, *, good_model: str = "", broken_model: str = "") -> list[Claim]:
+    """The claims rows from the findings of the good config and the broken one (keyed by slug).
+
+    ``good_model`` / ``broken_model``: the models the two configs ran on, named in each row's measured
+    value (the field notes' figures are about their own model, not this one)."""
     broken = broken or {}
 
     def figs(findings, slug) -> Figures:
@@ -318,13 +345,17 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
 
     k, lb, la = figs(good, "kiss-lora"), figs(good, "lora-binding"), figs(good, "label-alignment")
     at, ga, dt = figs(good, "attention"), figs(good, "grad-accumulation"), figs(good, "dtypes")
-    rw_g, rw_b = figs(good, "reward-weights"), figs(broken, "reward-weights")
-    z_b, sc, fr, dd = figs(broken, "zero3-layout"), figs(good, "schedulers"), figs(good, "fragmentation"), figs(good, "ddp-eval")
-    ds_b, lm_b = figs(broken, "data-schema"), figs(broken, "loss-mask")
-    # One seed: on SmolLM2 each seed costs about a minute of CPU (bench/audit_kiss_budget.py), and three
-    # do not fit notebook 04's two-minute default; the row says so rather than implying an interval.
-    kiss_n = (f"1 seed (no interval: ≥ 3 seeds do not fit the default run's time on CPU); {k.get('steps_trained', k.get('budget_steps'))} "
-              f"steps per variant on {k.get('model')} (budget {k.get('budget_steps')})")
+    rw_g = figs(good, "reward-weights")
+    sc, fr, dd = figs(good, "schedulers"), figs(good, "fragmentation"), figs(good, "ddp-eval")
+    ds_b, lm = figs(broken, "data-schema"), figs(good, "loss-mask") or figs(broken, "loss-mask")
+    lm_probe = lm.get("field_note_asserts") or {}
+    kiss_decided = int(k.get("seeds_kiss_first", 0)) + int(k.get("seeds_over_first", 0))
+    kiss_n = (f"{k.get('seeds', '—')} seeds ({kiss_decided} decided), each its own split, init and batch order; "
+              f"≤ {k.get('budget_steps')} steps per variant")
+    kiss_interval = fmt_interval(rate_interval(int(k.get("seeds_kiss_first", 0)), kiss_decided)) if kiss_decided else ""
+    # The field notes' figures come from their own DeepSeek runs; every row names the model it was measured on.
+    on_good, on_broken = f" [{good_model}]" if good_model else "", f" [{broken_model}]" if broken_model else ""
+    on_kiss = f" [{k['model']}]" if k.get("model") else on_good
     rows = [
         Claim.from_verdict(verdict_trainable_share(k, "kiss", 0.12), key="kiss-share", claim="KISS q/v rank-8 LoRA trains 0.12 % of the parameters",
                            field_note="0.12 %", measured=f"{_fmt(k.get('kiss_trainable_share_pct'))} %", rule="within ±25 % of 0.12 %", n="exact count (PEFT)"),
@@ -333,8 +364,12 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
         Claim.from_verdict(verdict_param_ratio(k), key="param-ratio", claim="q/v/o rank-64 has 3.2× the trainable parameters of q/v rank-8",
                            field_note="3.2×", measured=f"{_fmt(k.get('param_ratio_over_vs_kiss'))}×", rule="within ±25 % of 3.2", n="exact count (PEFT)"),
         Claim.from_verdict(verdict_kiss_steps(k), key="kiss-steps", claim="KISS reaches the validation-loss target in fewer steps",
-                           field_note="890 vs 2140 steps", measured=f"{k.get('kiss_steps_to_target')} vs {k.get('over_steps_to_target')} (None = not within the budget)",
-                           rule="fewer steps holds, more refutes; neither reaching it or a tie is inconclusive", n=kiss_n),
+                           field_note="890 vs 2140 steps",
+                           measured=f"KISS first in {k.get('seeds_kiss_first', '—')}, over-parameterised first in {k.get('seeds_over_first', '—')} of "
+                                    f"{k.get('seeds', '—')} seeds (seed {0 if not k else k.get('per_seed', [{}])[0].get('seed', '—')}: "
+                                    f"{k.get('kiss_steps_to_target')} vs {k.get('over_steps_to_target')} steps){on_kiss}",
+                           rule="share of decided seeds with KISS first, Wilson 95 % interval ≥ 0.5 holds, < 0.5 refutes; ties and seeds neither reached are not counted",
+                           n=kiss_n, interval=kiss_interval),
         Claim.from_verdict(verdict_peak_ratio(k), key="kiss-peak", claim="KISS peak memory is 0.66 of the over-parameterised run's",
                            field_note="28.1 / 42.3 GB = 0.66", measured=f"{_fmt(k.get('peak_ratio_kiss_vs_over'))} ({k.get('peak_measured_as', '—')})",
                            rule="within ±0.10 of 0.66", n="one optimiser step per variant"),
@@ -355,7 +390,8 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
                            interval=fmt_interval((at["flash_over_math_cuda_low"], at["flash_over_math_cuda_high"]), level=None) if "flash_over_math_cuda_low" in at else ""),
         Claim.from_verdict(verdict_sqrt_l(ga), key="sqrt-l", claim="accumulation steps must scale with √L (gradient variance ∝ L^-0.5)", field_note="exponent −0.5",
                            measured=f"variance ∝ L^{_fmt(ga.get('noise_variance_slope'), '.2f')}", rule="95 % interval of the exponent inside −0.5 ± 0.25 holds, outside refutes",
-                           n=f"{ga.get('noise_lengths')} lengths × {ga.get('noise_samples_per_length')} gradient samples ({ga.get('gradients_of')})",
+                           n=f"{ga.get('noise_lengths')} lengths × {ga.get('noise_samples_per_length')} gradient samples = "
+                             f"{(ga.get('noise_samples_per_length') or 0) // 2} independent pairs per length ({ga.get('gradients_of')})",
                            interval=fmt_interval((_num(ga, "noise_variance_slope_ci_low"), _num(ga, "noise_variance_slope_ci_high")))),
         Claim.from_verdict(verdict_token_count_normalisation(ga), key="token-count", claim="(issue) micro-batch means equal the large batch only with token-count normalisation",
                            field_note="—", measured=f"mean-of-means err {_fmt(ga.get('rel_err_per_microbatch_mean'))}, token-count err {_fmt(ga.get('rel_err_token_count'))}",
@@ -378,18 +414,21 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
         Claim.from_verdict(verdict_lax_coercion(ds_b), key="lax-coercion", claim="lax parsing silently coerces '42' for an int field (strict rejects)",
                            field_note="coercion happens", measured=f"{(ds_b.get('issue_counts') or {}).get('coerced (strict rejects)', '—')} coerced value(s) in the broken file",
                            rule="≥ 1 coercion holds, 0 refutes", n=f"{ds_b.get('lines', 0)} lines"),
-        Claim.from_verdict(verdict_mask_check_catches_leak(lm_b), key="mask-leak", claim="len(input_ids)==len(labels) and decoded labels == target catch template/mask leaks",
-                           field_note="the check catches leaks", measured=f"broken config: {lm_b.get('eot_masked', '—')} end-of-turn masked, {lm_b.get('truncated', '—')} truncated",
-                           rule="≥ 1 masked end-of-turn on the broken config holds, 0 refutes", n=f"{lm_b.get('examples', '—')} examples"),
-        Claim.from_verdict(verdict_kurtosis_rises(rw_g, rw_b), key="kurtosis", claim="reward kurtosis rises when sampling concentrates", field_note="2.1 → 5.7",
-                           measured=f"{_fmt(rw_b.get('kurtosis_uniform'), '.2f')} → {_fmt(rw_b.get('kurtosis_weighted'), '.2f')} (β={rw_b.get('beta')})",
-                           rule="rise ≥ 1 holds, < 1 refutes", n=f"{rw_b.get('n_examples', '—')} scored responses"),
-        Claim.from_verdict(verdict_kl_threshold(rw_g, rw_b), key="kl-threshold", claim="KL > 0.18 flags a significant shift", field_note="0.18",
-                           measured=f"KL {_fmt(rw_b.get('kl_sampled_vs_reward'))} at β={rw_b.get('beta')} vs {_fmt(rw_g.get('kl_sampled_vs_reward'))} at β={rw_g.get('beta')}",
-                           rule="broken above and good below 0.18 holds; both on one side refutes", n=f"{rw_b.get('n_examples', '—')} scored responses per config"),
-        Claim.from_verdict(verdict_persistence_replicates(z_b), key="persistence", claim="stage3_param_persistence_threshold=1e9 replicates small tensors on every rank",
-                           field_note="small tensors replicated", measured=f"{_fmt(z_b.get('persisted_share_pct'), '.0f')} % of bytes persisted",
-                           rule="> 50 % of bytes persisted holds, else refuted", n="every parameter tensor"),
+        Claim.from_verdict(verdict_mask_check_catches_leak(lm), key="mask-leak", claim="len(input_ids)==len(labels) and decoded labels == target catch template/mask leaks",
+                           field_note="the check catches leaks",
+                           measured=("caught " + ", ".join(f"{c} {v['caught']}/{v['examples']} (length assert {v['length_fires']})" for c, v in lm_probe.get("leaks", {}).items())
+                                     + f"; clean examples failing: {lm_probe.get('clean_failing')}/{lm_probe.get('clean_examples')}" + on_good) if lm_probe else "—",
+                           rule="every leaking example fails an assert and every clean one passes both holds; a leak passing both, or a clean example failing, refutes",
+                           n=f"{lm_probe.get('clean_examples', '—')} examples × {len(lm_probe.get('leaks', {}))} leak classes (the leaks sft.py and collators produce)"),
+        Claim.from_verdict(verdict_kurtosis_rises(rw_g), key="kurtosis", claim="reward kurtosis rises when sampling concentrates", field_note="2.1 → 5.7",
+                           measured=f"{_fmt(rw_g.get('kurtosis_uniform'), '.2f')} → {_fmt(rw_g.get('kurtosis_concentrated'), '.2f')} "
+                                    f"(uniform → β={rw_g.get('concentrated_beta')}, γ={rw_g.get('concentrated_gamma')}){on_good}",
+                           rule="rise ≥ 1 holds, < 1 refutes (one exact figure of these responses)", n=f"{rw_g.get('n_examples', '—')} scored responses, one model"),
+        Claim.from_verdict(verdict_kl_threshold(rw_g), key="kl-threshold", claim="KL > 0.18 flags a significant shift", field_note="0.18",
+                           measured=f"KL {_fmt(rw_g.get('kl_concentrated'))} at β={rw_g.get('concentrated_beta')}, γ={rw_g.get('concentrated_gamma')} "
+                                    f"vs {_fmt(rw_g.get('kl_sampled_vs_reward'))} at β={rw_g.get('beta')}, γ={rw_g.get('gamma')}{on_good}",
+                           rule="concentrated above and configured at or below 0.18 holds; both on one side refutes",
+                           n=f"{rw_g.get('n_examples', '—')} scored responses, both samplers on the same ones"),
         Claim.from_verdict(verdict_warmup_first_stage_only(sc), key="warmup-stage", claim="under SequentialLR(OneCycleLR, StepLR) the warmup applies to the first stage only",
                            field_note="stage 2 gets 0 warmup steps", measured=f"{sc.get('field_note_scenario_warmup_ramps_in_stage2', '—')} warmup ramp(s) in stage 2",
                            rule="0 ramps in stage 2 holds, ≥ 1 refutes", n="300 scheduler steps (deterministic)"),
@@ -397,7 +436,7 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
                            field_note="gap 0.42 every 50 steps vs 0.18 every 200",
                            measured=(f"{_fmt(fr.get('gap_ratio_configured'))} every {fr.get('configured_interval')} vs {_fmt(fr.get('gap_ratio_reference'))} every {fr.get('reference_interval')}"
                                      if "gap_ratio_configured" in fr else "—"),
-                           rule="interval of the gap-ratio difference ≥ 0.05 holds, < 0.05 refutes", n=f"{fr.get('steps', '—')} steps per interval",
+                           rule="interval of the gap-ratio difference ≥ 0.05 holds, < 0.05 refutes", n=f"{fr.get('repeats', '—')} run pairs × {fr.get('steps', '—')} steps",
                            interval=fmt_interval((fr["gap_ratio_diff_ci_low"], fr["gap_ratio_diff_ci_high"])) if "gap_ratio_diff_ci_low" in fr else ""),
         Claim.from_verdict(verdict_eval_allreduce(dd), key="eval-allreduce", claim="evaluating with gradients enabled makes DDP trigger all-reduce",
                            field_note="all-reduce triggered", measured=f"{_fmt(dd.get('grad_no_backward: extra all-reduces'))} extra all-reduces (forward only)",
@@ -406,7 +445,17 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
                            field_note="reducer error", measured=str(dd.get("backward: error") or ("no error" if "backward: extra all-reduces" in dd else "—")),
                            rule="a reducer error holds, a clean run refutes", n=f"2 ranks × {dd.get('train_steps', '—')} steps"),
     ]
-    return rows
+    kiss_keys, broken_keys = {"kiss-share", "over-share", "param-ratio", "kiss-peak"}, {"lax-coercion"}
+    ddp_keys = {"eval-allreduce", "eval-backward"}  # a tiny Llama with a value head on two gloo ranks, whatever the config
+    model_free = {"baddbmm", "index-add", "index-copy", "warmup-stage"}  # torch ops and schedulers: no model involved
+    named = []
+    for row in rows:
+        if row.key in model_free:
+            named.append(row)
+            continue
+        on = on_kiss if row.key in kiss_keys else on_broken if row.key in broken_keys else " [tiny Llama, 2 ranks]" if row.key in ddp_keys else on_good
+        named.append(row if not on or on in row.measured else dataclasses.replace(row, measured=row.measured + on))
+    return named
 
 
 def headline(good: dict[str, Finding], broken: dict[str, Finding]) -> dict[str, Any]:

@@ -421,16 +421,18 @@ class KissConfig(_CheckConfig):
     val_loss_target: float = field(default=0.0, metadata={"min": 0.0, "max": 10.0, "step": 0.05, "label": "val-loss target (0 = ratio × start)"})
     target_ratio: float = field(default=0.5, metadata={"min": 0.05, "max": 0.95, "step": 0.05, "label": "target ratio of the untrained val loss"})
     batch_size: int = field(default=8, metadata={"min": 1, "max": 64})
-    # 5 and 16, measured (bench/audit_kiss_budget.py, then notebook 04 at defaults): with 16 validation
-    # examples the over-parameterised LoRA reaches 0.5 × the untrained loss at step 5 and KISS does not
-    # (refuted, 10 training steps). 8 validation examples looked like step 4 on the same split, but the
-    # held-out examples also set the training split: at val_size 8 both variants trained to step 12 and
-    # tied (inconclusive, 24 steps) — the smaller validation set costs more and changes the verdict.
+    # eval_every 5 and val_size 16 (two batches of 8) were set in an earlier session while watching the verdict
+    # of seed 0 on the unshuffled split flip with val_size. The verdict no longer rests on that data: every seed
+    # draws its own validation split and the rule counts, over `seeds` repeats, which variant got there first.
     eval_every: int = field(default=5, metadata={"min": 1, "max": 100})
     val_size: int = field(default=16, metadata={"min": 4, "max": 256, "label": "validation examples"})
     model: str = field(default="", metadata={"choices": ["", "tiny", "smollm2"], "label": "model ('' = the audit's)"})
+    # 4: the fewest repeats for which a unanimous result decides the Wilson 95 % rule on 0.5 (4 of 4: [0.51, 1];
+    # 3 of 3: [0.44, 1] straddles it). Each seed is a full comparison, so this is the cost of a verdict.
+    seeds: int = field(default=4, metadata={"min": 1, "max": 20, "help": "repeats, each with its own split, initialisation and batch order"})
     stop_when_decided: bool = field(default=True, metadata={"help": "stop at the first evaluation where a variant reached the target"})
-    SIZES: ClassVar[dict[str, Any]] = {"budget_steps": 12, "lr": 0.01, "target_ratio": 0.9, "batch_size": 4, "eval_every": 4, "val_size": 8, "model": "tiny"}
+    SIZES: ClassVar[dict[str, Any]] = {"budget_steps": 12, "lr": 0.01, "target_ratio": 0.9, "batch_size": 4, "eval_every": 4, "val_size": 8, "model": "tiny",
+                                       "seeds": 2}
 
     @classmethod
     def _from_audit(cls, audit):
@@ -484,12 +486,11 @@ class GradAccumulationConfig(_CheckConfig):
     grad_accumulation: int = field(default=4, metadata={"min": 2, "max": 16})
     loss_normalisation: str = field(default="token_count", metadata={"choices": ["token_count", "per_microbatch_mean"]})
     noise_lengths: tuple = field(default=(16, 32, 64, 128), metadata={"choices": [16, 32, 64, 128, 256], "label": "lengths of the noise fit"})
-    # 4: on SmolLM2 the exponent's 95 % interval is [-1.26, -0.91] with 4 samples per length and
-    # [-1.24, -1.05] with 8 — both miss the √L band [-0.75, -0.25], so the verdict is the same at half
-    # the forward passes (bench/audit_noise_samples.py; 3 samples: [-1.18, -0.85]).
-    noise_samples: int = field(default=4, metadata={"min": 3, "max": 64, "label": "gradient samples per length"})
+    # 8 samples = 4 independent pairs per length (the interval resamples pairs, and needs ≥ 3 of them):
+    # 4 samples gave only 2 pairs, too few for any interval. Set by what the interval needs, not by its verdict.
+    noise_samples: int = field(default=8, metadata={"min": 6, "max": 64, "label": "gradient samples per length (pairs: half)"})
     noise_params: str = field(default="last_layer", metadata={"choices": ["last_layer", "all"], "label": "gradients of"})
-    SIZES: ClassVar[dict[str, Any]] = {"micro_batch_size": 2, "grad_accumulation": 2, "noise_lengths": (16, 32, 64), "noise_samples": 4}
+    SIZES: ClassVar[dict[str, Any]] = {"micro_batch_size": 2, "grad_accumulation": 2, "noise_lengths": (16, 32, 64), "noise_samples": 6}
 
     @classmethod
     def _from_audit(cls, audit):
@@ -541,6 +542,9 @@ class RewardWeightsConfig(_CheckConfig):
     kl_threshold: float = field(default=0.18, metadata={"min": 0.01, "max": 2.0})
     shrink_threshold: float = field(default=0.42, metadata={"min": 0.01, "max": 0.99})
     examples: int = field(default=48, metadata={"min": 8, "max": 1024, "label": "scored examples"})
+    # The sampler the claims compare with this one on the same responses: broken.yaml's β = 8, γ = 0.
+    concentrated_beta: float = field(default=8.0, metadata={"min": 0.0, "max": 20.0, "step": 0.25, "label": "β of the concentrated sampler"})
+    concentrated_gamma: float = field(default=0.0, metadata={"min": 0.0, "max": 2.0, "step": 0.1, "label": "γ of the concentrated sampler"})
     SIZES: ClassVar[dict[str, Any]] = {"examples": 12}
 
     @classmethod
@@ -606,7 +610,9 @@ class FragmentationConfig(_CheckConfig):
     reference_interval: int = field(default=200, metadata={"min": 1, "max": 1000})
     steps: int = field(default=0, metadata={"min": 0, "max": 5000, "label": "steps (0 = 2 × the larger interval)"})
     batch_size: int = field(default=4, metadata={"min": 1, "max": 64})
-    SIZES: ClassVar[dict[str, Any]] = {"interval": 5, "reference_interval": 20, "steps": 40}
+    # The claim is decided across repeats (a run's per-step ratios are not independent): 3 is the fewest that give a t interval with 2 df.
+    repeats: int = field(default=3, metadata={"min": 1, "max": 20, "help": "independent run pairs (own seed, fresh model copy)"})
+    SIZES: ClassVar[dict[str, Any]] = {"interval": 5, "reference_interval": 20, "steps": 40, "repeats": 2}
 
     @property
     def run_steps(self) -> int:

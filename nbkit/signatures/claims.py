@@ -2,10 +2,11 @@
 
 Every ``verdict_*`` function below can return ``holds``, ``refuted`` and ``inconclusive``; its rule and
 tolerance are in its docstring. Rates and differences of hit@3 are compared with an interval: a Wilson
-interval for a rate (:func:`nbkit.claims.rate_interval`) and a *paired* bootstrap interval for the
-difference of two programs on the same questions (:func:`nbkit.claims.bootstrap_interval`,
-``paired=True``) over at least MIN_PAIRS (10) pairs. When the interval straddles the tolerance, or fewer
-pairs were measured, the verdict is "inconclusive — n too small".
+interval for a rate (:func:`nbkit.claims.rate_interval`) and, for the difference of two programs' 0/1
+outcomes on the same questions, Newcombe's paired interval (:func:`nbkit.claims.paired_rate_difference_interval`),
+which keeps its width when no question is discordant (a paired bootstrap collapses to zero width there).
+Non-binary scores (a user's metric) fall back to a paired bootstrap over at least MIN_PAIRS (10) pairs.
+When the interval straddles the tolerance the verdict is "inconclusive — n too small".
 The field notes measured F1 with GPT-4 on their own data; here the score is hit@3 on this project's cases
 with a 135M local model, so a verdict is about the *direction and size* of each claim on this setup.
 
@@ -15,6 +16,7 @@ with a 135M local model, so a verdict is about the *direction and size* of each 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +29,7 @@ from nbkit.claims import (
     bootstrap_interval,
     decide_at_least,
     fmt_interval,
+    paired_rate_difference_interval,
     rate_interval,
 )
 
@@ -34,8 +37,13 @@ CLEAN = 0.8  # "a module serves the contract": at least 80 % of its answers hono
 GAP = 0.10  # "much worse on colloquial questions": a standard-minus-colloquial gap of at least 0.10 hit@3
 GAIN = 0.05  # an improvement of at least 0.05 hit@3 (or 0.05 fewer structural failures) counts
 STRUCTURE_GAIN = 0.10  # the grammar removes at least 10 points of structural failures
-RARE = 0.02  # a breach rate whose upper bound is below 2 % means "the model keeps the bound in practice"
+# "The model keeps the rule in practice": a breach rate whose Wilson 95 % upper bound is below 5 %. With 0 breaches
+# that needs n ≥ 73 answers (z²(1 − RARE)/RARE); the default run has up to 120 distinct parsed answers for the
+# bounds and 100 questions for the field notes' signature. A 2 % tolerance would need 189 and could not refute.
+RARE = 0.05
 RUNAWAY = 4.0  # a stock server that generates at least 4x the limit "ran away"
+PAIRED_RULE = "Newcombe paired 95 % interval"
+RS_CANDIDATES = 16  # BootstrapFewShotWithRandomSearch's documented num_candidate_programs
 MIN_PAIRS = 10  # below 10 pairs a percentile bootstrap is overconfident (2 equal pairs give a zero-width interval)
 
 
@@ -55,14 +63,34 @@ def by_slice(questions: dict[str, list], what: str = "hit") -> tuple[list[float]
     return [std[c] for c in cases], [col[c] for c in cases]
 
 
+def _binary(*values: Sequence[float]) -> bool:
+    return all(v in (0.0, 1.0) for seq in values for v in seq)
+
+
 def _paired_gain(a: Sequence[float], b: Sequence[float], threshold: float, what: str, unit: str) -> tuple[Verdict, str]:
-    """decide_at_least on the paired bootstrap interval of mean(a - b)."""
+    """decide_at_least on the interval of mean(a − b): Newcombe's paired interval for 0/1 outcomes, else the
+    paired bootstrap (which needs MIN_PAIRS pairs)."""
+    n_hint = f"n={len(a)} {unit}; more {unit} would narrow it"
+    if _binary(a, b):
+        if not a:
+            return Verdict(INCONCLUSIVE, f"{what}: no paired {unit}"), ""
+        interval = paired_rate_difference_interval(a, b)
+        return decide_at_least(interval, threshold, what=what, n_hint=n_hint), fmt_interval(interval)
     if len(a) < MIN_PAIRS:
         interval = bootstrap_interval((list(a), list(b)), paired=True) if len(a) >= 2 else (float("nan"), float("nan"))
         return Verdict(INCONCLUSIVE, f"{what}: only {len(a)} paired {unit} — n too small to decide (needs ≥ {MIN_PAIRS})"), fmt_interval(interval)
+    if len({x - y for x, y in zip(a, b, strict=True)}) == 1:  # every pair differs alike: a bootstrap has no width to give
+        return Verdict(INCONCLUSIVE, f"{what}: all {len(a)} paired {unit} differ by the same amount — no spread to build an interval from"), ""
     interval = bootstrap_interval((list(a), list(b)), paired=True)
-    n_hint = f"n={len(a)} {unit}; more {unit} would narrow it"
     return decide_at_least(interval, threshold, what=what, n_hint=n_hint), fmt_interval(interval)
+
+
+def min_n_to_refute(rare: float = RARE, level: float = 0.95) -> int:
+    """The fewest answers for which 0 observed breaches give a Wilson upper bound below ``rare``."""
+    from scipy import stats
+
+    z2 = stats.norm.ppf(0.5 + level / 2) ** 2
+    return math.floor(z2 * (1 - rare) / rare) + 1
 
 
 def _at_floor(*scores: Sequence[float]) -> bool:
@@ -75,22 +103,30 @@ def _floor() -> Verdict:
 
 # -- verdict functions ---------------------------------------------------------------------------
 def verdict_modules_serve_contract(clean: dict[str, tuple[int, int]]) -> tuple[Verdict, str]:
-    """Rule: every module serves the contract when the *worst* module's contract-clean rate has a Wilson
-    95 % interval at or above CLEAN (0.8); refuted when that interval lies below 0.8; else inconclusive.
-    ``clean`` maps module → (clean answers, questions)."""
+    """Rule: every module serves the contract when *each* module's contract-clean rate has a Wilson 95 %
+    interval at or above CLEAN (0.8); refuted when some module's interval lies wholly below 0.8; else
+    inconclusive. Judging every module (not the one with the worst point rate) keeps a module with fewer
+    questions and a wider interval from deciding alone. ``clean`` maps module → (clean answers, questions)."""
     if not clean or any(n == 0 for _k, n in clean.values()):
         return Verdict(INCONCLUSIVE, "no module was evaluated"), ""
-    worst = min(clean, key=lambda m: clean[m][0] / clean[m][1])
+    intervals = {m: rate_interval(k, n) for m, (k, n) in clean.items()}
+    worst = min(intervals, key=lambda m: intervals[m][0])
     k, n = clean[worst]
-    interval = rate_interval(k, n)
-    v = decide_at_least(interval, CLEAN, what=f"contract-clean rate of the worst module ({worst}, {k}/{n})", n_hint=f"n={n} questions")
-    return v, fmt_interval(interval)
+    shown = fmt_interval(intervals[worst])
+    below = [m for m, (lo, hi) in intervals.items() if hi < CLEAN]
+    if below:
+        m = below[0]
+        return Verdict(REFUTED, f"contract-clean rate of {m} ({clean[m][0]}/{clean[m][1]}) {fmt_interval(intervals[m], level=None)} < {CLEAN}"), fmt_interval(intervals[m])
+    if intervals[worst][0] >= CLEAN:
+        return Verdict(HOLDS, f"every module's contract-clean interval ≥ {CLEAN} (lowest: {worst}, {k}/{n})"), shown
+    return Verdict(INCONCLUSIVE, f"contract-clean rate of {worst} ({k}/{n}) {fmt_interval(intervals[worst], level=None)} straddles {CLEAN} — n too small; n={n} questions"), shown
 
 
 def verdict_observed(k: int, n: int, what: str) -> tuple[Verdict, str]:
-    """Rule for "the model breaks X in practice": holds as soon as one breach is seen (k ≥ 1 is an existence
-    proof); refuted when none is seen and the Wilson 95 % upper bound of the breach rate is below RARE (2 %),
-    i.e. n is large enough to say the model keeps the rule; else inconclusive (n too small to tell)."""
+    """Rule for "the model breaks X in practice", counted per answer: holds as soon as one breach is seen
+    (k ≥ 1 is an existence proof); refuted when none is seen and the Wilson 95 % upper bound of the breach
+    rate is below RARE (5 %), i.e. n is large enough to say the model keeps the rule (0 of ≥ 73 answers);
+    else inconclusive (n too small to tell)."""
     if n <= 0:
         return Verdict(INCONCLUSIVE, f"{what}: nothing to check (0 parsed answers)"), ""
     interval = rate_interval(k, n)
@@ -99,11 +135,11 @@ def verdict_observed(k: int, n: int, what: str) -> tuple[Verdict, str]:
         return Verdict(HOLDS, f"{what}: {k} of {n}"), shown
     if interval[1] < RARE:
         return Verdict(REFUTED, f"{what}: 0 of {n}; rate < {RARE:.0%} at 95 %"), shown
-    return Verdict(INCONCLUSIVE, f"{what}: 0 of {n} — n too small to exclude a rate of {RARE:.0%} (needs ≥ {int(3.84 / RARE)} answers)"), shown
+    return Verdict(INCONCLUSIVE, f"{what}: 0 of {n} — n too small to exclude a rate of {RARE:.0%} (needs ≥ {min_n_to_refute()} answers)"), shown
 
 
 def verdict_grammar_fixes_structure(chat_structural: Sequence[float], grammar_structural: Sequence[float]) -> tuple[Verdict, str]:
-    """Rule: holds when the paired bootstrap interval of (ChatAdapter − grammar) structural-failure rate
+    """Rule: holds when the paired interval (Newcombe) of (ChatAdapter − grammar) structural-failure rate
     (parse errors + missing fields, per question) lies at or above STRUCTURE_GAIN (0.10); refuted when it
     lies below; else inconclusive."""
     return _paired_gain(chat_structural, grammar_structural, STRUCTURE_GAIN, "structural failures removed by the grammar", "questions")
@@ -111,7 +147,7 @@ def verdict_grammar_fixes_structure(chat_structural: Sequence[float], grammar_st
 
 def verdict_colloquial_gap(standard: Sequence[float], colloquial: Sequence[float]) -> tuple[Verdict, str]:
     """Rule: compiled on standard wording only, the program is "much worse" on colloquial wording when the
-    paired (by case) bootstrap interval of hit@3 standard − colloquial lies at or above GAP (0.10);
+    paired (by case, Newcombe) interval of hit@3 standard − colloquial lies at or above GAP (0.10);
     refuted when it lies below 0.10; inconclusive when it straddles or both slices score 0 everywhere."""
     if _at_floor(standard, colloquial):
         return _floor(), ""
@@ -120,7 +156,7 @@ def verdict_colloquial_gap(standard: Sequence[float], colloquial: Sequence[float
 
 def verdict_mix_lifts_colloquial(mixed: Sequence[float], standard_only: Sequence[float]) -> tuple[Verdict, str]:
     """Rule: colloquial examples in the compile set lift colloquial hit@3 when the paired (by question)
-    bootstrap interval of mixed − standard-only lies at or above GAIN (0.05); refuted below; else
+    interval (Newcombe) of mixed − standard-only lies at or above GAIN (0.05); refuted below; else
     inconclusive (also at the floor)."""
     if _at_floor(mixed, standard_only):
         return _floor(), ""
@@ -128,12 +164,25 @@ def verdict_mix_lifts_colloquial(mixed: Sequence[float], standard_only: Sequence
 
 
 def verdict_program_beats(better: Sequence[float], baseline: Sequence[float], what: str) -> tuple[Verdict, str]:
-    """Rule: program A beats program B when the paired (by question) bootstrap interval of hit@3 A − B lies
+    """Rule: program A beats program B when the paired (by question) interval of hit@3 A − B (Newcombe for 0/1
+    scores, a paired bootstrap for a user's non-binary metric) lies
     at or above GAIN (0.05); refuted when it lies below 0.05; else inconclusive (also at the floor).
     Used for random search vs plain bootstrap and for each module vs Predict."""
     if _at_floor(better, baseline):
         return _floor(), ""
     return _paired_gain(better, baseline, GAIN, what, "questions")
+
+
+def verdict_random_search_beats(rs: Sequence[float], bfs: Sequence[float], num_candidates: int | None) -> tuple[Verdict, str]:
+    """Rule: as :func:`verdict_program_beats` for hit@3 RS − BFS, with one guard for the peer: the claim is about
+    BootstrapFewShotWithRandomSearch as documented (``num_candidate_programs`` = RS_CANDIDATES, 16), so a
+    refutation with fewer random candidates is reported inconclusive (the peer was run below its documented
+    budget); holds and inconclusive stand as they are, and at ≥ 16 candidates it can be refuted."""
+    verdict, interval = verdict_program_beats(rs, bfs, "hit@3 RS − BFS")
+    if verdict.verdict == REFUTED and (num_candidates or 0) < RS_CANDIDATES:
+        return Verdict(INCONCLUSIVE, f"{verdict.why} — but random search ran {num_candidates} random candidates, not DSPy's default "
+                                     f"{RS_CANDIDATES}: a loss at that budget does not refute the documented optimizer"), interval
+    return verdict, interval
 
 
 def verdict_runaway(stock_tokens: int | None, limit: int, n_ctx: int | None) -> Verdict:
@@ -173,13 +222,24 @@ def _claim(key: str, claim: str, field_note: str, source: str, measured: str, ru
     return Claim.from_verdict(verdict, key=key, claim=claim, field_note=field_note, source=source, measured=measured, rule=rule, n=n, interval=interval)
 
 
-def _sum_bounds(*bounds_maps: dict[str, dict[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for bounds in bounds_maps:
-        for b in bounds.values():
-            for k, v in b.items():
-                total[k] = total.get(k, 0) + int(v)
-    return total
+def request_bounds(modules: dict[str, Any], contracts: dict[str, Any]) -> dict[str, int]:
+    """Prompt-only bound breaches counted once per *request* (module, signature, adapter, question).
+
+    The modules' ``predict`` under the grammar adapter and the contracts' ``json_grammar`` are the same
+    requests (one cached result in the session), so summing both would count each answer twice.
+    """
+    answers: dict[tuple, list[str] | None] = {}
+    sources = [((m, modules.get("signature", "typed"), modules.get("adapter")), q) for m, q in modules.get("questions", {}).items()]
+    sources += [((contracts.get("module"), contracts.get("signature", "typed"), a), q) for a, q in contracts.get("questions", {}).items()]
+    for request, q in sources:
+        if "bound_breaches" not in q:
+            continue
+        for key, structural, breaches in zip(q["keys"], q["structural"], q["bound_breaches"], strict=True):
+            answers.setdefault((*request, key), None if structural else list(breaches))
+    parsed = [b for b in answers.values() if b is not None]
+    return {"requests": len(answers), "parsed_answers": len(parsed), "answers_over_bounds": sum(1 for b in parsed if b),
+            "reasoning_over_50_words": sum(b.count("reasoning_over_50_words") for b in parsed),
+            "confidence_out_of_range": sum(b.count("confidence_out_of_range") for b in parsed)}  # fmt: skip
 
 
 def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict[str, Any] | None, token_limit: dict[str, Any],
@@ -196,27 +256,33 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
         verdict_modules_serve_contract(clean),
     ))  # fmt: skip
     predict = mq.get("predict")
-    for other, label in (("cot", "ChainOfThought"), ("hybrid", "HybridRetriever (knowledge base first)")):
+    notes_by_module = {
+        "cot": ("ChainOfThought answers better than Predict (measured here)",
+                "— (the notes only say ChainOfThought inserts a reasoning step; they claim no accuracy gain)"),
+        "hybrid": ("HybridRetriever (knowledge base first) answers better than Predict",
+                   "HybridRetriever queries the internal medical knowledge base before the LM"),
+    }  # fmt: skip
+    for other, (label, note) in notes_by_module.items():
         if predict is None or other not in mq:
             continue
         a, b = paired(mq[other], predict)
         rows.append(_claim(
-            f"{other}_beats_predict", f"Swapping the module behind the same signature: {label} answers better than Predict",
-            "HybridRetriever queries the internal medical knowledge base before the LM", "§2.3",
+            f"{other}_beats_predict", f"Swapping the module behind the same signature: {label}", note, "§2.3",
             f"hit@3 {other} {sum(a) / max(len(a), 1):.3f} vs predict {sum(b) / max(len(b), 1):.3f}",
-            f"paired bootstrap of hit@3 {other} − predict, interval ≥ {GAIN} holds, < {GAIN} refuted", f"{len(a)} paired dev questions",
+            f"{PAIRED_RULE} of hit@3 {other} − predict, interval ≥ {GAIN} holds, < {GAIN} refuted", f"{len(a)} paired dev questions",
             verdict_program_beats(a, b, f"hit@3 {other} − predict"),
         ))  # fmt: skip
 
-    bounds = _sum_bounds(modules.get("bounds", {}), contracts.get("bounds", {}))
-    breaches = bounds.get("answers_over_bounds", 0)
-    parsed = bounds.get("parsed_answers", 0)
+    bounds = request_bounds(modules, contracts)
+    breaches = bounds["answers_over_bounds"]
+    parsed = bounds["parsed_answers"]
     rows.append(_claim(
         "prompt_bounds_not_enforced", "Length/range bounds written in the prompt are not enforced by the model",
         "'不超过100字' 无法强制 (a word limit in the prompt cannot be enforced)", "§2.3",
-        f"{breaches} of {parsed} parsed answers breach them ({bounds.get('reasoning_over_50_words', 0)} reasoning > 50 words, "
-        f"{bounds.get('confidence_out_of_range', 0)} confidences outside [0, 1])",
-        f"any breach holds; 0 breaches with a Wilson upper bound < {RARE:.0%} refutes", f"{parsed} parsed answers (modules + adapters)",
+        f"{breaches} of {parsed} parsed answers breach them ({bounds['reasoning_over_50_words']} reasoning > 50 words, "
+        f"{bounds['confidence_out_of_range']} confidences outside [0, 1])",
+        f"any breach holds; 0 breaches with a Wilson 95 % upper bound < {RARE:.0%} refutes (needs ≥ {min_n_to_refute()} answers)",
+        f"{parsed} parsed answers to {bounds['requests']} distinct requests (modules + adapters, each request counted once)",
         verdict_observed(breaches, parsed, "answers breaching a prompt-only bound"),
     ))  # fmt: skip
 
@@ -227,17 +293,21 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
             "grammar_fixes_structure", "DSPy only writes the contract into the prompt; a small model breaks its structure unless decoding is constrained",
             "the contract is an interface, not a guarantee", "§2.3",
             f"parse errors + missing fields: ChatAdapter {int(sum(a))}/{len(a)}, JSON schema as llama.cpp grammar {int(sum(b))}/{len(b)}",
-            f"paired bootstrap of (chat − grammar) structural-failure rate ≥ {STRUCTURE_GAIN} holds, < {STRUCTURE_GAIN} refuted",
+            f"{PAIRED_RULE} of (chat − grammar) structural-failure rate ≥ {STRUCTURE_GAIN} holds, < {STRUCTURE_GAIN} refuted",
             f"{len(a)} paired dev questions ({contracts['module']})", verdict_grammar_fixes_structure(a, b),
         ))  # fmt: skip
     notes = contracts.get("field_notes_signature")
     if notes is not None:
-        k, n = int(notes.get("confidence_not_numeric", 0)), int(notes.get("diagnosis_items", 0))
+        # Per answer, not per item: the items of one answer come from one generation and share its habit.
+        k, n = int(notes.get("answers_not_numeric", 0)), int(notes.get("answers_with_items", 0))
         rows.append(_claim(
             "confidence_in_words", "With desc 'confidence: [0-1]' the model answers words like 'high' instead of a number",
-            "模型总输出 'high' (the model keeps answering 'high')", "§4.3 坑2", f"{k} of {n} parsed confidences are not numbers (field notes' string signature, {notes.get('adapter', 'chat')} adapter)",
-            f"any non-numeric confidence holds; none with a Wilson upper bound < {RARE:.0%} refutes", f"{n} diagnosis items in parsed answers",
-            verdict_observed(k, n, "non-numeric confidences"),
+            "模型总输出 'high' (the model keeps answering 'high')", "§4.3 坑2",
+            f"{k} of {n} answers give a non-numeric confidence ({notes.get('confidence_not_numeric', 0)} of {notes.get('diagnosis_items', 0)} items; "
+            f"field notes' string signature, {notes.get('adapter', 'chat')} adapter)",
+            f"any answer with a non-numeric confidence holds; none with a Wilson 95 % upper bound < {RARE:.0%} refutes (needs ≥ {min_n_to_refute()} answers)",
+            f"{n} parsed answers with diagnosis items, of {notes.get('questions', '—')} questions ({'+'.join(notes.get('splits', ['dev']))} cases)",
+            verdict_observed(k, n, "answers with a non-numeric confidence"),
         ))  # fmt: skip
 
     if compiled is not None:
@@ -269,6 +339,8 @@ def claims(*, modules: dict[str, Any], contracts: dict[str, Any], compiled: dict
 def _compile_claims(compiled: dict[str, Any]) -> list[Claim]:
     rows = []
     q = compiled["questions"]
+    on = compiled.get("module_chosen_on")
+    chosen = f"; module chosen on {on['questions']} val questions" if on else ""
     zero = q.get("BFS 0% colloquial")
     mixed_names = [k for k in q if k.startswith("BFS") and k != "BFS 0% colloquial"]
     if zero is not None:
@@ -277,7 +349,7 @@ def _compile_claims(compiled: dict[str, Any]) -> list[Claim]:
             "standard_only_gap", "Compiled on standard questions only, a program does much worse on real users' (colloquial) questions",
             "F1 0.92 standard vs 0.65 colloquial (gap 0.27)", "§4.3 坑1",
             f"hit@3 standard {sum(std) / max(len(std), 1):.3f}, colloquial {sum(col) / max(len(col), 1):.3f} ({compiled['module']}, BFS 0 % colloquial)",
-            f"paired (by case) bootstrap of standard − colloquial ≥ {GAP} holds, < {GAP} refuted", f"{len(std)} dev cases × 2 phrasings",
+            f"{PAIRED_RULE} (by case) of standard − colloquial ≥ {GAP} holds, < {GAP} refuted", f"{len(std)} dev cases × 2 phrasings{chosen}",
             verdict_colloquial_gap(std, col),
         ))  # fmt: skip
     if zero is not None and mixed_names:
@@ -287,7 +359,7 @@ def _compile_claims(compiled: dict[str, Any]) -> list[Claim]:
             "colloquial_mix_lifts", "Remedy: ≥ 10 % colloquial examples in the compile set lifts colloquial accuracy",
             "force ≥ 10 % non-standard questions", "§4.3 坑1",
             f"colloquial hit@3 {sum(b) / max(len(b), 1):.3f} (0 %) → {sum(a) / max(len(a), 1):.3f} ({name})",
-            f"paired bootstrap of colloquial hit@3 mixed − standard-only ≥ {GAIN} holds, < {GAIN} refuted", f"{len(a)} colloquial dev questions",
+            f"{PAIRED_RULE} of colloquial hit@3 mixed − standard-only ≥ {GAIN} holds, < {GAIN} refuted", f"{len(a)} colloquial dev questions",
             verdict_mix_lifts_colloquial(a, b),
         ))  # fmt: skip
     rs = compiled.get("random_search", {})
@@ -296,8 +368,9 @@ def _compile_claims(compiled: dict[str, Any]) -> list[Claim]:
         rows.append(_claim(
             "random_search_beats_bootstrap", "BootstrapFewShotWithRandomSearch beats plain BootstrapFewShot (same compile set)",
             "use FewShotWithRandomSearch instead of the default compiler", "§4.3 坑1",
-            f"hit@3 RS {sum(a) / max(len(a), 1):.3f} vs BFS {sum(b) / max(len(b), 1):.3f} (candidates chosen on {rs.get('val_questions')} val questions)",
-            f"paired bootstrap of hit@3 RS − BFS ≥ {GAIN} holds, < {GAIN} refuted", f"{len(a)} paired dev questions",
-            verdict_program_beats(a, b, "hit@3 RS − BFS"),
+            f"hit@3 RS {sum(a) / max(len(a), 1):.3f} vs BFS {sum(b) / max(len(b), 1):.3f} (candidates chosen on {rs.get('val_questions')} val questions; "
+            f"{rs.get('num_candidates', '—')} random candidates, DSPy's default is {RS_CANDIDATES})",
+            f"{PAIRED_RULE} of hit@3 RS − BFS ≥ {GAIN} holds, < {GAIN} refuted (a refutation needs RS at ≥ {RS_CANDIDATES} candidates)",
+            f"{len(a)} paired dev questions", verdict_random_search_beats(a, b, rs.get("num_candidates")),
         ))  # fmt: skip
     return rows

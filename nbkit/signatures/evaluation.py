@@ -124,12 +124,15 @@ class EvalResult:
 
     def questions(self) -> dict[str, list]:
         """Per-question outcomes, keyed ``case_id:slice`` so two programs pair up question by question:
-        ``hit`` (hit@3), ``clean`` (no contract violation), ``structural`` (parse error or missing field)."""
+        ``hit`` (hit@3), ``clean`` (no contract violation), ``structural`` (parse error or missing field),
+        ``bound_breaches`` (the prompt-only bounds a parsed answer breaks, by kind: the claims count each
+        request once when two experiments sent the same one)."""
         return {
             "keys": [f"{r['case_id']}:{r['slice']}" for r in self.records],
             "hit": [float(r["score"]) for r in self.records],
             "clean": [0.0 if r["violations"] else 1.0 for r in self.records],
             "structural": [1.0 if STRUCTURAL & set(r["violations"]) else 0.0 for r in self.records],
+            "bound_breaches": [[] if STRUCTURAL & set(r["violations"]) else [k for k in r["violations"] if k in BOUNDS] for r in self.records],
         }
 
     def bounds(self) -> dict[str, int]:

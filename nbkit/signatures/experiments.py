@@ -11,6 +11,7 @@ on, including per-question outcomes so two programs can be compared question by 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from nbkit.signatures.config import (
 )
 from nbkit.signatures.contracts import VIOLATION_KINDS, check_contract, diagnoses_of
 from nbkit.signatures.evaluation import make_adapter
+from nbkit.signatures.modules import MODULES
 
 
 @dataclass
@@ -322,10 +324,21 @@ def run_contracts(cfg: ContractsConfig, live=None, *, session: SignatureSession)
     if cfg.field_notes_signature:
         # The field notes' signature is a plain-string contract; under the grammar its two strings always parse,
         # so the count is about the text the model writes inside "diagnosis" (see ContractsConfig).
+        # Asked on every case outside the test split (nothing is chosen or compared on these answers), so the
+        # claim "the model writes words, not numbers" rests on enough answers to be refuted (see its verdict).
+        from nbkit.signatures.cases import to_examples
+        from nbkit.signatures.contracts import CONFIDENCE_NOT_NUMERIC
+        from nbkit.signatures.evaluation import STRUCTURAL
+
         notes_adapter = session.resolve_adapter(cfg.field_notes_adapter)
-        notes = session.evaluate_module("predict", "field_notes", notes_adapter, cfg.n_dev, label="field notes' signature")
-        metrics["field_notes_signature"] = {"adapter": notes_adapter, "violation_rate": _plain(notes.violation_rate), **notes.violation_counts(),
-                                            **notes.bounds()}  # fmt: skip
+        notes_cases = [c for name in cfg.field_notes_splits for c in (session.dev_cases(cfg.n_dev) if name == "dev" else getattr(session.splits, name))]
+        notes = session.evaluate(session.module("predict", "field_notes"), to_examples(notes_cases), adapter=notes_adapter,
+                                 label="field notes' signature", signature="field_notes")  # fmt: skip
+        with_items = [r for r in notes.records if not STRUCTURAL & set(r["violations"]) and int(r.get("items", 0)) > 0]
+        metrics["field_notes_signature"] = {"adapter": notes_adapter, "splits": list(cfg.field_notes_splits), "questions": len(notes.records),
+                                            "violation_rate": _plain(notes.violation_rate), **notes.violation_counts(), **notes.bounds(),
+                                            "answers_with_items": len(with_items),
+                                            "answers_not_numeric": sum(1 for r in with_items if CONFIDENCE_NOT_NUMERIC in r["violations"])}  # fmt: skip
         data["field_notes_signature"] = notes
     return Result(metrics=metrics, table=counts, figure=fig, data=data)
 
@@ -349,6 +362,16 @@ def run_compile(cfg: CompileConfig, live=None, *, session: SignatureSession) -> 
     examples = session.dev_examples(cfg.n_dev)
     adapter = session.resolve_adapter(cfg.adapter)
     lm, metric = session.lm_for(adapter), session.metric()
+    valset = to_examples(session.splits.val[: cfg.n_val] if cfg.n_val else session.splits.val)
+    module, chosen_on = cfg.module, None
+    if module == "auto":
+        # Chosen on validation questions, never on the dev questions the compile claims are judged on:
+        # the uncompiled module with the best val hit@3 (ties: the first in MODULES, the cheapest).
+        val_hit = {kind: _plain(session.evaluate(session.module(kind), valset, adapter=adapter, label=f"{kind} (val)", progress=False).score)
+                   for kind in MODULES}  # fmt: skip
+        module = max(MODULES, key=lambda kind: (val_hit[kind], -MODULES.index(kind)))
+        chosen_on = {"split": "val", "questions": len(valset), "hit@3": val_hit}
+    cfg = dataclasses.replace(cfg, module=module)
     baseline = session.evaluate_module(cfg.module, "typed", adapter, cfg.n_dev, label="uncompiled")
     results, rows, programs = {"uncompiled": baseline}, [_compile_row("uncompiled", baseline)], {}
 
@@ -370,7 +393,6 @@ def run_compile(cfg: CompileConfig, live=None, *, session: SignatureSession) -> 
     random_search: dict[str, Any] = {"ran": False}
     if cfg.random_search:
         mix = max(cfg.mixes) if cfg.mixes else 0.125
-        valset = to_examples(session.splits.val[: cfg.n_val] if cfg.n_val else session.splits.val)
         program = compile_program(
             "random_search", session.module(cfg.module), compile_mix(session.splits.train, cfg.compile_size, mix, seed=session.seed),
             metric=metric, lm=lm, adapter=make_adapter(adapter), valset=valset, max_demos=cfg.max_demos,
@@ -381,7 +403,8 @@ def run_compile(cfg: CompileConfig, live=None, *, session: SignatureSession) -> 
         demos = demo_counts(program)
         programs[name], results[name] = program, res
         rows.append(_compile_row(name, res, {"colloquial share": mix, "demos bootstrapped": demos["bootstrapped"], "demos labeled": demos["labeled"]}))
-        random_search = {"ran": True, "program": name, "candidates": candidate_scores(program), "val_questions": len(valset)}
+        random_search = {"ran": True, "program": name, "candidates": candidate_scores(program), "val_questions": len(valset),
+                         "num_candidates": cfg.num_candidates}
         if live is not None:
             for s in ("standard", "colloquial"):
                 live.add(f"hit@3 {s}", f"RS {mix:.0%} coll.", rows[-1][f"hit@3 {s}"])
@@ -394,7 +417,7 @@ def run_compile(cfg: CompileConfig, live=None, *, session: SignatureSession) -> 
     for s in ("standard", "colloquial"):
         fig.add_bar(name=s, x=table["program"].tolist(), y=table[f"hit@3 {s}"].tolist())
     metrics = {
-        "module": cfg.module, "adapter": adapter, "dev_questions_evaluated": len(examples),
+        "module": cfg.module, "module_chosen_on": chosen_on, "adapter": adapter, "dev_questions_evaluated": len(examples),
         "table": [{k: _plain(v) for k, v in r.items()} for r in rows], "gains": gains,
         "questions": {name: res.questions() for name, res in results.items()},
         "random_search": random_search, "seconds": round(time.perf_counter() - start, 1),

@@ -56,8 +56,9 @@ def test_claims_rows_have_the_one_shape_and_computed_verdicts(metrics):
     assert rows["param-ratio"]["verdict"] == "refuted"  # q/v/o r64 vs q/v r8 is 12.8× on both models, not 3.2×
     if metrics["device"] == "cpu":
         assert rows["flash-speedup"]["verdict"] == "needs GPU" and rows["fragmentation"]["verdict"] == "needs GPU"
-    # the broken config's faults are caught, so the rules about catching them hold
-    assert rows["mask-leak"]["verdict"] == "holds" and rows["persistence"]["verdict"] == "holds"
+    # the field notes' asserts catch every leak class built from the examples; kiss-lora ran its smoke seeds
+    assert rows["mask-leak"]["verdict"] == "holds" and "persistence" not in rows
+    assert rows["kiss-steps"]["n"].startswith("2 seeds")
     assert 3 <= len(metrics["headline"]) <= 6
 
 

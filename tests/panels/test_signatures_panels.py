@@ -58,6 +58,11 @@ def test_contracts_panel_counts_by_adapter(session):
     assert p.result.metrics["violation_rate"]["chat"] == 0.0
     assert p.result.metrics["field_notes_signature"]["violation_rate"] == 0.0
     assert "json_grammar" not in p.result.metrics["violation_rate"]  # no local server: no grammar
+    # the field notes' signature is asked on train + val + the dev cases shown, and judged per answer
+    notes = p.result.metrics["field_notes_signature"]
+    assert notes["splits"] == ["train", "val", "dev"]
+    assert notes["questions"] == 2 * (len(session.splits.train) + len(session.splits.val) + 1)
+    assert notes["answers_with_items"] == notes["questions"] and notes["answers_not_numeric"] == 0
 
 
 def test_compile_panel_runs_mixes(session):
@@ -73,6 +78,16 @@ def test_compile_panel_runs_mixes(session):
     assert list(p.live.figure.data[0].x) == ["uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"]
     assert set(p.result.metrics["gains"]) == {"BFS 0% colloquial", "BFS 50% colloquial"}
     assert set(p.result.metrics["questions"]) == {"uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"}
+
+
+def test_compile_module_is_chosen_on_validation_questions(session):
+    """module='auto' (the default) scores every module uncompiled on the val questions, never on dev."""
+    from nbkit.signatures.modules import MODULES
+
+    result = panels.compile_panel(session, widget=False).run(n_dev=1, compile_size=2, max_demos=1, mixes=(0.0,), random_search=False, n_val=2)
+    on = result.metrics["module_chosen_on"]
+    assert on["split"] == "val" and on["questions"] == 4 and set(on["hit@3"]) == set(MODULES)
+    assert result.metrics["module"] == max(MODULES, key=lambda k: (on["hit@3"][k], -MODULES.index(k)))
 
 
 def test_retrieval_is_chosen_on_validation(session):

@@ -136,6 +136,20 @@ def test_grad_accumulation_token_count_matches_one_batch(tiny):
     assert wrong.status == "fail"
 
 
+def test_noise_variance_is_one_independent_estimate_per_pair(tiny):
+    """Disjoint pairs of gradient samples give samples // 2 estimates per length (an odd last sample is
+    left out); 6 samples = 3 pairs is the least the slope's interval takes."""
+    from nbkit.audit.checks.grad_accumulation import fit_slope, noise_variance_by_length, text_token_stream
+
+    model, tok = tiny
+    stream = text_token_stream(tok, 4000)
+    devs = noise_variance_by_length(model, stream, [16, 32, 64], micro_batch=2, samples=7, device=CPU, progress=False)
+    assert [len(devs[L]) for L in (16, 32, 64)] == [3, 3, 3] and all(x > 0 for d in devs.values() for x in d)
+    slope, lo, hi = fit_slope(devs)
+    assert math.isfinite(slope) and math.isfinite(lo) and lo <= hi
+    assert math.isnan(fit_slope({L: d[:2] for L, d in devs.items()})[1])  # 2 pairs: no interval
+
+
 def test_slope_bootstrap_interval_covers_a_known_exponent():
     """Fabricated per-sample deviations with variance ∝ L^-0.5 (noisy): the interval brackets -0.5;
     with variance ∝ L^-1 it excludes -0.5."""
@@ -213,14 +227,23 @@ def test_fragmentation_says_needs_cuda_on_cpu():
 
 
 def test_fragmentation_figures_from_fabricated_traces():
-    """The keys the CUDA path writes, from two fabricated per-step gap-ratio traces."""
+    """The keys the CUDA path writes, from fabricated run pairs: the interval is across repeats, never over
+    the steps of one run (those are one allocator's history)."""
     from nbkit.audit.checks.fragmentation import compare_traces
+    from nbkit.audit.claims import verdict_fragmentation
 
-    mine = {"interval": 50, "checkpoints": 8, "mean_gap_ratio": 0.4, "alloc_retries": 3, "trace": [0.38, 0.42, 0.41, 0.39] * 25}
-    ref = {"interval": 200, "checkpoints": 2, "mean_gap_ratio": 0.2, "alloc_retries": 0, "trace": [0.18, 0.22, 0.19, 0.21] * 25}
-    figs = compare_traces(mine, ref)
-    assert 0.15 < figs["gap_ratio_diff_ci_low"] <= figs["gap_ratio_diff_ci_high"] < 0.25
-    assert figs["steps"] == 100 and figs["checkpoints_reference"] == 2
+    def run(interval, mean):
+        return {"interval": interval, "checkpoints": 800 // interval, "mean_gap_ratio": mean, "alloc_retries": 0, "trace": [mean] * 400}
+
+    pairs = [(run(50, 0.40), run(200, 0.20)), (run(50, 0.42), run(200, 0.19)), (run(50, 0.39), run(200, 0.21))]
+    figs = compare_traces(pairs)
+    assert figs["repeats"] == 3 and figs["gap_ratio_diff_per_repeat"] == pytest.approx([0.2, 0.23, 0.18])
+    assert 0.1 < figs["gap_ratio_diff_ci_low"] <= figs["gap_ratio_diff_ci_high"] < 0.3
+    assert figs["steps"] == 400 and figs["checkpoints_reference"] == 4
+    assert verdict_fragmentation({**figs, "device": "cuda:0"}).verdict == "holds"
+    one = compare_traces(pairs[:1])  # one pair: no interval, and the verdict decides nothing
+    assert math.isnan(one["gap_ratio_diff_ci_low"]) and one["repeats"] == 1
+    assert verdict_fragmentation({**one, "device": "cuda:0"}).verdict == "inconclusive"
 
 
 def test_kiss_comparison_on_tiny(tiny):
@@ -312,8 +335,7 @@ def test_data_schema_says_when_pscheck_cannot_run(monkeypatch):
 def test_kiss_stops_when_decided_and_the_verdict_is_the_full_run_s(tiny):
     """Lock-step training stops at the first evaluation where a variant reached the target; the
     full budget, trained on, gives the same steps-to-target for the first variant and the same verdict."""
-    from nbkit.audit.checks.kiss import compare_lora_variants
-    from nbkit.audit.claims import verdict_kiss_steps
+    from nbkit.audit.checks.kiss import compare_lora_variants, first_to_target
 
     model, tok = tiny
     # an absolute target between the two variants' losses at step 12 (6.05 KISS, 5.98 over, measured)
@@ -324,7 +346,26 @@ def test_kiss_stops_when_decided_and_the_verdict_is_the_full_run_s(tiny):
     assert short.figures["stopped_when_decided"] and short.figures["steps_trained"] < 12
     first = min(s for s in (short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"]) if s is not None)
     assert first == short.figures["steps_trained"]
-    assert verdict_kiss_steps(short.figures).verdict == verdict_kiss_steps(full.figures).verdict
+    assert first_to_target(short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"]) == \
+        first_to_target(full.figures["kiss_steps_to_target"], full.figures["over_steps_to_target"])
+
+
+def test_kiss_check_repeats_over_seeds_with_their_own_splits():
+    """The check runs one comparison per seed (the smoke preset: 2), each on its own split, and writes the
+    counts the kiss-steps verdict reads."""
+    from nbkit.audit.checks import kiss
+    from nbkit.audit.claims import verdict_kiss_steps
+    from nbkit.audit.config import KissConfig, config_file
+    from nbkit.audit.experiments import make_context
+
+    ctx = make_context(load_config(config_file("good.yaml")), "cpu", progress=False)
+    f = kiss.run(ctx, KissConfig.smoke())
+    figs = f.figures
+    assert figs["seeds"] == 2 and [r["seed"] for r in figs["per_seed"]] == [0, 1]
+    assert sum(figs[k] for k in ("seeds_kiss_first", "seeds_over_first", "seeds_tie", "seeds_neither")) == 2
+    assert [r["first"] for r in figs["per_seed"]] == [kiss.first_to_target(r["kiss_steps_to_target"], r["over_steps_to_target"]) for r in figs["per_seed"]]
+    assert verdict_kiss_steps(figs).verdict == "inconclusive"  # 2 seeds cannot decide the Wilson rule, whatever they say
+    assert "not measured" not in verdict_kiss_steps(figs).why
 
 
 def test_response_only_logits_give_the_full_logits_figures(tiny):
@@ -414,7 +455,7 @@ def test_grad_accumulation_on_a_twin_in_a_thread_gives_the_one_model_figures(tin
     from nbkit.audit.checks.grad_accumulation import check_grad_accumulation
 
     model, tok = tiny
-    kw = dict(micro_batch_size=2, grad_accumulation=4, lengths=(16, 32, 64), noise_samples=3, device=CPU, progress=False, noise_params=noise_params)
+    kw = dict(micro_batch_size=2, grad_accumulation=4, lengths=(16, 32, 64), noise_samples=6, device=CPU, progress=False, noise_params=noise_params)
     one = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), workers=1, **kw)
     two = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), workers=2, **kw)
     assert one.figures == two.figures and one.table == two.table

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nbkit.audit import claims as C
+from nbkit.audit.config import KissConfig
 from nbkit.findings import Finding
 
 H, R, INC, G = "holds", "refuted", "inconclusive", "needs GPU"
@@ -23,9 +24,25 @@ def test_trainable_share_and_param_ratio():
     assert v(C.verdict_param_ratio({})) == INC
 
 
-@pytest.mark.parametrize("kiss,over,expected", [(10, 20, H), (10, None, H), (20, 10, R), (None, 10, R), (None, None, INC), (10, 10, INC)])
-def test_kiss_steps(kiss, over, expected):
-    assert v(C.verdict_kiss_steps({"kiss_steps_to_target": kiss, "over_steps_to_target": over, "budget_steps": 30})) == expected
+SEEDS = KissConfig().seeds  # the notebook's default number of repeats
+
+
+@pytest.mark.parametrize(
+    "kiss_first,over_first,ties,neither,expected",
+    [(SEEDS, 0, 0, 0, H), (0, SEEDS, 0, 0, R), (SEEDS - 1, 1, 0, 0, INC), (0, 0, 2, SEEDS - 2, INC),
+     (1, 0, 0, 0, INC), (0, 1, 0, 0, INC)],  # one seed can never decide, whichever way it went
+)  # fmt: skip
+def test_kiss_steps(kiss_first, over_first, ties, neither, expected):
+    figs = {"seeds": kiss_first + over_first + ties + neither, "seeds_kiss_first": kiss_first, "seeds_over_first": over_first,
+            "seeds_tie": ties, "seeds_neither": neither, "budget_steps": 30}  # fmt: skip
+    assert v(C.verdict_kiss_steps(figs)) == expected
+
+
+def test_first_to_target():
+    from nbkit.audit.checks.kiss import first_to_target
+
+    assert [first_to_target(*p) for p in ((5, 10), (5, None), (10, 5), (None, 5), (5, 5), (None, None))] == \
+        ["kiss", "kiss", "over", "over", "tie", "neither"]
 
 
 def test_kiss_steps_not_measured_and_peak_ratio():
@@ -100,25 +117,63 @@ def test_broken_config_verdicts():
     assert v(C.verdict_lax_coercion({"issue_counts": {"coerced (strict rejects)": 2}})) == H
     assert v(C.verdict_lax_coercion({"issue_counts": {"broken JSON": 1}})) == R
     assert v(C.verdict_lax_coercion({})) == INC
-    assert v(C.verdict_mask_check_catches_leak({"eot_masked": 17})) == H
-    assert v(C.verdict_mask_check_catches_leak({"eot_masked": 0})) == R
+
+
+
+def _probe(caught=None, clean_failing=0, examples=48):
+    """``field_note_asserts`` as the loss-mask check writes it (48 = the smoke examples; the default run has more)."""
+    caught = caught or {}
+    leaks = {c: {"examples": examples, "caught": caught.get(c, examples), "length_fires": 0, "decode_fires": caught.get(c, examples)}
+             for c in ("eot_masked_by_pad", "target_truncated", "prompt_trained", "mask_off_by_one")}
+    return {"field_note_asserts": {"leaks": leaks, "clean_examples": examples, "clean_failing": clean_failing}}
+
+
+def test_mask_leak_judges_the_field_notes_asserts():
+    assert v(C.verdict_mask_check_catches_leak(_probe())) == H
+    assert v(C.verdict_mask_check_catches_leak(_probe({"mask_off_by_one": 47}))) == R  # one leak passes both asserts
+    assert v(C.verdict_mask_check_catches_leak(_probe(clean_failing=3))) == R  # false alarms on clean examples
+    assert v(C.verdict_mask_check_catches_leak(_probe(examples=0))) == INC
+    assert v(C.verdict_mask_check_catches_leak({"eot_masked": 17})) == INC  # the old counter is not the claim
     assert v(C.verdict_mask_check_catches_leak({})) == INC
 
 
+def test_the_field_notes_asserts_on_real_leaks():
+    """The probe on the bundled SFT examples and the tiny model's tokenizer (pad == eos, ChatML): the decode
+    assert catches every leak class; the length assert never fires (inputs and labels are cut alike)."""
+    from nbkit.audit.checks.loss_mask import probe_field_note_asserts
+    from nbkit.audit.config import TemplateSection
+    from nbkit.audit.sft import make_sft_examples, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    probe = probe_field_note_asserts(tok, make_sft_examples(24), TemplateSection())
+    assert probe["clean_examples"] == 24 and probe["clean_failing"] == 0
+    for cls, row in probe["leaks"].items():
+        assert row["examples"] == 24 and row["caught"] == 24, cls
+        assert row["length_fires"] == 0 and row["decode_fires"] == 24, cls
+    assert v(C.verdict_mask_check_catches_leak({"field_note_asserts": probe})) == H
+
+
 def test_reward_weight_verdicts():
-    assert v(C.verdict_kurtosis_rises({}, {"kurtosis_uniform": 2.1, "kurtosis_weighted": 5.7})) == H
-    assert v(C.verdict_kurtosis_rises({}, {"kurtosis_uniform": 3.0, "kurtosis_weighted": 2.5})) == R
-    assert v(C.verdict_kurtosis_rises({}, {})) == INC
-    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.05}, {"kl_sampled_vs_reward": 0.6})) == H
-    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.3}, {"kl_sampled_vs_reward": 0.6})) == R
-    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.3}, {"kl_sampled_vs_reward": 0.1})) == INC
-    assert v(C.verdict_kl_threshold({}, {})) == INC
+    """Both samplers on one model's responses: the configured one (β, γ) and the concentrated one."""
+    assert v(C.verdict_kurtosis_rises({"kurtosis_uniform": 2.1, "kurtosis_concentrated": 5.7})) == H
+    assert v(C.verdict_kurtosis_rises({"kurtosis_uniform": 3.0, "kurtosis_concentrated": 2.5})) == R
+    assert v(C.verdict_kurtosis_rises({"kurtosis_uniform": 3.0, "kurtosis_weighted": 9.0})) == INC  # no concentrated sampler measured
+    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.05, "kl_concentrated": 0.6})) == H
+    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.3, "kl_concentrated": 0.6})) == R
+    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.3, "kl_concentrated": 0.1})) == INC
+    assert v(C.verdict_kl_threshold({"kl_sampled_vs_reward": 0.05})) == INC
 
 
-def test_zero_scheduler_verdicts():
-    assert v(C.verdict_persistence_replicates({"persisted_share_pct": 100.0})) == H
-    assert v(C.verdict_persistence_replicates({"persisted_share_pct": 0.2})) == R
-    assert v(C.verdict_persistence_replicates({})) == INC
+def test_reward_weights_check_writes_the_concentrated_sampler():
+    from nbkit.audit.checks.reward_weights import check_sampling
+
+    rewards = [-(i % 7) * 0.3 - 0.1 * i for i in range(24)]
+    f = check_sampling(rewards, [r * 10 for r in rewards], beta=0.5, gamma=0.0, concentrated=(8.0, 0.0))
+    assert f.figures["concentrated_beta"] == 8.0 and f.figures["kl_concentrated"] > f.figures["kl_sampled_vs_reward"]
+    assert {"kurtosis_uniform", "kurtosis_concentrated"} <= set(f.figures)
+
+
+def test_scheduler_verdicts():
     assert v(C.verdict_warmup_first_stage_only({"field_note_scenario_warmup_ramps_in_stage2": 0})) == H
     assert v(C.verdict_warmup_first_stage_only({"field_note_scenario_warmup_ramps_in_stage2": 1})) == R
     assert v(C.verdict_warmup_first_stage_only({})) == INC
@@ -126,11 +181,13 @@ def test_zero_scheduler_verdicts():
 
 def test_fragmentation_every_outcome():
     """Keys as fragmentation.compare_traces writes them on CUDA."""
-    cuda = {"device": "cuda:0", "configured_interval": 50, "reference_interval": 200, "steps": 400}
+    cuda = {"device": "cuda:0", "configured_interval": 50, "reference_interval": 200, "steps": 400, "repeats": 3}
     assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": 0.2, "gap_ratio_diff_ci_high": 0.25})) == H
     assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": -0.01, "gap_ratio_diff_ci_high": 0.01})) == R
     assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": 0.01, "gap_ratio_diff_ci_high": 0.1})) == INC
     assert v(C.verdict_fragmentation({"device": "cpu", "configured_interval": 50})) == G
+    # one run pair: per-step ratios of one run are not independent, so even a narrow interval decides nothing
+    assert v(C.verdict_fragmentation({**cuda, "repeats": 1, "gap_ratio_diff_ci_low": 0.2, "gap_ratio_diff_ci_high": 0.25})) == INC
 
 
 def test_ddp_verdicts():
@@ -146,12 +203,22 @@ def test_claims_rows_from_findings_and_headline():
     good = {"grad-accumulation": Finding("grad-accumulation", "Gradient accumulation", "pass", "",
                                          {"noise_variance_slope": -0.9, "noise_variance_slope_ci_low": -1.0, "noise_variance_slope_ci_high": -0.8,
                                           "noise_lengths": 4, "noise_samples_per_length": 8, "rel_err_per_microbatch_mean": 0.05, "rel_err_token_count": 1e-8})}
-    rows = C.claims(good, {})
+    rows = C.claims(good, {}, good_model="smollm2", broken_model="tiny")
     by = {r.key: r for r in rows}
     assert by["sqrt-l"].verdict == R and "[-1, -0.8]" in by["sqrt-l"].interval and "4 lengths" in by["sqrt-l"].n
+    assert "4 independent pairs" in by["sqrt-l"].n
     assert by["token-count"].verdict == H
     assert by["flash-speedup"].verdict == G and by["kiss-steps"].verdict == INC
+    assert "persistence" not in by  # restated DeepSpeed's rule: it could only hold
+    # every row measured on a model names it; the op-level rows name none
+    assert by["sqrt-l"].measured.endswith("[smollm2]") and by["lax-coercion"].measured.endswith("[tiny]")
+    assert by["eval-allreduce"].measured.endswith("[tiny Llama, 2 ranks]") and "[" not in by["baddbmm"].measured
     assert len({r.key for r in rows}) == len(rows) >= 20
+    kiss = {"kiss-lora": Finding("kiss-lora", "KISS", "warn", "", {"model": "smollm2", "seeds": 4, "seeds_kiss_first": 0, "seeds_over_first": 4,
+                                                                   "seeds_tie": 0, "seeds_neither": 0, "budget_steps": 30, "kiss_steps_to_target": None,
+                                                                   "over_steps_to_target": 5, "per_seed": [{"seed": 0}]})}  # fmt: skip
+    row = {r.key: r for r in C.claims(kiss, {})}["kiss-steps"]
+    assert row.verdict == R and row.interval.startswith("[0, 0.49") and row.n.startswith("4 seeds (4 decided)") and row.measured.endswith("[smollm2]")
     head = C.headline(good, {"lora-binding": Finding("lora-binding", "LoRA", "fail", "")})
     assert head["broken_config_failures"] == 1 and head["noise_variance_slope"] == -0.9
 
@@ -173,7 +240,7 @@ def test_claims_read_the_keys_the_real_checks_write():
         torch.set_num_threads(before)
     rows = {r.key: r for r in C.claims(good, broken)}
     fed = ["binding-asserts", "lora-scaling", "zh-labels", "en-offsets", "baddbmm", "index-add", "index-copy", "kv-cache",
-           "lax-coercion", "mask-leak", "persistence", "warmup-stage"]
+           "lax-coercion", "mask-leak", "warmup-stage"]
     unmeasured = {k: rows[k].why for k in fed if "not measured" in rows[k].why}
     assert not unmeasured, unmeasured
-    assert rows["fragmentation"].verdict == G and rows["lax-coercion"].verdict == H and rows["persistence"].verdict == H
+    assert rows["fragmentation"].verdict == G and rows["lax-coercion"].verdict == H and rows["mask-leak"].verdict == H

@@ -21,6 +21,7 @@ from nbkit.claims import (
     decide_close,
     mean_interval,
     needs_gpu,
+    paired_rate_difference_interval,
     rate_interval,
 )
 
@@ -52,7 +53,44 @@ def test_straddle_names_what_would_decide():
 
 
 def test_needs_gpu_is_explicit():
-    assert needs_gpu("flash-attention throughput") == Verdict(NEEDS_GPU, needs_gpu("flash-attention throughput").why)
+    v = needs_gpu("flash-attention throughput")
+    assert isinstance(v, Verdict) and v.verdict == NEEDS_GPU
+    assert v.why.startswith("flash-attention throughput is measured only on a CUDA device") and "this run had none" in v.why
+
+
+def _paired(both, only_a, only_b, neither):
+    """0/1 outcomes of two programs on the same items from the four cells of a paired 2×2 table."""
+    a = [1] * both + [1] * only_a + [0] * only_b + [0] * neither
+    b = [1] * both + [0] * only_a + [1] * only_b + [0] * neither
+    return a, b
+
+
+def test_paired_rate_difference_matches_a_published_example():
+    """Cavo et al. (2012), as worked in Fagerland, Lydersen & Laake, *Statistical Analysis of Contingency
+    Tables* (2017), ch. 8: table [[59, 6], [16, 80]], Newcombe square-and-add 95 % CI −0.1186 to −0.0046."""
+    lo, hi = paired_rate_difference_interval(*_paired(59, 6, 16, 80))
+    assert lo == pytest.approx(-0.1186, abs=5e-5) and hi == pytest.approx(-0.0046, abs=5e-5)
+
+
+@pytest.mark.parametrize("n", [15, 30])
+def test_paired_rate_difference_keeps_its_width_without_discordant_pairs(n):
+    """The case the paired bootstrap gets wrong: equal outcomes on every item give a zero-width bootstrap
+    interval, Newcombe's interval stays wide at the n the notebooks have."""
+    for cells in ((n, 0, 0, 0), (0, 0, 0, n), (n // 2, 0, 0, n - n // 2)):
+        a, b = _paired(*cells)
+        assert bootstrap_interval((a, b), paired=True) == (0.0, 0.0)
+        lo, hi = paired_rate_difference_interval(a, b)
+        assert lo < -0.05 and hi > 0.05 and lo == pytest.approx(-hi)  # cannot exclude a 0.05 gain either way
+
+
+def test_paired_rate_difference_edges():
+    lo, hi = paired_rate_difference_interval(*_paired(0, 15, 0, 0))  # a wins everywhere
+    assert 0.7 < lo < hi <= 1.0
+    assert all(math.isnan(x) for x in paired_rate_difference_interval([], []))
+    with pytest.raises(ValueError, match="0/1 outcomes"):
+        paired_rate_difference_interval([0.5, 1.0], [0.0, 1.0])
+    with pytest.raises(ValueError, match="equal lengths"):
+        paired_rate_difference_interval([1.0], [1.0, 0.0])
 
 
 def test_claim_rejects_unknown_verdict_and_empty_rule():

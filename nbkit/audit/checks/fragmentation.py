@@ -51,20 +51,29 @@ def fragmentation_run(model, tokenizer, examples, template, *, device, interval:
             "inactive_split": snap["inactive_split"], "alloc_retries": snap["num_alloc_retries"], "peak_reserved": snap["peak_reserved"], "trace": ratios}
 
 
-def compare_traces(mine: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
-    """Figures of two runs: mean gap ratios and the paired bootstrap interval of their per-step difference."""
-    from nbkit.claims import bootstrap_interval
+def compare_traces(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
+    """Figures of repeated (configured, reference) run pairs: mean gap ratios and the Student-t interval,
+    across repeats, of the per-repeat difference of mean gap ratios.
 
-    lo, hi = bootstrap_interval((mine["trace"], ref["trace"]), paired=True)
-    return {"configured_interval": mine["interval"], "reference_interval": ref["interval"], "steps": len(mine["trace"]),
+    Why across repeats: the per-step gap ratios of one run are one allocator's history, each step
+    depending on the last, so an interval over steps decides nothing; the repeats (each its own seed
+    and fresh model copy) are the independent unit. One repeat gives no interval (nan, nan).
+    """
+    from nbkit.claims import mean_interval
+
+    diffs = [mine["mean_gap_ratio"] - ref["mean_gap_ratio"] for mine, ref in pairs]
+    lo, hi = mean_interval(diffs)
+    mine, ref = pairs[0]
+    mean = lambda key, i: sum(p[i][key] for p in pairs) / len(pairs)  # noqa: E731
+    return {"configured_interval": mine["interval"], "reference_interval": ref["interval"], "steps": len(mine["trace"]), "repeats": len(pairs),
             "checkpoints_configured": mine["checkpoints"], "checkpoints_reference": ref["checkpoints"],
-            "gap_ratio_configured": mine["mean_gap_ratio"], "gap_ratio_reference": ref["mean_gap_ratio"],
-            "gap_ratio_diff_ci_low": lo, "gap_ratio_diff_ci_high": hi,
-            "alloc_retries_configured": mine["alloc_retries"], "alloc_retries_reference": ref["alloc_retries"]}
+            "gap_ratio_configured": mean("mean_gap_ratio", 0), "gap_ratio_reference": mean("mean_gap_ratio", 1),
+            "gap_ratio_diff_per_repeat": diffs, "gap_ratio_diff_ci_low": lo, "gap_ratio_diff_ci_high": hi,
+            "alloc_retries_configured": mine["alloc_retries"], "alloc_retries_reference": ref["alloc_retries"]}  # fmt: skip
 
 
 def check_fragmentation(model_factory, tokenizer, examples, template, *, device, interval: int, reference_interval: int = 200,
-                        steps: int = 0, batch_size: int = 4, seed: int = 0) -> Finding:
+                        steps: int = 0, batch_size: int = 4, seed: int = 0, repeats: int = 3) -> Finding:
     steps = steps or 2 * max(interval, reference_interval)
     if device.type != "cuda":
         from nbkit.device import memory_probe
@@ -79,13 +88,15 @@ def check_fragmentation(model_factory, tokenizer, examples, template, *, device,
                          f"use ≥ {2 * max(interval, reference_interval)} (or steps 0)")
     import plotly.graph_objects as go
 
-    runs = [fragmentation_run(model_factory(), tokenizer, examples, template, device=device, interval=i, steps=steps, batch_size=batch_size, seed=seed)
-            for i in (interval, reference_interval)]
+    pairs = [tuple(fragmentation_run(model_factory(), tokenizer, examples, template, device=device, interval=i, steps=steps, batch_size=batch_size,
+                                     seed=seed + k) for i in (interval, reference_interval))
+             for k in range(max(1, repeats))]  # fmt: skip
+    runs = list(pairs[0])
     mine, ref = runs
-    figures = compare_traces(mine, ref)
+    figures = compare_traces(pairs)
     status = "warn" if mine["mean_gap_ratio"] > 0.35 or mine["alloc_retries"] > ref["alloc_retries"] else "pass"
     summary = (f"reserved−allocated gap {mine['mean_gap_ratio']:.2f} of reserved checkpointing every {interval} steps vs "
-               f"{ref['mean_gap_ratio']:.2f} every {reference_interval} ({steps} steps; difference "
+               f"{ref['mean_gap_ratio']:.2f} every {reference_interval} ({steps} steps; difference over {len(pairs)} repeats "
                f"[{figures['gap_ratio_diff_ci_low']:.3f}, {figures['gap_ratio_diff_ci_high']:.3f}])")
     fig = go.Figure()
     for r in runs:
@@ -104,7 +115,8 @@ def run(context, cfg: FragmentationConfig, live=None) -> Finding:
     model, tok = context.model_and_tokenizer()
     ex, _ = context.examples(8, SLUG)
     return check_fragmentation(lambda: copy.deepcopy(model), tok, ex, context.config.template, device=context.device, interval=cfg.interval,
-                               reference_interval=cfg.reference_interval, steps=cfg.run_steps, batch_size=cfg.batch_size, seed=context.config.model.seed)
+                               reference_interval=cfg.reference_interval, steps=cfg.run_steps, batch_size=cfg.batch_size, seed=context.config.model.seed,
+                               repeats=cfg.repeats)
 
 
 CHECK = REGISTRY.register(Check(SLUG, TITLE, FragmentationConfig, run, number=12))

@@ -114,8 +114,11 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
 
 def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, samples: int, device, seed: int = 0, params=None, progress=True,
                              twin=None):
-    """Per sequence length, the squared deviation of each micro-batch gradient from their mean
-    (its mean is the gradient-noise variance; the per-sample values feed the bootstrap).
+    """Per sequence length, one independent estimate of the gradient-noise variance per *pair* of
+    micro-batch gradients: ½‖g_a − g_b‖² over disjoint pairs (its expectation is the trace of the
+    gradient covariance). Why pairs: squared deviations from the shared sample mean are dependent
+    (they sum to a fixed total), so resampling them overstates what 4 samples know; disjoint pairs
+    are independent draws, and the bootstrap resamples those. An odd last sample is left out.
 
     ``twin``: (a copy of the model, its tensors matching ``params``): the samples of each length are
     shared between the two in threads; the start positions are drawn first, in the same order, so
@@ -152,17 +155,18 @@ def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, 
         # sample i goes to model i mod 2; put back in sample order
         parts = run_concurrently([functools.partial(grads, m, ps, batches[k :: len(pairs)]) for k, (m, ps) in enumerate(pairs)], len(pairs))
         ordered = [parts[i % len(pairs)][i // len(pairs)] for i in range(samples)]
-        g = torch.stack(ordered)
-        out[L] = ((g - g.mean(0)) ** 2).sum(1).tolist()
+        g = torch.stack(ordered[: 2 * (samples // 2)])
+        out[L] = (((g[0::2] - g[1::2]) ** 2).sum(1) / 2).tolist()
     return out
 
 
 def fit_slope(deviations: dict[int, list[float]], level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """Slope of log variance on log L, and its percentile bootstrap interval: (slope, low, high).
 
-    ``deviations`` maps each length to its per-sample squared deviations. The bootstrap resamples
-    the gradient samples within every length and refits, so the interval carries the sampling
-    noise of each variance estimate. Fewer than 3 lengths or 3 samples give no interval (nan, nan).
+    ``deviations`` maps each length to its independent variance estimates (one per pair of gradient
+    samples, :func:`noise_variance_by_length`). The bootstrap resamples those within every length and
+    refits, so the interval carries the sampling noise of each variance estimate. Fewer than 3 lengths
+    or 3 estimates (6 gradient samples) per length give no interval (nan, nan).
     """
     import numpy as np
 

@@ -300,21 +300,56 @@ def compare_lora_variants(base_model, tokenizer, examples, template, *, budget_s
                    fix="prefer q/v rank-8 adapters unless a larger adapter reaches the target measurably sooner", figure=fig)
 
 
+def first_to_target(kiss: int | None, over: int | None) -> str:
+    """Which variant reached the target first in one run: "kiss", "over", "tie" or "neither"."""
+    if kiss is None and over is None:
+        return "neither"
+    if over is None or (kiss is not None and kiss < over):
+        return "kiss"
+    if kiss is None or over < kiss:
+        return "over"
+    return "tie"
+
+
 def run(context, cfg: KissConfig, live=None) -> Finding:
+    """One comparison per seed (``cfg.seeds`` of them, from the audit's seed on): each seed draws its own
+    train/validation split of the examples, LoRA initialisation and batch order, so the verdict rests on
+    independent repeats; the first seed's run is the one shown (table, curves, the per-variant figures)."""
+    import random
+
     if cfg.budget_steps < 2:
         return Finding(SLUG, TITLE, "skipped", "not run: needs kiss.budget_steps ≥ 2 (the training comparison costs minutes)")
     from nbkit.audit.sft import pooled_loss
 
     model, tok = context.model_and_tokenizer(cfg.model)
     ex, note = context.examples(cfg.val_size + cfg.batch_size, SLUG)
-    base = context.base_example_losses(ex[: cfg.val_size], context.config.template, cfg.model)
-    f = compare_lora_variants(model, tok, ex, context.config.template, budget_steps=cfg.budget_steps, batch_size=cfg.batch_size, lr=cfg.lr,
-                              eval_every=cfg.eval_every, val_size=cfg.val_size, target=cfg.val_loss_target or None, target_ratio=cfg.target_ratio,
-                              device=context.device, seed=context.config.model.seed, live=live, progress=context.progress,
-                              stop_when_decided=cfg.stop_when_decided, untrained=pooled_loss(base))
-    f.figures["model"] = cfg.model or context.config.model.name
-    f.summary += note
-    return f
+    first, outcomes, per_seed = None, [], []
+    for i in range(max(1, cfg.seeds)):
+        seed = context.config.model.seed + i
+        order = list(ex)
+        random.Random(seed).shuffle(order)  # this seed's validation examples and training pool
+        base = context.base_example_losses(order[: cfg.val_size], context.config.template, cfg.model)
+        f = compare_lora_variants(model, tok, order, context.config.template, budget_steps=cfg.budget_steps, batch_size=cfg.batch_size, lr=cfg.lr,
+                                  eval_every=cfg.eval_every, val_size=cfg.val_size, target=cfg.val_loss_target or None, target_ratio=cfg.target_ratio,
+                                  device=context.device, seed=seed, live=live if i == 0 else None, progress=context.progress,
+                                  stop_when_decided=cfg.stop_when_decided, untrained=pooled_loss(base))  # fmt: skip
+        outcome = first_to_target(f.figures["kiss_steps_to_target"], f.figures["over_steps_to_target"])
+        outcomes.append(outcome)
+        per_seed.append({"seed": seed, "kiss_steps_to_target": f.figures["kiss_steps_to_target"], "over_steps_to_target": f.figures["over_steps_to_target"],
+                         "steps_trained": f.figures["steps_trained"], "first": outcome})  # fmt: skip
+        first = first or f
+    first.figures["model"] = cfg.model or context.config.model.name
+    first.figures["seeds"] = len(outcomes)
+    first.figures["per_seed"] = per_seed
+    for name in ("kiss", "over", "tie", "neither"):
+        first.figures[f"seeds_{name}_first" if name in ("kiss", "over") else f"seeds_{name}"] = outcomes.count(name)
+    first.summary += f"; over {len(outcomes)} seeds KISS first in {outcomes.count('kiss')}, the over-parameterised LoRA in {outcomes.count('over')}"
+    if outcomes.count("tie") or outcomes.count("neither"):
+        first.summary += f" ({outcomes.count('tie')} tied, {outcomes.count('neither')} reached by neither)"
+    first.table = list(first.table) + [{"variant": f"seed {r['seed']}", "steps to target": f"KISS {r['kiss_steps_to_target']}, over {r['over_steps_to_target']}",
+                                        "first": r["first"]} for r in per_seed]  # fmt: skip
+    first.summary += note
+    return first
 
 
 CHECK = REGISTRY.register(Check(SLUG, TITLE, KissConfig, run, number=1))

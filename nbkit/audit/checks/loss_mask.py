@@ -12,6 +12,56 @@ from nbkit.findings import Finding
 SLUG, TITLE = "loss-mask", "Prompt template ↔ loss mask"
 
 
+LEAK_CLASSES = ("eot_masked_by_pad", "target_truncated", "prompt_trained", "mask_off_by_one")
+
+
+def field_note_asserts(tokenizer, features: dict[str, Any]) -> tuple[bool, bool]:
+    """The field notes' two checks, as written: (``len(input_ids) == len(labels)``, the tokens with a
+    label other than -100 decode exactly to the target text)."""
+    ids, labels = features["input_ids"], features["labels"]
+    trained = [lab for lab in labels if lab != -100]
+    return len(ids) == len(labels), tokenizer.decode(trained, skip_special_tokens=False) == features["target_text"]
+
+
+def leaking_variants(tokenizer, example: dict[str, Any], template) -> dict[str, dict[str, Any]]:
+    """The example's features under each leak the SFT path can produce, where it changes what is trained.
+
+    ``eot_masked_by_pad``: the collator line ``labels[labels == pad] = -100`` (masks the end-of-turn token
+    when pad == eos); ``target_truncated``: ``max_length`` cuts the target in half (inputs and labels are
+    cut alike, as trainers do); ``prompt_trained``: labels = input_ids (``train_on_inputs``); ``mask_off_by_one``:
+    the mask boundary one token early (a prompt length counted on a different tokenisation). A variant
+    whose trained tokens equal the clean ones is no leak and is left out.
+    """
+    clean = build_features(tokenizer, example, template.model_copy(update={"mask_pad_labels": False, "max_length": 1 << 30}))
+    ids, labels, n_prompt, n_target = clean["input_ids"], clean["labels"], clean["n_prompt"], clean["n_target"]
+    out = {
+        "eot_masked_by_pad": build_features(tokenizer, example, template.model_copy(update={"mask_pad_labels": True, "max_length": 1 << 30})),
+        "target_truncated": build_features(tokenizer, example, template.model_copy(update={"mask_pad_labels": False,
+                                                                                            "max_length": n_prompt + max(1, n_target // 2)})),
+        "prompt_trained": {**clean, "labels": list(ids)},
+        "mask_off_by_one": {**clean, "labels": [ids[i] if i == n_prompt - 1 else lab for i, lab in enumerate(labels)]},
+    }  # fmt: skip
+    return {k: v for k, v in out.items() if n_prompt > 0 and v["labels"] != labels}
+
+
+def probe_field_note_asserts(tokenizer, examples: list[dict[str, Any]], template) -> dict[str, Any]:
+    """Run the field notes' two asserts on clean examples and on leaking variants of each class."""
+    leaks = {c: {"examples": 0, "caught": 0, "length_fires": 0, "decode_fires": 0} for c in LEAK_CLASSES}
+    clean_n = clean_failing = 0
+    for ex in examples:
+        clean = build_features(tokenizer, ex, template.model_copy(update={"mask_pad_labels": False, "max_length": 1 << 30}))
+        clean_n += 1
+        clean_failing += not all(field_note_asserts(tokenizer, clean))
+        for cls, feats in leaking_variants(tokenizer, ex, template).items():
+            length_ok, decode_ok = field_note_asserts(tokenizer, feats)
+            row = leaks[cls]
+            row["examples"] += 1
+            row["length_fires"] += not length_ok
+            row["decode_fires"] += not decode_ok
+            row["caught"] += not (length_ok and decode_ok)
+    return {"leaks": leaks, "clean_examples": clean_n, "clean_failing": clean_failing}
+
+
 def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_examples: int | None = None) -> Finding:
     """For each example: len(input_ids) == len(labels); unmasked labels decode exactly to the
     target text; the end-of-turn token is trained on (not masked) even though pad == eos; and the
@@ -64,6 +114,8 @@ def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_
     n = max(counts["examples"], 1)
     figures: dict[str, Any] = dict(counts)
     figures["pad_equals_eos"] = pad_eq_eos
+    # The field notes' claim is that their two asserts catch leaks: judged on leaking variants of these examples.
+    figures["field_note_asserts"] = probe_field_note_asserts(tokenizer, examples[: max_examples or len(examples)], template)
     figures["eot_token"] = tokenizer.convert_ids_to_tokens(eot_id) if eot_id is not None else None
     figures["trained_share_of_tokens_pct"] = (100.0 * sum(1 for lab in shown[1] if lab != -100) / len(shown[1])) if shown else 0.0
     bad = counts["length_mismatch"] + counts["decode_mismatch"] + counts["eot_masked"] + counts["truncated"]
@@ -96,6 +148,7 @@ def run(context, cfg: LossMaskConfig, live=None) -> Finding:
     template = context.config.template.model_copy(update={"kind": cfg.kind, "format": cfg.format if cfg.kind == "format" else None,
                                                            "max_length": cfg.max_length, "mask_pad_labels": cfg.mask_pad_labels})
     f = check_loss_mask(tok, ex, template, max_examples=cfg.max_examples or None)
+    f.figures["model"] = context.config.model.name
     f.summary += note
     return f
 

@@ -49,7 +49,10 @@ def weight_stats(rewards, log_prior, beta: float, gamma: float, bins) -> dict[st
 
 
 def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshold: float = 0.18, shrink_threshold: float = 0.42,
-                   betas=None, gammas=(0.0, 0.5, 1.0)) -> Finding:
+                   betas=None, gammas=(0.0, 0.5, 1.0), concentrated: tuple[float, float] = (8.0, 0.0)) -> Finding:
+    """KL, kurtosis, CI shrink and ESS of the configured sampler (β, γ) and of a ``concentrated`` one
+    (β, γ; broken.yaml's by default) on the same scored responses, plus the β grid: the claims compare
+    the two samplers on one model rather than across models."""
     import numpy as np
     import plotly.graph_objects as go
 
@@ -61,6 +64,7 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
     grid = {(b, g): weight_stats(r, log_prior, b, g, bins) for g in gammas for b in betas}
     mine = weight_stats(r, log_prior, beta, gamma, bins)
     base = weight_stats(r, log_prior, 0.0, 0.0, bins)
+    hot = weight_stats(r, log_prior, concentrated[0], concentrated[1], bins)
     rows = [{"beta": b, "gamma": g, **v, "over_kl": v["kl"] > kl_threshold, "over_shrink": v["ci_shrink"] > shrink_threshold} for (b, g), v in grid.items()]
     crossing = {}
     for g in gammas:
@@ -75,6 +79,10 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
         "kurtosis_uniform": base["kurtosis"],
         "kurtosis_weighted": mine["kurtosis"],
         "effective_sample_size": mine["ess"],
+        "concentrated_beta": concentrated[0],
+        "concentrated_gamma": concentrated[1],
+        "kl_concentrated": hot["kl"],
+        "kurtosis_concentrated": hot["kurtosis"],
         "beta_where_kl_crosses_threshold": {str(g): c for g, c in crossing.items()},
     }
     over_kl, over_shrink = mine["kl"] > kl_threshold, mine["ci_shrink"] > shrink_threshold
@@ -100,7 +108,9 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
 def run(context, cfg: RewardWeightsConfig, live=None) -> Finding:
     ex, note = context.examples(8, SLUG)
     r, lp = response_scores(context.base_example_losses(ex[: cfg.examples], context.config.template.model_copy(update={"mask_pad_labels": False})))
-    f = check_sampling(r, lp, beta=cfg.beta, gamma=cfg.gamma, kl_threshold=cfg.kl_threshold, shrink_threshold=cfg.shrink_threshold)
+    f = check_sampling(r, lp, beta=cfg.beta, gamma=cfg.gamma, kl_threshold=cfg.kl_threshold, shrink_threshold=cfg.shrink_threshold,
+                       concentrated=(cfg.concentrated_beta, cfg.concentrated_gamma))
+    f.figures["model"] = context.config.model.name
     f.summary += note
     return f
 
