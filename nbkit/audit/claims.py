@@ -30,6 +30,7 @@ from nbkit.claims import (
     needs_gpu,
 )
 from nbkit.findings import Finding
+from nbkit.zero.claims import GAP_MIN_DIFF, verdict_gap_difference  # one fragmentation claim, one verdict
 
 Figures = dict[str, Any]
 
@@ -251,13 +252,8 @@ def verdict_kl_threshold(good: Figures, broken: Figures) -> Verdict:
 # -- zero3-layout, schedulers ---------------------------------------------------------------------
 
 
-def verdict_persistence_replicates(figs: Figures) -> Verdict:
-    """stage3_param_persistence_threshold = 1e9 replicates tensors on every rank: holds when more than
-    half of the parameter bytes are persisted (whole on every rank), refuted otherwise."""
-    ps = _num(figs, "persisted_share_pct")
-    if math.isnan(ps):
-        return _missing("the persisted share")
-    return Verdict(HOLDS, f"{ps:.0f} % of bytes persisted") if ps > 50 else Verdict(REFUTED, f"only {ps:.0f} % of bytes persisted")
+# The persistence claim is measured by the ZeRO ladder (notebook 02, nbkit.zero.claims.verdict_persistence):
+# the zero3-layout check applies DeepSpeed's rule, and a rule restated cannot refute itself.
 
 
 def verdict_warmup_first_stage_only(figs: Figures) -> Verdict:
@@ -273,12 +269,14 @@ def verdict_warmup_first_stage_only(figs: Figures) -> Verdict:
 
 
 def verdict_fragmentation(figs: Figures) -> Verdict:
-    """Checkpointing more often fragments more (notes: gap 0.42 at 50 vs 0.18 at 200 steps): the
-    paired-bootstrap interval of the per-step gap-ratio difference (configured − reference) is ≥ 0.05
-    (holds), < 0.05 (refuted), else inconclusive. Needs CUDA's caching allocator."""
-    if "gap_ratio_diff_ci_low" not in figs:
+    """Checkpointing more often fragments more (notes: gap 0.42 at 50 vs 0.18 at 200 steps): the ZeRO
+    theme's verdict of the same claim (``nbkit.zero.claims.verdict_gap_difference``, one threshold) on
+    the mean gap-ratio difference (configured − reference) of each run pair; one run: inconclusive.
+    Needs CUDA's caching allocator."""
+    if "gap_ratio_configured" not in figs:
         return needs_gpu("the caching allocator's gap ratio") if not str(figs.get("device", "cuda")).startswith("cuda") else _missing("the gap ratio")
-    return decide_at_least((figs["gap_ratio_diff_ci_low"], figs["gap_ratio_diff_ci_high"]), 0.05, what="gap-ratio difference")
+    diffs = figs.get("gap_ratio_diff_per_seed") or [figs["gap_ratio_configured"] - figs["gap_ratio_reference"]]
+    return verdict_gap_difference(diffs, what=f"gap({figs.get('configured_interval')}) − gap({figs.get('reference_interval')})")
 
 
 # -- ddp-eval -------------------------------------------------------------------------------------
@@ -319,7 +317,7 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
     k, lb, la = figs(good, "kiss-lora"), figs(good, "lora-binding"), figs(good, "label-alignment")
     at, ga, dt = figs(good, "attention"), figs(good, "grad-accumulation"), figs(good, "dtypes")
     rw_g, rw_b = figs(good, "reward-weights"), figs(broken, "reward-weights")
-    z_b, sc, fr, dd = figs(broken, "zero3-layout"), figs(good, "schedulers"), figs(good, "fragmentation"), figs(good, "ddp-eval")
+    sc, fr, dd = figs(good, "schedulers"), figs(good, "fragmentation"), figs(good, "ddp-eval")
     ds_b, lm_b = figs(broken, "data-schema"), figs(broken, "loss-mask")
     # One seed: on SmolLM2 each seed costs about a minute of CPU (bench/audit_kiss_budget.py), and three
     # do not fit notebook 04's two-minute default; the row says so rather than implying an interval.
@@ -387,9 +385,6 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
         Claim.from_verdict(verdict_kl_threshold(rw_g, rw_b), key="kl-threshold", claim="KL > 0.18 flags a significant shift", field_note="0.18",
                            measured=f"KL {_fmt(rw_b.get('kl_sampled_vs_reward'))} at β={rw_b.get('beta')} vs {_fmt(rw_g.get('kl_sampled_vs_reward'))} at β={rw_g.get('beta')}",
                            rule="broken above and good below 0.18 holds; both on one side refutes", n=f"{rw_b.get('n_examples', '—')} scored responses per config"),
-        Claim.from_verdict(verdict_persistence_replicates(z_b), key="persistence", claim="stage3_param_persistence_threshold=1e9 replicates small tensors on every rank",
-                           field_note="small tensors replicated", measured=f"{_fmt(z_b.get('persisted_share_pct'), '.0f')} % of bytes persisted",
-                           rule="> 50 % of bytes persisted holds, else refuted", n="every parameter tensor"),
         Claim.from_verdict(verdict_warmup_first_stage_only(sc), key="warmup-stage", claim="under SequentialLR(OneCycleLR, StepLR) the warmup applies to the first stage only",
                            field_note="stage 2 gets 0 warmup steps", measured=f"{sc.get('field_note_scenario_warmup_ramps_in_stage2', '—')} warmup ramp(s) in stage 2",
                            rule="0 ramps in stage 2 holds, ≥ 1 refutes", n="300 scheduler steps (deterministic)"),
@@ -397,8 +392,8 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None) -
                            field_note="gap 0.42 every 50 steps vs 0.18 every 200",
                            measured=(f"{_fmt(fr.get('gap_ratio_configured'))} every {fr.get('configured_interval')} vs {_fmt(fr.get('gap_ratio_reference'))} every {fr.get('reference_interval')}"
                                      if "gap_ratio_configured" in fr else "—"),
-                           rule="interval of the gap-ratio difference ≥ 0.05 holds, < 0.05 refutes", n=f"{fr.get('steps', '—')} steps per interval",
-                           interval=fmt_interval((fr["gap_ratio_diff_ci_low"], fr["gap_ratio_diff_ci_high"])) if "gap_ratio_diff_ci_low" in fr else ""),
+                           rule=f"t-interval across run pairs of the mean gap-ratio difference ≥ {GAP_MIN_DIFF:.2f} holds, < {GAP_MIN_DIFF:.2f} refutes; one run: inconclusive",
+                           n=f"one run per interval, {fr.get('steps', '—')} steps each"),
         Claim.from_verdict(verdict_eval_allreduce(dd), key="eval-allreduce", claim="evaluating with gradients enabled makes DDP trigger all-reduce",
                            field_note="all-reduce triggered", measured=f"{_fmt(dd.get('grad_no_backward: extra all-reduces'))} extra all-reduces (forward only)",
                            rule="≥ 1 extra all-reduce holds, 0 refutes", n=f"2 ranks × {dd.get('train_steps', '—')} steps"),
