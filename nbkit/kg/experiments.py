@@ -378,7 +378,6 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
     if cfg.source == "synthetic":
         kg = synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters)
         split = split_kg(kg, seed=cfg.seed)
-        ceiling = cluster_oracle_mrr(split, kg.clusters, "valid", cfg.eval_max_triples, sample_slice=cfg.eval_slice)
     else:
         split = load_split(cfg.dataset, cfg.seed)
     if cfg.eval_max_triples and (cfg.eval_slice + 1) * cfg.eval_max_triples > len(split.valid):
@@ -386,6 +385,8 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
 
         raise UsageError(f"{type(cfg).__name__}.eval_slice: slice {cfg.eval_slice} of {cfg.eval_max_triples} evaluated triples needs "
                          f"{(cfg.eval_slice + 1) * cfg.eval_max_triples} validation triples; this split has {len(split.valid)}")
+    if cfg.source == "synthetic":
+        ceiling = cluster_oracle_mrr(split, kg.clusters, "valid", cfg.eval_max_triples, sample_slice=cfg.eval_slice)
     base = TrainConfig(epochs=cfg.epochs, hidden=cfg.hidden, lr=cfg.lr, dropout=cfg.dropout, seed=cfg.seed, eval_every=max(1, cfg.epochs // 5),
                        max_seconds=cfg.max_seconds, eval_max_triples=cfg.eval_max_triples, cpu_threads=cfg.cpu_threads or None,
                        batch_size=cfg.batch_size, num_negatives=cfg.num_negatives, embed_lr=cfg.embed_lr, input_init=cfg.input_init,

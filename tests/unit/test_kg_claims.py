@@ -229,9 +229,9 @@ def test_verdict_curve_rises_needs_the_same_queries():
 def _scale(first, last, points=3, ceiling=0.031):
     """Shaped like run_minibatch(ScaleConfig()): one mini-batch row and one (first, last) pair per training seed."""
     rows = []
-    for seed, (f, l) in enumerate(zip(first, last, strict=True)):
+    for seed, (f, la) in enumerate(zip(first, last, strict=True)):
         row = {"mode": "mini-batch", "seed": seed, "steps": 40, "steps_per_s": 1.3, "curve_train_s": [10.0, 20.0, 30.0][:points],
-               "curve_valid_mrr": [sum(f) / len(f), 0.004, sum(l) / len(l)][-points:], "evaluated_triples": len(f) // 2}
+               "curve_valid_mrr": [sum(f) / len(f), 0.004, sum(la) / len(la)][-points:], "evaluated_triples": len(f) // 2}
         if ceiling:
             row["ceiling_mrr"] = ceiling
         rows.append(row)
