@@ -267,6 +267,12 @@ def verdict_fragmentation(m: dict[str, Any]) -> Verdict:
     return verdict_gap_difference(diffs)
 
 
+def fallback_interval(rates: list[float]) -> tuple[float, float]:
+    """Student-t interval (95 %) of the mean per-prompt fallback rate, clipped to [0, 1] (a rate)."""
+    lo, hi = core.mean_interval(rates)
+    return (max(0.0, lo), min(1.0, hi)) if not (math.isnan(lo) or math.isnan(hi)) else (lo, hi)
+
+
 def verdict_fallback_rate(s: dict[str, Any]) -> Verdict:
     """~7 % of requests fall back: the share of verification rounds whose first candidate the target
     rejects. The rounds of one prompt share its text, so the independent unit is the prompt: the
@@ -279,7 +285,7 @@ def verdict_fallback_rate(s: dict[str, Any]) -> Verdict:
         return Verdict(INCONCLUSIVE, "no verification rounds")
     if len(rates) < 2:
         return Verdict(INCONCLUSIVE, f"fallback rate {k}/{n} rounds from one prompt: no interval — n too small; run more prompts")
-    return core.decide_close(core.mean_interval(rates), FALLBACK_CLAIMED, FALLBACK_TOL,
+    return core.decide_close(fallback_interval(rates), FALLBACK_CLAIMED, FALLBACK_TOL,
                              what=f"per-prompt fallback rate over {len(rates)} prompts ({k}/{n} rounds)", n_hint=f"n = {len(rates)} prompts")
 
 
@@ -409,7 +415,7 @@ def claims(memory: dict[str, Any], ds: dict[str, Any], ladder: dict[str, Any], l
     k, n = s.get("fallback_rounds", 0), s.get("rounds", 0)
     rows.append(Claim.from_verdict(fb, key="fallback_rate", source="§3.2 step 3", claim="~7 % of requests fall back (draft rejected)",
                                    field_note="7 %", measured=f"{k}/{n} rounds ({method})" if n else "no rounds",
-                                   interval=core.fmt_interval(core.mean_interval(s.get("fallback_rates") or [])) if len(s.get("fallback_rates") or []) > 1 else "",
+                                   interval=core.fmt_interval(fallback_interval(s["fallback_rates"])) if len(s.get("fallback_rates") or []) > 1 else "",
                                    rule=f"t-interval (95 %) of the per-prompt fallback rates within {FALLBACK_CLAIMED:.0%} ± {FALLBACK_TOL:.0%}",
                                    n=f"{len(s.get('fallback_rates') or [])} prompts, {n} rounds"))
     pl = summary.get("prompt_lookup") or s
