@@ -57,5 +57,6 @@ def test_claims_rows_have_the_one_shape_and_computed_verdicts(metrics):
     if metrics["device"] == "cpu":
         assert rows["flash-speedup"]["verdict"] == "needs GPU" and rows["fragmentation"]["verdict"] == "needs GPU"
     # the broken config's faults are caught, so the rules about catching them hold
-    assert rows["mask-leak"]["verdict"] == "holds" and rows["persistence"]["verdict"] == "holds"
+    assert rows["mask-leak"]["verdict"] == "holds"
+    assert "persistence" not in rows  # DeepSpeed's rule restated cannot refute itself; notebook 02's ladder measures it
     assert 3 <= len(metrics["headline"]) <= 6
