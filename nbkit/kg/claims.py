@@ -104,7 +104,7 @@ def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
     red = roughness_reductions(runs)
     if len(red) < 2:
         return Verdict(INCONCLUSIVE, f"{len(red)} paired seed(s) without divergence: no interval — n too small; run >= 3 seeds")
-    return decide_at_least(mean_interval(red), ROUGHNESS_MIN_REDUCTION, what=f"loss-roughness reduction of mean vs add over {len(red)} seeds",
+    return decide_at_least(mean_interval(red), ROUGHNESS_MIN_REDUCTION, what=f"loss-curve wobble reduction of mean vs add over {len(red)} seeds",
                            n_hint=f"n={len(red)} seeds")
 
 
