@@ -199,9 +199,11 @@ if crossover is not None:
 
 # %% [markdown]
 #
-# Measured ÷ formula per stage (1.00 = the paper's count exactly). Stage 2's excess on rank 0 is
-# DeepSpeed's `grads_in_partition`, which holds the *whole* gradient of a parameter straddling the
-# partition boundary; the communication bucket (`reduce_bucket_size`) is a buffer, shown apart.
+# Measured ÷ formula per stage, for the stage's rank farthest from 1.00 (1.00 = the paper's count
+# exactly; every rank's figure is the table's `ratio` column above). An excess at stage 2 on one rank
+# was traced in an earlier session — not by this run — to DeepSpeed's `grads_in_partition`, which
+# holds the *whole* gradient of a parameter straddling the partition boundary; the communication
+# bucket (`reduce_bucket_size`) is a buffer, shown apart.
 # Tick *offload* in the panel to see DeepSpeed keep an extra fp32 gradient partition for the CPU
 # optimizer step (column `ratio_accounted` adds it: 4Ψ/N, 2Ψ/N at stage 2 — on a CPU the
 # "device" and the offload target are the same RAM, so offload moves nothing here).
@@ -224,11 +226,14 @@ lad.data["time_figure"]
 # %% [markdown]
 # ### `stage3_param_persistence_threshold`
 #
-# Parameters with fewer elements than the threshold are *not* partitioned. DeepSpeed's default
-# (1e5) exceeds every tensor of a small model, so "ZeRO-3" shards nothing — and each rank keeps the
-# full parameter beside its shard.
+# Parameters with at most this many elements are *not* partitioned: each rank keeps the full
+# parameter beside its shard. How much of a model DeepSpeed's default (1e5) keeps whole depends on its
+# tensor sizes; the cell prints what it kept in this run — the bytes each rank holds beyond the
+# threshold-0 rung, against what the rule predicts from the model's shapes (the claims table's
+# `persistence` row).
 
 # %%
+print(zero_claims.verdict_persistence(lad.metrics).why)
 lad.table[lad.table["stage"] == 3][["rung", "rank", "persistence_threshold", "sub_group_size", "n_sub_groups", "params_bytes",
                                     "optimizer_bytes", "formula_params"]]
 
@@ -265,7 +270,8 @@ lad.data["memory_timeline"]
 # * **CPU headroom before offload** — DeepSpeed's CPU estimate vs free memory, before any rank starts.
 # * **fp16 loss-scale overflows** — a stage-2 fp16 run with an overflow provoked at step 2 (an
 #   infinite loss): dynamic loss scaling must skip that step and lower the scale. DeepSpeed's CPU
-#   accelerator has no fp16, so on CPU this is **not measured** (said in the claims table).
+#   accelerator has no fp16, so without a GPU this is **not measured** (said in the claims table);
+#   one GPU is enough (the drill then runs one rank).
 # * **A rank killed mid-run** — the drill below kills one rank with SIGKILL (what the OOM killer
 #   sends); the launcher must name it, in seconds, and leave no process behind.
 

@@ -34,6 +34,7 @@ from nbkit.claims import (
     rate_interval,
 )
 from nbkit.findings import Finding
+from nbkit.zero.claims import GAP_MIN_DIFF, verdict_gap_difference  # one fragmentation claim, one verdict
 
 Figures = dict[str, Any]
 
@@ -282,6 +283,10 @@ def verdict_kl_threshold(figs: Figures) -> Verdict:
 # -- zero3-layout, schedulers ---------------------------------------------------------------------
 
 
+# The persistence claim is measured by the ZeRO ladder (notebook 02, nbkit.zero.claims.verdict_persistence):
+# the zero3-layout check applies DeepSpeed's rule, and a rule restated cannot refute itself.
+
+
 def verdict_warmup_first_stage_only(figs: Figures) -> Verdict:
     """Under SequentialLR(OneCycleLR, StepLR) the warmup ramps in the first stage only: holds at 0
     rising ramps in stage 2, refuted when stage 2 ramps again."""
@@ -295,14 +300,14 @@ def verdict_warmup_first_stage_only(figs: Figures) -> Verdict:
 
 
 def verdict_fragmentation(figs: Figures) -> Verdict:
-    """Checkpointing more often fragments more (notes: gap 0.42 at 50 vs 0.18 at 200 steps): the
-    interval, across repeated run pairs, of the mean gap-ratio difference (configured − reference) is ≥ 0.05
-    (holds), < 0.05 (refuted), else inconclusive. Needs CUDA's caching allocator."""
-    if "gap_ratio_diff_ci_low" not in figs:
+    """Checkpointing more often fragments more (notes: gap 0.42 at 50 vs 0.18 at 200 steps): the ZeRO
+    theme's verdict of the same claim (``nbkit.zero.claims.verdict_gap_difference``, one threshold) on
+    the per-repeat difference of mean gap ratios (configured − reference), each repeat its own run pair;
+    one run pair: inconclusive. Needs CUDA's caching allocator."""
+    if "gap_ratio_configured" not in figs:
         return needs_gpu("the caching allocator's gap ratio") if not str(figs.get("device", "cuda")).startswith("cuda") else _missing("the gap ratio")
-    if int(figs.get("repeats", 1)) < 2:  # one run pair: its per-step ratios are one allocator's history, not independent
-        return Verdict(INCONCLUSIVE, "one run per interval: the per-step gap ratios of one run are not independent — repeat the runs to decide")
-    return decide_at_least((figs["gap_ratio_diff_ci_low"], figs["gap_ratio_diff_ci_high"]), 0.05, what="gap-ratio difference")
+    diffs = figs.get("gap_ratio_diff_per_repeat") or [figs["gap_ratio_configured"] - figs["gap_ratio_reference"]]
+    return verdict_gap_difference(diffs, what=f"gap({figs.get('configured_interval')}) − gap({figs.get('reference_interval')})")
 
 
 # -- ddp-eval -------------------------------------------------------------------------------------
@@ -436,7 +441,8 @@ def claims(good: dict[str, Finding], broken: dict[str, Finding] | None = None, *
                            field_note="gap 0.42 every 50 steps vs 0.18 every 200",
                            measured=(f"{_fmt(fr.get('gap_ratio_configured'))} every {fr.get('configured_interval')} vs {_fmt(fr.get('gap_ratio_reference'))} every {fr.get('reference_interval')}"
                                      if "gap_ratio_configured" in fr else "—"),
-                           rule="interval of the gap-ratio difference ≥ 0.05 holds, < 0.05 refutes", n=f"{fr.get('repeats', '—')} run pairs × {fr.get('steps', '—')} steps",
+                           rule=f"t-interval across run pairs of the mean gap-ratio difference ≥ {GAP_MIN_DIFF:.2f} holds, < {GAP_MIN_DIFF:.2f} refutes; one run pair: inconclusive",
+                           n=f"{fr.get('repeats', '—')} run pairs × {fr.get('steps', '—')} steps",
                            interval=fmt_interval((fr["gap_ratio_diff_ci_low"], fr["gap_ratio_diff_ci_high"])) if "gap_ratio_diff_ci_low" in fr else ""),
         Claim.from_verdict(verdict_eval_allreduce(dd), key="eval-allreduce", claim="evaluating with gradients enabled makes DDP trigger all-reduce",
                            field_note="all-reduce triggered", measured=f"{_fmt(dd.get('grad_no_backward: extra all-reduces'))} extra all-reduces (forward only)",

@@ -234,7 +234,9 @@ def run_ablation(cfg: AblationConfig, live=None) -> Result:
             break
     rung_metrics, rows = {}, []
     for key, rs in runs.items():
-        per_seed = {m: [r.metrics[m] for r, _, _ in rs] for m in ("valid_mrr", "valid_hits_at_10", "valid_auc")}
+        # valid_mrr_select / valid_mrr_judge: two disjoint halves of the validation queries (train.query_halves),
+        # so the claims can choose between rungs on one half and judge the choice on the other
+        per_seed = {m: [r.metrics[m] for r, _, _ in rs] for m in ("valid_mrr", "valid_hits_at_10", "valid_auc", "valid_mrr_select", "valid_mrr_judge")}
         ci = mean_interval(per_seed["valid_mrr"])
         rung_metrics[str(key)] = {
             **{m: statistics.fmean(v) for m, v in per_seed.items()},
@@ -267,12 +269,22 @@ def _replay(live, name: str, history: dict) -> None:
 
 # -- aggr -----------------------------------------------------------------------------------------
 def loss_roughness(losses) -> float:
-    """Mean |step-to-step change| of the loss relative to its mean level (0 = perfectly smooth)."""
-    if len(losses) < 3:
+    """Wobble of a loss curve around its trend: the root-mean-square distance from the closest
+    non-increasing curve (isotonic regression, scikit-learn), relative to the curve's mean level.
+
+    0 for a curve that only falls, however fast; every rise (and the fall back from it) adds. A
+    step-to-step change would count a fast, smooth descent as rough: learning is not instability.
+    NaN with fewer than three points.
+    """
+    import numpy as np
+    from sklearn.isotonic import IsotonicRegression
+
+    y = np.asarray(losses, dtype=float)
+    if len(y) < 3 or not np.all(np.isfinite(y)):
         return float("nan")
-    diffs = [abs(b - a) for a, b in zip(losses, losses[1:], strict=False)]
-    level = statistics.fmean(abs(x) for x in losses) or 1.0
-    return statistics.fmean(diffs) / level
+    trend = IsotonicRegression(increasing=False).fit_transform(np.arange(len(y)), y)
+    level = float(np.mean(np.abs(y))) or 1.0
+    return float(np.sqrt(np.mean((y - trend) ** 2)) / level)
 
 
 def run_aggr(cfg: AggrConfig, live=None, rung_key: int = 5) -> Result:
@@ -308,9 +320,11 @@ def run_aggr(cfg: AggrConfig, live=None, rung_key: int = 5) -> Result:
 
 # -- downstream -----------------------------------------------------------------------------------
 def run_downstream(cfg: DownstreamConfig, live=None) -> Result:
-    """Rung 5 trained WITHOUT node types; logistic regression predicts each entity's type from its
-    embedding (5-fold macro-F1) next to a random-embedding control. On data with fewer than two usable
-    classes (an untyped file) the result says why it was skipped instead of failing."""
+    """Rung 5 trained WITHOUT node types, once per seed; logistic regression predicts each entity's type
+    from its embedding (5-fold macro-F1) next to a random-embedding control. The seeds are the
+    independent runs the claim's interval is taken over (a run's folds share its embedding). On data
+    with fewer than two usable classes (an untyped file) the result says why it was skipped instead of
+    failing."""
     import pandas as pd
     import plotly.graph_objects as go
 
@@ -321,21 +335,27 @@ def run_downstream(cfg: DownstreamConfig, live=None) -> Result:
     reason = downstream_skip_reason(labels)
     if reason:
         return Result(metrics={"skipped": reason}, table=pd.DataFrame([{"skipped": reason}]))
-    out = downstream_check(split, cfg.train_config(), labels=labels, device=_device(cfg.device), live=live)
-    tr, ctl = out["trained"], out["random_control"]
-    metrics = {"macro_f1": tr["macro_f1"], "macro_f1_control": ctl["macro_f1"], "fold_scores": tr["fold_scores"],
-               "control_fold_scores": ctl["fold_scores"], "classes": tr["classes"], "samples": tr["samples"],
-               "dropped_small_classes": tr["dropped_small_classes"], "link_valid_mrr_untyped": out["link_valid_mrr_untyped"],
-               "train_seconds": out["train_seconds"]}
+    device = _device(cfg.device)
+    outs = [downstream_check(split, cfg.train_config(seed=s), labels=labels, device=device, live=live if s == cfg.seed else None)
+            for s in range(cfg.seed, cfg.seed + cfg.seeds)]
+    per_seed = {k: [o[k]["macro_f1"] for o in outs] for k in ("trained", "random_control")}
+    first = outs[0]["trained"]
+    metrics = {"macro_f1": statistics.fmean(per_seed["trained"]), "macro_f1_control": statistics.fmean(per_seed["random_control"]),
+               "seed_scores": per_seed["trained"], "control_seed_scores": per_seed["random_control"],
+               "fold_scores": [o["trained"]["fold_scores"] for o in outs], "control_fold_scores": [o["random_control"]["fold_scores"] for o in outs],
+               "seeds": len(outs), "classes": first["classes"], "samples": first["samples"], "dropped_small_classes": first["dropped_small_classes"],
+               "link_valid_mrr_untyped": statistics.fmean(o["link_valid_mrr_untyped"] for o in outs),
+               "train_seconds": sum(o["train_seconds"] for o in outs)}
     names = ["trained embeddings", "random control"]
-    vals = [out["trained"]["macro_f1"], out["random_control"]["macro_f1"]]
-    errs = [out["trained"]["macro_f1_std"], out["random_control"]["macro_f1_std"]]
+    vals = [metrics["macro_f1"], metrics["macro_f1_control"]]
+    errs = [statistics.stdev(per_seed[k]) if len(outs) > 1 else 0.0 for k in ("trained", "random_control")]
     fig = go.Figure(go.Bar(x=names, y=vals, error_y=dict(type="data", array=errs), name="macro-F1"))
     fig.add_hline(y=0.82, line_dash="dash", annotation_text="field notes: 0.82")
-    fig.update_layout(title=f"5-fold macro-F1, {out['trained']['classes']} classes (node type NOT an input)", yaxis_title="macro-F1",
-                      yaxis_range=[0, 1], template="plotly_white", height=360)
-    table = pd.DataFrame([{"embeddings": k, **{m: out[k][m] for m in ("macro_f1", "macro_f1_std", "classes", "samples")},
-                           "dropped": out[k]["dropped_small_classes"]} for k in ("trained", "random_control")])
+    fig.update_layout(title=f"5-fold macro-F1, mean of {len(outs)} embedding run(s) ± sd across runs, {first['classes']} classes "
+                            "(node type NOT an input)", yaxis_title="macro-F1", yaxis_range=[0, 1], template="plotly_white", height=360)
+    table = pd.DataFrame([{"embeddings": k, "seed": s, **{m: o[k][m] for m in ("macro_f1", "macro_f1_std", "classes", "samples")},
+                           "dropped": o[k]["dropped_small_classes"]}
+                          for k in ("trained", "random_control") for s, o in zip(range(cfg.seed, cfg.seed + cfg.seeds), outs, strict=True)])
     return Result(metrics=metrics, table=table, figure=fig)
 
 
@@ -358,25 +378,36 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
     if cfg.source == "synthetic":
         kg = synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters)
         split = split_kg(kg, seed=cfg.seed)
-        ceiling = cluster_oracle_mrr(split, kg.clusters, "valid", cfg.eval_max_triples)
     else:
         split = load_split(cfg.dataset, cfg.seed)
+    if cfg.eval_max_triples and (cfg.eval_slice + 1) * cfg.eval_max_triples > len(split.valid):
+        from nbkit.errors import UsageError
+
+        raise UsageError(f"{type(cfg).__name__}.eval_slice: slice {cfg.eval_slice} of {cfg.eval_max_triples} evaluated triples needs "
+                         f"{(cfg.eval_slice + 1) * cfg.eval_max_triples} validation triples; this split has {len(split.valid)}")
+    if cfg.source == "synthetic":
+        ceiling = cluster_oracle_mrr(split, kg.clusters, "valid", cfg.eval_max_triples, sample_slice=cfg.eval_slice)
     base = TrainConfig(epochs=cfg.epochs, hidden=cfg.hidden, lr=cfg.lr, dropout=cfg.dropout, seed=cfg.seed, eval_every=max(1, cfg.epochs // 5),
                        max_seconds=cfg.max_seconds, eval_max_triples=cfg.eval_max_triples, cpu_threads=cfg.cpu_threads or None,
                        batch_size=cfg.batch_size, num_negatives=cfg.num_negatives, embed_lr=cfg.embed_lr, input_init=cfg.input_init,
-                       eval_every_seconds=cfg.max_seconds / cfg.eval_points if cfg.eval_points else None)
+                       eval_every_seconds=cfg.max_seconds / cfg.eval_points if cfg.eval_points else None, eval_slice=cfg.eval_slice)
     modes = [("mini-batch", dataclasses.replace(base, num_neighbors=(cfg.fanout,) * base.layers))]
     if cfg.compare_full:
         modes.append(("full graph", dataclasses.replace(base, full_graph=True)))
     probe = memory_probe(device)
     rows = []
-    reciprocal_ranks = {}  # per mode: the first and last curve point's per-query reciprocal ranks (nbkit.kg.claims.scale_claim)
-    for name, tc in modes:
+    # per mode, one (first, last) pair per seed: the first and last curve point's per-query reciprocal ranks
+    # (nbkit.kg.claims.scale_claim judges the rise across seeds: the training runs are the independent unit)
+    reciprocal_ranks: dict[str, list] = {}
+    seeds = range(cfg.seed, cfg.seed + cfg.seeds)  # training seeds; the graph and split stay cfg.seed's
+    for (name, tc), s in ((m, s) for m in modes for s in seeds):
         with watch_peak(probe) as peak:
-            res, _, graph = train_rung(split, LADDER[5], tc, device=device, live=live, trace_prefix=name)
+            res, _, graph = train_rung(split, LADDER[5], dataclasses.replace(tc, seed=s), device=device, live=live if s == cfg.seed else None,
+                                       trace_prefix=name if s == cfg.seed else f"{name} seed {s}")
         h = res.history
         rows.append({
             "mode": name,
+            "seed": s,
             "valid_mrr": res.metrics["valid_mrr"],
             "valid_hits_at_10": res.metrics["valid_hits_at_10"],
             "evaluated_triples": res.metrics.get("valid_eval_triples", len(split.valid)),
@@ -402,7 +433,9 @@ def run_minibatch(cfg: MinibatchConfig, live=None) -> Result:
         if ceiling is not None:  # what a perfect model reaches on this graph (same validation sample)
             rows[-1]["ceiling_mrr"] = round(ceiling, 5)
         rr = h.get("valid_reciprocal_ranks", [])
-        reciprocal_ranks[name] = (rr[0], rr[-1]) if rr else ([], [])
+        reciprocal_ranks.setdefault(name, []).append((rr[0], rr[-1]) if rr else ([], []))
+        if res.interrupted:
+            break
     return Result(metrics={"rows": rows, "sizes": split.sizes()}, table=pd.DataFrame(rows), data={"reciprocal_ranks": reciprocal_ranks})
 
 

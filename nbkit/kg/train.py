@@ -284,14 +284,50 @@ def filtered_ranks(score_all, triples, filt: dict, side: str, index=None):
     return greater + 1 + equal / 2
 
 
+def eval_sample(n: int, max_triples: int = 0, sample_seed: int = 12345, sample_slice: int = 0):
+    """Sorted indices of the evaluated triples out of ``n``, or None for all of them.
+
+    ``max_triples > 0`` takes block ``sample_slice`` of ``max_triples`` indices from one seeded
+    permutation: slices never share a triple, so a claim can be judged on a slice other than the one
+    its settings were chosen on.
+    """
+    import torch
+
+    if max_triples <= 0 or (max_triples >= n and sample_slice == 0):
+        return None
+    if (sample_slice + 1) * max_triples > n:
+        raise ValueError(f"evaluation slice {sample_slice} of {max_triples} triples needs {(sample_slice + 1) * max_triples} triples; "
+                         f"the split has {n}")
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(sample_seed))
+    return perm[sample_slice * max_triples : (sample_slice + 1) * max_triples].sort().values
+
+
+def query_halves(n_triples: int, batch_size: int = 1024, seed: int = 12345):
+    """Two disjoint halves of :func:`evaluate`'s per-query reciprocal ranks, split by TRIPLE (both
+    queries of a triple fall in one half): (select, judge) boolean masks in ``reciprocal_ranks`` order.
+    One half chooses, the other judges: a choice never scores itself."""
+    import torch
+
+    judge_triple = torch.zeros(n_triples, dtype=torch.bool)
+    judge_triple[torch.randperm(n_triples, generator=torch.Generator().manual_seed(seed))[: n_triples // 2]] = True
+    order = []
+    for start in range(0, n_triples, batch_size):  # evaluate's order: a batch's tail queries, then its head queries
+        block = judge_triple[start : start + batch_size]
+        order += [block, block]
+    judge = torch.cat(order) if order else torch.zeros(0, dtype=torch.bool)
+    return ~judge, judge
+
+
 def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", negatives=None, filt=None, batch_size: int = 1024, max_triples: int = 0,
-             sample_seed: int = 12345, per_query: bool = False) -> dict[str, Any]:
+             sample_seed: int = 12345, per_query: bool = False, sample_slice: int = 0) -> dict[str, Any]:
     """MRR, Hits@1/3/10 (filtered, both sides, ties averaged) and AUC on fixed negatives.
 
     ``max_triples > 0`` scores a seeded sample of that many triples (same sample for every model with
-    the same ``sample_seed``) and reports its size as ``eval_triples``. ``per_query`` adds
-    ``reciprocal_ranks``: one per query (tail and head query of each triple), in the same order on
-    every call with the same triples — two evaluations of one run pair up query by query.
+    the same ``sample_seed`` and ``sample_slice``, see :func:`eval_sample`) and reports its size as
+    ``eval_triples``. ``per_query`` adds ``reciprocal_ranks``: one per query (tail and head query of
+    each triple), in the same order on every call with the same triples — two evaluations of one run
+    pair up query by query — and the MRR of the two halves of :func:`query_halves` (``mrr_select``,
+    ``mrr_judge``).
     """
     import torch
     from sklearn.metrics import roc_auc_score
@@ -303,9 +339,9 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
         from nbkit.errors import UsageError
 
         raise UsageError(f"{split.name or 'dataset'}: the {which} split is empty ({split.sizes()}); nothing to evaluate")
-    sampled = 0 < max_triples < len(trip)
+    idx = eval_sample(len(trip), max_triples, sample_seed, sample_slice)
+    sampled = idx is not None
     if sampled:
-        idx = torch.randperm(len(trip), generator=torch.Generator().manual_seed(sample_seed))[:max_triples].sort().values
         trip = trip[idx]
         negatives = negatives[idx] if negatives is not None else None
     tails, heads = filt if filt is not None else true_index(split)
@@ -329,7 +365,10 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
             "mean_rank": float(ranks.mean()),
         }
         if per_query:
-            out["reciprocal_ranks"] = (1.0 / ranks).tolist()
+            rr = 1.0 / ranks
+            out["reciprocal_ranks"] = rr.tolist()
+            select, judge = query_halves(len(trip), batch_size)
+            out["mrr_select"], out["mrr_judge"] = float(rr[select].mean()), float(rr[judge].mean())
         if negatives is not None:
             pos = model.decoder(z, *(x.to(device) for x in trip.t())).cpu()
             neg = model.decoder(z, *(x.to(device) for x in negatives.t())).cpu()
@@ -340,7 +379,8 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
     return out
 
 
-def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "valid", max_triples: int = 0, sample_seed: int = 12345) -> float:
+def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "valid", max_triples: int = 0, sample_seed: int = 12345,
+                       sample_slice: int = 0) -> float:
     """The MRR ceiling of a graph whose tails are predictable only up to a latent cluster
     (``triples.synthetic_kg``): an oracle that knows each true entity's cluster puts every entity of
     that type and cluster first, in an order that does not depend on which one is true (the members of
@@ -353,8 +393,9 @@ def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "v
     import torch
 
     trip = getattr(split, which)
-    if 0 < max_triples < len(trip):
-        trip = trip[torch.randperm(len(trip), generator=torch.Generator().manual_seed(sample_seed))[:max_triples].sort().values]
+    idx = eval_sample(len(trip), max_triples, sample_seed, sample_slice)
+    if idx is not None:
+        trip = trip[idx]
     names = split.entity_names()
     cl = torch.tensor([clusters[n] for n in names])
     group = split.node_type * (int(cl.max()) + 1) + cl  # (type, cluster) of every entity
@@ -440,7 +481,7 @@ def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, device=None, liv
 def _validate(model, graph, split, cfg, filt, history, epoch, best, live, name, bar, per_query: bool = False):
     """Validation MRR at ``epoch`` (recorded, plotted); returns ``best`` = (mrr, epoch, state, metrics) updated.
     ``per_query``: also keep this point's per-query reciprocal ranks in ``history["valid_reciprocal_ranks"]``."""
-    m = evaluate(model, graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples, per_query=per_query)
+    m = evaluate(model, graph, split, "valid", filt=filt, max_triples=cfg.eval_max_triples, per_query=per_query, sample_slice=cfg.eval_slice)
     if per_query:
         history.setdefault("valid_reciprocal_ranks", []).append(m.pop("reciprocal_ranks"))
     history["valid_epoch"].append(epoch)
@@ -510,7 +551,11 @@ def _finish(model, graph, split, rung, cfg, filt, history, best, valid_negs, sec
     if valid_negs is None and best[3] is not None:
         m = best[3]
     else:
-        m = evaluate(model, graph, split, "valid", negatives=valid_negs, filt=filt, max_triples=cfg.eval_max_triples)
+        # per_query: the MRR of each half of the validation queries too (``valid_mrr_select`` / ``valid_mrr_judge``),
+        # so a choice between runs can be made on one half and judged on the other
+        m = evaluate(model, graph, split, "valid", negatives=valid_negs, filt=filt, max_triples=cfg.eval_max_triples, per_query=True,
+                     sample_slice=cfg.eval_slice)
+        m.pop("reciprocal_ranks")
     metrics = {f"valid_{k}": v for k, v in m.items()}
     res = RungResult(rung.key, rung.label, metrics, history, seconds, len(history["epoch"]), interrupted, best[1], cfg.seed)
     return res, model, graph

@@ -216,11 +216,13 @@ class FragmentationConfig(_Checked):
     batch: int = field(default=4, metadata={"min": 1, "max": 64})
     seq_len: int = field(default=512, metadata={"min": 8, "max": 4096, "step": 8})
     seed: int = field(default=0, metadata={"min": 0, "max": 2**31 - 1, "hidden": True})
+    seeds: int = field(default=3, metadata={"min": 1, "max": 20, "label": "runs per interval (seeds)",
+                                            "help": "the claim's interval is across runs: one run's per-step gap ratios are not independent"})
     device: str = field(default="auto", metadata={"choices": DEVICES})
 
     @classmethod
     def smoke(cls) -> FragmentationConfig:
-        return cls(intervals=(2, 5), steps=6, model="tiny Llama", seq_len=64)
+        return cls(intervals=(2, 5), steps=6, model="tiny Llama", seq_len=64, seeds=2)
 
 
 @dataclass

@@ -160,6 +160,7 @@ def run_ladder(cfg: LadderConfig, live=None, *, on_progress=None, on_start=None,
         "world_size": cfg.world_size, "steps": cfg.steps, "precision": cfg.precision, "overflow_step": cfg.overflow_step,
         "loss_scale_history": next((t["loss_scale_history"] for t in out["ladder"] if t["rank"] == 0 and t["loss_scale_history"]), []),
         "sub_group": sub_group_comparison(out["ladder"]),
+        "persistence": out["persistence"],
         "peak": out["peak"],
         "model_states": {rung: sum(r["measured_bytes"] for r in rows) / len(rows)
                          for rung in {r["rung"] for r in out["ladder"]}
@@ -223,15 +224,24 @@ def sub_group_comparison(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 def run_loss_scale_drill(cfg: LadderConfig | None = None, live=None) -> Result:
     """fp16 dynamic loss scaling with a provoked overflow (default: stage 2, overflow at step 2).
 
-    DeepSpeed's CPU accelerator has no fp16, so on CPU ranks nothing is launched and the result says
-    so (``not_measured``); on GPUs the per-step history (scale, overflow, skipped) is in the metrics.
+    Loss scaling is each rank's own business, so one GPU is enough: the drill runs on
+    min(``cfg.world_size``, local GPUs) ranks. DeepSpeed's CPU accelerator has no fp16, so without a
+    GPU nothing is launched and the result says so (``not_measured``); on GPUs the per-step history
+    (scale, overflow, skipped) is in the metrics.
     """
+    import dataclasses
+
+    import torch
+
+    from nbkit.device import pick_device
+
     cfg = cfg or LadderConfig.fp16_drill()
-    device = ladder_device(cfg)
-    if device == "cpu":
-        return Result(metrics={"ranks_device": "cpu", "precision": cfg.precision, "loss_scale_history": [],
-                               "not_measured": "DeepSpeed's CPU accelerator has no fp16 (is_fp16_supported() is false)"})
-    return run_ladder(cfg, live=live)
+    gpus = torch.cuda.device_count() if pick_device(cfg.device).type == "cuda" else 0
+    if gpus == 0:
+        return Result(metrics={"ranks_device": "cpu", "precision": cfg.precision, "loss_scale_history": [], "world_size": 0,
+                               "not_measured": "needs one CUDA GPU: DeepSpeed's CPU accelerator has no fp16 "
+                                               "(is_fp16_supported() is false) and this machine has no GPU"})
+    return run_ladder(dataclasses.replace(cfg, world_size=max(1, min(cfg.world_size, gpus))), live=live)
 
 
 def run_failure_drill(cfg: FailureDrillConfig) -> Result:
@@ -279,12 +289,16 @@ def run_fragmentation(cfg: FragmentationConfig, live=None) -> Result:
         return Result(metrics={"needs_cuda": True, "steps": cfg.steps, "tensor_bytes_peak": out["tensor_bytes_peak"],
                                "unavailable": out["unavailable"]}, figure=out["figure"], data=out)
     out = cuda_runs(cfg, device, live=live)
-    summary = [{k: r[k] for k in ("interval", "expandable_segments", "mean_gap_ratio", "max_inactive_split", "alloc_retries",
+    summary = [{k: r[k] for k in ("interval", "expandable_segments", "seed", "mean_gap_ratio", "max_inactive_split", "alloc_retries",
                                   "checkpoints")} for r in out["runs"]]
     import pandas as pd
 
-    return Result(metrics={"needs_cuda": False, "steps": cfg.steps, "runs": summary, "model": out["model"],
-                           "gap_ratios": {f"{r['interval']}/{r['expandable_segments']}": r["gap_ratios"] for r in out["runs"]}},
+    means: dict[str, list[float]] = {}  # per "<interval>/<expandable>": each seed's mean gap ratio (the claim's unit)
+    for r in out["runs"]:
+        means.setdefault(f"{r['interval']}/{r['expandable_segments']}", []).append(r["mean_gap_ratio"])
+    return Result(metrics={"needs_cuda": False, "steps": cfg.steps, "seeds": cfg.seeds, "runs": summary, "model": out["model"],
+                           "gap_ratio_means": means,
+                           "gap_ratios": {f"{r['interval']}/{r['expandable_segments']}": r["gap_ratios"] for r in out["runs"] if r["seed"] == cfg.seed}},
                   table=pd.DataFrame(summary), figure=out["figure"], data=out)
 
 

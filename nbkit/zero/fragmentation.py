@@ -104,7 +104,11 @@ def cpu_accounting(cfg) -> dict[str, Any]:
 
 
 def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
-    """One training run per (expandable_segments, interval); the allocator's figures every step."""
+    """One training run per (expandable_segments, interval, seed); the allocator's figures every step.
+    Seeds ``cfg.seed`` … ``cfg.seed + cfg.seeds − 1`` (model and data) are the independent runs a claim's
+    interval is taken over: one run's per-step figures share its allocator state."""
+    import dataclasses
+
     import plotly.graph_objects as go
     import torch
 
@@ -117,7 +121,7 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
             for expandable in cfg.expandable_segments:
                 torch.cuda.empty_cache()
                 torch.cuda.memory._set_allocator_settings(f"expandable_segments:{'True' if expandable else 'False'}")
-                for interval in cfg.intervals:
+                for interval, seed in ((i, cfg.seed + k) for i in cfg.intervals for k in range(cfg.seeds)):
                     torch.cuda.empty_cache()
                     torch.cuda.reset_peak_memory_stats(device)
                     base_retries = torch.cuda.memory_stats(device).get("num_alloc_retries", 0)
@@ -128,13 +132,13 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
                                 "num_alloc_retries": s["num_alloc_retries"] - base_retries, "reserved": s["reserved"]}
 
                     t = time.perf_counter()
-                    series = train_with_checkpoints(cfg, int(interval), device, sample, ckpt_dir)
-                    if live is not None:
+                    series = train_with_checkpoints(dataclasses.replace(cfg, seed=seed), int(interval), device, sample, ckpt_dir)
+                    if live is not None and seed == cfg.seed:
                         live.extend(f"every {interval} · expandable={expandable}", [s["step"] for s in series],
                                     [s["gap_ratio"] for s in series])
                         live.flush()
                     ratios = [s["gap_ratio"] for s in series]
-                    runs.append({"interval": int(interval), "expandable_segments": bool(expandable), "series": series,
+                    runs.append({"interval": int(interval), "expandable_segments": bool(expandable), "seed": seed, "series": series,
                                  "gap_ratios": ratios, "mean_gap_ratio": sum(ratios) / len(ratios),
                                  "checkpoints": sum(s["checkpoint"] for s in series),
                                  "max_inactive_split": max(s["inactive_split"] for s in series),
@@ -142,7 +146,7 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
         finally:
             torch.cuda.memory._set_allocator_settings("expandable_segments:False")
     fig = go.Figure()
-    for r in runs:
+    for r in (r for r in runs if r["seed"] == cfg.seed):
         fig.add_scatter(x=[s["step"] for s in r["series"]], y=r["gap_ratios"], mode="lines",
                         name=f"every {r['interval']} · expandable={r['expandable_segments']}")
     fig.update_layout(title="(reserved − allocated) / reserved per step", xaxis_title="step", yaxis_title="gap ratio")

@@ -210,6 +210,8 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
             "new_tokens": int(g["new_tokens"].sum()), "target_calls_speculative": int(g["target_calls_speculative"].sum()),
             "all_identical": bool(g["identical"].all()), "n_prompts": int(len(g)),
             "speedups": [float(x) for x in g["speedup_measured"]],
+            # per prompt (the independent unit: one prompt's rounds share its text), prompts with rounds only
+            "fallback_rates": [float(f / r) for f, r in zip(g["fallback_rounds"], g["rounds"], strict=True) if r],
         }
     import plotly.graph_objects as go
 

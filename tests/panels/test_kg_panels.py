@@ -88,7 +88,7 @@ def test_minibatch_panel_compares_modes_and_reacts_to_controls():
 
 def test_scale_panel_builds_a_synthetic_graph_of_the_requested_size():
     panel = p.scale_panel(c.ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=2, batch_size=256, num_negatives=16,
-                                    hidden=16, device="cpu", eval_points=0), widget=True)
+                                    hidden=16, device="cpu", eval_points=0, eval_max_triples=100, seeds=1), widget=True)
     panel.click()
     assert panel.error is None and panel.result.metrics["sizes"]["entities"] == 200
     assert list(panel.result.table["mode"]) == ["mini-batch"]

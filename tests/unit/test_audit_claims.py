@@ -180,14 +180,20 @@ def test_scheduler_verdicts():
 
 
 def test_fragmentation_every_outcome():
-    """Keys as fragmentation.compare_traces writes them on CUDA."""
-    cuda = {"device": "cuda:0", "configured_interval": 50, "reference_interval": 200, "steps": 400, "repeats": 3}
-    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": 0.2, "gap_ratio_diff_ci_high": 0.25})) == H
-    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": -0.01, "gap_ratio_diff_ci_high": 0.01})) == R
-    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_ci_low": 0.01, "gap_ratio_diff_ci_high": 0.1})) == INC
+    """Keys as fragmentation.compare_traces writes them on CUDA (one run per interval), plus per-repeat differences."""
+    from nbkit.zero.claims import verdict_gap_difference
+
+    cuda = {"device": "cuda:0", "configured_interval": 50, "reference_interval": 200, "steps": 400,
+            "gap_ratio_configured": 0.42, "gap_ratio_reference": 0.18, "repeats": 1}
+    one_run = C.verdict_fragmentation(cuda)
+    assert one_run.verdict == INC and "one run" in one_run.why  # per-step values of one run are not independent
+    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_per_repeat": [0.24, 0.25, 0.23]})) == H
+    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_per_repeat": [0.01, 0.0, 0.02]})) == R
+    assert v(C.verdict_fragmentation({**cuda, "gap_ratio_diff_per_repeat": [0.0, 0.3, 0.15]})) == INC
     assert v(C.verdict_fragmentation({"device": "cpu", "configured_interval": 50})) == G
-    # one run pair: per-step ratios of one run are not independent, so even a narrow interval decides nothing
-    assert v(C.verdict_fragmentation({**cuda, "repeats": 1, "gap_ratio_diff_ci_low": 0.2, "gap_ratio_diff_ci_high": 0.25})) == INC
+    # one claim, one rule: the same numbers give the same verdict in the ZeRO theme
+    assert C.verdict_fragmentation({**cuda, "gap_ratio_diff_per_repeat": [0.13, 0.14, 0.13]}) == verdict_gap_difference(
+        [0.13, 0.14, 0.13], what="gap(50) − gap(200)")
 
 
 def test_ddp_verdicts():
@@ -244,3 +250,4 @@ def test_claims_read_the_keys_the_real_checks_write():
     unmeasured = {k: rows[k].why for k in fed if "not measured" in rows[k].why}
     assert not unmeasured, unmeasured
     assert rows["fragmentation"].verdict == G and rows["lax-coercion"].verdict == H and rows["mask-leak"].verdict == H
+    assert "persistence" not in rows  # a restated DeepSpeed rule cannot refute itself: notebook 02's ladder measures it

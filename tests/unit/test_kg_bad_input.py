@@ -220,3 +220,30 @@ def test_a_users_untyped_file_runs_every_section_that_applies(tmp_path, kind):
     assert "skipped" in down.metrics and "node types" in rows["downstream_f1"].why
     assert rows["message_passing_helps"].n == "2 seeds" and rows["message_passing_helps"].measured.startswith("rung 5 (RGCN)")
     assert 0 < abl.metrics["test_mrr"] <= 1
+
+
+@pytest.mark.parametrize(("over", "match"), [
+    ({"eval_max_triples": 1000, "eval_slice": 1}, r"ScaleConfig.eval_slice: slice 1 of 1000 evaluated triples needs 2000 validation triples; this split has \d+"),
+    ({"eval_max_triples": 200, "eval_slice": 5}, r"ScaleConfig.eval_slice: slice 5 of 200 evaluated triples needs 1200 validation triples"),
+])
+def test_a_validation_slice_the_split_cannot_hold_is_a_usage_error(over, match):
+    """The scale run scores a slice of the validation split its defaults were not chosen on; a graph too small
+    for that slice is refused before training, naming the key and the sizes."""
+    from nbkit.kg import experiments as ex
+    from nbkit.kg.config import ScaleConfig
+
+    cfg = ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=1, hidden=16, device="cpu", **over)
+    with pytest.raises(UsageError, match=match):
+        ex.run_minibatch(cfg)
+
+
+def test_evaluation_slices_never_share_a_triple():
+    from nbkit.kg.train import eval_sample, query_halves
+
+    a, b = eval_sample(5000, 1000, sample_slice=0), eval_sample(5000, 1000, sample_slice=1)
+    assert len(a) == len(b) == 1000 and not set(a.tolist()) & set(b.tolist())
+    assert eval_sample(500, 1000) is None and eval_sample(500, 0, sample_slice=3) is None  # all triples
+    with pytest.raises(ValueError, match="slice 1 of 400 triples needs 800 triples; the split has 500"):
+        eval_sample(500, 400, sample_slice=1)
+    select, judge = query_halves(2500, batch_size=1024)
+    assert len(select) == 5000 and not (select & judge).any() and int(judge.sum()) == 2 * (2500 // 2)

@@ -38,6 +38,24 @@ def test_verdict_peak_claim(args, verdict):
     assert zc.verdict_peak_claim(*args).verdict == verdict
 
 
+def test_field_note_peak_is_read_from_the_ladder_only_in_the_field_notes_setting():
+    peak = {"stage1": {"stage": 1, "measured": [50e9, 54e9], "growth": [1.0, 1.0], "predicted": [1.0, 1.0], "deepspeed_estimate": None}}
+    gpu8 = _ladder(peak=peak, ranks_device="cuda", world_size=8, n_params=PSI_7B)
+    assert zc.field_note_peak_gb(gpu8, 1, PSI_7B) == ((50.0, 54.0), "2 ranks")
+    cpu2 = _ladder(peak=peak, n_params=4_800_000)
+    got, why = zc.field_note_peak_gb(cpu2, 1, PSI_7B)
+    assert got is None and "Ψ = 4,800,000 on 2 cpu rank(s)" in why
+    assert zc.field_note_peak_gb(gpu8, 3, PSI_7B)[0] is None  # stage 3 did not run
+    # wired into the row: the measured peak decides it, and without it the row says what the ladder ran instead
+    memory = {"n_params": PSI_7B, "largest_layer_params": 131_072_000}
+    ds = {"train_batch_size": 64, "micro_batch": 2, "grad_accum": 4, "world_size": 8}
+    args = ({"ranks_device": "cpu", "loss_scale_history": []}, _drill(), {"needs_cuda": True}, {"summary": {}, "device": "cpu"})
+    row = {c.key: c for c in zc.claims(memory, ds, gpu8, *args)}["stage1_peak"]
+    assert row.verdict == HOLDS and "measured peak 50–54 GB" in row.measured
+    row = {c.key: c for c in zc.claims(memory, ds, cpu2, *args)}["stage1_peak"]
+    assert row.verdict == NEEDS_GPU and "4,800,000 on 2 cpu" in row.why
+
+
 @pytest.mark.parametrize(("claimed", "formula", "verdict"), [(1.75, 1.68, HOLDS), (28.0, 80.9, REFUTED), (28.0, math.nan, INCONCLUSIVE)])
 def test_verdict_formula_figure(claimed, formula, verdict):
     assert zc.verdict_formula_figure(claimed, formula).verdict == verdict
@@ -70,6 +88,24 @@ def test_verdict_sub_group_size(m, verdict):
 ])
 def test_verdict_bytes_formula(m, verdict):
     assert zc.verdict_bytes_formula(m).verdict == verdict
+
+
+def test_bytes_vs_formula_reports_each_stages_worst_rank():
+    from nbkit.zero.ladder import summarize
+
+    def row(rung, stage, rank, params):  # a rank row as worker.run_rung writes it (stage 0, bf16: formula 16 B per parameter)
+        return {"rung": rung, "stage": stage, "rank": rank, "world_size": 2, "n_params": 1000, "precision": "bf16",
+                "offload_optimizer": False, "offload_param": False, "param_persistence_threshold": 0,
+                "bytes": {"params": params, "grads": 2000, "optimizer": 12000}, "peak_bytes": 10**6, "peak_kind": "rss",
+                "step_s": [0.1], "init_s": 1.0, "mean_losses": [1.0], "losses": [1.0], "eval_loss": 1.0, "param_checksum": 1.0,
+                "optimizer_class": "x", "baseline_bytes": 10**5, "activation_bytes": 0, "init_peak_bytes": 10**5}
+    spec = {"precision": "bf16", "model": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}, "micro_batch": 1,
+            "seq_len": 8, "rungs": [{"name": "stage0", "stage": 0, "offload_optimizer": False, "offload_param": False,
+                                     "param_persistence_threshold": 0}], "bucket_elements": 1000, "steps": 1, "seed": 0}
+    # rank 0 exact, rank 1 holds 1,600 B too many (+10 %): the mean (+5 %) would pass, the worst rank does not
+    out = summarize([row("stage0", 0, 0, 2000), row("stage0", 0, 1, 3600)], spec)
+    assert out["bytes_vs_formula"] == {"stage0": pytest.approx(1.10)}
+    assert zc.verdict_bytes_formula(out).verdict == REFUTED
 
 
 @pytest.mark.parametrize(("m", "verdict"), [
@@ -126,44 +162,102 @@ def _history(overflow=True, skipped=True, drop=True, provoked=True):
     ({"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": _history(drop=False)}, REFUTED),
     ({"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": _history(provoked=False)}, INCONCLUSIVE),
     ({"ranks_device": "cuda", "precision": "bf16", "loss_scale_history": []}, INCONCLUSIVE),
+    ({"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": []}, INCONCLUSIVE),  # ran on a GPU, recorded nothing
     ({"ranks_device": "cpu", "precision": "fp16", "loss_scale_history": [], "not_measured": "no fp16 on CPU"}, NEEDS_GPU),
 ])
 def test_verdict_loss_scale(m, verdict):
     assert zc.verdict_loss_scale(m).verdict == verdict
 
 
+@pytest.mark.parametrize(("gpus", "ranks"), [(0, None), (1, 1), (2, 2), (4, 2)])
+def test_loss_scale_drill_runs_on_the_gpus_there_are(monkeypatch, gpus, ranks):
+    """0 GPUs: nothing launched, the result says it needs one GPU; 1 GPU: one rank; 2+: the drill's 2 ranks."""
+    import torch
+
+    import nbkit.device
+    from nbkit.result import Result
+    from nbkit.zero import experiments as ze
+    from nbkit.zero.config import LadderConfig
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(nbkit.device, "pick_device", lambda name="auto": torch.device("cuda" if gpus else "cpu"))
+    launched = []
+
+    def fake_ladder(cfg, live=None):
+        launched.append(cfg)
+        assert ze.ladder_device(cfg) == "cuda"  # one GPU per rank: the ranks really run on CUDA, not on the CPU fallback
+        return Result(metrics={"ranks_device": "cuda", "precision": cfg.precision, "world_size": cfg.world_size, "loss_scale_history": _history()})
+
+    monkeypatch.setattr(ze, "run_ladder", fake_ladder)
+    out = ze.run_loss_scale_drill(LadderConfig.fp16_drill())
+    if ranks is None:
+        assert launched == [] and "needs one CUDA GPU" in out.metrics["not_measured"]
+        v = zc.verdict_loss_scale(out.metrics)
+        assert v.verdict == NEEDS_GPU and "one GPU is enough" in v.why
+    else:
+        assert [c.world_size for c in launched] == [ranks] and launched[0].precision == "fp16"
+        assert zc.verdict_loss_scale(out.metrics).verdict == HOLDS
+
+
 def _frag(a, b):
-    """Shaped like ``run_fragmentation(...).metrics`` on CUDA (keys "<interval>/<expandable>")."""
-    return {"needs_cuda": False, "steps": len(a), "runs": [], "model": "Llama-2-7B shapes, 2 layer(s)",
-            "gap_ratios": {"50/False": a, "200/False": b, "50/True": a, "200/True": b}}
+    """Shaped like ``run_fragmentation(...).metrics`` on CUDA: per "<interval>/<expandable>", each seed's mean gap
+    ratio (FragmentationConfig.seeds = 3 in the notebook), and the first seed's per-step series."""
+    return {"needs_cuda": False, "steps": 400, "seeds": len(a), "runs": [], "model": "Llama-2-7B shapes, 2 layer(s)",
+            "gap_ratio_means": {"50/False": a, "200/False": b, "50/True": a, "200/True": b},
+            "gap_ratios": {"50/False": [a[0]] * 400, "200/False": [b[0]] * 400}}
 
 
-@pytest.mark.parametrize(("m", "verdict"), [
-    (_frag([0.42, 0.43, 0.41, 0.44] * 5, [0.18, 0.17, 0.19, 0.18] * 5), HOLDS),
-    (_frag([0.20, 0.21, 0.19, 0.20] * 5, [0.18, 0.17, 0.19, 0.18] * 5), REFUTED),
-    (_frag([0.0, 0.6, 0.1, 0.5], [0.2, 0.2, 0.2, 0.2]), INCONCLUSIVE),
-    ({"needs_cuda": False, "steps": 6, "runs": [], "gap_ratios": {"2/False": [0.1] * 6}}, INCONCLUSIVE),
-    ({"needs_cuda": True, "steps": 6, "tensor_bytes_peak": {}, "unavailable": {}}, NEEDS_GPU),
+@pytest.mark.parametrize(("m", "verdict", "why"), [
+    (_frag([0.42, 0.43, 0.41], [0.18, 0.17, 0.19]), HOLDS, "≥ 0.12"),
+    (_frag([0.20, 0.21, 0.19], [0.18, 0.17, 0.19]), REFUTED, "< 0.12"),
+    (_frag([0.20, 0.50, 0.35], [0.18, 0.17, 0.19]), INCONCLUSIVE, "n too small"),
+    (_frag([0.42], [0.18]), INCONCLUSIVE, "one run"),  # one run's per-step values are not independent
+    ({"needs_cuda": False, "steps": 6, "runs": [], "gap_ratio_means": {"2/False": [0.1] * 3}}, INCONCLUSIVE, "not both run"),
+    ({"needs_cuda": True, "steps": 6, "tensor_bytes_peak": {}, "unavailable": {}}, NEEDS_GPU, "CUDA"),
 ])
-def test_verdict_fragmentation(m, verdict):
-    assert zc.verdict_fragmentation(m).verdict == verdict
+def test_verdict_fragmentation(m, verdict, why):
+    v = zc.verdict_fragmentation(m)
+    assert v.verdict == verdict and why in v.why
 
 
 def _spec(**over):
     """One method's summary, shaped like ``run_specdec(...).metrics["summary"][method]``."""
     s = {"tok_s_baseline": 10.0, "tok_s_speculative": 15.0, "speedup_measured": 1.5, "speedup_predicted": 2.0, "acceptance_rate": 0.6,
          "fallback_rate": 0.07, "rounds": 400, "fallback_rounds": 28, "proposed": 1000, "accepted": 600, "new_tokens": 144,
-         "target_calls_speculative": 60, "all_identical": True, "n_prompts": 3, "speedups": [1.8, 1.85, 1.79]}
+         "target_calls_speculative": 60, "all_identical": True, "n_prompts": 3, "speedups": [1.8, 1.85, 1.79],
+         "fallback_rates": [0.07, 0.068, 0.072]}
     s.update(over)
     return s
 
 
-@pytest.mark.parametrize(("s", "verdict"), [
-    (_spec(), HOLDS), (_spec(fallback_rounds=200), REFUTED), (_spec(rounds=10, fallback_rounds=1), INCONCLUSIVE),
-    (_spec(rounds=0, fallback_rounds=0), INCONCLUSIVE),
+# per-prompt rates over the notebook's SPEC_PROMPTS = 3 prompts: the prompt, not the round, is the independent unit
+@pytest.mark.parametrize(("s", "verdict", "why"), [
+    (_spec(), HOLDS, "within"), (_spec(fallback_rounds=200, fallback_rates=[0.5, 0.52, 0.48]), REFUTED, "outside"),
+    (_spec(fallback_rates=[0.0, 0.2, 0.1]), INCONCLUSIVE, "n too small"),
+    (_spec(rounds=130, fallback_rounds=9, fallback_rates=[0.07]), INCONCLUSIVE, "one prompt"),
+    (_spec(rounds=0, fallback_rounds=0, fallback_rates=[]), INCONCLUSIVE, "no verification rounds"),
 ])
-def test_verdict_fallback_rate(s, verdict):
-    assert zc.verdict_fallback_rate(s).verdict == verdict
+def test_verdict_fallback_rate(s, verdict, why):
+    v = zc.verdict_fallback_rate(s)
+    assert v.verdict == verdict and why in v.why
+
+
+def _persistence(measured, predicted=1_048_576, threshold=100_000):
+    """Shaped like ``run_ladder(...).metrics["persistence"]`` (ladder.persistence_summary), 2 ranks."""
+    return {"persistence": {"threshold": threshold, "tensors": 75, "tensors_kept_whole": 17, "elements_kept_whole": predicted // 2,
+                            "largest_tensor": 131_072, "predicted_extra_bytes": predicted, "measured_extra_bytes": list(measured)}}
+
+
+@pytest.mark.parametrize(("m", "verdict"), [
+    (_persistence([1_048_576, 1_048_576]), HOLDS),
+    (_persistence([0, 0]), REFUTED),  # DeepSpeed kept nothing whole that the rule keeps
+    (_persistence([1_048_576, 0]), INCONCLUSIVE),  # ranks disagree
+    (_persistence([0, 0], predicted=0), INCONCLUSIVE),  # nothing under the threshold at this size
+    (_persistence([4096, 4096], predicted=0), REFUTED),
+    ({}, INCONCLUSIVE),
+])
+def test_verdict_persistence(m, verdict):
+    assert zc.verdict_persistence(m).verdict == verdict
 
 
 @pytest.mark.parametrize(("s", "device", "verdict"), [
@@ -192,9 +286,10 @@ def test_claims_table_from_cpu_and_gpu_shaped_metrics():
     assert by["stage0_peak"].verdict == REFUTED and by["stage3_params_gb"].verdict == HOLDS
     assert by["optimizer_gb"].verdict == REFUTED and by["batch_identity"].verdict == REFUTED
     assert by["sub_group_size"].verdict == REFUTED and by["fallback_rate"].verdict == HOLDS
+    assert by["optimizer_gb"].measured.endswith("(formula, not measured)") and by["stage3_params_gb"].measured.endswith("(formula, not measured)")
     assert {by[k].verdict for k in ("loss_scale", "fragmentation", "speedup", "stage1_peak", "stage3_peak")} == {NEEDS_GPU}
     gpu = zc.claims(memory, ds, _ladder(ranks_device="cuda"), {"ranks_device": "cuda", "precision": "fp16", "loss_scale_history": _history()},
-                    _drill(), _frag([0.42, 0.43] * 10, [0.18, 0.19] * 10), dict(spec_cpu, device="cuda"))
+                    _drill(), _frag([0.42, 0.43, 0.41], [0.18, 0.19, 0.18]), dict(spec_cpu, device="cuda"))
     by = {c.key: c for c in gpu}
     assert by["loss_scale"].verdict == HOLDS and by["fragmentation"].verdict == HOLDS and by["speedup"].verdict == HOLDS
     head = zc.headline(memory, _ladder(peak=_peak(), model_states={"stage0": 16e6, "stage3": 4e6}), spec_cpu)

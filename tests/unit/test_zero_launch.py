@@ -68,6 +68,25 @@ def test_ladder_measures_partitioned_bytes(ladder):
 
 
 @pytest.mark.slow
+def test_the_claims_read_what_the_real_ladder_writes(ladder):
+    from nbkit.zero import claims as zc
+
+    m = ladder.metrics
+    # the field-note peak rows read each rank's measured peak; on 2 CPU ranks they say what would decide them ...
+    got, why = zc.field_note_peak_gb(m, 1, zc.llama2_7b_params())
+    assert got is None and f"Ψ = {m['n_params']:,} on 2 cpu rank(s)" in why
+    # ... and in the field notes' setting (8 CUDA ranks, that Ψ) the same key of this real run is the measurement
+    measured = m["peak"]["stage1"]["measured"]
+    assert len(measured) == 2 and min(measured) > 0
+    as_if = dict(m, ranks_device="cuda", world_size=8)
+    assert zc.field_note_peak_gb(as_if, 1, m["n_params"])[0] == (min(measured) / 1e9, max(measured) / 1e9)
+    # persistence is measured (two stage-3 rungs), not restated: at this size every tensor is under DeepSpeed's 1e5
+    p = m["persistence"]
+    assert p["tensors_kept_whole"] == p["tensors"] and len(p["measured_extra_bytes"]) == 2
+    assert zc.verdict_persistence(m).verdict == "holds", zc.verdict_persistence(m).why
+
+
+@pytest.mark.slow
 def test_ladder_losses_agree_and_replicas_stay_in_sync(ladder):
     checks = ladder.data["checks"]
     assert checks["loss_agree"], checks

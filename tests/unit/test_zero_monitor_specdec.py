@@ -85,6 +85,11 @@ def test_speculative_decoding_saves_target_passes_on_a_self_repeating_prompt():
     assert s["acceptance_rate"] > 0 and s["accepted"] > 0
     assert s["target_calls_speculative"] < s["new_tokens"]
     assert s["rounds"] > 0 and 0 <= s["fallback_rounds"] <= s["rounds"]
+    # one prompt: one per-prompt fallback rate (the claim's unit), and the claim says one prompt decides nothing
+    assert s["fallback_rates"] == [s["fallback_rounds"] / s["rounds"]]
+    from nbkit.zero.claims import verdict_fallback_rate
+
+    assert verdict_fallback_rate(s).verdict == "inconclusive" and "one prompt" in verdict_fallback_rate(s).why
 
 
 def test_speculative_decoding_runs_a_users_model_directory(tmp_path):
