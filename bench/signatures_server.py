@@ -31,7 +31,13 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from nbkit.signatures.server import LlamaCppServer, LocalLMPool, LocalLMServer, llama_server_binary, usable_cores
+from nbkit.signatures.server import (
+    LlamaCppServer,
+    LocalLMPool,
+    LocalLMServer,
+    llama_server_binary,
+    usable_cores,
+)
 
 
 def dspy_prompts(n: int) -> list[list[dict]]:
