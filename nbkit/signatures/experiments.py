@@ -110,9 +110,11 @@ class SignatureSession:
     def lm_for(self, adapter: str, signature: str = "typed"):
         """The LM to use with ``adapter``: for ``json_grammar`` a copy that sends the signature's JSON schema.
 
-        llama-cpp-python turns ``response_format={"type": "json_object", "schema": ...}`` into a grammar, so
-        the decoder can only emit JSON of the contract's *shape* (fields, types). Bounds (confidence in
-        [0, 1], <= 50 words) are not part of the grammar and still have to be checked after parsing.
+        The local server turns the schema into a grammar (``server.schema_constraint``: llama-cpp-python
+        gets ``response_format={"type": "json_object", "schema": ...}``, llama-server the same grammar
+        built by llama-cpp-python's converter), so the decoder can only emit JSON of the contract's *shape*
+        (fields, types). Bounds (confidence in [0, 1], <= 50 words) are not part of the grammar and still
+        have to be checked after parsing.
         """
         if adapter != "json_grammar":
             return self.lm
@@ -123,8 +125,10 @@ class SignatureSession:
         if key not in self._lm_copies:
             from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 
+            from nbkit.signatures.server import schema_constraint
+
             schema = _get_structured_outputs_response_format(sig).model_json_schema()
-            self._lm_copies[key] = self.lm.copy(response_format={"type": "json_object", "schema": schema})
+            self._lm_copies[key] = self.lm.copy(**schema_constraint(self.server.kind, schema))
         return self._lm_copies[key]
 
     def history(self) -> list[dict]:

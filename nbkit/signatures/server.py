@@ -154,6 +154,22 @@ def resolve_server_kind(kind: str = "auto") -> str:
     return kind
 
 
+def schema_constraint(kind: str, schema: dict) -> dict:
+    """The request fields that make server ``kind`` decode only JSON matching ``schema``.
+
+    llama-cpp-python turns ``response_format={"type": "json_object", "schema": ...}`` into a grammar with its
+    own converter (``llama_cpp.llama_grammar.json_schema_to_gbnf``: at most one space between JSON tokens).
+    llama-server's converter also allows newlines and indentation there, which changes what the model
+    writes; so llama-server is sent llama-cpp-python's grammar itself (its ``grammar`` field): the same
+    constraint, the same tokens as today's path (tested token by token).
+    """
+    if kind == "llama-server":
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        return {"grammar": json_schema_to_gbnf(json.dumps(schema))}
+    return {"response_format": {"type": "json_object", "schema": schema}}
+
+
 @dataclass
 class ServerStats:
     """What one direct completion measured (``cached_prompt_tokens``: prompt tokens the server took from its cache)."""
