@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "$(TORCH_SPEC)"
 	$(PY) -m pip install -e ".[all,dev]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nbkit)"
+	@# llama.cpp's own llama-server (notebook 03's batching LM server), built once from the installed llama-cpp-python's
+	@# sdist into $(VENV)/bin; a failed build only warns, and notebook 03 then uses llama-cpp-python's server.
+	$(PY) scripts/build_llama_server.py
 	@# Convert SmolLM2's GGUF to the safetensors cache once (~30 s) so notebooks load it in seconds.
 	$(PY) -c "from nbkit.model_files import smollm2_dir; print('SmolLM2 cache:', smollm2_dir())"
 	touch $(STAMP)

@@ -1,26 +1,27 @@
-"""Local LM serving for DSPy's threads: aggregate tokens/s at 1, 2, 4 concurrent requests, and the runaway.
+"""Local LM serving for DSPy's threads: tokens/s of llama.cpp's batching ``llama-server`` at 4 and 8 concurrent
+requests against one stream, prefix reuse, today's llama-cpp-python pool, and the runaway.
 
-    .venv/bin/python bench/signatures_server.py [--max-tokens 64] [--servers N] [--runaway-ctx 256]
+    .venv/bin/python bench/signatures_server.py [--max-tokens 64] [--questions 16] [--runaway-ctx 256] [--quick]
 
-llama-cpp-python's server answers one request at a time (``llama_outer_lock``), so DSPy's threads gain
-nothing against one server. nbkit's ``LocalLMPool`` puts one single-threaded server per core behind a
-dispatcher that hands each request to an idle server. Prints, all measured in this run:
+The workload is notebook 03's: the prompts DSPy's JSON adapter builds for the typed diagnosis signature on
+dev questions (one long instruction prefix shared by every request, the question at the end), greedy,
+``max_tokens`` each. Prints, all measured in this run, for each setup on the same cores:
 
-* for one server (1 thread), one server with one thread per core, and the pool: aggregate completion
-  tokens/s with 1, 2 and 4 concurrent requests (the same 8 prompts each time), the ratio to one stream
-  of the single 1-thread server, and the ratio to the same setup's one stream (on a shared machine the
-  load drifts between setups; within a setup it drifts less);
-* whether every answer at temperature 0 equals the sequential answer of the single server;
-* how many cores the server processes kept busy (their CPU seconds ÷ wall seconds) and their CPU
-  milliseconds per generated token: what bounds the ratio. One stream keeps one core busy (each server
-  has one thread); n servers can at best keep n cores busy, so the pool's ratio is bounded by the
-  usable cores (2 here) times the single stream's own share of a core, and lower on a shared machine.
-  Batching several sequences in one decode (llama.cpp's ``llama-server --parallel``) would lower the CPU
-  cost per token instead; llama-cpp-python's server decodes one sequence at a time;
-* the runaway: DSPy's request with ``max_tokens=N`` to a *stock* llama-cpp-python server (which ignores
-  DSPy's ``max_completion_tokens``) with a small context, against nbkit's launcher.
+* aggregate completion tokens/s with 1, 4 and 8 requests in flight, and the ratio to the same setup's
+  one stream and to llama-cpp-python's one stream (the goal: ≥ 2x on 2 cores at 4-8 requests);
+* answers equal to llama-cpp-python's sequential answers (at 1 request they must all be; in a batch the
+  kernels may round differently, so differences are counted, not hidden);
+* prompt tokens the server took from its cache (llama-server's ``timings.cache_n``): what prefix reuse saved;
+* how many cores the server processes kept busy (CPU seconds ÷ wall seconds) and CPU ms per token.
 
-The machine may be shared: the load average is printed next to the figures.
+Setups: llama-cpp-python's server (one request at a time; the fallback), today's pool of one such server per
+core, llama-server with one thread and 8 slots, notebook 03's default (one llama-server per core, one
+thread and 4 slots each, behind the dispatcher) and one llama-server with a thread per core.
+Last, the runaway: DSPy's request with ``max_tokens=N`` to a *stock* llama-cpp-python server (which ignores
+DSPy's ``max_completion_tokens``) with a small context, against nbkit's launcher.
+
+The machine may be shared: the load average is printed beside every figure; re-run on an idle machine
+for figures to quote.
 """
 
 from __future__ import annotations
@@ -30,71 +31,98 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from nbkit.signatures.server import LocalLMPool, LocalLMServer, usable_cores
+from nbkit.signatures.server import (
+    LlamaCppServer,
+    LocalLMPool,
+    LocalLMServer,
+    llama_server_binary,
+    usable_cores,
+)
 
-PROMPTS = [
-    "My mom's blood pressure is high and she keeps getting dizzy. What could it be?",
-    "Burning when I pee and I need to go every few minutes. What is it?",
-    "My big toe went red, hot and very painful overnight after beer. What is it?",
-    "Sneezing, itchy watery eyes and a runny nose every spring. What is it?",
-    "Crushing chest pain going down my left arm, and I am sweating. What is it?",
-    "I've had a cough for three weeks, worse at night, with a low fever. What could it be?",
-    "Always thirsty, peeing a lot and losing weight without trying. What could it be?",
-    "Headache on one side with flashing lights before it starts. What is it?",
-]
+
+def dspy_prompts(n: int) -> list[list[dict]]:
+    """The chat messages DSPy's JSONAdapter sends for the typed signature on ``n`` dev questions (both phrasings)."""
+    import dspy
+
+    from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases, to_examples
+    from nbkit.signatures.contracts import signature_by_name
+
+    kb = load_knowledge_base()
+    examples = to_examples(split_cases(load_cases(None, kb), 0).dev)[:n]
+    signature = signature_by_name("typed")
+    adapter = dspy.JSONAdapter()
+    return [adapter.format(signature, [], dict(ex.inputs())) for ex in examples]
 
 
 def server_cpu_seconds(server) -> float:
-    """CPU seconds (user + system) used so far by the llama.cpp server process(es) behind ``server``."""
+    """CPU seconds (user + system) used so far by the server process trees behind ``server``."""
     import psutil
 
-    procs = [s.process for s in getattr(server, "servers", [server])]
-    return sum(sum(psutil.Process(p.pid).cpu_times()[:2]) for p in procs)
+    total = 0.0
+    for s in getattr(server, "servers", [server]):
+        proc = psutil.Process(s.process.pid)
+        for p in [proc, *proc.children(recursive=True)]:
+            try:
+                total += sum(p.cpu_times()[:2])
+            except psutil.NoSuchProcess:
+                pass
+    return total
 
 
-def run_batch(server, concurrency: int, max_tokens: int) -> tuple[float, int, list[str], float]:
-    """Send every prompt with ``concurrency`` requests in flight; (seconds, completion tokens, texts, server CPU seconds)."""
+def run_batch(server, prompts, concurrency: int, max_tokens: int) -> dict:
     cpu0 = server_cpu_seconds(server)
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as ex:
-        stats = list(ex.map(lambda p: server.complete(p, max_tokens=max_tokens), PROMPTS))
+        stats = list(ex.map(lambda p: server.complete(p, max_tokens=max_tokens), prompts))
     seconds = time.perf_counter() - start
-    return seconds, sum(s.completion_tokens for s in stats), [s.text for s in stats], server_cpu_seconds(server) - cpu0
+    return {"seconds": seconds, "tokens": sum(s.completion_tokens for s in stats), "texts": [s.text for s in stats],
+            "prompt": sum(s.prompt_tokens for s in stats), "cached": sum(s.cached_prompt_tokens or 0 for s in stats),
+            "cpu": server_cpu_seconds(server) - cpu0}  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--servers", type=int, default=0, help="servers in the pool (0 = one per usable core)")
+    ap.add_argument("--questions", type=int, default=16, help="dev questions (each phrasing counts)")
     ap.add_argument("--runaway-ctx", type=int, default=256, help="context of the stock server (bounds the runaway)")
+    ap.add_argument("--quick", action="store_true", help="only llama-cpp-python's one stream and notebook 03's default setup")
     args = ap.parse_args()
     n, cores = args.max_tokens, usable_cores()
-    n_servers = args.servers or cores
-    print(f"{cores} usable cores, load average {os.getloadavg()[0]:.2f}; {len(PROMPTS)} prompts, max_tokens={n}, temperature 0")
+    prompts = dspy_prompts(args.questions)
+    print(f"{cores} usable cores, load average {os.getloadavg()[0]:.2f}; {len(prompts)} DSPy prompts (typed signature, JSON adapter), "
+          f"max_tokens={n}, temperature 0; llama-server binary: {llama_server_binary()}")  # fmt: skip
 
-    setups = [("1 server, 1 thread", lambda: LocalLMServer(n_threads=1)),
-              (f"1 server, {cores} threads", lambda: LocalLMServer(n_threads=cores)),
-              (f"pool of {n_servers} servers x 1 thread", lambda: LocalLMPool(n_servers))]  # fmt: skip
+    setups = [("llama-cpp-python, 1 server x 1 thread", lambda: LocalLMServer(n_threads=1), (1,)),
+              (f"llama-cpp-python, pool {cores} x 1 thread (the fallback)", lambda: LocalLMPool(cores), (1, cores, 2 * cores))]  # fmt: skip
+    if llama_server_binary() is not None:
+        setups += [("llama-server, 1 x 1 thread x 8 slots", lambda: LlamaCppServer(n_threads=1, slots=8), (1, 4, 8)),
+                   (f"llama-server, pool {cores} x 1 thread x 4 slots (notebook 03)", lambda: LocalLMPool(cores, kind="llama-server", slots=4), (1, 4, 8)),
+                   (f"llama-server, 1 x {cores} threads x 8 slots", lambda: LlamaCppServer(n_threads=cores, slots=8), (1, 4, 8))]  # fmt: skip
+    else:
+        print("llama-server is not built (make setup builds it): only llama-cpp-python's server is measured")
+    if args.quick:
+        setups = [setups[0], *setups[3:4]]
     reference: list[str] | None = None
     one_stream: float | None = None
-    for name, make in setups:
-        if name.startswith(f"1 server, {cores} ") and cores == 1:
-            continue
+    for name, make, levels in setups:
         with make() as server:
             server.complete("warm up", max_tokens=4)
-            own_one_stream = None
-            for concurrency in (1, 2, 4):
-                seconds, tokens, texts, cpu = run_batch(server, concurrency, n)
-                rate = tokens / seconds
+            own = None
+            for concurrency in levels:
+                r = run_batch(server, prompts, concurrency, n)
+                rate = r["tokens"] / r["seconds"]
                 if reference is None:
-                    reference, one_stream = texts, rate  # the single 1-thread server, one stream: the baseline
-                own_one_stream = own_one_stream or rate  # the same setup at concurrency 1: immune to load drift between setups
-                same = sum(a == b for a, b in zip(texts, reference, strict=True))
-                print(f"{name:34s} concurrency {concurrency}: {tokens:4d} tokens in {seconds:6.1f} s = {rate:6.1f} tokens/s, "
-                      f"ratio to one stream {rate / one_stream:4.2f}x (to this setup's {rate / own_one_stream:4.2f}x), "
-                      f"answers equal to sequential {same}/{len(texts)}; "
-                      f"server CPU {cpu / seconds:4.2f} cores busy, {1000 * cpu / max(tokens, 1):5.1f} CPU-ms/token "
-                      f"(load {os.getloadavg()[0]:.2f})")  # fmt: skip
+                    reference, one_stream = r["texts"], rate  # llama-cpp-python, one stream: the baseline
+                own = own or rate
+                same = sum(a == b for a, b in zip(r["texts"], reference, strict=True))
+                print(f"{name:58s} {concurrency} in flight: {r['tokens']:4d} tokens in {r['seconds']:6.1f} s = {rate:6.1f} tokens/s, "
+                      f"x{rate / own:4.2f} this setup's one stream, x{rate / one_stream:4.2f} llama-cpp-python's; "
+                      f"answers equal to llama-cpp-python's sequential {same}/{len(prompts)}; prompt tokens {r['prompt']}, "
+                      f"from cache {r['cached']} ({r['cached'] / max(r['prompt'], 1):.0%}); "
+                      f"server CPU {r['cpu'] / r['seconds']:4.2f} cores busy, {1000 * r['cpu'] / max(r['tokens'], 1):5.1f} CPU-ms/token "
+                      f"(load {os.getloadavg()[0]:.2f})", flush=True)  # fmt: skip
+    if args.quick:
+        return
 
     from nbkit.signatures.lm import dspy_request_usage
 

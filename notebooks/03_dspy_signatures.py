@@ -31,6 +31,7 @@ LM_API_BASE = ""  # for a remote/other server; ignored for "local"
 LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key itself)
 MAX_TOKENS = 128
 SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core
+LM_SERVER = "auto"  # choices: auto, llama-server, llama-cpp-python
 LM_CACHE = "disk"  # disk: a re-run with the same model, prompts and settings is answered from DSPy's cache; memory; off
 ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
 SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class
@@ -54,7 +55,7 @@ from nbkit.signatures.experiments import check_user_contract, start_session
 
 NOTEBOOK_START = time.perf_counter()
 session_cfg = cfg.preset(cfg.SessionConfig, SMOKE, lm_model=LM_MODEL, api_base=LM_API_BASE, api_key_env=LM_API_KEY_ENV,
-                         max_tokens=MAX_TOKENS, seed=SEED, device=DEVICE, servers=SERVERS, cache=LM_CACHE)
+                         max_tokens=MAX_TOKENS, seed=SEED, device=DEVICE, servers=SERVERS, server=LM_SERVER, cache=LM_CACHE)
 user_cfg = cfg.preset(cfg.UserContractConfig, SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC, adapter=ADAPTER)
 check_user_contract(user_cfg)  # a bad SIGNATURE / DEV_SET / METRIC stops the run here, before any LM starts
 device_report()
@@ -105,10 +106,12 @@ display(pd.DataFrame([{"signature": s.__name__, "field": k, "type": getattr(v.an
 # %% [markdown]
 # ## The local LM: start it, and check that `max_tokens` reaches it
 #
-# nbkit starts llama-cpp-python's OpenAI-compatible server — one single-threaded server per usable core,
-# behind one loopback dispatcher that hands each request to an idle server (llama-cpp-python answers one
-# request at a time, so this is what lets DSPy's threads decode in parallel). Own process groups, log
-# files, stopped at the end of this notebook or when the kernel exits.
+# nbkit starts llama.cpp's own OpenAI-compatible `llama-server` (built by `make setup`) — one
+# single-threaded server per usable core, each decoding 4 requests together in one batch and reusing
+# cached prompt prefixes, behind one loopback dispatcher; DSPy sends as many requests at once as there are
+# slots. Without the binary (`LM_SERVER="llama-cpp-python"`, or a failed build) it is llama-cpp-python's
+# server, one request at a time each. Own process groups, log files, stopped at the end of this notebook
+# or when the kernel exits.
 #
 # The field notes' team saw a DSPy request run ~3,800 tokens despite a token limit. Reproduced here, not
 # asserted: DSPy 3.4's native engine sends the limit as `max_completion_tokens` (captured on the wire by a
@@ -123,7 +126,7 @@ session = start_session(session_cfg)
 nbkit.record("device", str(session.device))  # where the local retriever encoders (and a CUDA llama.cpp build) run
 token_limit = panels.token_limit_panel(session, cfg.preset(cfg.TokenLimitConfig, SMOKE)).display().run()
 nbkit.record("max_tokens_check", token_limit.metrics)
-print(f"{type(session.server).__name__ if session.server else 'remote'}: {session.num_threads} parallel requests")
+print(f"{session.server.label if session.server else 'remote'}: {session.num_threads} parallel requests")
 token_limit.table
 
 # %% [markdown]

@@ -6,8 +6,9 @@ Submodules (import them directly; nothing heavy is imported here), in a newcomer
 * ``panels``      — factories only: ``modules_panel(session, cfg=None, widget=None)`` and friends.
 * ``experiments`` — ``SignatureSession``/``start_session`` and ``run_x(cfg, live=None, *, session) -> Result``.
 * ``claims``      — named two-sided ``verdict_*`` functions and ``claims(...) -> list[Claim]``.
-* ``server``      — llama-cpp-python servers on loopback: one (``LocalLMServer``) or one per core behind a
-  dispatcher (``LocalLMPool``); ``llama_server`` is the launcher (``python -m nbkit.signatures.llama_server``).
+* ``server``      — local servers on loopback: llama.cpp's batching ``llama-server`` (``LlamaCppServer``) or
+  llama-cpp-python's (``LocalLMServer``, the fallback), one per core behind a dispatcher (``LocalLMPool``);
+  ``llama_server`` is the launcher and supervisor (``python -m nbkit.signatures.llama_server``).
 * ``lm``          — build a ``dspy.LM`` for the local servers or any LiteLLM/DSPy model; token-limit probes.
 * ``contracts``   — the field notes' ``MedicalDiagnosis`` signature, a typed version, and the contract checker.
 * ``cases``       — the medical cases (standard + colloquial phrasings) and the knowledge base; splits.

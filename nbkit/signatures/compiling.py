@@ -6,6 +6,11 @@
 * ``BootstrapFewShotWithRandomSearch``: several such candidates, each scored on the *validation* set
   (never the compile set); the zero-shot candidate is skipped because the notebook already measured it.
 
+BootstrapFewShot's teacher pass asks the LM one example at a time, which leaves a batching server idle.
+With ``num_threads > 1`` (and the LM's cache on) each bootstrap is preceded by :func:`prefetch_teacher_calls`:
+the same teacher requests for every compile example, sent at once, so the sequential pass that follows is
+answered from the in-run cache — the same requests, hence the same demos and the same compiled program.
+
 The field notes' claim — compiled on standard questions only, a program does much worse on real users' wording;
 remedy: ≥ 10 % colloquial examples in the compile set — is :func:`mix_experiment`: the same student
 compiled on sets that differ only in the share of colloquial phrasings, scored per slice on the dev set.
@@ -27,6 +32,81 @@ def _quiet():
     return contextlib.redirect_stdout(io.StringIO())
 
 
+def _light_copy(module):
+    """A copy of ``module`` whose sub-modules and predictors are copies (demos lists included), sharing
+    everything else (a retriever's index or encoder): enough to change demos without touching ``module``."""
+    import copy
+
+    import dspy
+
+    clone = copy.copy(module)
+    for attr, value in vars(module).items():
+        if isinstance(value, dspy.BaseModule):
+            setattr(clone, attr, _light_copy(value))
+    if isinstance(module, dspy.Predict):
+        clone.demos = list(module.demos)
+    return clone
+
+
+def prefetch_teacher_calls(bootstrap, num_threads: int) -> int:
+    """Send a prepared BootstrapFewShot's round-0 teacher requests for its whole compile set concurrently.
+
+    ``BootstrapFewShot._bootstrap_one_example`` runs, per example, the teacher with that example left out of
+    its demos, under ``dspy.context(trace=[], **teacher_settings)``. This does exactly that for
+    every example at once (on light copies of the teacher, so its demos are never touched), discarding the
+    answers: the LM's cache keeps them, and the sequential pass then finds each request answered. Failures
+    are ignored here — the sequential pass meets, and counts, them again. Returns how many examples ran.
+    Only the first round is prefetched (later rounds change the temperature and depend on the first).
+    """
+    import logging
+
+    import dspy
+    from dspy.utils.parallelizer import ParallelExecutor
+
+    lm = dspy.settings.lm
+    trainset = list(getattr(bootstrap, "trainset", None) or [])
+    if num_threads < 2 or len(trainset) < 2 or lm is None or not getattr(lm, "cache", False):
+        return 0
+    teacher, settings = bootstrap.teacher, dict(getattr(bootstrap, "teacher_settings", None) or {})
+
+    def one(example):
+        clone = _light_copy(teacher)
+        with dspy.context(trace=[], **settings):
+            for _name, predictor in clone.named_predictors():
+                predictor.demos = [x for x in predictor.demos if x != example]
+            with contextlib.suppress(Exception):
+                clone(**example.inputs())
+        return True
+
+    quiet = logging.getLogger("dspy")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # a parse failure is logged by the sequential pass, once
+    try:
+        done = ParallelExecutor(num_threads=num_threads, disable_progress_bar=True, max_errors=len(trainset) + 1).execute(one, trainset)
+    finally:
+        quiet.setLevel(level)
+    return sum(1 for d in done if d)
+
+
+@contextlib.contextmanager
+def concurrent_teacher_pass(num_threads: int):
+    """While active, every BootstrapFewShot (also the ones random search builds) prefetches its teacher requests."""
+    from dspy.teleprompt import bootstrap, random_search
+
+    original = bootstrap.BootstrapFewShot
+
+    class PrefetchingBootstrapFewShot(original):
+        def _bootstrap(self, *args, **kwargs):
+            prefetch_teacher_calls(self, num_threads)
+            return super()._bootstrap(*args, **kwargs)
+
+    random_search.BootstrapFewShot = PrefetchingBootstrapFewShot
+    try:
+        yield PrefetchingBootstrapFewShot
+    finally:
+        random_search.BootstrapFewShot = original
+
+
 def compile_program(
     optimizer: str,
     student,
@@ -40,14 +120,18 @@ def compile_program(
     num_candidates: int = 1,
     num_threads: int = 1,
 ):
-    """Compile ``student`` (a fresh copy is compiled; ``student`` itself is untouched)."""
+    """Compile ``student`` (a fresh copy is compiled; ``student`` itself is untouched).
+
+    ``num_threads`` requests at once: random search's candidate scoring, and every bootstrap's teacher
+    pass (prefetched, see :func:`prefetch_teacher_calls`; 1 = DSPy's own sequential pass only).
+    """
     import dspy
-    from dspy.teleprompt import BootstrapFewShot, BootstrapFewShotWithRandomSearch
+    from dspy.teleprompt import BootstrapFewShotWithRandomSearch
 
     if not trainset:
         raise ValueError("compile_program: empty compile set")
     adapter = adapter or dspy.ChatAdapter(use_json_adapter_fallback=False)
-    with dspy.context(lm=lm, adapter=adapter), _quiet():
+    with dspy.context(lm=lm, adapter=adapter), _quiet(), concurrent_teacher_pass(num_threads) as BootstrapFewShot:  # noqa: N806
         if optimizer == "bootstrap":
             opt = BootstrapFewShot(metric=metric, max_bootstrapped_demos=max_demos, max_labeled_demos=max_demos, max_rounds=1, max_errors=len(trainset) + 1)
             program = opt.compile(student.reset_copy(), trainset=list(trainset))
@@ -131,7 +215,8 @@ def mix_experiment(
     for mix in mixes:
         compile_set = compile_mix(train_cases, size, mix, seed=seed)
         n_coll = sum(1 for e in compile_set if e.slice == "colloquial")
-        program = compile_program("bootstrap", make_student(), compile_set, metric=metric, lm=lm, adapter=adapter, max_demos=max_demos)
+        program = compile_program("bootstrap", make_student(), compile_set, metric=metric, lm=lm, adapter=adapter, max_demos=max_demos,
+                                  num_threads=num_threads)  # fmt: skip
         result = evaluate_program(program, dev_examples, lm=lm, kb=kb, adapter=adapter, label=f"mix {mix:.0%}", num_threads=num_threads, server=server, progress=False)
         by_slice = result.score_by_slice()
         demos = demo_counts(program)

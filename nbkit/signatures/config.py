@@ -43,6 +43,9 @@ class SessionConfig:
     device: str = field(default="auto", metadata={"choices": ["auto", "cpu", "cuda"]})
     n_ctx: int = field(default=2048, metadata={"min": 256, "max": 8192})
     servers: int = field(default=0, metadata={"min": 0, "max": 64, "help": "local llama.cpp servers, one thread each; 0 = one per usable core"})
+    server: str = field(default="auto", metadata={"choices": ["auto", "llama-server", "llama-cpp-python"],
+                                                  "help": "auto: llama.cpp's llama-server (batching) when make setup built it, else llama-cpp-python's"})  # fmt: skip
+    slots: int = field(default=4, metadata={"min": 1, "max": 64, "help": "requests each llama-server decodes together (llama-cpp-python: always 1)"})
     cache: str = field(default="disk", metadata={"choices": ["disk", "memory", "off"],
                                                  "help": "disk: a re-run with the same model, prompts and settings is answered from "
                                                          "DSPy's on-disk cache (counted in lm_calls); memory: within this run only"})  # fmt: skip

@@ -178,9 +178,13 @@ def evaluate_program(
 ) -> EvalResult:
     """Run ``program`` on every example under ``lm``/``adapter``; never raises for a bad answer, only records it.
 
-    ``server`` (a LocalLMServer) is checked after a failed call, so a crashed server stops the run with
-    its log instead of recording dozens of connection errors as model failures.
+    ``num_threads`` requests are in flight at once (a batching server needs as many as it has slots).
+    ``server`` (a LocalLMServer or pool) is checked after a failed call: when it has died, the remaining
+    examples are not sent, and the run stops with one ``LMServerError`` naming the server and its log,
+    instead of recording dozens of connection errors as model failures.
     """
+    import threading
+
     import dspy
     from dspy.utils.parallelizer import ParallelExecutor
 
@@ -188,8 +192,11 @@ def evaluate_program(
         raise ValueError(f"evaluate_program({label!r}): no examples to evaluate")
     adapter = adapter or dspy.ChatAdapter(use_json_adapter_fallback=False)
     history_before = len(lm.history)
+    server_down = threading.Event()
 
     def run_one(example):
+        if server_down.is_set():
+            return None  # the server died: nothing more is sent, the error is raised once below
         start = time.perf_counter()
         outputs, error = None, None
         try:
@@ -197,8 +204,9 @@ def evaluate_program(
         except dspy.utils.exceptions.AdapterParseError as exc:
             error = exc
         except Exception as exc:
-            if server is not None:
-                server.ensure_running()  # raises LMServerError with the log tail
+            if server is not None and not server_running(server):
+                server_down.set()
+                return None
             error = exc
             if not _is_model_output_error(exc):
                 raise
@@ -226,12 +234,21 @@ def evaluate_program(
     seconds = time.perf_counter() - start
     missing = [i for i, r in enumerate(records) if r is None]
     if missing and server is not None:
-        server.ensure_running()  # a crashed server: its exit code and log, not a generic count
+        server.ensure_running()  # a crashed server: one error with its name, exit code and log, not a generic count
     if missing:
         raise RuntimeError(f"evaluate_program({label!r}): {len(missing)} of {len(records)} examples failed outside the model (see the log above)")
     new_entries = lm.history[history_before:]
     tokens = sum(_usage_tokens(e) for e in new_entries)
     return EvalResult(label, records, seconds, len(new_entries), tokens, {"num_threads": num_threads, "adapter": type(adapter).__name__})
+
+
+def server_running(server) -> bool:
+    """False when ``server`` (or a server of a pool) has stopped: its ``ensure_running`` raises."""
+    try:
+        server.ensure_running()
+    except Exception:
+        return False
+    return True
 
 
 def _is_model_output_error(exc: Exception) -> bool:

@@ -112,9 +112,11 @@ class SignatureSession:
     def lm_for(self, adapter: str, signature: str = "typed"):
         """The LM to use with ``adapter``: for ``json_grammar`` a copy that sends the signature's JSON schema.
 
-        llama-cpp-python turns ``response_format={"type": "json_object", "schema": ...}`` into a grammar, so
-        the decoder can only emit JSON of the contract's *shape* (fields, types). Bounds (confidence in
-        [0, 1], <= 50 words) are not part of the grammar and still have to be checked after parsing.
+        The local server turns the schema into a grammar (``server.schema_constraint``: llama-cpp-python
+        gets ``response_format={"type": "json_object", "schema": ...}``, llama-server the same grammar
+        built by llama-cpp-python's converter), so the decoder can only emit JSON of the contract's *shape*
+        (fields, types). Bounds (confidence in [0, 1], <= 50 words) are not part of the grammar and still
+        have to be checked after parsing.
         """
         if adapter != "json_grammar":
             return self.lm
@@ -125,8 +127,10 @@ class SignatureSession:
         if key not in self._lm_copies:
             from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 
+            from nbkit.signatures.server import schema_constraint
+
             schema = _get_structured_outputs_response_format(sig).model_json_schema()
-            self._lm_copies[key] = self.lm.copy(response_format={"type": "json_object", "schema": schema})
+            self._lm_copies[key] = self.lm.copy(**schema_constraint(self.server.kind, schema))
         return self._lm_copies[key]
 
     def history(self) -> list[dict]:
@@ -156,29 +160,44 @@ class SignatureSession:
 def start_session(cfg: SessionConfig | None = None) -> SignatureSession:
     """Load and validate the data first (cheap, fails fast), then start the LM once for every experiment.
 
-    The device is resolved here, once. With the local model, ``cfg.servers`` llama.cpp servers (one
-    thread each; 0 = one per usable core) sit behind one dispatcher, and DSPy evaluates with as many
-    threads, so questions decode in parallel (see ``server.LocalLMPool``). On CUDA one server offloads
-    every layer instead (needs a CUDA build of llama-cpp-python, see README).
+    The device is resolved here, once. With the local model, ``cfg.servers`` single-threaded servers
+    (0 = one per usable core) sit behind one dispatcher: llama.cpp's ``llama-server`` with ``cfg.slots``
+    requests decoded together in each (``cfg.server="auto"`` when ``make setup`` built it), else
+    llama-cpp-python's server, one request each. DSPy then evaluates with as many threads as the servers
+    have slots, so the batch stays full (see ``server.LocalLMPool``). On CUDA one server offloads every
+    layer instead (``--n-gpu-layers``; the fallback needs a CUDA build of llama-cpp-python, see README).
     """
     from nbkit.device import pick_device
     from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases
     from nbkit.signatures.lm import LOCAL, make_lm
-    from nbkit.signatures.server import usable_cores
+    from nbkit.signatures.server import resolve_server_kind, usable_cores
 
     cfg = cfg or SessionConfig()
     device = pick_device(cfg.device)
     kb = load_knowledge_base(cfg.kb_path or None)
     cases = load_cases(cfg.cases_path or None, kb)
     splits = split_cases(cases, cfg.seed)
-    on_cuda = device.type == "cuda"
-    n_servers = 1 if on_cuda else (cfg.servers or usable_cores())
-    server_kwargs = {"n_ctx": cfg.n_ctx, "n_servers": n_servers, "extra_args": ("--n_gpu_layers", "-1") if on_cuda else ()}
     handle = make_lm(cfg.lm_model, api_base=cfg.api_base or None, api_key_env=cfg.api_key_env or None, max_tokens=cfg.max_tokens,
-                     server_kwargs=server_kwargs, cache=cfg.cache)  # fmt: skip
-    # A remote API serves requests concurrently on its own; the local pool serves n_servers at a time.
-    threads = n_servers if cfg.lm_model == LOCAL else 4
+                     server_kwargs=local_server_kwargs(cfg, device.type, resolve_server_kind(cfg.server) if cfg.lm_model == LOCAL else cfg.server,
+                                                       usable_cores()), cache=cfg.cache)  # fmt: skip
+    # A remote API serves requests concurrently on its own; the local pool serves `capacity` at a time.
+    threads = handle.server.capacity if cfg.lm_model == LOCAL else 4
     return SignatureSession(handle, kb, cases, splits, seed=cfg.seed, num_threads=threads, device=str(device))
+
+
+def local_server_kwargs(cfg: SessionConfig, device_type: str, kind: str, cores: int) -> dict:
+    """``LocalLMPool``'s arguments for ``cfg`` on ``device_type`` ("cpu"/"cuda") with ``kind`` of server and ``cores`` usable cores.
+
+    On CUDA: one server with every layer on the GPU (llama-server: ``--n-gpu-layers all``; llama-cpp-python:
+    ``--n_gpu_layers -1``). On CPU: ``cfg.servers`` servers (0 = one per core), one thread each, no GPU layers.
+    """
+    on_cuda = device_type == "cuda"
+    kwargs: dict[str, Any] = {"n_ctx": cfg.n_ctx, "n_servers": 1 if on_cuda else (cfg.servers or cores), "kind": kind}
+    if kind == "llama-server":
+        kwargs.update(slots=cfg.slots, n_gpu_layers="all" if on_cuda else 0)
+    else:
+        kwargs["extra_args"] = ("--n_gpu_layers", "-1") if on_cuda else ()
+    return kwargs
 
 
 def _plain(value):

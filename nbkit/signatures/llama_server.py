@@ -23,6 +23,10 @@ machine and kept as small as possible:
 
 With ``NBKIT_LLAMA_PARENT_PID`` set (``LocalLMServer`` sets it), the server also exits on its own when its
 parent process disappears, so even a SIGKILLed kernel leaves no orphan.
+
+``python -m nbkit.signatures.llama_server --supervise BINARY ARGS`` runs a server *program* (llama.cpp's
+``llama-server``) under the same guard: :func:`supervise` starts it with a parent-death signal, ends it
+when nbkit's process disappears, and exits with its exit status.
 """
 
 from __future__ import annotations
@@ -190,8 +194,58 @@ def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="nbkit-parent-watch", daemon=True).start()
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it when its parent (the supervisor) exits (Linux ``PR_SET_PDEATHSIG``)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the supervisor's own watch still ends the child on stop()
+
+
+def supervise(argv: list[str], parent_pid: int | None) -> int:
+    """Run ``argv`` (a server program) until it exits; end it when ``parent_pid`` disappears or we are signalled.
+
+    The program cannot watch nbkit's process itself. Here it gets a parent-death signal (so a SIGKILLed
+    supervisor takes it along) and this process watches nbkit's: when nbkit's process is gone, the
+    program is terminated. Our exit status is the program's (a program killed by signal N: we end by N too).
+    """
+    import signal
+    import subprocess
+    import time
+
+    child = subprocess.Popen(argv, preexec_fn=_die_with_parent)  # noqa: PLW1509 (single-threaded here: nothing else runs yet)
+
+    def forward(signum, _frame):
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    while child.poll() is None:
+        if parent_pid is not None and os.getppid() != parent_pid:
+            child.terminate()
+            try:
+                child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            break
+        time.sleep(0.5)
+    code = child.wait()
+    if code < 0:  # killed by a signal: report it the same way to whoever waits for us
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
 def main() -> None:
+    import sys
+
     parent = os.environ.get("NBKIT_LLAMA_PARENT_PID")
+    if len(sys.argv) > 2 and sys.argv[1] == "--supervise":
+        sys.exit(supervise(sys.argv[2:], int(parent) if parent else None))
     if parent:
         exit_with_parent(int(parent))
     if os.environ.get("NBKIT_LLAMA_EXTRA_BUFTS", "0") != "1":

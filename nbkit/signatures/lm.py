@@ -1,6 +1,7 @@
 """Build the ``dspy.LM`` a notebook run uses: the local llama.cpp server by default, any DSPy/LiteLLM model by name.
 
-``LM_MODEL = "local"`` (the default) starts :class:`~nbkit.signatures.server.LocalLMPool` and reaches it
+``LM_MODEL = "local"`` (the default) starts :class:`~nbkit.signatures.server.LocalLMPool` (llama.cpp's
+``llama-server`` when ``make setup`` built it, else llama-cpp-python's server) and reaches it
 the way users reach Ollama, vLLM or llama.cpp: ``dspy.LM("openai/<alias>", api_base=..., api_key="local")``.
 Any other value is passed to ``dspy.LM`` unchanged (``"openai/gpt-4o-mini"``, ``"ollama_chat/llama3"``…);
 its key is read from the environment variable named by ``api_key_env`` and never written anywhere.
@@ -40,11 +41,15 @@ def cache_dir():
     return Path(root) / "dspy"
 
 
-def local_model_alias(model_path=None, *, n_ctx: int = 2048, extra_args=(), base: str = "smollm2-135m-instruct") -> str:
+def local_model_alias(model_path=None, *, n_ctx: int = 2048, extra_args=(), base: str = "smollm2-135m-instruct", kind: str = "llama-cpp-python",
+                      slots: int = 1, n_gpu_layers=0) -> str:  # fmt: skip
     """The local model's name on the wire: ``base`` plus a fingerprint of what decides its answers.
 
     The fingerprint hashes the GGUF file's bytes, llama-cpp-python's version, the context size and the
     server's extra arguments, so DSPy's cache (keyed on the model name) misses when any of them changes.
+    For llama.cpp's ``llama-server`` (``kind``) it also hashes the kind, how the binary was built (its
+    ``llama-server.json``), the slots decoded together (a batch may round differently from one request)
+    and the GPU layers, so answers of the two kinds of server never share cache entries.
     The file hash is remembered per (path, size, mtime) — hashing 92 MB again would cost a second.
     """
     import hashlib
@@ -62,6 +67,13 @@ def local_model_alias(model_path=None, *, n_ctx: int = 2048, extra_args=(), base
     except PackageNotFoundError:
         llama_version = "none"
     parts = [_file_digest(str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns), llama_version, str(n_ctx), *map(str, extra_args)]
+    if kind != "llama-cpp-python":  # the fallback keeps the names (and cache entries) it always had
+        from nbkit.signatures.server import llama_server_binary
+
+        binary = llama_server_binary()
+        info = binary.with_name(binary.name + ".json") if binary is not None else None
+        build = info.read_text() if info is not None and info.is_file() else str(binary)
+        parts += [f"kind={kind}", build, f"slots={slots}", f"n_gpu_layers={n_gpu_layers}"]
     return f"{base}-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:12]}"
 
 
@@ -154,12 +166,15 @@ def make_lm(
     dspy.configure_cache(enable_disk_cache=disk, enable_memory_cache=cache != "off", **({"disk_cache_dir": str(cache_dir())} if disk else {}))
     cache = cache != "off"
     if model == LOCAL:
-        from nbkit.signatures.server import LocalLMPool
+        from nbkit.signatures.server import LocalLMPool, resolve_server_kind
 
-        # One llama.cpp server per core behind one dispatcher (server_kwargs["n_servers"]; default: usable cores).
+        # Local servers behind one dispatcher (server_kwargs["n_servers"], default one per usable core; "kind":
+        # llama-server with "slots" requests each when built, else llama-cpp-python's server, see server.py).
         kwargs = dict(server_kwargs or {})
-        kwargs.setdefault("model_alias", local_model_alias(kwargs.get("model_path"), n_ctx=kwargs.get("n_ctx", 2048),
-                                                           extra_args=kwargs.get("extra_args", ())))  # fmt: skip
+        kwargs["kind"] = resolve_server_kind(kwargs.get("kind", "auto"))
+        slots = kwargs.get("slots", 4) if kwargs["kind"] == "llama-server" else 1
+        kwargs.setdefault("model_alias", local_model_alias(kwargs.get("model_path"), n_ctx=kwargs.get("n_ctx", 2048), extra_args=kwargs.get("extra_args", ()),
+                                                           kind=kwargs["kind"], slots=slots, n_gpu_layers=kwargs.get("n_gpu_layers", 0)))  # fmt: skip
         server = LocalLMPool(**kwargs).start()
         try:
             lm = dspy.LM(
@@ -170,7 +185,8 @@ def make_lm(
         except BaseException:
             server.stop()
             raise
-        return LMHandle(lm, model, max_tokens, server, {"api_base": server.api_base, "model_path": str(server.model_path), "log": str(server.log_path)})
+        return LMHandle(lm, model, max_tokens, server, {"api_base": server.api_base, "model_path": str(server.model_path), "log": str(server.log_path),
+                                                        "server": server.kind, "capacity": server.capacity})  # fmt: skip
     key = resolve_api_key(model, api_key_env)
     kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "cache": cache}
     if api_base:

@@ -1,13 +1,22 @@
-"""Start, watch and stop a local OpenAI-compatible LLM server (llama-cpp-python) for DSPy.
+"""Start, watch and stop a local OpenAI-compatible LLM server for DSPy: llama.cpp's or llama-cpp-python's.
 
-``LocalLMServer`` runs ``python -m nbkit.signatures.llama_server`` — llama-cpp-python's own server
-(``llama_cpp.server``) with two launch-time fixes, see that module — on 127.0.0.1 at a free port, in its
-own process group, with stdout/stderr in a log file. It waits for ``GET /v1/models`` to answer, and stops
-the whole process group on ``stop()``, on leaving a ``with`` block, and at interpreter exit (``atexit``),
-so a finished or interrupted notebook leaves no orphaned server.
+Two kinds of server, one lifecycle:
 
-Failures are one clear message: llama-cpp-python (or its ``[server]`` extra) missing, model file missing,
-port busy, the server exiting during start-up or mid-run (with the log's last lines).
+* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` from the
+  llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots`` requests decode together in one
+  batch (continuous batching) and a request reuses the longest cached prompt prefix.
+* ``LocalLMServer`` runs ``python -m nbkit.signatures.llama_server`` — llama-cpp-python's own server
+  (``llama_cpp.server``) with launch-time fixes, see that module — which answers one request at a time.
+  It is the fallback when the binary is absent (:func:`llama_server_binary`).
+
+Each runs on 127.0.0.1 at a free port, in its own process group, with stdout/stderr in a log file, under
+a supervisor that ends it when the process that started it disappears (a SIGKILLed kernel). It waits for
+``GET /v1/models`` to answer, and stops the whole process group on ``stop()``, on leaving a ``with``
+block, and at interpreter exit (``atexit``), so a finished or interrupted notebook leaves no orphaned server.
+``LocalLMPool`` puts several of either kind behind one loopback dispatcher.
+
+Failures are one clear message: the server program missing, model file missing, port busy, the server
+exiting during start-up or mid-run (naming the server and its log, with the log's last lines).
 """
 
 from __future__ import annotations
@@ -25,13 +34,15 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
 
 SERVER_INSTALL = 'pip install "llama-cpp-python[server]"   (CPU build ~15 min; see README for CUDA wheels)'
+LLAMA_SERVER_ENV = "NBKIT_LLAMA_SERVER"  # a llama-server binary to use instead of the one make setup built; "none": never
+SERVER_KINDS = ("auto", "llama-server", "llama-cpp-python")
 
 
 class LMServerError(RuntimeError):
@@ -113,15 +124,63 @@ def check_server_installed() -> None:
         raise LMServerError(f"llama-cpp-python's server extra is missing ({', '.join(missing)}); install it with: {SERVER_INSTALL}")
 
 
+def llama_server_binary() -> Path | None:
+    """The ``llama-server`` binary to serve with, or None (then llama-cpp-python's server is the fallback).
+
+    ``$NBKIT_LLAMA_SERVER`` names one explicitly (``none`` turns the binary off); otherwise the one
+    ``make setup`` installed beside this Python (``scripts/build_llama_server.py``).
+    """
+    env = os.environ.get(LLAMA_SERVER_ENV)
+    if env is not None:
+        if env.strip().lower() in ("", "0", "none", "off"):
+            return None
+        path = Path(env).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise UsageError(f"{LLAMA_SERVER_ENV}={env}: not an executable file; expected the path of a llama-server binary, or 'none'")
+        return path
+    path = Path(sys.executable).parent / "llama-server"
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def resolve_server_kind(kind: str = "auto") -> str:
+    """``"llama-server"`` or ``"llama-cpp-python"``: ``auto`` is the binary when present, else the fallback."""
+    if kind not in SERVER_KINDS:
+        raise UsageError(f"server kind {kind!r}: expected one of {SERVER_KINDS}")
+    if kind == "auto":
+        return "llama-server" if llama_server_binary() is not None else "llama-cpp-python"
+    if kind == "llama-server" and llama_server_binary() is None:
+        raise LMServerError(f"the llama-server binary is not installed (looked beside {sys.executable}; ${LLAMA_SERVER_ENV} unset): "
+                            "run `make setup` (it builds it) or `python scripts/build_llama_server.py`, or use server kind 'auto'")  # fmt: skip
+    return kind
+
+
+def schema_constraint(kind: str, schema: dict) -> dict:
+    """The request fields that make server ``kind`` decode only JSON matching ``schema``.
+
+    llama-cpp-python turns ``response_format={"type": "json_object", "schema": ...}`` into a grammar with its
+    own converter (``llama_cpp.llama_grammar.json_schema_to_gbnf``: at most one space between JSON tokens).
+    llama-server's converter also allows newlines and indentation there, which changes what the model
+    writes; so llama-server is sent llama-cpp-python's grammar itself (its ``grammar`` field): the same
+    constraint, the same tokens as today's path (tested token by token).
+    """
+    if kind == "llama-server":
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        return {"grammar": json_schema_to_gbnf(json.dumps(schema))}
+    return {"response_format": {"type": "json_object", "schema": schema}}
+
+
 @dataclass
 class ServerStats:
-    """What one direct completion measured."""
+    """What one direct completion measured (``cached_prompt_tokens``: prompt tokens the server took from its cache)."""
 
     completion_tokens: int
     prompt_tokens: int
     seconds: float
     finish_reason: str
     text: str = ""
+    cached_prompt_tokens: int | None = None
+    tokens: list = field(default_factory=list)  # the generated tokens, when the request asked for logprobs
 
     @property
     def tokens_per_s(self) -> float:
@@ -145,10 +204,15 @@ class _Completions:
     def api_base(self) -> str:
         return self.base_url + "/v1"
 
-    def complete(self, prompt: str, *, max_tokens: int | None = 64, field: str = "max_tokens", temperature: float = 0.0, timeout: float = 300.0) -> ServerStats:
-        """One chat completion sent directly (no DSPy) with the token limit in ``field``."""
+    def complete(self, prompt: str | list[dict], *, max_tokens: int | None = 64, field: str = "max_tokens", temperature: float = 0.0,
+                 timeout: float = 300.0, extra: dict | None = None) -> ServerStats:  # fmt: skip
+        """One chat completion sent directly (no DSPy) with the token limit in ``field``.
+
+        ``prompt`` is the user message, or a whole ``messages`` list; ``extra`` adds request fields
+        (``response_format``, ``logprobs``…)."""
         self.ensure_running()
-        payload: dict[str, Any] = {"model": self.model_alias, "messages": [{"role": "user", "content": prompt}], "temperature": temperature, "seed": 0}
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        payload: dict[str, Any] = {"model": self.model_alias, "messages": messages, "temperature": temperature, "seed": 0, **(extra or {})}
         if max_tokens is not None:
             payload[field] = max_tokens
         start = time.perf_counter()
@@ -159,12 +223,16 @@ class _Completions:
             raise LMServerError(f"request to {self.api_base} failed: {exc}") from exc
         elapsed = time.perf_counter() - start
         usage = answer.get("usage") or {}
+        # llama-server reports the prompt tokens it reused in ``timings.cache_n``; llama-cpp-python reports none.
+        cached = (answer.get("timings") or {}).get("cache_n")
         return ServerStats(
             completion_tokens=int(usage.get("completion_tokens", 0)),
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             seconds=elapsed,
             finish_reason=str(answer["choices"][0].get("finish_reason")),
             text=str((answer["choices"][0].get("message") or {}).get("content") or ""),
+            cached_prompt_tokens=None if cached is None else int(cached),
+            tokens=[t.get("token") for t in ((answer["choices"][0].get("logprobs") or {}).get("content") or [])],
         )
 
     def tokens_per_s(self, max_tokens: int = 64, prompt: str = "Write a long story about a dragon who learns to cook.") -> ServerStats:
@@ -173,7 +241,7 @@ class _Completions:
 
 
 class LocalLMServer(_Completions):
-    """A llama-cpp-python OpenAI-compatible server on loopback, owned by this process.
+    """A llama-cpp-python OpenAI-compatible server on loopback, owned by this process (one request at a time).
 
     >>> with LocalLMServer() as server:            # doctest: +SKIP
     ...     lm = dspy.LM(f"openai/{server.model_alias}", api_base=server.api_base, api_key="local")
@@ -214,6 +282,17 @@ class LocalLMServer(_Completions):
         self.process: subprocess.Popen | None = None
         self._log_fh = None
 
+    kind = "llama-cpp-python"
+    slots = 1  # requests it decodes at once
+
+    @property
+    def label(self) -> str:
+        """How errors name this server: its kind and port."""
+        return f"{self.kind} server" + (f" on port {self.port}" if self.port else "")
+
+    def check_installed(self) -> None:
+        check_server_installed()
+
     # -- lifecycle -------------------------------------------------------------------------
     def command(self) -> list[str]:
         return [
@@ -227,7 +306,7 @@ class LocalLMServer(_Completions):
     def start(self) -> LocalLMServer:
         if self.running:
             return self
-        check_server_installed()
+        self.check_installed()
         self.port = self.requested_port or free_port(self.host)
         if port_in_use(self.port, self.host):
             raise LMServerError(f"port {self.port} on {self.host} is already in use; pick another port or port=None for a free one")
@@ -258,14 +337,14 @@ class LocalLMServer(_Completions):
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise LMServerError(
-                    f"LLM server exited during start-up with code {self.process.returncode}; log {self.log_path}:\n{self.log_tail()}"
+                    f"{self.label} exited during start-up with code {self.process.returncode}; log {self.log_path}:\n{self.log_tail()}"
                 )
             try:
                 http_json(self.base_url + "/v1/models", timeout=2.0)
                 return
             except (urllib.error.URLError, ConnectionError, OSError, json.JSONDecodeError):
                 time.sleep(0.25)
-        raise LMServerError(f"LLM server did not answer /v1/models within {self.startup_timeout:.0f} s; log {self.log_path}:\n{self.log_tail()}")
+        raise LMServerError(f"{self.label} did not answer /v1/models within {self.startup_timeout:.0f} s; log {self.log_path}:\n{self.log_tail()}")
 
     @property
     def running(self) -> bool:
@@ -274,9 +353,10 @@ class LocalLMServer(_Completions):
     def ensure_running(self) -> None:
         """Raise a readable error when the server died (crash mid-run) instead of letting a call hang."""
         if self.process is None:
-            raise LMServerError("LLM server was never started")
+            raise LMServerError(f"{self.label} is not running (never started, or stopped)")
         if self.process.poll() is not None:
-            raise LMServerError(f"LLM server stopped (exit code {self.process.returncode}); log {self.log_path}:\n{self.log_tail()}")
+            raise LMServerError(f"{self.label} stopped (exit code {self.process.returncode}) while it was needed; "
+                                f"log {self.log_path}:\n{self.log_tail()}")  # fmt: skip
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.process = self.process, None
@@ -313,6 +393,57 @@ class LocalLMServer(_Completions):
         return "\n".join(text[-lines:])
 
 
+class LlamaCppServer(LocalLMServer):
+    """llama.cpp's own ``llama-server`` on loopback: ``slots`` requests decoded together, prompt prefixes reused.
+
+    Launched through ``python -m nbkit.signatures.llama_server --supervise`` (a small supervisor that ends
+    the binary when this process disappears). The flags make a request answered alone get the tokens
+    llama-cpp-python's server gives it (:meth:`command` says which flag matches which of its defaults);
+    ``n_ctx`` is each slot's context, as it is llama-cpp-python's per-request context. ``n_gpu_layers``
+    (0 on CPU, ``"all"`` on CUDA) is passed as ``--n-gpu-layers``; a CPU-only build ignores it.
+    """
+
+    kind = "llama-server"
+
+    def __init__(self, model_path: str | os.PathLike | None = None, *, slots: int = 4, n_gpu_layers: int | str = 0,
+                 binary: str | os.PathLike | None = None, cache_ram_mib: int = 256, **kwargs: Any):  # fmt: skip
+        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+            raise UsageError(f"slots must be a positive int, got {slots!r}")
+        if not (n_gpu_layers in ("all", "auto") or (isinstance(n_gpu_layers, int) and not isinstance(n_gpu_layers, bool) and n_gpu_layers >= 0)):
+            raise UsageError(f"n_gpu_layers must be an int >= 0, 'all' or 'auto', got {n_gpu_layers!r}")
+        kwargs.setdefault("log_path", Path(tempfile.gettempdir()) / f"nbkit-llama.cpp-server-{os.getpid()}.log")
+        super().__init__(model_path, **kwargs)
+        self.slots = slots
+        self.n_gpu_layers = n_gpu_layers
+        self.cache_ram_mib = cache_ram_mib
+        self.binary = Path(binary) if binary is not None else llama_server_binary()
+
+    def check_installed(self) -> None:
+        if self.binary is None or not self.binary.is_file():
+            raise LMServerError(f"the llama-server binary is not installed ({self.binary or 'none found beside ' + sys.executable}); "
+                                "run `make setup` or `python scripts/build_llama_server.py`")  # fmt: skip
+
+    def server_args(self) -> list[str]:
+        """llama-server's arguments (without the binary): what to serve, and how to answer as llama-cpp-python does."""
+        return [
+            "--model", str(self.model_path), "--alias", self.model_alias, "--host", self.host, "--port", str(self.port),
+            "--parallel", str(self.slots), "--ctx-size", str(self.n_ctx * self.slots), "--no-kv-unified",  # n_ctx per slot
+            "--threads", str(self.n_threads), "--threads-batch", str(self.n_threads),
+            "--n-gpu-layers", str(self.n_gpu_layers),
+            # llama-cpp-python's defaults, so one request gets its tokens: 512-token batches, no flash attention,
+            # repetition penalty 1.1 over the last 64 tokens (its server's default; DSPy sends none), and plain
+            # CPU weight buffers (nbkit's launcher turns llama.cpp's repacking off, see llama_server.py).
+            "--batch-size", "512", "--ubatch-size", "512", "--flash-attn", "off", "--repeat-penalty", "1.1", "--repeat-last-n", "64",
+            "--no-repack",
+            # Prompt states kept in RAM for prefix reuse across slots; the default (8 GiB) is far more than a 135M model needs.
+            "--cache-ram", str(self.cache_ram_mib), "--no-webui", "--metrics",
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "nbkit.signatures.llama_server", "--supervise", str(self.binary), *self.server_args()]
+
+
 def usable_cores() -> int:
     """CPU cores this process may run on (the affinity mask, not the machine's count)."""
     try:
@@ -322,28 +453,37 @@ def usable_cores() -> int:
 
 
 class LocalLMPool(_Completions):
-    """``n_servers`` single-threaded llama-cpp-python servers behind one loopback dispatcher.
+    """``n_servers`` single-threaded local servers behind one loopback dispatcher, ``slots`` requests each.
 
     Why: llama-cpp-python's server answers one request at a time (``llama_outer_lock`` in
-    ``llama_cpp/server/app.py``), so DSPy's threads queue behind one decode loop. Here each request goes
-    to a server that is idle right now (a queue of free servers; a request waits only when all are busy),
-    so ``n`` concurrent requests decode on ``n`` cores. Clients see one ``api_base``, as with one server;
-    at temperature 0 every server gives the answer the others would (same model, same thread count —
-    ``bench/signatures_server.py`` checks it).
+    ``llama_cpp/server/app.py``), so DSPy's threads queue behind one decode loop; llama.cpp's
+    ``llama-server`` decodes ``slots`` requests in one batch. Here each request goes to a server with a free
+    slot right now (a queue holding every server once per slot; a request waits only when all slots are
+    busy), so ``n`` cores decode ``n × slots`` requests at once. Clients see one ``api_base``, as with one
+    server; at temperature 0 every server gives the answer the others would (same model, same thread
+    count — ``bench/signatures_server.py`` checks it).
+
+    ``kind`` is ``"llama-server"`` (:class:`LlamaCppServer`) or ``"llama-cpp-python"`` (:class:`LocalLMServer`,
+    always one slot); ``"auto"`` is the first when its binary is installed.
     """
 
     def __init__(self, n_servers: int | None = None, model_path: str | os.PathLike | None = None, *, host: str = "127.0.0.1",
                  n_ctx: int = 2048, n_threads: int = 1, model_alias: str = "smollm2-135m-instruct", log_dir: str | os.PathLike | None = None,
-                 startup_timeout: float = 90.0, extra_args: tuple[str, ...] = (), stock: bool = False):  # fmt: skip
+                 startup_timeout: float = 90.0, extra_args: tuple[str, ...] = (), stock: bool = False, kind: str = "llama-cpp-python",
+                 slots: int = 4, n_gpu_layers: int | str = 0):  # fmt: skip
         n = usable_cores() if n_servers is None else n_servers
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise UsageError(f"n_servers must be a positive int, got {n_servers!r}")
+        self.kind = resolve_server_kind(kind)
         log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir())
-        self.servers = [
-            LocalLMServer(model_path, host=host, n_ctx=n_ctx, n_threads=n_threads, model_alias=model_alias, startup_timeout=startup_timeout,
-                          log_path=log_dir / f"nbkit-llama-server-{os.getpid()}-{i}.log", extra_args=extra_args, stock=stock)
-            for i in range(n)
-        ]  # fmt: skip
+        common = dict(host=host, n_ctx=n_ctx, n_threads=n_threads, model_alias=model_alias, startup_timeout=startup_timeout, extra_args=extra_args)
+        if self.kind == "llama-server":
+            self.servers = [LlamaCppServer(model_path, slots=slots, n_gpu_layers=n_gpu_layers, **common,
+                                           log_path=log_dir / f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log") for i in range(n)]  # fmt: skip
+        else:
+            self.servers = [LocalLMServer(model_path, **common, stock=stock, log_path=log_dir / f"nbkit-llama-server-{os.getpid()}-{i}.log")
+                            for i in range(n)]  # fmt: skip
+        self.slots = self.servers[0].slots
         self.host = host
         self.model_alias = model_alias
         self.model_path = self.servers[0].model_path
@@ -352,6 +492,15 @@ class LocalLMPool(_Completions):
         self.port: int | None = None
         self._httpd = None
         self._thread = None
+
+    @property
+    def capacity(self) -> int:
+        """Requests decoded at once: what a client needs in flight to keep every slot busy."""
+        return len(self.servers) * self.slots
+
+    @property
+    def label(self) -> str:
+        return f"pool of {len(self.servers)} {self.kind} servers"
 
     @property
     def log_path(self) -> Path:
@@ -375,8 +524,9 @@ class LocalLMPool(_Completions):
             self.stop()
             raise
         free: queue.Queue = queue.Queue()
-        for server in self.servers:
-            free.put(server)
+        for _ in range(self.slots):  # interleaved: concurrent requests spread over the servers first
+            for server in self.servers:
+                free.put(server)
         pool = self
 
         class Dispatch(http.server.BaseHTTPRequestHandler):
@@ -392,7 +542,7 @@ class LocalLMPool(_Completions):
                         status, data, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "application/json")
                     except (urllib.error.URLError, ConnectionError, OSError) as exc:
                         status, ctype = 502, "application/json"
-                        data = json.dumps({"error": {"message": f"llama server on port {server.port} failed: {exc}"}}).encode()
+                        data = json.dumps({"error": {"message": f"{server.label} failed: {exc}; log {server.log_path}"}}).encode()
                 finally:
                     free.put(server)
                 send_body(self, status, data, ctype)

@@ -123,17 +123,26 @@ def make_metric(spec: str, signature):
 
 def evaluate(program, examples, *, metric, lm, adapter, output_fields, num_threads: int = 1, server=None) -> dict[str, Any]:
     """Run ``program`` on every example; per-question score and structural contract violations."""
+    import threading
+
     import dspy
     from dspy.utils.parallelizer import ParallelExecutor
 
+    from nbkit.signatures.evaluation import server_running
+
+    server_down = threading.Event()
+
     def run_one(example):
+        if server_down.is_set():
+            return None
         outputs, error = None, None
         try:
             pred = program(**example.inputs())
             outputs = {k: v for k, v in pred.items()}
-        except Exception as exc:  # an unusable answer is recorded as a violation, a dead server stops the run
-            if server is not None:
-                server.ensure_running()
+        except Exception as exc:  # an unusable answer is recorded as a violation, a dead server stops the run (once, below)
+            if server is not None and not server_running(server):
+                server_down.set()
+                return None
             error = exc
         violations = [v.kind for v in check_contract(outputs, error, output_fields=output_fields) if v.kind in (PARSE_ERROR, MISSING_FIELD)]
         score = float(metric(example, dspy.Prediction(**outputs))) if outputs is not None and not violations else 0.0
@@ -143,6 +152,8 @@ def evaluate(program, examples, *, metric, lm, adapter, output_fields, num_threa
     with dspy.context(lm=lm, adapter=adapter):
         records = ParallelExecutor(num_threads=num_threads, disable_progress_bar=True, max_errors=len(examples) + 1).execute(run_one, list(examples))
     if any(r is None for r in records):
+        if server is not None:
+            server.ensure_running()  # a dead server: its name, exit code and log
         raise RuntimeError("some examples failed outside the model (see the log above)")
     return {"records": records, "seconds": time.perf_counter() - start}
 

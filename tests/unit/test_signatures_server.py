@@ -5,6 +5,8 @@ import json
 import os
 import signal
 import socket
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -343,3 +345,248 @@ def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_pa
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+# -- llama.cpp's llama-server: kind, arguments, supervisor (no binary needed) ---------------------------
+def _fake_model(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    return model
+
+
+def _fake_binary(tmp_path, name="llama-server"):
+    binary = tmp_path / name
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def test_server_kind_is_the_binary_when_present_else_the_fallback(tmp_path, monkeypatch):
+    monkeypatch.setenv(srv.LLAMA_SERVER_ENV, "none")
+    assert srv.llama_server_binary() is None and srv.resolve_server_kind("auto") == "llama-cpp-python"
+    with pytest.raises(srv.LMServerError, match="llama-server binary is not installed.*make setup"):
+        srv.resolve_server_kind("llama-server")
+    binary = _fake_binary(tmp_path)
+    monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
+    assert srv.llama_server_binary() == binary and srv.resolve_server_kind("auto") == "llama-server"
+    assert srv.resolve_server_kind("llama-cpp-python") == "llama-cpp-python"  # asked for explicitly: the fallback
+
+
+@pytest.mark.parametrize(
+    ("env", "kind", "pattern"),
+    [
+        ("{tmp}/missing-binary", "auto", r"NBKIT_LLAMA_SERVER=.*missing-binary: not an executable file; expected the path of a llama-server binary"),
+        ("{tmp}", "auto", r"not an executable file"),
+        ("none", "vllm", r"server kind 'vllm': expected one of \('auto', 'llama-server', 'llama-cpp-python'\)"),
+    ],
+)
+def test_bad_server_choice(tmp_path, monkeypatch, env, kind, pattern):
+    from nbkit.errors import UsageError
+
+    monkeypatch.setenv(srv.LLAMA_SERVER_ENV, env.format(tmp=tmp_path))
+    with pytest.raises(UsageError, match=pattern):
+        srv.resolve_server_kind(kind)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [({"slots": 0}, r"slots must be a positive int, got 0"), ({"slots": True}, r"slots must be a positive int, got True"),
+     ({"n_gpu_layers": -1}, r"n_gpu_layers must be an int >= 0, 'all' or 'auto', got -1"), ({"n_gpu_layers": "most"}, r"got 'most'")],
+)  # fmt: skip
+def test_bad_llama_server_settings(tmp_path, kwargs, pattern):
+    from nbkit.errors import UsageError
+
+    with pytest.raises(UsageError, match=pattern):
+        srv.LlamaCppServer(_fake_model(tmp_path), binary=_fake_binary(tmp_path), **kwargs)
+
+
+def _flag(args, name):
+    return args[args.index(name) + 1]
+
+
+def test_llama_server_arguments_on_cpu_and_on_cuda(tmp_path, monkeypatch):
+    """The CUDA path cannot run here; its arguments are what can be checked, through the same code as the CPU path."""
+    from nbkit.signatures.config import SessionConfig
+    from nbkit.signatures.experiments import local_server_kwargs
+
+    model, binary = _fake_model(tmp_path), _fake_binary(tmp_path)
+    monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
+    cpu = local_server_kwargs(SessionConfig(), "cpu", "llama-server", cores=2)
+    assert cpu == {"n_ctx": 2048, "n_servers": 2, "kind": "llama-server", "slots": 4, "n_gpu_layers": 0}
+    cuda = local_server_kwargs(SessionConfig(slots=8), "cuda", "llama-server", cores=2)
+    assert cuda == {"n_ctx": 2048, "n_servers": 1, "kind": "llama-server", "slots": 8, "n_gpu_layers": "all"}
+    fallback_cuda = local_server_kwargs(SessionConfig(), "cuda", "llama-cpp-python", cores=2)
+    assert fallback_cuda["extra_args"] == ("--n_gpu_layers", "-1") and fallback_cuda["n_servers"] == 1
+    assert local_server_kwargs(SessionConfig(servers=3), "cpu", "llama-cpp-python", cores=2)["extra_args"] == ()
+
+    pool = srv.LocalLMPool(model_path=model, **{k: v for k, v in cuda.items() if k != "n_ctx"}, n_ctx=cuda["n_ctx"])
+    (server,) = pool.servers
+    server.port = 12345
+    args = server.server_args()
+    assert _flag(args, "--n-gpu-layers") == "all" and _flag(args, "--parallel") == "8"
+    assert _flag(args, "--ctx-size") == str(2048 * 8) and "--no-kv-unified" in args  # n_ctx per slot, as llama-cpp-python's per request
+    # llama-cpp-python's defaults that decide tokens, so one request alone gets its answer
+    assert _flag(args, "--repeat-penalty") == "1.1" and _flag(args, "--repeat-last-n") == "64" and _flag(args, "--flash-attn") == "off"
+    assert _flag(args, "--batch-size") == "512" and "--no-repack" in args
+    assert server.command()[:4] == [sys.executable, "-m", "nbkit.signatures.llama_server", "--supervise"] and server.command()[4] == str(binary)
+    cpu_pool = srv.LocalLMPool(model_path=model, **cpu)
+    assert [_flag(s.server_args(), "--n-gpu-layers") for s in cpu_pool.servers] == ["0", "0"] and cpu_pool.capacity == 8
+
+
+def test_local_alias_separates_server_kinds_and_keeps_the_fallbacks_name(tmp_path, monkeypatch):
+    model = _fake_model(tmp_path)
+    monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(_fake_binary(tmp_path)))
+    fallback = lm_mod.local_model_alias(model)
+    assert lm_mod.local_model_alias(model, kind="llama-cpp-python", slots=4) == fallback  # the fallback's cache entries stay valid
+    batched = lm_mod.local_model_alias(model, kind="llama-server", slots=4)
+    assert batched != fallback
+    assert batched != lm_mod.local_model_alias(model, kind="llama-server", slots=8)
+    assert batched != lm_mod.local_model_alias(model, kind="llama-server", slots=4, n_gpu_layers="all")
+    (tmp_path / "llama-server.json").write_text('{"llama_cpp_python": "another"}')  # another build of the binary
+    assert batched != lm_mod.local_model_alias(model, kind="llama-server", slots=4)
+
+
+def test_supervisor_ends_the_server_program_when_its_parent_is_killed(tmp_path):
+    """A SIGKILLed kernel must not leave a llama-server behind: the supervisor watches its parent."""
+    import subprocess
+    import time
+
+    import psutil
+
+    pid_file = tmp_path / "pids"
+    parent_code = (
+        "import os, subprocess, sys, time\n"
+        "env = dict(os.environ, NBKIT_LLAMA_PARENT_PID=str(os.getpid()))\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'nbkit.signatures.llama_server', '--supervise', 'sleep', '300'], env=env)\n"
+        "time.sleep(1.5)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(300)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(srv.__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]))
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        supervisor = psutil.Process(int(pid_file.read_text()))
+        (program,) = supervisor.children()
+        assert program.cmdline()[:2] == ["sleep", "300"]
+        parent.kill()
+        parent.wait()
+        gone, alive = psutil.wait_procs([supervisor, program], timeout=10)
+        assert not alive, f"left running after the parent was killed: {alive}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+# -- llama-server, real binary: same tokens as today, a dead server mid-evaluation --------------------------
+def _needs_llama_server():
+    pytest.importorskip("llama_cpp")
+    if srv.llama_server_binary() is None:
+        pytest.skip("llama-server is not built (make setup builds it; scripts/build_llama_server.py)")
+
+
+def _dspy_messages(n):
+    import dspy
+
+    from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases, to_examples
+    from nbkit.signatures.contracts import signature_by_name
+
+    examples = to_examples(split_cases(load_cases(None, load_knowledge_base()), 0).dev)[:n]
+    return [dspy.JSONAdapter().format(signature_by_name("typed"), [], dict(ex.inputs())) for ex in examples]
+
+
+@pytest.mark.slow
+def test_llama_server_alone_gives_llama_cpp_pythons_tokens(tmp_path):
+    """One request at a time, llama-server must answer token for token as llama-cpp-python's server (today's
+    path): plain prompts, notebook 03's DSPy prompts, under the contract's JSON-schema grammar, and the
+    token limit in either field."""
+    _needs_llama_server()
+    from dspy.adapters.json_adapter import _get_structured_outputs_response_format
+
+    from nbkit.signatures.contracts import signature_by_name
+
+    schema = _get_structured_outputs_response_format(signature_by_name("typed")).model_json_schema()
+    plain = ["Name one cause of chest pain.", "Write a long story about a dragon."]
+    dspy_prompts = _dspy_messages(3)
+    requests = [(p, False, 24, "max_tokens") for p in plain] + [(plain[1], False, 12, "max_completion_tokens")]
+    requests += [(m, False, 40, "max_tokens") for m in dspy_prompts] + [(m, True, 64, "max_tokens") for m in dspy_prompts]
+
+    def answers(server):
+        out = []
+        for prompt, constrained, limit, field in requests:
+            extra = srv.schema_constraint(server.kind, schema) if constrained else {}  # what session.lm_for sends each kind
+            st = server.complete(prompt, max_tokens=limit, field=field, extra={"logprobs": True, "top_logprobs": 1, **extra})
+            assert st.completion_tokens <= limit and len(st.tokens) == st.completion_tokens
+            tokens = list(st.tokens)
+            if server.kind == "llama-server" and st.finish_reason == "stop" and tokens and tokens[-1] == "":
+                # llama-server also lists (and counts in completion_tokens) the end-of-turn token it stopped on;
+                # llama-cpp-python leaves it out. The generated text is compared without it.
+                tokens.pop()
+            out.append({"tokens": tokens, "text": st.text, "finish": st.finish_reason})
+        return out
+
+    with srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log") as today:
+        expected = answers(today)
+    with srv.LlamaCppServer(n_threads=1, n_ctx=1024, slots=1, log_path=tmp_path / "batching.log") as batching:
+        got = answers(batching)
+    differing = [i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
+    assert not differing, [(requests[i][1:], got[i], expected[i]) for i in differing]
+    assert any(e["finish"] == "length" for e in expected) and all(e["tokens"] for e in expected)
+    assert all(json.loads(e["text"]) for e, r in zip(expected, requests, strict=True) if r[1] and e["finish"] == "stop")  # the grammar held
+
+
+@pytest.mark.slow
+def test_server_killed_mid_evaluation_is_one_error_naming_it_and_no_process_survives(tmp_path):
+    """A local server SIGKILLed while an evaluation runs: the evaluation stops with one LMServerError that names
+    the server and its log (no retry, no list of per-question connection errors), and stopping the pool leaves
+    no server process behind."""
+    pytest.importorskip("llama_cpp")
+    import threading
+    import time
+
+    import dspy
+    import psutil
+
+    from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases, to_examples
+    from nbkit.signatures.contracts import signature_by_name
+    from nbkit.signatures.evaluation import evaluate_program
+
+    kind = srv.resolve_server_kind("auto")
+    kb = load_knowledge_base()
+    examples = to_examples(split_cases(load_cases(None, kb), 0).dev)[:16]
+    pool = srv.LocalLMPool(2, n_ctx=1024, log_dir=tmp_path, kind=kind, slots=2)
+    with pool:
+        procs = [psutil.Process(s.process.pid) for s in pool.servers]
+        procs += [c for p in procs for c in p.children(recursive=True)]
+        victim = pool.servers[0]
+        lm = dspy.LM(f"openai/{pool.model_alias}", api_base=pool.api_base, api_key="local", max_tokens=48, temperature=0.0, cache=False,
+                     num_retries=0)  # fmt: skip
+        killed = {}
+
+        def kill_after_first_answer():
+            while not lm.history:
+                time.sleep(0.05)
+            killed["at"] = time.monotonic()
+            os.killpg(victim.process.pid, signal.SIGKILL)
+
+        threading.Thread(target=kill_after_first_answer, daemon=True).start()
+        with pytest.raises(srv.LMServerError) as info:
+            evaluate_program(dspy.Predict(signature_by_name("typed")), examples, lm=lm, kb=kb, adapter=dspy.JSONAdapter(), num_threads=pool.capacity,
+                             server=pool, progress=False)  # fmt: skip
+        seconds = time.monotonic() - killed["at"]
+        message = str(info.value)
+        assert f"{kind} server on port {victim.port} stopped (exit code -9)" in message and str(victim.log_path) in message
+        assert len(lm.history) < len(examples)  # the remaining questions were not sent
+        assert seconds < 120, seconds
+    gone, alive = psutil.wait_procs(procs, timeout=15)
+    assert not alive, f"server processes left running: {alive}"
+
+
+def test_schema_constraint_sends_llama_cpp_pythons_grammar_to_llama_server():
+    pytest.importorskip("llama_cpp")
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    assert srv.schema_constraint("llama-cpp-python", schema) == {"response_format": {"type": "json_object", "schema": schema}}
+    grammar = srv.schema_constraint("llama-server", schema)["grammar"]
+    assert 'root ::= "{" space answer-kv "}" space' in grammar and 'space ::= " "?' in grammar  # one optional space, no newlines
