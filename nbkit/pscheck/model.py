@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from nbkit.pscheck.compat import v1_only_regions
 from nbkit.pscheck.types import Resolver, TypeRef, literal_value
 
 # Deeper hierarchies are reported as not checked: real ones are a few levels deep, and the MRO
@@ -291,6 +292,8 @@ class ModuleInfo:
     resolver: Resolver
     classes: list[ModelInfo] = field(default_factory=list)
     imports_pydantic_v1: bool = False
+    # Code only Pydantic v1 runs (compatibility branches): findings there are dropped (compat.py).
+    v1_regions: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     @property
     def lines(self) -> list[str]:
@@ -378,6 +381,7 @@ def describe_module(path: str, source: str, tree: ast.Module) -> ModuleInfo:
             classdefs.append(node)
     _collect_imports(imports, resolver, module)
     _collect_aliases(tree, resolver)
+    module.v1_regions = v1_only_regions(tree, source, resolver)
     module.classes = [_describe_class(node, module) for node in classdefs]
     return module
 
