@@ -307,9 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     peers = {p.strip() for p in args.peer_packages.split(",") if p.strip()}
     rows, everything = [], []
     print(f"pscheck on real code: {sys.executable} (Python {sys.version.split()[0]}), "
-          f"pscheck from {args.pscheck_src}, --select {args.select}")
+          f"pscheck from {args.pscheck_src}, --select {args.select}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"{'package':<20} {'version':>10} {'source':>9} {'files':>6} {'models':>6} {'wall s':>7} {'CPU s':>6} "
-          f"{'files/s':>8} findings per rule")
+          f"{'files/s':>8} {'/CPU-s':>7} findings per rule")
     for pkg in packages:
         if pkg.absent:
             print(f"{pkg.label:<20} {pkg.version:>10} {pkg.source:>9}  absent: {pkg.absent}")
@@ -323,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {"package": pkg.label, "version": pkg.version, "source": pkg.source, "files": s["files_checked"],
                "models": s["models_checked"], "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
                "files_per_s": round(s["files_checked"] / wall, 1) if wall else None,
+               "files_per_cpu_s": round(s["files_checked"] / cpu, 1) if cpu else None,
                "unreadable": s["unreadable"], "findings": per_rule}
         if pkg.label in peers:
             peer = run_peer(pkg)
@@ -330,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         rule_txt = ", ".join(f"{n} × {c}" for c, n in per_rule.items()) or "0"
         print(f"{pkg.label:<20} {pkg.version:>10} {pkg.source:>9} {row['files']:>6} {row['models']:>6} "
-              f"{wall:>7.1f} {cpu:>6.1f} {row['files_per_s']:>8} {rule_txt}"
+              f"{wall:>7.1f} {cpu:>6.1f} {row['files_per_s']:>8} {row['files_per_cpu_s']:>7} {rule_txt}"
               + (f"  [{s['unreadable']} unreadable]" if s["unreadable"] else ""))
     for row in rows:
         if "flake8_pydantic_wall_s" in row:
@@ -341,9 +343,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"peer on {row['package']}: flake8-pydantic {peer:.1f} s wall vs pscheck {row['wall_s']:.1f} s: "
                       f"pscheck is {peer / row['wall_s']:.2f}x its speed")
         if row.get("package") == "litellm" and "wall_s" in row:
-            ok = row["wall_s"] < LITELLM_BUDGET_S
-            print(f"speed target (litellm under {LITELLM_BUDGET_S:.0f} s static): "
-                  f"{'holds' if ok else 'refuted'} ({row['wall_s']:.1f} s, {row['files']} files)")
+            # Judged on CPU seconds (user+sys of the pscheck process): on a shared machine the wall
+            # clock also counts the time other processes held the cores.
+            ok = row["cpu_s"] < LITELLM_BUDGET_S
+            print(f"speed target (litellm under {LITELLM_BUDGET_S:.0f} s static, CPU seconds): "
+                  f"{'holds' if ok else 'refuted'} ({row['cpu_s']:.1f} CPU-s, {row['wall_s']:.1f} s wall, "
+                  f"{row['files']} files, {row['files'] / row['cpu_s']:.0f} files per CPU-s)")
 
     labels = load_labels(args.labels)
     samples = sample(everything)

@@ -43,7 +43,7 @@ def dump_startswith(m: Item) -> Item:
 def dump_compare(m: Item) -> dict[str, Any]:
     if PYDANTIC_VERSION < "2":
         return m.dict()
-    if pydantic.version.VERSION >= (2, 0):
+    if pydantic.version.VERSION >= "2":
         return m.model_dump()
     return m.dict()  # after a v2 branch that returns
 
