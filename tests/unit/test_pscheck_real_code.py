@@ -219,3 +219,16 @@ def test_wilson_interval(real):
     lo, hi = real.wilson(30, 30)
     assert 0.88 < lo < 0.89 and hi == 1.0
     assert real.wilson(0, 0) == (0.0, 1.0)
+
+
+def test_pydantic_base_reexported_by_a_project_module_is_recognised(tmp_path):
+    """llama-index style: ``from .bridge.pydantic import BaseModel`` where that module re-exports
+    pydantic's; without the bridge in the run the base stays unknown (no guess)."""
+    (tmp_path / "pkg" / "bridge").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "bridge" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "bridge" / "pydantic.py").write_text("from pydantic import BaseModel, Field\n")
+    user = tmp_path / "pkg" / "user.py"
+    user.write_text("from .bridge.pydantic import BaseModel\n\nclass U(BaseModel):\n    email: str = None\n")
+    assert [(d.code, d.line) for d in lint_paths([tmp_path / "pkg"])] == [("PSC001", 4)]
+    assert lint_paths([user]) == []
