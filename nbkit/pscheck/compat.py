@@ -48,9 +48,26 @@ _VERSION_NAME = re.compile(r"pydantic.*version|version.*pydantic", re.I)
 _PYDANTIC_VERSION_QUALNAMES = frozenset({"pydantic.VERSION", "pydantic.version.VERSION", "pydantic.__version__",
                                          "pydantic.version.version_short", "pydantic.version.VERSION_SHORT"})
 _VERSION_CALL = re.compile(r"(?:^|\.)(?:Version|LooseVersion|StrictVersion|parse|parse_version)$")
-# Cheap text pre-filter: a module mentioning none of these has no compatibility code.
-_HINT = re.compile(r"pydantic_?v?_?[0-9]|version|hasattr|model_|" + "|".join(sorted(V2_ONLY_NAMES)), re.I)
-_TEST_HINT = re.compile(r"pydantic_?v?_?[0-9]|version|hasattr", re.I)
+# Cheap text pre-filters (most modules have no compatibility code, and walking them costs): a
+# version test names pydantic's version, a flag or hasattr; a v2-fallback try uses a v2-only name.
+# (Lower-cased text, no IGNORECASE: a case-insensitive alternation scanned every file slowly.)
+_TEST_HINT = re.compile(r"pydantic_?v?_?[0-9]|pydantic\w*version|version\w*pydantic|version\(\s*[\"']pydantic"
+                        r"|pydantic\.__version__|hasattr\([^)\n]*[\"'](?:model_|__pydantic)")
+_VERSION_CONST = re.compile(r"\bVERSION\b")  # ``from pydantic import VERSION``: case matters
+
+
+def _has_version_tests(source: str) -> bool:
+    if "VERSION" not in source and "hasattr(" not in source and "ydantic" not in source \
+            and "YDANTIC" not in source:
+        return False
+    return _TEST_HINT.search(source.lower()) is not None or _VERSION_CONST.search(source) is not None
+
+
+
+def _mentions_v2(text: str) -> bool:
+    """Whether ``text`` contains a v2-only name (a substring test: a gate before the exact AST check;
+    C-speed substring scans are several times cheaper here than one regex alternation)."""
+    return any(tok in text for tok in _V2_ATTR_OR_NAME)
 _V2_WORLD_LOW, _V2_WORLD_HIGH = (2, 0, 0), (3, 0, 0)  # what "some 2.x release" means: [2.0.0, 3.0.0)
 UNKNOWN: Any = object()
 
@@ -261,7 +278,10 @@ def _span(nodes: list[Any]) -> tuple[int, int, int, int]:
     return (first.lineno, first.col_offset, last.end_lineno or last.lineno, last.end_col_offset or 0)
 
 
-def _uses_v2_api(stmts: list[ast.stmt]) -> bool:
+def _uses_v2_api(stmts: list[ast.stmt], lines: list[str]) -> bool:
+    first, last = stmts[0].lineno, stmts[-1].end_lineno or stmts[-1].lineno
+    if not _mentions_v2("\n".join(lines[first - 1:last])):
+        return False  # the text names no v2-only attribute: no need to walk the statements
     for s in stmts:
         for n in ast.walk(s):
             if isinstance(n, ast.Attribute) and n.attr in V2_ONLY_ATTRS:
@@ -276,15 +296,18 @@ def v1_only_regions(tree: ast.Module, source: str, resolver: Resolver) -> list[t
     """Spans ``(line, col, end_line, end_col)`` (1-based lines, 0-based columns, as ``ast``) of the
     code no Pydantic 2.x release runs: v1 branches of version tests, code after a v2 branch that
     returns, ``except`` clauses of ``try`` bodies that use the v2 API, v1 arms of ``x if T else y``."""
-    if not _HINT.search(source):
+    has_tests = _has_version_tests(source)
+    has_fallbacks = "try:" in source and _mentions_v2(source)
+    if not (has_tests or has_fallbacks):
         return []
-    world = V2World(resolver, tree)
+    world = V2World(resolver, tree) if has_tests else None
+    lines = source.splitlines()
     out: list[tuple[int, int, int, int]] = []
 
     def block(stmts: list[ast.stmt]) -> None:
         for i, s in enumerate(stmts):
             if isinstance(s, ast.If):
-                v = world.truth(s.test)
+                v = world.truth(s.test) if world is not None else UNKNOWN
                 taken = s.body if v is True else s.orelse if v is False else None
                 dead = s.orelse if v is True else s.body if v is False else None
                 if dead:
@@ -300,7 +323,7 @@ def v1_only_regions(tree: ast.Module, source: str, resolver: Resolver) -> list[t
                 continue
             if isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
                 block(s.body)  # type: ignore[attr-defined]
-                fallback = _uses_v2_api(s.body)  # type: ignore[attr-defined]
+                fallback = has_fallbacks and _uses_v2_api(s.body, lines)  # type: ignore[attr-defined]
                 for h in s.handlers:  # type: ignore[attr-defined]
                     if fallback:
                         out.append(_span(h.body))
@@ -320,6 +343,8 @@ def v1_only_regions(tree: ast.Module, source: str, resolver: Resolver) -> list[t
                     block(sub)
 
     block(tree.body)
+    if world is None:
+        return out
     for node in _ifexps(tree, source):
         v = world.truth(node.test)
         if v is True:
@@ -329,9 +354,13 @@ def v1_only_regions(tree: ast.Module, source: str, resolver: Resolver) -> list[t
     return out
 
 
+_IFEXP_TEST = re.compile(r"\S[ \t(]+if [^\n]*?(?:" + _TEST_HINT.pattern + r")")  # on lower-cased text
+_IFEXP_CONST = re.compile(r"\S[ \t(]+if [^\n]*?\bVERSION\b")
+
+
 def _ifexps(tree: ast.Module, source: str) -> Iterator[ast.IfExp]:
-    if " else " not in source or not _TEST_HINT.search(source):
-        return  # walking every expression is the costly part; most modules have no version test
+    if not (_IFEXP_TEST.search(source.lower()) or _IFEXP_CONST.search(source)):
+        return  # walking every expression is the costly part; only a one-line "x if <test> else y" needs it
     for n in ast.walk(tree):
         if isinstance(n, ast.IfExp):
             yield n
