@@ -123,7 +123,8 @@ def parse_output(tool: str, text: str) -> list[tuple[str, int, str, str]]:
 def commands(tool: str, target: Path, files: list[Path], cache: Path, ini: Path) -> list[str]:
     py = sys.executable
     if tool == "pscheck":
-        return [py, "-m", "nbkit.pscheck.cli", "--strict", str(target)]  # as users run it
+        # every group, as a user hunting all of the corpus's defect kinds would run it
+        return [py, "-m", "nbkit.pscheck.cli", "--strict", "--extend-select", "migration", str(target)]
     if tool == "mypy":
         return [py, "-m", "mypy", "--config-file", str(ini), "--cache-dir", str(cache), *map(str, files)]
     if tool == "flake8-pydantic":

@@ -15,7 +15,7 @@ JSON_SCHEMA_VERSION = 1
 
 
 def _codes(text: str | None) -> list[str]:
-    return [c.strip().upper() for c in (text or "").split(",") if c.strip()]
+    return [c.strip() for c in (text or "").split(",") if c.strip()]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,12 +27,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (walked for *.py)")
     p.add_argument("--path", dest="extra_paths", action="append", default=[], metavar="PATH",
                    help="same as a positional PATH (repeatable)")
-    p.add_argument("--strict", action="store_true", help="also run the strict-only rules (PSC1xx)")
+    p.add_argument("--strict", action="store_true",
+                   help="also run the strict-only rules (PSC1xx); same as --extend-select strict")
     p.add_argument("--error-level", choices=("warning", "error"), default="error",
                    help="lowest severity that makes the exit status 1 (default: error)")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to run (e.g. PSC0,PSC101)")
-    p.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes to skip")
+    p.add_argument("--select", metavar="CODES",
+                   help="comma-separated groups (default, migration, strict, all), codes or prefixes to run "
+                        "instead of the default group (e.g. PSC0,PSC101)")
+    p.add_argument("--extend-select", metavar="CODES",
+                   help="groups/codes to run in addition (e.g. migration: v1-to-v2 advice)")
+    p.add_argument("--ignore", metavar="CODES", help="comma-separated groups, codes or prefixes to skip")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import rules from MODULE (or MODULE:ATTR); its rules are enabled (repeatable)")
     p.add_argument("--import", dest="use_import", action="store_true",
@@ -61,7 +66,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except SystemExit as exc:  # argparse: exit 2 on bad arguments, 0 for --help
         return int(exc.code or 0)
     from nbkit.pscheck.engine import DEFAULT_MAX_BYTES, build_registry, lint
-    from nbkit.pscheck.registry import PluginError
+    from nbkit.pscheck.registry import GROUPS, PluginError, group_of
 
     try:
         registry, _, notes = build_registry(args.plugin, load_entry_points=not args.no_entry_points)
@@ -70,17 +75,19 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     if args.list_rules:
         for rule in registry:
-            flag = " (strict)" if rule.strict_only else ""
+            group = group_of(rule)
+            flag = "" if group == "default" else f" ({group}, opt-in)"
             print(f"{rule.code}  {rule.severity:<7}  {rule.name}{flag}: {rule.summary}")
         for n in notes:
             print(f"note: {n}", file=sys.stderr)
         return 0
-    select, ignore = _codes(args.select), _codes(args.ignore)
-    unknown = registry.unknown_codes(select + ignore)
-    if unknown:
-        print(f"pscheck: error: unknown rule code(s): {', '.join(unknown)} (see pscheck --list-rules)",
-              file=sys.stderr)
-        return 2
+    select, ignore, extend = _codes(args.select), _codes(args.ignore), _codes(args.extend_select)
+    for option, items in (("--select", select), ("--extend-select", extend), ("--ignore", ignore)):
+        unknown = registry.unknown_codes(items)
+        if unknown:
+            print(f"pscheck: error: {option}: unknown rule code or group: {', '.join(unknown)} (groups: "
+                  f"{', '.join(GROUPS)}; codes: pscheck --list-rules)", file=sys.stderr)
+            return 2
     paths = list(args.paths) + list(args.extra_paths)
     if not paths:
         parser.print_usage(sys.stderr)
@@ -91,6 +98,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     try:
         report = lint((), paths=paths, select=select or None, ignore=ignore, strict=args.strict,
+                      extend_select=extend,
                       plugins=args.plugin, use_import=args.use_import,
                       max_bytes=DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes,
                       load_entry_points=not args.no_entry_points)

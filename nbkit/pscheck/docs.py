@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nbkit.pscheck.registry import BaseRule, RuleRegistry
+from nbkit.pscheck.registry import BaseRule, RuleRegistry, group_of
 
 BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
 
@@ -28,12 +28,15 @@ def render_rules() -> str:
     rules = _rules()
     out = ["| Code | Name | Severity | Tier | What it flags |", "|---|---|---|---|---|"]
     for r in rules:
-        tier = "plugin (opt-in)" if r.code.startswith("PSP") else ("strict" if r.strict_only else "default")
+        group = group_of(r)
+        tier = "plugin (opt-in)" if r.code.startswith("PSP") else (group if group == "default" else f"{group} (opt-in)")
         out.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {tier} | {r.summary.replace('|', chr(92) + '|')} |")
     out.append("")
     for r in rules:
         out += [f"### {r.code}", "", f"**`{r.name}`** — severity **{r.severity}**"
-                + (" — strict only" if r.strict_only else "") + f". {r.summary}", "",
+                + (" — strict only" if r.strict_only else "")
+                + (f" — opt-in group `{r.group}` (`--extend-select {r.group}`)" if r.group != "default" else "")
+                + f". {r.summary}", "",
                 "Bad:", "", "```python", r.bad.strip(), "```", "", "Good:", "", "```python", r.good.strip(), "```",
                 "", "Why: " + " ".join(r.rationale.split()), ""]
     return "\n".join(out).rstrip() + "\n"

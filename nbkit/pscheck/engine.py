@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.pscheck.compat import in_regions
 from nbkit.pscheck.model import MAX_ANCESTORS, ClassIndex, ModuleInfo, describe_module, resolve_models
 from nbkit.pscheck.registry import UNREADABLE, BaseRule, Diagnostic, PluginError, RuleContext, RuleRegistry
 
@@ -208,6 +209,12 @@ def _suppressed(d: Diagnostic, lines_by_path: dict[str, list[str]]) -> bool:
     return any(d.code.startswith(c.strip().upper()) for c in codes.split(",") if c.strip())
 
 
+def _in_v1_code(d: Diagnostic, v1_code: dict[str, list[tuple[int, int, int, int]]]) -> bool:
+    """A finding in a compatibility branch only Pydantic v1 runs (``if PYDANTIC_V1:`` ...)."""
+    regions = v1_code.get(d.path)
+    return bool(regions) and d.code not in (UNREADABLE, RULE_CRASHED) and in_regions(regions, d.line, d.col - 1)
+
+
 def build_registry(plugins: Sequence[Any] = (), load_entry_points: bool = True
                    ) -> tuple[RuleRegistry, set[str], list[str]]:
     """Built-ins + entry-point rules + ``plugins``; returns (registry, codes the plugins added, notes).
@@ -284,11 +291,12 @@ def _guard(rule: BaseRule, fn: Any, path: str, report: LintReport, line: int = 1
 def lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os.PathLike[str]] = (),
          select: Iterable[str] | None = None, ignore: Iterable[str] | None = None, strict: bool = False,
          plugins: Sequence[Any] = (), use_import: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-         load_entry_points: bool = True) -> LintReport:
+         load_entry_points: bool = True, extend_select: Iterable[str] | None = None) -> LintReport:
     """The one implementation behind :func:`lint_paths` and :func:`lint_source`."""
     with _recursion_headroom(), _no_cyclic_gc():
         return _lint(sources, paths=paths, select=select, ignore=ignore, strict=strict, plugins=plugins,
-                     use_import=use_import, max_bytes=max_bytes, load_entry_points=load_entry_points)
+                     use_import=use_import, max_bytes=max_bytes, load_entry_points=load_entry_points,
+                     extend_select=extend_select)
 
 
 @contextlib.contextmanager
@@ -323,14 +331,15 @@ def _recursion_headroom(limit: int = 10_000) -> Iterator[None]:
 
 def _lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os.PathLike[str]],
           select: Iterable[str] | None, ignore: Iterable[str] | None, strict: bool, plugins: Sequence[Any],
-          use_import: bool, max_bytes: int, load_entry_points: bool) -> LintReport:
+          use_import: bool, max_bytes: int, load_entry_points: bool,
+          extend_select: Iterable[str] | None) -> LintReport:
     report = LintReport()
     registry, forced, notes = build_registry(plugins, load_entry_points)
     report.notes += notes
     sel = list(select) if select else None
     if forced and sel is not None:
         sel += sorted(forced)
-    rules = registry.select(sel, ignore, strict)
+    rules = registry.select(sel, ignore, strict, extend_select)
     if forced and not sel:
         rules += [registry.get(c) for c in sorted(forced) if all(r.code != c for r in rules)
                   and not any(c.startswith(i.strip().upper()) for i in (ignore or ()) if i.strip())]
@@ -366,7 +375,9 @@ def _lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os
 
         runtime_check(modules, rules, report)
     lines_by_path = {m.path: m.lines for m in modules}
-    kept = sorted({d for d in report.diagnostics if not _suppressed(d, lines_by_path)},
+    v1_code = {m.path: m.v1_regions for m in modules if m.v1_regions}
+    kept = sorted({d for d in report.diagnostics if not _suppressed(d, lines_by_path)
+                   and not _in_v1_code(d, v1_code)},
                   key=lambda d: (d.path, d.line, d.col, d.code, d.message))
     report.diagnostics = kept
     return report

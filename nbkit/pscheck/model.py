@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from nbkit.pscheck.compat import v1_only_regions
 from nbkit.pscheck.types import Resolver, TypeRef, literal_value
 
 # Deeper hierarchies are reported as not checked: real ones are a few levels deep, and the MRO
@@ -291,6 +292,8 @@ class ModuleInfo:
     resolver: Resolver
     classes: list[ModelInfo] = field(default_factory=list)
     imports_pydantic_v1: bool = False
+    # Code only Pydantic v1 runs (compatibility branches): findings there are dropped (compat.py).
+    v1_regions: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     @property
     def lines(self) -> list[str]:
@@ -378,6 +381,7 @@ def describe_module(path: str, source: str, tree: ast.Module) -> ModuleInfo:
             classdefs.append(node)
     _collect_imports(imports, resolver, module)
     _collect_aliases(tree, resolver)
+    module.v1_regions = v1_only_regions(tree, source, resolver)
     module.classes = [_describe_class(node, module) for node in classdefs]
     return module
 
@@ -633,6 +637,20 @@ class ClassIndex:
                     return hit
         return None
 
+    def origin(self, qualname: str, module: ModuleInfo, _depth: int = 0) -> str:
+        """Where a name imported through modules of the run really comes from: ``BaseModel``
+        imported from a project's ``bridge/pydantic.py`` that re-exports pydantic's is
+        ``pydantic.BaseModel``. Names defined in the run, or not found, are returned unchanged."""
+        mod, _, short = qualname.rpartition(".")
+        if not mod or _depth > 8:
+            return qualname
+        for target in self._modules_named(self._absolute(mod, module)):
+            if short in self._classes(target)[1]:
+                return qualname
+            if short in target.resolver.imports:
+                return self.origin(target.resolver.imports[short], target, _depth + 1)
+        return qualname
+
     def find_node(self, node: ast.expr, module: ModuleInfo) -> ModelInfo | None:
         if isinstance(node, ast.Subscript):
             node = node.value
@@ -655,6 +673,8 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
             node = b.value if isinstance(b, ast.Subscript) else b
             q = c.module.resolver.qualname(node) or ""
             found = index.find(q, c.module) if q else None
+            if found is None and q:
+                q = index.origin(q, c.module)  # a pydantic base re-exported by a module of the run
             rows.append((b, found if found is not c else None, q))
         bases_of[id(c)] = rows
     # Decide each class from its bases; when one becomes a model (or v1), decide the classes that
@@ -680,7 +700,7 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
             root = q.rpartition(".")[2]
             if found is not None and found.is_model:
                 c.parents.append(found)
-            elif (root in MODEL_ROOTS and c.module.resolver.is_pydantic(node, *MODEL_ROOTS)) or (
+            elif (root in MODEL_ROOTS and (c.module.resolver.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q))) or (
                     root in SETTINGS_ROOTS and q.startswith("pydantic_settings")):
                 continue
             elif c.module.resolver.canonical(node) in ("Generic", "typing.Generic", "typing_extensions.Generic",
@@ -690,6 +710,12 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
                 c.unresolved_bases.append(q or ast.unparse(b))
     _link_hierarchy(models)
     return models
+
+
+def _from_pydantic(q: str) -> bool:
+    """``q`` (an origin-resolved qualified name) is a pydantic v2 member."""
+    head = q.rpartition(".")[0]
+    return (head == "pydantic" or head.startswith("pydantic.")) and not head.startswith("pydantic.v1")
 
 
 def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -> None:
@@ -702,7 +728,7 @@ def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -
                                             and "pydantic.v1" in r.imports.get(root, "")):
             c.is_v1 = True
             return
-        if root in MODEL_ROOTS and (r.is_pydantic(node, *MODEL_ROOTS)):
+        if root in MODEL_ROOTS and (r.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q)):
             c.is_model = True
         elif root in SETTINGS_ROOTS and q.startswith("pydantic_settings"):
             c.is_model = c.is_settings = True

@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from nbkit.pscheck.model import ClassIndex, ModelInfo, ModuleInfo
 
 SEVERITIES = ("warning", "error")
+# Rule groups, selectable by name like ruff's rule sets. "default" runs unless --select says
+# otherwise; "migration" (v1-to-v2 advice: code that is correct v2 but meant something else in v1)
+# and "strict" (tooling/style) are opt-in; "all" is every registered rule.
+GROUPS = ("default", "migration", "strict", "all")
+OPT_IN_GROUPS = ("migration", "strict")
 ENTRY_POINT_GROUP = "nbkit.pscheck.rules"
 # Code for "this file could not be checked" (read/decode/parse/import failures): exit status 2.
 UNREADABLE = "PSC000"
@@ -77,6 +82,7 @@ class BaseRule:
     severity: ClassVar[str] = "error"
     summary: ClassVar[str] = ""  # one line: what is wrong
     strict_only: ClassVar[bool] = False  # enabled by --strict (or by selecting the code)
+    group: ClassVar[str] = "default"  # "default" or an opt-in group ("migration"); strict_only means "strict"
     bad: ClassVar[str] = ""
     good: ClassVar[str] = ""
     rationale: ClassVar[str] = ""
@@ -98,8 +104,25 @@ class BaseRule:
     def validate_definition(cls) -> None:
         if not cls.code or not cls.name:
             raise ValueError(f"rule {cls.__qualname__} needs a code and a name")
+        if cls.group not in ("default", *OPT_IN_GROUPS):
+            raise ValueError(f"rule {cls.code}: group must be 'default' or one of {OPT_IN_GROUPS}, got {cls.group!r}")
         if cls.severity not in SEVERITIES:
             raise ValueError(f"rule {cls.code}: severity must be one of {SEVERITIES}, got {cls.severity!r}")
+
+
+def group_of(rule: BaseRule) -> str:
+    """The group a rule belongs to: ``strict`` for strict-only rules, else its ``group``."""
+    return "strict" if rule.strict_only else (rule.group or "default")
+
+
+def _normalise(items: Iterable[str] | None) -> list[str]:
+    """Group names lower-case, codes upper-case, blanks dropped."""
+    out = []
+    for s in items or ():
+        s = s.strip()
+        if s:
+            out.append(s.lower() if s.lower() in GROUPS else s.upper())
+    return out
 
 
 class PluginError(Exception):
@@ -136,27 +159,43 @@ class RuleRegistry:
         return self._rules[code]
 
     def select(self, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
-               strict: bool = False) -> list[BaseRule]:
-        """Active rules. Codes match by prefix (``PSC0`` selects PSC001..PSC099)."""
-        sel = [s.strip().upper() for s in (select or ()) if s.strip()]
-        ign = [s.strip().upper() for s in (ignore or ()) if s.strip()]
+               strict: bool = False, extend_select: Iterable[str] | None = None) -> list[BaseRule]:
+        """Active rules, the way ruff combines its options.
+
+        ``select`` replaces the default group; ``extend_select`` adds to whatever is selected;
+        ``ignore`` removes; ``strict`` adds the strict group. Each item is a group name
+        (``default``, ``migration``, ``strict``, ``all``; any case), an exact code, or a code
+        prefix (``PSC0``). A prefix reaches only default rules: an opt-in rule is switched on by
+        its exact code or its group's name, never by accident through a prefix.
+        """
+        sel = _normalise(select)
+        ign = _normalise(ignore)
+        ext = _normalise(extend_select) + (["strict"] if strict else [])
         out = []
         for rule in self:
-            if sel:
-                if not any(rule.code.startswith(s) for s in sel):
-                    continue
-                # A strict rule is active when selected by its exact code or when --strict is on.
-                if rule.strict_only and not strict and rule.code not in sel:
-                    continue
-            elif rule.strict_only and not strict:
-                continue
-            if any(rule.code.startswith(s) for s in ign):
-                continue
-            out.append(rule)
+            on = self._matches(rule, sel, prefix_opt_in=False) if sel else group_of(rule) == "default"
+            if not on and ext:
+                on = self._matches(rule, ext, prefix_opt_in=False)
+            if on and ign and self._matches(rule, ign, prefix_opt_in=True):
+                on = False
+            if on:
+                out.append(rule)
         return out
 
+    @staticmethod
+    def _matches(rule: BaseRule, items: list[str], prefix_opt_in: bool) -> bool:
+        g = group_of(rule)
+        for item in items:
+            if item == "all" or item == g or item == rule.code:
+                return True
+            if item not in GROUPS and rule.code.startswith(item) and (prefix_opt_in or g == "default"):
+                return True
+        return False
+
     def unknown_codes(self, codes: Iterable[str]) -> list[str]:
-        return [c for c in codes if c.strip() and not any(r.code.startswith(c.strip().upper()) for r in self)]
+        """Items that name no group and match no rule code (an argument error)."""
+        return [c.strip() for c in codes if c.strip() and c.strip().lower() not in GROUPS
+                and not any(r.code.startswith(c.strip().upper()) for r in self)]
 
     # -- plugins --------------------------------------------------------------------------------
     def load_plugin(self, target: str) -> list[str]:

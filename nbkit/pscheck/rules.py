@@ -157,6 +157,7 @@ class OptionalWithoutDefault(BaseRule):
     code = "PSC002"
     name = "optional-without-default"
     severity = "warning"
+    group = "migration"
     summary = "`Optional[T]` with no default is *required* in Pydantic v2 (None is allowed but must be passed)."
     bad = """
 from typing import Optional
@@ -445,10 +446,22 @@ if an ancestor is outside the run, the rule stays silent rather than guess."""
             if v.kind not in ("field_validator", "validator", "field_serializer") or not v.check_fields:
                 continue
             for name, node in v.fields:
+                if name == "root" and _is_root_model(model):
+                    continue  # RootModel's one field is pydantic's own ``root``
                 if name != "*" and model.nearest("fields", name) is None:
                     known = set(model.fields) | set(model.inherited_fields())  # only to suggest a name
                     yield self.diag(model, node, f"{v.kind} '{v.func.name}' names field '{name}' which "
                                                  f"{model.name} does not have{_suggest(name, known)}")
+
+
+def _is_root_model(model: ModelInfo) -> bool:
+    """Whether ``model`` or an in-run ancestor derives from pydantic's ``RootModel``."""
+    for m in model.mro():
+        for b in m.base_nodes:
+            node = b.value if isinstance(b, ast.Subscript) else b
+            if m.module.resolver.is_pydantic(node, "RootModel"):
+                return True
+    return False
 
 
 class DuplicateAlias(BaseRule):
@@ -671,7 +684,9 @@ class Cat(Animal):
 longer a valid `Base` (Liskov): code typed against `Base` reads a `str` where it expects an `int`,
 and a validator on the parent sees values of another type. Narrowing (a `Literal` of the parent's
 type, `bool` for `int`, dropping `None` from an `Optional`, a subclass model) is the documented
-discriminated-union pattern and is not flagged. Only parents in the same run are compared."""
+discriminated-union pattern and is not flagged, and so is a subclass replacing a `Literal` tag with
+its own `Literal` (`type: Literal["ai"]` -> `Literal["ai_chunk"]`: each class of a tagged hierarchy
+carries its own tag). Only parents in the same run are compared."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
         for name, spec in model.fields.items():
@@ -679,6 +694,8 @@ discriminated-union pattern and is not flagged. Only parents in the same run are
             if found is None:
                 continue
             parent, pspec = found
+            if _is_literal_type(spec.type) and _is_literal_type(pspec.type):
+                continue  # a subclass re-tagging its discriminator (``type: Literal["chunk"]``): the tag idiom
             if _subtype(spec.type, pspec.type, ctx, model.module, parent.module) is False:
                 yield self.diag(model, spec.node, f"'{name}: {spec.type}' changes the type of {parent.name}.{name} "
                                                   f"({pspec.type}); {model.name} instances are no longer "
@@ -1158,23 +1175,32 @@ annotation"."""
                         bound[t.id] = stmt.lineno
 
 
-def _annotation_names(node: ast.AST, module: ModuleInfo, depth: int) -> Iterator[str]:
-    """Names an annotation looks up (forward-reference strings included, ``Literal`` values not)."""
+def _annotation_names(node: ast.AST, module: ModuleInfo, depth: int, in_call: bool = False) -> Iterator[str]:
+    """Names an annotation looks up (forward-reference strings included, ``Literal`` values not).
+
+    A string is a forward reference only in a type position: inside a call's arguments
+    (``Field(alias="type")``, ``AfterValidator(check("x"))`` in ``Annotated`` metadata) it is a value."""
     if depth > 20:
         return
     if isinstance(node, ast.Name):
         yield node.id
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        if in_call:
+            return
         try:
             inner = ast.parse(node.value.strip(), mode="eval").body
         except (SyntaxError, ValueError):
             return
         yield from _annotation_names(inner, module, depth + 1)
     elif isinstance(node, ast.Subscript) and module.resolver.canonical(node.value) == "Literal":
-        yield from _annotation_names(node.value, module, depth + 1)
+        yield from _annotation_names(node.value, module, depth + 1, in_call)
+    elif isinstance(node, ast.Call):
+        yield from _annotation_names(node.func, module, depth + 1, in_call)
+        for child in [*node.args, *(kw.value for kw in node.keywords)]:
+            yield from _annotation_names(child, module, depth + 1, True)
     else:
         for child in ast.iter_child_nodes(node):
-            yield from _annotation_names(child, module, depth + 1)
+            yield from _annotation_names(child, module, depth + 1, in_call)
 
 
 class FieldPositionalDefault(BaseRule):

@@ -50,9 +50,10 @@ def test_exit_1_and_clickable_text_on_error(tmp_path, capsys):
 
 def test_error_level_decides_whether_warnings_fail(tmp_path, capsys):
     p = write(tmp_path, "a.py", WARNING)
-    assert run_cli(capsys, p)[0] == 0  # warning printed, default level is error
-    code, out, _ = run_cli(capsys, p, "--error-level", "warning")
+    assert run_cli(capsys, p, "--extend-select", "migration")[0] == 0  # warning printed, default level is error
+    code, out, _ = run_cli(capsys, p, "--extend-select", "migration", "--error-level", "warning")
     assert code == 1 and "PSC002" in out
+    assert run_cli(capsys, p, "--error-level", "warning")[0] == 0  # PSC002 is opt-in (migration group)
 
 
 def test_seed_spelling_path_option_and_directory_walk(tmp_path, capsys):
@@ -60,7 +61,7 @@ def test_seed_spelling_path_option_and_directory_walk(tmp_path, capsys):
     write(tmp_path, "pkg/sub/b.py", WARNING)
     write(tmp_path, "pkg/.venv/c.py", ERROR)  # excluded, reported as skipped
     write(tmp_path, "pkg/notes.txt", ERROR)  # not *.py
-    code, out, err = run_cli(capsys, "--path", tmp_path / "pkg", "--strict")
+    code, out, err = run_cli(capsys, "--path", tmp_path / "pkg", "--strict", "--extend-select", "migration")
     assert code == 1
     assert [line.split(":")[0].rsplit("/", 1)[-1] for line in out.splitlines()] == ["a.py", "b.py"]
     assert "skipped" in err and ".venv" in err
@@ -85,7 +86,7 @@ def test_select_ignore_and_unknown_codes(tmp_path, capsys):
     assert run_cli(capsys, p, "--ignore", "PSC001")[0] == 0
     assert run_cli(capsys, p, "--select", "PSC002")[0] == 0
     code, _, err = run_cli(capsys, p, "--select", "NOPE1")
-    assert code == 2 and "unknown rule code" in err
+    assert code == 2 and "unknown rule code or group: NOPE1" in err
 
 
 def test_bad_arguments_exit_2(capsys):

@@ -186,6 +186,49 @@ def test_psc021_rebound_name_becomes_nonetype():
         ns["Visit"](date="2024-01-01")
 
 
+def _load_fixture(name: str):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parent / "pscheck_fixtures" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"pscheck_fixture_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # pydantic resolves the postponed annotations through it
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_real_code_false_positives_are_correct_pydantic_v2():
+    """What pscheck once flagged as errors on real libraries (PSC021, PSC008) and as v1 calls in
+    compatibility branches is correct under the installed pydantic: the annotations resolve, the
+    validators attach, and no v1 branch runs (no deprecation warning from any of them)."""
+    from typing import Literal
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a v1 call on the v2 path would raise PydanticDeprecatedSince20
+        m = _load_fixture("real_code_false_positives")
+        item = m.Item(name="a")
+        for fn in (m.dump_flag, m.dump_not_v2, m.dump_startswith, m.dump_compare, m.dump_metadata_version,
+                   m.dump_hasattr, m.dump_try, m.dump_ifexp, m.Wrapper(item=item).to_dict):
+            fn(item) if fn.__name__ != "to_dict" else fn()
+        assert m.Credential.model_fields["type"].annotation == Literal["bearer"]  # not the rebound 'type'
+        assert m.Credential(type="bearer").type == "bearer"
+        assert isinstance(m.Message.model_validate({"content": [{"type": "audio"}]}).content[0], m.Audio)
+        assert m.Spec("x").root == "x"  # field_validator("root") on a RootModel attaches
+        assert m.EventChunk().type == "event_chunk" and m.Event().type == "event"
+
+
+def test_psc016_description_is_not_a_config_key():
+    """The one error-level finding left on the real-code corpus: ``ConfigDict(description=...)``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning either: the key is silently dropped
+        ns = run("from pydantic import BaseModel, ConfigDict\n"
+                 "class U(BaseModel):\n    model_config = ConfigDict(title='T', description='A user')\n    x: int\n")
+    schema = ns["U"].model_json_schema()
+    assert schema["title"] == "T" and "description" not in schema
+
+
 def test_psc101_psc102_work_at_runtime():
     for code in ("PSC101", "PSC102"):
         ns, _ = define(code)

@@ -368,10 +368,12 @@ def test_strict_rules_only_with_strict_or_explicit_select():
 
 
 def test_select_and_ignore_prefixes():
-    src = "class M(BaseModel):\n    a: str = None\n    b: Optional[int]\n"
-    assert {c for c, _ in codes(src)} == {"PSC001", "PSC002"}
-    assert {c for c, _ in codes(src, ignore=["PSC001"])} == {"PSC002"}
-    assert {c for c, _ in codes(src, select=["psc00"], ignore=["PSC002"])} == {"PSC001"}
+    src = "class M(BaseModel):\n    a: str = None\n    b: Optional[int]\n    c: str = None\n"
+    mig = {"extend_select": ["migration"]}
+    assert {c for c, _ in codes(src)} == {"PSC001"}  # PSC002 is in the opt-in migration group
+    assert {c for c, _ in codes(src, **mig)} == {"PSC001", "PSC002"}
+    assert {c for c, _ in codes(src, ignore=["PSC001"], **mig)} == {"PSC002"}
+    assert {c for c, _ in codes(src, select=["psc00"], ignore=["PSC002"], **mig)} == {"PSC001"}
 
 
 def test_inline_suppression():
@@ -381,7 +383,7 @@ def test_inline_suppression():
 
 
 def test_indirect_inheritance_across_files():
-    diags = lint_paths([FIXTURES / "project"])
+    diags = lint_paths([FIXTURES / "project"], extend_select=["migration"])
     got = sorted((Path(d.path).name, d.line, d.code) for d in diags)
     assert got == [("user.py", 10, "PSC001"), ("user.py", 11, "PSC012"), ("user.py", 18, "PSC008"),
                    ("user.py", 25, "PSC002")]
