@@ -47,13 +47,16 @@ def test_patch_refuses_a_source_it_does_not_match(b, tmp_path, text, pattern):
 def test_extract_takes_only_the_vendored_llama_cpp(b, tmp_path):
     sdist = tmp_path / "llama_cpp_python-9.9.9.tar.gz"
     with tarfile.open(sdist, "w:gz") as tar:
-        for name in ("llama_cpp_python-9.9.9/llama_cpp/__init__.py", "llama_cpp_python-9.9.9/vendor/llama.cpp/CMakeLists.txt"):
+        # The real sdist also carries the submodule's git metadata under .git/modules/vendor/llama.cpp.
+        for name in ("llama_cpp_python-9.9.9/llama_cpp/__init__.py", "llama_cpp_python-9.9.9/vendor/llama.cpp/CMakeLists.txt",
+                     "llama_cpp_python-9.9.9/.git/modules/vendor/llama.cpp/HEAD"):
             info = tarfile.TarInfo(name)
             info.size = 2
             tar.addfile(info, io.BytesIO(b"x\n"))
     src = b.extract_llama_cpp(sdist, tmp_path / "out")
     assert src == tmp_path / "out" / "llama_cpp_python-9.9.9" / "vendor" / "llama.cpp" and (src / "CMakeLists.txt").is_file()
     assert not (tmp_path / "out" / "llama_cpp_python-9.9.9" / "llama_cpp").exists()
+    assert not (tmp_path / "out" / "llama_cpp_python-9.9.9" / ".git").exists()
     empty = tmp_path / "empty.tar.gz"
     with tarfile.open(empty, "w:gz"):
         pass
