@@ -17,6 +17,7 @@ noise (here: ≥ 15 % of the peak); a crossover named for stages 1–3. Also pri
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -91,5 +92,16 @@ def main() -> int:
     return 0 if worst <= 0.10 else 1
 
 
+def _stop(signum, frame):
+    # SIGTERM unwinds like Ctrl-C, so the launch in progress kills and reaps its ranks (they would also
+    # die with this process: nbkit.procs starts them with a parent-death signal).
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        print("zero_peak: interrupted; its ranks were ended", file=sys.stderr)
+        raise SystemExit(130) from None

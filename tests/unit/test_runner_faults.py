@@ -1,0 +1,248 @@
+"""Faults a run meets — a kernel or worker killed, the disk full, a changed notebook on resume — each
+injected on small generated notebooks: what the user sees, how fast, and that nothing finished is lost."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from runner_notebooks import make_notebook
+
+from nbkit.cli import main
+
+# Writes its kernel's pid where the test can find it, then works for a minute (long enough to be killed).
+SLOW = "import os, pathlib, time\npathlib.Path(f'kernel-{os.getpid()}.pid').touch()\ntime.sleep(60)\n"
+# Counts its executions in its notebook's folder; fails while the flag file is there.
+FLAKY = ("import pathlib, nbkit\nwith open('count-{name}.txt', 'a') as fh:\n    fh.write('x')\n"
+         "nbkit.record('n_squared', N * N)\n"
+         "if pathlib.Path('fail-{name}').exists():\n    raise RuntimeError('{name} is told to fail')\n")
+
+
+def _status(out: Path) -> dict[str, dict]:
+    return {e["name"]: e for e in json.loads((out / "index.json").read_text())["notebooks"]}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_for(pattern: str, folder: Path, n: int = 1, timeout: float = 120.0) -> list[Path]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted(folder.glob(pattern))
+        if len(found) >= n:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{pattern} never appeared in {folder}")
+
+
+def _nbkit(args: list[str], nb_dir: Path) -> subprocess.Popen:
+    env = {**os.environ, "NBKIT_NOTEBOOKS": str(nb_dir)}
+    return subprocess.Popen([sys.executable, "-m", "nbkit.cli", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def flaky_dir(tmp_path, monkeypatch):
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    for name in ("01_alpha", "02_beta"):
+        make_notebook(d / f"{name}.ipynb", body=FLAKY.format(name=name))
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+    return d
+
+
+# -- resume -------------------------------------------------------------------------------------------
+
+
+def test_resume_reruns_only_the_notebooks_not_ok_with_the_recorded_parameters(flaky_dir, tmp_path, capsys):
+    out = tmp_path / "runs" / "r"
+    (flaky_dir / "fail-02_beta").touch()
+    assert main(["run", "--all", "-p", "N", "4", "--output", str(out), "-q"]) == 1
+    assert {k: v["status"] for k, v in _status(out).items()} == {"01_alpha": "ok", "02_beta": "failed"}
+    record = json.loads((out / "run.json").read_text())
+    assert record["parameters"]["02_beta"] == {"N": "4"} and len(record["notebooks"][1]["sha256"]) == 64
+    capsys.readouterr()
+
+    (flaky_dir / "fail-02_beta").unlink()
+    assert main(["run", "--resume", str(out), "-q"]) == 0, capsys.readouterr()
+    assert {k: v["status"] for k, v in _status(out).items()} == {"01_alpha": "ok", "02_beta": "ok"}
+    assert (flaky_dir / "count-01_alpha.txt").read_text() == "x"  # alpha was not run again
+    assert (flaky_dir / "count-02_beta.txt").read_text() == "xx"
+    assert json.loads((out / "metrics.json").read_text()) == {"01_alpha": {"n_squared": 16}, "02_beta": {"n_squared": 16}}
+    assert "2 of 2 notebooks ok" in (out / "index.html").read_text()
+    assert set(json.loads((out / "timings.json").read_text())["seconds"]) == {"01_alpha", "02_beta"}
+    assert [p.name for p in out.parent.iterdir()] == ["r"]
+    # Nothing left to do is a success that runs nothing.
+    assert main(["run", "--resume", str(out), "-q"]) == 0
+    assert (flaky_dir / "count-02_beta.txt").read_text() == "xx"
+
+
+@pytest.mark.parametrize(("change", "args", "message"), [
+    ("notebook", [], "notebook 02_beta .* changed since the run"),
+    ("record", [], "parameters were edited since the run"),
+    ("gone", [], "notebook 02_beta .* no longer exists"),
+    (None, ["-p", "N", "5"], "do not also name notebooks or give -p"),
+    (None, ["01"], "do not also name notebooks"),
+    (None, ["--all"], "do not also pass --all"),
+    ("not-a-run", [], "no run.json in it"),
+    ("missing", [], "not a folder"),
+    ("garbled", [], "run.json: unreadable"),
+])
+def test_resume_refuses_what_it_cannot_resume(flaky_dir, tmp_path, capsys, change, args, message):
+    import re
+
+    out = tmp_path / "runs" / "r"
+    (flaky_dir / "fail-02_beta").touch()
+    assert main(["run", "--all", "--output", str(out), "-q"]) == 1
+    target = out
+    if change == "notebook":
+        make_notebook(flaky_dir / "02_beta.ipynb", body="print('edited')\n")
+    elif change == "record":
+        record = json.loads((out / "run.json").read_text())
+        record["parameters"]["01_alpha"]["N"] = "7"
+        (out / "run.json").write_text(json.dumps(record))
+    elif change == "gone":
+        (flaky_dir / "02_beta.ipynb").unlink()
+    elif change == "not-a-run":
+        target = tmp_path
+    elif change == "missing":
+        target = tmp_path / "nowhere"
+    elif change == "garbled":
+        (out / "run.json").write_text("{")
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert main(["run", "--resume", str(target), *args, "-q"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and err.count("\n") == 1 and "Traceback" not in err, err
+    assert sorted(p.name for p in out.iterdir()) == before  # nothing run, nothing written
+    assert (flaky_dir / "count-01_alpha.txt").read_text() == "x"
+
+
+# -- a killed kernel, a killed worker -----------------------------------------------------------------
+
+
+def test_a_kernel_killed_mid_run_fails_its_notebook_within_seconds_and_the_other_finishes(tmp_path):
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    make_notebook(d / "01_victim.ipynb", body=SLOW)
+    make_notebook(d / "02_other.ipynb", body="import os, pathlib, time\npathlib.Path(f'other-{os.getpid()}.pid').touch()\n"
+                  "while not list(pathlib.Path('.').glob('killed')):\n    time.sleep(0.2)\nimport nbkit\nnbkit.record('done', 1)\n")
+    out = tmp_path / "runs" / "r"
+    proc = _nbkit(["run", "--all", "--jobs", "2", "-q", "--output", str(out)], d)
+    try:
+        (victim,) = _wait_for("kernel-*.pid", d)
+        _wait_for("other-*.pid", d)
+        pid = int(victim.stem.split("-")[1])
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        (d / "killed").touch()  # the other notebook finishes only after the kill
+        while "01_victim" not in {k for k, v in _status(out).items() if v["status"] == "failed"}:
+            assert time.monotonic() - killed_at < 30, "the dead kernel was not noticed"
+            time.sleep(0.1)
+        detected_s = time.monotonic() - killed_at
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "01_victim: kernel died (signal 9, SIGKILL) in cell 2" in err and "Traceback" not in err, err
+    status = _status(out)
+    assert status["02_other"]["status"] == "ok" and status["01_victim"]["status"] == "failed"
+    assert "kernel died (signal 9, SIGKILL)" in status["01_victim"]["error"]
+    assert (out / "02_other.ipynb").is_file() and (out / "01_victim.ipynb").is_file()
+    assert json.loads((out / "metrics.json").read_text())["02_other"] == {"done": 1}
+    assert detected_s < 15, detected_s
+
+
+def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp_path):
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    make_notebook(d / "01_victim.ipynb", body=SLOW)
+    make_notebook(d / "02_other.ipynb", body="import nbkit\nnbkit.record('x', 2)\n")
+    make_notebook(d / "03_third.ipynb", body="import nbkit\nnbkit.record('x', 3)\n")
+    out = tmp_path / "runs" / "r"
+    proc = _nbkit(["run", "--all", "--jobs", "2", "-q", "--output", str(out)], d)
+    try:
+        (victim,) = _wait_for("kernel-*.pid", d)
+        kernel = psutil.Process(int(victim.stem.split("-")[1]))
+        nbkit_proc = psutil.Process(proc.pid)
+        worker = next(p for p in nbkit_proc.children() if kernel.pid in {c.pid for c in p.children(recursive=True)})
+        worker.kill()
+        killed_at = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "01_victim: worker died (killed by SIGKILL (signal 9)); its kernel was ended" in err, err
+    status = _status(out)
+    assert [status[n]["status"] for n in ("01_victim", "02_other", "03_third")] == ["failed", "ok", "ok"]
+    deadline = killed_at + 10
+    while _alive(kernel.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(kernel.pid), "the dead worker's kernel survived"
+
+
+# -- the output folder stops taking files ---------------------------------------------------------------
+
+
+def test_a_full_disk_mid_run_is_one_clear_error_and_the_finished_notebooks_stay_intact(tmp_path, monkeypatch, capsys):
+    import papermill.engines
+    import papermill.execute
+
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    for name in ("01_a", "02_b", "03_c"):
+        make_notebook(d / f"{name}.ipynb", body=f"import nbkit\nnbkit.record('name', {name!r})\n")
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+    real = papermill.engines.write_ipynb
+
+    def full_after_the_first(nb, path, *a, **kw):  # the disk fills while 02 is being written
+        if "02_b" in str(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(nb, path, *a, **kw)
+
+    monkeypatch.setattr(papermill.engines, "write_ipynb", full_after_the_first)
+    monkeypatch.setattr(papermill.execute, "write_ipynb", full_after_the_first)
+    out = tmp_path / "runs" / "r"
+    assert main(["run", "--all", "--output", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("nbkit: error:") == 1 and "No space left on device (errno 28)" in err and "02_b" in err, err
+    assert "Traceback" not in err
+    assert nbformat.read(out / "01_a.ipynb", as_version=4).cells  # intact, readable
+    assert (out / "01_a.html").is_file()
+    status = _status(out)
+    assert status["01_a"]["status"] == "ok" and status["03_c"]["status"] == "not started"
+    assert not (out / "03_c.ipynb").exists()
+    assert [p.name for p in out.parent.iterdir()] == ["r"] and not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_a_refused_index_write_keeps_the_previous_index(tmp_path, monkeypatch):
+    from nbkit import runfolder
+
+    target = tmp_path / "index.json"
+    runfolder.write_json(target, {"v": 1})
+    real_replace = os.replace
+
+    def read_only(src, dst):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dst))
+
+    monkeypatch.setattr(runfolder.os, "replace", read_only)
+    with pytest.raises(runfolder.OutputError, match=r"cannot write .*index.json: Read-only file system \(errno 30\)"):
+        runfolder.write_json(target, {"v": 2})
+    monkeypatch.setattr(runfolder.os, "replace", real_replace)
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["index.json"]  # no partial file left beside it
