@@ -480,7 +480,8 @@ def _sweep_into(final: Path, path: Path, grid: dict[str, list[Any]], per_run: li
         dest = final / "runs" / f"{i:03d}"
         staged = jobs_list[j].out_dir
         staged.mkdir(parents=True, exist_ok=True)
-        (staged / rf.STATUS_FILE).unlink(missing_ok=True)
+        for leftover in staged.glob(".*"):  # a dead worker's metrics sink or kernel note: not part of the run
+            leftover.unlink(missing_ok=True)
         rf.move_dir_in(staged, dest)
         r.output = dest / r.output.name if r.output else None
         r.html = dest / r.html.name if r.html else None

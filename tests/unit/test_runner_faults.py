@@ -246,3 +246,97 @@ def test_a_refused_index_write_keeps_the_previous_index(tmp_path, monkeypatch):
     monkeypatch.setattr(runfolder.os, "replace", real_replace)
     assert json.loads(target.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["index.json"]  # no partial file left beside it
+
+
+# -- sweeps: resume, a Dask worker killed ---------------------------------------------------------------
+
+# Counts its runs per N; fails for N in the flag file's list; with a pid file while it works.
+SWEEP_BODY = ("import os, pathlib, time, nbkit\npathlib.Path(f'kernel-{N}-{os.getpid()}.pid').touch()\n"
+              "with open(f'count-{N}.txt', 'a') as fh:\n    fh.write('x')\n"
+              "flag = pathlib.Path('fail-n')\n"
+              "if flag.exists() and str(N) in flag.read_text().split(','):\n    raise RuntimeError(f'N={N} told to fail')\n"
+              "time.sleep(float(os.environ.get('SWEEP_SLEEP', '0')))\nnbkit.record('n_squared', N * N)\n")
+
+
+def _rows(out: Path) -> list[dict]:
+    import csv
+
+    with open(out / "comparison.csv", newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture
+def sweep_dir(tmp_path, monkeypatch):
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    make_notebook(d / "01_sweep.ipynb", body=SWEEP_BODY)
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+    return d
+
+
+def test_sweep_resume_runs_only_the_combinations_not_ok(sweep_dir, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    (sweep_dir / "fail-n").write_text("3")
+    assert main(["sweep", "01", "--grid", "N=2,3,4", "-p", "RATE", "0.25", "--output", str(out), "-q"]) == 1
+    assert [(r["N"], r["status"]) for r in _rows(out)] == [("2", "ok"), ("3", "failed"), ("4", "ok")]
+    assert (out / "runs" / "001" / "01_sweep.ipynb").is_file()  # the failed run's notebook, kept
+    assert "sweep --resume" in capsys.readouterr().err
+    (sweep_dir / "fail-n").unlink()
+    assert main(["sweep", "--resume", str(out), "-q"]) == 0, capsys.readouterr()
+    rows = _rows(out)
+    assert [(r["N"], r["status"], r["n_squared"]) for r in rows] == [("2", "ok", "4"), ("3", "ok", "9"), ("4", "ok", "16")]
+    assert [(sweep_dir / f"count-{n}.txt").read_text() for n in (2, 3, 4)] == ["x", "xx", "x"]
+    assert [p.name for p in out.parent.iterdir() if p.name != "notebooks"] == ["sweep"]
+    # A changed notebook, or a grid given with --resume, is refused (exit 2, one line).
+    assert main(["sweep", "--resume", str(out), "--grid", "N=5"]) == 2
+    assert "do not also name a notebook or give --grid" in capsys.readouterr().err
+    make_notebook(sweep_dir / "01_sweep.ipynb", body="print('edited')\n")
+    assert main(["sweep", "--resume", str(out)]) == 2
+    assert "changed since the run" in capsys.readouterr().err
+
+
+def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel(sweep_dir, tmp_path, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    import threading
+
+    from nbkit.sweep import run_sweep
+
+    monkeypatch.setenv("SWEEP_SLEEP", "4")
+    out = tmp_path / "sweep"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, protocol="tcp") as cluster:
+        got: dict = {}
+
+        def sweep():
+            try:
+                got["result"] = run_sweep("01", ["N=2,3,4,5"], scheduler=cluster.scheduler_address, output=out,
+                                          progress=False, log=lambda _m: None)
+            except BaseException as exc:  # noqa: BLE001 (reported by the assertion below)
+                got["error"] = exc
+
+        thread = threading.Thread(target=sweep)
+        thread.start()
+        first = _wait_for("kernel-*.pid", sweep_dir)[0]
+        victim = psutil.Process(int(first.stem.split("-")[2])).parent()  # the Dask worker that started this kernel
+        assert "distributed" in " ".join(victim.cmdline()) or victim.pid != os.getpid()
+        victim.kill()
+        killed_at = time.monotonic()
+        thread.join(timeout=240)
+        assert not thread.is_alive(), "the sweep hung after its worker was killed"
+        elapsed = time.monotonic() - killed_at
+    assert "error" not in got, got.get("error")
+    rows = _rows(out)
+    assert sorted(r["N"] for r in rows) == ["2", "3", "4", "5"]  # every combination, once
+    assert all(r["status"] in ("ok", "failed") for r in rows), rows
+    if any(r["status"] != "ok" for r in rows):  # the scheduler gave up on the task: resume completes it
+        assert main(["sweep", "--resume", str(out), "-q"]) == 0
+        assert [r["status"] for r in _rows(out)] == ["ok"] * 4
+    kernels = [int(p.stem.split("-")[2]) for p in sweep_dir.glob("kernel-*.pid")]
+    assert procs_gone(kernels), "a kernel of the killed worker survived"
+    assert elapsed < 200
+
+
+def procs_gone(pids, timeout_s: float = 15.0) -> bool:
+    from nbkit.procs import wait_gone
+
+    return wait_gone(pids, timeout_s) == []
