@@ -42,6 +42,7 @@ import ast
 import contextlib
 import glob
 import json
+import logging
 import math
 import os
 import re
@@ -383,6 +384,9 @@ def execute(
     sink = out_dir / f".{path.stem}.metrics.jsonl"
     env = {**HEADLESS_KERNEL_ENV, "NBKIT_RECORD_FILE": str(sink)}
     watch: dict[str, Any] = {"pid_file": str(out_dir / KERNEL_PID_FILE)}
+    papermill_log = logging.getLogger("papermill")
+    if not any(isinstance(f, _NotKernelDeath) for f in papermill_log.filters):
+        papermill_log.addFilter(_NotKernelDeath())
     start = time.perf_counter()
     error = None
     try:
@@ -467,11 +471,21 @@ def _running_cell(out_nb: Path) -> str:
         nb = nbformat.read(out_nb, as_version=4)
     except Exception:  # no notebook saved yet: the kernel died before the first cell
         return ""
-    for i, cell in enumerate(nb.cells):
-        if cell.get("metadata", {}).get("papermill", {}).get("status") == "running":
-            first = cell.source.strip().splitlines()[:1]
-            return f" in cell {i}" + (f" ({first[0][:60]!r})" if first else "")
-    return ""
+    # papermill marks every cell it reached (start_time) and completes even the one the kernel died in.
+    reached = [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    if not reached:
+        return ""
+    cell = reached[-1]
+    first = cell.source.strip().splitlines()[:1]
+    number = cell.get("execution_count") or f"#{nb.cells.index(cell)}"
+    return f" in cell {number}" + (f" ({first[0][:60]!r})" if first else "")
+
+
+class _NotKernelDeath(logging.Filter):
+    """Drop nbclient's own "Kernel died …" log line: the run reports the death once, with its signal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith("Kernel died")
 
 
 # -- several notebooks at once ---------------------------------------------------------------------

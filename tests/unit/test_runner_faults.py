@@ -90,6 +90,21 @@ def test_resume_reruns_only_the_notebooks_not_ok_with_the_recorded_parameters(fl
     assert (flaky_dir / "count-02_beta.txt").read_text() == "xx"
 
 
+@pytest.fixture(scope="module")
+def failed_run(tmp_path_factory):
+    """One run of 01 (ok) and 02 (failed), made once; each case below gets its own copy."""
+    root = tmp_path_factory.mktemp("failed-run")
+    d = root / "notebooks"
+    d.mkdir()
+    for name in ("01_alpha", "02_beta"):
+        make_notebook(d / f"{name}.ipynb", body=FLAKY.format(name=name))
+    (d / "fail-02_beta").touch()
+    proc = _nbkit(["run", "--all", "--output", str(root / "runs" / "r"), "-q"], d)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    return root
+
+
 @pytest.mark.parametrize(("change", "args", "message"), [
     ("notebook", [], "notebook 02_beta .* changed since the run"),
     ("record", [], "parameters were edited since the run"),
@@ -101,17 +116,21 @@ def test_resume_reruns_only_the_notebooks_not_ok_with_the_recorded_parameters(fl
     ("missing", [], "not a folder"),
     ("garbled", [], "run.json: unreadable"),
 ])
-def test_resume_refuses_what_it_cannot_resume(flaky_dir, tmp_path, capsys, change, args, message):
+def test_resume_refuses_what_it_cannot_resume(failed_run, tmp_path, monkeypatch, capsys, change, args, message):
     import re
+    import shutil
 
-    out = tmp_path / "runs" / "r"
-    (flaky_dir / "fail-02_beta").touch()
-    assert main(["run", "--all", "--output", str(out), "-q"]) == 1
+    shutil.copytree(failed_run, tmp_path, dirs_exist_ok=True)
+    flaky_dir, out = tmp_path / "notebooks", tmp_path / "runs" / "r"
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(flaky_dir))
+    record = json.loads((out / "run.json").read_text())
+    for entry in record["notebooks"]:  # the copy's notebooks (paths are not part of the recorded hashes)
+        entry["path"] = str(flaky_dir / Path(entry["path"]).name)
+    (out / "run.json").write_text(json.dumps(record))
     target = out
     if change == "notebook":
         make_notebook(flaky_dir / "02_beta.ipynb", body="print('edited')\n")
     elif change == "record":
-        record = json.loads((out / "run.json").read_text())
         record["parameters"]["01_alpha"]["N"] = "7"
         (out / "run.json").write_text(json.dumps(record))
     elif change == "gone":
@@ -123,7 +142,6 @@ def test_resume_refuses_what_it_cannot_resume(flaky_dir, tmp_path, capsys, chang
     elif change == "garbled":
         (out / "run.json").write_text("{")
     before = sorted(p.name for p in out.iterdir())
-    capsys.readouterr()
     assert main(["run", "--resume", str(target), *args, "-q"]) == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and err.count("\n") == 1 and "Traceback" not in err, err
@@ -309,7 +327,7 @@ def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel
 
         def sweep():
             try:
-                got["result"] = run_sweep("01", ["N=2,3,4,5"], scheduler=cluster.scheduler_address, output=out,
+                got["result"] = run_sweep("01", ["N=2,3,4"], scheduler=cluster.scheduler_address, output=out,
                                           progress=False, log=lambda _m: None)
             except BaseException as exc:  # noqa: BLE001 (reported by the assertion below)
                 got["error"] = exc
@@ -318,7 +336,7 @@ def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel
         thread.start()
         first = _wait_for("kernel-*.pid", sweep_dir)[0]
         victim = psutil.Process(int(first.stem.split("-")[2])).parent()  # the Dask worker that started this kernel
-        assert "distributed" in " ".join(victim.cmdline()) or victim.pid != os.getpid()
+        assert victim.pid != os.getpid()
         victim.kill()
         killed_at = time.monotonic()
         thread.join(timeout=240)
@@ -326,11 +344,11 @@ def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel
         elapsed = time.monotonic() - killed_at
     assert "error" not in got, got.get("error")
     rows = _rows(out)
-    assert sorted(r["N"] for r in rows) == ["2", "3", "4", "5"]  # every combination, once
+    assert sorted(r["N"] for r in rows) == ["2", "3", "4"]  # every combination, once
     assert all(r["status"] in ("ok", "failed") for r in rows), rows
     if any(r["status"] != "ok" for r in rows):  # the scheduler gave up on the task: resume completes it
         assert main(["sweep", "--resume", str(out), "-q"]) == 0
-        assert [r["status"] for r in _rows(out)] == ["ok"] * 4
+        assert [r["status"] for r in _rows(out)] == ["ok"] * 3
     kernels = [int(p.stem.split("-")[2]) for p in sweep_dir.glob("kernel-*.pid")]
     assert procs_gone(kernels), "a kernel of the killed worker survived"
     assert elapsed < 200
