@@ -182,6 +182,7 @@ def test_a_kernel_killed_mid_run_fails_its_notebook_within_seconds_and_the_other
     assert "kernel died (signal 9, SIGKILL)" in status["01_victim"]["error"]
     assert (out / "02_other.ipynb").is_file() and (out / "01_victim.ipynb").is_file()
     assert json.loads((out / "metrics.json").read_text())["02_other"] == {"done": 1}
+    print(f"FIGURE kernel SIGKILL: failed in the index {detected_s:.1f} s after the kill")
     assert detected_s < 15, detected_s
 
 
@@ -212,6 +213,7 @@ def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp
     while _alive(kernel.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(kernel.pid), "the dead worker's kernel survived"
+    print(f"FIGURE worker SIGKILL: run ended {time.monotonic() - killed_at:.1f} s after the kill (two more notebooks ran)")
 
 
 # -- the output folder stops taking files ---------------------------------------------------------------
@@ -351,6 +353,7 @@ def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel
         assert [r["status"] for r in _rows(out)] == ["ok"] * 3
     kernels = [int(p.stem.split("-")[2]) for p in sweep_dir.glob("kernel-*.pid")]
     assert procs_gone(kernels), "a kernel of the killed worker survived"
+    print(f"FIGURE Dask worker SIGKILL: sweep done {elapsed:.1f} s after the kill; statuses {[r['status'] for r in rows]}")
     assert elapsed < 200
 
 
