@@ -6,8 +6,8 @@ whatever happens next:
 * ``run.json`` (``sweep.json`` for a sweep) records what was asked — each notebook's path and the
   SHA-256 of its source, the parameters (as Python literals) and a SHA-256 over them — so
   ``--resume`` re-runs exactly that, and refuses when a notebook or the record changed since;
-* ``index.json`` holds each notebook's status (``ok``, ``failed``, ``interrupted``, ``not started``,
-  or ``running`` while it runs); ``index.html`` shows it;
+* ``index.json`` holds each notebook's status (``ok``, ``failed``, ``interrupted`` or ``not started``);
+  ``index.html`` shows it;
 * each notebook runs into a hidden staging folder beside the run and its files are renamed into the
   run as soon as it ends, ok or failed (papermill keeps a failed or interrupted notebook executed up
   to the cell that stopped it); every file the runner writes itself is written under a temporary
@@ -36,7 +36,7 @@ SWEEP_RECORD = "sweep.json"
 STATUS_FILE = "index.json"
 RECORD_VERSION = 1
 
-OK, FAILED, INTERRUPTED, NOT_STARTED, RUNNING = "ok", "failed", "interrupted", "not started", "running"
+OK, FAILED, INTERRUPTED, NOT_STARTED = "ok", "failed", "interrupted", "not started"
 
 # The file system refusing a write: the run cannot go on, and retrying the next notebook would only fail again.
 DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}

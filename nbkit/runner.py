@@ -417,8 +417,9 @@ def execute(
         dead = _kernel_death(path, out_nb, watch.get("process")) if type(exc).__name__ == "DeadKernelError" else None
         error = dead or f"{path.stem}: {type(exc).__name__}: {exc}"
     finally:
-        sink.unlink(missing_ok=True)
-        (out_dir / KERNEL_PID_FILE).unlink(missing_ok=True)
+        for scratch in (sink, out_dir / KERNEL_PID_FILE):
+            with contextlib.suppress(OSError):  # a read-only or full disk is reported above, not here
+                scratch.unlink(missing_ok=True)
     seconds = time.perf_counter() - start
     if not out_nb.is_file():
         return NotebookResult(path.stem, False, seconds, None, error=error or f"{path.stem}: no executed notebook was written")
@@ -429,10 +430,10 @@ def execute(
     try:
         export_html(out_nb, html_path, plotly_js)
     except Exception as exc:  # a failed notebook's page is a courtesy; a finished one's is not
+        if is_disk_error(exc):
+            raise output_error(Path(getattr(exc, "filename", None) or html_path), exc) from None
         if error is None:
             raise
-        if is_disk_error(exc):
-            raise output_error(html_path, exc) from None
         html_path = None
         error += f" (and its HTML page failed: {type(exc).__name__}: {exc})"
     return NotebookResult(path.stem, error is None, seconds, out_nb, html_path, metrics, error)
@@ -767,7 +768,7 @@ def _worker_main(job: Job, share: list[int], conn) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     skip_uri_grammar()  # a spawned worker starts without the parent's sys.modules
     share_threads(share)
-    from nbkit.runfolder import INTERRUPTED, OutputError
+    from nbkit.runfolder import INTERRUPTED, OutputError, is_disk_error, output_error
 
     name = job.path.stem
     try:
@@ -776,6 +777,9 @@ def _worker_main(job: Job, share: list[int], conn) -> None:
         result = NotebookResult(name, False, 0.0, _staged(job), error=f"{name}: interrupted", status=INTERRUPTED)
     except OutputError as exc:
         result = exc
+    except OSError as exc:
+        result = output_error(Path(exc.filename or job.out_dir), exc) if is_disk_error(exc) else NotebookResult(
+            name, False, 0.0, _staged(job), error=f"{name}: worker failed: {type(exc).__name__}: {exc}")
     except Exception as exc:
         result = NotebookResult(name, False, 0.0, _staged(job), error=f"{name}: worker failed: {type(exc).__name__}: {exc}")
     with contextlib.suppress(OSError, ValueError):

@@ -361,3 +361,49 @@ def procs_gone(pids, timeout_s: float = 15.0) -> bool:
     from nbkit.procs import wait_gone
 
     return wait_gone(pids, timeout_s) == []
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MiB tmpfs of our own (needs root and mount rights: skipped elsewhere)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not root'}); the monkeypatched test covers the path")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_a_real_file_system_refusing_writes_mid_run(small_disk, tmp_path, fault):
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    make_notebook(d / "01_a.ipynb", body="import nbkit\nnbkit.record('name', 'a')\n")
+    if fault == "full":  # 02's output (5 MB of text) does not fit on the 3 MiB disk
+        make_notebook(d / "02_b.ipynb", body="print('x' * 5_000_000)\n")
+    else:  # 02 waits until the test has remounted the disk read-only
+        make_notebook(d / "02_b.ipynb", body="import pathlib, time\npathlib.Path('started').touch()\n"
+                      "while not pathlib.Path('go').exists():\n    time.sleep(0.1)\nprint('after')\n")
+    make_notebook(d / "03_c.ipynb", body="print('c')\n")
+    out = small_disk / "r"
+    proc = _nbkit(["run", "--all", "-q", "--output", str(out)], d)
+    try:
+        if fault == "read-only":
+            _wait_for("started", d)
+            subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+            (d / "go").touch()
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    why = "No space left on device (errno 28)" if fault == "full" else "Read-only file system (errno 30)"
+    assert proc.returncode == 1 and err.count("nbkit: error:") == 1 and why in err, err
+    assert "Traceback" not in err, err
+    print(f"FIGURE disk {fault}: {[ln for ln in err.splitlines() if 'nbkit: error:' in ln][0]}")
+    assert nbformat.read(out / "01_a.ipynb", as_version=4).cells and (out / "01_a.html").is_file()
+    status = _status(out)
+    assert status["01_a"]["status"] == "ok" and status["03_c"]["status"] == "not started", status
+    assert not (out / "03_c.ipynb").exists()
