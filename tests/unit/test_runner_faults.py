@@ -48,8 +48,8 @@ def _wait_for(pattern: str, folder: Path, n: int = 1, timeout: float = 120.0) ->
     raise AssertionError(f"{pattern} never appeared in {folder}")
 
 
-def _nbkit(args: list[str], nb_dir: Path) -> subprocess.Popen:
-    env = {**os.environ, "NBKIT_NOTEBOOKS": str(nb_dir)}
+def _nbkit(args: list[str], nb_dir: Path, **extra_env: str) -> subprocess.Popen:
+    env = {**os.environ, "NBKIT_NOTEBOOKS": str(nb_dir), **extra_env}
     return subprocess.Popen([sys.executable, "-m", "nbkit.cli", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -193,7 +193,9 @@ def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp
     make_notebook(d / "02_other.ipynb", body="import nbkit\nnbkit.record('x', 2)\n")
     make_notebook(d / "03_third.ipynb", body="import nbkit\nnbkit.record('x', 3)\n")
     out = tmp_path / "runs" / "r"
-    proc = _nbkit(["run", "--all", "--jobs", "2", "-q", "--output", str(out)], d)
+    own_tmp = tmp_path / "tmp"  # the kernels' sockets and connection files go here, apart from other jobs'
+    own_tmp.mkdir()
+    proc = _nbkit(["run", "--all", "--jobs", "2", "-q", "--output", str(out)], d, TMPDIR=str(own_tmp))
     try:
         (victim,) = _wait_for("kernel-*.pid", d)
         kernel = psutil.Process(int(victim.stem.split("-")[1]))
@@ -213,6 +215,7 @@ def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp
     while _alive(kernel.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(kernel.pid), "the dead worker's kernel survived"
+    assert list(own_tmp.iterdir()) == [], "the dead worker's kernel left its files"
     print(f"FIGURE worker SIGKILL: run ended {time.monotonic() - killed_at:.1f} s after the kill (two more notebooks ran)")
 
 
