@@ -12,7 +12,8 @@ It checks, and prints:
 * no process the sweep started (workers, kernels, ZeRO ranks — every descendant seen while it ran)
   is alive afterwards;
 * no temporary folder or file is left: no ``.NAME.tmp-*`` staging folder beside the output, nothing
-  new in the sweep's own temp dir (``TMPDIR`` set to ``OUT/tmp``: kernel sockets, connection files);
+  new in the sweep's own temp dir (``TMPDIR`` set to ``OUT/tmp``: kernel sockets, connection files,
+  the ladder's rank folders; torch's ``torchinductor_*`` compile cache excepted);
 * the nbkit parent's memory is flat: its RSS sampled every second through the first pass; the last
   sample within 50 MiB of the first quarter's largest (start-up imports are not growth).
 
@@ -156,7 +157,8 @@ def main() -> int:
             except psutil.Error:
                 continue
         staging = [p.name for p in parent.iterdir() if ".tmp-" in p.name]
-        leaked = sorted({p.name for p in tmp_root.iterdir()} - before_tmp)
+        # torch's compile cache (torchinductor_<user>) is a cache meant to stay, not a leak.
+        leaked = sorted(n for n in {p.name for p in tmp_root.iterdir()} - before_tmp if not n.startswith("torchinductor_"))
         statuses = [r["status"] for r in rows]
         warm = max(rss[: max(1, len(rss) // 4)]) if rss else 0
         checks = {

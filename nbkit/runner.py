@@ -712,6 +712,7 @@ class _WorkerPool:
             pid = int(info["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             return
+        _interrupt_then_wait(pid)
         kill_group(pid)  # jupyter_client starts each kernel in its own session: pgid == pid
         leftovers = [info.get("connection_file")] + (glob.glob(f"{info['ipc']}-*") if info.get("ipc") else [])
         for path in filter(None, leftovers):
@@ -750,6 +751,25 @@ class _WorkerPool:
             self._end_kernel(self.jobs[i])
             conn.close()
         self.running.clear()
+
+
+def _interrupt_then_wait(pid: int, settle_s: float = 5.0) -> None:
+    """Interrupt an orphaned kernel's cell first, so it unwinds (ends its ranks, removes its temporary
+    folders) before it is killed: wait until it has no child process left, at most ``settle_s``."""
+    import signal
+
+    import psutil
+
+    try:
+        kernel = psutil.Process(pid)
+        kernel.send_signal(signal.SIGINT)
+    except psutil.Error:
+        return
+    deadline = time.monotonic() + settle_s
+    with contextlib.suppress(psutil.Error):
+        while time.monotonic() < deadline and kernel.children():
+            time.sleep(0.1)
+        time.sleep(0.5)  # the unwinding after the last child ended (temporary folders, files)
 
 
 def _staged(job: Job) -> Path | None:

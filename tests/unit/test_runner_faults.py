@@ -189,7 +189,13 @@ def test_a_kernel_killed_mid_run_fails_its_notebook_within_seconds_and_the_other
 def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp_path):
     d = tmp_path / "notebooks"
     d.mkdir()
-    make_notebook(d / "01_victim.ipynb", body=SLOW)
+    # Works in a temporary folder with a child process, as the ZeRO ladder does: both must go with the worker.
+    make_notebook(d / "01_victim.ipynb", body="import os, pathlib, subprocess, sys, tempfile, time\n"
+                  "with tempfile.TemporaryDirectory(prefix='nbkit-work-'):\n"
+                  "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                  "    try:\n"
+                  "        pathlib.Path(f'kernel-{os.getpid()}.pid').touch()\n        time.sleep(60)\n"
+                  "    finally:\n        child.kill()\n")
     make_notebook(d / "02_other.ipynb", body="import nbkit\nnbkit.record('x', 2)\n")
     make_notebook(d / "03_third.ipynb", body="import nbkit\nnbkit.record('x', 3)\n")
     out = tmp_path / "runs" / "r"
@@ -215,7 +221,7 @@ def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp
     while _alive(kernel.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(kernel.pid), "the dead worker's kernel survived"
-    assert list(own_tmp.iterdir()) == [], "the dead worker's kernel left its files"
+    assert list(own_tmp.iterdir()) == [], "the dead worker's kernel left its files or its temporary folder"
     print(f"FIGURE worker SIGKILL: run ended {time.monotonic() - killed_at:.1f} s after the kill (two more notebooks ran)")
 
 
