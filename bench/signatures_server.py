@@ -31,12 +31,12 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from nbkit.procs import usable_cores
 from nbkit.signatures.server import (
     LlamaCppServer,
     LocalLMPool,
     LocalLMServer,
     llama_server_binary,
-    usable_cores,
 )
 
 
@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--runaway-ctx", type=int, default=256, help="context of the stock server (bounds the runaway)")
     ap.add_argument("--quick", action="store_true", help="only llama-cpp-python's one stream and notebook 03's default setup")
     args = ap.parse_args()
-    n, cores = args.max_tokens, usable_cores()
+    n, cores = args.max_tokens, len(usable_cores())
     prompts = dspy_prompts(args.questions)
     print(f"{cores} usable cores, load average {os.getloadavg()[0]:.2f}; {len(prompts)} DSPy prompts (typed signature, JSON adapter), "
           f"max_tokens={n}, temperature 0; llama-server binary: {llama_server_binary()}")  # fmt: skip

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -111,5 +112,16 @@ def main() -> int:
     return 0 if worst <= 0.10 else 1
 
 
+def _stop(signum, frame):
+    # SIGTERM unwinds like Ctrl-C, so the launch in progress kills and reaps its ranks (they would also
+    # die with this process: nbkit.procs starts them with a parent-death signal).
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        print("zero_peak: interrupted; its ranks were ended", file=sys.stderr)
+        raise SystemExit(130) from None

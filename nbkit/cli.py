@@ -2,7 +2,8 @@
 
 Bad input (an unknown notebook or parameter, a value of the wrong type or outside its declared
 range, an unusable output path) is one line ``nbkit: error: …`` and exit 2, before anything runs.
-SIGTERM is handled like Ctrl-C: a run or sweep in progress removes its temporary folder.
+SIGTERM is handled like Ctrl-C: a run or sweep in progress ends its kernels and keeps, in its output
+folder, what had finished (``--resume DIR`` completes it).
 """
 
 from __future__ import annotations
@@ -32,44 +33,65 @@ def parse_params(pairs: list[list[str]] | None) -> dict:
 
 
 def _cmd_run(args) -> int:
+    import shutil as _shutil
+
+    from nbkit.runfolder import OutputError
     from nbkit.runner import run_notebooks
 
-    if not args.all and not args.notebooks:
+    if args.resume is None and not args.all and not args.notebooks:
         args.parser.print_usage(sys.stderr)
         return main_error("name the notebooks to run (e.g. `nbkit run 01`), or pass --all for every notebook")
     if args.all and args.notebooks:
         return main_error(f"--all runs every notebook; do not also name {' '.join(args.notebooks)}")
+    if args.resume is not None and args.all:
+        return main_error("--resume DIR re-runs DIR's notebooks; do not also pass --all")
     try:
         params = parse_params(args.param)
         run_dir, results = run_notebooks([] if args.all else args.notebooks, params, smoke=args.smoke, output=args.output,
-                                         kernel=args.kernel, progress=not args.quiet, jobs=args.jobs)
+                                         kernel=args.kernel, progress=not args.quiet, jobs=args.jobs, resume=args.resume)
     except UsageError as exc:
         return main_error(str(exc))
-    if run_dir is None:
-        failed = [r for r in results if not r.ok]
-        # A notebook that stopped on a UsageError (bad user input it read, e.g. a DEV_SET row lacking a
-        # field) is a usage error like a bad -p: its one-line message, exit 2 (nothing was published).
-        usage = [r for r in failed if " raised UsageError: " in (r.error or "")]
-        if usage and len(usage) == len(failed):
-            return main_error("; ".join(r.error.split(" raised UsageError: ", 1)[1] for r in usage))
-        for r in failed:
-            print(f"nbkit: FAILED {r.error}", file=sys.stderr)
+    except OutputError as exc:
+        print(f"nbkit: error: {exc}; the notebooks that ended before it are intact in the run folder (see above)", file=sys.stderr)
         return 1
-    print(f"wrote {run_dir}/  (index: {run_dir / 'index.html'})")
-    return 0
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        print(f"wrote {run_dir}/  (index: {run_dir / 'index.html'})")
+        return 0
+    # A notebook that stopped on a UsageError (bad user input it read, e.g. a DEV_SET row lacking a
+    # field) is a usage error like a bad -p: its one-line message, exit 2; a new run that produced
+    # nothing else is removed (nothing written, as for a bad -p).
+    usage = [r for r in failed if " raised UsageError: " in (r.error or "")]
+    if usage and len(usage) == len(failed):
+        if args.resume is None and not any(r.ok for r in results):
+            _shutil.rmtree(run_dir, ignore_errors=True)
+        return main_error("; ".join(r.error.split(" raised UsageError: ", 1)[1] for r in usage))
+    for r in failed:
+        print(f"nbkit: FAILED {r.error}", file=sys.stderr)
+    print(f"nbkit: {len(results) - len(failed)} of {len(results)} notebooks ok; the run is in {run_dir}/ "
+          f"(index.html: each notebook's status; a failed notebook is kept executed up to its failing cell); "
+          f"`nbkit run --resume {run_dir}` re-runs the notebooks that are not ok", file=sys.stderr)
+    return 1
 
 
 def _cmd_sweep(args) -> int:
+    from nbkit.runfolder import OutputError
     from nbkit.sweep import run_sweep
 
     try:
         params = parse_params(args.param)
         out, results = run_sweep(args.notebook, args.grid, params, smoke=args.smoke, jobs=args.jobs, output=args.output,
-                                 scheduler=args.scheduler, yes=args.yes, kernel=args.kernel, progress=not args.quiet)
+                                 scheduler=args.scheduler, yes=args.yes, kernel=args.kernel, progress=not args.quiet,
+                                 resume=args.resume)
     except UsageError as exc:
         return main_error(str(exc))
+    except OutputError as exc:
+        print(f"nbkit: error: {exc}; the runs that ended before it are intact in the sweep folder (see above)", file=sys.stderr)
+        return 1
     failed = [r for r in results if not r.ok]
     print(f"wrote {out}/  ({len(results)} runs, {len(failed)} failed; {out / 'comparison.csv'}, {out / 'comparison.html'})")
+    if failed:
+        print(f"nbkit: `nbkit sweep --resume {out}` runs the combinations that are not ok again", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -216,11 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="execute notebooks headless (papermill) into runs/<timestamp>/")
     run.add_argument("notebooks", nargs="*", help="notebook paths, names (01_kg_gnn), numbers (01) or themes (kg)")
     run.add_argument("--all", action="store_true", help="run every notebook")
+    run.add_argument("--resume", type=Path, metavar="DIR",
+                     help="re-run only the notebooks of the run folder DIR that are not ok, with the parameters recorded there")
     _common_run_options(run, output_help="output directory (default runs/<timestamp>)")
     run.set_defaults(func=_cmd_run, parser=run)
 
     sweep = sub.add_parser("sweep", help="run one notebook per combination of a parameter grid and compare the runs")
-    sweep.add_argument("notebook", help="notebook path, name, number or theme")
+    sweep.add_argument("notebook", nargs="?", help="notebook path, name, number or theme")
+    sweep.add_argument("--resume", type=Path, metavar="DIR",
+                       help="run only the combinations the sweep folder DIR's comparison.csv does not hold as ok (its recorded grid)")
     sweep.add_argument("--grid", action="append", metavar="KEY=V1,V2", help="a parameter and its values (Python literals); repeat for more keys")
     sweep.add_argument("--scheduler", metavar="ADDRESS", help="submit each run to this Dask distributed scheduler (tcp://host:8786)")
     sweep.add_argument("--yes", action="store_true", help=f"allow a grid of more than {256} runs")
@@ -316,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
 
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         if isinstance(exc, Terminated):
-            print("nbkit: terminated; the run's temporary folder was removed", file=sys.stderr)
+            print("nbkit: terminated; what had finished is kept in the run folder", file=sys.stderr)
             return 128 + signal.SIGTERM
         print("nbkit: interrupted", file=sys.stderr)
         return 130

@@ -164,7 +164,12 @@ class Panel:
         self.output.clear_output()
         try:
             with self.output:
-                self.run(raise_errors=False)
+                try:
+                    self.run(raise_errors=False)
+                except KeyboardInterrupt:
+                    # Interrupting the kernel stops the experiment (its processes end as it unwinds);
+                    # run() showed "interrupted". A click has no caller to pass it to: no traceback.
+                    pass
         finally:
             self.run_button.disabled = False
             self.status.value = (

@@ -239,12 +239,13 @@ def write_index(
     for r in results:
         link = f"<a href='{_esc(r.name)}.html'>{_esc(r.name)}</a>" if r.html else _esc(r.name)
         nb_link = f" · <a href='{_esc(r.name)}.ipynb'>ipynb</a>" if r.output else ""
-        status = "ok" if r.ok else f"<span class='failed'>failed</span>: {_esc(r.error or '')}"
+        kind = getattr(r, "status", "") or ("ok" if r.ok else "failed")
+        status = "ok" if r.ok else f"<span class='failed'>{_esc(kind)}</span>" + (f": {_esc(r.error)}" if r.error else "")
         params = ", ".join(f"{_esc(k)}={_esc(repr(v))}" for k, v in parameters.get(r.name, {}).items()) or "defaults"
         summary.append(
             f"<tr><td>{link}{nb_link}</td><td>{status}</td><td>{r.seconds:.1f}</td><td><code>{params}</code></td></tr>"
         )
-        rows, note = ledger_rows(r.name, r.metrics.get("claims")) if r.ok else ([], f"{r.name}: failed, no claims")
+        rows, note = ledger_rows(r.name, r.metrics.get("claims")) if r.ok else ([], f"{r.name}: {kind}, no claims")
         ledger.extend(rows)
         if note:
             notes.append(note)
@@ -274,6 +275,8 @@ def write_index(
 <h2>Headline figures</h2>{''.join(sections) or "<p class='note'>no notebook finished</p>"}
 {('<h2>Panel screenshots (browser tier)</h2>' + gallery) if gallery else ''}
 <script>{INDEX_JS}</script></body></html>"""
+    from nbkit.runfolder import write_atomic
+
     index = run_dir / "index.html"
-    index.write_text(page, encoding="utf-8")
+    write_atomic(index, page)  # rewritten as each notebook ends: a reader never sees half a page
     return index

@@ -1,12 +1,16 @@
 """Run the workbook's notebooks headless with papermill, and collect what they recorded.
 
-A run writes into a hidden temporary directory beside its destination and is renamed into place
-only when every notebook succeeded, so ``runs/`` never holds a half-written run. A failed run's
-executed notebooks (and its index page) are kept under the system temp dir, and the failing cell
-is named. An interrupted run (Ctrl-C, or SIGTERM, which ``nbkit`` turns into the same
-``KeyboardInterrupt``) removes its temporary directory.
+A run's folder (``runs/<stamp>/`` or ``--output``) is created when the run starts and kept whatever
+happens: each notebook's executed ``.ipynb`` and ``.html`` are renamed into it as soon as that
+notebook ends, ok or failed (a failed or interrupted notebook executed up to the cell that stopped
+it), and ``index.json``/``index.html`` say which notebooks are ok, failed (the cell and the error),
+interrupted or not started (``nbkit.runfolder``). An interrupted run (Ctrl-C, or SIGTERM, which
+``nbkit`` turns into the same ``KeyboardInterrupt``) ends its kernels and keeps what finished;
+``run_notebooks(..., resume=DIR)`` re-runs only DIR's notebooks that are not ok. A kernel that dies
+(the OOM killer, ``kill -9``) fails its notebook as ``kernel died (signal 9, SIGKILL)``; a worker that
+dies fails only its own notebook and its kernel is ended.
 
-``jobs > 1`` runs notebooks in a pool of worker processes, longest first (by the seconds each took
+``jobs > 1`` runs notebooks in worker processes (one per notebook, ``jobs`` at a time), longest first (by the seconds each took
 in the newest earlier run beside the destination, ``timings.json``; on a machine's first run, by the
 reference seconds shipped beside the notebooks, ``reference_seconds.json``). Each worker, and the kernel it
 starts, gets its share of the usable cores as thread-pool sizes (``OMP_NUM_THREADS`` and friends), so
@@ -36,7 +40,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import glob
 import json
+import logging
 import math
 import os
 import re
@@ -51,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.procs import end_processes, usable_cores  # noqa: F401 (end_processes: the browser tier's import)
 from nbkit.record import read_notebook
 
 
@@ -81,6 +88,12 @@ class NotebookResult:
     html: Path | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    # "ok", "failed", "interrupted" or "not started" (nbkit.runfolder); "" means: from ``ok``.
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = "ok" if self.ok else "failed"
 
 
 def _holds_notebooks(folder: Path) -> bool:
@@ -319,8 +332,12 @@ def _kernel_exists(name: str) -> bool:
 HEADLESS_KERNEL_ENV = {"NBKIT_HEADLESS": "1", "PLOTLY_RENDERER": "plotly_mimetype"}
 
 
-def kernel_manager_with_env(extra: dict[str, str]):
-    """A jupyter_client kernel manager class whose kernels start with ``extra`` added to the environment."""
+def kernel_manager_with_env(extra: dict[str, str], watch: dict[str, Any] | None = None):
+    """A jupyter_client kernel manager class whose kernels start with ``extra`` added to the environment.
+
+    ``watch``: filled with the kernel's ``process`` once it starts (and its pid written to
+    ``watch["pid_file"]`` when given), so a dead kernel's exit status can be reported.
+    """
     from jupyter_client import AsyncKernelManager
     from traitlets import default
 
@@ -343,7 +360,17 @@ def kernel_manager_with_env(extra: dict[str, str]):
 
         async def start_kernel(self, **kw):
             kw["env"] = {**kw.get("env", os.environ), **extra}
-            return await super().start_kernel(**kw)
+            started = await super().start_kernel(**kw)
+            process = getattr(self.provisioner, "process", None)
+            if watch is not None and process is not None:
+                watch["process"] = process  # its exit status names how a dead kernel died
+                if watch.get("pid_file"):
+                    # A worker killed with SIGKILL cannot end its kernel nor remove its files; the parent
+                    # reads this to do both.
+                    Path(watch["pid_file"]).write_text(json.dumps({
+                        "pid": process.pid, "connection_file": self.connection_file,
+                        "ipc": self.ip if self.transport == "ipc" else None}), encoding="utf-8")
+            return started
 
     return EnvKernelManager
 
@@ -365,9 +392,15 @@ def execute(
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
+    from nbkit.runfolder import is_disk_error, output_error
+
     out_nb = out_dir / path.name
     sink = out_dir / f".{path.stem}.metrics.jsonl"
     env = {**HEADLESS_KERNEL_ENV, "NBKIT_RECORD_FILE": str(sink)}
+    watch: dict[str, Any] = {"pid_file": str(out_dir / KERNEL_PID_FILE)}
+    papermill_log = logging.getLogger("papermill")
+    if not any(isinstance(f, _NotKernelDeath) for f in papermill_log.filters):
+        papermill_log.addFilter(_NotKernelDeath())
     start = time.perf_counter()
     error = None
     try:
@@ -382,7 +415,7 @@ def execute(
             report_mode=False,
             # The kernel's environment is given to its manager, not set in os.environ: notebooks run
             # from threads (a Dask worker) must not see each other's settings.
-            kernel_manager_class=kernel_manager_with_env(env),
+            kernel_manager_class=kernel_manager_with_env(env, watch),
         )
     except PapermillExecutionError as exc:
         first_line = (exc.source or "").strip().splitlines()[:1]
@@ -390,10 +423,17 @@ def execute(
         error = f"{path.stem}: {where} raised {exc.ename}: {exc.evalue}"
     except KeyboardInterrupt:
         raise
-    except Exception as exc:
+    except OSError as exc:
+        if is_disk_error(exc):  # the output folder stopped taking files: the whole run stops, not this notebook
+            raise output_error(Path(exc.filename or out_dir), exc) from None
         error = f"{path.stem}: {type(exc).__name__}: {exc}"
+    except Exception as exc:
+        dead = _kernel_death(path, out_nb, watch.get("process")) if type(exc).__name__ == "DeadKernelError" else None
+        error = dead or f"{path.stem}: {type(exc).__name__}: {exc}"
     finally:
-        sink.unlink(missing_ok=True)
+        for scratch in (sink, out_dir / KERNEL_PID_FILE):
+            with contextlib.suppress(OSError):  # a read-only or full disk is reported above, not here
+                scratch.unlink(missing_ok=True)
     seconds = time.perf_counter() - start
     if not out_nb.is_file():
         return NotebookResult(path.stem, False, seconds, None, error=error or f"{path.stem}: no executed notebook was written")
@@ -404,6 +444,8 @@ def execute(
     try:
         export_html(out_nb, html_path, plotly_js)
     except Exception as exc:  # a failed notebook's page is a courtesy; a finished one's is not
+        if is_disk_error(exc):
+            raise output_error(Path(getattr(exc, "filename", None) or html_path), exc) from None
         if error is None:
             raise
         html_path = None
@@ -411,13 +453,57 @@ def execute(
     return NotebookResult(path.stem, error is None, seconds, out_nb, html_path, metrics, error)
 
 
+KERNEL_PID_FILE = ".kernel.pid"  # in a notebook's staging folder while its kernel runs
+
+
+def _kernel_death(path: Path, out_nb: Path, process) -> str | None:
+    """``NAME: kernel died (signal 9, SIGKILL) in cell N ('…')`` when the notebook's kernel died, else None."""
+    if process is None:
+        return None
+    try:
+        code = process.wait(timeout=5)
+    except Exception:  # still running: the failure was something else
+        return None
+    if code is None or code == 0:
+        return None
+    import signal
+
+    if code < 0:
+        try:
+            how = f"signal {-code}, {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"signal {-code}"
+    else:
+        how = f"exit status {code}"
+    return f"{path.stem}: kernel died ({how}){_running_cell(out_nb)}"
+
+
+def _running_cell(out_nb: Path) -> str:
+    """`` in cell N ('first line')`` for the cell papermill marked running when the kernel died."""
+    try:
+        import nbformat
+
+        nb = nbformat.read(out_nb, as_version=4)
+    except Exception:  # no notebook saved yet: the kernel died before the first cell
+        return ""
+    # papermill marks every cell it reached (start_time) and completes even the one the kernel died in.
+    reached = [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    if not reached:
+        return ""
+    cell = reached[-1]
+    first = cell.source.strip().splitlines()[:1]
+    number = cell.get("execution_count") or f"#{nb.cells.index(cell)}"
+    return f" in cell {number}" + (f" ({first[0][:60]!r})" if first else "")
+
+
+class _NotKernelDeath(logging.Filter):
+    """Drop nbclient's own "Kernel died …" log line: the run reports the death once, with its signal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith("Kernel died")
+
+
 # -- several notebooks at once ---------------------------------------------------------------------
-
-
-def usable_cores() -> list[int]:
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
 
 
 def core_shares(n_jobs: int, cores: Sequence[int] | None = None) -> list[list[int]]:
@@ -493,24 +579,6 @@ def longest_first(jobs: Sequence[Job], seconds: dict[str, float]) -> list[Job]:
     return known + [j for j in jobs if j.path.stem not in seconds]
 
 
-def _pool_worker_init(counter, shares: list[list[int]]) -> None:
-    import signal
-
-    # The parent ends workers with SIGTERM when the run is interrupted: unwind like Ctrl-C so
-    # papermill shuts the kernel down. SIGINT from the terminal is the parent's to handle.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    skip_uri_grammar()  # a spawned worker starts without the parent's sys.modules
-    with counter.get_lock():  # each worker takes the next share of the cores
-        slot = counter.value
-        counter.value += 1
-    share_threads(shares[slot % len(shares)])
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 @dataclass
 class Job:
     """One notebook execution: what ``execute`` needs."""
@@ -536,95 +604,225 @@ def execute_jobs(
     n_jobs: int = 1,
     progress: bool = True,
     log: Callable[[str], Any] = print,
-) -> list[NotebookResult]:
-    """Execute ``jobs`` one after another (``n_jobs`` 1) or in a pool of worker processes, in the order given.
+    on_done: Callable[[int, NotebookResult], Any] | None = None,
+    results: list[NotebookResult | None] | None = None,
+) -> list[NotebookResult | None]:
+    """Execute ``jobs`` one after another (``n_jobs`` 1) or ``n_jobs`` at a time, each in its own worker process.
 
-    Results come back in the order of ``jobs``; a notebook that fails is a failed result, not an
-    exception. An interrupt ends the workers (and through them their kernels) before it propagates.
+    Returns one result per job, in the order of ``jobs``; a notebook that fails, or whose worker or
+    kernel dies, is a failed result, not an exception. ``on_done(i, result)`` is called in this
+    process as each job ends (the run folder publishes it then). An interrupt (or an exception from
+    ``on_done``) ends the workers and their kernels before it propagates; pass ``results`` (a list
+    of None, one per job) to see, afterwards, which jobs had ended.
     """
+    results = [None] * len(jobs) if results is None else results
     if n_jobs <= 1 or len(jobs) <= 1:
-        results = []
-        for job in jobs:
+        for i, job in enumerate(jobs):
             log(f"▶ {job.label or job.path.stem}  parameters={job.parameters}")
             r = _run_job(job, progress)
-            results.append(r)
+            results[i] = r
             log(_done_line(job, r))
+            if on_done is not None:
+                on_done(i, r)
         return results
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    import psutil
-
-    n = min(n_jobs, len(jobs))
-    shares = core_shares(n)
-    # fork: workers start with papermill and nbconvert already imported (4-8 s each under load
-    # with spawn). This process has no kernel or thread of its own yet; spawn where fork is missing.
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    counter = ctx.Value("i", 0)
-    before = {p.pid for p in psutil.Process().children()}
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_pool_worker_init, initargs=(counter, shares))
-    log(f"running {len(jobs)} notebooks, {n} at a time; cores per worker: {shares}")
-    results: list[NotebookResult | None] = [None] * len(jobs)
+    pool = _WorkerPool(jobs, min(n_jobs, len(jobs)), log)
     try:
-        futures = {}
-        for i, job in enumerate(jobs):
-            futures[pool.submit(_run_job, job, False)] = i
-            log(f"▶ queued {job.label or job.path.stem}  parameters={job.parameters}")
-        for fut in as_completed(futures):
-            i = futures[fut]
-            job = jobs[i]
-            try:
-                results[i] = fut.result()
-            except Exception as exc:  # the worker itself died (memory, a signal): that notebook failed
-                results[i] = NotebookResult(job.path.stem, False, 0.0, error=f"{job.path.stem}: worker failed: {type(exc).__name__}: {exc}")
-            log(_done_line(job, results[i]))
+        pool.run(results, on_done)
     except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        _end_children(psutil.Process().children(), before)
+        pool.stop(results)
         raise
-    pool.shutdown(wait=True)
-    return [r for r in results if r is not None]
+    return results
 
 
-def _end_children(children, keep: set[int], settle_s: float = 10.0, grace_s: float = 15.0) -> None:
-    """End the pool workers this call started, and what they started.
+class _WorkerPool:
+    """At most ``n`` notebooks at once, each in a fresh forked worker process that ends with it.
 
-    The pool was shut down first, so a worker whose kernel was interrupted (SIGTERM and Ctrl-C
-    interrupt our kernels) finishes its notebook and exits by itself: wait ``settle_s`` for that,
-    then SIGTERM the rest (they unwind, papermill shuts their kernels down), then kill leftovers.
+    Why not ``concurrent.futures.ProcessPoolExecutor``: one worker killed (the OOM killer, a user's
+    ``kill -9``) breaks that pool and fails every queued notebook with ``BrokenProcessPool``; here the
+    dead worker's notebook is one failed result naming the signal, its kernel is ended, and the queue
+    goes on. A worker is forked (papermill and nbconvert already imported) and started per notebook.
     """
-    import psutil
 
-    workers = []
-    for p in children:
+    def __init__(self, jobs: Sequence[Job], n: int, log: Callable[[str], Any]):
+        import multiprocessing as mp
+
+        self.jobs, self.n, self.log = list(jobs), n, log
+        self.shares = core_shares(n)
+        # fork: workers start with papermill and nbconvert already imported (4-8 s each under load
+        # with spawn). This process has no kernel or thread of its own yet; spawn where fork is missing.
+        self.ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        self.running: dict[int, tuple[Any, Any, int]] = {}  # job index -> (process, receiving end, core-share slot)
+
+    def run(self, results: list[NotebookResult | None], on_done) -> None:
+        from multiprocessing.connection import wait
+
+        self.log(f"running {len(self.jobs)} notebooks, {self.n} at a time; cores per worker: {self.shares}")
+        for job in self.jobs:
+            self.log(f"▶ queued {job.label or job.path.stem}  parameters={job.parameters}")
+        queue = list(range(len(self.jobs)))
+        free = list(range(self.n))
+        while queue or self.running:
+            while queue and free:
+                self._start(queue.pop(0), free.pop(0))
+            waitables = {}
+            for i, (proc, conn, _slot) in self.running.items():
+                waitables[conn] = i
+                waitables[proc.sentinel] = i
+            for ready in wait(list(waitables), timeout=1.0):
+                i = waitables[ready]
+                if i not in self.running:
+                    continue
+                r = self._collect(i)
+                if r is None:
+                    continue
+                free.append(self.running.pop(i)[2])
+                results[i] = r
+                self.log(_done_line(self.jobs[i], r))
+                if on_done is not None:
+                    on_done(i, r)
+
+    def _start(self, i: int, slot: int) -> None:
+        recv, send = self.ctx.Pipe(duplex=False)
+        proc = self.ctx.Process(target=_worker_main, args=(self.jobs[i], self.shares[slot % len(self.shares)], send),
+                                name=f"nbkit-worker-{i}")
+        proc.start()
+        send.close()
+        self.running[i] = (proc, recv, slot)
+
+    def _collect(self, i: int) -> NotebookResult | None:
+        """The job's result once its worker sent it or died; None while it still runs."""
+        proc, conn, _slot = self.running[i]
+        job = self.jobs[i]
+        got = None
         try:
-            if p.pid not in keep and "resource_tracker" not in " ".join(p.cmdline()):
-                workers.append(p)
-        except psutil.Error:
-            continue
-    started = []
-    for p in workers:
-        with contextlib.suppress(psutil.Error):
-            started.extend(p.children(recursive=True))
-    _, running = psutil.wait_procs(workers, timeout=settle_s)
-    end_processes(running, grace_s)
-    end_processes([p for p in started if p.is_running()], grace_s=5.0)
+            if conn.poll():
+                got = conn.recv()
+        except (EOFError, OSError):
+            got = None
+        if got is None:
+            if proc.is_alive():
+                return None
+            proc.join(timeout=5)
+            self._end_kernel(job)
+            conn.close()
+            from nbkit.procs import exit_reason
+
+            name = job.path.stem
+            return NotebookResult(name, False, 0.0, _staged(job),
+                                  error=f"{name}: worker died ({exit_reason(proc.exitcode)}); its kernel was ended")
+        proc.join(timeout=30)
+        conn.close()
+        if isinstance(got, BaseException):
+            raise got  # the output folder stopped taking files (OutputError): the run stops
+        return got
+
+    def _end_kernel(self, job: Job) -> None:
+        """End the kernel (and its process group) a dead worker left behind."""
+        from nbkit.procs import kill_group
+
+        pid_file = job.out_dir / KERNEL_PID_FILE
+        try:
+            info = json.loads(pid_file.read_text(encoding="utf-8"))
+            pid = int(info["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        _interrupt_then_wait(pid)
+        kill_group(pid)  # jupyter_client starts each kernel in its own session: pgid == pid
+        leftovers = [info.get("connection_file")] + (glob.glob(f"{info['ipc']}-*") if info.get("ipc") else [])
+        for path in filter(None, leftovers):
+            Path(path).unlink(missing_ok=True)
+        pid_file.unlink(missing_ok=True)
+
+    def stop(self, results: list[NotebookResult | None], settle_s: float = 10.0, grace_s: float = 15.0) -> None:
+        """End every running worker: let those whose kernel was interrupted (Ctrl-C reaches the kernels)
+        send their result for ``settle_s``, SIGTERM the rest (they unwind, papermill saves the
+        notebook and ends its kernel), SIGKILL what is left after ``grace_s``, then end leftover kernels."""
+        import signal
+
+        deadline = time.monotonic() + settle_s
+        while self.running and time.monotonic() < deadline:
+            for i in list(self.running):
+                with contextlib.suppress(Exception):
+                    r = self._collect(i)
+                    if r is not None:
+                        self.running.pop(i)
+                        results[i] = r
+            time.sleep(0.2)
+        for proc, _conn, _slot in self.running.values():
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for i, (proc, conn, _slot) in list(self.running.items()):
+            proc.join(timeout=max(0.1, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+            with contextlib.suppress(Exception):
+                if conn.poll():
+                    got = conn.recv()
+                    if isinstance(got, NotebookResult):
+                        results[i] = got
+            self._end_kernel(self.jobs[i])
+            conn.close()
+        self.running.clear()
 
 
-def end_processes(procs, grace_s: float = 5.0) -> list[int]:
-    """SIGTERM the given psutil processes (only ones we started), SIGKILL those still there after
-    ``grace_s``; returns the pids that survived even that."""
+def _interrupt_then_wait(pid: int, settle_s: float = 5.0) -> None:
+    """Interrupt an orphaned kernel's cell first, so it unwinds (ends its ranks, removes its temporary
+    folders) before it is killed: wait until it has no child process left, at most ``settle_s``."""
+    import signal
+
     import psutil
 
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            p.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    _, alive = psutil.wait_procs(alive, timeout=grace_s)
-    return [p.pid for p in alive]
+    try:
+        kernel = psutil.Process(pid)
+        kernel.send_signal(signal.SIGINT)
+    except psutil.Error:
+        return
+    deadline = time.monotonic() + settle_s
+    with contextlib.suppress(psutil.Error):
+        while time.monotonic() < deadline and kernel.children():
+            time.sleep(0.1)
+        time.sleep(0.5)  # the unwinding after the last child ended (temporary folders, files)
+
+
+def _staged(job: Job) -> Path | None:
+    """The notebook papermill saved so far in the job's folder (after every cell), if any."""
+    nb = job.out_dir / job.path.name
+    return nb if nb.is_file() else None
+
+
+def _worker_main(job: Job, share: list[int], conn) -> None:
+    """A worker process: one notebook, its result (or the OutputError that stopped it) sent back."""
+    import signal
+
+    # The parent ends workers with SIGTERM when the run is interrupted: unwind like Ctrl-C so
+    # papermill saves the notebook and shuts the kernel down. SIGINT from the terminal is the parent's.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    skip_uri_grammar()  # a spawned worker starts without the parent's sys.modules
+    share_threads(share)
+    from nbkit.runfolder import INTERRUPTED, OutputError, is_disk_error, output_error
+
+    name = job.path.stem
+    try:
+        result: Any = _run_job(job, False)
+    except KeyboardInterrupt:
+        result = NotebookResult(name, False, 0.0, _staged(job), error=f"{name}: interrupted", status=INTERRUPTED)
+    except OutputError as exc:
+        result = exc
+    except OSError as exc:
+        result = output_error(Path(exc.filename or job.out_dir), exc) if is_disk_error(exc) else NotebookResult(
+            name, False, 0.0, _staged(job), error=f"{name}: worker failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        result = NotebookResult(name, False, 0.0, _staged(job), error=f"{name}: worker failed: {type(exc).__name__}: {exc}")
+    with contextlib.suppress(OSError, ValueError):
+        conn.send(result)
+        conn.close()
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _done_line(job: Job, r: NotebookResult) -> str:
@@ -659,12 +857,6 @@ def make_tmp_beside(final: Path) -> Path:
         raise RunError(f"output {final}: cannot create it ({exc.strerror or exc})") from None
 
 
-def publish(tmp: Path, final: Path) -> None:
-    if final.exists():
-        final.rmdir()  # checked empty by prepare_output
-    tmp.rename(final)
-
-
 def _attach_screenshots(run_dir: Path, final: Path) -> None:
     """Copy the browser tier's panel screenshots (tests/browser) into the run, for its index page."""
     shots = Path(os.environ.get("NBKIT_SCREENSHOTS_DIR") or final.parent / "browser-screenshots")
@@ -675,28 +867,9 @@ def _attach_screenshots(run_dir: Path, final: Path) -> None:
             shutil.copy2(png, run_dir / "screenshots" / png.name)
 
 
-def run_notebooks(
-    specs: list[str],
-    parameters: dict[str, Any] | None = None,
-    *,
-    smoke: bool = False,
-    output: Path | None = None,
-    kernel: str = "python3",
-    progress: bool = True,
-    jobs: int = 1,
-    log=print,
-) -> tuple[Path | None, list[NotebookResult]]:
-    """Execute notebooks; publish ``output`` (default ``runs/<timestamp>``) only if all succeed.
-
-    ``specs`` empty means every notebook (the CLI asks for ``--all`` explicitly).
-    """
-    from nbkit.report import write_index
-
-    if jobs < 1:
-        raise RunError(f"--jobs must be at least 1, got {jobs}")
+def _plan_new(specs: list[str], parameters: dict[str, Any] | None, smoke: bool) -> tuple[list[Path], dict[str, dict[str, Any]]]:
+    """The notebooks and each one's checked parameters of a new run."""
     paths = [resolve_notebook(s) for s in specs] if specs else available_notebooks(required=True)
-    if not _kernel_exists(kernel):
-        raise RunError(f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)")
     given = dict(parameters or {})
     per_nb: dict[str, dict[str, Any]] = {}
     for p in paths:
@@ -710,33 +883,167 @@ def run_notebooks(
     for key in given:
         if not any(key in per_nb[p.stem] for p in paths):
             raise RunError(f"unknown parameter {key!r}: no selected notebook declares it")
+    return paths, per_nb
+
+
+def _plan_resume(folder: Path | str) -> tuple[Path, list[Path], dict[str, dict[str, Any]], dict[str, Any]]:
+    """(run folder, notebooks, parameters, record) of the run ``folder`` holds; ResumeError when it cannot be resumed."""
+    from nbkit import runfolder as rf
+
+    final = Path(folder).expanduser().resolve()
+    record = rf.read_record(final, rf.RUN_RECORD)
+    where = final / rf.RUN_RECORD
+    paths = []
+    for entry in record.get("notebooks", []):
+        path = Path(entry["path"])
+        rf.check_source(where, entry["name"], path, entry["sha256"])
+        paths.append(path)
+    per_nb = {p.stem: rf.params_from_literals(record["parameters"].get(p.stem, {}), str(where)) for p in paths}
+    return final, paths, per_nb, record
+
+
+def _write_record(final: Path, paths: Sequence[Path], per_nb: dict[str, dict[str, Any]], *, smoke: bool, kernel: str) -> None:
+    from nbkit import runfolder as rf
+
+    params = {p.stem: rf.literal_params(per_nb[p.stem]) for p in paths}
+    rf.write_json(final / rf.RUN_RECORD, {
+        "version": rf.RECORD_VERSION, "kind": "run", "smoke": smoke, "kernel": kernel,
+        "notebooks": [{"name": p.stem, "path": str(p), "sha256": rf.source_hash(p)} for p in paths],
+        "parameters": params, "parameters_sha256": rf.params_hash(params),
+    })
+
+
+def _kept_result(final: Path, path: Path, entry: dict[str, Any]) -> NotebookResult | None:
+    """An earlier run's ok notebook, read back from its folder (None when its files are gone)."""
+    nb = final / path.name
+    if entry.get("status") != "ok" or not nb.is_file():
+        return None
+    html_path = final / f"{path.stem}.html"
+    return NotebookResult(path.stem, True, float(entry.get("seconds") or 0.0), nb, html_path if html_path.is_file() else None,
+                          read_notebook(nb))
+
+
+def _write_state(final: Path, results: Sequence[NotebookResult], per_nb: dict[str, dict[str, Any]], date: str) -> None:
+    """index.json, metrics.json and index.html of the run as it stands (each written by rename)."""
+    from nbkit import runfolder as rf
+    from nbkit.report import write_index
+
+    rf.write_json(final / rf.STATUS_FILE, rf.status_entries(results))
+    rf.write_json(final / "metrics.json", {r.name: r.metrics for r in results})
+    write_index(final, results, per_nb, name=final.name, date=date)
+
+
+def run_notebooks(
+    specs: list[str],
+    parameters: dict[str, Any] | None = None,
+    *,
+    smoke: bool = False,
+    output: Path | None = None,
+    kernel: str = "python3",
+    progress: bool = True,
+    jobs: int = 1,
+    log=print,
+    resume: Path | str | None = None,
+) -> tuple[Path, list[NotebookResult]]:
+    """Execute notebooks into ``output`` (default ``runs/<timestamp>``); returns the run folder and each result.
+
+    The folder is created when the run starts and keeps every notebook that ended, ok or not (see
+    ``nbkit.runfolder``); each result's ``status`` says ok, failed, interrupted or not started.
+    ``specs`` empty means every notebook (the CLI asks for ``--all`` explicitly). ``resume``: an
+    earlier run folder; only its notebooks that are not ok run again, with the parameters recorded
+    there, and its index is rewritten.
+    """
+    from nbkit import runfolder as rf
+
+    if jobs < 1:
+        raise RunError(f"--jobs must be at least 1, got {jobs}")
     now = datetime.now()
-    stamp = now.strftime("%Y%m%d-%H%M%S")
-    final = prepare_output(output, Path("runs") / stamp)
+    previous: dict[str, dict[str, Any]] = {}
+    if resume is not None:
+        if specs or parameters or smoke or output is not None:
+            raise RunError("--resume DIR re-runs DIR's notebooks with the parameters recorded there; "
+                           "do not also name notebooks or give -p, --smoke or --output")
+        final, paths, per_nb, record = _plan_resume(resume)
+        smoke, kernel = bool(record.get("smoke")), str(record.get("kernel") or kernel)
+        previous = rf.read_status(final)
+    else:
+        paths, per_nb = _plan_new(specs, parameters, smoke)
+    if not _kernel_exists(kernel):
+        raise RunError(f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)")
+    if resume is None:
+        final = prepare_output(output, Path("runs") / now.strftime("%Y%m%d-%H%M%S"))
+        try:
+            final.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunError(f"output {final}: cannot create it ({exc.strerror or exc})") from None
+        _write_record(final, paths, per_nb, smoke=smoke, kernel=kernel)
+    date = now.strftime("%Y-%m-%d %H:%M")
+    state: dict[str, NotebookResult] = {}
+    for p in paths:
+        kept = _kept_result(final, p, previous.get(p.stem, {}))
+        state[p.stem] = kept or NotebookResult(p.stem, False, 0.0, status=rf.NOT_STARTED)
+    todo = [p for p in paths if not state[p.stem].ok]
+    ordered = lambda: [state[p.stem] for p in paths]  # noqa: E731
+    if resume is not None:
+        log(f"resuming {final}: {len(paths) - len(todo)} notebook(s) ok, re-running {', '.join(p.stem for p in todo) or 'none'}")
+    _write_state(final, ordered(), per_nb, date)
     tmp = make_tmp_beside(final)
+    queue = [Job(p, tmp / p.stem, per_nb[p.stem], kernel) for p in todo]
+    if jobs > 1:
+        queue = longest_first(queue, previous_seconds(final, smoke) or reference_seconds(paths, smoke))
+    published: set[int] = set()
+
+    def publish_one(i: int, r: NotebookResult) -> None:
+        job = queue[i]
+        moved = rf.move_in(job.out_dir, final)
+        r.output = moved.get(job.path.name) or (final / job.path.name if r.output and (final / job.path.name).is_file() else None)
+        r.html = moved.get(f"{job.path.stem}.html")
+        state[job.path.stem] = r
+        published.add(i)
+        _write_state(final, ordered(), per_nb, date)
+
+    results: list[NotebookResult | None] = [None] * len(queue)
     try:
-        queue = [Job(p, tmp, per_nb[p.stem], kernel) for p in paths]
-        if jobs > 1:
-            queue = longest_first(queue, previous_seconds(final, smoke) or reference_seconds(paths, smoke))
-        done = {r.name: r for r in execute_jobs(queue, n_jobs=jobs, progress=progress, log=log)}
-        results = [done[p.stem] for p in paths if p.stem in done]
-        timings = {"smoke": smoke, "jobs": jobs, "seconds": {r.name: round(r.seconds, 1) for r in results if r.ok}}
-        (tmp / TIMINGS).write_text(json.dumps(timings, indent=2), encoding="utf-8")
-        ok = all(r.ok for r in results)
-        (tmp / "metrics.json").write_text(json.dumps({r.name: r.metrics for r in results}, indent=2), encoding="utf-8")
-        if ok:
-            _attach_screenshots(tmp, final)
-        write_index(tmp, results, per_nb, name=final.name, date=now.strftime("%Y-%m-%d %H:%M"))
-        if ok:
-            publish(tmp, final)
-            for r in results:
-                r.output = final / r.output.name if r.output else None
-                r.html = final / r.html.name if r.html else None
-            return final, results
-        kept = Path(tempfile.gettempdir()) / f"nbkit-failed-{stamp}"
-        shutil.move(str(tmp), kept)
-        log(f"  nothing written to {final}; the executed notebooks of the failed run are in {kept}")
-        return None, results
-    except BaseException:
+        execute_jobs(queue, n_jobs=jobs, progress=progress, log=log, on_done=publish_one, results=results)
+    except BaseException as exc:
+        _keep_unfinished(queue, results, published, publish_one, interrupted=not isinstance(exc, rf.OutputError))
+        with contextlib.suppress(rf.OutputError, OSError):
+            _write_state(final, ordered(), per_nb, date)
         shutil.rmtree(tmp, ignore_errors=True)
+        done = sum(r.ok for r in state.values())
+        log(f"  {done} of {len(paths)} notebooks ok are kept in {final} (index.html says what happened to each); "
+            f"`nbkit run --resume {final}` re-runs the others")
         raise
+    shutil.rmtree(tmp, ignore_errors=True)
+    final_results = ordered()
+    seconds = {p.stem: float(previous[p.stem]["seconds"]) for p in paths
+               if previous.get(p.stem, {}).get("status") == "ok" and state[p.stem].ok}
+    seconds.update({r.name: round(r.seconds, 1) for r in final_results if r.ok and r.name in {j.path.stem for j in queue}})
+    rf.write_json(final / TIMINGS, {"smoke": smoke, "jobs": jobs, "seconds": seconds})
+    if all(r.ok for r in final_results):
+        _attach_screenshots(final, final)
+    _write_state(final, final_results, per_nb, date)
+    return final, final_results
+
+
+def _keep_unfinished(queue: Sequence[Job], results: list[NotebookResult | None], published: set[int], publish_one,
+                     *, interrupted: bool) -> None:
+    """After an interrupt or a refused write: publish what the workers left (a notebook saved up to the
+    cell that was running is ``interrupted``; one that never started stays ``not started``)."""
+    from nbkit import runfolder as rf
+
+    for i, job in enumerate(queue):
+        if i in published:
+            continue
+        r = results[i]
+        if r is None and (job.out_dir / job.path.name).is_file():
+            name = job.path.stem
+            r = NotebookResult(name, False, 0.0, job.out_dir / job.path.name,
+                               error=f"{name}: interrupted" if interrupted else f"{name}: stopped (the output folder refused a write)",
+                               status=rf.INTERRUPTED)
+        if r is None:
+            continue
+        if interrupted and r.status == rf.FAILED and "KeyboardInterrupt" in (r.error or ""):
+            r.status = rf.INTERRUPTED
+        with contextlib.suppress(rf.OutputError, OSError):
+            publish_one(i, r)

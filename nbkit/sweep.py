@@ -16,13 +16,23 @@ anything runs or is written. Runs go to a local process pool (``--jobs N``, each
 its share of the cores as thread counts) or, with ``--scheduler ADDRESS``, to an existing Dask distributed cluster:
 each notebook is a task; its files come back through Dask, so workers need nbkit and a ``python3``
 kernel, not a shared filesystem. A failed run is a row with its error; the sweep still lands.
+
+``DIR`` exists from the start: each run's folder is renamed into ``DIR/runs/`` as it ends and the
+comparison is rewritten (by rename) then, so an interrupted sweep keeps every finished run, its
+rows saying ``interrupted`` or ``not started`` for the others. ``DIR/sweep.json`` records the
+notebook (its SHA-256), the grid and the fixed parameters; ``nbkit sweep --resume DIR`` runs only
+the combinations ``comparison.csv`` does not hold as ok (refused if the notebook or record changed).
+A worker process killed mid-run fails only its own row; on Dask the scheduler reruns a lost
+worker's task elsewhere.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import html
+import io
 import itertools
 import json
 import shutil
@@ -32,7 +42,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from nbkit import runfolder as rf
+from nbkit.record import read_notebook
 from nbkit.report import PLOTLY_JS, ensure_plotly_js
+from nbkit.runfolder import move_in, write_atomic
 from nbkit.runner import (
     Job,
     NotebookResult,
@@ -45,7 +58,6 @@ from nbkit.runner import (
     notebook_parameters,
     parse_value,
     prepare_output,
-    publish,
     resolve_notebook,
 )
 
@@ -158,17 +170,24 @@ def remote_execute(nb_bytes: bytes, nb_name: str, nb_dir: str, parameters: dict[
         return {"ok": r.ok, "seconds": r.seconds, "error": r.error, "metrics": r.metrics, "files": files}
 
 
-def execute_on_cluster(client, jobs: Sequence[Job], log: Callable[[str], Any] = print) -> list[NotebookResult]:
-    """Submit each job as one Dask task; write the files each returns into its ``out_dir``."""
+def execute_on_cluster(client, jobs: Sequence[Job], log: Callable[[str], Any] = print,
+                       on_done: Callable[[int, NotebookResult], Any] | None = None,
+                       results: list[NotebookResult | None] | None = None) -> list[NotebookResult | None]:
+    """Submit each job as one Dask task; write the files each returns into its ``out_dir``.
+
+    A worker lost mid-task is the scheduler's to handle (it reruns the task elsewhere, up to its
+    ``allowed-failures``); a task that fails even so is that run's failed result.
+    ``on_done(i, result)`` is called as each task ends.
+    """
     from distributed import as_completed
 
+    results = [None] * len(jobs) if results is None else results
     futures = {}
     for i, job in enumerate(jobs):
         fut = client.submit(remote_execute, job.path.read_bytes(), job.path.name, str(job.path.parent),
                             job.parameters, job.kernel, job.timeout, job.plotly_js, pure=False)
         futures[fut] = i
         log(f"▶ submitted {job.label}  parameters={job.parameters}")
-    results: list[NotebookResult | None] = [None] * len(jobs)
     try:
         with client.as_current():  # as_completed finds the client this way, not as a process-wide default
             for fut in as_completed(list(futures)):
@@ -176,23 +195,25 @@ def execute_on_cluster(client, jobs: Sequence[Job], log: Callable[[str], Any] = 
                 job = jobs[i]
                 try:
                     got = fut.result()
-                except Exception as exc:  # the task itself failed (worker lost, nbkit missing there)
-                    results[i] = NotebookResult(job.path.stem, False, 0.0, error=f"{job.path.stem}: task failed on the cluster: {type(exc).__name__}: {exc}")
+                except Exception as exc:  # the task itself failed (worker lost too often, nbkit missing there)
+                    r = NotebookResult(job.path.stem, False, 0.0, error=f"{job.path.stem}: task failed on the cluster: {type(exc).__name__}: {exc}")
                 else:
                     job.out_dir.mkdir(parents=True, exist_ok=True)
                     for name, data in got["files"].items():
-                        (job.out_dir / name).write_bytes(data)
+                        write_atomic(job.out_dir / name, data)
                     nb = job.out_dir / job.path.name
                     page = job.out_dir / f"{job.path.stem}.html"
-                    results[i] = NotebookResult(job.path.stem, got["ok"], got["seconds"], nb if nb.is_file() else None,
-                                                page if page.is_file() else None, got["metrics"], got["error"])
-                r = results[i]
+                    r = NotebookResult(job.path.stem, got["ok"], got["seconds"], nb if nb.is_file() else None,
+                                       page if page.is_file() else None, got["metrics"], got["error"])
+                results[i] = r
                 log(f"  {'✔' if r.ok else '✘'} {job.label} in {r.seconds:.1f}s" + ("" if r.ok else f"\n    {r.error}"))
+                if on_done is not None:
+                    on_done(i, r)
     except BaseException:
         for fut in futures:
             fut.cancel()
         raise
-    return [r for r in results if r is not None]
+    return results
 
 
 # -- the comparison -----------------------------------------------------------------------------------
@@ -228,18 +249,20 @@ def comparison_rows(grid: dict[str, list[Any]], params: Sequence[dict[str, Any]]
         for k in metrics:
             if k not in metric_cols and k not in grid:
                 metric_cols.append(k)
-        rows.append({"run": f"{i:03d}", "status": "ok" if r.ok else "failed", "seconds": round(r.seconds, 2),
+        rows.append({"run": f"{i:03d}", "status": r.status, "seconds": round(r.seconds, 2),
                      **{k: p[k] for k in grid}, **metrics, "error": r.error or ""})
     columns = ["run", "status", "seconds", *grid, *metric_cols, "error"]
     return columns, rows
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _cell(row.get(k)) for k in columns})
+    """The comparison table, written by rename (it is rewritten as each run ends)."""
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in columns})
+    write_atomic(path, buf.getvalue())
 
 
 def _cell(value: Any) -> Any:
@@ -297,8 +320,9 @@ def write_comparison_html(path: Path, notebook: str, grid: dict[str, list[Any]],
     )
     figures = metric_figures(grid, columns, rows)
     plots = "".join(f.to_html(full_html=False, include_plotlyjs=False, div_id=f"metric-{i}") for i, f in enumerate(figures))
-    if figures:
-        ensure_plotly_js(path.parent)
+    if figures and not (path.parent / PLOTLY_JS).is_file():
+        with tempfile.TemporaryDirectory(prefix=".plotly-", dir=path.parent) as staging:
+            move_in(ensure_plotly_js(Path(staging)).parent, path.parent)
     grid_text = "; ".join(f"{k} = {', '.join(repr(v) for v in vs)}" for k, vs in grid.items())
     fixed_text = ", ".join(f"{k}={v!r}" for k, v in fixed.items()) or "none"
     page = f"""<!doctype html><html><head><meta charset='utf-8'>{f"<script src='{PLOTLY_JS}'></script>" if figures else ''}
@@ -311,11 +335,63 @@ grid: <code>{esc(grid_text)}</code> · fixed: <code>{esc(fixed_text)}</code> · 
 <h2>Runs</h2><div style='overflow-x:auto'><table id='comparison'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>
 <h2>Metrics against {esc(list(grid)[0])}</h2><div class='plots'>{plots or '<p>no numeric metric was recorded</p>'}</div>
 </body></html>"""
-    path.write_text(page, encoding="utf-8")
+    write_atomic(path, page)
+
+
+def _write_sweep_record(final: Path, path: Path, grid: dict[str, list[Any]], base: dict[str, Any], *, smoke: bool, kernel: str) -> None:
+    params = {"grid": {k: [repr(v) for v in vs] for k, vs in grid.items()}, "fixed": rf.literal_params(base)}
+    rf.write_json(final / rf.SWEEP_RECORD, {
+        "version": rf.RECORD_VERSION, "kind": "sweep", "smoke": smoke, "kernel": kernel,
+        "notebook": {"name": path.stem, "path": str(path), "sha256": rf.source_hash(path)},
+        "parameters": params, "parameters_sha256": rf.params_hash(params),
+    })
+
+
+def _plan_sweep_resume(folder: Path | str) -> tuple[Path, Path, dict[str, list[Any]], list[dict[str, Any]], dict[str, Any]]:
+    """(sweep folder, notebook, grid, per-run parameters, record) of the sweep ``folder`` holds."""
+    final = Path(folder).expanduser().resolve()
+    record = rf.read_record(final, rf.SWEEP_RECORD)
+    where = final / rf.SWEEP_RECORD
+    nb = record.get("notebook") or {}
+    path = Path(nb.get("path", ""))
+    rf.check_source(where, nb.get("name", "?"), path, nb.get("sha256", ""))
+    params = record["parameters"]
+    grid = {k: [rf.params_from_literals({k: v}, str(where))[k] for v in vs] for k, vs in params["grid"].items()}
+    base = rf.params_from_literals(params["fixed"], str(where))
+    return final, path, grid, [{**base, **combo} for combo in combinations(grid)], record
+
+
+def _kept_runs(final: Path, path: Path, grid: dict[str, list[Any]], per_run: Sequence[dict[str, Any]]) -> dict[int, NotebookResult]:
+    """The runs an earlier sweep finished ok (a row of comparison.csv with status ok and its notebook on disk)."""
+    try:
+        with open(final / "comparison.csv", newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError:
+        return {}
+    kept = {}
+    for row in rows:
+        try:
+            i = int(row.get("run", ""))
+        except ValueError:
+            continue
+        if row.get("status") != "ok" or not 0 <= i < len(per_run):
+            continue
+        if any(str(_cell(per_run[i][k])) != row.get(k) for k in grid):
+            continue  # not the combination this run number stands for now: run it again
+        nb = final / "runs" / f"{i:03d}" / path.name
+        if not nb.is_file():
+            continue
+        page = nb.with_suffix(".html")
+        try:
+            seconds = float(row.get("seconds") or 0.0)
+        except ValueError:
+            seconds = 0.0
+        kept[i] = NotebookResult(path.stem, True, seconds, nb, page if page.is_file() else None, read_notebook(nb))
+    return kept
 
 
 def run_sweep(
-    notebook: str,
+    notebook: str | None,
     grid_items: Sequence[str] | None,
     fixed: dict[str, Any] | None = None,
     *,
@@ -327,45 +403,118 @@ def run_sweep(
     kernel: str = "python3",
     progress: bool = True,
     log: Callable[[str], Any] = print,
+    resume: Path | str | None = None,
 ) -> tuple[Path, list[NotebookResult]]:
-    """Check, run and compare; returns the published folder and each run's result."""
+    """Check, run and compare; returns the sweep folder and each run's result.
+
+    The folder exists from the start and its comparison is rewritten as each run ends, so an
+    interrupted or failed sweep keeps every finished run; ``resume=DIR`` runs only the combinations
+    DIR's ``comparison.csv`` does not hold as ok, with the grid recorded in DIR.
+    """
     if jobs < 1:
         raise RunError(f"--jobs must be at least 1, got {jobs}")
-    path, grid, per_run = plan_sweep(notebook, grid_items, fixed, smoke=smoke, yes=yes)
+    now = datetime.now()
+    if resume is not None:
+        if notebook or grid_items or fixed or smoke or output is not None:
+            raise RunError("--resume DIR re-runs DIR's sweep with the notebook and grid recorded there; "
+                           "do not also name a notebook or give --grid, -p, --smoke or --output")
+        final, path, grid, per_run, record = _plan_sweep_resume(resume)
+        smoke, kernel = bool(record.get("smoke")), str(record.get("kernel") or kernel)
+    else:
+        if not notebook:
+            raise RunError("name the notebook to sweep (e.g. `nbkit sweep 02 --grid WORLD_SIZE=1,2`), or give --resume DIR")
+        path, grid, per_run = plan_sweep(notebook, grid_items, fixed, smoke=smoke, yes=yes)
     client = None
     if scheduler:
         client = connect(scheduler)
     elif not _kernel_exists(kernel):
         raise RunError(f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)")
     try:
-        now = datetime.now()
-        final = prepare_output(output, Path("runs") / f"sweep-{path.stem}-{now.strftime('%Y%m%d-%H%M%S')}")
-        tmp = make_tmp_beside(final)
-        try:
-            # Each run's page loads plotly.js from one copy at the sweep's top, not one per run.
-            ensure_plotly_js(tmp)
-            jobs_list = [
-                Job(path, tmp / "runs" / f"{i:03d}", p, kernel,
-                    label=f"run {i + 1}/{len(per_run)} " + " ".join(f"{k}={p[k]!r}" for k in grid),
-                    plotly_js=f"../../{PLOTLY_JS}")
-                for i, p in enumerate(per_run)
-            ]
-            if client is not None:
-                results = execute_on_cluster(client, jobs_list, log=log)
-            else:
-                results = execute_jobs(jobs_list, n_jobs=jobs, progress=progress and jobs == 1, log=log)
-            columns, rows = comparison_rows(grid, per_run, results)
-            write_csv(tmp / "comparison.csv", columns, rows)
-            fixed_shown = {k: v for k, v in per_run[0].items() if k not in grid}
-            write_comparison_html(tmp / "comparison.html", path.stem, grid, fixed_shown, columns, rows, now.strftime("%Y-%m-%d %H:%M"))
-            publish(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        if resume is None:
+            final = prepare_output(output, Path("runs") / f"sweep-{path.stem}-{now.strftime('%Y%m%d-%H%M%S')}")
+            try:
+                (final / "runs").mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise RunError(f"output {final}: cannot create it ({exc.strerror or exc})") from None
+            _write_sweep_record(final, path, grid, {k: v for k, v in per_run[0].items() if k not in grid}, smoke=smoke, kernel=kernel)
+        results = _sweep_into(final, path, grid, per_run, kernel=kernel, jobs=jobs, client=client, progress=progress, log=log,
+                              date=now.strftime("%Y-%m-%d %H:%M"), resuming=resume is not None)
     finally:
         if client is not None:
             client.close()
-    for r in results:
-        r.output = final / r.output.relative_to(tmp) if r.output else None
-        r.html = final / r.html.relative_to(tmp) if r.html else None
     return final, results
+
+
+def _sweep_into(final: Path, path: Path, grid: dict[str, list[Any]], per_run: list[dict[str, Any]], *, kernel: str, jobs: int,
+                client, progress: bool, log: Callable[[str], Any], date: str, resuming: bool) -> list[NotebookResult]:
+    """Run every combination not already ok in ``final``; each run's folder is renamed into ``final/runs``
+    as it ends and the comparison rewritten; an interrupt keeps what finished."""
+    kept = _kept_runs(final, path, grid, per_run) if resuming else {}
+    state: list[NotebookResult] = [kept.get(i) or NotebookResult(path.stem, False, 0.0, status=rf.NOT_STARTED)
+                                   for i in range(len(per_run))]
+    todo = [i for i in range(len(per_run)) if i not in kept]
+    if resuming:
+        log(f"resuming {final}: {len(kept)} of {len(per_run)} runs ok, running {len(todo)}")
+    fixed_shown = {k: v for k, v in per_run[0].items() if k not in grid}
+
+    def write_comparison() -> None:
+        columns, rows = comparison_rows(grid, per_run, state)
+        write_csv(final / "comparison.csv", columns, rows)
+        write_comparison_html(final / "comparison.html", path.stem, grid, fixed_shown, columns, rows, date)
+
+    write_comparison()
+    tmp = make_tmp_beside(final)
+    # Each run's page loads plotly.js from one copy at the sweep's top, not one per run.
+    if not (final / PLOTLY_JS).is_file():
+        move_in(ensure_plotly_js(tmp).parent, final)
+    jobs_list = [
+        Job(path, tmp / f"{i:03d}", per_run[i], kernel,
+            label=f"run {i + 1}/{len(per_run)} " + " ".join(f"{k}={per_run[i][k]!r}" for k in grid),
+            plotly_js=f"../../{PLOTLY_JS}")
+        for i in todo
+    ]
+    published: set[int] = set()
+
+    def publish_one(j: int, r: NotebookResult) -> None:
+        i = todo[j]
+        dest = final / "runs" / f"{i:03d}"
+        staged = jobs_list[j].out_dir
+        staged.mkdir(parents=True, exist_ok=True)
+        for leftover in staged.glob(".*"):  # a dead worker's metrics sink or kernel note: not part of the run
+            leftover.unlink(missing_ok=True)
+        rf.move_dir_in(staged, dest)
+        r.output = dest / r.output.name if r.output else None
+        r.html = dest / r.html.name if r.html else None
+        state[i] = r
+        published.add(j)
+        write_comparison()
+
+    results: list[NotebookResult | None] = [None] * len(jobs_list)
+    try:
+        if client is not None:
+            execute_on_cluster(client, jobs_list, log=log, on_done=publish_one, results=results)
+        else:
+            execute_jobs(jobs_list, n_jobs=jobs, progress=progress and jobs == 1, log=log, on_done=publish_one, results=results)
+    except BaseException as exc:
+        interrupted = not isinstance(exc, rf.OutputError)
+        for j, job in enumerate(jobs_list):
+            if j in published:
+                continue
+            r = results[j]
+            staged_nb = job.out_dir / job.path.name
+            if r is None and staged_nb.is_file():
+                r = NotebookResult(path.stem, False, 0.0, staged_nb, error=f"{path.stem}: interrupted", status=rf.INTERRUPTED)
+            if r is None:
+                continue
+            if interrupted and r.status == rf.FAILED and "KeyboardInterrupt" in (r.error or ""):
+                r.status = rf.INTERRUPTED
+            with contextlib.suppress(rf.OutputError, OSError):
+                publish_one(j, r)
+        with contextlib.suppress(rf.OutputError, OSError):
+            write_comparison()
+        shutil.rmtree(tmp, ignore_errors=True)
+        log(f"  {sum(r.ok for r in state)} of {len(per_run)} runs ok are kept in {final} (comparison.csv); "
+            f"`nbkit sweep --resume {final}` runs the others")
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)
+    return state

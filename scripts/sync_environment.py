@@ -35,7 +35,7 @@ def pyproject_requirements() -> list[str]:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     project = data["project"]
     reqs = list(project["dependencies"])
-    for extra, items in project["optional-dependencies"].items():
+    for _extra, items in project["optional-dependencies"].items():
         reqs.extend(r for r in items if not r.startswith("nbkit["))
     seen, out = set(), []
     for r in reqs:

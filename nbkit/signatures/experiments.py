@@ -168,9 +168,10 @@ def start_session(cfg: SessionConfig | None = None) -> SignatureSession:
     layer instead (``--n-gpu-layers``; the fallback needs a CUDA build of llama-cpp-python, see README).
     """
     from nbkit.device import pick_device
+    from nbkit.procs import usable_cores
     from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases
     from nbkit.signatures.lm import LOCAL, make_lm
-    from nbkit.signatures.server import resolve_server_kind, usable_cores
+    from nbkit.signatures.server import resolve_server_kind
 
     cfg = cfg or SessionConfig()
     device = pick_device(cfg.device)
@@ -179,7 +180,7 @@ def start_session(cfg: SessionConfig | None = None) -> SignatureSession:
     splits = split_cases(cases, cfg.seed)
     handle = make_lm(cfg.lm_model, api_base=cfg.api_base or None, api_key_env=cfg.api_key_env or None, max_tokens=cfg.max_tokens,
                      server_kwargs=local_server_kwargs(cfg, device.type, resolve_server_kind(cfg.server) if cfg.lm_model == LOCAL else cfg.server,
-                                                       usable_cores()), cache=cfg.cache)  # fmt: skip
+                                                       len(usable_cores())), cache=cfg.cache)  # fmt: skip
     # A remote API serves requests concurrently on its own; the local pool serves `capacity` at a time.
     threads = handle.server.capacity if cfg.lm_model == LOCAL else 4
     return SignatureSession(handle, kb, cases, splits, seed=cfg.seed, num_threads=threads, device=str(device))

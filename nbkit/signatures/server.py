@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.procs import free_port, usable_cores
 
 SERVER_INSTALL = 'pip install "llama-cpp-python[server]"   (CPU build ~15 min; see README for CUDA wheels)'
 LLAMA_SERVER_ENV = "NBKIT_LLAMA_SERVER"  # a llama-server binary to use instead of the one make setup built; "none": never
@@ -76,13 +77,6 @@ def _stop_all_at_exit() -> None:
 
 
 atexit.register(_stop_all_at_exit)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -444,14 +438,6 @@ class LlamaCppServer(LocalLMServer):
         return [sys.executable, "-m", "nbkit.signatures.llama_server", "--supervise", str(self.binary), *self.server_args()]
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on (the affinity mask, not the machine's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 class LocalLMPool(_Completions):
     """``n_servers`` single-threaded local servers behind one loopback dispatcher, ``slots`` requests each.
 
@@ -471,7 +457,7 @@ class LocalLMPool(_Completions):
                  n_ctx: int = 2048, n_threads: int = 1, model_alias: str = "smollm2-135m-instruct", log_dir: str | os.PathLike | None = None,
                  startup_timeout: float = 90.0, extra_args: tuple[str, ...] = (), stock: bool = False, kind: str = "llama-cpp-python",
                  slots: int = 4, n_gpu_layers: int | str = 0):  # fmt: skip
-        n = usable_cores() if n_servers is None else n_servers
+        n = len(usable_cores()) if n_servers is None else n_servers
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise UsageError(f"n_servers must be a positive int, got {n_servers!r}")
         self.kind = resolve_server_kind(kind)

@@ -4,8 +4,10 @@ Why a small spawner instead of ``torchrun``: the notebook needs (a) every check 
 fail *before* a rank starts (port in use, world size the machine cannot host, a ds_config DeepSpeed
 would reject), (b) a failing rank named with its exit status and traceback tail, and (c) a hard
 timeout after which every rank's whole process group is killed — torchrun's elastic agent restarts
-and waits instead. Each rank runs in its own session (process group), so killing it also kills
-anything it spawned; ``launch`` always reaps every child before it returns or raises.
+and waits instead. The ranks are started by ``nbkit.procs.Ranks``: each in its own session (process
+group), so killing it also kills anything it spawned, and each dies with its parent (a notebook
+kernel or a bench stopped by SIGTERM leaves no rank running); ``launch`` always reaps every child
+before it returns or raises.
 
 The rank worker (``nbkit.zero.worker``) needs nothing from this spawner but the env:// variables
 (``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT``), so on a cluster it runs
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.procs import Ranks, exit_reason, free_port
 
 
 class LaunchError(UsageError):
@@ -52,12 +55,6 @@ class RankTimeout(RankFailed):
     def __init__(self, rank: int, reason: str, traceback_tail: str = "", partial: dict | None = None):
         super().__init__(rank, reason, traceback_tail, partial)
         self.args = (f"rank {rank} failed: {reason}",)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def check_port(port: int, host: str = "127.0.0.1") -> None:
@@ -151,13 +148,6 @@ class LaunchResult:
         return [r for rank in sorted(self.ranks) for r in self.ranks[rank]]
 
 
-def _kill_group(proc: subprocess.Popen, sig=signal.SIGKILL) -> None:
-    try:
-        os.killpg(proc.pid, sig)  # the rank runs in its own session: pgid == pid
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _tail(path: Path, n: int = 3000) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -167,13 +157,7 @@ def _tail(path: Path, n: int = 3000) -> str:
 
 
 def _reason(code: int) -> str:
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"killed by {name}" + (" (the OOM killer sends SIGKILL)" if -code == signal.SIGKILL else "")
-    return f"exited with status {code}"
+    return exit_reason(code) + (" — the OOM killer sends SIGKILL" if code == -signal.SIGKILL else "")
 
 
 def launch(
@@ -216,8 +200,8 @@ def launch(
         # tensors stay in the heap and RSS no longer falls when memory is released; a fixed
         # threshold keeps every tensor above 128 KiB in its own mapping, so RSS follows live bytes.
         base_env.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
-    procs: dict[int, subprocess.Popen] = {}
-    log_fhs = {}
+    ranks = Ranks()
+    procs = ranks.procs
     offsets = {r: 0 for r in range(world_size)}
     t0 = time.perf_counter()
 
@@ -237,27 +221,21 @@ def launch(
                 if line.strip():
                     on_progress(dict(json.loads(line), rank=r))
 
-    try:
+    with ranks:  # leaving it (a result, an error, Ctrl-C) kills and reaps every rank's group
         for r in range(world_size):
-            log_fhs[r] = open(out / f"rank{r}.log", "wb")
-            procs[r] = subprocess.Popen(
-                [sys.executable, "-m", "nbkit.zero.worker", str(spec_path)],
-                env=dict(base_env, RANK=str(r), LOCAL_RANK=str(r)),
-                stdout=log_fhs[r],
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            ranks.start(r, [sys.executable, "-m", "nbkit.zero.worker", str(spec_path)],
+                        dict(base_env, RANK=str(r), LOCAL_RANK=str(r)), log=out / f"rank{r}.log")
         if on_start is not None:
             on_start({r: p.pid for r, p in procs.items()})
         while True:
             pump_progress()
-            codes = {r: p.poll() for r, p in procs.items()}
-            bad = {r: c for r, c in codes.items() if c not in (None, 0)}
+            codes = ranks.poll()
+            # The first rank to fail is the cause; the others usually die of the broken collective.
+            bad = ranks.failed(first=lambda k: (_first_failure_time(out, k), k))
             if bad:
-                # The first rank to fail is the cause; the others usually die of the broken collective.
-                r = min(bad, key=lambda k: (_first_failure_time(out, k), k))
-                raise RankFailed(r, _reason(bad[r]) + _reported_error(out, r), _tail(out / f"rank{r}.log"), _partial(out, world_size))
-            if all(c == 0 for c in codes.values()):
+                r = bad.rank
+                raise RankFailed(r, _reason(bad.code) + _reported_error(out, r), _tail(out / f"rank{r}.log"), _partial(out, world_size))
+            if ranks.all_done():
                 break
             if time.perf_counter() - t0 > timeout_s:
                 waiting = [r for r, c in codes.items() if c is None]
@@ -275,24 +253,13 @@ def launch(
                 )
             time.sleep(poll_s)
         pump_progress()
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                _kill_group(p)
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL'd processes exit promptly
-                pass
-        for fh in log_fhs.values():
-            fh.close()
-    ranks: dict[int, list[dict[str, Any]]] = {}
+    results: dict[int, list[dict[str, Any]]] = {}
     for r in range(world_size):
         data = json.loads((out / f"rank{r}.json").read_text())
         if not data.get("ok"):
             raise RankFailed(r, data.get("error", "reported failure"), data.get("traceback", ""))
-        ranks[r] = data["results"]
-    return LaunchResult(ranks, time.perf_counter() - t0, out, world_size, {r: _tail(out / f"rank{r}.log") for r in range(world_size)})
+        results[r] = data["results"]
+    return LaunchResult(results, time.perf_counter() - t0, out, world_size, {r: _tail(out / f"rank{r}.log") for r in range(world_size)})
 
 
 def _dump_stacks(procs: dict[int, subprocess.Popen], out: Path) -> dict[int, str]:

@@ -13,7 +13,6 @@ labelled "Run" inside a widget VBox, its controls in that box's grid, its plotly
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -29,6 +28,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from nbkit.procs import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = "tests/browser/install_browser.sh"
@@ -94,12 +95,6 @@ def missing_prerequisites() -> str | None:
 
 
 # -- ports and processes -----------------------------------------------------------------------
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -112,9 +107,7 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 def _die_with_parent() -> None:
     """In the child before exec: get SIGTERM if pytest dies (Linux), so no server outlives the tier."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    die_with_parent(signal.SIGTERM)
 
 
 def descendants(pid: int) -> list[int]:
@@ -130,7 +123,7 @@ def kill_pids(pids, grace_s: float = 5.0) -> list[int]:
     """SIGTERM then SIGKILL the given pids (only those we started); returns the ones that survived."""
     import psutil
 
-    from nbkit.runner import end_processes
+    from nbkit.procs import end_processes
 
     procs = []
     for pid in set(pids):

@@ -100,14 +100,24 @@ def test_default_relative_output_works_from_any_cwd(nb_dir, tmp_path, monkeypatc
     assert json.loads((run_dir / "metrics.json").read_text()) == {"01_alpha": {"n_squared": 9}}
 
 
-def test_failing_cell_is_named_and_nothing_is_half_written(nb_dir, tmp_path, capsys):
+def test_failing_cell_is_named_and_the_failed_notebook_is_kept(nb_dir, tmp_path, capsys):
     out = tmp_path / "runs" / "r2"
-    rc = main(["run", "02", "--output", str(out), "-q"])
+    rc = main(["run", "--all", "--output", str(out), "-q"])
     err = capsys.readouterr().err
     assert rc == 1
     assert "ValueError: boom in beta" in err and "cell" in err
-    assert not out.exists()
-    assert not any(p.name.startswith(".r2.tmp") for p in out.parent.iterdir())
+    assert f"the run is in {out.resolve()}/" in err and "--resume" in err
+    # the finished notebook, and the failing one executed up to its failing cell (papermill marks it)
+    assert (out / "01_alpha.ipynb").is_file() and (out / "01_alpha.html").is_file()
+    failed_nb = nbformat.read(out / "02_beta.ipynb", as_version=4)
+    assert any(o.get("ename") == "ValueError" for c in failed_nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    status = {e["name"]: e for e in json.loads((out / "index.json").read_text())["notebooks"]}
+    assert status["01_alpha"]["status"] == "ok" and status["02_beta"]["status"] == "failed"
+    assert "cell 2" in status["02_beta"]["error"] and "boom in beta" in status["02_beta"]["error"]
+    assert "failed</span>: 02_beta: cell 2" in (out / "index.html").read_text()
+    # nothing half-written: no staging folder beside the run, no partial file in it
+    assert [p.name for p in out.parent.iterdir()] == ["r2"]
+    assert not [p for p in out.rglob("*") if p.name.startswith(".")]
 
 
 def test_bad_requests_exit_2_with_one_message(nb_dir, tmp_path, capsys):
@@ -240,7 +250,7 @@ def test_the_shipped_reference_seconds_name_every_notebook_in_both_modes():
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_sigterm_removes_the_temporary_folder_and_the_kernel(tmp_path, jobs):
+def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
     import os
     import signal
     import subprocess
@@ -268,6 +278,7 @@ def test_sigterm_removes_the_temporary_folder_and_the_kernel(tmp_path, jobs):
         kernels = [int(p.stem.split("-")[1]) for p in d.glob("kernel-*.pid")]
         assert len(kernels) == jobs, "the notebooks never started"
         assert any(p.name.startswith(".r.tmp-") for p in out.parent.iterdir())
+        assert json.loads((out / "index.json").read_text())["notebooks"][0]["status"] == "not started"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -275,7 +286,12 @@ def test_sigterm_removes_the_temporary_folder_and_the_kernel(tmp_path, jobs):
             proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "terminated" in err and "Traceback" not in err
-    assert list(out.parent.iterdir()) == []
+    # The run folder stays, the staging folder goes; each notebook that was running is kept as far as it got.
+    assert [p.name for p in out.parent.iterdir()] == ["r"]
+    status = {e["name"]: e["status"] for e in json.loads((out / "index.json").read_text())["notebooks"]}
+    running = {"01_slow", "02_slow"} if jobs == 2 else {"01_slow"}
+    assert {k for k, v in status.items() if v == "interrupted"} == running, status
+    assert all((out / f"{name}.ipynb").is_file() for name in running)
     def alive(pid):
         try:
             return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.slow
 def test_two_node_torchrun_stage3_halves_the_parameters(tmp_path):
     import json
 
+    from nbkit.procs import free_port
     from nbkit.zero.config import LadderConfig
     from nbkit.zero.ladder import write_spec
-    from nbkit.zero.launch import free_port
 
     cfg = LadderConfig(stages=(3,), world_size=2, steps=1, precision="fp32", show_persistence=False, sub_group_elements=0,
                        hidden_size=64, num_hidden_layers=2, checkpoint=False, device="cpu")

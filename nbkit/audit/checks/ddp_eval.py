@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,14 +19,9 @@ from nbkit.audit.checks import REGISTRY, Check
 from nbkit.audit.config import DdpEvalConfig
 from nbkit.audit.ddp_worker import SCENARIOS
 from nbkit.findings import Finding
+from nbkit.procs import Ranks, exit_reason, free_port
 
 SLUG, TITLE = "ddp-eval", "Eval ↔ DDP synchronisation"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _RESULTS: dict[tuple, dict] = {}
@@ -47,21 +40,20 @@ def run_ranks_cached(**kwargs) -> dict[str, Any]:
 
 
 def run_ranks(*, steps: int = 6, eval_interval: int = 2, scenarios=SCENARIOS, seed: int = 0, timeout: float = 120.0, world_size: int = 2) -> dict[str, Any]:
-    """Spawn the ranks; returns per-rank results or a timeout/crash description."""
-    port = _free_port()
+    """Spawn the ranks (``nbkit.procs.Ranks``: own sessions, dying with this process); returns per-rank
+    results or a timeout/crash description."""
+    port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "nbkit.audit.ddp_worker", "--rank", str(r), "--world-size", str(world_size), "--port", str(port),
-             "--steps", str(steps), "--eval-interval", str(eval_interval), "--scenarios", ",".join(scenarios), "--seed", str(seed),
-             "--timeout", str(max(10.0, timeout / 3))],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-        for r in range(world_size)
-    ]
     deadline = time.monotonic() + timeout
     outs = []
     timed_out = False
-    try:
+    with Ranks() as group:  # leaving it kills and reaps every rank's group
+        for r in range(world_size):
+            group.start(r, [sys.executable, "-m", "nbkit.audit.ddp_worker", "--rank", str(r), "--world-size", str(world_size),
+                            "--port", str(port), "--steps", str(steps), "--eval-interval", str(eval_interval),
+                            "--scenarios", ",".join(scenarios), "--seed", str(seed), "--timeout", str(max(10.0, timeout / 3))],
+                        env, capture=True)
+        procs = [group.procs[r] for r in range(world_size)]
         for p in procs:
             left = max(0.1, deadline - time.monotonic())
             try:
@@ -69,19 +61,14 @@ def run_ranks(*, steps: int = 6, eval_interval: int = 2, scenarios=SCENARIOS, se
             except subprocess.TimeoutExpired:
                 timed_out = True
                 break
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)  # our own child's session only
-                p.wait()
     if timed_out:
         return {"timeout": timeout}
     ranks = {}
-    for p, (out, err) in zip(procs, outs, strict=False):
+    for r, (p, (out, err)) in enumerate(zip(procs, outs, strict=False)):
         line = next((ln for ln in out.splitlines() if ln.startswith("NBKIT_DDP_RESULT ")), None)
         if line is None:
             tail = (err or out).strip().splitlines()[-1:] or ["no output"]
-            return {"crash": f"rank exited {p.returncode}: {tail[0][:200]}"}
+            return {"crash": f"rank {r} {exit_reason(p.returncode)}: {tail[0][:200]}"}
         payload = json.loads(line.split(" ", 1)[1])
         ranks[payload["rank"]] = payload["results"]
     return {"ranks": ranks}
