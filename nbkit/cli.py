@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import shutil
 import signal
 import sys
@@ -30,6 +31,9 @@ def parse_params(pairs: list[list[str]] | None) -> dict:
             raise UsageError(f"-p {key} given twice ({params[key]!r} and {parse_value(value)!r}); give each parameter once")
         params[key] = parse_value(value)
     return params
+
+
+_USAGE_RAISED = re.compile(r" raised (UsageError|MissingExtra): (.*)", re.S)
 
 
 def _cmd_run(args) -> int:
@@ -61,11 +65,12 @@ def _cmd_run(args) -> int:
     # A notebook that stopped on a UsageError (bad user input it read, e.g. a DEV_SET row lacking a
     # field) is a usage error like a bad -p: its one-line message, exit 2; a new run that produced
     # nothing else is removed (nothing written, as for a bad -p).
-    usage = [r for r in failed if " raised UsageError: " in (r.error or "")]
+    # MissingExtra (a theme's extra not installed) is a UsageError too: the fix is one pip line.
+    usage = [m for r in failed if (m := _USAGE_RAISED.search(r.error or ""))]
     if usage and len(usage) == len(failed):
         if args.resume is None and not any(r.ok for r in results):
             _shutil.rmtree(run_dir, ignore_errors=True)
-        return main_error("; ".join(r.error.split(" raised UsageError: ", 1)[1] for r in usage))
+        return main_error("; ".join(m.group(2) for m in usage))
     for r in failed:
         print(f"nbkit: FAILED {r.error}", file=sys.stderr)
     print(f"nbkit: {len(results) - len(failed)} of {len(results)} notebooks ok; the run is in {run_dir}/ "

@@ -143,3 +143,19 @@ def test_a_missing_extra_shows_as_one_line_in_the_executed_notebook(tmp_path):
     executed = nbformat.read(result.output, as_version=4)
     (error,) = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert error.traceback == [f"MissingExtra: {error.evalue}"], error.traceback
+
+
+def test_nbkit_run_exits_2_when_a_notebook_misses_its_extra(tmp_path, monkeypatch, capsys):
+    """The CLI treats MissingExtra as the usage error it is: one line naming the extra, exit 2."""
+    from nbkit.cli import main
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("SMOKE = False", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(f"import nbkit\n\nnbkit.extras.require('kg', {LINES!r})")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (tmp_path / "nbs").mkdir()
+    nbformat.write(nb, tmp_path / "nbs" / "01_needs_kg.ipynb")
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(tmp_path / "nbs"))
+    assert main(["run", "01", "--quiet", "--output", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "this notebook needs nbkit[kg]" in err and "Traceback" not in err
