@@ -270,6 +270,21 @@ def _compose(text: str, source: str):
     return root
 
 
+def yaml_document(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
+    """A YAML document read safely (duplicate keys and alias bombs refused, ``ConfigError`` with the
+    line) and the 1-based line of each key, keyed by its path: what every nbkit reader of a user's
+    YAML needs to name the line of a bad value."""
+    import yaml
+
+    root = _compose(text, source)
+    loader = yaml.SafeLoader(text)
+    try:
+        data = loader.construct_document(root) if root is not None else {}
+    finally:
+        loader.dispose()
+    return data, _key_lines(root)
+
+
 def _key_lines(root) -> dict[tuple, int]:
     """1-based line of every mapping key/sequence item of a composed YAML graph, keyed by its path."""
     import yaml

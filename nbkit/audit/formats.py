@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbkit.audit.config import AuditConfig, ConfigError, _compose, _key_lines, load_config, parse_config
+from nbkit.audit.config import AuditConfig, ConfigError, load_config, parse_config, yaml_document
 from nbkit.errors import read_json_object
 
 FORMATS = ("nbkit", "axolotl", "peft", "trl", "deepspeed")
@@ -435,19 +435,11 @@ def read_any(path: str | Path, fmt: str | None = None, model: str | None = None)
     if path.suffix == ".json":
         data = _read_json(path)
     else:
-        import yaml
-
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-        root = _compose(text, str(path))
-        loader = yaml.SafeLoader(text)
-        try:
-            data = loader.construct_document(root) if root is not None else {}
-        finally:
-            loader.dispose()
-        lines = _key_lines(root)
+        data, lines = yaml_document(text, str(path))
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
     fmt = fmt or detect(path, data)

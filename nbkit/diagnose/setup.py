@@ -109,7 +109,7 @@ class Setup:
 
 def _read_trainer(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
     """The trainer config's top-level mapping and (YAML) the line of each key."""
-    from nbkit.audit.config import _compose, _key_lines
+    from nbkit.audit.config import yaml_document
     from nbkit.errors import read_text
 
     if path.is_dir():
@@ -118,18 +118,11 @@ def _read_trainer(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
         raise DiagnoseError(f"{path}: no such file; expected a trainer config (axolotl YAML or TrainingArguments JSON)")
     if path.suffix == ".json":
         return read_json_object(path, what="a TRL SFTConfig / TrainingArguments JSON", error=DiagnoseError), {}
-    import yaml
-
     text = read_text(path, what="an axolotl YAML config", error=DiagnoseError)
-    root = _compose(text, str(path))
-    loader = yaml.SafeLoader(text)
-    try:
-        data = loader.construct_document(root) if root is not None else {}
-    finally:
-        loader.dispose()
+    data, lines = yaml_document(text, str(path))
     if not isinstance(data, dict):
         raise DiagnoseError(f"{path}: expected a YAML mapping of axolotl keys, got {type(data).__name__}")
-    return data, _key_lines(root)
+    return data, lines
 
 
 def _detect(path: Path, data: dict[str, Any]) -> str:
