@@ -1,6 +1,7 @@
 """A user's own contract (issue 17 item 4): their signature, their JSONL dev set, a stated metric — on DummyLM."""
 
 import json
+import types
 
 import pytest
 
@@ -63,7 +64,7 @@ def test_the_grammar_follows_the_module_signature_so_chain_of_thought_may_reason
     """Under json_grammar, ChainOfThought's answers carry a `reasoning` field: a grammar built from the user's
     fields alone forbade it, and every CoT answer was counted as missing a field (seen on the real SmolLM2)."""
     session = session_answering({"answer": "paris", "reasoning": "r"})
-    session.handle.server = object()  # as with the local llama.cpp pool: json_grammar sends a schema
+    session.handle.server = types.SimpleNamespace(kind="llama-cpp-python")  # as with the local llama.cpp pool: json_grammar sends a schema
     seen = {}
 
     def fake_evaluate(program, examples, *, lm, **kwargs):
