@@ -122,9 +122,6 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
 
     if setup.model_config is None:
         return None, f"not predicted: {setup.model_note}"
-    if setup.adapter:
-        return None, (f"not predicted: adapter {setup.adapter!r} — the memory model (nbkit.zero.peak) counts full fine-tuning "
-                      "(optimizer states and gradients for every parameter), which a LoRA run does not hold")
     ds = resolved_ds(setup)
     mp = memory_plan(ds) if setup.ds is not None else None
     t = setup.trainer
@@ -135,12 +132,22 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
                   grad_accum=t["gradient_accumulation_steps"].value, seq_len=setup.seq_len.value,
                   checkpointing=t["gradient_checkpointing"].value is True, offload_optimizer=mp["offload_optimizer"],
                   offload_param=mp["offload_param"], world_size=setup.world_size,
-                  attention="eager" if setup.attention.value == "eager" else "fused")
+                  attention="eager" if setup.attention.value == "eager" else "fused", adapter=setup.lora)
     shape = F.model_shape(setup.model_config)
     zero = ds.get("zero_optimization") or {}
-    pred = F.predict(shape, plan, zero)
-    ratio = F.stage_ratio(plan.stage)
-    notes = []
+    try:
+        pred = F.predict(shape, plan, zero)
+    except ValueError as exc:  # LoRA targets that match no layer of this model
+        return None, f"not predicted: {exc}"
+    ratio = F.plan_ratio(plan)
+    notes = list(setup.lora_notes)
+    if plan.adapter is not None:
+        notes.append(f"{plan.adapter.describe()}: {pred.parts['trainable_params']:,} trainable parameters (gradients and optimizer states), "
+                     "the base frozen" + (" in 4-bit NF4 (decoder-block linear weights; embeddings, lm_head, norms 16-bit)" if plan.adapter.kind == "qlora" else ""))
+        notes.append(f"accuracy: the memory model is measured on full fine-tuning only; an adapter's predicted ÷ measured peak is not measured, "
+                     f"so the verdict's band is the stage's range widened by {F.ADAPTER_TOLERANCE:.0%} each way ({ratio[0]}–{ratio[1]}), a stated tolerance")
+        if plan.adapter.kind == "qlora":
+            notes.append("QLoRA's activations are counted as LoRA's on 16-bit weights; bitsandbytes' per-layer dequantised weight during the matmul is not counted")
     if not setup.seq_len.set:
         notes.append(f"sequence length: {setup.seq_len.where} not set; assumed {setup.seq_len.value} tokens")
     notes.append(f"attention: {setup.attention.text()} → counted as {'the S×S scores kept' if plan.attention == 'eager' else 'a fused kernel (q, k, v, output, log-sum-exp saved)'}")
