@@ -289,9 +289,9 @@ def predict(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any]) -> Predictio
     from nbkit.zero.peak import predict_peak
 
     ad = plan.adapter
+    trainable, frozen = adapter_params(shape.config, ad, plan.precision) if ad else (None, None)  # first: names unmatched targets
     acts = activation_bytes(shape.config, plan.micro_batch, plan.seq_len, plan.precision, plan.checkpointing, plan.attention,
                             ad.peft() if ad else None)
-    trainable, frozen = adapter_params(shape.config, ad, plan.precision) if ad else (None, None)
     zero = {k: v for k, v in ds_zero.items() if not isinstance(v, str)}  # an unfilled "auto" → DeepSpeed's default
     parts = predict_peak(n_params=shape.n_params + (trainable or 0), largest_layer_params=shape.largest_layer_params, stage=plan.stage,
                          world_size=plan.world_size, precision=plan.precision, ds_zero=zero, activation_bytes=acts, baseline_bytes=0,
