@@ -308,7 +308,11 @@ def gib_text(x: float) -> str:
     return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
-def verdict_fits(predicted_gib: float, gpu_gib: float, ratio: tuple[float, float]) -> Verdict:
+def band_name(plan: Plan) -> str:
+    return "measured-accuracy band" if plan.adapter is None else f"band (measured full-fine-tuning range ± a stated {ADAPTER_TOLERANCE:.0%})"
+
+
+def verdict_fits(predicted_gib: float, gpu_gib: float, ratio: tuple[float, float], band_label: str = "measured-accuracy band") -> Verdict:
     """Does one rank's peak fit in ``gpu_gib``? ``ratio`` is the measured (lo, hi) of predicted ÷ measured peak at this stage.
 
     The true peak lies in [predicted / hi, predicted / lo]: holds when its top fits, refuted when its
@@ -316,7 +320,7 @@ def verdict_fits(predicted_gib: float, gpu_gib: float, ratio: tuple[float, float
     """
     lo, hi = ratio
     low, high = predicted_gib / hi, predicted_gib / lo
-    band = f"predicted {gib_text(predicted_gib)} GiB, measured-accuracy band {gib_text(low)}–{gib_text(high)} GiB, GPU {gpu_gib:g} GiB"
+    band = f"predicted {gib_text(predicted_gib)} GiB, {band_label} {gib_text(low)}–{gib_text(high)} GiB, GPU {gpu_gib:g} GiB"
     if high <= gpu_gib:
         return Verdict(HOLDS, f"{band}: fits with {gib_text(gpu_gib - high)} GiB to spare at the band's top")
     if low > gpu_gib:
@@ -365,7 +369,7 @@ def fixes(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any], gpu_gib: float
     rows = []
     for what, p in changes(plan):
         pred = predict(shape, p, ds_zero)
-        v = verdict_fits(pred.peak_gib, gpu_gib, plan_ratio(p))
+        v = verdict_fits(pred.peak_gib, gpu_gib, plan_ratio(p), band_name(p))
         rows.append({"change": what, "plan": p.describe(), "predicted_peak_gib": pred.peak_gib, "verdict": v.verdict, "why": v.why})
     fitting = [r for r in rows if r["verdict"] == HOLDS]
     if fitting:
@@ -380,7 +384,7 @@ def fixes(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any], gpu_gib: float
         applied.append(what)
         for w, p in [(what, current)] + [(f"{what} + {w}", p) for w, p in changes(current) if "micro batch" in w]:
             pred = predict(shape, p, ds_zero)
-            v = verdict_fits(pred.peak_gib, gpu_gib, plan_ratio(p))
+            v = verdict_fits(pred.peak_gib, gpu_gib, plan_ratio(p), band_name(p))
             if v.verdict == HOLDS:
                 label = " + ".join(applied[:-1] + [w])
                 return [{"change": label, "plan": p.describe(), "predicted_peak_gib": pred.peak_gib, "verdict": v.verdict, "why": v.why}]

@@ -165,8 +165,9 @@ def test_the_lora_example_end_to_end(tmp_path):
     out = tmp_path / "d.json"
     assert main(["axolotl_lora.yaml", "--gpu-memory", "24", "--no-audit", "--format", "json", "--output", str(out)]) == 1
     fit = json.loads(out.read_text())["fit"]
-    assert fit["verdict"] == "refuted" and fit["parts_bytes"]["trainable_params"] == 41_943_040  # r=16 on all 7 linears × 32 layers
-    assert fit["fixes"] and all(x["verdict"] == "holds" for x in fit["fixes"])
+    assert fit["verdict"] == "refuted" and fit["trainable_params"] == 41_943_040  # r=16 on all 7 linears × 32 layers
+    assert fit["fixes"] and all(x["verdict"] == "holds" for x in fit["fixes"]) and fit["accuracy"]["adapter_tolerance"] == F.ADAPTER_TOLERANCE
+    assert "trainable_params" not in fit["parts_bytes"]
     assert main(["axolotl_lora.yaml", "--gpu-memory", "200", "--no-audit", "--format", "json", "--output", str(out)]) == 0
 
 
@@ -177,3 +178,12 @@ def test_lora_checkpointing_lowers_the_activations_and_lora_saves_less_than_full
     ckpt = F.activation_bytes(cfg, 2, 64, "bf16", True, "fused", lora)
     full = F.activation_bytes(cfg, 2, 64, "bf16", False, "fused")
     assert 0 < ckpt < whole < full  # a frozen weight's matmul keeps no input for a weight gradient
+
+
+def test_a_trl_qlora_json_is_read_with_trls_defaults(tmp_path):
+    (tmp_path / "model.json").write_text(json.dumps(TINY_MODEL))
+    (tmp_path / "t.json").write_text(json.dumps({"model_name_or_path": "model.json", "use_peft": True, "load_in_4bit": True, "lora_r": 4,
+                                                 "lora_target_modules": ["q_proj"], "bf16": True, "per_device_train_batch_size": 2}))
+    d = _diagnose(tmp_path / "t.json")
+    assert d.setup.lora == F.Adapter("qlora", 4, ("q_proj",), dropout=0.05, double_quant=False)  # TRL ModelConfig: no nested quant
+    assert d.fit.trainable_params == 2 * 4 * (64 + 64) and "QLoRA r=4 on q_proj, NF4" in d.fit.plan
