@@ -367,12 +367,31 @@ def checkpointing_coupling(setup: Setup) -> list[Coupling]:
                      "the ds section suggests checkpointing, but gradient_checkpointing is off: activations are kept whole")]
 
 
+def qlora_zero3_coupling(setup: Setup) -> list[Coupling]:
+    """QLoRA under ZeRO-3: DeepSpeed partitions parameters by their storage dtype, so bitsandbytes' packed 4-bit weights
+    shard only when ``bnb_4bit_quant_storage`` is the training dtype (PEFT's "QLoRA and DeepSpeed with ZeRO3" guide)."""
+    lora = setup.lora
+    present, stage = setup.ds_get("zero_optimization.stage")
+    if lora is None or lora.kind != "qlora" or not present or stage != 3:
+        return []
+    dtype = "bfloat16" if resolved_flag(setup.trainer["bf16"]) is True else "float16" if resolved_flag(setup.trainer["fp16"]) is True else "float32"
+    ok = lora.quant_storage in (dtype, f"torch.{dtype}")
+    return [Coupling("QLoRA under ZeRO-3", f"{setup.config_path.name} bnb_4bit_quant_storage = {lora.quant_storage!r}",
+                     f"{setup.ds_where('zero_optimization.stage')} = 3", f"4-bit storage {lora.quant_storage or 'uint8 (default)'}, training {dtype}",
+                     AGREE if ok else WARNING,
+                     "ZeRO-3 shards bitsandbytes' 4-bit weights only when bnb_4bit_quant_storage equals the training dtype "
+                     "(PEFT's DeepSpeed guide; older bitsandbytes / transformers do not support ZeRO-3 with 4-bit weights at all)",
+                     "storage matches the training dtype" if ok else
+                     f"bnb_4bit_quant_storage is not {dtype}: ZeRO-3 cannot partition the 4-bit weights (set it to {dtype}, "
+                     "or use ZeRO-2, which keeps the 4-bit base whole on each GPU)")]
+
+
 def couplings(setup: Setup) -> list[Coupling]:
     """Every coupled setting of ``setup`` (empty when the trainer config names no ds_config)."""
     if setup.ds is None:
         return []
     return (zero_section_coupling(setup) + batch_couplings(setup) + precision_couplings(setup) + [clipping_coupling(setup)] + optimizer_couplings(setup)
-            + scheduler_couplings(setup) + auto_couplings(setup) + checkpointing_coupling(setup))
+            + scheduler_couplings(setup) + auto_couplings(setup) + checkpointing_coupling(setup) + qlora_zero3_coupling(setup))
 
 
 def resolved_ds(setup: Setup) -> dict[str, Any]:

@@ -44,15 +44,18 @@ class Fit:
     ratio: tuple[float, float]
     fixes: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    adapter_tolerance: float | None = None  # LoRA / QLoRA: the stated widening of the measured band (not measured)
+    trainable_params: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from nbkit.diagnose.fit import accuracy
 
         acc = accuracy()
         return {"plan": self.plan, "predicted_peak_gib": self.peak_gib, "gpu_memory_gib": self.gpu_gib, "verdict": self.verdict,
-                "why": self.why, "parts_bytes": {k: v for k, v in self.parts.items() if isinstance(v, (int, float))},
+                "why": self.why, "parts_bytes": {k: v for k, v in self.parts.items() if isinstance(v, (int, float)) and k != "trainable_params"},
+                "trainable_params": self.trainable_params,
                 "phase": self.parts.get("phase"), "fixes": self.fixes, "notes": self.notes,
-                "accuracy": {"pred_over_meas": list(self.ratio), "scale": acc["scale"], "command": acc["command"],
+                "accuracy": {"pred_over_meas": list(self.ratio), "adapter_tolerance": self.adapter_tolerance, "scale": acc["scale"], "command": acc["command"],
                              "measured_in": acc["measured_in"], "not_measured": acc["not_measured"],
                              "gpu": "a prediction: no GPU run measured this setup"}}
 
@@ -91,7 +94,8 @@ class Diagnosis:
             rows.append(Claim(claim=f"each rank's peak fits in {f.gpu_gib:g} GiB" if f.gpu_gib else "each rank's peak (no --gpu-memory given)",
                               field_note="", measured=f"predicted {gib_text(f.peak_gib)} GiB ({f.plan})", verdict=f.verdict,
                               rule=f"fits when predicted ÷ {f.ratio[0]} ≤ GPU memory; does not when predicted ÷ {f.ratio[1]} > it "
-                                   "(the memory model's measured predicted ÷ measured range at this stage, CPU scale)",
+                                   + ("(the memory model's measured predicted ÷ measured range at this stage, CPU scale)" if f.adapter_tolerance is None else
+                                      f"(the stage's measured full-fine-tuning range widened by a stated {f.adapter_tolerance:.0%} each way: adapters not measured)"),
                               n="1 prediction (GPU scale: not measured)", why=f.why, key="fit", source="fit"))
         for fd in self.findings:
             if fd.status == "skipped":
@@ -122,9 +126,6 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
 
     if setup.model_config is None:
         return None, f"not predicted: {setup.model_note}"
-    if setup.adapter:
-        return None, (f"not predicted: adapter {setup.adapter!r} — the memory model (nbkit.zero.peak) counts full fine-tuning "
-                      "(optimizer states and gradients for every parameter), which a LoRA run does not hold")
     ds = resolved_ds(setup)
     mp = memory_plan(ds) if setup.ds is not None else None
     t = setup.trainer
@@ -135,26 +136,37 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
                   grad_accum=t["gradient_accumulation_steps"].value, seq_len=setup.seq_len.value,
                   checkpointing=t["gradient_checkpointing"].value is True, offload_optimizer=mp["offload_optimizer"],
                   offload_param=mp["offload_param"], world_size=setup.world_size,
-                  attention="eager" if setup.attention.value == "eager" else "fused")
+                  attention="eager" if setup.attention.value == "eager" else "fused", adapter=setup.lora)
     shape = F.model_shape(setup.model_config)
     zero = ds.get("zero_optimization") or {}
-    pred = F.predict(shape, plan, zero)
-    ratio = F.stage_ratio(plan.stage)
-    notes = []
+    try:
+        pred = F.predict(shape, plan, zero)
+    except ValueError as exc:  # LoRA targets that match no layer of this model
+        return None, f"not predicted: {exc}"
+    ratio = F.plan_ratio(plan)
+    notes = list(setup.lora_notes)
+    if plan.adapter is not None:
+        notes.append(f"{plan.adapter.describe()}: {pred.parts['trainable_params']:,} trainable parameters (gradients and optimizer states), "
+                     "the base frozen" + (" in 4-bit NF4 (decoder-block linear weights; embeddings, lm_head, norms 16-bit)" if plan.adapter.kind == "qlora" else ""))
+        notes.append(f"accuracy: the memory model is measured on full fine-tuning only; an adapter's predicted ÷ measured peak is not measured, "
+                     f"so the verdict's band is the stage's range widened by {F.ADAPTER_TOLERANCE:.0%} each way ({ratio[0]}–{ratio[1]}), a stated tolerance")
+        if plan.adapter.kind == "qlora":
+            notes.append("QLoRA's activations are counted as LoRA's on 16-bit weights; bitsandbytes' per-layer dequantised weight during the matmul is not counted")
     if not setup.seq_len.set:
         notes.append(f"sequence length: {setup.seq_len.where} not set; assumed {setup.seq_len.value} tokens")
     notes.append(f"attention: {setup.attention.text()} → counted as {'the S×S scores kept' if plan.attention == 'eager' else 'a fused kernel (q, k, v, output, log-sum-exp saved)'}")
     if plan.checkpointing:
         notes.append("activation checkpointing: its activation count is not in the measured accuracy (the bench runs without it)")
     notes.append(f"world: {setup.nodes} node(s) × {setup.gpus_per_node} GPU(s) ({setup.world_note})")
+    extra = {"adapter_tolerance": F.ADAPTER_TOLERANCE, "trainable_params": pred.parts["trainable_params"]} if plan.adapter else {}
     if setup.gpu_memory_gib is None:
         return Fit(plan.describe(), pred.parts, pred.peak_gib, None, INCONCLUSIVE, "no --gpu-memory given: the peak is predicted, not judged",
-                   ratio, [], notes), ""
-    v = F.verdict_fits(pred.peak_gib, setup.gpu_memory_gib, ratio)
+                   ratio, [], notes, **extra), ""
+    v = F.verdict_fits(pred.peak_gib, setup.gpu_memory_gib, ratio, F.band_name(plan))
     fixes = F.fixes(shape, plan, zero, setup.gpu_memory_gib) if v.verdict != HOLDS else []
     if v.verdict != HOLDS and not fixes:
         notes.append("no combination of the changes tried fits this GPU: more GPUs (a larger world) or a smaller model")
-    return Fit(plan.describe(), pred.parts, pred.peak_gib, setup.gpu_memory_gib, v.verdict, v.why, ratio, fixes, notes), ""
+    return Fit(plan.describe(), pred.parts, pred.peak_gib, setup.gpu_memory_gib, v.verdict, v.why, ratio, fixes, notes, **extra), ""
 
 
 def audit_of(setup: Setup, model: str | None, checks: str | None, device: str = "auto", progress: bool = False) -> tuple[list[Finding], str]:

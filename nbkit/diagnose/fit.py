@@ -20,6 +20,15 @@ When it does not fit, the changes are tried one at a time in order of what they 
 (the next ZeRO stage, activation checkpointing, a smaller micro batch with the accumulation that keeps
 the global batch, optimizer offload, parameter offload) and, when none is enough alone, accumulated in
 that order.
+
+LoRA and QLoRA (:class:`Adapter`) run through the same model: the base weights are frozen and held in the
+training precision (QLoRA: every linear layer of the decoder blocks in 4-bit NF4 — half a byte per weight
+plus one absmax per 64 weights, fp32, or with double quantisation an 8-bit absmax and one fp32 constant per
+256 blocks — while embeddings, lm_head, norms and biases stay 16-bit, as bitsandbytes converts them); only
+the adapter's ``r·(in + out)`` per targeted linear layer has gradients and optimizer states, which ZeRO-1/2
+partition, and ZeRO-3 partitions every parameter, frozen ones too. Activations are counted on the meta
+device with PEFT's wrapped model. The full-fine-tuning accuracy does not cover it, so an adapter's verdict
+uses that band widened by a stated, unmeasured ``ADAPTER_TOLERANCE`` each way.
 """
 
 from __future__ import annotations
@@ -47,6 +56,78 @@ def accuracy() -> dict[str, Any]:
     return data
 
 
+# Not measured: an adapter run's predicted ÷ measured peak. Its verdict widens the full-fine-tuning band by this
+# fraction each way (a stated tolerance, so a setup within it of the GPU's memory is inconclusive).
+ADAPTER_TOLERANCE = 0.10
+NF4_BLOCK = 64  # bitsandbytes' 4-bit blocksize (weights per absmax)
+DQ_BLOCK = 256  # double quantisation's blocksize (absmaxes per fp32 constant)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A LoRA (``kind="lora"``) or QLoRA (``"qlora"``: 4-bit NF4 base) adapter as the trainer config states it."""
+
+    kind: str
+    r: int
+    targets: tuple[str, ...] | str  # module names (PEFT matches the name's last part), or "all-linear"
+    dropout: float = 0.0
+    double_quant: bool = True
+    quant_storage: str | None = None  # bnb_4bit_quant_storage (ZeRO-3 needs it equal to the training dtype)
+
+    def describe(self) -> str:
+        where = "every linear layer" if self.targets == "all-linear" else ",".join(self.targets)
+        quant = f", NF4{' double-quant' if self.double_quant else ''}" if self.kind == "qlora" else ""
+        return f"{'QLoRA' if self.kind == 'qlora' else 'LoRA'} r={self.r} on {where}{quant}"
+
+    def peft(self) -> dict[str, Any]:
+        return {"r": self.r, "targets": self.targets if isinstance(self.targets, str) else list(self.targets), "dropout": self.dropout}
+
+
+def nf4_bytes_per_weight(double_quant: bool) -> float:
+    """Bytes per 4-bit weight with its quantisation constants (bitsandbytes' blockwise NF4)."""
+    if double_quant:
+        return 0.5 + 1 / NF4_BLOCK + 4 / (NF4_BLOCK * DQ_BLOCK)
+    return 0.5 + 4 / NF4_BLOCK
+
+
+_SHAPES: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
+
+
+def _linear_shapes(config) -> tuple[int, tuple[tuple[str, int, int], ...]]:
+    """(all parameters, each decoder-block linear layer's (name, in, out)) of the model, on the meta device."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    key = config.to_json_string(use_diff=False)
+    if key in _SHAPES:
+        return _SHAPES[key]
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    n = int(config.num_hidden_layers)
+    layers = next((m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n), None)
+    if layers is None:
+        raise ValueError(f"{type(model).__name__}: no list of {n} decoder layers")
+    linears = tuple((name, m.in_features, m.out_features) for name, m in layers.named_modules() if isinstance(m, torch.nn.Linear))
+    _SHAPES[key] = (sum({id(p): p.numel() for p in model.parameters()}.values()), linears)
+    return _SHAPES[key]
+
+
+def adapter_params(config, adapter: Adapter, precision: str) -> tuple[int, float]:
+    """(trainable adapter parameters, bytes of the frozen base model's parameters) — hand-counted from the model's shapes, the way PEFT
+    adds ``lora_A`` (r × in) and ``lora_B`` (out × r) to each targeted linear layer of the decoder blocks."""
+    n_params, linears = _linear_shapes(config)
+    hit = [(i, o) for name, i, o in linears if adapter.targets == "all-linear" or name.rsplit(".", 1)[-1] in adapter.targets]
+    if not hit:
+        raise ValueError(f"LoRA targets {adapter.targets!r} match no linear layer of the decoder blocks "
+                         f"(they have: {sorted({n.rsplit('.', 1)[-1] for n, _, _ in linears})})")
+    trainable = sum(adapter.r * (i + o) for i, o in hit)
+    elem = 4 if precision == "fp32" else 2
+    if adapter.kind != "qlora":
+        return trainable, float(elem * n_params)
+    quantised = sum(i * o for _, i, o in linears)  # weights only: biases, norms, embeddings and lm_head stay 16-bit
+    return trainable, quantised * nf4_bytes_per_weight(adapter.double_quant) + elem * (n_params - quantised)
+
+
 @dataclass(frozen=True)
 class Plan:
     """What fixes a rank's memory: the ZeRO layout, precision, batch and checkpointing."""
@@ -61,10 +142,11 @@ class Plan:
     offload_param: bool
     world_size: int
     attention: str = "fused"  # "fused" (flash / memory-efficient kernel) or "eager" (S×S scores kept)
+    adapter: Adapter | None = None  # None: full fine-tuning
 
     def describe(self) -> str:
         off = [x for x, on in (("optimizer", self.offload_optimizer), ("params", self.offload_param)) if on]
-        return (f"ZeRO-{self.stage}, {self.precision}, micro {self.micro_batch} × accumulation {self.grad_accum} × {self.world_size} GPUs, "
+        return (f"{self.adapter.describe() + ', ' if self.adapter else ''}ZeRO-{self.stage}, {self.precision}, micro {self.micro_batch} × accumulation {self.grad_accum} × {self.world_size} GPUs, "
                 f"{self.seq_len} tokens, {self.attention} attention, checkpointing {'on' if self.checkpointing else 'off'}, "
                 f"offload {'+'.join(off) or 'none'}")
 
@@ -142,19 +224,20 @@ def _model_cfg(config, attention: str) -> dict[str, Any]:
     return {"kind": "config", "config": d}
 
 
-def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, checkpointing: bool, attention: str = "fused") -> int:
+def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, checkpointing: bool, attention: str = "fused",
+                     lora: dict[str, Any] | None = None) -> int:
     """Saved activations of one micro-batch: notebook 02's meta-device count (``predict_activation_bytes``) with the
     run's attention (``fused``: a flash / memory-efficient kernel, what SDPA and flash_attention_2 run on a GPU;
-    ``eager``: the S×S scores kept); with checkpointing, see the module docstring."""
+    ``eager``: the S×S scores kept); with checkpointing, see the module docstring; ``lora``: PEFT's wrapped model."""
     from nbkit.zero.peak import predict_activation_bytes
 
     model_cfg = _model_cfg(config, attention)
-    full = predict_activation_bytes(model_cfg, micro_batch, seq_len, precision)
+    full = predict_activation_bytes(model_cfg, micro_batch, seq_len, precision, lora)
     if not checkpointing:
         return full
-    key = (json.dumps(model_cfg, sort_keys=True, default=str), micro_batch, seq_len, precision)
+    key = (json.dumps(model_cfg, sort_keys=True, default=str), micro_batch, seq_len, precision, json.dumps(lora, sort_keys=True))
     if key not in _CKPT_CACHE:
-        _CKPT_CACHE[key] = _outside_layers_bytes(model_cfg, int(config.num_hidden_layers), micro_batch, seq_len, precision)
+        _CKPT_CACHE[key] = _outside_layers_bytes(model_cfg, int(config.num_hidden_layers), micro_batch, seq_len, precision, lora)
     outside = _CKPT_CACHE[key]
     layers = int(getattr(config, "num_hidden_layers", 1) or 1)
     per_layer = max(0, full - outside) / layers
@@ -163,7 +246,8 @@ def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, che
     return int(outside + layer_inputs + per_layer)
 
 
-def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch: int, seq_len: int, precision: str) -> int:
+def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch: int, seq_len: int, precision: str,
+                          lora: dict[str, Any] | None = None) -> int:
     """Bytes saved for backward outside the decoder layers (meta device): the parts checkpointing leaves whole.
 
     Each decoder layer runs inside its own (identity) saved-tensor hooks, which take precedence over the
@@ -171,14 +255,11 @@ def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch:
     full count, without transformers' checkpoint wrapper (whose cache handling cannot run on meta tensors).
     """
     import torch
-    from transformers import AutoModelForCausalLM
 
-    from nbkit.zero.ladder import model_config
-    from nbkit.zero.peak import SavedActivations
+    from nbkit.zero.peak import SavedActivations, meta_causal_lm
 
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    model = meta_causal_lm(model_cfg, precision, lora)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(model_config(model_cfg)).to(dtype)
         ids = torch.zeros((micro_batch, seq_len), dtype=torch.long)
     layers = next((m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n_layers), None)
     if layers is None:
@@ -207,12 +288,18 @@ def predict(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any]) -> Predictio
     """Each part of one rank's predicted peak (bytes) for ``plan`` — :func:`nbkit.zero.peak.predict_peak` on a GPU rank."""
     from nbkit.zero.peak import predict_peak
 
-    acts = activation_bytes(shape.config, plan.micro_batch, plan.seq_len, plan.precision, plan.checkpointing, plan.attention)
+    ad = plan.adapter
+    trainable, frozen = adapter_params(shape.config, ad, plan.precision) if ad else (None, None)  # first: names unmatched targets
+    acts = activation_bytes(shape.config, plan.micro_batch, plan.seq_len, plan.precision, plan.checkpointing, plan.attention,
+                            ad.peft() if ad else None)
     zero = {k: v for k, v in ds_zero.items() if not isinstance(v, str)}  # an unfilled "auto" → DeepSpeed's default
-    parts = predict_peak(n_params=shape.n_params, largest_layer_params=shape.largest_layer_params, stage=plan.stage,
+    parts = predict_peak(n_params=shape.n_params + (trainable or 0), largest_layer_params=shape.largest_layer_params, stage=plan.stage,
                          world_size=plan.world_size, precision=plan.precision, ds_zero=zero, activation_bytes=acts, baseline_bytes=0,
                          offload_optimizer=plan.offload_optimizer and plan.stage >= 1, offload_param=plan.offload_param and plan.stage == 3,
-                         device="cuda")
+                         device="cuda", trainable_params=trainable,
+                         frozen_bytes=frozen)
+    if ad:
+        parts["trainable_params"] = trainable
     return Prediction(plan, parts)
 
 
@@ -221,7 +308,11 @@ def gib_text(x: float) -> str:
     return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
-def verdict_fits(predicted_gib: float, gpu_gib: float, ratio: tuple[float, float]) -> Verdict:
+def band_name(plan: Plan) -> str:
+    return "measured-accuracy band" if plan.adapter is None else f"band (measured full-fine-tuning range ± a stated {ADAPTER_TOLERANCE:.0%})"
+
+
+def verdict_fits(predicted_gib: float, gpu_gib: float, ratio: tuple[float, float], band_label: str = "measured-accuracy band") -> Verdict:
     """Does one rank's peak fit in ``gpu_gib``? ``ratio`` is the measured (lo, hi) of predicted ÷ measured peak at this stage.
 
     The true peak lies in [predicted / hi, predicted / lo]: holds when its top fits, refuted when its
@@ -229,7 +320,7 @@ def verdict_fits(predicted_gib: float, gpu_gib: float, ratio: tuple[float, float
     """
     lo, hi = ratio
     low, high = predicted_gib / hi, predicted_gib / lo
-    band = f"predicted {gib_text(predicted_gib)} GiB, measured-accuracy band {gib_text(low)}–{gib_text(high)} GiB, GPU {gpu_gib:g} GiB"
+    band = f"predicted {gib_text(predicted_gib)} GiB, {band_label} {gib_text(low)}–{gib_text(high)} GiB, GPU {gpu_gib:g} GiB"
     if high <= gpu_gib:
         return Verdict(HOLDS, f"{band}: fits with {gib_text(gpu_gib - high)} GiB to spare at the band's top")
     if low > gpu_gib:
@@ -242,10 +333,18 @@ def stage_ratio(stage: int) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def plan_ratio(plan: Plan) -> tuple[float, float]:
+    """The band the verdict uses: the stage's measured range, widened by ``ADAPTER_TOLERANCE`` for an adapter (not measured)."""
+    lo, hi = stage_ratio(plan.stage)
+    if plan.adapter is None:
+        return lo, hi
+    return round(lo * (1 - ADAPTER_TOLERANCE), 4), round(hi * (1 + ADAPTER_TOLERANCE), 4)
+
+
 def changes(plan: Plan) -> list[tuple[str, Plan]]:
     """Single changes that lower a rank's peak, cheapest in step time first."""
     out: list[tuple[str, Plan]] = []
-    if plan.stage < 3:
+    if plan.stage < 3 and plan.world_size > 1:  # one GPU: ZeRO has nothing to partition across
         out.append((f"ZeRO stage {plan.stage + 1}", replace(plan, stage=plan.stage + 1)))
     if not plan.checkpointing:
         out.append(("activation checkpointing (gradient_checkpointing: true)", replace(plan, checkpointing=True)))
@@ -253,6 +352,8 @@ def changes(plan: Plan) -> list[tuple[str, Plan]]:
     for smaller in sorted((d for d in range(1, m) if m % d == 0), reverse=True):
         ga = plan.grad_accum * (m // smaller)
         out.append((f"micro batch {smaller} with accumulation {ga} (same global batch)", replace(plan, micro_batch=smaller, grad_accum=ga)))
+    if plan.adapter is not None and plan.adapter.kind == "lora":
+        out.append(("QLoRA instead of LoRA (adapter: qlora, load_in_4bit: true)", replace(plan, adapter=replace(plan.adapter, kind="qlora"))))
     if not plan.offload_optimizer:
         st = max(plan.stage, 1)
         out.append(("optimizer offload to CPU" + (" (needs ZeRO-1)" if plan.stage == 0 else ""),
@@ -268,7 +369,7 @@ def fixes(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any], gpu_gib: float
     rows = []
     for what, p in changes(plan):
         pred = predict(shape, p, ds_zero)
-        v = verdict_fits(pred.peak_gib, gpu_gib, stage_ratio(p.stage))
+        v = verdict_fits(pred.peak_gib, gpu_gib, plan_ratio(p), band_name(p))
         rows.append({"change": what, "plan": p.describe(), "predicted_peak_gib": pred.peak_gib, "verdict": v.verdict, "why": v.why})
     fitting = [r for r in rows if r["verdict"] == HOLDS]
     if fitting:
@@ -283,7 +384,7 @@ def fixes(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any], gpu_gib: float
         applied.append(what)
         for w, p in [(what, current)] + [(f"{what} + {w}", p) for w, p in changes(current) if "micro batch" in w]:
             pred = predict(shape, p, ds_zero)
-            v = verdict_fits(pred.peak_gib, gpu_gib, stage_ratio(p.stage))
+            v = verdict_fits(pred.peak_gib, gpu_gib, plan_ratio(p), band_name(p))
             if v.verdict == HOLDS:
                 label = " + ".join(applied[:-1] + [w])
                 return [{"change": label, "plan": p.describe(), "predicted_peak_gib": pred.peak_gib, "verdict": v.verdict, "why": v.why}]

@@ -42,8 +42,10 @@ def fit_lines(d: Diagnosis) -> list[str]:
              f"{_gib(p['gathered'])} + step temporaries {_gib(p['step_temporaries'])} GiB (peak at the {p['phase']})",
              f"  verdict: {f.verdict} — {f.why}"]
     acc = f.to_dict()["accuracy"]
-    lines.append(f"  accuracy: predicted ÷ measured {f.ratio[0]}–{f.ratio[1]} at this stage, measured at CPU scale ({acc['scale']}; "
-                 f"{acc['command']}); on GPUs the figure is a prediction (not measured: {acc['not_measured']})")
+    band = (f"predicted ÷ measured {f.ratio[0]}–{f.ratio[1]} at this stage, measured at CPU scale" if f.adapter_tolerance is None else
+            f"band {f.ratio[0]}–{f.ratio[1]}: this stage's full-fine-tuning range, measured at CPU scale, widened by a stated "
+            f"{f.adapter_tolerance:.0%} each way (no adapter run measured)")
+    lines.append(f"  accuracy: {band} ({acc['scale']}; {acc['command']}); on GPUs the figure is a prediction (not measured: {acc['not_measured']})")
     for n in f.notes:
         lines.append(f"  note: {n}")
     if f.fixes:

@@ -89,6 +89,8 @@ class Setup:
     gpus_per_node: int
     world_note: str
     gpu_memory_gib: float | None
+    lora: Any = None  # nbkit.diagnose.fit.Adapter when the config trains an adapter the memory model counts
+    lora_notes: tuple[str, ...] = ()
 
     @property
     def world_size(self) -> int:
@@ -276,6 +278,9 @@ def read_setup(config: str | Path, *, model: str | None = None, nodes: int | Non
         if not isinstance(zero, dict):
             raise DiagnoseError(f"{ds_source}: zero_optimization: expected a mapping, got {zero!r}")
     adapter = data.get("adapter") if fmt == "axolotl" else ("lora" if data.get("peft_config") or data.get("use_peft") else None)
+    if fmt == "trl" and adapter and data.get("load_in_4bit") is True:
+        adapter = "qlora"
+    lora, lora_notes = _lora(path, fmt, data, lines, adapter if isinstance(adapter, str) else None)
     spec, model_cfg, note = _model(path, fmt, data, lines, model)
     world_note = "given"
     if nodes is None and gpus_per_node is None:
@@ -283,7 +288,60 @@ def read_setup(config: str | Path, *, model: str | None = None, nodes: int | Non
     nodes, gpus_per_node = nodes or 1, gpus_per_node or 1
     return Setup(config_path=path, fmt=fmt, trainer=trainer, seq_len=seq, attention=attention, adapter=adapter if isinstance(adapter, str) else None,
                  ds=ds, ds_source=ds_source, model_spec=spec, model_config=model_cfg, model_note=note, nodes=nodes,
-                 gpus_per_node=gpus_per_node, world_note=world_note, gpu_memory_gib=None if gpu_memory_gib is None else float(gpu_memory_gib))
+                 gpus_per_node=gpus_per_node, world_note=world_note, gpu_memory_gib=None if gpu_memory_gib is None else float(gpu_memory_gib),
+                 lora=lora, lora_notes=lora_notes)
+
+
+# PEFT's default targets for Llama-family models (peft.utils.constants' TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
+PEFT_DEFAULT_TARGETS = ("q_proj", "v_proj")
+
+
+def _lora(path: Path, fmt: str, data: dict[str, Any], lines, adapter: str | None) -> tuple[Any, tuple[str, ...]]:
+    """The LoRA / QLoRA adapter the config trains (axolotl's lora_* keys; TRL's ModelConfig lora_* / load_in_4bit), with notes
+    on what was assumed; (None, ()) for full fine-tuning."""
+    from nbkit.diagnose.fit import Adapter
+
+    if adapter is None:
+        return None, ()
+    if adapter not in ("lora", "qlora"):
+        raise DiagnoseError(f"{_where(path, lines, 'adapter')}: expected lora or qlora, got {adapter!r}")
+    notes = []
+    r = data.get("lora_r")
+    if r is None:
+        r = 8 if fmt == "axolotl" else 16  # peft's LoraConfig default / TRL ModelConfig's
+        notes.append(f"{path.name} lora_r not set; assumed {r}")
+    elif isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        raise DiagnoseError(f"{_where(path, lines, 'lora_r')}: expected a whole number ≥ 1, got {r!r}")
+    dropout = data.get("lora_dropout", 0.0 if fmt == "axolotl" else 0.05)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise DiagnoseError(f"{_where(path, lines, 'lora_dropout')}: expected a number in [0, 1), got {dropout!r}")
+    linear = data.get("lora_target_linear")
+    if linear is not None and not isinstance(linear, bool):
+        raise DiagnoseError(f"{_where(path, lines, 'lora_target_linear')}: expected true or false, got {linear!r}")
+    mods = data.get("lora_target_modules")
+    if linear:
+        targets: Any = "all-linear"
+    elif mods is not None:
+        if isinstance(mods, str):
+            mods = "all-linear" if mods == "all-linear" else [mods]
+        if mods != "all-linear" and (not isinstance(mods, list) or not mods or not all(isinstance(m, str) and m for m in mods)):
+            raise DiagnoseError(f"{_where(path, lines, 'lora_target_modules')}: expected a list of module names (e.g. [q_proj, v_proj]), got {mods!r}")
+        targets = mods if mods == "all-linear" else tuple(mods)
+    else:
+        targets = PEFT_DEFAULT_TARGETS
+        notes.append(f"{path.name} lora_target_modules / lora_target_linear not set; assumed PEFT's default for Llama-family models {list(targets)}")
+    kind = "qlora" if adapter == "qlora" or data.get("load_in_4bit") is True else "lora"
+    if fmt == "axolotl":
+        kwargs = data.get("bnb_config_kwargs") if isinstance(data.get("bnb_config_kwargs"), dict) else {}
+        double = kwargs.get("bnb_4bit_use_double_quant", True)  # axolotl's loader turns it on unless bnb_config_kwargs says otherwise
+        storage = kwargs.get("bnb_4bit_quant_storage")
+    else:
+        double = data.get("use_bnb_nested_quant", False)  # TRL ModelConfig's default
+        storage = data.get("bnb_4bit_quant_storage")
+    if not isinstance(double, bool):
+        raise DiagnoseError(f"{path.name} bnb_4bit_use_double_quant: expected true or false, got {double!r}")
+    return Adapter(kind=kind, r=r, targets=targets, dropout=float(dropout), double_quant=double,
+                   quant_storage=storage if isinstance(storage, str) else None), tuple(notes)
 
 
 def _has_auto(value: Any) -> bool:

@@ -86,8 +86,15 @@ def bytes_per_param(precision: str, stage: int) -> tuple[int, int, int]:
 
 
 def formula_bytes(n_params: int, world_size: int, stage: int, *, precision: str = "bf16",
-                  offload_optimizer: bool = False, offload_param: bool = False) -> dict[str, float]:
-    """Per-device bytes of params / grads / optimizer states by the paper's formula (+ CPU bytes when offloaded)."""
+                  offload_optimizer: bool = False, offload_param: bool = False, trainable_params: int | None = None,
+                  frozen_bytes: float | None = None) -> dict[str, float]:
+    """Per-device bytes of params / grads / optimizer states by the paper's formula (+ CPU bytes when offloaded).
+
+    ``trainable_params`` (default: all ``n_params``) is the count with gradients and optimizer states — a
+    LoRA run's adapter; the other parameters are frozen and held as ``frozen_bytes`` in all (default: the
+    training precision's bytes each; a QLoRA run's 4-bit weights are fewer). ZeRO partitions gradients and
+    optimizer states of the trainable parameters only, and at stage 3 every parameter, frozen ones too.
+    """
     if stage not in STAGES:
         raise ValueError(f"stage must be 0, 1, 2 or 3, got {stage!r}")
     if world_size < 1:
@@ -97,8 +104,12 @@ def formula_bytes(n_params: int, world_size: int, stage: int, *, precision: str 
     if offload_optimizer and stage == 0:
         raise ValueError("offload_optimizer needs stage 1, 2 or 3")
     p, g, k = bytes_per_param(precision, stage)
-    psi, n = float(n_params), float(world_size)
-    params = p * psi / n if stage == 3 else p * psi
+    n = float(world_size)
+    psi = float(n_params if trainable_params is None else trainable_params)
+    if not 0 <= psi <= n_params:
+        raise ValueError(f"trainable_params must be in [0, n_params={n_params}], got {trainable_params}")
+    held = p * psi + (p * (float(n_params) - psi) if frozen_bytes is None else float(frozen_bytes))
+    params = held / n if stage == 3 else held
     grads = g * psi / n if stage >= 2 else g * psi
     optim = k * psi / n if stage >= 1 else k * psi
     out = {"params": params, "grads": grads, "optimizer": optim, "cpu": 0.0}

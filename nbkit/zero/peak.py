@@ -71,21 +71,40 @@ class SavedActivations:
 _ACT_CACHE: dict[tuple, int] = {}
 
 
-def predict_activation_bytes(model_cfg: dict[str, Any], micro_batch: int, seq_len: int, precision: str) -> int:
-    """Bytes saved for backward by one micro-batch of the ladder's model, from its config alone (meta device)."""
+def meta_causal_lm(model_cfg: dict[str, Any], precision: str, lora: dict[str, Any] | None = None):
+    """The ladder's model on the meta device in ``precision``; with ``lora`` ({"r", "targets", "dropout"}) wrapped
+    by PEFT as the run wraps it (frozen base, trainable adapters), so autograd saves what a LoRA backward needs."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from nbkit.zero.ladder import model_config
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(model_config(model_cfg)).to(dtype)
+        if lora is not None:
+            from peft import LoraConfig, get_peft_model
+
+            targets = lora["targets"]
+            model = get_peft_model(model, LoraConfig(r=int(lora["r"]), lora_alpha=2 * int(lora["r"]),
+                                                     target_modules=targets if isinstance(targets, str) else list(targets),
+                                                     lora_dropout=float(lora.get("dropout", 0.0)), bias="none"))
+    return model
+
+
+def predict_activation_bytes(model_cfg: dict[str, Any], micro_batch: int, seq_len: int, precision: str,
+                             lora: dict[str, Any] | None = None) -> int:
+    """Bytes saved for backward by one micro-batch of the ladder's model, from its config alone (meta device);
+    with ``lora``, of the PEFT-wrapped model (a frozen weight's matmul keeps no input; the adapters keep theirs
+    and the r-dim intermediate)."""
     import json
 
     import torch
 
-    from nbkit.zero.ladder import model_config
-
-    key = (json.dumps(model_cfg, sort_keys=True), micro_batch, seq_len, precision)
+    key = (json.dumps(model_cfg, sort_keys=True), micro_batch, seq_len, precision, json.dumps(lora, sort_keys=True))
     if key not in _ACT_CACHE:
-        from transformers import AutoModelForCausalLM
-
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+        model = meta_causal_lm(model_cfg, precision, lora)
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(model_config(model_cfg)).to(dtype)
             ids = torch.zeros((micro_batch, seq_len), dtype=torch.long)
         with SavedActivations(model) as acts:
             model(input_ids=ids, labels=ids)
@@ -133,20 +152,28 @@ def step_temporaries(stage: int, n_params: int, world_size: int, precision: str)
     return 4 * psi / n
 
 
-def gathered_bytes(stage: int, n_params: int, world_size: int, precision: str, ds_zero: dict[str, Any]) -> float:
+def gathered_bytes(stage: int, n_params: int, world_size: int, precision: str, ds_zero: dict[str, Any],
+                   param_bytes: float | None = None) -> float:
     """Stage 3's full 16-bit parameters gathered during forward and backward (beside the rank's shard,
     which lives in its own buffer): DeepSpeed keeps up to ``stage3_max_live_parameters`` elements (default 1e9) of them alive, so a
-    model smaller than that holds all of them at once."""
+    model smaller than that holds all of them at once. ``param_bytes``: all parameters' bytes when not every
+    one is 16-bit (QLoRA's 4-bit weights), the live share of them gathered."""
     if stage != 3:
         return 0.0
     live = min(float(n_params), float(ds_zero.get("stage3_max_live_parameters", 1e9)))
+    if param_bytes is not None:
+        return float(param_bytes) * live / float(n_params)
     return (4 if precision == "fp32" else 2) * live
 
 
 def predict_peak(*, n_params: int, largest_layer_params: int, stage: int, world_size: int, precision: str,
                  ds_zero: dict[str, Any], activation_bytes: int, baseline_bytes: int,
-                 offload_optimizer: bool = False, offload_param: bool = False, device: str = "cuda") -> dict[str, float]:
+                 offload_optimizer: bool = False, offload_param: bool = False, device: str = "cuda",
+                 trainable_params: int | None = None, frozen_bytes: float | None = None) -> dict[str, float]:
     """Each part of a rank's predicted peak (bytes) and their ``total`` (``device``: the ranks' device type).
+
+    ``trainable_params`` / ``frozen_bytes`` (default: every parameter trains) as in ``formula_bytes``: a LoRA
+    run's gradients, buckets, optimizer states and step temporaries count its adapter only.
 
     The peak is the larger of two moments: the end of backward (model states + buffers + the saved
     activations + stage 3's gathered parameters) and the optimizer step (model states + buffers + the
@@ -155,16 +182,19 @@ def predict_peak(*, n_params: int, largest_layer_params: int, stage: int, world_
     from nbkit.zero.memory import formula_bytes
 
     f = formula_bytes(n_params, world_size, stage, precision=precision, offload_optimizer=offload_optimizer,
-                      offload_param=offload_param)
+                      offload_param=offload_param, trainable_params=trainable_params, frozen_bytes=frozen_bytes)
+    trainable = n_params if trainable_params is None else trainable_params
+    elem = 4 if precision == "fp32" else 2
+    all_bytes = None if frozen_bytes is None else elem * trainable + float(frozen_bytes)
     parts = {"baseline": float(baseline_bytes), "params": f["params"], "grads": f["grads"],
              # on a CPU the "device" and the offload target are the same RAM
              "optimizer": f["optimizer"] + f["cpu"],
              "buffers": float(bucket_bytes(stage, ds_zero, largest_layer_params, precision,
-                                           n_params=n_params if device == "cpu" else None) if stage != 3 else 0)}
+                                           n_params=trainable if device == "cpu" else None) if stage != 3 else 0)}
     backward = {"activations": float(activation_bytes),
-                "gathered": max(gathered_bytes(stage, n_params, world_size, precision, ds_zero),
+                "gathered": max(gathered_bytes(stage, n_params, world_size, precision, ds_zero, all_bytes),
                                 float(bucket_bytes(stage, ds_zero, largest_layer_params, precision) if stage == 3 else 0))}
-    step = {"step_temporaries": step_temporaries(stage, n_params, world_size, precision)}
+    step = {"step_temporaries": step_temporaries(stage, trainable, world_size, precision)}
     phase = "backward" if sum(backward.values()) >= sum(step.values()) else "optimizer_step"
     for key, value in {**backward, **step}.items():
         parts[key] = value if key in (backward if phase == "backward" else step) else 0.0

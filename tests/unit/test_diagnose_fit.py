@@ -100,8 +100,9 @@ def test_a_fused_kernel_saves_no_scores_and_eager_does():
     assert fused[1] < predict_activation_bytes(F._model_cfg(cfg, "eager"), 1, 256, "bf16")
 
 
-def test_lora_is_not_predicted_by_a_full_fine_tune_model(tmp_path):
+def test_lora_without_its_keys_is_predicted_with_the_defaults_stated(tmp_path):
     path = _write(tmp_path)
     path.write_text(path.read_text() + "adapter: lora\n")
     d = _diagnose(path, gpu_memory_gib=80)
-    assert d.fit is None and "full fine-tuning" in d.fit_skipped
+    assert d.fit is not None and "LoRA r=8 on q_proj,v_proj" in d.fit.plan
+    assert any("lora_r not set; assumed 8" in n for n in d.fit.notes) and any("PEFT's default" in n for n in d.fit.notes)
