@@ -1006,7 +1006,7 @@ def run_notebooks(
     try:
         execute_jobs(queue, n_jobs=jobs, progress=progress, log=log, on_done=publish_one, results=results)
     except BaseException as exc:
-        _keep_unfinished(queue, results, published, publish_one, interrupted=not isinstance(exc, rf.OutputError))
+        keep_unfinished(queue, results, published, publish_one, interrupted=not isinstance(exc, rf.OutputError))
         with contextlib.suppress(rf.OutputError, OSError):
             _write_state(final, ordered(), per_nb, date)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -1026,7 +1026,7 @@ def run_notebooks(
     return final, final_results
 
 
-def _keep_unfinished(queue: Sequence[Job], results: list[NotebookResult | None], published: set[int], publish_one,
+def keep_unfinished(queue: Sequence[Job], results: list[NotebookResult | None], published: set[int], publish_one,
                      *, interrupted: bool) -> None:
     """After an interrupt or a refused write: publish what the workers left (a notebook saved up to the
     cell that was running is ``interrupted``; one that never started stays ``not started``)."""

@@ -54,6 +54,7 @@ from nbkit.runner import (
     check_parameters,
     execute,
     execute_jobs,
+    keep_unfinished,
     make_tmp_beside,
     notebook_parameters,
     parse_value,
@@ -496,20 +497,7 @@ def _sweep_into(final: Path, path: Path, grid: dict[str, list[Any]], per_run: li
         else:
             execute_jobs(jobs_list, n_jobs=jobs, progress=progress and jobs == 1, log=log, on_done=publish_one, results=results)
     except BaseException as exc:
-        interrupted = not isinstance(exc, rf.OutputError)
-        for j, job in enumerate(jobs_list):
-            if j in published:
-                continue
-            r = results[j]
-            staged_nb = job.out_dir / job.path.name
-            if r is None and staged_nb.is_file():
-                r = NotebookResult(path.stem, False, 0.0, staged_nb, error=f"{path.stem}: interrupted", status=rf.INTERRUPTED)
-            if r is None:
-                continue
-            if interrupted and r.status == rf.FAILED and "KeyboardInterrupt" in (r.error or ""):
-                r.status = rf.INTERRUPTED
-            with contextlib.suppress(rf.OutputError, OSError):
-                publish_one(j, r)
+        keep_unfinished(jobs_list, results, published, publish_one, interrupted=not isinstance(exc, rf.OutputError))
         with contextlib.suppress(rf.OutputError, OSError):
             write_comparison()
         shutil.rmtree(tmp, ignore_errors=True)
