@@ -34,6 +34,8 @@ from __future__ import annotations
 import json
 import os
 
+from nbkit.procs import die_with_parent
+
 
 def disable_extra_buffer_types() -> None:
     """Make every Llama created afterwards load its weights without extra (repacked/AMX) buffers."""
@@ -194,17 +196,6 @@ def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="nbkit-parent-watch", daemon=True).start()
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL it when its parent (the supervisor) exits (Linux ``PR_SET_PDEATHSIG``)."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: the supervisor's own watch still ends the child on stop()
-
-
 def supervise(argv: list[str], parent_pid: int | None) -> int:
     """Run ``argv`` (a server program) until it exits; end it when ``parent_pid`` disappears or we are signalled.
 
@@ -216,7 +207,7 @@ def supervise(argv: list[str], parent_pid: int | None) -> int:
     import subprocess
     import time
 
-    child = subprocess.Popen(argv, preexec_fn=_die_with_parent)  # noqa: PLW1509 (single-threaded here: nothing else runs yet)
+    child = subprocess.Popen(argv, preexec_fn=die_with_parent)  # noqa: PLW1509 (single-threaded here: nothing else runs yet)
 
     def forward(signum, _frame):
         if child.poll() is None:

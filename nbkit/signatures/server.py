@@ -25,7 +25,6 @@ import atexit
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
-from nbkit.procs import free_port, usable_cores
+from nbkit.procs import end_group, free_port, usable_cores
 
 SERVER_INSTALL = 'pip install "llama-cpp-python[server]"   (CPU build ~15 min; see README for CUDA wheels)'
 LLAMA_SERVER_ENV = "NBKIT_LLAMA_SERVER"  # a llama-server binary to use instead of the one make setup built; "none": never
@@ -354,15 +353,8 @@ class LocalLMServer(_Completions):
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=timeout)
+        if proc is not None:
+            end_group(proc, grace_s=timeout)  # the server and anything it left in its process group
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
