@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -430,14 +431,46 @@ class LlamaCppServer(LocalLMServer):
         return [sys.executable, "-m", "nbkit.signatures.llama_server", "--supervise", str(self.binary), *self.server_args()]
 
 
+class SlotBoard:
+    """Which server a pooled request goes to: the one with the fewest requests in flight that has a free slot.
+
+    Why not a FIFO of free slots: as requests finish in any order, such a queue drifts until its front holds
+    one server several times, and then 4 requests in flight on 2 servers can all land on one core while the
+    other idles. Least-busy first keeps ``k`` requests on ``min(k, servers)`` servers; ties go to the lowest
+    index, so the choice is deterministic for a given sequence of events.
+    """
+
+    def __init__(self, servers: list[Any], slots: int) -> None:
+        self.servers = list(servers)
+        self.slots = slots
+        self.busy = [0] * len(self.servers)
+        self._cond = threading.Condition()
+
+    def acquire(self) -> Any:
+        with self._cond:
+            while True:
+                open_ = [i for i, b in enumerate(self.busy) if b < self.slots]
+                if open_:
+                    i = min(open_, key=lambda j: (self.busy[j], j))
+                    self.busy[i] += 1
+                    return self.servers[i]
+                self._cond.wait()
+
+    def release(self, server: Any) -> None:
+        with self._cond:
+            i = next(j for j, s in enumerate(self.servers) if s is server)
+            self.busy[i] -= 1
+            self._cond.notify()
+
+
 class LocalLMPool(_Completions):
     """``n_servers`` single-threaded local servers behind one loopback dispatcher, ``slots`` requests each.
 
     Why: llama-cpp-python's server answers one request at a time (``llama_outer_lock`` in
     ``llama_cpp/server/app.py``), so DSPy's threads queue behind one decode loop; llama.cpp's
-    ``llama-server`` decodes ``slots`` requests in one batch. Here each request goes to a server with a free
-    slot right now (a queue holding every server once per slot; a request waits only when all slots are
-    busy), so ``n`` cores decode ``n × slots`` requests at once. Clients see one ``api_base``, as with one
+    ``llama-server`` decodes ``slots`` requests in one batch. Here each request goes to the least busy server
+    with a free slot (:class:`SlotBoard`; a request waits only when all slots are busy), so ``n`` cores
+    decode ``n × slots`` requests at once and ``k`` requests in flight keep ``min(k, n)`` cores busy. Clients see one ``api_base``, as with one
     server; at temperature 0 every server gives the answer the others would (same model, same thread
     count — ``bench/signatures_server.py`` checks it).
 
@@ -490,7 +523,6 @@ class LocalLMPool(_Completions):
 
     def start(self) -> LocalLMPool:
         import http.server
-        import queue
         import threading
 
         if self.running:
@@ -501,15 +533,12 @@ class LocalLMPool(_Completions):
         except BaseException:
             self.stop()
             raise
-        free: queue.Queue = queue.Queue()
-        for _ in range(self.slots):  # interleaved: concurrent requests spread over the servers first
-            for server in self.servers:
-                free.put(server)
+        board = SlotBoard(self.servers, self.slots)
         pool = self
 
         class Dispatch(http.server.BaseHTTPRequestHandler):
             def _forward(self, body: bytes | None):
-                server = free.get()  # blocks while every server is busy
+                server = board.acquire()  # blocks while every server is busy
                 try:
                     req = urllib.request.Request(server.base_url + self.path, data=body, method=self.command,
                                                  headers={"Content-Type": self.headers.get("Content-Type", "application/json")})  # fmt: skip
@@ -522,7 +551,7 @@ class LocalLMPool(_Completions):
                         status, ctype = 502, "application/json"
                         data = json.dumps({"error": {"message": f"{server.label} failed: {exc}; log {server.log_path}"}}).encode()
                 finally:
-                    free.put(server)
+                    board.release(server)
                 send_body(self, status, data, ctype)
 
             def do_GET(self):  # noqa: N802 (http.server's naming)

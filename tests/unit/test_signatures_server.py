@@ -590,3 +590,30 @@ def test_schema_constraint_sends_llama_cpp_pythons_grammar_to_llama_server():
     assert srv.schema_constraint("llama-cpp-python", schema) == {"response_format": {"type": "json_object", "schema": schema}}
     grammar = srv.schema_constraint("llama-server", schema)["grammar"]
     assert 'root ::= "{" space answer-kv "}" space' in grammar and 'space ::= " "?' in grammar  # one optional space, no newlines
+
+
+def test_slot_board_sends_each_request_to_the_least_busy_server():
+    """4 requests on 2 servers of 4 slots land 2 + 2 whatever order earlier ones finished in; a 9th waits."""
+    import threading
+
+    from nbkit.signatures.server import SlotBoard
+
+    a, b = object(), object()
+    board = SlotBoard([a, b], slots=4)
+    first = [board.acquire() for _ in range(4)]
+    assert first == [a, b, a, b]
+    board.release(b)
+    board.release(b)  # b finished twice: a FIFO of free slots would now hand out b, a, b...
+    assert board.busy == [2, 0]
+    assert [board.acquire(), board.acquire()] == [b, b]
+    for _ in range(4):
+        board.acquire()
+    assert board.busy == [4, 4]
+    got = []
+    t = threading.Thread(target=lambda: got.append(board.acquire()))
+    t.start()
+    t.join(0.2)
+    assert t.is_alive() and not got  # every slot busy: it waits
+    board.release(a)
+    t.join(2)
+    assert got == [a]
