@@ -21,8 +21,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.pscheck.class_index import ClassIndex
 from nbkit.pscheck.compat import in_regions
-from nbkit.pscheck.model import MAX_ANCESTORS, ClassIndex, ModuleInfo, describe_module, resolve_models
+from nbkit.pscheck.hierarchy import MAX_ANCESTORS, resolve_models
+from nbkit.pscheck.model import ModuleInfo
+from nbkit.pscheck.reader import describe_module
 from nbkit.pscheck.registry import UNREADABLE, BaseRule, Diagnostic, PluginError, RuleContext, RuleRegistry
 
 RULE_CRASHED = "PSC999"

@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from nbkit.pscheck.model import ClassIndex, ModelInfo, ModuleInfo
+    from nbkit.pscheck.class_index import ClassIndex
+    from nbkit.pscheck.model import ModelInfo, ModuleInfo
 
 SEVERITIES = ("warning", "error")
 # Rule groups, selectable by name like ruff's rule sets. "default" runs unless --select says

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nbkit.pscheck import engine, lint_paths_report, model
+from nbkit.pscheck import engine, hierarchy, lint_paths_report, model
 from nbkit.pscheck.cli import main
 
 HEAD = "from pydantic import BaseModel, field_validator\n\n"
@@ -105,7 +105,7 @@ def test_fifo_note_names_the_file_and_its_kind(tmp_path, capsys):
 
 
 def test_hierarchy_over_the_depth_limit_is_one_clear_diagnostic(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(model, "MAX_ANCESTORS", 20)
+    monkeypatch.setattr(hierarchy, "MAX_ANCESTORS", 20)
     monkeypatch.setattr(engine, "MAX_ANCESTORS", 20)
     p = tmp_path / "gen.py"
     p.write_text(chain(30))
@@ -150,7 +150,8 @@ def test_memoised_ancestry_matches_the_plain_walk(tmp_path, seed):
     """Random diamonds and multiple inheritance, classes in random file order: the MRO, the nearest
     definition of each field/config key, and the inherited fields equal the plain recursive walk."""
     from nbkit.pscheck.engine import parse_source
-    from nbkit.pscheck.model import describe_module, resolve_models
+    from nbkit.pscheck.hierarchy import resolve_models
+    from nbkit.pscheck.reader import describe_module
 
     rng = random.Random(seed)
     n = 40

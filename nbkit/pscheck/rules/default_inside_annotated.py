@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nbkit.pscheck.model import ModelInfo, is_ellipsis
+from nbkit.pscheck.field import is_ellipsis
+from nbkit.pscheck.model import ModelInfo
 from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nbkit.pscheck.model import FieldSpec, ModelInfo
+from nbkit.pscheck.field import FieldSpec
+from nbkit.pscheck.model import ModelInfo
 from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nbkit.pscheck.model import FieldSpec, ModelInfo
+from nbkit.pscheck.field import FieldSpec
+from nbkit.pscheck.model import ModelInfo
 from nbkit.pscheck.types import TypeRef
 
 
