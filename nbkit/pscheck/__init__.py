@@ -17,8 +17,10 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nbkit.pscheck.diagnostic import Diagnostic
 from nbkit.pscheck.engine import DEFAULT_MAX_BYTES, LintReport, lint
-from nbkit.pscheck.registry import BaseRule, Diagnostic, PluginError, RuleContext, RuleRegistry
+from nbkit.pscheck.registry import PluginError, RuleRegistry
+from nbkit.pscheck.rule import BaseRule, RuleContext
 
 __all__ = ["BaseRule", "Diagnostic", "LintReport", "PluginError", "RuleContext", "RuleRegistry",
            "lint_paths", "lint_paths_report", "lint_source"]

@@ -11,14 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from nbkit.pscheck.registry import BaseRule, RuleRegistry, group_of
+from nbkit.pscheck.plugins.created_at import CreatedAtDatetimeFactory
+from nbkit.pscheck.registry import RuleRegistry
+from nbkit.pscheck.rule import BaseRule, group_of
 
 BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
 
 
 def _rules() -> list[BaseRule]:
-    from nbkit.pscheck.plugins.created_at import CreatedAtDatetimeFactory
-
     reg = RuleRegistry.default()
     reg.register(CreatedAtDatetimeFactory)
     return list(reg)

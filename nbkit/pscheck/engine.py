@@ -23,10 +23,13 @@ from typing import Any
 
 from nbkit.pscheck.class_index import ClassIndex
 from nbkit.pscheck.compat import in_regions
+from nbkit.pscheck.diagnostic import UNREADABLE, Diagnostic
 from nbkit.pscheck.hierarchy import MAX_ANCESTORS, resolve_models
 from nbkit.pscheck.model import ModuleInfo
 from nbkit.pscheck.reader import describe_module
-from nbkit.pscheck.registry import UNREADABLE, BaseRule, Diagnostic, PluginError, RuleContext, RuleRegistry
+from nbkit.pscheck.registry import PluginError, RuleRegistry
+from nbkit.pscheck.rule import BaseRule, RuleContext
+from nbkit.pscheck.runtime import runtime_check
 
 RULE_CRASHED = "PSC999"
 # Files above this are reported, not parsed. Parsing keeps the whole syntax tree of every file of
@@ -374,8 +377,6 @@ def _lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os
         report.files_checked += 1
     run_rules(modules, rules, strict, report)
     if use_import:
-        from nbkit.pscheck.runtime import runtime_check
-
         runtime_check(modules, rules, report)
     lines_by_path = {m.path: m.lines for m in modules}
     v1_code = {m.path: m.v1_regions for m in modules if m.v1_regions}

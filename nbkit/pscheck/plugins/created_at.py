@@ -17,7 +17,8 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.diagnostic import Diagnostic
+from nbkit.pscheck.rule import BaseRule, RuleContext
 
 if TYPE_CHECKING:
     from nbkit.pscheck.model import ModelInfo

@@ -11,7 +11,7 @@ what several rules share.
 
 from __future__ import annotations
 
-from nbkit.pscheck.registry import BaseRule
+from nbkit.pscheck.rule import BaseRule
 from nbkit.pscheck.rules.constraint_not_applicable import ConstraintNotApplicable
 from nbkit.pscheck.rules.default_and_default_factory import DefaultAndFactory
 from nbkit.pscheck.rules.default_factory_called import DefaultFactoryCalled

@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from nbkit.pscheck.diagnostic import Diagnostic
 from nbkit.pscheck.model import ModelInfo
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.rule import BaseRule, RuleContext
 from nbkit.pscheck.rules.calls import (
     FACTORY_BUILDERS,
     VALUE_BUILTINS,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nbkit.pscheck.diagnostic import Diagnostic
 from nbkit.pscheck.model import ModelInfo
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.rule import BaseRule, RuleContext
 from nbkit.pscheck.rules.fields import is_literal_type, validate_default_on
 from nbkit.pscheck.rules.messages import short
 from nbkit.pscheck.types import accepts, fmt

@@ -11,8 +11,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from nbkit.pscheck.diagnostic import Diagnostic
 from nbkit.pscheck.model import ModelInfo
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.rule import BaseRule, RuleContext
 from nbkit.pscheck.rules.fields import validate_default_on
 from nbkit.pscheck.rules.messages import short
 

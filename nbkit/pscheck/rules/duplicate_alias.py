@@ -9,9 +9,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from nbkit.pscheck.diagnostic import Diagnostic
 from nbkit.pscheck.field import FieldSpec
 from nbkit.pscheck.model import ModelInfo
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.rule import BaseRule, RuleContext
 
 
 class DuplicateAlias(BaseRule):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nbkit.pscheck.diagnostic import Diagnostic
 from nbkit.pscheck.model import ModelInfo, ModuleInfo
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.rule import BaseRule, RuleContext
 from nbkit.pscheck.rules.fields import is_literal_type
 from nbkit.pscheck.types import NON_NULL_OPAQUE, TypeRef, accepts, fmt
 

@@ -11,8 +11,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from nbkit.pscheck.diagnostic import Diagnostic
 from nbkit.pscheck.model import ModuleInfo
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.rule import BaseRule, RuleContext
 
 V1_CLASS_METHODS = {
     "parse_raw": "model_validate_json",

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nbkit.pscheck.diagnostic import Diagnostic
 from nbkit.pscheck.model import ModelInfo
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.rule import BaseRule, RuleContext
 
 
 class V1Validator(BaseRule):

@@ -1,0 +1,28 @@
+"""One finding of a run (:class:`Diagnostic`), as every rule, the engine and ``--import`` report it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Code for "this file could not be checked" (read/decode/parse/import failures): exit status 2.
+UNREADABLE = "PSC000"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    """One finding. ``line``/``col`` are 1-based (what editors expect)."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    severity: str  # "error" | "warning"
+    message: str
+    rule: str  # rule name, e.g. "default-type-mismatch"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def format(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message} [{self.severity}]"
