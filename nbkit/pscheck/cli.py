@@ -1,15 +1,22 @@
 """``pscheck`` command line.
 
 Exit status: 0 no finding at or above ``--error-level``; 1 at least one; 2 a file could not be
-read/parsed/imported, a rule or plugin failed, or the arguments are wrong.
+read/parsed/imported, a rule or plugin failed, or the arguments are wrong. A reader that closes stdout
+early (``pscheck --list-rules | head``) ends the output quietly, as ruff does: no traceback, the same
+exit status.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
+
+from nbkit.pscheck.engine import DEFAULT_MAX_BYTES, build_registry, lint
+from nbkit.pscheck.registry import PluginError
+from nbkit.pscheck.rule import GROUPS, group_of
 
 JSON_SCHEMA_VERSION = 1
 
@@ -57,6 +64,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pscheck: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout closed outside the guarded writes (e.g. ``--help | head``)
+        _stdout_closed()
+        return 0
+
+
+def _stdout_closed() -> None:
+    """Send what is still buffered for the closed stdout to /dev/null.
+
+    Without this, the interpreter's final flush of stdout raises ``BrokenPipeError`` again at exit
+    and prints "Exception ignored ..." (the recipe of Python's ``signal`` documentation).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured in a test): nothing to flush
+        pass
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -65,19 +88,20 @@ def _main(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: exit 2 on bad arguments, 0 for --help
         return int(exc.code or 0)
-    from nbkit.pscheck.engine import DEFAULT_MAX_BYTES, build_registry, lint
-    from nbkit.pscheck.registry import GROUPS, PluginError, group_of
-
     try:
         registry, _, notes = build_registry(args.plugin, load_entry_points=not args.no_entry_points)
     except PluginError as exc:
         print(f"pscheck: error: {exc}", file=sys.stderr)
         return 2
     if args.list_rules:
-        for rule in registry:
-            group = group_of(rule)
-            flag = "" if group == "default" else f" ({group}, opt-in)"
-            print(f"{rule.code}  {rule.severity:<7}  {rule.name}{flag}: {rule.summary}")
+        try:
+            for rule in registry:
+                group = group_of(rule)
+                flag = "" if group == "default" else f" ({group}, opt-in)"
+                print(f"{rule.code}  {rule.severity:<7}  {rule.name}{flag}: {rule.summary}")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _stdout_closed()
         for n in notes:
             print(f"note: {n}", file=sys.stderr)
         return 0
@@ -123,11 +147,19 @@ def _main(argv: Sequence[str] | None) -> int:
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
             "notes": report.notes,
         }
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        try:
+            json.dump(doc, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _stdout_closed()
     else:
-        for d in report.diagnostics:
-            print(d.format())
+        try:
+            for d in report.diagnostics:
+                print(d.format())
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _stdout_closed()
         for p, r in report.skipped:
             print(f"note: skipped {p}: {r}", file=sys.stderr)
         for n in report.notes:

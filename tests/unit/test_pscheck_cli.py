@@ -238,3 +238,29 @@ def test_deep_but_parseable_code_is_fully_checked(tmp_path, capsys):
     code, out, _ = run_cli(capsys, p)
     assert code == 1 and "PSC001" in out and "PSC018" in out and "PSC999" not in out
     assert sys.getrecursionlimit() < 10_000  # restored afterwards
+
+
+def _run_with_closed_stdout(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line with a stdout whose reader is already gone (``pscheck ... | head`` once
+    ``head`` has exited): every write to it fails with EPIPE."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run([sys.executable, "-m", "nbkit.pscheck.cli", *args], stdout=w, stderr=subprocess.PIPE,
+                              text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    finally:
+        os.close(w)
+
+
+def test_closed_stdout_ends_list_rules_quietly():
+    proc = _run_with_closed_stdout("--list-rules", "--no-entry-points")
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_closed_stdout_keeps_the_lint_status_and_summary(tmp_path, fmt):
+    p = write(tmp_path, "a.py", ERROR)
+    proc = _run_with_closed_stdout(str(p), "--format", fmt)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+    if fmt == "text":
+        assert "1 error(s)" in proc.stderr
