@@ -18,9 +18,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nbkit.pscheck.diagnostic import Diagnostic
-from nbkit.pscheck.engine import DEFAULT_MAX_BYTES, LintReport, lint
+from nbkit.pscheck.engine import lint
 from nbkit.pscheck.registry import PluginError, RuleRegistry
+from nbkit.pscheck.report import LintReport
 from nbkit.pscheck.rule import BaseRule, RuleContext
+from nbkit.pscheck.sources import DEFAULT_MAX_BYTES
 
 __all__ = ["BaseRule", "Diagnostic", "LintReport", "PluginError", "RuleContext", "RuleRegistry",
            "lint_paths", "lint_paths_report", "lint_source"]

@@ -14,9 +14,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from nbkit.pscheck.engine import DEFAULT_MAX_BYTES, build_registry, lint
+from nbkit.pscheck.engine import build_registry, lint
 from nbkit.pscheck.registry import PluginError
 from nbkit.pscheck.rule import GROUPS, group_of
+from nbkit.pscheck.sources import DEFAULT_MAX_BYTES
 
 JSON_SCHEMA_VERSION = 1
 

@@ -1,4 +1,5 @@
-"""One finding of a run (:class:`Diagnostic`), as every rule, the engine and ``--import`` report it."""
+"""One finding of a run (:class:`Diagnostic`), as every rule, the engine and ``--import`` report it,
+and the two codes that mean "not checked": :data:`UNREADABLE` (``PSC000``) and :data:`RULE_CRASHED` (``PSC999``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 # Code for "this file could not be checked" (read/decode/parse/import failures): exit status 2.
 UNREADABLE = "PSC000"
+# Code for "pscheck failed on this file" (a rule crashed or yielded a non-Diagnostic): exit status 2 too.
+RULE_CRASHED = "PSC999"
 
 
 @dataclass(frozen=True, order=True)
@@ -26,3 +29,8 @@ class Diagnostic:
 
     def format(self) -> str:
         return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message} [{self.severity}]"
+
+
+def unreadable(path: str, message: str, line: int = 1, col: int = 1) -> Diagnostic:
+    return Diagnostic(path=path, line=max(1, line), col=max(1, col), code=UNREADABLE, severity="error",
+                      message=message, rule="unreadable-file")

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 from nbkit.pscheck.diagnostic import UNREADABLE, Diagnostic
 
 if TYPE_CHECKING:
-    from nbkit.pscheck.engine import LintReport
     from nbkit.pscheck.model import ModuleInfo
+    from nbkit.pscheck.report import LintReport
     from nbkit.pscheck.rule import BaseRule
 
 IMPORT_TIMEOUT_S = 120  # override with $PSCHECK_IMPORT_TIMEOUT (seconds)
