@@ -57,7 +57,9 @@ class ClassIndex:
     def _modules_named(self, dotted: tuple[str, ...]) -> list[ModuleInfo]:
         if not dotted:
             return []
-        return [m for m in self.by_tail.get(dotted[-1], []) if _module_parts(m.path)[-len(dotted):] == dotted]
+        return [
+            m for m in self.by_tail.get(dotted[-1], []) if _module_parts(m.path)[-len(dotted) :] == dotted
+        ]
 
     def _absolute(self, mod: str, importer: ModuleInfo) -> tuple[str, ...]:
         level = len(mod) - len(mod.lstrip("."))

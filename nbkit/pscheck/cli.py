@@ -30,31 +30,69 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="pscheck",
         description="Static linter for Pydantic v2 models (parses with ast; never imports your code "
-                    "unless --import).",
-        epilog="Exit status: 0 clean, 1 findings at/above --error-level, 2 unreadable input or bad arguments.")
+        "unless --import).",
+        epilog="Exit status: 0 clean, 1 findings at/above --error-level, 2 unreadable input or bad "
+        "arguments.",
+    )
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (walked for *.py)")
-    p.add_argument("--path", dest="extra_paths", action="append", default=[], metavar="PATH",
-                   help="same as a positional PATH (repeatable)")
-    p.add_argument("--strict", action="store_true",
-                   help="also run the strict-only rules (PSC1xx); same as --extend-select strict")
-    p.add_argument("--error-level", choices=("warning", "error"), default="error",
-                   help="lowest severity that makes the exit status 1 (default: error)")
+    p.add_argument(
+        "--path",
+        dest="extra_paths",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="same as a positional PATH (repeatable)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="also run the strict-only rules (PSC1xx); same as --extend-select strict",
+    )
+    p.add_argument(
+        "--error-level",
+        choices=("warning", "error"),
+        default="error",
+        help="lowest severity that makes the exit status 1 (default: error)",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--select", metavar="CODES",
-                   help="comma-separated groups (default, migration, strict, all), codes or prefixes to run "
-                        "instead of the default group (e.g. PSC0,PSC101)")
-    p.add_argument("--extend-select", metavar="CODES",
-                   help="groups/codes to run in addition (e.g. migration: v1-to-v2 advice)")
+    p.add_argument(
+        "--select",
+        metavar="CODES",
+        help="comma-separated groups (default, migration, strict, all), codes or prefixes to run "
+        "instead of the default group (e.g. PSC0,PSC101)",
+    )
+    p.add_argument(
+        "--extend-select",
+        metavar="CODES",
+        help="groups/codes to run in addition (e.g. migration: v1-to-v2 advice)",
+    )
     p.add_argument("--ignore", metavar="CODES", help="comma-separated groups, codes or prefixes to skip")
-    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                   help="import rules from MODULE (or MODULE:ATTR); its rules are enabled (repeatable)")
-    p.add_argument("--import", dest="use_import", action="store_true",
-                   help="also import the files (executes them, in a subprocess) to introspect model_fields")
-    p.add_argument("--max-bytes", type=int, default=None, metavar="N",
-                   help="skip (and report) files larger than N bytes (default 2 MiB: pscheck needs about "
-                        "1.6 CPU-s and 110 MB per MiB; 0 = no limit)")
-    p.add_argument("--no-entry-points", action="store_true",
-                   help="do not load rules advertised in the 'nbkit.pscheck.rules' entry-point group")
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import rules from MODULE (or MODULE:ATTR); its rules are enabled (repeatable)",
+    )
+    p.add_argument(
+        "--import",
+        dest="use_import",
+        action="store_true",
+        help="also import the files (executes them, in a subprocess) to introspect model_fields",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="skip (and report) files larger than N bytes (default 2 MiB: pscheck needs about "
+        "1.6 CPU-s and 110 MB per MiB; 0 = no limit)",
+    )
+    p.add_argument(
+        "--no-entry-points",
+        action="store_true",
+        help="do not load rules advertised in the 'nbkit.pscheck.rules' entry-point group",
+    )
     p.add_argument("--list-rules", action="store_true", help="print the available rules and exit")
     return p
 
@@ -110,8 +148,11 @@ def _main(argv: Sequence[str] | None) -> int:
     for option, items in (("--select", select), ("--extend-select", extend), ("--ignore", ignore)):
         unknown = registry.unknown_codes(items)
         if unknown:
-            print(f"pscheck: error: {option}: unknown rule code or group: {', '.join(unknown)} (groups: "
-                  f"{', '.join(GROUPS)}; codes: pscheck --list-rules)", file=sys.stderr)
+            print(
+                f"pscheck: error: {option}: unknown rule code or group: {', '.join(unknown)} (groups: "
+                f"{', '.join(GROUPS)}; codes: pscheck --list-rules)",
+                file=sys.stderr,
+            )
             return 2
     paths = list(args.paths) + list(args.extra_paths)
     if not paths:
@@ -122,11 +163,18 @@ def _main(argv: Sequence[str] | None) -> int:
         print("pscheck: error: --max-bytes must be >= 0", file=sys.stderr)
         return 2
     try:
-        report = lint((), paths=paths, select=select or None, ignore=ignore, strict=args.strict,
-                      extend_select=extend,
-                      plugins=args.plugin, use_import=args.use_import,
-                      max_bytes=DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes,
-                      load_entry_points=not args.no_entry_points)
+        report = lint(
+            (),
+            paths=paths,
+            select=select or None,
+            ignore=ignore,
+            strict=args.strict,
+            extend_select=extend,
+            plugins=args.plugin,
+            use_import=args.use_import,
+            max_bytes=DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes,
+            load_entry_points=not args.no_entry_points,
+        )
     except PluginError as exc:
         print(f"pscheck: error: {exc}", file=sys.stderr)
         return 2
@@ -138,11 +186,16 @@ def _main(argv: Sequence[str] | None) -> int:
         doc = {
             "tool": "pscheck",
             "schema_version": JSON_SCHEMA_VERSION,
-            "summary": {"files_checked": report.files_checked, "models_checked": report.models_checked,
-                        "errors": n_err, "warnings": n_warn,
-                        "unreadable": sum(d.code == "PSC000" for d in report.diagnostics),
-                        "error_level": args.error_level, "exit_code": status,
-                        "imported": bool(args.use_import)},
+            "summary": {
+                "files_checked": report.files_checked,
+                "models_checked": report.models_checked,
+                "errors": n_err,
+                "warnings": n_warn,
+                "unreadable": sum(d.code == "PSC000" for d in report.diagnostics),
+                "error_level": args.error_level,
+                "exit_code": status,
+                "imported": bool(args.use_import),
+            },
             "rules": report.rules,
             "diagnostics": [d.to_dict() for d in report.diagnostics],
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
@@ -165,9 +218,11 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"note: skipped {p}: {r}", file=sys.stderr)
         for n in report.notes:
             print(f"note: {n}", file=sys.stderr)
-        print(f"pscheck: {report.files_checked} file(s), {report.models_checked} model(s): {n_err} error(s), "
-              f"{n_warn} warning(s)" + (" — some input could not be checked" if report.failed else ""),
-              file=sys.stderr)
+        print(
+            f"pscheck: {report.files_checked} file(s), {report.models_checked} model(s): {n_err} error(s), "
+            f"{n_warn} warning(s)" + (" — some input could not be checked" if report.failed else ""),
+            file=sys.stderr,
+        )
     return status
 
 

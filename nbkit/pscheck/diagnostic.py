@@ -1,5 +1,7 @@
 """One finding of a run (:class:`Diagnostic`), as every rule, the engine and ``--import`` report it,
-and the two codes that mean "not checked": :data:`UNREADABLE` (``PSC000``) and :data:`RULE_CRASHED` (``PSC999``)."""
+and the two codes that mean "not checked": :data:`UNREADABLE` (``PSC000``) and :data:`RULE_CRASHED`
+(``PSC999``).
+"""
 
 from __future__ import annotations
 
@@ -32,5 +34,12 @@ class Diagnostic:
 
 
 def unreadable(path: str, message: str, line: int = 1, col: int = 1) -> Diagnostic:
-    return Diagnostic(path=path, line=max(1, line), col=max(1, col), code=UNREADABLE, severity="error",
-                      message=message, rule="unreadable-file")
+    return Diagnostic(
+        path=path,
+        line=max(1, line),
+        col=max(1, col),
+        code=UNREADABLE,
+        severity="error",
+        message=message,
+        rule="unreadable-file",
+    )

@@ -29,16 +29,38 @@ def render_rules() -> str:
     out = ["| Code | Name | Severity | Tier | What it flags |", "|---|---|---|---|---|"]
     for r in rules:
         group = group_of(r)
-        tier = "plugin (opt-in)" if r.code.startswith("PSP") else (group if group == "default" else f"{group} (opt-in)")
-        out.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {tier} | {r.summary.replace('|', chr(92) + '|')} |")
+        tier = (
+            "plugin (opt-in)"
+            if r.code.startswith("PSP")
+            else (group if group == "default" else f"{group} (opt-in)")
+        )
+        summary = r.summary.replace("|", "\\|")
+        out.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {tier} | {summary} |")
     out.append("")
     for r in rules:
-        out += [f"### {r.code}", "", f"**`{r.name}`** — severity **{r.severity}**"
-                + (" — strict only" if r.strict_only else "")
-                + (f" — opt-in group `{r.group}` (`--extend-select {r.group}`)" if r.group != "default" else "")
-                + f". {r.summary}", "",
-                "Bad:", "", "```python", r.bad.strip(), "```", "", "Good:", "", "```python", r.good.strip(), "```",
-                "", "Why: " + " ".join(r.rationale.split()), ""]
+        out += [
+            f"### {r.code}",
+            "",
+            f"**`{r.name}`** — severity **{r.severity}**"
+            + (" — strict only" if r.strict_only else "")
+            + (f" — opt-in group `{r.group}` (`--extend-select {r.group}`)" if r.group != "default" else "")
+            + f". {r.summary}",
+            "",
+            "Bad:",
+            "",
+            "```python",
+            r.bad.strip(),
+            "```",
+            "",
+            "Good:",
+            "",
+            "```python",
+            r.good.strip(),
+            "```",
+            "",
+            "Why: " + " ".join(r.rationale.split()),
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -63,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(a.check)
         text = path.read_text(encoding="utf-8")
         if splice(text) != text:
-            print(f"{path}: rules reference is stale; run python -m nbkit.pscheck.docs --write {path}",
-                  file=sys.stderr)
+            print(
+                f"{path}: rules reference is stale; run python -m nbkit.pscheck.docs --write {path}",
+                file=sys.stderr,
+            )
             return 1
         return 0
     sys.stdout.write(render_rules())

@@ -27,11 +27,20 @@ from nbkit.pscheck.sources import DEFAULT_MAX_BYTES, discover, parse_source, rea
 from nbkit.pscheck.suppress import in_v1_code, suppressed
 
 # DEFAULT_MAX_BYTES, LintReport and parse_source are re-exported: callers that knew them here still do.
-__all__ = ["DEFAULT_MAX_BYTES", "RULE_CRASHED", "LintReport", "build_registry", "lint", "parse_source", "run_rules"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "RULE_CRASHED",
+    "LintReport",
+    "build_registry",
+    "lint",
+    "parse_source",
+    "run_rules",
+]
 
 
-def build_registry(plugins: Sequence[Any] = (), load_entry_points: bool = True
-                   ) -> tuple[RuleRegistry, set[str], list[str]]:
+def build_registry(
+    plugins: Sequence[Any] = (), load_entry_points: bool = True
+) -> tuple[RuleRegistry, set[str], list[str]]:
     """Built-ins + entry-point rules + ``plugins``; returns (registry, codes the plugins added, notes).
 
     ``plugins`` items are module names (``pkg.mod`` / ``pkg.mod:attr``), rule classes or instances.
@@ -70,9 +79,14 @@ def run_rules(modules: list[ModuleInfo], rules: list[BaseRule], strict: bool, re
     deep = [m for m in models if m.too_deep]
     if deep:
         first = min(deep, key=lambda m: (m.path, m.node.lineno))
-        report.diagnostics.append(unreadable(
-            first.path, f"not checked: {len(deep)} model(s) from {first.name} on inherit from more than "
-                        f"{MAX_ANCESTORS} classes (pscheck's limit on hierarchy depth)", first.node.lineno))
+        report.diagnostics.append(
+            unreadable(
+                first.path,
+                f"not checked: {len(deep)} model(s) from {first.name} on inherit from more than "
+                f"{MAX_ANCESTORS} classes (pscheck's limit on hierarchy depth)",
+                first.node.lineno,
+            )
+        )
         models = [m for m in models if not m.too_deep]
     report.models_checked += len(models)
     ctx = RuleContext(models=models, strict=strict, index=index)
@@ -80,8 +94,14 @@ def run_rules(modules: list[ModuleInfo], rules: list[BaseRule], strict: bool, re
         for module in modules:
             _guard(rule, lambda: list(rule.check_module(module, ctx)), module.path, report)  # noqa: B023
         for model in models:
-            _guard(rule, lambda: list(rule.check_model(model, ctx)), model.path, report,  # noqa: B023
-                   line=model.node.lineno, where=f" on {model.name}")
+            _guard(
+                rule,
+                lambda: list(rule.check_model(model, ctx)),  # noqa: B023
+                model.path,
+                report,
+                line=model.node.lineno,
+                where=f" on {model.name}",
+            )
 
 
 def _guard(rule: BaseRule, fn: Any, path: str, report: LintReport, line: int = 1, where: str = "") -> None:
@@ -90,28 +110,62 @@ def _guard(rule: BaseRule, fn: Any, path: str, report: LintReport, line: int = 1
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # a rule (often a plugin) must not take the run down
-        report.diagnostics.append(Diagnostic(path=path, line=line, col=1, code=RULE_CRASHED, severity="error",
-                                             message=f"rule {rule.code} ({rule.name}) crashed{where}: "
-                                                     f"{type(exc).__name__}: {exc}", rule="rule-crashed"))
+        report.diagnostics.append(
+            Diagnostic(
+                path=path,
+                line=line,
+                col=1,
+                code=RULE_CRASHED,
+                severity="error",
+                message=f"rule {rule.code} ({rule.name}) crashed{where}: {type(exc).__name__}: {exc}",
+                rule="rule-crashed",
+            )
+        )
         return
     for d in found:
         if not isinstance(d, Diagnostic):
-            report.diagnostics.append(Diagnostic(path=path, line=line, col=1, code=RULE_CRASHED, severity="error",
-                                                 message=f"rule {rule.code} yielded {type(d).__name__}, "
-                                                         f"not a Diagnostic", rule="rule-crashed"))
+            report.diagnostics.append(
+                Diagnostic(
+                    path=path,
+                    line=line,
+                    col=1,
+                    code=RULE_CRASHED,
+                    severity="error",
+                    message=f"rule {rule.code} yielded {type(d).__name__}, not a Diagnostic",
+                    rule="rule-crashed",
+                )
+            )
             continue
         report.diagnostics.append(d)
 
 
-def lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os.PathLike[str]] = (),
-         select: Iterable[str] | None = None, ignore: Iterable[str] | None = None, strict: bool = False,
-         plugins: Sequence[Any] = (), use_import: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-         load_entry_points: bool = True, extend_select: Iterable[str] | None = None) -> LintReport:
+def lint(
+    sources: Sequence[tuple[str, str | None]],
+    *,
+    paths: Sequence[str | os.PathLike[str]] = (),
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    strict: bool = False,
+    plugins: Sequence[Any] = (),
+    use_import: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    load_entry_points: bool = True,
+    extend_select: Iterable[str] | None = None,
+) -> LintReport:
     """The one implementation behind :func:`lint_paths` and :func:`lint_source`."""
     with _recursion_headroom(), _no_cyclic_gc():
-        return _lint(sources, paths=paths, select=select, ignore=ignore, strict=strict, plugins=plugins,
-                     use_import=use_import, max_bytes=max_bytes, load_entry_points=load_entry_points,
-                     extend_select=extend_select)
+        return _lint(
+            sources,
+            paths=paths,
+            select=select,
+            ignore=ignore,
+            strict=strict,
+            plugins=plugins,
+            use_import=use_import,
+            max_bytes=max_bytes,
+            load_entry_points=load_entry_points,
+            extend_select=extend_select,
+        )
 
 
 @contextlib.contextmanager
@@ -144,10 +198,19 @@ def _recursion_headroom(limit: int = 10_000) -> Iterator[None]:
         sys.setrecursionlimit(old)
 
 
-def _lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os.PathLike[str]],
-          select: Iterable[str] | None, ignore: Iterable[str] | None, strict: bool, plugins: Sequence[Any],
-          use_import: bool, max_bytes: int, load_entry_points: bool,
-          extend_select: Iterable[str] | None) -> LintReport:
+def _lint(
+    sources: Sequence[tuple[str, str | None]],
+    *,
+    paths: Sequence[str | os.PathLike[str]],
+    select: Iterable[str] | None,
+    ignore: Iterable[str] | None,
+    strict: bool,
+    plugins: Sequence[Any],
+    use_import: bool,
+    max_bytes: int,
+    load_entry_points: bool,
+    extend_select: Iterable[str] | None,
+) -> LintReport:
     report = LintReport()
     registry, forced, notes = build_registry(plugins, load_entry_points)
     report.notes += notes
@@ -156,8 +219,12 @@ def _lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os
         sel += sorted(forced)
     rules = registry.select(sel, ignore, strict, extend_select)
     if forced and not sel:
-        rules += [registry.get(c) for c in sorted(forced) if all(r.code != c for r in rules)
-                  and not any(c.startswith(i.strip().upper()) for i in (ignore or ()) if i.strip())]
+        rules += [
+            registry.get(c)
+            for c in sorted(forced)
+            if all(r.code != c for r in rules)
+            and not any(c.startswith(i.strip().upper()) for i in (ignore or ()) if i.strip())
+        ]
     report.rules = [r.code for r in rules]
 
     items: list[tuple[str, str | None]] = list(sources)
@@ -179,9 +246,17 @@ def _lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os
         try:
             modules.append(describe_module(path, text, tree))
         except Exception as exc:  # never expected; if it happens, say where instead of a traceback
-            report.diagnostics.append(Diagnostic(path=path, line=1, col=1, code=RULE_CRASHED, severity="error",
-                                                 message=f"could not describe the models: {type(exc).__name__}: "
-                                                         f"{exc}", rule="rule-crashed"))
+            report.diagnostics.append(
+                Diagnostic(
+                    path=path,
+                    line=1,
+                    col=1,
+                    code=RULE_CRASHED,
+                    severity="error",
+                    message=f"could not describe the models: {type(exc).__name__}: {exc}",
+                    rule="rule-crashed",
+                )
+            )
             continue
         report.files_checked += 1
     run_rules(modules, rules, strict, report)
@@ -189,8 +264,9 @@ def _lint(sources: Sequence[tuple[str, str | None]], *, paths: Sequence[str | os
         runtime_check(modules, rules, report)
     lines_by_path = {m.path: m.lines for m in modules}
     v1_code = {m.path: m.v1_regions for m in modules if m.v1_regions}
-    kept = sorted({d for d in report.diagnostics if not suppressed(d, lines_by_path)
-                   and not in_v1_code(d, v1_code)},
-                  key=lambda d: (d.path, d.line, d.col, d.code, d.message))
+    kept = sorted(
+        {d for d in report.diagnostics if not suppressed(d, lines_by_path) and not in_v1_code(d, v1_code)},
+        key=lambda d: (d.path, d.line, d.col, d.code, d.message),
+    )
     report.diagnostics = kept
     return report

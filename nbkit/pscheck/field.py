@@ -73,7 +73,8 @@ class FieldSpec:
                 keys = [(a, node) for kind, a, node in aliases if kind in ("alias", "validation_alias")]
             else:  # serialization_alias wins over alias
                 keys = [(a, n) for k, a, n in aliases if k == "serialization_alias"] or [
-                    (a, n) for k, a, n in aliases if k == "alias"][:1]
+                    (a, n) for k, a, n in aliases if k == "alias"
+                ][:1]
             cache[direction] = tuple(keys) or ((self.name, self.node),)
         return cache[direction]
 
@@ -88,7 +89,9 @@ class FieldSpec:
             if ok and isinstance(v, str):
                 out.append((kind, v, node))
             elif isinstance(node, ast.Call):  # AliasChoices("a", "b") / AliasPath("a", 0)
-                fname = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                fname = (
+                    node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                )
                 if fname == "AliasChoices":
                     for a in node.args:
                         ok, v = literal_value(a)

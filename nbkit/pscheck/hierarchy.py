@@ -91,11 +91,19 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
             root = q.rpartition(".")[2]
             if found is not None and found.is_model:
                 c.parents.append(found)
-            elif (root in MODEL_ROOTS and (c.module.resolver.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q))) or (
-                    root in SETTINGS_ROOTS and q.startswith("pydantic_settings")):
+            elif (
+                root in MODEL_ROOTS
+                and (c.module.resolver.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q))
+            ) or (root in SETTINGS_ROOTS and q.startswith("pydantic_settings")):
                 continue
-            elif c.module.resolver.canonical(node) in ("Generic", "typing.Generic", "typing_extensions.Generic",
-                                                       "ABC", "abc.ABC", "object"):
+            elif c.module.resolver.canonical(node) in (
+                "Generic",
+                "typing.Generic",
+                "typing_extensions.Generic",
+                "ABC",
+                "abc.ABC",
+                "object",
+            ):
                 continue
             else:
                 c.unresolved_bases.append(q or ast.unparse(b))
@@ -115,8 +123,9 @@ def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -
     for b, found, q in bases:
         node = b.value if isinstance(b, ast.Subscript) else b
         root = q.rpartition(".")[2]
-        if q.startswith("pydantic.v1") or (root in MODEL_ROOTS and c.module.imports_pydantic_v1
-                                            and "pydantic.v1" in r.imports.get(root, "")):
+        if q.startswith("pydantic.v1") or (
+            root in MODEL_ROOTS and c.module.imports_pydantic_v1 and "pydantic.v1" in r.imports.get(root, "")
+        ):
             c.is_v1 = True
             return
         if root in MODEL_ROOTS and (r.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q)):

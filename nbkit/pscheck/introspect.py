@@ -38,7 +38,9 @@ def _child(payload: list[dict[str, Any]]) -> dict[str, Any]:
         from pydantic import BaseModel, TypeAdapter, ValidationError
         from pydantic_core import PydanticUndefined
     except ImportError as exc:
-        out["errors"] += [{"path": p["path"], "message": f"pydantic is not importable: {exc}"} for p in payload]
+        out["errors"] += [
+            {"path": p["path"], "message": f"pydantic is not importable: {exc}"} for p in payload
+        ]
         return out
     for item in payload:
         path = Path(item["path"])
@@ -62,7 +64,9 @@ def _child(payload: list[dict[str, Any]]) -> dict[str, Any]:
         except BaseException as exc:  # the user's module may raise anything, SystemExit included
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            out["errors"].append({"path": item["path"], "message": f"importing failed: {type(exc).__name__}: {exc}"})
+            out["errors"].append(
+                {"path": item["path"], "message": f"importing failed: {type(exc).__name__}: {exc}"}
+            )
             continue
         out["imported"] += 1
         for m in item["models"]:
@@ -76,21 +80,39 @@ def _child(payload: list[dict[str, Any]]) -> dict[str, Any]:
                     continue
                 factory = info.default_factory
                 if factory is not None and not callable(factory):
-                    out["findings"].append({"path": item["path"], "line": line, "col": 1, "code": "PSC004",
-                                            "message": f"default_factory of '{fname}' is a "
-                                                       f"{type(factory).__name__} value, not a callable"})
-                if info.default is PydanticUndefined or info.validate_default or cls.model_config.get(
-                        "validate_default"):
+                    out["findings"].append(
+                        {
+                            "path": item["path"],
+                            "line": line,
+                            "col": 1,
+                            "code": "PSC004",
+                            "message": f"default_factory of '{fname}' is a "
+                            f"{type(factory).__name__} value, not a callable",
+                        }
+                    )
+                if (
+                    info.default is PydanticUndefined
+                    or info.validate_default
+                    or cls.model_config.get("validate_default")
+                ):
                     continue
                 try:
-                    adapter = TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata
-                                          else info.annotation)
+                    adapter = TypeAdapter(
+                        Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+                    )
                     adapter.validate_python(info.default, strict=True)
                 except ValidationError as exc:
                     first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
-                    out["findings"].append({"path": item["path"], "line": line, "col": 1, "code": "PSC001",
-                                            "message": f"default {info.default!r:.40} of '{fname}' does not "
-                                                       f"validate as {_type_repr(info.annotation)}: {first}"})
+                    out["findings"].append(
+                        {
+                            "path": item["path"],
+                            "line": line,
+                            "col": 1,
+                            "code": "PSC001",
+                            "message": f"default {info.default!r:.40} of '{fname}' does not "
+                            f"validate as {_type_repr(info.annotation)}: {first}",
+                        }
+                    )
                 except Exception:  # noqa: S112 - an annotation TypeAdapter cannot build: no verdict
                     continue
     return out

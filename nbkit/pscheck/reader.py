@@ -20,13 +20,32 @@ from nbkit.pscheck.model import ModelInfo, ModuleInfo
 from nbkit.pscheck.types import Resolver, TypeRef, literal_value
 
 # Field(...) keyword arguments that are value constraints.
-CONSTRAINT_KWARGS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern",
-                     "max_digits", "decimal_places", "allow_inf_nan", "strict")
+CONSTRAINT_KWARGS = (
+    "gt",
+    "ge",
+    "lt",
+    "le",
+    "multiple_of",
+    "min_length",
+    "max_length",
+    "pattern",
+    "max_digits",
+    "decimal_places",
+    "allow_inf_nan",
+    "strict",
+)
 
 
 # annotated_types classes pscheck understands inside ``Annotated[...]``: class name -> Field kwarg.
-ANNOTATED_TYPES = {"Gt": "gt", "Ge": "ge", "Lt": "lt", "Le": "le", "MultipleOf": "multiple_of",
-                   "MinLen": "min_length", "MaxLen": "max_length"}
+ANNOTATED_TYPES = {
+    "Gt": "gt",
+    "Ge": "ge",
+    "Lt": "lt",
+    "Le": "le",
+    "MultipleOf": "multiple_of",
+    "MinLen": "min_length",
+    "MaxLen": "max_length",
+}
 
 
 def _collect_imports(nodes: list[ast.AST], resolver: Resolver, module: ModuleInfo) -> None:
@@ -56,11 +75,17 @@ def _collect_aliases(tree: ast.Module, resolver: Resolver) -> None:
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             resolver.local_classes.add(node.name)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        elif (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
             if _looks_like_type(node.value, resolver):
                 resolver.aliases[node.targets[0].id] = node.value
-        elif (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None
-              and resolver.canonical(node.annotation) == "TypeAlias"):
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.value is not None
+            and resolver.canonical(node.annotation) == "TypeAlias"
+        ):
             resolver.aliases[node.target.id] = node.value
         elif type(node).__name__ == "TypeAlias":  # ``type X = ...`` (3.12+)
             resolver.aliases[node.name.id] = node.value  # type: ignore[attr-defined]
@@ -69,7 +94,16 @@ def _collect_aliases(tree: ast.Module, resolver: Resolver) -> None:
 def _looks_like_type(node: ast.expr, resolver: Resolver) -> bool:
     if isinstance(node, ast.Subscript):
         return resolver.canonical(node.value) in (
-            "Optional", "Union", "Literal", "Annotated", "list", "dict", "set", "tuple", "frozenset")
+            "Optional",
+            "Union",
+            "Literal",
+            "Annotated",
+            "list",
+            "dict",
+            "set",
+            "tuple",
+            "frozenset",
+        )
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return True
     return False
@@ -155,8 +189,9 @@ def _describe_class(node: ast.ClassDef, module: ModuleInfo) -> ModelInfo:
 
 def _read_config(value: ast.expr | None, info: ModelInfo, r: Resolver) -> None:
     if isinstance(value, ast.Call):
-        info.config_source = "ConfigDict" if (r.is_pydantic(value.func, "ConfigDict")) else (
-            r.qualname(value.func) or "?")
+        info.config_source = (
+            "ConfigDict" if (r.is_pydantic(value.func, "ConfigDict")) else (r.qualname(value.func) or "?")
+        )
         for kw in value.keywords:
             if kw.arg:
                 info.config[kw.arg] = kw.value
@@ -168,8 +203,10 @@ def _read_config(value: ast.expr | None, info: ModelInfo, r: Resolver) -> None:
 
 
 def _is_field_call(node: ast.AST | None, r: Resolver) -> bool:
-    return isinstance(node, ast.Call) and (r.is_pydantic(node.func, "Field") or (
-        isinstance(node.func, ast.Name) and node.func.id == "Field" and "Field" not in r.imports))
+    return isinstance(node, ast.Call) and (
+        r.is_pydantic(node.func, "Field")
+        or (isinstance(node.func, ast.Name) and node.func.id == "Field" and "Field" not in r.imports)
+    )
 
 
 def _describe_field(name: str, stmt: ast.AnnAssign, t: TypeRef, r: Resolver) -> FieldSpec:
@@ -250,12 +287,20 @@ def _merge_field_call(spec: FieldSpec, call: ast.Call, from_annotated: bool) -> 
             spec.constraint_nodes[kw.arg] = kw.value
 
 
-_VALIDATOR_KINDS = {"field_validator", "validator", "field_serializer", "root_validator", "model_validator",
-                    "model_serializer", "computed_field"}
+_VALIDATOR_KINDS = {
+    "field_validator",
+    "validator",
+    "field_serializer",
+    "root_validator",
+    "model_validator",
+    "model_serializer",
+    "computed_field",
+}
 
 
-def _describe_validator(func: ast.FunctionDef | ast.AsyncFunctionDef, dec: ast.expr, r: Resolver
-                        ) -> ValidatorSpec | None:
+def _describe_validator(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, dec: ast.expr, r: Resolver
+) -> ValidatorSpec | None:
     call = dec if isinstance(dec, ast.Call) else None
     target = call.func if call else dec
     q = r.qualname(target) or ""
@@ -273,7 +318,9 @@ def _describe_validator(func: ast.FunctionDef | ast.AsyncFunctionDef, dec: ast.e
             if isinstance(a, ast.Constant) and isinstance(a.value, str):
                 names.append((a.value, a))
             elif isinstance(a, (ast.List, ast.Tuple)):
-                names.extend((e.value, e) for e in a.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+                names.extend(
+                    (e.value, e) for e in a.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                )
         for kw in call.keywords:
             if kw.arg == "check_fields":
                 ok, v = literal_value(kw.value)

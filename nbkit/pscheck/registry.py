@@ -17,8 +17,19 @@ from nbkit.pscheck.diagnostic import UNREADABLE, Diagnostic
 from nbkit.pscheck.rule import GROUPS, OPT_IN_GROUPS, SEVERITIES, BaseRule, RuleContext, group_of
 from nbkit.pscheck.rules import BUILTIN_RULES
 
-__all__ = ["ENTRY_POINT_GROUP", "GROUPS", "OPT_IN_GROUPS", "SEVERITIES", "UNREADABLE", "BaseRule", "Diagnostic",
-           "PluginError", "RuleContext", "RuleRegistry", "group_of"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "GROUPS",
+    "OPT_IN_GROUPS",
+    "SEVERITIES",
+    "UNREADABLE",
+    "BaseRule",
+    "Diagnostic",
+    "PluginError",
+    "RuleContext",
+    "RuleRegistry",
+    "group_of",
+]
 
 ENTRY_POINT_GROUP = "nbkit.pscheck.rules"
 
@@ -49,8 +60,9 @@ class RuleRegistry:
         inst = rule() if isinstance(rule, type) else rule
         type(inst).validate_definition()
         if inst.code in self._rules and type(self._rules[inst.code]) is not type(inst):
-            raise ValueError(f"rule code {inst.code} is already registered by "
-                             f"{type(self._rules[inst.code]).__qualname__}")
+            raise ValueError(
+                f"rule code {inst.code} is already registered by {type(self._rules[inst.code]).__qualname__}"
+            )
         self._rules[inst.code] = inst
         return rule
 
@@ -66,8 +78,13 @@ class RuleRegistry:
     def get(self, code: str) -> BaseRule:
         return self._rules[code]
 
-    def select(self, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
-               strict: bool = False, extend_select: Iterable[str] | None = None) -> list[BaseRule]:
+    def select(
+        self,
+        select: Iterable[str] | None = None,
+        ignore: Iterable[str] | None = None,
+        strict: bool = False,
+        extend_select: Iterable[str] | None = None,
+    ) -> list[BaseRule]:
         """Active rules, the way ruff combines its options.
 
         ``select`` replaces the default group; ``extend_select`` adds to whatever is selected;
@@ -102,8 +119,13 @@ class RuleRegistry:
 
     def unknown_codes(self, codes: Iterable[str]) -> list[str]:
         """Items that name no group and match no rule code (an argument error)."""
-        return [c.strip() for c in codes if c.strip() and c.strip().lower() not in GROUPS
-                and not any(r.code.startswith(c.strip().upper()) for r in self)]
+        return [
+            c.strip()
+            for c in codes
+            if c.strip()
+            and c.strip().lower() not in GROUPS
+            and not any(r.code.startswith(c.strip().upper()) for r in self)
+        ]
 
     # -- plugins --------------------------------------------------------------------------------
     def load_plugin(self, target: str) -> list[str]:
@@ -131,7 +153,9 @@ class RuleRegistry:
                     for rule in obj.PSCHECK_RULES:
                         self.register(rule)
                 else:
-                    raise PluginError(f"plugin {label!r} defines neither register(registry) nor PSCHECK_RULES")
+                    raise PluginError(
+                        f"plugin {label!r} defines neither register(registry) nor PSCHECK_RULES"
+                    )
             elif callable(obj):
                 obj(self)
             else:
@@ -180,6 +204,8 @@ def _entry_point_objects(group: str) -> list[tuple[str, Any, str | None]]:
             except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt):
                     raise
-                rows.append((label, None, f"entry point {ep.name!r} ({ep.value}) failed: {type(exc).__name__}: {exc}"))
+                rows.append(
+                    (label, None, f"entry point {ep.name!r} ({ep.value}) failed: {type(exc).__name__}: {exc}")
+                )
         _EP_CACHE[group] = rows
     return _EP_CACHE[group]

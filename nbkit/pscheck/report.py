@@ -25,5 +25,8 @@ class LintReport:
 
     def at_or_above(self, level: str) -> list[Diagnostic]:
         rank = {"warning": 0, "error": 1}
-        return [d for d in self.diagnostics if d.code not in (UNREADABLE, RULE_CRASHED)
-                and rank[d.severity] >= rank[level]]
+        return [
+            d
+            for d in self.diagnostics
+            if d.code not in (UNREADABLE, RULE_CRASHED) and rank[d.severity] >= rank[level]
+        ]

@@ -81,19 +81,29 @@ class BaseRule:
     def check_module(self, module: ModuleInfo, ctx: RuleContext) -> Iterable[Diagnostic]:
         return ()
 
-    def diag(self, where: ModelInfo | ModuleInfo, node: ast.AST | None, message: str,
-             severity: str | None = None) -> Diagnostic:
+    def diag(
+        self, where: ModelInfo | ModuleInfo, node: ast.AST | None, message: str, severity: str | None = None
+    ) -> Diagnostic:
         line = getattr(node, "lineno", 1) or 1
         col = (getattr(node, "col_offset", 0) or 0) + 1
-        return Diagnostic(path=where.path, line=line, col=col, code=self.code,
-                          severity=severity or self.severity, message=message, rule=self.name)
+        return Diagnostic(
+            path=where.path,
+            line=line,
+            col=col,
+            code=self.code,
+            severity=severity or self.severity,
+            message=message,
+            rule=self.name,
+        )
 
     @classmethod
     def validate_definition(cls) -> None:
         if not cls.code or not cls.name:
             raise ValueError(f"rule {cls.__qualname__} needs a code and a name")
         if cls.group not in ("default", *OPT_IN_GROUPS):
-            raise ValueError(f"rule {cls.code}: group must be 'default' or one of {OPT_IN_GROUPS}, got {cls.group!r}")
+            raise ValueError(
+                f"rule {cls.code}: group must be 'default' or one of {OPT_IN_GROUPS}, got {cls.group!r}"
+            )
         if cls.severity not in SEVERITIES:
             raise ValueError(f"rule {cls.code}: severity must be one of {SEVERITIES}, got {cls.severity!r}")
 

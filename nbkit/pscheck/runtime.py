@@ -43,9 +43,19 @@ def runtime_check(modules: list[ModuleInfo], rules: list[BaseRule], report: Lint
         if not Path(m.path).is_file():  # lint_source text: there is nothing on disk to import
             report.notes.append(f"--import: {m.path} is not a file on disk; checked statically only")
             continue
-        payload.append({"path": m.path, "models": [
-            {"name": c.name, "line": c.node.lineno, "fields": {n: s.line for n, s in c.fields.items()}}
-            for c in models]})
+        payload.append(
+            {
+                "path": m.path,
+                "models": [
+                    {
+                        "name": c.name,
+                        "line": c.node.lineno,
+                        "fields": {n: s.line for n, s in c.fields.items()},
+                    }
+                    for c in models
+                ],
+            }
+        )
     nested = sum(1 for m in modules for c in m.classes if c.is_model and c.node not in m.tree.body)
     if not payload:
         report.notes.append("--import: no top-level models to introspect; nothing executed")
@@ -58,32 +68,74 @@ def runtime_check(modules: list[ModuleInfo], rules: list[BaseRule], report: Lint
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH", "")]))
     try:
-        proc = subprocess.run([sys.executable, "-m", "nbkit.pscheck.introspect"], input=json.dumps(payload),
-                              capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-m", "nbkit.pscheck.introspect"],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         for item in payload:
-            report.diagnostics.append(Diagnostic(item["path"], 1, 1, UNREADABLE, "error",
-                                                 f"--import: importing did not finish within {timeout:g} s "
-                                                 f"(a module hangs at import?); static findings still reported",
-                                                 "unreadable-file"))
+            report.diagnostics.append(
+                Diagnostic(
+                    item["path"],
+                    1,
+                    1,
+                    UNREADABLE,
+                    "error",
+                    f"--import: importing did not finish within {timeout:g} s "
+                    f"(a module hangs at import?); static findings still reported",
+                    "unreadable-file",
+                )
+            )
         return
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        report.diagnostics.append(Diagnostic(payload[0]["path"], 1, 1, UNREADABLE, "error",
-                                             f"--import: introspection process failed (exit {proc.returncode}): "
-                                             f"{tail[0]}", "unreadable-file"))
+        report.diagnostics.append(
+            Diagnostic(
+                payload[0]["path"],
+                1,
+                1,
+                UNREADABLE,
+                "error",
+                f"--import: introspection process failed (exit {proc.returncode}): {tail[0]}",
+                "unreadable-file",
+            )
+        )
         return
     static = {(d.path, d.line) for d in report.diagnostics}  # a static finding on the line says it already
     for err in result["errors"]:
-        report.diagnostics.append(Diagnostic(err["path"], err.get("line", 1), 1, UNREADABLE, "error",
-                                             f"--import: {err['message']}", "unreadable-file"))
+        report.diagnostics.append(
+            Diagnostic(
+                err["path"],
+                err.get("line", 1),
+                1,
+                UNREADABLE,
+                "error",
+                f"--import: {err['message']}",
+                "unreadable-file",
+            )
+        )
     for f in result["findings"]:
         if f["code"] not in active or (f["path"], f["line"]) in static:
             continue
-        report.diagnostics.append(Diagnostic(f["path"], f["line"], f["col"], f["code"], "error",
-                                             f"{f['message']} (found by --import)", _RUNTIME_CODES[f["code"]]))
-    report.notes.append(f"--import: executed {result['imported']} module(s) in a subprocess and introspected "
-                        f"{result['models']} model(s)" + (f"; {nested} nested model(s) not reachable by import"
-                                                         if nested else ""))
+        report.diagnostics.append(
+            Diagnostic(
+                f["path"],
+                f["line"],
+                f["col"],
+                f["code"],
+                "error",
+                f"{f['message']} (found by --import)",
+                _RUNTIME_CODES[f["code"]],
+            )
+        )
+    report.notes.append(
+        f"--import: executed {result['imported']} module(s) in a subprocess and introspected "
+        f"{result['models']} model(s)"
+        + (f"; {nested} nested model(s) not reachable by import" if nested else "")
+    )

@@ -25,9 +25,27 @@ from nbkit.pscheck.report import LintReport
 # at a few seconds and ~250 MB.
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 COST_PER_MIB = "about 1.6 CPU-s and 110 MB of memory per MiB"
-EXCLUDED_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "node_modules", ".tox", ".nox",
-                           ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", "build", "dist",
-                           ".eggs", "site-packages"})
+EXCLUDED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "node_modules",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".ipynb_checkpoints",
+        "build",
+        "dist",
+        ".eggs",
+        "site-packages",
+    }
+)
 
 
 def discover(paths: Iterable[str | os.PathLike[str]], report: LintReport) -> list[str]:
@@ -95,13 +113,20 @@ def discover(paths: Iterable[str | os.PathLike[str]], report: LintReport) -> lis
         elif stat.S_ISREG(st.st_mode):
             add(p)
         else:
-            report.diagnostics.append(unreadable(p, f"not a regular file or directory ({_file_kind(st.st_mode)})"))
+            report.diagnostics.append(
+                unreadable(p, f"not a regular file or directory ({_file_kind(st.st_mode)})")
+            )
     return files
 
 
 def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
         if test(mode):
             return kind
     return "unknown file type"
@@ -117,9 +142,12 @@ def read_source(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str | No
     try:
         size = os.stat(path).st_size
         if max_bytes and size > max_bytes:
-            return None, unreadable(path, f"not checked: file is {size / 2**20:.1f} MiB, over the "
-                                           f"{max_bytes / 2**20:.1f} MiB limit (pscheck needs {COST_PER_MIB}; "
-                                           f"raise it with --max-bytes N, 0 = no limit)")
+            return None, unreadable(
+                path,
+                f"not checked: file is {size / 2**20:.1f} MiB, over the "
+                f"{max_bytes / 2**20:.1f} MiB limit (pscheck needs {COST_PER_MIB}; "
+                f"raise it with --max-bytes N, 0 = no limit)",
+            )
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1 if max_bytes else -1)
     except OSError as exc:
@@ -140,8 +168,13 @@ def decode_source(path: str, data: bytes) -> tuple[str | None, Diagnostic | None
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        return None, unreadable(path, f"not valid {encoding}: byte 0x{data[exc.start]:02x} at line {line}, "
-                                       f"column {col} (declare the encoding or re-save as UTF-8)", line, col)
+        return None, unreadable(
+            path,
+            f"not valid {encoding}: byte 0x{data[exc.start]:02x} at line {line}, "
+            f"column {col} (declare the encoding or re-save as UTF-8)",
+            line,
+            col,
+        )
     except LookupError:
         return None, unreadable(path, f"unknown source encoding {encoding!r}")
     if text.startswith("\ufeff"):

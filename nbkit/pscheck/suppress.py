@@ -28,4 +28,6 @@ def suppressed(d: Diagnostic, lines_by_path: dict[str, list[str]]) -> bool:
 def in_v1_code(d: Diagnostic, v1_code: dict[str, list[tuple[int, int, int, int]]]) -> bool:
     """A finding in a compatibility branch only Pydantic v1 runs (``if PYDANTIC_V1:`` ...)."""
     regions = v1_code.get(d.path)
-    return bool(regions) and d.code not in (UNREADABLE, RULE_CRASHED) and in_regions(regions, d.line, d.col - 1)
+    return (
+        bool(regions) and d.code not in (UNREADABLE, RULE_CRASHED) and in_regions(regions, d.line, d.col - 1)
+    )

@@ -18,16 +18,54 @@ from typing import Any
 # Canonical names for qualified spellings. Everything a rule reasons about is in here; any other
 # name stays an opaque class reference ("cls:<qualname>").
 _CANONICAL = {
-    **{f"{mod}.{name}": name for mod in ("typing", "typing_extensions")
-       for name in ("Optional", "Union", "Literal", "Annotated", "Any", "ClassVar", "Final",
-                    "Required", "NotRequired", "TypeAlias")},
-    **{f"{mod}.{old}": new for mod in ("typing", "typing_extensions")
-       for old, new in (("List", "list"), ("Dict", "dict"), ("Set", "set"), ("FrozenSet", "frozenset"),
-                        ("Tuple", "tuple"), ("Type", "type"), ("DefaultDict", "dict"),
-                        ("OrderedDict", "dict"), ("Deque", "deque"))},
-    **{f"{mod}.{name}": name for mod in ("typing", "typing_extensions", "collections.abc")
-       for name in ("Sequence", "MutableSequence", "Mapping", "MutableMapping", "Iterable",
-                    "Collection", "AbstractSet", "MutableSet", "Callable", "Iterator", "Hashable")},
+    **{
+        f"{mod}.{name}": name
+        for mod in ("typing", "typing_extensions")
+        for name in (
+            "Optional",
+            "Union",
+            "Literal",
+            "Annotated",
+            "Any",
+            "ClassVar",
+            "Final",
+            "Required",
+            "NotRequired",
+            "TypeAlias",
+        )
+    },
+    **{
+        f"{mod}.{old}": new
+        for mod in ("typing", "typing_extensions")
+        for old, new in (
+            ("List", "list"),
+            ("Dict", "dict"),
+            ("Set", "set"),
+            ("FrozenSet", "frozenset"),
+            ("Tuple", "tuple"),
+            ("Type", "type"),
+            ("DefaultDict", "dict"),
+            ("OrderedDict", "dict"),
+            ("Deque", "deque"),
+        )
+    },
+    **{
+        f"{mod}.{name}": name
+        for mod in ("typing", "typing_extensions", "collections.abc")
+        for name in (
+            "Sequence",
+            "MutableSequence",
+            "Mapping",
+            "MutableMapping",
+            "Iterable",
+            "Collection",
+            "AbstractSet",
+            "MutableSet",
+            "Callable",
+            "Iterator",
+            "Hashable",
+        )
+    },
     "collections.abc.Set": "AbstractSet",
     "collections.deque": "deque",
     "collections.OrderedDict": "dict",
@@ -44,22 +82,51 @@ _CANONICAL = {
     "types.NoneType": "None",
     "builtins.NoneType": "None",
 }
-BUILTIN_TYPES = {"str", "int", "float", "bool", "bytes", "bytearray", "complex", "list", "dict",
-                 "set", "frozenset", "tuple", "type", "object"}
+BUILTIN_TYPES = {
+    "str",
+    "int",
+    "float",
+    "bool",
+    "bytes",
+    "bytearray",
+    "complex",
+    "list",
+    "dict",
+    "set",
+    "frozenset",
+    "tuple",
+    "type",
+    "object",
+}
 # Types whose values can never be ``None`` and are known well enough to say so.
 NON_NULL_OPAQUE = {"datetime", "date", "time", "timedelta", "Decimal", "UUID", "Path", "deque"}
 # pydantic's constrained-type functions: name -> underlying type.
-CON_FUNCS = {"conint": "int", "confloat": "float", "condecimal": "Decimal", "constr": "str",
-             "conbytes": "bytes", "conlist": "list", "conset": "set", "confrozenset": "frozenset",
-             "condate": "date"}
+CON_FUNCS = {
+    "conint": "int",
+    "confloat": "float",
+    "condecimal": "Decimal",
+    "constr": "str",
+    "conbytes": "bytes",
+    "conlist": "list",
+    "conset": "set",
+    "confrozenset": "frozenset",
+    "condate": "date",
+}
 # pydantic's ready-made constrained aliases: name -> (type, constraints).
 PYDANTIC_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "StrictStr": ("str", {}), "StrictInt": ("int", {}), "StrictFloat": ("float", {}),
-    "StrictBool": ("bool", {}), "StrictBytes": ("bytes", {}),
-    "PositiveInt": ("int", {"gt": 0}), "NegativeInt": ("int", {"lt": 0}),
-    "NonNegativeInt": ("int", {"ge": 0}), "NonPositiveInt": ("int", {"le": 0}),
-    "PositiveFloat": ("float", {"gt": 0}), "NegativeFloat": ("float", {"lt": 0}),
-    "NonNegativeFloat": ("float", {"ge": 0}), "NonPositiveFloat": ("float", {"le": 0}),
+    "StrictStr": ("str", {}),
+    "StrictInt": ("int", {}),
+    "StrictFloat": ("float", {}),
+    "StrictBool": ("bool", {}),
+    "StrictBytes": ("bytes", {}),
+    "PositiveInt": ("int", {"gt": 0}),
+    "NegativeInt": ("int", {"lt": 0}),
+    "NonNegativeInt": ("int", {"ge": 0}),
+    "NonPositiveInt": ("int", {"le": 0}),
+    "PositiveFloat": ("float", {"gt": 0}),
+    "NegativeFloat": ("float", {"lt": 0}),
+    "NonNegativeFloat": ("float", {"ge": 0}),
+    "NonPositiveFloat": ("float", {"le": 0}),
     "FiniteFloat": ("float", {}),
 }
 
@@ -176,10 +243,15 @@ class Resolver:
             return False
         head, _, tail = q.rpartition(".")
         if not head:  # bare, never-imported name (snippets): trust the spelling unless defined here
-            return (tail in names and isinstance(node, ast.Name) and node.id not in self.imports
-                    and node.id not in self.local_classes)
-        return tail in names and (head == "pydantic" or head.startswith("pydantic.")
-                                  and not head.startswith("pydantic.v1"))
+            return (
+                tail in names
+                and isinstance(node, ast.Name)
+                and node.id not in self.imports
+                and node.id not in self.local_classes
+            )
+        return tail in names and (
+            head == "pydantic" or head.startswith("pydantic.") and not head.startswith("pydantic.v1")
+        )
 
     def parse(self, node: ast.expr | None, _depth: int = 0) -> TypeRef:
         try:
@@ -203,15 +275,19 @@ class Resolver:
                 return TypeRef("...", src="...")
             return TypeRef("?", node=node)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            return TypeRef("Union", (self._parse(node.left, depth + 1), self._parse(node.right, depth + 1)),
-                           node=node)
+            return TypeRef(
+                "Union", (self._parse(node.left, depth + 1), self._parse(node.right, depth + 1)), node=node
+            )
         if isinstance(node, ast.Call):
             func = self.canonical(node.func) or ""
             short = func.rpartition(".")[2]
             if short in CON_FUNCS and (func.startswith("pydantic") or func == short):
                 cons = tuple((kw.arg, _literal(kw.value)) for kw in node.keywords if kw.arg)
-                args = tuple(self._parse(a, depth + 1) for a in node.args[:1]) if short in (
-                    "conlist", "conset", "confrozenset") else ()
+                args = (
+                    tuple(self._parse(a, depth + 1) for a in node.args[:1])
+                    if short in ("conlist", "conset", "confrozenset")
+                    else ()
+                )
                 return TypeRef(CON_FUNCS[short], args, constraints=cons, node=node)
             return TypeRef("?", node=node)
         if isinstance(node, (ast.Name, ast.Attribute)):
@@ -226,10 +302,33 @@ class Resolver:
             if name is None:
                 return TypeRef("?", node=node)
             short = name.rpartition(".")[2]
-            if name in BUILTIN_TYPES or name in NON_NULL_OPAQUE or name in (
-                    "Any", "None", "Sequence", "MutableSequence", "Mapping", "MutableMapping", "Iterable",
-                    "Collection", "AbstractSet", "MutableSet", "Callable", "Iterator", "Hashable",
-                    "Optional", "Union", "Literal", "Annotated", "ClassVar", "Final", "Enum"):
+            if (
+                name in BUILTIN_TYPES
+                or name in NON_NULL_OPAQUE
+                or name
+                in (
+                    "Any",
+                    "None",
+                    "Sequence",
+                    "MutableSequence",
+                    "Mapping",
+                    "MutableMapping",
+                    "Iterable",
+                    "Collection",
+                    "AbstractSet",
+                    "MutableSet",
+                    "Callable",
+                    "Iterator",
+                    "Hashable",
+                    "Optional",
+                    "Union",
+                    "Literal",
+                    "Annotated",
+                    "ClassVar",
+                    "Final",
+                    "Enum",
+                )
+            ):
                 return TypeRef(name, node=node)
             if name.startswith("pydantic") and short in PYDANTIC_ALIASES:
                 base, cons = PYDANTIC_ALIASES[short]
@@ -269,8 +368,18 @@ def _literal(node: ast.expr | None) -> Any:
     if node is None:
         return _NOT_LITERAL
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args and not node.keywords:
-        empty = {"list": [], "dict": {}, "set": set(), "tuple": (), "frozenset": frozenset(), "str": "",
-                 "bytes": b"", "int": 0, "float": 0.0, "bool": False}
+        empty = {
+            "list": [],
+            "dict": {},
+            "set": set(),
+            "tuple": (),
+            "frozenset": frozenset(),
+            "str": "",
+            "bytes": b"",
+            "int": 0,
+            "float": 0.0,
+            "bool": False,
+        }
         if node.func.id in empty:
             return empty[node.func.id]
     try:
@@ -324,18 +433,35 @@ def accepts(t: TypeRef, value: Any, is_model: Callable[[str], bool] = _no_model)
         return None
     if n in NON_NULL_OPAQUE:
         return False if value is None else None
-    scalar = {"str": (str,), "bytes": (bytes,), "bytearray": (bytearray, bytes), "bool": (bool,),
-              "int": (int,), "float": (int, float), "complex": (int, float, complex)}
+    scalar = {
+        "str": (str,),
+        "bytes": (bytes,),
+        "bytearray": (bytearray, bytes),
+        "bool": (bool,),
+        "int": (int,),
+        "float": (int, float),
+        "complex": (int, float, complex),
+    }
     if n in scalar:
         if n == "int" and isinstance(value, float):
             return False
         return isinstance(value, scalar[n]) and not (n == "bool" and not isinstance(value, bool))
     containers: dict[str, tuple[type, ...]] = {
-        "list": (list,), "set": (set,), "frozenset": (frozenset, set), "tuple": (tuple,), "dict": (dict,),
-        "deque": (list,), "Sequence": (list, tuple), "MutableSequence": (list,), "Mapping": (dict,),
-        "MutableMapping": (dict,), "Iterable": (list, tuple, set, frozenset, dict, str, bytes),
-        "Collection": (list, tuple, set, frozenset, dict, str, bytes), "AbstractSet": (set, frozenset),
-        "MutableSet": (set,), "Iterator": (),
+        "list": (list,),
+        "set": (set,),
+        "frozenset": (frozenset, set),
+        "tuple": (tuple,),
+        "dict": (dict,),
+        "deque": (list,),
+        "Sequence": (list, tuple),
+        "MutableSequence": (list,),
+        "Mapping": (dict,),
+        "MutableMapping": (dict,),
+        "Iterable": (list, tuple, set, frozenset, dict, str, bytes),
+        "Collection": (list, tuple, set, frozenset, dict, str, bytes),
+        "AbstractSet": (set, frozenset),
+        "MutableSet": (set,),
+        "Iterator": (),
     }
     if n in containers:
         if not containers[n]:
@@ -353,7 +479,8 @@ def _elements_ok(t: TypeRef, value: Any, is_model: Callable[[str], bool]) -> boo
         if len(t.args) != 2:
             return None
         checks = [accepts(t.args[0], k, is_model) for k in value] + [
-            accepts(t.args[1], v, is_model) for v in value.values()]
+            accepts(t.args[1], v, is_model) for v in value.values()
+        ]
     elif t.name == "tuple":
         if len(t.args) == 2 and t.args[1].name == "...":
             checks = [accepts(t.args[0], v, is_model) for v in value]

@@ -13,9 +13,11 @@ from nbkit.pscheck import BaseRule, PluginError, RuleRegistry, lint_source
 from nbkit.pscheck.registry import ENTRY_POINT_GROUP
 
 ROOT = Path(__file__).resolve().parents[2]
-CREATED_AT_BAD = ("from datetime import datetime\nfrom pydantic import BaseModel, Field\n"
-                  "class Doc(BaseModel):\n    created_at: datetime = Field(default_factory=datetime.utcnow)\n"
-                  "class Note(BaseModel):\n    created_at: datetime\n")
+CREATED_AT_BAD = (
+    "from datetime import datetime\nfrom pydantic import BaseModel, Field\n"
+    "class Doc(BaseModel):\n    created_at: datetime = Field(default_factory=datetime.utcnow)\n"
+    "class Note(BaseModel):\n    created_at: datetime\n"
+)
 
 
 class NoFloatMoney(BaseRule):
@@ -62,7 +64,8 @@ def test_plugin_rule_classes_and_modules(tmp_path, monkeypatch):
     (tmp_path / "acme_rules.py").write_text(
         "from nbkit.pscheck import BaseRule\n"
         "def register(registry):\n    from test_pscheck_registry import NoFloatMoney\n"
-        "    registry.register(NoFloatMoney)\n")
+        "    registry.register(NoFloatMoney)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     assert [d.code for d in lint_source(src, plugins=["acme_rules"])] == ["ACME001"]
@@ -107,7 +110,9 @@ def test_pyproject_declares_entry_point_and_console_script():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert data["project"]["scripts"]["pscheck"] == "nbkit.pscheck.cli:main"
-    assert data["project"]["entry-points"][ENTRY_POINT_GROUP]["created_at"] == "nbkit.pscheck.plugins.created_at"
+    assert (
+        data["project"]["entry-points"][ENTRY_POINT_GROUP]["created_at"] == "nbkit.pscheck.plugins.created_at"
+    )
 
 
 def test_pre_commit_hook_definition():
@@ -116,17 +121,20 @@ def test_pre_commit_hook_definition():
     assert hooks["pscheck"]["language"] == "script"
     script = ROOT / hooks["pscheck"]["entry"]
     assert script.exists() and script.stat().st_mode & 0o111
-    proc = subprocess.run([sys.executable, str(script), "--list-rules"], capture_output=True, text=True,
-                          timeout=60, cwd="/")
+    proc = subprocess.run(
+        [sys.executable, str(script), "--list-rules"], capture_output=True, text=True, timeout=60, cwd="/"
+    )
     assert proc.returncode == 0 and "PSC001" in proc.stdout
 
 
 def test_import_is_light_and_never_imports_pydantic():
-    code = ("import sys, time; t = time.perf_counter(); import nbkit.pscheck; "
-            "from nbkit.pscheck import lint_source; "
-            "lint_source('from pydantic import BaseModel\\nclass M(BaseModel):\\n    x: str = None\\n'); "
-            "heavy = [m for m in ('pydantic', 'torch', 'numpy', 'pandas') if m in sys.modules]; "
-            "print(heavy)")
+    code = (
+        "import sys, time; t = time.perf_counter(); import nbkit.pscheck; "
+        "from nbkit.pscheck import lint_source; "
+        "lint_source('from pydantic import BaseModel\\nclass M(BaseModel):\\n    x: str = None\\n'); "
+        "heavy = [m for m in ('pydantic', 'torch', 'numpy', 'pandas') if m in sys.modules]; "
+        "print(heavy)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
