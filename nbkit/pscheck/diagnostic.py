@@ -34,6 +34,7 @@ class Diagnostic:
 
 
 def unreadable(path: str, message: str, line: int = 1, col: int = 1) -> Diagnostic:
+    """A ``PSC000`` finding: ``path`` could not be checked, and why (at the place, when one is known)."""
     return Diagnostic(
         path=path,
         line=max(1, line),

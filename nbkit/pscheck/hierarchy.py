@@ -15,11 +15,7 @@ from nbkit.pscheck.model import ModelInfo, ModuleInfo, linearise
 # Deeper hierarchies are reported as not checked: real ones are a few levels deep, and the MRO
 # tuples of an N-class chain hold N²/2 entries (5,000 levels: 12.5 M, about 100 MB).
 MAX_ANCESTORS = 5000
-
-
 MODEL_ROOTS = {"BaseModel", "RootModel", "GenericModel"}
-
-
 SETTINGS_ROOTS = {"BaseSettings"}
 
 

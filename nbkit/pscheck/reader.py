@@ -34,8 +34,6 @@ CONSTRAINT_KWARGS = (
     "allow_inf_nan",
     "strict",
 )
-
-
 # annotated_types classes pscheck understands inside ``Annotated[...]``: class name -> Field kwarg.
 ANNOTATED_TYPES = {
     "Gt": "gt",

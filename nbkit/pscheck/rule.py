@@ -19,14 +19,10 @@ if TYPE_CHECKING:
     from nbkit.pscheck.model import ModelInfo, ModuleInfo
 
 SEVERITIES = ("warning", "error")
-
-
 # Rule groups, selectable by name like ruff's rule sets. "default" runs unless --select says
 # otherwise; "migration" (v1-to-v2 advice: code that is correct v2 but meant something else in v1)
 # and "strict" (tooling/style) are opt-in; "all" is every registered rule.
 GROUPS = ("default", "migration", "strict", "all")
-
-
 OPT_IN_GROUPS = ("migration", "strict")
 
 

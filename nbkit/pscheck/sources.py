@@ -139,6 +139,7 @@ def _oserror(exc: OSError) -> str:
 
 
 def read_source(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str | None, Diagnostic | None]:
+    """The text of ``path``, or a ``PSC000`` saying why not (too large, unreadable, undecodable)."""
     try:
         size = os.stat(path).st_size
         if max_bytes and size > max_bytes:
@@ -183,6 +184,7 @@ def decode_source(path: str, data: bytes) -> tuple[str | None, Diagnostic | None
 
 
 def parse_source(path: str, source: str) -> tuple[ast.Module | None, Diagnostic | None]:
+    """The syntax tree of ``source``, or a ``PSC000`` locating the syntax error."""
     try:
         return ast.parse(source, filename=path, type_comments=False), None
     except SyntaxError as exc:

@@ -13,6 +13,7 @@ _SUPPRESS = re.compile(r"#\s*(?:pscheck:\s*ignore|noqa)(?:\[([A-Z0-9,\s]+)\]|:\s
 
 
 def suppressed(d: Diagnostic, lines_by_path: dict[str, list[str]]) -> bool:
+    """Whether the finding's line carries a suppression comment for its code (no codes: any code)."""
     lines = lines_by_path.get(d.path)
     if not lines or d.line > len(lines):
         return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import nbkit.pscheck.registry as registry_mod
+import nbkit.pscheck.rules as rules_pkg
 from nbkit.pscheck import BaseRule, PluginError, RuleRegistry, lint_source
 from nbkit.pscheck.registry import ENTRY_POINT_GROUP
 
@@ -147,3 +150,23 @@ def test_docs_rules_reference_is_in_sync():
     assert splice(text) == text, "run: python -m nbkit.pscheck.docs --write docs/pscheck.md"
     for rule in RuleRegistry.default():
         assert f"### {rule.code}" in text
+
+
+def test_each_builtin_rule_is_one_module_named_after_it():
+    """Rules are kept as ruff keeps them: one module per rule, named after the rule, and every such
+    module's rule is in the table the registry registers (and nothing else is)."""
+    found = {}
+    for info in pkgutil.iter_modules(rules_pkg.__path__):
+        mod = importlib.import_module(f"{rules_pkg.__name__}.{info.name}")
+        own = [
+            v
+            for v in vars(mod).values()
+            if isinstance(v, type) and issubclass(v, BaseRule) and v.__module__ == mod.__name__
+        ]
+        if not own:
+            continue  # a module of shared facts/helpers
+        assert len(own) == 1, f"{info.name} defines {len(own)} rules"
+        assert info.name == own[0].name.replace("-", "_")
+        found[own[0].code] = own[0]
+    assert found == {r.code: r for r in rules_pkg.BUILTIN_RULES}
+    assert {r.code for r in RuleRegistry.default()} == set(found)

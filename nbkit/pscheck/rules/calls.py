@@ -29,7 +29,6 @@ VOLATILE_CALLS = frozenset(
     }
 )
 VOLATILE_PREFIXES = ("random.", "secrets.", "numpy.random.")
-
 # Calls that build a *callable* (fine as default_factory=...()).
 FACTORY_BUILDERS = frozenset(
     {
@@ -62,4 +61,5 @@ VALUE_BUILTINS = frozenset(
 
 
 def call_qualname(node: ast.Call, module: ModuleInfo) -> str:
+    """The called name as the module's imports spell it out (``datetime.datetime.now``), or ``""``."""
     return module.resolver.canonical(node.func) or ""

@@ -32,7 +32,6 @@ _LENGTH_TYPES = {
     "MutableSet",
     "Collection",
 }
-
 # constraint -> (types it applies to, types known to reject it). Other types: cannot tell, no finding.
 CONSTRAINT_TYPES: dict[str, tuple[set[str], set[str]]] = {
     "gt": (_NUMERIC_ORDERED, _LENGTH_TYPES | {"None", "UUID", "Path"}),

@@ -8,6 +8,8 @@ from nbkit.pscheck.types import TypeRef
 
 
 def validate_default_on(model: ModelInfo, spec: FieldSpec) -> bool:
+    """Whether Pydantic validates this field's default: ``validate_default`` on the field, else in
+    the model's (or an in-run parent's) config; off unless said."""
     ok, v = spec.kwarg_literal("validate_default")
     if ok:
         return bool(v)
@@ -16,5 +18,6 @@ def validate_default_on(model: ModelInfo, spec: FieldSpec) -> bool:
 
 
 def is_literal_type(t: TypeRef) -> bool:
+    """Whether every non-``None`` member of ``t`` is a ``Literal`` (the closed-set fields PSC007 owns)."""
     ms = [m for m in t.members() if m.name != "None"]
     return bool(ms) and all(m.name == "Literal" for m in ms)

@@ -41,7 +41,6 @@ BASEMODEL_ATTRS = frozenset(
     }
 )
 DEFAULT_PROTECTED_NAMESPACES = ("model_validate", "model_dump")
-
 # ConfigDict keys across Pydantic 2.x (checked against the installed pydantic by a test).
 CONFIG_KEYS = frozenset(
     {
@@ -96,7 +95,6 @@ CONFIG_KEYS = frozenset(
         "validation_error_cause",
     }
 )
-
 # pydantic._internal._config.V2_RENAMED_KEYS / V2_REMOVED_KEYS (also test-checked).
 V1_RENAMED_KEYS = {
     "allow_population_by_field_name": "validate_by_name",

@@ -32,7 +32,6 @@ V1_INSTANCE_METHODS = {
     "copy": "model_copy",
     **V1_CLASS_METHODS,
 }
-
 # Methods that return an instance of the model they are called on (or on its class).
 _RETURNS_INSTANCE = frozenset(
     {
