@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``pscheck`` console script; returns the exit status (see the module docstring)."""
     try:
         return _main(argv)
     except KeyboardInterrupt:

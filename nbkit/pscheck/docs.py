@@ -19,12 +19,14 @@ BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
 
 
 def _rules() -> list[BaseRule]:
+    """Every documented rule: the built-ins and the shipped plugin (documented although opt-in)."""
     reg = RuleRegistry.default()
     reg.register(CreatedAtDatetimeFactory)
     return list(reg)
 
 
 def render_rules() -> str:
+    """The rules reference: a summary table, then per rule its bad/good examples and why."""
     rules = _rules()
     out = ["| Code | Name | Severity | Tier | What it flags |", "|---|---|---|---|---|"]
     for r in rules:
@@ -65,6 +67,7 @@ def render_rules() -> str:
 
 
 def splice(doc: str) -> str:
+    """``doc`` with the part between the markers replaced by :func:`render_rules`."""
     if BEGIN not in doc or END not in doc:
         raise ValueError(f"markers {BEGIN} / {END} not found")
     head, _, rest = doc.partition(BEGIN)
