@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from nbkit.pscheck.types import Resolver
+from nbkit.pscheck.resolver import Resolver
 
 # Attributes and names that exist only in Pydantic v2: a test for one is a test for v2, and a
 # ``try`` body using one makes its ``except`` the v1 fallback.

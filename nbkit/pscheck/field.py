@@ -9,7 +9,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbkit.pscheck.types import TypeRef, literal_value
+from nbkit.pscheck.literals import literal_value
+from nbkit.pscheck.types import TypeRef
 
 
 @dataclass

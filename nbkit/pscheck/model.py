@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nbkit.pscheck.field import FieldSpec, ValidatorSpec, is_ellipsis
-from nbkit.pscheck.types import Resolver, literal_value
+from nbkit.pscheck.literals import literal_value
+from nbkit.pscheck.resolver import Resolver
 
 if TYPE_CHECKING:
     from nbkit.pscheck.hierarchy import HierarchyIndex

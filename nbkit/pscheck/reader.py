@@ -16,8 +16,10 @@ from typing import Any
 
 from nbkit.pscheck.compat import v1_only_regions
 from nbkit.pscheck.field import FieldSpec, ValidatorSpec
+from nbkit.pscheck.literals import literal_value
 from nbkit.pscheck.model import ModelInfo, ModuleInfo
-from nbkit.pscheck.types import Resolver, TypeRef, literal_value
+from nbkit.pscheck.resolver import Resolver
+from nbkit.pscheck.types import TypeRef
 
 # Field(...) keyword arguments that are value constraints.
 CONSTRAINT_KWARGS = (

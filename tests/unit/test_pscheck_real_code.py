@@ -15,7 +15,7 @@ import pytest
 from nbkit.pscheck import RuleRegistry, lint_paths, lint_source
 from nbkit.pscheck.cli import main
 from nbkit.pscheck.compat import UNKNOWN, V2World
-from nbkit.pscheck.types import Resolver
+from nbkit.pscheck.resolver import Resolver
 
 FIXTURES = Path(__file__).parent / "pscheck_fixtures"
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "pscheck"

@@ -9,9 +9,9 @@ import ast
 from collections.abc import Iterator
 
 from nbkit.pscheck.diagnostic import Diagnostic
+from nbkit.pscheck.literals import literal_value
 from nbkit.pscheck.model import ModelInfo
 from nbkit.pscheck.rule import BaseRule, RuleContext
-from nbkit.pscheck.types import literal_value
 
 
 class NonAnnotatedAttribute(BaseRule):
