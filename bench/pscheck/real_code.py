@@ -122,8 +122,16 @@ def installed_packages() -> list[Package]:
             if spec is not None and spec.submodule_search_locations:
                 dirs += [Path(p) for p in spec.submodule_search_locations]
         root = dirs[0].parent if dirs else None
-        out.append(Package(label, version, "installed", root, dirs,
-                           absent="" if dirs else "installed but no package directory found"))
+        out.append(
+            Package(
+                label,
+                version,
+                "installed",
+                root,
+                dirs,
+                absent="" if dirs else "installed but no package directory found",
+            )
+        )
     return out
 
 
@@ -134,8 +142,18 @@ def wheel_packages(corpus: Path, download: bool) -> list[Package]:
     for label, dist, version in WHEELS:
         found = sorted(wheels.glob(f"{_norm(dist)}-{version}-*.whl"))
         if not found and download:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-                   "-d", str(wheels), f"{dist}=={version}"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--quiet",
+                "-d",
+                str(wheels),
+                f"{dist}=={version}",
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -143,14 +161,19 @@ def wheel_packages(corpus: Path, download: bool) -> list[Package]:
                 continue
             found = sorted(wheels.glob(f"{_norm(dist)}-{version}-*.whl"))
         if not found:
-            out.append(Package(label, version, "wheel", None,
-                               absent=f"wheel not in {wheels} (run without --no-download)"))
+            out.append(
+                Package(
+                    label, version, "wheel", None, absent=f"wheel not in {wheels} (run without --no-download)"
+                )
+            )
             continue
         dest = corpus / "src" / found[0].stem
         if not dest.exists():
             with zipfile.ZipFile(found[0]) as z:
                 z.extractall(dest)
-        dirs = sorted(p for p in dest.iterdir() if p.is_dir() and not p.name.endswith((".dist-info", ".data")))
+        dirs = sorted(
+            p for p in dest.iterdir() if p.is_dir() and not p.name.endswith((".dist-info", ".data"))
+        )
         out.append(Package(label, version, "wheel", dest, dirs))
     return out
 
@@ -190,9 +213,21 @@ def _context(path: str, line: int) -> tuple[str, str]:
 
 
 def run_pscheck(pkg: Package, select: str, src: Path) -> tuple[dict, float, float]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    cmd = [sys.executable, "-m", "nbkit.pscheck.cli", *map(str, pkg.dirs), "--format", "json",
-           "--no-entry-points", "--select", select]
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbkit.pscheck.cli",
+        *map(str, pkg.dirs),
+        "--format",
+        "json",
+        "--no-entry-points",
+        "--select",
+        select,
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=src)  # cwd: ``-m`` puts it first
@@ -202,8 +237,10 @@ def run_pscheck(pkg: Package, select: str, src: Path) -> tuple[dict, float, floa
     try:
         doc = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        raise SystemExit(f"pscheck failed on {pkg.label} (exit {proc.returncode}): "
-                         f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}") from None
+        raise SystemExit(
+            f"pscheck failed on {pkg.label} (exit {proc.returncode}): "
+            f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
+        ) from None
     return doc, wall, cpu
 
 
@@ -257,7 +294,9 @@ def load_labels(path: Path) -> dict[str, dict]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"{path}:{n}: not JSON ({exc.msg}); expected one label object per line") from None
+            raise SystemExit(
+                f"{path}:{n}: not JSON ({exc.msg}); expected one label object per line"
+            ) from None
         if not isinstance(row, dict) or "key" not in row or row.get("label") not in (True, False, None):
             raise SystemExit(f"{path}:{n}: expected an object with 'key' and 'label' true/false/null")
         labels[row["key"]] = row
@@ -277,8 +316,13 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def rule_groups(src: Path) -> dict[str, str]:
     """code -> group, from the pscheck under test (``--list-rules``)."""
     env = dict(os.environ, PYTHONPATH=str(src))
-    proc = subprocess.run([sys.executable, "-m", "nbkit.pscheck.cli", "--list-rules", "--no-entry-points"],
-                          capture_output=True, text=True, env=env, cwd=src)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbkit.pscheck.cli", "--list-rules", "--no-entry-points"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=src,
+    )
     out = {}
     for line in proc.stdout.splitlines():
         m = re.match(r"^(\S+)\s+\S+\s+\S+?( \((\w+)(?:, opt-in)?\))?:", line)
@@ -289,17 +333,33 @@ def rule_groups(src: Path) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", type=Path, default=Path("/tmp/pscheck_corpus"),
-                    help="throwaway folder for the downloaded wheels (default /tmp/pscheck_corpus)")
+    ap.add_argument(
+        "--corpus",
+        type=Path,
+        default=Path("/tmp/pscheck_corpus"),
+        help="throwaway folder for the downloaded wheels (default /tmp/pscheck_corpus)",
+    )
     ap.add_argument("--no-download", action="store_true", help="use only wheels already in --corpus")
-    ap.add_argument("--select", default="default,migration",
-                    help="what pscheck runs (default: default,migration — migration rules are measured too)")
-    ap.add_argument("--pscheck-src", type=Path, default=ROOT,
-                    help="directory holding the nbkit package to measure (default: this checkout)")
+    ap.add_argument(
+        "--select",
+        default="default,migration",
+        help="what pscheck runs (default: default,migration — migration rules are measured too)",
+    )
+    ap.add_argument(
+        "--pscheck-src",
+        type=Path,
+        default=ROOT,
+        help="directory holding the nbkit package to measure (default: this checkout)",
+    )
     ap.add_argument("--labels", type=Path, default=LABELS)
-    ap.add_argument("--peer-packages", default="dspy,fastapi",
-                    help="packages to also time flake8-pydantic on ('' = none; on litellm it takes minutes)")
-    ap.add_argument("--write-unlabelled", type=Path, metavar="FILE", help="write sampled findings without a label")
+    ap.add_argument(
+        "--peer-packages",
+        default="dspy,fastapi",
+        help="packages to also time flake8-pydantic on ('' = none; on litellm it takes minutes)",
+    )
+    ap.add_argument(
+        "--write-unlabelled", type=Path, metavar="FILE", help="write sampled findings without a label"
+    )
     ap.add_argument("--json", type=Path, metavar="FILE", help="write every finding and figure as JSON")
     args = ap.parse_args(argv)
 
@@ -307,57 +367,87 @@ def main(argv: list[str] | None = None) -> int:
     groups = rule_groups(args.pscheck_src)
     peers = {p.strip() for p in args.peer_packages.split(",") if p.strip()}
     rows, everything = [], []
-    print(f"pscheck on real code: {sys.executable} (Python {sys.version.split()[0]}), "
-          f"pscheck from {args.pscheck_src}, --select {args.select}; load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    print(f"{'package':<20} {'version':>10} {'source':>9} {'files':>6} {'models':>6} {'wall s':>7} {'CPU s':>6} "
-          f"{'files/s':>8} {'/CPU-s':>7} findings per rule")
+    print(
+        f"pscheck on real code: {sys.executable} (Python {sys.version.split()[0]}), "
+        f"pscheck from {args.pscheck_src}, --select {args.select}; load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'package':<20} {'version':>10} {'source':>9} {'files':>6} {'models':>6} "
+        f"{'wall s':>7} {'CPU s':>6} "
+        f"{'files/s':>8} {'/CPU-s':>7} findings per rule"
+    )
     for pkg in packages:
         if pkg.absent:
             print(f"{pkg.label:<20} {pkg.version:>10} {pkg.source:>9}  absent: {pkg.absent}")
-            rows.append({"package": pkg.label, "version": pkg.version, "source": pkg.source, "absent": pkg.absent})
+            rows.append(
+                {"package": pkg.label, "version": pkg.version, "source": pkg.source, "absent": pkg.absent}
+            )
             continue
         doc, wall, cpu = run_pscheck(pkg, args.select, args.pscheck_src)
         fs = findings_of(pkg, doc)
         everything += fs
         per_rule = dict(sorted(Counter(f.code for f in fs).items()))
         s = doc["summary"]
-        row = {"package": pkg.label, "version": pkg.version, "source": pkg.source, "files": s["files_checked"],
-               "models": s["models_checked"], "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-               "files_per_s": round(s["files_checked"] / wall, 1) if wall else None,
-               "files_per_cpu_s": round(s["files_checked"] / cpu, 1) if cpu else None,
-               "unreadable": s["unreadable"], "findings": per_rule}
+        row = {
+            "package": pkg.label,
+            "version": pkg.version,
+            "source": pkg.source,
+            "files": s["files_checked"],
+            "models": s["models_checked"],
+            "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 2),
+            "files_per_s": round(s["files_checked"] / wall, 1) if wall else None,
+            "files_per_cpu_s": round(s["files_checked"] / cpu, 1) if cpu else None,
+            "unreadable": s["unreadable"],
+            "findings": per_rule,
+        }
         if pkg.label in peers:
             peer = run_peer(pkg)
             row["flake8_pydantic_wall_s"] = None if peer is None else round(peer, 2)
         rows.append(row)
         rule_txt = ", ".join(f"{n} × {c}" for c, n in per_rule.items()) or "0"
-        print(f"{pkg.label:<20} {pkg.version:>10} {pkg.source:>9} {row['files']:>6} {row['models']:>6} "
-              f"{wall:>7.1f} {cpu:>6.1f} {row['files_per_s']:>8} {row['files_per_cpu_s']:>7} {rule_txt}"
-              + (f"  [{s['unreadable']} unreadable]" if s["unreadable"] else ""))
+        print(
+            f"{pkg.label:<20} {pkg.version:>10} {pkg.source:>9} {row['files']:>6} {row['models']:>6} "
+            f"{wall:>7.1f} {cpu:>6.1f} {row['files_per_s']:>8} {row['files_per_cpu_s']:>7} {rule_txt}"
+            + (f"  [{s['unreadable']} unreadable]" if s["unreadable"] else "")
+        )
     for row in rows:
         if "flake8_pydantic_wall_s" in row:
             peer = row["flake8_pydantic_wall_s"]
             if peer is None:
-                print(f"peer: flake8-pydantic not installed (pip install flake8-pydantic); no ratio for {row['package']}")
+                print(
+                    "peer: flake8-pydantic not installed (pip install flake8-pydantic); "
+                    f"no ratio for {row['package']}"
+                )
             else:
-                print(f"peer on {row['package']}: flake8-pydantic {peer:.1f} s wall vs pscheck {row['wall_s']:.1f} s: "
-                      f"pscheck is {peer / row['wall_s']:.2f}x its speed")
+                print(
+                    f"peer on {row['package']}: flake8-pydantic {peer:.1f} s wall "
+                    f"vs pscheck {row['wall_s']:.1f} s: "
+                    f"pscheck is {peer / row['wall_s']:.2f}x its speed"
+                )
         if row.get("package") == "litellm" and "wall_s" in row:
             # Judged on CPU seconds (user+sys of the pscheck process): on a shared machine the wall
             # clock also counts the time other processes held the cores.
             ok = row["cpu_s"] < LITELLM_BUDGET_S
-            print(f"speed target (litellm under {LITELLM_BUDGET_S:.0f} s static, CPU seconds): "
-                  f"{'holds' if ok else 'refuted'} ({row['cpu_s']:.1f} CPU-s, {row['wall_s']:.1f} s wall, "
-                  f"{row['files']} files, {row['files'] / row['cpu_s']:.0f} files per CPU-s)")
+            print(
+                f"speed target (litellm under {LITELLM_BUDGET_S:.0f} s static, CPU seconds): "
+                f"{'holds' if ok else 'refuted'} ({row['cpu_s']:.1f} CPU-s, {row['wall_s']:.1f} s wall, "
+                f"{row['files']} files, {row['files'] / row['cpu_s']:.0f} files per CPU-s)"
+            )
 
     labels = load_labels(args.labels)
     samples = sample(everything)
     total = Counter(f.code for f in everything)
-    print(f"\nPrecision per rule (labels: {os.path.relpath(args.labels, ROOT)}; every finding when a rule fires "
-          f"<= {SAMPLE_PER_RULE} times, else {SAMPLE_PER_RULE} drawn by SHA-256 of the key):")
-    print(f"{'rule':<8} {'group':<10} {'findings':>8} {'sampled':>7} {'labelled':>8} {'true':>5} "
-          f"{'precision':>9} {'Wilson 95%':>13}  verdict (default rules: >= {PRECISION_TARGET:.0%})")
+    print(
+        f"\nPrecision per rule (labels: {os.path.relpath(args.labels, ROOT)}; "
+        "every finding when a rule fires "
+        f"<= {SAMPLE_PER_RULE} times, else {SAMPLE_PER_RULE} drawn by SHA-256 of the key):"
+    )
+    print(
+        f"{'rule':<8} {'group':<10} {'findings':>8} {'sampled':>7} {'labelled':>8} {'true':>5} "
+        f"{'precision':>9} {'Wilson 95%':>13}  verdict (default rules: >= {PRECISION_TARGET:.0%})"
+    )
     unlabelled: list[Finding] = []
     precision = {}
     for code in sorted(set(groups) | set(total)):
@@ -378,24 +468,57 @@ def main(argv: list[str] | None = None) -> int:
         if not total[code] and group != "default":
             continue
         prec = f"{k / n:.2f}" if n else "-"
-        print(f"{code:<8} {group:<10} {total[code]:>8} {len(fs):>7} {n:>8} {k:>5} {prec:>9} "
-              f"{(f'[{lo:.2f}, {hi:.2f}]' if n else '-'):>13}  {verdict}")
-        precision[code] = {"group": group, "findings": total[code], "sampled": len(fs), "labelled": n, "true": k,
-                           "precision": (k / n) if n else None, "wilson95": [lo, hi] if n else None,
-                           "verdict": verdict}
+        print(
+            f"{code:<8} {group:<10} {total[code]:>8} {len(fs):>7} {n:>8} {k:>5} {prec:>9} "
+            f"{(f'[{lo:.2f}, {hi:.2f}]' if n else '-'):>13}  {verdict}"
+        )
+        precision[code] = {
+            "group": group,
+            "findings": total[code],
+            "sampled": len(fs),
+            "labelled": n,
+            "true": k,
+            "precision": (k / n) if n else None,
+            "wilson95": [lo, hi] if n else None,
+            "verdict": verdict,
+        }
     if unlabelled:
-        print(f"\n{len(unlabelled)} sampled finding(s) have no label" + (
-            f"; stubs written to {args.write_unlabelled}" if args.write_unlabelled else
-            " (--write-unlabelled FILE writes them as stubs)"))
+        print(
+            f"\n{len(unlabelled)} sampled finding(s) have no label"
+            + (
+                f"; stubs written to {args.write_unlabelled}"
+                if args.write_unlabelled
+                else " (--write-unlabelled FILE writes them as stubs)"
+            )
+        )
         if args.write_unlabelled:
             with open(args.write_unlabelled, "w", encoding="utf-8") as fh:
                 for f in unlabelled:
-                    fh.write(json.dumps({"key": f.key, "code": f.code, "label": None, "why": "",
-                                         "package": f.package, "path": f.path, "line": f.line, "text": f.text,
-                                         "message": f.message}, ensure_ascii=False) + "\n")
+                    fh.write(
+                        json.dumps(
+                            {
+                                "key": f.key,
+                                "code": f.code,
+                                "label": None,
+                                "why": "",
+                                "package": f.package,
+                                "path": f.path,
+                                "line": f.line,
+                                "text": f.text,
+                                "message": f.message,
+                            },
+                            ensure_ascii=False,
+                        )
+                        + "\n"
+                    )
     if args.json:
-        args.json.write_text(json.dumps({"packages": rows, "precision": precision,
-                                         "findings": [f.__dict__ for f in everything]}, indent=1), encoding="utf-8")
+        args.json.write_text(
+            json.dumps(
+                {"packages": rows, "precision": precision, "findings": [f.__dict__ for f in everything]},
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
     return 0
 
 

@@ -16,7 +16,8 @@ Speed: each tool runs as a fresh process on the corpus copied ``--copies`` times
 per copy so mypy sees no duplicate module names), ``--repeat`` times; the medians of CPU seconds
 (user+sys of the tool's processes: robust to other load on a shared machine) and of wall seconds
 are reported as files per second. mypy is timed cold (empty cache, what a CI job pays) and warm
-(its cache reused on unchanged files). A peer that is not installed is reported as absent, with how to install it.
+(its cache reused on unchanged files). A peer that is not installed is reported as absent, with how to
+install it.
 """
 
 from __future__ import annotations
@@ -142,7 +143,9 @@ def availability() -> dict[str, str]:
     else:
         why["mypy"] = ""
     if importlib.util.find_spec("flake8") is None or importlib.util.find_spec("flake8_pydantic") is None:
-        why["flake8-pydantic"] = "flake8-pydantic is not installed (pip install 'nbkit[dev]' or pip install flake8-pydantic)"
+        why["flake8-pydantic"] = (
+            "flake8-pydantic is not installed (pip install 'nbkit[dev]' or pip install flake8-pydantic)"
+        )
     else:
         why["flake8-pydantic"] = ""
     return why
@@ -167,21 +170,32 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_tool(tool: str, target: Path, files: list[Path], work: Path, ini: Path, cache: Path
-             ) -> tuple[str, float, float]:
+def run_tool(
+    tool: str, target: Path, files: list[Path], work: Path, ini: Path, cache: Path
+) -> tuple[str, float, float]:
     """(stdout, wall seconds, CPU seconds of the tool's process tree)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    )
     env["MYPYPATH"] = str(target)
     c0, t0 = _children_cpu(), time.perf_counter()
-    proc = subprocess.run(commands(tool, target, files, cache, ini), capture_output=True, text=True, env=env,
-                          cwd=work, timeout=1800)
+    proc = subprocess.run(
+        commands(tool, target, files, cache, ini),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+        timeout=1800,
+    )
     dt = time.perf_counter() - t0
     cpu = _children_cpu() - c0
     if proc.returncode not in (0, 1) and not (tool == "mypy" and proc.returncode == 1):
         if tool == "mypy" and proc.returncode == 2:
             raise RuntimeError(f"mypy failed: {proc.stderr.strip()[-500:]}")
         if tool != "pscheck" or proc.returncode != 2:
-            raise RuntimeError(f"{tool} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+            raise RuntimeError(
+                f"{tool} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}"
+            )
     return proc.stdout, dt, cpu
 
 
@@ -189,14 +203,17 @@ def run_tool(tool: str, target: Path, files: list[Path], work: Path, ini: Path, 
 # field each) and file size (the corpus repeated into one module, classes renamed per copy).
 CHAIN_DEPTHS = (400, 800, 3000)
 FILE_MIB = (1, 2)
-_MEASURE = ("import resource, sys\nfrom nbkit.pscheck.cli import main\ncode = main(sys.argv[1:])\n"
-            "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-            "sys.exit(code)\n")
+_MEASURE = (
+    "import resource, sys\nfrom nbkit.pscheck.cli import main\ncode = main(sys.argv[1:])\n"
+    "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
 
 
 def chain_source(n: int) -> str:
     return "from pydantic import BaseModel\n\n" + "".join(
-        f"class C{i}({'BaseModel' if i == 0 else f'C{i - 1}'}):\n    f{i}: int = {i}\n\n" for i in range(n))
+        f"class C{i}({'BaseModel' if i == 0 else f'C{i - 1}'}):\n    f{i}: int = {i}\n\n" for i in range(n)
+    )
 
 
 def big_source(corpus: Path, mib: float) -> str:
@@ -213,7 +230,9 @@ def big_source(corpus: Path, mib: float) -> str:
 
 def scaling(work: Path) -> list[dict]:
     """CPU seconds and peak memory of one fresh ``pscheck --strict`` process per generated input."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    )
     cases = [(f"chain of {n} classes", chain_source(n)) for n in CHAIN_DEPTHS]
     cases += [(f"{mib} MiB module", big_source(CORPUS, mib)) for mib in FILE_MIB]
     rows = []
@@ -221,13 +240,21 @@ def scaling(work: Path) -> list[dict]:
         path = work / "scaling_input.py"
         path.write_text(text, encoding="utf-8")
         c0 = _children_cpu()
-        proc = subprocess.run([sys.executable, "-c", _MEASURE, "--strict", "--max-bytes", "0", str(path)],
-                              capture_output=True, text=True, env=env, cwd=work, timeout=1800)
+        proc = subprocess.run(
+            [sys.executable, "-c", _MEASURE, "--strict", "--max-bytes", "0", str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=work,
+            timeout=1800,
+        )
         cpu = _children_cpu() - c0
         if proc.returncode not in (0, 1):
             raise RuntimeError(f"pscheck exited {proc.returncode} on {label}: {proc.stderr.strip()[-500:]}")
         rss = int(re.search(r"maxrss_kib (\d+)", proc.stderr).group(1))
-        rows.append({"input": label, "bytes": len(text.encode()), "cpu_seconds": cpu, "max_rss_mib": rss / 1024})
+        rows.append(
+            {"input": label, "bytes": len(text.encode()), "cpu_seconds": cpu, "max_rss_mib": rss / 1024}
+        )
     return rows
 
 
@@ -245,11 +272,18 @@ def score(defects: list[Defect], files: list[str], runs: dict[str, ToolRun]) -> 
         for f, ln, code, msg in run.findings:
             if code not in skip:
                 hits[(f, ln)].append((code, msg))
-        found = {d for d in defects if (d.file, d.line) in hits or (d.class_line and (d.file, d.class_line) in hits)}
+        found = {
+            d
+            for d in defects
+            if (d.file, d.line) in hits or (d.class_line and (d.file, d.class_line) in hits)
+        }
         found_by[name] = found
-        labelled_lines = {(d.file, d.line) for d in defects} | {(d.file, d.class_line) for d in defects
-                                                                 if d.class_line}
-        extra = sorted({(f, ln, code, msg) for f, ln, code, msg in run.findings if (f, ln) not in labelled_lines})
+        labelled_lines = {(d.file, d.line) for d in defects} | {
+            (d.file, d.class_line) for d in defects if d.class_line
+        }
+        extra = sorted(
+            {(f, ln, code, msg) for f, ln, code, msg in run.findings if (f, ln) not in labelled_lines}
+        )
         fps = [e for e in extra if e[0].startswith("clean_")]
         unlabelled = [e for e in extra if not e[0].startswith("clean_")]
         same_rule = None
@@ -257,20 +291,33 @@ def score(defects: list[Defect], files: list[str], runs: dict[str, ToolRun]) -> 
             from nbkit.pscheck import RuleRegistry
 
             names = {r.code: r.name for r in RuleRegistry.default()}
-            same_rule = sum(1 for d in found if any(names.get(c) == d.rule for c, _ in hits[(d.file, d.line)]))
-        result["per_tool"][name] = {"found": len(found), "missed": len(defects) - len(found),
-                                    "false_positives_clean_files": len(fps), "unlabelled_in_defect_files": len(unlabelled),
-                                    "found_with_matching_rule": same_rule, "fp_list": fps, "unlabelled_list": unlabelled}
+            same_rule = sum(
+                1 for d in found if any(names.get(c) == d.rule for c, _ in hits[(d.file, d.line)])
+            )
+        result["per_tool"][name] = {
+            "found": len(found),
+            "missed": len(defects) - len(found),
+            "false_positives_clean_files": len(fps),
+            "unlabelled_in_defect_files": len(unlabelled),
+            "found_with_matching_rule": same_rule,
+            "fp_list": fps,
+            "unlabelled_list": unlabelled,
+        }
     rules = sorted({d.rule for d in defects})
     for rule in rules:
         ds = [d for d in defects if d.rule == rule]
         for name in found_by:
             result["per_rule"][rule][name] = sum(d in found_by[name] for d in ds)
         result["per_rule"][rule]["labelled"] = len(ds)
-    peers_found = set().union(*(found_by[n] for n in found_by if n != "pscheck")) if len(found_by) > 1 else set()
-    result["peer_found_pscheck_missed"] = sorted((d.file, d.line, d.rule) for d in peers_found
-                                                 - found_by.get("pscheck", set()))
-    result["only_pscheck"] = sorted((d.file, d.line, d.rule) for d in found_by.get("pscheck", set()) - peers_found)
+    peers_found = (
+        set().union(*(found_by[n] for n in found_by if n != "pscheck")) if len(found_by) > 1 else set()
+    )
+    result["peer_found_pscheck_missed"] = sorted(
+        (d.file, d.line, d.rule) for d in peers_found - found_by.get("pscheck", set())
+    )
+    result["only_pscheck"] = sorted(
+        (d.file, d.line, d.rule) for d in found_by.get("pscheck", set()) - peers_found
+    )
     return result
 
 
@@ -279,14 +326,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copies", type=int, default=10, help="corpus copies for the speed run (default 10)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per tool; the median is reported")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    ap.add_argument("--skip", action="append", default=[], choices=["mypy", "flake8-pydantic", "scaling"],
-                    help="leave a peer (or the scaling section) out")
+    ap.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=["mypy", "flake8-pydantic", "scaling"],
+        help="leave a peer (or the scaling section) out",
+    )
     a = ap.parse_args(argv)
     defects, files = load_labels(CORPUS)
     why = availability()
     for s in a.skip:
         why[s] = "skipped with --skip"
-    runs = {t: ToolRun(t, available=not why[t], why_absent=why[t]) for t in ("pscheck", "mypy", "flake8-pydantic")}
+    runs = {
+        t: ToolRun(t, available=not why[t], why_absent=why[t]) for t in ("pscheck", "mypy", "flake8-pydantic")
+    }
     for t, r in runs.items():
         if not r.available:
             print(f"[{t}] not run: {r.why_absent}")
@@ -329,9 +383,12 @@ def main(argv: list[str] | None = None) -> int:
     speed = {}
     for t, r in runs.items():
         if r.available:
-            speed[t] = {"seconds": statistics.median(r.seconds), "files_per_s": n_files / statistics.median(r.seconds),
-                        "cpu_seconds": statistics.median(r.cpu),
-                        "files_per_cpu_s": n_files / max(statistics.median(r.cpu), 1e-9)}
+            speed[t] = {
+                "seconds": statistics.median(r.seconds),
+                "files_per_s": n_files / statistics.median(r.seconds),
+                "cpu_seconds": statistics.median(r.cpu),
+                "files_per_cpu_s": n_files / max(statistics.median(r.cpu), 1e-9),
+            }
             if r.seconds_warm:
                 speed[t]["seconds_warm"] = statistics.median(r.seconds_warm)
                 speed[t]["files_per_s_warm"] = n_files / statistics.median(r.seconds_warm)
@@ -341,21 +398,35 @@ def main(argv: list[str] | None = None) -> int:
     if scale_rows:
         print("\nScaling (pscheck --strict alone, one fresh process per input; CPU seconds and peak memory):")
         for row in scale_rows:
-            print(f"  {row['input']:<22} {row['bytes'] / 2**20:6.2f} MiB  {row['cpu_seconds']:6.2f} CPU-s  "
-                  f"{row['max_rss_mib']:7.1f} MiB max RSS")
+            print(
+                f"  {row['input']:<22} {row['bytes'] / 2**20:6.2f} MiB  {row['cpu_seconds']:6.2f} CPU-s  "
+                f"{row['max_rss_mib']:7.1f} MiB max RSS"
+            )
     if a.json:
-        Path(a.json).write_text(json.dumps({"defects": len(defects), "files": len(files), "results": res,
-                                            "speed": speed, "scaling": scale_rows, "absent": {t: r.why_absent for t, r in runs.items()
-                                                                       if not r.available}},
-                                           indent=2, default=list))
+        Path(a.json).write_text(
+            json.dumps(
+                {
+                    "defects": len(defects),
+                    "files": len(files),
+                    "results": res,
+                    "speed": speed,
+                    "scaling": scale_rows,
+                    "absent": {t: r.why_absent for t, r in runs.items() if not r.available},
+                },
+                indent=2,
+                default=list,
+            )
+        )
     return 0
 
 
 def report(defects, files, runs, res, speed, n_files) -> None:
     tools = [t for t, r in runs.items() if r.available]
     clean = [f for f in files if f.startswith("clean_")]
-    print(f"\nCorpus: {len(files)} files ({len(clean)} clean), {len(defects)} labelled defects, "
-          f"{len({d.rule for d in defects})} defect kinds")
+    print(
+        f"\nCorpus: {len(files)} files ({len(clean)} clean), {len(defects)} labelled defects, "
+        f"{len({d.rule for d in defects})} defect kinds"
+    )
     print("\nFound per defect kind (labelled defects found / labelled):")
     w = max(len(r) for r in res["per_rule"]) + 2
     print("  " + "rule".ljust(w) + "".join(t.rjust(18) for t in tools))
@@ -363,13 +434,19 @@ def report(defects, files, runs, res, speed, n_files) -> None:
         print("  " + rule.ljust(w) + "".join(f"{row.get(t, 0)}/{row['labelled']}".rjust(18) for t in tools))
     print("\nTotals:")
     print("  " + "".ljust(34) + "".join(t.rjust(18) for t in tools))
-    for key, label in (("found", "found"), ("missed", "missed"),
-                       ("false_positives_clean_files", "false positives (clean files)"),
-                       ("unlabelled_in_defect_files", "reports on unlabelled lines")):
+    for key, label in (
+        ("found", "found"),
+        ("missed", "missed"),
+        ("false_positives_clean_files", "false positives (clean files)"),
+        ("unlabelled_in_defect_files", "reports on unlabelled lines"),
+    ):
         print("  " + label.ljust(34) + "".join(str(res["per_tool"][t][key]).rjust(18) for t in tools))
     if "pscheck" in res["per_tool"]:
-        print(f"  pscheck findings naming the labelled rule: {res['per_tool']['pscheck']['found_with_matching_rule']}"
-              f"/{len(defects)}")
+        print(
+            "  pscheck findings naming the labelled rule: "
+            f"{res['per_tool']['pscheck']['found_with_matching_rule']}"
+            f"/{len(defects)}"
+        )
     for t in tools:
         for kind in ("fp_list", "unlabelled_list"):
             items = res["per_tool"][t][kind]
@@ -386,12 +463,16 @@ def report(defects, files, runs, res, speed, n_files) -> None:
     print("tool's processes) are robust to other load on the machine; wall seconds are what a user waits.")
     for t in tools:
         s = speed[t]
-        line = (f"  {t:<16} {s['cpu_seconds']:6.2f} CPU-s {s['files_per_cpu_s']:7.1f} files/CPU-s | "
-                f"{s['seconds']:6.2f} wall-s {s['files_per_s']:7.1f} files/s")
+        line = (
+            f"  {t:<16} {s['cpu_seconds']:6.2f} CPU-s {s['files_per_cpu_s']:7.1f} files/CPU-s | "
+            f"{s['seconds']:6.2f} wall-s {s['files_per_s']:7.1f} files/s"
+        )
         if "seconds_warm" in s:
-            line += (f"\n  {'mypy (warm cache)':<16} {s['cpu_seconds_warm']:6.2f} CPU-s "
-                     f"{s['files_per_cpu_s_warm']:7.1f} files/CPU-s | {s['seconds_warm']:6.2f} wall-s "
-                     f"{s['files_per_s_warm']:7.1f} files/s")
+            line += (
+                f"\n  {'mypy (warm cache)':<16} {s['cpu_seconds_warm']:6.2f} CPU-s "
+                f"{s['files_per_cpu_s_warm']:7.1f} files/CPU-s | {s['seconds_warm']:6.2f} wall-s "
+                f"{s['files_per_s_warm']:7.1f} files/s"
+            )
         print(line)
     if "pscheck" in speed:
         p = speed["pscheck"]
@@ -399,11 +480,16 @@ def report(defects, files, runs, res, speed, n_files) -> None:
             if t == "pscheck":
                 continue
             q = speed[t]
-            print(f"  pscheck vs {t}: {p['files_per_cpu_s'] / q['files_per_cpu_s']:.1f}x files per CPU-s, "
-                  f"{p['files_per_s'] / q['files_per_s']:.1f}x files per wall-s")
+            print(
+                f"  pscheck vs {t}: {p['files_per_cpu_s'] / q['files_per_cpu_s']:.1f}x files per CPU-s, "
+                f"{p['files_per_s'] / q['files_per_s']:.1f}x files per wall-s"
+            )
             if "files_per_cpu_s_warm" in q:
-                print(f"  pscheck vs {t} (warm cache): {p['files_per_cpu_s'] / q['files_per_cpu_s_warm']:.1f}x files "
-                      f"per CPU-s, {p['files_per_s'] / q['files_per_s_warm']:.1f}x files per wall-s")
+                print(
+                    f"  pscheck vs {t} (warm cache): "
+                    f"{p['files_per_cpu_s'] / q['files_per_cpu_s_warm']:.1f}x files "
+                    f"per CPU-s, {p['files_per_s'] / q['files_per_s_warm']:.1f}x files per wall-s"
+                )
     for t, r in runs.items():
         if not r.available:
             print(f"  {t}: absent — {r.why_absent}")

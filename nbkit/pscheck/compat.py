@@ -23,51 +23,108 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from nbkit.pscheck.types import Resolver
+from nbkit.pscheck.resolver import Resolver
 
 # Attributes and names that exist only in Pydantic v2: a test for one is a test for v2, and a
 # ``try`` body using one makes its ``except`` the v1 fallback.
-V2_ONLY_ATTRS = frozenset({
-    "model_dump", "model_dump_json", "model_validate", "model_validate_json", "model_validate_strings",
-    "model_copy", "model_construct", "model_json_schema", "model_fields", "model_fields_set",
-    "model_computed_fields", "model_rebuild", "model_post_init", "model_extra", "model_config",
-    "model_parametrized_name", "__pydantic_fields__", "__pydantic_core_schema__", "__pydantic_validator__",
-    "__pydantic_serializer__", "__pydantic_generic_metadata__", "__pydantic_fields_set__",
-})
-V2_ONLY_NAMES = frozenset({
-    "field_validator", "model_validator", "field_serializer", "model_serializer", "computed_field",
-    "ConfigDict", "TypeAdapter", "RootModel", "ValidationInfo", "ValidatorFunctionWrapHandler",
-    "SerializationInfo", "AliasChoices", "AliasPath", "PrivateAttr", "with_config", "validate_call",
-    "WithJsonSchema", "GetCoreSchemaHandler", "GetJsonSchemaHandler", "BeforeValidator", "AfterValidator",
-    "PlainValidator", "WrapValidator", "PlainSerializer", "WrapSerializer", "SerializeAsAny", "InstanceOf",
-})
+V2_ONLY_ATTRS = frozenset(
+    {
+        "model_dump",
+        "model_dump_json",
+        "model_validate",
+        "model_validate_json",
+        "model_validate_strings",
+        "model_copy",
+        "model_construct",
+        "model_json_schema",
+        "model_fields",
+        "model_fields_set",
+        "model_computed_fields",
+        "model_rebuild",
+        "model_post_init",
+        "model_extra",
+        "model_config",
+        "model_parametrized_name",
+        "__pydantic_fields__",
+        "__pydantic_core_schema__",
+        "__pydantic_validator__",
+        "__pydantic_serializer__",
+        "__pydantic_generic_metadata__",
+        "__pydantic_fields_set__",
+    }
+)
+V2_ONLY_NAMES = frozenset(
+    {
+        "field_validator",
+        "model_validator",
+        "field_serializer",
+        "model_serializer",
+        "computed_field",
+        "ConfigDict",
+        "TypeAdapter",
+        "RootModel",
+        "ValidationInfo",
+        "ValidatorFunctionWrapHandler",
+        "SerializationInfo",
+        "AliasChoices",
+        "AliasPath",
+        "PrivateAttr",
+        "with_config",
+        "validate_call",
+        "WithJsonSchema",
+        "GetCoreSchemaHandler",
+        "GetJsonSchemaHandler",
+        "BeforeValidator",
+        "AfterValidator",
+        "PlainValidator",
+        "WrapValidator",
+        "PlainSerializer",
+        "WrapSerializer",
+        "SerializeAsAny",
+        "InstanceOf",
+    }
+)
 _V2_ATTR_OR_NAME = V2_ONLY_ATTRS | V2_ONLY_NAMES
 # ``PYDANTIC_V1``, ``IS_PYDANTIC_V2``, ``_PYDANTIC_V2``, ``pydantic_v1``, ``USING_PYDANTIC2`` ...
 _FLAG = re.compile(r"pydantic_?v?_?([0-9])(?![0-9])", re.I)
 _VERSION_NAME = re.compile(r"pydantic.*version|version.*pydantic", re.I)
-_PYDANTIC_VERSION_QUALNAMES = frozenset({"pydantic.VERSION", "pydantic.version.VERSION", "pydantic.__version__",
-                                         "pydantic.version.version_short", "pydantic.version.VERSION_SHORT"})
+_PYDANTIC_VERSION_QUALNAMES = frozenset(
+    {
+        "pydantic.VERSION",
+        "pydantic.version.VERSION",
+        "pydantic.__version__",
+        "pydantic.version.version_short",
+        "pydantic.version.VERSION_SHORT",
+    }
+)
 _VERSION_CALL = re.compile(r"(?:^|\.)(?:Version|LooseVersion|StrictVersion|parse|parse_version)$")
 # Cheap text pre-filters (most modules have no compatibility code, and walking them costs): a
 # version test names pydantic's version, a flag or hasattr; a v2-fallback try uses a v2-only name.
 # (Lower-cased text, no IGNORECASE: a case-insensitive alternation scanned every file slowly.)
-_TEST_HINT = re.compile(r"pydantic_?v?_?[0-9]|pydantic\w*version|version\w*pydantic|version\(\s*[\"']pydantic"
-                        r"|pydantic\.__version__|hasattr\([^)\n]*[\"'](?:model_|__pydantic)")
+_TEST_HINT = re.compile(
+    r"pydantic_?v?_?[0-9]|pydantic\w*version|version\w*pydantic|version\(\s*[\"']pydantic"
+    r"|pydantic\.__version__|hasattr\([^)\n]*[\"'](?:model_|__pydantic)"
+)
 _VERSION_CONST = re.compile(r"\bVERSION\b")  # ``from pydantic import VERSION``: case matters
 
 
 def _has_version_tests(source: str) -> bool:
-    if "VERSION" not in source and "hasattr(" not in source and "ydantic" not in source \
-            and "YDANTIC" not in source:
+    if (
+        "VERSION" not in source
+        and "hasattr(" not in source
+        and "ydantic" not in source
+        and "YDANTIC" not in source
+    ):
         return False
     return _TEST_HINT.search(source.lower()) is not None or _VERSION_CONST.search(source) is not None
-
 
 
 def _mentions_v2(text: str) -> bool:
     """Whether ``text`` contains a v2-only name (a substring test: a gate before the exact AST check;
     C-speed substring scans are several times cheaper here than one regex alternation)."""
     return any(tok in text for tok in _V2_ATTR_OR_NAME)
+
+
 _V2_WORLD_LOW, _V2_WORLD_HIGH = (2, 0, 0), (3, 0, 0)  # what "some 2.x release" means: [2.0.0, 3.0.0)
 UNKNOWN: Any = object()
 
@@ -128,7 +185,14 @@ def _compare_major(op: ast.cmpop, other: Any) -> Any:
     return ops.get(type(op), UNKNOWN)
 
 
-_FLIP = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+_FLIP = {
+    ast.Lt: ast.Gt,
+    ast.Gt: ast.Lt,
+    ast.LtE: ast.GtE,
+    ast.GtE: ast.LtE,
+    ast.Eq: ast.Eq,
+    ast.NotEq: ast.NotEq,
+}
 
 
 class V2World:
@@ -210,8 +274,13 @@ class V2World:
             if args[1].value in _V2_ATTR_OR_NAME and (q == "hasattr" or len(args) == 2):
                 return True
             return UNKNOWN
-        if q in ("importlib.metadata.version", "importlib_metadata.version", "pkg_resources.get_distribution") \
-                and args and isinstance(args[0], ast.Constant) and args[0].value == "pydantic":
+        if (
+            q
+            in ("importlib.metadata.version", "importlib_metadata.version", "pkg_resources.get_distribution")
+            and args
+            and isinstance(args[0], ast.Constant)
+            and args[0].value == "pydantic"
+        ):
             return _Version()
         if isinstance(node.func, ast.Attribute):
             recv = self.eval(node.func.value, d)
@@ -280,14 +349,17 @@ def _span(nodes: list[Any]) -> tuple[int, int, int, int]:
 
 def _uses_v2_api(stmts: list[ast.stmt], lines: list[str]) -> bool:
     first, last = stmts[0].lineno, stmts[-1].end_lineno or stmts[-1].lineno
-    if not _mentions_v2("\n".join(lines[first - 1:last])):
+    if not _mentions_v2("\n".join(lines[first - 1 : last])):
         return False  # the text names no v2-only attribute: no need to walk the statements
     for s in stmts:
         for n in ast.walk(s):
             if isinstance(n, ast.Attribute) and n.attr in V2_ONLY_ATTRS:
                 return True
-            if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "pydantic" and any(
-                    a.name in V2_ONLY_NAMES for a in n.names):
+            if (
+                isinstance(n, ast.ImportFrom)
+                and (n.module or "").split(".")[0] == "pydantic"
+                and any(a.name in V2_ONLY_NAMES for a in n.names)
+            ):
                 return True
     return False
 
@@ -318,7 +390,7 @@ def v1_only_regions(tree: ast.Module, source: str, resolver: Resolver) -> list[t
                     continue
                 block(taken)
                 if _terminates(taken) and i + 1 < len(stmts):
-                    out.append(_span(stmts[i + 1:]))
+                    out.append(_span(stmts[i + 1 :]))
                     return
                 continue
             if isinstance(s, ast.Try) or type(s).__name__ == "TryStar":

@@ -1,118 +1,37 @@
-"""Rule plumbing: :class:`Diagnostic`, :class:`BaseRule`, :class:`RuleRegistry`, plugin loading."""
+"""The rule registry: :class:`RuleRegistry` holds rules by code, selects the active ones the way ruff
+combines ``--select``/``--extend-select``/``--ignore``, and loads plugin rules (``--plugin`` modules and
+the ``nbkit.pscheck.rules`` entry-point group).
+
+:class:`BaseRule`, :class:`RuleContext`, :class:`Diagnostic` and the group names are re-exported here:
+plugins written against ``nbkit.pscheck.registry`` keep working.
+"""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
-if TYPE_CHECKING:
-    from nbkit.pscheck.model import ClassIndex, ModelInfo, ModuleInfo
+from nbkit.pscheck.diagnostic import UNREADABLE, Diagnostic
+from nbkit.pscheck.rule import GROUPS, OPT_IN_GROUPS, SEVERITIES, BaseRule, RuleContext, group_of
+from nbkit.pscheck.rules import BUILTIN_RULES
 
-SEVERITIES = ("warning", "error")
-# Rule groups, selectable by name like ruff's rule sets. "default" runs unless --select says
-# otherwise; "migration" (v1-to-v2 advice: code that is correct v2 but meant something else in v1)
-# and "strict" (tooling/style) are opt-in; "all" is every registered rule.
-GROUPS = ("default", "migration", "strict", "all")
-OPT_IN_GROUPS = ("migration", "strict")
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "GROUPS",
+    "OPT_IN_GROUPS",
+    "SEVERITIES",
+    "UNREADABLE",
+    "BaseRule",
+    "Diagnostic",
+    "PluginError",
+    "RuleContext",
+    "RuleRegistry",
+    "group_of",
+]
+
 ENTRY_POINT_GROUP = "nbkit.pscheck.rules"
-# Code for "this file could not be checked" (read/decode/parse/import failures): exit status 2.
-UNREADABLE = "PSC000"
-
-
-@dataclass(frozen=True, order=True)
-class Diagnostic:
-    """One finding. ``line``/``col`` are 1-based (what editors expect)."""
-
-    path: str
-    line: int
-    col: int
-    code: str
-    severity: str  # "error" | "warning"
-    message: str
-    rule: str  # rule name, e.g. "default-type-mismatch"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def format(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message} [{self.severity}]"
-
-
-@dataclass
-class RuleContext:
-    """What a rule may look at besides the model: the whole run."""
-
-    models: list[ModelInfo]
-    strict: bool = False
-    index: ClassIndex | None = None
-
-    def __post_init__(self) -> None:
-        self.model_names: frozenset[str] = frozenset(m.name for m in self.models)
-
-    def model_for(self, qualname: str, module: ModuleInfo) -> ModelInfo | None:
-        """The model of the run that ``qualname`` (as spelled in ``module``) refers to, if any."""
-        if self.index is None:
-            return None
-        return self.index.model(qualname, module)
-
-    def model_at(self, node: ast.expr, module: ModuleInfo) -> ModelInfo | None:
-        """The model of the run a name/attribute expression in ``module`` refers to, if any."""
-        if isinstance(node, ast.Subscript):
-            node = node.value
-        q = module.resolver.qualname(node)
-        return self.model_for(q, module) if q else None
-
-
-class BaseRule:
-    """Base class of every rule, built-in or plugin.
-
-    Subclasses set the class attributes and override :meth:`check_model` (called once per
-    Pydantic model of the run) and/or :meth:`check_module` (once per parsed file). They yield
-    diagnostics made with :meth:`diag`. The documentation attributes (``bad``, ``good``,
-    ``rationale``) feed ``docs/pscheck.md`` and are checked by the tests: ``bad`` must trigger the
-    rule and ``good`` must not.
-    """
-
-    code: ClassVar[str] = ""
-    name: ClassVar[str] = ""
-    severity: ClassVar[str] = "error"
-    summary: ClassVar[str] = ""  # one line: what is wrong
-    strict_only: ClassVar[bool] = False  # enabled by --strict (or by selecting the code)
-    group: ClassVar[str] = "default"  # "default" or an opt-in group ("migration"); strict_only means "strict"
-    bad: ClassVar[str] = ""
-    good: ClassVar[str] = ""
-    rationale: ClassVar[str] = ""
-
-    def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterable[Diagnostic]:
-        return ()
-
-    def check_module(self, module: ModuleInfo, ctx: RuleContext) -> Iterable[Diagnostic]:
-        return ()
-
-    def diag(self, where: ModelInfo | ModuleInfo, node: ast.AST | None, message: str,
-             severity: str | None = None) -> Diagnostic:
-        line = getattr(node, "lineno", 1) or 1
-        col = (getattr(node, "col_offset", 0) or 0) + 1
-        return Diagnostic(path=where.path, line=line, col=col, code=self.code,
-                          severity=severity or self.severity, message=message, rule=self.name)
-
-    @classmethod
-    def validate_definition(cls) -> None:
-        if not cls.code or not cls.name:
-            raise ValueError(f"rule {cls.__qualname__} needs a code and a name")
-        if cls.group not in ("default", *OPT_IN_GROUPS):
-            raise ValueError(f"rule {cls.code}: group must be 'default' or one of {OPT_IN_GROUPS}, got {cls.group!r}")
-        if cls.severity not in SEVERITIES:
-            raise ValueError(f"rule {cls.code}: severity must be one of {SEVERITIES}, got {cls.severity!r}")
-
-
-def group_of(rule: BaseRule) -> str:
-    """The group a rule belongs to: ``strict`` for strict-only rules, else its ``group``."""
-    return "strict" if rule.strict_only else (rule.group or "default")
 
 
 def _normalise(items: Iterable[str] | None) -> list[str]:
@@ -141,8 +60,9 @@ class RuleRegistry:
         inst = rule() if isinstance(rule, type) else rule
         type(inst).validate_definition()
         if inst.code in self._rules and type(self._rules[inst.code]) is not type(inst):
-            raise ValueError(f"rule code {inst.code} is already registered by "
-                             f"{type(self._rules[inst.code]).__qualname__}")
+            raise ValueError(
+                f"rule code {inst.code} is already registered by {type(self._rules[inst.code]).__qualname__}"
+            )
         self._rules[inst.code] = inst
         return rule
 
@@ -158,8 +78,13 @@ class RuleRegistry:
     def get(self, code: str) -> BaseRule:
         return self._rules[code]
 
-    def select(self, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
-               strict: bool = False, extend_select: Iterable[str] | None = None) -> list[BaseRule]:
+    def select(
+        self,
+        select: Iterable[str] | None = None,
+        ignore: Iterable[str] | None = None,
+        strict: bool = False,
+        extend_select: Iterable[str] | None = None,
+    ) -> list[BaseRule]:
         """Active rules, the way ruff combines its options.
 
         ``select`` replaces the default group; ``extend_select`` adds to whatever is selected;
@@ -194,8 +119,13 @@ class RuleRegistry:
 
     def unknown_codes(self, codes: Iterable[str]) -> list[str]:
         """Items that name no group and match no rule code (an argument error)."""
-        return [c.strip() for c in codes if c.strip() and c.strip().lower() not in GROUPS
-                and not any(r.code.startswith(c.strip().upper()) for r in self)]
+        return [
+            c.strip()
+            for c in codes
+            if c.strip()
+            and c.strip().lower() not in GROUPS
+            and not any(r.code.startswith(c.strip().upper()) for r in self)
+        ]
 
     # -- plugins --------------------------------------------------------------------------------
     def load_plugin(self, target: str) -> list[str]:
@@ -223,7 +153,9 @@ class RuleRegistry:
                     for rule in obj.PSCHECK_RULES:
                         self.register(rule)
                 else:
-                    raise PluginError(f"plugin {label!r} defines neither register(registry) nor PSCHECK_RULES")
+                    raise PluginError(
+                        f"plugin {label!r} defines neither register(registry) nor PSCHECK_RULES"
+                    )
             elif callable(obj):
                 obj(self)
             else:
@@ -249,8 +181,6 @@ class RuleRegistry:
 
     @classmethod
     def default(cls) -> RuleRegistry:
-        from nbkit.pscheck.rules import BUILTIN_RULES
-
         reg = cls()
         for rule in BUILTIN_RULES:
             reg.register(rule)
@@ -274,6 +204,8 @@ def _entry_point_objects(group: str) -> list[tuple[str, Any, str | None]]:
             except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt):
                     raise
-                rows.append((label, None, f"entry point {ep.name!r} ({ep.value}) failed: {type(exc).__name__}: {exc}"))
+                rows.append(
+                    (label, None, f"entry point {ep.name!r} ({ep.value}) failed: {type(exc).__name__}: {exc}")
+                )
         _EP_CACHE[group] = rows
     return _EP_CACHE[group]

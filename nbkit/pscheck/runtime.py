@@ -1,8 +1,9 @@
 """``--import``: opt-in runtime introspection for what static analysis cannot decide.
 
-The checked modules are imported — i.e. *executed* — in a separate Python process (so a module
-that hangs, exits, or pollutes ``sys.modules`` cannot take pscheck down; it gets a timeout), and
-their models' ``model_fields`` (``FieldInfo``) are inspected:
+The checked modules are imported — i.e. *executed* — in a separate Python process
+(:mod:`nbkit.pscheck.introspect`, so a module that hangs, exits, or pollutes ``sys.modules`` cannot
+take pscheck down; it gets a timeout), and their models' ``model_fields`` (``FieldInfo``) are
+inspected:
 
 * a non-literal default (``= SOME_CONSTANT``, ``= make_default()``) that does not validate, in
   strict mode, against the field's own annotation and metadata → PSC001 (default-type-mismatch);
@@ -19,14 +20,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from nbkit.pscheck.registry import UNREADABLE, Diagnostic
+from nbkit.pscheck.diagnostic import UNREADABLE, Diagnostic
 
 if TYPE_CHECKING:
-    from nbkit.pscheck.engine import LintReport
     from nbkit.pscheck.model import ModuleInfo
-    from nbkit.pscheck.registry import BaseRule
+    from nbkit.pscheck.report import LintReport
+    from nbkit.pscheck.rule import BaseRule
 
 IMPORT_TIMEOUT_S = 120  # override with $PSCHECK_IMPORT_TIMEOUT (seconds)
 _RUNTIME_CODES = {"PSC001": "default-type-mismatch", "PSC004": "default-factory-called"}
@@ -42,9 +43,19 @@ def runtime_check(modules: list[ModuleInfo], rules: list[BaseRule], report: Lint
         if not Path(m.path).is_file():  # lint_source text: there is nothing on disk to import
             report.notes.append(f"--import: {m.path} is not a file on disk; checked statically only")
             continue
-        payload.append({"path": m.path, "models": [
-            {"name": c.name, "line": c.node.lineno, "fields": {n: s.line for n, s in c.fields.items()}}
-            for c in models]})
+        payload.append(
+            {
+                "path": m.path,
+                "models": [
+                    {
+                        "name": c.name,
+                        "line": c.node.lineno,
+                        "fields": {n: s.line for n, s in c.fields.items()},
+                    }
+                    for c in models
+                ],
+            }
+        )
     nested = sum(1 for m in modules for c in m.classes if c.is_model and c.node not in m.tree.body)
     if not payload:
         report.notes.append("--import: no top-level models to introspect; nothing executed")
@@ -57,128 +68,74 @@ def runtime_check(modules: list[ModuleInfo], rules: list[BaseRule], report: Lint
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH", "")]))
     try:
-        proc = subprocess.run([sys.executable, "-m", "nbkit.pscheck.runtime"], input=json.dumps(payload),
-                              capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-m", "nbkit.pscheck.introspect"],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         for item in payload:
-            report.diagnostics.append(Diagnostic(item["path"], 1, 1, UNREADABLE, "error",
-                                                 f"--import: importing did not finish within {timeout:g} s "
-                                                 f"(a module hangs at import?); static findings still reported",
-                                                 "unreadable-file"))
+            report.diagnostics.append(
+                Diagnostic(
+                    item["path"],
+                    1,
+                    1,
+                    UNREADABLE,
+                    "error",
+                    f"--import: importing did not finish within {timeout:g} s "
+                    f"(a module hangs at import?); static findings still reported",
+                    "unreadable-file",
+                )
+            )
         return
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        report.diagnostics.append(Diagnostic(payload[0]["path"], 1, 1, UNREADABLE, "error",
-                                             f"--import: introspection process failed (exit {proc.returncode}): "
-                                             f"{tail[0]}", "unreadable-file"))
+        report.diagnostics.append(
+            Diagnostic(
+                payload[0]["path"],
+                1,
+                1,
+                UNREADABLE,
+                "error",
+                f"--import: introspection process failed (exit {proc.returncode}): {tail[0]}",
+                "unreadable-file",
+            )
+        )
         return
     static = {(d.path, d.line) for d in report.diagnostics}  # a static finding on the line says it already
     for err in result["errors"]:
-        report.diagnostics.append(Diagnostic(err["path"], err.get("line", 1), 1, UNREADABLE, "error",
-                                             f"--import: {err['message']}", "unreadable-file"))
+        report.diagnostics.append(
+            Diagnostic(
+                err["path"],
+                err.get("line", 1),
+                1,
+                UNREADABLE,
+                "error",
+                f"--import: {err['message']}",
+                "unreadable-file",
+            )
+        )
     for f in result["findings"]:
         if f["code"] not in active or (f["path"], f["line"]) in static:
             continue
-        report.diagnostics.append(Diagnostic(f["path"], f["line"], f["col"], f["code"], "error",
-                                             f"{f['message']} (found by --import)", _RUNTIME_CODES[f["code"]]))
-    report.notes.append(f"--import: executed {result['imported']} module(s) in a subprocess and introspected "
-                        f"{result['models']} model(s)" + (f"; {nested} nested model(s) not reachable by import"
-                                                         if nested else ""))
-
-
-# ---- child process ----------------------------------------------------------------------------
-def _module_name(path: Path) -> tuple[str, str]:
-    """(sys.path root, dotted module name) for a file, climbing packages with ``__init__.py``."""
-    path = path.resolve()
-    parts = [path.stem]
-    parent = path.parent
-    while (parent / "__init__.py").exists() and parent.parent != parent:
-        parts.insert(0, parent.name)
-        parent = parent.parent
-    if parts[-1] == "__init__":
-        parts.pop()
-    return str(parent), ".".join(parts)
-
-
-def _child(payload: list[dict[str, Any]]) -> dict[str, Any]:
-    import contextlib
-    import importlib
-    import importlib.util
-    import warnings
-
-    out: dict[str, Any] = {"findings": [], "errors": [], "imported": 0, "models": 0}
-    try:
-        from pydantic import BaseModel, TypeAdapter, ValidationError
-        from pydantic_core import PydanticUndefined
-    except ImportError as exc:
-        out["errors"] += [{"path": p["path"], "message": f"pydantic is not importable: {exc}"} for p in payload]
-        return out
-    from typing import Annotated
-
-    for item in payload:
-        path = Path(item["path"])
-        root, name = _module_name(path)
-        if root not in sys.path:
-            sys.path.insert(0, root)
-        try:
-            # The module's own prints must not corrupt the JSON answer on stdout.
-            with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
-                warnings.simplefilter("ignore")
-                try:
-                    module = importlib.import_module(name)
-                    if Path(getattr(module, "__file__", "") or "").resolve() != path.resolve():
-                        raise ModuleNotFoundError(name)  # another module of that name won the lookup
-                except ModuleNotFoundError:
-                    spec = importlib.util.spec_from_file_location(f"_pscheck_{abs(hash(str(path)))}", path)
-                    assert spec and spec.loader
-                    module = importlib.util.module_from_spec(spec)
-                    sys.modules[spec.name] = module
-                    spec.loader.exec_module(module)
-        except BaseException as exc:  # the user's module may raise anything, SystemExit included
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            out["errors"].append({"path": item["path"], "message": f"importing failed: {type(exc).__name__}: {exc}"})
-            continue
-        out["imported"] += 1
-        for m in item["models"]:
-            cls = getattr(module, m["name"], None)
-            if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
-                continue
-            out["models"] += 1
-            for fname, line in m["fields"].items():
-                info = cls.model_fields.get(fname)
-                if info is None:
-                    continue
-                factory = info.default_factory
-                if factory is not None and not callable(factory):
-                    out["findings"].append({"path": item["path"], "line": line, "col": 1, "code": "PSC004",
-                                            "message": f"default_factory of '{fname}' is a "
-                                                       f"{type(factory).__name__} value, not a callable"})
-                if info.default is PydanticUndefined or info.validate_default or cls.model_config.get(
-                        "validate_default"):
-                    continue
-                try:
-                    adapter = TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata
-                                          else info.annotation)
-                    adapter.validate_python(info.default, strict=True)
-                except ValidationError as exc:
-                    first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
-                    out["findings"].append({"path": item["path"], "line": line, "col": 1, "code": "PSC001",
-                                            "message": f"default {info.default!r:.40} of '{fname}' does not "
-                                                       f"validate as {_type_repr(info.annotation)}: {first}"})
-                except Exception:  # noqa: S112 - an annotation TypeAdapter cannot build: no verdict
-                    continue
-    return out
-
-
-def _type_repr(annotation: Any) -> str:
-    if isinstance(annotation, type):
-        return annotation.__qualname__
-    return str(annotation).replace("typing.", "").replace("typing_extensions.", "")
-
-
-if __name__ == "__main__":
-    result = _child(json.loads(sys.stdin.read()))
-    sys.stdout.write("\n" + json.dumps(result) + "\n")
+        report.diagnostics.append(
+            Diagnostic(
+                f["path"],
+                f["line"],
+                f["col"],
+                f["code"],
+                "error",
+                f"{f['message']} (found by --import)",
+                _RUNTIME_CODES[f["code"]],
+            )
+        )
+    report.notes.append(
+        f"--import: executed {result['imported']} module(s) in a subprocess and introspected "
+        f"{result['models']} model(s)"
+        + (f"; {nested} nested model(s) not reachable by import" if nested else "")
+    )

@@ -1,11 +1,9 @@
-"""A small static model of type annotations, built from ``ast`` only.
+"""A small static model of type annotations: :class:`TypeRef`, built from ``ast`` only.
 
-pscheck never imports the checked code, so it cannot ask ``typing.get_type_hints``. Instead it
-normalises the spellings a Pydantic model can use (``Optional[T]``, ``T | None``, ``Union``,
-``typing``/``typing_extensions``/``collections.abc`` names, ``Annotated``, string forward
-references, module-level aliases) into a :class:`TypeRef` tree, and answers the few questions the
-rules need ("does this literal default belong to this type?") with ``True``/``False``/``None`` —
-``None`` meaning *cannot tell statically*, which rules treat as "no finding" (no guessing).
+:class:`~nbkit.pscheck.resolver.Resolver` reads annotations into :class:`TypeRef` trees; this
+module answers the few questions the rules ask of them ("does this literal default belong to this
+type?", :func:`accepts`) with ``True``/``False``/``None`` — ``None`` meaning *cannot tell
+statically*, which rules treat as "no finding" (no guessing).
 """
 
 from __future__ import annotations
@@ -15,53 +13,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# Canonical names for qualified spellings. Everything a rule reasons about is in here; any other
-# name stays an opaque class reference ("cls:<qualname>").
-_CANONICAL = {
-    **{f"{mod}.{name}": name for mod in ("typing", "typing_extensions")
-       for name in ("Optional", "Union", "Literal", "Annotated", "Any", "ClassVar", "Final",
-                    "Required", "NotRequired", "TypeAlias")},
-    **{f"{mod}.{old}": new for mod in ("typing", "typing_extensions")
-       for old, new in (("List", "list"), ("Dict", "dict"), ("Set", "set"), ("FrozenSet", "frozenset"),
-                        ("Tuple", "tuple"), ("Type", "type"), ("DefaultDict", "dict"),
-                        ("OrderedDict", "dict"), ("Deque", "deque"))},
-    **{f"{mod}.{name}": name for mod in ("typing", "typing_extensions", "collections.abc")
-       for name in ("Sequence", "MutableSequence", "Mapping", "MutableMapping", "Iterable",
-                    "Collection", "AbstractSet", "MutableSet", "Callable", "Iterator", "Hashable")},
-    "collections.abc.Set": "AbstractSet",
-    "collections.deque": "deque",
-    "collections.OrderedDict": "dict",
-    "collections.defaultdict": "dict",
-    "datetime.datetime": "datetime",
-    "datetime.date": "date",
-    "datetime.time": "time",
-    "datetime.timedelta": "timedelta",
-    "decimal.Decimal": "Decimal",
-    "uuid.UUID": "UUID",
-    "pathlib.Path": "Path",
-    "pathlib.PurePath": "Path",
-    "enum.Enum": "Enum",
-    "types.NoneType": "None",
-    "builtins.NoneType": "None",
+BUILTIN_TYPES = {
+    "str",
+    "int",
+    "float",
+    "bool",
+    "bytes",
+    "bytearray",
+    "complex",
+    "list",
+    "dict",
+    "set",
+    "frozenset",
+    "tuple",
+    "type",
+    "object",
 }
-BUILTIN_TYPES = {"str", "int", "float", "bool", "bytes", "bytearray", "complex", "list", "dict",
-                 "set", "frozenset", "tuple", "type", "object"}
 # Types whose values can never be ``None`` and are known well enough to say so.
 NON_NULL_OPAQUE = {"datetime", "date", "time", "timedelta", "Decimal", "UUID", "Path", "deque"}
-# pydantic's constrained-type functions: name -> underlying type.
-CON_FUNCS = {"conint": "int", "confloat": "float", "condecimal": "Decimal", "constr": "str",
-             "conbytes": "bytes", "conlist": "list", "conset": "set", "confrozenset": "frozenset",
-             "condate": "date"}
-# pydantic's ready-made constrained aliases: name -> (type, constraints).
-PYDANTIC_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "StrictStr": ("str", {}), "StrictInt": ("int", {}), "StrictFloat": ("float", {}),
-    "StrictBool": ("bool", {}), "StrictBytes": ("bytes", {}),
-    "PositiveInt": ("int", {"gt": 0}), "NegativeInt": ("int", {"lt": 0}),
-    "NonNegativeInt": ("int", {"ge": 0}), "NonPositiveInt": ("int", {"le": 0}),
-    "PositiveFloat": ("float", {"gt": 0}), "NegativeFloat": ("float", {"lt": 0}),
-    "NonNegativeFloat": ("float", {"ge": 0}), "NonPositiveFloat": ("float", {"le": 0}),
-    "FiniteFloat": ("float", {}),
-}
 
 
 @dataclass(frozen=True)
@@ -141,150 +110,6 @@ def fmt(t: TypeRef) -> str:
 UNKNOWN = TypeRef("?")
 
 
-@dataclass
-class Resolver:
-    """Resolves names in one module: imports, classes defined there, module-level type aliases."""
-
-    imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
-    aliases: dict[str, ast.expr] = field(default_factory=dict)  # module-level ``X = Optional[int]``
-    local_classes: set[str] = field(default_factory=set)
-    module: str = ""
-
-    def qualname(self, node: ast.expr) -> str | None:
-        """``typing.Optional`` for ``t.Optional`` after ``import typing as t``; ``None`` if not a name."""
-        if isinstance(node, ast.Name):
-            return self.imports.get(node.id, node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.qualname(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
-
-    def canonical(self, node: ast.expr) -> str | None:
-        q = self.qualname(node)
-        if q is None:
-            return None
-        if q in _CANONICAL:
-            return _CANONICAL[q]
-        if q.startswith("builtins."):
-            q = q[9:]
-        return q
-
-    def is_pydantic(self, node: ast.expr, *names: str) -> bool:
-        """Whether ``node`` names ``pydantic.<one of names>`` (any submodule spelling)."""
-        q = self.qualname(node)
-        if not q:
-            return False
-        head, _, tail = q.rpartition(".")
-        if not head:  # bare, never-imported name (snippets): trust the spelling unless defined here
-            return (tail in names and isinstance(node, ast.Name) and node.id not in self.imports
-                    and node.id not in self.local_classes)
-        return tail in names and (head == "pydantic" or head.startswith("pydantic.")
-                                  and not head.startswith("pydantic.v1"))
-
-    def parse(self, node: ast.expr | None, _depth: int = 0) -> TypeRef:
-        try:
-            return self._parse(node, _depth)
-        except RecursionError:
-            return UNKNOWN
-
-    def _parse(self, node: ast.expr | None, depth: int) -> TypeRef:
-        if node is None or depth > 40:
-            return UNKNOWN
-        if isinstance(node, ast.Constant):
-            if node.value is None:
-                return TypeRef("None", src="None")
-            if isinstance(node.value, str):  # forward reference / quoted annotation
-                try:
-                    inner = ast.parse(node.value.strip(), mode="eval").body
-                except (SyntaxError, ValueError):
-                    return TypeRef("?", node=node)
-                return self._parse(inner, depth + 1)
-            if node.value is Ellipsis:
-                return TypeRef("...", src="...")
-            return TypeRef("?", node=node)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            return TypeRef("Union", (self._parse(node.left, depth + 1), self._parse(node.right, depth + 1)),
-                           node=node)
-        if isinstance(node, ast.Call):
-            func = self.canonical(node.func) or ""
-            short = func.rpartition(".")[2]
-            if short in CON_FUNCS and (func.startswith("pydantic") or func == short):
-                cons = tuple((kw.arg, _literal(kw.value)) for kw in node.keywords if kw.arg)
-                args = tuple(self._parse(a, depth + 1) for a in node.args[:1]) if short in (
-                    "conlist", "conset", "confrozenset") else ()
-                return TypeRef(CON_FUNCS[short], args, constraints=cons, node=node)
-            return TypeRef("?", node=node)
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            if isinstance(node, ast.Name) and node.id in self.aliases and node.id not in self.imports:
-                alias = self.aliases.pop(node.id)  # pop: guards against self-referential aliases
-                try:
-                    t = self._parse(alias, depth + 1)
-                finally:
-                    self.aliases[node.id] = alias
-                return t
-            name = self.canonical(node)
-            if name is None:
-                return TypeRef("?", node=node)
-            short = name.rpartition(".")[2]
-            if name in BUILTIN_TYPES or name in NON_NULL_OPAQUE or name in (
-                    "Any", "None", "Sequence", "MutableSequence", "Mapping", "MutableMapping", "Iterable",
-                    "Collection", "AbstractSet", "MutableSet", "Callable", "Iterator", "Hashable",
-                    "Optional", "Union", "Literal", "Annotated", "ClassVar", "Final", "Enum"):
-                return TypeRef(name, node=node)
-            if name.startswith("pydantic") and short in PYDANTIC_ALIASES:
-                base, cons = PYDANTIC_ALIASES[short]
-                return TypeRef(base, constraints=tuple(cons.items()), node=node)
-            if name == "NoneType":
-                return TypeRef("None", node=node)
-            return TypeRef(f"cls:{name}", node=node)
-        if isinstance(node, ast.Subscript):
-            head = self._parse(node.value, depth + 1)
-            sl = node.slice
-            items = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
-            if head.name == "Literal":
-                values: list[Any] = []
-                for it in items:
-                    v = _literal(it)
-                    if v is _NOT_LITERAL:  # e.g. Literal[Color.RED]: cannot compare statically
-                        return TypeRef("?", node=node)
-                    values.append(v)
-                return TypeRef("Literal", values=tuple(values), node=node)
-            if head.name == "Optional":
-                return TypeRef("Union", (self._parse(items[0], depth + 1), TypeRef("None")), node=node)
-            if head.name == "Annotated":
-                return TypeRef("Annotated", (self._parse(items[0], depth + 1),), node=node)
-            if head.name in ("ClassVar", "Final", "Required", "NotRequired"):
-                inner = self._parse(items[0], depth + 1) if items else TypeRef("Any")
-                return TypeRef(head.name, (inner,), node=node)
-            args = tuple(self._parse(it, depth + 1) for it in items)
-            return TypeRef(head.name, args, node=node)
-        return TypeRef("?", node=node)
-
-
-_NOT_LITERAL = object()
-
-
-def _literal(node: ast.expr | None) -> Any:
-    """The value of a literal expression, or ``_NOT_LITERAL``. Never evaluates code."""
-    if node is None:
-        return _NOT_LITERAL
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args and not node.keywords:
-        empty = {"list": [], "dict": {}, "set": set(), "tuple": (), "frozenset": frozenset(), "str": "",
-                 "bytes": b"", "int": 0, "float": 0.0, "bool": False}
-        if node.func.id in empty:
-            return empty[node.func.id]
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _NOT_LITERAL
-
-
-def literal_value(node: ast.expr | None) -> tuple[bool, Any]:
-    """``(True, value)`` for a literal default, ``(False, None)`` otherwise."""
-    v = _literal(node)
-    return (v is not _NOT_LITERAL), (None if v is _NOT_LITERAL else v)
-
-
 def _unparse(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
@@ -324,18 +149,35 @@ def accepts(t: TypeRef, value: Any, is_model: Callable[[str], bool] = _no_model)
         return None
     if n in NON_NULL_OPAQUE:
         return False if value is None else None
-    scalar = {"str": (str,), "bytes": (bytes,), "bytearray": (bytearray, bytes), "bool": (bool,),
-              "int": (int,), "float": (int, float), "complex": (int, float, complex)}
+    scalar = {
+        "str": (str,),
+        "bytes": (bytes,),
+        "bytearray": (bytearray, bytes),
+        "bool": (bool,),
+        "int": (int,),
+        "float": (int, float),
+        "complex": (int, float, complex),
+    }
     if n in scalar:
         if n == "int" and isinstance(value, float):
             return False
         return isinstance(value, scalar[n]) and not (n == "bool" and not isinstance(value, bool))
     containers: dict[str, tuple[type, ...]] = {
-        "list": (list,), "set": (set,), "frozenset": (frozenset, set), "tuple": (tuple,), "dict": (dict,),
-        "deque": (list,), "Sequence": (list, tuple), "MutableSequence": (list,), "Mapping": (dict,),
-        "MutableMapping": (dict,), "Iterable": (list, tuple, set, frozenset, dict, str, bytes),
-        "Collection": (list, tuple, set, frozenset, dict, str, bytes), "AbstractSet": (set, frozenset),
-        "MutableSet": (set,), "Iterator": (),
+        "list": (list,),
+        "set": (set,),
+        "frozenset": (frozenset, set),
+        "tuple": (tuple,),
+        "dict": (dict,),
+        "deque": (list,),
+        "Sequence": (list, tuple),
+        "MutableSequence": (list,),
+        "Mapping": (dict,),
+        "MutableMapping": (dict,),
+        "Iterable": (list, tuple, set, frozenset, dict, str, bytes),
+        "Collection": (list, tuple, set, frozenset, dict, str, bytes),
+        "AbstractSet": (set, frozenset),
+        "MutableSet": (set,),
+        "Iterator": (),
     }
     if n in containers:
         if not containers[n]:
@@ -353,7 +195,8 @@ def _elements_ok(t: TypeRef, value: Any, is_model: Callable[[str], bool]) -> boo
         if len(t.args) != 2:
             return None
         checks = [accepts(t.args[0], k, is_model) for k in value] + [
-            accepts(t.args[1], v, is_model) for v in value.values()]
+            accepts(t.args[1], v, is_model) for v in value.values()
+        ]
     elif t.name == "tuple":
         if len(t.args) == 2 and t.args[1].name == "...":
             checks = [accepts(t.args[0], v, is_model) for v in value]

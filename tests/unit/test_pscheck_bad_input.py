@@ -1,4 +1,4 @@
-"""pscheck on hostile or odd input (issue 16): one table, each row one class of bad input.
+"""pscheck on hostile or odd input: one table, each row one class of bad input.
 
 Every row runs the command line on inputs generated in ``tmp_path`` and checks the exit status,
 what it says, and that no traceback escapes. Deep inheritance is tested for both correctness
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nbkit.pscheck import engine, lint_paths_report, model
+from nbkit.pscheck import engine, hierarchy, lint_paths_report, model
 from nbkit.pscheck.cli import main
 
 HEAD = "from pydantic import BaseModel, field_validator\n\n"
@@ -23,8 +23,11 @@ HEAD = "from pydantic import BaseModel, field_validator\n\n"
 
 def chain(n: int, *, reverse: bool = False, leaf_extra: str = "") -> str:
     """``C0(BaseModel)``, ``C1(C0)`` ... ``C{n-1}``, each with one field; children first if ``reverse``."""
-    blocks = [f"class C{i}({'BaseModel' if i == 0 else f'C{i - 1}'}):\n    f{i}: int = {i}\n"
-              + (leaf_extra if i == n - 1 else "") for i in range(n)]
+    blocks = [
+        f"class C{i}({'BaseModel' if i == 0 else f'C{i - 1}'}):\n    f{i}: int = {i}\n"
+        + (leaf_extra if i == n - 1 else "")
+        for i in range(n)
+    ]
     if reverse:
         blocks.reverse()
     return "from __future__ import annotations\n" + HEAD + "\n".join(blocks)
@@ -35,6 +38,7 @@ def _file(name: str, text: str) -> Callable[[Path], list[Path]]:
         p = tmp / name
         p.write_text(text, encoding="utf-8")
         return [p]
+
     return build
 
 
@@ -62,29 +66,50 @@ def _over_default_limit(tmp: Path) -> list[Path]:
     return [p]
 
 
-CYCLE = HEAD + ("class A(B, BaseModel):\n    a: int = 0\n\n"
-                "class B(A):\n    b: int = 0\n\n    @field_validator('nope')\n    @classmethod\n"
-                "    def v(cls, v):\n        return v\n")
+CYCLE = HEAD + (
+    "class A(B, BaseModel):\n    a: int = 0\n\n"
+    "class B(A):\n    b: int = 0\n\n    @field_validator('nope')\n    @classmethod\n"
+    "    def v(cls, v):\n        return v\n"
+)
 OVERRIDE = "    f0: str = 'x'\n"  # on the leaf: changes the root's int field (PSC012, a warning)
 
 # (id, build inputs, extra args, exit status, text that must appear in stdout+stderr, text that must not)
 CASES = [
     ("chain-1200-deep", _file("deep.py", chain(1200)), [], 0, "1200 model(s)", "PSC"),
-    ("chain-children-first", _file("rev.py", chain(600, reverse=True, leaf_extra=OVERRIDE)), [], 0,
-     "changes the type of C0.f0", "PSC999"),
+    (
+        "chain-children-first",
+        _file("rev.py", chain(600, reverse=True, leaf_extra=OVERRIDE)),
+        [],
+        0,
+        "changes the type of C0.f0",
+        "PSC999",
+    ),
     ("circular-inheritance", _file("cycle.py", CYCLE), [], 0, "2 model(s)", "PSC"),
     ("dir-without-py-files", _empty_dir, [], 0, "no Python files found under", "PSC"),
     ("fifo-inside-walked-dir", _fifo_in_dir, [], 0, "skipped", "PSC"),
     ("fifo-named-explicitly", _fifo_named, [], 2, "not a regular file or directory (a FIFO)", "Traceback"),
-    ("file-over-default-limit", _over_default_limit, [], 2, "over the 2.0 MiB limit (pscheck needs about",
-     "Traceback"),
-    ("file-over-given-limit", _file("m.py", HEAD + "# " + "y" * 3000 + "\n"), ["--max-bytes", "1000"], 2,
-     "raise it with --max-bytes N", "Traceback"),
+    (
+        "file-over-default-limit",
+        _over_default_limit,
+        [],
+        2,
+        "over the 2.0 MiB limit (pscheck needs about",
+        "Traceback",
+    ),
+    (
+        "file-over-given-limit",
+        _file("m.py", HEAD + "# " + "y" * 3000 + "\n"),
+        ["--max-bytes", "1000"],
+        2,
+        "raise it with --max-bytes N",
+        "Traceback",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("build", "args", "status", "says", "never"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("build", "args", "status", "says", "never"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_bad_input(tmp_path, capsys, build, args, status, says, never):
     paths = build(tmp_path)
     code = main([*map(str, paths), *args])
@@ -105,7 +130,7 @@ def test_fifo_note_names_the_file_and_its_kind(tmp_path, capsys):
 
 
 def test_hierarchy_over_the_depth_limit_is_one_clear_diagnostic(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(model, "MAX_ANCESTORS", 20)
+    monkeypatch.setattr(hierarchy, "MAX_ANCESTORS", 20)
     monkeypatch.setattr(engine, "MAX_ANCESTORS", 20)
     p = tmp_path / "gen.py"
     p.write_text(chain(30))
@@ -119,8 +144,13 @@ def test_hierarchy_over_the_depth_limit_is_one_clear_diagnostic(tmp_path, capsys
 def test_deep_chain_costs_seconds_not_minutes(tmp_path):
     """A 3,000-class chain took over a minute before the MRO was memoised (cubic in depth)."""
     p = tmp_path / "deep.py"
-    p.write_text(chain(3000, leaf_extra="    @field_validator('f0', 'missing')\n    @classmethod\n"
-                                        "    def v(cls, v):\n        return v\n"))
+    p.write_text(
+        chain(
+            3000,
+            leaf_extra="    @field_validator('f0', 'missing')\n    @classmethod\n"
+            "    def v(cls, v):\n        return v\n",
+        )
+    )
     start = time.process_time()
     report = lint_paths_report([p])
     cpu = time.process_time() - start
@@ -150,7 +180,8 @@ def test_memoised_ancestry_matches_the_plain_walk(tmp_path, seed):
     """Random diamonds and multiple inheritance, classes in random file order: the MRO, the nearest
     definition of each field/config key, and the inherited fields equal the plain recursive walk."""
     from nbkit.pscheck.engine import parse_source
-    from nbkit.pscheck.model import describe_module, resolve_models
+    from nbkit.pscheck.hierarchy import resolve_models
+    from nbkit.pscheck.reader import describe_module
 
     rng = random.Random(seed)
     n = 40

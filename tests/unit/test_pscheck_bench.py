@@ -36,9 +36,15 @@ def test_corpus_every_labelled_defect_found_with_its_rule_and_clean_files_clean(
 
 
 def test_bench_runs_with_peers_absent(bench, capsys, monkeypatch):
-    monkeypatch.setattr(bench, "availability", lambda: {
-        "pscheck": "", "mypy": "mypy is not installed (pip install mypy)",
-        "flake8-pydantic": "flake8-pydantic is not installed (pip install flake8-pydantic)"})
+    monkeypatch.setattr(
+        bench,
+        "availability",
+        lambda: {
+            "pscheck": "",
+            "mypy": "mypy is not installed (pip install mypy)",
+            "flake8-pydantic": "flake8-pydantic is not installed (pip install flake8-pydantic)",
+        },
+    )
     assert bench.main(["--copies", "1", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "[mypy] not run: mypy is not installed" in out
@@ -48,10 +54,14 @@ def test_bench_runs_with_peers_absent(bench, capsys, monkeypatch):
 
 
 def test_bench_output_parsers(bench):
-    mypy_out = ("a.py:3:5: error: Incompatible types in assignment  [assignment]\n"
-                "a.py:3:5: note: See https://x\nb.py:7: error: Name \"id\" already defined  [no-redef]\n")
+    mypy_out = (
+        "a.py:3:5: error: Incompatible types in assignment  [assignment]\n"
+        'a.py:3:5: note: See https://x\nb.py:7: error: Name "id" already defined  [no-redef]\n'
+    )
     assert bench.parse_output("mypy", mypy_out) == [
         ("a.py", 3, "assignment", "Incompatible types in assignment  [assignment]"),
-        ("b.py", 7, "no-redef", 'Name "id" already defined  [no-redef]')]
+        ("b.py", 7, "no-redef", 'Name "id" already defined  [no-redef]'),
+    ]
     assert bench.parse_output("flake8-pydantic", "x/c.py:2:5: PYD002 Non-annotated attribute\n") == [
-        ("c.py", 2, "PYD002", "PYD002 Non-annotated attribute")]
+        ("c.py", 2, "PYD002", "PYD002 Non-annotated attribute")
+    ]

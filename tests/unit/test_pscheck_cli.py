@@ -13,9 +13,15 @@ import pytest
 from nbkit.pscheck import lint_paths
 from nbkit.pscheck.cli import main
 
-GOOD = "from typing import Optional\nfrom pydantic import BaseModel\n\nclass U(BaseModel):\n    name: Optional[str] = None\n"
+GOOD = (
+    "from typing import Optional\nfrom pydantic import BaseModel\n\n"
+    "class U(BaseModel):\n    name: Optional[str] = None\n"
+)
 ERROR = "from pydantic import BaseModel\n\nclass U(BaseModel):\n    email: str = None\n"
-WARNING = "from typing import Optional\nfrom pydantic import BaseModel\n\nclass U(BaseModel):\n    note: Optional[str]\n"
+WARNING = (
+    "from typing import Optional\nfrom pydantic import BaseModel\n\n"
+    "class U(BaseModel):\n    note: Optional[str]\n"
+)
 
 
 def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
@@ -44,13 +50,17 @@ def test_exit_1_and_clickable_text_on_error(tmp_path, capsys):
     p = write(tmp_path, "a.py", ERROR)
     code, out, _ = run_cli(capsys, p)
     assert code == 1
-    assert out.splitlines() == [f"{p}:4:18: PSC001 default None of 'email' is not of its type str; "
-                                f"Pydantic does not validate defaults, so instances silently hold it [error]"]
+    assert out.splitlines() == [
+        f"{p}:4:18: PSC001 default None of 'email' is not of its type str; "
+        f"Pydantic does not validate defaults, so instances silently hold it [error]"
+    ]
 
 
 def test_error_level_decides_whether_warnings_fail(tmp_path, capsys):
     p = write(tmp_path, "a.py", WARNING)
-    assert run_cli(capsys, p, "--extend-select", "migration")[0] == 0  # warning printed, default level is error
+    assert (
+        run_cli(capsys, p, "--extend-select", "migration")[0] == 0
+    )  # warning printed, default level is error
     code, out, _ = run_cli(capsys, p, "--extend-select", "migration", "--error-level", "warning")
     assert code == 1 and "PSC002" in out
     assert run_cli(capsys, p, "--error-level", "warning")[0] == 0  # PSC002 is opt-in (migration group)
@@ -77,8 +87,13 @@ def test_json_output_schema(tmp_path, capsys):
     assert doc["summary"]["models_checked"] == 2 and doc["summary"]["errors"] == 2
     d = doc["diagnostics"][0]
     assert set(d) == {"path", "line", "col", "code", "severity", "message", "rule"}
-    assert (d["line"], d["col"], d["code"], d["severity"], d["rule"]) == (4, 18, "PSC001", "error",
-                                                                           "default-type-mismatch")
+    assert (d["line"], d["col"], d["code"], d["severity"], d["rule"]) == (
+        4,
+        18,
+        "PSC001",
+        "error",
+        "default-type-mismatch",
+    )
 
 
 def test_select_ignore_and_unknown_codes(tmp_path, capsys):
@@ -146,7 +161,9 @@ def test_huge_file_is_reported_not_parsed(tmp_path, capsys):
 
 
 def test_large_generated_file_is_linted_quickly(tmp_path):
-    body = "".join(f"class M{i}(BaseModel):\n    a: int = {i}\n    b: Optional[str] = None\n" for i in range(3000))
+    body = "".join(
+        f"class M{i}(BaseModel):\n    a: int = {i}\n    b: Optional[str] = None\n" for i in range(3000)
+    )
     p = write(tmp_path, "gen.py", "from typing import Optional\nfrom pydantic import BaseModel\n" + body)
     assert lint_paths([p]) == []
 
@@ -161,17 +178,24 @@ def test_failing_plugin_is_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
     write(tmp_path, "exiting_plugin.py", "import sys\nsys.exit(3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     p = write(tmp_path, "a.py", GOOD)
-    for plugin, text in (("broken_plugin", "RuntimeError: boom at import"), ("exiting_plugin", "SystemExit"),
-                         ("no_such_plugin_mod", "ModuleNotFoundError")):
+    for plugin, text in (
+        ("broken_plugin", "RuntimeError: boom at import"),
+        ("exiting_plugin", "SystemExit"),
+        ("no_such_plugin_mod", "ModuleNotFoundError"),
+    ):
         code, out, err = run_cli(capsys, p, "--plugin", plugin)
         assert code == 2 and text in err and len(err.strip().splitlines()) == 1
 
 
 def test_crashing_rule_is_reported_and_others_still_run(tmp_path, capsys, monkeypatch):
-    write(tmp_path, "crashy.py", "from nbkit.pscheck import BaseRule\n"
-                                 "class Crash(BaseRule):\n    code = 'ZZZ001'; name = 'crash'\n"
-                                 "    def check_model(self, model, ctx):\n        raise KeyError('oops')\n"
-                                 "PSCHECK_RULES = [Crash]\n")
+    write(
+        tmp_path,
+        "crashy.py",
+        "from nbkit.pscheck import BaseRule\n"
+        "class Crash(BaseRule):\n    code = 'ZZZ001'; name = 'crash'\n"
+        "    def check_model(self, model, ctx):\n        raise KeyError('oops')\n"
+        "PSCHECK_RULES = [Crash]\n",
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     p = write(tmp_path, "a.py", ERROR)
     code, out, _ = run_cli(capsys, p, "--plugin", "crashy")
@@ -181,18 +205,23 @@ def test_crashing_rule_is_reported_and_others_still_run(tmp_path, capsys, monkey
 
 def test_console_script_subprocess_no_traceback(tmp_path):
     p = write(tmp_path, "bad.py", "class (:\n")
-    proc = subprocess.run([sys.executable, "-m", "nbkit.pscheck.cli", str(p)], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbkit.pscheck.cli", str(p)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "PSC000 syntax error" in proc.stdout
 
 
 def test_import_mode_finds_what_static_cannot(tmp_path, capsys):
     pytest.importorskip("pydantic")
-    p = write(tmp_path, "rt_models.py",
-              "from pydantic import BaseModel, Field\nDEFAULT_NAME = None\nNOT_CALLABLE = [1]\n"
-              "print('module output must not corrupt pscheck')\n"
-              "class M(BaseModel):\n    name: str = DEFAULT_NAME\n    tags: list = Field(default_factory=NOT_CALLABLE)\n"
-              "    ok: int = len('abc')\n    email: str = None\n")
+    p = write(
+        tmp_path,
+        "rt_models.py",
+        "from pydantic import BaseModel, Field\nDEFAULT_NAME = None\nNOT_CALLABLE = [1]\n"
+        "print('module output must not corrupt pscheck')\n"
+        "class M(BaseModel):\n    name: str = DEFAULT_NAME\n"
+        "    tags: list = Field(default_factory=NOT_CALLABLE)\n"
+        "    ok: int = len('abc')\n    email: str = None\n",
+    )
     code, out, _ = run_cli(capsys, p)
     assert code == 1 and out.count("PSC") == 1  # statically only email is decidable
     code, out, err = run_cli(capsys, p, "--import")
@@ -206,8 +235,11 @@ def test_import_mode_finds_what_static_cannot(tmp_path, capsys):
 
 def test_import_mode_reports_failing_import(tmp_path, capsys):
     pytest.importorskip("pydantic")
-    p = write(tmp_path, "rt_broken.py", "from pydantic import BaseModel\nimport nonexistent_dep_xyz\n"
-                                        "class M(BaseModel):\n    x: int = 1\n")
+    p = write(
+        tmp_path,
+        "rt_broken.py",
+        "from pydantic import BaseModel\nimport nonexistent_dep_xyz\nclass M(BaseModel):\n    x: int = 1\n",
+    )
     code, out, _ = run_cli(capsys, p, "--import")
     assert code == 2 and "PSC000 --import: importing failed: ModuleNotFoundError" in out
 
@@ -215,8 +247,11 @@ def test_import_mode_reports_failing_import(tmp_path, capsys):
 def test_import_mode_hanging_module_times_out(tmp_path, capsys, monkeypatch):
     pytest.importorskip("pydantic")
     monkeypatch.setenv("PSCHECK_IMPORT_TIMEOUT", "3")
-    p = write(tmp_path, "rt_hang.py", "from pydantic import BaseModel\nclass M(BaseModel):\n    x: str = None\n"
-                                      "while True:\n    pass\n")
+    p = write(
+        tmp_path,
+        "rt_hang.py",
+        "from pydantic import BaseModel\nclass M(BaseModel):\n    x: str = None\nwhile True:\n    pass\n",
+    )
     code, out, _ = run_cli(capsys, p, "--import")
     assert code == 2 and "did not finish within 3 s" in out and "PSC001" in out
 
@@ -225,16 +260,56 @@ def test_import_mode_with_source_text_is_static_only():
     from nbkit.pscheck import lint_paths_report  # noqa: F401  (API surface)
     from nbkit.pscheck.engine import lint
 
-    report = lint([("<string>", "from pydantic import BaseModel\nclass M(BaseModel):\n    x: str = None\n")],
-                  use_import=True)
+    report = lint(
+        [("<string>", "from pydantic import BaseModel\nclass M(BaseModel):\n    x: str = None\n")],
+        use_import=True,
+    )
     assert [d.code for d in report.diagnostics] == ["PSC001"]
     assert any("not a file on disk" in n for n in report.notes)
 
 
 def test_deep_but_parseable_code_is_fully_checked(tmp_path, capsys):
     chain = "+".join(["1"] * 1500)  # parses, but deeper than Python's default recursion limit allows to walk
-    p = write(tmp_path, "deep_ok.py", f"from pydantic import BaseModel\nclass M(BaseModel):\n    x: int = {chain}\n"
-                                      f"    y: str = None\ndef f(m: M):\n    return m.dict({chain})\n")
+    p = write(
+        tmp_path,
+        "deep_ok.py",
+        f"from pydantic import BaseModel\nclass M(BaseModel):\n    x: int = {chain}\n"
+        f"    y: str = None\ndef f(m: M):\n    return m.dict({chain})\n",
+    )
     code, out, _ = run_cli(capsys, p)
     assert code == 1 and "PSC001" in out and "PSC018" in out and "PSC999" not in out
     assert sys.getrecursionlimit() < 10_000  # restored afterwards
+
+
+def _run_with_closed_stdout(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line with a stdout whose reader is already gone (``pscheck ... | head`` once
+    ``head`` has exited): every write to it fails with EPIPE."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "nbkit.pscheck.cli", *args],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    finally:
+        os.close(w)
+
+
+def test_closed_stdout_ends_list_rules_quietly():
+    proc = _run_with_closed_stdout("--list-rules", "--no-entry-points")
+    assert proc.returncode == 0
+    assert not any(noise in proc.stderr for noise in ("Traceback", "BrokenPipe", "Exception ignored"))
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_closed_stdout_keeps_the_lint_status_and_summary(tmp_path, fmt):
+    p = write(tmp_path, "a.py", ERROR)
+    proc = _run_with_closed_stdout(str(p), "--format", fmt)
+    assert proc.returncode == 1
+    assert not any(noise in proc.stderr for noise in ("Traceback", "BrokenPipe", "Exception ignored"))
+    if fmt == "text":
+        assert "1 error(s)" in proc.stderr

@@ -209,8 +209,17 @@ def test_real_code_false_positives_are_correct_pydantic_v2():
         warnings.simplefilter("error")  # a v1 call on the v2 path would raise PydanticDeprecatedSince20
         m = _load_fixture("real_code_false_positives")
         item = m.Item(name="a")
-        for fn in (m.dump_flag, m.dump_not_v2, m.dump_startswith, m.dump_compare, m.dump_metadata_version,
-                   m.dump_hasattr, m.dump_try, m.dump_ifexp, m.Wrapper(item=item).to_dict):
+        for fn in (
+            m.dump_flag,
+            m.dump_not_v2,
+            m.dump_startswith,
+            m.dump_compare,
+            m.dump_metadata_version,
+            m.dump_hasattr,
+            m.dump_try,
+            m.dump_ifexp,
+            m.Wrapper(item=item).to_dict,
+        ):
             fn(item) if fn.__name__ != "to_dict" else fn()
         assert m.Credential.model_fields["type"].annotation == Literal["bearer"]  # not the rebound 'type'
         assert m.Credential(type="bearer").type == "bearer"
@@ -223,8 +232,11 @@ def test_psc016_description_is_not_a_config_key():
     """The one error-level finding left on the real-code corpus: ``ConfigDict(description=...)``."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning either: the key is silently dropped
-        ns = run("from pydantic import BaseModel, ConfigDict\n"
-                 "class U(BaseModel):\n    model_config = ConfigDict(title='T', description='A user')\n    x: int\n")
+        ns = run(
+            "from pydantic import BaseModel, ConfigDict\n"
+            "class U(BaseModel):\n"
+            "    model_config = ConfigDict(title='T', description='A user')\n    x: int\n"
+        )
     schema = ns["U"].model_json_schema()
     assert schema["title"] == "T" and "description" not in schema
 
@@ -238,7 +250,9 @@ def test_psc101_psc102_work_at_runtime():
 def test_hardcoded_tables_cover_installed_pydantic():
     public = {a for a in dir(pydantic.BaseModel) if not a.startswith("_")}
     assert public <= BASEMODEL_ATTRS, public - BASEMODEL_ATTRS
-    assert set(pydantic.ConfigDict.__annotations__) <= CONFIG_KEYS, set(pydantic.ConfigDict.__annotations__) - CONFIG_KEYS
+    assert set(pydantic.ConfigDict.__annotations__) <= CONFIG_KEYS, (
+        set(pydantic.ConfigDict.__annotations__) - CONFIG_KEYS
+    )
     try:
         from pydantic._internal._config import V2_REMOVED_KEYS, V2_RENAMED_KEYS
     except ImportError:
@@ -247,9 +261,11 @@ def test_hardcoded_tables_cover_installed_pydantic():
 
 
 def test_decision_optional_none_idiom_is_not_flagged_and_equals_field_default_none():
-    src = ("from typing import Optional\nfrom pydantic import BaseModel, Field\n"
-           "class A(BaseModel):\n    name: Optional[str] = None\n"
-           "class B(BaseModel):\n    name: Optional[str] = Field(default=None)\n")
+    src = (
+        "from typing import Optional\nfrom pydantic import BaseModel, Field\n"
+        "class A(BaseModel):\n    name: Optional[str] = None\n"
+        "class B(BaseModel):\n    name: Optional[str] = Field(default=None)\n"
+    )
     assert lint_source(src, strict=True) == []
     ns = run(src)
     fa, fb = ns["A"].model_fields["name"], ns["B"].model_fields["name"]
@@ -264,5 +280,9 @@ def test_decision_mutable_default_is_copied_per_instance():
     ns = run("from pydantic import BaseModel\nclass M(BaseModel):\n    tags: list[str] = []\n")
     ns["M"]().tags.append("x")
     assert ns["M"]().tags == []
-    assert lint_source("from pydantic import BaseModel\nclass M(BaseModel):\n    tags: list[str] = []\n",
-                       strict=True) == []
+    assert (
+        lint_source(
+            "from pydantic import BaseModel\nclass M(BaseModel):\n    tags: list[str] = []\n", strict=True
+        )
+        == []
+    )

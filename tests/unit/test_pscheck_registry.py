@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,13 +11,16 @@ from pathlib import Path
 import pytest
 
 import nbkit.pscheck.registry as registry_mod
+import nbkit.pscheck.rules as rules_pkg
 from nbkit.pscheck import BaseRule, PluginError, RuleRegistry, lint_source
 from nbkit.pscheck.registry import ENTRY_POINT_GROUP
 
 ROOT = Path(__file__).resolve().parents[2]
-CREATED_AT_BAD = ("from datetime import datetime\nfrom pydantic import BaseModel, Field\n"
-                  "class Doc(BaseModel):\n    created_at: datetime = Field(default_factory=datetime.utcnow)\n"
-                  "class Note(BaseModel):\n    created_at: datetime\n")
+CREATED_AT_BAD = (
+    "from datetime import datetime\nfrom pydantic import BaseModel, Field\n"
+    "class Doc(BaseModel):\n    created_at: datetime = Field(default_factory=datetime.utcnow)\n"
+    "class Note(BaseModel):\n    created_at: datetime\n"
+)
 
 
 class NoFloatMoney(BaseRule):
@@ -62,7 +67,8 @@ def test_plugin_rule_classes_and_modules(tmp_path, monkeypatch):
     (tmp_path / "acme_rules.py").write_text(
         "from nbkit.pscheck import BaseRule\n"
         "def register(registry):\n    from test_pscheck_registry import NoFloatMoney\n"
-        "    registry.register(NoFloatMoney)\n")
+        "    registry.register(NoFloatMoney)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     assert [d.code for d in lint_source(src, plugins=["acme_rules"])] == ["ACME001"]
@@ -107,7 +113,9 @@ def test_pyproject_declares_entry_point_and_console_script():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert data["project"]["scripts"]["pscheck"] == "nbkit.pscheck.cli:main"
-    assert data["project"]["entry-points"][ENTRY_POINT_GROUP]["created_at"] == "nbkit.pscheck.plugins.created_at"
+    assert (
+        data["project"]["entry-points"][ENTRY_POINT_GROUP]["created_at"] == "nbkit.pscheck.plugins.created_at"
+    )
 
 
 def test_pre_commit_hook_definition():
@@ -116,17 +124,20 @@ def test_pre_commit_hook_definition():
     assert hooks["pscheck"]["language"] == "script"
     script = ROOT / hooks["pscheck"]["entry"]
     assert script.exists() and script.stat().st_mode & 0o111
-    proc = subprocess.run([sys.executable, str(script), "--list-rules"], capture_output=True, text=True,
-                          timeout=60, cwd="/")
+    proc = subprocess.run(
+        [sys.executable, str(script), "--list-rules"], capture_output=True, text=True, timeout=60, cwd="/"
+    )
     assert proc.returncode == 0 and "PSC001" in proc.stdout
 
 
 def test_import_is_light_and_never_imports_pydantic():
-    code = ("import sys, time; t = time.perf_counter(); import nbkit.pscheck; "
-            "from nbkit.pscheck import lint_source; "
-            "lint_source('from pydantic import BaseModel\\nclass M(BaseModel):\\n    x: str = None\\n'); "
-            "heavy = [m for m in ('pydantic', 'torch', 'numpy', 'pandas') if m in sys.modules]; "
-            "print(heavy)")
+    code = (
+        "import sys, time; t = time.perf_counter(); import nbkit.pscheck; "
+        "from nbkit.pscheck import lint_source; "
+        "lint_source('from pydantic import BaseModel\\nclass M(BaseModel):\\n    x: str = None\\n'); "
+        "heavy = [m for m in ('pydantic', 'torch', 'numpy', 'pandas') if m in sys.modules]; "
+        "print(heavy)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
@@ -139,3 +150,23 @@ def test_docs_rules_reference_is_in_sync():
     assert splice(text) == text, "run: python -m nbkit.pscheck.docs --write docs/pscheck.md"
     for rule in RuleRegistry.default():
         assert f"### {rule.code}" in text
+
+
+def test_each_builtin_rule_is_one_module_named_after_it():
+    """Rules are kept as ruff keeps them: one module per rule, named after the rule, and every such
+    module's rule is in the table the registry registers (and nothing else is)."""
+    found = {}
+    for info in pkgutil.iter_modules(rules_pkg.__path__):
+        mod = importlib.import_module(f"{rules_pkg.__name__}.{info.name}")
+        own = [
+            v
+            for v in vars(mod).values()
+            if isinstance(v, type) and issubclass(v, BaseRule) and v.__module__ == mod.__name__
+        ]
+        if not own:
+            continue  # a module of shared facts/helpers
+        assert len(own) == 1, f"{info.name} defines {len(own)} rules"
+        assert info.name == own[0].name.replace("-", "_")
+        found[own[0].code] = own[0]
+    assert found == {r.code: r for r in rules_pkg.BUILTIN_RULES}
+    assert {r.code for r in RuleRegistry.default()} == set(found)

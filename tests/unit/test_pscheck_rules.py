@@ -12,9 +12,11 @@ from nbkit.pscheck.plugins.created_at import CreatedAtDatetimeFactory
 
 FIXTURES = Path(__file__).parent / "pscheck_fixtures"
 ALL_RULES = list(RuleRegistry.default()) + [CreatedAtDatetimeFactory()]
-HEADER = ("from __future__ import annotations\nimport datetime\nfrom datetime import date, datetime as DT\n"
-          "from typing import Annotated, ClassVar, Literal, Optional, Union\nimport uuid\n"
-          "from pydantic import BaseModel, ConfigDict, Field, field_validator, validator, root_validator\n")
+HEADER = (
+    "from __future__ import annotations\nimport datetime\nfrom datetime import date, datetime as DT\n"
+    "from typing import Annotated, ClassVar, Literal, Optional, Union\nimport uuid\n"
+    "from pydantic import BaseModel, ConfigDict, Field, field_validator, validator, root_validator\n"
+)
 HEADER_LINES = HEADER.count("\n")
 
 
@@ -31,7 +33,9 @@ def test_at_least_twelve_rules_with_docs():
     default = [r for r in RuleRegistry.default() if not r.strict_only]
     assert len(default) >= 12
     for r in ALL_RULES:
-        assert r.code and r.name and r.summary and r.bad.strip() and r.good.strip() and len(r.rationale) > 80, r.code
+        assert (
+            r.code and r.name and r.summary and r.bad.strip() and r.good.strip() and len(r.rationale) > 80
+        ), r.code
         assert r.severity in ("error", "warning")
     assert len({r.code for r in ALL_RULES}) == len(ALL_RULES)
     assert len({r.name for r in ALL_RULES}) == len(ALL_RULES)
@@ -39,7 +43,9 @@ def test_at_least_twelve_rules_with_docs():
 
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.code)
 def test_documented_bad_example_triggers_the_rule(rule):
-    found = lint_source(rule.bad, select=[rule.code], plugins=[type(rule)] if rule.code.startswith("PSP") else ())
+    found = lint_source(
+        rule.bad, select=[rule.code], plugins=[type(rule)] if rule.code.startswith("PSP") else ()
+    )
     assert [d.code for d in found] == [rule.code], found
     assert all(d.severity == rule.severity and d.rule == rule.name for d in found)
 
@@ -53,7 +59,9 @@ def test_documented_good_example_is_clean_under_every_rule(rule):
 # ---- edge cases: (code, snippet, expected lines within the snippet) -----------------------------
 CASES = [
     # PSC001 default-type-mismatch
-    ("PSC001", """
+    (
+        "PSC001",
+        """
 class M(BaseModel):
     a: str = None
     b: int = "3"
@@ -66,8 +74,12 @@ class M(BaseModel):
     i: int = Field(default=None, validate_default=True)
     j: bool = 0
     k: tuple[int, int] = (1,)
-""", [3, 4, 5, 6, 9, 10, 12, 13]),
-    ("PSC001", """
+""",
+        [3, 4, 5, 6, 9, 10, 12, 13],
+    ),
+    (
+        "PSC001",
+        """
 class M(BaseModel):
     model_config = ConfigDict(validate_default=True)
     a: int = "3"
@@ -77,9 +89,13 @@ class N(BaseModel):
     sub: Other = None
     when: DT = None
     maybe: "Optional[Other]" = None
-""", [8, 9]),
+""",
+        [8, 9],
+    ),
     # PSC002 optional-without-default
-    ("PSC002", """
+    (
+        "PSC002",
+        """
 class M(BaseModel):
     a: Optional[int]
     b: int | None
@@ -89,16 +105,24 @@ class M(BaseModel):
     f: Optional[int] = ...
     g: Optional[list[int]] = Field(default_factory=list)
     h: Annotated[Optional[int], Field(description="x")]
-""", [3, 4, 5, 10]),
+""",
+        [3, 4, 5, 10],
+    ),
     # PSC003 default-and-default-factory
-    ("PSC003", """
+    (
+        "PSC003",
+        """
 class M(BaseModel):
     a: list = Field([], default_factory=list)
     b: list = Field(..., default_factory=list)
     c: Annotated[list, Field(default_factory=list)] = []  # measured: TypeError too
-""", [3, 5]),
+""",
+        [3, 5],
+    ),
     # PSC004 default-factory-called
-    ("PSC004", """
+    (
+        "PSC004",
+        """
 from functools import partial
 class Cfg(BaseModel):
     x: int = 0
@@ -111,9 +135,13 @@ class M(BaseModel):
     f: list = Field(default_factory=list)
     g: list = Field(default_factory=lambda: [1])
     h: list = Field(default_factory=make_factory())
-""", [6, 7, 8, 9]),
+""",
+        [6, 7, 8, 9],
+    ),
     # PSC005 default-violates-constraint
-    ("PSC005", """
+    (
+        "PSC005",
+        """
 class M(BaseModel):
     a: int = Field(default=0, gt=0)
     b: str = Field(default="toolong", max_length=3)
@@ -124,9 +152,13 @@ class M(BaseModel):
     g: list[int] = Field(default=[], min_length=1)
     h: int = Field(default=1, gt=0)
     i: str = Field(default="ok", pattern=r"(unclosed")
-""", [3, 4, 5, 6, 7, 9]),
+""",
+        [3, 4, 5, 6, 7, 9],
+    ),
     # PSC006 constraint-not-applicable
-    ("PSC006", """
+    (
+        "PSC006",
+        """
 class M(BaseModel):
     a: int = Field(max_length=3)
     b: str = Field(gt=0)
@@ -136,18 +168,26 @@ class M(BaseModel):
     f: datetime.date = Field(gt=datetime.date(2020, 1, 1))
     g: Annotated[float, Field(decimal_places=2)] = 1.0
     h: SomeType = Field(max_length=3)
-""", [3, 4, 5, 6, 9]),
+""",
+        [3, 4, 5, 6, 9],
+    ),
     # PSC007 literal-default-not-allowed
-    ("PSC007", """
+    (
+        "PSC007",
+        """
 class M(BaseModel):
     a: Literal["x", "y"] = "z"
     b: Optional[Literal["x"]] = None
     c: Literal[1, 2] = True
     d: Literal["x"] | None = "y"
     e: Literal["x", "y"] = Field(default="y")
-""", [3, 5, 6]),
+""",
+        [3, 5, 6],
+    ),
     # PSC008 validator-unknown-field
-    ("PSC008", """
+    (
+        "PSC008",
+        """
 class M(BaseModel):
     a: int
     @field_validator("a", "b")
@@ -171,9 +211,13 @@ class External(SomethingNotInRun):
     @classmethod
     def e(cls, x):
         return x
-""", [4, 12]),
+""",
+        [4, 12],
+    ),
     # PSC009 duplicate-alias
-    ("PSC009", """
+    (
+        "PSC009",
+        """
 class M(BaseModel):
     a: int = Field(alias="b")
     b: int = 0
@@ -183,16 +227,24 @@ class N(BaseModel):
 class O(BaseModel):
     p: int = Field(alias="p1")
     q: int = Field(alias="q1")
-""", [4, 7]),
+""",
+        [4, 7],
+    ),
     # PSC010/PSC011
-    ("PSC010", """
+    (
+        "PSC010",
+        """
 class M(BaseModel):
     dict: int = 0
     schema: str = ""
     model_name: str = ""
     copy_: int = 0
-""", [3, 4]),
-    ("PSC011", """
+""",
+        [3, 4],
+    ),
+    (
+        "PSC011",
+        """
 class M(BaseModel):
     model_dump: int = 0
     model_validate_x: int = 0
@@ -201,9 +253,13 @@ class M(BaseModel):
 class N(BaseModel):
     model_config = ConfigDict(protected_namespaces=())
     model_dump_path: str = ""
-""", [3, 4, 6]),
+""",
+        [3, 4, 6],
+    ),
     # PSC012 override-changes-type
-    ("PSC012", """
+    (
+        "PSC012",
+        """
 class A(BaseModel):
     a: int = 0
     b: Optional[int] = None
@@ -216,18 +272,26 @@ class B(A):
     c: Literal["x"] = "x"
     d: int = 0
     e: Optional[str] = None
-""", [9, 13]),
+""",
+        [9, 13],
+    ),
     # PSC013 import-time-default
-    ("PSC013", """
+    (
+        "PSC013",
+        """
 class M(BaseModel):
     a: DT = DT.now()
     b: str = str(uuid.uuid4())
     c: datetime.date = Field(default=datetime.date.today())
     d: DT = Field(default_factory=DT.now)
     e: float = __import__("random").random()
-""", [3, 4, 5]),
+""",
+        [3, 4, 5],
+    ),
     # PSC014/15/16
-    ("PSC014", """
+    (
+        "PSC014",
+        """
 class M(BaseModel):
     x: int = 0
     class Config:
@@ -235,20 +299,32 @@ class M(BaseModel):
 class Plain:
     class Config:
         pass
-""", [4]),
-    ("PSC015", """
+""",
+        [4],
+    ),
+    (
+        "PSC015",
+        """
 class M(BaseModel):
     model_config = {"allow_population_by_field_name": True, "smart_union": True}
 class N(BaseModel):
     class Config:
         orm_mode = True
-""", [3, 3, 6]),
-    ("PSC016", """
+""",
+        [3, 3, 6],
+    ),
+    (
+        "PSC016",
+        """
 class M(BaseModel):
     model_config = ConfigDict(coerce_numbers=True, frozen=True, extra="forbid")
-""", [3]),
+""",
+        [3],
+    ),
     # PSC017/PSC018
-    ("PSC017", """
+    (
+        "PSC017",
+        """
 class M(BaseModel):
     a: int
     @validator("a")
@@ -257,8 +333,12 @@ class M(BaseModel):
     @root_validator(pre=True)
     def r(cls, values):
         return values
-""", [4, 7]),
-    ("PSC018", """
+""",
+        [4, 7],
+    ),
+    (
+        "PSC018",
+        """
 import requests
 class M(BaseModel):
     a: int = 0
@@ -274,9 +354,13 @@ def f(raw: str, model: type[M], obj: M, other):
     requests.get("u").json()
     M().dict()
     M.model_validate_json(raw)
-""", [6, 8, 9, 10, 12, 15]),
+""",
+        [6, 8, 9, 10, 12, 15],
+    ),
     # PSC019 non-annotated-attribute
-    ("PSC019", """
+    (
+        "PSC019",
+        """
 class A(BaseModel):
     x: int = 0
 class M(A):
@@ -288,16 +372,24 @@ class M(A):
     _private = 4
     def method(self):
         return 1
-""", [5, 6, 7]),
+""",
+        [5, 6, 7],
+    ),
     # PSC020 duplicate-field
-    ("PSC020", """
+    (
+        "PSC020",
+        """
 class M(BaseModel):
     a: int = 0
     b: int = 0
     a: str = ""
-""", [5]),
+""",
+        [5],
+    ),
     # PSC021 field-name-shadows-type
-    ("PSC021", """
+    (
+        "PSC021",
+        """
 class M(BaseModel):
     date: Optional[date] = None
 class N(BaseModel):
@@ -306,20 +398,30 @@ class N(BaseModel):
 class O(BaseModel):
     date: date
     kind: Literal["date"] = "date"
-""", [3, 5, 6]),
+""",
+        [3, 5, 6],
+    ),
     # strict rules
-    ("PSC101", """
+    (
+        "PSC101",
+        """
 class M(BaseModel):
     a: int = Field(1)
     b: int = Field(...)
     c: Annotated[int, Field(2)]
     d: int = Field(default=1)
-""", [3, 5]),
-    ("PSC102", """
+""",
+        [3, 5],
+    ),
+    (
+        "PSC102",
+        """
 class M(BaseModel):
     a: Annotated[int, Field(default=1)]
     b: Annotated[int, Field(ge=0)] = 1
-""", [3]),
+""",
+        [3],
+    ),
 ]
 
 
@@ -377,16 +479,22 @@ def test_select_and_ignore_prefixes():
 
 
 def test_inline_suppression():
-    src = ("class M(BaseModel):\n    a: str = None  # pscheck: ignore[PSC001]\n"
-           "    b: str = None  # noqa: PSC002\n    c: str = None  # pscheck: ignore\n")
+    src = (
+        "class M(BaseModel):\n    a: str = None  # pscheck: ignore[PSC001]\n"
+        "    b: str = None  # noqa: PSC002\n    c: str = None  # pscheck: ignore\n"
+    )
     assert codes(src) == [("PSC001", 3)]
 
 
 def test_indirect_inheritance_across_files():
     diags = lint_paths([FIXTURES / "project"], extend_select=["migration"])
     got = sorted((Path(d.path).name, d.line, d.code) for d in diags)
-    assert got == [("user.py", 10, "PSC001"), ("user.py", 11, "PSC012"), ("user.py", 18, "PSC008"),
-                   ("user.py", 25, "PSC002")]
+    assert got == [
+        ("user.py", 10, "PSC001"),
+        ("user.py", 11, "PSC012"),
+        ("user.py", 18, "PSC008"),
+        ("user.py", 25, "PSC002"),
+    ]
 
 
 def test_indirect_inheritance_unknown_base_is_not_guessed():
@@ -401,8 +509,10 @@ def test_clean_fixture_with_every_spelling_has_no_findings():
 
 
 def test_pydantic_v1_models_are_skipped():
-    src = ("from pydantic.v1 import BaseModel\nclass M(BaseModel):\n    a: str = None\n"
-           "    class Config:\n        orm_mode = True\n")
+    src = (
+        "from pydantic.v1 import BaseModel\nclass M(BaseModel):\n    a: str = None\n"
+        "    class Config:\n        orm_mode = True\n"
+    )
     assert lint_source(src) == []
 
 

@@ -17,7 +17,8 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
-from nbkit.pscheck.registry import BaseRule, Diagnostic, RuleContext
+from nbkit.pscheck.diagnostic import Diagnostic
+from nbkit.pscheck.rule import BaseRule, RuleContext
 
 if TYPE_CHECKING:
     from nbkit.pscheck.model import ModelInfo
@@ -29,7 +30,10 @@ class CreatedAtDatetimeFactory(BaseRule):
     severity = "error"
     strict_only = True
     field_names: ClassVar[tuple[str, ...]] = ("created_at",)
-    summary = "`created_at` must be a `datetime` with a `default_factory` (plugin: nbkit.pscheck.plugins.created_at)."
+    summary = (
+        "`created_at` must be a `datetime` with a `default_factory` "
+        "(plugin: nbkit.pscheck.plugins.created_at)."
+    )
     bad = """
 from datetime import datetime
 from pydantic import BaseModel
@@ -44,8 +48,8 @@ from pydantic import BaseModel, Field
 class Doc(BaseModel):
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 """
-    rationale = """A project policy (the field notes' example), not a Pydantic rule: timestamps stored as strings
-or computed once at import make records impossible to order or audit. `default_factory` gives each
+    rationale = """A project policy (the field notes' example), not a Pydantic rule: timestamps stored as
+strings or computed once at import make records impossible to order or audit. `default_factory` gives each
 instance its own time; `datetime.utcnow` is flagged because it is naive and deprecated (3.12)."""
 
     def check_model(self, model: ModelInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -58,12 +62,17 @@ instance its own time; `datetime.utcnow` is flagged because it is naive and depr
             if spec.factory is None:
                 problems.append("has no default_factory")
             elif (model.module.resolver.canonical(spec.factory) or "").endswith("datetime.utcnow") or (
-                    isinstance(spec.factory, ast.Attribute) and spec.factory.attr == "utcnow"):
+                isinstance(spec.factory, ast.Attribute) and spec.factory.attr == "utcnow"
+            ):
                 problems.append("uses datetime.utcnow (naive, deprecated since Python 3.12)")
             if problems:
-                yield self.diag(model, spec.node, f"'{spec.name}' {' and '.join(problems)}; write "
-                                                  f"'{spec.name}: datetime = Field(default_factory=lambda: "
-                                                  f"datetime.now(timezone.utc))'")
+                yield self.diag(
+                    model,
+                    spec.node,
+                    f"'{spec.name}' {' and '.join(problems)}; write "
+                    f"'{spec.name}: datetime = Field(default_factory=lambda: "
+                    f"datetime.now(timezone.utc))'",
+                )
 
 
 PSCHECK_RULES = [CreatedAtDatetimeFactory]

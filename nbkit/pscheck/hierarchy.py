@@ -1,0 +1,186 @@
+"""Which classes of a run are Pydantic v2 models, and how they inherit from each other.
+
+:func:`resolve_models` decides each class from its bases (pydantic's own, or project base classes found
+in the run), links every model to its in-run parents, cuts inheritance cycles and fills each model's
+MRO; :class:`HierarchyIndex` tells, for the whole run, which models define a field, config key or method.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from nbkit.pscheck.class_index import ClassIndex
+from nbkit.pscheck.model import ModelInfo, ModuleInfo, linearise
+
+# Deeper hierarchies are reported as not checked: real ones are a few levels deep, and the MRO
+# tuples of an N-class chain hold N²/2 entries (5,000 levels: 12.5 M, about 100 MB).
+MAX_ANCESTORS = 5000
+MODEL_ROOTS = {"BaseModel", "RootModel", "GenericModel"}
+SETTINGS_ROOTS = {"BaseSettings"}
+
+
+class HierarchyIndex:
+    """Which models of a run define a given field, config key or method (one shared instance)."""
+
+    KINDS = ("fields", "config", "methods")
+
+    def __init__(self, models: list[ModelInfo]) -> None:
+        self.models = models
+        self._by_kind: dict[str, dict[str, list[ModelInfo]]] = {k: {} for k in self.KINDS}
+        for m in models:
+            for kind in self.KINDS:
+                table = self._by_kind[kind]
+                for name in getattr(m, kind):
+                    table.setdefault(name, []).append(m)
+        self._keys: dict[str, dict[str, list[tuple[ModelInfo, str]]]] = {}
+
+    def owners(self, kind: str, name: str) -> list[ModelInfo]:
+        return self._by_kind[kind].get(name, [])
+
+    def key_owners(self, direction: str, key: str) -> list[tuple[ModelInfo, str]]:
+        """``(model, field name)`` of every field read (``"input"``) or written (``"output"``) as ``key``."""
+        if direction not in self._keys:
+            table: dict[str, list[tuple[ModelInfo, str]]] = {}
+            for m in self.models:
+                for name, spec in m.fields.items():
+                    for k, _ in spec.keys(direction):
+                        table.setdefault(k, []).append((m, name))
+            self._keys[direction] = table
+        return self._keys[direction].get(key, [])
+
+
+def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -> list[ModelInfo]:
+    """Mark which classes are Pydantic v2 models and link parents; returns the models."""
+    index = index or ClassIndex(modules)
+    classes = [c for m in modules for c in m.classes]
+    bases_of: dict[int, list[tuple[ast.expr, ModelInfo | None, str]]] = {}
+    for c in classes:
+        rows = []
+        for b in c.base_nodes:
+            node = b.value if isinstance(b, ast.Subscript) else b
+            q = c.module.resolver.qualname(node) or ""
+            found = index.find(q, c.module) if q else None
+            if found is None and q:
+                q = index.origin(q, c.module)  # a pydantic base re-exported by a module of the run
+            rows.append((b, found if found is not c else None, q))
+        bases_of[id(c)] = rows
+    # Decide each class from its bases; when one becomes a model (or v1), decide the classes that
+    # derive from it again. A worklist rather than "repeat until nothing changes", which costs one
+    # pass over every class per level when subclasses come before their bases in the files.
+    children: dict[int, list[ModelInfo]] = {}
+    for c in classes:
+        for _, found, _ in bases_of[id(c)]:
+            if found is not None:
+                children.setdefault(id(found), []).append(c)
+    pending = list(reversed(classes))
+    while pending:
+        c = pending.pop()
+        if c.is_model or c.is_v1:
+            continue
+        _decide(c, bases_of[id(c)])
+        if c.is_model or c.is_v1:
+            pending.extend(reversed(children.get(id(c), ())))
+    models = [c for c in classes if c.is_model]
+    for c in models:
+        for b, found, q in bases_of[id(c)]:
+            node = b.value if isinstance(b, ast.Subscript) else b
+            root = q.rpartition(".")[2]
+            if found is not None and found.is_model:
+                c.parents.append(found)
+            elif (
+                root in MODEL_ROOTS
+                and (c.module.resolver.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q))
+            ) or (root in SETTINGS_ROOTS and q.startswith("pydantic_settings")):
+                continue
+            elif c.module.resolver.canonical(node) in (
+                "Generic",
+                "typing.Generic",
+                "typing_extensions.Generic",
+                "ABC",
+                "abc.ABC",
+                "object",
+            ):
+                continue
+            else:
+                c.unresolved_bases.append(q or ast.unparse(b))
+    _link_hierarchy(models)
+    return models
+
+
+def _from_pydantic(q: str) -> bool:
+    """``q`` (an origin-resolved qualified name) is a pydantic v2 member."""
+    head = q.rpartition(".")[0]
+    return (head == "pydantic" or head.startswith("pydantic.")) and not head.startswith("pydantic.v1")
+
+
+def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -> None:
+    """Mark ``c`` as a v2 model or a v1 class from its bases as known so far (first base that decides)."""
+    r = c.module.resolver
+    for b, found, q in bases:
+        node = b.value if isinstance(b, ast.Subscript) else b
+        root = q.rpartition(".")[2]
+        if q.startswith("pydantic.v1") or (
+            root in MODEL_ROOTS and c.module.imports_pydantic_v1 and "pydantic.v1" in r.imports.get(root, "")
+        ):
+            c.is_v1 = True
+            return
+        if root in MODEL_ROOTS and (r.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q)):
+            c.is_model = True
+        elif root in SETTINGS_ROOTS and q.startswith("pydantic_settings"):
+            c.is_model = c.is_settings = True
+        elif found is not None and found.is_v1:
+            c.is_v1 = True
+            return
+        elif found is not None and found.is_model:
+            c.is_model = True
+            c.is_settings = c.is_settings or found.is_settings
+        if c.is_model:
+            return
+
+
+def _link_hierarchy(models: list[ModelInfo]) -> None:
+    """Cut inheritance cycles, then fill each model's MRO, completeness and depth, parents first.
+
+    A parent link that closes a cycle (``class A(B, BaseModel)`` with ``class B(A)``: Python cannot
+    define these) is dropped and reported as an unresolved base, so rules needing the whole
+    hierarchy stay silent and every walk may assume a DAG. Iterative depth-first search (no depth
+    exhausts the stack); post-order, so each model's MRO reuses its parents'. A model with more than
+    ``MAX_ANCESTORS`` classes above it is marked ``too_deep`` (and keeps no MRO tuple): the tuples
+    of a chain grow with the square of its length, as Python's own ``__mro__`` does.
+    """
+    index = HierarchyIndex(models)
+    state: dict[int, int] = {}  # 1 = on the current path, 2 = finished
+    for root in models:
+        if id(root) in state:
+            continue
+        state[id(root)] = 1
+        stack: list[tuple[ModelInfo, int]] = [(root, 0)]
+        while stack:
+            m, i = stack[-1]
+            if i == len(m.parents):
+                state[id(m)] = 2
+                stack.pop()
+                _finish(m, index)
+                continue
+            p = m.parents[i]
+            if state.get(id(p)) == 1:
+                m.parents.pop(i)
+                m.unresolved_bases.append(f"{p.name} (circular inheritance)")
+                continue
+            stack[-1] = (m, i + 1)
+            if id(p) not in state:
+                state[id(p)] = 1
+                stack.append((p, 0))
+
+
+def _finish(m: ModelInfo, index: HierarchyIndex) -> None:
+    m._owners = index
+    m._complete = not m.unresolved_bases and all(p._complete for p in m.parents)
+    if any(p.too_deep for p in m.parents):
+        m.too_deep = True
+        return
+    mro = linearise(m)
+    if len(mro) > MAX_ANCESTORS + 1:
+        m.too_deep = True
+    else:
+        m._mro = mro
