@@ -17,9 +17,13 @@ import json
 import os
 import sys
 
+from nbkit.audit.experiments import REGISTRY, make_context, run_audit
+from nbkit.audit.formats import read_any
+from nbkit.errors import UsageError, main_error
+
 
 @contextlib.contextmanager
-def _stdout_to_stderr():
+def stdout_to_stderr():
     """Libraries print to stdout (C++ profiler lines, DeepSpeed banners); keep stdout for the report.
 
     Redirected at the file-descriptor level because some of those prints come from C++.
@@ -37,7 +41,6 @@ def _stdout_to_stderr():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nbkit.audit.checks import REGISTRY
 
     ap = argparse.ArgumentParser(prog="nbkit audit", description=f"Fine-tune coupling audit ({len(REGISTRY)} checks) for a LoRA/SFT config.",
                                  epilog="checks: " + "; ".join(f"{c.number} {c.slug} ({c.title})" for c in REGISTRY))
@@ -58,10 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the audit; returns the exit code (0 pass, 1 a check failed, 2 bad input)."""
-    from nbkit.audit.checks import REGISTRY
-    from nbkit.audit.experiments import make_context, run_audit
-    from nbkit.audit.formats import read_any
-    from nbkit.errors import UsageError, main_error
 
     try:
         args = build_parser().parse_args(argv)
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         progress = sys.stderr.isatty()
         context = make_context(config, args.device, progress=progress, model_unavailable=mapped.model_unavailable)
-        with _stdout_to_stderr():
+        with stdout_to_stderr():
             findings = run_audit(config, checks, smoke=args.smoke, progress=progress, context=context).data
     except (UsageError, RuntimeError, ValueError) as exc:  # e.g. --device cuda without CUDA
         return main_error(str(exc), "nbkit audit")

@@ -13,13 +13,14 @@ import datetime
 import json
 import os
 
+from nbkit.model_files import tiny_llama
+
 SCENARIOS = ("no_grad", "grad_no_backward", "backward", "backward_no_sync", "backward_find_unused")
 
 
 def _model(seed: int):
     import torch
 
-    from nbkit.model_files import tiny_llama
 
     class WithValueHead(torch.nn.Module):
         def __init__(self):

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbkit.audit.config import AuditConfig, ConfigError, load_config, parse_config, yaml_document
+from nbkit.audit.config import AuditConfig, load_config, parse_config
+from nbkit.audit.safe_yaml import ConfigError, yaml_document
 from nbkit.errors import read_json_object
+from nbkit.model_files import resolve_model
 
 FORMATS = ("nbkit", "axolotl", "peft", "trl", "deepspeed")
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -92,7 +94,6 @@ def _base_model(b: _Builder, key: str, base: Path | None = None, override: str |
     file too), a config.json (architecture only), or a Hub id (online; offline: one line, exit 2).
     ``override`` (``--model``) replaces the file's value.
     """
-    from nbkit.model_files import resolve_model
 
     ref = override if override is not None else b.data.get(key)
     if ref is None or (isinstance(ref, str) and not ref.strip()):

@@ -17,6 +17,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from nbkit.model_files import load_smollm2, tiny_llama
+
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # ids 0, 1, 2 as in SmolLM2
 CHATML_TEMPLATE = (
@@ -106,7 +108,6 @@ def tiny_tokenizer(vocab_size: int = 512):
 
 def load_model_and_tokenizer(name: str, device, dtype=None, seed: int = 0):
     """(model, tokenizer) for ``"smollm2"`` (the real model) or ``"tiny"`` (random GQA Llama)."""
-    from nbkit.model_files import load_smollm2, tiny_llama
 
     if name == "smollm2":
         return load_smollm2(device, dtype)

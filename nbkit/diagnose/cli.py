@@ -11,6 +11,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from nbkit.audit.cli import stdout_to_stderr
+from nbkit.diagnose.diagnosis import diagnose
+from nbkit.diagnose.report import FORMATS, render
+from nbkit.errors import UsageError, main_error
+
 
 def _gib(text: str) -> float:
     try:
@@ -39,7 +44,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nbkit.diagnose.report import FORMATS
 
     ap = _Parser(prog="nbkit diagnose", description="Will this training setup start, will it fit, which settings disagree across its files.")
     ap.add_argument("config", help="the trainer config: an axolotl YAML or a TRL SFTConfig / TrainingArguments JSON (its 'deepspeed' key is followed)")
@@ -57,10 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Diagnose; returns the exit code (0 clean, 1 findings, 2 bad input)."""
-    from nbkit.audit.cli import _stdout_to_stderr
-    from nbkit.diagnose.diagnosis import diagnose
-    from nbkit.diagnose.report import render
-    from nbkit.errors import UsageError, main_error
 
     try:
         args = build_parser().parse_args(argv)
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return main_error(f"--output {args.output}: {'is a directory' if args.output.is_dir() else 'its folder does not exist'}; "
                           "expected a file path", "nbkit diagnose")
     try:
-        with _stdout_to_stderr():
+        with stdout_to_stderr():
             d = diagnose(args.config, model=args.model, nodes=args.nodes, gpus_per_node=args.gpus_per_node, gpu_memory_gib=args.gpu_memory,
                          checks=args.checks, audit=not args.no_audit, device=args.device, progress=sys.stderr.isatty())
     except UsageError as exc:

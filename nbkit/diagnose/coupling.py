@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.diagnose.setup import Setup, Value
+from nbkit.zero.dsconfig import _offload_on
 
 AGREE, AUTO, ABSENT, ERROR, WARNING, UNCHECKED = "agree", "auto", "absent", "error", "warning", "not checked"
 STATUSES = (AGREE, AUTO, ABSENT, ERROR, WARNING, UNCHECKED)
@@ -270,7 +271,6 @@ def optimizer_couplings(setup: Setup) -> list[Coupling]:
 
 
 def _offload_optimizer(setup: Setup) -> Any:
-    from nbkit.zero.dsconfig import _offload_on
 
     present, off = setup.ds_get("zero_optimization.offload_optimizer")
     return off if present and _offload_on(off) and _stage(setup) >= 1 else None

@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbkit.audit.experiments import REGISTRY
+from nbkit.audit.experiments import make_context, run_audit
+from nbkit.audit.formats import read_any
 from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim
+from nbkit.diagnose import fit as F
 from nbkit.diagnose.coupling import (
     ABSENT,
     AGREE,
@@ -23,9 +27,14 @@ from nbkit.diagnose.coupling import (
     Coupling,
     couplings,
     resolved_ds,
+    resolved_flag,
 )
+from nbkit.diagnose.fit import accuracy, gib_text
+from nbkit.diagnose.report import html_fragment
 from nbkit.diagnose.setup import Setup, read_setup
+from nbkit.errors import UsageError
 from nbkit.findings import Finding
+from nbkit.zero.dsconfig import memory_plan
 
 _COUPLING_VERDICT = {AGREE: HOLDS, AUTO: HOLDS, ABSENT: HOLDS, ERROR: REFUTED, WARNING: REFUTED, UNCHECKED: INCONCLUSIVE}
 _AUDIT_VERDICT = {"pass": HOLDS, "fail": REFUTED, "error": REFUTED, "warn": INCONCLUSIVE, "needs_gpu": NEEDS_GPU}
@@ -48,7 +57,6 @@ class Fit:
     trainable_params: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        from nbkit.diagnose.fit import accuracy
 
         acc = accuracy()
         return {"plan": self.plan, "predicted_peak_gib": self.peak_gib, "gpu_memory_gib": self.gpu_gib, "verdict": self.verdict,
@@ -82,7 +90,6 @@ class Diagnosis:
         return 1 if any(self.problems.values()) else 0
 
     def claims(self) -> list[Claim]:
-        from nbkit.diagnose.fit import gib_text
 
         rows = []
         for c in self.couplings:
@@ -113,16 +120,12 @@ class Diagnosis:
                                                       "fixes": [x["change"] for x in self.fit.fixes]}}
 
     def _repr_html_(self) -> str:
-        from nbkit.diagnose.report import html_fragment
 
         return html_fragment(self)
 
 
 def fit_of(setup: Setup) -> tuple[Fit | None, str]:
     """The setup's fit (or why it cannot be predicted)."""
-    from nbkit.diagnose import fit as F
-    from nbkit.diagnose.coupling import resolved_flag
-    from nbkit.zero.dsconfig import memory_plan
 
     if setup.model_config is None:
         return None, f"not predicted: {setup.model_note}"
@@ -171,10 +174,6 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
 
 def audit_of(setup: Setup, model: str | None, checks: str | None, device: str = "auto", progress: bool = False) -> tuple[list[Finding], str]:
     """The audit's checks on the same trainer config (as ``nbkit audit CONFIG``); a config the audit refuses is one note."""
-    from nbkit.audit.checks import REGISTRY
-    from nbkit.audit.experiments import make_context, run_audit
-    from nbkit.audit.formats import read_any
-    from nbkit.errors import UsageError
 
     selected = REGISTRY.select(checks) if checks is not None else None  # a bad selection is bad input (exit 2)
     try:

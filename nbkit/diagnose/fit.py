@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.claims import HOLDS, INCONCLUSIVE, REFUTED, Verdict
+from nbkit.zero.memory import model_size
+from nbkit.zero.peak import SavedActivations, meta_causal_lm, predict_activation_bytes, predict_peak
 
 GIB = 2**30
 ACCURACY_FILE = Path(__file__).with_name("peak_accuracy.json")
@@ -169,7 +171,6 @@ class ModelShape:
 
 
 def model_shape(config) -> ModelShape:
-    from nbkit.zero.memory import model_size
 
     size = model_size(config)
     return ModelShape(config, size.n_params, size.largest_layer_params)
@@ -229,7 +230,6 @@ def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, che
     """Saved activations of one micro-batch: notebook 02's meta-device count (``predict_activation_bytes``) with the
     run's attention (``fused``: a flash / memory-efficient kernel, what SDPA and flash_attention_2 run on a GPU;
     ``eager``: the S×S scores kept); with checkpointing, see the module docstring; ``lora``: PEFT's wrapped model."""
-    from nbkit.zero.peak import predict_activation_bytes
 
     model_cfg = _model_cfg(config, attention)
     full = predict_activation_bytes(model_cfg, micro_batch, seq_len, precision, lora)
@@ -256,7 +256,6 @@ def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch:
     """
     import torch
 
-    from nbkit.zero.peak import SavedActivations, meta_causal_lm
 
     model = meta_causal_lm(model_cfg, precision, lora)
     with torch.device("meta"):
@@ -286,7 +285,6 @@ def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch:
 
 def predict(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any]) -> Prediction:
     """Each part of one rank's predicted peak (bytes) for ``plan`` — :func:`nbkit.zero.peak.predict_peak` on a GPU rank."""
-    from nbkit.zero.peak import predict_peak
 
     ad = plan.adapter
     trainable, frozen = adapter_params(shape.config, ad, plan.precision) if ad else (None, None)  # first: names unmatched targets

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbkit.diagnose.diagnosis import Diagnosis
+from nbkit.diagnose.fit import gib_text
+from nbkit.report import INDEX_CSS, INDEX_JS, ledger_html
+
+if TYPE_CHECKING:
+    from nbkit.diagnose.diagnosis import Diagnosis
 
 FORMATS = ("text", "json", "html")
 COLUMNS = ("source", "claim", "measured", "verdict", "rule", "n", "why")
@@ -19,7 +23,6 @@ _MARK = {"agree": "ok  ", "auto": "auto", "absent": "—   ", "error": "ERR ", "
 
 
 def _gib(x: float) -> str:
-    from nbkit.diagnose.fit import gib_text
 
     return gib_text(x / 2**30)
 
@@ -82,7 +85,6 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
 
 def html_fragment(d: Diagnosis) -> str:
     """The ledger and the fit details as an HTML fragment (the notebook's display, the page's body)."""
-    from nbkit.report import ledger_html
 
     rows = [c.to_dict() for c in d.claims()]
     boxes, table = ledger_html(rows, COLUMNS)
@@ -93,7 +95,6 @@ def html_fragment(d: Diagnosis) -> str:
 
 
 def html_page(d: Diagnosis) -> str:
-    from nbkit.report import INDEX_CSS, INDEX_JS
 
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>nbkit diagnose {html.escape(str(d.setup.config_path))}</title>"
             f"<style>{INDEX_CSS}</style></head><body><h1>nbkit diagnose</h1>{html_fragment(d)}"

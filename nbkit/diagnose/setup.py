@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbkit.audit.config import ConfigError
-from nbkit.errors import UsageError, read_json_object
+from nbkit.audit.safe_yaml import ConfigError, yaml_document
+from nbkit.audit.formats import AXOLOTL_ATTENTION, _base_model, _Builder, detect
+from nbkit.diagnose.fit import Adapter
+from nbkit.errors import UsageError, read_json_object, read_text
+from nbkit.model_files import resolve_model
+from nbkit.zero.dsconfig import DSConfigError, _check_scalars
 
 
 class DiagnoseError(UsageError):
@@ -111,8 +115,6 @@ class Setup:
 
 def _read_trainer(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
     """The trainer config's top-level mapping and (YAML) the line of each key."""
-    from nbkit.audit.config import yaml_document
-    from nbkit.errors import read_text
 
     if path.is_dir():
         raise DiagnoseError(f"{path}: is a directory; expected a trainer config (axolotl YAML or TrainingArguments JSON)")
@@ -128,7 +130,6 @@ def _read_trainer(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
 
 
 def _detect(path: Path, data: dict[str, Any]) -> str:
-    from nbkit.audit.formats import detect
 
     fmt = detect(path, data)
     if fmt == "nbkit" and path.suffix != ".json":
@@ -196,7 +197,6 @@ def _seq_len(path: Path, fmt: str, data: dict[str, Any], lines) -> Value:
 
 
 def _attention(path: Path, fmt: str, data: dict[str, Any], lines) -> Value:
-    from nbkit.audit.formats import AXOLOTL_ATTENTION
 
     impl = data.get("attn_implementation")
     if impl is None and fmt == "trl" and isinstance(data.get("model_init_kwargs"), dict):
@@ -232,8 +232,6 @@ def _deepspeed(path: Path, data: dict[str, Any], lines) -> tuple[dict[str, Any] 
 
 def _model(path: Path, fmt: str, data: dict[str, Any], lines, override: str | None) -> tuple[str, Any, str]:
     """(spec, transformers config or None, note) of the base model, resolved as the audit resolves it."""
-    from nbkit.audit.formats import _base_model, _Builder
-    from nbkit.model_files import resolve_model
 
     key = "base_model" if fmt == "axolotl" else "model_name_or_path"
     b = _Builder(str(path), data, lines, path.parent, override)
@@ -268,7 +266,6 @@ def read_setup(config: str | Path, *, model: str | None = None, nodes: int | Non
     attention = _attention(path, fmt, data, lines)
     ds, ds_source = _deepspeed(path, data, lines)
     if ds is not None:
-        from nbkit.zero.dsconfig import DSConfigError, _check_scalars
 
         try:
             _check_scalars({k: v for k, v in ds.items() if not _has_auto(v)}, ds_source)
@@ -299,7 +296,6 @@ PEFT_DEFAULT_TARGETS = ("q_proj", "v_proj")
 def _lora(path: Path, fmt: str, data: dict[str, Any], lines, adapter: str | None) -> tuple[Any, tuple[str, ...]]:
     """The LoRA / QLoRA adapter the config trains (axolotl's lora_* keys; TRL's ModelConfig lora_* / load_in_4bit), with notes
     on what was assumed; (None, ()) for full fine-tuning."""
-    from nbkit.diagnose.fit import Adapter
 
     if adapter is None:
         return None, ()

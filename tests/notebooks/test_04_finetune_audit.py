@@ -15,7 +15,7 @@ def metrics(executed_notebook):
 
 @pytest.mark.slow
 def test_every_check_produces_a_finding(metrics):
-    from nbkit.audit.checks import REGISTRY
+    from nbkit.audit.experiments import REGISTRY
 
     assert [f["check"] for f in metrics["findings"] + metrics["findings_trainer"]] == REGISTRY.slugs
     by = {f["check"]: f for f in metrics["findings"]}

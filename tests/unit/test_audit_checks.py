@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from nbkit.audit.checks.kiss import KissConfig
 from nbkit.audit.config import SchedulerSection, TemplateSection, load_config
 from nbkit.audit.sft import EXAMPLES_DIR, load_model_and_tokenizer, make_sft_examples, read_jsonl_plain
 
@@ -217,20 +218,30 @@ def test_scheduler_traces():
 
 
 def test_fragmentation_says_needs_cuda_on_cpu():
-    from nbkit.audit.checks.fragmentation import check_fragmentation
+    from nbkit.audit.checks.fragmentation import CHECK, check_fragmentation
+    from nbkit.audit.config import AuditConfig
+    from nbkit.zero.config import FragmentationConfig
 
-    f = check_fragmentation(None, None, [], TemplateSection(), device=CPU, interval=50)
+    f = check_fragmentation(FragmentationConfig(), CPU)
     assert f.status == "needs_gpu" and "needs CUDA" in f.summary
     assert not any(isinstance(v, float) for v in f.figures.values())
     # the GPU run is long enough that the reference interval checkpoints twice
     assert f.figures["steps"] == 400 and f.figures["reference_interval"] == 200
+    # one fragmentation experiment: the audit's check runs the ZeRO theme's config, its interval from the audit's checkpoint section
+    cfg = CHECK.config_from(load_config(EXAMPLES_DIR / "broken.yaml"))
+    assert CHECK.Config is FragmentationConfig and cfg.intervals == (5, 200) and cfg.expandable_segments == (False,)
+    assert CHECK.config_from(AuditConfig()).intervals == FragmentationConfig().intervals
 
 
 def test_fragmentation_figures_from_fabricated_traces():
     """The keys the CUDA path writes, from fabricated run pairs: the interval is across repeats, never over
     the steps of one run (those are one allocator's history)."""
-    from nbkit.audit.checks.fragmentation import compare_traces
+    from nbkit.audit.checks.fragmentation import FragmentationMetrics, compare_traces
     from nbkit.audit.claims import verdict_fragmentation
+    from nbkit.findings import Finding
+
+    def metrics(figs):  # the figures the CUDA path writes, read into the typed metrics the claim judges
+        return FragmentationMetrics.of(Finding("fragmentation", "", "pass", "", {**figs, "device": "cuda:0"}))
 
     def run(interval, mean):
         return {"interval": interval, "checkpoints": 800 // interval, "mean_gap_ratio": mean, "alloc_retries": 0, "trace": [mean] * 400}
@@ -240,35 +251,34 @@ def test_fragmentation_figures_from_fabricated_traces():
     assert figs["repeats"] == 3 and figs["gap_ratio_diff_per_repeat"] == pytest.approx([0.2, 0.23, 0.18])
     assert 0.1 < figs["gap_ratio_diff_ci_low"] <= figs["gap_ratio_diff_ci_high"] < 0.3
     assert figs["steps"] == 400 and figs["checkpoints_reference"] == 4
-    assert verdict_fragmentation({**figs, "device": "cuda:0"}).verdict == "holds"
+    assert verdict_fragmentation(metrics(figs)).verdict == "holds"
     one = compare_traces(pairs[:1])  # one pair: no interval, and the verdict decides nothing
     assert math.isnan(one["gap_ratio_diff_ci_low"]) and one["repeats"] == 1
-    assert verdict_fragmentation({**one, "device": "cuda:0"}).verdict == "inconclusive"
+    assert verdict_fragmentation(metrics(one)).verdict == "inconclusive"
 
 
 def test_kiss_comparison_on_tiny(tiny):
     from nbkit.audit.checks.kiss import compare_lora_variants
 
     model, tok = tiny
-    f = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), budget_steps=3, batch_size=4, eval_every=1,
-                              val_size=8, device=CPU, progress=False)
+    cfg = KissConfig(budget_steps=3, batch_size=4, eval_every=1, val_size=8)
+    f = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), cfg, device=CPU, progress=False)
     assert f.figures["param_ratio_over_vs_kiss"] == pytest.approx(12.8)
     assert f.figures["kiss_peak_bytes"] < f.figures["over_peak_bytes"]
     assert len(f.figure.data) == 2 and len(f.figure.data[0].x) == 4
     with pytest.raises(ValueError, match="budget_steps"):
-        compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), budget_steps=1, device=CPU)
+        compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), KissConfig(budget_steps=1), device=CPU)
 
 
 def test_run_audit_turns_a_crash_into_an_error_finding(monkeypatch):
     import dataclasses
 
-    from nbkit.audit.checks import REGISTRY
-    from nbkit.audit.experiments import run_audit
+    from nbkit.audit.experiments import REGISTRY, run_audit
 
-    def boom(ctx, cfg, live=None):
+    def boom(cfg, ctx, live=None):
         raise RuntimeError("synthetic failure")
 
-    monkeypatch.setitem(REGISTRY._checks, "schedulers", dataclasses.replace(REGISTRY["schedulers"], run=boom))
+    monkeypatch.setitem(REGISTRY._experiments, "schedulers", dataclasses.replace(REGISTRY["schedulers"], run=boom))
     cfg = load_config(EXAMPLES_DIR / "good.yaml")
     [f] = run_audit(cfg, ["schedulers"], device="cpu", progress=False).data
     assert f.status == "error" and f.check == "schedulers" and "synthetic failure" in f.summary
@@ -289,15 +299,16 @@ def test_lora_rank_above_the_layer_fails_before_building(tiny):
 
 def test_attention_flash_ratio_keys_match_the_claims():
     """The keys flash_speedup writes (per device type) are the keys the claims read, at every length."""
-    from nbkit.audit.checks.attention import flash_speedup
+    from nbkit.audit.checks.attention import AttentionMetrics, flash_speedup
     from nbkit.audit.claims import verdict_flash_speedup
+    from nbkit.findings import Finding
 
     for L in (256, 2048):
         rows = [{"backend": "flash", "L": L, "seconds": 0.01, "tokens_per_s": L / 0.01, "rep_seconds": [0.01, 0.011, 0.009]},
                 {"backend": "math (unfused)", "L": L, "seconds": 0.038, "tokens_per_s": L / 0.038, "rep_seconds": [0.038, 0.037, 0.039]}]
         figs = {"device": "cuda:0", **flash_speedup(rows, "cuda")}
         assert figs["flash_over_math_L"] == L and figs["flash_over_math_cuda"] == pytest.approx(3.8)
-        assert verdict_flash_speedup(figs).verdict == "holds"
+        assert verdict_flash_speedup(AttentionMetrics.of(Finding("attention", "", "pass", "", figs))).verdict == "holds"
 
 
 def test_data_schema_lists_every_bad_line_and_fails_an_empty_file(tmp_path):
@@ -339,9 +350,11 @@ def test_kiss_stops_when_decided_and_the_verdict_is_the_full_run_s(tiny):
 
     model, tok = tiny
     # an absolute target between the two variants' losses at step 12 (6.05 KISS, 5.98 over, measured)
-    kw = dict(budget_steps=12, batch_size=4, eval_every=2, val_size=8, lr=0.01, target=6.02, device=CPU, progress=False)
-    short = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), stop_when_decided=True, **kw)
-    full = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), stop_when_decided=False, **kw)
+    kw = dict(budget_steps=12, batch_size=4, eval_every=2, val_size=8, lr=0.01, val_loss_target=6.02)
+    short = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), KissConfig(stop_when_decided=True, **kw), device=CPU,
+                                  progress=False)
+    full = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), KissConfig(stop_when_decided=False, **kw), device=CPU,
+                                 progress=False)
     assert full.figures["steps_trained"] == 12 and not full.figures["stopped_when_decided"]
     assert short.figures["stopped_when_decided"] and short.figures["steps_trained"] < 12
     first = min(s for s in (short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"]) if s is not None)
@@ -355,17 +368,19 @@ def test_kiss_check_repeats_over_seeds_with_their_own_splits():
     counts the kiss-steps verdict reads."""
     from nbkit.audit.checks import kiss
     from nbkit.audit.claims import verdict_kiss_steps
-    from nbkit.audit.config import KissConfig, config_file
+    from nbkit.audit.config import config_file
     from nbkit.audit.experiments import make_context
 
     ctx = make_context(load_config(config_file("good.yaml")), "cpu", progress=False)
-    f = kiss.run(ctx, KissConfig.smoke())
+    result = kiss.CHECK.run(KissConfig.smoke(), ctx, None)
+    f, m = result.data, result.metrics
     figs = f.figures
     assert figs["seeds"] == 2 and [r["seed"] for r in figs["per_seed"]] == [0, 1]
     assert sum(figs[k] for k in ("seeds_kiss_first", "seeds_over_first", "seeds_tie", "seeds_neither")) == 2
     assert [r["first"] for r in figs["per_seed"]] == [kiss.first_to_target(r["kiss_steps_to_target"], r["over_steps_to_target"]) for r in figs["per_seed"]]
-    assert verdict_kiss_steps(figs).verdict == "inconclusive"  # 2 seeds cannot decide the Wilson rule, whatever they say
-    assert "not measured" not in verdict_kiss_steps(figs).why
+    assert (m.seeds, m.per_seed) == (figs["seeds"], figs["per_seed"])  # the typed metrics carry the figures
+    assert verdict_kiss_steps(m).verdict == "inconclusive"  # 2 seeds cannot decide the Wilson rule, whatever they say
+    assert "not measured" not in verdict_kiss_steps(m).why
 
 
 def test_response_only_logits_give_the_full_logits_figures(tiny):
@@ -425,9 +440,9 @@ def test_kiss_variants_side_by_side_give_the_figures_of_one_after_the_other(tiny
     from nbkit.audit.checks.kiss import compare_lora_variants
 
     model, tok = tiny
-    kw = dict(budget_steps=4, batch_size=4, eval_every=2, val_size=8, lr=0.01, device=CPU, progress=False, stop_when_decided=False)
-    one = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), workers=1, **kw)
-    two = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), workers=2, **kw)
+    cfg = KissConfig(budget_steps=4, batch_size=4, eval_every=2, val_size=8, lr=0.01, stop_when_decided=False)
+    one = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), cfg, workers=1, device=CPU, progress=False)
+    two = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), cfg, workers=2, device=CPU, progress=False)
     assert one.figures == two.figures
     assert [r["final val loss"] for r in one.table] == [r["final val loss"] for r in two.table]
     assert one.figures["kiss_peak_bytes"] < one.figures["over_peak_bytes"]

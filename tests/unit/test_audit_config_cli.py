@@ -66,14 +66,14 @@ def test_cli_exit_2_on_invalid_config(capsys):
 
 
 def test_registry_keys_are_slugs_and_numbers_map_through_it():
-    from nbkit.audit.checks import REGISTRY
+    from nbkit.audit.experiments import REGISTRY
 
     assert len(REGISTRY) == 18 and REGISTRY.slugs[0] == "kiss-lora" and REGISTRY.slugs[12] == "ddp-eval" and REGISTRY.slugs[-1] == "eval-batch"
     assert REGISTRY[2].slug == REGISTRY["2"].slug == "lora-binding"
     assert REGISTRY.select("schedulers, 2,7-8") == ["schedulers", "lora-binding", "data-schema", "loss-mask"]
     for c in REGISTRY:  # every check's config has a smoke preset and maps from the default config
         assert isinstance(c.Config.smoke(), c.Config)
-        assert c.needs or isinstance(c.Config.from_audit(AuditConfig()), c.Config)
+        assert c.needs or isinstance(c.config_from(AuditConfig()), c.Config)
 
 
 def test_cli_good_config_passes_static_checks(capsys):

@@ -13,13 +13,11 @@ import pytest
 import torch
 
 from nbkit.audit.cli import main
-from nbkit.audit.config import (
-    ChatTemplateEotConfig,
-    EvalBatchConfig,
-    PackingAttentionConfig,
-    TiedEmbeddingsConfig,
-    TrainOnInputsConfig,
-)
+from nbkit.audit.checks.chat_template_eot import ChatTemplateEotConfig
+from nbkit.audit.checks.eval_batch import EvalBatchConfig
+from nbkit.audit.checks.packing_attention import PackingAttentionConfig
+from nbkit.audit.checks.tied_embeddings import TiedEmbeddingsConfig
+from nbkit.audit.checks.train_on_inputs import TrainOnInputsConfig
 from nbkit.audit.formats import read_any
 from nbkit.audit.sft import CHATML_TEMPLATE, load_model_and_tokenizer, tiny_tokenizer
 

@@ -13,13 +13,49 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import AttentionConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "attention", "Attention backend and context"
+
+
+@dataclass
+class AttentionConfig(CheckConfig):
+    seq_len: int = field(default=128, metadata={"min": 16, "max": 32768, "label": "train.seq_len"})
+    max_length: int = field(default=2048, metadata={"choices": [256, 512, 1024, 2048, 4096], "label": "longest timed length"})
+    reps: int = field(default=3, metadata={"min": 1, "max": 20})
+
+    @classmethod
+    def smoke(cls):
+        return cls(max_length=256, reps=2)
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """The four lengths timed, ending at ``max_length``."""
+        return tuple(L for L in (64, 128, 256, 512, 1024, 2048, 4096) if L <= self.max_length)[-4:]
+
+    @classmethod
+    def audit_values(cls, audit):
+        return {"seq_len": audit.train.seq_len}
+
+
+@dataclass(frozen=True)
+class AttentionMetrics(CheckMetrics):
+    """The device timed on and, on CUDA, flash over math SDPA throughput with its range over repetitions."""
+
+    device: str | None = None
+    timing_dtype: str | None = None
+    flash_over_math_cuda: float | None = None
+    flash_over_math_cuda_low: float | None = None
+    flash_over_math_cuda_high: float | None = None
+    flash_over_math_L: int | None = None
+    flash_over_math_reps: int | None = None
 
 # aten op -> backend name
 SDPA_OPS = {
@@ -151,9 +187,9 @@ def check_attention_backend(model, tokenizer, *, device, seq_len: int, lengths=(
                    fix="use attn_implementation='sdpa' and keep seq_len within max_position_embeddings (or configure RoPE scaling)", figure=fig)
 
 
-def run(context, cfg: AttentionConfig, live=None) -> Finding:
-    model, tok = context.model_and_tokenizer()
-    return check_attention_backend(model, tok, device=context.device, seq_len=cfg.seq_len, lengths=cfg.lengths, reps=cfg.reps)
+def finding(cfg: AttentionConfig, ctx: AuditContext, live=None) -> Finding:
+    model, tok = ctx.model_and_tokenizer()
+    return check_attention_backend(model, tok, device=ctx.torch_device, seq_len=cfg.seq_len, lengths=cfg.lengths, reps=cfg.reps)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, AttentionConfig, run, number=4))
+CHECK = Check.of(SLUG, TITLE, AttentionConfig, AttentionMetrics, finding, number=4)

@@ -10,11 +10,37 @@ chat template, reads the token that closes the assistant turn, and compares it w
 
 from __future__ import annotations
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import ChatTemplateEotConfig
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
+from nbkit.audit.sections import is_chat_type
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "chat-template-eot", "Chat template ↔ end-of-turn token in the loss mask"
+
+
+@dataclass
+class ChatTemplateEotConfig(TrainerCheckConfig):
+    train_on_eos: str = field(default="turn", metadata={"choices": ["turn", "all", "last", "none"], "help": "axolotl datasets[].train_on_eos"})
+    eot_tokens: str = field(default="", metadata={"help": "end-of-turn tokens trained on, comma separated ('' = the tokenizer's eos)"})
+    chat_dataset: bool = field(default=True, metadata={"help": "the data is rendered with the chat template"})
+
+    @classmethod
+    def audit_values(cls, audit):
+        t = audit.trainer
+        chat = any(is_chat_type(x) for x in t.dataset_types) if t.dataset_types else t.tool != "axolotl"
+        return {**super().audit_values(audit), "chat_dataset": chat}
+
+
+@dataclass(frozen=True)
+class ChatTemplateEotMetrics(CheckMetrics):
+    """The template's closing token and whether the loss mask trains it."""
+
+    closing_token: str | None = None
 PROBE = "The capital of France is Paris."
 
 
@@ -54,15 +80,13 @@ def check_chat_template_eot(tokenizer, cfg: ChatTemplateEotConfig) -> Finding:
                    figures, table, fix=fix)
 
 
-def run(context, cfg: ChatTemplateEotConfig, live=None) -> Finding:
-    from nbkit.audit.experiments import NotRunnable
-
+def finding(cfg: ChatTemplateEotConfig, ctx: AuditContext, live=None) -> Finding:
     if not cfg.chat_dataset:
         raise NotRunnable("a chat dataset (datasets[].type chat_template/sharegpt): the data is not rendered with a chat template")
-    _, tok = context.model_and_tokenizer()
+    _, tok = ctx.model_and_tokenizer()
     if not getattr(tok, "chat_template", None):
         raise NotRunnable("a tokenizer with a chat template (set chat_template in the config or the tokenizer)")
     return check_chat_template_eot(tok, cfg)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, ChatTemplateEotConfig, run, number=15, needs="trainer"))
+CHECK = Check.of(SLUG, TITLE, ChatTemplateEotConfig, ChatTemplateEotMetrics, finding, number=15, needs="trainer")

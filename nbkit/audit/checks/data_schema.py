@@ -14,13 +14,37 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import DataSchemaConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.sft import EXAMPLES_DIR
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "data-schema", "JSONL ↔ Pydantic"
+
+
+@dataclass
+class DataSchemaConfig(CheckConfig):
+    path: str = field(default="sft.jsonl", metadata={"help": "JSONL file (a bare name is looked up in nbkit/audit/examples)"})
+    schema: str = field(default="sft_schema.py:SFTExample", metadata={"help": "'module:Class' or 'file.py:Class'"})
+    strict: bool = False
+    max_lines: int = field(default=0, metadata={"min": 0, "max": 10_000_000, "label": "max lines (0 = all)"})
+
+    @classmethod
+    def audit_values(cls, audit):
+        d = audit.data
+        return {"path": str(d.path), "schema": d.schema_ref, "strict": d.strict, "max_lines": d.max_lines or 0}
+
+
+@dataclass(frozen=True)
+class DataSchemaMetrics(CheckMetrics):
+    """Lines read and the issues found, counted by kind."""
+
+    lines: int | None = None
+    issue_counts: dict | None = None
 
 
 class SchemaLoadError(ImportError):
@@ -203,8 +227,7 @@ def check_jsonl_schema(path: str | Path, schema_ref: str, *, strict: bool = Fals
                    fix="fix or drop the listed lines explicitly; make coerced fields the type the schema declares", figure=fig), rep
 
 
-def run(context, cfg: DataSchemaConfig, live=None) -> Finding:
-    from nbkit.audit.sft import EXAMPLES_DIR
+def finding(cfg: DataSchemaConfig, ctx: AuditContext, live=None) -> Finding:
 
     path, schema = Path(cfg.path), cfg.schema
     if not path.is_absolute() and not path.exists() and (EXAMPLES_DIR / path).exists():
@@ -216,4 +239,4 @@ def run(context, cfg: DataSchemaConfig, live=None) -> Finding:
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, DataSchemaConfig, run, number=7, needs='data'))
+CHECK = Check.of(SLUG, TITLE, DataSchemaConfig, DataSchemaMetrics, finding, number=7, needs="data")

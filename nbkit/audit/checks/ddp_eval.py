@@ -13,30 +13,51 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import DdpEvalConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics, figure
 from nbkit.audit.ddp_worker import SCENARIOS
 from nbkit.findings import Finding
 from nbkit.procs import Ranks, exit_reason, free_port
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "ddp-eval", "Eval ↔ DDP synchronisation"
 
 
-_RESULTS: dict[tuple, dict] = {}
+@dataclass
+class DdpEvalConfig(CheckConfig):
+    no_grad: bool = True
+    backward: bool = False
+    no_sync: bool = False
+    find_unused_parameters: bool = False
+    value_head: bool = True
+    interval: int = field(default=2, metadata={"min": 1, "max": 10, "label": "evaluate every"})
+    steps: int = field(default=6, metadata={"min": 2, "max": 50})
+
+    @classmethod
+    def smoke(cls):
+        return cls(steps=4)
+
+    @classmethod
+    def audit_values(cls, audit):
+        e = audit.eval
+        return {"no_grad": e.no_grad, "backward": e.backward, "no_sync": e.no_sync, "find_unused_parameters": e.find_unused_parameters,
+                "value_head": e.value_head, "interval": e.interval}
 
 
-def run_ranks_cached(**kwargs) -> dict[str, Any]:
-    """``run_ranks`` once per argument set in this process: every scenario runs in each launch,
-    so two configs differing only in their eval settings read the same measurement."""
-    key = tuple(sorted(kwargs.items()))
-    if key not in _RESULTS:
-        res = run_ranks(**kwargs)
-        if "ranks" not in res:
-            return res
-        _RESULTS[key] = res
-    return _RESULTS[key]
+@dataclass(frozen=True)
+class DdpEvalMetrics(CheckMetrics):
+    """Extra all-reduces and reducer errors of the eval scenarios on two ranks."""
+
+    scenario: str | None = None
+    train_steps: int | None = None
+    ranks_agree: bool | None = None
+    grad_no_backward_extra_allreduces: float | None = figure("grad_no_backward: extra all-reduces")
+    backward_extra_allreduces: float | None = figure("backward: extra all-reduces")
+    backward_error: str | None = figure("backward: error")
 
 
 def run_ranks(*, steps: int = 6, eval_interval: int = 2, scenarios=SCENARIOS, seed: int = 0, timeout: float = 120.0, world_size: int = 2) -> dict[str, Any]:
@@ -86,10 +107,13 @@ def configured_scenario(eval_cfg) -> str:
     return "backward"
 
 
-def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 120.0) -> Finding:
+def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 120.0, results: dict[str, Any] | None = None) -> Finding:
+    """The finding of the configured eval scenario; ``results``: :func:`run_ranks`' output when already
+    measured (every scenario runs in each launch, so configs differing only in their eval settings
+    read the same measurement)."""
     import plotly.graph_objects as go
 
-    res = run_ranks_cached(steps=steps, eval_interval=eval_cfg.interval, seed=seed, timeout=timeout)
+    res = results if results is not None else run_ranks(steps=steps, eval_interval=eval_cfg.interval, seed=seed, timeout=timeout)
     mine = configured_scenario(eval_cfg)
     if "timeout" in res:
         return Finding(SLUG, TITLE, "fail", f"the two ranks did not finish within {timeout:.0f} s (a collective desynchronised); processes killed",
@@ -132,8 +156,13 @@ def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 
                    figure=fig)
 
 
-def run(context, cfg: DdpEvalConfig, live=None) -> Finding:
-    return check_ddp_eval(cfg, steps=cfg.steps, seed=context.config.model.seed)
+def finding(cfg: DdpEvalConfig, ctx: AuditContext, live=None) -> Finding:
+    """The eval scenarios on two ranks, launched once per (steps, interval, seed) in the context's shared cache."""
+    seed, key = ctx.config.model.seed, ("ddp-ranks", cfg.steps, cfg.interval, ctx.config.model.seed)
+    res = ctx.shared.cached(key, lambda: run_ranks(steps=cfg.steps, eval_interval=cfg.interval, seed=seed))
+    if "ranks" not in res:  # a timeout or a crash is reported, never reused
+        ctx.shared.forget(key)
+    return check_ddp_eval(cfg, steps=cfg.steps, seed=seed, results=res)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, DdpEvalConfig, run, number=13, needs='eval'))
+CHECK = Check.of(SLUG, TITLE, DdpEvalConfig, DdpEvalMetrics, finding, number=13, needs="eval")

@@ -10,13 +10,36 @@ torch build, on this device, with and without autocast.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import DtypesConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics, figure
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "dtypes", "dtype transitions"
+
+
+@dataclass
+class DtypesConfig(CheckConfig):
+    autocast_dtype: str = field(default="bfloat16", metadata={"choices": ["bfloat16", "float16", "none"]})
+
+    @classmethod
+    def audit_values(cls, audit):
+        return {"autocast_dtype": audit.train.autocast_dtype}
+
+
+@dataclass(frozen=True)
+class DtypesMetrics(CheckMetrics):
+    """The result dtype (or error) of the field notes' ops under bf16 autocast, and the KV cache's dtypes."""
+
+    baddbmm_fp32_inputs_bf16_autocast: str | None = figure("baddbmm [float32 inputs under torch.bfloat16 autocast]")
+    index_add_bf16_source: str | None = figure("index_add_ [torch.bfloat16 cache, torch.bfloat16 source]")
+    index_copy_fp32_source: str | None = figure("index_copy_ [torch.bfloat16 cache, float32 source]")
+    kv_cache_keys_dtype: str | None = None
+    kv_cache_values_dtype: str | None = None
 
 
 def _first_tensor(obj):
@@ -176,9 +199,9 @@ def check_dtype_transitions(model, tokenizer, *, device, autocast_dtype: str = "
                    figure=fig)
 
 
-def run(context, cfg: DtypesConfig, live=None) -> Finding:
-    model, tok = context.model_and_tokenizer()
-    return check_dtype_transitions(model, tok, device=context.device, autocast_dtype=cfg.autocast_dtype)
+def finding(cfg: DtypesConfig, ctx: AuditContext, live=None) -> Finding:
+    model, tok = ctx.model_and_tokenizer()
+    return check_dtype_transitions(model, tok, device=ctx.torch_device, autocast_dtype=cfg.autocast_dtype)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, DtypesConfig, run, number=6))
+CHECK = Check.of(SLUG, TITLE, DtypesConfig, DtypesMetrics, finding, number=6)

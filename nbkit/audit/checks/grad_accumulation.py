@@ -16,13 +16,53 @@ from __future__ import annotations
 import contextlib
 import functools
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import GradAccumulationConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.sft import build_features, concurrent_workers, pad_batch, run_concurrently
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "grad-accumulation", "Gradient accumulation"
+
+
+@dataclass
+class GradAccumulationConfig(CheckConfig):
+    micro_batch_size: int = field(default=4, metadata={"min": 1, "max": 16})
+    grad_accumulation: int = field(default=4, metadata={"min": 2, "max": 16})
+    loss_normalisation: str = field(default="token_count", metadata={"choices": ["token_count", "per_microbatch_mean"]})
+    noise_lengths: tuple = field(default=(16, 32, 64, 128), metadata={"choices": [16, 32, 64, 128, 256], "label": "lengths of the noise fit"})
+    # 8 samples = 4 independent pairs per length (the interval resamples pairs, and needs ≥ 3 of them):
+    # 4 samples gave only 2 pairs, too few for any interval. Set by what the interval needs, not by its verdict.
+    noise_samples: int = field(default=8, metadata={"min": 6, "max": 64, "label": "gradient samples per length (pairs: half)"})
+    noise_params: str = field(default="last_layer", metadata={"choices": ["last_layer", "all"], "label": "gradients of"})
+
+    @classmethod
+    def smoke(cls):
+        return cls(micro_batch_size=2, grad_accumulation=2, noise_lengths=(16, 32, 64), noise_samples=6)
+
+    @classmethod
+    def audit_values(cls, audit):
+        t = audit.train
+        return {"micro_batch_size": t.micro_batch_size, "grad_accumulation": max(2, t.grad_accumulation), "loss_normalisation": t.loss_normalisation}
+
+
+@dataclass(frozen=True)
+class GradAccumulationMetrics(CheckMetrics):
+    """Accumulation errors of both normalisations, and the fitted exponent of gradient variance vs length."""
+
+    rel_err_per_microbatch_mean: float | None = None
+    rel_err_token_count: float | None = None
+    tokens_per_microbatch: Any = None
+    noise_variance_slope: float | None = None
+    noise_variance_slope_ci_low: float | None = None
+    noise_variance_slope_ci_high: float | None = None
+    noise_lengths: int | None = None
+    noise_samples_per_length: int | None = None
+    gradients_of: str | None = None
 
 
 def _clear_grads(params) -> None:
@@ -60,7 +100,6 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
     """
     import torch
 
-    from nbkit.audit.sft import run_concurrently
 
     params = params or [p for p in model.parameters() if p.requires_grad]
     twin_model, twin_params = twin if twin is not None else (model, params)
@@ -127,7 +166,6 @@ def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, 
     import torch
     from tqdm.auto import tqdm
 
-    from nbkit.audit.sft import run_concurrently
 
     params = params or [p for p in model.parameters() if p.requires_grad]
     pairs = [(model, params)] + ([twin] if twin is not None else [])
@@ -204,7 +242,6 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
     :func:`nbkit.audit.sft.concurrent_workers` allows it; the figures are those of one model doing all)."""
     from plotly.subplots import make_subplots
 
-    from nbkit.audit.sft import build_features, concurrent_workers, pad_batch
 
     n = micro_batch_size * grad_accumulation
     if len(examples) < n:
@@ -280,16 +317,16 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
                    figure=fig)
 
 
-def run(context, cfg: GradAccumulationConfig, live=None) -> Finding:
-    model, tok = context.model_and_tokenizer()
-    ex, note = context.examples(cfg.micro_batch_size * cfg.grad_accumulation, SLUG)
+def finding(cfg: GradAccumulationConfig, ctx: AuditContext, live=None) -> Finding:
+    model, tok = ctx.model_and_tokenizer()
+    ex, note = ctx.examples(cfg.micro_batch_size * cfg.grad_accumulation, SLUG)
     # The accumulation identity is about the loss normalisation, so pad labels stay unmasked here.
-    template = context.config.template.model_copy(update={"mask_pad_labels": False})
+    template = ctx.config.template.model_copy(update={"mask_pad_labels": False})
     f = check_grad_accumulation(model, tok, ex, template, micro_batch_size=cfg.micro_batch_size, grad_accumulation=cfg.grad_accumulation,
                                 normalisation=cfg.loss_normalisation, lengths=tuple(sorted(cfg.noise_lengths)), noise_samples=cfg.noise_samples,
-                                device=context.device, seed=context.config.model.seed, noise_params=cfg.noise_params, progress=context.progress)
+                                device=ctx.torch_device, seed=ctx.config.model.seed, noise_params=cfg.noise_params, progress=ctx.progress)
     f.summary += note
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, GradAccumulationConfig, run, number=5))
+CHECK = Check.of(SLUG, TITLE, GradAccumulationConfig, GradAccumulationMetrics, finding, number=5)

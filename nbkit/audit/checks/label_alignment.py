@@ -9,15 +9,39 @@ boundary F1 compare the round trip with the gold spans, per language.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import LabelAlignmentConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
 from nbkit.audit.sft import EXAMPLES_DIR, read_jsonl_plain
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "label-alignment", "Tokenizer ↔ label space"
+
+
+@dataclass
+class LabelAlignmentConfig(CheckConfig):
+    language: str = field(default="all", metadata={"choices": ["all", "en", "zh"]})
+    ner_path: str = field(default="", metadata={"hidden": True, "help": "labelled JSONL ('' = the bundled ner.jsonl)"})
+
+    @classmethod
+    def audit_values(cls, audit):
+        return {"ner_path": str(audit.data.ner_path)} if audit.data is not None and audit.data.ner_path else {}
+
+
+@dataclass(frozen=True)
+class LabelAlignmentMetrics(CheckMetrics):
+    """Boundary F1 of span labels after the round trip through the tokenizer's offsets, per language."""
+
+    en_spans: int | None = None
+    zh_spans: int | None = None
+    en_boundary_f1_pct: float | None = None
+    zh_boundary_f1_pct: float | None = None
+    en_untrimmed_offsets_f1_pct: float | None = None
 
 
 def project_spans(offsets: list[tuple[int, int]], spans: list[tuple[int, int, str]]) -> list[str]:
@@ -132,12 +156,12 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
                    figure=fig)
 
 
-def run(context, cfg: LabelAlignmentConfig, live=None) -> Finding:
+def finding(cfg: LabelAlignmentConfig, ctx: AuditContext, live=None) -> Finding:
     path = Path(cfg.ner_path or EXAMPLES_DIR / "ner.jsonl")
     rows = [r for r in read_jsonl_plain(path) if cfg.language in ("all", r.get("lang"))]
-    f = check_label_alignment(context.model_and_tokenizer()[1], rows)
+    f = check_label_alignment(ctx.model_and_tokenizer()[1], rows)
     f.figures["ner_file"] = path.name
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, LabelAlignmentConfig, run, number=3))
+CHECK = Check.of(SLUG, TITLE, LabelAlignmentConfig, LabelAlignmentMetrics, finding, number=3)

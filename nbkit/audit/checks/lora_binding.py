@@ -4,13 +4,44 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import LoraBindingConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "lora-binding", "LoRA shape binding"
+
+
+LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "gate"]
+
+
+@dataclass
+class LoraBindingConfig(CheckConfig):
+    r: int = field(default=8, metadata={"min": 1, "max": 512})
+    alpha: float = field(default=16.0, metadata={"min": 1.0, "max": 512.0})
+    target_modules: tuple = field(default=("q_proj", "v_proj"), metadata={"choices": LORA_MODULES})
+    use_rslora: bool = False
+
+    @classmethod
+    def audit_values(cls, audit):
+        lo = audit.lora
+        return {"r": lo.r, "alpha": lo.alpha, "target_modules": tuple(lo.target_modules), "use_rslora": lo.use_rslora}
+
+
+@dataclass(frozen=True)
+class LoraBindingMetrics(CheckMetrics):
+    """The adapted modules, the scale PEFT applied, and on how many modules the field notes' asserts hold."""
+
+    r: int | None = None
+    alpha: float | None = None
+    scaling_applied: float | None = None
+    adapted_modules: int | None = None
+    trainable_share_pct: float | None = None
+    field_note_asserts_hold_on: str | None = None
 
 def _linear_modules(model) -> dict[str, Any]:
     import torch
@@ -147,9 +178,9 @@ def check_lora_binding(model, r: int, alpha: float, target_modules: list[str], u
 
 
 
-def run(context, cfg: LoraBindingConfig, live=None) -> Finding:
-    model, _ = context.model_and_tokenizer()
-    return check_lora_binding(model, cfg.r, cfg.alpha, list(cfg.target_modules), cfg.use_rslora, seed=context.config.model.seed)
+def finding(cfg: LoraBindingConfig, ctx: AuditContext, live=None) -> Finding:
+    model, _ = ctx.model_and_tokenizer()
+    return check_lora_binding(model, cfg.r, cfg.alpha, list(cfg.target_modules), cfg.use_rslora, seed=ctx.config.model.seed)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, LoraBindingConfig, run, number=2))
+CHECK = Check.of(SLUG, TITLE, LoraBindingConfig, LoraBindingMetrics, finding, number=2)

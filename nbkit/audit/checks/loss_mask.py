@@ -2,14 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import LossMaskConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
 from nbkit.audit.sft import build_features, template_fields
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "loss-mask", "Prompt template ↔ loss mask"
+
+
+TEMPLATE_FORMAT = "### Instruction:\n{instruction}\n### Response: {response}"
+
+
+@dataclass
+class LossMaskConfig(CheckConfig):
+    kind: str = field(default="chat", metadata={"choices": ["chat", "format"]})
+    format: str = field(default=TEMPLATE_FORMAT, metadata={"help": "str.format template for kind 'format'"})
+    max_length: int = field(default=256, metadata={"min": 16, "max": 4096})
+    mask_pad_labels: bool = False
+    max_examples: int = field(default=0, metadata={"min": 0, "max": 100_000, "label": "examples (0 = all)"})
+
+    @classmethod
+    def smoke(cls):
+        return cls(max_examples=48)
+
+    @classmethod
+    def audit_values(cls, audit):
+        t = audit.template
+        return {"kind": t.kind, "format": t.format or TEMPLATE_FORMAT, "max_length": t.max_length, "mask_pad_labels": t.mask_pad_labels}
+
+
+@dataclass(frozen=True)
+class LossMaskMetrics(CheckMetrics):
+    """What the field notes' two asserts caught on leaking examples of each class, and on clean ones."""
+
+    field_note_asserts: dict | None = None
 
 
 LEAK_CLASSES = ("eot_masked_by_pad", "target_truncated", "prompt_trained", "mask_off_by_one")
@@ -142,15 +173,15 @@ def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_
                    figure=fig)
 
 
-def run(context, cfg: LossMaskConfig, live=None) -> Finding:
-    _, tok = context.model_and_tokenizer()
-    ex, note = context.examples(1, SLUG)
-    template = context.config.template.model_copy(update={"kind": cfg.kind, "format": cfg.format if cfg.kind == "format" else None,
+def finding(cfg: LossMaskConfig, ctx: AuditContext, live=None) -> Finding:
+    _, tok = ctx.model_and_tokenizer()
+    ex, note = ctx.examples(1, SLUG)
+    template = ctx.config.template.model_copy(update={"kind": cfg.kind, "format": cfg.format if cfg.kind == "format" else None,
                                                            "max_length": cfg.max_length, "mask_pad_labels": cfg.mask_pad_labels})
     f = check_loss_mask(tok, ex, template, max_examples=cfg.max_examples or None)
-    f.figures["model"] = context.config.model.name
+    f.figures["model"] = ctx.config.model.name
     f.summary += note
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, LossMaskConfig, run, number=8))
+CHECK = Check.of(SLUG, TITLE, LossMaskConfig, LossMaskMetrics, finding, number=8)

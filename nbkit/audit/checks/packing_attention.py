@@ -10,11 +10,30 @@ same example alone, with the collator's all-ones attention mask and with positio
 
 from __future__ import annotations
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import PackingAttentionConfig
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "packing-attention", "Sample packing ↔ attention implementation"
+
+
+ATTENTION_IMPLEMENTATIONS = ["flash_attention_2", "flash_attention_3", "flex_attention", "sdpa", "eager", "xformers"]
+
+
+@dataclass
+class PackingAttentionConfig(TrainerCheckConfig):
+    packing: bool = field(default=True, metadata={"help": "axolotl sample_packing / TRL packing"})
+    attn_implementation: str = field(default="sdpa", metadata={"choices": ATTENTION_IMPLEMENTATIONS})
+
+
+@dataclass(frozen=True)
+class PackingAttentionMetrics(CheckMetrics):
+    """The verdict on packing with the configured attention implementation."""
 VARLEN = ("flash_attention_2", "flash_attention_3", "flex_attention")
 FIX = "with packing use flash_attention: true (axolotl) / attn_implementation='flash_attention_2' (TRL), or turn packing off"
 
@@ -54,16 +73,14 @@ def check_packing_attention(cfg: PackingAttentionConfig, measured: dict | None =
                    f"before them in the row (cross-contamination){seen}", figures, fix=FIX)
 
 
-def run(context, cfg: PackingAttentionConfig, live=None) -> Finding:
-    from nbkit.audit.experiments import NotRunnable
-
+def finding(cfg: PackingAttentionConfig, ctx: AuditContext, live=None) -> Finding:
     measured = None
     if cfg.packing and cfg.attn_implementation not in VARLEN:
         try:
-            measured = packed_contamination(*context.model_and_tokenizer())
+            measured = packed_contamination(*ctx.model_and_tokenizer())
         except NotRunnable:  # the verdict comes from the config; the measurement needs the model's weights
             measured = None
     return check_packing_attention(cfg, measured)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, PackingAttentionConfig, run, number=17, needs="trainer"))
+CHECK = Check.of(SLUG, TITLE, PackingAttentionConfig, PackingAttentionMetrics, finding, number=17, needs="trainer")

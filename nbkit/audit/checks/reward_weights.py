@@ -10,13 +10,52 @@ weights, and how much the 95 % CI of the mean reward shrinks — against the fie
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import RewardWeightsConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "reward-weights", "Sampling weights ↔ reward"
+
+
+@dataclass
+class RewardWeightsConfig(CheckConfig):
+    beta: float = field(default=1.0, metadata={"min": 0.0, "max": 20.0, "step": 0.25})
+    gamma: float = field(default=0.5, metadata={"min": 0.0, "max": 2.0, "step": 0.1})
+    kl_threshold: float = field(default=0.18, metadata={"min": 0.01, "max": 2.0})
+    shrink_threshold: float = field(default=0.42, metadata={"min": 0.01, "max": 0.99})
+    examples: int = field(default=48, metadata={"min": 8, "max": 1024, "label": "scored examples"})
+    # The sampler the claims compare with this one on the same responses: broken.yaml's β = 8, γ = 0.
+    concentrated_beta: float = field(default=8.0, metadata={"min": 0.0, "max": 20.0, "step": 0.25, "label": "β of the concentrated sampler"})
+    concentrated_gamma: float = field(default=0.0, metadata={"min": 0.0, "max": 2.0, "step": 0.1, "label": "γ of the concentrated sampler"})
+
+    @classmethod
+    def smoke(cls):
+        return cls(examples=12)
+
+    @classmethod
+    def audit_values(cls, audit):
+        s = audit.sampling
+        return {"beta": s.beta, "gamma": s.gamma, "kl_threshold": s.kl_threshold, "shrink_threshold": s.shrink_threshold}
+
+
+@dataclass(frozen=True)
+class RewardWeightsMetrics(CheckMetrics):
+    """KL and kurtosis of the configured and the concentrated sampler on the same scored responses."""
+
+    beta: float | None = None
+    gamma: float | None = None
+    concentrated_beta: float | None = None
+    concentrated_gamma: float | None = None
+    n_examples: int | None = None
+    kl_sampled_vs_reward: float | None = None
+    kl_concentrated: float | None = None
+    kurtosis_uniform: float | None = None
+    kurtosis_concentrated: float | None = None
 
 
 def response_scores(losses: list[tuple[float, int]]):
@@ -105,14 +144,14 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
                    fix=f"keep β below the KL crossing ({crossing.get(gamma)}) or temper with γ / clip weights; watch ESS", figure=fig)
 
 
-def run(context, cfg: RewardWeightsConfig, live=None) -> Finding:
-    ex, note = context.examples(8, SLUG)
-    r, lp = response_scores(context.base_example_losses(ex[: cfg.examples], context.config.template.model_copy(update={"mask_pad_labels": False})))
+def finding(cfg: RewardWeightsConfig, ctx: AuditContext, live=None) -> Finding:
+    ex, note = ctx.examples(8, SLUG)
+    r, lp = response_scores(ctx.base_example_losses(ex[: cfg.examples], ctx.config.template.model_copy(update={"mask_pad_labels": False})))
     f = check_sampling(r, lp, beta=cfg.beta, gamma=cfg.gamma, kl_threshold=cfg.kl_threshold, shrink_threshold=cfg.shrink_threshold,
                        concentrated=(cfg.concentrated_beta, cfg.concentrated_gamma))
-    f.figures["model"] = context.config.model.name
+    f.figures["model"] = ctx.config.model.name
     f.summary += note
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, RewardWeightsConfig, run, number=9, needs='sampling'))
+CHECK = Check.of(SLUG, TITLE, RewardWeightsConfig, RewardWeightsMetrics, finding, number=9, needs="sampling")

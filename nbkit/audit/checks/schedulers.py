@@ -9,13 +9,61 @@ jumps. A resume at ``resume_at_step`` rebuilds optimizer and schedulers like a r
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import SchedulersConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.sections import SchedulerSection, StageSection
+from nbkit.errors import UsageError
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "schedulers", "Chained LR schedulers"
+
+
+SCHEDULER_PRESETS = {
+    "warmup+cosine": ("sequential", ({"kind": "linear_warmup", "steps": 10, "start_factor": 0.01}, {"kind": "cosine", "steps": 90})),
+    "onecycle+warmup+step": ("sequential", ({"kind": "onecycle", "steps": 100, "pct_start": 0.1}, {"kind": "linear_warmup", "steps": 10, "start_factor": 0.01},
+                                            {"kind": "step", "steps": 90, "step_size": 30})),
+    "chained warmup+cosine": ("chained", ({"kind": "linear_warmup", "steps": 10, "start_factor": 0.01}, {"kind": "cosine", "steps": 90})),
+}
+
+
+@dataclass
+class SchedulersConfig(CheckConfig):
+    """A preset, or (``preset='config'``) the stages of the YAML's scheduler section."""
+
+    preset: str = field(default="warmup+cosine", metadata={"choices": [*SCHEDULER_PRESETS, "config"]})
+    resume_at_step: int = field(default=40, metadata={"min": 1, "max": 199})
+    resume_restores_scheduler: bool = True
+    section: dict = field(default_factory=dict, metadata={"hidden": True})
+
+    def scheduler_section(self) -> SchedulerSection:
+        if self.preset == "config":
+            if not self.section:
+                raise UsageError("scheduler preset 'config' needs the config's scheduler section")
+            return SchedulerSection.model_validate(self.section, strict=False)
+        combine, stages = SCHEDULER_PRESETS[self.preset]
+        total = sum(s["steps"] for s in stages)
+        return SchedulerSection.model_validate({"combine": combine, "base_lr": 2e-4, "stages": list(stages), "warmup_steps": 10,
+                                                "resume_at_step": min(self.resume_at_step, total - 1),
+                                                "resume_restores_scheduler": self.resume_restores_scheduler}, strict=False)
+
+    @classmethod
+    def audit_values(cls, audit):
+        s = audit.scheduler
+        return {"preset": "config", "section": s.model_dump(), "resume_at_step": s.resume_at_step or 40, "resume_restores_scheduler": s.resume_restores_scheduler}
+
+
+@dataclass(frozen=True)
+class SchedulersMetrics(CheckMetrics):
+    """Warmups applied, resume mismatches, and the field notes' scenario's warmup ramps in stage 2."""
+
+    warmups_applied: int | None = None
+    resume_mismatched_steps: int | None = None
+    field_note_scenario_warmup_ramps_in_stage2: int | None = None
 
 
 def _make_stage(opt, stage, base_lr: float):
@@ -144,8 +192,6 @@ def check_schedulers(cfg) -> Finding:
             problems.append(f"resume at step {cfg.resume_at_step} {'with' if cfg.resume_restores_scheduler else 'without'} the scheduler state: "
                             f"{mism} later steps get a different LR (max {max(rdev):.3g}× base)")
     # The field notes' 4.2 scenario, always measured: OneCycleLR(pct_start=0.1) then StepLR under SequentialLR.
-    from nbkit.audit.config import SchedulerSection, StageSection
-
     note_cfg = SchedulerSection(combine="sequential", base_lr=1.0, stages=[StageSection(kind="onecycle", steps=100, pct_start=0.1), StageSection(kind="step", steps=200, step_size=50)])
     so, ss = build(note_cfg)
     note_trace = lr_trace(so, ss, 300)
@@ -180,8 +226,8 @@ def check_schedulers(cfg) -> Finding:
                    figure=fig)
 
 
-def run(context, cfg: SchedulersConfig, live=None) -> Finding:
+def finding(cfg: SchedulersConfig, ctx: AuditContext, live=None) -> Finding:
     return check_schedulers(cfg.scheduler_section())
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, SchedulersConfig, run, number=11, needs='scheduler'))
+CHECK = Check.of(SLUG, TITLE, SchedulersConfig, SchedulersMetrics, finding, number=11, needs="scheduler")

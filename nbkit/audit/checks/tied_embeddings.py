@@ -10,11 +10,29 @@ configured and reports whether the trainable copies are still one tensor.
 
 from __future__ import annotations
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import TiedEmbeddingsConfig
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nbkit.audit.check import Check, CheckMetrics, TrainerCheckConfig
 from nbkit.findings import Finding
+from nbkit.model_files import meta_model
+
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
 
 SLUG, TITLE = "tied-embeddings-lora", "modules_to_save ↔ tied embeddings"
+
+
+@dataclass
+class TiedEmbeddingsConfig(TrainerCheckConfig):
+    target_linear: bool = field(default=False, metadata={"help": "axolotl lora_target_linear / PEFT target_modules 'all-linear'"})
+    modules_to_save: str = field(default="embed_tokens,lm_head", metadata={"help": "lora_modules_to_save, comma separated"})
+    ensure_weight_tying: bool = field(default=False, metadata={"help": "PEFT LoraConfig(ensure_weight_tying=True)"})
+
+
+@dataclass(frozen=True)
+class TiedEmbeddingsMetrics(CheckMetrics):
+    """The verdict on ``modules_to_save`` over tied embeddings."""
 EMBEDDING_NAMES = ("embed_tokens", "lm_head", "wte", "embed_in", "embed_out", "word_embeddings")
 FIX = ("keep the tie: PEFT LoraConfig(ensure_weight_tying=True) (PEFT ≥ 0.18), or drop embed_tokens/lm_head from modules_to_save "
        "(train new tokens with trainable_token_indices instead)")
@@ -26,7 +44,6 @@ def wrap_and_compare(model_config, target_modules, modules_to_save: list[str], e
 
     from peft import LoraConfig, get_peft_model
 
-    from nbkit.model_files import meta_model
 
     model = meta_model(model_config)
     with warnings.catch_warnings(record=True) as caught:
@@ -70,14 +87,14 @@ def check_tied_embeddings(model_config, cfg: TiedEmbeddingsConfig, measured: dic
                    "the merged model is untied", figures, fix=FIX)
 
 
-def run(context, cfg: TiedEmbeddingsConfig, live=None) -> Finding:
-    config = context.model_config()
+def finding(cfg: TiedEmbeddingsConfig, ctx: AuditContext, live=None) -> Finding:
+    config = ctx.model_config()
     saved = [m.strip() for m in cfg.modules_to_save.split(",") if m.strip()]
     measured = None
     if getattr(config, "tie_word_embeddings", False) and any(m.split(".")[-1] in EMBEDDING_NAMES for m in saved):
-        targets = "all-linear" if cfg.target_linear else list(context.config.lora.target_modules)
+        targets = "all-linear" if cfg.target_linear else list(ctx.config.lora.target_modules)
         measured = wrap_and_compare(config, targets, saved, cfg.ensure_weight_tying)
     return check_tied_embeddings(config, cfg, measured)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, TiedEmbeddingsConfig, run, number=16, needs="trainer"))
+CHECK = Check.of(SLUG, TITLE, TiedEmbeddingsConfig, TiedEmbeddingsMetrics, finding, number=16, needs="trainer")

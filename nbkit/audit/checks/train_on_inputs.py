@@ -9,17 +9,39 @@ the loss-bearing tokens would then be prompt tokens.
 
 from __future__ import annotations
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import TrainOnInputsConfig, _is_chat_type
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
+from nbkit.audit.sections import is_chat_type
+from nbkit.audit.sft import build_features
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "train-on-inputs", "train_on_inputs ↔ chat dataset"
+
+
+@dataclass
+class TrainOnInputsConfig(TrainerCheckConfig):
+    train_on_inputs: bool = field(default=False, metadata={"help": "axolotl train_on_inputs: the loss also covers the prompt"})
+    dataset_types: str = field(default="chat_template", metadata={"help": "datasets[].type, comma separated ('' = not known)"})
+    examples: int = field(default=48, metadata={"min": 1, "max": 1024, "label": "examples rendered"})
+
+    @classmethod
+    def smoke(cls):
+        return cls(examples=8)
+
+
+@dataclass(frozen=True)
+class TrainOnInputsMetrics(CheckMetrics):
+    """The verdict on ``train_on_inputs`` for the configured dataset types."""
 FIX = "set train_on_inputs: false for chat datasets (axolotl then trains roles_to_train, the assistant by default)"
 
 
 def prompt_share(tokenizer, examples, template) -> tuple[float, int]:
     """(% of tokens that are prompt — system/user turns and headers — when every token is trained, examples)."""
-    from nbkit.audit.sft import build_features
 
     prompt = total = 0
     for ex in examples:
@@ -32,7 +54,7 @@ def prompt_share(tokenizer, examples, template) -> tuple[float, int]:
 def dataset_types(cfg: TrainOnInputsConfig) -> tuple[list[str], list[str]]:
     """(every dataset type the config names, the chat ones among them)."""
     types = [t.strip() for t in cfg.dataset_types.split(",") if t.strip()]
-    return types, [t for t in types if _is_chat_type(t)]
+    return types, [t for t in types if is_chat_type(t)]
 
 
 def check_train_on_inputs(cfg: TrainOnInputsConfig, share: tuple[float, int] | None = None) -> Finding:
@@ -52,20 +74,18 @@ def check_train_on_inputs(cfg: TrainOnInputsConfig, share: tuple[float, int] | N
                    f"the user's turns too{measured}", figures, fix=FIX)
 
 
-def run(context, cfg: TrainOnInputsConfig, live=None) -> Finding:
-    from nbkit.audit.experiments import NotRunnable
-
+def finding(cfg: TrainOnInputsConfig, ctx: AuditContext, live=None) -> Finding:
     if not cfg.dataset_types.strip():
         raise NotRunnable("datasets[].type (the config names no dataset type)")
     share = None
     if cfg.train_on_inputs and dataset_types(cfg)[1]:
         try:
-            _, tok = context.model_and_tokenizer()
-            ex, _ = context.examples(1, SLUG)
-            share = prompt_share(tok, ex[: cfg.examples], context.config.template)
+            _, tok = ctx.model_and_tokenizer()
+            ex, _ = ctx.examples(1, SLUG)
+            share = prompt_share(tok, ex[: cfg.examples], ctx.config.template)
         except NotRunnable:  # the verdict comes from the config; the measured share needs a tokenizer
             share = None
     return check_train_on_inputs(cfg, share)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, TrainOnInputsConfig, run, number=14, needs="trainer"))
+CHECK = Check.of(SLUG, TITLE, TrainOnInputsConfig, TrainOnInputsMetrics, finding, number=14, needs="trainer")

@@ -11,13 +11,35 @@ process group; the default threshold is read from the installed DeepSpeed when p
 from __future__ import annotations
 
 import sys
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import Zero3LayoutConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "zero3-layout", "ZeRO-3 ↔ GQA layout"
+
+
+@dataclass
+class Zero3LayoutConfig(CheckConfig):
+    threshold: float = field(default=1e5, metadata={"min": 1.0, "max": 1e10, "log": True, "label": "stage3_param_persistence_threshold"})
+    world_size: int = field(default=8, metadata={"min": 1, "max": 64})
+    zero_stage: int = field(default=3, metadata={"choices": [0, 1, 2, 3]})
+
+    @classmethod
+    def audit_values(cls, audit):
+        ds = audit.deepspeed
+        return {"threshold": ds.stage3_param_persistence_threshold, "world_size": ds.world_size, "zero_stage": ds.zero_stage}
+
+
+@dataclass(frozen=True)
+class Zero3LayoutMetrics(CheckMetrics):
+    """The k/v projection's shape the layout is computed on."""
+
+    kv_proj_shape: str | None = None
 
 
 def deepspeed_default_threshold() -> float | None:
@@ -123,9 +145,9 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
                    figure=fig)
 
 
-def run(context, cfg: Zero3LayoutConfig, live=None) -> Finding:
-    model, _ = context.model_and_tokenizer()
+def finding(cfg: Zero3LayoutConfig, ctx: AuditContext, live=None) -> Finding:
+    model, _ = ctx.model_and_tokenizer()
     return check_zero3(model, threshold=cfg.threshold, world_size=cfg.world_size, zero_stage=cfg.zero_stage)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, Zero3LayoutConfig, run, number=10, needs='deepspeed'))
+CHECK = Check.of(SLUG, TITLE, Zero3LayoutConfig, Zero3LayoutMetrics, finding, number=10, needs="deepspeed")
