@@ -32,16 +32,18 @@ MODEL = "smollm2"  # "smollm2" (real model) or "tiny" (random GQA Llama, seconds
 CONFIG = "good_smollm2.yaml"  # under nbkit/audit/examples/, or a path
 BROKEN_CONFIG = "broken.yaml"
 KISS_MODEL = "smollm2"  # model of kiss-lora's training (SMOKE trains the tiny model)
-KISS_BUDGET_STEPS = None  # budget per LoRA variant in kiss-lora (None: the check's default); training stops at the first evaluation that decides
-KISS_SEEDS = None  # repeats of the kiss-lora comparison (None: the check's default), each with its own split, initialisation and batch order; range: 1..20
+KISS_BUDGET_STEPS = None  # kiss-lora's steps per LoRA variant (None: the check's default budget)
+KISS_SEEDS = None  # repeats of the kiss-lora comparison (None: the check's default); range: 1..20
 KISS_LR = None  # kiss-lora's learning rate (None: the check's default)
-TRAINER_CONFIG = "axolotl_smollm2.yml"  # your axolotl YAML, TRL SFTConfig / TrainingArguments JSON, PEFT adapter_config.json or ds_config.json
-TRAINER_MODEL = ""  # replaces the config's base model: a local Hugging Face directory, a config.json, a Hub id, "smollm2" or "tiny"
-DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: under nbkit/diagnose/examples/, or your axolotl YAML / TrainingArguments JSON
+TRAINER_CONFIG = (
+    "axolotl_smollm2.yml"  # axolotl YAML, SFTConfig/TrainingArguments JSON, PEFT or DeepSpeed JSON
+)
+TRAINER_MODEL = ""  # replaces its base model: a Hugging Face dir, a config.json, a Hub id, "smollm2", "tiny"
+DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: a bundled example, an axolotl YAML or TRL JSON
 DIAGNOSE_NODES = 1  # range: 1..4096
 DIAGNOSE_GPUS_PER_NODE = 8  # range: 1..64
 DIAGNOSE_GPU_MEMORY = 80.0  # GiB of one GPU
-THREADS = 1  # torch intra-op threads (0 keeps torch's default); independent computations (kiss-lora's two variants, grad-accumulation's two passes) also run side by side on CPU, one thread each
+THREADS = 1  # torch intra-op threads (0 keeps torch's default); independent computations run side by side
 
 # %%
 import nbkit
@@ -70,7 +72,16 @@ panels.device_summary()
 # there first, with an interval (the plot and table show the first seed).
 
 # %%
-panels.show("kiss-lora", ctx, smoke=SMOKE, from_config=False, budget_steps=KISS_BUDGET_STEPS, lr=KISS_LR, model=KISS_MODEL, seeds=KISS_SEEDS)
+panels.show(
+    "kiss-lora",
+    ctx,
+    smoke=SMOKE,
+    from_config=False,
+    budget_steps=KISS_BUDGET_STEPS,
+    lr=KISS_LR,
+    model=KISS_MODEL,
+    seeds=KISS_SEEDS,
+)
 
 # %% [markdown]
 # ## 2 · LoRA shape binding (`lora-binding`)
@@ -237,7 +248,13 @@ trainer_ctx.findings_frame()
 # mistakes. The ledger below is the command's `--format html` table.
 
 # %%
-diagnosis = panels.diagnose(DIAGNOSE_CONFIG, nodes=DIAGNOSE_NODES, gpus_per_node=DIAGNOSE_GPUS_PER_NODE, gpu_memory_gib=DIAGNOSE_GPU_MEMORY, audit=False)
+diagnosis = panels.diagnose(
+    DIAGNOSE_CONFIG,
+    nodes=DIAGNOSE_NODES,
+    gpus_per_node=DIAGNOSE_GPUS_PER_NODE,
+    gpu_memory_gib=DIAGNOSE_GPU_MEMORY,
+    audit=False,
+)
 nbkit.record("diagnose", diagnosis.summary())
 diagnosis
 

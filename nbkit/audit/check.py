@@ -38,7 +38,8 @@ M = TypeVar("M", bound="CheckMetrics")
 
 
 class NotRunnable(Exception):
-    """A check lacks an input it needs (``str()`` says which): reported as "not run: needs …", never a pass."""
+    """A check lacks an input it needs (``str()`` says which): reported as "not run: needs …", never a
+    pass."""
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,18 @@ class Check(Experiment):
     values_from: Callable[..., dict[str, Any]] | None = None
 
     @classmethod
-    def of(cls, slug: str, title: str, Config: type, Metrics: type[CheckMetrics], finding: Callable[..., Finding], *,
-           number: int, needs: str = "", values_from: Callable[..., dict[str, Any]] | None = None) -> Check:
+    def of(
+        cls,
+        slug: str,
+        title: str,
+        Config: type,
+        Metrics: type[CheckMetrics],
+        finding: Callable[..., Finding],
+        *,
+        number: int,
+        needs: str = "",
+        values_from: Callable[..., dict[str, Any]] | None = None,
+    ) -> Check:
         """The check whose ``run(cfg, ctx, live)`` times ``finding`` and returns its typed result; a
         :class:`NotRunnable` input becomes a skipped finding that names what is missing."""
 
@@ -111,13 +122,25 @@ class Check(Experiment):
             return finding_result(f, Metrics, ctx.config.model.name if ctx is not None else "")
 
         run.__doc__ = finding.__doc__
-        return cls(slug, title, Config, Metrics, run, (finding.__doc__ or "").strip().split("\n")[0], number, needs, finding, values_from)
+        return cls(
+            slug,
+            title,
+            Config,
+            Metrics,
+            run,
+            (finding.__doc__ or "").strip().split("\n")[0],
+            number,
+            needs,
+            finding,
+            values_from,
+        )
 
     def lacks_section(self, audit: AuditConfig) -> bool:
         return bool(self.needs) and getattr(audit, self.needs) is None
 
     def audit_values(self, audit: AuditConfig) -> dict[str, Any]:
-        """The config values this check takes from the audit config (``values_from``, else ``Config.audit_values``)."""
+        """The config values this check takes from the audit config (``values_from``, else
+        ``Config.audit_values``)."""
         return self.values_from(audit) if self.values_from is not None else self.Config.audit_values(audit)
 
     def config_from(self, audit: AuditConfig, smoke: bool = False, **overrides: Any) -> Any:
@@ -177,7 +200,8 @@ class CheckRegistry(Registry):
         parts = [p.strip() for p in str(spec).split(",")]
         if not any(parts):
             raise UsageError(
-                f"--checks {spec!r} selects no check; give slugs or numbers, e.g. lora-binding,7-11 (known: {self.known()})"
+                f"--checks {spec!r} selects no check; give slugs or numbers, e.g. lora-binding,7-11 (known: "
+                f"{self.known()})"
             )
         out: list[str] = []
         for part in parts:
@@ -195,7 +219,9 @@ class CheckRegistry(Registry):
                 try:
                     slug = self[key].slug
                 except KeyError:
-                    raise UsageError(f"--checks {spec!r}: unknown check {key!r} (known: {self.known()})") from None
+                    raise UsageError(
+                        f"--checks {spec!r}: unknown check {key!r} (known: {self.known()})"
+                    ) from None
                 if slug not in out:
                     out.append(slug)
         return out
@@ -243,5 +269,8 @@ class TrainerCheckConfig(CheckConfig):
     @classmethod
     def audit_values(cls, audit: AuditConfig) -> dict[str, Any]:
         t = audit.trainer
-        names = {f.name for f in dataclasses.fields(cls)} & set(TrainerSection.model_fields)  # type: ignore[arg-type]
-        return {n: ",".join(getattr(t, n)) if isinstance(getattr(t, n), list) else getattr(t, n) for n in names}
+        # type: ignore[arg-type]
+        names = {f.name for f in dataclasses.fields(cls)} & set(TrainerSection.model_fields)
+        return {
+            n: ",".join(getattr(t, n)) if isinstance(getattr(t, n), list) else getattr(t, n) for n in names
+        }

@@ -80,7 +80,8 @@ def _d(v: Any) -> Any:
 
 
 def verdict_trainable_share(m: KissMetrics | None, variant: str, claimed: float) -> Verdict:
-    """``{variant}_trainable_share_pct`` equals the field notes' share within ±25 % of it (PEFT's exact count)."""
+    """``{variant}_trainable_share_pct`` equals the field notes' share within ±25 % of it (PEFT's exact
+    count)."""
     m = _or(m, KissMetrics)
     share = m.kiss_trainable_share_pct if variant == "kiss" else m.over_trainable_share_pct
     return decide_close(_num(share), claimed, 0.25, relative=True, what=f"{variant} trainable share %")
@@ -88,7 +89,13 @@ def verdict_trainable_share(m: KissMetrics | None, variant: str, claimed: float)
 
 def verdict_param_ratio(m: KissMetrics | None) -> Verdict:
     """Over-parameterised / KISS trainable parameters equals 3.2 within ±25 %."""
-    return decide_close(_num(_or(m, KissMetrics).param_ratio_over_vs_kiss), 3.2, 0.25, relative=True, what="trainable-parameter ratio")
+    return decide_close(
+        _num(_or(m, KissMetrics).param_ratio_over_vs_kiss),
+        3.2,
+        0.25,
+        relative=True,
+        what="trainable-parameter ratio",
+    )
 
 
 def verdict_kiss_steps(m: KissMetrics | None) -> Verdict:
@@ -107,15 +114,25 @@ def verdict_kiss_steps(m: KissMetrics | None) -> Verdict:
     ties, neither = int(m.seeds_tie or 0), int(m.seeds_neither or 0)
     rest = f"; {ties} tied, {neither} reached by neither" if ties or neither else ""
     if k + o == 0:
-        return Verdict(INCONCLUSIVE, f"no seed decided which variant is faster ({ties} tied, {neither} reached by neither) — raise the budget")
+        return Verdict(
+            INCONCLUSIVE,
+            f"no seed decided which variant is faster ({ties} tied, {neither} reached by neither) — raise "
+            "the budget",
+        )
     lo, hi = rate_interval(k, k + o)
-    return decide_at_least((lo, hi), 0.5, what=f"share of seeds where KISS reached the target first ({k} of {k + o}{rest})",
-                           n_hint=f"{k + o} decided seeds; more seeds would narrow it")
+    return decide_at_least(
+        (lo, hi),
+        0.5,
+        what=f"share of seeds where KISS reached the target first ({k} of {k + o}{rest})",
+        n_hint=f"{k + o} decided seeds; more seeds would narrow it",
+    )
 
 
 def verdict_peak_ratio(m: KissMetrics | None) -> Verdict:
     """KISS / over-parameterised peak memory equals 28.1/42.3 = 0.66 within ±0.10."""
-    return decide_close(_num(_or(m, KissMetrics).peak_ratio_kiss_vs_over), 0.66, 0.10, what="peak-memory ratio")
+    return decide_close(
+        _num(_or(m, KissMetrics).peak_ratio_kiss_vs_over), 0.66, 0.10, what="peak-memory ratio"
+    )
 
 
 # -- lora-binding ---------------------------------------------------------------------------------
@@ -132,7 +149,11 @@ def verdict_binding_asserts(m: LoraBindingMetrics | None) -> Verdict:
         return Verdict(INCONCLUSIVE, "no module was adapted")
     if k == n:
         return Verdict(HOLDS, f"both asserts pass on all {n} adapted modules")
-    return Verdict(REFUTED, f"the asserts pass on {k} of {n} modules: PEFT stores A as (r, in) and B as (out, r), the transposes of the notes' layout")
+    return Verdict(
+        REFUTED,
+        f"the asserts pass on {k} of {n} modules: PEFT stores A as (r, in) and B as (out, r), the transposes "
+        "of the notes' layout",
+    )
 
 
 def verdict_scaling(m: LoraBindingMetrics | None) -> Verdict:
@@ -150,7 +171,9 @@ def verdict_scaling(m: LoraBindingMetrics | None) -> Verdict:
 def verdict_zh_labels(m: LabelAlignmentMetrics | None) -> Verdict:
     """Chinese tokenisation breaks span labels: holds when the round-trip boundary F1 is ≤ 90 %,
     refuted when it is above (the notes report 71.3 %)."""
-    return decide_at_most(_num(_or(m, LabelAlignmentMetrics).zh_boundary_f1_pct), 90.0, what="Chinese boundary F1 %")
+    return decide_at_most(
+        _num(_or(m, LabelAlignmentMetrics).zh_boundary_f1_pct), 90.0, what="Chinese boundary F1 %"
+    )
 
 
 def verdict_en_offsets(m: LabelAlignmentMetrics | None) -> Verdict:
@@ -191,8 +214,14 @@ def verdict_sqrt_l(m: GradAccumulationMetrics | None) -> Verdict:
     if math.isnan(_num(m.noise_variance_slope)):
         return _missing("the variance slope")
     if math.isnan(lo) or math.isnan(hi):
-        return Verdict(INCONCLUSIVE, f"slope {m.noise_variance_slope:.2f} from {m.noise_lengths} lengths has no interval — n too small; fit ≥ 3 lengths of ≥ 6 samples (3 independent pairs)")
-    return decide_close((lo, hi), -0.5, 0.25, what="variance exponent", n_hint="more lengths or samples per length narrow it")
+        return Verdict(
+            INCONCLUSIVE,
+            f"slope {m.noise_variance_slope:.2f} from {m.noise_lengths} lengths has no interval — n too "
+            "small; fit ≥ 3 lengths of ≥ 6 samples (3 independent pairs)",
+        )
+    return decide_close(
+        (lo, hi), -0.5, 0.25, what="variance exponent", n_hint="more lengths or samples per length narrow it"
+    )
 
 
 def verdict_token_count_normalisation(m: GradAccumulationMetrics | None) -> Verdict:
@@ -210,7 +239,10 @@ def verdict_token_count_normalisation(m: GradAccumulationMetrics | None) -> Verd
         return Verdict(HOLDS, f"token-count error {et:.1e} < 1e-4; mean-of-means error {em:.2%} > 0.1 %")
     if et >= 1e-3 or em < 1e-4:
         return Verdict(REFUTED, f"token-count error {et:.1e}, mean-of-means error {em:.1e}")
-    return Verdict(INCONCLUSIVE, f"errors {et:.1e} / {em:.1e} fall between the tolerances (micro-batches of near-equal token counts?)")
+    return Verdict(
+        INCONCLUSIVE,
+        f"errors {et:.1e} / {em:.1e} fall between the tolerances (micro-batches of near-equal token counts?)",
+    )
 
 
 # -- dtypes ---------------------------------------------------------------------------------------
@@ -281,12 +313,25 @@ def verdict_mask_check_catches_leak(m: LossMaskMetrics | None) -> Verdict:
         return Verdict(INCONCLUSIVE, "no leaking example could be built from this data and template")
     missed = {c: v["examples"] - v["caught"] for c, v in built.items() if v["caught"] < v["examples"]}
     clean_n, clean_fail = int(probe.get("clean_examples", 0)), int(probe.get("clean_failing", 0))
-    caught = ", ".join(f"{c} {v['caught']}/{v['examples']} (length {v['length_fires']}, decode {v['decode_fires']})" for c, v in built.items())
+    caught = ", ".join(
+        f"{c} {v['caught']}/{v['examples']} (length {v['length_fires']}, decode {v['decode_fires']})"
+        for c, v in built.items()
+    )
     if missed:
-        return Verdict(REFUTED, "leaks that pass both asserts: " + ", ".join(f"{c}: {m}" for c, m in missed.items()) + f" — caught: {caught}")
+        return Verdict(
+            REFUTED,
+            "leaks that pass both asserts: "
+            + ", ".join(f"{c}: {m}" for c, m in missed.items())
+            + f" — caught: {caught}",
+        )
     if clean_fail:
-        return Verdict(REFUTED, f"the asserts fail {clean_fail} of {clean_n} clean examples (false alarms); caught: {caught}")
-    return Verdict(HOLDS, f"every leaking example fails an assert ({caught}); {clean_n} clean examples pass both")
+        return Verdict(
+            REFUTED,
+            f"the asserts fail {clean_fail} of {clean_n} clean examples (false alarms); caught: {caught}",
+        )
+    return Verdict(
+        HOLDS, f"every leaking example fails an assert ({caught}); {clean_n} clean examples pass both"
+    )
 
 
 # -- reward-weights -------------------------------------------------------------------------------
@@ -314,7 +359,9 @@ def verdict_kl_threshold(m: RewardWeightsMetrics | None) -> Verdict:
         return Verdict(HOLDS, f"KL {kb:.3f} (concentrated, flagged) vs {kg:.3f} (configured)")
     if (kb > 0.18) == (kg > 0.18):
         return Verdict(REFUTED, f"both on the same side of 0.18: configured {kg:.3f}, concentrated {kb:.3f}")
-    return Verdict(INCONCLUSIVE, f"the configured sampler is flagged ({kg:.3f}) and the concentrated one not ({kb:.3f})")
+    return Verdict(
+        INCONCLUSIVE, f"the configured sampler is flagged ({kg:.3f}) and the concentrated one not ({kb:.3f})"
+    )
 
 
 # -- zero3-layout, schedulers ---------------------------------------------------------------------
@@ -330,7 +377,11 @@ def verdict_warmup_first_stage_only(m: SchedulersMetrics | None) -> Verdict:
     w2 = _or(m, SchedulersMetrics).field_note_scenario_warmup_ramps_in_stage2
     if w2 is None:
         return _missing("the warmup ramps")
-    return Verdict(HOLDS, "no warmup ramp in stage 2") if w2 == 0 else Verdict(REFUTED, f"{w2} warmup ramp(s) in stage 2")
+    return (
+        Verdict(HOLDS, "no warmup ramp in stage 2")
+        if w2 == 0
+        else Verdict(REFUTED, f"{w2} warmup ramp(s) in stage 2")
+    )
 
 
 # -- fragmentation --------------------------------------------------------------------------------
@@ -344,7 +395,11 @@ def verdict_fragmentation(m: FragmentationMetrics | None) -> Verdict:
     m = _or(m, FragmentationMetrics)
     if m.gap_ratio_configured is None:
         device = "cuda" if m.device is None else m.device
-        return needs_gpu("the caching allocator's gap ratio") if not device.startswith("cuda") else _missing("the gap ratio")
+        return (
+            needs_gpu("the caching allocator's gap ratio")
+            if not device.startswith("cuda")
+            else _missing("the gap ratio")
+        )
     diffs = m.gap_ratio_diff_per_repeat or [m.gap_ratio_configured - _num(m.gap_ratio_reference)]
     return verdict_gap_difference(diffs, what=f"gap({m.configured_interval}) − gap({m.reference_interval})")
 
@@ -355,7 +410,9 @@ def verdict_fragmentation(m: FragmentationMetrics | None) -> Verdict:
 def verdict_eval_allreduce(m: DdpEvalMetrics | None) -> Verdict:
     """Evaluating with gradients enabled (forward only) makes DDP all-reduce: holds at ≥ 1 extra
     all-reduce in that scenario, refuted at 0."""
-    return decide_at_least(_num(_or(m, DdpEvalMetrics).grad_no_backward_extra_allreduces), 1.0, what="extra all-reduces")
+    return decide_at_least(
+        _num(_or(m, DdpEvalMetrics).grad_no_backward_extra_allreduces), 1.0, what="extra all-reduces"
+    )
 
 
 def verdict_eval_backward_breaks_reducer(m: DdpEvalMetrics | None) -> Verdict:
@@ -365,7 +422,11 @@ def verdict_eval_backward_breaks_reducer(m: DdpEvalMetrics | None) -> Verdict:
     if m.backward_extra_allreduces is None:
         return _missing("the backward scenario")
     err = m.backward_error
-    return Verdict(HOLDS, f"reducer error: {err}") if err else Verdict(REFUTED, "the eval backward ran without a reducer error")
+    return (
+        Verdict(HOLDS, f"reducer error: {err}")
+        if err
+        else Verdict(REFUTED, "the eval backward ran without a reducer error")
+    )
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -398,123 +459,323 @@ def claims(
     good = (kiss, binding, labels, attention, grad, dtypes, loss_mask, reward, schedulers, fragmentation, ddp)
     good_model = next((m.model for m in good if m is not None and m.model), "")
     k, lb, la = _or(kiss, KissMetrics), _or(binding, LoraBindingMetrics), _or(labels, LabelAlignmentMetrics)
-    at, ga, dt = _or(attention, AttentionMetrics), _or(grad, GradAccumulationMetrics), _or(dtypes, DtypesMetrics)
+    at, ga, dt = (
+        _or(attention, AttentionMetrics),
+        _or(grad, GradAccumulationMetrics),
+        _or(dtypes, DtypesMetrics),
+    )
     rw_g, sc = _or(reward, RewardWeightsMetrics), _or(schedulers, SchedulersMetrics)
     fr, dd = _or(fragmentation, FragmentationMetrics), _or(ddp, DdpEvalMetrics)
     ds_b, lm = _or(broken_schema, DataSchemaMetrics), _or(loss_mask, LossMaskMetrics)
     lm_probe = lm.field_note_asserts or {}
     kiss_decided = int(k.seeds_kiss_first or 0) + int(k.seeds_over_first or 0)
-    kiss_n = (f"{_d(k.seeds)} seeds ({kiss_decided} decided), each its own split, init and batch order; "
-              f"≤ {k.budget_steps} steps per variant")  # fmt: skip
-    kiss_interval = fmt_interval(rate_interval(int(k.seeds_kiss_first or 0), kiss_decided)) if kiss_decided else ""
+    kiss_n = (
+        f"{_d(k.seeds)} seeds ({kiss_decided} decided), each its own split, init and batch order; "
+        f"≤ {k.budget_steps} steps per variant"
+    )
+    kiss_interval = (
+        fmt_interval(rate_interval(int(k.seeds_kiss_first or 0), kiss_decided)) if kiss_decided else ""
+    )
     on_good = f" [{good_model}]" if good_model else ""
     on_broken = f" [{broken_schema.model}]" if broken_schema is not None and broken_schema.model else ""
     on_kiss = f" [{k.model}]" if k.model else on_good
     seed0 = k.per_seed[0].get("seed", "—") if k.per_seed else 0
     rows = [
-        Claim.from_verdict(verdict_trainable_share(k, "kiss", 0.12), key="kiss-share", claim="KISS q/v rank-8 LoRA trains 0.12 % of the parameters",
-                           field_note="0.12 %", measured=f"{_fmt(k.kiss_trainable_share_pct)} %", rule="within ±25 % of 0.12 %", n="exact count (PEFT)"),
-        Claim.from_verdict(verdict_trainable_share(k, "over", 0.87), key="over-share", claim="q/v/o rank-64 LoRA trains 0.87 % of the parameters",
-                           field_note="0.87 %", measured=f"{_fmt(k.over_trainable_share_pct)} %", rule="within ±25 % of 0.87 %", n="exact count (PEFT)"),
-        Claim.from_verdict(verdict_param_ratio(k), key="param-ratio", claim="q/v/o rank-64 has 3.2× the trainable parameters of q/v rank-8",
-                           field_note="3.2×", measured=f"{_fmt(k.param_ratio_over_vs_kiss)}×", rule="within ±25 % of 3.2", n="exact count (PEFT)"),
-        Claim.from_verdict(verdict_kiss_steps(k), key="kiss-steps", claim="KISS reaches the validation-loss target in fewer steps",
-                           field_note="890 vs 2140 steps",
-                           measured=f"KISS first in {_d(k.seeds_kiss_first)}, over-parameterised first in {_d(k.seeds_over_first)} of "
-                                    f"{_d(k.seeds)} seeds (seed {seed0}: "
-                                    f"{k.kiss_steps_to_target} vs {k.over_steps_to_target} steps){on_kiss}",
-                           rule="share of decided seeds with KISS first, Wilson 95 % interval ≥ 0.5 holds, < 0.5 refutes; ties and seeds neither reached are not counted",
-                           n=kiss_n, interval=kiss_interval),
-        Claim.from_verdict(verdict_peak_ratio(k), key="kiss-peak", claim="KISS peak memory is 0.66 of the over-parameterised run's",
-                           field_note="28.1 / 42.3 GB = 0.66", measured=f"{_fmt(k.peak_ratio_kiss_vs_over)} ({_d(k.peak_measured_as)})",
-                           rule="within ±0.10 of 0.66", n="one optimiser step per variant"),
-        Claim.from_verdict(verdict_binding_asserts(lb), key="binding-asserts", claim="A.shape[1]==B.shape[0] and W0.shape==(A.shape[0], B.shape[1]) validate LoRA binding",
-                           field_note="asserts pass", measured=str(_d(lb.field_note_asserts_hold_on)), rule="all modules pass holds; any module failing refutes",
-                           n=f"{lb.adapted_modules if lb.adapted_modules is not None else 0} adapted modules"),
-        Claim.from_verdict(verdict_scaling(lb), key="lora-scaling", claim="the update is W0 + α·ΔW (scaling α)", field_note="scale = α",
-                           measured=f"scale {_fmt(lb.scaling_applied)} (α = {_fmt(lb.alpha)}, r = {lb.r})", rule="applied scale equals α (1e-9 rel.)",
-                           n="every adapted module"),
-        Claim.from_verdict(verdict_zh_labels(la), key="zh-labels", claim="Chinese tokenisation breaks span labels", field_note="coverage 63.7 %, boundary F1 71.3 %",
-                           measured=f"boundary F1 {_fmt(la.zh_boundary_f1_pct)} %", rule="F1 ≤ 90 % holds, > 90 % refutes", n=f"{la.zh_spans} Chinese spans"),
-        Claim.from_verdict(verdict_en_offsets(la), key="en-offsets", claim="(measured here) byte-level offsets carry the leading space", field_note="—",
-                           measured=f"untrimmed {_fmt(la.en_untrimmed_offsets_f1_pct)} % vs trimmed {_fmt(la.en_boundary_f1_pct)} %",
-                           rule="untrimmed F1 ≥ 1 point below trimmed holds, else refuted", n=f"{la.en_spans} English spans"),
-        Claim.from_verdict(verdict_flash_speedup(at), key="flash-speedup", claim="FlashAttention-2 gives 3.8× the throughput of naive attention", field_note="3.8×",
-                           measured=f"{_fmt(at.flash_over_math_cuda)}× at L={at.flash_over_math_L} ({_d(at.timing_dtype)})" if at.flash_over_math_cuda is not None else "—",
-                           rule="range across repetitions within ±25 % of 3.8× (CUDA)", n=f"{at.flash_over_math_reps or 0} repetitions",
-                           interval=fmt_interval((at.flash_over_math_cuda_low, at.flash_over_math_cuda_high), level=None)
-                           if at.flash_over_math_cuda_low is not None and at.flash_over_math_cuda_high is not None else ""),
-        Claim.from_verdict(verdict_sqrt_l(ga), key="sqrt-l", claim="accumulation steps must scale with √L (gradient variance ∝ L^-0.5)", field_note="exponent −0.5",
-                           measured=f"variance ∝ L^{_fmt(ga.noise_variance_slope, '.2f')}", rule="95 % interval of the exponent inside −0.5 ± 0.25 holds, outside refutes",
-                           n=f"{ga.noise_lengths} lengths × {ga.noise_samples_per_length} gradient samples = "
-                             f"{(ga.noise_samples_per_length or 0) // 2} independent pairs per length ({ga.gradients_of})",
-                           interval=fmt_interval((_num(ga.noise_variance_slope_ci_low), _num(ga.noise_variance_slope_ci_high)))),
-        Claim.from_verdict(verdict_token_count_normalisation(ga), key="token-count", claim="(issue) micro-batch means equal the large batch only with token-count normalisation",
-                           field_note="—", measured=f"mean-of-means err {_fmt(ga.rel_err_per_microbatch_mean)}, token-count err {_fmt(ga.rel_err_token_count)}",
-                           rule="token-count err < 1e-4 and mean-of-means > 1e-3 holds; token-count ≥ 1e-3 or mean-of-means < 1e-4 refutes",
-                           n=f"{ga.tokens_per_microbatch} tokens per micro-batch"),
+        Claim.from_verdict(
+            verdict_trainable_share(k, "kiss", 0.12),
+            key="kiss-share",
+            claim="KISS q/v rank-8 LoRA trains 0.12 % of the parameters",
+            field_note="0.12 %",
+            measured=f"{_fmt(k.kiss_trainable_share_pct)} %",
+            rule="within ±25 % of 0.12 %",
+            n="exact count (PEFT)",
+        ),
+        Claim.from_verdict(
+            verdict_trainable_share(k, "over", 0.87),
+            key="over-share",
+            claim="q/v/o rank-64 LoRA trains 0.87 % of the parameters",
+            field_note="0.87 %",
+            measured=f"{_fmt(k.over_trainable_share_pct)} %",
+            rule="within ±25 % of 0.87 %",
+            n="exact count (PEFT)",
+        ),
+        Claim.from_verdict(
+            verdict_param_ratio(k),
+            key="param-ratio",
+            claim="q/v/o rank-64 has 3.2× the trainable parameters of q/v rank-8",
+            field_note="3.2×",
+            measured=f"{_fmt(k.param_ratio_over_vs_kiss)}×",
+            rule="within ±25 % of 3.2",
+            n="exact count (PEFT)",
+        ),
+        Claim.from_verdict(
+            verdict_kiss_steps(k),
+            key="kiss-steps",
+            claim="KISS reaches the validation-loss target in fewer steps",
+            field_note="890 vs 2140 steps",
+            measured=f"KISS first in {_d(k.seeds_kiss_first)}, over-parameterised first in "
+            f"{_d(k.seeds_over_first)} of "
+            f"{_d(k.seeds)} seeds (seed {seed0}: "
+            f"{k.kiss_steps_to_target} vs {k.over_steps_to_target} steps){on_kiss}",
+            rule="share of decided seeds with KISS first, Wilson 95 % interval ≥ 0.5 holds, < 0.5 refutes; "
+            "ties and seeds neither reached are not counted",
+            n=kiss_n,
+            interval=kiss_interval,
+        ),
+        Claim.from_verdict(
+            verdict_peak_ratio(k),
+            key="kiss-peak",
+            claim="KISS peak memory is 0.66 of the over-parameterised run's",
+            field_note="28.1 / 42.3 GB = 0.66",
+            measured=f"{_fmt(k.peak_ratio_kiss_vs_over)} ({_d(k.peak_measured_as)})",
+            rule="within ±0.10 of 0.66",
+            n="one optimiser step per variant",
+        ),
+        Claim.from_verdict(
+            verdict_binding_asserts(lb),
+            key="binding-asserts",
+            claim="A.shape[1]==B.shape[0] and W0.shape==(A.shape[0], B.shape[1]) validate LoRA binding",
+            field_note="asserts pass",
+            measured=str(_d(lb.field_note_asserts_hold_on)),
+            rule="all modules pass holds; any module failing refutes",
+            n=f"{lb.adapted_modules if lb.adapted_modules is not None else 0} adapted modules",
+        ),
+        Claim.from_verdict(
+            verdict_scaling(lb),
+            key="lora-scaling",
+            claim="the update is W0 + α·ΔW (scaling α)",
+            field_note="scale = α",
+            measured=f"scale {_fmt(lb.scaling_applied)} (α = {_fmt(lb.alpha)}, r = {lb.r})",
+            rule="applied scale equals α (1e-9 rel.)",
+            n="every adapted module",
+        ),
+        Claim.from_verdict(
+            verdict_zh_labels(la),
+            key="zh-labels",
+            claim="Chinese tokenisation breaks span labels",
+            field_note="coverage 63.7 %, boundary F1 71.3 %",
+            measured=f"boundary F1 {_fmt(la.zh_boundary_f1_pct)} %",
+            rule="F1 ≤ 90 % holds, > 90 % refutes",
+            n=f"{la.zh_spans} Chinese spans",
+        ),
+        Claim.from_verdict(
+            verdict_en_offsets(la),
+            key="en-offsets",
+            claim="(measured here) byte-level offsets carry the leading space",
+            field_note="—",
+            measured=f"untrimmed {_fmt(la.en_untrimmed_offsets_f1_pct)} % vs trimmed "
+            f"{_fmt(la.en_boundary_f1_pct)} %",
+            rule="untrimmed F1 ≥ 1 point below trimmed holds, else refuted",
+            n=f"{la.en_spans} English spans",
+        ),
+        Claim.from_verdict(
+            verdict_flash_speedup(at),
+            key="flash-speedup",
+            claim="FlashAttention-2 gives 3.8× the throughput of naive attention",
+            field_note="3.8×",
+            measured=f"{_fmt(at.flash_over_math_cuda)}× at L={at.flash_over_math_L} ({_d(at.timing_dtype)})"
+            if at.flash_over_math_cuda is not None
+            else "—",
+            rule="range across repetitions within ±25 % of 3.8× (CUDA)",
+            n=f"{at.flash_over_math_reps or 0} repetitions",
+            interval=fmt_interval((at.flash_over_math_cuda_low, at.flash_over_math_cuda_high), level=None)
+            if at.flash_over_math_cuda_low is not None and at.flash_over_math_cuda_high is not None
+            else "",
+        ),
+        Claim.from_verdict(
+            verdict_sqrt_l(ga),
+            key="sqrt-l",
+            claim="accumulation steps must scale with √L (gradient variance ∝ L^-0.5)",
+            field_note="exponent −0.5",
+            measured=f"variance ∝ L^{_fmt(ga.noise_variance_slope, '.2f')}",
+            rule="95 % interval of the exponent inside −0.5 ± 0.25 holds, outside refutes",
+            n=f"{ga.noise_lengths} lengths × {ga.noise_samples_per_length} gradient samples = "
+            f"{(ga.noise_samples_per_length or 0) // 2} independent pairs per length ({ga.gradients_of})",
+            interval=fmt_interval(
+                (_num(ga.noise_variance_slope_ci_low), _num(ga.noise_variance_slope_ci_high))
+            ),
+        ),
+        Claim.from_verdict(
+            verdict_token_count_normalisation(ga),
+            key="token-count",
+            claim="(issue) micro-batch means equal the large batch only with token-count normalisation",
+            field_note="—",
+            measured=f"mean-of-means err {_fmt(ga.rel_err_per_microbatch_mean)}, token-count err "
+            f"{_fmt(ga.rel_err_token_count)}",
+            rule="token-count err < 1e-4 and mean-of-means > 1e-3 holds; token-count ≥ 1e-3 or mean-of-means "
+            "< 1e-4 refutes",
+            n=f"{ga.tokens_per_microbatch} tokens per micro-batch",
+        ),
     ]
     for key, name, value, claim, note, expect in (
-        ("baddbmm", BADDBMM, dt.baddbmm_fp32_inputs_bf16_autocast, "torch.baddbmm executes in float32 under bf16 autocast", "float32", "torch.float32"),
+        (
+            "baddbmm",
+            BADDBMM,
+            dt.baddbmm_fp32_inputs_bf16_autocast,
+            "torch.baddbmm executes in float32 under bf16 autocast",
+            "float32",
+            "torch.float32",
+        ),
         ("index-add", INDEX_ADD, dt.index_add_bf16_source, "index_add_ keeps bf16", "bf16", "torch.bfloat16"),
     ):
-        rows.append(Claim.from_verdict(verdict_op_dtype(value, name, expect), key=key, claim=claim, field_note=note, measured=_fmt(value),
-                                       rule=f"result dtype {expect} holds, another dtype or an error refutes", n="one op call (deterministic)"))
+        rows.append(
+            Claim.from_verdict(
+                verdict_op_dtype(value, name, expect),
+                key=key,
+                claim=claim,
+                field_note=note,
+                measured=_fmt(value),
+                rule=f"result dtype {expect} holds, another dtype or an error refutes",
+                n="one op call (deterministic)",
+            )
+        )
     counts = ds_b.issue_counts or {}
     rows += [
-        Claim.from_verdict(verdict_index_copy_recast(dt.index_copy_fp32_source, INDEX_COPY), key="index-copy",
-                           claim="index_copy_ silently recasts a non-matching source (hence the explicit .to())",
-                           field_note="silent recast", measured=_fmt(dt.index_copy_fp32_source)[:70], rule="returns a dtype holds, raises refutes",
-                           n="one op call (deterministic)"),
-        Claim.from_verdict(verdict_kv_cache_boundary(dt), key="kv-cache", claim="the KV cache crosses the bf16/float32 boundary without a declaration",
-                           field_note="implicit upcast", measured=f"keys {dt.kv_cache_keys_dtype}, values {dt.kv_cache_values_dtype}",
-                           rule="keys/values in different dtypes or float32 holds; both low precision refutes", n="one forward with cache"),
-        Claim.from_verdict(verdict_lax_coercion(ds_b), key="lax-coercion", claim="lax parsing silently coerces '42' for an int field (strict rejects)",
-                           field_note="coercion happens", measured=f"{counts.get('coerced (strict rejects)', '—')} coerced value(s) in the broken file",
-                           rule="≥ 1 coercion holds, 0 refutes", n=f"{ds_b.lines if ds_b.lines is not None else 0} lines"),
-        Claim.from_verdict(verdict_mask_check_catches_leak(lm), key="mask-leak", claim="len(input_ids)==len(labels) and decoded labels == target catch template/mask leaks",
-                           field_note="the check catches leaks",
-                           measured=("caught " + ", ".join(f"{c} {v['caught']}/{v['examples']} (length assert {v['length_fires']})" for c, v in lm_probe.get("leaks", {}).items())
-                                     + f"; clean examples failing: {lm_probe.get('clean_failing')}/{lm_probe.get('clean_examples')}" + on_good) if lm_probe else "—",
-                           rule="every leaking example fails an assert and every clean one passes both holds; a leak passing both, or a clean example failing, refutes",
-                           n=f"{lm_probe.get('clean_examples', '—')} examples × {len(lm_probe.get('leaks', {}))} leak classes (the leaks sft.py and collators produce)"),
-        Claim.from_verdict(verdict_kurtosis_rises(rw_g), key="kurtosis", claim="reward kurtosis rises when sampling concentrates", field_note="2.1 → 5.7",
-                           measured=f"{_fmt(rw_g.kurtosis_uniform, '.2f')} → {_fmt(rw_g.kurtosis_concentrated, '.2f')} "
-                                    f"(uniform → β={rw_g.concentrated_beta}, γ={rw_g.concentrated_gamma}){on_good}",
-                           rule="rise ≥ 1 holds, < 1 refutes (one exact figure of these responses)", n=f"{_d(rw_g.n_examples)} scored responses, one model"),
-        Claim.from_verdict(verdict_kl_threshold(rw_g), key="kl-threshold", claim="KL > 0.18 flags a significant shift", field_note="0.18",
-                           measured=f"KL {_fmt(rw_g.kl_concentrated)} at β={rw_g.concentrated_beta}, γ={rw_g.concentrated_gamma} "
-                                    f"vs {_fmt(rw_g.kl_sampled_vs_reward)} at β={rw_g.beta}, γ={rw_g.gamma}{on_good}",
-                           rule="concentrated above and configured at or below 0.18 holds; both on one side refutes",
-                           n=f"{_d(rw_g.n_examples)} scored responses, both samplers on the same ones"),
-        Claim.from_verdict(verdict_warmup_first_stage_only(sc), key="warmup-stage", claim="under SequentialLR(OneCycleLR, StepLR) the warmup applies to the first stage only",
-                           field_note="stage 2 gets 0 warmup steps", measured=f"{_d(sc.field_note_scenario_warmup_ramps_in_stage2)} warmup ramp(s) in stage 2",
-                           rule="0 ramps in stage 2 holds, ≥ 1 refutes", n="300 scheduler steps (deterministic)"),
-        Claim.from_verdict(verdict_fragmentation(fr), key="fragmentation", claim="checkpointing more often fragments the allocator more",
-                           field_note="gap 0.42 every 50 steps vs 0.18 every 200",
-                           measured=(f"{_fmt(fr.gap_ratio_configured)} every {fr.configured_interval} vs {_fmt(fr.gap_ratio_reference)} every {fr.reference_interval}"
-                                     if fr.gap_ratio_configured is not None else "—"),
-                           rule=f"t-interval across run pairs of the mean gap-ratio difference ≥ {GAP_MIN_DIFF:.2f} holds, < {GAP_MIN_DIFF:.2f} refutes; one run pair: inconclusive",
-                           n=f"{_d(fr.repeats)} run pairs × {_d(fr.steps)} steps",
-                           interval=fmt_interval((fr.gap_ratio_diff_ci_low, fr.gap_ratio_diff_ci_high))
-                           if fr.gap_ratio_diff_ci_low is not None and fr.gap_ratio_diff_ci_high is not None else ""),
-        Claim.from_verdict(verdict_eval_allreduce(dd), key="eval-allreduce", claim="evaluating with gradients enabled makes DDP trigger all-reduce",
-                           field_note="all-reduce triggered", measured=f"{_fmt(dd.grad_no_backward_extra_allreduces)} extra all-reduces (forward only)",
-                           rule="≥ 1 extra all-reduce holds, 0 refutes", n=f"2 ranks × {_d(dd.train_steps)} steps"),
-        Claim.from_verdict(verdict_eval_backward_breaks_reducer(dd), key="eval-backward", claim="an eval backward without no_sync corrupts the reducer state",
-                           field_note="reducer error", measured=str(dd.backward_error or ("no error" if dd.backward_extra_allreduces is not None else "—")),
-                           rule="a reducer error holds, a clean run refutes", n=f"2 ranks × {_d(dd.train_steps)} steps"),
-    ]  # fmt: skip
+        Claim.from_verdict(
+            verdict_index_copy_recast(dt.index_copy_fp32_source, INDEX_COPY),
+            key="index-copy",
+            claim="index_copy_ silently recasts a non-matching source (hence the explicit .to())",
+            field_note="silent recast",
+            measured=_fmt(dt.index_copy_fp32_source)[:70],
+            rule="returns a dtype holds, raises refutes",
+            n="one op call (deterministic)",
+        ),
+        Claim.from_verdict(
+            verdict_kv_cache_boundary(dt),
+            key="kv-cache",
+            claim="the KV cache crosses the bf16/float32 boundary without a declaration",
+            field_note="implicit upcast",
+            measured=f"keys {dt.kv_cache_keys_dtype}, values {dt.kv_cache_values_dtype}",
+            rule="keys/values in different dtypes or float32 holds; both low precision refutes",
+            n="one forward with cache",
+        ),
+        Claim.from_verdict(
+            verdict_lax_coercion(ds_b),
+            key="lax-coercion",
+            claim="lax parsing silently coerces '42' for an int field (strict rejects)",
+            field_note="coercion happens",
+            measured=f"{counts.get('coerced (strict rejects)', '—')} coerced value(s) in the broken file",
+            rule="≥ 1 coercion holds, 0 refutes",
+            n=f"{ds_b.lines if ds_b.lines is not None else 0} lines",
+        ),
+        Claim.from_verdict(
+            verdict_mask_check_catches_leak(lm),
+            key="mask-leak",
+            claim="len(input_ids)==len(labels) and decoded labels == target catch template/mask leaks",
+            field_note="the check catches leaks",
+            measured=(
+                "caught "
+                + ", ".join(
+                    f"{c} {v['caught']}/{v['examples']} (length assert {v['length_fires']})"
+                    for c, v in lm_probe.get("leaks", {}).items()
+                )
+                + "; clean examples failing: "
+                f"{lm_probe.get('clean_failing')}/{lm_probe.get('clean_examples')}" + on_good
+            )
+            if lm_probe
+            else "—",
+            rule="every leaking example fails an assert and every clean one passes both holds; a leak "
+            "passing both, or a clean example failing, refutes",
+            n=f"{lm_probe.get('clean_examples', '—')} examples × {len(lm_probe.get('leaks', {}))} leak "
+            "classes (the leaks sft.py and collators produce)",
+        ),
+        Claim.from_verdict(
+            verdict_kurtosis_rises(rw_g),
+            key="kurtosis",
+            claim="reward kurtosis rises when sampling concentrates",
+            field_note="2.1 → 5.7",
+            measured=f"{_fmt(rw_g.kurtosis_uniform, '.2f')} → {_fmt(rw_g.kurtosis_concentrated, '.2f')} "
+            f"(uniform → β={rw_g.concentrated_beta}, γ={rw_g.concentrated_gamma}){on_good}",
+            rule="rise ≥ 1 holds, < 1 refutes (one exact figure of these responses)",
+            n=f"{_d(rw_g.n_examples)} scored responses, one model",
+        ),
+        Claim.from_verdict(
+            verdict_kl_threshold(rw_g),
+            key="kl-threshold",
+            claim="KL > 0.18 flags a significant shift",
+            field_note="0.18",
+            measured=f"KL {_fmt(rw_g.kl_concentrated)} at β={rw_g.concentrated_beta}, "
+            f"γ={rw_g.concentrated_gamma} "
+            f"vs {_fmt(rw_g.kl_sampled_vs_reward)} at β={rw_g.beta}, γ={rw_g.gamma}{on_good}",
+            rule="concentrated above and configured at or below 0.18 holds; both on one side refutes",
+            n=f"{_d(rw_g.n_examples)} scored responses, both samplers on the same ones",
+        ),
+        Claim.from_verdict(
+            verdict_warmup_first_stage_only(sc),
+            key="warmup-stage",
+            claim="under SequentialLR(OneCycleLR, StepLR) the warmup applies to the first stage only",
+            field_note="stage 2 gets 0 warmup steps",
+            measured=f"{_d(sc.field_note_scenario_warmup_ramps_in_stage2)} warmup ramp(s) in stage 2",
+            rule="0 ramps in stage 2 holds, ≥ 1 refutes",
+            n="300 scheduler steps (deterministic)",
+        ),
+        Claim.from_verdict(
+            verdict_fragmentation(fr),
+            key="fragmentation",
+            claim="checkpointing more often fragments the allocator more",
+            field_note="gap 0.42 every 50 steps vs 0.18 every 200",
+            measured=(
+                f"{_fmt(fr.gap_ratio_configured)} every {fr.configured_interval} vs "
+                f"{_fmt(fr.gap_ratio_reference)} every {fr.reference_interval}"
+                if fr.gap_ratio_configured is not None
+                else "—"
+            ),
+            rule=f"t-interval across run pairs of the mean gap-ratio difference ≥ {GAP_MIN_DIFF:.2f} holds, "
+            f"< {GAP_MIN_DIFF:.2f} refutes; one run pair: inconclusive",
+            n=f"{_d(fr.repeats)} run pairs × {_d(fr.steps)} steps",
+            interval=fmt_interval((fr.gap_ratio_diff_ci_low, fr.gap_ratio_diff_ci_high))
+            if fr.gap_ratio_diff_ci_low is not None and fr.gap_ratio_diff_ci_high is not None
+            else "",
+        ),
+        Claim.from_verdict(
+            verdict_eval_allreduce(dd),
+            key="eval-allreduce",
+            claim="evaluating with gradients enabled makes DDP trigger all-reduce",
+            field_note="all-reduce triggered",
+            measured=f"{_fmt(dd.grad_no_backward_extra_allreduces)} extra all-reduces (forward only)",
+            rule="≥ 1 extra all-reduce holds, 0 refutes",
+            n=f"2 ranks × {_d(dd.train_steps)} steps",
+        ),
+        Claim.from_verdict(
+            verdict_eval_backward_breaks_reducer(dd),
+            key="eval-backward",
+            claim="an eval backward without no_sync corrupts the reducer state",
+            field_note="reducer error",
+            measured=str(
+                dd.backward_error or ("no error" if dd.backward_extra_allreduces is not None else "—")
+            ),
+            rule="a reducer error holds, a clean run refutes",
+            n=f"2 ranks × {_d(dd.train_steps)} steps",
+        ),
+    ]
     kiss_keys, broken_keys = {"kiss-share", "over-share", "param-ratio", "kiss-peak"}, {"lax-coercion"}
-    ddp_keys = {"eval-allreduce", "eval-backward"}  # a tiny Llama with a value head on two gloo ranks, whatever the config
-    model_free = {"baddbmm", "index-add", "index-copy", "warmup-stage"}  # torch ops and schedulers: no model involved
+    ddp_keys = {
+        "eval-allreduce",
+        "eval-backward",
+    }  # a tiny Llama with a value head on two gloo ranks, whatever the config
+    model_free = {
+        "baddbmm",
+        "index-add",
+        "index-copy",
+        "warmup-stage",
+    }  # torch ops and schedulers: no model involved
     named = []
     for row in rows:
         if row.key in model_free:
             named.append(row)
             continue
-        on = on_kiss if row.key in kiss_keys else on_broken if row.key in broken_keys else " [tiny Llama, 2 ranks]" if row.key in ddp_keys else on_good
-        named.append(row if not on or on in row.measured else dataclasses.replace(row, measured=row.measured + on))
+        on = (
+            on_kiss
+            if row.key in kiss_keys
+            else on_broken
+            if row.key in broken_keys
+            else " [tiny Llama, 2 ranks]"
+            if row.key in ddp_keys
+            else on_good
+        )
+        named.append(
+            row if not on or on in row.measured else dataclasses.replace(row, measured=row.measured + on)
+        )
     return named
 
 

@@ -81,7 +81,8 @@ class AuditConfig(Strict):
     kiss: KissSection = Field(default_factory=KissSection)
     trainer: TrainerSection | None = None
     checks: list[Annotated[str | int, AfterValidator(_check_slug)]] | None = Field(
-        None, description="run only these checks (slugs, or the field notes' numbers 1-13)")
+        None, description="run only these checks (slugs, or the field notes' numbers 1-13)"
+    )
 
     @field_validator("checks")
     @classmethod
@@ -99,9 +100,10 @@ class AuditConfig(Strict):
             ref = self.data.schema_ref
             file_part = ref.split(":", 1)[0]
             if file_part.endswith(".py") and not Path(file_part).is_absolute():
-                self.data.schema_ref = str((base / file_part).resolve()) + (":" + ref.split(":", 1)[1] if ":" in ref else "")
+                self.data.schema_ref = str((base / file_part).resolve()) + (
+                    ":" + ref.split(":", 1)[1] if ":" in ref else ""
+                )
         return self
-
 
 
 def _describe(err: dict, known: list[str]) -> str:
@@ -134,10 +136,14 @@ def _allowed_keys() -> dict[tuple, list[str]]:
     return out
 
 
-def parse_config(data: dict, *, source: str = "<config>", lines: dict[tuple, int] | None = None, base: Path | None = None) -> AuditConfig:
+def parse_config(
+    data: dict, *, source: str = "<config>", lines: dict[tuple, int] | None = None, base: Path | None = None
+) -> AuditConfig:
     """Validate a dict into ``AuditConfig`` or raise ``ConfigError`` with every problem named."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the config must be a YAML mapping of sections, got {type(data).__name__}")
+        raise ConfigError(
+            f"{source}: the config must be a YAML mapping of sections, got {type(data).__name__}"
+        )
     try:
         config = AuditConfig.model_validate(data)
     except ValidationError as exc:

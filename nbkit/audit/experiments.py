@@ -46,11 +46,26 @@ if TYPE_CHECKING:
 
     from nbkit.audit.config import AuditConfig
 
-__all__ = ["REGISTRY", "STATUSES", "AuditContext", "AuditSummary", "NotRunnable", "make_context", "run_audit", "run_check"]
+__all__ = [
+    "REGISTRY",
+    "STATUSES",
+    "AuditContext",
+    "AuditSummary",
+    "NotRunnable",
+    "make_context",
+    "run_audit",
+    "run_check",
+]
 
 STATUSES = ("pass", "warn", "fail", "error", "needs_gpu", "skipped")
 # The checks that read a trainer config's ``trainer`` section (axolotl / TRL keys).
-TRAINER_CHECKS = ("train-on-inputs", "chat-template-eot", "tied-embeddings-lora", "packing-attention", "eval-batch")
+TRAINER_CHECKS = (
+    "train-on-inputs",
+    "chat-template-eot",
+    "tied-embeddings-lora",
+    "packing-attention",
+    "eval-batch",
+)
 
 REGISTRY = CheckRegistry("audit")
 for _module in (
@@ -84,14 +99,23 @@ class AuditContext(Context):
     the same model loads nothing again). ``results`` keeps each check's last headless result by slug.
     """
 
-    def __init__(self, config: AuditConfig, device: Any = "auto", *, progress: bool = True, model_unavailable: str = "",
-                 share_models_with: AuditContext | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: AuditConfig,
+        device: Any = "auto",
+        *,
+        progress: bool = True,
+        model_unavailable: str = "",
+        share_models_with: AuditContext | None = None,
+    ) -> None:
         resolved = device if hasattr(device, "type") else pick_device(device)
         super().__init__(str(resolved))
         self._resolved = resolved
         self.config = config
         self.progress = progress
-        self.model_unavailable = model_unavailable  # why no model can be loaded (a foreign config naming one nbkit cannot load)
+        self.model_unavailable = (
+            model_unavailable  # why no model can be loaded (a foreign config naming one nbkit cannot load)
+        )
         self.shared: AuditContext = share_models_with.shared if share_models_with is not None else self
         self.results: dict[str, Result[Any]] = {}
 
@@ -121,7 +145,8 @@ class AuditContext(Context):
         return load_model(name, self.torch_device, dtype), load_tokenizer(name)
 
     def base_example_losses(self, examples, template, model: str = "") -> list[tuple[float, int]]:
-        """(summed token loss, trained-token count) of each example under the loaded (untrained) model ``model``.
+        """(summed token loss, trained-token count) of each example under the loaded (untrained) model
+        ``model``.
 
         Scored once per (model, template, example) and shared: kiss-lora's untrained validation loss,
         reward-weights' scores and eval-batch's losses read the same forward passes.
@@ -129,7 +154,9 @@ class AuditContext(Context):
         name = model or self.config.model.name
         m, tok = self.model_and_tokenizer(model)
         store: dict = self.shared.cached(("base-losses",), dict)
-        keys = [(name, template.model_dump_json(), json.dumps(e, sort_keys=True, default=str)) for e in examples]
+        keys = [
+            (name, template.model_dump_json(), json.dumps(e, sort_keys=True, default=str)) for e in examples
+        ]
         todo = {k: e for k, e in zip(keys, examples, strict=True) if k not in store}
         if todo:
             store.update(zip(todo, example_losses(m, tok, list(todo.values()), template), strict=True))
@@ -145,21 +172,27 @@ class AuditContext(Context):
         return resolve_model(name, need_weights=False).config
 
     def data(self) -> tuple[Finding | None, list]:
-        """(the data-schema finding, valid records); the bundled SFT set when the config has no data section."""
+        """(the data-schema finding, valid records); the bundled SFT set when the config has no data
+        section."""
         return self.cached(("data",), self._load_data)
 
     def _load_data(self) -> tuple[Finding | None, list]:
         if self.config.data is None:
             return None, make_sft_examples(160)
         d = self.config.data
-        finding, rep = data_schema.check_jsonl_schema(d.path, d.schema_ref, strict=d.strict, max_lines=d.max_lines)
+        finding, rep = data_schema.check_jsonl_schema(
+            d.path, d.schema_ref, strict=d.strict, max_lines=d.max_lines
+        )
         return finding, rep.records if rep is not None else []
 
     def examples(self, minimum: int, what: str):
         """At least ``minimum`` SFT records, and a note when the bundled set had to stand in."""
         _, recs = self.data()
         if len(recs) < minimum:
-            note = f" (the config's data has only {len(recs)} valid records; used the bundled SFT set for {what})"
+            note = (
+                f" (the config's data has only {len(recs)} valid records; used the bundled SFT set for "
+                f"{what})"
+            )
             return make_sft_examples(max(minimum, 160)), note
         return recs, ""
 
@@ -179,10 +212,22 @@ class AuditContext(Context):
         return {s: sum(f.status == s for f in self.findings()) for s in STATUSES}
 
 
-def make_context(config: AuditConfig, device: Any = "auto", *, progress: bool = True, model_unavailable: str = "",
-                 share_models_with: AuditContext | None = None) -> AuditContext:  # fmt: skip
+def make_context(
+    config: AuditConfig,
+    device: Any = "auto",
+    *,
+    progress: bool = True,
+    model_unavailable: str = "",
+    share_models_with: AuditContext | None = None,
+) -> AuditContext:
     """The shared context of an audit; ``device`` ("auto", "cpu", "cuda", a torch.device) is resolved here."""
-    return AuditContext(config, device, progress=progress, model_unavailable=model_unavailable, share_models_with=share_models_with)
+    return AuditContext(
+        config,
+        device,
+        progress=progress,
+        model_unavailable=model_unavailable,
+        share_models_with=share_models_with,
+    )
 
 
 def check_config(check: str, config: AuditConfig, smoke: bool = False):
@@ -200,7 +245,11 @@ def run_check(check: str, cfg: Any, context: AuditContext, live=None, *, catch: 
     c = REGISTRY[check]
     model = context.config.model.name
     if cfg is None:
-        return finding_result(Finding(c.slug, c.title, "skipped", f"not run: needs the config's '{c.needs}' section"), c.Metrics, model)
+        return finding_result(
+            Finding(c.slug, c.title, "skipped", f"not run: needs the config's '{c.needs}' section"),
+            c.Metrics,
+            model,
+        )
     try:
         return c.run(cfg, context, live)
     except KeyboardInterrupt:
@@ -219,8 +268,15 @@ class AuditSummary:
     status_counts: dict
 
 
-def run_audit(config: AuditConfig, checks: list[str] | None = None, *, device: Any = "auto", smoke: bool = False,
-              progress: bool = True, context: AuditContext | None = None) -> Result[AuditSummary]:  # fmt: skip
+def run_audit(
+    config: AuditConfig,
+    checks: list[str] | None = None,
+    *,
+    device: Any = "auto",
+    smoke: bool = False,
+    progress: bool = True,
+    context: AuditContext | None = None,
+) -> Result[AuditSummary]:
     """Run ``checks`` (slugs; default: the config's ``checks`` or all) → ``Result``.
 
     ``data`` is the list of findings, ``table`` one row per finding, ``metrics`` the findings as
@@ -239,7 +295,9 @@ def run_audit(config: AuditConfig, checks: list[str] | None = None, *, device: A
             cfg = check_config(slug, ctx.config, smoke)
         except UsageError as exc:  # the audit config's value is one the check's config refuses
             c = REGISTRY[slug]
-            ctx.results[slug] = finding_result(error_finding(c.slug, c.title, exc), c.Metrics, ctx.config.model.name)
+            ctx.results[slug] = finding_result(
+                error_finding(c.slug, c.title, exc), c.Metrics, ctx.config.model.name
+            )
             continue
         ctx.results[slug] = run_check(slug, cfg, ctx)
     findings = [ctx.results[s].data for s in slugs]

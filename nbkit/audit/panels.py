@@ -21,12 +21,23 @@ from nbkit.diagnose.diagnosis import diagnose
 from nbkit.findings import Finding
 from nbkit.panels import Panel
 
-__all__ = ["check_panel", "device_summary", "diagnose", "model_summary", "open_audit", "read_trainer_config", "show", "show_all",
-           "trainer_config_summary", "trainer_context"]
+__all__ = [
+    "check_panel",
+    "device_summary",
+    "diagnose",
+    "model_summary",
+    "open_audit",
+    "read_trainer_config",
+    "show",
+    "show_all",
+    "trainer_config_summary",
+    "trainer_context",
+]
 
 
-def open_audit(config: str | Path, *, model: str = "", seed: int | None = None, device: Any = "auto",
-               threads: int = 0) -> AuditContext:  # fmt: skip
+def open_audit(
+    config: str | Path, *, model: str = "", seed: int | None = None, device: Any = "auto", threads: int = 0
+) -> AuditContext:
     """The context of an audit config file (a bundled example by bare name), its ``model`` and ``seed``
     replaced when given; ``threads`` > 0 sets torch's intra-op threads first."""
     if threads > 0:
@@ -43,9 +54,14 @@ def open_audit(config: str | Path, *, model: str = "", seed: int | None = None, 
 def model_summary(ctx: AuditContext) -> dict[str, Any]:
     """The loaded model's name, size, head layout and pad/eos ids (what a reader checks first)."""
     model, tok = ctx.model_and_tokenizer()
-    return {"name": ctx.config.model.name, "params": sum(p.numel() for p in model.parameters()),
-            "heads": model.config.num_attention_heads, "kv_heads": model.config.num_key_value_heads,
-            "pad_id": tok.pad_token_id, "eos_id": tok.eos_token_id}  # fmt: skip
+    return {
+        "name": ctx.config.model.name,
+        "params": sum(p.numel() for p in model.parameters()),
+        "heads": model.config.num_attention_heads,
+        "kv_heads": model.config.num_key_value_heads,
+        "pad_id": tok.pad_token_id,
+        "eos_id": tok.eos_token_id,
+    }
 
 
 def device_summary() -> dict[str, Any]:
@@ -60,12 +76,24 @@ def show_finding(result):
 
     f = result.data
     table = pd.DataFrame(f.table[:12]).to_html(index=False) if f.table else ""
-    more = f"<div><i>{len(f.table) - 12} more evidence rows in result.data.table</i></div>" if len(f.table) > 12 else ""
+    more = (
+        f"<div><i>{len(f.table) - 12} more evidence rows in result.data.table</i></div>"
+        if len(f.table) > 12
+        else ""
+    )
     return HTML(f.card_html() + table + more)
 
 
-def check_panel(check: str, context: AuditContext, cfg=None, *, smoke: bool = False, widget: bool | None = None,
-                from_config: bool = True, **overrides: Any) -> Panel:  # fmt: skip
+def check_panel(
+    check: str,
+    context: AuditContext,
+    cfg=None,
+    *,
+    smoke: bool = False,
+    widget: bool | None = None,
+    from_config: bool = True,
+    **overrides: Any,
+) -> Panel:
     """The panel of one check (slug): ``cfg``, or the check's config built from the audit config's
     values for it (none when ``from_config`` is false or the config lacks the check's section) and
     ``overrides`` (``None`` keeps the config's value); under ``smoke`` the smoke preset's sizes win."""
@@ -74,10 +102,18 @@ def check_panel(check: str, context: AuditContext, cfg=None, *, smoke: bool = Fa
         values = c.audit_values(context.config) if from_config and not c.lacks_section(context.config) else {}
         given = {k: v for k, v in overrides.items() if v is not None}
         cfg = from_audit_values(c.Config, {**values, **given}, smoke)
-    return Panel(cfg, lambda p, live=None: c.run(p, context, live), title=f"{c.title} ({c.slug})", widget=widget,
-                 show_result=show_finding)  # fmt: skip
+    return Panel(
+        cfg,
+        lambda p, live=None: c.run(p, context, live),
+        title=f"{c.title} ({c.slug})",
+        widget=widget,
+        show_result=show_finding,
+    )
 
-def show(check: str, context: AuditContext, *, smoke: bool = False, from_config: bool = True, **overrides: Any) -> Finding:
+
+def show(
+    check: str, context: AuditContext, *, smoke: bool = False, from_config: bool = True, **overrides: Any
+) -> Finding:
     """Display the check's panel and run its default headless; the result is kept in ``context.results``."""
     p = check_panel(check, context, smoke=smoke, from_config=from_config, **overrides)
     p.display()
@@ -98,7 +134,12 @@ def read_trainer_config(path: str | Path, model: str = "") -> Mapped:
 
 def trainer_context(mapped: Mapped, context: AuditContext) -> AuditContext:
     """The context of a mapped trainer config, on ``context``'s device, sharing its loaded models."""
-    return make_context(mapped.config, context.torch_device, model_unavailable=mapped.model_unavailable, share_models_with=context)
+    return make_context(
+        mapped.config,
+        context.torch_device,
+        model_unavailable=mapped.model_unavailable,
+        share_models_with=context,
+    )
 
 
 def trainer_config_summary(mapped: Mapped, name: str) -> dict[str, Any]:

@@ -50,8 +50,10 @@ def compose(text: str, source: str):
         return sizes[key]
 
     if root is not None and size(root) > MAX_EXPANDED_NODES:
-        raise ConfigError(f"{source}: YAML aliases expand to {size(root):,} nodes (limit {MAX_EXPANDED_NODES:,}); "
-                          "an audit config needs no nested aliases — write the values out")
+        raise ConfigError(
+            f"{source}: YAML aliases expand to {size(root):,} nodes (limit {MAX_EXPANDED_NODES:,}); "
+            "an audit config needs no nested aliases — write the values out"
+        )
     seen: set[int] = set()
 
     def duplicates(node):
@@ -63,8 +65,11 @@ def compose(text: str, source: str):
             for k, v in node.value:
                 name = str(k.value)
                 if name in keys:
-                    raise ConfigError(f"{source}:{k.start_mark.line + 1}: duplicate key {name!r} (first at line {keys[name]}); "
-                                      "YAML would silently keep the last one")
+                    raise ConfigError(
+                        f"{source}:{k.start_mark.line + 1}: duplicate key {name!r} (first at line "
+                        f"{keys[name]}); "
+                        "YAML would silently keep the last one"
+                    )
                 keys[name] = k.start_mark.line + 1
                 duplicates(v)
         elif isinstance(node, yaml.SequenceNode):
@@ -118,4 +123,3 @@ def key_lines(root) -> dict[tuple, int]:
     if root is not None:
         walk(root, ())
     return lines
-

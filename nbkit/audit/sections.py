@@ -1,4 +1,5 @@
-"""The sections of the audit's YAML config (``model``, ``lora``, ``data``, ``template`` …): strict Pydantic models.
+"""The sections of the audit's YAML config (``model``, ``lora``, ``data``, ``template`` …): strict Pydantic
+models.
 
 Strict: the documented types only (no bool/float/str → int coercion; ints still pass as floats) and
 no unknown keys, so a typo is an error naming its line rather than a silently ignored setting.
@@ -18,7 +19,11 @@ class Strict(BaseModel):
 
 
 class ModelSection(Strict):
-    name: str = Field("tiny", min_length=1, description="tiny | smollm2 | a Hugging Face model directory | a config.json | a Hub id")
+    name: str = Field(
+        "tiny",
+        min_length=1,
+        description="tiny | smollm2 | a Hugging Face model directory | a config.json | a Hub id",
+    )
     dtype: Literal["float32", "bfloat16"] = "float32"
     seed: int = 0
 
@@ -83,7 +88,9 @@ class SchedulerSection(Strict):
     combine: Literal["sequential", "chained"] = "sequential"
     base_lr: float = Field(2e-4, gt=0)
     stages: list[StageSection] = Field(min_length=1)
-    warmup_steps: int = Field(0, ge=0, description="the warmup the user intends (for the lost/repeated check)")
+    warmup_steps: int = Field(
+        0, ge=0, description="the warmup the user intends (for the lost/repeated check)"
+    )
     resume_at_step: int | None = Field(None, ge=1)
     resume_restores_scheduler: bool = True
 
@@ -115,9 +122,16 @@ class CheckpointSection(Strict):
 
 
 class KissSection(Strict):
-    budget_steps: int = Field(0, ge=0, description="training steps per LoRA variant; 0 skips kiss-lora in the CLI")
+    budget_steps: int | None = Field(
+        None,
+        ge=0,
+        description="training steps per LoRA variant; unset or 0: kiss-lora is not trained (skipped) in the "
+        "CLI",
+    )
     val_loss_target: float | None = Field(None, gt=0)
-    val_loss_target_ratio: float = Field(0.5, gt=0, lt=1, description="target = ratio × untrained val loss when no absolute target")
+    val_loss_target_ratio: float = Field(
+        0.5, gt=0, lt=1, description="target = ratio × untrained val loss when no absolute target"
+    )
     lr: float = Field(1e-3, gt=0)
 
 
@@ -130,12 +144,18 @@ class TrainerSection(Strict):
 
     tool: Literal["axolotl", "trl", "peft", "nbkit"] = "nbkit"
     train_on_inputs: bool = False
-    dataset_types: list[str] = Field(default_factory=list, description="datasets[].type (axolotl); empty = not known")
+    dataset_types: list[str] = Field(
+        default_factory=list, description="datasets[].type (axolotl); empty = not known"
+    )
     train_on_eos: Literal["turn", "all", "last", "none"] = "turn"
-    eot_tokens: list[str] = Field(default_factory=list, description="end-of-turn tokens trained on (empty: the tokenizer's eos)")
+    eot_tokens: list[str] = Field(
+        default_factory=list, description="end-of-turn tokens trained on (empty: the tokenizer's eos)"
+    )
     target_linear: bool = False
     modules_to_save: list[str] = Field(default_factory=list)
-    ensure_weight_tying: bool = Field(False, description="PEFT's LoraConfig.ensure_weight_tying (keeps tied copies one tensor)")
+    ensure_weight_tying: bool = Field(
+        False, description="PEFT's LoraConfig.ensure_weight_tying (keeps tied copies one tensor)"
+    )
     packing: bool = False
     attn_implementation: str = "sdpa"
     eval_batch_size: int | None = Field(None, ge=1, description="None: the same as train.micro_batch_size")
@@ -145,5 +165,6 @@ CHAT_DATASET_TYPES = ("chat_template", "sharegpt", "messages", "conversation")
 
 
 def is_chat_type(kind: str) -> bool:
-    """An axolotl dataset type rendered as a conversation (``chat_template``, ``chat_template.default``, ``sharegpt`` …)."""
+    """An axolotl dataset type rendered as a conversation (``chat_template``, ``chat_template.default``,
+    ``sharegpt`` …)."""
     return str(kind).split(".")[0].split(":")[0] in CHAT_DATASET_TYPES

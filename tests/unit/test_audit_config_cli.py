@@ -37,7 +37,9 @@ def test_invalid_config_names_file_line_key_and_type():
 
 def test_nested_list_items_and_missing_keys(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("scheduler:\n  stages:\n    - {kind: cosine, steps: 10, warmup: 3}\n    - {kind: bogus, steps: 5}\n")
+    cfg.write_text(
+        "scheduler:\n  stages:\n    - {kind: cosine, steps: 10, warmup: 3}\n    - {kind: bogus, steps: 5}\n"
+    )
     with pytest.raises(ConfigError) as exc:
         load_config(cfg)
     msg = str(exc.value)
@@ -68,7 +70,12 @@ def test_cli_exit_2_on_invalid_config(capsys):
 def test_registry_keys_are_slugs_and_numbers_map_through_it():
     from nbkit.audit.experiments import REGISTRY
 
-    assert len(REGISTRY) == 18 and REGISTRY.slugs[0] == "kiss-lora" and REGISTRY.slugs[12] == "ddp-eval" and REGISTRY.slugs[-1] == "eval-batch"
+    assert (
+        len(REGISTRY) == 18
+        and REGISTRY.slugs[0] == "kiss-lora"
+        and REGISTRY.slugs[12] == "ddp-eval"
+        and REGISTRY.slugs[-1] == "eval-batch"
+    )
     assert REGISTRY[2].slug == REGISTRY["2"].slug == "lora-binding"
     assert REGISTRY.select("schedulers, 2,7-8") == ["schedulers", "lora-binding", "data-schema", "loss-mask"]
     for c in REGISTRY:  # every check's config has a smoke preset and maps from the default config
@@ -80,7 +87,12 @@ def test_cli_good_config_passes_static_checks(capsys):
     assert main([str(GOOD), "--checks", "data-schema,zero3-layout,11,12", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     statuses = {f["check"]: f["status"] for f in out["findings"]}
-    assert statuses == {"data-schema": "pass", "zero3-layout": "pass", "schedulers": "pass", "fragmentation": "needs_gpu"}
+    assert statuses == {
+        "data-schema": "pass",
+        "zero3-layout": "pass",
+        "schedulers": "pass",
+        "fragmentation": "needs_gpu",
+    }
     assert out["failed"] == 0
 
 

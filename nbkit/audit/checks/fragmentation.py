@@ -1,4 +1,5 @@
-"""Checkpoint interval ↔ CUDA allocator fragmentation (CUDA only): the ZeRO theme's experiment, judged for the audit.
+"""Checkpoint interval ↔ CUDA allocator fragmentation (CUDA only): the ZeRO theme's experiment, judged for the
+audit.
 
 The measurement is :func:`nbkit.zero.fragmentation.cuda_runs` with its config
 (:class:`nbkit.zero.config.FragmentationConfig`): one training run per checkpoint interval and seed,
@@ -68,11 +69,21 @@ def compare_traces(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[s
     lo, hi = mean_interval(diffs)
     mine, ref = pairs[0]
     mean = lambda key, i: sum(p[i][key] for p in pairs) / len(pairs)  # noqa: E731
-    return {"configured_interval": mine["interval"], "reference_interval": ref["interval"], "steps": len(mine["trace"]), "repeats": len(pairs),
-            "checkpoints_configured": mine["checkpoints"], "checkpoints_reference": ref["checkpoints"],
-            "gap_ratio_configured": mean("mean_gap_ratio", 0), "gap_ratio_reference": mean("mean_gap_ratio", 1),
-            "gap_ratio_diff_per_repeat": diffs, "gap_ratio_diff_ci_low": lo, "gap_ratio_diff_ci_high": hi,
-            "alloc_retries_configured": mine["alloc_retries"], "alloc_retries_reference": ref["alloc_retries"]}  # fmt: skip
+    return {
+        "configured_interval": mine["interval"],
+        "reference_interval": ref["interval"],
+        "steps": len(mine["trace"]),
+        "repeats": len(pairs),
+        "checkpoints_configured": mine["checkpoints"],
+        "checkpoints_reference": ref["checkpoints"],
+        "gap_ratio_configured": mean("mean_gap_ratio", 0),
+        "gap_ratio_reference": mean("mean_gap_ratio", 1),
+        "gap_ratio_diff_per_repeat": diffs,
+        "gap_ratio_diff_ci_low": lo,
+        "gap_ratio_diff_ci_high": hi,
+        "alloc_retries_configured": mine["alloc_retries"],
+        "alloc_retries_reference": ref["alloc_retries"],
+    }
 
 
 def check_fragmentation(cfg: FragmentationConfig, device, live=None) -> Finding:
@@ -81,10 +92,21 @@ def check_fragmentation(cfg: FragmentationConfig, device, live=None) -> Finding:
     interval, reference_interval, steps = cfg.intervals[0], cfg.intervals[-1], cfg.steps
     if device.type != "cuda":
         why = memory_probe(device).snapshot().unavailable.get("fragmentation", "needs CUDA")
-        return Finding(SLUG, TITLE, "needs_gpu",
-                       f"needs CUDA: {why}; not measured on {device.type} (no number is reported). On a GPU it trains {steps} steps "
-                       f"checkpointing every {interval} and every {reference_interval} steps and compares the gap ratios",
-                       {"device": str(device), "configured_interval": interval, "reference_interval": reference_interval, "steps": steps})  # fmt: skip
+        return Finding(
+            SLUG,
+            TITLE,
+            "needs_gpu",
+            f"needs CUDA: {why}; not measured on {device.type} (no number is reported). On a GPU it trains "
+            f"{steps} steps "
+            f"checkpointing every {interval} and every {reference_interval} steps and compares the gap "
+            "ratios",
+            {
+                "device": str(device),
+                "configured_interval": interval,
+                "reference_interval": reference_interval,
+                "steps": steps,
+            },
+        )
     if interval == reference_interval:
         raise ValueError(f"intervals {cfg.intervals}: the configured and the reference interval must differ")
     import plotly.graph_objects as go
@@ -97,23 +119,46 @@ def check_fragmentation(cfg: FragmentationConfig, device, live=None) -> Finding:
     runs = list(pairs[0])
     mine, ref = runs
     figures = compare_traces(pairs)
-    status = "warn" if mine["mean_gap_ratio"] > 0.35 or mine["alloc_retries"] > ref["alloc_retries"] else "pass"
-    summary = (f"reserved−allocated gap {mine['mean_gap_ratio']:.2f} of reserved checkpointing every {interval} steps vs "
-               f"{ref['mean_gap_ratio']:.2f} every {reference_interval} ({steps} steps, {out['model']}; difference over {len(pairs)} repeats "
-               f"[{figures['gap_ratio_diff_ci_low']:.3f}, {figures['gap_ratio_diff_ci_high']:.3f}])")  # fmt: skip
+    status = (
+        "warn" if mine["mean_gap_ratio"] > 0.35 or mine["alloc_retries"] > ref["alloc_retries"] else "pass"
+    )
+    summary = (
+        f"reserved−allocated gap {mine['mean_gap_ratio']:.2f} of reserved checkpointing every {interval} "
+        "steps vs "
+        f"{ref['mean_gap_ratio']:.2f} every {reference_interval} ({steps} steps, {out['model']}; difference "
+        f"over {len(pairs)} repeats "
+        f"[{figures['gap_ratio_diff_ci_low']:.3f}, {figures['gap_ratio_diff_ci_high']:.3f}])"
+    )
     fig = go.Figure()
     for r in runs:
         fig.add_scatter(y=r["trace"], name=f"checkpoint every {r['interval']}")
-    fig.update_layout(title="(reserved − allocated) / reserved per step", xaxis_title="step", yaxis_title="gap ratio")
-    return Finding(SLUG, TITLE, status, summary, figures, [{k: v for k, v in r.items() if k != "trace"} for r in runs],
-                   fix="save checkpoints from CPU copies / less often, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", figure=fig)
+    fig.update_layout(
+        title="(reserved − allocated) / reserved per step", xaxis_title="step", yaxis_title="gap ratio"
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        [{k: v for k, v in r.items() if k != "trace"} for r in runs],
+        fix="save checkpoints from CPU copies / less often, or set "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        figure=fig,
+    )
 
 
 def _summary(run: dict[str, Any]) -> dict[str, Any]:
     """One ``cuda_runs`` run as :func:`compare_traces` reads it."""
-    return {"interval": run["interval"], "checkpoints": run["checkpoints"], "mean_gap_ratio": run["mean_gap_ratio"],
-            "final_gap_ratio": run["gap_ratios"][-1], "inactive_split": run["max_inactive_split"], "alloc_retries": run["alloc_retries"],
-            "trace": run["gap_ratios"]}  # fmt: skip
+    return {
+        "interval": run["interval"],
+        "checkpoints": run["checkpoints"],
+        "mean_gap_ratio": run["mean_gap_ratio"],
+        "final_gap_ratio": run["gap_ratios"][-1],
+        "inactive_split": run["max_inactive_split"],
+        "alloc_retries": run["alloc_retries"],
+        "trace": run["gap_ratios"],
+    }
 
 
 def finding(cfg: FragmentationConfig, ctx: AuditContext, live=None) -> Finding:
@@ -121,4 +166,6 @@ def finding(cfg: FragmentationConfig, ctx: AuditContext, live=None) -> Finding:
     return check_fragmentation(cfg, ctx.torch_device, live)
 
 
-CHECK = Check.of(SLUG, TITLE, FragmentationConfig, FragmentationMetrics, finding, number=12, values_from=audit_values)
+CHECK = Check.of(
+    SLUG, TITLE, FragmentationConfig, FragmentationMetrics, finding, number=12, values_from=audit_values
+)

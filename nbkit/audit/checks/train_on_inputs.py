@@ -9,12 +9,13 @@ the loss-bearing tokens would then be prompt tokens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
 from nbkit.audit.sections import is_chat_type
 from nbkit.audit.sft import build_features
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
@@ -25,9 +26,9 @@ SLUG, TITLE = "train-on-inputs", "train_on_inputs ↔ chat dataset"
 
 @dataclass
 class TrainOnInputsConfig(TrainerCheckConfig):
-    train_on_inputs: bool = field(default=False, metadata={"help": "axolotl train_on_inputs: the loss also covers the prompt"})
-    dataset_types: str = field(default="chat_template", metadata={"help": "datasets[].type, comma separated ('' = not known)"})
-    examples: int = field(default=48, metadata={"min": 1, "max": 1024, "label": "examples rendered"})
+    train_on_inputs: bool = param(False, help="axolotl train_on_inputs: the loss also covers the prompt")
+    dataset_types: str = param("chat_template", help="datasets[].type, comma separated ('' = not known)")
+    examples: int = param(48, min=1, max=1024, label="examples rendered")
 
     @classmethod
     def smoke(cls):
@@ -37,15 +38,25 @@ class TrainOnInputsConfig(TrainerCheckConfig):
 @dataclass(frozen=True)
 class TrainOnInputsMetrics(CheckMetrics):
     """The verdict on ``train_on_inputs`` for the configured dataset types."""
-FIX = "set train_on_inputs: false for chat datasets (axolotl then trains roles_to_train, the assistant by default)"
+
+
+FIX = (
+    "set train_on_inputs: false for chat datasets (axolotl then trains roles_to_train, the assistant by "
+    "default)"
+)
 
 
 def prompt_share(tokenizer, examples, template) -> tuple[float, int]:
-    """(% of tokens that are prompt — system/user turns and headers — when every token is trained, examples)."""
+    """(% of tokens that are prompt — system/user turns and headers — when every token is trained,
+    examples)."""
 
     prompt = total = 0
     for ex in examples:
-        f = build_features(tokenizer, ex, template.model_copy(update={"kind": "chat", "max_length": 10**6, "mask_pad_labels": False}))
+        f = build_features(
+            tokenizer,
+            ex,
+            template.model_copy(update={"kind": "chat", "max_length": 10**6, "mask_pad_labels": False}),
+        )
         prompt += f["n_prompt"]
         total += f["n_prompt"] + f["n_target"]
     return (100.0 * prompt / total if total else 0.0), len(examples)
@@ -58,20 +69,56 @@ def dataset_types(cfg: TrainOnInputsConfig) -> tuple[list[str], list[str]]:
 
 
 def check_train_on_inputs(cfg: TrainOnInputsConfig, share: tuple[float, int] | None = None) -> Finding:
-    """fail: train_on_inputs with a chat dataset; pass: off, or only non-chat (completion, alpaca) datasets."""
+    """fail: train_on_inputs with a chat dataset; pass: off, or only non-chat (completion, alpaca)
+    datasets."""
     types, chat = dataset_types(cfg)
-    figures = {"train_on_inputs": cfg.train_on_inputs, "dataset_types": ", ".join(types) or "not known", "chat_datasets": len(chat)}
+    figures = {
+        "train_on_inputs": cfg.train_on_inputs,
+        "dataset_types": ", ".join(types) or "not known",
+        "chat_datasets": len(chat),
+    }
     if share is not None:
-        figures["prompt_share_of_trained_tokens_pct"], figures["examples_rendered"] = round(share[0], 1), share[1]
+        figures["prompt_share_of_trained_tokens_pct"], figures["examples_rendered"] = (
+            round(share[0], 1),
+            share[1],
+        )
     if not cfg.train_on_inputs:
-        return Finding(SLUG, TITLE, "pass", "train_on_inputs is false: only the trained roles' tokens carry a loss", figures, fix=FIX)
+        return Finding(
+            SLUG,
+            TITLE,
+            "pass",
+            "train_on_inputs is false: only the trained roles' tokens carry a loss",
+            figures,
+            fix=FIX,
+        )
     if not chat:
-        return Finding(SLUG, TITLE, "pass", f"train_on_inputs is true on non-chat data ({figures['dataset_types']}): the whole text is the "
-                       "target, as in continued pre-training", figures, fix=FIX)
-    measured = (f"; rendered with the model's chat template, {share[0]:.0f} % of the trained tokens would be system/user turns "
-                f"({share[1]} examples)") if share is not None else ""
-    return Finding(SLUG, TITLE, "fail", f"train_on_inputs: true with chat dataset(s) {', '.join(chat)}: the model is trained to write "
-                   f"the user's turns too{measured}", figures, fix=FIX)
+        return Finding(
+            SLUG,
+            TITLE,
+            "pass",
+            f"train_on_inputs is true on non-chat data ({figures['dataset_types']}): the whole text is the "
+            "target, as in continued pre-training",
+            figures,
+            fix=FIX,
+        )
+    measured = (
+        (
+            f"; rendered with the model's chat template, {share[0]:.0f} % of the trained tokens would be "
+            "system/user turns "
+            f"({share[1]} examples)"
+        )
+        if share is not None
+        else ""
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        "fail",
+        f"train_on_inputs: true with chat dataset(s) {', '.join(chat)}: the model is trained to write "
+        f"the user's turns too{measured}",
+        figures,
+        fix=FIX,
+    )
 
 
 def finding(cfg: TrainOnInputsConfig, ctx: AuditContext, live=None) -> Finding:
