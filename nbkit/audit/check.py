@@ -86,7 +86,7 @@ class Check(Experiment):
     """One audit check: an experiment with its ``number`` and the audit-config section it ``needs``.
 
     ``needs`` names the section the check reads; when a YAML config lacks it the check is reported as
-    skipped (and says which section would run it). ``from_audit(audit, smoke)`` is the check's config
+    skipped (and says which section would run it). ``config_from(audit, smoke)`` is the check's config
     taken from an :class:`~nbkit.audit.config.AuditConfig` (``values_from(audit)``, by default
     ``Config.audit_values``).
     """

@@ -9,6 +9,7 @@ its checks produced. :func:`run_check` runs one check, :func:`run_audit` every c
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -250,6 +251,7 @@ def run_check(check: str, cfg: Any, context: AuditContext, live=None, *, catch: 
             c.Metrics,
             model,
         )
+    t0 = time.perf_counter()
     try:
         return c.run(cfg, context, live)
     except KeyboardInterrupt:
@@ -257,7 +259,9 @@ def run_check(check: str, cfg: Any, context: AuditContext, live=None, *, catch: 
     except Exception as exc:
         if not catch:
             raise
-        return finding_result(error_finding(c.slug, c.title, exc), c.Metrics, model)
+        f = error_finding(c.slug, c.title, exc)
+        f.seconds = time.perf_counter() - t0
+        return finding_result(f, c.Metrics, model)
 
 
 @dataclass(frozen=True)

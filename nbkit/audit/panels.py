@@ -1,9 +1,9 @@
 """Notebook 04's panels and the calls around them: open an audit, show a check's panel, read a trainer config.
 
-A check's panel is :func:`nbkit.experiment.panel` over the check (controls from its config's field
-metadata, the Run button running it in the audit's context, so the model, tokenizer and data load
-once); its config starts from the audit config's values for the check (``from_config``) or from the
-check's defaults, under ``smoke`` from its smoke preset.
+A check's panel is a :class:`nbkit.panels.Panel` over the check's config (controls from its fields'
+metadata; the Run button runs the registered check in the audit's context, so the model, tokenizer
+and data load once). Its config starts from the audit config's values for the check (``from_config``)
+or from the check's defaults; under ``smoke`` the smoke preset's sizes win.
 """
 
 from __future__ import annotations

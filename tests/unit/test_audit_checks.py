@@ -526,16 +526,16 @@ def test_response_only_logits_give_the_full_logits_figures(tiny):
 def test_the_context_scores_each_base_example_once(tiny, monkeypatch):
     """kiss-lora, reward-weights and eval-batch share the base model's per-example losses through the
     context."""
-    import nbkit.audit.sft as sft
+    import nbkit.audit.experiments as experiments
     from nbkit.audit.experiments import make_context
 
     cfg = load_config(EXAMPLES_DIR / "good.yaml")
     ctx = make_context(cfg, CPU, progress=False)
-    ctx._models["tiny"] = tiny
+    assert ctx.cached(("model", "tiny"), lambda: tiny) is tiny  # the loaded model, cached in the context
     scored = []
-    real = sft.example_losses
+    real = experiments.example_losses
     monkeypatch.setattr(
-        sft, "example_losses", lambda m, t, ex, tp, **kw: scored.append(len(ex)) or real(m, t, ex, tp, **kw)
+        experiments, "example_losses", lambda m, t, ex, tp, **kw: scored.append(len(ex)) or real(m, t, ex, tp, **kw)
     )
     ex, template = make_sft_examples(10), TemplateSection()
     first = ctx.base_example_losses(ex[:6], template, "tiny")

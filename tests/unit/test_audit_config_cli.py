@@ -110,3 +110,26 @@ def test_missing_section_is_skipped_and_says_what_it_needs(capsys):
 
     [f] = run_audit(cfg, ["reward-weights"], device="cpu", progress=False).data
     assert f.status == "skipped" and "not run: needs the config's 'sampling' section" in f.summary
+
+
+def test_check_configs_come_from_the_audit_config_and_smoke_sizes_win():
+    from nbkit.audit.check import from_audit_values
+    from nbkit.audit.checks.kiss import KissConfig
+    from nbkit.audit.experiments import REGISTRY
+
+    kiss = REGISTRY["kiss-lora"]
+    assert kiss.config_from(load_config(GOOD)).budget_steps == 0  # the YAML's kiss section opts in to training
+    assert kiss.config_from(load_config(GOOD), smoke=True) == KissConfig.smoke()
+    # the notebook's overrides apply on the defaults; under SMOKE the smoke preset's sizes win
+    given = {"budget_steps": 30, "lr": 1e-3, "model": "smollm2", "seeds": 4}
+    assert from_audit_values(KissConfig, given) == KissConfig(**given)
+    assert from_audit_values(KissConfig, given, smoke=True) == KissConfig.smoke()
+    assert REGISTRY["reward-weights"].config_from(AuditConfig()) is None  # no sampling section
+
+
+def test_open_audit_replaces_model_and_seed_without_touching_the_file_s_config():
+    from nbkit.audit import panels
+
+    ctx = panels.open_audit(GOOD, model="tiny", seed=3, device="cpu")
+    assert (ctx.config.model.name, ctx.config.model.seed) == ("tiny", 3) and ctx.device == "cpu"
+    assert load_config(GOOD).model.seed == 0 and ctx.results == {}
