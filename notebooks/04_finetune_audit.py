@@ -188,11 +188,12 @@ panels.show("schedulers", ctx, smoke=SMOKE)
 # %% [markdown]
 # ## 12 · Checkpoint interval ↔ fragmentation (`fragmentation`)
 #
-# Needs CUDA's caching allocator: on a GPU the model trains 2 × 200 steps checkpointing every 50
-# and every 200 steps, three times (each repeat its own seed and model copy), and the mean gap ratio
-# (reserved − allocated) / reserved of the two intervals is compared across repeats with a t interval
-# (the steps of one run are one allocator's history, not independent samples). On CPU the finding
-# says so and reports no number.
+# Needs CUDA's caching allocator. This is notebook 02's fragmentation experiment, with the interval of
+# this config's `checkpoint` section: on a GPU a Llama with Llama-2-7B's layer shapes trains 400 steps
+# checkpointing every 50 and every 200 steps, once per seed (three seeds), and the mean gap ratio
+# (reserved − allocated) / reserved of the two intervals is compared across seeds with a t interval
+# (the steps of one run are one allocator's history, not independent samples), by the same rule as in
+# notebook 02. On CPU the finding says so and reports no number.
 
 # %%
 panels.show("fragmentation", ctx, smoke=SMOKE)

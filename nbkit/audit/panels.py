@@ -8,6 +8,7 @@ or from the check's defaults; under ``smoke`` the smoke preset's sizes win.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from nbkit.audit.experiments import REGISTRY, AuditContext, make_context
 from nbkit.audit.formats import Mapped, read_any
 from nbkit.device import device_report
 from nbkit.diagnose.diagnosis import diagnose
+from nbkit.errors import UsageError
 from nbkit.findings import Finding
 from nbkit.panels import Panel
 
@@ -100,7 +102,7 @@ def check_panel(
     c = REGISTRY[check]
     if cfg is None:
         values = c.audit_values(context.config) if from_config and not c.lacks_section(context.config) else {}
-        given = {k: v for k, v in overrides.items() if v is not None}
+        given = _checked(c.Config, {k: v for k, v in overrides.items() if v is not None})
         cfg = from_audit_values(c.Config, {**values, **given}, smoke)
     return Panel(
         cfg,
@@ -109,6 +111,27 @@ def check_panel(
         widget=widget,
         show_result=show_finding,
     )
+
+
+def _checked(Config: type, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` of ``Config``'s fields, each of its default's type (a :class:`UsageError` names the
+    field otherwise: a notebook parameter of the wrong type must fail as one line, not deep in a check)."""
+    defaults = {f.name: getattr(Config(), f.name) for f in dataclasses.fields(Config)}
+    for key, value in overrides.items():
+        if key not in defaults:
+            raise UsageError(
+                f"{Config.__name__} has no field {key}; its fields: {', '.join(sorted(defaults))}"
+            )
+        default = defaults[key]
+        same = isinstance(value, bool) == isinstance(default, bool) and isinstance(
+            value, (int, float) if isinstance(default, float) else type(default)
+        )
+        if not same:
+            raise UsageError(
+                f"{Config.__name__}.{key} expects {type(default).__name__} (default {default!r}), "
+                f"got {value!r}"
+            )
+    return overrides
 
 
 def show(

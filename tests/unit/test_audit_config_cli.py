@@ -118,7 +118,7 @@ def test_check_configs_come_from_the_audit_config_and_smoke_sizes_win():
     from nbkit.audit.experiments import REGISTRY
 
     kiss = REGISTRY["kiss-lora"]
-    assert kiss.config_from(load_config(GOOD)).budget_steps == 0  # the YAML's kiss section opts in to training
+    assert kiss.config_from(load_config(GOOD)).budget_steps == 0  # the YAML kiss section opts in to training
     assert kiss.config_from(load_config(GOOD), smoke=True) == KissConfig.smoke()
     # the notebook's overrides apply on the defaults; under SMOKE the smoke preset's sizes win
     given = {"budget_steps": 30, "lr": 1e-3, "model": "smollm2", "seeds": 4}
@@ -133,3 +133,16 @@ def test_open_audit_replaces_model_and_seed_without_touching_the_file_s_config()
     ctx = panels.open_audit(GOOD, model="tiny", seed=3, device="cpu")
     assert (ctx.config.model.name, ctx.config.model.seed) == ("tiny", 3) and ctx.device == "cpu"
     assert load_config(GOOD).model.seed == 0 and ctx.results == {}
+
+
+def test_a_panel_override_of_the_wrong_type_is_one_line():
+    from nbkit.audit import panels
+    from nbkit.errors import UsageError
+
+    ctx = panels.open_audit(GOOD, device="cpu")
+    p = panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, budget_steps=60, lr=None)
+    assert p.params.budget_steps == 60 and p.params.lr == 1e-3  # None keeps the check's default
+    with pytest.raises(UsageError, match="KissConfig.budget_steps expects int"):
+        panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, budget_steps="many")
+    with pytest.raises(UsageError, match="has no field stpes"):
+        panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, stpes=3)
