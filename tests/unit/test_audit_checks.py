@@ -535,7 +535,9 @@ def test_the_context_scores_each_base_example_once(tiny, monkeypatch):
     scored = []
     real = experiments.example_losses
     monkeypatch.setattr(
-        experiments, "example_losses", lambda m, t, ex, tp, **kw: scored.append(len(ex)) or real(m, t, ex, tp, **kw)
+        experiments,
+        "example_losses",
+        lambda m, t, ex, tp, **kw: scored.append(len(ex)) or real(m, t, ex, tp, **kw),
     )
     ex, template = make_sft_examples(10), TemplateSection()
     first = ctx.base_example_losses(ex[:6], template, "tiny")
