@@ -295,10 +295,14 @@ def run_audit(
     bar = tqdm(slugs, desc="audit", disable=not progress, leave=False)
     for slug in bar:
         bar.set_postfix_str(slug)
+        c = REGISTRY[slug]
         try:
             cfg = check_config(slug, ctx.config, smoke)
+        except NotRunnable as exc:  # the audit config's value is one the check does not run
+            f = Finding(c.slug, c.title, "skipped", f"not run: needs {exc}")
+            ctx.results[slug] = finding_result(f, c.Metrics, ctx.config.model.name)
+            continue
         except UsageError as exc:  # the audit config's value is one the check's config refuses
-            c = REGISTRY[slug]
             ctx.results[slug] = finding_result(
                 error_finding(c.slug, c.title, exc), c.Metrics, ctx.config.model.name
             )

@@ -282,6 +282,12 @@ def test_fragmentation_says_needs_cuda_on_cpu():
         and cfg.expandable_segments == (False,)
     )
     assert CHECK.config_from(AuditConfig()).intervals == FragmentationConfig().intervals
+    # an interval the experiment does not run (a TRL save_steps of 500) is "not run", naming what it takes
+    from nbkit.audit.experiments import run_audit
+
+    odd = AuditConfig.model_validate({"checkpoint": {"interval": 500}})
+    [f] = run_audit(odd, ["fragmentation"], device="cpu", progress=False).data
+    assert f.status == "skipped" and "every 500 steps" in f.summary and "50, 100, 200" in f.summary
 
 
 def test_fragmentation_figures_from_fabricated_traces():

@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckMetrics
+from nbkit.audit.check import Check, CheckMetrics, NotRunnable
 from nbkit.claims import mean_interval
 from nbkit.device import memory_probe
 from nbkit.findings import Finding
@@ -33,10 +33,20 @@ SLUG, TITLE = "fragmentation", "Checkpoint interval ↔ fragmentation"
 
 def audit_values(audit: AuditConfig) -> dict[str, Any]:
     """The audit's configured interval against the reference one, expandable segments off, from the
-    audit's seed (the ZeRO config's other fields keep their values)."""
+    audit's seed (the ZeRO config's other fields keep their values). An interval the experiment does
+    not run (outside its config's choices) leaves the check "not run", naming the intervals it takes."""
     values: dict[str, Any] = {"expandable_segments": (False,), "seed": audit.model.seed}
     if audit.checkpoint is not None:
-        values["intervals"] = (audit.checkpoint.interval, FragmentationConfig().intervals[-1])
+        interval = audit.checkpoint.interval
+        takes = next(f for f in dataclasses.fields(FragmentationConfig) if f.name == "intervals").metadata[
+            "choices"
+        ]
+        if interval not in takes:
+            raise NotRunnable(
+                f"a checkpoint interval the fragmentation experiment runs ({', '.join(map(str, takes))}); "
+                f"the config checkpoints every {interval} steps"
+            )
+        values["intervals"] = (interval, FragmentationConfig().intervals[-1])
     return values
 
 
