@@ -456,7 +456,8 @@ def claims(
 
     Every row measured on a model names it (each metrics' ``model``; the field notes' figures are
     about their own model, not this one); a check that did not run leaves its rows "not measured"."""
-    good = (kiss, binding, labels, attention, grad, dtypes, loss_mask, reward, schedulers, fragmentation, ddp)
+    # kiss-lora may train another model than the audit's (its ``model``): the others name the audit's.
+    good = (binding, labels, attention, grad, dtypes, loss_mask, reward, schedulers, fragmentation, ddp)
     good_model = next((m.model for m in good if m is not None and m.model), "")
     k, lb, la = _or(kiss, KissMetrics), _or(binding, LoraBindingMetrics), _or(labels, LabelAlignmentMetrics)
     at, ga, dt = (
