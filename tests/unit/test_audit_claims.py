@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nbkit.audit import claims as C
@@ -21,6 +23,8 @@ from nbkit.audit.config import AuditConfig
 from nbkit.audit.experiments import AuditContext
 from nbkit.findings import Finding
 from nbkit.result import Result
+
+replace = dataclasses.replace
 
 H, R, INC, G = "holds", "refuted", "inconclusive", "needs GPU"
 
@@ -170,8 +174,10 @@ def test_sqrt_l_is_two_sided():
     assert (
         v(
             C.verdict_sqrt_l(
-                GradAccumulationMetrics(
-                    **figs, noise_variance_slope_ci_low=-0.6, noise_variance_slope_ci_high=-0.4
+                replace(
+                    GradAccumulationMetrics(**figs),
+                    noise_variance_slope_ci_low=-0.6,
+                    noise_variance_slope_ci_high=-0.4,
                 )
             )
         )
@@ -180,8 +186,8 @@ def test_sqrt_l_is_two_sided():
     assert (
         v(
             C.verdict_sqrt_l(
-                GradAccumulationMetrics(
-                    **figs,
+                replace(
+                    GradAccumulationMetrics(**figs),
                     noise_variance_slope=-1.0,
                     noise_variance_slope_ci_low=-1.1,
                     noise_variance_slope_ci_high=-0.9,
@@ -193,8 +199,8 @@ def test_sqrt_l_is_two_sided():
     assert (
         v(
             C.verdict_sqrt_l(
-                GradAccumulationMetrics(
-                    **figs,
+                replace(
+                    GradAccumulationMetrics(**figs),
                     noise_variance_slope=0.1,
                     noise_variance_slope_ci_low=0.0,
                     noise_variance_slope_ci_high=0.2,
@@ -206,8 +212,10 @@ def test_sqrt_l_is_two_sided():
     assert (
         v(
             C.verdict_sqrt_l(
-                GradAccumulationMetrics(
-                    **figs, noise_variance_slope_ci_low=-1.2, noise_variance_slope_ci_high=0.1
+                replace(
+                    GradAccumulationMetrics(**figs),
+                    noise_variance_slope_ci_low=-1.2,
+                    noise_variance_slope_ci_high=0.1,
                 )
             )
         )
@@ -216,8 +224,8 @@ def test_sqrt_l_is_two_sided():
     assert (
         v(
             C.verdict_sqrt_l(
-                GradAccumulationMetrics(
-                    **figs,
+                replace(
+                    GradAccumulationMetrics(**figs),
                     noise_variance_slope_ci_low=float("nan"),
                     noise_variance_slope_ci_high=float("nan"),
                 )
