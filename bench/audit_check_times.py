@@ -30,8 +30,9 @@ def main() -> None:
 
     import torch
 
-    from nbkit.audit.checks import REGISTRY
-    from nbkit.audit.config import KissConfig, config_file, load_config
+    from nbkit.audit.experiments import REGISTRY
+    from nbkit.audit.checks.kiss import KissConfig
+    from nbkit.audit.config import config_file, load_config
     from nbkit.audit.experiments import check_config, make_context, run_check
     from nbkit.audit.formats import read_any
 

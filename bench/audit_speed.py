@@ -40,7 +40,7 @@ def one_lora_step_seconds(model, tokenizer, reps: int = 3) -> float:
 
 
 def main() -> None:
-    from nbkit.audit.checks import REGISTRY
+    from nbkit.audit.experiments import REGISTRY
     from nbkit.audit.config import load_config
     from nbkit.audit.experiments import make_context, run_audit
     from nbkit.audit.sft import EXAMPLES_DIR
@@ -72,7 +72,7 @@ def main() -> None:
     print(f"peer: one LoRA training step (batch 4) = {step:.3f} s → the audit costs {total / step:.0f} training steps")
     if args.kiss_budget:
         from nbkit.audit.claims import verdict_kiss_steps
-        from nbkit.audit.config import KissConfig
+        from nbkit.audit.checks.kiss import KissConfig
         from nbkit.audit.experiments import run_check
 
         t0 = time.perf_counter()

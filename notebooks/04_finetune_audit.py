@@ -32,57 +32,31 @@ MODEL = "smollm2"  # "smollm2" (real model) or "tiny" (random GQA Llama, seconds
 CONFIG = "good_smollm2.yaml"  # under nbkit/audit/examples/, or a path
 BROKEN_CONFIG = "broken.yaml"
 KISS_MODEL = "smollm2"  # model of kiss-lora's training (SMOKE trains the tiny model)
-KISS_BUDGET_STEPS = 30  # budget per LoRA variant in kiss-lora; training stops at the first evaluation that decides
-KISS_SEEDS = 4  # repeats of the kiss-lora comparison, each with its own split, initialisation and batch order; range: 1..20
-KISS_LR = 0.001
-TRAINER_CONFIG = "axolotl_smollm2.yml"  # your axolotl YAML, TRL SFTConfig / TrainingArguments JSON, PEFT adapter_config.json or ds_config.json
-TRAINER_MODEL = ""  # replaces the config's base model: a local Hugging Face directory, a config.json, a Hub id, "smollm2" or "tiny"
-DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: under nbkit/diagnose/examples/, or your axolotl YAML / TrainingArguments JSON
+KISS_BUDGET_STEPS = None  # kiss-lora's steps per LoRA variant (None: the check's default budget)
+KISS_SEEDS = None  # repeats of the kiss-lora comparison (None: the check's default); range: 1..20
+KISS_LR = None  # kiss-lora's learning rate (None: the check's default)
+TRAINER_CONFIG = (
+    "axolotl_smollm2.yml"  # axolotl YAML, SFTConfig/TrainingArguments JSON, PEFT or DeepSpeed JSON
+)
+TRAINER_MODEL = ""  # replaces its base model: a Hugging Face dir, a config.json, a Hub id, "smollm2", "tiny"
+DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: a bundled example, an axolotl YAML or TRL JSON
 DIAGNOSE_NODES = 1  # range: 1..4096
 DIAGNOSE_GPUS_PER_NODE = 8  # range: 1..64
 DIAGNOSE_GPU_MEMORY = 80.0  # GiB of one GPU
-THREADS = 1  # torch intra-op threads; 1 was fastest on a shared 2-core CPU in an earlier session, 0 keeps torch's default. Independent computations (kiss-lora's two variants, grad-accumulation's two passes) also run side by side on CPU, one thread each
+THREADS = 1  # torch intra-op threads (0 keeps torch's default); independent computations run side by side
 
 # %%
 import nbkit
 
 nbkit.require("audit")  # this notebook needs pip install 'nbkit[audit]': one line here if anything is missing
 
-import torch
-
-from nbkit.audit.claims import claims, headline
-from nbkit.audit.config import KissConfig, config_file, load_config
-from nbkit.audit.experiments import make_context, run_audit
-from nbkit.audit.formats import read_any
-from nbkit.audit.panels import check_panel
+from nbkit.audit import claims, experiments, panels
 from nbkit.claims import claims_frame
-from nbkit.device import device_report
-from nbkit.diagnose.diagnosis import diagnose
-from nbkit.findings import findings_frame
 
-if THREADS > 0:
-    torch.set_num_threads(THREADS)
-config = load_config(config_file(CONFIG))
-config.model.name = MODEL
-config.model.seed = SEED
-ctx = make_context(config, DEVICE)
-model, tokenizer = ctx.model_and_tokenizer()
-nbkit.record("device", str(ctx.device))
-nbkit.record("model", {"name": MODEL, "params": sum(p.numel() for p in model.parameters()), "heads": model.config.num_attention_heads,
-                       "kv_heads": model.config.num_key_value_heads, "pad_id": tokenizer.pad_token_id, "eos_id": tokenizer.eos_token_id})
-findings, trainer_findings = {}, {}
-
-
-def show(slug, cfg=None, context=None, into=None):
-    """Display the check's panel, run its default, keep the finding for the summary and the claims."""
-    panel = check_panel(slug, context or ctx, cfg, smoke=SMOKE)
-    panel.display()
-    keep = findings if into is None else into
-    keep[slug] = panel.run().data
-    return keep[slug]
-
-
-{k: v for k, v in device_report().items() if k != "gpus"}
+ctx = panels.open_audit(CONFIG, model=MODEL, seed=SEED, device=DEVICE, threads=THREADS)
+nbkit.record("device", ctx.device)
+nbkit.record("model", panels.model_summary(ctx))
+panels.device_summary()
 
 # %% [markdown]
 # ## 1 · KISS versus an over-parameterised LoRA (`kiss-lora`)
@@ -98,7 +72,16 @@ def show(slug, cfg=None, context=None, into=None):
 # there first, with an interval (the plot and table show the first seed).
 
 # %%
-show("kiss-lora", KissConfig.smoke() if SMOKE else KissConfig(budget_steps=KISS_BUDGET_STEPS, lr=KISS_LR, model=KISS_MODEL, seeds=KISS_SEEDS))
+panels.show(
+    "kiss-lora",
+    ctx,
+    smoke=SMOKE,
+    from_config=False,
+    budget_steps=KISS_BUDGET_STEPS,
+    lr=KISS_LR,
+    model=KISS_MODEL,
+    seeds=KISS_SEEDS,
+)
 
 # %% [markdown]
 # ## 2 · LoRA shape binding (`lora-binding`)
@@ -109,7 +92,7 @@ show("kiss-lora", KissConfig.smoke() if SMOKE else KissConfig(budget_steps=KISS_
 # literally. A rank above a layer's width fails from the shapes alone, before anything is built.
 
 # %%
-show("lora-binding")
+panels.show("lora-binding", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 3 · Tokenizer ↔ label space (`label-alignment`)
@@ -118,7 +101,7 @@ show("lora-binding")
 # offsets as BIO tags, then projected back: label coverage and exact boundary F1 per language.
 
 # %%
-show("label-alignment")
+panels.show("label-alignment", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 4 · Attention backend and context (`attention`)
@@ -129,7 +112,7 @@ show("label-alignment")
 # kernel internals SDPA cannot show; their 3.8× speed-up is measured on a GPU.
 
 # %%
-show("attention")
+panels.show("attention", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 5 · Gradient accumulation (`grad-accumulation`)
@@ -141,7 +124,7 @@ show("attention")
 # between √L (−0.5) and anything else.
 
 # %%
-show("grad-accumulation")
+panels.show("grad-accumulation", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 6 · dtype transitions under bf16 autocast (`dtypes`)
@@ -150,7 +133,7 @@ show("grad-accumulation")
 # op claims (`baddbmm`, `index_add_`, `index_copy_`) run on this torch build.
 
 # %%
-show("dtypes")
+panels.show("dtypes", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 7 · JSONL ↔ Pydantic schema (`data-schema`)
@@ -160,7 +143,7 @@ show("dtypes")
 # `sft_broken.jsonl` or the schema module that does not import.
 
 # %%
-show("data-schema")
+panels.show("data-schema", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 8 · Prompt template ↔ loss mask (`loss-mask`)
@@ -172,7 +155,7 @@ show("data-schema")
 # boundary off by one): the claims table says whether they catch each kind.
 
 # %%
-show("loss-mask")
+panels.show("loss-mask", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 9 · Sampling weights ↔ reward distribution (`reward-weights`)
@@ -182,7 +165,7 @@ show("loss-mask")
 # notes' thresholds (KL > 0.18, shrink > 42 %).
 
 # %%
-show("reward-weights")
+panels.show("reward-weights", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 10 · ZeRO-3 ↔ GQA layout (`zero3-layout`)
@@ -191,7 +174,7 @@ show("reward-weights")
 # whole on every rank, what each rank holds, and whether slices cut through KV head groups.
 
 # %%
-show("zero3-layout")
+panels.show("zero3-layout", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 11 · Chained LR schedulers (`schedulers`)
@@ -200,19 +183,20 @@ show("zero3-layout")
 # alone; warmup lost or repeated; resume from a checkpoint with and without the scheduler state.
 
 # %%
-show("schedulers")
+panels.show("schedulers", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 12 · Checkpoint interval ↔ fragmentation (`fragmentation`)
 #
-# Needs CUDA's caching allocator: on a GPU the model trains 2 × 200 steps checkpointing every 50
-# and every 200 steps, three times (each repeat its own seed and model copy), and the mean gap ratio
-# (reserved − allocated) / reserved of the two intervals is compared across repeats with a t interval
-# (the steps of one run are one allocator's history, not independent samples). On CPU the finding
-# says so and reports no number.
+# Needs CUDA's caching allocator. This is notebook 02's fragmentation experiment, with the interval of
+# this config's `checkpoint` section: on a GPU a Llama with Llama-2-7B's layer shapes trains 400 steps
+# checkpointing every 50 and every 200 steps, once per seed (three seeds), and the mean gap ratio
+# (reserved − allocated) / reserved of the two intervals is compared across seeds with a t interval
+# (the steps of one run are one allocator's history, not independent samples), by the same rule as in
+# notebook 02. On CPU the finding says so and reports no number.
 
 # %%
-show("fragmentation")
+panels.show("fragmentation", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 13 · Evaluation ↔ DDP synchronisation (`ddp-eval`)
@@ -222,7 +206,7 @@ show("fragmentation")
 # are caught. The model size does not change DDP's reducer logic.
 
 # %%
-show("ddp-eval")
+panels.show("ddp-eval", ctx, smoke=SMOKE)
 
 # %% [markdown]
 # ## 14–18 · Your own trainer config: axolotl, TRL, PEFT
@@ -241,17 +225,15 @@ show("ddp-eval")
 # micro batch size under accumulation (`eval-batch`). A check that lacks an input says "not run: needs …".
 
 # %%
-mapped = read_any(config_file(TRAINER_CONFIG), model=TRAINER_MODEL or None)
-trainer_ctx = make_context(mapped.config, ctx.device, model_unavailable=mapped.model_unavailable, share_models_with=ctx)
-nbkit.record("trainer_config", {"file": TRAINER_CONFIG, "format": mapped.fmt, "model": mapped.config.model.name,
-                                "keys": {s: sum(r["status"] == s for r in mapped.keys) for s in ("audited", "defaulted", "not covered")}})
+mapped = panels.read_trainer_config(TRAINER_CONFIG, TRAINER_MODEL)
+trainer_ctx = panels.trainer_context(mapped, ctx)
+nbkit.record("trainer_config", panels.trainer_config_summary(mapped, TRAINER_CONFIG))
 print(mapped.table_text())
 
 # %%
-for slug in ("train-on-inputs", "chat-template-eot", "tied-embeddings-lora", "packing-attention", "eval-batch"):
-    show(slug, context=trainer_ctx, into=trainer_findings)
-nbkit.record("findings_trainer", [f.to_dict(with_table=False) for f in trainer_findings.values()])
-findings_frame(list(trainer_findings.values()))
+panels.show_all(experiments.TRAINER_CHECKS, trainer_ctx, smoke=SMOKE)
+nbkit.record("findings_trainer", trainer_ctx.finding_dicts())
+trainer_ctx.findings_frame()
 
 # %% [markdown]
 # ## The whole setup before the GPUs: `nbkit diagnose`
@@ -267,7 +249,13 @@ findings_frame(list(trainer_findings.values()))
 # mistakes. The ledger below is the command's `--format html` table.
 
 # %%
-diagnosis = diagnose(DIAGNOSE_CONFIG, nodes=DIAGNOSE_NODES, gpus_per_node=DIAGNOSE_GPUS_PER_NODE, gpu_memory_gib=DIAGNOSE_GPU_MEMORY, audit=False)
+diagnosis = panels.diagnose(
+    DIAGNOSE_CONFIG,
+    nodes=DIAGNOSE_NODES,
+    gpus_per_node=DIAGNOSE_GPUS_PER_NODE,
+    gpu_memory_gib=DIAGNOSE_GPU_MEMORY,
+    audit=False,
+)
 nbkit.record("diagnose", diagnosis.summary())
 diagnosis
 
@@ -281,15 +269,12 @@ diagnosis
 # model: the faults are in the configuration, not in the model size.
 
 # %%
-broken_cfg = load_config(config_file(BROKEN_CONFIG))
-broken_cfg.model.seed = SEED
-broken_run = run_audit(broken_cfg, device=ctx.device, smoke=SMOKE)
-broken = {f.check: f for f in broken_run.data}
-nbkit.record("findings", [f.to_dict(with_table=False) for f in findings.values()])
-nbkit.record("findings_broken", broken_run.metrics["findings"])
-nbkit.record("status_counts", {"good": {s: sum(f.status == s for f in findings.values()) for s in broken_run.metrics["status_counts"]},
-                               "broken": broken_run.metrics["status_counts"]})
-findings_frame(list(findings.values()) + broken_run.data).assign(config=["good"] * len(findings) + ["broken"] * len(broken))
+broken = panels.open_audit(BROKEN_CONFIG, seed=SEED, device=ctx.torch_device)
+broken_run = experiments.run_audit(broken.config, smoke=SMOKE, context=broken)
+nbkit.record("findings", ctx.finding_dicts())
+nbkit.record("findings_broken", broken_run.metrics.findings)
+nbkit.record("status_counts", {"good": ctx.status_counts(), "broken": broken_run.metrics.status_counts})
+experiments.findings_table(ctx, broken)
 
 # %% [markdown]
 # ## Claims table
@@ -298,7 +283,7 @@ findings_frame(list(findings.values()) + broken_run.data).assign(config=["good"]
 # the measurement rests on, and the verdict.
 
 # %%
-rows = claims(findings, broken, good_model=MODEL, broken_model=broken_cfg.model.name)
+rows = claims.claims_of(ctx, broken)
 nbkit.record("claims", rows)
-nbkit.record("headline", headline(findings, broken))
+nbkit.record("headline", claims.headline(ctx, broken))
 claims_frame(rows)

@@ -1,9 +1,9 @@
-"""Fine-tune audit: thirteen checks of the couplings that make LoRA/SFT runs silently go wrong.
+"""Fine-tune audit: eighteen checks of the couplings that make LoRA/SFT runs silently go wrong.
 
 Each check is one module under ``nbkit.audit.checks`` registered by slug (``lora-binding``,
-``grad-accumulation``, …) with its config dataclass in ``nbkit.audit.config``;
+``grad-accumulation``, …) in ``nbkit.audit.experiments.REGISTRY``, with its config dataclass beside it;
 ``experiments.run_audit(config)`` runs what an :class:`~nbkit.audit.config.AuditConfig` allows and
-``nbkit audit CONFIG.yaml`` is the CLI. Importing this package is instant: torch, transformers and
+``nbkit audit CONFIG.yaml`` is the CLI. Importing this package is quick: torch, transformers and
 peft load inside the checks.
 """
 

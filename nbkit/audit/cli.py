@@ -1,4 +1,5 @@
-"""``nbkit audit CONFIG [--from axolotl|peft|trl|deepspeed|nbkit] [--model SPEC] [--checks lora-binding,7-11] [--format text|json]``.
+"""``nbkit audit CONFIG [--from axolotl|peft|trl|deepspeed|nbkit] [--model SPEC] [--checks lora-binding,7-11]
+[--format text|json]``.
 
 CONFIG is nbkit's audit YAML or a config the user already has (axolotl YAML, PEFT
 ``adapter_config.json``, TRL ``SFTConfig`` / ``TrainingArguments`` JSON, DeepSpeed ``ds_config.json``);
@@ -17,9 +18,13 @@ import json
 import os
 import sys
 
+from nbkit.audit.experiments import REGISTRY, make_context, run_audit
+from nbkit.audit.formats import read_any
+from nbkit.errors import UsageError, main_error
+
 
 @contextlib.contextmanager
-def _stdout_to_stderr():
+def stdout_to_stderr():
     """Libraries print to stdout (C++ profiler lines, DeepSpeed banners); keep stdout for the report.
 
     Redirected at the file-descriptor level because some of those prints come from C++.
@@ -37,31 +42,49 @@ def _stdout_to_stderr():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nbkit.audit.checks import REGISTRY
 
-    ap = argparse.ArgumentParser(prog="nbkit audit", description=f"Fine-tune coupling audit ({len(REGISTRY)} checks) for a LoRA/SFT config.",
-                                 epilog="checks: " + "; ".join(f"{c.number} {c.slug} ({c.title})" for c in REGISTRY))
-    ap.add_argument("config", help="audit config: nbkit YAML (see nbkit/audit/examples/good.yaml), an axolotl YAML, a PEFT adapter_config.json, "
-                                   "a TRL SFTConfig / TrainingArguments JSON or a DeepSpeed ds_config.json")
-    ap.add_argument("--from", dest="source_format", choices=["nbkit", "axolotl", "peft", "trl", "deepspeed"],
-                    help="the config's format (default: detected from its keys)")
-    ap.add_argument("--model", help="the base model to audit, replacing the config's: tiny | smollm2 | a Hugging Face model directory | "
-                                    "a config.json (architecture only) | a Hub id (online)")
-    ap.add_argument("--checks", help="comma list of check slugs or numbers/ranges, e.g. lora-binding,7-11 (default: all the config allows)")
+    ap = argparse.ArgumentParser(
+        prog="nbkit audit",
+        description=f"Fine-tune coupling audit ({len(REGISTRY)} checks) for a LoRA/SFT config.",
+        epilog="checks: " + "; ".join(f"{c.number} {c.slug} ({c.title})" for c in REGISTRY),
+    )
+    ap.add_argument(
+        "config",
+        help="audit config: nbkit YAML (see nbkit/audit/examples/good.yaml), an axolotl YAML, a PEFT "
+        "adapter_config.json, "
+        "a TRL SFTConfig / TrainingArguments JSON or a DeepSpeed ds_config.json",
+    )
+    ap.add_argument(
+        "--from",
+        dest="source_format",
+        choices=["nbkit", "axolotl", "peft", "trl", "deepspeed"],
+        help="the config's format (default: detected from its keys)",
+    )
+    ap.add_argument(
+        "--model",
+        help="the base model to audit, replacing the config's: tiny | smollm2 | a Hugging Face model "
+        "directory | "
+        "a config.json (architecture only) | a Hub id (online)",
+    )
+    ap.add_argument(
+        "--checks",
+        help="comma list of check slugs or numbers/ranges, e.g. lora-binding,7-11 (default: all the config "
+        "allows)",
+    )
     ap.add_argument("--format", choices=["text", "json"], default="text")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--smoke", action="store_true", help="the checks' smoke presets (fast)")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="torch intra-op threads (0: torch's default); 1 is much faster on a shared, oversubscribed CPU")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch intra-op threads (0: torch's default); 1 is much faster on a shared, oversubscribed CPU",
+    )
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the audit; returns the exit code (0 pass, 1 a check failed, 2 bad input)."""
-    from nbkit.audit.checks import REGISTRY
-    from nbkit.audit.experiments import make_context, run_audit
-    from nbkit.audit.formats import read_any
-    from nbkit.errors import UsageError, main_error
 
     try:
         args = build_parser().parse_args(argv)
@@ -81,21 +104,37 @@ def main(argv: list[str] | None = None) -> int:
     config = mapped.config
     try:
         progress = sys.stderr.isatty()
-        context = make_context(config, args.device, progress=progress, model_unavailable=mapped.model_unavailable)
-        with _stdout_to_stderr():
+        context = make_context(
+            config, args.device, progress=progress, model_unavailable=mapped.model_unavailable
+        )
+        with stdout_to_stderr():
             findings = run_audit(config, checks, smoke=args.smoke, progress=progress, context=context).data
     except (UsageError, RuntimeError, ValueError) as exc:  # e.g. --device cuda without CUDA
         return main_error(str(exc), "nbkit audit")
     failed = [f for f in findings if f.failed]
     if args.format == "json":
-        print(json.dumps({"config": str(args.config), "format": mapped.fmt, "keys": mapped.keys, "failed": len(failed),
-                          "findings": [f.to_dict(with_table=False) for f in findings]}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "config": str(args.config),
+                    "format": mapped.fmt,
+                    "keys": mapped.keys,
+                    "failed": len(failed),
+                    "findings": [f.to_dict(with_table=False) for f in findings],
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
     else:
         if mapped.keys:
             print(mapped.table_text())
         for f in findings:
             print(f.to_text())
-        counts = {s: sum(f.status == s for f in findings) for s in ("pass", "warn", "fail", "error", "needs_gpu", "skipped")}
+        counts = {
+            s: sum(f.status == s for f in findings)
+            for s in ("pass", "warn", "fail", "error", "needs_gpu", "skipped")
+        }
         print("summary: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
     return 1 if failed else 0
 

@@ -1,4 +1,5 @@
-"""One rank of the ddp-eval check (run as ``python -m nbkit.audit.ddp_worker``; spawned by nbkit.audit.checks.ddp_eval).
+"""One rank of the ddp-eval check (run as ``python -m nbkit.audit.ddp_worker``; spawned by
+nbkit.audit.checks.ddp_eval).
 
 Each scenario wraps a fresh tiny Llama with a value head (LM loss + value loss in training, as in
 RLHF/PPO-style fine-tunes) in DDP, registers a communication hook that counts all-reduces, trains
@@ -13,18 +14,25 @@ import datetime
 import json
 import os
 
+from nbkit.model_files import tiny_llama
+
 SCENARIOS = ("no_grad", "grad_no_backward", "backward", "backward_no_sync", "backward_find_unused")
 
 
 def _model(seed: int):
     import torch
 
-    from nbkit.model_files import tiny_llama
-
     class WithValueHead(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.lm = tiny_llama(seed=seed, vocab_size=128, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2)
+            self.lm = tiny_llama(
+                seed=seed,
+                vocab_size=128,
+                hidden_size=32,
+                intermediate_size=64,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+            )
             self.value_head = torch.nn.Linear(32, 1)
 
         def forward(self, ids):
@@ -81,7 +89,13 @@ def run_scenario(name: str, steps: int, interval: int, seed: int) -> dict:
                     opt.zero_grad(set_to_none=True)
     except RuntimeError as exc:
         error = str(exc).strip().splitlines()[0]
-    return {"scenario": name, "train_steps_done": done, "allreduce_train": calls["train"], "allreduce_eval": calls["eval"], "error": error}
+    return {
+        "scenario": name,
+        "train_steps_done": done,
+        "allreduce_train": calls["train"],
+        "allreduce_eval": calls["eval"],
+        "error": error,
+    }
 
 
 def main(argv=None) -> int:
@@ -101,7 +115,9 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=a.rank, world_size=a.world_size, timeout=datetime.timedelta(seconds=a.timeout))
+    dist.init_process_group(
+        "gloo", rank=a.rank, world_size=a.world_size, timeout=datetime.timedelta(seconds=a.timeout)
+    )
     results = []
     try:
         for name in a.scenarios.split(","):

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbkit.audit.config import AuditConfig, ConfigError, load_config, parse_config, yaml_document
+from nbkit.audit.config import AuditConfig, load_config, parse_config
+from nbkit.audit.safe_yaml import ConfigError, yaml_document
 from nbkit.errors import read_json_object
+from nbkit.model_files import resolve_model
 
 FORMATS = ("nbkit", "axolotl", "peft", "trl", "deepspeed")
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -36,8 +38,11 @@ class Mapped:
 
     def table_text(self) -> str:
         width = max((len(r["key"]) for r in self.keys), default=10)
-        lines = [f"{self.fmt} config: {sum(r['status'] == 'audited' for r in self.keys)} key(s) audited, "
-                 f"{sum(r['status'] == 'not covered' for r in self.keys)} not covered, {sum(r['status'] == 'defaulted' for r in self.keys)} defaulted"]
+        lines = [
+            f"{self.fmt} config: {sum(r['status'] == 'audited' for r in self.keys)} key(s) audited, "
+            f"{sum(r['status'] == 'not covered' for r in self.keys)} not covered, "
+            f"{sum(r['status'] == 'defaulted' for r in self.keys)} defaulted"
+        ]
         for r in self.keys:
             lines.append(f"  {r['status']:<11} {r['key']:<{width}}  {r['note']}")
         return "\n".join(lines)
@@ -46,8 +51,14 @@ class Mapped:
 class _Builder:
     """Collects the audit config dict and the key table while a mapper walks a file."""
 
-    def __init__(self, source: str, data: dict[str, Any], lines: dict[tuple, int] | None = None, base: Path | None = None,
-                 model: str | None = None):
+    def __init__(
+        self,
+        source: str,
+        data: dict[str, Any],
+        lines: dict[tuple, int] | None = None,
+        base: Path | None = None,
+        model: str | None = None,
+    ):
         self.source, self.data, self.lines = source, data, lines or {}
         self.base, self.model = base, model  # the config's folder (relative model paths), --model
         self.cfg: dict[str, dict[str, Any]] = {}
@@ -69,7 +80,13 @@ class _Builder:
         self.cfg.setdefault(section, {})[name] = value
         if key not in self.seen:
             self.seen.add(key)
-            self.keys.append({"key": key, "status": "audited", "note": f"→ {section}.{name}" + (f" ({note})" if note else "")})
+            self.keys.append(
+                {
+                    "key": key,
+                    "status": "audited",
+                    "note": f"→ {section}.{name}" + (f" ({note})" if note else ""),
+                }
+            )
 
     def note(self, key: str, status: str, note: str):
         if key not in self.seen:
@@ -77,7 +94,9 @@ class _Builder:
             self.keys.append({"key": key, "status": status, "note": note})
 
     def default(self, what: str, value: Any, why: str = ""):
-        self.keys.append({"key": what, "status": "defaulted", "note": f"= {value!r}" + (f" ({why})" if why else "")})
+        self.keys.append(
+            {"key": what, "status": "defaulted", "note": f"= {value!r}" + (f" ({why})" if why else "")}
+        )
 
     def rest_not_covered(self, reasons: dict[str, str] | None = None):
         for key in self.data:
@@ -85,14 +104,14 @@ class _Builder:
 
 
 def _base_model(b: _Builder, key: str, base: Path | None = None, override: str | None = None) -> str:
-    """Map the file's base-model key onto ``model.name``; returns why no model can be loaded ("" when one can).
+    """Map the file's base-model key onto ``model.name``; returns why no model can be loaded ("" when one
+    can).
 
     SmolLM2-135M's Hub ids map onto the bundled copy (offline). Anything else goes through
     :func:`nbkit.model_files.resolve_model`: a local model directory (tried relative to the config
     file too), a config.json (architecture only), or a Hub id (online; offline: one line, exit 2).
     ``override`` (``--model``) replaces the file's value.
     """
-    from nbkit.model_files import resolve_model
 
     ref = override if override is not None else b.data.get(key)
     if ref is None or (isinstance(ref, str) and not ref.strip()):
@@ -101,9 +120,14 @@ def _base_model(b: _Builder, key: str, base: Path | None = None, override: str |
         raise ConfigError(f"{b.where(key)}: key '{key}': expected a model name or path, got {ref!r}")
     where = "--model" if override is not None else f"{b.where(key)}: key '{key}'"
     text = ref.strip()
-    if text.lower() in ("tiny", "smollm2") or ("smollm2" in text.lower() and "135m" in text.lower() and not Path(text).exists()):
+    if text.lower() in ("tiny", "smollm2") or (
+        "smollm2" in text.lower() and "135m" in text.lower() and not Path(text).exists()
+    ):
         name = "smollm2" if "smollm2" in text.lower() else "tiny"
-        spec, note = name, ("the bundled SmolLM2-135M-Instruct" if name == "smollm2" and text.lower() != "smollm2" else "")
+        spec, note = (
+            name,
+            ("the bundled SmolLM2-135M-Instruct" if name == "smollm2" and text.lower() != "smollm2" else ""),
+        )
     else:
         local = (base / text) if base is not None and not Path(text).is_absolute() else None
         spec = str(local) if local is not None and local.exists() else text
@@ -113,8 +137,11 @@ def _base_model(b: _Builder, key: str, base: Path | None = None, override: str |
             raise
         except Exception as exc:  # UsageError from resolve_model: name the file and key it came from
             raise ConfigError(f"{where}: {exc}") from None
-        note = {"directory": "a local model directory", "config": "a config.json: architecture only (checks needing weights: not run)",
-                "hub": "a Hugging Face Hub model"}.get(source.kind, "")
+        note = {
+            "directory": "a local model directory",
+            "config": "a config.json: architecture only (checks needing weights: not run)",
+            "hub": "a Hugging Face Hub model",
+        }.get(source.kind, "")
     if override is not None:
         b.cfg.setdefault("model", {})["name"] = spec
         b.keys.append({"key": "--model", "status": "audited", "note": f"→ model.name ({note or spec})"})
@@ -125,13 +152,22 @@ def _base_model(b: _Builder, key: str, base: Path | None = None, override: str |
     return ""
 
 
-def _scheduler(b: _Builder, lr_key: str, kind_key: str, warm_steps_key: str, warm_ratio_key: str, total_key: str):
+def _scheduler(
+    b: _Builder, lr_key: str, kind_key: str, warm_steps_key: str, warm_ratio_key: str, total_key: str
+):
     """A warmup + decay scheduler section from the common trainer keys."""
-    kinds = {"cosine": "cosine", "linear": "linear_decay", "constant": "constant", "constant_with_warmup": "constant"}
+    kinds = {
+        "cosine": "cosine",
+        "linear": "linear_decay",
+        "constant": "constant",
+        "constant_with_warmup": "constant",
+    }
     kind = b.data.get(kind_key, "linear")
     if kind_key in b.data:
         if kind not in kinds:
-            b.note(kind_key, "not covered", f"scheduler {kind!r} has no audit model (known: {', '.join(kinds)})")
+            b.note(
+                kind_key, "not covered", f"scheduler {kind!r} has no audit model (known: {', '.join(kinds)})"
+            )
             return
     total = b.data.get(total_key)
     if isinstance(total, int) and not isinstance(total, bool) and total > 0:
@@ -141,17 +177,31 @@ def _scheduler(b: _Builder, lr_key: str, kind_key: str, warm_steps_key: str, war
         b.default(f"{total_key} (scheduler length)", total, "the file sets no positive step count")
     warm = 0
     ws = b.data.get(warm_steps_key)
-    if isinstance(ws, float) and 0 < ws < 1:  # transformers ≥ 5: a float in [0, 1) is a ratio of the total steps
+    if (
+        isinstance(ws, float) and 0 < ws < 1
+    ):  # transformers ≥ 5: a float in [0, 1) is a ratio of the total steps
         warm = int(round(ws * total))
-        b.put(warm_steps_key, "scheduler", "warmup_steps", warm, f"{ws} × {total} steps (a ratio, as transformers ≥ 5 reads it)")
+        b.put(
+            warm_steps_key,
+            "scheduler",
+            "warmup_steps",
+            warm,
+            f"{ws} × {total} steps (a ratio, as transformers ≥ 5 reads it)",
+        )
     elif ws:
-        warm = int(ws) if isinstance(ws, float) and ws.is_integer() else b.typed(warm_steps_key, int, "a whole number of steps or a ratio in (0, 1)")
+        warm = (
+            int(ws)
+            if isinstance(ws, float) and ws.is_integer()
+            else b.typed(warm_steps_key, int, "a whole number of steps or a ratio in (0, 1)")
+        )
         b.put(warm_steps_key, "scheduler", "warmup_steps", warm)
     elif warm_ratio_key in b.data and b.data[warm_ratio_key]:
         ratio = b.typed(warm_ratio_key, (int, float), "a number in [0, 1)")
         warm = int(round(ratio * total))
         b.put(warm_ratio_key, "scheduler", "warmup_steps", warm, f"{ratio} × {total} steps")
-    stages = ([{"kind": "linear_warmup", "steps": warm, "start_factor": 0.01}] if warm else []) + [{"kind": kinds[kind], "steps": max(1, total - warm)}]
+    stages = ([{"kind": "linear_warmup", "steps": warm, "start_factor": 0.01}] if warm else []) + [
+        {"kind": kinds[kind], "steps": max(1, total - warm)}
+    ]
     if kind_key in b.data:
         b.put(kind_key, "scheduler", "stages", stages, f"{'warmup + ' if warm else ''}{kinds[kind]}")
     else:
@@ -172,39 +222,69 @@ def _deepspeed(b: _Builder, ds: dict[str, Any], prefix: str = ""):
         b.default("deepspeed.zero_stage", 0, "DeepSpeed's default")
         b.cfg.setdefault("deepspeed", {})["zero_stage"] = 0
     if "stage3_param_persistence_threshold" in zero:
-        b.put(f"{prefix}zero_optimization.stage3_param_persistence_threshold", "deepspeed", "stage3_param_persistence_threshold",
-              float(zero["stage3_param_persistence_threshold"]))
+        b.put(
+            f"{prefix}zero_optimization.stage3_param_persistence_threshold",
+            "deepspeed",
+            "stage3_param_persistence_threshold",
+            float(zero["stage3_param_persistence_threshold"]),
+        )
     else:
         b.default("deepspeed.stage3_param_persistence_threshold", 1e5, "DeepSpeed's default")
     for k in zero:
         if k not in ("stage", "stage3_param_persistence_threshold"):
             b.note(f"{prefix}zero_optimization.{k}", "not covered", "no audit check reads it")
-    micro, ga, tbs = ds.get("train_micro_batch_size_per_gpu"), ds.get("gradient_accumulation_steps"), ds.get("train_batch_size")
+    micro, ga, tbs = (
+        ds.get("train_micro_batch_size_per_gpu"),
+        ds.get("gradient_accumulation_steps"),
+        ds.get("train_batch_size"),
+    )
     if isinstance(micro, int) and micro > 0:
         b.put(f"{prefix}train_micro_batch_size_per_gpu", "train", "micro_batch_size", micro)
     if isinstance(ga, int) and ga > 0:
         b.put(f"{prefix}gradient_accumulation_steps", "train", "grad_accumulation", ga)
     if all(isinstance(x, int) and x > 0 for x in (micro, ga, tbs)):
         if tbs % (micro * ga):
-            raise ConfigError(f"{b.source}: key '{prefix}train_batch_size': {tbs} is not micro ({micro}) × accumulation ({ga}) × world size")
-        b.put(f"{prefix}train_batch_size", "deepspeed", "world_size", tbs // (micro * ga), "world size from the batch identity")
+            raise ConfigError(
+                f"{b.source}: key '{prefix}train_batch_size': {tbs} is not micro ({micro}) × accumulation "
+                f"({ga}) × world size"
+            )
+        b.put(
+            f"{prefix}train_batch_size",
+            "deepspeed",
+            "world_size",
+            tbs // (micro * ga),
+            "world size from the batch identity",
+        )
     for flag, dtype in (("bf16", "bfloat16"), ("fp16", "float16")):
         if isinstance(ds.get(flag), dict) and ds[flag].get("enabled"):
             b.put(f"{prefix}{flag}", "train", "autocast_dtype", dtype)
     for k in ds:
-        if k not in ("zero_optimization", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size", "bf16", "fp16"):
+        if k not in (
+            "zero_optimization",
+            "train_micro_batch_size_per_gpu",
+            "gradient_accumulation_steps",
+            "train_batch_size",
+            "bf16",
+            "fp16",
+        ):
             b.note(f"{prefix}{k}", "not covered", "no audit check reads it")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    return read_json_object(path, what="a JSON config (PEFT, TRL/TrainingArguments or DeepSpeed)", error=ConfigError)
+    return read_json_object(
+        path, what="a JSON config (PEFT, TRL/TrainingArguments or DeepSpeed)", error=ConfigError
+    )
 
 
 def detect(path: Path, data: dict[str, Any]) -> str:
     """The format of a parsed config file, from its keys."""
     keys = set(data)
     if path.suffix != ".json":  # YAML: axolotl or nbkit's own
-        return "axolotl" if keys & {"base_model", "adapter", "lora_r", "datasets", "micro_batch_size", "sequence_len"} else "nbkit"
+        return (
+            "axolotl"
+            if keys & {"base_model", "adapter", "lora_r", "datasets", "micro_batch_size", "sequence_len"}
+            else "nbkit"
+        )
     if "peft_type" in keys or {"r", "lora_alpha", "target_modules"} <= keys:
         return "peft"
     if keys & {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"}:
@@ -217,43 +297,72 @@ def detect(path: Path, data: dict[str, Any]) -> str:
 def map_peft(b: _Builder) -> str:
     d = b.data
     if str(d.get("peft_type", "LORA")).upper() != "LORA":
-        raise ConfigError(f"{b.where('peft_type')}: key 'peft_type': the audit checks LoRA adapters, got {d['peft_type']!r}")
-    for key, name, kind, what in (("r", "r", int, "a positive integer"), ("lora_alpha", "alpha", (int, float), "a positive number"),
-                                  ("lora_dropout", "dropout", (int, float), "a number in [0, 1)"), ("use_rslora", "use_rslora", bool, "true or false")):
+        raise ConfigError(
+            f"{b.where('peft_type')}: key 'peft_type': the audit checks LoRA adapters, got {d['peft_type']!r}"
+        )
+    for key, name, kind, what in (
+        ("r", "r", int, "a positive integer"),
+        ("lora_alpha", "alpha", (int, float), "a positive number"),
+        ("lora_dropout", "dropout", (int, float), "a number in [0, 1)"),
+        ("use_rslora", "use_rslora", bool, "true or false"),
+    ):
         if key in d:
             b.put(key, "lora", name, b.typed(key, kind, what))
     if "target_modules" in d:
         tm = d["target_modules"]
         tm = [tm] if isinstance(tm, str) else tm
         if not isinstance(tm, list) or not all(isinstance(t, str) for t in tm) or not tm:
-            raise ConfigError(f"{b.source}: key 'target_modules': expected a module name or a list of them, got {d['target_modules']!r}")
+            raise ConfigError(
+                f"{b.source}: key 'target_modules': expected a module name or a list of them, got "
+                f"{d['target_modules']!r}"
+            )
         b.put("target_modules", "lora", "target_modules", ALL_LINEAR if tm == ["all-linear"] else tm)
         b.cfg.setdefault("trainer", {"tool": "peft"})["target_linear"] = tm == ["all-linear"]
     if d.get("modules_to_save") is not None:
         b.put("modules_to_save", "trainer", "modules_to_save", _names(b, "modules_to_save"))
     if d.get("ensure_weight_tying") is not None:
-        b.put("ensure_weight_tying", "trainer", "ensure_weight_tying", b.typed("ensure_weight_tying", bool, "true or false"))
+        b.put(
+            "ensure_weight_tying",
+            "trainer",
+            "ensure_weight_tying",
+            b.typed("ensure_weight_tying", bool, "true or false"),
+        )
     b.cfg.setdefault("trainer", {}).setdefault("tool", "peft")
     why = _base_model(b, "base_model_name_or_path", b.base, b.model)
-    b.rest_not_covered({"peft_type": "LORA is the adapter the audit checks", "task_type": "the audit trains causal LMs"})
+    b.rest_not_covered(
+        {"peft_type": "LORA is the adapter the audit checks", "task_type": "the audit trains causal LMs"}
+    )
     return why
 
 
-# TrainingArguments keys of transformers versions whose JSON the audit does not read: key → (what replaced it, since)
-RETIRED_TRAINING_ARGS = {"evaluation_strategy": ("eval_strategy", "4.41"), "per_gpu_train_batch_size": ("per_device_train_batch_size", "2.9"),
-                         "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "2.9")}
+# TrainingArguments keys of transformers versions whose JSON the audit does not read: key → (what replaced it,
+# since)
+RETIRED_TRAINING_ARGS = {
+    "evaluation_strategy": ("eval_strategy", "4.41"),
+    "per_gpu_train_batch_size": ("per_device_train_batch_size", "2.9"),
+    "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "2.9"),
+}
 
 
 def map_trl(b: _Builder) -> str:
     d = b.data
     for key, (new, since) in RETIRED_TRAINING_ARGS.items():
         if d.get(key) is not None and new not in d:
-            raise ConfigError(f"{b.where(key)}: key '{key}': written by transformers older than {since} (renamed '{new}' in {since}); "
-                              f"the audit reads TrainingArguments / SFTConfig JSON of transformers ≥ 4.41 — re-save it with a newer "
-                              f"transformers or rename the key")
+            raise ConfigError(
+                f"{b.where(key)}: key '{key}': written by transformers older than {since} (renamed '{new}' "
+                f"in {since}); "
+                "the audit reads TrainingArguments / SFTConfig JSON of transformers ≥ 4.41 — re-save it "
+                "with a newer "
+                f"transformers or rename the key"
+            )
     trainer = b.cfg.setdefault("trainer", {"tool": "trl"})
     if d.get("per_device_eval_batch_size") is not None:
-        b.put("per_device_eval_batch_size", "trainer", "eval_batch_size", b.typed("per_device_eval_batch_size", int, "a whole number"))
+        b.put(
+            "per_device_eval_batch_size",
+            "trainer",
+            "eval_batch_size",
+            b.typed("per_device_eval_batch_size", int, "a whole number"),
+        )
     for key in ("packing", "padding_free"):
         if d.get(key) is not None:
             if b.typed(key, bool, "true or false"):
@@ -264,15 +373,26 @@ def map_trl(b: _Builder) -> str:
     attn = d.get("attn_implementation") or init.get("attn_implementation")
     if attn is not None:
         if not isinstance(attn, str):
-            raise ConfigError(f"{b.source}: key 'attn_implementation': expected a name such as 'flash_attention_2', got {attn!r}")
-        b.put("attn_implementation" if "attn_implementation" in d else "model_init_kwargs", "trainer", "attn_implementation", attn)
+            raise ConfigError(
+                f"{b.source}: key 'attn_implementation': expected a name such as 'flash_attention_2', got "
+                f"{attn!r}"
+            )
+        b.put(
+            "attn_implementation" if "attn_implementation" in d else "model_init_kwargs",
+            "trainer",
+            "attn_implementation",
+            attn,
+        )
     else:
         b.default("trainer.attn_implementation", "sdpa", "transformers' default when the file names none")
     if isinstance(d.get("eos_token"), str):
         b.put("eos_token", "trainer", "eot_tokens", [d["eos_token"]])
     trainer.setdefault("tool", "trl")
-    for key, section, name in (("per_device_train_batch_size", "train", "micro_batch_size"), ("gradient_accumulation_steps", "train", "grad_accumulation"),
-                               ("seed", "model", "seed")):
+    for key, section, name in (
+        ("per_device_train_batch_size", "train", "micro_batch_size"),
+        ("gradient_accumulation_steps", "train", "grad_accumulation"),
+        ("seed", "model", "seed"),
+    ):
         if key in d:
             b.put(key, section, name, b.typed(key, int, "a whole number"))
     for key in ("max_seq_length", "max_length"):
@@ -289,13 +409,24 @@ def map_trl(b: _Builder) -> str:
         b.put("eval_steps", "eval", "interval", int(d["eval_steps"]))
         b.cfg["eval"].update(no_grad=True)
         if "ddp_find_unused_parameters" in d and d["ddp_find_unused_parameters"] is not None:
-            b.put("ddp_find_unused_parameters", "eval", "find_unused_parameters", bool(d["ddp_find_unused_parameters"]))
+            b.put(
+                "ddp_find_unused_parameters",
+                "eval",
+                "find_unused_parameters",
+                bool(d["ddp_find_unused_parameters"]),
+            )
     if isinstance(d.get("deepspeed"), dict):
         _deepspeed(b, d["deepspeed"], "deepspeed.")
         b.seen.add("deepspeed")
     why = _base_model(b, "model_name_or_path", b.base, b.model)
-    b.rest_not_covered({"assistant_only_loss": "the loss-mask checks read axolotl's masking keys; TRL's generation-block mask is not modelled",
-                        "completion_only_loss": "the loss-mask checks read axolotl's masking keys; TRL's completion mask is not modelled"})
+    b.rest_not_covered(
+        {
+            "assistant_only_loss": "the loss-mask checks read axolotl's masking keys; TRL's generation-block "
+            "mask is not modelled",
+            "completion_only_loss": "the loss-mask checks read axolotl's masking keys; TRL's completion mask "
+            "is not modelled",
+        }
+    )
     return why
 
 
@@ -308,9 +439,15 @@ def map_axolotl(b: _Builder, base: Path) -> str:
     d = b.data
     adapter = d.get("adapter")
     if adapter is not None and adapter not in ("lora", "qlora"):
-        raise ConfigError(f"{b.where('adapter')}: key 'adapter': the audit checks LoRA adapters ('lora' or 'qlora'), got {adapter!r}")
-    for key, name, kind, what in (("lora_r", "r", int, "a positive integer"), ("lora_alpha", "alpha", (int, float), "a positive number"),
-                                  ("lora_dropout", "dropout", (int, float), "a number in [0, 1)")):
+        raise ConfigError(
+            f"{b.where('adapter')}: key 'adapter': the audit checks LoRA adapters ('lora' or 'qlora'), got "
+            f"{adapter!r}"
+        )
+    for key, name, kind, what in (
+        ("lora_r", "r", int, "a positive integer"),
+        ("lora_alpha", "alpha", (int, float), "a positive number"),
+        ("lora_dropout", "dropout", (int, float), "a number in [0, 1)"),
+    ):
         if key in d:
             b.put(key, "lora", name, b.typed(key, kind, what))
     if adapter is not None:
@@ -320,13 +457,19 @@ def map_axolotl(b: _Builder, base: Path) -> str:
     elif "lora_target_modules" in d:
         tm = d["lora_target_modules"]
         if not isinstance(tm, list) or not all(isinstance(t, str) for t in tm) or not tm:
-            raise ConfigError(f"{b.where('lora_target_modules')}: key 'lora_target_modules': expected a list of module names, got {tm!r}")
+            raise ConfigError(
+                f"{b.where('lora_target_modules')}: key 'lora_target_modules': expected a list of module "
+                f"names, got {tm!r}"
+            )
         b.put("lora_target_modules", "lora", "target_modules", tm)
     if "sequence_len" in d:
         seq = b.typed("sequence_len", int, "a whole number of tokens")
         b.put("sequence_len", "train", "seq_len", seq)
         b.cfg.setdefault("template", {})["max_length"] = seq
-    for key, name in (("micro_batch_size", "micro_batch_size"), ("gradient_accumulation_steps", "grad_accumulation")):
+    for key, name in (
+        ("micro_batch_size", "micro_batch_size"),
+        ("gradient_accumulation_steps", "grad_accumulation"),
+    ):
         if key in d:
             b.put(key, "train", name, b.typed(key, int, "a whole number"))
     if "seed" in d:
@@ -338,7 +481,13 @@ def map_axolotl(b: _Builder, base: Path) -> str:
     if isinstance(d.get("save_steps"), int) and d["save_steps"] >= 1:
         b.put("save_steps", "checkpoint", "interval", d["save_steps"])
     if "chat_template" in d:
-        b.put("chat_template", "template", "kind", "chat", f"{d['chat_template']!r}: the tokenizer's own template is what the loss-mask check renders")
+        b.put(
+            "chat_template",
+            "template",
+            "kind",
+            "chat",
+            f"{d['chat_template']!r}: the tokenizer's own template is what the loss-mask check renders",
+        )
     if isinstance(d.get("deepspeed"), str):
         ds_path = (base / d["deepspeed"]) if not Path(d["deepspeed"]).is_absolute() else Path(d["deepspeed"])
         if not ds_path.is_file():
@@ -356,8 +505,13 @@ def map_axolotl(b: _Builder, base: Path) -> str:
 
 
 # axolotl's attention flags → the attn_implementation they select (the first one set wins, as in axolotl)
-AXOLOTL_ATTENTION = {"flash_attention": "flash_attention_2", "flex_attention": "flex_attention", "xformers_attention": "xformers",
-                     "sdp_attention": "sdpa", "eager_attention": "eager"}
+AXOLOTL_ATTENTION = {
+    "flash_attention": "flash_attention_2",
+    "flex_attention": "flex_attention",
+    "xformers_attention": "xformers",
+    "sdp_attention": "sdpa",
+    "eager_attention": "eager",
+}
 
 
 def _names(b: _Builder, key: str) -> list[str]:
@@ -369,17 +523,23 @@ def _names(b: _Builder, key: str) -> list[str]:
 
 
 def _axolotl_trainer(b: _Builder) -> None:
-    """The trainer section from axolotl's keys: datasets' types and masking, modules_to_save, packing, attention, eval batch."""
+    """The trainer section from axolotl's keys: datasets' types and masking, modules_to_save, packing,
+    attention, eval batch."""
     d = b.data
     t = b.cfg.setdefault("trainer", {"tool": "axolotl"})
     if d.get("train_on_inputs") is not None:
-        b.put("train_on_inputs", "trainer", "train_on_inputs", b.typed("train_on_inputs", bool, "true or false"))
+        b.put(
+            "train_on_inputs", "trainer", "train_on_inputs", b.typed("train_on_inputs", bool, "true or false")
+        )
     else:
         b.default("trainer.train_on_inputs", False, "axolotl's default")
     datasets = d.get("datasets")
     if datasets is not None:
         if not isinstance(datasets, list) or not all(isinstance(x, dict) for x in datasets):
-            raise ConfigError(f"{b.where('datasets')}: key 'datasets': expected a list of mappings (path, type, …), got {datasets!r:.80}")
+            raise ConfigError(
+                f"{b.where('datasets')}: key 'datasets': expected a list of mappings (path, type, …), got "
+                f"{datasets!r:.80}"
+            )
         types, eos = [], None
         for i, ds in enumerate(datasets):
             kind = ds.get("type")
@@ -388,17 +548,27 @@ def _axolotl_trainer(b: _Builder) -> None:
             if kind is None:
                 kind = "chat_template" if "field_messages" in ds or "chat_template" in ds else "unknown"
             if not isinstance(kind, str):
-                raise ConfigError(f"{b.where('datasets')}: key 'datasets.{i}.type': expected a dataset type name, got {kind!r}")
+                raise ConfigError(
+                    f"{b.where('datasets')}: key 'datasets.{i}.type': expected a dataset type name, got "
+                    f"{kind!r}"
+                )
             types.append(kind)
             if eos is None and ds.get("train_on_eos") is not None:
                 eos = ds["train_on_eos"]
                 if eos not in ("turn", "all", "last", "none"):
-                    raise ConfigError(f"{b.where('datasets')}: key 'datasets.{i}.train_on_eos': expected turn, all, last or none, got {eos!r}")
+                    raise ConfigError(
+                        f"{b.where('datasets')}: key 'datasets.{i}.train_on_eos': expected turn, all, last "
+                        f"or none, got {eos!r}"
+                    )
         t["dataset_types"] = types
         if eos is not None:
             t["train_on_eos"] = eos
-        b.note("datasets", "audited", f"→ trainer.dataset_types ({', '.join(types)}){'' if eos is None else f', train_on_eos {eos}'}; "
-               "paths: the data-schema check needs a Pydantic schema, which axolotl datasets do not carry")
+        b.note(
+            "datasets",
+            "audited",
+            f"→ trainer.dataset_types ({', '.join(types)}){'' if eos is None else f', train_on_eos {eos}'}; "
+            "paths: the data-schema check needs a Pydantic schema, which axolotl datasets do not carry",
+        )
     if d.get("eot_tokens") is not None:
         b.put("eot_tokens", "trainer", "eot_tokens", _names(b, "eot_tokens"))
     if d.get("lora_modules_to_save") is not None:
@@ -408,7 +578,12 @@ def _axolotl_trainer(b: _Builder) -> None:
         b.put("sample_packing", "trainer", "packing", b.typed("sample_packing", bool, "true or false"))
     attn = d.get("attn_implementation")
     if attn is not None:
-        b.put("attn_implementation", "trainer", "attn_implementation", b.typed("attn_implementation", str, "an attention implementation name"))
+        b.put(
+            "attn_implementation",
+            "trainer",
+            "attn_implementation",
+            b.typed("attn_implementation", str, "an attention implementation name"),
+        )
     else:
         flag = next((k for k in AXOLOTL_ATTENTION if d.get(k) is True), None)
         if flag:
@@ -419,11 +594,14 @@ def _axolotl_trainer(b: _Builder) -> None:
         if flag in d:
             b.note(flag, "audited", "→ trainer.attn_implementation")
     if d.get("eval_batch_size") is not None:
-        b.put("eval_batch_size", "trainer", "eval_batch_size", b.typed("eval_batch_size", int, "a whole number"))
+        b.put(
+            "eval_batch_size", "trainer", "eval_batch_size", b.typed("eval_batch_size", int, "a whole number")
+        )
 
 
 def read_any(path: str | Path, fmt: str | None = None, model: str | None = None) -> Mapped:
-    """The audit config of ``path`` in any supported format (``fmt`` None: detect it); ``model`` replaces its base model."""
+    """The audit config of ``path`` in any supported format (``fmt`` None: detect it); ``model`` replaces its
+    base model."""
     path = Path(path)
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"--from {fmt!r}: expected one of {', '.join(FORMATS)}")
@@ -444,7 +622,11 @@ def read_any(path: str | Path, fmt: str | None = None, model: str | None = None)
             raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
     fmt = fmt or detect(path, data)
     if fmt == "nbkit":
-        config = parse_config(data, source=str(path), base=path.parent) if path.suffix == ".json" else load_config(path)
+        config = (
+            parse_config(data, source=str(path), base=path.parent)
+            if path.suffix == ".json"
+            else load_config(path)
+        )
         if model is not None:
             b = _Builder(str(path), {}, None, None, model)
             _base_model(b, "", None, model)
@@ -455,8 +637,17 @@ def read_any(path: str | Path, fmt: str | None = None, model: str | None = None)
             config.model.name = b.cfg["model"]["name"]
         return Mapped(config, "nbkit")
     b = _Builder(str(path), data, lines, path.parent, model)
-    why = {"peft": map_peft, "trl": map_trl, "deepspeed": map_deepspeed}[fmt](b) if fmt != "axolotl" else map_axolotl(b, path.parent)
-    for section, name, value in (("model", "name", "tiny"), ("lora", "r", 8), ("train", "micro_batch_size", 4), ("train", "grad_accumulation", 4)):
+    why = (
+        {"peft": map_peft, "trl": map_trl, "deepspeed": map_deepspeed}[fmt](b)
+        if fmt != "axolotl"
+        else map_axolotl(b, path.parent)
+    )
+    for section, name, value in (
+        ("model", "name", "tiny"),
+        ("lora", "r", 8),
+        ("train", "micro_batch_size", 4),
+        ("train", "grad_accumulation", 4),
+    ):
         if name not in b.cfg.get(section, {}):
             b.default(f"{section}.{name}", value, "the audit's default")
     config = parse_config(b.cfg, source=f"{path} (mapped from {fmt})")

@@ -17,10 +17,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from nbkit.model_files import load_smollm2, tiny_llama
+
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # ids 0, 1, 2 as in SmolLM2
 CHATML_TEMPLATE = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 _WORDS = (
@@ -37,16 +40,29 @@ def make_sft_examples(n: int, seed: int = 0) -> list[dict[str, Any]]:
         kind = i % 4
         words = rng.sample(_WORDS, rng.randint(2, 4))
         if kind == 0:
-            instruction, response = f"Write these words in upper case: {' '.join(words)}", " ".join(w.upper() for w in words)
+            instruction, response = (
+                f"Write these words in upper case: {' '.join(words)}",
+                " ".join(w.upper() for w in words),
+            )
         elif kind == 1:
-            instruction, response = f"Reverse the order of these words: {' '.join(words)}", " ".join(reversed(words))
+            instruction, response = (
+                f"Reverse the order of these words: {' '.join(words)}",
+                " ".join(reversed(words)),
+            )
         elif kind == 2:
             a, b = rng.randint(10, 99), rng.randint(10, 99)
             instruction, response = f"What is {a} plus {b}?", f"{a} plus {b} is {a + b}."
         else:
             word = rng.choice(_WORDS)
             instruction, response = f"Spell the word {word} with dashes.", "-".join(word)
-        out.append({"id": i, "instruction": instruction, "response": response, "source": ["upper", "reverse", "sum", "spell"][kind]})
+        out.append(
+            {
+                "id": i,
+                "instruction": instruction,
+                "response": response,
+                "source": ["upper", "reverse", "sum", "spell"][kind],
+            }
+        )
     return out
 
 
@@ -106,12 +122,19 @@ def tiny_tokenizer(vocab_size: int = 512):
 
 def load_model_and_tokenizer(name: str, device, dtype=None, seed: int = 0):
     """(model, tokenizer) for ``"smollm2"`` (the real model) or ``"tiny"`` (random GQA Llama)."""
-    from nbkit.model_files import load_smollm2, tiny_llama
 
     if name == "smollm2":
         return load_smollm2(device, dtype)
     tok = tiny_tokenizer()
-    model = tiny_llama(seed=seed, device=device, vocab_size=len(tok), num_attention_heads=6, num_key_value_heads=2, hidden_size=96, intermediate_size=192)
+    model = tiny_llama(
+        seed=seed,
+        device=device,
+        vocab_size=len(tok),
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        hidden_size=96,
+        intermediate_size=192,
+    )
     if dtype is not None:
         model.to(dtype)
     model.eval()
@@ -136,12 +159,20 @@ def build_features(tokenizer, example: dict[str, Any], template) -> dict[str, An
     prompt_value = example[template.prompt_field]
     response = example[template.response_field]
     if template.kind == "chat":
-        messages = ([{"role": "system", "content": template.system}] if template.system else []) + [{"role": "user", "content": prompt_value}]
+        messages = ([{"role": "system", "content": template.system}] if template.system else []) + [
+            {"role": "user", "content": prompt_value}
+        ]
         prompt_text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        full_text = tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": response}], tokenize=False)
+        full_text = tokenizer.apply_chat_template(
+            messages + [{"role": "assistant", "content": response}], tokenize=False
+        )
     else:
         fmt = template.format
-        cut = fmt.index("{" + template.response_field + "}") if "{" + template.response_field + "}" in fmt else len(fmt)
+        cut = (
+            fmt.index("{" + template.response_field + "}")
+            if "{" + template.response_field + "}" in fmt
+            else len(fmt)
+        )
         prompt_text = fmt[:cut].format(**example)
         full_text = fmt.format(**example) + tokenizer.eos_token
     if not full_text.startswith(prompt_text):
@@ -152,8 +183,17 @@ def build_features(tokenizer, example: dict[str, Any], template) -> dict[str, An
     input_ids = (prompt_ids + target_ids)[: template.max_length]
     labels = ([-100] * len(prompt_ids) + list(target_ids))[: template.max_length]
     if template.mask_pad_labels and tokenizer.pad_token_id is not None:
-        labels = [-100 if tid == tokenizer.pad_token_id else lab for tid, lab in zip(input_ids, labels, strict=False)]
-    return {"input_ids": input_ids, "labels": labels, "target_text": target_text, "n_prompt": len(prompt_ids), "n_target": len(target_ids)}
+        labels = [
+            -100 if tid == tokenizer.pad_token_id else lab
+            for tid, lab in zip(input_ids, labels, strict=False)
+        ]
+    return {
+        "input_ids": input_ids,
+        "labels": labels,
+        "target_text": target_text,
+        "n_prompt": len(prompt_ids),
+        "n_target": len(target_ids),
+    }
 
 
 def pad_batch(features: list[dict[str, Any]], pad_id: int):
@@ -189,7 +229,9 @@ def target_logits(model, ids, labels, mask):
     return logits, labels[:, 1:][keep[:, :-1]], keep
 
 
-def example_losses(model, tokenizer, examples, template, batch_size: int = 8, workers: int | None = None) -> list[tuple[float, int]]:
+def example_losses(
+    model, tokenizer, examples, template, batch_size: int = 8, workers: int | None = None
+) -> list[tuple[float, int]]:
     """(summed token loss, trained-token count) per example, in one pass over the examples.
 
     Right padding under a causal mask leaves each example's token losses as they are (up to float
@@ -205,7 +247,9 @@ def example_losses(model, tokenizer, examples, template, batch_size: int = 8, wo
 
     def score(i):
         with torch.inference_mode():  # thread-local: entered in the thread that runs the batch
-            ids, labels, mask = (t.to(dev) for t in pad_batch(feats[i:i + batch_size], tokenizer.pad_token_id or 0))
+            ids, labels, mask = (
+                t.to(dev) for t in pad_batch(feats[i : i + batch_size], tokenizer.pad_token_id or 0)
+            )
             logits, targets, keep = target_logits(model, ids, labels, mask)
             tok = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
             sums = torch.zeros(ids.shape[0], device=dev).index_add_(0, keep.nonzero()[:, 0], tok)
@@ -213,7 +257,9 @@ def example_losses(model, tokenizer, examples, template, batch_size: int = 8, wo
 
     starts = range(0, len(feats), batch_size)
     n = concurrent_workers(len(starts), dev) if workers is None else workers
-    return [row for rows in run_concurrently([functools.partial(score, i) for i in starts], n) for row in rows]
+    return [
+        row for rows in run_concurrently([functools.partial(score, i) for i in starts], n) for row in rows
+    ]
 
 
 def pooled_loss(losses: list[tuple[float, int]]) -> float:
@@ -231,8 +277,7 @@ def concurrent_workers(tasks: int, device) -> int:
     On CPU: the cores this process may use — the runner's share (``OMP_NUM_THREADS``) when set, else
     the usable cores — divided by torch's intra-op threads. Why threads rather than more intra-op
     threads: torch ops release the GIL, so two single-threaded computations keep two cores busy
-    with no OpenMP barrier between them; two intra-op threads on a shared 2-core machine spin at
-    every barrier (measured: kiss-lora took ~4× the CPU seconds with 2 intra-op threads under load).
+    with no OpenMP barrier between them, whereas intra-op threads on shared cores spin at every barrier.
     Single-threaded kernels are deterministic, so each computation gives the numbers it gives alone.
     Other devices: 1 (one CUDA stream, and the CUDA memory peak is per device).
     """
@@ -243,7 +288,13 @@ def concurrent_workers(tasks: int, device) -> int:
     if tasks < 2 or getattr(device, "type", str(device)) != "cpu":
         return 1
     share = os.environ.get("OMP_NUM_THREADS", "")
-    cores = int(share) if share.isdigit() and int(share) > 0 else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (
+        int(share)
+        if share.isdigit() and int(share) > 0
+        else len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count() or 1
+    )
     return max(1, min(tasks, cores // max(1, torch.get_num_threads())))
 
 

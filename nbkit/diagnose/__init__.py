@@ -1,4 +1,5 @@
-"""``nbkit diagnose``: one command for a whole training setup — will it start, will it fit, what is coupled wrong.
+"""``nbkit diagnose``: one command for a whole training setup — will it start, will it fit, what is coupled
+wrong.
 
 ``setup`` reads the trainer config, its ds_config and base model; ``coupling`` compares what both
 files set by the rules of transformers' DeepSpeed integration and DeepSpeed itself; ``fit`` predicts

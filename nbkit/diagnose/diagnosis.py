@@ -1,4 +1,5 @@
-"""One diagnosis of a training setup: coupling, fit and the audit's checks, as data (``diagnose(...) -> Diagnosis``).
+"""One diagnosis of a training setup: coupling, fit and the audit's checks, as data (``diagnose(...) ->
+Diagnosis``).
 
 The same object backs the command's three formats (:mod:`nbkit.diagnose.report`) and the notebook
 (``Diagnosis`` renders itself as the HTML ledger). Its ``claims()`` are the ledger rows in nbkit's one
@@ -12,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbkit.audit.experiments import REGISTRY, make_context, run_audit
+from nbkit.audit.formats import read_any
 from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim
+from nbkit.diagnose import fit as F
 from nbkit.diagnose.coupling import (
     ABSENT,
     AGREE,
@@ -23,17 +27,36 @@ from nbkit.diagnose.coupling import (
     Coupling,
     couplings,
     resolved_ds,
+    resolved_flag,
 )
+from nbkit.diagnose.fit import accuracy, gib_text
+from nbkit.diagnose.report import html_fragment
 from nbkit.diagnose.setup import Setup, read_setup
+from nbkit.errors import UsageError
 from nbkit.findings import Finding
+from nbkit.zero.dsconfig import memory_plan
 
-_COUPLING_VERDICT = {AGREE: HOLDS, AUTO: HOLDS, ABSENT: HOLDS, ERROR: REFUTED, WARNING: REFUTED, UNCHECKED: INCONCLUSIVE}
-_AUDIT_VERDICT = {"pass": HOLDS, "fail": REFUTED, "error": REFUTED, "warn": INCONCLUSIVE, "needs_gpu": NEEDS_GPU}
+_COUPLING_VERDICT = {
+    AGREE: HOLDS,
+    AUTO: HOLDS,
+    ABSENT: HOLDS,
+    ERROR: REFUTED,
+    WARNING: REFUTED,
+    UNCHECKED: INCONCLUSIVE,
+}
+_AUDIT_VERDICT = {
+    "pass": HOLDS,
+    "fail": REFUTED,
+    "error": REFUTED,
+    "warn": INCONCLUSIVE,
+    "needs_gpu": NEEDS_GPU,
+}
 
 
 @dataclass
 class Fit:
-    """The per-rank peak of the setup's plan, its verdict against the GPU, and the changes that make it fit."""
+    """The per-rank peak of the setup's plan, its verdict against the GPU, and the changes that make it
+    fit."""
 
     plan: str
     parts: dict[str, Any]
@@ -44,20 +67,37 @@ class Fit:
     ratio: tuple[float, float]
     fixes: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    adapter_tolerance: float | None = None  # LoRA / QLoRA: the stated widening of the measured band (not measured)
+    adapter_tolerance: float | None = (
+        None  # LoRA / QLoRA: the stated widening of the measured band (not measured)
+    )
     trainable_params: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        from nbkit.diagnose.fit import accuracy
 
         acc = accuracy()
-        return {"plan": self.plan, "predicted_peak_gib": self.peak_gib, "gpu_memory_gib": self.gpu_gib, "verdict": self.verdict,
-                "why": self.why, "parts_bytes": {k: v for k, v in self.parts.items() if isinstance(v, (int, float)) and k != "trainable_params"},
-                "trainable_params": self.trainable_params,
-                "phase": self.parts.get("phase"), "fixes": self.fixes, "notes": self.notes,
-                "accuracy": {"pred_over_meas": list(self.ratio), "adapter_tolerance": self.adapter_tolerance, "scale": acc["scale"], "command": acc["command"],
-                             "measured_in": acc["measured_in"], "not_measured": acc["not_measured"],
-                             "gpu": "a prediction: no GPU run measured this setup"}}
+        return {
+            "plan": self.plan,
+            "predicted_peak_gib": self.peak_gib,
+            "gpu_memory_gib": self.gpu_gib,
+            "verdict": self.verdict,
+            "why": self.why,
+            "parts_bytes": {
+                k: v for k, v in self.parts.items() if isinstance(v, (int, float)) and k != "trainable_params"
+            },
+            "trainable_params": self.trainable_params,
+            "phase": self.parts.get("phase"),
+            "fixes": self.fixes,
+            "notes": self.notes,
+            "accuracy": {
+                "pred_over_meas": list(self.ratio),
+                "adapter_tolerance": self.adapter_tolerance,
+                "scale": acc["scale"],
+                "command": acc["command"],
+                "measured_in": acc["measured_in"],
+                "not_measured": acc["not_measured"],
+                "gpu": "a prediction: no GPU run measured this setup",
+            },
+        }
 
 
 @dataclass
@@ -71,10 +111,13 @@ class Diagnosis:
 
     @property
     def problems(self) -> dict[str, int]:
-        return {"coupling errors": sum(c.status == ERROR for c in self.couplings),
-                "coupling warnings": sum(c.status == WARNING for c in self.couplings),
-                "fit": int(self.fit is not None and self.fit.verdict in (REFUTED, INCONCLUSIVE)),
-                "audit failures": sum(f.failed for f in self.findings) + int(bool(self.audit_note and self.audit_note.startswith("not run: the audit refused")))}
+        return {
+            "coupling errors": sum(c.status == ERROR for c in self.couplings),
+            "coupling warnings": sum(c.status == WARNING for c in self.couplings),
+            "fit": int(self.fit is not None and self.fit.verdict in (REFUTED, INCONCLUSIVE)),
+            "audit failures": sum(f.failed for f in self.findings)
+            + int(bool(self.audit_note and self.audit_note.startswith("not run: the audit refused"))),
+        }
 
     @property
     def exit_code(self) -> int:
@@ -82,47 +125,87 @@ class Diagnosis:
         return 1 if any(self.problems.values()) else 0
 
     def claims(self) -> list[Claim]:
-        from nbkit.diagnose.fit import gib_text
 
         rows = []
         for c in self.couplings:
-            rows.append(Claim(claim=f"{c.setting}: trainer config and ds_config couple", field_note="", measured=f"{c.trainer} | {c.deepspeed} → {c.resolved}",
-                              verdict=_COUPLING_VERDICT[c.status], rule=c.rule, n="exact (the files' values)", why=f"{c.status}: {c.why}",
-                              key=f"coupling:{c.setting}", source="coupling"))
+            rows.append(
+                Claim(
+                    claim=f"{c.setting}: trainer config and ds_config couple",
+                    field_note="",
+                    measured=f"{c.trainer} | {c.deepspeed} → {c.resolved}",
+                    verdict=_COUPLING_VERDICT[c.status],
+                    rule=c.rule,
+                    n="exact (the files' values)",
+                    why=f"{c.status}: {c.why}",
+                    key=f"coupling:{c.setting}",
+                    source="coupling",
+                )
+            )
         if self.fit is not None:
             f = self.fit
-            rows.append(Claim(claim=f"each rank's peak fits in {f.gpu_gib:g} GiB" if f.gpu_gib else "each rank's peak (no --gpu-memory given)",
-                              field_note="", measured=f"predicted {gib_text(f.peak_gib)} GiB ({f.plan})", verdict=f.verdict,
-                              rule=f"fits when predicted ÷ {f.ratio[0]} ≤ GPU memory; does not when predicted ÷ {f.ratio[1]} > it "
-                                   + ("(the memory model's measured predicted ÷ measured range at this stage, CPU scale)" if f.adapter_tolerance is None else
-                                      f"(the stage's measured full-fine-tuning range widened by a stated {f.adapter_tolerance:.0%} each way: adapters not measured)"),
-                              n="1 prediction (GPU scale: not measured)", why=f.why, key="fit", source="fit"))
+            rows.append(
+                Claim(
+                    claim=f"each rank's peak fits in {f.gpu_gib:g} GiB"
+                    if f.gpu_gib
+                    else "each rank's peak (no --gpu-memory given)",
+                    field_note="",
+                    measured=f"predicted {gib_text(f.peak_gib)} GiB ({f.plan})",
+                    verdict=f.verdict,
+                    rule=f"fits when predicted ÷ {f.ratio[0]} ≤ GPU memory; does not when predicted ÷ "
+                    f"{f.ratio[1]} > it "
+                    + (
+                        "(the memory model's measured predicted ÷ measured range at this stage, CPU scale)"
+                        if f.adapter_tolerance is None
+                        else "(the stage's measured full-fine-tuning range widened by a stated "
+                        f"{f.adapter_tolerance:.0%} each way: adapters not measured)"
+                    ),
+                    n="1 prediction (GPU scale: not measured)",
+                    why=f.why,
+                    key="fit",
+                    source="fit",
+                )
+            )
         for fd in self.findings:
             if fd.status == "skipped":
                 continue
-            rows.append(Claim(claim=f"audit check {fd.check}: {fd.title}", field_note="", measured=fd.summary, verdict=_AUDIT_VERDICT[fd.status],
-                              rule="the audit check's own rule (nbkit audit)", n="the check's own n", why=fd.fix or fd.summary or fd.status,
-                              key=f"audit:{fd.check}", source="audit"))
+            rows.append(
+                Claim(
+                    claim=f"audit check {fd.check}: {fd.title}",
+                    field_note="",
+                    measured=fd.summary,
+                    verdict=_AUDIT_VERDICT[fd.status],
+                    rule="the audit check's own rule (nbkit audit)",
+                    n="the check's own n",
+                    why=fd.fix or fd.summary or fd.status,
+                    key=f"audit:{fd.check}",
+                    source="audit",
+                )
+            )
         return rows
 
     def summary(self) -> dict[str, Any]:
-        """What a notebook records: the problem counts, each coupling's status, the fit's verdict and peak, the changes that fit."""
-        return {"problems": self.problems, "exit_code": self.exit_code,
-                "couplings": {c.setting: c.status for c in self.couplings},
-                "fit": None if self.fit is None else {"verdict": self.fit.verdict, "predicted_peak_gib": self.fit.peak_gib,
-                                                      "fixes": [x["change"] for x in self.fit.fixes]}}
+        """What a notebook records: the problem counts, each coupling's status, the fit's verdict and peak,
+        the changes that fit."""
+        return {
+            "problems": self.problems,
+            "exit_code": self.exit_code,
+            "couplings": {c.setting: c.status for c in self.couplings},
+            "fit": None
+            if self.fit is None
+            else {
+                "verdict": self.fit.verdict,
+                "predicted_peak_gib": self.fit.peak_gib,
+                "fixes": [x["change"] for x in self.fit.fixes],
+            },
+        }
 
     def _repr_html_(self) -> str:
-        from nbkit.diagnose.report import html_fragment
 
         return html_fragment(self)
 
 
 def fit_of(setup: Setup) -> tuple[Fit | None, str]:
     """The setup's fit (or why it cannot be predicted)."""
-    from nbkit.diagnose import fit as F
-    from nbkit.diagnose.coupling import resolved_flag
-    from nbkit.zero.dsconfig import memory_plan
 
     if setup.model_config is None:
         return None, f"not predicted: {setup.model_note}"
@@ -130,13 +213,27 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
     mp = memory_plan(ds) if setup.ds is not None else None
     t = setup.trainer
     if mp is None:
-        precision = "bf16" if resolved_flag(t["bf16"]) is True else "fp16" if resolved_flag(t["fp16"]) is True else "fp32"
+        precision = (
+            "bf16"
+            if resolved_flag(t["bf16"]) is True
+            else "fp16"
+            if resolved_flag(t["fp16"]) is True
+            else "fp32"
+        )
         mp = {"stage": 0, "precision": precision, "offload_optimizer": False, "offload_param": False}
-    plan = F.Plan(stage=mp["stage"], precision=mp["precision"], micro_batch=t["per_device_train_batch_size"].value,
-                  grad_accum=t["gradient_accumulation_steps"].value, seq_len=setup.seq_len.value,
-                  checkpointing=t["gradient_checkpointing"].value is True, offload_optimizer=mp["offload_optimizer"],
-                  offload_param=mp["offload_param"], world_size=setup.world_size,
-                  attention="eager" if setup.attention.value == "eager" else "fused", adapter=setup.lora)
+    plan = F.Plan(
+        stage=mp["stage"],
+        precision=mp["precision"],
+        micro_batch=t["per_device_train_batch_size"].value,
+        grad_accum=t["gradient_accumulation_steps"].value,
+        seq_len=setup.seq_len.value,
+        checkpointing=t["gradient_checkpointing"].value is True,
+        offload_optimizer=mp["offload_optimizer"],
+        offload_param=mp["offload_param"],
+        world_size=setup.world_size,
+        attention="eager" if setup.attention.value == "eager" else "fused",
+        adapter=setup.lora,
+    )
     shape = F.model_shape(setup.model_config)
     zero = ds.get("zero_optimization") or {}
     try:
@@ -146,52 +243,125 @@ def fit_of(setup: Setup) -> tuple[Fit | None, str]:
     ratio = F.plan_ratio(plan)
     notes = list(setup.lora_notes)
     if plan.adapter is not None:
-        notes.append(f"{plan.adapter.describe()}: {pred.parts['trainable_params']:,} trainable parameters (gradients and optimizer states), "
-                     "the base frozen" + (" in 4-bit NF4 (decoder-block linear weights; embeddings, lm_head, norms 16-bit)" if plan.adapter.kind == "qlora" else ""))
-        notes.append(f"accuracy: the memory model is measured on full fine-tuning only; an adapter's predicted ÷ measured peak is not measured, "
-                     f"so the verdict's band is the stage's range widened by {F.ADAPTER_TOLERANCE:.0%} each way ({ratio[0]}–{ratio[1]}), a stated tolerance")
+        notes.append(
+            f"{plan.adapter.describe()}: {pred.parts['trainable_params']:,} trainable parameters (gradients "
+            "and optimizer states), "
+            "the base frozen"
+            + (
+                " in 4-bit NF4 (decoder-block linear weights; embeddings, lm_head, norms 16-bit)"
+                if plan.adapter.kind == "qlora"
+                else ""
+            )
+        )
+        notes.append(
+            "accuracy: the memory model is measured on full fine-tuning only; an adapter's predicted ÷ "
+            "measured peak is not measured, "
+            f"so the verdict's band is the stage's range widened by {F.ADAPTER_TOLERANCE:.0%} each way "
+            f"({ratio[0]}–{ratio[1]}), a stated tolerance"
+        )
         if plan.adapter.kind == "qlora":
-            notes.append("QLoRA's activations are counted as LoRA's on 16-bit weights; bitsandbytes' per-layer dequantised weight during the matmul is not counted")
+            notes.append(
+                "QLoRA's activations are counted as LoRA's on 16-bit weights; bitsandbytes' per-layer "
+                "dequantised weight during the matmul is not counted"
+            )
     if not setup.seq_len.set:
         notes.append(f"sequence length: {setup.seq_len.where} not set; assumed {setup.seq_len.value} tokens")
-    notes.append(f"attention: {setup.attention.text()} → counted as {'the S×S scores kept' if plan.attention == 'eager' else 'a fused kernel (q, k, v, output, log-sum-exp saved)'}")
+    notes.append(
+        f"attention: {setup.attention.text()} → counted as "
+        + (
+            "the S×S scores kept"
+            if plan.attention == "eager"
+            else "a fused kernel (q, k, v, output, log-sum-exp saved)"
+        )
+    )
     if plan.checkpointing:
-        notes.append("activation checkpointing: its activation count is not in the measured accuracy (the bench runs without it)")
+        notes.append(
+            "activation checkpointing: its activation count is not in the measured accuracy (the bench runs "
+            "without it)"
+        )
     notes.append(f"world: {setup.nodes} node(s) × {setup.gpus_per_node} GPU(s) ({setup.world_note})")
-    extra = {"adapter_tolerance": F.ADAPTER_TOLERANCE, "trainable_params": pred.parts["trainable_params"]} if plan.adapter else {}
+    extra = (
+        {"adapter_tolerance": F.ADAPTER_TOLERANCE, "trainable_params": pred.parts["trainable_params"]}
+        if plan.adapter
+        else {}
+    )
     if setup.gpu_memory_gib is None:
-        return Fit(plan.describe(), pred.parts, pred.peak_gib, None, INCONCLUSIVE, "no --gpu-memory given: the peak is predicted, not judged",
-                   ratio, [], notes, **extra), ""
+        return Fit(
+            plan.describe(),
+            pred.parts,
+            pred.peak_gib,
+            None,
+            INCONCLUSIVE,
+            "no --gpu-memory given: the peak is predicted, not judged",
+            ratio,
+            [],
+            notes,
+            **extra,
+        ), ""
     v = F.verdict_fits(pred.peak_gib, setup.gpu_memory_gib, ratio, F.band_name(plan))
     fixes = F.fixes(shape, plan, zero, setup.gpu_memory_gib) if v.verdict != HOLDS else []
     if v.verdict != HOLDS and not fixes:
-        notes.append("no combination of the changes tried fits this GPU: more GPUs (a larger world) or a smaller model")
-    return Fit(plan.describe(), pred.parts, pred.peak_gib, setup.gpu_memory_gib, v.verdict, v.why, ratio, fixes, notes, **extra), ""
+        notes.append(
+            "no combination of the changes tried fits this GPU: more GPUs (a larger world) or a smaller model"
+        )
+    return Fit(
+        plan.describe(),
+        pred.parts,
+        pred.peak_gib,
+        setup.gpu_memory_gib,
+        v.verdict,
+        v.why,
+        ratio,
+        fixes,
+        notes,
+        **extra,
+    ), ""
 
 
-def audit_of(setup: Setup, model: str | None, checks: str | None, device: str = "auto", progress: bool = False) -> tuple[list[Finding], str]:
-    """The audit's checks on the same trainer config (as ``nbkit audit CONFIG``); a config the audit refuses is one note."""
-    from nbkit.audit.checks import REGISTRY
-    from nbkit.audit.experiments import make_context, run_audit
-    from nbkit.audit.formats import read_any
-    from nbkit.errors import UsageError
+def audit_of(
+    setup: Setup, model: str | None, checks: str | None, device: str = "auto", progress: bool = False
+) -> tuple[list[Finding], str]:
+    """The audit's checks on the same trainer config (as ``nbkit audit CONFIG``); a config the audit refuses
+    is one note."""
 
-    selected = REGISTRY.select(checks) if checks is not None else None  # a bad selection is bad input (exit 2)
+    selected = (
+        REGISTRY.select(checks) if checks is not None else None
+    )  # a bad selection is bad input (exit 2)
     try:
         mapped = read_any(setup.config_path, None, model)
     except UsageError as exc:
         return [], f"not run: the audit refused the config ({exc})"
-    context = make_context(mapped.config, device, progress=progress, model_unavailable=mapped.model_unavailable)
+    context = make_context(
+        mapped.config, device, progress=progress, model_unavailable=mapped.model_unavailable
+    )
     findings = run_audit(mapped.config, selected, progress=progress, context=context).data
-    return findings, f"{mapped.fmt} config mapped onto the audit ({sum(r['status'] == 'audited' for r in mapped.keys)} keys audited)"
+    return (
+        findings,
+        f"{mapped.fmt} config mapped onto the audit ({sum(r['status'] == 'audited' for r in mapped.keys)} "
+        "keys audited)",
+    )
 
 
-def diagnose(config: str | Path, *, model: str | None = None, nodes: int | None = None, gpus_per_node: int | None = None,
-             gpu_memory_gib: float | None = None, checks: str | None = None, audit: bool = True, device: str = "auto",
-             progress: bool = False) -> Diagnosis:
-    """Read the setup ``config`` names and diagnose it (bad input: :class:`nbkit.diagnose.setup.DiagnoseError`)."""
-    setup = read_setup(config, model=model, nodes=nodes, gpus_per_node=gpus_per_node, gpu_memory_gib=gpu_memory_gib)
+def diagnose(
+    config: str | Path,
+    *,
+    model: str | None = None,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    gpu_memory_gib: float | None = None,
+    checks: str | None = None,
+    audit: bool = True,
+    device: str = "auto",
+    progress: bool = False,
+) -> Diagnosis:
+    """Read the setup ``config`` names and diagnose it (bad input:
+    :class:`nbkit.diagnose.setup.DiagnoseError`)."""
+    setup = read_setup(
+        config, model=model, nodes=nodes, gpus_per_node=gpus_per_node, gpu_memory_gib=gpu_memory_gib
+    )
     rows = couplings(setup)
     fit, skipped = fit_of(setup)
-    findings, note = audit_of(setup, model, checks, device, progress) if audit else ([], "not run (--no-audit)")
+    findings, note = (
+        audit_of(setup, model, checks, device, progress) if audit else ([], "not run (--no-audit)")
+    )
     return Diagnosis(setup, rows, fit, skipped, findings, note)

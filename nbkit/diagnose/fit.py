@@ -1,4 +1,5 @@
-"""Will it fit: each rank's predicted peak for the user's setup, from notebook 02's memory model, against the GPU.
+"""Will it fit: each rank's predicted peak for the user's setup, from notebook 02's memory model, against the
+GPU.
 
 The prediction is :func:`nbkit.zero.peak.predict_peak` — model states by the ZeRO paper's formula for the
 stage, precision and offload, the gradient buckets, and the larger of the end of backward (the saved
@@ -7,7 +8,8 @@ activations of one micro-batch, counted by running the model's forward on the me
 micro batch, ZeRO stage, offload and buckets (``"auto"`` buckets as the trainer fills them). Attention
 is counted as the run computes it on a GPU: SDPA and flash-attention kernels save q, k, v, the output
 and a log-sum-exp per query, not the S×S scores the meta device's math path would (eager attention keeps
-them, and is counted so). With activation checkpointing the activations are the parts outside the checkpointed decoder layers (counted
+them, and is counted so). With activation checkpointing the activations are the parts outside the checkpointed
+decoder layers (counted
 on the meta device with checkpointing on), each layer's input, and one layer's recomputed activations.
 
 The verdict reads the model's measured accuracy (``peak_accuracy.json``, written from
@@ -40,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.claims import HOLDS, INCONCLUSIVE, REFUTED, Verdict
+from nbkit.zero.memory import model_size
+from nbkit.zero.peak import SavedActivations, meta_causal_lm, predict_activation_bytes, predict_peak
 
 GIB = 2**30
 ACCURACY_FILE = Path(__file__).with_name("peak_accuracy.json")
@@ -47,7 +51,8 @@ ACCURACY_FILE = Path(__file__).with_name("peak_accuracy.json")
 
 @cache
 def accuracy() -> dict[str, Any]:
-    """The memory model's measured predicted ÷ measured peak per stage (``peak_accuracy.json``, from ``bench/zero_peak.py``)."""
+    """The memory model's measured predicted ÷ measured peak per stage (``peak_accuracy.json``, from
+    ``bench/zero_peak.py``)."""
     data = json.loads(ACCURACY_FILE.read_text(encoding="utf-8"))
     for stage in ("0", "1", "2", "3"):
         lo, hi = data["pred_over_meas"][stage]
@@ -56,7 +61,8 @@ def accuracy() -> dict[str, Any]:
     return data
 
 
-# Not measured: an adapter run's predicted ÷ measured peak. Its verdict widens the full-fine-tuning band by this
+# Not measured: an adapter run's predicted ÷ measured peak. Its verdict widens the full-fine-tuning band by
+# this
 # fraction each way (a stated tolerance, so a setup within it of the GPU's memory is inconclusive).
 ADAPTER_TOLERANCE = 0.10
 NF4_BLOCK = 64  # bitsandbytes' 4-bit blocksize (weights per absmax)
@@ -65,7 +71,8 @@ DQ_BLOCK = 256  # double quantisation's blocksize (absmaxes per fp32 constant)
 
 @dataclass(frozen=True)
 class Adapter:
-    """A LoRA (``kind="lora"``) or QLoRA (``"qlora"``: 4-bit NF4 base) adapter as the trainer config states it."""
+    """A LoRA (``kind="lora"``) or QLoRA (``"qlora"``: 4-bit NF4 base) adapter as the trainer config states
+    it."""
 
     kind: str
     r: int
@@ -80,7 +87,11 @@ class Adapter:
         return f"{'QLoRA' if self.kind == 'qlora' else 'LoRA'} r={self.r} on {where}{quant}"
 
     def peft(self) -> dict[str, Any]:
-        return {"r": self.r, "targets": self.targets if isinstance(self.targets, str) else list(self.targets), "dropout": self.dropout}
+        return {
+            "r": self.r,
+            "targets": self.targets if isinstance(self.targets, str) else list(self.targets),
+            "dropout": self.dropout,
+        }
 
 
 def nf4_bytes_per_weight(double_quant: bool) -> float:
@@ -94,7 +105,8 @@ _SHAPES: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
 
 
 def _linear_shapes(config) -> tuple[int, tuple[tuple[str, int, int], ...]]:
-    """(all parameters, each decoder-block linear layer's (name, in, out)) of the model, on the meta device."""
+    """(all parameters, each decoder-block linear layer's (name, in, out)) of the model, on the meta
+    device."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -107,24 +119,37 @@ def _linear_shapes(config) -> tuple[int, tuple[tuple[str, int, int], ...]]:
     layers = next((m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n), None)
     if layers is None:
         raise ValueError(f"{type(model).__name__}: no list of {n} decoder layers")
-    linears = tuple((name, m.in_features, m.out_features) for name, m in layers.named_modules() if isinstance(m, torch.nn.Linear))
+    linears = tuple(
+        (name, m.in_features, m.out_features)
+        for name, m in layers.named_modules()
+        if isinstance(m, torch.nn.Linear)
+    )
     _SHAPES[key] = (sum({id(p): p.numel() for p in model.parameters()}.values()), linears)
     return _SHAPES[key]
 
 
 def adapter_params(config, adapter: Adapter, precision: str) -> tuple[int, float]:
-    """(trainable adapter parameters, bytes of the frozen base model's parameters) — hand-counted from the model's shapes, the way PEFT
+    """(trainable adapter parameters, bytes of the frozen base model's parameters) — hand-counted from the
+    model's shapes, the way PEFT
     adds ``lora_A`` (r × in) and ``lora_B`` (out × r) to each targeted linear layer of the decoder blocks."""
     n_params, linears = _linear_shapes(config)
-    hit = [(i, o) for name, i, o in linears if adapter.targets == "all-linear" or name.rsplit(".", 1)[-1] in adapter.targets]
+    hit = [
+        (i, o)
+        for name, i, o in linears
+        if adapter.targets == "all-linear" or name.rsplit(".", 1)[-1] in adapter.targets
+    ]
     if not hit:
-        raise ValueError(f"LoRA targets {adapter.targets!r} match no linear layer of the decoder blocks "
-                         f"(they have: {sorted({n.rsplit('.', 1)[-1] for n, _, _ in linears})})")
+        raise ValueError(
+            f"LoRA targets {adapter.targets!r} match no linear layer of the decoder blocks "
+            f"(they have: {sorted({n.rsplit('.', 1)[-1] for n, _, _ in linears})})"
+        )
     trainable = sum(adapter.r * (i + o) for i, o in hit)
     elem = 4 if precision == "fp32" else 2
     if adapter.kind != "qlora":
         return trainable, float(elem * n_params)
-    quantised = sum(i * o for _, i, o in linears)  # weights only: biases, norms, embeddings and lm_head stay 16-bit
+    quantised = sum(
+        i * o for _, i, o in linears
+    )  # weights only: biases, norms, embeddings and lm_head stay 16-bit
     return trainable, quantised * nf4_bytes_per_weight(adapter.double_quant) + elem * (n_params - quantised)
 
 
@@ -146,9 +171,13 @@ class Plan:
 
     def describe(self) -> str:
         off = [x for x, on in (("optimizer", self.offload_optimizer), ("params", self.offload_param)) if on]
-        return (f"{self.adapter.describe() + ', ' if self.adapter else ''}ZeRO-{self.stage}, {self.precision}, micro {self.micro_batch} × accumulation {self.grad_accum} × {self.world_size} GPUs, "
-                f"{self.seq_len} tokens, {self.attention} attention, checkpointing {'on' if self.checkpointing else 'off'}, "
-                f"offload {'+'.join(off) or 'none'}")
+        return (
+            f"{self.adapter.describe() + ', ' if self.adapter else ''}ZeRO-{self.stage}, {self.precision}, "
+            f"micro {self.micro_batch} × accumulation {self.grad_accum} × {self.world_size} GPUs, "
+            f"{self.seq_len} tokens, {self.attention} attention, checkpointing "
+            f"{'on' if self.checkpointing else 'off'}, "
+            f"offload {'+'.join(off) or 'none'}"
+        )
 
 
 @dataclass(frozen=True)
@@ -169,7 +198,6 @@ class ModelShape:
 
 
 def model_shape(config) -> ModelShape:
-    from nbkit.zero.memory import model_size
 
     size = model_size(config)
     return ModelShape(config, size.n_params, size.largest_layer_params)
@@ -224,20 +252,37 @@ def _model_cfg(config, attention: str) -> dict[str, Any]:
     return {"kind": "config", "config": d}
 
 
-def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, checkpointing: bool, attention: str = "fused",
-                     lora: dict[str, Any] | None = None) -> int:
-    """Saved activations of one micro-batch: notebook 02's meta-device count (``predict_activation_bytes``) with the
-    run's attention (``fused``: a flash / memory-efficient kernel, what SDPA and flash_attention_2 run on a GPU;
-    ``eager``: the S×S scores kept); with checkpointing, see the module docstring; ``lora``: PEFT's wrapped model."""
-    from nbkit.zero.peak import predict_activation_bytes
+def activation_bytes(
+    config,
+    micro_batch: int,
+    seq_len: int,
+    precision: str,
+    checkpointing: bool,
+    attention: str = "fused",
+    lora: dict[str, Any] | None = None,
+) -> int:
+    """Saved activations of one micro-batch: notebook 02's meta-device count (``predict_activation_bytes``)
+    with the
+    run's attention (``fused``: a flash / memory-efficient kernel, what SDPA and flash_attention_2 run on a
+    GPU;
+    ``eager``: the S×S scores kept); with checkpointing, see the module docstring; ``lora``: PEFT's wrapped
+    model."""
 
     model_cfg = _model_cfg(config, attention)
     full = predict_activation_bytes(model_cfg, micro_batch, seq_len, precision, lora)
     if not checkpointing:
         return full
-    key = (json.dumps(model_cfg, sort_keys=True, default=str), micro_batch, seq_len, precision, json.dumps(lora, sort_keys=True))
+    key = (
+        json.dumps(model_cfg, sort_keys=True, default=str),
+        micro_batch,
+        seq_len,
+        precision,
+        json.dumps(lora, sort_keys=True),
+    )
     if key not in _CKPT_CACHE:
-        _CKPT_CACHE[key] = _outside_layers_bytes(model_cfg, int(config.num_hidden_layers), micro_batch, seq_len, precision, lora)
+        _CKPT_CACHE[key] = _outside_layers_bytes(
+            model_cfg, int(config.num_hidden_layers), micro_batch, seq_len, precision, lora
+        )
     outside = _CKPT_CACHE[key]
     layers = int(getattr(config, "num_hidden_layers", 1) or 1)
     per_layer = max(0, full - outside) / layers
@@ -246,9 +291,16 @@ def activation_bytes(config, micro_batch: int, seq_len: int, precision: str, che
     return int(outside + layer_inputs + per_layer)
 
 
-def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch: int, seq_len: int, precision: str,
-                          lora: dict[str, Any] | None = None) -> int:
-    """Bytes saved for backward outside the decoder layers (meta device): the parts checkpointing leaves whole.
+def _outside_layers_bytes(
+    model_cfg: dict[str, Any],
+    n_layers: int,
+    micro_batch: int,
+    seq_len: int,
+    precision: str,
+    lora: dict[str, Any] | None = None,
+) -> int:
+    """Bytes saved for backward outside the decoder layers (meta device): the parts checkpointing leaves
+    whole.
 
     Each decoder layer runs inside its own (identity) saved-tensor hooks, which take precedence over the
     counter's, so only the embedding, final norm, head and loss are counted — the same forward as the
@@ -256,12 +308,12 @@ def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch:
     """
     import torch
 
-    from nbkit.zero.peak import SavedActivations, meta_causal_lm
-
     model = meta_causal_lm(model_cfg, precision, lora)
     with torch.device("meta"):
         ids = torch.zeros((micro_batch, seq_len), dtype=torch.long)
-    layers = next((m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n_layers), None)
+    layers = next(
+        (m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n_layers), None
+    )
     if layers is None:
         raise ValueError(f"{type(model).__name__}: no list of {n_layers} decoder layers to checkpoint")
     stack = []
@@ -274,7 +326,11 @@ def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch:
     def leave(module, args, output):
         stack.pop().__exit__(None, None, None)
 
-    handles = [h for layer in layers for h in (layer.register_forward_pre_hook(enter), layer.register_forward_hook(leave))]
+    handles = [
+        h
+        for layer in layers
+        for h in (layer.register_forward_pre_hook(enter), layer.register_forward_hook(leave))
+    ]
     try:
         with SavedActivations(model) as acts:
             model(input_ids=ids, labels=ids)
@@ -285,42 +341,77 @@ def _outside_layers_bytes(model_cfg: dict[str, Any], n_layers: int, micro_batch:
 
 
 def predict(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any]) -> Prediction:
-    """Each part of one rank's predicted peak (bytes) for ``plan`` — :func:`nbkit.zero.peak.predict_peak` on a GPU rank."""
-    from nbkit.zero.peak import predict_peak
+    """Each part of one rank's predicted peak (bytes) for ``plan`` — :func:`nbkit.zero.peak.predict_peak` on a
+    GPU rank."""
 
     ad = plan.adapter
-    trainable, frozen = adapter_params(shape.config, ad, plan.precision) if ad else (None, None)  # first: names unmatched targets
-    acts = activation_bytes(shape.config, plan.micro_batch, plan.seq_len, plan.precision, plan.checkpointing, plan.attention,
-                            ad.peft() if ad else None)
-    zero = {k: v for k, v in ds_zero.items() if not isinstance(v, str)}  # an unfilled "auto" → DeepSpeed's default
-    parts = predict_peak(n_params=shape.n_params + (trainable or 0), largest_layer_params=shape.largest_layer_params, stage=plan.stage,
-                         world_size=plan.world_size, precision=plan.precision, ds_zero=zero, activation_bytes=acts, baseline_bytes=0,
-                         offload_optimizer=plan.offload_optimizer and plan.stage >= 1, offload_param=plan.offload_param and plan.stage == 3,
-                         device="cuda", trainable_params=trainable,
-                         frozen_bytes=frozen)
+    trainable, frozen = (
+        adapter_params(shape.config, ad, plan.precision) if ad else (None, None)
+    )  # first: names unmatched targets
+    acts = activation_bytes(
+        shape.config,
+        plan.micro_batch,
+        plan.seq_len,
+        plan.precision,
+        plan.checkpointing,
+        plan.attention,
+        ad.peft() if ad else None,
+    )
+    zero = {
+        k: v for k, v in ds_zero.items() if not isinstance(v, str)
+    }  # an unfilled "auto" → DeepSpeed's default
+    parts = predict_peak(
+        n_params=shape.n_params + (trainable or 0),
+        largest_layer_params=shape.largest_layer_params,
+        stage=plan.stage,
+        world_size=plan.world_size,
+        precision=plan.precision,
+        ds_zero=zero,
+        activation_bytes=acts,
+        baseline_bytes=0,
+        offload_optimizer=plan.offload_optimizer and plan.stage >= 1,
+        offload_param=plan.offload_param and plan.stage == 3,
+        device="cuda",
+        trainable_params=trainable,
+        frozen_bytes=frozen,
+    )
     if ad:
         parts["trainable_params"] = trainable
     return Prediction(plan, parts)
 
 
 def gib_text(x: float) -> str:
-    """GiB for a reader: one decimal from 10 GiB up, three significant digits below (a small model's peak is MiB)."""
+    """GiB for a reader: one decimal from 10 GiB up, three significant digits below (a small model's peak is
+    MiB)."""
     return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
 def band_name(plan: Plan) -> str:
-    return "measured-accuracy band" if plan.adapter is None else f"band (measured full-fine-tuning range ± a stated {ADAPTER_TOLERANCE:.0%})"
+    return (
+        "measured-accuracy band"
+        if plan.adapter is None
+        else f"band (measured full-fine-tuning range ± a stated {ADAPTER_TOLERANCE:.0%})"
+    )
 
 
-def verdict_fits(predicted_gib: float, gpu_gib: float, ratio: tuple[float, float], band_label: str = "measured-accuracy band") -> Verdict:
-    """Does one rank's peak fit in ``gpu_gib``? ``ratio`` is the measured (lo, hi) of predicted ÷ measured peak at this stage.
+def verdict_fits(
+    predicted_gib: float,
+    gpu_gib: float,
+    ratio: tuple[float, float],
+    band_label: str = "measured-accuracy band",
+) -> Verdict:
+    """Does one rank's peak fit in ``gpu_gib``? ``ratio`` is the measured (lo, hi) of predicted ÷ measured
+    peak at this stage.
 
     The true peak lies in [predicted / hi, predicted / lo]: holds when its top fits, refuted when its
     bottom does not, inconclusive when the GPU's memory falls inside that band.
     """
     lo, hi = ratio
     low, high = predicted_gib / hi, predicted_gib / lo
-    band = f"predicted {gib_text(predicted_gib)} GiB, {band_label} {gib_text(low)}–{gib_text(high)} GiB, GPU {gpu_gib:g} GiB"
+    band = (
+        f"predicted {gib_text(predicted_gib)} GiB, {band_label} {gib_text(low)}–{gib_text(high)} GiB, GPU "
+        f"{gpu_gib:g} GiB"
+    )
     if high <= gpu_gib:
         return Verdict(HOLDS, f"{band}: fits with {gib_text(gpu_gib - high)} GiB to spare at the band's top")
     if low > gpu_gib:
@@ -334,7 +425,8 @@ def stage_ratio(stage: int) -> tuple[float, float]:
 
 
 def plan_ratio(plan: Plan) -> tuple[float, float]:
-    """The band the verdict uses: the stage's measured range, widened by ``ADAPTER_TOLERANCE`` for an adapter (not measured)."""
+    """The band the verdict uses: the stage's measured range, widened by ``ADAPTER_TOLERANCE`` for an adapter
+    (not measured)."""
     lo, hi = stage_ratio(plan.stage)
     if plan.adapter is None:
         return lo, hi
@@ -347,34 +439,64 @@ def changes(plan: Plan) -> list[tuple[str, Plan]]:
     if plan.stage < 3 and plan.world_size > 1:  # one GPU: ZeRO has nothing to partition across
         out.append((f"ZeRO stage {plan.stage + 1}", replace(plan, stage=plan.stage + 1)))
     if not plan.checkpointing:
-        out.append(("activation checkpointing (gradient_checkpointing: true)", replace(plan, checkpointing=True)))
+        out.append(
+            ("activation checkpointing (gradient_checkpointing: true)", replace(plan, checkpointing=True))
+        )
     m = plan.micro_batch
     for smaller in sorted((d for d in range(1, m) if m % d == 0), reverse=True):
         ga = plan.grad_accum * (m // smaller)
-        out.append((f"micro batch {smaller} with accumulation {ga} (same global batch)", replace(plan, micro_batch=smaller, grad_accum=ga)))
+        out.append(
+            (
+                f"micro batch {smaller} with accumulation {ga} (same global batch)",
+                replace(plan, micro_batch=smaller, grad_accum=ga),
+            )
+        )
     if plan.adapter is not None and plan.adapter.kind == "lora":
-        out.append(("QLoRA instead of LoRA (adapter: qlora, load_in_4bit: true)", replace(plan, adapter=replace(plan.adapter, kind="qlora"))))
+        out.append(
+            (
+                "QLoRA instead of LoRA (adapter: qlora, load_in_4bit: true)",
+                replace(plan, adapter=replace(plan.adapter, kind="qlora")),
+            )
+        )
     if not plan.offload_optimizer:
         st = max(plan.stage, 1)
-        out.append(("optimizer offload to CPU" + (" (needs ZeRO-1)" if plan.stage == 0 else ""),
-                    replace(plan, stage=st, offload_optimizer=True)))
+        out.append(
+            (
+                "optimizer offload to CPU" + (" (needs ZeRO-1)" if plan.stage == 0 else ""),
+                replace(plan, stage=st, offload_optimizer=True),
+            )
+        )
     if not plan.offload_param:
-        out.append(("parameter offload to CPU" + ("" if plan.stage == 3 else " (needs ZeRO-3)"),
-                    replace(plan, stage=3, offload_param=True)))
+        out.append(
+            (
+                "parameter offload to CPU" + ("" if plan.stage == 3 else " (needs ZeRO-3)"),
+                replace(plan, stage=3, offload_param=True),
+            )
+        )
     return out
 
 
 def fixes(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any], gpu_gib: float) -> list[dict[str, Any]]:
-    """The changes that make ``plan`` fit, each with its predicted peak; cumulative when no single change is enough."""
+    """The changes that make ``plan`` fit, each with its predicted peak; cumulative when no single change is
+    enough."""
     rows = []
     for what, p in changes(plan):
         pred = predict(shape, p, ds_zero)
         v = verdict_fits(pred.peak_gib, gpu_gib, plan_ratio(p), band_name(p))
-        rows.append({"change": what, "plan": p.describe(), "predicted_peak_gib": pred.peak_gib, "verdict": v.verdict, "why": v.why})
+        rows.append(
+            {
+                "change": what,
+                "plan": p.describe(),
+                "predicted_peak_gib": pred.peak_gib,
+                "verdict": v.verdict,
+                "why": v.why,
+            }
+        )
     fitting = [r for r in rows if r["verdict"] == HOLDS]
     if fitting:
         return fitting
-    # none alone: accumulate the non-batch changes in cost order; after each, try the micro batches (largest first)
+    # none alone: accumulate the non-batch changes in cost order; after each, try the micro batches (largest
+    # first)
     current, applied = plan, []
     while True:
         steps = [(w, p) for w, p in changes(current) if "micro batch" not in w]
@@ -382,9 +504,19 @@ def fixes(shape: ModelShape, plan: Plan, ds_zero: dict[str, Any], gpu_gib: float
             return []
         what, current = steps[0]
         applied.append(what)
-        for w, p in [(what, current)] + [(f"{what} + {w}", p) for w, p in changes(current) if "micro batch" in w]:
+        for w, p in [(what, current)] + [
+            (f"{what} + {w}", p) for w, p in changes(current) if "micro batch" in w
+        ]:
             pred = predict(shape, p, ds_zero)
             v = verdict_fits(pred.peak_gib, gpu_gib, plan_ratio(p), band_name(p))
             if v.verdict == HOLDS:
                 label = " + ".join(applied[:-1] + [w])
-                return [{"change": label, "plan": p.describe(), "predicted_peak_gib": pred.peak_gib, "verdict": v.verdict, "why": v.why}]
+                return [
+                    {
+                        "change": label,
+                        "plan": p.describe(),
+                        "predicted_peak_gib": pred.peak_gib,
+                        "verdict": v.verdict,
+                        "why": v.why,
+                    }
+                ]

@@ -9,26 +9,39 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbkit.diagnose.diagnosis import Diagnosis
+from nbkit.diagnose.fit import gib_text
+from nbkit.report import INDEX_CSS, INDEX_JS, ledger_html
+
+if TYPE_CHECKING:
+    from nbkit.diagnose.diagnosis import Diagnosis
 
 FORMATS = ("text", "json", "html")
 COLUMNS = ("source", "claim", "measured", "verdict", "rule", "n", "why")
-_MARK = {"agree": "ok  ", "auto": "auto", "absent": "—   ", "error": "ERR ", "warning": "WARN", "not checked": "??  "}
+_MARK = {
+    "agree": "ok  ",
+    "auto": "auto",
+    "absent": "—   ",
+    "error": "ERR ",
+    "warning": "WARN",
+    "not checked": "??  ",
+}
 
 
 def _gib(x: float) -> str:
-    from nbkit.diagnose.fit import gib_text
 
     return gib_text(x / 2**30)
 
 
 def header(d: Diagnosis) -> str:
     s = d.setup
-    return (f"{s.config_path} ({s.fmt}) · deepspeed: {s.ds_source or 'none named'} · model: {s.model_spec or s.model_note} · "
-            f"{s.nodes} node(s) × {s.gpus_per_node} GPU(s) = {s.world_size} ({s.world_note})"
-            + (f" · GPU {s.gpu_memory_gib:g} GiB" if s.gpu_memory_gib else ""))
+    return (
+        f"{s.config_path} ({s.fmt}) · deepspeed: {s.ds_source or 'none named'} · model: "
+        f"{s.model_spec or s.model_note} · "
+        f"{s.nodes} node(s) × {s.gpus_per_node} GPU(s) = {s.world_size} ({s.world_note})"
+        + (f" · GPU {s.gpu_memory_gib:g} GiB" if s.gpu_memory_gib else "")
+    )
 
 
 def fit_lines(d: Diagnosis) -> list[str]:
@@ -36,16 +49,28 @@ def fit_lines(d: Diagnosis) -> list[str]:
         return [f"  {d.fit_skipped}"]
     f = d.fit
     p = f.parts
-    lines = [f"  plan: {f.plan}",
-             f"  predicted peak per rank: {_gib(f.peak_gib * 2**30)} GiB = params {_gib(p['params'])} + grads {_gib(p['grads'])} + optimizer "
-             f"{_gib(p['optimizer'])} + buckets {_gib(p['buffers'])} + activations {_gib(p['activations'])} + gathered "
-             f"{_gib(p['gathered'])} + step temporaries {_gib(p['step_temporaries'])} GiB (peak at the {p['phase']})",
-             f"  verdict: {f.verdict} — {f.why}"]
+    lines = [
+        f"  plan: {f.plan}",
+        f"  predicted peak per rank: {_gib(f.peak_gib * 2**30)} GiB = params {_gib(p['params'])} + grads "
+        f"{_gib(p['grads'])} + optimizer "
+        f"{_gib(p['optimizer'])} + buckets {_gib(p['buffers'])} + activations {_gib(p['activations'])} + "
+        "gathered "
+        f"{_gib(p['gathered'])} + step temporaries {_gib(p['step_temporaries'])} GiB (peak at the "
+        f"{p['phase']})",
+        f"  verdict: {f.verdict} — {f.why}",
+    ]
     acc = f.to_dict()["accuracy"]
-    band = (f"predicted ÷ measured {f.ratio[0]}–{f.ratio[1]} at this stage, measured at CPU scale" if f.adapter_tolerance is None else
-            f"band {f.ratio[0]}–{f.ratio[1]}: this stage's full-fine-tuning range, measured at CPU scale, widened by a stated "
-            f"{f.adapter_tolerance:.0%} each way (no adapter run measured)")
-    lines.append(f"  accuracy: {band} ({acc['scale']}; {acc['command']}); on GPUs the figure is a prediction (not measured: {acc['not_measured']})")
+    band = (
+        f"predicted ÷ measured {f.ratio[0]}–{f.ratio[1]} at this stage, measured at CPU scale"
+        if f.adapter_tolerance is None
+        else f"band {f.ratio[0]}–{f.ratio[1]}: this stage's full-fine-tuning range, measured at CPU scale, "
+        "widened by a stated "
+        f"{f.adapter_tolerance:.0%} each way (no adapter run measured)"
+    )
+    lines.append(
+        f"  accuracy: {band} ({acc['scale']}; {acc['command']}); on GPUs the figure is a prediction (not "
+        f"measured: {acc['not_measured']})"
+    )
     for n in f.notes:
         lines.append(f"  note: {n}")
     if f.fixes:
@@ -66,38 +91,61 @@ def text(d: Diagnosis) -> str:
     out += ["", "will it fit:"] + fit_lines(d) + ["", f"audit ({d.audit_note}):"]
     out += [f"  {f.to_text()}" for f in d.findings]
     pr = d.problems
-    out += ["", "summary: " + ", ".join(f"{v} {k}" for k, v in pr.items() if v) if any(pr.values()) else "summary: clean"]
+    out += [
+        "",
+        "summary: " + ", ".join(f"{v} {k}" for k, v in pr.items() if v)
+        if any(pr.values())
+        else "summary: clean",
+    ]
     return "\n".join(out)
 
 
 def to_json(d: Diagnosis) -> dict[str, Any]:
     s = d.setup
-    return {"config": str(s.config_path), "format": s.fmt, "deepspeed": s.ds_source or None, "model": s.model_spec or None,
-            "model_note": s.model_note, "world": {"nodes": s.nodes, "gpus_per_node": s.gpus_per_node, "world_size": s.world_size, "note": s.world_note},
-            "gpu_memory_gib": s.gpu_memory_gib, "couplings": [c.to_dict() for c in d.couplings],
-            "fit": d.fit.to_dict() if d.fit is not None else {"skipped": d.fit_skipped},
-            "audit": {"note": d.audit_note, "findings": [f.to_dict(with_table=False) for f in d.findings]},
-            "claims": [c.to_dict() for c in d.claims()], "problems": d.problems, "exit_code": d.exit_code}
+    return {
+        "config": str(s.config_path),
+        "format": s.fmt,
+        "deepspeed": s.ds_source or None,
+        "model": s.model_spec or None,
+        "model_note": s.model_note,
+        "world": {
+            "nodes": s.nodes,
+            "gpus_per_node": s.gpus_per_node,
+            "world_size": s.world_size,
+            "note": s.world_note,
+        },
+        "gpu_memory_gib": s.gpu_memory_gib,
+        "couplings": [c.to_dict() for c in d.couplings],
+        "fit": d.fit.to_dict() if d.fit is not None else {"skipped": d.fit_skipped},
+        "audit": {"note": d.audit_note, "findings": [f.to_dict(with_table=False) for f in d.findings]},
+        "claims": [c.to_dict() for c in d.claims()],
+        "problems": d.problems,
+        "exit_code": d.exit_code,
+    }
 
 
 def html_fragment(d: Diagnosis) -> str:
     """The ledger and the fit details as an HTML fragment (the notebook's display, the page's body)."""
-    from nbkit.report import ledger_html
 
     rows = [c.to_dict() for c in d.claims()]
     boxes, table = ledger_html(rows, COLUMNS)
     fit = "<br>".join(html.escape(x.strip()) for x in fit_lines(d))
-    return (f"<p>{html.escape(header(d))}</p><p>claims: <span id='ledger-count'>{len(rows)}</span> of {len(rows)} shown</p>"
-            f"<div id='verdict-filter'>{boxes}</div>{table}"
-            f"<h3>Will it fit</h3><p>{fit}</p><p><b>summary:</b> {html.escape(json.dumps(d.problems))}</p>")
+    return (
+        f"<p>{html.escape(header(d))}</p><p>claims: <span id='ledger-count'>{len(rows)}</span> of "
+        f"{len(rows)} shown</p>"
+        f"<div id='verdict-filter'>{boxes}</div>{table}"
+        f"<h3>Will it fit</h3><p>{fit}</p><p><b>summary:</b> {html.escape(json.dumps(d.problems))}</p>"
+    )
 
 
 def html_page(d: Diagnosis) -> str:
-    from nbkit.report import INDEX_CSS, INDEX_JS
 
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>nbkit diagnose {html.escape(str(d.setup.config_path))}</title>"
-            f"<style>{INDEX_CSS}</style></head><body><h1>nbkit diagnose</h1>{html_fragment(d)}"
-            f"<script>{INDEX_JS}</script></body></html>")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>nbkit diagnose "
+        f"{html.escape(str(d.setup.config_path))}</title>"
+        f"<style>{INDEX_CSS}</style></head><body><h1>nbkit diagnose</h1>{html_fragment(d)}"
+        f"<script>{INDEX_JS}</script></body></html>"
+    )
 
 
 def render(d: Diagnosis, fmt: str) -> str:

@@ -83,13 +83,17 @@ def test_label_panel_language_filter_is_part_of_the_check(ctx):
 
 
 def test_trainer_check_panels_come_from_the_axolotl_config_and_a_click_reruns(ctx):
-    """Checks 14-18 read the trainer section of a mapped axolotl config; unticking a control changes the verdict."""
+    """Checks 14-18 read the trainer section of a mapped axolotl config; unticking a control changes the
+    verdict."""
     from nbkit.audit.formats import read_any
 
     mapped = read_any(EXAMPLES_DIR / "axolotl_smollm2.yml", model="tiny")
     tctx = make_context(mapped.config, "cpu", progress=False, share_models_with=ctx)
     panel = check_panel("train-on-inputs", tctx, widget=True)
-    assert panel.controls["train_on_inputs"].value is True and panel.controls["dataset_types"].value == "chat_template"
+    assert (
+        panel.controls["train_on_inputs"].value is True
+        and panel.controls["dataset_types"].value == "chat_template"
+    )
     assert panel.run().data.status == "fail"
     panel.controls["train_on_inputs"].value = False
     assert panel.run().data.status == "pass"

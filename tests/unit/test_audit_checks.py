@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from nbkit.audit.checks.kiss import KissConfig
 from nbkit.audit.config import SchedulerSection, TemplateSection, load_config
 from nbkit.audit.sft import EXAMPLES_DIR, load_model_and_tokenizer, make_sft_examples, read_jsonl_plain
 
@@ -43,7 +44,9 @@ def test_lora_binding_passes_and_matches_peft_counts(tiny):
     assert f.figures["scaling_applied"] == 2.0 and f.figures["merge_max_abs_err"] < 1e-6
     rows = {r["module"]: r for r in f.table}
     assert rows["v_proj"]["base W0 (out, in)"] == str((cfg.num_key_value_heads * hd, cfg.hidden_size))
-    assert f.figures["field_note_asserts_hold_on"].startswith("0/")  # the field notes' asserts assume a (d, r)·(r, k) layout
+    assert f.figures["field_note_asserts_hold_on"].startswith(
+        "0/"
+    )  # the field notes' asserts assume a (d, r)·(r, k) layout
 
 
 def test_lora_binding_reports_unmatched_targets_and_rank_over_width(tiny):
@@ -85,10 +88,19 @@ def test_label_alignment_per_language(tiny):
 def test_jsonl_report_locates_every_fault():
     from nbkit.audit.checks.data_schema import check_jsonl_schema
 
-    f, rep = check_jsonl_schema(EXAMPLES_DIR / "sft_broken.jsonl", str(EXAMPLES_DIR / "sft_schema.py") + ":SFTExample")
+    f, rep = check_jsonl_schema(
+        EXAMPLES_DIR / "sft_broken.jsonl", str(EXAMPLES_DIR / "sft_schema.py") + ":SFTExample"
+    )
     kinds = {(i["line"], i["kind"]) for i in rep.issues}
-    assert kinds == {(4, "broken JSON"), (8, "missing field"), (12, "coerced (strict rejects)"), (16, "coerced (strict rejects)"),
-                     (20, "wrong type/value"), (24, "blank line"), (28, "not UTF-8")}
+    assert kinds == {
+        (4, "broken JSON"),
+        (8, "missing field"),
+        (12, "coerced (strict rejects)"),
+        (16, "coerced (strict rejects)"),
+        (20, "wrong type/value"),
+        (24, "blank line"),
+        (28, "not UTF-8"),
+    }
     assert f.status == "fail" and rep.lines == 40 and rep.valid == 35 and rep.valid_strict == 33
     assert f.figures["missing_field_share_of_errors_pct"] == 50.0
     assert len(rep.records) == 35
@@ -97,8 +109,15 @@ def test_jsonl_report_locates_every_fault():
 def test_schema_that_does_not_import_is_a_finding_not_a_crash():
     from nbkit.audit.checks.data_schema import check_jsonl_schema
 
-    f, rep = check_jsonl_schema(EXAMPLES_DIR / "sft.jsonl", str(EXAMPLES_DIR / "broken_schema.py") + ":SFTExample")
-    assert rep is None and f.status == "fail" and "does not import" in f.summary and "a_package_that_does_not_exist" in f.summary
+    f, rep = check_jsonl_schema(
+        EXAMPLES_DIR / "sft.jsonl", str(EXAMPLES_DIR / "broken_schema.py") + ":SFTExample"
+    )
+    assert (
+        rep is None
+        and f.status == "fail"
+        and "does not import" in f.summary
+        and "a_package_that_does_not_exist" in f.summary
+    )
     f, _ = check_jsonl_schema(EXAMPLES_DIR / "sft.jsonl", str(EXAMPLES_DIR / "sft_schema.py") + ":Nope")
     assert "has no class 'Nope'" in f.summary
 
@@ -122,8 +141,18 @@ def test_grad_accumulation_token_count_matches_one_batch(tiny):
     from nbkit.audit.checks.grad_accumulation import check_grad_accumulation
 
     model, tok = tiny
-    f = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), micro_batch_size=2, grad_accumulation=4,
-                                lengths=(16, 32), noise_samples=3, device=CPU, progress=False)
+    f = check_grad_accumulation(
+        model,
+        tok,
+        make_sft_examples(8),
+        TemplateSection(),
+        micro_batch_size=2,
+        grad_accumulation=4,
+        lengths=(16, 32),
+        noise_samples=3,
+        device=CPU,
+        progress=False,
+    )
     assert f.figures["rel_err_token_count"] < 1e-5
     assert f.figures["rel_err_per_microbatch_mean"] > 1e-3  # unequal token counts per micro-batch
     assert f.status == "pass"
@@ -131,8 +160,19 @@ def test_grad_accumulation_token_count_matches_one_batch(tiny):
     # two lengths fit a line exactly: a slope but no interval (the claim then says "n too small")
     assert math.isnan(f.figures["noise_variance_slope_ci_low"]) and f.figures["noise_lengths"] == 2
 
-    wrong = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), micro_batch_size=2, grad_accumulation=4,
-                                    normalisation="per_microbatch_mean", lengths=(16, 32), noise_samples=3, device=CPU, progress=False)
+    wrong = check_grad_accumulation(
+        model,
+        tok,
+        make_sft_examples(8),
+        TemplateSection(),
+        micro_batch_size=2,
+        grad_accumulation=4,
+        normalisation="per_microbatch_mean",
+        lengths=(16, 32),
+        noise_samples=3,
+        device=CPU,
+        progress=False,
+    )
     assert wrong.status == "fail"
 
 
@@ -143,7 +183,9 @@ def test_noise_variance_is_one_independent_estimate_per_pair(tiny):
 
     model, tok = tiny
     stream = text_token_stream(tok, 4000)
-    devs = noise_variance_by_length(model, stream, [16, 32, 64], micro_batch=2, samples=7, device=CPU, progress=False)
+    devs = noise_variance_by_length(
+        model, stream, [16, 32, 64], micro_batch=2, samples=7, device=CPU, progress=False
+    )
     assert [len(devs[L]) for L in (16, 32, 64)] == [3, 3, 3] and all(x > 0 for d in devs.values() for x in d)
     slope, lo, hi = fit_slope(devs)
     assert math.isfinite(slope) and math.isfinite(lo) and lo <= hi
@@ -199,7 +241,8 @@ def test_zero3_rules_follow_deepspeed(tiny):
     assert k["numel"] == 32 * 96 and not k["persisted"] and k["slice per rank"] == 32 * 96 // 4
     norm = rows["model.layers.0.input_layernorm.weight"]
     assert norm["persisted"]
-    # 6 heads / 2 kv heads, head_dim 16: k_proj rows 0-15 and 16-31 are the two groups; 4 slices of 8 rows cut both
+    # 6 heads / 2 kv heads, head_dim 16: k_proj rows 0-15 and 16-31 are the two groups; 4 slices of 8 rows cut
+    # both
     assert k["kv groups cut by slices"] == 2
     assert check_zero3(model, threshold=1e9, world_size=4).status == "fail"
     assert check_zero3(model, threshold=1000, world_size=4).status == "pass"
@@ -209,7 +252,11 @@ def test_scheduler_traces():
     from nbkit.audit.checks.schedulers import check_schedulers
 
     good = check_schedulers(load_config(EXAMPLES_DIR / "good.yaml").scheduler)
-    assert good.status == "pass" and good.figures["resume_mismatched_steps"] == 0 and good.figures["warmups_applied"] == 1
+    assert (
+        good.status == "pass"
+        and good.figures["resume_mismatched_steps"] == 0
+        and good.figures["warmups_applied"] == 1
+    )
     broken = check_schedulers(load_config(EXAMPLES_DIR / "broken.yaml").scheduler)
     assert broken.status == "fail" and broken.figures["resume_mismatched_steps"] > 0
     lost = SchedulerSection(stages=[{"kind": "cosine", "steps": 50}], warmup_steps=5)
@@ -217,58 +264,94 @@ def test_scheduler_traces():
 
 
 def test_fragmentation_says_needs_cuda_on_cpu():
-    from nbkit.audit.checks.fragmentation import check_fragmentation
+    from nbkit.audit.checks.fragmentation import CHECK, check_fragmentation
+    from nbkit.audit.config import AuditConfig
+    from nbkit.zero.config import FragmentationConfig
 
-    f = check_fragmentation(None, None, [], TemplateSection(), device=CPU, interval=50)
+    f = check_fragmentation(FragmentationConfig(), CPU)
     assert f.status == "needs_gpu" and "needs CUDA" in f.summary
     assert not any(isinstance(v, float) for v in f.figures.values())
     # the GPU run is long enough that the reference interval checkpoints twice
     assert f.figures["steps"] == 400 and f.figures["reference_interval"] == 200
+    # one fragmentation experiment: the audit's check runs the ZeRO theme's config, its interval from the
+    # audit's checkpoint section
+    cfg = CHECK.config_from(load_config(EXAMPLES_DIR / "broken.yaml"))
+    assert (
+        CHECK.Config is FragmentationConfig
+        and cfg.intervals == (5, 200)
+        and cfg.expandable_segments == (False,)
+    )
+    assert CHECK.config_from(AuditConfig()).intervals == FragmentationConfig().intervals
+    # an interval the experiment does not run (a TRL save_steps of 500) is "not run", naming what it takes
+    from nbkit.audit.experiments import run_audit
+
+    odd = AuditConfig.model_validate({"checkpoint": {"interval": 500}})
+    [f] = run_audit(odd, ["fragmentation"], device="cpu", progress=False).data
+    assert f.status == "skipped" and "every 500 steps" in f.summary and "50, 100, 200" in f.summary
 
 
 def test_fragmentation_figures_from_fabricated_traces():
     """The keys the CUDA path writes, from fabricated run pairs: the interval is across repeats, never over
     the steps of one run (those are one allocator's history)."""
-    from nbkit.audit.checks.fragmentation import compare_traces
+    from nbkit.audit.checks.fragmentation import FragmentationMetrics, compare_traces
     from nbkit.audit.claims import verdict_fragmentation
+    from nbkit.findings import Finding
+
+    def metrics(figs):  # the figures the CUDA path writes, read into the typed metrics the claim judges
+        return FragmentationMetrics.of(Finding("fragmentation", "", "pass", "", {**figs, "device": "cuda:0"}))
 
     def run(interval, mean):
-        return {"interval": interval, "checkpoints": 800 // interval, "mean_gap_ratio": mean, "alloc_retries": 0, "trace": [mean] * 400}
+        return {
+            "interval": interval,
+            "checkpoints": 800 // interval,
+            "mean_gap_ratio": mean,
+            "alloc_retries": 0,
+            "trace": [mean] * 400,
+        }
 
-    pairs = [(run(50, 0.40), run(200, 0.20)), (run(50, 0.42), run(200, 0.19)), (run(50, 0.39), run(200, 0.21))]
+    pairs = [
+        (run(50, 0.40), run(200, 0.20)),
+        (run(50, 0.42), run(200, 0.19)),
+        (run(50, 0.39), run(200, 0.21)),
+    ]
     figs = compare_traces(pairs)
     assert figs["repeats"] == 3 and figs["gap_ratio_diff_per_repeat"] == pytest.approx([0.2, 0.23, 0.18])
     assert 0.1 < figs["gap_ratio_diff_ci_low"] <= figs["gap_ratio_diff_ci_high"] < 0.3
     assert figs["steps"] == 400 and figs["checkpoints_reference"] == 4
-    assert verdict_fragmentation({**figs, "device": "cuda:0"}).verdict == "holds"
+    assert verdict_fragmentation(metrics(figs)).verdict == "holds"
     one = compare_traces(pairs[:1])  # one pair: no interval, and the verdict decides nothing
     assert math.isnan(one["gap_ratio_diff_ci_low"]) and one["repeats"] == 1
-    assert verdict_fragmentation({**one, "device": "cuda:0"}).verdict == "inconclusive"
+    assert verdict_fragmentation(metrics(one)).verdict == "inconclusive"
 
 
 def test_kiss_comparison_on_tiny(tiny):
     from nbkit.audit.checks.kiss import compare_lora_variants
 
     model, tok = tiny
-    f = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), budget_steps=3, batch_size=4, eval_every=1,
-                              val_size=8, device=CPU, progress=False)
+    cfg = KissConfig(budget_steps=3, batch_size=4, eval_every=1, val_size=8)
+    f = compare_lora_variants(
+        model, tok, make_sft_examples(40), TemplateSection(), cfg, device=CPU, progress=False
+    )
     assert f.figures["param_ratio_over_vs_kiss"] == pytest.approx(12.8)
     assert f.figures["kiss_peak_bytes"] < f.figures["over_peak_bytes"]
     assert len(f.figure.data) == 2 and len(f.figure.data[0].x) == 4
     with pytest.raises(ValueError, match="budget_steps"):
-        compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), budget_steps=1, device=CPU)
+        compare_lora_variants(
+            model, tok, make_sft_examples(40), TemplateSection(), KissConfig(budget_steps=1), device=CPU
+        )
 
 
 def test_run_audit_turns_a_crash_into_an_error_finding(monkeypatch):
     import dataclasses
 
-    from nbkit.audit.checks import REGISTRY
-    from nbkit.audit.experiments import run_audit
+    from nbkit.audit.experiments import REGISTRY, run_audit
 
-    def boom(ctx, cfg, live=None):
+    def boom(cfg, ctx, live=None):
         raise RuntimeError("synthetic failure")
 
-    monkeypatch.setitem(REGISTRY._checks, "schedulers", dataclasses.replace(REGISTRY["schedulers"], run=boom))
+    monkeypatch.setitem(
+        REGISTRY._experiments, "schedulers", dataclasses.replace(REGISTRY["schedulers"], run=boom)
+    )
     cfg = load_config(EXAMPLES_DIR / "good.yaml")
     [f] = run_audit(cfg, ["schedulers"], device="cpu", progress=False).data
     assert f.status == "error" and f.check == "schedulers" and "synthetic failure" in f.summary
@@ -284,20 +367,42 @@ def test_lora_rank_above_the_layer_fails_before_building(tiny):
     t0 = time.perf_counter()
     f = check_lora_binding(model, 10_000_000, 16, ["q_proj", "v_proj"])
     assert time.perf_counter() - t0 < 2.0
-    assert f.status == "fail" and "rank 10000000 exceeds" in f.summary and f.figures["modules_over_rank"] == 2 * model.config.num_hidden_layers
+    assert (
+        f.status == "fail"
+        and "rank 10000000 exceeds" in f.summary
+        and f.figures["modules_over_rank"] == 2 * model.config.num_hidden_layers
+    )
 
 
 def test_attention_flash_ratio_keys_match_the_claims():
     """The keys flash_speedup writes (per device type) are the keys the claims read, at every length."""
-    from nbkit.audit.checks.attention import flash_speedup
+    from nbkit.audit.checks.attention import AttentionMetrics, flash_speedup
     from nbkit.audit.claims import verdict_flash_speedup
+    from nbkit.findings import Finding
 
     for L in (256, 2048):
-        rows = [{"backend": "flash", "L": L, "seconds": 0.01, "tokens_per_s": L / 0.01, "rep_seconds": [0.01, 0.011, 0.009]},
-                {"backend": "math (unfused)", "L": L, "seconds": 0.038, "tokens_per_s": L / 0.038, "rep_seconds": [0.038, 0.037, 0.039]}]
+        rows = [
+            {
+                "backend": "flash",
+                "L": L,
+                "seconds": 0.01,
+                "tokens_per_s": L / 0.01,
+                "rep_seconds": [0.01, 0.011, 0.009],
+            },
+            {
+                "backend": "math (unfused)",
+                "L": L,
+                "seconds": 0.038,
+                "tokens_per_s": L / 0.038,
+                "rep_seconds": [0.038, 0.037, 0.039],
+            },
+        ]
         figs = {"device": "cuda:0", **flash_speedup(rows, "cuda")}
         assert figs["flash_over_math_L"] == L and figs["flash_over_math_cuda"] == pytest.approx(3.8)
-        assert verdict_flash_speedup(figs).verdict == "holds"
+        assert (
+            verdict_flash_speedup(AttentionMetrics.of(Finding("attention", "", "pass", "", figs))).verdict
+            == "holds"
+        )
 
 
 def test_data_schema_lists_every_bad_line_and_fails_an_empty_file(tmp_path):
@@ -316,18 +421,12 @@ def test_data_schema_lists_every_bad_line_and_fails_an_empty_file(tmp_path):
 
 
 def test_data_schema_says_when_pscheck_cannot_run(monkeypatch):
-    import builtins
-
+    from nbkit.audit.checks import data_schema
     from nbkit.audit.checks.data_schema import check_jsonl_schema
 
-    real_import = builtins.__import__
-
-    def no_pscheck(name, *args, **kwargs):
-        if name.startswith("nbkit.pscheck"):
-            raise ImportError("pscheck broken for this test")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_pscheck)
+    # as the module's guarded import leaves it when pscheck does not import
+    monkeypatch.setattr(data_schema, "lint_paths", None)
+    monkeypatch.setattr(data_schema, "PSCHECK_IMPORT_ERROR", "ImportError: pscheck broken for this test")
     f, _ = check_jsonl_schema(EXAMPLES_DIR / "sft.jsonl", str(EXAMPLES_DIR / "sft_schema.py") + ":SFTExample")
     assert "pscheck did not import" in f.figures["pscheck"] and "not linted" in f.summary
 
@@ -339,15 +438,36 @@ def test_kiss_stops_when_decided_and_the_verdict_is_the_full_run_s(tiny):
 
     model, tok = tiny
     # an absolute target between the two variants' losses at step 12 (6.05 KISS, 5.98 over, measured)
-    kw = dict(budget_steps=12, batch_size=4, eval_every=2, val_size=8, lr=0.01, target=6.02, device=CPU, progress=False)
-    short = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), stop_when_decided=True, **kw)
-    full = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), stop_when_decided=False, **kw)
+    kw = dict(budget_steps=12, batch_size=4, eval_every=2, val_size=8, lr=0.01, val_loss_target=6.02)
+    short = compare_lora_variants(
+        model,
+        tok,
+        make_sft_examples(40),
+        TemplateSection(),
+        KissConfig(stop_when_decided=True, **kw),
+        device=CPU,
+        progress=False,
+    )
+    full = compare_lora_variants(
+        model,
+        tok,
+        make_sft_examples(40),
+        TemplateSection(),
+        KissConfig(stop_when_decided=False, **kw),
+        device=CPU,
+        progress=False,
+    )
     assert full.figures["steps_trained"] == 12 and not full.figures["stopped_when_decided"]
     assert short.figures["stopped_when_decided"] and short.figures["steps_trained"] < 12
-    first = min(s for s in (short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"]) if s is not None)
+    first = min(
+        s
+        for s in (short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"])
+        if s is not None
+    )
     assert first == short.figures["steps_trained"]
-    assert first_to_target(short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"]) == \
-        first_to_target(full.figures["kiss_steps_to_target"], full.figures["over_steps_to_target"])
+    assert first_to_target(
+        short.figures["kiss_steps_to_target"], short.figures["over_steps_to_target"]
+    ) == first_to_target(full.figures["kiss_steps_to_target"], full.figures["over_steps_to_target"])
 
 
 def test_kiss_check_repeats_over_seeds_with_their_own_splits():
@@ -355,17 +475,23 @@ def test_kiss_check_repeats_over_seeds_with_their_own_splits():
     counts the kiss-steps verdict reads."""
     from nbkit.audit.checks import kiss
     from nbkit.audit.claims import verdict_kiss_steps
-    from nbkit.audit.config import KissConfig, config_file
+    from nbkit.audit.config import config_file
     from nbkit.audit.experiments import make_context
 
     ctx = make_context(load_config(config_file("good.yaml")), "cpu", progress=False)
-    f = kiss.run(ctx, KissConfig.smoke())
+    result = kiss.CHECK.run(KissConfig.smoke(), ctx, None)
+    f, m = result.data, result.metrics
     figs = f.figures
     assert figs["seeds"] == 2 and [r["seed"] for r in figs["per_seed"]] == [0, 1]
     assert sum(figs[k] for k in ("seeds_kiss_first", "seeds_over_first", "seeds_tie", "seeds_neither")) == 2
-    assert [r["first"] for r in figs["per_seed"]] == [kiss.first_to_target(r["kiss_steps_to_target"], r["over_steps_to_target"]) for r in figs["per_seed"]]
-    assert verdict_kiss_steps(figs).verdict == "inconclusive"  # 2 seeds cannot decide the Wilson rule, whatever they say
-    assert "not measured" not in verdict_kiss_steps(figs).why
+    assert [r["first"] for r in figs["per_seed"]] == [
+        kiss.first_to_target(r["kiss_steps_to_target"], r["over_steps_to_target"]) for r in figs["per_seed"]
+    ]
+    assert (m.seeds, m.per_seed) == (figs["seeds"], figs["per_seed"])  # the typed metrics carry the figures
+    assert (
+        verdict_kiss_steps(m).verdict == "inconclusive"
+    )  # 2 seeds cannot decide the Wilson rule, whatever they say
+    assert "not measured" not in verdict_kiss_steps(m).why
 
 
 def test_response_only_logits_give_the_full_logits_figures(tiny):
@@ -393,28 +519,40 @@ def test_response_only_logits_give_the_full_logits_figures(tiny):
     assert [c for _, c in losses] == keep.sum(1).tolist()
     assert [s for s, _ in losses] == pytest.approx((-sums).tolist(), rel=1e-5)
     with torch.no_grad():  # trainers' mean of batch means at batch 4, from separate passes
-        direct = [float(model(input_ids=ids[i:i + 4], attention_mask=mask[i:i + 4], labels=labels[i:i + 4]).loss) for i in range(0, 12, 4)]
+        direct = [
+            float(
+                model(input_ids=ids[i : i + 4], attention_mask=mask[i : i + 4], labels=labels[i : i + 4]).loss
+            )
+            for i in range(0, 12, 4)
+        ]
     assert mean_of_batch_means(losses, 4) == pytest.approx(sum(direct) / 3, rel=1e-5)
     assert mean_of_batch_means(losses, 4) != pytest.approx(mean_of_batch_means(losses, 12), rel=1e-6)
 
 
 def test_the_context_scores_each_base_example_once(tiny, monkeypatch):
-    """kiss-lora, reward-weights and eval-batch share the base model's per-example losses through the context."""
-    import nbkit.audit.sft as sft
+    """kiss-lora, reward-weights and eval-batch share the base model's per-example losses through the
+    context."""
+    import nbkit.audit.experiments as experiments
     from nbkit.audit.experiments import make_context
 
     cfg = load_config(EXAMPLES_DIR / "good.yaml")
     ctx = make_context(cfg, CPU, progress=False)
-    ctx._models["tiny"] = tiny
+    assert ctx.cached(("model", "tiny"), lambda: tiny) is tiny  # the loaded model, cached in the context
     scored = []
-    real = sft.example_losses
-    monkeypatch.setattr(sft, "example_losses", lambda m, t, ex, tp, **kw: scored.append(len(ex)) or real(m, t, ex, tp, **kw))
+    real = experiments.example_losses
+    monkeypatch.setattr(
+        experiments,
+        "example_losses",
+        lambda m, t, ex, tp, **kw: scored.append(len(ex)) or real(m, t, ex, tp, **kw),
+    )
     ex, template = make_sft_examples(10), TemplateSection()
     first = ctx.base_example_losses(ex[:6], template, "tiny")
     both = ctx.base_example_losses(ex, template, "tiny")
     assert scored == [6, 4] and both[:6] == first
     again = real(tiny[0], tiny[1], ex, template)
-    assert [n for _, n in both] == [n for _, n in again] and [s for s, _ in both] == pytest.approx([s for s, _ in again], rel=1e-5)
+    assert [n for _, n in both] == [n for _, n in again] and [s for s, _ in both] == pytest.approx(
+        [s for s, _ in again], rel=1e-5
+    )
     ctx.base_example_losses(ex, template.model_copy(update={"mask_pad_labels": True}), "tiny")
     assert scored == [6, 4, 10]  # another template is another scoring
 
@@ -425,9 +563,13 @@ def test_kiss_variants_side_by_side_give_the_figures_of_one_after_the_other(tiny
     from nbkit.audit.checks.kiss import compare_lora_variants
 
     model, tok = tiny
-    kw = dict(budget_steps=4, batch_size=4, eval_every=2, val_size=8, lr=0.01, device=CPU, progress=False, stop_when_decided=False)
-    one = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), workers=1, **kw)
-    two = compare_lora_variants(model, tok, make_sft_examples(40), TemplateSection(), workers=2, **kw)
+    cfg = KissConfig(budget_steps=4, batch_size=4, eval_every=2, val_size=8, lr=0.01, stop_when_decided=False)
+    one = compare_lora_variants(
+        model, tok, make_sft_examples(40), TemplateSection(), cfg, workers=1, device=CPU, progress=False
+    )
+    two = compare_lora_variants(
+        model, tok, make_sft_examples(40), TemplateSection(), cfg, workers=2, device=CPU, progress=False
+    )
     assert one.figures == two.figures
     assert [r["final val loss"] for r in one.table] == [r["final val loss"] for r in two.table]
     assert one.figures["kiss_peak_bytes"] < one.figures["over_peak_bytes"]
@@ -455,12 +597,22 @@ def test_grad_accumulation_on_a_twin_in_a_thread_gives_the_one_model_figures(tin
     from nbkit.audit.checks.grad_accumulation import check_grad_accumulation
 
     model, tok = tiny
-    kw = dict(micro_batch_size=2, grad_accumulation=4, lengths=(16, 32, 64), noise_samples=6, device=CPU, progress=False, noise_params=noise_params)
+    kw = dict(
+        micro_batch_size=2,
+        grad_accumulation=4,
+        lengths=(16, 32, 64),
+        noise_samples=6,
+        device=CPU,
+        progress=False,
+        noise_params=noise_params,
+    )
     one = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), workers=1, **kw)
     two = check_grad_accumulation(model, tok, make_sft_examples(8), TemplateSection(), workers=2, **kw)
     assert one.figures == two.figures and one.table == two.table
     assert one.figures["rel_err_token_count"] < 1e-5 < 1e-3 < one.figures["rel_err_per_microbatch_mean"]
-    assert all(p.grad is None for p in model.parameters()) and all(p.requires_grad for p in model.parameters())
+    assert all(p.grad is None for p in model.parameters()) and all(
+        p.requires_grad for p in model.parameters()
+    )
 
 
 def test_example_losses_scored_side_by_side_equal_one_batch_after_the_other(tiny):
@@ -468,4 +620,6 @@ def test_example_losses_scored_side_by_side_equal_one_batch_after_the_other(tiny
 
     model, tok = tiny
     ex = make_sft_examples(20)
-    assert example_losses(model, tok, ex, TemplateSection(), batch_size=4, workers=2) == example_losses(model, tok, ex, TemplateSection(), batch_size=4, workers=1)
+    assert example_losses(model, tok, ex, TemplateSection(), batch_size=4, workers=2) == example_losses(
+        model, tok, ex, TemplateSection(), batch_size=4, workers=1
+    )

@@ -37,7 +37,9 @@ def test_invalid_config_names_file_line_key_and_type():
 
 def test_nested_list_items_and_missing_keys(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("scheduler:\n  stages:\n    - {kind: cosine, steps: 10, warmup: 3}\n    - {kind: bogus, steps: 5}\n")
+    cfg.write_text(
+        "scheduler:\n  stages:\n    - {kind: cosine, steps: 10, warmup: 3}\n    - {kind: bogus, steps: 5}\n"
+    )
     with pytest.raises(ConfigError) as exc:
         load_config(cfg)
     msg = str(exc.value)
@@ -66,21 +68,31 @@ def test_cli_exit_2_on_invalid_config(capsys):
 
 
 def test_registry_keys_are_slugs_and_numbers_map_through_it():
-    from nbkit.audit.checks import REGISTRY
+    from nbkit.audit.experiments import REGISTRY
 
-    assert len(REGISTRY) == 18 and REGISTRY.slugs[0] == "kiss-lora" and REGISTRY.slugs[12] == "ddp-eval" and REGISTRY.slugs[-1] == "eval-batch"
+    assert (
+        len(REGISTRY) == 18
+        and REGISTRY.slugs[0] == "kiss-lora"
+        and REGISTRY.slugs[12] == "ddp-eval"
+        and REGISTRY.slugs[-1] == "eval-batch"
+    )
     assert REGISTRY[2].slug == REGISTRY["2"].slug == "lora-binding"
     assert REGISTRY.select("schedulers, 2,7-8") == ["schedulers", "lora-binding", "data-schema", "loss-mask"]
     for c in REGISTRY:  # every check's config has a smoke preset and maps from the default config
         assert isinstance(c.Config.smoke(), c.Config)
-        assert c.needs or isinstance(c.Config.from_audit(AuditConfig()), c.Config)
+        assert c.needs or isinstance(c.config_from(AuditConfig()), c.Config)
 
 
 def test_cli_good_config_passes_static_checks(capsys):
     assert main([str(GOOD), "--checks", "data-schema,zero3-layout,11,12", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     statuses = {f["check"]: f["status"] for f in out["findings"]}
-    assert statuses == {"data-schema": "pass", "zero3-layout": "pass", "schedulers": "pass", "fragmentation": "needs_gpu"}
+    assert statuses == {
+        "data-schema": "pass",
+        "zero3-layout": "pass",
+        "schedulers": "pass",
+        "fragmentation": "needs_gpu",
+    }
     assert out["failed"] == 0
 
 
@@ -98,3 +110,39 @@ def test_missing_section_is_skipped_and_says_what_it_needs(capsys):
 
     [f] = run_audit(cfg, ["reward-weights"], device="cpu", progress=False).data
     assert f.status == "skipped" and "not run: needs the config's 'sampling' section" in f.summary
+
+
+def test_check_configs_come_from_the_audit_config_and_smoke_sizes_win():
+    from nbkit.audit.check import from_audit_values
+    from nbkit.audit.checks.kiss import KissConfig
+    from nbkit.audit.experiments import REGISTRY
+
+    kiss = REGISTRY["kiss-lora"]
+    assert kiss.config_from(load_config(GOOD)).budget_steps == 0  # the YAML kiss section opts in to training
+    assert kiss.config_from(load_config(GOOD), smoke=True) == KissConfig.smoke()
+    # the notebook's overrides apply on the defaults; under SMOKE the smoke preset's sizes win
+    given = {"budget_steps": 30, "lr": 1e-3, "model": "smollm2", "seeds": 4}
+    assert from_audit_values(KissConfig, given) == KissConfig(**given)
+    assert from_audit_values(KissConfig, given, smoke=True) == KissConfig.smoke()
+    assert REGISTRY["reward-weights"].config_from(AuditConfig()) is None  # no sampling section
+
+
+def test_open_audit_replaces_model_and_seed_without_touching_the_file_s_config():
+    from nbkit.audit import panels
+
+    ctx = panels.open_audit(GOOD, model="tiny", seed=3, device="cpu")
+    assert (ctx.config.model.name, ctx.config.model.seed) == ("tiny", 3) and ctx.device == "cpu"
+    assert load_config(GOOD).model.seed == 0 and ctx.results == {}
+
+
+def test_a_panel_override_of_the_wrong_type_is_one_line():
+    from nbkit.audit import panels
+    from nbkit.errors import UsageError
+
+    ctx = panels.open_audit(GOOD, device="cpu")
+    p = panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, budget_steps=60, lr=None)
+    assert p.params.budget_steps == 60 and p.params.lr == 1e-3  # None keeps the check's default
+    with pytest.raises(UsageError, match="KissConfig.budget_steps expects int"):
+        panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, budget_steps="many")
+    with pytest.raises(UsageError, match="has no field stpes"):
+        panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, stpes=3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbkit.audit.config import DdpEvalConfig
+from nbkit.audit.checks.ddp_eval import DdpEvalConfig
 
 
 @pytest.mark.slow

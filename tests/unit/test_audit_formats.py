@@ -34,16 +34,43 @@ deepspeed: ds.json
 output_dir: ./out
 """
 
-DS = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8,
-      "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 1e9, "overlap_comm": True},
-      "bf16": {"enabled": True}, "gradient_clipping": 1.0}
+DS = {
+    "train_batch_size": 64,
+    "train_micro_batch_size_per_gpu": 2,
+    "gradient_accumulation_steps": 8,
+    "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 1e9, "overlap_comm": True},
+    "bf16": {"enabled": True},
+    "gradient_clipping": 1.0,
+}
 
-PEFT = {"peft_type": "LORA", "base_model_name_or_path": "meta-llama/Llama-2-7b-hf", "r": 8, "lora_alpha": 16, "lora_dropout": 0.05,
-        "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM", "bias": "none", "fan_in_fan_out": False}
+PEFT = {
+    "peft_type": "LORA",
+    "base_model_name_or_path": "meta-llama/Llama-2-7b-hf",
+    "r": 8,
+    "lora_alpha": 16,
+    "lora_dropout": 0.05,
+    "target_modules": ["q_proj", "v_proj"],
+    "task_type": "CAUSAL_LM",
+    "bias": "none",
+    "fan_in_fan_out": False,
+}
 
-TRAINING_ARGS = {"output_dir": "out", "per_device_train_batch_size": 4, "gradient_accumulation_steps": 4, "learning_rate": 5e-5,
-                 "lr_scheduler_type": "linear", "warmup_steps": 10, "max_steps": 100, "bf16": True, "save_steps": 50, "eval_steps": 20,
-                 "seed": 42, "logging_steps": 10, "report_to": ["none"], "max_seq_length": 256}
+TRAINING_ARGS = {
+    "output_dir": "out",
+    "per_device_train_batch_size": 4,
+    "gradient_accumulation_steps": 4,
+    "learning_rate": 5e-5,
+    "lr_scheduler_type": "linear",
+    "warmup_steps": 10,
+    "max_steps": 100,
+    "bf16": True,
+    "save_steps": 50,
+    "eval_steps": 20,
+    "seed": 42,
+    "logging_steps": 10,
+    "report_to": ["none"],
+    "max_seq_length": 256,
+}
 
 
 def _write(tmp_path, name, text):
@@ -58,12 +85,32 @@ def test_axolotl_maps_keys_and_lists_what_is_not_covered(tmp_path):
     c = m.config
     assert m.fmt == "axolotl" and c.model.name == "smollm2" and not m.model_unavailable
     assert c.lora.r == 16 and c.lora.alpha == 32 and "down_proj" in c.lora.target_modules
-    assert c.train.seq_len == 512 and c.train.micro_batch_size == 2 and c.train.grad_accumulation == 8 and c.train.autocast_dtype == "bfloat16"
-    assert [s.kind for s in c.scheduler.stages] == ["linear_warmup", "cosine"] and c.scheduler.warmup_steps == 20
-    assert c.deepspeed.zero_stage == 3 and c.deepspeed.stage3_param_persistence_threshold == 1e9 and c.deepspeed.world_size == 4
+    assert (
+        c.train.seq_len == 512
+        and c.train.micro_batch_size == 2
+        and c.train.grad_accumulation == 8
+        and c.train.autocast_dtype == "bfloat16"
+    )
+    assert [s.kind for s in c.scheduler.stages] == [
+        "linear_warmup",
+        "cosine",
+    ] and c.scheduler.warmup_steps == 20
+    assert (
+        c.deepspeed.zero_stage == 3
+        and c.deepspeed.stage3_param_persistence_threshold == 1e9
+        and c.deepspeed.world_size == 4
+    )
     status = {r["key"]: r["status"] for r in m.keys}
-    assert status["lora_r"] == "audited" and status["datasets"] == "audited" and status["output_dir"] == "not covered"
-    assert c.trainer.tool == "axolotl" and c.trainer.dataset_types == ["chat_template"] and c.trainer.target_linear
+    assert (
+        status["lora_r"] == "audited"
+        and status["datasets"] == "audited"
+        and status["output_dir"] == "not covered"
+    )
+    assert (
+        c.trainer.tool == "axolotl"
+        and c.trainer.dataset_types == ["chat_template"]
+        and c.trainer.target_linear
+    )
     assert status["deepspeed:zero_optimization.overlap_comm"] == "not covered"
     assert set(status) >= set(AXOLOTL_KEYS)  # every key of the file is in the table
 
@@ -73,14 +120,29 @@ AXOLOTL_KEYS = [line.split(":")[0] for line in AXOLOTL.splitlines() if line and 
 
 def test_peft_and_training_args_and_deepspeed_detected(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ConfigError, match="adapter_config.json: key 'base_model_name_or_path': model meta-llama/Llama-2-7b-hf: .*HF_HUB_OFFLINE"):
+    with pytest.raises(
+        ConfigError,
+        match="adapter_config.json: key 'base_model_name_or_path': model meta-llama/Llama-2-7b-hf: "
+        ".*HF_HUB_OFFLINE",
+    ):
         read_any(_write(tmp_path, "adapter_config.json", PEFT))  # a Hub id offline: one line naming the key
     peft = read_any(tmp_path / "adapter_config.json", model="tiny")
-    assert peft.fmt == "peft" and peft.config.lora.target_modules == ["q_proj", "v_proj"] and peft.config.model.name == "tiny"
-    assert {r["key"]: r["status"] for r in peft.keys}["base_model_name_or_path"] == "not covered"  # replaced by --model
+    assert (
+        peft.fmt == "peft"
+        and peft.config.lora.target_modules == ["q_proj", "v_proj"]
+        and peft.config.model.name == "tiny"
+    )
+    assert {r["key"]: r["status"] for r in peft.keys}[
+        "base_model_name_or_path"
+    ] == "not covered"  # replaced by --model
     ta = read_any(_write(tmp_path, "args.json", TRAINING_ARGS))
     assert ta.model_unavailable.startswith("the base model (the file names none")
-    assert ta.fmt == "trl" and ta.config.train.micro_batch_size == 4 and ta.config.checkpoint.interval == 50 and ta.config.eval.interval == 20
+    assert (
+        ta.fmt == "trl"
+        and ta.config.train.micro_batch_size == 4
+        and ta.config.checkpoint.interval == 50
+        and ta.config.eval.interval == 20
+    )
     assert ta.config.scheduler.stages[-1].kind == "linear_decay" and ta.config.model.seed == 42
     assert {r["key"]: r["status"] for r in ta.keys}["logging_steps"] == "not covered"
     ds = read_any(_write(tmp_path, "ds_config.json", DS))
@@ -93,18 +155,23 @@ def test_cli_not_run_needs_a_model_and_prints_the_key_table(tmp_path, capsys):
     assert main([str(path), "--checks", "lora-binding,schedulers"]) == 0
     out = capsys.readouterr().out
     assert "deepspeed config:" in out and "not covered" in out
-    assert "[SKIP] lora-binding: not run: needs the base model (the file names none; pass --model PATH)" in out
+    assert (
+        "[SKIP] lora-binding: not run: needs the base model (the file names none; pass --model PATH)" in out
+    )
     assert "[SKIP] schedulers: not run: needs the config's 'scheduler' section" in out
 
 
-@pytest.mark.parametrize("name,content,expected", [
-    ("adapter_config.json", {**PEFT, "peft_type": "IA3"}, "the audit checks LoRA adapters"),
-    ("a.yml", "adapter: dora\nlora_r: 8\n", "a.yml:1: key 'adapter'"),
-    ("a.yml", "adapter: lora\nlora_r: eight\n", "key 'lora_r': expected a positive integer"),
-    ("a.yml", "adapter: lora\ndeepspeed: missing.json\n", "missing.json is not a file"),
-    ("ds_config.json", {**DS, "train_batch_size": 63}, "is not micro (2) × accumulation (8)"),
-    ("bad.json", "{not json", "bad.json:1:2: not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "name,content,expected",
+    [
+        ("adapter_config.json", {**PEFT, "peft_type": "IA3"}, "the audit checks LoRA adapters"),
+        ("a.yml", "adapter: dora\nlora_r: 8\n", "a.yml:1: key 'adapter'"),
+        ("a.yml", "adapter: lora\nlora_r: eight\n", "key 'lora_r': expected a positive integer"),
+        ("a.yml", "adapter: lora\ndeepspeed: missing.json\n", "missing.json is not a file"),
+        ("ds_config.json", {**DS, "train_batch_size": 63}, "is not micro (2) × accumulation (8)"),
+        ("bad.json", "{not json", "bad.json:1:2: not valid JSON"),
+    ],
+)
 def test_foreign_bad_input_exit_2(tmp_path, capsys, name, content, expected):
     assert main([str(_write(tmp_path, name, content))]) == 2
     err = capsys.readouterr().err

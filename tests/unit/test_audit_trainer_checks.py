@@ -12,14 +12,12 @@ import json
 import pytest
 import torch
 
+from nbkit.audit.checks.chat_template_eot import ChatTemplateEotConfig
+from nbkit.audit.checks.eval_batch import EvalBatchConfig
+from nbkit.audit.checks.packing_attention import PackingAttentionConfig
+from nbkit.audit.checks.tied_embeddings import TiedEmbeddingsConfig
+from nbkit.audit.checks.train_on_inputs import TrainOnInputsConfig
 from nbkit.audit.cli import main
-from nbkit.audit.config import (
-    ChatTemplateEotConfig,
-    EvalBatchConfig,
-    PackingAttentionConfig,
-    TiedEmbeddingsConfig,
-    TrainOnInputsConfig,
-)
 from nbkit.audit.formats import read_any
 from nbkit.audit.sft import CHATML_TEMPLATE, load_model_and_tokenizer, tiny_tokenizer
 
@@ -113,8 +111,13 @@ def test_axolotl_chat_config_with_a_local_model_dir_trips_each_check(tmp_path, m
     assert main([str(path), "--checks", "14-18", "--threads", "1"]) == 1
     out = capsys.readouterr().out
     assert "axolotl config:" in out and "→ model.name (a local model directory)" in out
-    for line in ("[FAIL] train-on-inputs", "[PASS] chat-template-eot", "[FAIL] tied-embeddings-lora", "[FAIL] packing-attention",
-                 "[WARN] eval-batch"):
+    for line in (
+        "[FAIL] train-on-inputs",
+        "[PASS] chat-template-eot",
+        "[FAIL] tied-embeddings-lora",
+        "[FAIL] packing-attention",
+        "[WARN] eval-batch",
+    ):
         assert line in out, out
 
 
@@ -126,13 +129,22 @@ def test_axolotl_chat_config_done_right_passes(tmp_path, model_dir, capsys):
 
 def test_axolotl_lora_1b_example_shape(tmp_path, model_dir, capsys):
     """examples/llama-3/lora-1b.yml: alpaca data, sample packing with flash attention, no eval batch size."""
-    text = (f"base_model: {model_dir}\nload_in_8bit: false\nstrict: false\ndatasets:\n  - path: teknium/GPT4-LLM-Cleaned\n    type: alpaca\n"
-            "dataset_prepared_path: last_run_prepared\nval_set_size: 0.1\noutput_dir: ./outputs/lora-out\nadapter: lora\nlora_model_dir:\n"
-            "sequence_len: 2048\nsample_packing: true\neval_sample_packing: true\npad_to_sequence_len: true\nlora_r: 16\nlora_alpha: 32\n"
-            "lora_dropout: 0.05\nlora_fan_in_fan_out:\nlora_target_modules:\n  - gate_proj\n  - down_proj\n  - up_proj\n  - q_proj\n  - v_proj\n"
-            "  - k_proj\n  - o_proj\ngradient_accumulation_steps: 2\nmicro_batch_size: 2\nnum_epochs: 1\noptimizer: adamw_8bit\n"
-            "lr_scheduler: cosine\nlearning_rate: 0.0002\ntrain_on_inputs: false\nbf16: auto\nfp16:\ntf32: false\nxformers_attention:\n"
-            "flash_attention: true\nwarmup_steps: 10\ndeepspeed:\nspecial_tokens:\n  pad_token: \"<|end_of_text|>\"\n")
+    text = (
+        f"base_model: {model_dir}\nload_in_8bit: false\nstrict: false\ndatasets:\n  - path: "
+        "teknium/GPT4-LLM-Cleaned\n    type: alpaca\n"
+        "dataset_prepared_path: last_run_prepared\nval_set_size: 0.1\noutput_dir: "
+        "./outputs/lora-out\nadapter: lora\nlora_model_dir:\n"
+        "sequence_len: 2048\nsample_packing: true\neval_sample_packing: true\npad_to_sequence_len: "
+        "true\nlora_r: 16\nlora_alpha: 32\n"
+        "lora_dropout: 0.05\nlora_fan_in_fan_out:\nlora_target_modules:\n  - gate_proj\n  - down_proj\n  - "
+        "up_proj\n  - q_proj\n  - v_proj\n"
+        "  - k_proj\n  - o_proj\ngradient_accumulation_steps: 2\nmicro_batch_size: 2\nnum_epochs: "
+        "1\noptimizer: adamw_8bit\n"
+        "lr_scheduler: cosine\nlearning_rate: 0.0002\ntrain_on_inputs: false\nbf16: auto\nfp16:\ntf32: "
+        "false\nxformers_attention:\n"
+        "flash_attention: true\nwarmup_steps: 10\ndeepspeed:\nspecial_tokens:\n  pad_token: "
+        '"<|end_of_text|>"\n'
+    )
     (tmp_path / "lora-1b.yml").write_text(text)
     assert main([str(tmp_path / "lora-1b.yml"), "--checks", "14-18", "--threads", "1"]) == 0
     out = capsys.readouterr().out
@@ -171,18 +183,36 @@ def test_chat_template_eot_trained_masked_or_missing():
 
     ok = check_chat_template_eot(_tokenizer_with(CHATML_TEMPLATE), ChatTemplateEotConfig())
     assert ok.status == "pass" and ok.figures["closing_token"] == "<|im_end|>"
-    # turns closed by <|endoftext|> while the trained EOS is <|im_end|> (Llama-3's <|eot_id|> vs <|end_of_text|>)
+    # turns closed by <|endoftext|> while the trained EOS is <|im_end|> (Llama-3's <|eot_id|> vs
+    # <|end_of_text|>)
     other = CHATML_TEMPLATE.replace("<|im_end|>", "<|endoftext|>")
     f = check_chat_template_eot(_tokenizer_with(other), ChatTemplateEotConfig())
     assert f.status == "fail" and "'<|endoftext|>'" in f.summary
-    assert check_chat_template_eot(_tokenizer_with(other), ChatTemplateEotConfig(eot_tokens="<|endoftext|>")).status == "pass"
+    assert (
+        check_chat_template_eot(
+            _tokenizer_with(other), ChatTemplateEotConfig(eot_tokens="<|endoftext|>")
+        ).status
+        == "pass"
+    )
     none = CHATML_TEMPLATE.replace("'<|im_end|>' + ", "")
     assert check_chat_template_eot(_tokenizer_with(none), ChatTemplateEotConfig()).status == "fail"
-    assert check_chat_template_eot(_tokenizer_with(CHATML_TEMPLATE), ChatTemplateEotConfig(train_on_eos="none")).status == "fail"
+    assert (
+        check_chat_template_eot(
+            _tokenizer_with(CHATML_TEMPLATE), ChatTemplateEotConfig(train_on_eos="none")
+        ).status
+        == "fail"
+    )
 
 
-@pytest.mark.parametrize("tied,save,status", [(True, "embed_tokens,lm_head", "fail"), (True, "lm_head", "fail"), (True, "", "pass"),
-                                              (False, "embed_tokens,lm_head", "pass")])
+@pytest.mark.parametrize(
+    "tied,save,status",
+    [
+        (True, "embed_tokens,lm_head", "fail"),
+        (True, "lm_head", "fail"),
+        (True, "", "pass"),
+        (False, "embed_tokens,lm_head", "pass"),
+    ],
+)
 def test_tied_embeddings_on_the_meta_device(tied, save, status):
     from nbkit.audit.checks.tied_embeddings import check_tied_embeddings, wrap_and_compare
     from nbkit.model_files import tiny_llama_config
@@ -192,7 +222,9 @@ def test_tied_embeddings_on_the_meta_device(tied, save, status):
     f = check_tied_embeddings(config, TiedEmbeddingsConfig(True, save), measured)
     assert f.status == status, f.summary
     if measured:
-        assert measured["trainable_embedding_copies"] == len(save.split(",")) and not measured["tied_after_wrap"]
+        assert (
+            measured["trainable_embedding_copies"] == len(save.split(",")) and not measured["tied_after_wrap"]
+        )
 
 
 def test_packing_contamination_is_measured_and_flash_passes():
@@ -215,10 +247,29 @@ def test_eval_batch_verdicts():
 
 
 # TRL SFTConfig as to_json_string() writes it (abridged), packing on without flash attention
-SFT_CONFIG = {"output_dir": "Qwen2-0.5B-SFT", "per_device_train_batch_size": 2, "per_device_eval_batch_size": 8, "gradient_accumulation_steps": 8,
-              "learning_rate": 2e-5, "lr_scheduler_type": "linear", "warmup_ratio": 0.0, "max_steps": -1, "num_train_epochs": 3.0,
-              "logging_steps": 10, "eval_strategy": "no", "bf16": True, "seed": 42, "max_length": 1024, "packing": True, "padding_free": False,
-              "dataset_text_field": "text", "model_init_kwargs": None, "eos_token": None, "assistant_only_loss": False, "report_to": ["none"]}
+SFT_CONFIG = {
+    "output_dir": "Qwen2-0.5B-SFT",
+    "per_device_train_batch_size": 2,
+    "per_device_eval_batch_size": 8,
+    "gradient_accumulation_steps": 8,
+    "learning_rate": 2e-5,
+    "lr_scheduler_type": "linear",
+    "warmup_ratio": 0.0,
+    "max_steps": -1,
+    "num_train_epochs": 3.0,
+    "logging_steps": 10,
+    "eval_strategy": "no",
+    "bf16": True,
+    "seed": 42,
+    "max_length": 1024,
+    "packing": True,
+    "padding_free": False,
+    "dataset_text_field": "text",
+    "model_init_kwargs": None,
+    "eos_token": None,
+    "assistant_only_loss": False,
+    "report_to": ["none"],
+}
 
 
 def test_trl_sft_config_maps_packing_and_eval_batch(tmp_path, model_dir, capsys):
@@ -228,9 +279,19 @@ def test_trl_sft_config_maps_packing_and_eval_batch(tmp_path, model_dir, capsys)
     out = capsys.readouterr().out
     assert "trl config:" in out and "[FAIL] packing-attention" in out and "[WARN] eval-batch" in out
     assert "[SKIP] train-on-inputs: not run: needs datasets[].type" in out
-    path.write_text(json.dumps({**SFT_CONFIG, "per_device_eval_batch_size": 2, "model_init_kwargs": {"attn_implementation": "flash_attention_2"}}))
+    path.write_text(
+        json.dumps(
+            {
+                **SFT_CONFIG,
+                "per_device_eval_batch_size": 2,
+                "model_init_kwargs": {"attn_implementation": "flash_attention_2"},
+            }
+        )
+    )
     m = read_any(path)
-    assert m.config.trainer.attn_implementation == "flash_attention_2" and m.config.trainer.eval_batch_size == 2
+    assert (
+        m.config.trainer.attn_implementation == "flash_attention_2" and m.config.trainer.eval_batch_size == 2
+    )
 
 
 def test_doctor_audit_line_parses_with_the_audit_cli():
@@ -245,27 +306,52 @@ def test_doctor_audit_line_parses_with_the_audit_cli():
 
 
 def test_a_bare_config_json_runs_what_needs_only_the_architecture(tmp_path, model_dir, capsys):
-    text = f"base_model: {model_dir / 'config.json'}\nadapter: lora\nlora_r: 8\nlora_modules_to_save: [embed_tokens, lm_head]\n"
+    text = (
+        f"base_model: {model_dir / 'config.json'}\nadapter: lora\nlora_r: 8\nlora_modules_to_save: "
+        "[embed_tokens, lm_head]\n"
+    )
     (tmp_path / "arch.yml").write_text(text)
-    assert main([str(tmp_path / "arch.yml"), "--checks", "lora-binding,tied-embeddings-lora", "--threads", "1"]) == 1
+    assert (
+        main([str(tmp_path / "arch.yml"), "--checks", "lora-binding,tied-embeddings-lora", "--threads", "1"])
+        == 1
+    )
     out = capsys.readouterr().out
     assert "→ model.name (a config.json: architecture only" in out
     assert "[SKIP] lora-binding: not run: needs the model's weights" in out
-    assert "[FAIL] tied-embeddings-lora: tie_word_embeddings is true" in out and "trainable_embedding_copies = 2" in out
+    assert (
+        "[FAIL] tied-embeddings-lora: tie_word_embeddings is true" in out
+        and "trainable_embedding_copies = 2" in out
+    )
 
 
 def test_training_args_of_the_installed_transformers_map(tmp_path):
     """A TrainingArguments JSON as this transformers writes it (v5: warmup_steps may be a ratio)."""
     from transformers import TrainingArguments
 
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=2, per_device_eval_batch_size=8,
-                             gradient_accumulation_steps=4, learning_rate=2e-4, lr_scheduler_type="cosine", warmup_steps=0.1, max_steps=500,
-                             save_steps=100, eval_strategy="steps", eval_steps=50, seed=42, report_to="none")
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=2,
+        per_device_eval_batch_size=8,
+        gradient_accumulation_steps=4,
+        learning_rate=2e-4,
+        lr_scheduler_type="cosine",
+        warmup_steps=0.1,
+        max_steps=500,
+        save_steps=100,
+        eval_strategy="steps",
+        eval_steps=50,
+        seed=42,
+        report_to="none",
+    )
     path = tmp_path / "training_args.json"
     path.write_text(args.to_json_string())
     m = read_any(path, model="tiny")
     assert m.fmt == "trl" and m.config.scheduler.warmup_steps == 50 and m.config.trainer.eval_batch_size == 8
-    assert m.config.train.micro_batch_size == 2 and m.config.train.grad_accumulation == 4 and m.config.checkpoint.interval == 100
+    assert (
+        m.config.train.micro_batch_size == 2
+        and m.config.train.grad_accumulation == 4
+        and m.config.checkpoint.interval == 100
+    )
 
 
 def test_ensure_weight_tying_keeps_one_tensor_and_passes():
@@ -275,15 +361,33 @@ def test_ensure_weight_tying_keeps_one_tensor_and_passes():
     config = tiny_llama_config(tie_word_embeddings=True)
     measured = wrap_and_compare(config, "all-linear", ["embed_tokens", "lm_head"], ensure_weight_tying=True)
     assert measured["tied_after_wrap"] and measured["trainable_embedding_copies"] == 1
-    assert check_tied_embeddings(config, TiedEmbeddingsConfig(True, "embed_tokens,lm_head", True), measured).status == "pass"
+    assert (
+        check_tied_embeddings(
+            config, TiedEmbeddingsConfig(True, "embed_tokens,lm_head", True), measured
+        ).status
+        == "pass"
+    )
 
 
 def test_peft_adapter_config_as_peft_writes_it(tmp_path, model_dir, capsys):
     from peft import LoraConfig
 
-    cfg = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", modules_to_save=["lm_head"], task_type="CAUSAL_LM")
+    cfg = LoraConfig(
+        r=16, lora_alpha=32, target_modules="all-linear", modules_to_save=["lm_head"], task_type="CAUSAL_LM"
+    )
     cfg.base_model_name_or_path = str(model_dir)
     cfg.save_pretrained(tmp_path)
-    assert main([str(tmp_path / "adapter_config.json"), "--checks", "lora-binding,tied-embeddings-lora", "--threads", "1"]) == 1
+    assert (
+        main(
+            [
+                str(tmp_path / "adapter_config.json"),
+                "--checks",
+                "lora-binding,tied-embeddings-lora",
+                "--threads",
+                "1",
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "peft config:" in out and "[PASS] lora-binding" in out and "[FAIL] tied-embeddings-lora" in out

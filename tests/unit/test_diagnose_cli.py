@@ -24,25 +24,54 @@ def test_the_bundled_example_shows_its_mistakes_and_does_not_fit(example_json):
     assert rc == 1 and d["exit_code"] == 1
     by = {c["setting"]: c for c in d["couplings"]}
     assert by["gradient accumulation"]["status"] == "error"
-    assert by["gradient accumulation"]["trainer"].startswith("axolotl_fft.yaml:") and "ds_zero2.json: gradient_accumulation_steps = 4" in by["gradient accumulation"]["deepspeed"]
+    assert (
+        by["gradient accumulation"]["trainer"].startswith("axolotl_fft.yaml:")
+        and "ds_zero2.json: gradient_accumulation_steps = 4" in by["gradient accumulation"]["deepspeed"]
+    )
     assert by["LR schedule"]["status"] == "warning" and by["gradient clipping"]["status"] == "warning"
-    assert by["micro batch per GPU"]["status"] == "auto" and by["global batch (train_batch_size)"]["resolved"] == "auto → 256"
-    assert by["zero_optimization.reduce_bucket_size"]["resolved"] == "auto → 16,777,216"  # 4096² from the model's hidden_size
+    assert (
+        by["micro batch per GPU"]["status"] == "auto"
+        and by["global batch (train_batch_size)"]["resolved"] == "auto → 256"
+    )
+    assert (
+        by["zero_optimization.reduce_bucket_size"]["resolved"] == "auto → 16,777,216"
+    )  # 4096² from the model's hidden_size
     fit = d["fit"]
     assert fit["verdict"] == "refuted" and fit["fixes"] and all(x["verdict"] == "holds" for x in fit["fixes"])
-    assert fit["accuracy"]["command"].startswith(".venv/bin/python bench/zero_peak.py") and "prediction" in fit["accuracy"]["gpu"]
+    assert (
+        fit["accuracy"]["command"].startswith(".venv/bin/python bench/zero_peak.py")
+        and "prediction" in fit["accuracy"]["gpu"]
+    )
     assert d["problems"]["coupling errors"] >= 1 and d["problems"]["fit"] == 1
 
 
 def test_report_shapes(example_json, tmp_path, capsys):
     _, d = example_json
-    assert {"config", "format", "deepspeed", "model", "world", "gpu_memory_gib", "couplings", "fit", "audit", "claims", "problems",
-            "exit_code"} <= set(d)
+    assert {
+        "config",
+        "format",
+        "deepspeed",
+        "model",
+        "world",
+        "gpu_memory_gib",
+        "couplings",
+        "fit",
+        "audit",
+        "claims",
+        "problems",
+        "exit_code",
+    } <= set(d)
     assert all(set(c) >= {"claim", "measured", "verdict", "rule", "n", "why"} for c in d["claims"])
     assert main(EXAMPLE) == 1
     text = capsys.readouterr().out
-    for section in ("coupling (trainer config ↔ ds_config):", "will it fit:", "accuracy: predicted ÷ measured", "changes that make it fit",
-                    "ERR  gradient accumulation", "summary:"):
+    for section in (
+        "coupling (trainer config ↔ ds_config):",
+        "will it fit:",
+        "accuracy: predicted ÷ measured",
+        "changes that make it fit",
+        "ERR  gradient accumulation",
+        "summary:",
+    ):
         assert section in text, section
     page = tmp_path / "d.html"
     assert main([*EXAMPLE, "--format", "html", "--output", str(page)]) == 1
@@ -57,12 +86,34 @@ def test_nbkit_diagnose_dispatches(capsys):
 
 
 def test_a_clean_setup_exits_0(tmp_path, capsys):
-    (tmp_path / "model.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128,
-                                                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}))
-    (tmp_path / "ds.json").write_text(json.dumps({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-                                                  "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
-                                                  "zero_optimization": {"stage": 2}}))
-    (tmp_path / "a.yaml").write_text("base_model: model.json\nmicro_batch_size: 2\nsequence_len: 64\nbf16: true\ndeepspeed: ds.json\n")
+    (tmp_path / "model.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "vocab_size": 256,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+            }
+        )
+    )
+    (tmp_path / "ds.json").write_text(
+        json.dumps(
+            {
+                "train_batch_size": "auto",
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+                "gradient_clipping": "auto",
+                "bf16": {"enabled": "auto"},
+                "zero_optimization": {"stage": 2},
+            }
+        )
+    )
+    (tmp_path / "a.yaml").write_text(
+        "base_model: model.json\nmicro_batch_size: 2\nsequence_len: 64\nbf16: true\ndeepspeed: ds.json\n"
+    )
     assert main([str(tmp_path / "a.yaml"), "--gpu-memory", "80", "--no-audit"]) == 0
     assert "summary: clean" in capsys.readouterr().out
 
@@ -72,7 +123,9 @@ def _files(tmp_path):
     (tmp_path / "bad.json").write_text('{"zero_optimization": {"stage": 2},\n  "x": }')
     (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "ok.yaml").write_text("base_model: tiny\nmicro_batch_size: 2\ndeepspeed: ds.json\n")
-    (tmp_path / "missing_ds.yaml").write_text("base_model: tiny\nmicro_batch_size: 2\ndeepspeed: nowhere/ds.json\n")
+    (tmp_path / "missing_ds.yaml").write_text(
+        "base_model: tiny\nmicro_batch_size: 2\ndeepspeed: nowhere/ds.json\n"
+    )
     (tmp_path / "bad_ds.yaml").write_text("base_model: tiny\nmicro_batch_size: 2\ndeepspeed: bad.json\n")
     (tmp_path / "list_ds.yaml").write_text("base_model: tiny\nmicro_batch_size: 2\ndeepspeed: list.json\n")
     (tmp_path / "int_ds.yaml").write_text("base_model: tiny\nmicro_batch_size: 2\ndeepspeed: 3\n")
@@ -83,9 +136,13 @@ def _files(tmp_path):
     (tmp_path / "bad_bf16.yaml").write_text("base_model: tiny\nbf16: maybe\n")
     (tmp_path / "no_model.yaml").write_text("base_model: ./nowhere/model\nmicro_batch_size: 2\n")
     (tmp_path / "bad_stage_ds.json").write_text('{"zero_optimization": {"stage": 5}}')
-    (tmp_path / "bad_stage.yaml").write_text("base_model: tiny\nmicro_batch_size: 2\ndeepspeed: bad_stage_ds.json\n")
+    (tmp_path / "bad_stage.yaml").write_text(
+        "base_model: tiny\nmicro_batch_size: 2\ndeepspeed: bad_stage_ds.json\n"
+    )
     (tmp_path / "scalar.yaml").write_text("- 1\n- 2\n")
-    (tmp_path / "peft.json").write_text('{"peft_type": "LORA", "r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}')
+    (tmp_path / "peft.json").write_text(
+        '{"peft_type": "LORA", "r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}'
+    )
     (tmp_path / "hub.yaml").write_text("base_model: some-org/some-model-7b\nmicro_batch_size: 2\n")
     (tmp_path / "adir").mkdir()
 
@@ -137,17 +194,42 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, argv, n
 
 
 def test_the_audit_runs_on_the_same_config_and_its_failure_is_a_finding(tmp_path, capsys):
-    (tmp_path / "model.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128,
-                                                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}))
-    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-                                                  "gradient_clipping": "auto", "zero_optimization": {"stage": 2}}))
-    (tmp_path / "a.yaml").write_text("base_model: model.json\nmicro_batch_size: 2\nsequence_len: 64\ndeepspeed: ds.json\n"
-                                     "train_on_inputs: true\ndatasets:\n  - path: x.jsonl\n    type: chat_template\n")
+    (tmp_path / "model.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "vocab_size": 256,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+            }
+        )
+    )
+    (tmp_path / "ds.json").write_text(
+        json.dumps(
+            {
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+                "gradient_clipping": "auto",
+                "zero_optimization": {"stage": 2},
+            }
+        )
+    )
+    (tmp_path / "a.yaml").write_text(
+        "base_model: model.json\nmicro_batch_size: 2\nsequence_len: 64\ndeepspeed: ds.json\n"
+        "train_on_inputs: true\ndatasets:\n  - path: x.jsonl\n    type: chat_template\n"
+    )
     argv = [str(tmp_path / "a.yaml"), "--gpu-memory", "80", "--format", "json", "--checks", "train-on-inputs"]
     assert main(argv) == 1
     d = json.loads(capsys.readouterr().out)
-    assert [f["check"] for f in d["audit"]["findings"]] == ["train-on-inputs"] and d["audit"]["findings"][0]["status"] == "fail"
+    assert [f["check"] for f in d["audit"]["findings"]] == ["train-on-inputs"] and d["audit"]["findings"][0][
+        "status"
+    ] == "fail"
     assert d["problems"] == {"coupling errors": 0, "coupling warnings": 0, "fit": 0, "audit failures": 1}
     assert [c["verdict"] for c in d["claims"] if c["key"] == "audit:train-on-inputs"] == ["refuted"]
-    (tmp_path / "a.yaml").write_text((tmp_path / "a.yaml").read_text().replace("train_on_inputs: true", "train_on_inputs: false"))
+    (tmp_path / "a.yaml").write_text(
+        (tmp_path / "a.yaml").read_text().replace("train_on_inputs: true", "train_on_inputs: false")
+    )
     assert main(argv) == 0

@@ -13,13 +13,51 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import AttentionConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "attention", "Attention backend and context"
+
+
+@dataclass
+class AttentionConfig(CheckConfig):
+    seq_len: int = param(128, min=16, max=32768, label="train.seq_len")
+    max_length: int = param(2048, choices=[256, 512, 1024, 2048, 4096], label="longest timed length")
+    reps: int = param(3, min=1, max=20)
+
+    @classmethod
+    def smoke(cls):
+        return cls(max_length=256, reps=2)
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """The four lengths timed, ending at ``max_length``."""
+        return tuple(L for L in (64, 128, 256, 512, 1024, 2048, 4096) if L <= self.max_length)[-4:]
+
+    @classmethod
+    def audit_values(cls, audit):
+        return {"seq_len": audit.train.seq_len}
+
+
+@dataclass(frozen=True)
+class AttentionMetrics(CheckMetrics):
+    """The device timed on and, on CUDA, flash over math SDPA throughput with its range over repetitions."""
+
+    device: str | None = None
+    timing_dtype: str | None = None
+    flash_over_math_cuda: float | None = None
+    flash_over_math_cuda_low: float | None = None
+    flash_over_math_cuda_high: float | None = None
+    flash_over_math_L: int | None = None
+    flash_over_math_reps: int | None = None
+
 
 # aten op -> backend name
 SDPA_OPS = {
@@ -46,22 +84,43 @@ def backends_in_forward(model, input_ids, device) -> dict[str, int]:
     return found
 
 
-def time_backends(n_heads: int, n_kv: int, head_dim: int, lengths, device, dtype, *, reps: int = 3, batch: int = 1, causal: bool = True) -> list[dict[str, Any]]:
+def time_backends(
+    n_heads: int,
+    n_kv: int,
+    head_dim: int,
+    lengths,
+    device,
+    dtype,
+    *,
+    reps: int = 3,
+    batch: int = 1,
+    causal: bool = True,
+) -> list[dict[str, Any]]:
     """Median seconds per causal SDPA call per backend and length (tokens/s), model head layout."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     backends = {"math (unfused)": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}
     if device.type == "cuda":
-        backends.update({"memory-efficient": SDPBackend.EFFICIENT_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION})
+        backends.update(
+            {"memory-efficient": SDPBackend.EFFICIENT_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION}
+        )
     rows = []
     gen = torch.Generator(device="cpu").manual_seed(0)
     for L in lengths:
         q = torch.randn(batch, n_heads, L, head_dim, generator=gen).to(device, dtype)
         # K/V expanded to every query head (as the model's repeat_kv does): not every CUDA kernel
         # accepts enable_gqa, and the kernels are compared on the same work.
-        k = torch.randn(batch, n_kv, L, head_dim, generator=gen).repeat_interleave(n_heads // n_kv, dim=1).to(device, dtype)
-        v = torch.randn(batch, n_kv, L, head_dim, generator=gen).repeat_interleave(n_heads // n_kv, dim=1).to(device, dtype)
+        k = (
+            torch.randn(batch, n_kv, L, head_dim, generator=gen)
+            .repeat_interleave(n_heads // n_kv, dim=1)
+            .to(device, dtype)
+        )
+        v = (
+            torch.randn(batch, n_kv, L, head_dim, generator=gen)
+            .repeat_interleave(n_heads // n_kv, dim=1)
+            .to(device, dtype)
+        )
         for name, be in backends.items():
             try:
                 with sdpa_kernel([be]):
@@ -75,11 +134,29 @@ def time_backends(n_heads: int, n_kv: int, head_dim: int, lengths, device, dtype
                             torch.cuda.synchronize(device)
                         times.append(time.perf_counter() - t0)
                 sec = statistics.median(times[1:])
-                rows.append({"backend": name, "L": L, "dtype": str(dtype).replace("torch.", ""), "seconds": sec, "tokens_per_s": batch * L / sec,
-                             "rep_seconds": times[1:], "error": ""})
+                rows.append(
+                    {
+                        "backend": name,
+                        "L": L,
+                        "dtype": str(dtype).replace("torch.", ""),
+                        "seconds": sec,
+                        "tokens_per_s": batch * L / sec,
+                        "rep_seconds": times[1:],
+                        "error": "",
+                    }
+                )
             except RuntimeError as exc:
-                rows.append({"backend": name, "L": L, "dtype": str(dtype).replace("torch.", ""), "seconds": None, "tokens_per_s": None,
-                             "rep_seconds": [], "error": str(exc).splitlines()[0][:100]})
+                rows.append(
+                    {
+                        "backend": name,
+                        "L": L,
+                        "dtype": str(dtype).replace("torch.", ""),
+                        "seconds": None,
+                        "tokens_per_s": None,
+                        "rep_seconds": [],
+                        "error": str(exc).splitlines()[0][:100],
+                    }
+                )
     return rows
 
 
@@ -92,15 +169,20 @@ def flash_speedup(rows: list[dict[str, Any]], device_type: str) -> dict[str, Any
         return {}
     L = max(common)
     f, m = by[("flash", L)], by[("math (unfused)", L)]
-    out: dict[str, Any] = {f"flash_over_math_{device_type}": m["seconds"] / f["seconds"], "flash_over_math_L": L,
-                           "flash_over_math_reps": min(len(f["rep_seconds"]), len(m["rep_seconds"]))}
+    out: dict[str, Any] = {
+        f"flash_over_math_{device_type}": m["seconds"] / f["seconds"],
+        "flash_over_math_L": L,
+        "flash_over_math_reps": min(len(f["rep_seconds"]), len(m["rep_seconds"])),
+    }
     if f["rep_seconds"] and m["rep_seconds"]:
         out[f"flash_over_math_{device_type}_low"] = min(m["rep_seconds"]) / max(f["rep_seconds"])
         out[f"flash_over_math_{device_type}_high"] = max(m["rep_seconds"]) / min(f["rep_seconds"])
     return out
 
 
-def check_attention_backend(model, tokenizer, *, device, seq_len: int, lengths=(128, 256, 512, 1024), reps: int = 3) -> Finding:
+def check_attention_backend(
+    model, tokenizer, *, device, seq_len: int, lengths=(128, 256, 512, 1024), reps: int = 3
+) -> Finding:
     import plotly.graph_objects as go
     import torch
 
@@ -129,31 +211,58 @@ def check_attention_backend(model, tokenizer, *, device, seq_len: int, lengths=(
     figures["timing_dtype"] = str(dtype).replace("torch.", "")
     if device.type == "cuda":
         figures["gpu"] = torch.cuda.get_device_name(device)
-        figures["field_note_tile_size_and_utilisation"] = "not measurable through SDPA (kernel internals); profile with Nsight"
+        figures["field_note_tile_size_and_utilisation"] = (
+            "not measurable through SDPA (kernel internals); profile with Nsight"
+        )
     else:
-        figures["gpu_throughput"] = "needs CUDA: the field notes' tile sizes, 92.4 % utilisation and 3.8× claims are GPU measurements"
+        figures["gpu_throughput"] = (
+            "needs CUDA: the field notes' tile sizes, 92.4 % utilisation and 3.8× claims are GPU measurements"
+        )
     problems = []
     if max_pos and seq_len > max_pos:
         problems.append(f"train.seq_len {seq_len} exceeds the model's max_position_embeddings {max_pos}")
     if impl == "eager":
         problems.append("the model runs eager attention (materialises the L×L score matrix)")
     status = "fail" if any("exceeds" in p for p in problems) else ("warn" if problems else "pass")
-    summary = "; ".join(problems) if problems else (
-        f"{impl} attention dispatches to {', '.join(used) or 'no SDPA kernel'} on {device.type}; seq_len {seq_len} ≤ {max_pos}"
+    summary = (
+        "; ".join(problems)
+        if problems
+        else (
+            f"{impl} attention dispatches to {', '.join(used) or 'no SDPA kernel'} on {device.type}; seq_len "
+            f"{seq_len} ≤ {max_pos}"
+        )
     )
     fig = go.Figure()
     for be in sorted({r["backend"] for r in ok}):
         pts = [r for r in ok if r["backend"] == be]
-        fig.add_scatter(x=[r["L"] for r in pts], y=[r["tokens_per_s"] for r in pts], mode="lines+markers", name=be)
-    fig.update_layout(title=f"causal SDPA throughput vs length on {device.type} ({n_heads}/{n_kv} heads, d={head_dim})",
-                      xaxis_title="sequence length", yaxis_title="tokens / s", xaxis_type="log", yaxis_type="log")
-    return Finding(SLUG, TITLE, status, summary, figures, rows,
-                   fix="use attn_implementation='sdpa' and keep seq_len within max_position_embeddings (or configure RoPE scaling)", figure=fig)
+        fig.add_scatter(
+            x=[r["L"] for r in pts], y=[r["tokens_per_s"] for r in pts], mode="lines+markers", name=be
+        )
+    fig.update_layout(
+        title=f"causal SDPA throughput vs length on {device.type} ({n_heads}/{n_kv} heads, d={head_dim})",
+        xaxis_title="sequence length",
+        yaxis_title="tokens / s",
+        xaxis_type="log",
+        yaxis_type="log",
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        rows,
+        fix="use attn_implementation='sdpa' and keep seq_len within max_position_embeddings (or configure "
+        "RoPE scaling)",
+        figure=fig,
+    )
 
 
-def run(context, cfg: AttentionConfig, live=None) -> Finding:
-    model, tok = context.model_and_tokenizer()
-    return check_attention_backend(model, tok, device=context.device, seq_len=cfg.seq_len, lengths=cfg.lengths, reps=cfg.reps)
+def finding(cfg: AttentionConfig, ctx: AuditContext, live=None) -> Finding:
+    model, tok = ctx.model_and_tokenizer()
+    return check_attention_backend(
+        model, tok, device=ctx.torch_device, seq_len=cfg.seq_len, lengths=cfg.lengths, reps=cfg.reps
+    )
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, AttentionConfig, run, number=4))
+CHECK = Check.of(SLUG, TITLE, AttentionConfig, AttentionMetrics, finding, number=4)

@@ -10,59 +10,145 @@ chat template, reads the token that closes the assistant turn, and compares it w
 
 from __future__ import annotations
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import ChatTemplateEotConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
+from nbkit.audit.sections import is_chat_type
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "chat-template-eot", "Chat template ↔ end-of-turn token in the loss mask"
+
+
+@dataclass
+class ChatTemplateEotConfig(TrainerCheckConfig):
+    train_on_eos: str = param(
+        "turn", choices=["turn", "all", "last", "none"], help="axolotl datasets[].train_on_eos"
+    )
+    eot_tokens: str = param(
+        "", help="end-of-turn tokens trained on, comma separated ('' = the tokenizer's eos)"
+    )
+    chat_dataset: bool = param(True, help="the data is rendered with the chat template")
+
+    @classmethod
+    def audit_values(cls, audit):
+        t = audit.trainer
+        chat = any(is_chat_type(x) for x in t.dataset_types) if t.dataset_types else t.tool != "axolotl"
+        return {**super().audit_values(audit), "chat_dataset": chat}
+
+
+@dataclass(frozen=True)
+class ChatTemplateEotMetrics(CheckMetrics):
+    """The template's closing token and whether the loss mask trains it."""
+
+    closing_token: str | None = None
+
+
 PROBE = "The capital of France is Paris."
 
 
 def closing_token(tokenizer) -> tuple[str | None, str]:
-    """(the special token that closes the assistant turn, the rendered conversation) — ``None`` when none does."""
-    messages = [{"role": "user", "content": "What is the capital of France?"}, {"role": "assistant", "content": PROBE}]
+    """(the special token that closes the assistant turn, the rendered conversation) — ``None`` when none
+    does."""
+    messages = [
+        {"role": "user", "content": "What is the capital of France?"},
+        {"role": "assistant", "content": PROBE},
+    ]
     text = tokenizer.apply_chat_template(messages, tokenize=False)
     end = text.rindex(PROBE) + len(PROBE)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+    special = set(tokenizer.all_special_ids) | {
+        i for i, t in tokenizer.added_tokens_decoder.items() if t.special
+    }
     for tid, (start, stop) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
         if start >= end and tid in special:
             return tokenizer.convert_ids_to_tokens(tid), text
-        if start >= end and text[start:stop].strip():  # ordinary text after the answer before any special token
+        if (
+            start >= end and text[start:stop].strip()
+        ):  # ordinary text after the answer before any special token
             return None, text
     return None, text
 
 
 def check_chat_template_eot(tokenizer, cfg: ChatTemplateEotConfig) -> Finding:
-    """fail: the assistant turn's closing token is not trained (or the template emits none); pass: it is trained."""
+    """fail: the assistant turn's closing token is not trained (or the template emits none); pass: it is
+    trained."""
     eot, text = closing_token(tokenizer)
     trained_set = [t.strip() for t in cfg.eot_tokens.split(",") if t.strip()] or [tokenizer.eos_token]
-    figures = {"closing_token": eot or "none", "trained_eos_tokens": ", ".join(str(t) for t in trained_set), "train_on_eos": cfg.train_on_eos,
-               "tokenizer_eos": tokenizer.eos_token}
+    figures = {
+        "closing_token": eot or "none",
+        "trained_eos_tokens": ", ".join(str(t) for t in trained_set),
+        "train_on_eos": cfg.train_on_eos,
+        "tokenizer_eos": tokenizer.eos_token,
+    }
     table = [{"rendered conversation": text}]
-    fix = ("train the token that closes the assistant turn: axolotl `eot_tokens: [\"<that token>\"]` (or set the tokenizer's eos_token "
-           "to it with `special_tokens: {eos_token: …}`), keep train_on_eos turn/all; TRL: `eos_token` in SFTConfig")
+    fix = (
+        'train the token that closes the assistant turn: axolotl `eot_tokens: ["<that token>"]` (or set the '
+        "tokenizer's eos_token "
+        "to it with `special_tokens: {eos_token: …}`), keep train_on_eos turn/all; TRL: `eos_token` in "
+        "SFTConfig"
+    )
     if eot is None:
-        return Finding(SLUG, TITLE, "fail", "the chat template closes the assistant turn with no special token: nothing teaches the model "
-                       "to stop", figures, table, fix=fix)
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            "the chat template closes the assistant turn with no special token: nothing teaches the model "
+            "to stop",
+            figures,
+            table,
+            fix=fix,
+        )
     if cfg.train_on_eos == "none":
-        return Finding(SLUG, TITLE, "fail", f"train_on_eos none: the assistant turn's closing token {eot!r} is masked", figures, table, fix=fix)
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            f"train_on_eos none: the assistant turn's closing token {eot!r} is masked",
+            figures,
+            table,
+            fix=fix,
+        )
     if eot not in trained_set:
-        return Finding(SLUG, TITLE, "fail", f"the template closes assistant turns with {eot!r}, but the trained end-of-turn token is "
-                       f"{', '.join(map(repr, trained_set))}: {eot!r} stays masked and the model never learns to stop", figures, table, fix=fix)
-    return Finding(SLUG, TITLE, "pass", f"the assistant turn ends with {eot!r}, which is trained (train_on_eos {cfg.train_on_eos})",
-                   figures, table, fix=fix)
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            f"the template closes assistant turns with {eot!r}, but the trained end-of-turn token is "
+            f"{', '.join(map(repr, trained_set))}: {eot!r} stays masked and the model never learns to stop",
+            figures,
+            table,
+            fix=fix,
+        )
+    return Finding(
+        SLUG,
+        TITLE,
+        "pass",
+        f"the assistant turn ends with {eot!r}, which is trained (train_on_eos {cfg.train_on_eos})",
+        figures,
+        table,
+        fix=fix,
+    )
 
 
-def run(context, cfg: ChatTemplateEotConfig, live=None) -> Finding:
-    from nbkit.audit.experiments import NotRunnable
-
+def finding(cfg: ChatTemplateEotConfig, ctx: AuditContext, live=None) -> Finding:
     if not cfg.chat_dataset:
-        raise NotRunnable("a chat dataset (datasets[].type chat_template/sharegpt): the data is not rendered with a chat template")
-    _, tok = context.model_and_tokenizer()
+        raise NotRunnable(
+            "a chat dataset (datasets[].type chat_template/sharegpt): the data is not rendered with a chat "
+            "template"
+        )
+    _, tok = ctx.model_and_tokenizer()
     if not getattr(tok, "chat_template", None):
-        raise NotRunnable("a tokenizer with a chat template (set chat_template in the config or the tokenizer)")
+        raise NotRunnable(
+            "a tokenizer with a chat template (set chat_template in the config or the tokenizer)"
+        )
     return check_chat_template_eot(tok, cfg)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, ChatTemplateEotConfig, run, number=15, needs="trainer"))
+CHECK = Check.of(
+    SLUG, TITLE, ChatTemplateEotConfig, ChatTemplateEotMetrics, finding, number=15, needs="trainer"
+)

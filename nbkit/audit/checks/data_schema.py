@@ -14,13 +14,51 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import DataSchemaConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.sft import EXAMPLES_DIR
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+try:  # a broken pscheck install must show in the finding, not switch the lint off
+    from nbkit.pscheck import lint_paths
+except Exception as _exc:
+    lint_paths = None
+    PSCHECK_IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+else:
+    PSCHECK_IMPORT_ERROR = ""
+
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "data-schema", "JSONL ↔ Pydantic"
+
+
+@dataclass
+class DataSchemaConfig(CheckConfig):
+    path: str = param("sft.jsonl", help="JSONL file (a bare name is looked up in nbkit/audit/examples)")
+    schema: str = param("sft_schema.py:SFTExample", help="'module:Class' or 'file.py:Class'")
+    strict: bool = False
+    max_lines: int = param(0, min=0, max=10_000_000, label="max lines (0 = all)")
+
+    @classmethod
+    def audit_values(cls, audit):
+        d = audit.data
+        return {
+            "path": str(d.path),
+            "schema": d.schema_ref,
+            "strict": d.strict,
+            "max_lines": d.max_lines or 0,
+        }
+
+
+@dataclass(frozen=True)
+class DataSchemaMetrics(CheckMetrics):
+    """Lines read and the issues found, counted by kind."""
+
+    lines: int | None = None
+    issue_counts: dict | None = None
 
 
 class SchemaLoadError(ImportError):
@@ -53,7 +91,9 @@ def load_schema(ref: str):
     except SchemaLoadError:
         raise
     except Exception as exc:  # any import-time failure of user code: one clear line
-        raise SchemaLoadError(f"schema module {mod_ref} does not import: {type(exc).__name__}: {exc}") from None
+        raise SchemaLoadError(
+            f"schema module {mod_ref} does not import: {type(exc).__name__}: {exc}"
+        ) from None
     cls = getattr(module, cls_name, None)
     if cls is None:
         raise SchemaLoadError(f"schema module {mod_ref} has no class {cls_name!r}")
@@ -77,7 +117,14 @@ class JsonlReport:
         return self.valid / self.lines if self.lines else 0.0
 
 
-def validate_jsonl(path: str | Path, schema, *, max_lines: int | None = None, keep_records: bool = True, progress: bool = False) -> JsonlReport:
+def validate_jsonl(
+    path: str | Path,
+    schema,
+    *,
+    max_lines: int | None = None,
+    keep_records: bool = True,
+    progress: bool = False,
+) -> JsonlReport:
     """Stream ``path`` line by line (bytes, so a bad byte is located, not fatal)."""
     from pydantic import ValidationError
     from tqdm.auto import tqdm
@@ -97,7 +144,12 @@ def validate_jsonl(path: str | Path, schema, *, max_lines: int | None = None, ke
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                issue(lineno, "not UTF-8", f"byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} is not valid UTF-8 ({exc.reason})", col=exc.start + 1)
+                issue(
+                    lineno,
+                    "not UTF-8",
+                    f"byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} is not valid UTF-8 ({exc.reason})",
+                    col=exc.start + 1,
+                )
                 continue
             if not text.strip():
                 issue(lineno, "blank line", "blank line (dropped)")
@@ -115,7 +167,14 @@ def validate_jsonl(path: str | Path, schema, *, max_lines: int | None = None, ke
             except ValidationError as exc:
                 for err in exc.errors():
                     kind = "missing field" if err["type"] == "missing" else "wrong type/value"
-                    issue(lineno, kind, f"{err['msg']} (got {err.get('input')!r:.60})" if err["type"] != "missing" else "field is missing", ".".join(map(str, err["loc"])))
+                    issue(
+                        lineno,
+                        kind,
+                        f"{err['msg']} (got {err.get('input')!r:.60})"
+                        if err["type"] != "missing"
+                        else "field is missing",
+                        ".".join(map(str, err["loc"])),
+                    )
                 continue
             report.valid += 1
             try:
@@ -123,7 +182,12 @@ def validate_jsonl(path: str | Path, schema, *, max_lines: int | None = None, ke
                 report.valid_strict += 1
             except ValidationError as exc:
                 for err in exc.errors():
-                    issue(lineno, "coerced (strict rejects)", f"{err['msg']} (got {err.get('input')!r:.60})", ".".join(map(str, err["loc"])))
+                    issue(
+                        lineno,
+                        "coerced (strict rejects)",
+                        f"{err['msg']} (got {err.get('input')!r:.60})",
+                        ".".join(map(str, err["loc"])),
+                    )
             if keep_records:
                 report.records.append(rec.model_dump())
     return report
@@ -132,14 +196,20 @@ def validate_jsonl(path: str | Path, schema, *, max_lines: int | None = None, ke
 def lint_schema(schema_file: Path) -> tuple[list[dict[str, Any]] | None, str]:
     """(pscheck diagnostics for the schema module, a note); diagnostics are None when pscheck could
     not run — the note then says why, and the finding shows it (never a silent skip)."""
-    try:
-        from nbkit.pscheck import lint_paths
-    except Exception as exc:  # a broken install must show in the finding, not switch the lint off
-        return None, f"pscheck did not import ({type(exc).__name__}: {exc}); the schema was not linted"
+    if lint_paths is None:
+        return None, f"pscheck did not import ({PSCHECK_IMPORT_ERROR}); the schema was not linted"
     try:
         diags = lint_paths([schema_file])
     except Exception as exc:
-        return [{"path": str(schema_file), "line": None, "code": "pscheck-error", "severity": "error", "message": f"{type(exc).__name__}: {exc}"}], "pscheck failed"
+        return [
+            {
+                "path": str(schema_file),
+                "line": None,
+                "code": "pscheck-error",
+                "severity": "error",
+                "message": f"{type(exc).__name__}: {exc}",
+            }
+        ], "pscheck failed"
     out = []
     for d in diags:
         keys = ("path", "line", "col", "code", "severity", "message")
@@ -147,24 +217,48 @@ def lint_schema(schema_file: Path) -> tuple[list[dict[str, Any]] | None, str]:
     return out, f"{len(out)} diagnostic(s)"
 
 
-def check_jsonl_schema(path: str | Path, schema_ref: str, *, strict: bool = False, max_lines: int | None = None) -> tuple[Finding, JsonlReport | None]:
-    """The data-schema check. Returns the finding and the report (its ``records`` feed loss-mask and reward-weights)."""
+def check_jsonl_schema(
+    path: str | Path, schema_ref: str, *, strict: bool = False, max_lines: int | None = None
+) -> tuple[Finding, JsonlReport | None]:
+    """The data-schema check. Returns the finding and the report (its ``records`` feed loss-mask and
+    reward-weights)."""
     import plotly.graph_objects as go
 
     try:
         schema = load_schema(schema_ref)
     except SchemaLoadError as exc:
-        return Finding(SLUG, TITLE, "fail", str(exc), {"schema": schema_ref}, fix="make the schema module importable on its own"), None
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            str(exc),
+            {"schema": schema_ref},
+            fix="make the schema module importable on its own",
+        ), None
     if Path(path).is_dir():
-        return Finding(SLUG, TITLE, "fail", f"data path {path} is a directory; expected a JSONL file", {"path": str(path)}), None
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            f"data path {path} is a directory; expected a JSONL file",
+            {"path": str(path)},
+        ), None
     if not Path(path).is_file():
         return Finding(SLUG, TITLE, "fail", f"data file {path} not found", {"path": str(path)}), None
     rep = validate_jsonl(path, schema, max_lines=max_lines)
     if rep.lines == 0:
-        return Finding(SLUG, TITLE, "fail", f"data file {path} has no lines: no data is a failed data check", {"path": str(path), "lines": 0},
-                       fix="point data.path at the training file"), rep
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            f"data file {path} has no lines: no data is a failed data check",
+            {"path": str(path), "lines": 0},
+            fix="point data.path at the training file",
+        ), rep
     n_err_lines = len({i["line"] for i in rep.issues if i["kind"] != "coerced (strict rejects)"})
-    validation_errors = sum(v for k, v in rep.error_types.items() if k in ("missing field", "wrong type/value"))
+    validation_errors = sum(
+        v for k, v in rep.error_types.items() if k in ("missing field", "wrong type/value")
+    )
     figures: dict[str, Any] = {
         "lines": rep.lines,
         "valid_lax": rep.valid,
@@ -172,48 +266,86 @@ def check_jsonl_schema(path: str | Path, schema_ref: str, *, strict: bool = Fals
         "pass_rate_pct": 100.0 * rep.pass_rate,
         "strict_pass_rate_pct": 100.0 * rep.valid_strict / rep.lines if rep.lines else 0.0,
         "lines_with_errors": n_err_lines,
-        "missing_field_share_of_errors_pct": 100.0 * rep.error_types["missing field"] / validation_errors if validation_errors else 0.0,
+        "missing_field_share_of_errors_pct": 100.0 * rep.error_types["missing field"] / validation_errors
+        if validation_errors
+        else 0.0,
         "issue_counts": dict(rep.error_types),
     }
-    schema_file = Path(schema_ref.rsplit(":", 1)[0]) if schema_ref.rsplit(":", 1)[0].endswith(".py") else Path(getattr(sys.modules.get(schema.__module__), "__file__", "") or "")
-    lint, lint_note = lint_schema(schema_file) if schema_file.is_file() else (None, f"schema source file not found ({schema_file}); not linted")
+    schema_file = (
+        Path(schema_ref.rsplit(":", 1)[0])
+        if schema_ref.rsplit(":", 1)[0].endswith(".py")
+        else Path(getattr(sys.modules.get(schema.__module__), "__file__", "") or "")
+    )
+    lint, lint_note = (
+        lint_schema(schema_file)
+        if schema_file.is_file()
+        else (None, f"schema source file not found ({schema_file}); not linted")
+    )
     figures["pscheck"] = lint_note
     table = list(rep.issues)
     for d in lint or []:
-        table.append({"line": d.get("line"), "col": d.get("col"), "kind": f"pscheck {d.get('code')}", "field": None, "message": d.get("message")})
+        table.append(
+            {
+                "line": d.get("line"),
+                "col": d.get("col"),
+                "kind": f"pscheck {d.get('code')}",
+                "field": None,
+                "message": d.get("message"),
+            }
+        )
     strict_coercions = rep.error_types["coerced (strict rejects)"]
     if n_err_lines:
         status = "fail"
         bad = [i for i in rep.issues if i["kind"] != "coerced (strict rejects)"]
         listed = ", ".join(f"{i['line']} ({i['kind']})" for i in bad)
-        summary = (f"{n_err_lines} of {rep.lines} lines invalid ({figures['pass_rate_pct']:.1f}% pass) — lines {listed}; "
-                   f"first: line {bad[0]['line']}: {bad[0]['message']}")
+        summary = (
+            f"{n_err_lines} of {rep.lines} lines invalid ({figures['pass_rate_pct']:.1f}% pass) — lines "
+            f"{listed}; "
+            f"first: line {bad[0]['line']}: {bad[0]['message']}"
+        )
     elif strict_coercions:
         status = "fail" if strict else "warn"
-        summary = f"all {rep.lines} lines validate, but {strict_coercions} value(s) only by coercion (strict mode would reject)"
+        summary = (
+            f"all {rep.lines} lines validate, but {strict_coercions} value(s) only by coercion (strict "
+            "mode would reject)"
+        )
     else:
         status, summary = "pass", f"all {rep.lines} lines validate in strict mode"
     if lint is None:
         summary += f"; {lint_note}"
     if lint and any(d.get("severity") == "error" for d in lint) and status == "pass":
         status, summary = "warn", summary + f"; pscheck reports {len(lint)} schema diagnostic(s)"
-    fig = go.Figure(go.Bar(x=list(rep.error_types) or ["(no issues)"], y=list(rep.error_types.values()) or [0]))
+    fig = go.Figure(
+        go.Bar(x=list(rep.error_types) or ["(no issues)"], y=list(rep.error_types.values()) or [0])
+    )
     fig.update_layout(title=f"issues in {Path(path).name} ({rep.lines} lines)", yaxis_title="count")
-    return Finding(SLUG, TITLE, status, summary, figures, table,
-                   fix="fix or drop the listed lines explicitly; make coerced fields the type the schema declares", figure=fig), rep
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        table,
+        fix="fix or drop the listed lines explicitly; make coerced fields the type the schema declares",
+        figure=fig,
+    ), rep
 
 
-def run(context, cfg: DataSchemaConfig, live=None) -> Finding:
-    from nbkit.audit.sft import EXAMPLES_DIR
+def finding(cfg: DataSchemaConfig, ctx: AuditContext, live=None) -> Finding:
 
     path, schema = Path(cfg.path), cfg.schema
     if not path.is_absolute() and not path.exists() and (EXAMPLES_DIR / path).exists():
         path = EXAMPLES_DIR / path  # the bundled examples by bare name (the panel's default)
     file_part, _, cls = schema.partition(":")
-    if file_part.endswith(".py") and not Path(file_part).is_absolute() and not Path(file_part).exists() and (EXAMPLES_DIR / file_part).exists():
+    if (
+        file_part.endswith(".py")
+        and not Path(file_part).is_absolute()
+        and not Path(file_part).exists()
+        and (EXAMPLES_DIR / file_part).exists()
+    ):
         schema = f"{EXAMPLES_DIR / file_part}:{cls}"
     f, _ = check_jsonl_schema(path, schema, strict=cfg.strict, max_lines=cfg.max_lines or None)
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, DataSchemaConfig, run, number=7, needs='data'))
+CHECK = Check.of(SLUG, TITLE, DataSchemaConfig, DataSchemaMetrics, finding, number=7, needs="data")

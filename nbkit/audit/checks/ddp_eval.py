@@ -13,33 +13,69 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import DdpEvalConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics, figure
 from nbkit.audit.ddp_worker import SCENARIOS
+from nbkit.experiment import param
 from nbkit.findings import Finding
 from nbkit.procs import Ranks, exit_reason, free_port
+
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
 
 SLUG, TITLE = "ddp-eval", "Eval ↔ DDP synchronisation"
 
 
-_RESULTS: dict[tuple, dict] = {}
+@dataclass
+class DdpEvalConfig(CheckConfig):
+    no_grad: bool = True
+    backward: bool = False
+    no_sync: bool = False
+    find_unused_parameters: bool = False
+    value_head: bool = True
+    interval: int = param(2, min=1, max=10, label="evaluate every")
+    steps: int = param(6, min=2, max=50)
+
+    @classmethod
+    def smoke(cls):
+        return cls(steps=4)
+
+    @classmethod
+    def audit_values(cls, audit):
+        e = audit.eval
+        return {
+            "no_grad": e.no_grad,
+            "backward": e.backward,
+            "no_sync": e.no_sync,
+            "find_unused_parameters": e.find_unused_parameters,
+            "value_head": e.value_head,
+            "interval": e.interval,
+        }
 
 
-def run_ranks_cached(**kwargs) -> dict[str, Any]:
-    """``run_ranks`` once per argument set in this process: every scenario runs in each launch,
-    so two configs differing only in their eval settings read the same measurement."""
-    key = tuple(sorted(kwargs.items()))
-    if key not in _RESULTS:
-        res = run_ranks(**kwargs)
-        if "ranks" not in res:
-            return res
-        _RESULTS[key] = res
-    return _RESULTS[key]
+@dataclass(frozen=True)
+class DdpEvalMetrics(CheckMetrics):
+    """Extra all-reduces and reducer errors of the eval scenarios on two ranks."""
+
+    scenario: str | None = None
+    train_steps: int | None = None
+    ranks_agree: bool | None = None
+    grad_no_backward_extra_allreduces: float | None = figure("grad_no_backward: extra all-reduces")
+    backward_extra_allreduces: float | None = figure("backward: extra all-reduces")
+    backward_error: str | None = figure("backward: error")
 
 
-def run_ranks(*, steps: int = 6, eval_interval: int = 2, scenarios=SCENARIOS, seed: int = 0, timeout: float = 120.0, world_size: int = 2) -> dict[str, Any]:
+def run_ranks(
+    *,
+    steps: int = 6,
+    eval_interval: int = 2,
+    scenarios=SCENARIOS,
+    seed: int = 0,
+    timeout: float = 120.0,
+    world_size: int = 2,
+) -> dict[str, Any]:
     """Spawn the ranks (``nbkit.procs.Ranks``: own sessions, dying with this process); returns per-rank
     results or a timeout/crash description."""
     port = free_port()
@@ -49,10 +85,32 @@ def run_ranks(*, steps: int = 6, eval_interval: int = 2, scenarios=SCENARIOS, se
     timed_out = False
     with Ranks() as group:  # leaving it kills and reaps every rank's group
         for r in range(world_size):
-            group.start(r, [sys.executable, "-m", "nbkit.audit.ddp_worker", "--rank", str(r), "--world-size", str(world_size),
-                            "--port", str(port), "--steps", str(steps), "--eval-interval", str(eval_interval),
-                            "--scenarios", ",".join(scenarios), "--seed", str(seed), "--timeout", str(max(10.0, timeout / 3))],
-                        env, capture=True)
+            group.start(
+                r,
+                [
+                    sys.executable,
+                    "-m",
+                    "nbkit.audit.ddp_worker",
+                    "--rank",
+                    str(r),
+                    "--world-size",
+                    str(world_size),
+                    "--port",
+                    str(port),
+                    "--steps",
+                    str(steps),
+                    "--eval-interval",
+                    str(eval_interval),
+                    "--scenarios",
+                    ",".join(scenarios),
+                    "--seed",
+                    str(seed),
+                    "--timeout",
+                    str(max(10.0, timeout / 3)),
+                ],
+                env,
+                capture=True,
+            )
         procs = [group.procs[r] for r in range(world_size)]
         for p in procs:
             left = max(0.1, deadline - time.monotonic())
@@ -86,14 +144,30 @@ def configured_scenario(eval_cfg) -> str:
     return "backward"
 
 
-def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 120.0) -> Finding:
+def check_ddp_eval(
+    eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 120.0, results: dict[str, Any] | None = None
+) -> Finding:
+    """The finding of the configured eval scenario; ``results``: :func:`run_ranks`' output when already
+    measured (every scenario runs in each launch, so configs differing only in their eval settings
+    read the same measurement)."""
     import plotly.graph_objects as go
 
-    res = run_ranks_cached(steps=steps, eval_interval=eval_cfg.interval, seed=seed, timeout=timeout)
+    res = (
+        results
+        if results is not None
+        else run_ranks(steps=steps, eval_interval=eval_cfg.interval, seed=seed, timeout=timeout)
+    )
     mine = configured_scenario(eval_cfg)
     if "timeout" in res:
-        return Finding(SLUG, TITLE, "fail", f"the two ranks did not finish within {timeout:.0f} s (a collective desynchronised); processes killed",
-                       {"scenario": mine, "timeout_s": timeout}, fix="run evaluation identically on every rank, under torch.no_grad()")
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            f"the two ranks did not finish within {timeout:.0f} s (a collective desynchronised); processes "
+            "killed",
+            {"scenario": mine, "timeout_s": timeout},
+            fix="run evaluation identically on every rank, under torch.no_grad()",
+        )
     if "crash" in res:
         return Finding(SLUG, TITLE, "error", res["crash"], {"scenario": mine})
     r0 = res["ranks"][0]
@@ -103,10 +177,25 @@ def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 
     rows = []
     for r in r0:
         expected = per_step * r["train_steps_done"] if per_step is not None else None
-        rows.append({**r, "expected_train_allreduce": expected, "extra_allreduce": (r["allreduce_train"] + r["allreduce_eval"] - expected) if expected is not None else None})
+        rows.append(
+            {
+                **r,
+                "expected_train_allreduce": expected,
+                "extra_allreduce": (r["allreduce_train"] + r["allreduce_eval"] - expected)
+                if expected is not None
+                else None,
+            }
+        )
     m = next(r for r in rows if r["scenario"] == mine)
-    figures: dict[str, Any] = {"scenario": mine, "allreduce_per_train_step": per_step, "train_steps": steps, "eval_interval": eval_cfg.interval,
-                               "allreduce_eval": m["allreduce_eval"], "extra_allreduce": m["extra_allreduce"], "error": m["error"]}
+    figures: dict[str, Any] = {
+        "scenario": mine,
+        "allreduce_per_train_step": per_step,
+        "train_steps": steps,
+        "eval_interval": eval_cfg.interval,
+        "allreduce_eval": m["allreduce_eval"],
+        "extra_allreduce": m["extra_allreduce"],
+        "error": m["error"],
+    }
     for r in rows:
         figures[f"{r['scenario']}: extra all-reduces"] = r["extra_allreduce"]
         if r["error"]:
@@ -117,23 +206,58 @@ def check_ddp_eval(eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 
     if m["error"]:
         status, summary = "fail", f"scenario '{mine}': {m['error'][:160]}"
     elif m["extra_allreduce"]:
-        status, summary = "warn", f"scenario '{mine}': evaluation triggers {m['extra_allreduce']:.0f} extra all-reduce(s) over {steps} steps (gradients of eval batches are averaged across ranks)"
+        status, summary = (
+            "warn",
+            f"scenario '{mine}': evaluation triggers {m['extra_allreduce']:.0f} extra all-reduce(s) over "
+            f"{steps} steps (gradients of eval batches are averaged across ranks)",
+        )
     else:
-        status, summary = "pass", f"scenario '{mine}': evaluation adds no all-reduce and no reducer error ({per_step:.0f} all-reduce bucket(s) per training step)"
+        status, summary = (
+            "pass",
+            f"scenario '{mine}': evaluation adds no all-reduce and no reducer error ({per_step:.0f} "
+            "all-reduce bucket(s) per training step)",
+        )
     fig = go.Figure()
-    fig.add_bar(x=[r["scenario"] for r in rows], y=[r["allreduce_train"] for r in rows], name="all-reduces in training")
-    fig.add_bar(x=[r["scenario"] for r in rows], y=[r["allreduce_eval"] for r in rows], name="all-reduces in eval")
+    fig.add_bar(
+        x=[r["scenario"] for r in rows],
+        y=[r["allreduce_train"] for r in rows],
+        name="all-reduces in training",
+    )
+    fig.add_bar(
+        x=[r["scenario"] for r in rows], y=[r["allreduce_eval"] for r in rows], name="all-reduces in eval"
+    )
     for r in rows:
         if r["error"]:
-            fig.add_annotation(x=r["scenario"], y=r["allreduce_train"] + r["allreduce_eval"], text="reducer error", showarrow=True)
-    fig.update_layout(title="all-reduce calls by eval style (2 gloo ranks)", barmode="stack", yaxis_title="comm-hook calls")
-    return Finding(SLUG, TITLE, status, summary, figures, rows,
-                   fix="evaluate under torch.no_grad(); a diagnostic backward belongs inside ddp.no_sync(), or set find_unused_parameters=True",
-                   figure=fig)
+            fig.add_annotation(
+                x=r["scenario"],
+                y=r["allreduce_train"] + r["allreduce_eval"],
+                text="reducer error",
+                showarrow=True,
+            )
+    fig.update_layout(
+        title="all-reduce calls by eval style (2 gloo ranks)", barmode="stack", yaxis_title="comm-hook calls"
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        rows,
+        fix="evaluate under torch.no_grad(); a diagnostic backward belongs inside ddp.no_sync(), or set "
+        "find_unused_parameters=True",
+        figure=fig,
+    )
 
 
-def run(context, cfg: DdpEvalConfig, live=None) -> Finding:
-    return check_ddp_eval(cfg, steps=cfg.steps, seed=context.config.model.seed)
+def finding(cfg: DdpEvalConfig, ctx: AuditContext, live=None) -> Finding:
+    """The eval scenarios on two ranks, launched once per (steps, interval, seed) in the context's shared
+    cache."""
+    seed, key = ctx.config.model.seed, ("ddp-ranks", cfg.steps, cfg.interval, ctx.config.model.seed)
+    res = ctx.shared.cached(key, lambda: run_ranks(steps=cfg.steps, eval_interval=cfg.interval, seed=seed))
+    if "ranks" not in res:  # a timeout or a crash is reported, never reused
+        ctx.shared.forget(key)
+    return check_ddp_eval(cfg, steps=cfg.steps, seed=seed, results=res)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, DdpEvalConfig, run, number=13, needs='eval'))
+CHECK = Check.of(SLUG, TITLE, DdpEvalConfig, DdpEvalMetrics, finding, number=13, needs="eval")

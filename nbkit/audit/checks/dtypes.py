@@ -10,13 +10,39 @@ torch build, on this device, with and without autocast.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import DtypesConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics, figure
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "dtypes", "dtype transitions"
+
+
+@dataclass
+class DtypesConfig(CheckConfig):
+    autocast_dtype: str = param("bfloat16", choices=["bfloat16", "float16", "none"])
+
+    @classmethod
+    def audit_values(cls, audit):
+        return {"autocast_dtype": audit.train.autocast_dtype}
+
+
+@dataclass(frozen=True)
+class DtypesMetrics(CheckMetrics):
+    """The result dtype (or error) of the field notes' ops under bf16 autocast, and the KV cache's dtypes."""
+
+    baddbmm_fp32_inputs_bf16_autocast: str | None = figure(
+        "baddbmm [float32 inputs under torch.bfloat16 autocast]"
+    )
+    index_add_bf16_source: str | None = figure("index_add_ [torch.bfloat16 cache, torch.bfloat16 source]")
+    index_copy_fp32_source: str | None = figure("index_copy_ [torch.bfloat16 cache, float32 source]")
+    kv_cache_keys_dtype: str | None = None
+    kv_cache_values_dtype: str | None = None
 
 
 def _first_tensor(obj):
@@ -69,7 +95,14 @@ def trace_module_dtypes(model, input_ids, device, autocast_dtype) -> dict[str, A
         def hook(mod, args, kwargs, output):
             ti = _first_tensor(list(args) + list(kwargs.values()))
             to = _first_tensor(output)
-            records.append((name, type(mod).__name__, str(ti.dtype) if ti is not None else None, str(to.dtype) if to is not None else None))
+            records.append(
+                (
+                    name,
+                    type(mod).__name__,
+                    str(ti.dtype) if ti is not None else None,
+                    str(to.dtype) if to is not None else None,
+                )
+            )
 
         return hook
 
@@ -82,7 +115,11 @@ def trace_module_dtypes(model, input_ids, device, autocast_dtype) -> dict[str, A
     finally:
         for h in hooks:
             h.remove()
-    return {"records": records, "logits": str(out.logits.dtype), "kv": kv_cache_dtypes(getattr(out, "cache", None) or out.past_key_values)}
+    return {
+        "records": records,
+        "logits": str(out.logits.dtype),
+        "kv": kv_cache_dtypes(getattr(out, "cache", None) or out.past_key_values),
+    }
 
 
 def op_dtype_probes(device, low) -> list[dict[str, Any]]:
@@ -96,11 +133,22 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
             res = fn()
             rows.append({"op": op, "case": case, "result dtype": str(res.dtype), "error": ""})
         except Exception as exc:
-            rows.append({"op": op, "case": case, "result dtype": "", "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"})
+            rows.append(
+                {
+                    "op": op,
+                    "case": case,
+                    "result dtype": "",
+                    "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}",
+                }
+            )
 
     d = device
     b32 = lambda *s: torch.randn(*s, device=d)  # noqa: E731
-    probe("baddbmm", f"{low} inputs, no autocast", lambda: torch.baddbmm(b32(2, 4, 4).to(low), b32(2, 4, 8).to(low), b32(2, 8, 4).to(low)))
+    probe(
+        "baddbmm",
+        f"{low} inputs, no autocast",
+        lambda: torch.baddbmm(b32(2, 4, 4).to(low), b32(2, 4, 8).to(low), b32(2, 8, 4).to(low)),
+    )
 
     def bad_auto():
         with torch.autocast(device_type=d.type, dtype=low):
@@ -108,21 +156,43 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
 
     probe("baddbmm", f"float32 inputs under {low} autocast", bad_auto)
     idx = torch.tensor([0, 2], device=d)
-    probe("index_add_", f"{low} cache, {low} source", lambda: torch.zeros(4, 3, device=d, dtype=low).index_add_(0, idx, b32(2, 3).to(low)))
-    probe("index_add_", f"{low} cache, float32 source", lambda: torch.zeros(4, 3, device=d, dtype=low).index_add_(0, idx, b32(2, 3)))
+    probe(
+        "index_add_",
+        f"{low} cache, {low} source",
+        lambda: torch.zeros(4, 3, device=d, dtype=low).index_add_(0, idx, b32(2, 3).to(low)),
+    )
+    probe(
+        "index_add_",
+        f"{low} cache, float32 source",
+        lambda: torch.zeros(4, 3, device=d, dtype=low).index_add_(0, idx, b32(2, 3)),
+    )
 
     def add_auto():
         with torch.autocast(device_type=d.type, dtype=low):
             return torch.zeros(4, 3, device=d, dtype=low).index_add_(0, idx, b32(2, 3))
 
     probe("index_add_", f"{low} cache, float32 source, under autocast", add_auto)
-    probe("index_copy_", f"{low} cache, {low} source", lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3).to(low)))
-    probe("index_copy_", f"{low} cache, float32 source", lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3)))
-    probe("index_copy_", f"{low} cache, float32 source .to(cache.dtype) (the field notes' fix)", lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3).to(low)))
+    probe(
+        "index_copy_",
+        f"{low} cache, {low} source",
+        lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3).to(low)),
+    )
+    probe(
+        "index_copy_",
+        f"{low} cache, float32 source",
+        lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3)),
+    )
+    probe(
+        "index_copy_",
+        f"{low} cache, float32 source .to(cache.dtype) (the field notes' fix)",
+        lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3).to(low)),
+    )
     return rows
 
 
-def check_dtype_transitions(model, tokenizer, *, device, autocast_dtype: str = "bfloat16", seq_len: int = 16) -> Finding:
+def check_dtype_transitions(
+    model, tokenizer, *, device, autocast_dtype: str = "bfloat16", seq_len: int = 16
+) -> Finding:
     import plotly.graph_objects as go
     import torch
 
@@ -147,7 +217,11 @@ def check_dtype_transitions(model, tokenizer, *, device, autocast_dtype: str = "
     kv_keys = ", ".join(sorted(set(tr["kv"]["keys"])))
     kv_values = ", ".join(sorted(set(tr["kv"]["values"])))
     ops = op_dtype_probes(device, low)
-    table = [{"module class": cls, "input→output dtype": k, "modules": v} for cls, c in sorted(by_class.items()) for k, v in c.items()]
+    table = [
+        {"module class": cls, "input→output dtype": k, "modules": v}
+        for cls, c in sorted(by_class.items())
+        for k, v in c.items()
+    ]
     figures: dict[str, Any] = {
         "autocast_dtype": lowname,
         "modules_traced": len(tr["records"]),
@@ -160,25 +234,49 @@ def check_dtype_transitions(model, tokenizer, *, device, autocast_dtype: str = "
         figures[f"{row['op']} [{row['case']}]"] = row["result dtype"] or row["error"]
     problems = []
     if upcasts:
-        problems.append("bf16→float32 upcasts in " + ", ".join(f"{cls}×{n} (e.g. {example[cls]})" for cls, n in upcasts.items()))
+        problems.append(
+            "bf16→float32 upcasts in "
+            + ", ".join(f"{cls}×{n} (e.g. {example[cls]})" for cls, n in upcasts.items())
+        )
     for part, got in (("keys", kv_keys), ("values", kv_values)):
         if got != lowname:
-            problems.append(f"KV cache {part} are {got} under {lowname} autocast (float32 doubles their memory; the cache update switches dtype)")
+            problems.append(
+                f"KV cache {part} are {got} under {lowname} autocast (float32 doubles their memory; the "
+                "cache update switches dtype)"
+            )
     status = "warn" if problems else "pass"
     summary = "; ".join(problems) if problems else f"no silent upcasts; KV cache stays {lowname}"
     classes = sorted(by_class)
     fig = go.Figure()
     for trans in sorted({k for c in by_class.values() for k in c}):
         fig.add_bar(x=classes, y=[by_class[c].get(trans, 0) for c in classes], name=trans)
-    fig.update_layout(title=f"module input→output dtypes under {lowname} autocast", barmode="stack", yaxis_title="modules")
-    return Finding(SLUG, TITLE, status, summary, figures, table + [{"module class": f"op {r['op']}", "input→output dtype": r["case"], "modules": r["result dtype"] or r["error"]} for r in ops],
-                   fix="cast RMSNorm weights / rotary tables to the compute dtype, or keep the cache in float32 on purpose and budget its memory",
-                   figure=fig)
+    fig.update_layout(
+        title=f"module input→output dtypes under {lowname} autocast", barmode="stack", yaxis_title="modules"
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        table
+        + [
+            {
+                "module class": f"op {r['op']}",
+                "input→output dtype": r["case"],
+                "modules": r["result dtype"] or r["error"],
+            }
+            for r in ops
+        ],
+        fix="cast RMSNorm weights / rotary tables to the compute dtype, or keep the cache in float32 on "
+        "purpose and budget its memory",
+        figure=fig,
+    )
 
 
-def run(context, cfg: DtypesConfig, live=None) -> Finding:
-    model, tok = context.model_and_tokenizer()
-    return check_dtype_transitions(model, tok, device=context.device, autocast_dtype=cfg.autocast_dtype)
+def finding(cfg: DtypesConfig, ctx: AuditContext, live=None) -> Finding:
+    model, tok = ctx.model_and_tokenizer()
+    return check_dtype_transitions(model, tok, device=ctx.torch_device, autocast_dtype=cfg.autocast_dtype)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, DtypesConfig, run, number=6))
+CHECK = Check.of(SLUG, TITLE, DtypesConfig, DtypesMetrics, finding, number=6)

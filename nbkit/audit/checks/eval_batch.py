@@ -9,17 +9,54 @@ check scores the same examples both ways with the audit's model and reports the 
 
 from __future__ import annotations
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import EvalBatchConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics, NotRunnable
+from nbkit.audit.sft import pooled_loss
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "eval-batch", "eval batch size ↔ micro batch size under accumulation"
-FIX = "set eval_batch_size equal to micro_batch_size (TRL: per_device_eval_batch_size = per_device_train_batch_size)"
+
+
+@dataclass
+class EvalBatchConfig(CheckConfig):
+    micro_batch_size: int = param(2, min=1, max=64)
+    eval_batch_size: int = param(8, min=0, max=256, label="eval batch size (0 = micro batch size)")
+    grad_accumulation: int = param(4, min=1, max=64)
+    examples: int = param(8, min=2, max=1024, label="examples scored")
+
+    @classmethod
+    def smoke(cls):
+        return cls(examples=4)
+
+    @classmethod
+    def audit_values(cls, audit):
+        t, tr = audit.trainer, audit.train
+        return {
+            "micro_batch_size": tr.micro_batch_size,
+            "grad_accumulation": tr.grad_accumulation,
+            "eval_batch_size": t.eval_batch_size or 0,
+        }
+
+
+@dataclass(frozen=True)
+class EvalBatchMetrics(CheckMetrics):
+    """The verdict on the eval batch size under accumulation, with the measured loss gap when a model ran."""
+
+
+FIX = (
+    "set eval_batch_size equal to micro_batch_size (TRL: per_device_eval_batch_size = "
+    "per_device_train_batch_size)"
+)
 
 
 def mean_of_batch_means(losses: list[tuple[float, int]], batch_size: int) -> float:
     """The loss as trainers report it: the mean over batches of each batch's token-mean loss."""
-    from nbkit.audit.sft import pooled_loss
 
     means = [pooled_loss(losses[i : i + batch_size]) for i in range(0, len(losses), batch_size)]
     return sum(means) / len(means)
@@ -28,34 +65,55 @@ def mean_of_batch_means(losses: list[tuple[float, int]], batch_size: int) -> flo
 def check_eval_batch(cfg: EvalBatchConfig, measured: dict | None = None) -> Finding:
     """warn: eval batch ≠ micro batch with accumulation > 1 (axolotl itself only warns); pass otherwise."""
     eval_bs = cfg.eval_batch_size or cfg.micro_batch_size
-    figures = {"micro_batch_size": cfg.micro_batch_size, "eval_batch_size": eval_bs, "gradient_accumulation_steps": cfg.grad_accumulation}
+    figures = {
+        "micro_batch_size": cfg.micro_batch_size,
+        "eval_batch_size": eval_bs,
+        "gradient_accumulation_steps": cfg.grad_accumulation,
+    }
     if measured:
         figures.update(measured)
     if eval_bs == cfg.micro_batch_size or cfg.grad_accumulation <= 1:
         why = "equal batch sizes" if eval_bs == cfg.micro_batch_size else "no gradient accumulation"
-        return Finding(SLUG, TITLE, "pass", f"{why}: evaluation runs the shapes training runs", figures, fix=FIX)
-    gap = (f"; the same {measured['examples_scored']} examples score {measured['loss_at_micro_batch']:.4f} at batch "
-           f"{cfg.micro_batch_size} and {measured['loss_at_eval_batch']:.4f} at batch {eval_bs}") if measured else ""
-    return Finding(SLUG, TITLE, "warn", f"eval_batch_size {eval_bs} ≠ micro_batch_size {cfg.micro_batch_size} with "
-                   f"{cfg.grad_accumulation} accumulation steps: evaluation allocates other shapes than training (VRAM spikes) and "
-                   f"its loss averages other batches{gap}", figures, fix=FIX)
+        return Finding(
+            SLUG, TITLE, "pass", f"{why}: evaluation runs the shapes training runs", figures, fix=FIX
+        )
+    gap = (
+        (
+            f"; the same {measured['examples_scored']} examples score {measured['loss_at_micro_batch']:.4f} "
+            "at batch "
+            f"{cfg.micro_batch_size} and {measured['loss_at_eval_batch']:.4f} at batch {eval_bs}"
+        )
+        if measured
+        else ""
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        "warn",
+        f"eval_batch_size {eval_bs} ≠ micro_batch_size {cfg.micro_batch_size} with "
+        f"{cfg.grad_accumulation} accumulation steps: evaluation allocates other shapes than training (VRAM "
+        "spikes) and "
+        f"its loss averages other batches{gap}",
+        figures,
+        fix=FIX,
+    )
 
 
-def run(context, cfg: EvalBatchConfig, live=None) -> Finding:
-    from nbkit.audit.experiments import NotRunnable
-
+def finding(cfg: EvalBatchConfig, ctx: AuditContext, live=None) -> Finding:
     eval_bs = cfg.eval_batch_size or cfg.micro_batch_size
     measured = None
     if eval_bs != cfg.micro_batch_size and cfg.grad_accumulation > 1:
         try:
-            ex, _ = context.examples(cfg.examples, SLUG)
-            losses = context.base_example_losses(ex[: cfg.examples], context.config.template)
-            measured = {"examples_scored": len(losses),
-                        "loss_at_micro_batch": mean_of_batch_means(losses, cfg.micro_batch_size),
-                        "loss_at_eval_batch": mean_of_batch_means(losses, eval_bs)}
+            ex, _ = ctx.examples(cfg.examples, SLUG)
+            losses = ctx.base_example_losses(ex[: cfg.examples], ctx.config.template)
+            measured = {
+                "examples_scored": len(losses),
+                "loss_at_micro_batch": mean_of_batch_means(losses, cfg.micro_batch_size),
+                "loss_at_eval_batch": mean_of_batch_means(losses, eval_bs),
+            }
         except NotRunnable:  # the verdict comes from the config; the measured gap needs the model
             measured = None
     return check_eval_batch(cfg, measured)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, EvalBatchConfig, run, number=18, needs="trainer"))
+CHECK = Check.of(SLUG, TITLE, EvalBatchConfig, EvalBatchMetrics, finding, number=18, needs="trainer")

@@ -16,13 +16,61 @@ from __future__ import annotations
 import contextlib
 import functools
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import GradAccumulationConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.sft import build_features, concurrent_workers, pad_batch, run_concurrently
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "grad-accumulation", "Gradient accumulation"
+
+
+@dataclass
+class GradAccumulationConfig(CheckConfig):
+    micro_batch_size: int = param(4, min=1, max=16)
+    grad_accumulation: int = param(4, min=2, max=16)
+    loss_normalisation: str = param("token_count", choices=["token_count", "per_microbatch_mean"])
+    noise_lengths: tuple = param(
+        (16, 32, 64, 128), choices=[16, 32, 64, 128, 256], label="lengths of the noise fit"
+    )
+    # 8 samples = 4 independent pairs per length (the interval resamples pairs, and needs ≥ 3 of them):
+    # 4 samples gave only 2 pairs, too few for any interval. Set by what the interval needs, not by its
+    # verdict.
+    noise_samples: int = param(8, min=6, max=64, label="gradient samples per length (pairs: half)")
+    noise_params: str = param("last_layer", choices=["last_layer", "all"], label="gradients of")
+
+    @classmethod
+    def smoke(cls):
+        return cls(micro_batch_size=2, grad_accumulation=2, noise_lengths=(16, 32, 64), noise_samples=6)
+
+    @classmethod
+    def audit_values(cls, audit):
+        t = audit.train
+        return {
+            "micro_batch_size": t.micro_batch_size,
+            "grad_accumulation": max(2, t.grad_accumulation),
+            "loss_normalisation": t.loss_normalisation,
+        }
+
+
+@dataclass(frozen=True)
+class GradAccumulationMetrics(CheckMetrics):
+    """Accumulation errors of both normalisations, and the fitted exponent of gradient variance vs length."""
+
+    rel_err_per_microbatch_mean: float | None = None
+    rel_err_token_count: float | None = None
+    tokens_per_microbatch: Any = None
+    noise_variance_slope: float | None = None
+    noise_variance_slope_ci_low: float | None = None
+    noise_variance_slope_ci_high: float | None = None
+    noise_lengths: int | None = None
+    noise_samples_per_length: int | None = None
+    gradients_of: str | None = None
 
 
 def _clear_grads(params) -> None:
@@ -33,7 +81,9 @@ def _clear_grads(params) -> None:
 def _flat_grad(params) -> Any:
     import torch
 
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]).clone()
+    return torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
+    ).clone()
 
 
 @contextmanager
@@ -60,8 +110,6 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
     """
     import torch
 
-    from nbkit.audit.sft import run_concurrently
-
     params = params or [p for p in model.parameters() if p.requires_grad]
     twin_model, twin_params = twin if twin is not None else (model, params)
     # Dropout off: the comparison is about normalisation, not noise.
@@ -77,7 +125,9 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
 
     def one_batch():
         _clear_grads(params)
-        model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss.backward()
+        model(
+            input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)
+        ).loss.backward()
         g = _flat_grad(params)
         _clear_grads(params)
         return g
@@ -90,8 +140,12 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
         _clear_grads(twin_params)
         contributions, before = [], None
         for b in batches:
-            twin_model(input_ids=b[0].to(device), attention_mask=b[2].to(device), labels=b[1].to(device),
-                       num_items_in_batch=torch.tensor(n_items, device=device)).loss.backward()
+            twin_model(
+                input_ids=b[0].to(device),
+                attention_mask=b[2].to(device),
+                labels=b[1].to(device),
+                num_items_in_batch=torch.tensor(n_items, device=device),
+            ).loss.backward()
             after = _flat_grad(twin_params)
             contributions.append(after if before is None else after - before)
             before = after
@@ -103,7 +157,9 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
     else:
         g_full, (contributions, g_tok) = run_concurrently([one_batch, micro_batches], 2)
     tokens = [int((b[1][:, 1:] != -100).sum()) for b in batches]
-    g_mean = sum(c * (n_items / (max(n, 1) * len(batches))) for c, n in zip(contributions, tokens, strict=True))
+    g_mean = sum(
+        c * (n_items / (max(n, 1) * len(batches))) for c, n in zip(contributions, tokens, strict=True)
+    )
     norm = float(g_full.norm())
     return {
         "rel_err_per_microbatch_mean": float((g_mean - g_full).norm()) / norm,
@@ -112,8 +168,19 @@ def accumulation_errors(model, batches, device, params=None, twin=None) -> dict[
     }
 
 
-def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, samples: int, device, seed: int = 0, params=None, progress=True,
-                             twin=None):
+def noise_variance_by_length(
+    model,
+    token_stream,
+    lengths,
+    *,
+    micro_batch: int,
+    samples: int,
+    device,
+    seed: int = 0,
+    params=None,
+    progress=True,
+    twin=None,
+):
     """Per sequence length, one independent estimate of the gradient-noise variance per *pair* of
     micro-batch gradients: ½‖g_a − g_b‖² over disjoint pairs (its expectation is the trace of the
     gradient covariance). Why pairs: squared deviations from the shared sample mean are dependent
@@ -126,8 +193,6 @@ def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, 
     """
     import torch
     from tqdm.auto import tqdm
-
-    from nbkit.audit.sft import run_concurrently
 
     params = params or [p for p in model.parameters() if p.requires_grad]
     pairs = [(model, params)] + ([twin] if twin is not None else [])
@@ -153,14 +218,19 @@ def noise_variance_by_length(model, token_stream, lengths, *, micro_batch: int, 
             starts = torch.randint(0, len(token_stream) - L, (micro_batch,), generator=gen)
             batches.append(torch.stack([token_stream[s : s + L] for s in starts.tolist()]))
         # sample i goes to model i mod 2; put back in sample order
-        parts = run_concurrently([functools.partial(grads, m, ps, batches[k :: len(pairs)]) for k, (m, ps) in enumerate(pairs)], len(pairs))
+        parts = run_concurrently(
+            [functools.partial(grads, m, ps, batches[k :: len(pairs)]) for k, (m, ps) in enumerate(pairs)],
+            len(pairs),
+        )
         ordered = [parts[i % len(pairs)][i // len(pairs)] for i in range(samples)]
         g = torch.stack(ordered[: 2 * (samples // 2)])
         out[L] = (((g[0::2] - g[1::2]) ** 2).sum(1) / 2).tolist()
     return out
 
 
-def fit_slope(deviations: dict[int, list[float]], level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+def fit_slope(
+    deviations: dict[int, list[float]], level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
     """Slope of log variance on log L, and its percentile bootstrap interval: (slope, low, high).
 
     ``deviations`` maps each length to its independent variance estimates (one per pair of gradient
@@ -196,22 +266,41 @@ def text_token_stream(tokenizer, max_tokens: int = 20000):
     return torch.tensor(ids, dtype=torch.long)
 
 
-def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch_size: int = 4, grad_accumulation: int = 4,
-                            normalisation: str = "token_count", lengths=(16, 32, 64, 128), noise_samples: int = 8,
-                            noise_micro_batch: int = 2, base_length: int | None = None, device, seed: int = 0,
-                            noise_params: str = "all", progress: bool = True, workers: int | None = None) -> Finding:
+def check_grad_accumulation(
+    model,
+    tokenizer,
+    examples,
+    template,
+    *,
+    micro_batch_size: int = 4,
+    grad_accumulation: int = 4,
+    normalisation: str = "token_count",
+    lengths=(16, 32, 64, 128),
+    noise_samples: int = 8,
+    noise_micro_batch: int = 2,
+    base_length: int | None = None,
+    device,
+    seed: int = 0,
+    noise_params: str = "all",
+    progress: bool = True,
+    workers: int | None = None,
+) -> Finding:
     """``workers``: 2 runs half the passes on a copy of the model in a second thread (default: on CPU when
     :func:`nbkit.audit.sft.concurrent_workers` allows it; the figures are those of one model doing all)."""
     from plotly.subplots import make_subplots
 
-    from nbkit.audit.sft import build_features, concurrent_workers, pad_batch
-
     n = micro_batch_size * grad_accumulation
     if len(examples) < n:
-        raise ValueError(f"need {n} examples for {grad_accumulation} micro-batches of {micro_batch_size}, have {len(examples)}")
+        raise ValueError(
+            f"need {n} examples for {grad_accumulation} micro-batches of {micro_batch_size}, have "
+            f"{len(examples)}"
+        )
     feats = [build_features(tokenizer, e, template) for e in examples[:n]]
     ids, labels, mask = pad_batch(feats, tokenizer.pad_token_id)
-    batches = [(ids[i : i + micro_batch_size], labels[i : i + micro_batch_size], mask[i : i + micro_batch_size]) for i in range(0, n, micro_batch_size)]
+    batches = [
+        (ids[i : i + micro_batch_size], labels[i : i + micro_batch_size], mask[i : i + micro_batch_size])
+        for i in range(0, n, micro_batch_size)
+    ]
     params = [p for p in model.parameters() if p.requires_grad]
     if noise_params == "last_layer":
         # A cheaper probe on big models: gradients of the last decoder layer only (autograd then
@@ -228,10 +317,20 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
         names = {id(p): n for n, p in model.named_parameters()}
         twin_by_name = dict(twin_model.named_parameters())
         twin = (twin_model, [twin_by_name[names[id(p)]] for p in params])
-    with only_grad_for(model, params), (only_grad_for(*twin) if twin else contextlib.nullcontext()):
+    with only_grad_for(model, params), only_grad_for(*twin) if twin else contextlib.nullcontext():
         errs = accumulation_errors(model, batches, device, params, twin=twin)
-        devs = noise_variance_by_length(model, stream, list(lengths), micro_batch=noise_micro_batch, samples=noise_samples, device=device, seed=seed,
-                                        params=params, progress=progress, twin=twin)
+        devs = noise_variance_by_length(
+            model,
+            stream,
+            list(lengths),
+            micro_batch=noise_micro_batch,
+            samples=noise_samples,
+            device=device,
+            seed=seed,
+            params=params,
+            progress=progress,
+            twin=twin,
+        )
     del twin
     var = {L: sum(d) / len(d) for L, d in devs.items()}
     ls = sorted(var)
@@ -241,8 +340,15 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
     rows = []
     for L in ls:
         measured = g0 * (L / L0) ** slope  # accumulation that keeps variance at its L0 level
-        rows.append({"L": L, "grad noise variance": var[L], "G (constant variance, measured)": measured,
-                     "G field-note √L rule": g0 * (L0 / L) ** 0.5, "G linear rule": g0 * (L0 / L)})
+        rows.append(
+            {
+                "L": L,
+                "grad noise variance": var[L],
+                "G (constant variance, measured)": measured,
+                "G field-note √L rule": g0 * (L0 / L) ** 0.5,
+                "G linear rule": g0 * (L0 / L),
+            }
+        )
     figures: dict[str, Any] = {
         "rel_err_per_microbatch_mean": errs["rel_err_per_microbatch_mean"],
         "rel_err_token_count": errs["rel_err_token_count"],
@@ -254,42 +360,101 @@ def check_grad_accumulation(model, tokenizer, examples, template, *, micro_batch
         "noise_samples_per_length": noise_samples,
         "gradients_of": "last decoder layer" if noise_params == "last_layer" else "all parameters",
     }
-    used = errs["rel_err_token_count"] if normalisation == "token_count" else errs["rel_err_per_microbatch_mean"]
+    used = (
+        errs["rel_err_token_count"] if normalisation == "token_count" else errs["rel_err_per_microbatch_mean"]
+    )
     figures["configured_normalisation"] = normalisation
     figures["configured_rel_err"] = used
     tol = 1e-3
     if used > tol:
         status = "fail"
-        summary = (f"'{normalisation}' accumulation misses the one-batch gradient by {used:.2%} (token counts {errs['tokens_per_microbatch']}); "
-                   f"token-count normalisation gets {errs['rel_err_token_count']:.1e}")
+        summary = (
+            f"'{normalisation}' accumulation misses the one-batch gradient by {used:.2%} (token counts "
+            f"{errs['tokens_per_microbatch']}); "
+            f"token-count normalisation gets {errs['rel_err_token_count']:.1e}"
+        )
     else:
         status = "pass"
-        summary = f"'{normalisation}' accumulation equals the one-batch gradient (rel. err {used:.1e}; per-micro-batch mean would be {errs['rel_err_per_microbatch_mean']:.2%})"
-    summary += f"; gradient variance ∝ L^{slope:.2f} (95% interval [{slope_lo:.2f}, {slope_hi:.2f}], {len(ls)} lengths × {noise_samples} samples)"
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("accumulated vs one-batch gradient", "gradient noise vs sequence length"))
-    fig.add_bar(x=["mean of micro-batch means", "sum / token count"], y=[errs["rel_err_per_microbatch_mean"], errs["rel_err_token_count"]], row=1, col=1, name="relative error")
-    fig.add_scatter(x=ls, y=[var[L] for L in ls], mode="lines+markers", row=1, col=2, name=f"measured (slope {slope:.2f})")
-    fig.add_scatter(x=ls, y=[var[ls[0]] * (L / ls[0]) ** -0.5 for L in ls], mode="lines", line_dash="dot", row=1, col=2, name="∝ L^-0.5 (field notes' √L)")
-    fig.add_scatter(x=ls, y=[var[ls[0]] * (L / ls[0]) ** -1 for L in ls], mode="lines", line_dash="dash", row=1, col=2, name="∝ L^-1 (linear)")
+        summary = (
+            f"'{normalisation}' accumulation equals the one-batch gradient (rel. err {used:.1e}; "
+            f"per-micro-batch mean would be {errs['rel_err_per_microbatch_mean']:.2%})"
+        )
+    summary += (
+        f"; gradient variance ∝ L^{slope:.2f} (95% interval [{slope_lo:.2f}, {slope_hi:.2f}], "
+        f"{len(ls)} lengths × {noise_samples} samples)"
+    )
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("accumulated vs one-batch gradient", "gradient noise vs sequence length"),
+    )
+    fig.add_bar(
+        x=["mean of micro-batch means", "sum / token count"],
+        y=[errs["rel_err_per_microbatch_mean"], errs["rel_err_token_count"]],
+        row=1,
+        col=1,
+        name="relative error",
+    )
+    fig.add_scatter(
+        x=ls, y=[var[L] for L in ls], mode="lines+markers", row=1, col=2, name=f"measured (slope {slope:.2f})"
+    )
+    fig.add_scatter(
+        x=ls,
+        y=[var[ls[0]] * (L / ls[0]) ** -0.5 for L in ls],
+        mode="lines",
+        line_dash="dot",
+        row=1,
+        col=2,
+        name="∝ L^-0.5 (field notes' √L)",
+    )
+    fig.add_scatter(
+        x=ls,
+        y=[var[ls[0]] * (L / ls[0]) ** -1 for L in ls],
+        mode="lines",
+        line_dash="dash",
+        row=1,
+        col=2,
+        name="∝ L^-1 (linear)",
+    )
     fig.update_xaxes(type="log", row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_layout(title="gradient accumulation")
-    return Finding(SLUG, TITLE, status, summary, figures, rows,
-                   fix="sum token losses and divide by the accumulated token count (num_items_in_batch); scale G by the measured variance law, not √L by default",
-                   figure=fig)
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        rows,
+        fix="sum token losses and divide by the accumulated token count (num_items_in_batch); scale G by the "
+        "measured variance law, not √L by default",
+        figure=fig,
+    )
 
 
-def run(context, cfg: GradAccumulationConfig, live=None) -> Finding:
-    model, tok = context.model_and_tokenizer()
-    ex, note = context.examples(cfg.micro_batch_size * cfg.grad_accumulation, SLUG)
+def finding(cfg: GradAccumulationConfig, ctx: AuditContext, live=None) -> Finding:
+    model, tok = ctx.model_and_tokenizer()
+    ex, note = ctx.examples(cfg.micro_batch_size * cfg.grad_accumulation, SLUG)
     # The accumulation identity is about the loss normalisation, so pad labels stay unmasked here.
-    template = context.config.template.model_copy(update={"mask_pad_labels": False})
-    f = check_grad_accumulation(model, tok, ex, template, micro_batch_size=cfg.micro_batch_size, grad_accumulation=cfg.grad_accumulation,
-                                normalisation=cfg.loss_normalisation, lengths=tuple(sorted(cfg.noise_lengths)), noise_samples=cfg.noise_samples,
-                                device=context.device, seed=context.config.model.seed, noise_params=cfg.noise_params, progress=context.progress)
+    template = ctx.config.template.model_copy(update={"mask_pad_labels": False})
+    f = check_grad_accumulation(
+        model,
+        tok,
+        ex,
+        template,
+        micro_batch_size=cfg.micro_batch_size,
+        grad_accumulation=cfg.grad_accumulation,
+        normalisation=cfg.loss_normalisation,
+        lengths=tuple(sorted(cfg.noise_lengths)),
+        noise_samples=cfg.noise_samples,
+        device=ctx.torch_device,
+        seed=ctx.config.model.seed,
+        noise_params=cfg.noise_params,
+        progress=ctx.progress,
+    )
     f.summary += note
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, GradAccumulationConfig, run, number=5))
+CHECK = Check.of(SLUG, TITLE, GradAccumulationConfig, GradAccumulationMetrics, finding, number=5)

@@ -9,15 +9,42 @@ boundary F1 compare the round trip with the gold spans, per language.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import LabelAlignmentConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
 from nbkit.audit.sft import EXAMPLES_DIR, read_jsonl_plain
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "label-alignment", "Tokenizer ↔ label space"
+
+
+@dataclass
+class LabelAlignmentConfig(CheckConfig):
+    language: str = param("all", choices=["all", "en", "zh"])
+    ner_path: str = param("", hidden=True, help="labelled JSONL ('' = the bundled ner.jsonl)")
+
+    @classmethod
+    def audit_values(cls, audit):
+        return (
+            {"ner_path": str(audit.data.ner_path)} if audit.data is not None and audit.data.ner_path else {}
+        )
+
+
+@dataclass(frozen=True)
+class LabelAlignmentMetrics(CheckMetrics):
+    """Boundary F1 of span labels after the round trip through the tokenizer's offsets, per language."""
+
+    en_spans: int | None = None
+    zh_spans: int | None = None
+    en_boundary_f1_pct: float | None = None
+    zh_boundary_f1_pct: float | None = None
+    en_untrimmed_offsets_f1_pct: float | None = None
 
 
 def project_spans(offsets: list[tuple[int, int]], spans: list[tuple[int, int, str]]) -> list[str]:
@@ -78,14 +105,35 @@ def roundtrip(tokenizer, text: str, spans: list) -> dict[str, Any]:
     covered = sum(1 for s, e, _ in gold if s in starts and e in ends)
     tp = len(set(gold) & set(back))
     tp_raw = len(set(gold) & set(back_raw))
-    return {"n_tokens": len(raw_offsets), "gold": gold, "back": back, "back_raw": back_raw, "tp": tp, "tp_raw": tp_raw, "covered": covered, "tags": tags, "offsets": raw_offsets}
+    return {
+        "n_tokens": len(raw_offsets),
+        "gold": gold,
+        "back": back,
+        "back_raw": back_raw,
+        "tp": tp,
+        "tp_raw": tp_raw,
+        "covered": covered,
+        "tags": tags,
+        "offsets": raw_offsets,
+    }
 
 
 def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: float = 0.9) -> Finding:
     """Label coverage (share of gold spans whose both boundaries are token boundaries) and boundary F1."""
     import plotly.graph_objects as go
 
-    per_lang: dict[str, dict[str, float]] = defaultdict(lambda: {"gold": 0, "back": 0, "tp": 0, "tp_raw": 0, "covered": 0, "examples": 0, "chars": 0, "tokens": 0})
+    per_lang: dict[str, dict[str, float]] = defaultdict(
+        lambda: {
+            "gold": 0,
+            "back": 0,
+            "tp": 0,
+            "tp_raw": 0,
+            "covered": 0,
+            "examples": 0,
+            "chars": 0,
+            "tokens": 0,
+        }
+    )
     table = []
     for row in rows:
         rt = roundtrip(tokenizer, row["text"], row["spans"])
@@ -102,8 +150,15 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
         for s, e, lab in rt["gold"]:
             if (s, e, lab) not in rt["back"]:
                 got = [b for b in rt["back"] if b[0] < e and b[1] > s]
-                table.append({"lang": lang, "text": row["text"], "gold span": row["text"][s:e], "label": lab,
-                              "after round trip": " | ".join(row["text"][b[0]:b[1]] for b in got) or "(lost)"})
+                table.append(
+                    {
+                        "lang": lang,
+                        "text": row["text"],
+                        "gold span": row["text"][s:e],
+                        "label": lab,
+                        "after round trip": " | ".join(row["text"][b[0] : b[1]] for b in got) or "(lost)",
+                    }
+                )
     figures: dict[str, Any] = {}
     langs = sorted(per_lang)
     for lang in langs:
@@ -113,7 +168,10 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
         figures[f"{lang}_label_coverage_pct"] = 100.0 * a["covered"] / max(a["gold"], 1)
         figures[f"{lang}_boundary_f1_pct"] = 100.0 * (2 * p * r / (p + r) if p + r else 0.0)
         # Without trimming the whitespace byte-level tokens carry (offsets as the tokenizer returns them).
-        pr, rr = (a["tp_raw"] / a["back"] if a["back"] else 0.0), (a["tp_raw"] / a["gold"] if a["gold"] else 0.0)
+        pr, rr = (
+            (a["tp_raw"] / a["back"] if a["back"] else 0.0),
+            (a["tp_raw"] / a["gold"] if a["gold"] else 0.0),
+        )
         figures[f"{lang}_untrimmed_offsets_f1_pct"] = 100.0 * (2 * pr * rr / (pr + rr) if pr + rr else 0.0)
         figures[f"{lang}_chars_per_token"] = a["chars"] / max(a["tokens"], 1)
         figures[f"{lang}_spans"] = a["gold"]
@@ -122,22 +180,34 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
         return Finding(SLUG, TITLE, "skipped", "no labelled examples")
     worst_f1 = figures[f"{worst}_boundary_f1_pct"]
     status = "pass" if worst_f1 >= 100 * min_f1 else ("warn" if worst_f1 >= 50 else "fail")
-    summary = ", ".join(f"{lg}: coverage {figures[f'{lg}_label_coverage_pct']:.1f}%, boundary F1 {figures[f'{lg}_boundary_f1_pct']:.1f}%" for lg in langs)
+    summary = ", ".join(
+        f"{lg}: coverage {figures[f'{lg}_label_coverage_pct']:.1f}%, boundary F1 "
+        f"{figures[f'{lg}_boundary_f1_pct']:.1f}%"
+        for lg in langs
+    )
     fig = go.Figure()
     fig.add_bar(x=langs, y=[figures[f"{lg}_label_coverage_pct"] for lg in langs], name="label coverage %")
     fig.add_bar(x=langs, y=[figures[f"{lg}_boundary_f1_pct"] for lg in langs], name="boundary F1 %")
     fig.update_layout(title="span labels after the token round trip", yaxis_title="%", barmode="group")
-    return Finding(SLUG, TITLE, status, summary, figures, table,
-                   fix="label at character level and align with offsets per word, or pre-split words (is_split_into_words) so tokens never straddle a span boundary",
-                   figure=fig)
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        table,
+        fix="label at character level and align with offsets per word, or pre-split words "
+        "(is_split_into_words) so tokens never straddle a span boundary",
+        figure=fig,
+    )
 
 
-def run(context, cfg: LabelAlignmentConfig, live=None) -> Finding:
+def finding(cfg: LabelAlignmentConfig, ctx: AuditContext, live=None) -> Finding:
     path = Path(cfg.ner_path or EXAMPLES_DIR / "ner.jsonl")
     rows = [r for r in read_jsonl_plain(path) if cfg.language in ("all", r.get("lang"))]
-    f = check_label_alignment(context.model_and_tokenizer()[1], rows)
+    f = check_label_alignment(ctx.model_and_tokenizer()[1], rows)
     f.figures["ner_file"] = path.name
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, LabelAlignmentConfig, run, number=3))
+CHECK = Check.of(SLUG, TITLE, LabelAlignmentConfig, LabelAlignmentMetrics, finding, number=3)

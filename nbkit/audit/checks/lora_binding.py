@@ -4,13 +4,51 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import LoraBindingConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "lora-binding", "LoRA shape binding"
+
+
+LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "gate"]
+
+
+@dataclass
+class LoraBindingConfig(CheckConfig):
+    r: int = param(8, min=1, max=512)
+    alpha: float = param(16.0, min=1.0, max=512.0)
+    target_modules: tuple = param(("q_proj", "v_proj"), choices=LORA_MODULES)
+    use_rslora: bool = False
+
+    @classmethod
+    def audit_values(cls, audit):
+        lo = audit.lora
+        return {
+            "r": lo.r,
+            "alpha": lo.alpha,
+            "target_modules": tuple(lo.target_modules),
+            "use_rslora": lo.use_rslora,
+        }
+
+
+@dataclass(frozen=True)
+class LoraBindingMetrics(CheckMetrics):
+    """The adapted modules, the scale PEFT applied, and on how many modules the field notes' asserts hold."""
+
+    r: int | None = None
+    alpha: float | None = None
+    scaling_applied: float | None = None
+    adapted_modules: int | None = None
+    trainable_share_pct: float | None = None
+    field_note_asserts_hold_on: str | None = None
+
 
 def _linear_modules(model) -> dict[str, Any]:
     import torch
@@ -27,12 +65,20 @@ def match_targets(model, target_modules: list[str]) -> dict[str, list[str]]:
 def lora_config(r: int, alpha: float, targets: list[str], dropout: float = 0.0, use_rslora: bool = False):
     from peft import LoraConfig
 
-    return LoraConfig(r=r, lora_alpha=alpha, target_modules=list(targets), lora_dropout=dropout, bias="none", use_rslora=use_rslora, task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        target_modules=list(targets),
+        lora_dropout=dropout,
+        bias="none",
+        use_rslora=use_rslora,
+        task_type="CAUSAL_LM",
+    )
 
 
-
-
-def check_lora_binding(model, r: int, alpha: float, target_modules: list[str], use_rslora: bool = False, seed: int = 0) -> Finding:
+def check_lora_binding(
+    model, r: int, alpha: float, target_modules: list[str], use_rslora: bool = False, seed: int = 0
+) -> Finding:
     """Shapes of A/B against every adapted base weight, the scaling PEFT applies, and the merge identity.
 
     The base ``model`` is deep-copied (PEFT mutates what it wraps). B is zero at init, so the merge
@@ -57,16 +103,32 @@ def check_lora_binding(model, r: int, alpha: float, target_modules: list[str], u
     if over_rank:
         first = over_rank[0]
         problems.append(
-            f"rank {r} exceeds min(d, k) of {len(over_rank)} module(s), e.g. {first['module']} {first['shape']}: "
-            f"ΔW = B·A has rank ≤ {first['rank_cap']}, the extra {r - first['rank_cap']} ranks only add parameters"
+            f"rank {r} exceeds min(d, k) of {len(over_rank)} module(s), e.g. {first['module']} "
+            f"{first['shape']}: "
+            f"ΔW = B·A has rank ≤ {first['rank_cap']}, the extra {r - first['rank_cap']} ranks only add "
+            "parameters"
         )
     usable = [t for t in target_modules if matches[t]]
     if not usable or over_rank:
         # Decided from the shapes alone: building the adapter first would allocate r × (d + k)
         # parameters per module (r: 10000000 → gigabytes) only to fail on the same finding.
-        return Finding(SLUG, TITLE, "fail", "; ".join(problems), {"targets_unmatched": unmatched, "modules_over_rank": len(over_rank), "r": r},
-                       [{"module": o["module"], "base W0 (out, in)": str(o["shape"]), "rank cap min(d,k)": o["rank_cap"]} for o in over_rank],
-                       fix="name modules that exist (e.g. q_proj, k_proj, v_proj, o_proj); keep r ≤ min(d,k) of every target (GQA k/v are narrower)")
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            "; ".join(problems),
+            {"targets_unmatched": unmatched, "modules_over_rank": len(over_rank), "r": r},
+            [
+                {
+                    "module": o["module"],
+                    "base W0 (out, in)": str(o["shape"]),
+                    "rank cap min(d,k)": o["rank_cap"],
+                }
+                for o in over_rank
+            ],
+            fix="name modules that exist (e.g. q_proj, k_proj, v_proj, o_proj); keep r ≤ min(d,k) of every "
+            "target (GQA k/v are narrower)",
+        )
     peft_model = get_peft_model(copy.deepcopy(model), lora_config(r, alpha, usable, 0.0, use_rslora))
     trainable, total = peft_model.get_nb_trainable_parameters()
     expected_scale = alpha / math.sqrt(r) if use_rslora else alpha / r
@@ -135,21 +197,45 @@ def check_lora_binding(model, r: int, alpha: float, target_modules: list[str], u
         "modules_over_rank": len(over_rank),
     }
     status = "fail" if problems else "pass"
-    summary = "; ".join(problems) if problems else (
-        f"{len(w0)} adapted modules bind: A (r,in), B (out,r); scaling α/r = {expected_scale:g} applied; merge identity holds (max err {max_err:.1e})"
+    summary = (
+        "; ".join(problems)
+        if problems
+        else (
+            f"{len(w0)} adapted modules bind: A (r,in), B (out,r); scaling α/r = {expected_scale:g} applied; "
+            f"merge identity holds (max err {max_err:.1e})"
+        )
     )
     import plotly.graph_objects as go
 
-    fig = go.Figure(go.Bar(x=[r_["module"] for r_ in rows], y=[r_["trainable per module"] * r_["count"] for r_ in rows], text=[r_["base W0 (out, in)"] for r_ in rows]))
-    fig.update_layout(title="LoRA trainable parameters by module type (text: base W0 shape)", yaxis_title="parameters")
-    return Finding(SLUG, TITLE, status, summary, figures, rows, fix="drop unmatched targets; keep r ≤ min(d,k) of every target (GQA k/v are narrower)" if problems else "", figure=fig)
+    fig = go.Figure(
+        go.Bar(
+            x=[r_["module"] for r_ in rows],
+            y=[r_["trainable per module"] * r_["count"] for r_ in rows],
+            text=[r_["base W0 (out, in)"] for r_ in rows],
+        )
+    )
+    fig.update_layout(
+        title="LoRA trainable parameters by module type (text: base W0 shape)", yaxis_title="parameters"
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        rows,
+        fix="drop unmatched targets; keep r ≤ min(d,k) of every target (GQA k/v are narrower)"
+        if problems
+        else "",
+        figure=fig,
+    )
 
 
+def finding(cfg: LoraBindingConfig, ctx: AuditContext, live=None) -> Finding:
+    model, _ = ctx.model_and_tokenizer()
+    return check_lora_binding(
+        model, cfg.r, cfg.alpha, list(cfg.target_modules), cfg.use_rslora, seed=ctx.config.model.seed
+    )
 
 
-def run(context, cfg: LoraBindingConfig, live=None) -> Finding:
-    model, _ = context.model_and_tokenizer()
-    return check_lora_binding(model, cfg.r, cfg.alpha, list(cfg.target_modules), cfg.use_rslora, seed=context.config.model.seed)
-
-
-CHECK = REGISTRY.register(Check(SLUG, TITLE, LoraBindingConfig, run, number=2))
+CHECK = Check.of(SLUG, TITLE, LoraBindingConfig, LoraBindingMetrics, finding, number=2)

@@ -2,14 +2,51 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import LossMaskConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
 from nbkit.audit.sft import build_features, template_fields
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "loss-mask", "Prompt template ↔ loss mask"
+
+
+TEMPLATE_FORMAT = "### Instruction:\n{instruction}\n### Response: {response}"
+
+
+@dataclass
+class LossMaskConfig(CheckConfig):
+    kind: str = param("chat", choices=["chat", "format"])
+    format: str = param(TEMPLATE_FORMAT, help="str.format template for kind 'format'")
+    max_length: int = param(256, min=16, max=4096)
+    mask_pad_labels: bool = False
+    max_examples: int = param(0, min=0, max=100_000, label="examples (0 = all)")
+
+    @classmethod
+    def smoke(cls):
+        return cls(max_examples=48)
+
+    @classmethod
+    def audit_values(cls, audit):
+        t = audit.template
+        return {
+            "kind": t.kind,
+            "format": t.format or TEMPLATE_FORMAT,
+            "max_length": t.max_length,
+            "mask_pad_labels": t.mask_pad_labels,
+        }
+
+
+@dataclass(frozen=True)
+class LossMaskMetrics(CheckMetrics):
+    """What the field notes' two asserts caught on leaking examples of each class, and on clean ones."""
+
+    field_note_asserts: dict | None = None
 
 
 LEAK_CLASSES = ("eot_masked_by_pad", "target_truncated", "prompt_trained", "mask_off_by_one")
@@ -20,7 +57,9 @@ def field_note_asserts(tokenizer, features: dict[str, Any]) -> tuple[bool, bool]
     label other than -100 decode exactly to the target text)."""
     ids, labels = features["input_ids"], features["labels"]
     trained = [lab for lab in labels if lab != -100]
-    return len(ids) == len(labels), tokenizer.decode(trained, skip_special_tokens=False) == features["target_text"]
+    return len(ids) == len(labels), tokenizer.decode(trained, skip_special_tokens=False) == features[
+        "target_text"
+    ]
 
 
 def leaking_variants(tokenizer, example: dict[str, Any], template) -> dict[str, dict[str, Any]]:
@@ -28,19 +67,37 @@ def leaking_variants(tokenizer, example: dict[str, Any], template) -> dict[str, 
 
     ``eot_masked_by_pad``: the collator line ``labels[labels == pad] = -100`` (masks the end-of-turn token
     when pad == eos); ``target_truncated``: ``max_length`` cuts the target in half (inputs and labels are
-    cut alike, as trainers do); ``prompt_trained``: labels = input_ids (``train_on_inputs``); ``mask_off_by_one``:
+    cut alike, as trainers do); ``prompt_trained``: labels = input_ids (``train_on_inputs``);
+    ``mask_off_by_one``:
     the mask boundary one token early (a prompt length counted on a different tokenisation). A variant
     whose trained tokens equal the clean ones is no leak and is left out.
     """
-    clean = build_features(tokenizer, example, template.model_copy(update={"mask_pad_labels": False, "max_length": 1 << 30}))
-    ids, labels, n_prompt, n_target = clean["input_ids"], clean["labels"], clean["n_prompt"], clean["n_target"]
+    clean = build_features(
+        tokenizer, example, template.model_copy(update={"mask_pad_labels": False, "max_length": 1 << 30})
+    )
+    ids, labels, n_prompt, n_target = (
+        clean["input_ids"],
+        clean["labels"],
+        clean["n_prompt"],
+        clean["n_target"],
+    )
     out = {
-        "eot_masked_by_pad": build_features(tokenizer, example, template.model_copy(update={"mask_pad_labels": True, "max_length": 1 << 30})),
-        "target_truncated": build_features(tokenizer, example, template.model_copy(update={"mask_pad_labels": False,
-                                                                                            "max_length": n_prompt + max(1, n_target // 2)})),
+        "eot_masked_by_pad": build_features(
+            tokenizer, example, template.model_copy(update={"mask_pad_labels": True, "max_length": 1 << 30})
+        ),
+        "target_truncated": build_features(
+            tokenizer,
+            example,
+            template.model_copy(
+                update={"mask_pad_labels": False, "max_length": n_prompt + max(1, n_target // 2)}
+            ),
+        ),
         "prompt_trained": {**clean, "labels": list(ids)},
-        "mask_off_by_one": {**clean, "labels": [ids[i] if i == n_prompt - 1 else lab for i, lab in enumerate(labels)]},
-    }  # fmt: skip
+        "mask_off_by_one": {
+            **clean,
+            "labels": [ids[i] if i == n_prompt - 1 else lab for i, lab in enumerate(labels)],
+        },
+    }
     return {k: v for k, v in out.items() if n_prompt > 0 and v["labels"] != labels}
 
 
@@ -49,7 +106,9 @@ def probe_field_note_asserts(tokenizer, examples: list[dict[str, Any]], template
     leaks = {c: {"examples": 0, "caught": 0, "length_fires": 0, "decode_fires": 0} for c in LEAK_CLASSES}
     clean_n = clean_failing = 0
     for ex in examples:
-        clean = build_features(tokenizer, ex, template.model_copy(update={"mask_pad_labels": False, "max_length": 1 << 30}))
+        clean = build_features(
+            tokenizer, ex, template.model_copy(update={"mask_pad_labels": False, "max_length": 1 << 30})
+        )
         clean_n += 1
         clean_failing += not all(field_note_asserts(tokenizer, clean))
         for cls, feats in leaking_variants(tokenizer, ex, template).items():
@@ -62,7 +121,9 @@ def probe_field_note_asserts(tokenizer, examples: list[dict[str, Any]], template
     return {"leaks": leaks, "clean_examples": clean_n, "clean_failing": clean_failing}
 
 
-def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_examples: int | None = None) -> Finding:
+def check_loss_mask(
+    tokenizer, examples: list[dict[str, Any]], template, *, max_examples: int | None = None
+) -> Finding:
     """For each example: len(input_ids) == len(labels); unmasked labels decode exactly to the
     target text; the end-of-turn token is trained on (not masked) even though pad == eos; and the
     prompt/target split tokenises the same as the whole text (no BPE merge across the boundary).
@@ -74,11 +135,24 @@ def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_
         fields_needed = sorted(set(template_fields(template.format)) | {template.response_field})
     missing = [f for f in fields_needed if examples and f not in examples[0]]
     if missing:
-        return Finding(SLUG, TITLE, "fail", f"template uses field(s) {missing} that the data does not have (has {sorted(examples[0])})",
-                       {"missing_fields": missing}, fix="name fields that exist in the data")
+        return Finding(
+            SLUG,
+            TITLE,
+            "fail",
+            f"template uses field(s) {missing} that the data does not have (has {sorted(examples[0])})",
+            {"missing_fields": missing},
+            fix="name fields that exist in the data",
+        )
     eot_id = tokenizer.eos_token_id
     pad_eq_eos = tokenizer.pad_token_id == eot_id
-    counts = {"examples": 0, "length_mismatch": 0, "decode_mismatch": 0, "eot_masked": 0, "truncated": 0, "boundary_merge": 0}
+    counts = {
+        "examples": 0,
+        "length_mismatch": 0,
+        "decode_mismatch": 0,
+        "eot_masked": 0,
+        "truncated": 0,
+        "boundary_merge": 0,
+    }
     table = []
     shown = None
     for ex in examples[: max_examples or len(examples)]:
@@ -93,7 +167,10 @@ def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_
             problems.append(f"len(input_ids)={len(ids)} != len(labels)={len(labels)}")
         if f["n_prompt"] + f["n_target"] > template.max_length:
             counts["truncated"] += 1
-            problems.append(f"truncated at max_length={template.max_length}: {max(0, template.max_length - f['n_prompt'])} of {f['n_target']} target tokens kept")
+            problems.append(
+                f"truncated at max_length={template.max_length}: "
+                f"{max(0, template.max_length - f['n_prompt'])} of {f['n_target']} target tokens kept"
+            )
         if decoded != f["target_text"]:
             counts["decode_mismatch"] += 1
             problems.append(f"labels decode to {decoded!r:.60}, target is {f['target_text']!r:.60}")
@@ -114,43 +191,85 @@ def check_loss_mask(tokenizer, examples: list[dict[str, Any]], template, *, max_
     n = max(counts["examples"], 1)
     figures: dict[str, Any] = dict(counts)
     figures["pad_equals_eos"] = pad_eq_eos
-    # The field notes' claim is that their two asserts catch leaks: judged on leaking variants of these examples.
-    figures["field_note_asserts"] = probe_field_note_asserts(tokenizer, examples[: max_examples or len(examples)], template)
+    # The field notes' claim is that their two asserts catch leaks: judged on leaking variants of these
+    # examples.
+    figures["field_note_asserts"] = probe_field_note_asserts(
+        tokenizer, examples[: max_examples or len(examples)], template
+    )
     figures["eot_token"] = tokenizer.convert_ids_to_tokens(eot_id) if eot_id is not None else None
-    figures["trained_share_of_tokens_pct"] = (100.0 * sum(1 for lab in shown[1] if lab != -100) / len(shown[1])) if shown else 0.0
+    figures["trained_share_of_tokens_pct"] = (
+        (100.0 * sum(1 for lab in shown[1] if lab != -100) / len(shown[1])) if shown else 0.0
+    )
     bad = counts["length_mismatch"] + counts["decode_mismatch"] + counts["eot_masked"] + counts["truncated"]
     if bad:
-        worst = max(("length_mismatch", "decode_mismatch", "eot_masked", "truncated"), key=lambda k: counts[k])
+        worst = max(
+            ("length_mismatch", "decode_mismatch", "eot_masked", "truncated"), key=lambda k: counts[k]
+        )
         status = "fail"
-        summary = (f"{len(table)} of {counts['examples']} examples train on the wrong tokens: "
-                   + ", ".join(f"{k}={counts[k]}" for k in ("length_mismatch", "decode_mismatch", "eot_masked", "truncated") if counts[k])
-                   + f" (most: {worst})")
+        summary = (
+            f"{len(table)} of {counts['examples']} examples train on the wrong tokens: "
+            + ", ".join(
+                f"{k}={counts[k]}"
+                for k in ("length_mismatch", "decode_mismatch", "eot_masked", "truncated")
+                if counts[k]
+            )
+            + f" (most: {worst})"
+        )
     elif counts["boundary_merge"]:
         status = "warn"
-        summary = f"labels are right, but {counts['boundary_merge']} of {n} examples tokenise differently when prompt and target are joined (inference sees other tokens)"
+        summary = (
+            f"labels are right, but {counts['boundary_merge']} of {n} examples tokenise differently "
+            "when prompt and target are joined (inference sees other tokens)"
+        )
     else:
         status = "pass"
-        summary = f"all {counts['examples']} examples: lengths match, labels decode exactly to the target, end-of-turn token trained (pad == eos: {pad_eq_eos})"
+        summary = (
+            f"all {counts['examples']} examples: lengths match, labels decode exactly to the target, "
+            f"end-of-turn token trained (pad == eos: {pad_eq_eos})"
+        )
     fig = go.Figure()
     if shown:
         ids, labels = shown
         toks = tokenizer.convert_ids_to_tokens(ids)
-        fig.add_bar(x=list(range(len(ids))), y=[1 if lab != -100 else 0 for lab in labels], hovertext=toks, name="trained (label ≠ -100)")
-        fig.update_layout(title="which tokens of the first example carry a loss", xaxis_title="token position", yaxis_title="trained")
-    return Finding(SLUG, TITLE, status, summary, figures, table,
-                   fix="mask by position (prompt length), never by token id when pad == eos; raise max_length or drop over-long examples explicitly",
-                   figure=fig)
+        fig.add_bar(
+            x=list(range(len(ids))),
+            y=[1 if lab != -100 else 0 for lab in labels],
+            hovertext=toks,
+            name="trained (label ≠ -100)",
+        )
+        fig.update_layout(
+            title="which tokens of the first example carry a loss",
+            xaxis_title="token position",
+            yaxis_title="trained",
+        )
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        table,
+        fix="mask by position (prompt length), never by token id when pad == eos; raise max_length or drop "
+        "over-long examples explicitly",
+        figure=fig,
+    )
 
 
-def run(context, cfg: LossMaskConfig, live=None) -> Finding:
-    _, tok = context.model_and_tokenizer()
-    ex, note = context.examples(1, SLUG)
-    template = context.config.template.model_copy(update={"kind": cfg.kind, "format": cfg.format if cfg.kind == "format" else None,
-                                                           "max_length": cfg.max_length, "mask_pad_labels": cfg.mask_pad_labels})
+def finding(cfg: LossMaskConfig, ctx: AuditContext, live=None) -> Finding:
+    _, tok = ctx.model_and_tokenizer()
+    ex, note = ctx.examples(1, SLUG)
+    template = ctx.config.template.model_copy(
+        update={
+            "kind": cfg.kind,
+            "format": cfg.format if cfg.kind == "format" else None,
+            "max_length": cfg.max_length,
+            "mask_pad_labels": cfg.mask_pad_labels,
+        }
+    )
     f = check_loss_mask(tok, ex, template, max_examples=cfg.max_examples or None)
-    f.figures["model"] = context.config.model.name
+    f.figures["model"] = ctx.config.model.name
     f.summary += note
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, LossMaskConfig, run, number=8))
+CHECK = Check.of(SLUG, TITLE, LossMaskConfig, LossMaskMetrics, finding, number=8)

@@ -10,13 +10,45 @@ same example alone, with the collator's all-ones attention mask and with positio
 
 from __future__ import annotations
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import PackingAttentionConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "packing-attention", "Sample packing ↔ attention implementation"
+
+
+ATTENTION_IMPLEMENTATIONS = [
+    "flash_attention_2",
+    "flash_attention_3",
+    "flex_attention",
+    "sdpa",
+    "eager",
+    "xformers",
+]
+
+
+@dataclass
+class PackingAttentionConfig(TrainerCheckConfig):
+    packing: bool = param(True, help="axolotl sample_packing / TRL packing")
+    attn_implementation: str = param("sdpa", choices=ATTENTION_IMPLEMENTATIONS)
+
+
+@dataclass(frozen=True)
+class PackingAttentionMetrics(CheckMetrics):
+    """The verdict on packing with the configured attention implementation."""
+
+
 VARLEN = ("flash_attention_2", "flash_attention_3", "flex_attention")
-FIX = "with packing use flash_attention: true (axolotl) / attn_implementation='flash_attention_2' (TRL), or turn packing off"
+FIX = (
+    "with packing use flash_attention: true (axolotl) / attn_implementation='flash_attention_2' (TRL), or "
+    "turn packing off"
+)
 
 
 def packed_contamination(model, tokenizer) -> dict:
@@ -31,8 +63,11 @@ def packed_contamination(model, tokenizer) -> dict:
     with torch.no_grad():
         alone = model(torch.tensor([second], device=dev)).logits[0].float()
         out = {}
-        for how, kwargs in (("all_ones_mask", {"attention_mask": torch.ones_like(ids)}), ("position_ids_only", {})):
-            packed = model(ids, position_ids=pos, **kwargs).logits[0, len(first):].float()
+        for how, kwargs in (
+            ("all_ones_mask", {"attention_mask": torch.ones_like(ids)}),
+            ("position_ids_only", {}),
+        ):
+            packed = model(ids, position_ids=pos, **kwargs).logits[0, len(first) :].float()
             out[f"max_logit_diff_{how}"] = float((packed - alone).abs().max())
     out["measured_attn_implementation"] = getattr(model.config, "_attn_implementation", "unknown")
     return out
@@ -46,24 +81,44 @@ def check_packing_attention(cfg: PackingAttentionConfig, measured: dict | None =
     if not cfg.packing:
         return Finding(SLUG, TITLE, "pass", "no packing: each row holds one example", figures, fix=FIX)
     if cfg.attn_implementation in VARLEN:
-        return Finding(SLUG, TITLE, "pass", f"packing with {cfg.attn_implementation}: examples are kept apart by their position ids",
-                       figures, fix=FIX)
-    seen = (f"; measured on this model ({measured['measured_attn_implementation']}): a packed example's logits move by up to "
-            f"{measured['max_logit_diff_all_ones_mask']:.3g} with the collator's all-ones mask") if measured else ""
-    return Finding(SLUG, TITLE, "fail", f"packing with {cfg.attn_implementation} attention: packed examples attend to the examples "
-                   f"before them in the row (cross-contamination){seen}", figures, fix=FIX)
+        return Finding(
+            SLUG,
+            TITLE,
+            "pass",
+            f"packing with {cfg.attn_implementation}: examples are kept apart by their position ids",
+            figures,
+            fix=FIX,
+        )
+    seen = (
+        (
+            f"; measured on this model ({measured['measured_attn_implementation']}): a packed example's "
+            "logits move by up to "
+            f"{measured['max_logit_diff_all_ones_mask']:.3g} with the collator's all-ones mask"
+        )
+        if measured
+        else ""
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        "fail",
+        f"packing with {cfg.attn_implementation} attention: packed examples attend to the examples "
+        f"before them in the row (cross-contamination){seen}",
+        figures,
+        fix=FIX,
+    )
 
 
-def run(context, cfg: PackingAttentionConfig, live=None) -> Finding:
-    from nbkit.audit.experiments import NotRunnable
-
+def finding(cfg: PackingAttentionConfig, ctx: AuditContext, live=None) -> Finding:
     measured = None
     if cfg.packing and cfg.attn_implementation not in VARLEN:
         try:
-            measured = packed_contamination(*context.model_and_tokenizer())
+            measured = packed_contamination(*ctx.model_and_tokenizer())
         except NotRunnable:  # the verdict comes from the config; the measurement needs the model's weights
             measured = None
     return check_packing_attention(cfg, measured)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, PackingAttentionConfig, run, number=17, needs="trainer"))
+CHECK = Check.of(
+    SLUG, TITLE, PackingAttentionConfig, PackingAttentionMetrics, finding, number=17, needs="trainer"
+)

@@ -10,13 +10,58 @@ weights, and how much the 95 % CI of the mean reward shrinks — against the fie
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import RewardWeightsConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "reward-weights", "Sampling weights ↔ reward"
+
+
+@dataclass
+class RewardWeightsConfig(CheckConfig):
+    beta: float = param(1.0, min=0.0, max=20.0, step=0.25)
+    gamma: float = param(0.5, min=0.0, max=2.0, step=0.1)
+    kl_threshold: float = param(0.18, min=0.01, max=2.0)
+    shrink_threshold: float = param(0.42, min=0.01, max=0.99)
+    examples: int = param(48, min=8, max=1024, label="scored examples")
+    # The sampler the claims compare with this one on the same responses: broken.yaml's β = 8, γ = 0.
+    concentrated_beta: float = param(8.0, min=0.0, max=20.0, step=0.25, label="β of the concentrated sampler")
+    concentrated_gamma: float = param(0.0, min=0.0, max=2.0, step=0.1, label="γ of the concentrated sampler")
+
+    @classmethod
+    def smoke(cls):
+        return cls(examples=12)
+
+    @classmethod
+    def audit_values(cls, audit):
+        s = audit.sampling
+        return {
+            "beta": s.beta,
+            "gamma": s.gamma,
+            "kl_threshold": s.kl_threshold,
+            "shrink_threshold": s.shrink_threshold,
+        }
+
+
+@dataclass(frozen=True)
+class RewardWeightsMetrics(CheckMetrics):
+    """KL and kurtosis of the configured and the concentrated sampler on the same scored responses."""
+
+    beta: float | None = None
+    gamma: float | None = None
+    concentrated_beta: float | None = None
+    concentrated_gamma: float | None = None
+    n_examples: int | None = None
+    kl_sampled_vs_reward: float | None = None
+    kl_concentrated: float | None = None
+    kurtosis_uniform: float | None = None
+    kurtosis_concentrated: float | None = None
 
 
 def response_scores(losses: list[tuple[float, int]]):
@@ -48,8 +93,18 @@ def weight_stats(rewards, log_prior, beta: float, gamma: float, bins) -> dict[st
     return {"kl": kl, "kurtosis": kurt, "ci_shrink": shrink, "ess": ess, "mean_reward": mu}
 
 
-def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshold: float = 0.18, shrink_threshold: float = 0.42,
-                   betas=None, gammas=(0.0, 0.5, 1.0), concentrated: tuple[float, float] = (8.0, 0.0)) -> Finding:
+def check_sampling(
+    rewards,
+    log_prior,
+    *,
+    beta: float,
+    gamma: float,
+    kl_threshold: float = 0.18,
+    shrink_threshold: float = 0.42,
+    betas=None,
+    gammas=(0.0, 0.5, 1.0),
+    concentrated: tuple[float, float] = (8.0, 0.0),
+) -> Finding:
     """KL, kurtosis, CI shrink and ESS of the configured sampler (β, γ) and of a ``concentrated`` one
     (β, γ; broken.yaml's by default) on the same scored responses, plus the β grid: the claims compare
     the two samplers on one model rather than across models."""
@@ -65,7 +120,16 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
     mine = weight_stats(r, log_prior, beta, gamma, bins)
     base = weight_stats(r, log_prior, 0.0, 0.0, bins)
     hot = weight_stats(r, log_prior, concentrated[0], concentrated[1], bins)
-    rows = [{"beta": b, "gamma": g, **v, "over_kl": v["kl"] > kl_threshold, "over_shrink": v["ci_shrink"] > shrink_threshold} for (b, g), v in grid.items()]
+    rows = [
+        {
+            "beta": b,
+            "gamma": g,
+            **v,
+            "over_kl": v["kl"] > kl_threshold,
+            "over_shrink": v["ci_shrink"] > shrink_threshold,
+        }
+        for (b, g), v in grid.items()
+    ]
     crossing = {}
     for g in gammas:
         over = [b for b in betas if grid[(b, g)]["kl"] > kl_threshold]
@@ -88,31 +152,72 @@ def check_sampling(rewards, log_prior, *, beta: float, gamma: float, kl_threshol
     over_kl, over_shrink = mine["kl"] > kl_threshold, mine["ci_shrink"] > shrink_threshold
     if over_kl or over_shrink:
         status = "fail"
-        summary = (f"β={beta}, γ={gamma}: KL {mine['kl']:.3f} (threshold {kl_threshold}), CI shrink {100 * mine['ci_shrink']:.1f}% (threshold {100 * shrink_threshold:.0f}%), "
-                   f"ESS {mine['ess']:.1f} of {len(r)}: sampling concentrates on a few high-reward examples")
+        summary = (
+            f"β={beta}, γ={gamma}: KL {mine['kl']:.3f} (threshold {kl_threshold}), CI shrink "
+            f"{100 * mine['ci_shrink']:.1f}% (threshold {100 * shrink_threshold:.0f}%), "
+            f"ESS {mine['ess']:.1f} of {len(r)}: sampling concentrates on a few high-reward examples"
+        )
     else:
         status = "pass"
-        summary = f"β={beta}, γ={gamma}: KL {mine['kl']:.3f} ≤ {kl_threshold}, CI shrink {100 * mine['ci_shrink']:.1f}% ≤ {100 * shrink_threshold:.0f}%, ESS {mine['ess']:.1f} of {len(r)}"
+        summary = (
+            f"β={beta}, γ={gamma}: KL {mine['kl']:.3f} ≤ {kl_threshold}, CI shrink "
+            f"{100 * mine['ci_shrink']:.1f}% ≤ {100 * shrink_threshold:.0f}%, ESS {mine['ess']:.1f} of "
+            f"{len(r)}"
+        )
     fig = go.Figure()
     for g in gammas:
-        fig.add_scatter(x=betas, y=[grid[(b, g)]["kl"] for b in betas], mode="lines+markers", name=f"KL, γ={g}")
-        fig.add_scatter(x=betas, y=[grid[(b, g)]["ci_shrink"] for b in betas], mode="lines", line_dash="dot", name=f"CI shrink, γ={g}")
+        fig.add_scatter(
+            x=betas, y=[grid[(b, g)]["kl"] for b in betas], mode="lines+markers", name=f"KL, γ={g}"
+        )
+        fig.add_scatter(
+            x=betas,
+            y=[grid[(b, g)]["ci_shrink"] for b in betas],
+            mode="lines",
+            line_dash="dot",
+            name=f"CI shrink, γ={g}",
+        )
     fig.add_hline(y=kl_threshold, line_dash="dash", annotation_text=f"KL {kl_threshold}")
     fig.add_hline(y=shrink_threshold, line_dash="dashdot", annotation_text=f"shrink {shrink_threshold:.0%}")
-    fig.add_scatter(x=[beta], y=[mine["kl"]], mode="markers", marker_size=14, marker_symbol="x", name="this config (KL)")
-    fig.update_layout(title="reward-distribution shift of weighted sampling vs β", xaxis_title="β", yaxis_title="KL / shrink")
-    return Finding(SLUG, TITLE, status, summary, figures, rows,
-                   fix=f"keep β below the KL crossing ({crossing.get(gamma)}) or temper with γ / clip weights; watch ESS", figure=fig)
+    fig.add_scatter(
+        x=[beta], y=[mine["kl"]], mode="markers", marker_size=14, marker_symbol="x", name="this config (KL)"
+    )
+    fig.update_layout(
+        title="reward-distribution shift of weighted sampling vs β",
+        xaxis_title="β",
+        yaxis_title="KL / shrink",
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        rows,
+        fix=f"keep β below the KL crossing ({crossing.get(gamma)}) or temper with γ / clip weights; watch "
+        "ESS",
+        figure=fig,
+    )
 
 
-def run(context, cfg: RewardWeightsConfig, live=None) -> Finding:
-    ex, note = context.examples(8, SLUG)
-    r, lp = response_scores(context.base_example_losses(ex[: cfg.examples], context.config.template.model_copy(update={"mask_pad_labels": False})))
-    f = check_sampling(r, lp, beta=cfg.beta, gamma=cfg.gamma, kl_threshold=cfg.kl_threshold, shrink_threshold=cfg.shrink_threshold,
-                       concentrated=(cfg.concentrated_beta, cfg.concentrated_gamma))
-    f.figures["model"] = context.config.model.name
+def finding(cfg: RewardWeightsConfig, ctx: AuditContext, live=None) -> Finding:
+    ex, note = ctx.examples(8, SLUG)
+    r, lp = response_scores(
+        ctx.base_example_losses(
+            ex[: cfg.examples], ctx.config.template.model_copy(update={"mask_pad_labels": False})
+        )
+    )
+    f = check_sampling(
+        r,
+        lp,
+        beta=cfg.beta,
+        gamma=cfg.gamma,
+        kl_threshold=cfg.kl_threshold,
+        shrink_threshold=cfg.shrink_threshold,
+        concentrated=(cfg.concentrated_beta, cfg.concentrated_gamma),
+    )
+    f.figures["model"] = ctx.config.model.name
     f.summary += note
     return f
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, RewardWeightsConfig, run, number=9, needs='sampling'))
+CHECK = Check.of(SLUG, TITLE, RewardWeightsConfig, RewardWeightsMetrics, finding, number=9, needs="sampling")

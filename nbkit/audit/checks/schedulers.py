@@ -9,13 +9,87 @@ jumps. A resume at ``resume_at_step`` rebuilds optimizer and schedulers like a r
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import SchedulersConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.sections import SchedulerSection, StageSection
+from nbkit.errors import UsageError
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "schedulers", "Chained LR schedulers"
+
+
+SCHEDULER_PRESETS = {
+    "warmup+cosine": (
+        "sequential",
+        ({"kind": "linear_warmup", "steps": 10, "start_factor": 0.01}, {"kind": "cosine", "steps": 90}),
+    ),
+    "onecycle+warmup+step": (
+        "sequential",
+        (
+            {"kind": "onecycle", "steps": 100, "pct_start": 0.1},
+            {"kind": "linear_warmup", "steps": 10, "start_factor": 0.01},
+            {"kind": "step", "steps": 90, "step_size": 30},
+        ),
+    ),
+    "chained warmup+cosine": (
+        "chained",
+        ({"kind": "linear_warmup", "steps": 10, "start_factor": 0.01}, {"kind": "cosine", "steps": 90}),
+    ),
+}
+
+
+@dataclass
+class SchedulersConfig(CheckConfig):
+    """A preset, or (``preset='config'``) the stages of the YAML's scheduler section."""
+
+    preset: str = param("warmup+cosine", choices=[*SCHEDULER_PRESETS, "config"])
+    resume_at_step: int = param(40, min=1, max=199)
+    resume_restores_scheduler: bool = True
+    section: dict = param(default_factory=dict, hidden=True)
+
+    def scheduler_section(self) -> SchedulerSection:
+        if self.preset == "config":
+            if not self.section:
+                raise UsageError("scheduler preset 'config' needs the config's scheduler section")
+            return SchedulerSection.model_validate(self.section, strict=False)
+        combine, stages = SCHEDULER_PRESETS[self.preset]
+        total = sum(s["steps"] for s in stages)
+        return SchedulerSection.model_validate(
+            {
+                "combine": combine,
+                "base_lr": 2e-4,
+                "stages": list(stages),
+                "warmup_steps": 10,
+                "resume_at_step": min(self.resume_at_step, total - 1),
+                "resume_restores_scheduler": self.resume_restores_scheduler,
+            },
+            strict=False,
+        )
+
+    @classmethod
+    def audit_values(cls, audit):
+        s = audit.scheduler
+        return {
+            "preset": "config",
+            "section": s.model_dump(),
+            "resume_at_step": s.resume_at_step or 40,
+            "resume_restores_scheduler": s.resume_restores_scheduler,
+        }
+
+
+@dataclass(frozen=True)
+class SchedulersMetrics(CheckMetrics):
+    """Warmups applied, resume mismatches, and the field notes' scenario's warmup ramps in stage 2."""
+
+    warmups_applied: int | None = None
+    resume_mismatched_steps: int | None = None
+    field_note_scenario_warmup_ramps_in_stage2: int | None = None
 
 
 def _make_stage(opt, stage, base_lr: float):
@@ -129,11 +203,19 @@ def check_schedulers(cfg) -> Finding:
     want = cfg.warmup_steps
     if want:
         if not warm_applied or warm_applied[0][0] > 0:
-            problems.append(f"warmup lost: the applied LR starts at {applied[0] / base:.3g}× base and does not ramp in the first {want} steps")
+            problems.append(
+                f"warmup lost: the applied LR starts at {applied[0] / base:.3g}× base and does not ramp in "
+                f"the first {want} steps"
+            )
         if len(warm_applied) > 1:
-            problems.append(f"warmup repeated: {len(warm_applied)} LR ramps at steps {[r[0] for r in warm_applied]}")
+            problems.append(
+                f"warmup repeated: {len(warm_applied)} LR ramps at steps {[r[0] for r in warm_applied]}"
+            )
     if max_dev > 1e-6 and first_dev is not None:
-        problems.append(f"applied LR departs from the stages run alone from step {first_dev} (max deviation {max_dev:.3g}× base)")
+        problems.append(
+            f"applied LR departs from the stages run alone from step {first_dev} (max deviation "
+            f"{max_dev:.3g}× base)"
+        )
     resume = None
     if cfg.resume_at_step and cfg.resume_at_step < total:
         resumed = resumed_trace(cfg, total, cfg.resume_at_step, cfg.resume_restores_scheduler)
@@ -141,12 +223,21 @@ def check_schedulers(cfg) -> Finding:
         mism = sum(d > 1e-9 for d in rdev)
         resume = {"at": cfg.resume_at_step, "mismatched_steps": mism, "max_dev": max(rdev), "trace": resumed}
         if mism:
-            problems.append(f"resume at step {cfg.resume_at_step} {'with' if cfg.resume_restores_scheduler else 'without'} the scheduler state: "
-                            f"{mism} later steps get a different LR (max {max(rdev):.3g}× base)")
-    # The field notes' 4.2 scenario, always measured: OneCycleLR(pct_start=0.1) then StepLR under SequentialLR.
-    from nbkit.audit.config import SchedulerSection, StageSection
-
-    note_cfg = SchedulerSection(combine="sequential", base_lr=1.0, stages=[StageSection(kind="onecycle", steps=100, pct_start=0.1), StageSection(kind="step", steps=200, step_size=50)])
+            problems.append(
+                f"resume at step {cfg.resume_at_step} "
+                f"{'with' if cfg.resume_restores_scheduler else 'without'} the scheduler state: "
+                f"{mism} later steps get a different LR (max {max(rdev):.3g}× base)"
+            )
+    # The field notes' 4.2 scenario, always measured: OneCycleLR(pct_start=0.1) then StepLR under
+    # SequentialLR.
+    note_cfg = SchedulerSection(
+        combine="sequential",
+        base_lr=1.0,
+        stages=[
+            StageSection(kind="onecycle", steps=100, pct_start=0.1),
+            StageSection(kind="step", steps=200, step_size=50),
+        ],
+    )
     so, ss = build(note_cfg)
     note_trace = lr_trace(so, ss, 300)
     note_warm = rising_runs(note_trace)
@@ -166,7 +257,11 @@ def check_schedulers(cfg) -> Finding:
         "field_note_scenario_warmup_ramps_in_stage2": stage2_warm,
     }
     status = "fail" if problems else "pass"
-    summary = "; ".join(problems) if problems else f"{len(cfg.stages)} stage(s) apply the intended LR at every step; resume reproduces the trace"
+    summary = (
+        "; ".join(problems)
+        if problems
+        else f"{len(cfg.stages)} stage(s) apply the intended LR at every step; resume reproduces the trace"
+    )
     steps = list(range(total))
     fig = go.Figure()
     fig.add_scatter(x=steps, y=intended, name="intended (stages alone)", line_dash="dot")
@@ -174,14 +269,30 @@ def check_schedulers(cfg) -> Finding:
     if resume:
         fig.add_scatter(x=steps, y=resume["trace"], name=f"resumed at {resume['at']}", line_dash="dash")
     fig.update_layout(title="learning rate actually applied per step", xaxis_title="step", yaxis_title="lr")
-    table = [{"step": i, "intended": intended[i], "applied": applied[i], **({"resumed": resume["trace"][i]} if resume else {})} for i in steps]
-    return Finding(SLUG, TITLE, status, summary, figures, table,
-                   fix="one SequentialLR with milestones equal to the stage lengths; warmup only in the first stage; save and load scheduler.state_dict() with the optimizer",
-                   figure=fig)
+    table = [
+        {
+            "step": i,
+            "intended": intended[i],
+            "applied": applied[i],
+            **({"resumed": resume["trace"][i]} if resume else {}),
+        }
+        for i in steps
+    ]
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        table,
+        fix="one SequentialLR with milestones equal to the stage lengths; warmup only in the first stage; "
+        "save and load scheduler.state_dict() with the optimizer",
+        figure=fig,
+    )
 
 
-def run(context, cfg: SchedulersConfig, live=None) -> Finding:
+def finding(cfg: SchedulersConfig, ctx: AuditContext, live=None) -> Finding:
     return check_schedulers(cfg.scheduler_section())
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, SchedulersConfig, run, number=11, needs='scheduler'))
+CHECK = Check.of(SLUG, TITLE, SchedulersConfig, SchedulersMetrics, finding, number=11, needs="scheduler")

@@ -11,19 +11,46 @@ process group; the default threshold is read from the installed DeepSpeed when p
 from __future__ import annotations
 
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.checks import REGISTRY, Check
-from nbkit.audit.config import Zero3LayoutConfig
+from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.experiment import param
 from nbkit.findings import Finding
 
+if TYPE_CHECKING:
+    from nbkit.audit.experiments import AuditContext
+
 SLUG, TITLE = "zero3-layout", "ZeRO-3 ↔ GQA layout"
+
+
+@dataclass
+class Zero3LayoutConfig(CheckConfig):
+    threshold: float = param(1e5, min=1.0, max=1e10, log=True, label="stage3_param_persistence_threshold")
+    world_size: int = param(8, min=1, max=64)
+    zero_stage: int = param(3, choices=[0, 1, 2, 3])
+
+    @classmethod
+    def audit_values(cls, audit):
+        ds = audit.deepspeed
+        return {
+            "threshold": ds.stage3_param_persistence_threshold,
+            "world_size": ds.world_size,
+            "zero_stage": ds.zero_stage,
+        }
+
+
+@dataclass(frozen=True)
+class Zero3LayoutMetrics(CheckMetrics):
+    """The k/v projection's shape the layout is computed on."""
+
+    kv_proj_shape: str | None = None
 
 
 def deepspeed_default_threshold() -> float | None:
     """DeepSpeed's default stage3_param_persistence_threshold, read from its installed config source.
 
-    Read as text rather than imported: importing DeepSpeed takes ~15 s here and probes accelerators.
+    Read as text rather than imported: importing DeepSpeed is slow and probes accelerators.
     """
     import importlib.util
     import re
@@ -41,7 +68,9 @@ def deepspeed_default_threshold() -> float | None:
     return float(m.group(1)) if m else None
 
 
-def zero3_layout(model, threshold: float, world_size: int, model_threshold: int = sys.maxsize) -> list[dict[str, Any]]:
+def zero3_layout(
+    model, threshold: float, world_size: int, model_threshold: int = sys.maxsize
+) -> list[dict[str, Any]]:
     cfg = model.config
     n_heads, n_kv = cfg.num_attention_heads, getattr(cfg, "num_key_value_heads", cfg.num_attention_heads)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
@@ -57,15 +86,27 @@ def zero3_layout(model, threshold: float, world_size: int, model_threshold: int 
         groups_split = None
         kind = name.rsplit(".", 2)[-2] if name.endswith(".weight") else name
         if kind in ("k_proj", "v_proj", "q_proj") and not persist and p.dim() == 2:
-            # Rows of k/v (and q) belong to heads; a KV group is head_dim rows (q: head_dim × heads per group).
+            # Rows of k/v (and q) belong to heads; a KV group is head_dim rows (q: head_dim × heads per
+            # group).
             rows_per_group = head_dim * (n_heads // n_kv if kind == "q_proj" else 1)
             group_elems = rows_per_group * p.shape[1]
             n_groups = p.shape[0] // rows_per_group
             bounds = [part * i for i in range(1, world_size)]
-            groups_split = sum(1 for g in range(n_groups) if any(g * group_elems < b < (g + 1) * group_elems for b in bounds))
-        rows.append({"name": name, "shape": str(tuple(p.shape)), "numel": numel, "bytes": numel * p.element_size(),
-                     "persisted": persist, "slice per rank": numel if persist else part, "padding": 0 if persist else pad,
-                     "kv groups cut by slices": groups_split})
+            groups_split = sum(
+                1 for g in range(n_groups) if any(g * group_elems < b < (g + 1) * group_elems for b in bounds)
+            )
+        rows.append(
+            {
+                "name": name,
+                "shape": str(tuple(p.shape)),
+                "numel": numel,
+                "bytes": numel * p.element_size(),
+                "persisted": persist,
+                "slice per rank": numel if persist else part,
+                "padding": 0 if persist else pad,
+                "kv groups cut by slices": groups_split,
+            }
+        )
     return rows
 
 
@@ -73,7 +114,12 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
     import plotly.graph_objects as go
 
     if zero_stage != 3:
-        return Finding(SLUG, TITLE, "skipped", f"zero_stage is {zero_stage}; parameter partitioning happens only at stage 3")
+        return Finding(
+            SLUG,
+            TITLE,
+            "skipped",
+            f"zero_stage is {zero_stage}; parameter partitioning happens only at stage 3",
+        )
     rows = zero3_layout(model, threshold, world_size)
     total = sum(r["bytes"] for r in rows)
     pers = sum(r["bytes"] for r in rows if r["persisted"])
@@ -96,19 +142,30 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
         "kv_proj_numel": kv_rows[0]["numel"] if kv_rows else None,
         "kv_proj_persisted": bool(kv_rows and kv_rows[0]["persisted"]),
         "kv_tensors_with_groups_cut": len(split),
-        "heads/kv_heads": f"{cfg.num_attention_heads}/{getattr(cfg, 'num_key_value_heads', cfg.num_attention_heads)}",
+        "heads/kv_heads": f"{cfg.num_attention_heads}/"
+        f"{getattr(cfg, 'num_key_value_heads', cfg.num_attention_heads)}",
     }
     if figures["persisted_share_pct"] > 50:
         status = "fail"
-        summary = (f"threshold {threshold:g} persists {figures['persisted_share_pct']:.1f}% of parameter bytes on every rank: "
-                   f"ZeRO-3 saves only {figures['memory_saving_vs_ddp_x']:.2f}× over DDP at world size {world_size}")
+        summary = (
+            f"threshold {threshold:g} persists {figures['persisted_share_pct']:.1f}% of parameter bytes on "
+            "every rank: "
+            f"ZeRO-3 saves only {figures['memory_saving_vs_ddp_x']:.2f}× over DDP at world size {world_size}"
+        )
     else:
         status = "pass"
-        summary = (f"{figures['persisted_params']} small tensors persisted ({figures['persisted_share_pct']:.2f}% of bytes); "
-                   f"{figures['memory_saving_vs_ddp_x']:.2f}× less parameter memory per rank at world size {world_size}")
+        summary = (
+            f"{figures['persisted_params']} small tensors persisted ({figures['persisted_share_pct']:.2f}% "
+            "of bytes); "
+            f"{figures['memory_saving_vs_ddp_x']:.2f}× less parameter memory per rank at world size "
+            f"{world_size}"
+        )
     if split:
-        summary += (f"; slices cut through KV head groups in {len(split)} k/v tensors (DeepSpeed slices flat tensors, "
-                    "ignoring heads; harmless for correctness because the whole tensor is all-gathered before use)")
+        summary += (
+            f"; slices cut through KV head groups in {len(split)} k/v tensors (DeepSpeed slices flat "
+            "tensors, "
+            "ignoring heads; harmless for correctness because the whole tensor is all-gathered before use)"
+        )
     kinds: dict[str, list[int]] = {}
     for r in rows:
         k = r["name"].rsplit(".", 2)[-2] if "." in r["name"] else r["name"]
@@ -116,16 +173,31 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
         kinds[k][0 if r["persisted"] else 1] += r["bytes"]
     fig = go.Figure()
     fig.add_bar(x=list(kinds), y=[v[0] for v in kinds.values()], name="persisted (whole on every rank)")
-    fig.add_bar(x=list(kinds), y=[v[1] for v in kinds.values()], name=f"partitioned (1/{world_size} per rank)")
-    fig.update_layout(title=f"ZeRO-3 layout at threshold {threshold:g}, world size {world_size}", barmode="stack", yaxis_title="bytes (fp32)")
-    return Finding(SLUG, TITLE, status, summary, figures, rows,
-                   fix=f"keep stage3_param_persistence_threshold near DeepSpeed's default ({dflt:g})" if dflt else "keep the threshold small (DeepSpeed default 1e5)",
-                   figure=fig)
+    fig.add_bar(
+        x=list(kinds), y=[v[1] for v in kinds.values()], name=f"partitioned (1/{world_size} per rank)"
+    )
+    fig.update_layout(
+        title=f"ZeRO-3 layout at threshold {threshold:g}, world size {world_size}",
+        barmode="stack",
+        yaxis_title="bytes (fp32)",
+    )
+    return Finding(
+        SLUG,
+        TITLE,
+        status,
+        summary,
+        figures,
+        rows,
+        fix=f"keep stage3_param_persistence_threshold near DeepSpeed's default ({dflt:g})"
+        if dflt
+        else "keep the threshold small (DeepSpeed default 1e5)",
+        figure=fig,
+    )
 
 
-def run(context, cfg: Zero3LayoutConfig, live=None) -> Finding:
-    model, _ = context.model_and_tokenizer()
+def finding(cfg: Zero3LayoutConfig, ctx: AuditContext, live=None) -> Finding:
+    model, _ = ctx.model_and_tokenizer()
     return check_zero3(model, threshold=cfg.threshold, world_size=cfg.world_size, zero_stage=cfg.zero_stage)
 
 
-CHECK = REGISTRY.register(Check(SLUG, TITLE, Zero3LayoutConfig, run, number=10, needs='deepspeed'))
+CHECK = Check.of(SLUG, TITLE, Zero3LayoutConfig, Zero3LayoutMetrics, finding, number=10, needs="deepspeed")
