@@ -57,12 +57,13 @@ def run_nbkit(dataset: str, seed: int, grid: dict, frequency: int, patience: int
     from nbkit.kg.train import LADDER, score_test, train_rung
 
     sel_cfg = SelectionConfig(dataset=dataset, seed=seed, epochs=200, patience=patience, decoders=(), dropouts=(), type_aggrs=(),
-                              device="cpu", **grid)
+                              **grid)
+    ctx = ex.KGContext("cpu")
     t0 = time.perf_counter()
-    sel = ex.run_selection(sel_cfg)
+    sel = ex.run_selection(sel_cfg, ctx)
     selection_s = time.perf_counter() - t0
-    chosen = {k: sel.metrics["chosen"][k] for k in GRID}
-    split = ex.load_split(dataset, seed)
+    chosen = {k: getattr(sel.metrics.chosen, k) for k in GRID}
+    split = ctx.split(dataset, seed)
     cfg = TrainConfig(epochs=200, patience=patience, seed=seed, complex_eval_every=frequency, **chosen)
     t0 = time.perf_counter()
     res, model, graph = train_rung(split, LADDER[6], cfg, progress=False)
@@ -70,7 +71,7 @@ def run_nbkit(dataset: str, seed: int, grid: dict, frequency: int, patience: int
     test = score_test(split, res, model, graph)
     picked = ", ".join(f"{k.removeprefix('complex_')} {chosen[k]}" for k in GRID)
     return {"dataset": dataset, "model": f"nbkit rung 6 ComplEx-N3 ({picked})", "mrr": test["test_mrr"], "hits_at_10": test["test_hits_at_10"],
-            "valid_mrr": res.metrics["valid_mrr"], "trials": len(sel.metrics["validation"]), "selection_s": selection_s, "final_s": final_s,
+            "valid_mrr": res.metrics["valid_mrr"], "trials": len(sel.metrics.validation), "selection_s": selection_s, "final_s": final_s,
             "epochs": res.epochs_run, "best_epoch": res.best_epoch, "chosen": chosen, "complex_init": cfg.complex_init}
 
 

@@ -2,11 +2,13 @@
 
 A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain modules.
 
-* ``nbkit.kg.config``      - one dataclass per experiment (widget metadata, ``smoke()`` presets) and ``TrainConfig``;
-* ``nbkit.kg.experiments`` - ``run_x(cfg, live=None) -> Result``: load, selection (on validation), ablation,
-  aggr, downstream, mini-batch, pitfalls; the device is resolved there, once;
+* ``nbkit.kg.config``      - one dataclass per experiment (widget metadata, ``smoke()`` presets), ``Chosen``
+  (what the selection chose on validation) and ``TrainConfig``;
+* ``nbkit.kg.experiments`` - ``REGISTRY``, ``KGContext`` (device, datasets, splits, cached per context) and
+  ``run_x(cfg, ctx, live) -> Result[XMetrics]``: load, selection (on validation), ablation, aggr, downstream,
+  mini-batch / scale, pitfalls;
 * ``nbkit.kg.claims``      - the field notes' claims, two-sided ``verdict_*`` functions, ``claims() -> list[Claim]``;
-* ``nbkit.kg.panels``      - panel factories for notebook 01;
+* ``nbkit.kg.panels``      - ``panel(slug, ctx, ...)``: the generic experiment panel for notebook 01;
 * ``nbkit.kg.triples``     - loaders returning one typed triples table plus a ``LoadReport``;
 * ``nbkit.kg.graph``       - indices, leak-free splits, the leakage meter, message graphs, ``HeteroData``;
 * ``nbkit.kg.models``      - the encoders/decoders of the ablation ladder (GCN, typed hetero SAGE, RGCN, and

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from nbkit.findings import Finding
+from nbkit.kg.graph import coalesce_typed, message_graph
 
 TITLES = {
     "edge-index-mutation": "edge_index mutated in place",
@@ -164,8 +165,6 @@ def diagnose_auc_near_chance(auc: float, *, loss_history=None, embeddings=None, 
         if spread < 1e-3:
             causes.append("embeddings collapsed to (nearly) one point: over-smoothing or a dead activation")
     if split is not None and reverse == "none":
-        from nbkit.kg.graph import message_graph
-
         mg = message_graph(split, "none")
         receives = torch.zeros(split.num_nodes, dtype=torch.bool)
         receives[mg.edge_index[1]] = True
@@ -191,8 +190,6 @@ def coalesce_experiment(num_nodes: int = 50, num_edges: int = 400, num_relations
     """
     import torch
     from torch_geometric.nn import RGCNConv
-
-    from nbkit.kg.graph import coalesce_typed
 
     g = torch.Generator().manual_seed(seed)
     ei = torch.randint(0, num_nodes, (2, num_edges), generator=g)

@@ -25,6 +25,15 @@ from nbkit.claims import (
     fmt_interval,
     mean_interval,
 )
+from nbkit.kg.experiments import (
+    AblationMetrics,
+    AggrMetrics,
+    DownstreamMetrics,
+    MinibatchMetrics,
+    PitfallMetrics,
+    RungMetrics,
+)
+from nbkit.result import Result
 
 FIELD_NOTES = {
     "reverse_edges_auc": "reverse (r_inv) edges lift validation AUC from 0.53 to 0.79 (§2.1)",
@@ -149,7 +158,7 @@ def _paired_gain(before: list[float], after: list[float], threshold: float, what
                            n_hint=f"n={len(gains)} seeds; more seeds narrow the interval")
 
 
-def message_passing_pair(rung_metrics: dict[str, Any]) -> tuple[str | None, list[float], list[float]]:
+def message_passing_pair(rung_metrics: dict[str, RungMetrics]) -> tuple[str | None, list[float], list[float]]:
     """(the RGCN rung compared, its per-seed validation MRRs, rung 6's), from ``run_ablation``'s
     ``rung_metrics``. The rung — the better of 4 and 5 — is chosen by mean MRR on the SELECTING half of
     the validation queries (``valid_mrr_select_per_seed``); the MRRs returned are the JUDGING half's
@@ -158,8 +167,8 @@ def message_passing_pair(rung_metrics: dict[str, Any]) -> tuple[str | None, list
     mp = [k for k in ("4", "5") if k in rung_metrics]
     if not mp or "6" not in rung_metrics:
         return None, [], []
-    best = max(mp, key=lambda k: statistics.fmean(rung_metrics[k]["valid_mrr_select_per_seed"]))
-    return best, rung_metrics[best]["valid_mrr_judge_per_seed"], rung_metrics["6"]["valid_mrr_judge_per_seed"]
+    best = max(mp, key=lambda k: statistics.fmean(rung_metrics[k].valid_mrr_select_per_seed))
+    return best, rung_metrics[best].valid_mrr_judge_per_seed, rung_metrics["6"].valid_mrr_judge_per_seed
 
 
 def curve_gains(first_rr: list[list[float]], last_rr: list[list[float]]) -> list[float]:
@@ -228,12 +237,19 @@ def _mean(xs) -> float:
     return statistics.fmean(xs) if xs else float("nan")
 
 
-def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None, scale=None) -> list[Claim]:
-    """The claims rows from the ``Result``s of run_ablation, run_downstream, run_aggr, run_pitfalls and the
-    scale run (run_minibatch on ``ScaleConfig``); any of them may be missing: its row then says "not measured"."""
+def claims(
+    *,
+    ablation: Result[AblationMetrics] | None = None,
+    downstream: Result[DownstreamMetrics] | None = None,
+    aggr: Result[AggrMetrics] | None = None,
+    pitfalls: Result[PitfallMetrics] | None = None,
+    scale: Result[MinibatchMetrics] | None = None,
+) -> list[Claim]:
+    """The claims rows from the results of the ablation, downstream, aggr, pitfalls and scale experiments;
+    any of them may be missing: its row then says "not measured"."""
     rows = []
-    rm = ablation.metrics["rung_metrics"] if ablation is not None else {}
-    wo, w = (rm.get(k, {}).get("valid_auc_per_seed", []) for k in ("2", "3"))
+    rm: dict[str, RungMetrics] = ablation.metrics.rung_metrics if ablation is not None else {}
+    wo, w = (rm[k].valid_auc_per_seed if k in rm else [] for k in ("2", "3"))
     n = min(len(wo), len(w))
     gains = [b - a for a, b in zip(wo, w, strict=False)]
     rows.append(Claim.from_verdict(
@@ -243,14 +259,14 @@ def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None, scale=No
         rule=f"per-seed gain (rung 3 − rung 2, validation AUC): holds if its 95% interval ≥ +{REVERSE_GAIN_MIN:.2f}, refuted if < +{REVERSE_GAIN_MIN:.2f}",
         n=f"{n} seeds", interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
     ))
-    dm = downstream.metrics if downstream is not None else {"skipped": "not run"}
-    if "skipped" in dm:
-        v, measured, n_text, interval = Verdict(INCONCLUSIVE, f"not measured: {dm['skipped']}"), "not measured", "0 folds", ""
+    dm = downstream.metrics if downstream is not None else DownstreamMetrics(skipped="not run")
+    if dm.skipped:
+        v, measured, n_text, interval = Verdict(INCONCLUSIVE, f"not measured: {dm.skipped}"), "not measured", "0 folds", ""
     else:
-        per_seed = dm["seed_scores"]
-        v = verdict_f1(per_seed, dm["control_seed_scores"])
-        measured = f"{dm['macro_f1']:.3f} (random control {dm['macro_f1_control']:.3f})"
-        n_text = f"{len(per_seed)} embedding runs (seeds) × 5 folds, {dm['samples']} entities, {dm['classes']} classes"
+        per_seed = dm.seed_scores
+        v = verdict_f1(per_seed, dm.control_seed_scores)
+        measured = f"{dm.macro_f1:.3f} (random control {dm.macro_f1_control:.3f})"
+        n_text = f"{len(per_seed)} embedding runs (seeds) × 5 folds, {dm.samples} entities, {dm.classes} classes"
         interval = fmt_interval(mean_interval(per_seed)) if len(per_seed) > 1 else ""
     rows.append(Claim.from_verdict(
         v, key="downstream_f1", claim=FIELD_NOTES["downstream_f1"], source="§3.1", field_note="0.82", measured=measured,
@@ -258,10 +274,13 @@ def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None, scale=No
               f"a random control ≥ {F1_MARGIN:.2f}; refuted if either lies wholly below; one seed: inconclusive"),
         n=n_text, interval=interval,
     ))
-    runs = aggr.metrics["runs"] if aggr is not None else []
-    summ = aggr.metrics["summary"] if aggr is not None else {}
-    measured = ("; ".join(f"{a}: wobble {s['roughness']:.4f}, valid MRR {s['valid_mrr_mean']:.3f}, diverged {s['diverged']}" for a, s in summ.items())
-                if summ else "not measured")
+    runs = aggr.metrics.runs if aggr is not None else []
+    summ = aggr.metrics.summary if aggr is not None else {}
+    measured = (
+        "; ".join(f"{a}: wobble {s.roughness:.4f}, valid MRR {s.valid_mrr_mean:.3f}, diverged {s.diverged}" for a, s in summ.items())
+        if summ
+        else "not measured"
+    )
     rows.append(Claim.from_verdict(
         verdict_aggr(runs), key="aggr_mean_stable", claim=FIELD_NOTES["aggr_mean_stable"], source="§2.1", field_note="mean steadier than add",
         measured=measured, n=f"{len({r['seed'] for r in runs})} seeds per aggr",
@@ -274,14 +293,14 @@ def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None, scale=No
     gains = [a - b for a, b in zip(mp, base, strict=False)]
     rows.append(Claim.from_verdict(
         verdict_message_passing(mp, base), key="message_passing_helps", claim=FIELD_NOTES["message_passing_helps"],
-        source="issue 15", field_note="(the ablation's premise)",
+        source="this notebook", field_note="(the ablation's premise)",
         measured=(f"rung {mp_rung} (RGCN) {_mean(mp):.3f} vs rung 6 (ComplEx-N3) {_mean(base):.3f}: {_mean(gains):+.3f} validation MRR "
                   "(judging half)" if n else "not measured"),
         rule=(f"RGCN rung (4 or 5) chosen on one half of the validation queries; per-seed gain over rung 6 on the other half: "
               f"holds if its 95% interval ≥ +{MP_MIN_GAIN:.2f}, refuted if < +{MP_MIN_GAIN:.2f}"),
         n=f"{n} seeds", interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
     ))
-    exp = pitfalls.metrics["coalesce_experiment"] if pitfalls is not None else None
+    exp = pitfalls.metrics.coalesce_experiment if pitfalls is not None else None
     rows.append(Claim.from_verdict(
         verdict_coalesce(exp), key="coalesce_indexerror", claim=FIELD_NOTES["coalesce_indexerror"], source="§3.1", field_note="IndexError",
         measured=("error" if any(exp["unsorted_raises"].values()) else "no error") if exp else "not measured",
@@ -292,15 +311,15 @@ def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None, scale=No
     return rows
 
 
-def scale_claim(scale=None) -> Claim:
+def scale_claim(scale: Result[MinibatchMetrics] | None = None) -> Claim:
     """The ``scale_curve_rises`` row from the scale run's Result: its mini-batch rows (one per training
     seed) and the per-query reciprocal ranks of each run's first and last validation points
-    (``data["reciprocal_ranks"][mode]``: one (first, last) pair per seed)."""
-    rows = scale.metrics["rows"] if scale is not None else []
+    (``metrics.reciprocal_ranks[mode]``: one (first, last) pair per seed)."""
+    rows = scale.metrics.rows if scale is not None else []
     row = rows[0] if rows else {}
     mode = row.get("mode")
     runs = [r for r in rows if r.get("mode") == mode]
-    pairs = list(scale.data.get("reciprocal_ranks", {}).get(mode, [])) if scale is not None else []
+    pairs = list(scale.metrics.reciprocal_ranks.get(mode, [])) if scale is not None else []
     pairs = [p for p, r in zip(pairs, runs, strict=False) if len(r.get("curve_valid_mrr", [])) >= 2]
     first, last = [p[0] for p in pairs], [p[1] for p in pairs]
     points = len(row.get("curve_valid_mrr", []))
@@ -318,7 +337,7 @@ def scale_claim(scale=None) -> Claim:
         measured, interval = "not measured", ""
     queries = len(first[0]) if first else 0
     return Claim.from_verdict(
-        verdict_curve_rises(first, last, min_rise), key="scale_curve_rises", claim=FIELD_NOTES["scale_curve_rises"], source="issue 15",
+        verdict_curve_rises(first, last, min_rise), key="scale_curve_rises", claim=FIELD_NOTES["scale_curve_rises"], source="this notebook",
         field_note="(what the mini-batch path is for)", measured=measured, interval=interval,
         rule=(f"per training run, the gain from the first to the last curve point on the same validation queries (a slice the "
               f"defaults were not chosen on); rises (holds) if the 95% t-interval across runs ≥ {min_rise:.4g} ({limit}), flat (refuted) if "
@@ -328,15 +347,18 @@ def scale_claim(scale=None) -> Claim:
     )
 
 
-def headline(*, ablation, downstream=None) -> dict[str, float]:
+def headline(
+    *, ablation: Result[AblationMetrics], downstream: Result[DownstreamMetrics] | None = None
+) -> dict[str, float]:
     """The numbers a reader wants first: best rung, its MRR / Hits@10 on the test split (mean over seeds), the
     reverse-edge validation-AUC gain, the downstream macro-F1 (NaN when skipped)."""
-    rm = ablation.metrics["rung_metrics"]
-    gain = rm["3"]["valid_auc"] - rm["2"]["valid_auc"] if "2" in rm and "3" in rm else float("nan")
+    m = ablation.metrics
+    rm = m.rung_metrics
+    gain = rm["3"].valid_auc - rm["2"].valid_auc if "2" in rm and "3" in rm else float("nan")
     return {
-        "best_rung": ablation.metrics["best_rung"],
-        "test_mrr": ablation.metrics["test_mrr"],
-        "test_hits_at_10": ablation.metrics["test_hits_at_10"],
+        "best_rung": m.best_rung,
+        "test_mrr": m.test_mrr,
+        "test_hits_at_10": m.test_hits_at_10,
         "reverse_edge_valid_auc_gain": gain,
-        "downstream_macro_f1": (downstream.metrics.get("macro_f1", float("nan")) if downstream is not None else float("nan")),
+        "downstream_macro_f1": downstream.metrics.macro_f1 if downstream is not None else float("nan"),
     }

@@ -7,8 +7,11 @@ the same width is scored the same way, so the F1 is read against what chance str
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
+
+from nbkit.kg.train import LADDER, train_rung
 
 
 def embedding_f1(embeddings, labels, *, folds: int = 5, seed: int = 0) -> dict[str, Any]:
@@ -60,11 +63,7 @@ def downstream_check(split, cfg, *, labels: dict[str, str], rung_key: int = 5, d
     ``labels`` maps entity name -> label (e.g. UMLS semantic group). Returns F1 for the trained
     embeddings and for a random control.
     """
-    import dataclasses
-
     import torch
-
-    from nbkit.kg.train import LADDER, train_rung
 
     untyped = split_without_types(split)
     rung = dataclasses.replace(LADDER[rung_key], typed=False, negatives="uniform", label=f"{LADDER[rung_key].label} [untyped, for downstream]")
@@ -85,8 +84,6 @@ def downstream_check(split, cfg, *, labels: dict[str, str], rung_key: int = 5, d
 
 def split_without_types(split):
     """The same split with every entity given the single type ``entity`` (ids re-sorted by name)."""
-    import dataclasses
-
     import torch
 
     names = split.entity_names()

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.errors import UsageError
+from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 from nbkit.kg.triples import KGTriples
 
 REVERSE_MODES = ("none", "inverse", "undirected")
@@ -125,8 +127,6 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
         part = df["split"].to_numpy()
         unknown = sorted(set(part) - {"train", "valid", "test"})
         if unknown:
-            from nbkit.errors import UsageError
-
             raise UsageError(f"{kg.report.source}: split column has values {unknown}; expected train/valid/test")
         report["split_source"] = "shipped"
         rng = np.random.default_rng(seed)
@@ -166,8 +166,6 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
     split = KGSplit(types, entities, relations, as_t("train"), as_t("valid"), as_t("test"), node_type, report, kg.name)
     empty = [name for name in ("train", "valid", "test") if len(getattr(split, name)) == 0]
     if empty and not allow_empty:
-        from nbkit.errors import UsageError
-
         how = report["split_source"]
         raise UsageError(
             f"{kg.report.source}: {len(df)} usable triples give an empty {' and '.join(empty)} split ({how}: {split.sizes()}); "
@@ -180,8 +178,6 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
 def _check_shares(valid_share, test_share) -> None:
     """Shares are finite numbers in (0, 1) whose sum is below 1 (else: UsageError naming the value)."""
     import math
-
-    from nbkit.errors import UsageError
 
     for name, v in (("valid_share", valid_share), ("test_share", test_share)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v < 1:
@@ -363,8 +359,6 @@ def link_neighbor_loader(data, edge_type=None, *, edge_label_index=None, num_nei
             neg_sampling_ratio=neg_sampling_ratio, batch_size=batch_size, shuffle=shuffle,
         )
     from torch_geometric.loader import LinkLoader
-
-    from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 
     if edge_type is not None:
         raise ValueError("edge_type selects target edges of a HeteroData; for homogeneous Data pass edge_label_index")

@@ -14,8 +14,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nbkit.errors import UsageError
+from nbkit.kg import models
 from nbkit.kg.config import TrainConfig
-from nbkit.kg.graph import KGSplit, message_graph
+from nbkit.kg.graph import KGSplit, build_hetero_data, message_graph
+from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 
 ENCODERS = ("gcn", "hetero_sage", "rgcn", "none")
 FULL_SCORE_MAX_NODES = 20000
@@ -99,8 +102,6 @@ def model_graph(split: KGSplit, reverse: str, hetero: bool) -> ModelGraph:
     if hetero:
         import warnings
 
-        from nbkit.kg.graph import build_hetero_data
-
         with warnings.catch_warnings():
             # PyG warns about '__' in 'rel__inv'; it matters only for to_hetero's string keys, unused here.
             warnings.filterwarnings("ignore", message=".*double underscores.*")
@@ -109,8 +110,6 @@ def model_graph(split: KGSplit, reverse: str, hetero: bool) -> ModelGraph:
 
 
 def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph, features=None):
-    from nbkit.kg import models
-
     if rung.encoder == "none":
         import torch
 
@@ -336,8 +335,6 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
     device = next(model.parameters()).device
     trip = getattr(split, which)
     if len(trip) == 0:
-        from nbkit.errors import UsageError
-
         raise UsageError(f"{split.name or 'dataset'}: the {which} split is empty ({split.sizes()}); nothing to evaluate")
     idx = eval_sample(len(trip), max_triples, sample_seed, sample_slice)
     sampled = idx is not None
@@ -571,8 +568,6 @@ def score_test(split: KGSplit, res: RungResult, model, graph, *, negatives=None,
 
 def _check_split(split: KGSplit) -> None:
     """Training needs train triples, and validation triples to choose the epoch on (UsageError, not torch.cat)."""
-    from nbkit.errors import UsageError
-
     empty = [name for name in ("train", "valid") if len(getattr(split, name)) == 0]
     if empty:
         raise UsageError(
@@ -753,8 +748,6 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     import torch
     from torch_geometric.data import Data
     from tqdm.auto import tqdm
-
-    from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 
     name = trace_prefix or f"rung {rung.key}"
     if rung.encoder == "hetero_sage":

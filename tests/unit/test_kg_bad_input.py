@@ -178,8 +178,8 @@ def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
 
     p = tmp_path / "untyped.tsv"
     kgt.synthetic_kg(60, 400, seed=0).df[["head", "relation", "tail"]].to_csv(p, sep="\t", index=False)
-    res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1, device="cpu"))
-    assert res.metrics["skipped"].startswith("the labels (node types) give 1 class(es)")
+    res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1), ex.KGContext("cpu"))
+    assert res.metrics.skipped.startswith("the labels (node types) give 1 class(es)")
     row = claims.claims(downstream=res)[1]
     assert row.verdict == "inconclusive" and "node types" in row.why
 
@@ -204,22 +204,22 @@ def test_a_users_untyped_file_runs_every_section_that_applies(tmp_path, kind):
     """Notebook 01's sections on such a file (smoke sizes): the ladder with rung 6 and the message-passing
     claim run; the downstream section says why it is skipped; no crash."""
     from nbkit.kg import claims
-    from nbkit.kg import config as c
     from nbkit.kg import experiments as ex
 
     path = _untyped_file(tmp_path, kind)
-    common = {"dataset": path, "device": "cpu", "hidden": 16, "complex_dim": 32}
-    load = ex.run_load(c.LoadConfig(dataset=path, compare_rdf=False))
-    assert load.metrics["split_sizes"]["node_types"] == 1 and load.metrics["split_sizes"]["valid"] > 0
+    ctx = ex.KGContext("cpu")
+    common = {"dataset": path, "hidden": 16, "complex_dim": 32}
+    load = ex.run("load", ctx, dataset=path, compare_rdf=False)
+    assert load.metrics.split_sizes["node_types"] == 1 and load.metrics.split_sizes["valid"] > 0
     if kind == "no_valid":
-        assert load.data["split"].report["valid_carved_from_train"] == load.metrics["split_sizes"]["valid"]
-    sel = ex.run_selection(c.SelectionConfig.smoke(**common, complex_dims=(32,), complex_n3s=(0.01,), dropouts=(0.5,), type_aggrs=("mean",)))
-    abl = ex.run_ablation(c.AblationConfig.smoke(**{**common, **sel.metrics["chosen"]}, rungs=(2, 3, 5, 6)))
-    down = ex.run_downstream(c.DownstreamConfig.smoke(**common))
+        assert load.data["split"].report["valid_carved_from_train"] == load.metrics.split_sizes["valid"]
+    sel = ex.run("selection", ctx, smoke=True, **common, complex_dims=(32,), complex_n3s=(0.01,), dropouts=(0.5,), type_aggrs=("mean",))
+    abl = ex.run("ablation", ctx, smoke=True, **{**common, **sel.metrics.chosen.overrides()}, rungs=(2, 3, 5, 6))
+    down = ex.run("downstream", ctx, smoke=True, **common)
     rows = {r.key: r for r in claims.claims(ablation=abl, downstream=down)}
-    assert "skipped" in down.metrics and "node types" in rows["downstream_f1"].why
+    assert down.metrics.skipped and "node types" in rows["downstream_f1"].why
     assert rows["message_passing_helps"].n == "2 seeds" and rows["message_passing_helps"].measured.startswith("rung 5 (RGCN)")
-    assert 0 < abl.metrics["test_mrr"] <= 1
+    assert 0 < abl.metrics.test_mrr <= 1
 
 
 @pytest.mark.parametrize(("over", "match"), [
@@ -232,9 +232,9 @@ def test_a_validation_slice_the_split_cannot_hold_is_a_usage_error(over, match):
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import ScaleConfig
 
-    cfg = ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=1, hidden=16, device="cpu", **over)
+    cfg = ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=1, hidden=16, **over)
     with pytest.raises(UsageError, match=match):
-        ex.run_minibatch(cfg)
+        ex.run_minibatch(cfg, ex.KGContext("cpu"))
 
 
 def test_evaluation_slices_never_share_a_triple():

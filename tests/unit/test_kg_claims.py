@@ -1,5 +1,5 @@
 """Every KG verdict function driven through every outcome it returns, on fabricated measurements
-with the same keys the experiments write; and the claims rows built from fabricated Results."""
+with the same fields the experiments write; and the claims rows built from fabricated, typed Results."""
 
 import math
 
@@ -7,7 +7,28 @@ import pytest
 
 from nbkit.claims import HOLDS, INCONCLUSIVE, REFUTED, Claim, claims_frame
 from nbkit.kg import claims
+from nbkit.kg.experiments import (
+    AblationMetrics,
+    AggrMetrics,
+    AggrSummary,
+    DownstreamMetrics,
+    MinibatchMetrics,
+    PitfallMetrics,
+    RungMetrics,
+)
 from nbkit.result import Result
+
+NAN = float("nan")
+
+
+def _rung(auc=(), select=(), judge=()):
+    """A rung's metrics with the fields the claims read filled, the others NaN / empty."""
+    both = list(select) + list(judge)
+    return RungMetrics(valid_mrr=sum(both) / len(both) if both else NAN, valid_hits_at_10=NAN,
+                       valid_auc=sum(auc) / len(auc) if auc else NAN, valid_mrr_select=NAN, valid_mrr_judge=NAN,
+                       valid_mrr_per_seed=[], valid_hits_at_10_per_seed=[], valid_auc_per_seed=list(auc),
+                       valid_mrr_select_per_seed=list(select), valid_mrr_judge_per_seed=list(judge), valid_mrr_interval=[],
+                       train_s=0.0, epochs=0)
 
 
 @pytest.mark.parametrize(
@@ -117,7 +138,7 @@ def test_verdict_message_passing(mp, base, verdict, why):
 
 
 def _halves(select, judge):
-    return {"valid_mrr": (sum(select) + sum(judge)) / (2 * len(select)), "valid_mrr_select_per_seed": list(select), "valid_mrr_judge_per_seed": list(judge)}
+    return _rung(select=select, judge=judge)
 
 
 def test_message_passing_pair_chooses_on_one_half_and_judges_on_the_other():
@@ -150,19 +171,21 @@ def test_verdict_coalesce(exp, verdict, why):
 
 
 def _ablation(auc2, auc3, mrr5=(), mrr6=()):
-    rm = {"2": {"valid_auc": sum(auc2) / len(auc2), "valid_auc_per_seed": auc2}, "3": {"valid_auc": sum(auc3) / len(auc3), "valid_auc_per_seed": auc3}}
+    rm = {"2": _rung(auc=auc2), "3": _rung(auc=auc3)}
     if mrr5:
         rm["5"] = _halves(mrr5, mrr5)
         rm["6"] = _halves(mrr6, mrr6)
-    return Result(metrics={"rung_metrics": rm, "best_rung": 3, "test_mrr": 0.4, "test_hits_at_10": 0.6})
+    return Result(metrics=AblationMetrics(best_rung=3, seeds=len(auc2), test_mrr=0.4, test_hits_at_1=NAN, test_hits_at_3=NAN,
+                                          test_hits_at_10=0.6, test_mean_rank=NAN, test_auc=NAN, test_mrr_per_seed=[],
+                                          rung_metrics=rm, interrupted=False))
 
 
 def test_claims_rows_from_fabricated_results_and_skipped_downstream():
-    downstream = Result(metrics={"macro_f1": 0.85, "macro_f1_control": 0.3, "seed_scores": [0.85, 0.86, 0.84],
-                                 "control_seed_scores": [0.30, 0.31, 0.29], "samples": 135, "classes": 9})
-    aggr = Result(metrics={"runs": _runs([0.1, 0.11, 0.09], [0.2, 0.21, 0.19]),
-                           "summary": {a: {"roughness": 0.1, "valid_mrr_mean": 0.5, "diverged": 0} for a in ("mean", "add")}})
-    pitfalls = Result(metrics={"coalesce_experiment": _coalesce(False, False)})
+    downstream = Result(metrics=DownstreamMetrics(macro_f1=0.85, macro_f1_control=0.3, seed_scores=[0.85, 0.86, 0.84],
+                                                  control_seed_scores=[0.30, 0.31, 0.29], samples=135, classes=9))
+    summary = {a: AggrSummary(valid_mrr_mean=0.5, valid_mrr_std=NAN, roughness=0.1, diverged=0) for a in ("mean", "add")}
+    aggr = Result(metrics=AggrMetrics(runs=_runs([0.1, 0.11, 0.09], [0.2, 0.21, 0.19]), summary=summary, seeds=3))
+    pitfalls = Result(metrics=PitfallMetrics(pitfall_findings=[], coalesce_experiment=_coalesce(False, False)))
     ablation = _ablation([0.53, 0.54, 0.52], [0.79, 0.80, 0.78], mrr5=[0.80, 0.81, 0.79], mrr6=[0.95, 0.96, 0.95])
     rows = claims.claims(ablation=ablation, downstream=downstream, aggr=aggr, pitfalls=pitfalls)
     assert all(isinstance(r, Claim) for r in rows)
@@ -173,7 +196,7 @@ def test_claims_rows_from_fabricated_results_and_skipped_downstream():
     assert rows[0].n == "3 seeds" and rows[0].interval.startswith("[") and rows[2].interval.startswith("[")
     assert rows[1].n.startswith("3 embedding runs (seeds) × 5 folds") and rows[1].interval.startswith("[")
     assert list(claims_frame(rows).columns)[:4] == ["claim", "field_note", "measured", "verdict"]
-    skipped = claims.claims(ablation=_ablation([0.6], [0.7]), downstream=Result(metrics={"skipped": "one class"}))
+    skipped = claims.claims(ablation=_ablation([0.6], [0.7]), downstream=Result(metrics=DownstreamMetrics(skipped="one class")))
     assert skipped[1].verdict == INCONCLUSIVE and "one class" in skipped[1].why
     assert skipped[0].verdict == INCONCLUSIVE and skipped[2].measured == "not measured"
     assert skipped[3].verdict == INCONCLUSIVE and skipped[3].measured == "not measured" and skipped[4].verdict == INCONCLUSIVE
@@ -181,14 +204,14 @@ def test_claims_rows_from_fabricated_results_and_skipped_downstream():
 
 
 def test_headline_has_the_first_numbers():
-    h = claims.headline(ablation=_ablation([0.5, 0.5], [0.7, 0.7]), downstream=Result(metrics={"skipped": "x"}))
+    h = claims.headline(ablation=_ablation([0.5, 0.5], [0.7, 0.7]), downstream=Result(metrics=DownstreamMetrics(skipped="x")))
     assert set(h) == {"best_rung", "test_mrr", "test_hits_at_10", "reverse_edge_valid_auc_gain", "downstream_macro_f1"}
     assert (h["best_rung"], h["test_mrr"], h["test_hits_at_10"]) == (3, 0.4, 0.6)
     assert h["reverse_edge_valid_auc_gain"] == pytest.approx(0.2) and math.isnan(h["downstream_macro_f1"])
-    measured = claims.headline(ablation=_ablation([0.5, 0.5], [0.7, 0.7]), downstream=Result(metrics={"macro_f1": 0.81}))
+    measured = claims.headline(ablation=_ablation([0.5, 0.5], [0.7, 0.7]), downstream=Result(metrics=DownstreamMetrics(macro_f1=0.81)))
     assert measured["downstream_macro_f1"] == 0.81
     only_rung_2 = _ablation([0.5, 0.5], [0.7, 0.7])
-    del only_rung_2.metrics["rung_metrics"]["3"]
+    del only_rung_2.metrics.rung_metrics["3"]
     assert math.isnan(claims.headline(ablation=only_rung_2)["reverse_edge_valid_auc_gain"])
 
 
@@ -235,8 +258,8 @@ def _scale(first, last, points=3, ceiling=0.031):
         if ceiling:
             row["ceiling_mrr"] = ceiling
         rows.append(row)
-    return Result(metrics={"rows": rows, "sizes": {"entities": 47_000}},
-                  data={"reciprocal_ranks": {"mini-batch": list(zip(first, last, strict=True))}})
+    pairs = {"mini-batch": list(zip(first, last, strict=True))}
+    return Result(metrics=MinibatchMetrics(rows=rows, sizes={"entities": 47_000}, reciprocal_ranks=pairs))
 
 
 def test_scale_claim_from_fabricated_scale_runs():

@@ -69,21 +69,22 @@ def test_ablation_runs_every_rung_chooses_on_validation_and_beats_chance():
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import AblationConfig
 
-    cfg = AblationConfig(dataset="synthetic", rungs=(1, 2, 3, 4, 5), seeds=2, epochs=30, hidden=16, eval_every=10, lr=0.02, device="cpu")
-    res = ex.run_ablation(cfg)
+    ctx = ex.KGContext("cpu")
+    cfg = AblationConfig(dataset="synthetic", rungs=(1, 2, 3, 4, 5), seeds=2, epochs=30, hidden=16, eval_every=10, lr=0.02)
+    res = ex.run_ablation(cfg, ctx)
     table = res.table
     assert list(table["rung"]) == [1, 2, 3, 4, 5] and set(table["seeds"]) == {2}
     for col in ("valid_mrr", "valid_hits_at_10", "valid_auc"):
         assert table[col].between(0, 1).all(), col
-    rm = res.metrics["rung_metrics"]
-    best = str(res.metrics["best_rung"])
-    assert rm[best]["valid_mrr"] == max(m["valid_mrr"] for m in rm.values())
+    rm = res.metrics.rung_metrics
+    best = str(res.metrics.best_rung)
+    assert rm[best].valid_mrr == max(m.valid_mrr for m in rm.values())
     # only the chosen rung was scored on the test split, once per seed
     scored = [r for rs in res.data["runs"].values() for r, _, _ in rs if r.test_metrics]
-    assert {r.rung for r in scored} == {res.metrics["best_rung"]} and len(scored) == 2
-    split = ex.load_split("synthetic", 0)
+    assert {r.rung for r in scored} == {res.metrics.best_rung} and len(scored) == 2
+    split = ctx.split("synthetic", 0)
     chance_mrr = sum(1 / k for k in range(1, split.num_nodes + 1)) / split.num_nodes
-    assert res.metrics["test_mrr"] > 3 * chance_mrr
+    assert res.metrics.test_mrr > 3 * chance_mrr
 
 
 def test_hetero_sage_matches_heteroconv_of_sageconvs(split):
@@ -249,22 +250,26 @@ def test_ablation_reuses_the_selection_run_it_would_retrain():
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import AblationConfig, SelectionConfig
 
-    common = dict(dataset="synthetic", device="cpu", hidden=16, complex_dims=(32,), complex_n3s=(0.01,), decoders=("distmult",),
+    ctx = ex.KGContext("cpu")
+    common = dict(dataset="synthetic", hidden=16, complex_dims=(32,), complex_n3s=(0.01,), decoders=("distmult",),
                   dropouts=(0.3,), type_aggrs=("mean",), eval_every=5, patience=1)
-    sel = ex.run_selection(SelectionConfig(epochs=200, **common))
-    chosen = sel.metrics["chosen"]
-    rung6 = next(r for r in sel.metrics["validation"] if r["rung"] == 6)
-    ab_cfg = AblationConfig(rungs=(6,), seeds=2, epochs=300, **{k: v for k, v in common.items() if k in {f.name for f in dataclasses.fields(AblationConfig)}}, **chosen)
-    first = ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0))
+    sel = ex.run_selection(SelectionConfig(epochs=200, **common), ctx)
+    chosen = sel.metrics.chosen
+    rung6 = next(r for r in sel.metrics.validation if r["rung"] == 6)
+    names = {f.name for f in dataclasses.fields(AblationConfig)}
+    ab_cfg = AblationConfig(rungs=(6,), seeds=2, epochs=300, **{k: v for k, v in common.items() if k in names}, **chosen.overrides())
+    first = ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0))
     assert first is not None and first[0].epochs_run < 200 and first[0].best_epoch == rung6["best_epoch"]  # stopped by patience
-    fresh, _, _ = kgtrain.train_rung(ex.load_split("synthetic", 0), kgtrain.LADDER[6], ab_cfg.train_config(seed=0), progress=False,
-                                     valid_negs=ex.fixed_negatives("synthetic", 0, "valid"))
+    fresh, _, _ = kgtrain.train_rung(ctx.split("synthetic", 0), kgtrain.LADDER[6], ab_cfg.train_config(seed=0), progress=False,
+                                     valid_negs=ctx.negatives("synthetic", 0, "valid"))
     assert fresh.metrics == first[0].metrics and fresh.epochs_run == first[0].epochs_run
     # a shorter cap than where it stopped, another seed, or a time budget: trained, not reused
-    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, epochs=first[0].epochs_run)) is None
-    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=1)) is None
-    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, max_seconds=60.0)) is None
-    res = ex.run_ablation(ab_cfg)
+    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, epochs=first[0].epochs_run)) is None
+    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=1)) is None
+    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, max_seconds=60.0)) is None
+    # another context has not seen the selection: nothing to reuse there
+    assert ex.KGContext("cpu").reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0)) is None
+    res = ex.run_ablation(ab_cfg, ctx)
     runs = res.data["runs"][6]
     assert runs[0][0] is first[0] and runs[1][0] is not first[0] and runs[1][0].seed == 1
 
