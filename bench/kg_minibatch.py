@@ -27,7 +27,7 @@ choice, so the test split is not read). Graphs are ``synthetic_kg`` (seeded):
 Prints per mode: the learning curve (validation MRR after how many training seconds), steps/s, peak RSS
 and its growth during training, the share of the graph's nodes one step's encoder runs on; then the ratios
 full / mini-batch for peak memory (and its growth) and MRR, measured in the same run. The defaults are
-``ScaleConfig``'s (see the measurement there). The real Hetionet needs a download (``nbkit.kg.triples.download_hetionet``),
+``ScaleConfig``'s (the measurements they were chosen on are in bench/RESULTS.md). The real Hetionet needs a download (``nbkit.kg.triples.download_hetionet``),
 which this offline machine cannot do.
 """
 
@@ -48,8 +48,11 @@ PRESETS = {
 
 def child(preset: str, mode: str, args) -> dict:
     from nbkit.device import memory_probe, watch_peak
+    from nbkit.kg.config import TrainConfig
     from nbkit.kg.graph import split_kg
-    from nbkit.kg.train import LADDER, TrainConfig, cluster_oracle_mrr, train_rung
+    from nbkit.kg.ladder import LADDER
+    from nbkit.kg.ranking import cluster_oracle_mrr
+    from nbkit.kg.train import train_rung
     from nbkit.kg.triples import synthetic_kg
 
     p = PRESETS[preset]
@@ -107,7 +110,7 @@ def run_child(args, preset: str, mode: str) -> dict:
 def main() -> None:
     from nbkit.kg.config import ScaleConfig
 
-    d = ScaleConfig()  # the defaults are ScaleConfig's (chosen there on validation MRR, with the measurement), read, not retyped
+    d = ScaleConfig()  # the defaults are ScaleConfig's (chosen on validation MRR), read, not retyped
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", nargs=2, metavar=("PRESET", "MODE"))
     ap.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))

@@ -54,7 +54,9 @@ def run_nbkit(dataset: str, seed: int, grid: dict, frequency: int, patience: int
     values, scored once on the test split."""
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import SelectionConfig, TrainConfig
-    from nbkit.kg.train import LADDER, score_test, train_rung
+    from nbkit.kg.ladder import LADDER
+    from nbkit.kg.ranking import score_test
+    from nbkit.kg.train import train_rung
 
     sel_cfg = SelectionConfig(dataset=dataset, seed=seed, epochs=200, patience=patience, decoders=(), dropouts=(), type_aggrs=(),
                               **grid)

@@ -11,7 +11,8 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
-from nbkit.kg.train import LADDER, train_rung
+from nbkit.kg.ladder import LADDER
+from nbkit.kg.train import train_rung
 
 
 def embedding_f1(embeddings, labels, *, folds: int = 5, seed: int = 0) -> dict[str, Any]:

@@ -41,7 +41,9 @@ from nbkit.kg.config import (
     TrainConfig,
 )
 from nbkit.kg.downstream import downstream_check, downstream_skip_reason
-from nbkit.kg.train import LADDER, cluster_oracle_mrr, config_read_by, eval_negatives, score_test, train_rung
+from nbkit.kg.ladder import LADDER, config_read_by
+from nbkit.kg.ranking import cluster_oracle_mrr, eval_negatives, score_test
+from nbkit.kg.train import train_rung
 from nbkit.record import record
 from nbkit.result import Result
 

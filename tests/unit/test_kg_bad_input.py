@@ -148,7 +148,9 @@ def test_a_file_too_small_for_validation_and_test_is_one_clear_error(tmp_path):
 
 
 def test_training_on_an_empty_validation_split_is_a_usage_error_not_torch_cat(tmp_path):
-    from nbkit.kg.train import LADDER, TrainConfig, train_rung
+    from nbkit.kg.config import TrainConfig
+    from nbkit.kg.ladder import LADDER
+    from nbkit.kg.train import train_rung
 
     rows = [("a", "r", "b", "train"), ("b", "r", "c", "train"), ("c", "r", "a", "test")]
     df = pd.DataFrame(rows, columns=["head", "relation", "tail", "split"])
@@ -238,7 +240,7 @@ def test_a_validation_slice_the_split_cannot_hold_is_a_usage_error(over, match):
 
 
 def test_evaluation_slices_never_share_a_triple():
-    from nbkit.kg.train import eval_sample, query_halves
+    from nbkit.kg.ranking import eval_sample, query_halves
 
     a, b = eval_sample(5000, 1000, sample_slice=0), eval_sample(5000, 1000, sample_slice=1)
     assert len(a) == len(b) == 1000 and not set(a.tolist()) & set(b.tolist())

@@ -9,6 +9,8 @@ import torch
 from torch_geometric.data import Data
 
 from nbkit.kg import graph as kgg
+from nbkit.kg import ladder as kgladder
+from nbkit.kg import ranking as kgranking
 from nbkit.kg import train as kgtrain
 from nbkit.kg import triples as kgt
 from nbkit.kg.neighbor_sampler import TorchNeighborSampler
@@ -157,11 +159,11 @@ def test_node_input_subset_matches_full(split):
 
 def test_minibatch_training_learns_and_is_deterministic(split):
     cfg = kgtrain.TrainConfig(epochs=8, hidden=32, batch_size=128, num_negatives=32, eval_every=4, num_neighbors=(5, 5))
-    rung = kgtrain.LADDER[5]
+    rung = kgladder.LADDER[5]
     res, model, graph = kgtrain.train_rung(split, rung, cfg, progress=False)
     torch.manual_seed(cfg.seed)
-    untrained = kgtrain.build_model(split, rung, cfg, graph).eval()
-    before = kgtrain.evaluate(untrained, graph, split, "valid")
+    untrained = kgladder.build_model(split, rung, cfg, graph).eval()
+    before = kgranking.evaluate(untrained, graph, split, "valid")
     assert res.metrics["valid_mrr"] > 2 * before["mrr"], (res.metrics["valid_mrr"], before["mrr"])
     steps = -(-len(split.train) // 128)
     assert len(res.history["step_loss"]) == 8 * steps
@@ -174,7 +176,7 @@ def test_minibatch_training_learns_and_is_deterministic(split):
 
 def test_minibatch_typed_negatives_and_eval_sample(split):
     cfg = kgtrain.TrainConfig(epochs=2, hidden=16, batch_size=256, num_negatives=16, eval_every=1, eval_max_triples=20)
-    res, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[4], cfg, progress=False)
+    res, _, _ = kgtrain.train_rung(split, kgladder.LADDER[4], cfg, progress=False)
     assert res.metrics["valid_eval_triples"] == 20
     assert 0 < res.metrics["valid_mrr"] <= 1
 
@@ -182,26 +184,26 @@ def test_minibatch_typed_negatives_and_eval_sample(split):
 def test_full_graph_mode_has_the_same_loss_and_passes_every_edge(split):
     """full_graph=True: same batches and negative pools, message passing over the whole graph."""
     base = kgtrain.TrainConfig(epochs=2, hidden=16, batch_size=128, num_negatives=16, eval_every=2, num_neighbors=(3, 3))
-    mini, _, graph = kgtrain.train_rung(split, kgtrain.LADDER[5], base, progress=False)
-    full, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[5], dataclasses.replace(base, full_graph=True), progress=False)
+    mini, _, graph = kgtrain.train_rung(split, kgladder.LADDER[5], base, progress=False)
+    full, _, _ = kgtrain.train_rung(split, kgladder.LADDER[5], dataclasses.replace(base, full_graph=True), progress=False)
     assert len(full.history["step_loss"]) == len(mini.history["step_loss"])
     assert set(full.history["sampled_edges"]) == {graph.edge_index.size(1)}
     assert max(mini.history["sampled_edges"]) < graph.edge_index.size(1)
     # with every neighbour sampled (fan-out -1) the sampled subgraph gives the seeds the same embeddings,
     # so the very first step's loss is identical in both modes
     exact = dataclasses.replace(base, epochs=1, num_neighbors=(-1, -1), dropout=0.0)  # no random masks
-    a, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[5], exact, progress=False)
-    b, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[5], dataclasses.replace(exact, full_graph=True), progress=False)
+    a, _, _ = kgtrain.train_rung(split, kgladder.LADDER[5], exact, progress=False)
+    b, _, _ = kgtrain.train_rung(split, kgladder.LADDER[5], dataclasses.replace(exact, full_graph=True), progress=False)
     assert a.history["step_loss"][0] == pytest.approx(b.history["step_loss"][0], rel=1e-4)
 
 
 def test_minibatch_rejects_what_it_cannot_do(split):
     with pytest.raises(ValueError, match="HeteroConv trains full-batch"):
-        kgtrain.train_rung(split, kgtrain.LADDER[3], kgtrain.TrainConfig(epochs=1, batch_size=64, num_negatives=8), progress=False)
+        kgtrain.train_rung(split, kgladder.LADDER[3], kgtrain.TrainConfig(epochs=1, batch_size=64, num_negatives=8), progress=False)
     with pytest.raises(ValueError, match="num_negatives > 0"):
-        kgtrain.train_rung(split, kgtrain.LADDER[5], kgtrain.TrainConfig(epochs=1, batch_size=64, num_negatives=0), progress=False)
+        kgtrain.train_rung(split, kgladder.LADDER[5], kgtrain.TrainConfig(epochs=1, batch_size=64, num_negatives=0), progress=False)
     with pytest.raises(ValueError, match="one fan-out per layer"):
-        kgtrain.train_rung(split, kgtrain.LADDER[5], kgtrain.TrainConfig(epochs=1, batch_size=64, num_negatives=8, num_neighbors=(5,)), progress=False)
+        kgtrain.train_rung(split, kgladder.LADDER[5], kgtrain.TrainConfig(epochs=1, batch_size=64, num_negatives=8, num_neighbors=(5,)), progress=False)
 
 
 def test_negative_pool_respects_types(split):
@@ -238,10 +240,10 @@ def test_structural_inputs_put_cluster_mates_together():
 def test_sparse_entity_tables_move_only_the_rows_a_step_touched(split):
     """embed_lr > 0: the per-entity tables take sparse gradients and Adagrad; a step leaves untouched rows as they were."""
     cfg = kgtrain.TrainConfig(hidden=16, batch_size=64, num_negatives=8, num_neighbors=(2, 2), embed_lr=0.05, input_init="structural")
-    rung = kgtrain.LADDER[5]
-    graph = kgtrain.model_graph(split, rung.reverse, hetero=False)
+    rung = kgladder.LADDER[5]
+    graph = kgladder.model_graph(split, rung.reverse, hetero=False)
     torch.manual_seed(0)
-    model = kgtrain.build_model(split, rung, cfg, graph)
+    model = kgladder.build_model(split, rung, cfg, graph)
     opts = kgtrain._minibatch_optimizers(model, cfg)
     assert [type(o).__name__ for o in opts] == ["Adam", "Adagrad"]
     tables = dict(model.node_input.tables.items())
@@ -262,13 +264,13 @@ def test_sparse_entity_tables_move_only_the_rows_a_step_touched(split):
 def test_minibatch_with_structural_start_and_sparse_tables_learns_and_is_deterministic(split):
     cfg = kgtrain.TrainConfig(epochs=4, hidden=32, batch_size=128, num_negatives=32, eval_every=2, num_neighbors=(1, 1), dropout=0.0,
                               embed_lr=0.05, input_init="structural")
-    rung = kgtrain.LADDER[5]
+    rung = kgladder.LADDER[5]
     res, model, graph = kgtrain.train_rung(split, rung, cfg, progress=False)
     torch.manual_seed(cfg.seed)
-    untrained = kgtrain.build_model(split, rung, cfg, graph).eval()
-    assert res.metrics["valid_mrr"] > 2 * kgtrain.evaluate(untrained, graph, split, "valid")["mrr"]
+    untrained = kgladder.build_model(split, rung, cfg, graph).eval()
+    assert res.metrics["valid_mrr"] > 2 * kgranking.evaluate(untrained, graph, split, "valid")["mrr"]
     # the figures kept at the best validation point are those weights' scores (not recomputed, but equal)
-    assert res.metrics["valid_mrr"] == pytest.approx(kgtrain.evaluate(model, graph, split, "valid")["mrr"], rel=1e-6)
+    assert res.metrics["valid_mrr"] == pytest.approx(kgranking.evaluate(model, graph, split, "valid")["mrr"], rel=1e-6)
     res2, _, _ = kgtrain.train_rung(split, rung, cfg, progress=False)
     assert res2.metrics == res.metrics
     with pytest.raises(ValueError, match="input_init"):
