@@ -27,7 +27,7 @@ choice, so the test split is not read). Graphs are ``synthetic_kg`` (seeded):
 Prints per mode: the learning curve (validation MRR after how many training seconds), steps/s, peak RSS
 and its growth during training, the share of the graph's nodes one step's encoder runs on; then the ratios
 full / mini-batch for peak memory (and its growth) and MRR, measured in the same run. The defaults are
-``ScaleConfig``'s (the measurements they were chosen on are in bench/RESULTS.md). The real Hetionet needs a download (``nbkit.kg.triples.download_hetionet``),
+``ScaleConfig``'s (the measurements they were chosen on are in bench/RESULTS.md). The real Hetionet needs a download (``nbkit.kg.hetionet.download_hetionet``),
 which this offline machine cannot do.
 """
 
@@ -52,8 +52,8 @@ def child(preset: str, mode: str, args) -> dict:
     from nbkit.kg.graph import split_kg
     from nbkit.kg.ladder import LADDER
     from nbkit.kg.ranking import cluster_oracle_mrr
+    from nbkit.kg.synthetic import synthetic_kg
     from nbkit.kg.train import train_rung
-    from nbkit.kg.triples import synthetic_kg
 
     p = PRESETS[preset]
     t0 = time.perf_counter()

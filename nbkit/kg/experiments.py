@@ -40,9 +40,12 @@ from nbkit.kg.config import (
     SelectionConfig,
     TrainConfig,
 )
+from nbkit.kg.datasets import load_dataset
 from nbkit.kg.downstream import downstream_check, downstream_skip_reason
 from nbkit.kg.ladder import LADDER, config_read_by
 from nbkit.kg.ranking import cluster_oracle_mrr, eval_negatives, score_test
+from nbkit.kg.rdf_bench import compare_rdf_parsers
+from nbkit.kg.synthetic import synthetic_kg
 from nbkit.kg.train import train_rung
 from nbkit.record import record
 from nbkit.result import Result
@@ -208,7 +211,7 @@ class KGContext(Context):
 
     def kg(self, dataset: str) -> KGTriples:
         """The triples table of ``dataset``."""
-        return self.cached(("kg", _stamp(dataset)), lambda: kgt.load_dataset(dataset))
+        return self.cached(("kg", _stamp(dataset)), lambda: load_dataset(dataset))
 
     def split(self, dataset: str, seed: int = 0) -> KGSplit:
         """The split of ``dataset`` (per seed; a shipped split column wins)."""
@@ -263,7 +266,7 @@ def run_load(cfg: LoadConfig, ctx: KGContext, live: LiveFigure | None = None) ->
     if cfg.compare_rdf:
         with tempfile.TemporaryDirectory(prefix="nbkit_kg_") as tmp:
             nt_path = kgt.write_ntriples(kg, Path(tmp) / "kg.nt")
-            rdf["rdf_parser_comparison"] = {k: v for k, v in kgt.compare_rdf_parsers(nt_path).items() if k != "file"}
+            rdf["rdf_parser_comparison"] = {k: v for k, v in compare_rdf_parsers(nt_path).items() if k != "file"}
             rdf["rdf_roundtrip_kept"] = kgt.load_rdf(nt_path).report.rows_kept
     metrics = LoadMetrics(
         load_report=kg.report.summary(),
@@ -570,7 +573,7 @@ def run_minibatch(cfg: MinibatchConfig, ctx: KGContext, live: LiveFigure | None 
     device = ctx.torch_device
     ceiling = None
     if cfg.source == "synthetic":
-        kg = kgt.synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters)
+        kg = synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters)
         split = kgg.split_kg(kg, seed=cfg.seed)
     else:
         split = ctx.split(cfg.dataset, cfg.seed)

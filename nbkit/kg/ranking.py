@@ -205,7 +205,7 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
 def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "valid", max_triples: int = 0, sample_seed: int = 12345,
                        sample_slice: int = 0) -> float:
     """The MRR ceiling of a graph whose tails are predictable only up to a latent cluster
-    (``triples.synthetic_kg``): an oracle that knows each true entity's cluster puts every entity of
+    (``synthetic.synthetic_kg``): an oracle that knows each true entity's cluster puts every entity of
     that type and cluster first, in an order that does not depend on which one is true (the members of
     a cluster are exchangeable: no model can do better in expectation); filtered, both sides, on the
     same seeded sample of ``max_triples`` as :func:`evaluate`. With K candidates left in the cluster

@@ -1,19 +1,19 @@
-"""Loaders: every source becomes ONE typed triples table plus a ``LoadReport``.
+"""Readers: every source becomes ONE typed triples table plus a ``LoadReport``.
 
 The table is a pandas DataFrame with string columns ``head, relation, tail, head_type, tail_type``
 and, where the source ships a split (UMLS in PyKEEN), a ``split`` column (train/valid/test).
 Nothing is dropped silently: each dropped row becomes a report entry naming file, line and reason;
 suspicious-but-kept rows (duplicates, self-loops, relations with a single edge, entities seen only
-as tails) are counted in the report.
+as tails) are counted in the report. Here: the table and its report, triples files (CSV / TSV /
+Parquet), RDF (N-Triples / Turtle) and PyKEEN's bundled UMLS and Kinships; Hetionet is read in
+:mod:`nbkit.kg.hetionet`, the synthetic graph generated in :mod:`nbkit.kg.synthetic`, and
+:func:`nbkit.kg.datasets.load_dataset` picks the reader for a name or path.
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
-import os
 import re
-import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,15 +27,6 @@ TYPE_COLUMNS = ("head_type", "tail_type")
 DEFAULT_TYPE = "entity"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 UMLS_GROUPS_FILE = DATA_DIR / "umls_semantic_groups.tsv"
-
-HETIONET_URLS = {
-    "nodes": "https://github.com/hetio/hetionet/raw/main/hetnet/tsv/hetionet-v1.0-nodes.tsv",
-    "edges": "https://github.com/hetio/hetionet/raw/main/hetnet/tsv/hetionet-v1.0-edges.sif.gz",
-}
-# Published size of Hetionet v1.0 (hetio/hetionet README): the check that a download is complete.
-HETIONET_V1_COUNTS = {"nodes": 47031, "edges": 2250197}
-
-
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".sif")  # optionally .gz
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -322,7 +313,7 @@ def iri_local_name(iri: str) -> str:
     return re.split(r"[/#]", iri.rstrip("/#"))[-1]
 
 
-def _rdf_format(path: Path):
+def rdf_format(path: Path):
     import pyoxigraph as ox
 
     name = path.name.lower().removesuffix(".gz")
@@ -334,7 +325,7 @@ def _rdf_format(path: Path):
 
 
 def load_rdf(path, *, allowed_types=None) -> KGTriples:
-    """N-Triples / Turtle via pyoxigraph (Rust parser; see ``compare_rdf_parsers`` for the measurement).
+    """N-Triples / Turtle via pyoxigraph (Rust parser; ``nbkit.kg.rdf_bench`` times it against rdflib).
 
     relation = last path segment of the predicate IRI; ``rdf:type`` statements give node types
     (local name of the class); triples whose object is a literal are dropped into the report.
@@ -345,7 +336,7 @@ def load_rdf(path, *, allowed_types=None) -> KGTriples:
     path = Path(path)
     _check_path(path, "RDF file")
     report = LoadReport(str(path))
-    fmt = _rdf_format(path)
+    fmt = rdf_format(path)
     _check_text(path, _read_head(path))
     heads, rels, tails, types = [], [], [], {}
     n_read = 0
@@ -395,33 +386,6 @@ def write_ntriples(kg: KGTriples, path, base: str = "http://example.org/kg/") ->
                     fh.write(f"{iri('entity', e)} <{RDF_TYPE}> {iri('type', et)} .\n")
             fh.write(f"{iri('entity', h)} {iri('relation', r)} {iri('entity', t)} .\n")
     return path
-
-
-def compare_rdf_parsers(path) -> dict[str, Any]:
-    """Parse the same RDF file with pyoxigraph and rdflib; seconds and triple counts for each."""
-    import pyoxigraph as ox
-    import rdflib
-
-    path = Path(path)
-    fmt = _rdf_format(path)
-    t0 = time.perf_counter()
-    with open(path, "rb") as fh:
-        n_ox = sum(1 for _ in ox.parse(fh, format=fmt))
-    t_ox = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    g = rdflib.Graph()
-    g.parse(path, format="nt" if fmt == ox.RdfFormat.N_TRIPLES else "turtle")
-    n_rdflib = len(g)
-    t_rdflib = time.perf_counter() - t0
-    return {
-        "file": str(path),
-        "size_mb": round(path.stat().st_size / 1e6, 2),
-        "pyoxigraph_s": round(t_ox, 3),
-        "rdflib_s": round(t_rdflib, 3),
-        "pyoxigraph_triples": n_ox,
-        "rdflib_triples": n_rdflib,
-        "speedup": round(t_rdflib / max(t_ox, 1e-9), 1),
-    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,181 +446,3 @@ def load_kinships() -> KGTriples:
     report = LoadReport("pykeen.datasets.Kinships (bundled in the pykeen wheel)")
     report.notes.append("no node types (one type, 'entity'); split = PyKEEN's published train/valid/test split")
     return finalize(_pykeen_split_frame(Kinships()), report, name="kinships")
-
-
-# ---------------------------------------------------------------------------------------------
-# Hetionet v1.0
-# ---------------------------------------------------------------------------------------------
-def hetionet_cache_dir() -> Path:
-    return Path(os.environ.get("NBKIT_CACHE", Path.home() / ".cache" / "nbkit")) / "hetionet-v1.0"
-
-
-def download_hetionet(cache_dir=None, *, timeout: float = 60.0) -> dict[str, Path]:
-    """Download Hetionet v1.0 (CC0) once into the cache; verified by the published node/edge counts."""
-    import urllib.request
-
-    cache = Path(cache_dir) if cache_dir else hetionet_cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    paths = {k: cache / url.rsplit("/", 1)[-1] for k, url in HETIONET_URLS.items()}
-    for key, url in HETIONET_URLS.items():
-        dest = paths[key]
-        if dest.exists():
-            continue
-        tmp = dest.with_suffix(dest.suffix + ".part")
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as fh:
-                while chunk := resp.read(1 << 20):
-                    fh.write(chunk)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise ConnectionError(
-                f"cannot download Hetionet from {url} ({exc}); this machine may be offline — "
-                f"put hetionet-v1.0-nodes.tsv and hetionet-v1.0-edges.sif.gz in {cache} by hand"
-            ) from None
-        tmp.rename(dest)
-    kg = load_hetionet(paths["nodes"], paths["edges"])
-    n_nodes = len(set(kg.df["head"]) | set(kg.df["tail"]))
-    if kg.report.rows_read != HETIONET_V1_COUNTS["edges"]:
-        raise KGFormatError(
-            f"{paths['edges']}: {kg.report.rows_read} edges, Hetionet v1.0 has {HETIONET_V1_COUNTS['edges']}; delete the file to re-download"
-        )
-    (cache / "VERIFIED").write_text(
-        f"edges={kg.report.rows_read} connected_nodes={n_nodes} sha256_edges={_sha256(paths['edges'])}\n"
-    )
-    return paths
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def load_hetionet(nodes_path=None, edges_path=None) -> KGTriples:
-    """Hetionet's TSV release: nodes (id, name, kind) and edges (source, metaedge, target; .sif[.gz]).
-
-    Without paths, uses the cache (downloading once when online).
-    """
-    import pandas as pd
-
-    if nodes_path is None or edges_path is None:
-        paths = download_hetionet()
-        nodes_path, edges_path = paths["nodes"], paths["edges"]
-    nodes_path, edges_path = Path(nodes_path), Path(edges_path)
-    for p in (nodes_path, edges_path):
-        if not p.exists():
-            raise FileNotFoundError(f"Hetionet file not found: {p}")
-    nodes = pd.read_csv(nodes_path, sep="\t", dtype=str)
-    if list(nodes.columns[:3]) != ["id", "name", "kind"]:
-        raise KGFormatError(f"{nodes_path}: line 1 has columns {list(nodes.columns)}, expected id, name, kind")
-    edges = pd.read_csv(edges_path, sep="\t", dtype=str, compression="infer")
-    if list(edges.columns[:3]) != ["source", "metaedge", "target"]:
-        raise KGFormatError(f"{edges_path}: line 1 has columns {list(edges.columns)}, expected source, metaedge, target")
-    kind = nodes.set_index("id")["kind"]
-    df = pd.DataFrame({"head": edges["source"], "relation": edges["metaedge"], "tail": edges["target"]})
-    df["head_type"] = df["head"].map(kind)
-    df["tail_type"] = df["tail"].map(kind)
-    report = LoadReport(str(edges_path))
-    missing = df["head_type"].isna() | df["tail_type"].isna()
-    for idx in df.index[missing]:
-        report.drop(int(idx) + 2, f"node not in {nodes_path.name}", f"{df.at[idx, 'head']} {df.at[idx, 'relation']} {df.at[idx, 'tail']}")
-    df = df[~missing]
-    report.rows_read = len(edges)
-    return finalize(df, report, line_numbers=[i + 2 for i in df.index], name="hetionet")
-
-
-# ---------------------------------------------------------------------------------------------
-# synthetic
-# ---------------------------------------------------------------------------------------------
-SYNTHETIC_SCHEMA = (
-    # (head_type, relation, tail_type, relative frequency): long-tailed on purpose
-    ("gene", "interacts", "gene", 40),
-    ("drug", "targets", "gene", 20),
-    ("gene", "associates", "disease", 15),
-    ("drug", "treats", "disease", 8),
-    ("disease", "resembles", "disease", 4),
-    ("drug", "causes", "disease", 2),
-    ("gene", "regulates", "gene", 1),
-)
-
-
-def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0, num_clusters: int = 6) -> KGTriples:
-    """A seeded gene/drug/disease KG with long-tail relation counts and learnable structure.
-
-    Each entity has a latent cluster; a relation links clusters through a fixed random permutation,
-    so tails are predictable from (head, relation) — link prediction can learn it, chance cannot.
-    """
-    import numpy as np
-    import pandas as pd
-
-    for name, value, least in (("num_entities", num_entities, 3), ("num_triples", num_triples, 1), ("num_clusters", num_clusters, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise UsageError(f"synthetic_kg: {name}={value!r}; expected an integer >= {least}")
-    rng = np.random.default_rng(seed)
-    share = {"gene": 0.6, "drug": 0.2, "disease": 0.2}
-    ents = {t: [f"{t}_{i:06d}" for i in range(max(num_clusters, int(num_entities * s)))] for t, s in share.items()}
-    cluster = {t: rng.integers(0, num_clusters, len(v)) for t, v in ents.items()}
-    weights = np.array([w for *_, w in SYNTHETIC_SCHEMA], dtype=float)
-    counts = rng.multinomial(num_triples, weights / weights.sum())
-    parts = []
-    # Vectorised per relation so Hetionet-sized graphs (millions of triples) generate in seconds.
-    for (ht, rel, tt, _), n in zip(SYNTHETIC_SCHEMA, counts, strict=False):
-        perm = rng.permutation(num_clusters)
-        h = rng.integers(len(ents[ht]), size=n)
-        follow = rng.random(n) < 0.9
-        target_c = np.where(follow, perm[cluster[ht][h]], rng.integers(num_clusters, size=n))
-        members = np.argsort(cluster[tt], kind="stable")  # tail entities grouped by cluster
-        size = np.bincount(cluster[tt], minlength=num_clusters)
-        first = np.concatenate([[0], np.cumsum(size)[:-1]])
-        ok = size[target_c] > 0
-        h, target_c = h[ok], target_c[ok]
-        t = members[first[target_c] + (rng.random(len(h)) * size[target_c]).astype(np.int64)]
-        parts.append(pd.DataFrame({
-            "head": np.asarray(ents[ht], dtype=object)[h], "relation": rel, "tail": np.asarray(ents[tt], dtype=object)[t],
-            "head_type": ht, "tail_type": tt,
-        }))
-    df = pd.concat(parts, ignore_index=True)[list(COLUMNS + TYPE_COLUMNS)]
-    report = LoadReport(f"synthetic_kg(num_entities={num_entities}, num_triples={num_triples}, seed={seed})")
-    kg = finalize(df, report, name="synthetic")
-    kg.clusters = {e: int(c) for t in ents for e, c in zip(ents[t], cluster[t], strict=True)}
-    return kg
-
-
-BUNDLED = ("umls", "kinships", "synthetic", "hetionet")
-LOAD_KWARGS = {
-    "umls": (),
-    "kinships": (),
-    "hetionet": (),
-    "synthetic": ("num_entities", "num_triples", "seed", "num_clusters"),
-    "rdf": ("allowed_types",),
-    "table": ("allowed_types", "sep"),
-}
-
-
-def load_dataset(name_or_path: str, **kwargs) -> KGTriples:
-    """``umls`` | ``kinships`` | ``synthetic`` | ``hetionet`` | a path to a .csv/.tsv/.parquet/.nt/.ttl file.
-
-    Keyword arguments go to the loader; one it does not take is a ``UsageError`` (never ignored).
-    """
-    key = str(name_or_path).strip()
-    path = Path(key).expanduser()
-    kind = key.lower() if key.lower() in BUNDLED else None
-    if kind is None and path.exists():
-        kind = "rdf" if path.name.lower().removesuffix(".gz").endswith(RDF_SUFFIXES) else "table"
-    if kind is None:
-        raise FileNotFoundError(f"DATASET={name_or_path!r}: not a bundled name ({', '.join(BUNDLED)}) and no such file")
-    unknown = sorted(set(kwargs) - set(LOAD_KWARGS[kind]))
-    if unknown:
-        takes = ", ".join(LOAD_KWARGS[kind]) or "none"
-        raise UsageError(f"load_dataset({name_or_path!r}): unknown keyword argument(s) {unknown}; this loader takes: {takes}")
-    if kind == "umls":
-        return load_umls()
-    if kind == "kinships":
-        return load_kinships()
-    if kind == "synthetic":
-        return synthetic_kg(**kwargs)
-    if kind == "hetionet":
-        return load_hetionet()
-    return load_rdf(path, **kwargs) if kind == "rdf" else load_triples_file(path, **kwargs)

@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from nbkit.errors import UsageError
+from nbkit.kg import datasets as kgdata
 from nbkit.kg import graph as kgg
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import triples as kgt
 
 GOOD = "head,relation,tail\na,r,b\nb,r,c\nc,s,a\n"
@@ -71,7 +73,7 @@ LOADER_CASES = [
 def test_bad_files_give_one_usage_error_naming_the_file(tmp_path, make, message, capfd):
     path = make(tmp_path)
     with pytest.raises(UsageError, match=message):
-        kgt.load_dataset(str(path))
+        kgdata.load_dataset(str(path))
     out, err = capfd.readouterr()
     assert "Traceback" not in err and "Exception ignored" not in err and "\\x" not in out + err
 
@@ -79,7 +81,7 @@ def test_bad_files_give_one_usage_error_naming_the_file(tmp_path, make, message,
 def test_integer_parquet_ids_are_read_as_text_and_the_report_says_so(tmp_path):
     p = tmp_path / "ids.parquet"
     pd.DataFrame({"head": [1, 2, 3], "relation": ["r", "r", "s"], "tail": [2, 3, 1]}).to_parquet(p)
-    kg = kgt.load_dataset(str(p))
+    kg = kgdata.load_dataset(str(p))
     assert set(kg.df["head"]) == {"1", "2", "3"}
     assert any("column 'head' holds integers" in n for n in kg.report.notes)
 
@@ -95,7 +97,7 @@ def test_integer_parquet_ids_are_read_as_text_and_the_report_says_so(tmp_path):
 )
 def test_synthetic_with_bad_sizes(kwargs, message):
     with pytest.raises(UsageError, match=message):
-        kgt.load_dataset("synthetic", **kwargs)
+        kgdata.load_dataset("synthetic", **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -107,19 +109,19 @@ def test_synthetic_with_bad_sizes(kwargs, message):
 )
 def test_unknown_keyword_arguments_are_refused(name, kwargs, message):
     with pytest.raises(UsageError, match=message):
-        kgt.load_dataset(name, **kwargs)
+        kgdata.load_dataset(name, **kwargs)
 
 
 def test_unknown_keyword_argument_for_a_file(tmp_path):
     p = tmp_path / "kg.csv"
     p.write_text(GOOD)
     with pytest.raises(UsageError, match=r"unknown keyword argument\(s\) \['delimiter'\]; this loader takes: allowed_types, sep"):
-        kgt.load_dataset(str(p), delimiter=";")
+        kgdata.load_dataset(str(p), delimiter=";")
 
 
 @pytest.fixture(scope="module")
 def small_kg():
-    return kgt.synthetic_kg(60, 400, seed=0)
+    return kgsyn.synthetic_kg(60, 400, seed=0)
 
 
 @pytest.mark.parametrize(
@@ -142,7 +144,7 @@ def test_split_shares_are_checked(small_kg, valid, test, message):
 def test_a_file_too_small_for_validation_and_test_is_one_clear_error(tmp_path):
     p = tmp_path / "tiny.csv"
     p.write_text(GOOD)
-    kg = kgt.load_dataset(str(p))
+    kg = kgdata.load_dataset(str(p))
     with pytest.raises(UsageError, match=r"tiny.csv: 3 usable triples give an empty valid and test split"):
         kgg.split_kg(kg)
 
@@ -166,7 +168,7 @@ def test_a_shipped_split_column_with_unknown_values(tmp_path):
 
 
 def test_a_shipped_split_without_validation_gets_it_carved_from_train_and_reported():
-    kg = kgt.synthetic_kg(60, 400, seed=0)
+    kg = kgsyn.synthetic_kg(60, 400, seed=0)
     kg.df["split"] = ["test" if i % 10 == 0 else "train" for i in range(len(kg.df))]
     split = kgg.split_kg(kg, valid_share=0.1)
     assert split.report["valid_carved_from_train"] == len(split.valid) > 0 and "test_carved_from_train" not in split.report
@@ -179,7 +181,7 @@ def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
     from nbkit.kg.config import DownstreamConfig
 
     p = tmp_path / "untyped.tsv"
-    kgt.synthetic_kg(60, 400, seed=0).df[["head", "relation", "tail"]].to_csv(p, sep="\t", index=False)
+    kgsyn.synthetic_kg(60, 400, seed=0).df[["head", "relation", "tail"]].to_csv(p, sep="\t", index=False)
     res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1), ex.KGContext("cpu"))
     assert res.metrics.skipped.startswith("the labels (node types) give 1 class(es)")
     row = claims.claims(downstream=res)[1]
@@ -189,7 +191,7 @@ def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
 def _untyped_file(tmp_path, kind):
     """A user's own triples file: no node types; 'one_relation' also has a single relation; 'no_valid'
     ships a split column without validation rows."""
-    df = kgt.synthetic_kg(60, 500, seed=0).df[["head", "relation", "tail"]].copy()
+    df = kgsyn.synthetic_kg(60, 500, seed=0).df[["head", "relation", "tail"]].copy()
     if kind == "one_relation":
         df["relation"] = "linked_to"
         df = df.drop_duplicates(["head", "relation", "tail"])

@@ -8,7 +8,7 @@ import torch
 from nbkit.findings import Finding
 from nbkit.kg import checks
 from nbkit.kg import graph as kgg
-from nbkit.kg import triples as kgt
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg.downstream import downstream_skip_reason, embedding_f1, split_without_types
 
 
@@ -34,7 +34,7 @@ def test_features_nan_and_scale_then_robust_scale_fixes():
 
 
 def test_edge_index_out_of_range_and_mapping_from_heads_only():
-    kg = kgt.synthetic_kg(60, 300, seed=0)
+    kg = kgsyn.synthetic_kg(60, 300, seed=0)
     split = kgg.split_kg(kg)
     data = kgg.build_hetero_data(split, "none")
     assert checks.check_edge_indices(data).status == "pass"
@@ -50,7 +50,7 @@ def test_edge_index_out_of_range_and_mapping_from_heads_only():
 
 
 def test_auc_near_chance_names_a_cause():
-    split = kgg.split_kg(kgt.synthetic_kg(60, 300, seed=0))
+    split = kgg.split_kg(kgsyn.synthetic_kg(60, 300, seed=0))
     f = checks.diagnose_auc_near_chance(0.5, loss_history=[1.0] * 5, embeddings=torch.zeros(10, 4), split=split, reverse="none")
     assert f.status == "fail" and "did not decrease" in f.summary and "collapsed" in f.summary
     assert checks.diagnose_auc_near_chance(0.8).status == "pass"
@@ -91,7 +91,7 @@ def test_downstream_skip_reason_for_untyped_labels():
 
 
 def test_split_without_types_keeps_triples():
-    split = kgg.split_kg(kgt.synthetic_kg(60, 300, seed=0))
+    split = kgg.split_kg(kgsyn.synthetic_kg(60, 300, seed=0))
     flat = split_without_types(split)
     assert flat.entity_types == ["entity"] and flat.num_nodes == split.num_nodes
     names, fnames = split.entity_names(), flat.entity_names()

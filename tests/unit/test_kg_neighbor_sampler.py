@@ -11,8 +11,8 @@ from torch_geometric.data import Data
 from nbkit.kg import graph as kgg
 from nbkit.kg import ladder as kgladder
 from nbkit.kg import ranking as kgranking
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import train as kgtrain
-from nbkit.kg import triples as kgt
 from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 
 
@@ -114,7 +114,7 @@ def test_bad_inputs_say_what_is_wrong():
         TorchNeighborSampler(data, [2]).sample(torch.tensor([3, 3]))
     with pytest.raises(ValueError, match="num_nodes=5"):
         TorchNeighborSampler(Data(edge_index=torch.tensor([[0, 7], [1, 2]]), num_nodes=5), [2])
-    split = kgg.split_kg(kgt.synthetic_kg(60, 300, seed=0))
+    split = kgg.split_kg(kgsyn.synthetic_kg(60, 300, seed=0))
     with pytest.raises(TypeError, match="to_homogeneous"):
         TorchNeighborSampler(kgg.build_hetero_data(split, "inverse"), [2])
 
@@ -144,7 +144,7 @@ def test_link_loader_batches_carry_edge_types_and_labels():
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def split():
-    return kgg.split_kg(kgt.synthetic_kg(90, 900, seed=0, num_clusters=3), seed=0)
+    return kgg.split_kg(kgsyn.synthetic_kg(90, 900, seed=0, num_clusters=3), seed=0)
 
 
 def test_node_input_subset_matches_full(split):
@@ -220,7 +220,7 @@ def test_structural_inputs_put_cluster_mates_together():
     """2-hop means of seeded random vectors: entities of one (type, cluster) end up far more alike than others."""
     from nbkit.kg.models import structural_inputs
 
-    kg = kgt.synthetic_kg(600, 12_000, seed=0, num_clusters=6)
+    kg = kgsyn.synthetic_kg(600, 12_000, seed=0, num_clusters=6)
     sp = kgg.split_kg(kg, seed=0)
     mg = kgg.message_graph(sp, "inverse")
     x = structural_inputs(mg.edge_index, sp.num_nodes, 32, seed=0)

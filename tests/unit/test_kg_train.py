@@ -8,13 +8,13 @@ import torch
 from nbkit.kg import graph as kgg
 from nbkit.kg import ladder as kgladder
 from nbkit.kg import ranking as kgranking
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import train as kgtrain
-from nbkit.kg import triples as kgt
 
 
 @pytest.fixture(scope="module")
 def split():
-    return kgg.split_kg(kgt.synthetic_kg(90, 900, seed=0, num_clusters=3), seed=0)
+    return kgg.split_kg(kgsyn.synthetic_kg(90, 900, seed=0, num_clusters=3), seed=0)
 
 
 def test_filtered_ranks_average_ties_and_filter_known_triples():
@@ -212,7 +212,7 @@ def test_rung6_learns_on_a_tiny_graph_keeps_test_untouched_and_stops_early(split
 
 
 def test_cluster_oracle_mrr_is_the_ceiling_of_the_synthetic_graph():
-    kg = kgt.synthetic_kg(90, 900, seed=0, num_clusters=3)
+    kg = kgsyn.synthetic_kg(90, 900, seed=0, num_clusters=3)
     sp = kgg.split_kg(kg, seed=0)
     ceiling = kgranking.cluster_oracle_mrr(sp, kg.clusters, "valid")
     # every (type, cluster) group has ~6-18 members and the true one is ranked anywhere among them: far below 1

@@ -4,6 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from nbkit.kg import datasets as kgdata
+from nbkit.kg import hetionet as kghet
+from nbkit.kg import rdf_bench as kgrdf
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import triples as kgt
 
 FIX = Path(__file__).parent / "kg_fixtures"
@@ -75,7 +79,7 @@ def test_all_rows_bad_is_an_error(tmp_path):
 
 
 def test_parquet_roundtrip(tmp_path):
-    kg = kgt.synthetic_kg(60, 300, seed=1)
+    kg = kgsyn.synthetic_kg(60, 300, seed=1)
     p = tmp_path / "kg.parquet"
     kg.df.to_parquet(p)
     back = kgt.load_triples_file(p)
@@ -109,16 +113,16 @@ def test_turtle_syntax_error_names_file_and_line(tmp_path):
 
 
 def test_ntriples_writer_roundtrip(tmp_path):
-    kg = kgt.synthetic_kg(60, 300, seed=2)
+    kg = kgsyn.synthetic_kg(60, 300, seed=2)
     back = kgt.load_rdf(kgt.write_ntriples(kg, tmp_path / "s.nt"))
     assert len(back) == len(kg)
     assert sorted(back.relations) == sorted(kg.relations)
-    cmp = kgt.compare_rdf_parsers(tmp_path / "s.nt")
+    cmp = kgrdf.compare_rdf_parsers(tmp_path / "s.nt")
     assert cmp["pyoxigraph_triples"] == cmp["rdflib_triples"] > len(kg)
 
 
 def test_hetionet_fixture_format():
-    kg = kgt.load_hetionet(FIX / "hetionet-mini-nodes.tsv", FIX / "hetionet-mini-edges.sif.gz")
+    kg = kghet.load_hetionet(FIX / "hetionet-mini-nodes.tsv", FIX / "hetionet-mini-edges.sif.gz")
     assert len(kg) == 9 and set(kg.relations) == {"GiG", "CbG", "CtD", "DaG", "DlA"}
     assert set(kg.entity_types) == {"Gene", "Compound", "Disease", "Anatomy"}
     (drop,) = kg.report.dropped
@@ -128,11 +132,11 @@ def test_hetionet_fixture_format():
 def test_hetionet_wrong_header(tmp_path):
     p = write(tmp_path, "nodes.tsv", "a\tb\tc\n")
     with pytest.raises(kgt.KGFormatError, match="expected id, name, kind"):
-        kgt.load_hetionet(p, FIX / "hetionet-mini-edges.sif.gz")
+        kghet.load_hetionet(p, FIX / "hetionet-mini-edges.sif.gz")
 
 
 def test_synthetic_is_seeded_and_long_tailed():
-    a, b, c = kgt.synthetic_kg(200, 2000, seed=3), kgt.synthetic_kg(200, 2000, seed=3), kgt.synthetic_kg(200, 2000, seed=4)
+    a, b, c = kgsyn.synthetic_kg(200, 2000, seed=3), kgsyn.synthetic_kg(200, 2000, seed=3), kgsyn.synthetic_kg(200, 2000, seed=4)
     assert a.df.equals(b.df) and not a.df.equals(c.df)
     counts = a.df["relation"].value_counts()
     assert counts.iloc[0] > 10 * counts.iloc[-1]
@@ -140,9 +144,9 @@ def test_synthetic_is_seeded_and_long_tailed():
 
 
 def test_load_dataset_dispatch_and_unknown_name(tmp_path):
-    assert kgt.load_dataset("synthetic").name == "synthetic"
+    assert kgdata.load_dataset("synthetic").name == "synthetic"
     with pytest.raises(FileNotFoundError, match="not a bundled name"):
-        kgt.load_dataset("no_such_dataset")
+        kgdata.load_dataset("no_such_dataset")
 
 
 def test_umls_from_the_pykeen_wheel_with_semantic_groups():
@@ -161,14 +165,14 @@ def test_umls_from_the_pykeen_wheel_with_semantic_groups():
 def test_gzipped_rdf_loads_like_plain_and_errors_name_the_gz_file(tmp_path):
     import gzip
 
-    kg = kgt.synthetic_kg(60, 300, seed=2)
+    kg = kgsyn.synthetic_kg(60, 300, seed=2)
     plain = kgt.write_ntriples(kg, tmp_path / "s.nt")
     gz = tmp_path / "s.nt.gz"
     gz.write_bytes(gzip.compress(plain.read_bytes()))
     a, b = kgt.load_rdf(plain), kgt.load_rdf(gz)
     assert a.df.equals(b.df) and a.report.summary()["rows_kept"] == b.report.summary()["rows_kept"]
     # load_dataset dispatches on the name under .gz too
-    assert len(kgt.load_dataset(str(gz))) == len(a)
+    assert len(kgdata.load_dataset(str(gz))) == len(a)
     bad = tmp_path / "bad.ttl.gz"
     bad.write_bytes(gzip.compress(b"@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n"))
     with pytest.raises(kgt.KGFormatError, match=r"bad.ttl.gz: .*syntax error.*line 4"):
