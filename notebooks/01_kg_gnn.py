@@ -106,8 +106,17 @@ nbkit.record("selection", selection.metrics)
 ablation_p = panels.panel("ablation", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED, **chosen.overrides())
 ablation_p.display()
 ablation = ablation_p.run()
-experiments.record_each(ablation.metrics, "best_rung", "seeds", "test_mrr", "test_hits_at_1", "test_hits_at_3",
-                        "test_hits_at_10", "test_auc", "rung_metrics")
+experiments.record_each(
+    ablation.metrics,
+    "best_rung",
+    "seeds",
+    "test_mrr",
+    "test_hits_at_1",
+    "test_hits_at_3",
+    "test_hits_at_10",
+    "test_auc",
+    "rung_metrics",
+)
 print(experiments.ablation_summary(ablation))
 
 # %% [markdown]

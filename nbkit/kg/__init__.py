@@ -21,4 +21,16 @@ A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain mo
 Every module imports torch / torch_geometric / pykeen inside its functions, so importing is instant.
 """
 
-__all__ = ["config", "experiments", "claims", "panels", "triples", "graph", "models", "train", "neighbor_sampler", "downstream", "checks"]
+__all__ = [
+    "config",
+    "experiments",
+    "claims",
+    "panels",
+    "triples",
+    "graph",
+    "models",
+    "train",
+    "neighbor_sampler",
+    "downstream",
+    "checks",
+]

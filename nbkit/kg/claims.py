@@ -61,7 +61,9 @@ def verdict_reverse_edges(auc_without: list[float], auc_with: list[float]) -> Ve
     end is ≥ half the claimed +0.26 (0.13), refuted when its high end is below 0.13, inconclusive
     when it straddles 0.13 or fewer than two seeds were run.
     """
-    return _paired_gain(auc_without, auc_with, REVERSE_GAIN_MIN, "AUC gain", "run rungs 2 and 3 of the ablation")
+    return _paired_gain(
+        auc_without, auc_with, REVERSE_GAIN_MIN, "AUC gain", "run rungs 2 and 3 of the ablation"
+    )
 
 
 def verdict_f1(f1_seeds: list[float], control_seeds: list[float]) -> Verdict:
@@ -78,8 +80,11 @@ def verdict_f1(f1_seeds: list[float], control_seeds: list[float]) -> Verdict:
     if not f1_seeds:
         return Verdict(INCONCLUSIVE, "not measured in this run")
     if len(f1_seeds) < 2:
-        return Verdict(INCONCLUSIVE, f"macro-F1 {f1_seeds[0]:.3f} from one embedding run: its folds share the embedding, "
-                                     "no interval — n too small; run >= 3 seeds (DownstreamConfig.seeds)")
+        return Verdict(
+            INCONCLUSIVE,
+            f"macro-F1 {f1_seeds[0]:.3f} from one embedding run: its folds share the embedding, "
+            "no interval — n too small; run >= 3 seeds (DownstreamConfig.seeds)",
+        )
     f1_ci = mean_interval(f1_seeds)
     margin_ci = mean_interval([a - b for a, b in zip(f1_seeds, control_seeds, strict=True)])
     n = f"n={len(f1_seeds)} seeds"
@@ -107,14 +112,27 @@ def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
     div = {a: sum(1 for r in runs if r["aggr"] == a and r["diverged"]) for a in ("mean", "add")}
     n_runs = {a: sum(1 for r in runs if r["aggr"] == a) for a in ("mean", "add")}
     if div["mean"] < div["add"]:
-        return Verdict(HOLDS, f"add diverged in {div['add']} of {n_runs['add']} runs, mean in {div['mean']} of {n_runs['mean']}")
+        return Verdict(
+            HOLDS,
+            f"add diverged in {div['add']} of {n_runs['add']} runs, mean in {div['mean']} of {n_runs['mean']}",
+        )
     if div["mean"] > div["add"]:
-        return Verdict(REFUTED, f"mean diverged in {div['mean']} of {n_runs['mean']} runs, add in {div['add']} of {n_runs['add']}")
+        return Verdict(
+            REFUTED,
+            f"mean diverged in {div['mean']} of {n_runs['mean']} runs, add in {div['add']} of {n_runs['add']}",
+        )
     red = roughness_reductions(runs)
     if len(red) < 2:
-        return Verdict(INCONCLUSIVE, f"{len(red)} paired seed(s) without divergence: no interval — n too small; run >= 3 seeds")
-    return decide_at_least(mean_interval(red), ROUGHNESS_MIN_REDUCTION, what=f"loss-curve wobble reduction of mean vs add over {len(red)} seeds",
-                           n_hint=f"n={len(red)} seeds")
+        return Verdict(
+            INCONCLUSIVE,
+            f"{len(red)} paired seed(s) without divergence: no interval — n too small; run >= 3 seeds",
+        )
+    return decide_at_least(
+        mean_interval(red),
+        ROUGHNESS_MIN_REDUCTION,
+        what=f"loss-curve wobble reduction of mean vs add over {len(red)} seeds",
+        n_hint=f"n={len(red)} seeds",
+    )
 
 
 def roughness_reductions(runs: list[dict[str, Any]]) -> list[float]:
@@ -143,8 +161,13 @@ def verdict_message_passing(mp_mrr: list[float], baseline_mrr: list[float]) -> V
     is ≥ +0.01 MRR, refuted when its high end is below +0.01 (message passing adds less than 0.01, or
     loses), inconclusive when it straddles +0.01 or fewer than two paired seeds were run.
     """
-    return _paired_gain(baseline_mrr, mp_mrr, MP_MIN_GAIN, "validation-MRR gain of message passing",
-                        "run an RGCN rung (4 or 5) and rung 6 of the ablation")
+    return _paired_gain(
+        baseline_mrr,
+        mp_mrr,
+        MP_MIN_GAIN,
+        "validation-MRR gain of message passing",
+        "run an RGCN rung (4 or 5) and rung 6 of the ablation",
+    )
 
 
 def _paired_gain(before: list[float], after: list[float], threshold: float, what: str, how: str) -> Verdict:
@@ -153,9 +176,15 @@ def _paired_gain(before: list[float], after: list[float], threshold: float, what
     if not gains:
         return Verdict(INCONCLUSIVE, f"not measured: {how} to test this claim")
     if len(gains) < 2:
-        return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds")
-    return decide_at_least(mean_interval(gains), threshold, what=f"{what} over {len(gains)} seeds",
-                           n_hint=f"n={len(gains)} seeds; more seeds narrow the interval")
+        return Verdict(
+            INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds"
+        )
+    return decide_at_least(
+        mean_interval(gains),
+        threshold,
+        what=f"{what} over {len(gains)} seeds",
+        n_hint=f"n={len(gains)} seeds; more seeds narrow the interval",
+    )
 
 
 def message_passing_pair(rung_metrics: dict[str, RungMetrics]) -> tuple[str | None, list[float], list[float]]:
@@ -179,7 +208,9 @@ def curve_gains(first_rr: list[list[float]], last_rr: list[list[float]]) -> list
         if not first or not last:
             continue
         if len(first) != len(last):
-            raise ValueError(f"first and last point must score the same queries, got {len(first)} and {len(last)} reciprocal ranks")
+            raise ValueError(
+                f"first and last point must score the same queries, got {len(first)} and {len(last)} reciprocal ranks"
+            )
         gains.append(statistics.fmean(last) - statistics.fmean(first))
     return gains
 
@@ -198,11 +229,20 @@ def verdict_curve_rises(first_rr: list[list[float]], last_rr: list[list[float]],
     if not gains:
         return Verdict(INCONCLUSIVE, "not measured: the run drew fewer than two validation points")
     if len(gains) < 2:
-        return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.4f} from one training run: no interval across runs — n too small; "
-                                     "run >= 3 seeds (ScaleConfig.seeds)")
-    v = decide_at_least(mean_interval(gains), min_rise, what=f"validation-MRR gain from the first to the last point over {len(gains)} runs",
-                        n_hint=f"n={len(gains)} runs; more seeds narrow the interval, or train longer")
-    return Verdict(v.verdict, ("rises: " if v.verdict == HOLDS else "flat: " if v.verdict == REFUTED else "") + v.why)
+        return Verdict(
+            INCONCLUSIVE,
+            f"gain {gains[0]:+.4f} from one training run: no interval across runs — n too small; "
+            "run >= 3 seeds (ScaleConfig.seeds)",
+        )
+    v = decide_at_least(
+        mean_interval(gains),
+        min_rise,
+        what=f"validation-MRR gain from the first to the last point over {len(gains)} runs",
+        n_hint=f"n={len(gains)} runs; more seeds narrow the interval, or train longer",
+    )
+    return Verdict(
+        v.verdict, ("rises: " if v.verdict == HOLDS else "flat: " if v.verdict == REFUTED else "") + v.why
+    )
 
 
 def curve_min_rise(ceiling_mrr: float | None) -> float:
@@ -224,9 +264,15 @@ def verdict_coalesce(exp: dict[str, Any] | None) -> Verdict:
         return Verdict(HOLDS, "RGCNConv raised on uncoalesced edges under " + " and ".join(raises))
     if any(raises.values()):
         return Verdict(INCONCLUSIVE, "raised only under " + ", ".join(a for a, v in raises.items() if v))
-    diffs = ", ".join(f"{a} {exp[f'coalesced_vs_raw_max_abs_diff_{a}']:.3g}" for a in raises if f"coalesced_vs_raw_max_abs_diff_{a}" in exp)
-    detail = (f"unsorted edges with {exp['edges'] - exp['distinct_typed_edges']} exact duplicates ran without error; "
-              f"coalescing per (src, dst, relation) removed only those (outputs change by max |diff| {diffs})")
+    diffs = ", ".join(
+        f"{a} {exp[f'coalesced_vs_raw_max_abs_diff_{a}']:.3g}"
+        for a in raises
+        if f"coalesced_vs_raw_max_abs_diff_{a}" in exp
+    )
+    detail = (
+        f"unsorted edges with {exp['edges'] - exp['distinct_typed_edges']} exact duplicates ran without error; "
+        f"coalescing per (src, dst, relation) removed only those (outputs change by max |diff| {diffs})"
+    )
     if exp.get("out_of_range_raises_even_after_coalesce"):
         detail += f"; an out-of-range id fails with or without coalesce ({exp['out_of_range_after_coalesce_error']})"
     return Verdict(REFUTED, detail)
@@ -252,61 +298,116 @@ def claims(
     wo, w = (rm[k].valid_auc_per_seed if k in rm else [] for k in ("2", "3"))
     n = min(len(wo), len(w))
     gains = [b - a for a, b in zip(wo, w, strict=False)]
-    rows.append(Claim.from_verdict(
-        verdict_reverse_edges(wo, w), key="reverse_edges_auc", claim=FIELD_NOTES["reverse_edges_auc"], source="§2.1",
-        field_note="0.53 -> 0.79 (+0.26)",
-        measured=f"{_mean(wo):.3f} -> {_mean(w):.3f} ({_mean(gains):+.3f})" if n else "not measured",
-        rule=f"per-seed gain (rung 3 − rung 2, validation AUC): holds if its 95% interval ≥ +{REVERSE_GAIN_MIN:.2f}, refuted if < +{REVERSE_GAIN_MIN:.2f}",
-        n=f"{n} seeds", interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
-    ))
+    rows.append(
+        Claim.from_verdict(
+            verdict_reverse_edges(wo, w),
+            key="reverse_edges_auc",
+            claim=FIELD_NOTES["reverse_edges_auc"],
+            source="§2.1",
+            field_note="0.53 -> 0.79 (+0.26)",
+            measured=f"{_mean(wo):.3f} -> {_mean(w):.3f} ({_mean(gains):+.3f})" if n else "not measured",
+            rule=f"per-seed gain (rung 3 − rung 2, validation AUC): holds if its 95% interval ≥ +{REVERSE_GAIN_MIN:.2f}, refuted if < +{REVERSE_GAIN_MIN:.2f}",
+            n=f"{n} seeds",
+            interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
+        )
+    )
     dm = downstream.metrics if downstream is not None else DownstreamMetrics(skipped="not run")
     if dm.skipped:
-        v, measured, n_text, interval = Verdict(INCONCLUSIVE, f"not measured: {dm.skipped}"), "not measured", "0 folds", ""
+        v, measured, n_text, interval = (
+            Verdict(INCONCLUSIVE, f"not measured: {dm.skipped}"),
+            "not measured",
+            "0 folds",
+            "",
+        )
     else:
         per_seed = dm.seed_scores
         v = verdict_f1(per_seed, dm.control_seed_scores)
         measured = f"{dm.macro_f1:.3f} (random control {dm.macro_f1_control:.3f})"
-        n_text = f"{len(per_seed)} embedding runs (seeds) × 5 folds, {dm.samples} entities, {dm.classes} classes"
+        n_text = (
+            f"{len(per_seed)} embedding runs (seeds) × 5 folds, {dm.samples} entities, {dm.classes} classes"
+        )
         interval = fmt_interval(mean_interval(per_seed)) if len(per_seed) > 1 else ""
-    rows.append(Claim.from_verdict(
-        v, key="downstream_f1", claim=FIELD_NOTES["downstream_f1"], source="§3.1", field_note="0.82", measured=measured,
-        rule=(f"per-seed macro-F1 (mean of 5 folds), 95% t-interval across seeds: holds if ≥ {F1_CLAIMED - F1_TOL:.2f} and the margin over "
-              f"a random control ≥ {F1_MARGIN:.2f}; refuted if either lies wholly below; one seed: inconclusive"),
-        n=n_text, interval=interval,
-    ))
+    rows.append(
+        Claim.from_verdict(
+            v,
+            key="downstream_f1",
+            claim=FIELD_NOTES["downstream_f1"],
+            source="§3.1",
+            field_note="0.82",
+            measured=measured,
+            rule=(
+                f"per-seed macro-F1 (mean of 5 folds), 95% t-interval across seeds: holds if ≥ {F1_CLAIMED - F1_TOL:.2f} and the margin over "
+                f"a random control ≥ {F1_MARGIN:.2f}; refuted if either lies wholly below; one seed: inconclusive"
+            ),
+            n=n_text,
+            interval=interval,
+        )
+    )
     runs = aggr.metrics.runs if aggr is not None else []
     summ = aggr.metrics.summary if aggr is not None else {}
     measured = (
-        "; ".join(f"{a}: wobble {s.roughness:.4f}, valid MRR {s.valid_mrr_mean:.3f}, diverged {s.diverged}" for a, s in summ.items())
+        "; ".join(
+            f"{a}: wobble {s.roughness:.4f}, valid MRR {s.valid_mrr_mean:.3f}, diverged {s.diverged}"
+            for a, s in summ.items()
+        )
         if summ
         else "not measured"
     )
-    rows.append(Claim.from_verdict(
-        verdict_aggr(runs), key="aggr_mean_stable", claim=FIELD_NOTES["aggr_mean_stable"], source="§2.1", field_note="mean steadier than add",
-        measured=measured, n=f"{len({r['seed'] for r in runs})} seeds per aggr",
-        interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
-        rule=(f"fewer divergences holds / more refutes; else the per-seed reduction of the loss curve's wobble around its falling trend, "
-              f"mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < {ROUGHNESS_MIN_REDUCTION:.0%}"),
-    ))
+    rows.append(
+        Claim.from_verdict(
+            verdict_aggr(runs),
+            key="aggr_mean_stable",
+            claim=FIELD_NOTES["aggr_mean_stable"],
+            source="§2.1",
+            field_note="mean steadier than add",
+            measured=measured,
+            n=f"{len({r['seed'] for r in runs})} seeds per aggr",
+            interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
+            rule=(
+                f"fewer divergences holds / more refutes; else the per-seed reduction of the loss curve's wobble around its falling trend, "
+                f"mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < {ROUGHNESS_MIN_REDUCTION:.0%}"
+            ),
+        )
+    )
     mp_rung, mp, base = message_passing_pair(rm)
     n = min(len(mp), len(base))
     gains = [a - b for a, b in zip(mp, base, strict=False)]
-    rows.append(Claim.from_verdict(
-        verdict_message_passing(mp, base), key="message_passing_helps", claim=FIELD_NOTES["message_passing_helps"],
-        source="this notebook", field_note="(the ablation's premise)",
-        measured=(f"rung {mp_rung} (RGCN) {_mean(mp):.3f} vs rung 6 (ComplEx-N3) {_mean(base):.3f}: {_mean(gains):+.3f} validation MRR "
-                  "(judging half)" if n else "not measured"),
-        rule=(f"RGCN rung (4 or 5) chosen on one half of the validation queries; per-seed gain over rung 6 on the other half: "
-              f"holds if its 95% interval ≥ +{MP_MIN_GAIN:.2f}, refuted if < +{MP_MIN_GAIN:.2f}"),
-        n=f"{n} seeds", interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
-    ))
+    rows.append(
+        Claim.from_verdict(
+            verdict_message_passing(mp, base),
+            key="message_passing_helps",
+            claim=FIELD_NOTES["message_passing_helps"],
+            source="this notebook",
+            field_note="(the ablation's premise)",
+            measured=(
+                f"rung {mp_rung} (RGCN) {_mean(mp):.3f} vs rung 6 (ComplEx-N3) {_mean(base):.3f}: {_mean(gains):+.3f} validation MRR "
+                "(judging half)"
+                if n
+                else "not measured"
+            ),
+            rule=(
+                f"RGCN rung (4 or 5) chosen on one half of the validation queries; per-seed gain over rung 6 on the other half: "
+                f"holds if its 95% interval ≥ +{MP_MIN_GAIN:.2f}, refuted if < +{MP_MIN_GAIN:.2f}"
+            ),
+            n=f"{n} seeds",
+            interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
+        )
+    )
     exp = pitfalls.metrics.coalesce_experiment if pitfalls is not None else None
-    rows.append(Claim.from_verdict(
-        verdict_coalesce(exp), key="coalesce_indexerror", claim=FIELD_NOTES["coalesce_indexerror"], source="§3.1", field_note="IndexError",
-        measured=("error" if any(exp["unsorted_raises"].values()) else "no error") if exp else "not measured",
-        rule="holds if RGCNConv raises on unsorted, duplicated edges under add and mean; refuted if under neither",
-        n=f"1 graph, {exp['edges']} edges, 2 aggregations (deterministic)" if exp else "0",
-    ))
+    rows.append(
+        Claim.from_verdict(
+            verdict_coalesce(exp),
+            key="coalesce_indexerror",
+            claim=FIELD_NOTES["coalesce_indexerror"],
+            source="§3.1",
+            field_note="IndexError",
+            measured=("error" if any(exp["unsorted_raises"].values()) else "no error")
+            if exp
+            else "not measured",
+            rule="holds if RGCNConv raises on unsorted, duplicated edges under add and mean; refuted if under neither",
+            n=f"1 graph, {exp['edges']} edges, 2 aggregations (deterministic)" if exp else "0",
+        )
+    )
     rows.append(scale_claim(scale))
     return rows
 
@@ -324,26 +425,43 @@ def scale_claim(scale: Result[MinibatchMetrics] | None = None) -> Claim:
     first, last = [p[0] for p in pairs], [p[1] for p in pairs]
     points = len(row.get("curve_valid_mrr", []))
     min_rise = curve_min_rise(row.get("ceiling_mrr"))
-    limit = f"{CURVE_MIN_RISE_SHARE:.0%} of the ceiling MRR" if row.get("ceiling_mrr") else "absolute, no ceiling known"
+    limit = (
+        f"{CURVE_MIN_RISE_SHARE:.0%} of the ceiling MRR"
+        if row.get("ceiling_mrr")
+        else "absolute, no ceiling known"
+    )
     gains = curve_gains(first, last)
     if gains:
         s, m = row["curve_train_s"], row["curve_valid_mrr"]
         ceiling = f"; ceiling {row['ceiling_mrr']:.4f}" if row.get("ceiling_mrr") else ""
-        measured = (f"seed {row.get('seed', 0)}: validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after {s[-1]:.0f} s of training "
-                    f"({row['steps']} steps, {row['steps_per_s']} steps/s{ceiling}); gain per run "
-                    + ", ".join(f"{g:+.4f}" for g in gains))
+        measured = (
+            f"seed {row.get('seed', 0)}: validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after {s[-1]:.0f} s of training "
+            f"({row['steps']} steps, {row['steps_per_s']} steps/s{ceiling}); gain per run "
+            + ", ".join(f"{g:+.4f}" for g in gains)
+        )
         interval = fmt_interval(mean_interval(gains)) if len(gains) > 1 else ""
     else:
         measured, interval = "not measured", ""
     queries = len(first[0]) if first else 0
     return Claim.from_verdict(
-        verdict_curve_rises(first, last, min_rise), key="scale_curve_rises", claim=FIELD_NOTES["scale_curve_rises"], source="this notebook",
-        field_note="(what the mini-batch path is for)", measured=measured, interval=interval,
-        rule=(f"per training run, the gain from the first to the last curve point on the same validation queries (a slice the "
-              f"defaults were not chosen on); rises (holds) if the 95% t-interval across runs ≥ {min_rise:.4g} ({limit}), flat (refuted) if "
-              f"< {min_rise:.4g}; one run: inconclusive"),
-        n=(f"{len(gains)} training runs (seeds) on one graph, each scored on {queries} validation queries (both sides of {queries // 2} triples), "
-           f"{points} curve points" if gains else f"{points} curve points"),
+        verdict_curve_rises(first, last, min_rise),
+        key="scale_curve_rises",
+        claim=FIELD_NOTES["scale_curve_rises"],
+        source="this notebook",
+        field_note="(what the mini-batch path is for)",
+        measured=measured,
+        interval=interval,
+        rule=(
+            f"per training run, the gain from the first to the last curve point on the same validation queries (a slice the "
+            f"defaults were not chosen on); rises (holds) if the 95% t-interval across runs ≥ {min_rise:.4g} ({limit}), flat (refuted) if "
+            f"< {min_rise:.4g}; one run: inconclusive"
+        ),
+        n=(
+            f"{len(gains)} training runs (seeds) on one graph, each scored on {queries} validation queries (both sides of {queries // 2} triples), "
+            f"{points} curve points"
+            if gains
+            else f"{points} curve points"
+        ),
     )
 
 

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from nbkit.experiment import param
 
-DATASET_HELP = "umls | kinships | synthetic | hetionet | a path to a .csv/.tsv/.parquet/.nt/.ttl(.gz) triples file"
+DATASET_HELP = (
+    "umls | kinships | synthetic | hetionet | a path to a .csv/.tsv/.parquet/.nt/.ttl(.gz) triples file"
+)
 
 
 @dataclass
@@ -118,18 +120,60 @@ class _Training:
     epochs: int = param(200, min=1, max=2000)
     hidden: int = param(64, min=8, max=512, step=8)
     lr: float = param(0.005, min=1e-4, max=0.1, log=True)
-    num_negatives: int = param(0, help="0 = every candidate is a negative (1-vs-all); k > 0: k sampled corruptions per side",
-                            min=0, max=256, label="negatives per positive (0 = all candidates)")
-    decoder: str = param("complex", help="decoder of the RGCN rungs (run_selection chooses it on validation)", choices=["distmult", "complex"])
-    dropout: float = param(0.5, help="RGCN input dropout (run_selection chooses it on validation)", min=0.0, max=0.9, step=0.05)
-    type_aggr: str = param("mean", help="how hetero SAGE combines edge types (run_selection chooses it on validation)", choices=["sum", "mean"])
-    complex_dim: int = param(400, help="rung 6 (ComplEx-N3) width: real + imaginary parts (run_selection chooses it on validation)",
-                          min=8, max=4000, step=8, label="rung 6 width")
-    complex_n3: float = param(0.01, help="rung 6 N3 weight (run_selection chooses it on validation)", min=0.0, max=1.0, label="rung 6 N3 weight")
-    complex_lr: float = param(0.2, help="rung 6 Adagrad learning rate (run_selection chooses it on validation)", min=1e-3, max=2.0, log=True, label="rung 6 lr")
-    complex_batch: int = param(1000, help="rung 6 queries per step (run_selection chooses it on validation)", min=16, max=100_000, label="rung 6 batch")
+    num_negatives: int = param(
+        0,
+        help="0 = every candidate is a negative (1-vs-all); k > 0: k sampled corruptions per side",
+        min=0,
+        max=256,
+        label="negatives per positive (0 = all candidates)",
+    )
+    decoder: str = param(
+        "complex",
+        help="decoder of the RGCN rungs (run_selection chooses it on validation)",
+        choices=["distmult", "complex"],
+    )
+    dropout: float = param(
+        0.5, help="RGCN input dropout (run_selection chooses it on validation)", min=0.0, max=0.9, step=0.05
+    )
+    type_aggr: str = param(
+        "mean",
+        help="how hetero SAGE combines edge types (run_selection chooses it on validation)",
+        choices=["sum", "mean"],
+    )
+    complex_dim: int = param(
+        400,
+        help="rung 6 (ComplEx-N3) width: real + imaginary parts (run_selection chooses it on validation)",
+        min=8,
+        max=4000,
+        step=8,
+        label="rung 6 width",
+    )
+    complex_n3: float = param(
+        0.01,
+        help="rung 6 N3 weight (run_selection chooses it on validation)",
+        min=0.0,
+        max=1.0,
+        label="rung 6 N3 weight",
+    )
+    complex_lr: float = param(
+        0.2,
+        help="rung 6 Adagrad learning rate (run_selection chooses it on validation)",
+        min=1e-3,
+        max=2.0,
+        log=True,
+        label="rung 6 lr",
+    )
+    complex_batch: int = param(
+        1000,
+        help="rung 6 queries per step (run_selection chooses it on validation)",
+        min=16,
+        max=100_000,
+        label="rung 6 batch",
+    )
     eval_every: int = param(10, min=1, max=200)
-    patience: int = param(3, help="stop after this many validation checks without a new best MRR (0 = never)", min=0, max=100)
+    patience: int = param(
+        3, help="stop after this many validation checks without a new best MRR (0 = never)", min=0, max=100
+    )
     seed: int = param(0, help="random seed of the first run (and of the split)", min=0, max=10_000)
 
     def train_config(self, **overrides) -> TrainConfig:
@@ -163,8 +207,12 @@ class SelectionConfig(_Training):
     type_aggrs: tuple = param(("sum", "mean"), choices=["sum", "mean"])
     # Rung 6 (ComplEx-N3): the grid below, every combination, each run early-stopped on validation MRR.
     # The default grid is kept to 2 runs for the notebook's time budget (widen it in the panel or the bench).
-    complex_dims: tuple = param((400,), choices=[16, 32, 64, 100, 200, 400, 1000, 2000], label="rung 6 widths")
-    complex_n3s: tuple = param((0.01, 0.03), choices=[0.001, 0.003, 0.01, 0.03, 0.1], label="rung 6 N3 weights")
+    complex_dims: tuple = param(
+        (400,), choices=[16, 32, 64, 100, 200, 400, 1000, 2000], label="rung 6 widths"
+    )
+    complex_n3s: tuple = param(
+        (0.01, 0.03), choices=[0.001, 0.003, 0.01, 0.03, 0.1], label="rung 6 N3 weights"
+    )
     complex_lrs: tuple = param((0.2,), choices=[0.05, 0.1, 0.2, 0.5], label="rung 6 learning rates")
     complex_batches: tuple = param((1000,), choices=[250, 500, 1000, 2000], label="rung 6 batch sizes")
     epochs: int = param(60, min=1, max=2000)
@@ -182,7 +230,9 @@ class AblationConfig(_Training):
     """
 
     rungs: tuple = param((1, 2, 3, 4, 5, 6), choices=[1, 2, 3, 4, 5, 6], label="rungs")
-    seeds: int = param(3, help="seeds per rung (the reverse-edge claim needs >= 3 for an interval)", min=1, max=10)
+    seeds: int = param(
+        3, help="seeds per rung (the reverse-edge claim needs >= 3 for an interval)", min=1, max=10
+    )
     epochs: int = param(100, min=1, max=2000)
 
     @classmethod
@@ -194,11 +244,15 @@ class AblationConfig(_Training):
 class AggrConfig(_Training):
     """RGCN ``aggr='mean'`` vs ``'add'`` on the same seeds: loss roughness, divergence, validation MRR."""
 
-    seeds: int = param(3, help="seeds per aggr (the claim needs >= 3 for an interval)", min=1, max=10, label="seeds per aggr")
+    seeds: int = param(
+        3, help="seeds per aggr (the claim needs >= 3 for an interval)", min=1, max=10, label="seeds per aggr"
+    )
     epochs: int = param(60, min=1, max=2000)
     lr: float = param(0.01, min=1e-4, max=0.1, log=True)
     eval_every: int = param(20, min=1, max=200)
-    patience: int = param(0, help="0: every run trains all epochs, so the loss curves compared are equally long", min=0, max=100)
+    patience: int = param(
+        0, help="0: every run trains all epochs, so the loss curves compared are equally long", min=0, max=100
+    )
 
     @classmethod
     def smoke(cls) -> AggrConfig:
@@ -211,8 +265,13 @@ class DownstreamConfig(_Training):
 
     epochs: int = param(100, min=1, max=2000)
     eval_every: int = param(25, min=1, max=200)
-    seeds: int = param(3, help="embedding runs (seeds): the claim's interval is across them (one run's folds share its embedding)",
-                    min=1, max=10, label="seeds")
+    seeds: int = param(
+        3,
+        help="embedding runs (seeds): the claim's interval is across them (one run's folds share its embedding)",
+        min=1,
+        max=10,
+        label="seeds",
+    )
 
     @classmethod
     def smoke(cls) -> DownstreamConfig:
@@ -224,39 +283,72 @@ class MinibatchConfig:
     """Rung 5 on neighbour-sampled mini-batches vs full batch, SAME loss (sampled negatives), same budget."""
 
     dataset: str = param("umls", help=DATASET_HELP)
-    source: str = param("dataset", help="the dataset above, or a seeded synthetic graph of the sizes below",
-                     choices=["dataset", "synthetic"], label="graph")
+    source: str = param(
+        "dataset",
+        help="the dataset above, or a seeded synthetic graph of the sizes below",
+        choices=["dataset", "synthetic"],
+        label="graph",
+    )
     entities: int = param(47_000, min=100, max=1_000_000, label="synthetic entities")
     triples: int = param(2_250_000, min=1_000, max=20_000_000, label="synthetic triples")
     clusters: int = param(200, min=2, max=10_000, label="synthetic clusters")
     batch_size: int = param(512, min=16, max=65_536)
     fanout: int = param(10, min=-1, max=100, label="neighbours per node and hop (-1 = all)")
-    num_negatives: int = param(64, help="sampled negatives per positive and side: the same in both modes",
-                            min=1, max=4096, label="negatives (both modes)")
+    num_negatives: int = param(
+        64,
+        help="sampled negatives per positive and side: the same in both modes",
+        min=1,
+        max=4096,
+        label="negatives (both modes)",
+    )
     epochs: int = param(10, min=1, max=2000)
     max_seconds: float = param(30.0, min=5.0, max=7200.0, label="time budget per mode (s)")
     eval_max_triples: int = param(0, min=0, max=1_000_000, label="evaluated triples (0 = all)")
     compare_full: bool = param(True, label="also train full-batch (same loss, same budget)")
-    eval_points: int = param(0, help="validate this many times within the time budget (a learning curve even inside one epoch); 0 = at epoch ends",
-                          min=0, max=50, label="validation points in the budget")
+    eval_points: int = param(
+        0,
+        help="validate this many times within the time budget (a learning curve even inside one epoch); 0 = at epoch ends",
+        min=0,
+        max=50,
+        label="validation points in the budget",
+    )
     hidden: int = param(64, min=8, max=512, step=8)
     lr: float = param(0.005, min=1e-4, max=0.1, log=True)
-    embed_lr: float = param(0.0, help="per-entity input tables: sparse gradients (only the rows a step touched) and Adagrad at this rate; 0 = Adam at lr like every other parameter",
-                         min=0.0, max=1.0, label="entity-table lr (Adagrad; 0 = Adam at lr)")
-    input_init: str = param("random", help="how the per-entity tables start: random, or structural (random vectors averaged over 2-hop train neighbourhoods)",
-                         choices=["random", "structural"], label="entity-table start")
+    embed_lr: float = param(
+        0.0,
+        help="per-entity input tables: sparse gradients (only the rows a step touched) and Adagrad at this rate; 0 = Adam at lr like every other parameter",
+        min=0.0,
+        max=1.0,
+        label="entity-table lr (Adagrad; 0 = Adam at lr)",
+    )
+    input_init: str = param(
+        "random",
+        help="how the per-entity tables start: random, or structural (random vectors averaged over 2-hop train neighbourhoods)",
+        choices=["random", "structural"],
+        label="entity-table start",
+    )
     dropout: float = param(0.5, help="RGCN input dropout (both modes)", min=0.0, max=0.9, step=0.05)
     # 1 thread wins on small graphs (per-op overhead); big mini-batch steps are large matmuls.
     cpu_threads: int = param(1, min=0, max=256, label="CPU threads (0 = torch default)")
     seed: int = param(0, help="seed of the graph, the split and the first training run", min=0, max=10_000)
-    seeds: int = param(1, help="training runs per mode (seeds seed, seed + 1, ...; same graph and split)", min=1, max=10, label="training seeds")
-    eval_slice: int = param(0, help="which disjoint block of the sampled validation triples is scored (with evaluated triples > 0)",
-                         min=0, max=100, label="validation slice")
+    seeds: int = param(
+        1,
+        help="training runs per mode (seeds seed, seed + 1, ...; same graph and split)",
+        min=1,
+        max=10,
+        label="training seeds",
+    )
+    eval_slice: int = param(
+        0,
+        help="which disjoint block of the sampled validation triples is scored (with evaluated triples > 0)",
+        min=0,
+        max=100,
+        label="validation slice",
+    )
 
     @classmethod
     def smoke(cls) -> MinibatchConfig:
         return cls(epochs=3)
-
 
 
 @dataclass
@@ -291,8 +383,13 @@ class ScaleConfig(MinibatchConfig):
     eval_slice: int = _default(MinibatchConfig, "eval_slice", 1)
     seeds: int = _default(MinibatchConfig, "seeds", 3)
     compare_full: bool = param(False, label="also train on the full graph (same loss, same budget)")
-    eval_points: int = param(3, help="validate this many times within the time budget: the learning curve (one epoch is longer than the budget)",
-                          min=0, max=50, label="validation points in the budget")
+    eval_points: int = param(
+        3,
+        help="validate this many times within the time budget: the learning curve (one epoch is longer than the budget)",
+        min=0,
+        max=50,
+        label="validation points in the budget",
+    )
     # cpu_threads stays MinibatchConfig's 1: on shared cores extra intra-op threads mostly spin.
 
     @classmethod

@@ -32,11 +32,15 @@ def load_dataset(name_or_path: str, **kwargs) -> KGTriples:
     if kind is None and path.exists():
         kind = "rdf" if path.name.lower().removesuffix(".gz").endswith(RDF_SUFFIXES) else "table"
     if kind is None:
-        raise FileNotFoundError(f"DATASET={name_or_path!r}: not a bundled name ({', '.join(BUNDLED)}) and no such file")
+        raise FileNotFoundError(
+            f"DATASET={name_or_path!r}: not a bundled name ({', '.join(BUNDLED)}) and no such file"
+        )
     unknown = sorted(set(kwargs) - set(LOAD_KWARGS[kind]))
     if unknown:
         takes = ", ".join(LOAD_KWARGS[kind]) or "none"
-        raise UsageError(f"load_dataset({name_or_path!r}): unknown keyword argument(s) {unknown}; this loader takes: {takes}")
+        raise UsageError(
+            f"load_dataset({name_or_path!r}): unknown keyword argument(s) {unknown}; this loader takes: {takes}"
+        )
     if kind == "umls":
         return load_umls()
     if kind == "kinships":

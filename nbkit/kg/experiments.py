@@ -215,7 +215,9 @@ class KGContext(Context):
 
     def split(self, dataset: str, seed: int = 0) -> KGSplit:
         """The split of ``dataset`` (per seed; a shipped split column wins)."""
-        return self.cached(("split", _stamp(dataset), seed), lambda: kgg.split_kg(self.kg(dataset), seed=seed))
+        return self.cached(
+            ("split", _stamp(dataset), seed), lambda: kgg.split_kg(self.kg(dataset), seed=seed)
+        )
 
     def negatives(self, dataset: str, seed: int, which: str):
         """One filtered corruption per ``which`` triple, fixed: the AUC of every rung is on the same pairs."""
@@ -258,7 +260,9 @@ def run_load(cfg: LoadConfig, ctx: KGContext, live: LiveFigure | None = None) ->
     kg = ctx.kg(cfg.dataset)
     split = ctx.split(cfg.dataset, cfg.seed)
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*double underscores.*")  # 'rel__inv' is the field notes' naming
+        warnings.filterwarnings(
+            "ignore", message=".*double underscores.*"
+        )  # 'rel__inv' is the field notes' naming
         hetero = kgg.build_hetero_data(split, reverse="inverse")
     summary = kgg.hetero_summary(hetero)
     leak = kgg.leakage_meter(split)
@@ -266,7 +270,9 @@ def run_load(cfg: LoadConfig, ctx: KGContext, live: LiveFigure | None = None) ->
     if cfg.compare_rdf:
         with tempfile.TemporaryDirectory(prefix="nbkit_kg_") as tmp:
             nt_path = kgt.write_ntriples(kg, Path(tmp) / "kg.nt")
-            rdf["rdf_parser_comparison"] = {k: v for k, v in compare_rdf_parsers(nt_path).items() if k != "file"}
+            rdf["rdf_parser_comparison"] = {
+                k: v for k, v in compare_rdf_parsers(nt_path).items() if k != "file"
+            }
             rdf["rdf_roundtrip_kept"] = kgt.load_rdf(nt_path).report.rows_kept
     metrics = LoadMetrics(
         load_report=kg.report.summary(),
@@ -282,7 +288,9 @@ def run_load(cfg: LoadConfig, ctx: KGContext, live: LiveFigure | None = None) ->
 
 
 # -- selection on validation ----------------------------------------------------------------------
-def run_selection(cfg: SelectionConfig, ctx: KGContext, live: LiveFigure | None = None) -> Result[SelectionMetrics]:
+def run_selection(
+    cfg: SelectionConfig, ctx: KGContext, live: LiveFigure | None = None
+) -> Result[SelectionMetrics]:
     """Choose the RGCN rungs' decoder and dropout (on rung 5) and hetero SAGE's edge-type aggregation
     (on rung 2; rung 3 uses the same encoder) by VALIDATION MRR; prints the validation figures it chose
     on. The test split is not read.
@@ -291,7 +299,9 @@ def run_selection(cfg: SelectionConfig, ctx: KGContext, live: LiveFigure | None 
 
     device = ctx.torch_device
     split = ctx.split(cfg.dataset, cfg.seed)
-    valid_negs = ctx.negatives(cfg.dataset, cfg.seed, "valid")  # AUC too, so the ablation can reuse a run as is
+    valid_negs = ctx.negatives(
+        cfg.dataset, cfg.seed, "valid"
+    )  # AUC too, so the ablation can reuse a run as is
     base = cfg.train_config()
     rows = []
     kept = ctx.selection_runs
@@ -339,18 +349,24 @@ def run_selection(cfg: SelectionConfig, ctx: KGContext, live: LiveFigure | None 
     ]
     for what, _, candidates in groups:
         figures = ", ".join(
-            f"{' '.join(str(r[k]) for k in candidates[0])}: {r['valid_mrr']:.4f}" for r in rows if r["choice"] == what
+            f"{' '.join(str(r[k]) for k in candidates[0])}: {r['valid_mrr']:.4f}"
+            for r in rows
+            if r["choice"] == what
         )
         if figures:
             values = ", ".join(str(chosen[k]) for k in candidates[0])
             lines.append(f"  {what} = {values}  (validation MRR {figures})")
     text = "\n".join(lines)
     print(text)
-    return Result(metrics=SelectionMetrics(chosen=Chosen(**chosen), validation=rows), table=table, data={"text": text})
+    return Result(
+        metrics=SelectionMetrics(chosen=Chosen(**chosen), validation=rows), table=table, data={"text": text}
+    )
 
 
 # -- the ablation ladder --------------------------------------------------------------------------
-def run_ablation(cfg: AblationConfig, ctx: KGContext, live: LiveFigure | None = None) -> Result[AblationMetrics]:
+def run_ablation(
+    cfg: AblationConfig, ctx: KGContext, live: LiveFigure | None = None
+) -> Result[AblationMetrics]:
     """Every rung on the same split and budget over ``cfg.seeds`` seeds (validation figures per seed);
     the best rung by mean validation MRR is then scored on the test split — the one look at it."""
     import pandas as pd
@@ -372,11 +388,19 @@ def run_ablation(cfg: AblationConfig, ctx: KGContext, live: LiveFigure | None = 
             stream = live if s == seeds[0] else None
             tc = cfg.train_config(seed=s)
             res = ctx.reusable(cfg.dataset, cfg.seed, key, tc)
-            if res is not None:  # run_selection trained exactly this run: replay its curves instead of retraining
+            if (
+                res is not None
+            ):  # run_selection trained exactly this run: replay its curves instead of retraining
                 _replay(stream, f"rung {key}", res[0].history)
             else:
                 res = train_rung(
-                    split, LADDER[key], tc, device=device, live=stream, valid_negs=valid_negs, trace_prefix=f"rung {key}"
+                    split,
+                    LADDER[key],
+                    tc,
+                    device=device,
+                    live=stream,
+                    valid_negs=valid_negs,
+                    trace_prefix=f"rung {key}",
                 )
             runs.setdefault(key, []).append(res)
             interrupted = res[0].interrupted
@@ -473,10 +497,18 @@ def run_aggr(cfg: AggrConfig, ctx: KGContext, live: LiveFigure | None = None) ->
         for s in range(cfg.seed, cfg.seed + cfg.seeds):
             tc = cfg.train_config(aggr=aggr, seed=s)
             try:
-                res, _, _ = train_rung(split, LADDER[AGGR_RUNG], tc, device=device, live=live, trace_prefix=f"{aggr} s{s}")
+                res, _, _ = train_rung(
+                    split, LADDER[AGGR_RUNG], tc, device=device, live=live, trace_prefix=f"{aggr} s{s}"
+                )
                 rough = loss_roughness(res.history["loss"])
                 runs.append(
-                    {"aggr": aggr, "seed": s, "valid_mrr": res.metrics["valid_mrr"], "roughness": rough, "diverged": False}
+                    {
+                        "aggr": aggr,
+                        "seed": s,
+                        "valid_mrr": res.metrics["valid_mrr"],
+                        "roughness": rough,
+                        "diverged": False,
+                    }
                 )
             except FloatingPointError:
                 nan = float("nan")
@@ -495,7 +527,9 @@ def run_aggr(cfg: AggrConfig, ctx: KGContext, live: LiveFigure | None = None) ->
 
 
 # -- downstream -----------------------------------------------------------------------------------
-def run_downstream(cfg: DownstreamConfig, ctx: KGContext, live: LiveFigure | None = None) -> Result[DownstreamMetrics]:
+def run_downstream(
+    cfg: DownstreamConfig, ctx: KGContext, live: LiveFigure | None = None
+) -> Result[DownstreamMetrics]:
     """Rung 5 trained WITHOUT node types, once per seed; logistic regression predicts each entity's type
     from its embedding (5-fold macro-F1) next to a random-embedding control. The seeds are the
     independent runs the claim's interval is taken over (a run's folds share its embedding). On data
@@ -512,7 +546,13 @@ def run_downstream(cfg: DownstreamConfig, ctx: KGContext, live: LiveFigure | Non
     device = ctx.torch_device
     seeds = range(cfg.seed, cfg.seed + cfg.seeds)
     outs = [
-        downstream_check(split, cfg.train_config(seed=s), labels=labels, device=device, live=live if s == cfg.seed else None)
+        downstream_check(
+            split,
+            cfg.train_config(seed=s),
+            labels=labels,
+            device=device,
+            live=live if s == cfg.seed else None,
+        )
         for s in seeds
     ]
     per_seed = {k: [o[k]["macro_f1"] for o in outs] for k in ("trained", "random_control")}
@@ -563,7 +603,9 @@ def run_downstream(cfg: DownstreamConfig, ctx: KGContext, live: LiveFigure | Non
 MINIBATCH_RUNG = 5  # the RGCN rung the mini-batch experiments train
 
 
-def run_minibatch(cfg: MinibatchConfig, ctx: KGContext, live: LiveFigure | None = None) -> Result[MinibatchMetrics]:
+def run_minibatch(
+    cfg: MinibatchConfig, ctx: KGContext, live: LiveFigure | None = None
+) -> Result[MinibatchMetrics]:
     """Rung 5 trained on neighbour-sampled subgraphs and (if asked) on the whole graph, with the SAME
     loss (batches of positives against shared pools of sampled negatives), epochs and time budget:
     differences in time and memory come from message passing. Validation MRR, steps, edges per step
@@ -583,7 +625,9 @@ def run_minibatch(cfg: MinibatchConfig, ctx: KGContext, live: LiveFigure | None 
             f"{(cfg.eval_slice + 1) * cfg.eval_max_triples} validation triples; this split has {len(split.valid)}"
         )
     if cfg.source == "synthetic":
-        ceiling = cluster_oracle_mrr(split, kg.clusters, "valid", cfg.eval_max_triples, sample_slice=cfg.eval_slice)
+        ceiling = cluster_oracle_mrr(
+            split, kg.clusters, "valid", cfg.eval_max_triples, sample_slice=cfg.eval_slice
+        )
     base = TrainConfig(
         epochs=cfg.epochs,
         hidden=cfg.hidden,
@@ -674,7 +718,9 @@ def _safe_forward(edge_index):
     return edge_index.clone() + 1
 
 
-def run_pitfalls(cfg: PitfallConfig, ctx: KGContext, live: LiveFigure | None = None) -> Result[PitfallMetrics]:
+def run_pitfalls(
+    cfg: PitfallConfig, ctx: KGContext, live: LiveFigure | None = None
+) -> Result[PitfallMetrics]:
     """Each pitfall detector on a deliberately broken input built from the dataset, and on its clean
     twin; plus the coalesce experiment (does RGCNConv raise without ``coalesce``?)."""
     import pandas as pd
@@ -696,7 +742,9 @@ def run_pitfalls(cfg: PitfallConfig, ctx: KGContext, live: LiveFigure | None = N
     # (c) a mapping built from heads only vs from heads and tails, on a table with one tail-only entity
     orphan = kg.df.iloc[[0]].assign(tail="orphan_concept_seen_only_as_tail")
     with_orphan = pd.concat([kg.df, orphan], ignore_index=True)
-    heads_only = {t: sorted(set(with_orphan.loc[with_orphan["head_type"] == t, "head"])) for t in split.entity_types}
+    heads_only = {
+        t: sorted(set(with_orphan.loc[with_orphan["head_type"] == t, "head"])) for t in split.entity_types
+    }
     findings.append(checks.check_mapping_covers(with_orphan, heads_only))
     findings.append(checks.check_mapping_covers(with_orphan, kgg.build_index(with_orphan)[1]))
     with warnings.catch_warnings():
@@ -709,7 +757,9 @@ def run_pitfalls(cfg: PitfallConfig, ctx: KGContext, live: LiveFigure | None = N
     findings.append(checks.check_edge_indices(broken))
     findings.append(checks.check_edge_indices(hetero))
     # (d) an AUC stuck near chance: a model that never trained, on the stated direction only
-    findings.append(checks.diagnose_auc_near_chance(0.51, loss_history=[0.693] * 10, split=split, reverse="none"))
+    findings.append(
+        checks.diagnose_auc_near_chance(0.51, loss_history=[0.693] * 10, split=split, reverse="none")
+    )
     # (e) coalesce: does RGCNConv raise IndexError without it?
     coalesce = checks.coalesce_experiment(seed=cfg.seed)
     metrics = PitfallMetrics(
@@ -721,10 +771,14 @@ def run_pitfalls(cfg: PitfallConfig, ctx: KGContext, live: LiveFigure | None = N
 # -- the registry ---------------------------------------------------------------------------------
 REGISTRY.register(Experiment("load", "Load, split and leakage", LoadConfig, LoadMetrics, run_load))
 REGISTRY.register(
-    Experiment("selection", "Choices made on the validation split", SelectionConfig, SelectionMetrics, run_selection)
+    Experiment(
+        "selection", "Choices made on the validation split", SelectionConfig, SelectionMetrics, run_selection
+    )
 )
 REGISTRY.register(
-    Experiment("ablation", "KG link prediction: the ablation ladder", AblationConfig, AblationMetrics, run_ablation)
+    Experiment(
+        "ablation", "KG link prediction: the ablation ladder", AblationConfig, AblationMetrics, run_ablation
+    )
 )
 REGISTRY.register(
     Experiment(
@@ -735,7 +789,9 @@ REGISTRY.register(
         run_downstream,
     )
 )
-REGISTRY.register(Experiment("aggr", "Is aggr='mean' more stable than 'add'?", AggrConfig, AggrMetrics, run_aggr))
+REGISTRY.register(
+    Experiment("aggr", "Is aggr='mean' more stable than 'add'?", AggrConfig, AggrMetrics, run_aggr)
+)
 REGISTRY.register(
     Experiment(
         "minibatch",
@@ -755,11 +811,19 @@ REGISTRY.register(
     )
 )
 REGISTRY.register(
-    Experiment("pitfalls", "Pitfall detectors on deliberately broken inputs", PitfallConfig, PitfallMetrics, run_pitfalls)
+    Experiment(
+        "pitfalls",
+        "Pitfall detectors on deliberately broken inputs",
+        PitfallConfig,
+        PitfallMetrics,
+        run_pitfalls,
+    )
 )
 
 
-def run(slug: str, ctx: KGContext, *, smoke: bool = False, live: LiveFigure | None = None, **overrides) -> Result:
+def run(
+    slug: str, ctx: KGContext, *, smoke: bool = False, live: LiveFigure | None = None, **overrides
+) -> Result:
     """Run the registered experiment ``slug`` headless in ``ctx``: its SMOKE preset or defaults, with
     ``overrides`` (an unknown one is a UsageError) — what a panel's Run button runs, without the panel."""
     experiment = REGISTRY[slug]
@@ -815,7 +879,8 @@ def scale_summary(result: Result[MinibatchMetrics]) -> str:
     ]
     for run_row in result.metrics.rows:
         curve = ", ".join(
-            f"{s:.0f} s: {m:.4f}" for s, m in zip(run_row["curve_train_s"], run_row["curve_valid_mrr"], strict=True)
+            f"{s:.0f} s: {m:.4f}"
+            for s, m in zip(run_row["curve_train_s"], run_row["curve_valid_mrr"], strict=True)
         )
         lines.append(f"learning curve, seed {run_row['seed']} (training seconds -> validation MRR): {curve}")
     return "\n".join(lines)

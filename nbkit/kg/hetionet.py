@@ -79,10 +79,14 @@ def load_hetionet(nodes_path=None, edges_path=None) -> KGTriples:
             raise FileNotFoundError(f"Hetionet file not found: {p}")
     nodes = pd.read_csv(nodes_path, sep="\t", dtype=str)
     if list(nodes.columns[:3]) != ["id", "name", "kind"]:
-        raise KGFormatError(f"{nodes_path}: line 1 has columns {list(nodes.columns)}, expected id, name, kind")
+        raise KGFormatError(
+            f"{nodes_path}: line 1 has columns {list(nodes.columns)}, expected id, name, kind"
+        )
     edges = pd.read_csv(edges_path, sep="\t", dtype=str, compression="infer")
     if list(edges.columns[:3]) != ["source", "metaedge", "target"]:
-        raise KGFormatError(f"{edges_path}: line 1 has columns {list(edges.columns)}, expected source, metaedge, target")
+        raise KGFormatError(
+            f"{edges_path}: line 1 has columns {list(edges.columns)}, expected source, metaedge, target"
+        )
     kind = nodes.set_index("id")["kind"]
     df = pd.DataFrame({"head": edges["source"], "relation": edges["metaedge"], "tail": edges["target"]})
     df["head_type"] = df["head"].map(kind)
@@ -90,7 +94,11 @@ def load_hetionet(nodes_path=None, edges_path=None) -> KGTriples:
     report = LoadReport(str(edges_path))
     missing = df["head_type"].isna() | df["tail_type"].isna()
     for idx in df.index[missing]:
-        report.drop(int(idx) + 2, f"node not in {nodes_path.name}", f"{df.at[idx, 'head']} {df.at[idx, 'relation']} {df.at[idx, 'tail']}")
+        report.drop(
+            int(idx) + 2,
+            f"node not in {nodes_path.name}",
+            f"{df.at[idx, 'head']} {df.at[idx, 'relation']} {df.at[idx, 'tail']}",
+        )
     df = df[~missing]
     report.rows_read = len(edges)
     return finalize(df, report, line_numbers=[i + 2 for i in df.index], name="hetionet")

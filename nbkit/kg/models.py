@@ -23,8 +23,15 @@ class NodeInput(_nn().Module):
     by its own Linear to the common ``hidden`` width (field notes §2.1); untyped: one shared table.
     """
 
-    def __init__(self, split, hidden: int, typed: bool, type_dims: dict[str, int] | None = None, features: dict[str, Any] | None = None,
-                 sparse: bool = False):
+    def __init__(
+        self,
+        split,
+        hidden: int,
+        typed: bool,
+        type_dims: dict[str, int] | None = None,
+        features: dict[str, Any] | None = None,
+        sparse: bool = False,
+    ):
         import torch
 
         super().__init__()
@@ -74,7 +81,9 @@ class NodeInput(_nn().Module):
         with torch.no_grad():
             for table, v in pieces:
                 d = table.embedding_dim
-                table.weight.copy_(v[:, :d] * (std * d**0.5 / v[:, :d].norm(dim=1, keepdim=True).clamp_min(1e-12)))
+                table.weight.copy_(
+                    v[:, :d] * (std * d**0.5 / v[:, :d].norm(dim=1, keepdim=True).clamp_min(1e-12))
+                )
 
     def forward(self, n_id=None):
         """Inputs of every node in global-id order, or only of the global ids ``n_id`` (mini-batches)."""
@@ -142,7 +151,11 @@ def _csr(rows, cols, values, shape):
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
-        return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False).coalesce().to_sparse_csr()
+        return (
+            torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False)
+            .coalesce()
+            .to_sparse_csr()
+        )
 
 
 def default_type_dim(count: int, hidden: int) -> int:
@@ -223,8 +236,12 @@ class HeteroSAGEEncoder(_nn().Module):
             out.index_add_(0, dst[sel], proj[et[sel] - lo, src[sel]] * inv_deg[sel, None])
         # Root part and biases: the sum over edge types into type d of lin_r_e is one matrix per d.
         n_types = len(graph.types)
-        w_root = torch.zeros(n_types, hidden, hidden, device=x.device, dtype=x.dtype).index_add(0, dst_type_of_et, self.w_r[i])
-        b_root = torch.zeros(n_types, hidden, device=x.device, dtype=x.dtype).index_add(0, dst_type_of_et, self.b_l[i])
+        w_root = torch.zeros(n_types, hidden, hidden, device=x.device, dtype=x.dtype).index_add(
+            0, dst_type_of_et, self.w_r[i]
+        )
+        b_root = torch.zeros(n_types, hidden, device=x.device, dtype=x.dtype).index_add(
+            0, dst_type_of_et, self.b_l[i]
+        )
         parts, start = [], 0
         for t, count in enumerate(graph.counts):
             xs = x[start : start + count]
@@ -244,7 +261,11 @@ class HeteroSAGEEncoder(_nn().Module):
         import torch
 
         cached = getattr(self, "_edges_cache", None)
-        if cached is not None and cached[0] is graph.edge_index_dict and cached[1] == (x.size(0), x.device, x.dtype):
+        if (
+            cached is not None
+            and cached[0] is graph.edge_index_dict
+            and cached[1] == (x.size(0), x.device, x.dtype)
+        ):
             return cached[2]
         offsets = torch.tensor([0, *graph.counts], device=x.device).cumsum(0)
         index = {t: k for k, t in enumerate(graph.types)}
@@ -258,7 +279,9 @@ class HeteroSAGEEncoder(_nn().Module):
         key = et * x.size(0) + dst
         _, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
         inv_deg = 1.0 / counts[inverse].to(x.dtype)
-        dst_type_of_et = torch.tensor([index[d] for _, _, d in self.edge_types], dtype=torch.long, device=x.device)
+        dst_type_of_et = torch.tensor(
+            [index[d] for _, _, d in self.edge_types], dtype=torch.long, device=x.device
+        )
         fan_in = torch.bincount(dst_type_of_et, minlength=len(graph.types)).tolist()
         out = (src, dst, et, inv_deg, dst_type_of_et, fan_in)
         # A plain attribute, not a buffer (kept out of state_dict); holding the dict itself means its id cannot be reused.
@@ -313,11 +336,21 @@ def _stacked_rgcn_conv():
         def forward(self, x, edge_index, edge_type=None):
             import torch
 
-            if self.num_blocks is not None or isinstance(x, tuple) or x is None or not torch.is_floating_point(x) \
-                    or not isinstance(edge_index, torch.Tensor) or self.aggr not in ("mean", "add"):
+            if (
+                self.num_blocks is not None
+                or isinstance(x, tuple)
+                or x is None
+                or not torch.is_floating_point(x)
+                or not isinstance(edge_index, torch.Tensor)
+                or self.aggr not in ("mean", "add")
+            ):
                 return super().forward(x, edge_index, edge_type)
             n, src, dst = x.size(0), edge_index[0], edge_index[1]
-            if self.num_bases is not None and 4 * src.numel() >= n * self.num_relations and n * self.num_relations * x.size(1) <= (1 << 26):
+            if (
+                self.num_bases is not None
+                and 4 * src.numel() >= n * self.num_relations
+                and n * self.num_relations * x.size(1) <= (1 << 26)
+            ):
                 # Whole graphs (validation, full-graph training): the per-(node, relation) weighted sums of
                 # neighbour inputs are one sparse [nodes x relations, nodes] matrix times x, built once per
                 # graph and kept; on the 47k-entity graph (3.2M message edges) this replaced gathering a
@@ -342,10 +375,18 @@ def _stacked_rgcn_conv():
                 # Only nodes that receive a message pay for the bases' [bases x width, out] product.
                 pair, inv = torch.unique(dst * self.num_relations + edge_type, return_inverse=True)
                 agg = x.new_zeros(pair.numel(), x.size(1)).index_add(0, inv, x[src] * w[:, None])
-                basis = agg.unsqueeze(1) * self.comp[pair % self.num_relations].unsqueeze(2)  # [pairs, bases, width]
-                receivers, at = torch.unique_consecutive(pair // self.num_relations, return_inverse=True)  # pair is sorted
+                basis = agg.unsqueeze(1) * self.comp[pair % self.num_relations].unsqueeze(
+                    2
+                )  # [pairs, bases, width]
+                receivers, at = torch.unique_consecutive(
+                    pair // self.num_relations, return_inverse=True
+                )  # pair is sorted
                 per_node = x.new_zeros(receivers.numel(), self.num_bases, x.size(1)).index_add(0, at, basis)
-                return out.index_add(0, receivers, per_node.reshape(receivers.numel(), -1) @ self.weight.reshape(-1, self.out_channels))
+                return out.index_add(
+                    0,
+                    receivers,
+                    per_node.reshape(receivers.numel(), -1) @ self.weight.reshape(-1, self.out_channels),
+                )
             if self.num_bases is not None:  # big graphs: never hold [nodes, relations, width]
                 agg = x.new_zeros(n, self.num_bases, x.size(1))
                 for lo in range(0, src.numel(), chunk):
@@ -372,11 +413,24 @@ class RGCNEncoder(_nn().Module):
     RGCN over-smooths and its link-prediction MRR stalls well below embedding models.
     """
 
-    def __init__(self, hidden: int, num_relations: int, layers: int = 2, num_bases: int | None = None, num_blocks: int | None = None, aggr: str = "mean", dropout: float = 0.0, residual: bool = True):
+    def __init__(
+        self,
+        hidden: int,
+        num_relations: int,
+        layers: int = 2,
+        num_bases: int | None = None,
+        num_blocks: int | None = None,
+        aggr: str = "mean",
+        dropout: float = 0.0,
+        residual: bool = True,
+    ):
         conv = _stacked_rgcn_conv()
         super().__init__()
         self.convs = _nn().ModuleList(
-            [conv(hidden, hidden, num_relations, num_bases=num_bases, num_blocks=num_blocks, aggr=aggr) for _ in range(layers)]
+            [
+                conv(hidden, hidden, num_relations, num_bases=num_bases, num_blocks=num_blocks, aggr=aggr)
+                for _ in range(layers)
+            ]
         )
         self.dropout = dropout
         self.residual = residual
@@ -503,7 +557,9 @@ class ReciprocalComplExDecoder(ComplExDecoder):
         total = 0.0
         for x in (z[h], self.rel[r], z[t]):
             re, im = self._parts(x)
-            modulus = (re * re + im * im).sqrt()  # as the paper; a modulus of exactly 0 never occurs from a normal init
+            modulus = (
+                re * re + im * im
+            ).sqrt()  # as the paper; a modulus of exactly 0 never occurs from a normal init
             total = total + (modulus * modulus * modulus).sum()  # products: pow() is many times slower on CPU
         return total
 
@@ -515,7 +571,12 @@ class NoEncoder(_nn().Module):
         return x
 
 
-DECODERS = {"dot": DotDecoder, "distmult": DistMultDecoder, "complex": ComplExDecoder, "complex_reciprocal": ReciprocalComplExDecoder}
+DECODERS = {
+    "dot": DotDecoder,
+    "distmult": DistMultDecoder,
+    "complex": ComplExDecoder,
+    "complex_reciprocal": ReciprocalComplExDecoder,
+}
 
 
 class LinkPredictor(_nn().Module):

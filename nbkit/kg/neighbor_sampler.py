@@ -105,7 +105,9 @@ def sample_incoming(csc: CSCGraph, nodes, k: int, generator):
         key = (torch.arange(len(hub)).unsqueeze(1) * int(d.max()) + offset).flatten()
         uniq, inverse = torch.unique(key, return_inverse=True)
         flat_pos = torch.arange(key.numel())
-        first_at = torch.full((len(uniq),), key.numel(), dtype=torch.long).scatter_reduce_(0, inverse, flat_pos, "amin")
+        first_at = torch.full((len(uniq),), key.numel(), dtype=torch.long).scatter_reduce_(
+            0, inverse, flat_pos, "amin"
+        )
         is_first = (first_at[inverse] == flat_pos).view(len(hub), draws)
         rank = torch.cumsum(is_first.long(), 1) - 1
         take = is_first & (rank < k)
@@ -149,10 +151,14 @@ class TorchNeighborSampler(_base_sampler()):
             )
         self.num_neighbors = [int(k) for k in num_neighbors]
         if not self.num_neighbors or any(k == 0 or k < -1 for k in self.num_neighbors):
-            raise ValueError(f"num_neighbors must be a non-empty list of positive fan-outs or -1 (all), got {list(num_neighbors)}")
+            raise ValueError(
+                f"num_neighbors must be a non-empty list of positive fan-outs or -1 (all), got {list(num_neighbors)}"
+            )
         self.num_nodes = int(data.num_nodes)
         self.csc = CSCGraph(data.edge_index, self.num_nodes)
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(0 if seed is None else seed)
+        self.generator = (
+            generator if generator is not None else torch.Generator().manual_seed(0 if seed is None else seed)
+        )
         # Global -> local id scratch table; only touched entries are reset after each call.
         self._local = torch.full((self.num_nodes,), -1, dtype=torch.long)
 
@@ -167,9 +173,13 @@ class TorchNeighborSampler(_base_sampler()):
 
         seed = torch.as_tensor(seed, dtype=torch.long).flatten()
         if seed.numel() and (int(seed.min()) < 0 or int(seed.max()) >= self.num_nodes):
-            raise ValueError(f"seed node ids must lie in [0, {self.num_nodes}), got [{int(seed.min())}, {int(seed.max())}]")
+            raise ValueError(
+                f"seed node ids must lie in [0, {self.num_nodes}), got [{int(seed.min())}, {int(seed.max())}]"
+            )
         if torch.unique(seed).numel() != seed.numel():
-            raise ValueError("seed nodes must be unique (PyG's edge_sample de-duplicates them before calling the sampler)")
+            raise ValueError(
+                "seed nodes must be unique (PyG's edge_sample de-duplicates them before calling the sampler)"
+            )
         local = self._local
         nodes = [seed]
         local[seed] = torch.arange(seed.numel())
@@ -196,8 +206,12 @@ class TorchNeighborSampler(_base_sampler()):
             local[torch.cat(nodes)] = -1
         cat = lambda parts: torch.cat(parts) if parts else torch.empty(0, dtype=torch.long)  # noqa: E731
         return SamplerOutput(
-            node=node, row=cat(rows), col=cat(cols), edge=cat(edges),
-            num_sampled_nodes=num_sampled_nodes, num_sampled_edges=num_sampled_edges,
+            node=node,
+            row=cat(rows),
+            col=cat(cols),
+            edge=cat(edges),
+            num_sampled_nodes=num_sampled_nodes,
+            num_sampled_edges=num_sampled_edges,
         )
 
     def _sample_fn(self, seed, seed_time=None, **kwargs):

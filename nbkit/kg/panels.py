@@ -23,7 +23,14 @@ def _table(result: Result) -> Any:
     return result.table.round(4)
 
 
-def panel(experiment: str | Experiment, ctx: KGContext, *, smoke: bool = False, widget: bool | None = None, **overrides) -> Panel:
+def panel(
+    experiment: str | Experiment,
+    ctx: KGContext,
+    *,
+    smoke: bool = False,
+    widget: bool | None = None,
+    **overrides,
+) -> Panel:
     """The panel of a KG experiment (its slug in ``REGISTRY`` or the experiment itself), run in ``ctx``."""
     exp = REGISTRY[experiment] if isinstance(experiment, str) else experiment
     return _panel(exp, ctx, smoke=smoke, widget=widget, show_result=_table, **overrides)

@@ -31,7 +31,10 @@ def true_index(split: KGSplit):
     for h, r, t in split.all_true().tolist():
         tails.setdefault((h, r), []).append(t)
         heads.setdefault((r, t), []).append(h)
-    vars(split)["_true_index"] = (parts, (tails, heads))  # not a dataclass field: equality and replace() ignore it
+    vars(split)["_true_index"] = (
+        parts,
+        (tails, heads),
+    )  # not a dataclass field: equality and replace() ignore it
     return vars(split)["_true_index"][1]
 
 
@@ -121,8 +124,10 @@ def eval_sample(n: int, max_triples: int = 0, sample_seed: int = 12345, sample_s
     if max_triples <= 0 or (max_triples >= n and sample_slice == 0):
         return None
     if (sample_slice + 1) * max_triples > n:
-        raise ValueError(f"evaluation slice {sample_slice} of {max_triples} triples needs {(sample_slice + 1) * max_triples} triples; "
-                         f"the split has {n}")
+        raise ValueError(
+            f"evaluation slice {sample_slice} of {max_triples} triples needs {(sample_slice + 1) * max_triples} triples; "
+            f"the split has {n}"
+        )
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(sample_seed))
     return perm[sample_slice * max_triples : (sample_slice + 1) * max_triples].sort().values
 
@@ -134,17 +139,32 @@ def query_halves(n_triples: int, batch_size: int = 1024, seed: int = 12345):
     import torch
 
     judge_triple = torch.zeros(n_triples, dtype=torch.bool)
-    judge_triple[torch.randperm(n_triples, generator=torch.Generator().manual_seed(seed))[: n_triples // 2]] = True
+    judge_triple[
+        torch.randperm(n_triples, generator=torch.Generator().manual_seed(seed))[: n_triples // 2]
+    ] = True
     order = []
-    for start in range(0, n_triples, batch_size):  # evaluate's order: a batch's tail queries, then its head queries
+    for start in range(
+        0, n_triples, batch_size
+    ):  # evaluate's order: a batch's tail queries, then its head queries
         block = judge_triple[start : start + batch_size]
         order += [block, block]
     judge = torch.cat(order) if order else torch.zeros(0, dtype=torch.bool)
     return ~judge, judge
 
 
-def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", negatives=None, filt=None, batch_size: int = 1024, max_triples: int = 0,
-             sample_seed: int = 12345, per_query: bool = False, sample_slice: int = 0) -> dict[str, Any]:
+def evaluate(
+    model,
+    graph: ModelGraph,
+    split: KGSplit,
+    which: str = "test",
+    negatives=None,
+    filt=None,
+    batch_size: int = 1024,
+    max_triples: int = 0,
+    sample_seed: int = 12345,
+    per_query: bool = False,
+    sample_slice: int = 0,
+) -> dict[str, Any]:
     """MRR, Hits@1/3/10 (filtered, both sides, ties averaged) and AUC on fixed negatives.
 
     ``max_triples > 0`` scores a seeded sample of that many triples (same sample for every model with
@@ -161,7 +181,9 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
     device = next(model.parameters()).device
     trip = getattr(split, which)
     if len(trip) == 0:
-        raise UsageError(f"{split.name or 'dataset'}: the {which} split is empty ({split.sizes()}); nothing to evaluate")
+        raise UsageError(
+            f"{split.name or 'dataset'}: the {which} split is empty ({split.sizes()}); nothing to evaluate"
+        )
     idx = eval_sample(len(trip), max_triples, sample_seed, sample_slice)
     sampled = idx is not None
     if sampled:
@@ -177,8 +199,16 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
             st = model.decoder.score_tails(z, h, r).cpu()
             sh = model.decoder.score_heads(z, r, t).cpu()
             stop = start + len(b)
-            ranks.append(filtered_ranks(st, b, tails, "tail", _batch_filter(_filter_index(trip, tails, "tail"), start, stop)))
-            ranks.append(filtered_ranks(sh, b, heads, "head", _batch_filter(_filter_index(trip, heads, "head"), start, stop)))
+            ranks.append(
+                filtered_ranks(
+                    st, b, tails, "tail", _batch_filter(_filter_index(trip, tails, "tail"), start, stop)
+                )
+            )
+            ranks.append(
+                filtered_ranks(
+                    sh, b, heads, "head", _batch_filter(_filter_index(trip, heads, "head"), start, stop)
+                )
+            )
         ranks = torch.cat(ranks)
         out = {
             "mrr": float((1.0 / ranks).mean()),
@@ -202,8 +232,14 @@ def evaluate(model, graph: ModelGraph, split: KGSplit, which: str = "test", nega
     return out
 
 
-def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "valid", max_triples: int = 0, sample_seed: int = 12345,
-                       sample_slice: int = 0) -> float:
+def cluster_oracle_mrr(
+    split: KGSplit,
+    clusters: dict[str, int],
+    which: str = "valid",
+    max_triples: int = 0,
+    sample_seed: int = 12345,
+    sample_slice: int = 0,
+) -> float:
     """The MRR ceiling of a graph whose tails are predictable only up to a latent cluster
     (``synthetic.synthetic_kg``): an oracle that knows each true entity's cluster puts every entity of
     that type and cluster first, in an order that does not depend on which one is true (the members of
@@ -223,19 +259,28 @@ def cluster_oracle_mrr(split: KGSplit, clusters: dict[str, int], which: str = "v
     cl = torch.tensor([clusters[n] for n in names])
     group = split.node_type * (int(cl.max()) + 1) + cl  # (type, cluster) of every entity
     size = torch.bincount(group)
-    harmonic = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(1.0 / torch.arange(1, int(size.max()) + 1, dtype=torch.float64), 0)])
+    harmonic = torch.cat(
+        [
+            torch.zeros(1, dtype=torch.float64),
+            torch.cumsum(1.0 / torch.arange(1, int(size.max()) + 1, dtype=torch.float64), 0),
+        ]
+    )
     tails, heads = true_index(split)
     recip = []
     for h, r, t in trip.tolist():
         for true, others in ((t, tails.get((h, r), [])), (h, heads.get((r, t), []))):
             g = int(group[true])
             filtered = sum(1 for o in others if o != true and int(group[o]) == g)
-            k = int(size[g]) - filtered  # the cluster's candidates left after filtering, the true one included
+            k = (
+                int(size[g]) - filtered
+            )  # the cluster's candidates left after filtering, the true one included
             recip.append(float(harmonic[k]) / k)
     return sum(recip) / len(recip)
 
 
-def score_test(split: KGSplit, res: RungResult, model, graph, *, negatives=None, max_triples: int = 0) -> dict[str, float]:
+def score_test(
+    split: KGSplit, res: RungResult, model, graph, *, negatives=None, max_triples: int = 0
+) -> dict[str, float]:
     """The one look at the test split: filtered MRR / Hits@k (and AUC on ``negatives``) of a chosen
     model, stored in ``res.test_metrics`` with ``test_`` keys and returned."""
     m = evaluate(model, graph, split, "test", negatives=negatives, max_triples=max_triples)

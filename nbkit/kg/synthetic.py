@@ -18,7 +18,9 @@ SYNTHETIC_SCHEMA = (
 )
 
 
-def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0, num_clusters: int = 6) -> KGTriples:
+def synthetic_kg(
+    num_entities: int = 300, num_triples: int = 3000, seed: int = 0, num_clusters: int = 6
+) -> KGTriples:
     """A seeded gene/drug/disease KG with long-tail relation counts and learnable structure.
 
     Each entity has a latent cluster; a relation links clusters through a fixed random permutation,
@@ -27,12 +29,18 @@ def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0
     import numpy as np
     import pandas as pd
 
-    for name, value, least in (("num_entities", num_entities, 3), ("num_triples", num_triples, 1), ("num_clusters", num_clusters, 1)):
+    for name, value, least in (
+        ("num_entities", num_entities, 3),
+        ("num_triples", num_triples, 1),
+        ("num_clusters", num_clusters, 1),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise UsageError(f"synthetic_kg: {name}={value!r}; expected an integer >= {least}")
     rng = np.random.default_rng(seed)
     share = {"gene": 0.6, "drug": 0.2, "disease": 0.2}
-    ents = {t: [f"{t}_{i:06d}" for i in range(max(num_clusters, int(num_entities * s)))] for t, s in share.items()}
+    ents = {
+        t: [f"{t}_{i:06d}" for i in range(max(num_clusters, int(num_entities * s)))] for t, s in share.items()
+    }
     cluster = {t: rng.integers(0, num_clusters, len(v)) for t, v in ents.items()}
     weights = np.array([w for *_, w in SYNTHETIC_SCHEMA], dtype=float)
     counts = rng.multinomial(num_triples, weights / weights.sum())
@@ -49,10 +57,17 @@ def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0
         ok = size[target_c] > 0
         h, target_c = h[ok], target_c[ok]
         t = members[first[target_c] + (rng.random(len(h)) * size[target_c]).astype(np.int64)]
-        parts.append(pd.DataFrame({
-            "head": np.asarray(ents[ht], dtype=object)[h], "relation": rel, "tail": np.asarray(ents[tt], dtype=object)[t],
-            "head_type": ht, "tail_type": tt,
-        }))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "head": np.asarray(ents[ht], dtype=object)[h],
+                    "relation": rel,
+                    "tail": np.asarray(ents[tt], dtype=object)[t],
+                    "head_type": ht,
+                    "tail_type": tt,
+                }
+            )
+        )
     df = pd.concat(parts, ignore_index=True)[list(COLUMNS + TYPE_COLUMNS)]
     report = LoadReport(f"synthetic_kg(num_entities={num_entities}, num_triples={num_triples}, seed={seed})")
     kg = finalize(df, report, name="synthetic")

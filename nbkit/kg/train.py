@@ -81,10 +81,23 @@ def _sampled_loss(model, z, split, sampler, train, h, r, t, k, device):
         s_t = model.decoder(z, h.unsqueeze(1).expand_as(neg_t), r.unsqueeze(1).expand_as(neg_t), neg_t)
         s_h = model.decoder(z, neg_h, r.unsqueeze(1).expand_as(neg_h), t.unsqueeze(1).expand_as(neg_h))
     target = torch.zeros(len(pos), dtype=torch.long, device=device)
-    return F.cross_entropy(torch.cat([pos.unsqueeze(1), s_t], 1), target) + F.cross_entropy(torch.cat([pos.unsqueeze(1), s_h], 1), target)
+    return F.cross_entropy(torch.cat([pos.unsqueeze(1), s_t], 1), target) + F.cross_entropy(
+        torch.cat([pos.unsqueeze(1), s_h], 1), target
+    )
 
 
-def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, device=None, live=None, progress: bool = True, valid_negs=None, features=None, trace_prefix: str | None = None):
+def train_rung(
+    split: KGSplit,
+    rung: Rung,
+    cfg: TrainConfig,
+    *,
+    device=None,
+    live=None,
+    progress: bool = True,
+    valid_negs=None,
+    features=None,
+    trace_prefix: str | None = None,
+):
     """Train one rung (full batch, or mini-batch when ``cfg.batch_size > 0``) on ``device`` (a
     ``torch.device``, resolved by the caller; default CPU); keeps the epoch with the best validation MRR.
 
@@ -101,8 +114,24 @@ def train_rung(split: KGSplit, rung: Rung, cfg: TrainConfig, *, device=None, liv
     if device.type == "cpu" and cfg.cpu_threads:
         torch.set_num_threads(cfg.cpu_threads)
     try:
-        fn = _train_reciprocal if rung.encoder == "none" else _train_rung_minibatch if cfg.batch_size > 0 else _train_rung
-        return fn(split, rung, cfg, device, live=live, progress=progress, valid_negs=valid_negs, features=features, trace_prefix=trace_prefix)
+        fn = (
+            _train_reciprocal
+            if rung.encoder == "none"
+            else _train_rung_minibatch
+            if cfg.batch_size > 0
+            else _train_rung
+        )
+        return fn(
+            split,
+            rung,
+            cfg,
+            device,
+            live=live,
+            progress=progress,
+            valid_negs=valid_negs,
+            features=features,
+            trace_prefix=trace_prefix,
+        )
     finally:
         torch.set_num_threads(threads_before)
 
@@ -123,7 +152,9 @@ class Loop:
     filt: Any  # true_index(split): the known true triples filtered out of every ranking
     live: Any = None
     bar: Any = None
-    history: dict[str, list] = field(default_factory=lambda: {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []})
+    history: dict[str, list] = field(
+        default_factory=lambda: {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
+    )
     start: float = field(default_factory=time.perf_counter)
     best_mrr: float = -1.0
     best_epoch: float = 0
@@ -134,15 +165,25 @@ class Loop:
         """Validation MRR at ``epoch`` (recorded, plotted); a new best keeps the weights and figures.
         ``per_query``: also keep this point's per-query reciprocal ranks in ``history["valid_reciprocal_ranks"]``."""
         cfg, history = self.cfg, self.history
-        m = evaluate(self.model, self.graph, self.split, "valid", filt=self.filt, max_triples=cfg.eval_max_triples,
-                     per_query=per_query, sample_slice=cfg.eval_slice)
+        m = evaluate(
+            self.model,
+            self.graph,
+            self.split,
+            "valid",
+            filt=self.filt,
+            max_triples=cfg.eval_max_triples,
+            per_query=per_query,
+            sample_slice=cfg.eval_slice,
+        )
         if per_query:
             history.setdefault("valid_reciprocal_ranks", []).append(m.pop("reciprocal_ranks"))
         history["valid_epoch"].append(epoch)
         history["valid_mrr"].append(m["mrr"])
         if self.live is not None:
             self.live.add(f"{self.name} valid MRR", epoch, m["mrr"])
-        last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[-1]  # mid-epoch: the last step's loss
+        last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[
+            -1
+        ]  # mid-epoch: the last step's loss
         self.bar.set_postfix(loss=f"{last_loss:.3f}", valid_mrr=f"{m['mrr']:.3f}")
         if m["mrr"] > self.best_mrr:
             self.best_mrr, self.best_epoch, self.best_metrics = m["mrr"], epoch, m
@@ -180,12 +221,30 @@ class Loop:
         else:
             # per_query: the MRR of each half of the validation queries too (``valid_mrr_select`` /
             # ``valid_mrr_judge``), so a choice between runs can be made on one half and judged on the other
-            m = evaluate(model, self.graph, self.split, "valid", negatives=valid_negs, filt=self.filt,
-                         max_triples=cfg.eval_max_triples, per_query=True, sample_slice=cfg.eval_slice)
+            m = evaluate(
+                model,
+                self.graph,
+                self.split,
+                "valid",
+                negatives=valid_negs,
+                filt=self.filt,
+                max_triples=cfg.eval_max_triples,
+                per_query=True,
+                sample_slice=cfg.eval_slice,
+            )
             m.pop("reciprocal_ranks")
         metrics = {f"valid_{k}": v for k, v in m.items()}
-        res = RungResult(rung.key, rung.label, metrics, self.history, seconds, len(self.history["epoch"]), interrupted,
-                         self.best_epoch, cfg.seed)
+        res = RungResult(
+            rung.key,
+            rung.label,
+            metrics,
+            self.history,
+            seconds,
+            len(self.history["epoch"]),
+            interrupted,
+            self.best_epoch,
+            cfg.seed,
+        )
         return res, model, self.graph
 
 
@@ -263,7 +322,9 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
             else:
                 loss = _sampled_loss(model, z, split, sampler, train, h, r, t, k, device)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"{name}: loss became {float(loss.detach())} at epoch {epoch} (lr={cfg.lr}); lower the learning rate")
+                raise FloatingPointError(
+                    f"{name}: loss became {float(loss.detach())} at epoch {epoch} (lr={cfg.lr}); lower the learning rate"
+                )
             loss.backward()
             opt.step()
             if loop.epoch_end(epoch, float(loss.detach()), cfg.eval_every):
@@ -281,7 +342,9 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
 
     if features:
         raise ValueError(f"rung {rung.key} learns one embedding per entity; it takes no node features")
-    graph = model_graph(split, rung.reverse, hetero=False).to(device)  # not read by the model; evaluate() takes it
+    graph = model_graph(split, rung.reverse, hetero=False).to(
+        device
+    )  # not read by the model; evaluate() takes it
     model = build_model(split, rung, cfg, graph).to(device)
     opt = torch.optim.Adagrad(model.parameters(), lr=cfg.complex_lr, fused=_fused(device))
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -306,7 +369,9 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
                 opt.step()
                 total += float(fit.detach()) * len(qh)
             if not math.isfinite(total):
-                raise FloatingPointError(f"{name}: loss became {total} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the learning rate")
+                raise FloatingPointError(
+                    f"{name}: loss became {total} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the learning rate"
+                )
             if loop.epoch_end(epoch, total / len(queries), cfg.complex_eval_every):
                 break
     return loop.finish(rung, valid_negs, run.interrupted)
@@ -324,7 +389,9 @@ def negative_pool(sampler: NegativeSampler, r, k: int, side: str, generator):
     return cand[torch.randperm(len(cand), generator=generator)[:k]]
 
 
-def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: NegativeSampler, k: int, device, generator):
+def minibatch_loss(
+    model, batch, graph: ModelGraph, node_sampler, sampler: NegativeSampler, k: int, device, generator
+):
     """Loss of one mini-batch of (h, r, t) triples.
 
     Seeds = heads, tails and the two shared negative pools; ``node_sampler`` (a PyG sampler) draws their
@@ -350,7 +417,12 @@ def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: Negat
     else:
         seeds, inv = torch.unique(torch.cat([h, t, pool_t, pool_h]), return_inverse=True)
         out = node_sampler.sample(seeds)  # seeds come first in out.node, so local id == index in seeds
-        sub = replace(graph, edge_index=torch.stack([out.row, out.col]).to(device), edge_type=graph.edge_type[out.edge].to(device), edge_index_dict=None)
+        sub = replace(
+            graph,
+            edge_index=torch.stack([out.row, out.col]).to(device),
+            edge_type=graph.edge_type[out.edge].to(device),
+            edge_index_dict=None,
+        )
         z = model.embed(sub, out.node.to(device))
         info = {"sampled_nodes": int(out.node.numel()), "sampled_edges": int(out.row.numel())}
     kt = len(pool_t)
@@ -368,7 +440,9 @@ def minibatch_loss(model, batch, graph: ModelGraph, node_sampler, sampler: Negat
     s_t = s_t.masked_fill(bad_t.to(device), float("-inf"))
     s_h = s_h.masked_fill(bad_h.to(device), float("-inf"))
     target = torch.zeros(B, dtype=torch.long, device=device)
-    loss = F.cross_entropy(torch.cat([pos.unsqueeze(1), s_t], 1), target) + F.cross_entropy(torch.cat([pos.unsqueeze(1), s_h], 1), target)
+    loss = F.cross_entropy(torch.cat([pos.unsqueeze(1), s_t], 1), target) + F.cross_entropy(
+        torch.cat([pos.unsqueeze(1), s_h], 1), target
+    )
     return loss, info
 
 
@@ -377,7 +451,11 @@ def _minibatch_optimizers(model, cfg: TrainConfig) -> list:
     in their own Adagrad at that rate (their gradients are sparse: only the rows a step touched)."""
     import torch
 
-    tables = [m.weight for m in model.node_input.modules() if isinstance(m, torch.nn.Embedding)] if cfg.embed_lr > 0 else []
+    tables = (
+        [m.weight for m in model.node_input.modules() if isinstance(m, torch.nn.Embedding)]
+        if cfg.embed_lr > 0
+        else []
+    )
     ids = {id(p) for p in tables}
     rest = [p for p in model.parameters() if id(p) not in ids]
     opts = [torch.optim.Adam(rest, lr=cfg.lr, weight_decay=cfg.weight_decay)]
@@ -409,19 +487,37 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
             "0 means 'score every entity', which only full-batch training (batch_size=0) does"
         )
     if not cfg.full_graph and len(cfg.num_neighbors) != cfg.layers:
-        raise ValueError(f"num_neighbors={tuple(cfg.num_neighbors)} gives {len(cfg.num_neighbors)} hops but the encoder has layers={cfg.layers}; give one fan-out per layer")
+        raise ValueError(
+            f"num_neighbors={tuple(cfg.num_neighbors)} gives {len(cfg.num_neighbors)} hops but the encoder has layers={cfg.layers}; give one fan-out per layer"
+        )
     graph = model_graph(split, rung.reverse, hetero=False)  # CPU copy: the sampler reads it
     eval_graph = graph.to(device)
     model = build_model(split, rung, cfg, graph, features=features).to(device)
     opts = _minibatch_optimizers(model, cfg)
     gen = torch.Generator().manual_seed(cfg.seed)
     sampler = NegativeSampler(split, rung.negatives, gen)
-    node_sampler = None if cfg.full_graph else TorchNeighborSampler(Data(edge_index=graph.edge_index, num_nodes=split.num_nodes), cfg.num_neighbors, generator=gen)
+    node_sampler = (
+        None
+        if cfg.full_graph
+        else TorchNeighborSampler(
+            Data(edge_index=graph.edge_index, num_nodes=split.num_nodes), cfg.num_neighbors, generator=gen
+        )
+    )
     filt = true_index(split)
     train = split.train
     steps = math.ceil(len(train) / cfg.batch_size)
-    history: dict[str, list] = {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": [], "step_loss": [], "sampled_nodes": [],
-                                "sampled_edges": [], "valid_step": [], "valid_train_s": [], "eval_s": []}
+    history: dict[str, list] = {
+        "epoch": [],
+        "loss": [],
+        "valid_epoch": [],
+        "valid_mrr": [],
+        "step_loss": [],
+        "sampled_nodes": [],
+        "sampled_edges": [],
+        "valid_step": [],
+        "valid_train_s": [],
+        "eval_s": [],
+    }
     loop = Loop(name, cfg, split, model, eval_graph, filt, live, history=history)
     eval_s = 0.0  # seconds spent validating: steps/s counts training only
     last_eval = 0.0
@@ -451,9 +547,20 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
                 batch = train[perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]]
                 for opt in opts:
                     opt.zero_grad()
-                loss, info = minibatch_loss(model, batch, eval_graph if cfg.full_graph else graph, node_sampler, sampler, cfg.num_negatives, device, gen)
+                loss, info = minibatch_loss(
+                    model,
+                    batch,
+                    eval_graph if cfg.full_graph else graph,
+                    node_sampler,
+                    sampler,
+                    cfg.num_negatives,
+                    device,
+                    gen,
+                )
                 if not torch.isfinite(loss):
-                    raise FloatingPointError(f"{name}: loss became {float(loss.detach())} at epoch {epoch} step {i + 1} (lr={cfg.lr}); lower the learning rate")
+                    raise FloatingPointError(
+                        f"{name}: loss became {float(loss.detach())} at epoch {epoch} step {i + 1} (lr={cfg.lr}); lower the learning rate"
+                    )
                 loss.backward()
                 # Adagrad's sparse update builds sparse tensors from indices it produced itself: checking their
                 # invariants is switched off explicitly (torch warns when it is off only implicitly)

@@ -51,20 +51,28 @@ def _check_text(path: Path, head: bytes) -> None:
     """Refuse binary content up front (pyarrow would print raw bytes and a decode error)."""
     nul = head.find(b"\x00")
     if nul >= 0:
-        raise KGFormatError(f"{path}: binary content (a NUL byte at offset {nul}); expected a UTF-8 text triples file")
+        raise KGFormatError(
+            f"{path}: binary content (a NUL byte at offset {nul}); expected a UTF-8 text triples file"
+        )
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
         if exc.start < len(head) - 4:  # not just a multi-byte character cut at the end of the sample
-            raise KGFormatError(f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); expected a UTF-8 text triples file") from None
+            raise KGFormatError(
+                f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); expected a UTF-8 text triples file"
+            ) from None
 
 
 def _read_head(path: Path, n: int = 1 << 16) -> bytes:
     """The first ``n`` bytes of the (decompressed) file; a broken gzip is named with its file."""
     try:
-        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as fh:
+        with gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb") as fh:
             return fh.read(n)
-    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError; a corrupt stream is zlib.error
+    except (
+        OSError,
+        EOFError,
+        zlib.error,
+    ) as exc:  # gzip.BadGzipFile is an OSError; a corrupt stream is zlib.error
         raise KGFormatError(f"{path}: not a readable gzip file ({type(exc).__name__}: {exc})") from None
 
 
@@ -103,7 +111,9 @@ class LoadReport:
 
     def __str__(self) -> str:
         s = self.summary()
-        lines = [f"load report for {s['source']}: {s['rows_read']} rows read, {s['rows_kept']} kept, {s['rows_dropped']} dropped"]
+        lines = [
+            f"load report for {s['source']}: {s['rows_read']} rows read, {s['rows_kept']} kept, {s['rows_dropped']} dropped"
+        ]
         for reason, n in s["dropped_by_reason"].items():
             first = next(d for d in self.dropped if d["reason"] == reason)
             lines.append(f"  dropped {n} x {reason} (first at line {first['line']}: {first['text']!r})")
@@ -142,7 +152,9 @@ class KGTriples:
 # ---------------------------------------------------------------------------------------------
 # shared clean-up
 # ---------------------------------------------------------------------------------------------
-def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, dedupe: bool = True, name: str = "") -> KGTriples:
+def finalize(
+    df, report: LoadReport, *, line_numbers=None, allowed_types=None, dedupe: bool = True, name: str = ""
+) -> KGTriples:
     """Validate a raw table: empty fields, unknown/conflicting types, duplicates, self-loops, tail-only."""
     import pandas as pd
 
@@ -161,7 +173,11 @@ def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, d
     bad = empty.any(axis=1)
     for idx in df.index[bad]:
         missing = [c for c in COLUMNS + TYPE_COLUMNS if empty.at[idx, c]]
-        report.drop(int(lines[idx]), f"empty field(s) {', '.join(missing)}", "\t".join(str(v) for v in df.loc[idx].tolist()))
+        report.drop(
+            int(lines[idx]),
+            f"empty field(s) {', '.join(missing)}",
+            "\t".join(str(v) for v in df.loc[idx].tolist()),
+        )
     df = df[~bad]
 
     if allowed_types is not None:
@@ -169,12 +185,19 @@ def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, d
         unknown = ~(df["head_type"].isin(allowed) & df["tail_type"].isin(allowed))
         for idx in df.index[unknown]:
             bad_t = [t for t in (df.at[idx, "head_type"], df.at[idx, "tail_type"]) if t not in allowed]
-            report.drop(int(lines[idx]), f"unknown node type {bad_t[0]!r} (expected one of {sorted(allowed)})", f"{df.at[idx, 'head']} {df.at[idx, 'relation']} {df.at[idx, 'tail']}")
+            report.drop(
+                int(lines[idx]),
+                f"unknown node type {bad_t[0]!r} (expected one of {sorted(allowed)})",
+                f"{df.at[idx, 'head']} {df.at[idx, 'relation']} {df.at[idx, 'tail']}",
+            )
         df = df[~unknown]
 
     # An entity must have one type: a conflict is a data error we cannot resolve by guessing.
     ent_types = pd.concat(
-        [df[["head", "head_type"]].set_axis(["e", "t"], axis=1), df[["tail", "tail_type"]].set_axis(["e", "t"], axis=1)]
+        [
+            df[["head", "head_type"]].set_axis(["e", "t"], axis=1),
+            df[["tail", "tail_type"]].set_axis(["e", "t"], axis=1),
+        ]
     ).drop_duplicates()
     conflicts = ent_types[ent_types.duplicated("e", keep=False)]
     if len(conflicts):
@@ -203,7 +226,9 @@ def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, d
     counts = df["relation"].value_counts()
     report.single_edge_relations = sorted(counts[counts == 1].index.tolist())
     if len(df) == 0:
-        raise KGFormatError(f"{report.source}: no usable triples left ({len(report.dropped)} rows dropped: {report.dropped_by_reason})")
+        raise KGFormatError(
+            f"{report.source}: no usable triples left ({len(report.dropped)} rows dropped: {report.dropped_by_reason})"
+        )
     report.rows_kept = len(df)
     return KGTriples(df.reset_index(drop=True), report, name=name or Path(str(report.source)).name)
 
@@ -227,13 +252,17 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
         try:
             df = pd.read_parquet(path, engine="pyarrow")
         except Exception as exc:
-            raise KGFormatError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+            raise KGFormatError(
+                f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})"
+            ) from None
         _check_columns(df.columns, path)
         _check_parquet_types(df, path, report)
         return finalize(df, report, line_numbers=range(1, len(df) + 1), allowed_types=allowed_types)
     if not suffixes.removesuffix(".gz").endswith(TABLE_SUFFIXES):
-        raise KGFormatError(f"{path}: unknown extension {''.join(path.suffixes) or '(none)'}; expected one of "
-                            f"{', '.join(TABLE_SUFFIXES + PARQUET_SUFFIXES + RDF_SUFFIXES)} (text formats optionally .gz)")
+        raise KGFormatError(
+            f"{path}: unknown extension {''.join(path.suffixes) or '(none)'}; expected one of "
+            f"{', '.join(TABLE_SUFFIXES + PARQUET_SUFFIXES + RDF_SUFFIXES)} (text formats optionally .gz)"
+        )
     _check_text(path, _read_head(path))
 
     import pyarrow as pa
@@ -244,7 +273,13 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
     invalid: list[tuple[int, str, str]] = []
 
     def on_invalid(row):
-        invalid.append((row.number, f"wrong column count: expected {row.expected_columns}, got {row.actual_columns}", row.text or ""))
+        invalid.append(
+            (
+                row.number,
+                f"wrong column count: expected {row.expected_columns}, got {row.actual_columns}",
+                row.text or "",
+            )
+        )
         return "skip"
 
     try:
@@ -252,14 +287,22 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
             path,
             # use_threads=False so pyarrow knows the line number of each bad row.
             read_options=pacsv.ReadOptions(block_size=READ_BLOCK, use_threads=False),
-            parse_options=pacsv.ParseOptions(delimiter=sep, invalid_row_handler=on_invalid, ignore_empty_lines=True),
-            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in COLUMNS + TYPE_COLUMNS}, strings_can_be_null=True),
+            parse_options=pacsv.ParseOptions(
+                delimiter=sep, invalid_row_handler=on_invalid, ignore_empty_lines=True
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: pa.string() for c in COLUMNS + TYPE_COLUMNS}, strings_can_be_null=True
+            ),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         if "straddling" in str(exc) or "block size" in str(exc):
-            raise KGFormatError(f"{path}: a line longer than {READ_BLOCK >> 20} MiB; a triples file has one short triple per line "
-                                "(is this a single-line JSON or binary file?)") from None
-        raise KGFormatError(f"{path}: not a {'TSV' if sep == chr(9) else 'CSV'} triples file ({str(exc).splitlines()[0]})") from None
+            raise KGFormatError(
+                f"{path}: a line longer than {READ_BLOCK >> 20} MiB; a triples file has one short triple per line "
+                "(is this a single-line JSON or binary file?)"
+            ) from None
+        raise KGFormatError(
+            f"{path}: not a {'TSV' if sep == chr(9) else 'CSV'} triples file ({str(exc).splitlines()[0]})"
+        ) from None
     except (OSError, EOFError, zlib.error) as exc:  # a gzip stream broken past its first block
         raise KGFormatError(f"{path}: not readable ({type(exc).__name__}: {exc})") from None
     df = table.to_pandas()
@@ -284,10 +327,16 @@ def _check_parquet_types(df, path, report: LoadReport) -> None:
 
     for col in [c for c in COLUMNS + TYPE_COLUMNS if c in df.columns]:
         dt = df[col].dtype
-        if ptypes.is_string_dtype(dt) or ptypes.is_object_dtype(dt) and df[col].map(lambda v: v is None or isinstance(v, str)).all():
+        if (
+            ptypes.is_string_dtype(dt)
+            or ptypes.is_object_dtype(dt)
+            and df[col].map(lambda v: v is None or isinstance(v, str)).all()
+        ):
             continue
         if ptypes.is_integer_dtype(dt):
-            report.notes.append(f"column {col!r} holds integers ({dt}); they were read as entity/relation names (text)")
+            report.notes.append(
+                f"column {col!r} holds integers ({dt}); they were read as entity/relation names (text)"
+            )
             continue
         raise KGFormatError(f"{path}: column {col!r} has type {dt}; expected strings (or integer ids)")
 
@@ -358,7 +407,9 @@ def load_rdf(path, *, allowed_types=None) -> KGTriples:
                 tails.append(o.value)
     except SyntaxError as exc:
         # pyoxigraph reports "<message> at line L column C"; keep it verbatim after the file name.
-        raise KGFormatError(f"{path}: {fmt.name if hasattr(fmt, 'name') else 'RDF'} syntax error: {exc}") from None
+        raise KGFormatError(
+            f"{path}: {fmt.name if hasattr(fmt, 'name') else 'RDF'} syntax error: {exc}"
+        ) from None
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile / truncated stream: name the file
         raise KGFormatError(f"{path}: not readable ({type(exc).__name__}: {exc})") from None
     df = pd.DataFrame({"head": heads, "relation": rels, "tail": tails})
@@ -408,7 +459,11 @@ def _pykeen_split_frame(ds):
         ent = {i: e for e, i in tf.entity_to_id.items()}
         rel = {i: r for r, i in tf.relation_to_id.items()}
         part = pd.DataFrame(
-            {"head": [ent[i] for i in ids[:, 0]], "relation": [rel[i] for i in ids[:, 1]], "tail": [ent[i] for i in ids[:, 2]]}
+            {
+                "head": [ent[i] for i in ids[:, 0]],
+                "relation": [rel[i] for i in ids[:, 1]],
+                "tail": [ent[i] for i in ids[:, 2]],
+            }
         )
         part["split"] = split
         parts.append(part)
@@ -427,11 +482,15 @@ def load_umls() -> KGTriples:
     df = _pykeen_split_frame(UMLS())
     missing = sorted((set(df["head"]) | set(df["tail"])) - set(groups))
     if missing:
-        raise KGFormatError(f"{UMLS_GROUPS_FILE}: no semantic group for UMLS entities {missing[:5]} ({len(missing)} in all)")
+        raise KGFormatError(
+            f"{UMLS_GROUPS_FILE}: no semantic group for UMLS entities {missing[:5]} ({len(missing)} in all)"
+        )
     df["head_type"] = df["head"].map(groups)
     df["tail_type"] = df["tail"].map(groups)
     report = LoadReport("pykeen.datasets.UMLS (bundled in the pykeen wheel)")
-    report.notes.append("node types = UMLS semantic groups (NLM SemGroups), see nbkit/kg/data/umls_semantic_groups.tsv")
+    report.notes.append(
+        "node types = UMLS semantic groups (NLM SemGroups), see nbkit/kg/data/umls_semantic_groups.tsv"
+    )
     report.notes.append("split = PyKEEN's published train/valid/test split")
     return finalize(df, report, name="umls")
 
@@ -444,5 +503,7 @@ def load_kinships() -> KGTriples:
     from pykeen.datasets import Kinships
 
     report = LoadReport("pykeen.datasets.Kinships (bundled in the pykeen wheel)")
-    report.notes.append("no node types (one type, 'entity'); split = PyKEEN's published train/valid/test split")
+    report.notes.append(
+        "no node types (one type, 'entity'); split = PyKEEN's published train/valid/test split"
+    )
     return finalize(_pykeen_split_frame(Kinships()), report, name="kinships")

@@ -37,8 +37,19 @@ def test_ablation_panel_empty_selection_is_one_readable_line(ctx):
 
 
 def test_selection_panel_prints_and_chooses_on_validation(ctx, capsys):
-    panel = p.panel("selection", ctx, widget=True, epochs=3, eval_every=3, decoders=("distmult", "complex"), dropouts=(0.5,),
-                    type_aggrs=("sum",), complex_dims=(16,), complex_n3s=(0.01, 0.1), **SMALL)
+    panel = p.panel(
+        "selection",
+        ctx,
+        widget=True,
+        epochs=3,
+        eval_every=3,
+        decoders=("distmult", "complex"),
+        dropouts=(0.5,),
+        type_aggrs=("sum",),
+        complex_dims=(16,),
+        complex_n3s=(0.01, 0.1),
+        **SMALL,
+    )
     panel.click()
     assert panel.error is None
     rows = panel.result.metrics.validation
@@ -47,7 +58,10 @@ def test_selection_panel_prints_and_chooses_on_validation(ctx, capsys):
     assert chosen.decoder == best["decoder"] and chosen.type_aggr == "sum"
     rung6 = [r for r in rows if r["rung"] == 6]
     assert sorted(r["complex_n3"] for r in rung6) == [0.01, 0.1]
-    assert chosen.complex_n3 == max(rung6, key=lambda r: r["valid_mrr"])["complex_n3"] and chosen.complex_dim == 16
+    assert (
+        chosen.complex_n3 == max(rung6, key=lambda r: r["valid_mrr"])["complex_n3"]
+        and chosen.complex_dim == 16
+    )
     assert "chosen on validation MRR" in capsys.readouterr().out
 
 
@@ -73,7 +87,9 @@ def test_downstream_panel_returns_a_bar_figure(ctx):
 
 
 def test_minibatch_panel_compares_modes_and_reacts_to_controls(ctx):
-    panel = p.panel("minibatch", ctx, widget=True, epochs=2, batch_size=128, num_negatives=16, fanout=3, **SMALL)
+    panel = p.panel(
+        "minibatch", ctx, widget=True, epochs=2, batch_size=128, num_negatives=16, fanout=3, **SMALL
+    )
     panel.click()
     assert panel.error is None
     table = panel.result.table
@@ -94,12 +110,30 @@ def test_minibatch_panel_compares_modes_and_reacts_to_controls(ctx):
 
 
 def test_scale_panel_builds_a_synthetic_graph_of_the_requested_size(ctx):
-    panel = p.panel("scale", ctx, widget=True, entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=2, batch_size=256,
-                    num_negatives=16, hidden=16, eval_points=0, eval_max_triples=100, seeds=1)
+    panel = p.panel(
+        "scale",
+        ctx,
+        widget=True,
+        entities=200,
+        triples=3000,
+        clusters=4,
+        max_seconds=5.0,
+        epochs=2,
+        batch_size=256,
+        num_negatives=16,
+        hidden=16,
+        eval_points=0,
+        eval_max_triples=100,
+        seeds=1,
+    )
     panel.click()
     assert panel.error is None and panel.result.metrics.sizes["entities"] == 200
     assert list(panel.result.table["mode"]) == ["mini-batch"]
     row = panel.result.metrics.rows[0]
     # validated at each epoch end (eval_points=0): one curve point per epoch, after that epoch's steps
-    assert len(row["curve_valid_mrr"]) == row["epochs"] and row["curve_steps"][-1] == row["steps"] and row["steps_per_s"] > 0
+    assert (
+        len(row["curve_valid_mrr"]) == row["epochs"]
+        and row["curve_steps"][-1] == row["steps"]
+        and row["steps_per_s"] > 0
+    )
     assert 0 < row["valid_mrr"] <= row["ceiling_mrr"] + 0.05 and row["ceiling_mrr"] < 1

@@ -69,7 +69,9 @@ LOADER_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("make", "message"), LOADER_CASES, ids=[m.__name__.strip("_") for m, _ in LOADER_CASES])
+@pytest.mark.parametrize(
+    ("make", "message"), LOADER_CASES, ids=[m.__name__.strip("_") for m, _ in LOADER_CASES]
+)
 def test_bad_files_give_one_usage_error_naming_the_file(tmp_path, make, message, capfd):
     path = make(tmp_path)
     with pytest.raises(UsageError, match=message):
@@ -103,8 +105,16 @@ def test_synthetic_with_bad_sizes(kwargs, message):
 @pytest.mark.parametrize(
     ("name", "kwargs", "message"),
     [
-        ("umls", {"seed": 3}, r"load_dataset\('umls'\): unknown keyword argument\(s\) \['seed'\]; this loader takes: none"),
-        ("synthetic", {"entities": 10}, r"unknown keyword argument\(s\) \['entities'\]; this loader takes: num_entities"),
+        (
+            "umls",
+            {"seed": 3},
+            r"load_dataset\('umls'\): unknown keyword argument\(s\) \['seed'\]; this loader takes: none",
+        ),
+        (
+            "synthetic",
+            {"entities": 10},
+            r"unknown keyword argument\(s\) \['entities'\]; this loader takes: num_entities",
+        ),
     ],
 )
 def test_unknown_keyword_arguments_are_refused(name, kwargs, message):
@@ -115,7 +125,10 @@ def test_unknown_keyword_arguments_are_refused(name, kwargs, message):
 def test_unknown_keyword_argument_for_a_file(tmp_path):
     p = tmp_path / "kg.csv"
     p.write_text(GOOD)
-    with pytest.raises(UsageError, match=r"unknown keyword argument\(s\) \['delimiter'\]; this loader takes: allowed_types, sep"):
+    with pytest.raises(
+        UsageError,
+        match=r"unknown keyword argument\(s\) \['delimiter'\]; this loader takes: allowed_types, sep",
+    ):
         kgdata.load_dataset(str(p), delimiter=";")
 
 
@@ -162,7 +175,9 @@ def test_training_on_an_empty_validation_split_is_a_usage_error_not_torch_cat(tm
 
 
 def test_a_shipped_split_column_with_unknown_values(tmp_path):
-    df = pd.DataFrame([("a", "r", "b", "train"), ("b", "r", "c", "dev")], columns=["head", "relation", "tail", "split"])
+    df = pd.DataFrame(
+        [("a", "r", "b", "train"), ("b", "r", "c", "dev")], columns=["head", "relation", "tail", "split"]
+    )
     with pytest.raises(UsageError, match=r"split column has values \['dev'\]; expected train/valid/test"):
         kgg.split_kg(kgt.finalize(df, kgt.LoadReport("x.csv")))
 
@@ -171,7 +186,10 @@ def test_a_shipped_split_without_validation_gets_it_carved_from_train_and_report
     kg = kgsyn.synthetic_kg(60, 400, seed=0)
     kg.df["split"] = ["test" if i % 10 == 0 else "train" for i in range(len(kg.df))]
     split = kgg.split_kg(kg, valid_share=0.1)
-    assert split.report["valid_carved_from_train"] == len(split.valid) > 0 and "test_carved_from_train" not in split.report
+    assert (
+        split.report["valid_carved_from_train"] == len(split.valid) > 0
+        and "test_carved_from_train" not in split.report
+    )
     assert len(split.train) + len(split.valid) + len(split.test) == len(kg.df)
 
 
@@ -217,19 +235,41 @@ def test_a_users_untyped_file_runs_every_section_that_applies(tmp_path, kind):
     assert load.metrics.split_sizes["node_types"] == 1 and load.metrics.split_sizes["valid"] > 0
     if kind == "no_valid":
         assert load.data["split"].report["valid_carved_from_train"] == load.metrics.split_sizes["valid"]
-    sel = ex.run("selection", ctx, smoke=True, **common, complex_dims=(32,), complex_n3s=(0.01,), dropouts=(0.5,), type_aggrs=("mean",))
-    abl = ex.run("ablation", ctx, smoke=True, **{**common, **sel.metrics.chosen.overrides()}, rungs=(2, 3, 5, 6))
+    sel = ex.run(
+        "selection",
+        ctx,
+        smoke=True,
+        **common,
+        complex_dims=(32,),
+        complex_n3s=(0.01,),
+        dropouts=(0.5,),
+        type_aggrs=("mean",),
+    )
+    abl = ex.run(
+        "ablation", ctx, smoke=True, **{**common, **sel.metrics.chosen.overrides()}, rungs=(2, 3, 5, 6)
+    )
     down = ex.run("downstream", ctx, smoke=True, **common)
     rows = {r.key: r for r in claims.claims(ablation=abl, downstream=down)}
     assert down.metrics.skipped and "node types" in rows["downstream_f1"].why
-    assert rows["message_passing_helps"].n == "2 seeds" and rows["message_passing_helps"].measured.startswith("rung 5 (RGCN)")
+    assert rows["message_passing_helps"].n == "2 seeds" and rows["message_passing_helps"].measured.startswith(
+        "rung 5 (RGCN)"
+    )
     assert 0 < abl.metrics.test_mrr <= 1
 
 
-@pytest.mark.parametrize(("over", "match"), [
-    ({"eval_max_triples": 1000, "eval_slice": 1}, r"ScaleConfig.eval_slice: slice 1 of 1000 evaluated triples needs 2000 validation triples; this split has \d+"),
-    ({"eval_max_triples": 200, "eval_slice": 5}, r"ScaleConfig.eval_slice: slice 5 of 200 evaluated triples needs 1200 validation triples"),
-])
+@pytest.mark.parametrize(
+    ("over", "match"),
+    [
+        (
+            {"eval_max_triples": 1000, "eval_slice": 1},
+            r"ScaleConfig.eval_slice: slice 1 of 1000 evaluated triples needs 2000 validation triples; this split has \d+",
+        ),
+        (
+            {"eval_max_triples": 200, "eval_slice": 5},
+            r"ScaleConfig.eval_slice: slice 5 of 200 evaluated triples needs 1200 validation triples",
+        ),
+    ],
+)
 def test_a_validation_slice_the_split_cannot_hold_is_a_usage_error(over, match):
     """The scale run scores a slice of the validation split its defaults were not chosen on; a graph too small
     for that slice is refused before training, naming the key and the sizes."""

@@ -28,7 +28,9 @@ def test_filtered_ranks_average_ties_and_filter_known_triples():
 
 def test_true_index_is_built_once_per_split(split):
     first = kgranking.true_index(split)
-    assert kgranking.true_index(split) is first  # kept on the split: the scale run's oracle and training share it
+    assert (
+        kgranking.true_index(split) is first
+    )  # kept on the split: the scale run's oracle and training share it
     other = dataclasses.replace(split, valid=split.valid[:5])
     assert kgranking.true_index(other) is not first and kgranking.true_index(split) is first
 
@@ -72,7 +74,9 @@ def test_ablation_runs_every_rung_chooses_on_validation_and_beats_chance():
     from nbkit.kg.config import AblationConfig
 
     ctx = ex.KGContext("cpu")
-    cfg = AblationConfig(dataset="synthetic", rungs=(1, 2, 3, 4, 5), seeds=2, epochs=30, hidden=16, eval_every=10, lr=0.02)
+    cfg = AblationConfig(
+        dataset="synthetic", rungs=(1, 2, 3, 4, 5), seeds=2, epochs=30, hidden=16, eval_every=10, lr=0.02
+    )
     res = ex.run_ablation(cfg, ctx)
     table = res.table
     assert list(table["rung"]) == [1, 2, 3, 4, 5] and set(table["seeds"]) == {2}
@@ -101,7 +105,10 @@ def test_hetero_sage_matches_heteroconv_of_sageconvs(split):
         for type_aggr in ("sum", "mean"):
             torch.manual_seed(0)
             enc = HeteroSAGEEncoder(8, list(g.edge_index_dict), 2, type_aggr=type_aggr)
-            convs = [HeteroConv({et: SAGEConv(8, 8, aggr="mean") for et in g.edge_index_dict}, aggr=type_aggr) for _ in range(2)]
+            convs = [
+                HeteroConv({et: SAGEConv(8, 8, aggr="mean") for et in g.edge_index_dict}, aggr=type_aggr)
+                for _ in range(2)
+            ]
             for i, conv in enumerate(convs):
                 for k, et in enumerate(g.edge_index_dict):
                     with torch.no_grad():
@@ -190,7 +197,9 @@ def test_reciprocal_complex_scores_heads_through_the_inverse_relation_and_n3_is_
     # the one-matmul tail scores equal ComplEx's triple score, entity by entity
     full = dec.score_tails(z, h, r)
     for e in range(5):
-        assert torch.allclose(full[:, e], ComplExDecoder.forward(dec, z, h, r, torch.full_like(h, e)), atol=1e-6)
+        assert torch.allclose(
+            full[:, e], ComplExDecoder.forward(dec, z, h, r, torch.full_like(h, e)), atol=1e-6
+        )
     z1 = torch.tensor([[3.0, 0.0, 4.0, 1.0]])  # complex parts (3 + 4i, 0 + 1i): moduli 5 and 1
     with torch.no_grad():
         dec.rel.zero_()
@@ -200,7 +209,9 @@ def test_reciprocal_complex_scores_heads_through_the_inverse_relation_and_n3_is_
 
 
 def test_rung6_learns_on_a_tiny_graph_keeps_test_untouched_and_stops_early(split):
-    cfg = kgtrain.TrainConfig(epochs=60, complex_dim=32, complex_batch=256, complex_eval_every=2, patience=2, seed=0)
+    cfg = kgtrain.TrainConfig(
+        epochs=60, complex_dim=32, complex_batch=256, complex_eval_every=2, patience=2, seed=0
+    )
     res, model, graph = kgtrain.train_rung(split, kgladder.LADDER[6], cfg, progress=False)
     assert res.test_metrics == {} and res.history["valid_epoch"][0] == 2
     chance = sum(1 / k for k in range(1, split.num_nodes + 1)) / split.num_nodes
@@ -208,7 +219,9 @@ def test_rung6_learns_on_a_tiny_graph_keeps_test_untouched_and_stops_early(split
     # early stopping on validation: stopped `patience` checks after its best one, or ran every epoch
     assert res.epochs_run == min(60, res.best_epoch + 2 * 2) or res.epochs_run == 60
     with pytest.raises(ValueError, match="no node features"):
-        kgtrain.train_rung(split, kgladder.LADDER[6], cfg, progress=False, features={"gene": torch.zeros(1, 1)})
+        kgtrain.train_rung(
+            split, kgladder.LADDER[6], cfg, progress=False, features={"gene": torch.zeros(1, 1)}
+        )
 
 
 def test_cluster_oracle_mrr_is_the_ceiling_of_the_synthetic_graph():
@@ -225,8 +238,12 @@ def test_cluster_oracle_mrr_is_the_ceiling_of_the_synthetic_graph():
     mrrs = []
     for seed in range(30):
         jitter = torch.rand(len(sp.valid), sp.num_nodes, generator=torch.Generator().manual_seed(seed)) * 1e-3
-        ranks = [kgranking.filtered_ranks((group.unsqueeze(0) == group[true].unsqueeze(1)).float() + jitter, sp.valid, filt, side)
-                 for true, filt, side in ((t, tails, "tail"), (h, heads, "head"))]
+        ranks = [
+            kgranking.filtered_ranks(
+                (group.unsqueeze(0) == group[true].unsqueeze(1)).float() + jitter, sp.valid, filt, side
+            )
+            for true, filt, side in ((t, tails, "tail"), (h, heads, "head"))
+        ]
         mrrs.append(float((1 / torch.cat(ranks)).mean()))
     assert sum(mrrs) / len(mrrs) == pytest.approx(ceiling, rel=0.05)
     one_cluster = {e: 0 for e in kg.clusters}  # no latent structure: the oracle ties every entity of the type
@@ -234,8 +251,16 @@ def test_cluster_oracle_mrr_is_the_ceiling_of_the_synthetic_graph():
 
 
 def test_minibatch_validates_inside_the_time_budget(split):
-    cfg = kgtrain.TrainConfig(epochs=1, hidden=8, batch_size=16, num_negatives=8, num_neighbors=(5, 5), eval_every=1,
-                              eval_every_seconds=1e-9, eval_max_triples=20)
+    cfg = kgtrain.TrainConfig(
+        epochs=1,
+        hidden=8,
+        batch_size=16,
+        num_negatives=8,
+        num_neighbors=(5, 5),
+        eval_every=1,
+        eval_every_seconds=1e-9,
+        eval_max_triples=20,
+    )
     res, _, _ = kgtrain.train_rung(split, kgladder.LADDER[5], cfg, progress=False)
     h = res.history
     steps = len(h["step_loss"])
@@ -253,17 +278,39 @@ def test_ablation_reuses_the_selection_run_it_would_retrain():
     from nbkit.kg.config import AblationConfig, SelectionConfig
 
     ctx = ex.KGContext("cpu")
-    common = dict(dataset="synthetic", hidden=16, complex_dims=(32,), complex_n3s=(0.01,), decoders=("distmult",),
-                  dropouts=(0.3,), type_aggrs=("mean",), eval_every=5, patience=1)
+    common = dict(
+        dataset="synthetic",
+        hidden=16,
+        complex_dims=(32,),
+        complex_n3s=(0.01,),
+        decoders=("distmult",),
+        dropouts=(0.3,),
+        type_aggrs=("mean",),
+        eval_every=5,
+        patience=1,
+    )
     sel = ex.run_selection(SelectionConfig(epochs=200, **common), ctx)
     chosen = sel.metrics.chosen
     rung6 = next(r for r in sel.metrics.validation if r["rung"] == 6)
     names = {f.name for f in dataclasses.fields(AblationConfig)}
-    ab_cfg = AblationConfig(rungs=(6,), seeds=2, epochs=300, **{k: v for k, v in common.items() if k in names}, **chosen.overrides())
+    ab_cfg = AblationConfig(
+        rungs=(6,),
+        seeds=2,
+        epochs=300,
+        **{k: v for k, v in common.items() if k in names},
+        **chosen.overrides(),
+    )
     first = ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0))
-    assert first is not None and first[0].epochs_run < 200 and first[0].best_epoch == rung6["best_epoch"]  # stopped by patience
-    fresh, _, _ = kgtrain.train_rung(ctx.split("synthetic", 0), kgladder.LADDER[6], ab_cfg.train_config(seed=0), progress=False,
-                                     valid_negs=ctx.negatives("synthetic", 0, "valid"))
+    assert (
+        first is not None and first[0].epochs_run < 200 and first[0].best_epoch == rung6["best_epoch"]
+    )  # stopped by patience
+    fresh, _, _ = kgtrain.train_rung(
+        ctx.split("synthetic", 0),
+        kgladder.LADDER[6],
+        ab_cfg.train_config(seed=0),
+        progress=False,
+        valid_negs=ctx.negatives("synthetic", 0, "valid"),
+    )
     assert fresh.metrics == first[0].metrics and fresh.epochs_run == first[0].epochs_run
     # a shorter cap than where it stopped, another seed, or a time budget: trained, not reused
     assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, epochs=first[0].epochs_run)) is None
@@ -277,9 +324,16 @@ def test_ablation_reuses_the_selection_run_it_would_retrain():
 
 
 def test_config_read_by_ignores_only_what_the_rung_never_reads():
-    a, b = kgtrain.TrainConfig(decoder="complex", dropout=0.5), kgtrain.TrainConfig(decoder="distmult", dropout=0.3)
+    a, b = (
+        kgtrain.TrainConfig(decoder="complex", dropout=0.5),
+        kgtrain.TrainConfig(decoder="distmult", dropout=0.3),
+    )
     assert kgladder.config_read_by(kgladder.LADDER[6], a) == kgladder.config_read_by(kgladder.LADDER[6], b)
     assert kgladder.config_read_by(kgladder.LADDER[5], a) != kgladder.config_read_by(kgladder.LADDER[5], b)
     c = kgtrain.TrainConfig(complex_n3=0.03)
-    assert kgladder.config_read_by(kgladder.LADDER[6], c) != kgladder.config_read_by(kgladder.LADDER[6], kgtrain.TrainConfig())
-    assert kgladder.config_read_by(kgladder.LADDER[2], c) == kgladder.config_read_by(kgladder.LADDER[2], kgtrain.TrainConfig())
+    assert kgladder.config_read_by(kgladder.LADDER[6], c) != kgladder.config_read_by(
+        kgladder.LADDER[6], kgtrain.TrainConfig()
+    )
+    assert kgladder.config_read_by(kgladder.LADDER[2], c) == kgladder.config_read_by(
+        kgladder.LADDER[2], kgtrain.TrainConfig()
+    )

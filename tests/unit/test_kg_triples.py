@@ -55,21 +55,31 @@ def test_single_edge_relation_is_reported(tmp_path):
 
 def test_not_a_triples_file(tmp_path):
     p = write(tmp_path, "other.csv", "name,age\nann,3\n")
-    with pytest.raises(kgt.KGFormatError, match=r"other.csv: not a triples file.*missing \['head', 'relation', 'tail'\]"):
+    with pytest.raises(
+        kgt.KGFormatError, match=r"other.csv: not a triples file.*missing \['head', 'relation', 'tail'\]"
+    ):
         kgt.load_triples_file(p)
 
 
 def test_conflicting_entity_types_name_the_line(tmp_path):
-    p = write(tmp_path, "kg.csv", "head,relation,tail,head_type,tail_type\na,r,b,gene,gene\nb,t,c,drug,gene\n")
-    with pytest.raises(kgt.KGFormatError, match=r"kg.csv:3: entity 'b' has type 'drug' here but 'gene' earlier"):
+    p = write(
+        tmp_path, "kg.csv", "head,relation,tail,head_type,tail_type\na,r,b,gene,gene\nb,t,c,drug,gene\n"
+    )
+    with pytest.raises(
+        kgt.KGFormatError, match=r"kg.csv:3: entity 'b' has type 'drug' here but 'gene' earlier"
+    ):
         kgt.load_triples_file(p)
 
 
 def test_unknown_types_are_dropped_into_the_report(tmp_path):
-    p = write(tmp_path, "kg.csv", "head,relation,tail,head_type,tail_type\na,r,b,gene,gene\nb,t,c,gene,planet\n")
+    p = write(
+        tmp_path, "kg.csv", "head,relation,tail,head_type,tail_type\na,r,b,gene,gene\nb,t,c,gene,planet\n"
+    )
     kg = kgt.load_triples_file(p, allowed_types={"gene", "drug"})
     assert len(kg) == 1
-    assert kg.report.dropped[0]["line"] == 3 and "unknown node type 'planet'" in kg.report.dropped[0]["reason"]
+    assert (
+        kg.report.dropped[0]["line"] == 3 and "unknown node type 'planet'" in kg.report.dropped[0]["reason"]
+    )
 
 
 def test_all_rows_bad_is_an_error(tmp_path):
@@ -98,7 +108,7 @@ def test_ntriples_relation_is_last_iri_segment_and_types_come_from_rdf_type(tmp_
         "<http://x.org/gene/EGFR> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x.org/onto#Gene> .\n"
         "<http://x.org/drug/gefitinib> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x.org/onto#Drug> .\n"
         "<http://x.org/drug/gefitinib> <http://x.org/onto#targets> <http://x.org/gene/EGFR> .\n"
-        "<http://x.org/gene/EGFR> <http://x.org/rel/name> \"EGFR\" .\n",
+        '<http://x.org/gene/EGFR> <http://x.org/rel/name> "EGFR" .\n',
     )
     kg = kgt.load_rdf(p)
     row = kg.df.iloc[0]
@@ -107,7 +117,9 @@ def test_ntriples_relation_is_last_iri_segment_and_types_come_from_rdf_type(tmp_
 
 
 def test_turtle_syntax_error_names_file_and_line(tmp_path):
-    p = write(tmp_path, "bad.ttl", "@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n")
+    p = write(
+        tmp_path, "bad.ttl", "@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n"
+    )
     with pytest.raises(kgt.KGFormatError, match=r"bad.ttl: .*syntax error.*line 4"):
         kgt.load_rdf(p)
 
@@ -136,7 +148,11 @@ def test_hetionet_wrong_header(tmp_path):
 
 
 def test_synthetic_is_seeded_and_long_tailed():
-    a, b, c = kgsyn.synthetic_kg(200, 2000, seed=3), kgsyn.synthetic_kg(200, 2000, seed=3), kgsyn.synthetic_kg(200, 2000, seed=4)
+    a, b, c = (
+        kgsyn.synthetic_kg(200, 2000, seed=3),
+        kgsyn.synthetic_kg(200, 2000, seed=3),
+        kgsyn.synthetic_kg(200, 2000, seed=4),
+    )
     assert a.df.equals(b.df) and not a.df.equals(c.df)
     counts = a.df["relation"].value_counts()
     assert counts.iloc[0] > 10 * counts.iloc[-1]
@@ -159,7 +175,11 @@ def test_umls_from_the_pykeen_wheel_with_semantic_groups():
     table = kgt.umls_semantic_groups()
     assert len(table) == 135 and table["tui"].str.match(r"^T\d{3}$").all()
     group = table.set_index("umls_kg_name")["group"]
-    assert group["disease_or_syndrome"] == "DISO" and group["gene_or_genome"] == "GENE" and group["pharmacologic_substance"] == "CHEM"
+    assert (
+        group["disease_or_syndrome"] == "DISO"
+        and group["gene_or_genome"] == "GENE"
+        and group["pharmacologic_substance"] == "CHEM"
+    )
 
 
 def test_gzipped_rdf_loads_like_plain_and_errors_name_the_gz_file(tmp_path):
@@ -174,7 +194,9 @@ def test_gzipped_rdf_loads_like_plain_and_errors_name_the_gz_file(tmp_path):
     # load_dataset dispatches on the name under .gz too
     assert len(kgdata.load_dataset(str(gz))) == len(a)
     bad = tmp_path / "bad.ttl.gz"
-    bad.write_bytes(gzip.compress(b"@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n"))
+    bad.write_bytes(
+        gzip.compress(b"@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n")
+    )
     with pytest.raises(kgt.KGFormatError, match=r"bad.ttl.gz: .*syntax error.*line 4"):
         kgt.load_rdf(bad)
     other = tmp_path / "s.rdf.gz"
