@@ -1,8 +1,8 @@
 """Benchmark: sampled-neighbourhood vs full-graph message passing for rung 5, same loss, same graph, same run.
 
     .venv/bin/python bench/kg_minibatch.py [--seconds 60] [--mem-limit-gb 16] [--presets mid hetionet]
-        [--batch-size 1024] [--negatives 256] [--fanout 2] [--lr 0.01] [--embed-lr 0.01] [--input-init structural]
-        [--dropout 0] [--eval-points 3]
+        [--batch-size 1024] [--negatives 256] [--fanout 2] [--lr 0.01] [--embed-lr 0.01]
+        [--input-init structural] [--dropout 0] [--eval-points 3]
 
 Both modes optimise the SAME loss: batches of ``--batch-size`` positives, each scored against shared
 pools of ``--negatives`` sampled entities per side (softmax cross-entropy). ``minibatch`` runs the
@@ -16,9 +16,9 @@ choice, so the test split is not read). Graphs are ``synthetic_kg`` (seeded):
 * ``mid``: 5,000 entities / 100,000 triples — the full graph still fits, so both modes give numbers;
 * ``hetionet``: 47,000 entities / 2,250,000 triples (Hetionet v1.0's counts; 1.6M train) — the size the
   mini-batch path exists for. The full graph is attempted under the same memory limit; measured here it fits:
-  ``--presets hetionet --seconds 30`` at the defaults, load 2.3-2.9: full graph 0.17 steps/s, peak RSS 2.55 GiB
-  (+1.54 during training), curve .0008 / .0009 / .0010 (6 steps); mini-batch 2.67 steps/s, 2.60 GiB (+1.59),
-  .0120 / .0444 / .0578 (81 steps); ceiling .0739. Whole-graph message passing is one cached sparse-matrix
+  ``--presets hetionet --seconds 30`` at the defaults, load 2.3-2.9: full graph 0.17 steps/s, peak RSS
+  2.55 GiB (+1.54 during training), curve .0008 / .0009 / .0010 (6 steps); mini-batch 2.67 steps/s,
+  2.60 GiB (+1.59), .0120 / .0444 / .0578 (81 steps); ceiling .0739. Whole-graph message passing is one cached sparse-matrix
   product per layer (before it, the full graph took 40 s per step and +3.5 GB gathering per-edge tensors;
   the modelled limit drawn from those figures no longer applies and was not re-measured). Note the
   mini-batch peak includes validation, which embeds the whole graph (full neighbourhoods) at every curve
@@ -27,8 +27,8 @@ choice, so the test split is not read). Graphs are ``synthetic_kg`` (seeded):
 Prints per mode: the learning curve (validation MRR after how many training seconds), steps/s, peak RSS
 and its growth during training, the share of the graph's nodes one step's encoder runs on; then the ratios
 full / mini-batch for peak memory (and its growth) and MRR, measured in the same run. The defaults are
-``ScaleConfig``'s (the measurements they were chosen on are in bench/RESULTS.md). The real Hetionet needs a download (``nbkit.kg.hetionet.download_hetionet``),
-which this offline machine cannot do.
+``ScaleConfig``'s (the measurements they were chosen on are in bench/RESULTS.md). The real Hetionet
+needs a download (``nbkit.kg.hetionet.download_hetionet``), which this offline machine cannot do.
 """
 
 from __future__ import annotations
@@ -192,8 +192,10 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             rows.append(row)
     print(
-        f"\nrung 5, same loss ({args.batch_size} positives x {args.negatives} shared negatives per side and step), fan-out "
-        f"{args.fanout}x{args.fanout}, {args.seconds:.0f} s training budget per mode, memory limit {args.mem_limit_gb} GiB, {args.threads} threads"
+        f"\nrung 5, same loss ({args.batch_size} positives x {args.negatives} shared negatives per side and "
+        "step), fan-out "
+        f"{args.fanout}x{args.fanout}, {args.seconds:.0f} s training budget per mode, memory limit "
+        f"{args.mem_limit_gb} GiB, {args.threads} threads"
     )
     for preset in args.presets:
         full, mini = (
@@ -204,9 +206,11 @@ def main() -> None:
                 print(f"  {preset:9s} {r['mode']:9s} FAILED: {r['error']}")
                 continue
             print(
-                f"  {preset:9s} {r['mode']:9s} peak RSS {r['peak_rss_gb']:6.2f} GiB (training +{r['peak_growth_gb']:.2f})  "
+                f"  {preset:9s} {r['mode']:9s} peak RSS {r['peak_rss_gb']:6.2f} GiB (training "
+                f"+{r['peak_growth_gb']:.2f})  "
                 f"{r['steps_per_s']:.2f} steps/s  nodes/step {r['nodes_fraction']:.1%} of {r['entities']:,}  "
-                f"valid MRR {r['valid_mrr']:.4f} (ceiling {r['ceiling_mrr']:.4f}, {r['eval_triples']} triples)"
+                f"valid MRR {r['valid_mrr']:.4f} (ceiling {r['ceiling_mrr']:.4f}, {r['eval_triples']} "
+                "triples)"
             )
             print(
                 "      curve (train s: valid MRR) " + ", ".join(f"{s_:.0f}: {m:.4f}" for s_, m in r["curve"])
@@ -215,8 +219,10 @@ def main() -> None:
             print(f"  {preset}: ratios need both modes to finish")
         else:
             print(
-                f"  {preset}: peak RSS full/mini-batch = {full['peak_rss_gb'] / mini['peak_rss_gb']:.2f}x, training growth "
-                f"full/mini-batch = {full['peak_growth_gb'] / max(mini['peak_growth_gb'], 1e-3):.2f}x, steps/s mini-batch/full = "
+                f"  {preset}: peak RSS full/mini-batch = {full['peak_rss_gb'] / mini['peak_rss_gb']:.2f}x, "
+                "training growth "
+                f"full/mini-batch = {full['peak_growth_gb'] / max(mini['peak_growth_gb'], 1e-3):.2f}x, "
+                "steps/s mini-batch/full = "
                 f"{mini['steps_per_s'] / max(full['steps_per_s'], 1e-9):.1f}x, valid MRR mini-batch/full = "
                 f"{mini['valid_mrr'] / max(full['valid_mrr'], 1e-12):.2f}x"
             )

@@ -166,7 +166,8 @@ def peer_search(model: str, ours: dict) -> tuple[str, dict, str]:
                 sampler_kwargs=dict(search_space=space),
             ),
             (
-                f"inverse triples, LCWA, cross-entropy, Adagrad, PowerSumRegularizer(p=3), init std {ours['complex_init']:g}; "
+                "inverse triples, LCWA, cross-entropy, Adagrad, PowerSumRegularizer(p=3), init std "
+                f"{ours['complex_init']:g}; "
                 f"nbkit's grid {space}"
             ),
         )
@@ -186,7 +187,8 @@ def peer_search(model: str, ours: dict) -> tuple[str, dict, str]:
 
 
 def _best_kwargs(fixed: dict, params: dict) -> dict:
-    """pipeline kwargs of the best trial: the fixed kwargs plus Optuna's "group.name" values in their groups."""
+    """pipeline kwargs of the best trial: the fixed kwargs plus Optuna's "group.name" values in their
+    groups."""
     out = {
         k: v for k, v in fixed.items() if not k.endswith("_ranges") and k not in ("sampler", "sampler_kwargs")
     }
@@ -367,16 +369,20 @@ def main() -> None:
             r["nbkit_over_peer_total_s"] = (ours["selection_s"] + ours["final_s"]) / r["total_s"]
         all_rows += [{k: v for k, v in r.items() if k != "grid"} for r in rows]
     print(
-        f"\nPyKEEN's splits, test scored once per model; {args.threads} thread(s); load average {os.getloadavg()[0]:.1f} at the end"
+        f"\nPyKEEN's splits, test scored once per model; {args.threads} thread(s); load average "
+        f"{os.getloadavg()[0]:.1f} at the end"
     )
     print(
-        f"{'dataset':9s} {'model':60s} {'trials':>6s} {'MRR':>6s} {'H@10':>6s} {'select s':>8s} {'final s':>8s} {'total s':>8s} "
+        f"{'dataset':9s} {'model':60s} {'trials':>6s} {'MRR':>6s} {'H@10':>6s} {'select s':>8s} "
+        f"{'final s':>8s} {'total s':>8s} "
         f"{'nbkit/peer MRR':>14s} {'nbkit/peer H@10':>15s} {'nbkit/peer time':>15s}"
     )
     for r in all_rows:
         print(
-            f"{r['dataset']:9s} {r['model'][:60]:60s} {r['trials']:6d} {r['mrr']:6.3f} {r['hits_at_10']:6.3f} {r['selection_s']:8.1f} "
-            f"{r['final_s']:8.1f} {r['total_s']:8.1f} {r['nbkit_over_peer_mrr']:14.2f} {r['nbkit_over_peer_hits_at_10']:15.2f} "
+            f"{r['dataset']:9s} {r['model'][:60]:60s} {r['trials']:6d} {r['mrr']:6.3f} "
+            f"{r['hits_at_10']:6.3f} {r['selection_s']:8.1f} "
+            f"{r['final_s']:8.1f} {r['total_s']:8.1f} {r['nbkit_over_peer_mrr']:14.2f} "
+            f"{r['nbkit_over_peer_hits_at_10']:15.2f} "
             f"{r['nbkit_over_peer_total_s']:15.2f}"
         )
     if args.json:

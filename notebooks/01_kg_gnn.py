@@ -16,10 +16,10 @@
 # (ComplEx-N3) — and how leakage inflates the field notes' AUC.
 #
 # Run it top to bottom; every panel's default run also executes headless (`nbkit run 01 --smoke`).
-# Each panel wires an experiment of `nbkit.kg.experiments` (its config in `nbkit.kg.config`) to widgets; the verdicts
-# come from `nbkit.kg.claims`. Every choice (decoder, dropout, edge-type aggregation, ComplEx-N3's width,
-# N3 weight, learning rate and batch, epochs by early stopping, best rung) is made on the **validation**
-# split; the test split is scored once, at the end of the ablation, for the chosen rung.
+# Each panel wires an experiment of `nbkit.kg.experiments` (its config in `nbkit.kg.config`) to widgets;
+# the verdicts come from `nbkit.kg.claims`. Every choice (decoder, dropout, edge-type aggregation,
+# ComplEx-N3's width, N3 weight, learning rate and batch, epochs by early stopping, best rung) is made on
+# the **validation** split; the test split is scored once, at the end of the ablation, for the chosen rung.
 #
 # The field notes (§2.1, §3.1, §4.1) claim: reverse edges lift AUC from 0.53 to 0.79; embeddings reach a
 # downstream F1 of 0.82; `aggr="mean"` is more stable than `"add"`; `coalesce()` prevents an `IndexError`
@@ -30,7 +30,8 @@
 SMOKE = False
 DEVICE = "auto"
 SEED = 0
-DATASET = "umls"  # "umls" / "kinships" (bundled in PyKEEN's wheel), "synthetic", "hetionet", or a path to a triples / RDF file
+# DATASET: "umls" / "kinships" (bundled in PyKEEN's wheel), "synthetic", "hetionet", or a triples / RDF file
+DATASET = "umls"
 
 # %%
 import nbkit
@@ -86,7 +87,8 @@ nbkit.record("selection", selection.metrics)
 # Same split, same epochs, same width for every rung, over several seeds; per run the epoch with the best
 # validation MRR is kept.
 # 1. one node type, GCN, undirected, uniform negatives, dot-product decoder;
-# 2. typed nodes (per-type embeddings of per-type width, projected) + hetero SAGE on the stated direction only;
+# 2. typed nodes (per-type embeddings of per-type width, projected) + hetero SAGE on the stated
+#    direction only;
 # 3. \+ explicit `rel__inv` reverse relations;
 # 4. RGCN (`RGCNConv`, `num_relations` = relations incl. inverses, basis decomposition) + relation-specific
 #    (type-constrained) negatives + the decoder chosen above;

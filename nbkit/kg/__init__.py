@@ -7,7 +7,8 @@ A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain mo
 * ``nbkit.kg.experiments`` - ``REGISTRY``, ``KGContext`` (device, datasets, splits, cached per context) and
   ``run_x(cfg, ctx, live) -> Result[XMetrics]``: load, selection (on validation), ablation, aggr, downstream,
   mini-batch / scale, pitfalls;
-* ``nbkit.kg.claims``      - the field notes' claims, two-sided ``verdict_*`` functions, ``claims() -> list[Claim]``;
+* ``nbkit.kg.claims``      - the field notes' claims, two-sided ``verdict_*`` functions,
+  ``claims() -> list[Claim]``;
 * ``nbkit.kg.panels``      - ``panel(slug, ctx, ...)``: the generic experiment panel for notebook 01;
 * ``nbkit.kg.triples``     - loaders returning one typed triples table plus a ``LoadReport``;
 * ``nbkit.kg.graph``       - indices, leak-free splits, the leakage meter, message graphs, ``HeteroData``;

@@ -150,7 +150,8 @@ def check_edge_indices(data) -> Finding:
     return _finding(
         "edge-indices",
         False,
-        f"{len(bad)} edge type(s) point past their node store (first: {first}: {bad[first]}); entities are missing from the mapping",
+        f"{len(bad)} edge type(s) point past their node store (first: {first}: {bad[first]}); entities are "
+        "missing from the mapping",
         {"edge_types": len(stores), "bad_edge_types": len(bad)},
         fix="build the mapping from heads AND tails of every triple",
         table=[{"edge_type": k, **v} for k, v in bad.items()],
@@ -174,7 +175,8 @@ def check_mapping_covers(df, entities: dict[str, list[str]]) -> Finding:
     return _finding(
         "node-mapping",
         False,
-        f"{n_missing} entities have no id ({tails_only} occurrences as tails) — the mapping was built from heads only",
+        f"{n_missing} entities have no id ({tails_only} occurrences as tails) — the mapping was built from "
+        "heads only",
         {"entities": len(known), "missing": n_missing, "missing_as_tail": tails_only},
         fix="build the mapping from heads AND tails of every triple (nbkit.kg.graph.build_index)",
         table=[{"column": c, "type": t, "entity": e} for c, t, e in sorted(missing)[:3]],
@@ -202,7 +204,8 @@ def diagnose_auc_near_chance(
         ev["loss_first"], ev["loss_last"] = round(first, 4), round(last, 4)
         if not (last < 0.95 * first):
             causes.append(
-                "the loss did not decrease: learning rate too low/high or gradients not reaching the embeddings"
+                "the loss did not decrease: learning rate too low/high or gradients not reaching the "
+                "embeddings"
             )
     if embeddings is not None:
         z = torch.as_tensor(embeddings, dtype=torch.float)
@@ -220,7 +223,8 @@ def diagnose_auc_near_chance(
         ev["nodes_without_incoming_messages"] = round(share, 3)
         if share > 0.1:
             causes.append(
-                f"{share:.0%} of nodes receive no messages in the directed graph: add reverse (rel__inv) edges"
+                f"{share:.0%} of nodes receive no messages in the directed graph: add reverse (rel__inv) "
+                "edges"
             )
     if not causes:
         causes.append(

@@ -5,8 +5,8 @@ Each ``verdict_*`` function states its rule (and tolerance) in its docstring and
 compared through an interval across independent training runs (seeds; Student t, ``mean_interval``),
 never across values one run produced (its folds, steps or queries); one run is "inconclusive", and a
 straddling interval is "inconclusive — n too small", with the n that was used. Where a choice
-precedes a verdict (which RGCN rung), it is made on a different slice than the one that judges it. :func:`claims` turns the
-results of ``nbkit.kg.experiments`` into the notebook's ``list[Claim]``.
+precedes a verdict (which RGCN rung), it is made on a different slice than the one that judges it.
+:func:`claims` turns the typed results of ``nbkit.kg.experiments`` into the notebook's ``list[Claim]``.
 """
 
 from __future__ import annotations
@@ -40,15 +40,18 @@ FIELD_NOTES = {
     "downstream_f1": "node embeddings -> logistic regression reach macro-F1 0.82 (§3.1)",
     "aggr_mean_stable": "aggr='mean' is more stable than 'add' on long-tailed relations (§2.1)",
     "coalesce_indexerror": "coalesce() is required; without it RGCNConv raises IndexError (§3.1)",
-    "message_passing_helps": "message passing (RGCN) helps link prediction on this graph, against the no-message-passing baseline",
-    "scale_curve_rises": "mini-batch RGCN training on a Hetionet-sized graph learns within the default time budget (its validation curve rises)",
+    "message_passing_helps": "message passing (RGCN) helps link prediction on this graph, against the "
+    "no-message-passing baseline",
+    "scale_curve_rises": "mini-batch RGCN training on a Hetionet-sized graph learns within the default time "
+    "budget (its validation curve rises)",
 }
 REVERSE_GAIN_CLAIMED = 0.79 - 0.53
 REVERSE_GAIN_MIN = REVERSE_GAIN_CLAIMED / 2  # tolerance: half the claimed lift counts as "holds"
 F1_CLAIMED, F1_TOL, F1_MARGIN = 0.82, 0.05, 0.10
 ROUGHNESS_MIN_REDUCTION = 0.05  # mean must be >= 5% smoother than add to count as "more stable"
 MP_MIN_GAIN = 0.01  # validation MRR: message passing "helps" when it adds at least this much over rung 6
-# The scale curve "rises" when its last point is above its first by at least this share of the graph's ceiling MRR
+# The scale curve "rises" when its last point is above its first by at least this share of the graph's
+# ceiling MRR
 # (the cluster oracle's); without a known ceiling, by at least CURVE_MIN_RISE validation MRR.
 CURVE_MIN_RISE_SHARE = 0.05
 CURVE_MIN_RISE = 0.01
@@ -114,12 +117,14 @@ def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
     if div["mean"] < div["add"]:
         return Verdict(
             HOLDS,
-            f"add diverged in {div['add']} of {n_runs['add']} runs, mean in {div['mean']} of {n_runs['mean']}",
+            f"add diverged in {div['add']} of {n_runs['add']} runs, "
+            f"mean in {div['mean']} of {n_runs['mean']}",
         )
     if div["mean"] > div["add"]:
         return Verdict(
             REFUTED,
-            f"mean diverged in {div['mean']} of {n_runs['mean']} runs, add in {div['add']} of {n_runs['add']}",
+            f"mean diverged in {div['mean']} of {n_runs['mean']} runs, "
+            f"add in {div['add']} of {n_runs['add']}",
         )
     red = roughness_reductions(runs)
     if len(red) < 2:
@@ -171,7 +176,8 @@ def verdict_message_passing(mp_mrr: list[float], baseline_mrr: list[float]) -> V
 
 
 def _paired_gain(before: list[float], after: list[float], threshold: float, what: str, how: str) -> Verdict:
-    """Per-seed gains (after − before, NaN pairs dropped) judged by their 95% t-interval against ``threshold``."""
+    """Per-seed gains (after − before, NaN pairs dropped) judged by their 95% t-interval against
+    ``threshold``."""
     gains = [a - b for b, a in zip(before, after, strict=False) if not (math.isnan(a) or math.isnan(b))]
     if not gains:
         return Verdict(INCONCLUSIVE, f"not measured: {how} to test this claim")
@@ -209,7 +215,8 @@ def curve_gains(first_rr: list[list[float]], last_rr: list[list[float]]) -> list
             continue
         if len(first) != len(last):
             raise ValueError(
-                f"first and last point must score the same queries, got {len(first)} and {len(last)} reciprocal ranks"
+                f"first and last point must score the same queries, got {len(first)} and {len(last)} "
+                "reciprocal ranks"
             )
         gains.append(statistics.fmean(last) - statistics.fmean(first))
     return gains
@@ -246,7 +253,8 @@ def verdict_curve_rises(first_rr: list[list[float]], last_rr: list[list[float]],
 
 
 def curve_min_rise(ceiling_mrr: float | None) -> float:
-    """The rise the scale curve must show: CURVE_MIN_RISE_SHARE of the ceiling MRR, or CURVE_MIN_RISE without one."""
+    """The rise the scale curve must show: CURVE_MIN_RISE_SHARE of the ceiling MRR, or CURVE_MIN_RISE
+    without one."""
     return CURVE_MIN_RISE_SHARE * ceiling_mrr if ceiling_mrr else CURVE_MIN_RISE
 
 
@@ -270,11 +278,13 @@ def verdict_coalesce(exp: dict[str, Any] | None) -> Verdict:
         if f"coalesced_vs_raw_max_abs_diff_{a}" in exp
     )
     detail = (
-        f"unsorted edges with {exp['edges'] - exp['distinct_typed_edges']} exact duplicates ran without error; "
+        f"unsorted edges with {exp['edges'] - exp['distinct_typed_edges']} exact duplicates ran without "
+        "error; "
         f"coalescing per (src, dst, relation) removed only those (outputs change by max |diff| {diffs})"
     )
     if exp.get("out_of_range_raises_even_after_coalesce"):
-        detail += f"; an out-of-range id fails with or without coalesce ({exp['out_of_range_after_coalesce_error']})"
+        error = exp["out_of_range_after_coalesce_error"]
+        detail += f"; an out-of-range id fails with or without coalesce ({error})"
     return Verdict(REFUTED, detail)
 
 
@@ -306,7 +316,8 @@ def claims(
             source="§2.1",
             field_note="0.53 -> 0.79 (+0.26)",
             measured=f"{_mean(wo):.3f} -> {_mean(w):.3f} ({_mean(gains):+.3f})" if n else "not measured",
-            rule=f"per-seed gain (rung 3 − rung 2, validation AUC): holds if its 95% interval ≥ +{REVERSE_GAIN_MIN:.2f}, refuted if < +{REVERSE_GAIN_MIN:.2f}",
+            rule="per-seed gain (rung 3 − rung 2, validation AUC): holds if its 95% interval ≥ "
+            f"+{REVERSE_GAIN_MIN:.2f}, refuted if < +{REVERSE_GAIN_MIN:.2f}",
             n=f"{n} seeds",
             interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
         )
@@ -336,8 +347,10 @@ def claims(
             field_note="0.82",
             measured=measured,
             rule=(
-                f"per-seed macro-F1 (mean of 5 folds), 95% t-interval across seeds: holds if ≥ {F1_CLAIMED - F1_TOL:.2f} and the margin over "
-                f"a random control ≥ {F1_MARGIN:.2f}; refuted if either lies wholly below; one seed: inconclusive"
+                "per-seed macro-F1 (mean of 5 folds), 95% t-interval across seeds: holds if ≥ "
+                f"{F1_CLAIMED - F1_TOL:.2f} and the margin over "
+                f"a random control ≥ {F1_MARGIN:.2f}; refuted if either lies wholly below; one seed: "
+                "inconclusive"
             ),
             n=n_text,
             interval=interval,
@@ -364,8 +377,10 @@ def claims(
             n=f"{len({r['seed'] for r in runs})} seeds per aggr",
             interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
             rule=(
-                f"fewer divergences holds / more refutes; else the per-seed reduction of the loss curve's wobble around its falling trend, "
-                f"mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < {ROUGHNESS_MIN_REDUCTION:.0%}"
+                "fewer divergences holds / more refutes; else the per-seed reduction of the loss curve's "
+                "wobble around its falling trend, "
+                f"mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < "
+                f"{ROUGHNESS_MIN_REDUCTION:.0%}"
             ),
         )
     )
@@ -380,13 +395,15 @@ def claims(
             source="this notebook",
             field_note="(the ablation's premise)",
             measured=(
-                f"rung {mp_rung} (RGCN) {_mean(mp):.3f} vs rung 6 (ComplEx-N3) {_mean(base):.3f}: {_mean(gains):+.3f} validation MRR "
+                f"rung {mp_rung} (RGCN) {_mean(mp):.3f} vs rung 6 (ComplEx-N3) {_mean(base):.3f}: "
+                f"{_mean(gains):+.3f} validation MRR "
                 "(judging half)"
                 if n
                 else "not measured"
             ),
             rule=(
-                f"RGCN rung (4 or 5) chosen on one half of the validation queries; per-seed gain over rung 6 on the other half: "
+                "RGCN rung (4 or 5) chosen on one half of the validation queries; per-seed gain over rung 6 "
+                "on the other half: "
                 f"holds if its 95% interval ≥ +{MP_MIN_GAIN:.2f}, refuted if < +{MP_MIN_GAIN:.2f}"
             ),
             n=f"{n} seeds",
@@ -404,7 +421,8 @@ def claims(
             measured=("error" if any(exp["unsorted_raises"].values()) else "no error")
             if exp
             else "not measured",
-            rule="holds if RGCNConv raises on unsorted, duplicated edges under add and mean; refuted if under neither",
+            rule="holds if RGCNConv raises on unsorted, duplicated edges under add and mean; refuted if "
+            "under neither",
             n=f"1 graph, {exp['edges']} edges, 2 aggregations (deterministic)" if exp else "0",
         )
     )
@@ -435,7 +453,8 @@ def scale_claim(scale: Result[MinibatchMetrics] | None = None) -> Claim:
         s, m = row["curve_train_s"], row["curve_valid_mrr"]
         ceiling = f"; ceiling {row['ceiling_mrr']:.4f}" if row.get("ceiling_mrr") else ""
         measured = (
-            f"seed {row.get('seed', 0)}: validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after {s[-1]:.0f} s of training "
+            f"seed {row.get('seed', 0)}: validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after "
+            f"{s[-1]:.0f} s of training "
             f"({row['steps']} steps, {row['steps_per_s']} steps/s{ceiling}); gain per run "
             + ", ".join(f"{g:+.4f}" for g in gains)
         )
@@ -452,12 +471,15 @@ def scale_claim(scale: Result[MinibatchMetrics] | None = None) -> Claim:
         measured=measured,
         interval=interval,
         rule=(
-            f"per training run, the gain from the first to the last curve point on the same validation queries (a slice the "
-            f"defaults were not chosen on); rises (holds) if the 95% t-interval across runs ≥ {min_rise:.4g} ({limit}), flat (refuted) if "
+            "per training run, the gain from the first to the last curve point on the same validation "
+            "queries (a slice the "
+            f"defaults were not chosen on); rises (holds) if the 95% t-interval across runs ≥ {min_rise:.4g} "
+            f"({limit}), flat (refuted) if "
             f"< {min_rise:.4g}; one run: inconclusive"
         ),
         n=(
-            f"{len(gains)} training runs (seeds) on one graph, each scored on {queries} validation queries (both sides of {queries // 2} triples), "
+            f"{len(gains)} training runs (seeds) on one graph, each scored on {queries} validation queries "
+            f"(both sides of {queries // 2} triples), "
             f"{points} curve points"
             if gains
             else f"{points} curve points"

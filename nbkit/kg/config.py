@@ -75,7 +75,8 @@ class TrainConfig:
     eval_every_seconds: float | None = None
     # Rung 6 (ComplEx-N3, no message passing; Lacroix et al. 2018) trains its own way: mini-batches of
     # (h, r, t) and (t, r⁻¹, h), 1-N cross-entropy over every entity, N3 regularisation, Adagrad.
-    # Its width and optimiser differ from the message-passing rungs'; run_selection chooses them on validation.
+    # Its width and optimiser differ from the message-passing rungs'; run_selection chooses them on
+    # validation.
     complex_dim: int = 400  # real width (complex rank = complex_dim / 2)
     complex_lr: float = 0.2  # Adagrad
     complex_n3: float = 0.01  # N3 weight
@@ -267,7 +268,8 @@ class DownstreamConfig(_Training):
     eval_every: int = param(25, min=1, max=200)
     seeds: int = param(
         3,
-        help="embedding runs (seeds): the claim's interval is across them (one run's folds share its embedding)",
+        help="embedding runs (seeds): the claim's interval is across them (one run's folds share its "
+        "embedding)",
         min=1,
         max=10,
         label="seeds",
@@ -307,7 +309,8 @@ class MinibatchConfig:
     compare_full: bool = param(True, label="also train full-batch (same loss, same budget)")
     eval_points: int = param(
         0,
-        help="validate this many times within the time budget (a learning curve even inside one epoch); 0 = at epoch ends",
+        help="validate this many times within the time budget (a learning curve even inside one epoch); 0 = "
+        "at epoch ends",
         min=0,
         max=50,
         label="validation points in the budget",
@@ -316,14 +319,16 @@ class MinibatchConfig:
     lr: float = param(0.005, min=1e-4, max=0.1, log=True)
     embed_lr: float = param(
         0.0,
-        help="per-entity input tables: sparse gradients (only the rows a step touched) and Adagrad at this rate; 0 = Adam at lr like every other parameter",
+        help="per-entity input tables: sparse gradients (only the rows a step touched) and Adagrad at this "
+        "rate; 0 = Adam at lr like every other parameter",
         min=0.0,
         max=1.0,
         label="entity-table lr (Adagrad; 0 = Adam at lr)",
     )
     input_init: str = param(
         "random",
-        help="how the per-entity tables start: random, or structural (random vectors averaged over 2-hop train neighbourhoods)",
+        help="how the per-entity tables start: random, or structural (random vectors averaged over 2-hop "
+        "train neighbourhoods)",
         choices=["random", "structural"],
         label="entity-table start",
     )
@@ -385,7 +390,8 @@ class ScaleConfig(MinibatchConfig):
     compare_full: bool = param(False, label="also train on the full graph (same loss, same budget)")
     eval_points: int = param(
         3,
-        help="validate this many times within the time budget: the learning curve (one epoch is longer than the budget)",
+        help="validate this many times within the time budget: the learning curve (one epoch is longer than "
+        "the budget)",
         min=0,
         max=50,
         label="validation points in the budget",

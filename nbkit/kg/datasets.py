@@ -39,7 +39,8 @@ def load_dataset(name_or_path: str, **kwargs) -> KGTriples:
     if unknown:
         takes = ", ".join(LOAD_KWARGS[kind]) or "none"
         raise UsageError(
-            f"load_dataset({name_or_path!r}): unknown keyword argument(s) {unknown}; this loader takes: {takes}"
+            f"load_dataset({name_or_path!r}): unknown keyword argument(s) {unknown}; this loader takes: "
+            f"{takes}"
         )
     if kind == "umls":
         return load_umls()

@@ -155,7 +155,8 @@ class AggrMetrics:
 
 @dataclass(frozen=True)
 class DownstreamMetrics:
-    """Macro-F1 of the untyped embeddings and of a random control, per seed and fold; or why it was skipped."""
+    """Macro-F1 of the untyped embeddings and of a random control, per seed and fold; or why it was
+    skipped."""
 
     macro_f1: float = float("nan")
     macro_f1_control: float = float("nan")
@@ -183,7 +184,8 @@ class MinibatchMetrics:
 
     @property
     def scale_row(self) -> dict:
-        """The first run's row with the graph's sizes as ``graph_*`` (what notebook 01 records for the scale run)."""
+        """The first run's row with the graph's sizes as ``graph_*`` (what notebook 01 records for the
+        scale run)."""
         return {**self.rows[0], **{f"graph_{k}": v for k, v in self.sizes.items()}}
 
 
@@ -226,7 +228,8 @@ class KGContext(Context):
 
     @property
     def selection_runs(self) -> dict[tuple, tuple]:
-        """Runs trained by :func:`run_selection`, by :meth:`selection_key`: (epoch cap, (result, model, graph))."""
+        """Runs trained by :func:`run_selection`, by :meth:`selection_key`:
+        (epoch cap, (result, model, graph))."""
         return self.cached("selection_runs", dict)
 
     @staticmethod
@@ -316,7 +319,8 @@ def run_selection(
     groups = (
         ("decoder, dropout", 5, [{"decoder": d, "dropout": p} for d in cfg.decoders for p in cfg.dropouts]),
         ("type_aggr", 2, [{"type_aggr": a} for a in cfg.type_aggrs]),
-        # rung 6: every candidate early-stopped on validation (patience), validated every complex_eval_every epochs
+        # rung 6: every candidate early-stopped on validation (patience), validated every
+        # complex_eval_every epochs
         ("complex dim, N3, lr, batch", 6, complex_grid),
     )
     chosen: dict[str, Any] = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(Chosen)}
@@ -345,7 +349,8 @@ def run_selection(
             chosen.update({k: best[k] for k in candidates[0]})
     table = pd.DataFrame(rows)
     lines = [
-        f"chosen on validation MRR ({split.sizes()['valid']} validation triples, seed {cfg.seed}; test split not read):"
+        f"chosen on validation MRR ({split.sizes()['valid']} validation triples, seed {cfg.seed}; test split "
+        "not read):"
     ]
     for what, _, candidates in groups:
         figures = ", ".join(
@@ -577,7 +582,8 @@ def run_downstream(
     fig = go.Figure(go.Bar(x=names, y=vals, error_y=dict(type="data", array=errs), name="macro-F1"))
     fig.add_hline(y=0.82, line_dash="dash", annotation_text="field notes: 0.82")
     fig.update_layout(
-        title=f"5-fold macro-F1, mean of {len(outs)} embedding run(s) ± sd across runs, {first['classes']} classes "
+        title=f"5-fold macro-F1, mean of {len(outs)} embedding run(s) ± sd across runs, {first['classes']} "
+        "classes "
         "(node type NOT an input)",
         yaxis_title="macro-F1",
         yaxis_range=[0, 1],
@@ -621,8 +627,10 @@ def run_minibatch(
         split = ctx.split(cfg.dataset, cfg.seed)
     if cfg.eval_max_triples and (cfg.eval_slice + 1) * cfg.eval_max_triples > len(split.valid):
         raise UsageError(
-            f"{type(cfg).__name__}.eval_slice: slice {cfg.eval_slice} of {cfg.eval_max_triples} evaluated triples needs "
-            f"{(cfg.eval_slice + 1) * cfg.eval_max_triples} validation triples; this split has {len(split.valid)}"
+            f"{type(cfg).__name__}.eval_slice: slice {cfg.eval_slice} of {cfg.eval_max_triples} evaluated "
+            "triples needs "
+            f"{(cfg.eval_slice + 1) * cfg.eval_max_triples} validation triples; this split has "
+            f"{len(split.valid)}"
         )
     if cfg.source == "synthetic":
         ceiling = cluster_oracle_mrr(
@@ -852,7 +860,8 @@ def downstream_summary(result: Result[DownstreamMetrics]) -> str:
     if m.skipped:
         return f"skipped: {m.skipped}"
     return (
-        f"macro-F1 {m.macro_f1:.3f} (random control {m.macro_f1_control:.3f}), mean of {m.seeds} embedding run(s), "
+        f"macro-F1 {m.macro_f1:.3f} (random control {m.macro_f1_control:.3f}), mean of {m.seeds} embedding "
+        "run(s), "
         f"{m.classes} classes"
     )
 
@@ -860,22 +869,28 @@ def downstream_summary(result: Result[DownstreamMetrics]) -> str:
 def minibatch_summary(result: Result[MinibatchMetrics]) -> str:
     """One line per mode and seed: speed, the share of the graph one step's encoder runs on, memory, MRR."""
     return "\n".join(
-        f"{row['mode']:>10}: {row['steps_per_s']} steps/s, encoder on {row['nodes_fraction']:.0%} of the nodes per "
-        f"step, peak memory growth {row['peak_memory_growth_mb']:.0f} MB, validation MRR {row['valid_mrr']:.3f}"
+        f"{row['mode']:>10}: {row['steps_per_s']} steps/s, encoder on {row['nodes_fraction']:.0%} of the "
+        "nodes per "
+        f"step, peak memory growth {row['peak_memory_growth_mb']:.0f} MB, validation MRR "
+        f"{row['valid_mrr']:.3f}"
         for row in result.metrics.rows
     )
 
 
 def scale_summary(result: Result[MinibatchMetrics]) -> str:
-    """The scale run: the graph, the first run's speed, memory and MRR against the ceiling, every run's curve."""
+    """The scale run: the graph, the first run's speed, memory and MRR against the ceiling, every run's
+    curve."""
     row = result.metrics.scale_row
     ceiling = f" (ceiling {row['ceiling_mrr']:.4f})" if "ceiling_mrr" in row else ""
     lines = [
         f"synthetic graph: {row['graph_entities']:,} entities, {row['graph_train']:,} train triples; "
-        f"{row['steps']} steps in {row['train_s']} s, {row['edges_per_step']:,} of {row['message_graph_edges']:,} "
-        f"message edges and {row['nodes_fraction']:.0%} of the nodes per step ({row['steps_per_s']} steps/s), "
+        f"{row['steps']} steps in {row['train_s']} s, {row['edges_per_step']:,} of "
+        f"{row['message_graph_edges']:,} "
+        f"message edges and {row['nodes_fraction']:.0%} of the nodes per step ({row['steps_per_s']} "
+        "steps/s), "
         f"peak memory growth {row['peak_memory_growth_mb']:.0f} MB ({row['memory_measured_as']}); "
-        f"validation MRR {row['valid_mrr']:.4f} on {row['evaluated_triples']} sampled validation triples{ceiling}"
+        f"validation MRR {row['valid_mrr']:.4f} on {row['evaluated_triples']} sampled validation "
+        f"triples{ceiling}"
     ]
     for run_row in result.metrics.rows:
         curve = ", ".join(

@@ -186,7 +186,8 @@ def split_kg(
     if empty and not allow_empty:
         how = report["split_source"]
         raise UsageError(
-            f"{kg.report.source}: {len(df)} usable triples give an empty {' and '.join(empty)} split ({how}: {split.sizes()}); "
+            f"{kg.report.source}: {len(df)} usable triples give an empty {' and '.join(empty)} split ({how}: "
+            f"{split.sizes()}); "
             "link prediction needs train, validation (to choose epochs and models) and test triples — "
             "give more triples, larger valid/test shares, or a file with a split column (train/valid/test)"
         )
@@ -202,7 +203,8 @@ def _check_shares(valid_share, test_share) -> None:
             raise UsageError(f"split_kg: {name}={v!r}; expected a number strictly between 0 and 1 (e.g. 0.1)")
     if valid_share + test_share >= 1:
         raise UsageError(
-            f"split_kg: valid_share + test_share = {valid_share + test_share:g}; expected < 1 so that train triples remain"
+            f"split_kg: valid_share + test_share = {valid_share + test_share:g}; expected < 1 so that train "
+            "triples remain"
         )
 
 
@@ -382,8 +384,10 @@ def link_neighbor_loader(
             raise KeyError(f"edge type {edge_type} not in the graph; known: {data.edge_types[:5]}...")
         if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
             raise ImportError(
-                "LinkNeighborLoader on HeteroData needs 'pyg-lib' or 'torch-sparse' for typed neighbour sampling; install the wheel "
-                f"matching torch {torch.__version__} from https://data.pyg.org/whl/ (not on PyPI), or pass data.to_homogeneous() "
+                "LinkNeighborLoader on HeteroData needs 'pyg-lib' or 'torch-sparse' for typed neighbour "
+                "sampling; install the wheel "
+                f"matching torch {torch.__version__} from https://data.pyg.org/whl/ (not on PyPI), or pass "
+                "data.to_homogeneous() "
                 "(node/edge types become attributes) to use nbkit's pure-torch sampler"
             )
         from torch_geometric.loader import LinkNeighborLoader

@@ -47,7 +47,8 @@ def download_hetionet(cache_dir=None, *, timeout: float = 60.0) -> dict[str, Pat
     n_nodes = len(set(kg.df["head"]) | set(kg.df["tail"]))
     if kg.report.rows_read != HETIONET_V1_COUNTS["edges"]:
         raise KGFormatError(
-            f"{paths['edges']}: {kg.report.rows_read} edges, Hetionet v1.0 has {HETIONET_V1_COUNTS['edges']}; delete the file to re-download"
+            f"{paths['edges']}: {kg.report.rows_read} edges, Hetionet v1.0 has "
+            f"{HETIONET_V1_COUNTS['edges']}; delete the file to re-download"
         )
     (cache / "VERIFIED").write_text(
         f"edges={kg.report.rows_read} connected_nodes={n_nodes} sha256_edges={_sha256(paths['edges'])}\n"

@@ -284,7 +284,8 @@ class HeteroSAGEEncoder(_nn().Module):
         )
         fan_in = torch.bincount(dst_type_of_et, minlength=len(graph.types)).tolist()
         out = (src, dst, et, inv_deg, dst_type_of_et, fan_in)
-        # A plain attribute, not a buffer (kept out of state_dict); holding the dict itself means its id cannot be reused.
+        # A plain attribute, not a buffer (kept out of state_dict); holding the dict itself means
+        # its id cannot be reused.
         self._edges_cache = (graph.edge_index_dict, (x.size(0), x.device, x.dtype), out)
         return out
 
@@ -306,9 +307,9 @@ def _stacked_rgcn_conv():
     inverses has 92, Hetionet 48 — and the per-relation overhead dominated each epoch. Here each edge's
     message is weighted by its relation's basis coefficients (``comp``) and 1/degree (``aggr="mean"``
     is a per-relation mean), summed per (destination, relation) — one ``index_add`` on a sampled subgraph,
-    one sparse-matrix product on a whole graph —, combined by the
-    bases' coefficients and multiplied by the bases once; without bases, every node is projected under every relation (in chunks) and each edge picks
-    its row. Block-diagonal decomposition and index (non-float) inputs fall back to PyG's loop.
+    one sparse-matrix product on a whole graph —, combined by the bases' coefficients and multiplied by
+    the bases once; without bases, every node is projected under every relation (in chunks) and each
+    edge picks its row. Block-diagonal decomposition and index (non-float) inputs fall back to PyG's loop.
     Checked equal to ``RGCNConv`` in tests/unit/test_kg_train.py.
     """
     from torch_geometric.nn import RGCNConv

@@ -40,7 +40,8 @@ class CSCGraph:
             raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
         if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
             raise ValueError(
-                f"edge_index holds node ids in [{int(edge_index.min())}, {int(edge_index.max())}] but num_nodes={num_nodes}"
+                f"edge_index holds node ids in [{int(edge_index.min())}, {int(edge_index.max())}] but "
+                f"num_nodes={num_nodes}"
             )
         src, dst = edge_index
         # Stable sort by destination keeps edges of one node in their original order (determinism).
@@ -152,7 +153,8 @@ class TorchNeighborSampler(_base_sampler()):
         self.num_neighbors = [int(k) for k in num_neighbors]
         if not self.num_neighbors or any(k == 0 or k < -1 for k in self.num_neighbors):
             raise ValueError(
-                f"num_neighbors must be a non-empty list of positive fan-outs or -1 (all), got {list(num_neighbors)}"
+                "num_neighbors must be a non-empty list of positive fan-outs or -1 (all), got "
+                f"{list(num_neighbors)}"
             )
         self.num_nodes = int(data.num_nodes)
         self.csc = CSCGraph(data.edge_index, self.num_nodes)

@@ -125,7 +125,8 @@ def eval_sample(n: int, max_triples: int = 0, sample_seed: int = 12345, sample_s
         return None
     if (sample_slice + 1) * max_triples > n:
         raise ValueError(
-            f"evaluation slice {sample_slice} of {max_triples} triples needs {(sample_slice + 1) * max_triples} triples; "
+            f"evaluation slice {sample_slice} of {max_triples} triples needs "
+            f"{(sample_slice + 1) * max_triples} triples; "
             f"the split has {n}"
         )
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(sample_seed))

@@ -163,7 +163,8 @@ class Loop:
 
     def validate(self, epoch: float, per_query: bool = False) -> None:
         """Validation MRR at ``epoch`` (recorded, plotted); a new best keeps the weights and figures.
-        ``per_query``: also keep this point's per-query reciprocal ranks in ``history["valid_reciprocal_ranks"]``."""
+        ``per_query``: also keep this point's per-query reciprocal ranks in
+        ``history["valid_reciprocal_ranks"]``."""
         cfg, history = self.cfg, self.history
         m = evaluate(
             self.model,
@@ -273,12 +274,14 @@ class _Stoppable:
 
 
 def _check_split(split: KGSplit) -> None:
-    """Training needs train triples, and validation triples to choose the epoch on (UsageError, not torch.cat)."""
+    """Training needs train triples, and validation triples to choose the epoch on (UsageError, not
+    torch.cat)."""
     empty = [name for name in ("train", "valid") if len(getattr(split, name)) == 0]
     if empty:
         raise UsageError(
             f"{split.name or 'dataset'}: the {' and '.join(empty)} split(s) are empty ({split.sizes()}); "
-            "training needs train triples and validation triples to choose the epoch on — give a bigger file or other shares"
+            "training needs train triples and validation triples to choose the epoch on — give a bigger file "
+            "or other shares"
         )
 
 
@@ -323,7 +326,8 @@ def _train_rung(split, rung, cfg, device, *, live, progress, valid_negs, feature
                 loss = _sampled_loss(model, z, split, sampler, train, h, r, t, k, device)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
-                    f"{name}: loss became {float(loss.detach())} at epoch {epoch} (lr={cfg.lr}); lower the learning rate"
+                    f"{name}: loss became {float(loss.detach())} at epoch {epoch} (lr={cfg.lr}); lower the "
+                    "learning rate"
                 )
             loss.backward()
             opt.step()
@@ -336,7 +340,8 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
     """Rung 6 (no message passing): every train triple (h, r, t) also as (t, r + R, h); each epoch,
     shuffled mini-batches of ``cfg.complex_batch`` tail queries, softmax cross-entropy of the true tail
     against EVERY entity (1-N) plus ``cfg.complex_n3`` × N3 / batch size, Adagrad at ``cfg.complex_lr``.
-    Validation every ``cfg.complex_eval_every`` epochs; early stopping and the best-epoch rule as the other rungs."""
+    Validation every ``cfg.complex_eval_every`` epochs; early stopping and the best-epoch rule as the
+    other rungs."""
     import torch
     import torch.nn.functional as F
 
@@ -370,7 +375,8 @@ def _train_reciprocal(split, rung, cfg, device, *, live, progress, valid_negs, f
                 total += float(fit.detach()) * len(qh)
             if not math.isfinite(total):
                 raise FloatingPointError(
-                    f"{name}: loss became {total} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the learning rate"
+                    f"{name}: loss became {total} at epoch {epoch} (complex_lr={cfg.complex_lr}); lower the "
+                    "learning rate"
                 )
             if loop.epoch_end(epoch, total / len(queries), cfg.complex_eval_every):
                 break
@@ -483,12 +489,14 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
         )
     if cfg.num_negatives <= 0:
         raise ValueError(
-            f"{name}: mini-batch training needs num_negatives > 0 (the size of the shared negative pool per batch); "
+            f"{name}: mini-batch training needs num_negatives > 0 (the size of the shared negative pool per "
+            "batch); "
             "0 means 'score every entity', which only full-batch training (batch_size=0) does"
         )
     if not cfg.full_graph and len(cfg.num_neighbors) != cfg.layers:
         raise ValueError(
-            f"num_neighbors={tuple(cfg.num_neighbors)} gives {len(cfg.num_neighbors)} hops but the encoder has layers={cfg.layers}; give one fan-out per layer"
+            f"num_neighbors={tuple(cfg.num_neighbors)} gives {len(cfg.num_neighbors)} hops but the encoder "
+            f"has layers={cfg.layers}; give one fan-out per layer"
         )
     graph = model_graph(split, rung.reverse, hetero=False)  # CPU copy: the sampler reads it
     eval_graph = graph.to(device)
@@ -559,10 +567,12 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
                 )
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
-                        f"{name}: loss became {float(loss.detach())} at epoch {epoch} step {i + 1} (lr={cfg.lr}); lower the learning rate"
+                        f"{name}: loss became {float(loss.detach())} at epoch {epoch} step {i + 1} "
+                        f"(lr={cfg.lr}); lower the learning rate"
                     )
                 loss.backward()
-                # Adagrad's sparse update builds sparse tensors from indices it produced itself: checking their
+                # Adagrad's sparse update builds sparse tensors from indices it produced
+                # itself: checking their
                 # invariants is switched off explicitly (torch warns when it is off only implicitly)
                 with torch.sparse.check_sparse_tensor_invariants(enable=False):
                     for opt in opts:

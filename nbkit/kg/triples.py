@@ -59,7 +59,8 @@ def _check_text(path: Path, head: bytes) -> None:
     except UnicodeDecodeError as exc:
         if exc.start < len(head) - 4:  # not just a multi-byte character cut at the end of the sample
             raise KGFormatError(
-                f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); expected a UTF-8 text triples file"
+                f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); expected a "
+                "UTF-8 text triples file"
             ) from None
 
 
@@ -112,14 +113,16 @@ class LoadReport:
     def __str__(self) -> str:
         s = self.summary()
         lines = [
-            f"load report for {s['source']}: {s['rows_read']} rows read, {s['rows_kept']} kept, {s['rows_dropped']} dropped"
+            f"load report for {s['source']}: {s['rows_read']} rows read, {s['rows_kept']} kept, "
+            f"{s['rows_dropped']} dropped"
         ]
         for reason, n in s["dropped_by_reason"].items():
             first = next(d for d in self.dropped if d["reason"] == reason)
             lines.append(f"  dropped {n} x {reason} (first at line {first['line']}: {first['text']!r})")
         lines.append(
             f"  duplicates removed: {s['duplicate_triples']}, self-loops kept: {s['self_loops']}, "
-            f"entities seen only as tails: {s['tail_only_entities']}, relations with a single edge: {s['single_edge_relations']}"
+            f"entities seen only as tails: {s['tail_only_entities']}, relations with a single edge: "
+            f"{s['single_edge_relations']}"
         )
         if self.single_edge_relations:
             lines.append(f"    single-edge relations: {', '.join(self.single_edge_relations[:10])}")
@@ -212,7 +215,8 @@ def finalize(
                 first_type = seen
             elif seen != first_type:
                 raise KGFormatError(
-                    f"{report.source}:{int(lines[idx])}: entity {e!r} has type {seen!r} here but {first_type!r} earlier "
+                    f"{report.source}:{int(lines[idx])}: entity {e!r} has type {seen!r} here but "
+                    f"{first_type!r} earlier "
                     f"({conflicts['e'].nunique()} entities with conflicting types); give each entity one type"
                 )
         raise KGFormatError(f"{report.source}: entity {e!r} has conflicting types {ts}")
@@ -227,7 +231,8 @@ def finalize(
     report.single_edge_relations = sorted(counts[counts == 1].index.tolist())
     if len(df) == 0:
         raise KGFormatError(
-            f"{report.source}: no usable triples left ({len(report.dropped)} rows dropped: {report.dropped_by_reason})"
+            f"{report.source}: no usable triples left ({len(report.dropped)} rows dropped: "
+            f"{report.dropped_by_reason})"
         )
     report.rows_kept = len(df)
     return KGTriples(df.reset_index(drop=True), report, name=name or Path(str(report.source)).name)
@@ -297,7 +302,8 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         if "straddling" in str(exc) or "block size" in str(exc):
             raise KGFormatError(
-                f"{path}: a line longer than {READ_BLOCK >> 20} MiB; a triples file has one short triple per line "
+                f"{path}: a line longer than {READ_BLOCK >> 20} MiB; a triples file has one short triple per "
+                "line "
                 "(is this a single-line JSON or binary file?)"
             ) from None
         raise KGFormatError(

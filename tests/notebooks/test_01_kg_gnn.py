@@ -1,4 +1,4 @@
-"""Notebook 01 with SMOKE=True: every metric recorded, plausible, choices on validation, the claims computed."""
+"""Notebook 01 with SMOKE=True: every metric recorded, plausible, choices on validation, claims computed."""
 
 import pytest
 
@@ -113,7 +113,8 @@ def test_minibatch_section_measured_both_modes_and_the_scale_run(metrics):
     assert mini["steps"] == full["steps"]  # same batches, same loss
     scale = metrics["minibatch_scale"]
     assert scale["mode"] == "mini-batch" and scale["graph_entities"] >= 1000 and scale["steps"] >= 1
-    # the smoke preset scores slice 1 of 500 sampled validation triples (slice 0 is what the defaults were chosen on)
+    # the smoke preset scores slice 1 of 500 sampled validation triples (slice 0 is what the defaults
+    # were chosen on)
     assert scale["evaluated_triples"] == 500 and scale["seed"] == 0 and scale["memory_measured_as"]
     # the share of nodes one step's encoder runs on: the whole graph in full-graph mode, at most that sampled
     assert (
@@ -121,6 +122,7 @@ def test_minibatch_section_measured_both_modes_and_the_scale_run(metrics):
     )
     assert len(scale["curve_valid_mrr"]) >= 1 and scale["steps_per_s"] > 0 and 0 < scale["ceiling_mrr"] < 1
     rise = next(r for r in as_claims(metrics["claims"]) if r.key == "scale_curve_rises")
-    # decided across the scale run's training seeds: each run's first and last points, on every evaluated query (both sides)
+    # decided across the scale run's training seeds: each run's first and last points, on every
+    # evaluated query (both sides)
     assert rise.n.startswith("2 training runs (seeds) on one graph, each scored on 1000 validation queries")
     assert f"{len(scale['curve_valid_mrr'])} curve points" in rise.n

@@ -262,7 +262,8 @@ def test_a_users_untyped_file_runs_every_section_that_applies(tmp_path, kind):
     [
         (
             {"eval_max_triples": 1000, "eval_slice": 1},
-            r"ScaleConfig.eval_slice: slice 1 of 1000 evaluated triples needs 2000 validation triples; this split has \d+",
+            r"ScaleConfig.eval_slice: slice 1 of 1000 evaluated triples needs 2000 validation triples; this "
+            r"split has \d+",
         ),
         (
             {"eval_max_triples": 200, "eval_slice": 5},

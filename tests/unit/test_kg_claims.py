@@ -57,7 +57,8 @@ def test_verdict_reverse_edges(without, with_, verdict, why):
     assert v.verdict == verdict and why in v.why
 
 
-# One macro-F1 per embedding run (seed), as run_downstream writes it; the notebook runs DownstreamConfig.seeds = 3.
+# One macro-F1 per embedding run (seed), as run_downstream writes it; the notebook runs
+# DownstreamConfig.seeds = 3.
 @pytest.mark.parametrize(
     ("seeds", "control", "verdict", "why"),
     [
@@ -329,7 +330,8 @@ def _rr(n, level, seed, spread=0.002):
 
 
 def _runs_rr(levels_first, levels_last, n=2000):
-    """Per training run (ScaleConfig.seeds = 3 in the notebook), 2,000 queries (1,000 triples) at two curve points."""
+    """Per training run (ScaleConfig.seeds = 3 in the notebook), 2,000 queries (1,000 triples) at two
+    curve points."""
     return (
         [_rr(n, lv, 10 * i) for i, lv in enumerate(levels_first)],
         [_rr(n, lv, 10 * i + 1) for i, lv in enumerate(levels_last)],
@@ -370,7 +372,8 @@ def test_verdict_curve_rises_needs_the_same_queries():
 
 
 def _scale(first, last, points=3, ceiling=0.031):
-    """Shaped like run_minibatch(ScaleConfig()): one mini-batch row and one (first, last) pair per training seed."""
+    """Shaped like run_minibatch(ScaleConfig()): one mini-batch row and one (first, last) pair per
+    training seed."""
     rows = []
     for seed, (f, la) in enumerate(zip(first, last, strict=True)):
         row = {

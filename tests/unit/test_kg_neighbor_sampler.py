@@ -261,7 +261,8 @@ def test_negative_pool_respects_types(split):
 
 
 def test_structural_inputs_put_cluster_mates_together():
-    """2-hop means of seeded random vectors: entities of one (type, cluster) end up far more alike than others."""
+    """2-hop means of seeded random vectors: entities of one (type, cluster) end up far more alike than
+    others."""
     from nbkit.kg.models import structural_inputs
 
     kg = kgsyn.synthetic_kg(600, 12_000, seed=0, num_clusters=6)
@@ -284,7 +285,8 @@ def test_structural_inputs_put_cluster_mates_together():
 
 
 def test_sparse_entity_tables_move_only_the_rows_a_step_touched(split):
-    """embed_lr > 0: the per-entity tables take sparse gradients and Adagrad; a step leaves untouched rows as they were."""
+    """embed_lr > 0: the per-entity tables take sparse gradients and Adagrad; a step leaves untouched rows
+    as they were."""
     cfg = kgtrain.TrainConfig(
         hidden=16,
         batch_size=64,

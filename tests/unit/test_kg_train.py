@@ -44,8 +44,16 @@ def test_batch_slices_of_the_filter_index_rank_as_the_whole(split):
         whole = kgranking.filtered_ranks(scores, trip, filt, side)
         index = kgranking._filter_index(trip, filt, side)
         assert len(index[0]) > 0  # the filter removes something here
-        parts = [kgranking.filtered_ranks(scores[a : a + 7], trip[a : a + 7], filt, side, kgranking._batch_filter(index, a, min(a + 7, len(trip))))
-                 for a in range(0, len(trip), 7)]  # fmt: skip
+        parts = [
+            kgranking.filtered_ranks(
+                scores[a : a + 7],
+                trip[a : a + 7],
+                filt,
+                side,
+                kgranking._batch_filter(index, a, min(a + 7, len(trip))),
+            )
+            for a in range(0, len(trip), 7)
+        ]
         assert torch.equal(torch.cat(parts), whole)
 
 
@@ -228,9 +236,11 @@ def test_cluster_oracle_mrr_is_the_ceiling_of_the_synthetic_graph():
     kg = kgsyn.synthetic_kg(90, 900, seed=0, num_clusters=3)
     sp = kgg.split_kg(kg, seed=0)
     ceiling = kgranking.cluster_oracle_mrr(sp, kg.clusters, "valid")
-    # every (type, cluster) group has ~6-18 members and the true one is ranked anywhere among them: far below 1
+    # every (type, cluster) group has ~6-18 members and the true one is ranked anywhere among them: far
+    # below 1
     assert 0.1 < ceiling < 0.6
-    # it is the expectation for an oracle that ranks the true entity's cluster first in a random order: check by
+    # it is the expectation for an oracle that ranks the true entity's cluster first in a random order:
+    # check by
     # ranking so, with evaluate()'s filtered ranks, under 30 random orders
     group = sp.node_type * 10 + torch.tensor([kg.clusters[e] for e in sp.entity_names()])
     tails, heads = kgranking.true_index(sp)

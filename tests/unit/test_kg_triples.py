@@ -105,8 +105,10 @@ def test_ntriples_relation_is_last_iri_segment_and_types_come_from_rdf_type(tmp_
     p = write(
         tmp_path,
         "kg.nt",
-        "<http://x.org/gene/EGFR> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x.org/onto#Gene> .\n"
-        "<http://x.org/drug/gefitinib> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x.org/onto#Drug> .\n"
+        "<http://x.org/gene/EGFR> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x.org/onto#Gene> "
+        ".\n"
+        "<http://x.org/drug/gefitinib> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> "
+        "<http://x.org/onto#Drug> .\n"
         "<http://x.org/drug/gefitinib> <http://x.org/onto#targets> <http://x.org/gene/EGFR> .\n"
         '<http://x.org/gene/EGFR> <http://x.org/rel/name> "EGFR" .\n',
     )
