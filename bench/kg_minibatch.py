@@ -18,8 +18,8 @@ choice, so the test split is not read). Graphs are ``synthetic_kg`` (seeded):
   mini-batch path exists for. The full graph is attempted under the same memory limit; measured here it fits:
   ``--presets hetionet --seconds 30`` at the defaults, load 2.3-2.9: full graph 0.17 steps/s, peak RSS
   2.55 GiB (+1.54 during training), curve .0008 / .0009 / .0010 (6 steps); mini-batch 2.67 steps/s,
-  2.60 GiB (+1.59), .0120 / .0444 / .0578 (81 steps); ceiling .0739. Whole-graph message passing is one cached sparse-matrix
-  product per layer (before it, the full graph took 40 s per step and +3.5 GB gathering per-edge tensors;
+  2.60 GiB (+1.59), .0120 / .0444 / .0578 (81 steps); ceiling .0739. Whole-graph message passing is one
+  cached sparse-matrix product per layer (before it, the full graph took 40 s per step and +3.5 GB gathering per-edge tensors;
   the modelled limit drawn from those figures no longer applies and was not re-measured). Note the
   mini-batch peak includes validation, which embeds the whole graph (full neighbourhoods) at every curve
   point: at this size it sets both modes' peak.
