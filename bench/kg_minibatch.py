@@ -19,10 +19,10 @@ choice, so the test split is not read). Graphs are ``synthetic_kg`` (seeded):
   ``--presets hetionet --seconds 30`` at the defaults, load 2.3-2.9: full graph 0.17 steps/s, peak RSS
   2.55 GiB (+1.54 during training), curve .0008 / .0009 / .0010 (6 steps); mini-batch 2.67 steps/s,
   2.60 GiB (+1.59), .0120 / .0444 / .0578 (81 steps); ceiling .0739. Whole-graph message passing is one
-  cached sparse-matrix product per layer (before it, the full graph took 40 s per step and +3.5 GB gathering per-edge tensors;
-  the modelled limit drawn from those figures no longer applies and was not re-measured). Note the
-  mini-batch peak includes validation, which embeds the whole graph (full neighbourhoods) at every curve
-  point: at this size it sets both modes' peak.
+  cached sparse-matrix product per layer (before it, the full graph took 40 s per step and +3.5 GB
+  gathering per-edge tensors; the modelled limit drawn from those figures no longer applies and was not
+  re-measured). Note the mini-batch peak includes validation, which embeds the whole graph (full
+  neighbourhoods) at every curve point: at this size it sets both modes' peak.
 
 Prints per mode: the learning curve (validation MRR after how many training seconds), steps/s, peak RSS
 and its growth during training, the share of the graph's nodes one step's encoder runs on; then the ratios
