@@ -25,7 +25,7 @@ from nbkit.claims import (
     fmt_interval,
     mean_interval,
 )
-from nbkit.kg.experiments import (
+from nbkit.kg.metrics import (
     AblationMetrics,
     AggrMetrics,
     DownstreamMetrics,

@@ -16,7 +16,6 @@ import dataclasses
 import statistics
 import tempfile
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,17 @@ from nbkit.kg.config import (
 from nbkit.kg.datasets import load_dataset
 from nbkit.kg.downstream import downstream_check, downstream_skip_reason
 from nbkit.kg.ladder import LADDER, config_read_by
+from nbkit.kg.metrics import (
+    AblationMetrics,
+    AggrMetrics,
+    AggrSummary,
+    DownstreamMetrics,
+    LoadMetrics,
+    MinibatchMetrics,
+    PitfallMetrics,
+    RungMetrics,
+    SelectionMetrics,
+)
 from nbkit.kg.ranking import cluster_oracle_mrr, eval_negatives, score_test
 from nbkit.kg.rdf_bench import compare_rdf_parsers
 from nbkit.kg.synthetic import synthetic_kg
@@ -70,131 +80,6 @@ __all__ = [
 
 EVAL_NEGATIVES_SEED = 12345  # the fixed AUC negatives: the same pairs for every rung and seed
 REGISTRY = Registry("kg")
-
-
-# -- what the experiments measure -----------------------------------------------------------------
-@dataclass(frozen=True)
-class LoadMetrics:
-    """The load report, split sizes, ``HeteroData`` summary, leakage meter and RDF parser comparison."""
-
-    load_report: dict
-    split_sizes: dict
-    hetero_summary: dict
-    leakage: dict
-    leakage_test_reversed_pair_share: float
-    leakage_test_same_pair_other_relation_share: float
-    rdf_parser_comparison: dict | None = None  # None when LoadConfig.compare_rdf is off
-    rdf_roundtrip_kept: int | None = None
-
-
-@dataclass(frozen=True)
-class SelectionMetrics:
-    """What was chosen on validation, and every candidate's validation row it was chosen on."""
-
-    chosen: Chosen
-    validation: list
-
-
-@dataclass(frozen=True)
-class RungMetrics:
-    """One rung of the ablation over its seeds: validation means, per-seed figures, the MRR interval.
-
-    ``valid_mrr_select`` / ``valid_mrr_judge``: two disjoint halves of the validation queries
-    (``train.query_halves``), so the claims can choose between rungs on one half and judge on the other."""
-
-    valid_mrr: float
-    valid_hits_at_10: float
-    valid_auc: float
-    valid_mrr_select: float
-    valid_mrr_judge: float
-    valid_mrr_per_seed: list
-    valid_hits_at_10_per_seed: list
-    valid_auc_per_seed: list
-    valid_mrr_select_per_seed: list
-    valid_mrr_judge_per_seed: list
-    valid_mrr_interval: list
-    train_s: float
-    epochs: int
-
-
-@dataclass(frozen=True)
-class AblationMetrics:
-    """The best rung by mean validation MRR, its test figures (mean over seeds), every rung's metrics."""
-
-    best_rung: int
-    seeds: int
-    test_mrr: float
-    test_hits_at_1: float
-    test_hits_at_3: float
-    test_hits_at_10: float
-    test_mean_rank: float
-    test_auc: float
-    test_mrr_per_seed: list
-    rung_metrics: dict  # str(rung) -> RungMetrics
-    interrupted: bool
-
-
-@dataclass(frozen=True)
-class AggrSummary:
-    """One aggregation over its seeds (runs that diverged are counted, not averaged)."""
-
-    valid_mrr_mean: float
-    valid_mrr_std: float
-    roughness: float
-    diverged: int
-
-
-@dataclass(frozen=True)
-class AggrMetrics:
-    """Per run (aggr, seed): validation MRR, loss roughness, divergence; and a summary per aggregation."""
-
-    runs: list  # {"aggr", "seed", "valid_mrr", "roughness", "diverged"} per run
-    summary: dict  # "mean" / "add" -> AggrSummary
-    seeds: int
-
-
-@dataclass(frozen=True)
-class DownstreamMetrics:
-    """Macro-F1 of the untyped embeddings and of a random control, per seed and fold; or why it was
-    skipped."""
-
-    macro_f1: float = float("nan")
-    macro_f1_control: float = float("nan")
-    seed_scores: list = field(default_factory=list)
-    control_seed_scores: list = field(default_factory=list)
-    fold_scores: list = field(default_factory=list)
-    control_fold_scores: list = field(default_factory=list)
-    seeds: int = 0
-    classes: int = 0
-    samples: int = 0
-    dropped_small_classes: dict = field(default_factory=dict)
-    link_valid_mrr_untyped: float = float("nan")
-    train_seconds: float = 0.0
-    skipped: str | None = None  # why the check could not run (fewer than two usable classes)
-
-
-@dataclass(frozen=True)
-class MinibatchMetrics:
-    """One row per (mode, training seed) and the graph's sizes; ``reciprocal_ranks[mode]``: per seed, the
-    first and last curve point's per-query reciprocal ranks (what the scale claim judges)."""
-
-    rows: list
-    sizes: dict
-    reciprocal_ranks: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def scale_row(self) -> dict:
-        """The first run's row with the graph's sizes as ``graph_*`` (what notebook 01 records for the
-        scale run)."""
-        return {**self.rows[0], **{f"graph_{k}": v for k, v in self.sizes.items()}}
-
-
-@dataclass(frozen=True)
-class PitfallMetrics:
-    """Every pitfall detector's finding (broken input, then its clean twin) and the coalesce experiment."""
-
-    pitfall_findings: list
-    coalesce_experiment: dict
 
 
 # -- the context ----------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbkit.errors import UsageError
-from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 from nbkit.kg.triples import KGTriples
 
 REVERSE_MODES = ("none", "inverse", "undirected")
@@ -351,74 +350,3 @@ def hetero_summary(data) -> dict[str, Any]:
         "nodes_without_incoming_messages": int(sum((~m).sum() for m in has_in.values())),
         "isolated_nodes": int(sum((~m).sum() for m in has_any.values())),
     }
-
-
-def link_neighbor_loader(
-    data,
-    edge_type=None,
-    *,
-    edge_label_index=None,
-    num_neighbors=(10, 10),
-    batch_size: int = 1024,
-    neg_sampling_ratio: float = 1.0,
-    shuffle: bool = True,
-    seed: int = 0,
-):
-    """Link mini-batches with sampled neighbourhoods, as PyG ``Data`` batches (``n_id``, ``e_id``,
-    local ``edge_index``, edge attributes such as ``edge_type``, ``edge_label_index``, ``edge_label``).
-
-    * homogeneous ``Data`` (e.g. the RGCN message graph: global ids + ``edge_type``): PyG's ``LinkLoader``
-      driven by nbkit's pure-torch ``TorchNeighborSampler`` (works without compiled extensions; seeded);
-      ``edge_label_index`` defaults to every edge of ``data``;
-    * ``HeteroData`` + ``edge_type``: PyG's ``LinkNeighborLoader``, whose typed sampling needs ``pyg-lib``
-      or ``torch-sparse`` (compiled wheels from data.pyg.org, not on PyPI); without them one clear
-      ImportError says so and how to go homogeneous.
-    """
-    import torch
-    from torch_geometric.data import HeteroData
-
-    if isinstance(data, HeteroData):
-        from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
-
-        if edge_type is None or edge_type not in data.edge_types:
-            raise KeyError(f"edge type {edge_type} not in the graph; known: {data.edge_types[:5]}...")
-        if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
-            raise ImportError(
-                "LinkNeighborLoader on HeteroData needs 'pyg-lib' or 'torch-sparse' for typed neighbour "
-                "sampling; install the wheel "
-                f"matching torch {torch.__version__} from https://data.pyg.org/whl/ (not on PyPI), or pass "
-                "data.to_homogeneous() "
-                "(node/edge types become attributes) to use nbkit's pure-torch sampler"
-            )
-        from torch_geometric.loader import LinkNeighborLoader
-
-        return LinkNeighborLoader(
-            data,
-            num_neighbors=list(num_neighbors),
-            edge_label_index=(
-                edge_type,
-                data[edge_type].edge_index if edge_label_index is None else edge_label_index,
-            ),
-            neg_sampling_ratio=neg_sampling_ratio,
-            batch_size=batch_size,
-            shuffle=shuffle,
-        )
-    from torch_geometric.loader import LinkLoader
-
-    if edge_type is not None:
-        raise ValueError(
-            "edge_type selects target edges of a HeteroData; for homogeneous Data pass edge_label_index"
-        )
-    labels = (
-        data.edge_index if edge_label_index is None else torch.as_tensor(edge_label_index, dtype=torch.long)
-    )
-    sampler = TorchNeighborSampler(data, num_neighbors, seed=seed)
-    return LinkLoader(
-        data,
-        link_sampler=sampler,
-        edge_label_index=labels,
-        neg_sampling_ratio=neg_sampling_ratio or None,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        generator=torch.Generator().manual_seed(seed),
-    )

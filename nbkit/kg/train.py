@@ -182,9 +182,8 @@ class Loop:
         history["valid_mrr"].append(m["mrr"])
         if self.live is not None:
             self.live.add(f"{self.name} valid MRR", epoch, m["mrr"])
-        last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[
-            -1
-        ]  # mid-epoch: the last step's loss
+        # mid-epoch: the last step's loss
+        last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[-1]
         self.bar.set_postfix(loss=f"{last_loss:.3f}", valid_mrr=f"{m['mrr']:.3f}")
         if m["mrr"] > self.best_mrr:
             self.best_mrr, self.best_epoch, self.best_metrics = m["mrr"], epoch, m

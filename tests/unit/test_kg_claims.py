@@ -7,7 +7,7 @@ import pytest
 
 from nbkit.claims import HOLDS, INCONCLUSIVE, REFUTED, Claim, claims_frame
 from nbkit.kg import claims
-from nbkit.kg.experiments import (
+from nbkit.kg.metrics import (
     AblationMetrics,
     AggrMetrics,
     AggrSummary,

@@ -7,6 +7,7 @@ import torch
 from nbkit.kg import graph as kgg
 from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import triples as kgt
+from nbkit.kg.neighbor_sampler import link_neighbor_loader
 
 
 def kg_from(rows, split=None):
@@ -112,11 +113,11 @@ def test_link_neighbor_loader_clear_error_or_batches():
     et = ("drug", "treats", "disease")
     if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
         with pytest.raises(ImportError, match="pyg-lib' or 'torch-sparse'.*to_homogeneous"):
-            kgg.link_neighbor_loader(data, et)
+            link_neighbor_loader(data, et)
         # the homogeneous form works without compiled extensions (nbkit's pure-torch sampler)
         homo = data.to_homogeneous()
-        batch = next(iter(kgg.link_neighbor_loader(homo, batch_size=2)))
+        batch = next(iter(link_neighbor_loader(homo, batch_size=2)))
         assert batch.edge_label_index.size(1) == 4  # 2 positives + 2 negatives
         return
-    batch = next(iter(kgg.link_neighbor_loader(data, et, batch_size=2)))
+    batch = next(iter(link_neighbor_loader(data, et, batch_size=2)))
     assert batch[et].edge_label_index.size(1) >= 2

@@ -13,7 +13,7 @@ from nbkit.kg import ladder as kgladder
 from nbkit.kg import ranking as kgranking
 from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import train as kgtrain
-from nbkit.kg.neighbor_sampler import TorchNeighborSampler
+from nbkit.kg.neighbor_sampler import TorchNeighborSampler, link_neighbor_loader
 
 
 def random_graph(n=300, e=3000, seed=0, relations=5):
@@ -133,9 +133,7 @@ def test_bad_inputs_say_what_is_wrong():
 def test_link_loader_batches_carry_edge_types_and_labels():
     torch.manual_seed(0)  # PyG's binary negative sampling draws from the global RNG
     data = random_graph()
-    loader = kgg.link_neighbor_loader(
-        data, num_neighbors=(4, 3), batch_size=64, neg_sampling_ratio=1.0, seed=0
-    )
+    loader = link_neighbor_loader(data, num_neighbors=(4, 3), batch_size=64, neg_sampling_ratio=1.0, seed=0)
     batches = list(loader)
     assert len(batches) == -(-data.edge_index.size(1) // 64)
     b = batches[0]
@@ -149,11 +147,7 @@ def test_link_loader_batches_carry_edge_types_and_labels():
     # same seed -> same batches
     torch.manual_seed(0)
     again = next(
-        iter(
-            kgg.link_neighbor_loader(
-                data, num_neighbors=(4, 3), batch_size=64, neg_sampling_ratio=1.0, seed=0
-            )
-        )
+        iter(link_neighbor_loader(data, num_neighbors=(4, 3), batch_size=64, neg_sampling_ratio=1.0, seed=0))
     )
     assert torch.equal(again.e_id, b.e_id) and torch.equal(again.n_id, b.n_id)
 
