@@ -28,6 +28,7 @@ from nbkit.claims import (
 from nbkit.kg.metrics import (
     AblationMetrics,
     AggrMetrics,
+    AggrRun,
     DownstreamMetrics,
     MinibatchMetrics,
     PitfallMetrics,
@@ -100,7 +101,7 @@ def verdict_f1(f1_seeds: list[float], control_seeds: list[float]) -> Verdict:
     return Verdict(INCONCLUSIVE, f"{f1.why}; {margin.why}")
 
 
-def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
+def verdict_aggr(runs: list[AggrRun]) -> Verdict:
     """``aggr='mean'`` vs ``'add'`` on the RGCN rung, same seeds.
 
     Roughness is the loss curve's wobble around its falling trend (``experiments.loss_roughness``:
@@ -112,8 +113,8 @@ def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
     refuted when its high end is below 5% (mean no smoother, or rougher), inconclusive when it
     straddles 5% or fewer than two paired seeds exist.
     """
-    div = {a: sum(1 for r in runs if r["aggr"] == a and r["diverged"]) for a in ("mean", "add")}
-    n_runs = {a: sum(1 for r in runs if r["aggr"] == a) for a in ("mean", "add")}
+    div = {a: sum(1 for r in runs if r.aggr == a and r.diverged) for a in ("mean", "add")}
+    n_runs = {a: sum(1 for r in runs if r.aggr == a) for a in ("mean", "add")}
     if div["mean"] < div["add"]:
         return Verdict(
             HOLDS,
@@ -140,15 +141,15 @@ def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
     )
 
 
-def roughness_reductions(runs: list[dict[str, Any]]) -> list[float]:
+def roughness_reductions(runs: list[AggrRun]) -> list[float]:
     """Per seed where neither aggregation diverged: (roughness add − roughness mean) / roughness add,
     clipped to [−1, 1]. An add curve without wobble gives 0 when mean has none either (no reduction)
     and −1 when mean wobbles (mean rougher); a NaN roughness (too short a curve) drops the seed."""
-    by = {(r["aggr"], r["seed"]): r for r in runs if not r["diverged"]}
+    by = {(r.aggr, r.seed): r for r in runs if not r.diverged}
     seeds = sorted({s for a, s in by if a == "mean"} & {s for a, s in by if a == "add"})
     out = []
     for s in seeds:
-        add, mean = by["add", s]["roughness"], by["mean", s]["roughness"]
+        add, mean = by["add", s].roughness, by["mean", s].roughness
         if math.isnan(add) or math.isnan(mean):
             continue
         red = (add - mean) / add if add > 0 else (0.0 if mean == 0 else -1.0)
@@ -374,7 +375,7 @@ def claims(
             source="§2.1",
             field_note="mean steadier than add",
             measured=measured,
-            n=f"{len({r['seed'] for r in runs})} seeds per aggr",
+            n=f"{len({r.seed for r in runs})} seeds per aggr",
             interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
             rule=(
                 "fewer divergences holds / more refutes; else the per-seed reduction of the loss curve's "
@@ -435,27 +436,24 @@ def scale_claim(scale: Result[MinibatchMetrics] | None = None) -> Claim:
     seed) and the per-query reciprocal ranks of each run's first and last validation points
     (``metrics.reciprocal_ranks[mode]``: one (first, last) pair per seed)."""
     rows = scale.metrics.rows if scale is not None else []
-    row = rows[0] if rows else {}
-    mode = row.get("mode")
-    runs = [r for r in rows if r.get("mode") == mode]
+    row = rows[0] if rows else None
+    mode = row.mode if row is not None else None
+    runs = [r for r in rows if r.mode == mode]
     pairs = list(scale.metrics.reciprocal_ranks.get(mode, [])) if scale is not None else []
-    pairs = [p for p, r in zip(pairs, runs, strict=False) if len(r.get("curve_valid_mrr", [])) >= 2]
+    pairs = [p for p, r in zip(pairs, runs, strict=False) if len(r.curve_valid_mrr) >= 2]
     first, last = [p[0] for p in pairs], [p[1] for p in pairs]
-    points = len(row.get("curve_valid_mrr", []))
-    min_rise = curve_min_rise(row.get("ceiling_mrr"))
-    limit = (
-        f"{CURVE_MIN_RISE_SHARE:.0%} of the ceiling MRR"
-        if row.get("ceiling_mrr")
-        else "absolute, no ceiling known"
-    )
+    points = len(row.curve_valid_mrr) if row is not None else 0
+    ceiling_mrr = row.ceiling_mrr if row is not None else None
+    min_rise = curve_min_rise(ceiling_mrr)
+    limit = f"{CURVE_MIN_RISE_SHARE:.0%} of the ceiling MRR" if ceiling_mrr else "absolute, no ceiling known"
     gains = curve_gains(first, last)
     if gains:
-        s, m = row["curve_train_s"], row["curve_valid_mrr"]
-        ceiling = f"; ceiling {row['ceiling_mrr']:.4f}" if row.get("ceiling_mrr") else ""
+        s, m = row.curve_train_s, row.curve_valid_mrr
+        ceiling = f"; ceiling {ceiling_mrr:.4f}" if ceiling_mrr else ""
         measured = (
-            f"seed {row.get('seed', 0)}: validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after "
+            f"seed {row.seed}: validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after "
             f"{s[-1]:.0f} s of training "
-            f"({row['steps']} steps, {row['steps_per_s']} steps/s{ceiling}); gain per run "
+            f"({row.steps} steps, {row.steps_per_s} steps/s{ceiling}); gain per run "
             + ", ".join(f"{g:+.4f}" for g in gains)
         )
         interval = fmt_interval(mean_interval(gains)) if len(gains) > 1 else ""

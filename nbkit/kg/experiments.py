@@ -45,10 +45,12 @@ from nbkit.kg.ladder import LADDER, config_read_by
 from nbkit.kg.metrics import (
     AblationMetrics,
     AggrMetrics,
+    AggrRun,
     AggrSummary,
     DownstreamMetrics,
     LoadMetrics,
     MinibatchMetrics,
+    MinibatchRow,
     PitfallMetrics,
     RungMetrics,
     SelectionMetrics,
@@ -391,29 +393,21 @@ def run_aggr(cfg: AggrConfig, ctx: KGContext, live: LiveFigure | None = None) ->
                     split, LADDER[AGGR_RUNG], tc, device=device, live=live, trace_prefix=f"{aggr} s{s}"
                 )
                 rough = loss_roughness(res.history["loss"])
-                runs.append(
-                    {
-                        "aggr": aggr,
-                        "seed": s,
-                        "valid_mrr": res.metrics["valid_mrr"],
-                        "roughness": rough,
-                        "diverged": False,
-                    }
-                )
+                runs.append(AggrRun(aggr, s, res.metrics["valid_mrr"], rough, diverged=False))
             except FloatingPointError:
-                nan = float("nan")
-                runs.append({"aggr": aggr, "seed": s, "valid_mrr": nan, "roughness": nan, "diverged": True})
+                runs.append(AggrRun(aggr, s, float("nan"), float("nan"), diverged=True))
     summary = {}
     for aggr in ("mean", "add"):
-        ok = [r for r in runs if r["aggr"] == aggr and not r["diverged"]]
-        mrrs = [r["valid_mrr"] for r in ok]
+        ok = [r for r in runs if r.aggr == aggr and not r.diverged]
+        mrrs = [r.valid_mrr for r in ok]
         summary[aggr] = AggrSummary(
             valid_mrr_mean=statistics.fmean(mrrs) if mrrs else float("nan"),
             valid_mrr_std=statistics.stdev(mrrs) if len(mrrs) > 1 else float("nan"),
-            roughness=statistics.fmean(r["roughness"] for r in ok) if ok else float("nan"),
-            diverged=sum(r["diverged"] for r in runs if r["aggr"] == aggr),
+            roughness=statistics.fmean(r.roughness for r in ok) if ok else float("nan"),
+            diverged=sum(r.diverged for r in runs if r.aggr == aggr),
         )
-    return Result(metrics=AggrMetrics(runs=runs, summary=summary, seeds=cfg.seeds), table=pd.DataFrame(runs))
+    metrics = AggrMetrics(runs=runs, summary=summary, seeds=cfg.seeds)
+    return Result(metrics=metrics, table=pd.DataFrame([dataclasses.asdict(r) for r in runs]))
 
 
 # -- downstream -----------------------------------------------------------------------------------
@@ -557,48 +551,56 @@ def run_minibatch(
                 live=live if s == cfg.seed else None,
                 trace_prefix=name if s == cfg.seed else f"{name} seed {s}",
             )
-        rows.append(_minibatch_row(name, s, res, graph, split, peak))
-        if ceiling is not None:  # what a perfect model reaches on this graph (same validation sample)
-            rows[-1]["ceiling_mrr"] = round(ceiling, 5)
+        # with a known ceiling: what a perfect model reaches on this graph (same validation sample)
+        rows.append(
+            _minibatch_row(name, s, res, graph, split, peak, None if ceiling is None else round(ceiling, 5))
+        )
         rr = res.history.get("valid_reciprocal_ranks", [])
         reciprocal_ranks.setdefault(name, []).append((rr[0], rr[-1]) if rr else ([], []))
         if res.interrupted:
             break
     metrics = MinibatchMetrics(rows=rows, sizes=split.sizes(), reciprocal_ranks=reciprocal_ranks)
-    return Result(metrics=metrics, table=pd.DataFrame(rows))
+    table = pd.DataFrame([_row_dict(r) for r in rows])
+    return Result(metrics=metrics, table=table)
 
 
-def _minibatch_row(name: str, seed: int, res, graph, split, peak) -> dict[str, Any]:
+def _row_dict(row: MinibatchRow) -> dict[str, Any]:
+    """A table row: the row's fields, without ``ceiling_mrr`` where no ceiling is known."""
+    d = dataclasses.asdict(row)
+    if row.ceiling_mrr is None:
+        del d["ceiling_mrr"]
+    return d
+
+
+def _minibatch_row(name: str, seed: int, res, graph, split, peak, ceiling_mrr: float | None) -> MinibatchRow:
     """One (mode, seed) row of :func:`run_minibatch`."""
     h = res.history
     steps = len(h["step_loss"])
     nodes = sum(h["sampled_nodes"]) / max(len(h["sampled_nodes"]), 1)
     eval_s = h["eval_s"][-1] if h["eval_s"] else 0.0
-    return {
-        "mode": name,
-        "seed": seed,
-        "valid_mrr": res.metrics["valid_mrr"],
-        "valid_hits_at_10": res.metrics["valid_hits_at_10"],
-        "evaluated_triples": res.metrics.get("valid_eval_triples", len(split.valid)),
-        "epochs": res.epochs_run,
-        "steps": steps,
-        "train_s": round(res.train_seconds, 1),
-        # training steps per second of training (validation time excluded)
-        "steps_per_s": round(steps / max(res.train_seconds - eval_s, 1e-9), 2),
-        # the learning curve: validation MRR after how many steps / seconds of training
-        "curve_steps": list(h["valid_step"]),
-        "curve_train_s": list(h["valid_train_s"]),
-        "curve_valid_mrr": [round(m, 5) for m in h["valid_mrr"]],
-        "edges_per_step": int(sum(h["sampled_edges"]) / max(len(h["sampled_edges"]), 1)),
-        # how much of the graph one step's encoder runs on (1.0 = every node: full-graph cost)
-        "nodes_per_step": int(nodes),
-        "nodes_fraction": round(nodes / split.num_nodes, 4),
-        "message_graph_edges": int(graph.edge_index.size(1)),
-        "peak_memory_mb": round(peak.peak / 2**20, 1),
-        "peak_memory_growth_mb": round(peak.growth / 2**20, 1),
-        "memory_measured_as": peak.how,
-        "interrupted": res.interrupted,
-    }
+    return MinibatchRow(
+        mode=name,
+        seed=seed,
+        valid_mrr=res.metrics["valid_mrr"],
+        valid_hits_at_10=res.metrics["valid_hits_at_10"],
+        evaluated_triples=res.metrics.get("valid_eval_triples", len(split.valid)),
+        epochs=res.epochs_run,
+        steps=steps,
+        train_s=round(res.train_seconds, 1),
+        steps_per_s=round(steps / max(res.train_seconds - eval_s, 1e-9), 2),
+        curve_steps=list(h["valid_step"]),
+        curve_train_s=list(h["valid_train_s"]),
+        curve_valid_mrr=[round(m, 5) for m in h["valid_mrr"]],
+        edges_per_step=int(sum(h["sampled_edges"]) / max(len(h["sampled_edges"]), 1)),
+        nodes_per_step=int(nodes),
+        nodes_fraction=round(nodes / split.num_nodes, 4),
+        message_graph_edges=int(graph.edge_index.size(1)),
+        peak_memory_mb=round(peak.peak / 2**20, 1),
+        peak_memory_growth_mb=round(peak.growth / 2**20, 1),
+        memory_measured_as=peak.how,
+        interrupted=res.interrupted,
+        ceiling_mrr=ceiling_mrr,
+    )
 
 
 # -- pitfalls -------------------------------------------------------------------------------------
@@ -754,10 +756,8 @@ def downstream_summary(result: Result[DownstreamMetrics]) -> str:
 def minibatch_summary(result: Result[MinibatchMetrics]) -> str:
     """One line per mode and seed: speed, the share of the graph one step's encoder runs on, memory, MRR."""
     return "\n".join(
-        f"{row['mode']:>10}: {row['steps_per_s']} steps/s, encoder on {row['nodes_fraction']:.0%} of the "
-        "nodes per "
-        f"step, peak memory growth {row['peak_memory_growth_mb']:.0f} MB, validation MRR "
-        f"{row['valid_mrr']:.3f}"
+        f"{row.mode:>10}: {row.steps_per_s} steps/s, encoder on {row.nodes_fraction:.0%} of the nodes per "
+        f"step, peak memory growth {row.peak_memory_growth_mb:.0f} MB, validation MRR {row.valid_mrr:.3f}"
         for row in result.metrics.rows
     )
 
@@ -765,22 +765,19 @@ def minibatch_summary(result: Result[MinibatchMetrics]) -> str:
 def scale_summary(result: Result[MinibatchMetrics]) -> str:
     """The scale run: the graph, the first run's speed, memory and MRR against the ceiling, every run's
     curve."""
-    row = result.metrics.scale_row
-    ceiling = f" (ceiling {row['ceiling_mrr']:.4f})" if "ceiling_mrr" in row else ""
+    m = result.metrics
+    row = m.rows[0]
+    ceiling = f" (ceiling {row.ceiling_mrr:.4f})" if row.ceiling_mrr is not None else ""
     lines = [
-        f"synthetic graph: {row['graph_entities']:,} entities, {row['graph_train']:,} train triples; "
-        f"{row['steps']} steps in {row['train_s']} s, {row['edges_per_step']:,} of "
-        f"{row['message_graph_edges']:,} "
-        f"message edges and {row['nodes_fraction']:.0%} of the nodes per step ({row['steps_per_s']} "
-        "steps/s), "
-        f"peak memory growth {row['peak_memory_growth_mb']:.0f} MB ({row['memory_measured_as']}); "
-        f"validation MRR {row['valid_mrr']:.4f} on {row['evaluated_triples']} sampled validation "
-        f"triples{ceiling}"
+        f"synthetic graph: {m.sizes['entities']:,} entities, {m.sizes['train']:,} train triples; "
+        f"{row.steps} steps in {row.train_s} s, {row.edges_per_step:,} of {row.message_graph_edges:,} "
+        f"message edges and {row.nodes_fraction:.0%} of the nodes per step ({row.steps_per_s} steps/s), "
+        f"peak memory growth {row.peak_memory_growth_mb:.0f} MB ({row.memory_measured_as}); validation MRR "
+        f"{row.valid_mrr:.4f} on {row.evaluated_triples} sampled validation triples{ceiling}"
     ]
-    for run_row in result.metrics.rows:
+    for run_row in m.rows:
         curve = ", ".join(
-            f"{s:.0f} s: {m:.4f}"
-            for s, m in zip(run_row["curve_train_s"], run_row["curve_valid_mrr"], strict=True)
+            f"{s:.0f} s: {v:.4f}" for s, v in zip(run_row.curve_train_s, run_row.curve_valid_mrr, strict=True)
         )
-        lines.append(f"learning curve, seed {run_row['seed']} (training seconds -> validation MRR): {curve}")
+        lines.append(f"learning curve, seed {run_row.seed} (training seconds -> validation MRR): {curve}")
     return "\n".join(lines)

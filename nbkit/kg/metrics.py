@@ -7,6 +7,7 @@ dict keys), so a claim cannot wait on a value no experiment writes. Kept apart f
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from nbkit.kg.config import Chosen
@@ -14,10 +15,12 @@ from nbkit.kg.config import Chosen
 __all__ = [
     "AblationMetrics",
     "AggrMetrics",
+    "AggrRun",
     "AggrSummary",
     "DownstreamMetrics",
     "LoadMetrics",
     "MinibatchMetrics",
+    "MinibatchRow",
     "PitfallMetrics",
     "RungMetrics",
     "SelectionMetrics",
@@ -96,10 +99,21 @@ class AggrSummary:
 
 
 @dataclass(frozen=True)
+class AggrRun:
+    """One training run of the aggr experiment (a diverged run has NaN figures)."""
+
+    aggr: str
+    seed: int
+    valid_mrr: float
+    roughness: float  # experiments.loss_roughness of its loss curve
+    diverged: bool
+
+
+@dataclass(frozen=True)
 class AggrMetrics:
     """Per run (aggr, seed): validation MRR, loss roughness, divergence; and a summary per aggregation."""
 
-    runs: list  # {"aggr", "seed", "valid_mrr", "roughness", "diverged"} per run
+    runs: list[AggrRun]
     summary: dict  # "mean" / "add" -> AggrSummary
     seeds: int
 
@@ -125,11 +139,38 @@ class DownstreamMetrics:
 
 
 @dataclass(frozen=True)
+class MinibatchRow:
+    """One (mode, training seed) run of the mini-batch experiment: its figures and learning curve."""
+
+    mode: str  # "mini-batch" or "full graph"
+    seed: int
+    valid_mrr: float
+    valid_hits_at_10: float
+    evaluated_triples: int
+    epochs: int
+    steps: int
+    train_s: float
+    steps_per_s: float  # training steps per second of training (validation time excluded)
+    curve_steps: list  # the learning curve: validation MRR after how many steps / seconds of training
+    curve_train_s: list
+    curve_valid_mrr: list
+    edges_per_step: int
+    nodes_per_step: int
+    nodes_fraction: float  # how much of the graph one step's encoder runs on (1.0 = every node)
+    message_graph_edges: int
+    peak_memory_mb: float
+    peak_memory_growth_mb: float
+    memory_measured_as: str
+    interrupted: bool
+    ceiling_mrr: float | None = None  # synthetic graphs: what a perfect model reaches on the same sample
+
+
+@dataclass(frozen=True)
 class MinibatchMetrics:
     """One row per (mode, training seed) and the graph's sizes; ``reciprocal_ranks[mode]``: per seed, the
     first and last curve point's per-query reciprocal ranks (what the scale claim judges)."""
 
-    rows: list
+    rows: list[MinibatchRow]
     sizes: dict
     reciprocal_ranks: dict = field(default_factory=dict, repr=False)
 
@@ -137,7 +178,7 @@ class MinibatchMetrics:
     def scale_row(self) -> dict:
         """The first run's row with the graph's sizes as ``graph_*`` (what notebook 01 records for the
         scale run)."""
-        return {**self.rows[0], **{f"graph_{k}": v for k, v in self.sizes.items()}}
+        return {**dataclasses.asdict(self.rows[0]), **{f"graph_{k}": v for k, v in self.sizes.items()}}
 
 
 @dataclass(frozen=True)

@@ -131,9 +131,5 @@ def test_scale_panel_builds_a_synthetic_graph_of_the_requested_size(ctx):
     assert list(panel.result.table["mode"]) == ["mini-batch"]
     row = panel.result.metrics.rows[0]
     # validated at each epoch end (eval_points=0): one curve point per epoch, after that epoch's steps
-    assert (
-        len(row["curve_valid_mrr"]) == row["epochs"]
-        and row["curve_steps"][-1] == row["steps"]
-        and row["steps_per_s"] > 0
-    )
-    assert 0 < row["valid_mrr"] <= row["ceiling_mrr"] + 0.05 and row["ceiling_mrr"] < 1
+    assert len(row.curve_valid_mrr) == row.epochs and row.curve_steps[-1] == row.steps and row.steps_per_s > 0
+    assert 0 < row.valid_mrr <= row.ceiling_mrr + 0.05 and row.ceiling_mrr < 1

@@ -10,15 +10,44 @@ from nbkit.kg import claims
 from nbkit.kg.metrics import (
     AblationMetrics,
     AggrMetrics,
+    AggrRun,
     AggrSummary,
     DownstreamMetrics,
     MinibatchMetrics,
+    MinibatchRow,
     PitfallMetrics,
     RungMetrics,
 )
 from nbkit.result import Result
 
 NAN = float("nan")
+
+
+def minibatch_row(**fields):
+    """A MinibatchRow with every field the test does not care about filled."""
+    base = dict(
+        mode="mini-batch",
+        seed=0,
+        valid_mrr=0.01,
+        valid_hits_at_10=0.02,
+        evaluated_triples=500,
+        epochs=1,
+        steps=10,
+        train_s=5.0,
+        steps_per_s=2.0,
+        curve_steps=[5, 10],
+        curve_train_s=[2.0, 5.0],
+        curve_valid_mrr=[0.005, 0.01],
+        edges_per_step=100,
+        nodes_per_step=50,
+        nodes_fraction=0.1,
+        message_graph_edges=1000,
+        peak_memory_mb=100.0,
+        peak_memory_growth_mb=10.0,
+        memory_measured_as="rss",
+        interrupted=False,
+    )
+    return MinibatchRow(**{**base, **fields})
 
 
 def _rung(auc=(), select=(), judge=()):
@@ -81,13 +110,7 @@ def _runs(mean_rough, add_rough, mean_div=(), add_div=()):
         for seed, r in enumerate(rough):
             diverged = seed in div
             out.append(
-                {
-                    "aggr": aggr,
-                    "seed": seed,
-                    "valid_mrr": math.nan if diverged else 0.5,
-                    "roughness": math.nan if diverged else r,
-                    "diverged": diverged,
-                }
+                AggrRun(aggr, seed, math.nan if diverged else 0.5, math.nan if diverged else r, diverged)
             )
     return out
 
@@ -133,13 +156,7 @@ def test_aggr_on_smooth_and_wobbling_curves_is_decided_both_ways():
     from nbkit.kg.experiments import loss_roughness
 
     def run(aggr, seed, curve):
-        return {
-            "aggr": aggr,
-            "seed": seed,
-            "valid_mrr": 0.5,
-            "roughness": loss_roughness(curve),
-            "diverged": False,
-        }
+        return AggrRun(aggr, seed, 0.5, loss_roughness(curve), diverged=False)
 
     fast = [[0.05 + 2.0 * math.exp(-e / (3 + s)) for e in range(60)] for s in range(3)]
     noisy = [[1.0 - 0.002 * e + (0.03 + 0.005 * s) * (-1) ** e for e in range(60)] for s in range(3)]
@@ -376,18 +393,18 @@ def _scale(first, last, points=3, ceiling=0.031):
     training seed."""
     rows = []
     for seed, (f, la) in enumerate(zip(first, last, strict=True)):
-        row = {
-            "mode": "mini-batch",
-            "seed": seed,
-            "steps": 40,
-            "steps_per_s": 1.3,
-            "curve_train_s": [10.0, 20.0, 30.0][:points],
-            "curve_valid_mrr": [sum(f) / len(f), 0.004, sum(la) / len(la)][-points:],
-            "evaluated_triples": len(f) // 2,
-        }
-        if ceiling:
-            row["ceiling_mrr"] = ceiling
-        rows.append(row)
+        curve = [sum(f) / len(f), 0.004, sum(la) / len(la)][-points:]
+        rows.append(
+            minibatch_row(
+                seed=seed,
+                steps=40,
+                steps_per_s=1.3,
+                curve_train_s=[10.0, 20.0, 30.0][:points],
+                curve_valid_mrr=curve,
+                evaluated_triples=len(f) // 2,
+                ceiling_mrr=ceiling,
+            )
+        )
     pairs = {"mini-batch": list(zip(first, last, strict=True))}
     return Result(metrics=MinibatchMetrics(rows=rows, sizes={"entities": 47_000}, reciprocal_ranks=pairs))
 

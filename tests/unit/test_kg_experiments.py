@@ -9,7 +9,7 @@ from nbkit.errors import UsageError
 from nbkit.experiment import config_for
 from nbkit.kg import config as c
 from nbkit.kg import experiments as ex
-from nbkit.kg.metrics import AblationMetrics, DownstreamMetrics, MinibatchMetrics
+from nbkit.kg.metrics import AblationMetrics, DownstreamMetrics, MinibatchMetrics, MinibatchRow
 from nbkit.result import Result
 
 
@@ -52,23 +52,29 @@ def test_each_context_caches_its_own_split():
 
 
 def _row(seed, **extra):
-    return {
-        "mode": "mini-batch",
-        "seed": seed,
-        "steps": 40,
-        "train_s": 5.1,
-        "edges_per_step": 1200,
-        "message_graph_edges": 40_000,
-        "nodes_fraction": 0.25,
-        "steps_per_s": 7.8,
-        "peak_memory_growth_mb": 12.0,
-        "memory_measured_as": "rss",
-        "valid_mrr": 0.0123,
-        "evaluated_triples": 500,
-        "curve_train_s": [1.0, 5.0],
-        "curve_valid_mrr": [0.004, 0.0123],
-        **extra,
-    }
+    fields = dict(
+        mode="mini-batch",
+        seed=seed,
+        valid_mrr=0.0123,
+        valid_hits_at_10=0.03,
+        evaluated_triples=500,
+        epochs=1,
+        steps=40,
+        train_s=5.1,
+        steps_per_s=7.8,
+        curve_steps=[10, 40],
+        curve_train_s=[1.0, 5.0],
+        curve_valid_mrr=[0.004, 0.0123],
+        edges_per_step=1200,
+        nodes_per_step=750,
+        nodes_fraction=0.25,
+        message_graph_edges=40_000,
+        peak_memory_mb=300.0,
+        peak_memory_growth_mb=12.0,
+        memory_measured_as="rss",
+        interrupted=False,
+    )
+    return MinibatchRow(**{**fields, **extra})
 
 
 def test_the_scale_row_and_summary():
