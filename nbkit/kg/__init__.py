@@ -24,9 +24,8 @@ A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain mo
 * ``nbkit.kg.downstream``  - node embeddings -> logistic regression, 5-fold macro-F1;
 * ``nbkit.kg.checks``      - pitfall detectors returning ``nbkit.findings.Finding``.
 
-``import nbkit.kg`` is instant. ``models`` and ``neighbor_sampler`` subclass torch / torch_geometric
-classes, so importing them (and ``train``, ``experiments``, ``panels``, which import them) loads torch;
-``config``, ``metrics``, ``claims`` and the readers do not.
+Importing any of them loads no torch, torch_geometric or pykeen: functions import them when called, and
+``models`` / ``neighbor_sampler`` define their torch subclasses on first use (module ``__getattr__``).
 """
 
 __all__ = [

@@ -17,6 +17,7 @@ Sampling is deterministic given the ``torch.Generator`` (or ``seed``) it was bui
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 # Rows whose degree is at most this multiple of the fan-out are sampled exactly by shuffling all
@@ -134,105 +135,121 @@ def sample_incoming(csc: CSCGraph, nodes, k: int, generator):
     return pos[order], owner[order]
 
 
-class TorchNeighborSampler(_base_sampler()):
-    """PyG ``BaseSampler`` doing directed multi-hop neighbour sampling with torch ops only.
+@functools.cache
+def _sampler_class() -> type:
+    """``TorchNeighborSampler``, defined on first use: its base class is PyG's ``BaseSampler``, so
+    importing this module loads no torch_geometric (``neighbor_sampler.TorchNeighborSampler`` and
+    ``from nbkit.kg.neighbor_sampler import TorchNeighborSampler`` reach it through ``__getattr__``)."""
 
-    ``data`` is a homogeneous ``Data`` (``edge_index``, ``num_nodes``; other edge attributes such as
-    ``edge_type`` are carried into batches by PyG's loaders through the original edge ids).
-    """
+    class TorchNeighborSampler(_base_sampler()):
+        """PyG ``BaseSampler`` doing directed multi-hop neighbour sampling with torch ops only.
 
-    def __init__(self, data, num_neighbors, *, seed: int | None = 0, generator=None):
-        import torch
-        from torch_geometric.data import HeteroData
+        ``data`` is a homogeneous ``Data`` (``edge_index``, ``num_nodes``; other edge attributes such as
+        ``edge_type`` are carried into batches by PyG's loaders through the original edge ids).
+        """
 
-        super().__init__()
-        if isinstance(data, HeteroData):
-            raise TypeError(
-                "TorchNeighborSampler samples homogeneous graphs; convert with data.to_homogeneous() "
-                "(node and edge types become node_type / edge_type attributes)"
+        def __init__(self, data, num_neighbors, *, seed: int | None = 0, generator=None):
+            import torch
+            from torch_geometric.data import HeteroData
+
+            super().__init__()
+            if isinstance(data, HeteroData):
+                raise TypeError(
+                    "TorchNeighborSampler samples homogeneous graphs; convert with data.to_homogeneous() "
+                    "(node and edge types become node_type / edge_type attributes)"
+                )
+            self.num_neighbors = [int(k) for k in num_neighbors]
+            if not self.num_neighbors or any(k == 0 or k < -1 for k in self.num_neighbors):
+                raise ValueError(
+                    "num_neighbors must be a non-empty list of positive fan-outs or -1 (all), got "
+                    f"{list(num_neighbors)}"
+                )
+            self.num_nodes = int(data.num_nodes)
+            self.csc = CSCGraph(data.edge_index, self.num_nodes)
+            self.generator = (
+                generator
+                if generator is not None
+                else torch.Generator().manual_seed(0 if seed is None else seed)
             )
-        self.num_neighbors = [int(k) for k in num_neighbors]
-        if not self.num_neighbors or any(k == 0 or k < -1 for k in self.num_neighbors):
-            raise ValueError(
-                "num_neighbors must be a non-empty list of positive fan-outs or -1 (all), got "
-                f"{list(num_neighbors)}"
+            # Global -> local id scratch table; only touched entries are reset after each call.
+            self._local = torch.full((self.num_nodes,), -1, dtype=torch.long)
+
+        @property
+        def edge_permutation(self):
+            return None  # ``edge`` already holds original edge ids
+
+        def sample(self, seed) -> Any:
+            """Sample the ``len(num_neighbors)``-hop incoming neighbourhood of the (unique) ``seed`` nodes."""
+            import torch
+            from torch_geometric.sampler import SamplerOutput
+
+            seed = torch.as_tensor(seed, dtype=torch.long).flatten()
+            if seed.numel() and (int(seed.min()) < 0 or int(seed.max()) >= self.num_nodes):
+                low, high = int(seed.min()), int(seed.max())
+                raise ValueError(f"seed node ids must lie in [0, {self.num_nodes}), got [{low}, {high}]")
+            if torch.unique(seed).numel() != seed.numel():
+                raise ValueError(
+                    "seed nodes must be unique (PyG's edge_sample de-duplicates them before calling the "
+                    "sampler)"
+                )
+            local = self._local
+            nodes = [seed]
+            local[seed] = torch.arange(seed.numel())
+            count = seed.numel()
+            frontier = seed
+            rows, cols, edges = [], [], []
+            num_sampled_nodes, num_sampled_edges = [seed.numel()], []
+            try:
+                for k in self.num_neighbors:
+                    pos, owner = sample_incoming(self.csc, frontier, k, self.generator)
+                    src = self.csc.row[pos]
+                    new = torch.unique(src[local[src] < 0])
+                    local[new] = torch.arange(count, count + new.numel())
+                    count += new.numel()
+                    rows.append(local[src])
+                    cols.append(local[frontier[owner]])
+                    edges.append(self.csc.edge_id[pos])
+                    nodes.append(new)
+                    num_sampled_nodes.append(new.numel())
+                    num_sampled_edges.append(pos.numel())
+                    frontier = new
+                node = torch.cat(nodes)
+            finally:
+                local[torch.cat(nodes)] = -1
+            cat = lambda parts: torch.cat(parts) if parts else torch.empty(0, dtype=torch.long)  # noqa: E731
+            return SamplerOutput(
+                node=node,
+                row=cat(rows),
+                col=cat(cols),
+                edge=cat(edges),
+                num_sampled_nodes=num_sampled_nodes,
+                num_sampled_edges=num_sampled_edges,
             )
-        self.num_nodes = int(data.num_nodes)
-        self.csc = CSCGraph(data.edge_index, self.num_nodes)
-        self.generator = (
-            generator if generator is not None else torch.Generator().manual_seed(0 if seed is None else seed)
-        )
-        # Global -> local id scratch table; only touched entries are reset after each call.
-        self._local = torch.full((self.num_nodes,), -1, dtype=torch.long)
 
-    @property
-    def edge_permutation(self):
-        return None  # ``edge`` already holds original edge ids
+        def _sample_fn(self, seed, seed_time=None, **kwargs):
+            if seed_time is not None:
+                raise ValueError("temporal sampling (seed_time) is not supported by TorchNeighborSampler")
+            if isinstance(seed, dict):
+                raise TypeError("TorchNeighborSampler samples homogeneous graphs; got per-type seeds")
+            return self.sample(seed)
 
-    def sample(self, seed) -> Any:
-        """Sample the ``len(num_neighbors)``-hop incoming neighbourhood of the (unique) ``seed`` nodes."""
-        import torch
-        from torch_geometric.sampler import SamplerOutput
+        def sample_from_nodes(self, inputs, **kwargs):
+            from torch_geometric.sampler.neighbor_sampler import node_sample
 
-        seed = torch.as_tensor(seed, dtype=torch.long).flatten()
-        if seed.numel() and (int(seed.min()) < 0 or int(seed.max()) >= self.num_nodes):
-            raise ValueError(
-                f"seed node ids must lie in [0, {self.num_nodes}), got [{int(seed.min())}, {int(seed.max())}]"
-            )
-        if torch.unique(seed).numel() != seed.numel():
-            raise ValueError(
-                "seed nodes must be unique (PyG's edge_sample de-duplicates them before calling the sampler)"
-            )
-        local = self._local
-        nodes = [seed]
-        local[seed] = torch.arange(seed.numel())
-        count = seed.numel()
-        frontier = seed
-        rows, cols, edges = [], [], []
-        num_sampled_nodes, num_sampled_edges = [seed.numel()], []
-        try:
-            for k in self.num_neighbors:
-                pos, owner = sample_incoming(self.csc, frontier, k, self.generator)
-                src = self.csc.row[pos]
-                new = torch.unique(src[local[src] < 0])
-                local[new] = torch.arange(count, count + new.numel())
-                count += new.numel()
-                rows.append(local[src])
-                cols.append(local[frontier[owner]])
-                edges.append(self.csc.edge_id[pos])
-                nodes.append(new)
-                num_sampled_nodes.append(new.numel())
-                num_sampled_edges.append(pos.numel())
-                frontier = new
-            node = torch.cat(nodes)
-        finally:
-            local[torch.cat(nodes)] = -1
-        cat = lambda parts: torch.cat(parts) if parts else torch.empty(0, dtype=torch.long)  # noqa: E731
-        return SamplerOutput(
-            node=node,
-            row=cat(rows),
-            col=cat(cols),
-            edge=cat(edges),
-            num_sampled_nodes=num_sampled_nodes,
-            num_sampled_edges=num_sampled_edges,
-        )
+            return node_sample(inputs, self._sample_fn)
 
-    def _sample_fn(self, seed, seed_time=None, **kwargs):
-        if seed_time is not None:
-            raise ValueError("temporal sampling (seed_time) is not supported by TorchNeighborSampler")
-        if isinstance(seed, dict):
-            raise TypeError("TorchNeighborSampler samples homogeneous graphs; got per-type seeds")
-        return self.sample(seed)
+        def sample_from_edges(self, inputs, neg_sampling=None):
+            from torch_geometric.sampler.neighbor_sampler import edge_sample
 
-    def sample_from_nodes(self, inputs, **kwargs):
-        from torch_geometric.sampler.neighbor_sampler import node_sample
+            return edge_sample(inputs, self._sample_fn, self.num_nodes, False, None, neg_sampling)
 
-        return node_sample(inputs, self._sample_fn)
+    return TorchNeighborSampler
 
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        from torch_geometric.sampler.neighbor_sampler import edge_sample
 
-        return edge_sample(inputs, self._sample_fn, self.num_nodes, False, None, neg_sampling)
+def __getattr__(name: str) -> Any:
+    if name == "TorchNeighborSampler":
+        return _sampler_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def link_neighbor_loader(
@@ -294,7 +311,7 @@ def link_neighbor_loader(
     labels = (
         data.edge_index if edge_label_index is None else torch.as_tensor(edge_label_index, dtype=torch.long)
     )
-    sampler = TorchNeighborSampler(data, num_neighbors, seed=seed)
+    sampler = _sampler_class()(data, num_neighbors, seed=seed)
     return LinkLoader(
         data,
         link_sampler=sampler,

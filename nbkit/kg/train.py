@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.kg import neighbor_sampler
 from nbkit.kg.config import TrainConfig
 from nbkit.kg.graph import KGSplit
 from nbkit.kg.ladder import NEGATIVES, ModelGraph, Rung, RungResult, build_model, model_graph
-from nbkit.kg.neighbor_sampler import TorchNeighborSampler
 from nbkit.kg.ranking import evaluate, true_index
 
 FULL_SCORE_MAX_NODES = 20000
@@ -506,7 +506,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     node_sampler = (
         None
         if cfg.full_graph
-        else TorchNeighborSampler(
+        else neighbor_sampler.TorchNeighborSampler(
             Data(edge_index=graph.edge_index, num_nodes=split.num_nodes), cfg.num_neighbors, generator=gen
         )
     )
