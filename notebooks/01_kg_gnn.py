@@ -16,10 +16,10 @@
 # (ComplEx-N3) — and how leakage inflates the field notes' AUC.
 #
 # Run it top to bottom; every panel's default run also executes headless (`nbkit run 01 --smoke`).
-# Each panel wires a config of `nbkit.kg.config` to an experiment of `nbkit.kg.experiments`; the verdicts
-# come from `nbkit.kg.claims`. Every choice (decoder, dropout, edge-type aggregation, ComplEx-N3's width,
-# N3 weight, learning rate and batch, epochs by early stopping, best rung) is made on the **validation**
-# split; the test split is scored once, at the end of the ablation, for the chosen rung.
+# Each panel wires an experiment of `nbkit.kg.experiments` (its config in `nbkit.kg.config`) to widgets;
+# the verdicts come from `nbkit.kg.claims`. Every choice (decoder, dropout, edge-type aggregation,
+# ComplEx-N3's width, N3 weight, learning rate and batch, epochs by early stopping, best rung) is made on
+# the **validation** split; the test split is scored once, at the end of the ablation, for the chosen rung.
 #
 # The field notes (§2.1, §3.1, §4.1) claim: reverse edges lift AUC from 0.53 to 0.79; embeddings reach a
 # downstream F1 of 0.82; `aggr="mean"` is more stable than `"add"`; `coalesce()` prevents an `IndexError`
@@ -30,21 +30,20 @@
 SMOKE = False
 DEVICE = "auto"
 SEED = 0
-DATASET = "umls"  # "umls" / "kinships" (bundled in PyKEEN's wheel), "synthetic", "hetionet", or a path to a triples / RDF file
+# DATASET: "umls" / "kinships" (bundled in PyKEEN's wheel), "synthetic", "hetionet", or a triples / RDF file
+DATASET = "umls"
 
 # %%
 import nbkit
 
 nbkit.require("kg")  # this notebook needs pip install 'nbkit[kg]': one line here if anything is missing
 
-from nbkit.device import device_report, pick_device
-from nbkit.kg import claims, config, experiments, panels
-from nbkit.kg.config import preset
+from nbkit.claims import claims_frame
+from nbkit.kg import claims, experiments, panels
 
-common = {"dataset": DATASET, "seed": SEED, "device": DEVICE}
-report = device_report()
-nbkit.record("device", str(pick_device(DEVICE)))
-report
+ctx = experiments.KGContext(DEVICE)  # what the sections share: the device, the dataset, its split
+nbkit.record("device", str(ctx.torch_device))
+experiments.device_report()
 
 # %% [markdown]
 # ## 1. Load, split, leakage
@@ -61,12 +60,10 @@ report
 # the data itself.
 
 # %%
-load = experiments.run_load(preset(config.LoadConfig, SMOKE, **common))
+load = experiments.run("load", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED)
 print(load.data["report"])
-for key in ("load_report", "split_sizes", "hetero_summary", "leakage", "leakage_test_reversed_pair_share",
-            "leakage_test_same_pair_other_relation_share", "rdf_parser_comparison", "rdf_roundtrip_kept"):
-    nbkit.record(key, load.metrics[key])
-print(load.metrics["split_sizes"], load.metrics["rdf_parser_comparison"])
+experiments.record_each(load.metrics)
+print(load.metrics.split_sizes, load.metrics.rdf_parser_comparison)
 load.table.round(3)
 
 # %% [markdown]
@@ -78,10 +75,10 @@ load.table.round(3)
 # validation MRR (every run early-stopped on validation). The cell prints the figures it chose on.
 
 # %%
-selection_p = panels.selection_panel(preset(config.SelectionConfig, SMOKE, **common))
+selection_p = panels.panel("selection", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED)
 selection_p.display()
 selection = selection_p.run()
-chosen = selection.metrics["chosen"]
+chosen = selection.metrics.chosen  # the later sections take these choices as overrides
 nbkit.record("selection", selection.metrics)
 
 # %% [markdown]
@@ -90,7 +87,8 @@ nbkit.record("selection", selection.metrics)
 # Same split, same epochs, same width for every rung, over several seeds; per run the epoch with the best
 # validation MRR is kept.
 # 1. one node type, GCN, undirected, uniform negatives, dot-product decoder;
-# 2. typed nodes (per-type embeddings of per-type width, projected) + hetero SAGE on the stated direction only;
+# 2. typed nodes (per-type embeddings of per-type width, projected) + hetero SAGE on the stated
+#    direction only;
 # 3. \+ explicit `rel__inv` reverse relations;
 # 4. RGCN (`RGCNConv`, `num_relations` = relations incl. inverses, basis decomposition) + relation-specific
 #    (type-constrained) negatives + the decoder chosen above;
@@ -107,13 +105,21 @@ nbkit.record("selection", selection.metrics)
 # negatives. The best rung is chosen on mean validation MRR; only it is scored on the test split.
 
 # %%
-ablation_p = panels.ablation_panel(preset(config.AblationConfig, SMOKE, **common, **chosen))
+ablation_p = panels.panel("ablation", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED, **chosen.overrides())
 ablation_p.display()
 ablation = ablation_p.run()
-for key in ("best_rung", "seeds", "test_mrr", "test_hits_at_1", "test_hits_at_3", "test_hits_at_10", "test_auc", "rung_metrics"):
-    nbkit.record(key, ablation.metrics[key])
-print(f"best rung by validation MRR: {ablation.data['label']}; test (once, mean of {ablation.metrics['seeds']} seeds): "
-      f"MRR {ablation.metrics['test_mrr']:.3f}, Hits@10 {ablation.metrics['test_hits_at_10']:.3f}, AUC {ablation.metrics['test_auc']:.3f}")
+experiments.record_each(
+    ablation.metrics,
+    "best_rung",
+    "seeds",
+    "test_mrr",
+    "test_hits_at_1",
+    "test_hits_at_3",
+    "test_hits_at_10",
+    "test_auc",
+    "rung_metrics",
+)
+print(experiments.ablation_summary(ablation))
 
 # %% [markdown]
 # ## 4. Downstream check: does the embedding know what it was never told?
@@ -125,11 +131,10 @@ print(f"best rung by validation MRR: {ablation.data['label']}; test (once, mean 
 # node types there is nothing to predict: the section says so and skips.
 
 # %%
-downstream_p = panels.downstream_panel(preset(config.DownstreamConfig, SMOKE, **common, **chosen))
+downstream_p = panels.panel("downstream", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED, **chosen.overrides())
 downstream_p.display()
 downstream = downstream_p.run()
-if "skipped" in downstream.metrics:
-    print("skipped:", downstream.metrics["skipped"])
+print(experiments.downstream_summary(downstream))
 nbkit.record("downstream", downstream.metrics)
 
 # %% [markdown]
@@ -140,7 +145,7 @@ nbkit.record("downstream", downstream.metrics)
 # has none, one that oscillates has some, however slowly it learns.
 
 # %%
-aggr_p = panels.aggr_panel(preset(config.AggrConfig, SMOKE, **common, **chosen))
+aggr_p = panels.panel("aggr", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED, **chosen.overrides())
 aggr_p.display()
 aggr = aggr_p.run()
 nbkit.record("aggr_stability", aggr.metrics)
@@ -160,7 +165,7 @@ aggr.table.round(4)
 # Hetionet's size (47k entities, 1.6M train triples), mini-batch only, validated several times inside its
 # time budget so the learning curve shows. At this size each entity occurs in only a few of the positives a
 # 30 s budget gets through, so per-entity embeddings that start as independent noise barely move — an
-# earlier session's observation, not measured by this run (`ScaleConfig`'s notes: flat for 260 s with
+# earlier session's observation, not measured by this run (bench/RESULTS.md: flat for minutes with
 # random starts). Two settings are meant to make it learn (`ScaleConfig`'s defaults, chosen in that
 # session on the first 1,000 sampled validation triples): the entity tables **start from the graph's
 # structure** — seeded random vectors averaged over each entity's 2-hop train neighbourhood, so entities of
@@ -177,28 +182,18 @@ aggr.table.round(4)
 # graph with the same loss, printing the memory ratio.
 
 # %%
-mb_p = panels.minibatch_panel(preset(config.MinibatchConfig, SMOKE, **common))
+mb_p = panels.panel("minibatch", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED)
 mb_p.display()
 mb = mb_p.run()
-nbkit.record("minibatch_comparison", mb.metrics["rows"])
-for row in mb.metrics["rows"]:
-    print(f"{row['mode']:>10}: {row['steps_per_s']} steps/s, encoder on {row['nodes_fraction']:.0%} of the nodes per step, "
-          f"peak memory growth {row['peak_memory_growth_mb']:.0f} MB, validation MRR {row['valid_mrr']:.3f}")
+nbkit.record("minibatch_comparison", mb.metrics.rows)
+print(experiments.minibatch_summary(mb))
 
 # %%
-scale_p = panels.scale_panel(preset(config.ScaleConfig, SMOKE, **common))
+scale_p = panels.panel("scale", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED)
 scale_p.display()
 scale = scale_p.run()
-scale_row = {**scale.metrics["rows"][0], **{f"graph_{k}": v for k, v in scale.metrics["sizes"].items()}}
-nbkit.record("minibatch_scale", scale_row)
-print(f"synthetic graph: {scale_row['graph_entities']:,} entities, {scale_row['graph_train']:,} train triples; "
-      f"{scale_row['steps']} steps in {scale_row['train_s']} s, {scale_row['edges_per_step']:,} of {scale_row['message_graph_edges']:,} "
-      f"message edges and {scale_row['nodes_fraction']:.0%} of the nodes per step ({scale_row['steps_per_s']} steps/s), peak memory growth {scale_row['peak_memory_growth_mb']:.0f} MB "
-      f"({scale_row['memory_measured_as']}); validation MRR {scale_row['valid_mrr']:.4f} on {scale_row['evaluated_triples']} sampled "
-      f"validation triples (ceiling {scale_row['ceiling_mrr']:.4f})")
-for run in scale.metrics["rows"]:
-    print(f"learning curve, seed {run['seed']} (training seconds -> validation MRR):",
-          ", ".join(f"{s_:.0f} s: {m:.4f}" for s_, m in zip(run["curve_train_s"], run["curve_valid_mrr"], strict=True)))
+nbkit.record("minibatch_scale", scale.metrics.scale_row)
+print(experiments.scale_summary(scale))
 print("does it rise?", claims.scale_claim(scale).why)
 
 # %% [markdown]
@@ -209,9 +204,8 @@ print("does it rise?", claims.scale_claim(scale).why)
 # AUC stuck at 0.5 — each next to its clean twin — and the field notes' `coalesce` claim tested directly.
 
 # %%
-pitfalls = experiments.run_pitfalls(preset(config.PitfallConfig, SMOKE, **common))
-nbkit.record("pitfall_findings", pitfalls.metrics["pitfall_findings"])
-nbkit.record("coalesce_experiment", pitfalls.metrics["coalesce_experiment"])
+pitfalls = experiments.run("pitfalls", ctx, smoke=SMOKE, dataset=DATASET, seed=SEED)
+experiments.record_each(pitfalls.metrics)
 pitfalls.table
 
 # %% [markdown]
@@ -223,8 +217,6 @@ pitfalls.table
 # within its budget.
 
 # %%
-from nbkit.claims import claims_frame
-
 rows = claims.claims(ablation=ablation, downstream=downstream, aggr=aggr, pitfalls=pitfalls, scale=scale)
 nbkit.record("claims", rows)
 nbkit.record("headline", claims.headline(ablation=ablation, downstream=downstream))

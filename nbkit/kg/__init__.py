@@ -2,21 +2,42 @@
 
 A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain modules.
 
-* ``nbkit.kg.config``      - one dataclass per experiment (widget metadata, ``smoke()`` presets) and ``TrainConfig``;
-* ``nbkit.kg.experiments`` - ``run_x(cfg, live=None) -> Result``: load, selection (on validation), ablation,
-  aggr, downstream, mini-batch, pitfalls; the device is resolved there, once;
-* ``nbkit.kg.claims``      - the field notes' claims, two-sided ``verdict_*`` functions, ``claims() -> list[Claim]``;
-* ``nbkit.kg.panels``      - panel factories for notebook 01;
-* ``nbkit.kg.triples``     - loaders returning one typed triples table plus a ``LoadReport``;
+* ``nbkit.kg.config``      - one dataclass per experiment (widget metadata, ``smoke()`` presets), ``Chosen``
+  (what the selection chose on validation) and ``TrainConfig``;
+* ``nbkit.kg.experiments`` - ``REGISTRY``, ``KGContext`` (device, datasets, splits, cached per context) and
+  ``run_x(cfg, ctx, live) -> Result[XMetrics]``: load, selection (on validation), ablation, aggr,
+  downstream, mini-batch / scale, pitfalls;
+* ``nbkit.kg.metrics``     - the frozen metrics dataclasses the experiments return and the claims read;
+* ``nbkit.kg.claims``      - the field notes' claims, two-sided ``verdict_*`` functions,
+  ``claims() -> list[Claim]``;
+* ``nbkit.kg.panels``      - ``panel(slug, ctx, ...)``: the generic experiment panel for notebook 01;
+* ``nbkit.kg.triples``     - readers returning one typed triples table plus a ``LoadReport`` (files, RDF,
+  PyKEEN's bundled UMLS and Kinships); ``hetionet`` (download and reader), ``synthetic`` (the seeded
+  generator), ``datasets`` (``load_dataset``: a name or a path), ``rdf_bench`` (pyoxigraph vs rdflib);
 * ``nbkit.kg.graph``       - indices, leak-free splits, the leakage meter, message graphs, ``HeteroData``;
-* ``nbkit.kg.models``      - the encoders/decoders of the ablation ladder (GCN, typed hetero SAGE, RGCN, and
+* ``nbkit.kg.ladder``      - the ablation ladder's rungs, the model each builds, one run's ``RungResult``;
+* ``nbkit.kg.models``      - the encoders/decoders of the ladder (GCN, typed hetero SAGE, RGCN, and
   ComplEx-N3 with reciprocal relations: rung 6, no message passing);
-* ``nbkit.kg.train``       - training (full batch / mini-batch), filtered ranking metrics and AUC;
+* ``nbkit.kg.train``       - training loops (full batch, mini-batch, rung 6);
+* ``nbkit.kg.ranking``     - filtered ranking metrics (MRR, Hits@k) and AUC on fixed negatives;
 * ``nbkit.kg.neighbor_sampler`` - a pure-torch PyG neighbour sampler for mini-batches;
 * ``nbkit.kg.downstream``  - node embeddings -> logistic regression, 5-fold macro-F1;
 * ``nbkit.kg.checks``      - pitfall detectors returning ``nbkit.findings.Finding``.
 
-Every module imports torch / torch_geometric / pykeen inside its functions, so importing is instant.
+Importing any of them loads no torch, torch_geometric or pykeen: functions import them when called, and
+``models`` / ``neighbor_sampler`` define their torch subclasses on first use (module ``__getattr__``).
 """
 
-__all__ = ["config", "experiments", "claims", "panels", "triples", "graph", "models", "train", "neighbor_sampler", "downstream", "checks"]
+__all__ = [
+    "config",
+    "experiments",
+    "claims",
+    "panels",
+    "triples",
+    "graph",
+    "models",
+    "train",
+    "neighbor_sampler",
+    "downstream",
+    "checks",
+]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from nbkit.findings import Finding
+from nbkit.kg.graph import coalesce_typed, message_graph
 
 TITLES = {
     "edge-index-mutation": "edge_index mutated in place",
@@ -23,8 +24,18 @@ TITLES = {
 }
 
 
-def _finding(check: str, ok: bool, summary: str, figures: dict[str, Any], *, fix: str = "", table=None, title: str = "") -> Finding:
-    return Finding(check, title or TITLES[check], "pass" if ok else "fail", summary, figures=figures, table=table or [], fix="" if ok else fix)
+def _finding(
+    check: str, ok: bool, summary: str, figures: dict[str, Any], *, fix: str = "", table=None, title: str = ""
+) -> Finding:
+    return Finding(
+        check,
+        title or TITLES[check],
+        "pass" if ok else "fail",
+        summary,
+        figures=figures,
+        table=table or [],
+        fix="" if ok else fix,
+    )
 
 
 def detect_inplace_edge_mutation(forward, edge_index, *args, **kwargs) -> Finding:
@@ -41,7 +52,12 @@ def detect_inplace_edge_mutation(forward, edge_index, *args, **kwargs) -> Findin
     bumps = edge_index._version - version
     changed = int((edge_index != before).sum()) if edge_index.shape == before.shape else -1
     if bumps == 0 and changed == 0:
-        return _finding("edge-index-mutation", True, "forward left edge_index untouched", {"version_bumps": 0, "entries_changed": 0})
+        return _finding(
+            "edge-index-mutation",
+            True,
+            "forward left edge_index untouched",
+            {"version_bumps": 0, "entries_changed": 0},
+        )
     diff_at = torch.nonzero(edge_index != before)[:3].tolist() if changed > 0 else []
     return _finding(
         "edge-index-mutation",
@@ -64,7 +80,9 @@ def check_features(x, name: str = "x", scale_ratio: float = 100.0) -> Finding:
     ev: dict[str, Any] = {"rows": int(x.shape[0]), "nan": nan, "inf": inf}
     title = f"node features {name!r} finite and scaled"
     if finite.numel() == 0:
-        return _finding("features", False, "no finite rows", ev, fix="drop or impute the NaN/Inf rows", title=title)
+        return _finding(
+            "features", False, "no finite rows", ev, fix="drop or impute the NaN/Inf rows", title=title
+        )
     q = torch.quantile(finite.double(), torch.tensor([0.25, 0.5, 0.75], dtype=torch.double), dim=0)
     iqr = (q[2] - q[0]).abs()
     ev["max_abs"] = round(float(finite.abs().max()), 3)
@@ -76,7 +94,14 @@ def check_features(x, name: str = "x", scale_ratio: float = 100.0) -> Finding:
     if ev["max_abs"] > scale_ratio * max(ev["median_iqr"], 1e-6) or ev["max_abs"] > 1e3:
         problems.append(f"unscaled: max |x| = {ev['max_abs']} vs median IQR {ev['median_iqr']}")
     if problems:
-        return _finding("features", False, "; ".join(problems), ev, fix="apply robust_scale (median/IQR scaling, NaN/Inf filled)", title=title)
+        return _finding(
+            "features",
+            False,
+            "; ".join(problems),
+            ev,
+            fix="apply robust_scale (median/IQR scaling, NaN/Inf filled)",
+            title=title,
+        )
     return _finding("features", True, "finite and on a comparable scale", ev, title=title)
 
 
@@ -106,14 +131,27 @@ def check_edge_indices(data) -> Finding:
         over_s = int((ei[0] >= ns).sum() + (ei[0] < 0).sum())
         over_d = int((ei[1] >= nd).sum() + (ei[1] < 0).sum())
         if over_s or over_d:
-            bad[str(et)] = {"src_out_of_range": over_s, "dst_out_of_range": over_d, "max_src": int(ei[0].max()), "num_src": ns, "max_dst": int(ei[1].max()), "num_dst": nd}
+            bad[str(et)] = {
+                "src_out_of_range": over_s,
+                "dst_out_of_range": over_d,
+                "max_src": int(ei[0].max()),
+                "num_src": ns,
+                "max_dst": int(ei[1].max()),
+                "num_dst": nd,
+            }
     if not bad:
-        return _finding("edge-indices", True, "every edge index is within its node store", {"edge_types": len(stores), "bad_edge_types": 0})
+        return _finding(
+            "edge-indices",
+            True,
+            "every edge index is within its node store",
+            {"edge_types": len(stores), "bad_edge_types": 0},
+        )
     first = next(iter(bad))
     return _finding(
         "edge-indices",
         False,
-        f"{len(bad)} edge type(s) point past their node store (first: {first}: {bad[first]}); entities are missing from the mapping",
+        f"{len(bad)} edge type(s) point past their node store (first: {first}: {bad[first]}); entities are "
+        "missing from the mapping",
         {"edge_types": len(stores), "bad_edge_types": len(bad)},
         fix="build the mapping from heads AND tails of every triple",
         table=[{"edge_type": k, **v} for k, v in bad.items()],
@@ -129,20 +167,31 @@ def check_mapping_covers(df, entities: dict[str, list[str]]) -> Finding:
             if (t, e) not in known:
                 missing.add((col, t, e))
     if not missing:
-        return _finding("node-mapping", True, "every head and tail has an id", {"entities": len(known), "missing": 0})
+        return _finding(
+            "node-mapping", True, "every head and tail has an id", {"entities": len(known), "missing": 0}
+        )
     tails_only = sum(1 for c, _, _ in missing if c == "tail")
     n_missing = len({(t, e) for _, t, e in missing})
     return _finding(
         "node-mapping",
         False,
-        f"{n_missing} entities have no id ({tails_only} occurrences as tails) — the mapping was built from heads only",
+        f"{n_missing} entities have no id ({tails_only} occurrences as tails) — the mapping was built from "
+        "heads only",
         {"entities": len(known), "missing": n_missing, "missing_as_tail": tails_only},
         fix="build the mapping from heads AND tails of every triple (nbkit.kg.graph.build_index)",
         table=[{"column": c, "type": t, "entity": e} for c, t, e in sorted(missing)[:3]],
     )
 
 
-def diagnose_auc_near_chance(auc: float, *, loss_history=None, embeddings=None, split=None, reverse: str | None = None, tol: float = 0.05) -> Finding:
+def diagnose_auc_near_chance(
+    auc: float,
+    *,
+    loss_history=None,
+    embeddings=None,
+    split=None,
+    reverse: str | None = None,
+    tol: float = 0.05,
+) -> Finding:
     """AUC within ``tol`` of 0.5: name the most likely cause from the evidence given."""
     import torch
 
@@ -154,7 +203,10 @@ def diagnose_auc_near_chance(auc: float, *, loss_history=None, embeddings=None, 
         first, last = float(loss_history[0]), float(loss_history[-1])
         ev["loss_first"], ev["loss_last"] = round(first, 4), round(last, 4)
         if not (last < 0.95 * first):
-            causes.append("the loss did not decrease: learning rate too low/high or gradients not reaching the embeddings")
+            causes.append(
+                "the loss did not decrease: learning rate too low/high or gradients not reaching the "
+                "embeddings"
+            )
     if embeddings is not None:
         z = torch.as_tensor(embeddings, dtype=torch.float)
         if not torch.isfinite(z).all():
@@ -164,21 +216,28 @@ def diagnose_auc_near_chance(auc: float, *, loss_history=None, embeddings=None, 
         if spread < 1e-3:
             causes.append("embeddings collapsed to (nearly) one point: over-smoothing or a dead activation")
     if split is not None and reverse == "none":
-        from nbkit.kg.graph import message_graph
-
         mg = message_graph(split, "none")
         receives = torch.zeros(split.num_nodes, dtype=torch.bool)
         receives[mg.edge_index[1]] = True
         share = 1 - float(receives.float().mean())
         ev["nodes_without_incoming_messages"] = round(share, 3)
         if share > 0.1:
-            causes.append(f"{share:.0%} of nodes receive no messages in the directed graph: add reverse (rel__inv) edges")
+            causes.append(
+                f"{share:.0%} of nodes receive no messages in the directed graph: add reverse (rel__inv) "
+                "edges"
+            )
     if not causes:
-        causes.append("no single cause found in the evidence given; check that labels/negatives are not shuffled")
-    return _finding("auc-near-chance", False, "; ".join(causes), ev, fix="see the causes named in the summary")
+        causes.append(
+            "no single cause found in the evidence given; check that labels/negatives are not shuffled"
+        )
+    return _finding(
+        "auc-near-chance", False, "; ".join(causes), ev, fix="see the causes named in the summary"
+    )
 
 
-def coalesce_experiment(num_nodes: int = 50, num_edges: int = 400, num_relations: int = 4, seed: int = 0) -> dict[str, Any]:
+def coalesce_experiment(
+    num_nodes: int = 50, num_edges: int = 400, num_relations: int = 4, seed: int = 0
+) -> dict[str, Any]:
     """Field-note claim: "coalesce() prevents IndexError in RGCNConv". Measure what happens.
 
     1. Unsorted edges with exact duplicates of (src, dst, relation), without coalesce: does RGCNConv
@@ -191,8 +250,6 @@ def coalesce_experiment(num_nodes: int = 50, num_edges: int = 400, num_relations
     """
     import torch
     from torch_geometric.nn import RGCNConv
-
-    from nbkit.kg.graph import coalesce_typed
 
     g = torch.Generator().manual_seed(seed)
     ei = torch.randint(0, num_nodes, (2, num_edges), generator=g)
@@ -236,6 +293,8 @@ def coalesce_experiment(num_nodes: int = 50, num_edges: int = 400, num_relations
             out[f"{label}_error"] = None
         except Exception as exc:
             out[f"{label}_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-    out["unsorted_raises"] = {a: out.get(f"unsorted_duplicates_{a}_error") is not None for a in ("add", "mean")}
+    out["unsorted_raises"] = {
+        a: out.get(f"unsorted_duplicates_{a}_error") is not None for a in ("add", "mean")
+    }
     out["out_of_range_raises_even_after_coalesce"] = out["out_of_range_after_coalesce_error"] is not None
     return out

@@ -5,8 +5,8 @@ Each ``verdict_*`` function states its rule (and tolerance) in its docstring and
 compared through an interval across independent training runs (seeds; Student t, ``mean_interval``),
 never across values one run produced (its folds, steps or queries); one run is "inconclusive", and a
 straddling interval is "inconclusive — n too small", with the n that was used. Where a choice
-precedes a verdict (which RGCN rung), it is made on a different slice than the one that judges it. :func:`claims` turns the
-results of ``nbkit.kg.experiments`` into the notebook's ``list[Claim]``.
+precedes a verdict (which RGCN rung), it is made on a different slice than the one that judges it.
+:func:`claims` turns the typed results of ``nbkit.kg.experiments`` into the notebook's ``list[Claim]``.
 """
 
 from __future__ import annotations
@@ -25,21 +25,34 @@ from nbkit.claims import (
     fmt_interval,
     mean_interval,
 )
+from nbkit.kg.metrics import (
+    AblationMetrics,
+    AggrMetrics,
+    AggrRun,
+    DownstreamMetrics,
+    MinibatchMetrics,
+    PitfallMetrics,
+    RungMetrics,
+)
+from nbkit.result import Result
 
 FIELD_NOTES = {
     "reverse_edges_auc": "reverse (r_inv) edges lift validation AUC from 0.53 to 0.79 (§2.1)",
     "downstream_f1": "node embeddings -> logistic regression reach macro-F1 0.82 (§3.1)",
     "aggr_mean_stable": "aggr='mean' is more stable than 'add' on long-tailed relations (§2.1)",
     "coalesce_indexerror": "coalesce() is required; without it RGCNConv raises IndexError (§3.1)",
-    "message_passing_helps": "message passing (RGCN) helps link prediction on this graph, against the no-message-passing baseline",
-    "scale_curve_rises": "mini-batch RGCN training on a Hetionet-sized graph learns within the default time budget (its validation curve rises)",
+    "message_passing_helps": "message passing (RGCN) helps link prediction on this graph, against the "
+    "no-message-passing baseline",
+    "scale_curve_rises": "mini-batch RGCN training on a Hetionet-sized graph learns within the default time "
+    "budget (its validation curve rises)",
 }
 REVERSE_GAIN_CLAIMED = 0.79 - 0.53
 REVERSE_GAIN_MIN = REVERSE_GAIN_CLAIMED / 2  # tolerance: half the claimed lift counts as "holds"
 F1_CLAIMED, F1_TOL, F1_MARGIN = 0.82, 0.05, 0.10
 ROUGHNESS_MIN_REDUCTION = 0.05  # mean must be >= 5% smoother than add to count as "more stable"
 MP_MIN_GAIN = 0.01  # validation MRR: message passing "helps" when it adds at least this much over rung 6
-# The scale curve "rises" when its last point is above its first by at least this share of the graph's ceiling MRR
+# The scale curve "rises" when its last point is above its first by at least this share of the graph's
+# ceiling MRR
 # (the cluster oracle's); without a known ceiling, by at least CURVE_MIN_RISE validation MRR.
 CURVE_MIN_RISE_SHARE = 0.05
 CURVE_MIN_RISE = 0.01
@@ -52,7 +65,9 @@ def verdict_reverse_edges(auc_without: list[float], auc_with: list[float]) -> Ve
     end is ≥ half the claimed +0.26 (0.13), refuted when its high end is below 0.13, inconclusive
     when it straddles 0.13 or fewer than two seeds were run.
     """
-    return _paired_gain(auc_without, auc_with, REVERSE_GAIN_MIN, "AUC gain", "run rungs 2 and 3 of the ablation")
+    return _paired_gain(
+        auc_without, auc_with, REVERSE_GAIN_MIN, "AUC gain", "run rungs 2 and 3 of the ablation"
+    )
 
 
 def verdict_f1(f1_seeds: list[float], control_seeds: list[float]) -> Verdict:
@@ -69,8 +84,11 @@ def verdict_f1(f1_seeds: list[float], control_seeds: list[float]) -> Verdict:
     if not f1_seeds:
         return Verdict(INCONCLUSIVE, "not measured in this run")
     if len(f1_seeds) < 2:
-        return Verdict(INCONCLUSIVE, f"macro-F1 {f1_seeds[0]:.3f} from one embedding run: its folds share the embedding, "
-                                     "no interval — n too small; run >= 3 seeds (DownstreamConfig.seeds)")
+        return Verdict(
+            INCONCLUSIVE,
+            f"macro-F1 {f1_seeds[0]:.3f} from one embedding run: its folds share the embedding, "
+            "no interval — n too small; run >= 3 seeds (DownstreamConfig.seeds)",
+        )
     f1_ci = mean_interval(f1_seeds)
     margin_ci = mean_interval([a - b for a, b in zip(f1_seeds, control_seeds, strict=True)])
     n = f"n={len(f1_seeds)} seeds"
@@ -83,7 +101,7 @@ def verdict_f1(f1_seeds: list[float], control_seeds: list[float]) -> Verdict:
     return Verdict(INCONCLUSIVE, f"{f1.why}; {margin.why}")
 
 
-def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
+def verdict_aggr(runs: list[AggrRun]) -> Verdict:
     """``aggr='mean'`` vs ``'add'`` on the RGCN rung, same seeds.
 
     Roughness is the loss curve's wobble around its falling trend (``experiments.loss_roughness``:
@@ -95,28 +113,43 @@ def verdict_aggr(runs: list[dict[str, Any]]) -> Verdict:
     refuted when its high end is below 5% (mean no smoother, or rougher), inconclusive when it
     straddles 5% or fewer than two paired seeds exist.
     """
-    div = {a: sum(1 for r in runs if r["aggr"] == a and r["diverged"]) for a in ("mean", "add")}
-    n_runs = {a: sum(1 for r in runs if r["aggr"] == a) for a in ("mean", "add")}
+    div = {a: sum(1 for r in runs if r.aggr == a and r.diverged) for a in ("mean", "add")}
+    n_runs = {a: sum(1 for r in runs if r.aggr == a) for a in ("mean", "add")}
     if div["mean"] < div["add"]:
-        return Verdict(HOLDS, f"add diverged in {div['add']} of {n_runs['add']} runs, mean in {div['mean']} of {n_runs['mean']}")
+        return Verdict(
+            HOLDS,
+            f"add diverged in {div['add']} of {n_runs['add']} runs, "
+            f"mean in {div['mean']} of {n_runs['mean']}",
+        )
     if div["mean"] > div["add"]:
-        return Verdict(REFUTED, f"mean diverged in {div['mean']} of {n_runs['mean']} runs, add in {div['add']} of {n_runs['add']}")
+        return Verdict(
+            REFUTED,
+            f"mean diverged in {div['mean']} of {n_runs['mean']} runs, "
+            f"add in {div['add']} of {n_runs['add']}",
+        )
     red = roughness_reductions(runs)
     if len(red) < 2:
-        return Verdict(INCONCLUSIVE, f"{len(red)} paired seed(s) without divergence: no interval — n too small; run >= 3 seeds")
-    return decide_at_least(mean_interval(red), ROUGHNESS_MIN_REDUCTION, what=f"loss-curve wobble reduction of mean vs add over {len(red)} seeds",
-                           n_hint=f"n={len(red)} seeds")
+        return Verdict(
+            INCONCLUSIVE,
+            f"{len(red)} paired seed(s) without divergence: no interval — n too small; run >= 3 seeds",
+        )
+    return decide_at_least(
+        mean_interval(red),
+        ROUGHNESS_MIN_REDUCTION,
+        what=f"loss-curve wobble reduction of mean vs add over {len(red)} seeds",
+        n_hint=f"n={len(red)} seeds",
+    )
 
 
-def roughness_reductions(runs: list[dict[str, Any]]) -> list[float]:
+def roughness_reductions(runs: list[AggrRun]) -> list[float]:
     """Per seed where neither aggregation diverged: (roughness add − roughness mean) / roughness add,
     clipped to [−1, 1]. An add curve without wobble gives 0 when mean has none either (no reduction)
     and −1 when mean wobbles (mean rougher); a NaN roughness (too short a curve) drops the seed."""
-    by = {(r["aggr"], r["seed"]): r for r in runs if not r["diverged"]}
+    by = {(r.aggr, r.seed): r for r in runs if not r.diverged}
     seeds = sorted({s for a, s in by if a == "mean"} & {s for a, s in by if a == "add"})
     out = []
     for s in seeds:
-        add, mean = by["add", s]["roughness"], by["mean", s]["roughness"]
+        add, mean = by["add", s].roughness, by["mean", s].roughness
         if math.isnan(add) or math.isnan(mean):
             continue
         red = (add - mean) / add if add > 0 else (0.0 if mean == 0 else -1.0)
@@ -134,22 +167,34 @@ def verdict_message_passing(mp_mrr: list[float], baseline_mrr: list[float]) -> V
     is ≥ +0.01 MRR, refuted when its high end is below +0.01 (message passing adds less than 0.01, or
     loses), inconclusive when it straddles +0.01 or fewer than two paired seeds were run.
     """
-    return _paired_gain(baseline_mrr, mp_mrr, MP_MIN_GAIN, "validation-MRR gain of message passing",
-                        "run an RGCN rung (4 or 5) and rung 6 of the ablation")
+    return _paired_gain(
+        baseline_mrr,
+        mp_mrr,
+        MP_MIN_GAIN,
+        "validation-MRR gain of message passing",
+        "run an RGCN rung (4 or 5) and rung 6 of the ablation",
+    )
 
 
 def _paired_gain(before: list[float], after: list[float], threshold: float, what: str, how: str) -> Verdict:
-    """Per-seed gains (after − before, NaN pairs dropped) judged by their 95% t-interval against ``threshold``."""
+    """Per-seed gains (after − before, NaN pairs dropped) judged by their 95% t-interval against
+    ``threshold``."""
     gains = [a - b for b, a in zip(before, after, strict=False) if not (math.isnan(a) or math.isnan(b))]
     if not gains:
         return Verdict(INCONCLUSIVE, f"not measured: {how} to test this claim")
     if len(gains) < 2:
-        return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds")
-    return decide_at_least(mean_interval(gains), threshold, what=f"{what} over {len(gains)} seeds",
-                           n_hint=f"n={len(gains)} seeds; more seeds narrow the interval")
+        return Verdict(
+            INCONCLUSIVE, f"gain {gains[0]:+.3f} on one seed: no interval — n too small; run >= 3 seeds"
+        )
+    return decide_at_least(
+        mean_interval(gains),
+        threshold,
+        what=f"{what} over {len(gains)} seeds",
+        n_hint=f"n={len(gains)} seeds; more seeds narrow the interval",
+    )
 
 
-def message_passing_pair(rung_metrics: dict[str, Any]) -> tuple[str | None, list[float], list[float]]:
+def message_passing_pair(rung_metrics: dict[str, RungMetrics]) -> tuple[str | None, list[float], list[float]]:
     """(the RGCN rung compared, its per-seed validation MRRs, rung 6's), from ``run_ablation``'s
     ``rung_metrics``. The rung — the better of 4 and 5 — is chosen by mean MRR on the SELECTING half of
     the validation queries (``valid_mrr_select_per_seed``); the MRRs returned are the JUDGING half's
@@ -158,8 +203,8 @@ def message_passing_pair(rung_metrics: dict[str, Any]) -> tuple[str | None, list
     mp = [k for k in ("4", "5") if k in rung_metrics]
     if not mp or "6" not in rung_metrics:
         return None, [], []
-    best = max(mp, key=lambda k: statistics.fmean(rung_metrics[k]["valid_mrr_select_per_seed"]))
-    return best, rung_metrics[best]["valid_mrr_judge_per_seed"], rung_metrics["6"]["valid_mrr_judge_per_seed"]
+    best = max(mp, key=lambda k: statistics.fmean(rung_metrics[k].valid_mrr_select_per_seed))
+    return best, rung_metrics[best].valid_mrr_judge_per_seed, rung_metrics["6"].valid_mrr_judge_per_seed
 
 
 def curve_gains(first_rr: list[list[float]], last_rr: list[list[float]]) -> list[float]:
@@ -170,7 +215,10 @@ def curve_gains(first_rr: list[list[float]], last_rr: list[list[float]]) -> list
         if not first or not last:
             continue
         if len(first) != len(last):
-            raise ValueError(f"first and last point must score the same queries, got {len(first)} and {len(last)} reciprocal ranks")
+            raise ValueError(
+                f"first and last point must score the same queries, got {len(first)} and {len(last)} "
+                "reciprocal ranks"
+            )
         gains.append(statistics.fmean(last) - statistics.fmean(first))
     return gains
 
@@ -189,15 +237,25 @@ def verdict_curve_rises(first_rr: list[list[float]], last_rr: list[list[float]],
     if not gains:
         return Verdict(INCONCLUSIVE, "not measured: the run drew fewer than two validation points")
     if len(gains) < 2:
-        return Verdict(INCONCLUSIVE, f"gain {gains[0]:+.4f} from one training run: no interval across runs — n too small; "
-                                     "run >= 3 seeds (ScaleConfig.seeds)")
-    v = decide_at_least(mean_interval(gains), min_rise, what=f"validation-MRR gain from the first to the last point over {len(gains)} runs",
-                        n_hint=f"n={len(gains)} runs; more seeds narrow the interval, or train longer")
-    return Verdict(v.verdict, ("rises: " if v.verdict == HOLDS else "flat: " if v.verdict == REFUTED else "") + v.why)
+        return Verdict(
+            INCONCLUSIVE,
+            f"gain {gains[0]:+.4f} from one training run: no interval across runs — n too small; "
+            "run >= 3 seeds (ScaleConfig.seeds)",
+        )
+    v = decide_at_least(
+        mean_interval(gains),
+        min_rise,
+        what=f"validation-MRR gain from the first to the last point over {len(gains)} runs",
+        n_hint=f"n={len(gains)} runs; more seeds narrow the interval, or train longer",
+    )
+    return Verdict(
+        v.verdict, ("rises: " if v.verdict == HOLDS else "flat: " if v.verdict == REFUTED else "") + v.why
+    )
 
 
 def curve_min_rise(ceiling_mrr: float | None) -> float:
-    """The rise the scale curve must show: CURVE_MIN_RISE_SHARE of the ceiling MRR, or CURVE_MIN_RISE without one."""
+    """The rise the scale curve must show: CURVE_MIN_RISE_SHARE of the ceiling MRR, or CURVE_MIN_RISE
+    without one."""
     return CURVE_MIN_RISE_SHARE * ceiling_mrr if ceiling_mrr else CURVE_MIN_RISE
 
 
@@ -215,11 +273,19 @@ def verdict_coalesce(exp: dict[str, Any] | None) -> Verdict:
         return Verdict(HOLDS, "RGCNConv raised on uncoalesced edges under " + " and ".join(raises))
     if any(raises.values()):
         return Verdict(INCONCLUSIVE, "raised only under " + ", ".join(a for a, v in raises.items() if v))
-    diffs = ", ".join(f"{a} {exp[f'coalesced_vs_raw_max_abs_diff_{a}']:.3g}" for a in raises if f"coalesced_vs_raw_max_abs_diff_{a}" in exp)
-    detail = (f"unsorted edges with {exp['edges'] - exp['distinct_typed_edges']} exact duplicates ran without error; "
-              f"coalescing per (src, dst, relation) removed only those (outputs change by max |diff| {diffs})")
+    diffs = ", ".join(
+        f"{a} {exp[f'coalesced_vs_raw_max_abs_diff_{a}']:.3g}"
+        for a in raises
+        if f"coalesced_vs_raw_max_abs_diff_{a}" in exp
+    )
+    detail = (
+        f"unsorted edges with {exp['edges'] - exp['distinct_typed_edges']} exact duplicates ran without "
+        "error; "
+        f"coalescing per (src, dst, relation) removed only those (outputs change by max |diff| {diffs})"
+    )
     if exp.get("out_of_range_raises_even_after_coalesce"):
-        detail += f"; an out-of-range id fails with or without coalesce ({exp['out_of_range_after_coalesce_error']})"
+        error = exp["out_of_range_after_coalesce_error"]
+        detail += f"; an out-of-range id fails with or without coalesce ({error})"
     return Verdict(REFUTED, detail)
 
 
@@ -228,115 +294,209 @@ def _mean(xs) -> float:
     return statistics.fmean(xs) if xs else float("nan")
 
 
-def claims(*, ablation=None, downstream=None, aggr=None, pitfalls=None, scale=None) -> list[Claim]:
-    """The claims rows from the ``Result``s of run_ablation, run_downstream, run_aggr, run_pitfalls and the
-    scale run (run_minibatch on ``ScaleConfig``); any of them may be missing: its row then says "not measured"."""
+def claims(
+    *,
+    ablation: Result[AblationMetrics] | None = None,
+    downstream: Result[DownstreamMetrics] | None = None,
+    aggr: Result[AggrMetrics] | None = None,
+    pitfalls: Result[PitfallMetrics] | None = None,
+    scale: Result[MinibatchMetrics] | None = None,
+) -> list[Claim]:
+    """The claims rows from the results of the ablation, downstream, aggr, pitfalls and scale experiments;
+    any of them may be missing: its row then says "not measured"."""
     rows = []
-    rm = ablation.metrics["rung_metrics"] if ablation is not None else {}
-    wo, w = (rm.get(k, {}).get("valid_auc_per_seed", []) for k in ("2", "3"))
+    rm: dict[str, RungMetrics] = ablation.metrics.rung_metrics if ablation is not None else {}
+    wo, w = (rm[k].valid_auc_per_seed if k in rm else [] for k in ("2", "3"))
     n = min(len(wo), len(w))
     gains = [b - a for a, b in zip(wo, w, strict=False)]
-    rows.append(Claim.from_verdict(
-        verdict_reverse_edges(wo, w), key="reverse_edges_auc", claim=FIELD_NOTES["reverse_edges_auc"], source="§2.1",
-        field_note="0.53 -> 0.79 (+0.26)",
-        measured=f"{_mean(wo):.3f} -> {_mean(w):.3f} ({_mean(gains):+.3f})" if n else "not measured",
-        rule=f"per-seed gain (rung 3 − rung 2, validation AUC): holds if its 95% interval ≥ +{REVERSE_GAIN_MIN:.2f}, refuted if < +{REVERSE_GAIN_MIN:.2f}",
-        n=f"{n} seeds", interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
-    ))
-    dm = downstream.metrics if downstream is not None else {"skipped": "not run"}
-    if "skipped" in dm:
-        v, measured, n_text, interval = Verdict(INCONCLUSIVE, f"not measured: {dm['skipped']}"), "not measured", "0 folds", ""
+    rows.append(
+        Claim.from_verdict(
+            verdict_reverse_edges(wo, w),
+            key="reverse_edges_auc",
+            claim=FIELD_NOTES["reverse_edges_auc"],
+            source="§2.1",
+            field_note="0.53 -> 0.79 (+0.26)",
+            measured=f"{_mean(wo):.3f} -> {_mean(w):.3f} ({_mean(gains):+.3f})" if n else "not measured",
+            rule="per-seed gain (rung 3 − rung 2, validation AUC): holds if its 95% interval ≥ "
+            f"+{REVERSE_GAIN_MIN:.2f}, refuted if < +{REVERSE_GAIN_MIN:.2f}",
+            n=f"{n} seeds",
+            interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
+        )
+    )
+    dm = downstream.metrics if downstream is not None else DownstreamMetrics(skipped="not run")
+    if dm.skipped:
+        v, measured, n_text, interval = (
+            Verdict(INCONCLUSIVE, f"not measured: {dm.skipped}"),
+            "not measured",
+            "0 folds",
+            "",
+        )
     else:
-        per_seed = dm["seed_scores"]
-        v = verdict_f1(per_seed, dm["control_seed_scores"])
-        measured = f"{dm['macro_f1']:.3f} (random control {dm['macro_f1_control']:.3f})"
-        n_text = f"{len(per_seed)} embedding runs (seeds) × 5 folds, {dm['samples']} entities, {dm['classes']} classes"
+        per_seed = dm.seed_scores
+        v = verdict_f1(per_seed, dm.control_seed_scores)
+        measured = f"{dm.macro_f1:.3f} (random control {dm.macro_f1_control:.3f})"
+        n_text = (
+            f"{len(per_seed)} embedding runs (seeds) × 5 folds, {dm.samples} entities, {dm.classes} classes"
+        )
         interval = fmt_interval(mean_interval(per_seed)) if len(per_seed) > 1 else ""
-    rows.append(Claim.from_verdict(
-        v, key="downstream_f1", claim=FIELD_NOTES["downstream_f1"], source="§3.1", field_note="0.82", measured=measured,
-        rule=(f"per-seed macro-F1 (mean of 5 folds), 95% t-interval across seeds: holds if ≥ {F1_CLAIMED - F1_TOL:.2f} and the margin over "
-              f"a random control ≥ {F1_MARGIN:.2f}; refuted if either lies wholly below; one seed: inconclusive"),
-        n=n_text, interval=interval,
-    ))
-    runs = aggr.metrics["runs"] if aggr is not None else []
-    summ = aggr.metrics["summary"] if aggr is not None else {}
-    measured = ("; ".join(f"{a}: wobble {s['roughness']:.4f}, valid MRR {s['valid_mrr_mean']:.3f}, diverged {s['diverged']}" for a, s in summ.items())
-                if summ else "not measured")
-    rows.append(Claim.from_verdict(
-        verdict_aggr(runs), key="aggr_mean_stable", claim=FIELD_NOTES["aggr_mean_stable"], source="§2.1", field_note="mean steadier than add",
-        measured=measured, n=f"{len({r['seed'] for r in runs})} seeds per aggr",
-        interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
-        rule=(f"fewer divergences holds / more refutes; else the per-seed reduction of the loss curve's wobble around its falling trend, "
-              f"mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < {ROUGHNESS_MIN_REDUCTION:.0%}"),
-    ))
+    rows.append(
+        Claim.from_verdict(
+            v,
+            key="downstream_f1",
+            claim=FIELD_NOTES["downstream_f1"],
+            source="§3.1",
+            field_note="0.82",
+            measured=measured,
+            rule=(
+                "per-seed macro-F1 (mean of 5 folds), 95% t-interval across seeds: holds if ≥ "
+                f"{F1_CLAIMED - F1_TOL:.2f} and the margin over "
+                f"a random control ≥ {F1_MARGIN:.2f}; refuted if either lies wholly below; one seed: "
+                "inconclusive"
+            ),
+            n=n_text,
+            interval=interval,
+        )
+    )
+    runs = aggr.metrics.runs if aggr is not None else []
+    summ = aggr.metrics.summary if aggr is not None else {}
+    measured = (
+        "; ".join(
+            f"{a}: wobble {s.roughness:.4f}, valid MRR {s.valid_mrr_mean:.3f}, diverged {s.diverged}"
+            for a, s in summ.items()
+        )
+        if summ
+        else "not measured"
+    )
+    rows.append(
+        Claim.from_verdict(
+            verdict_aggr(runs),
+            key="aggr_mean_stable",
+            claim=FIELD_NOTES["aggr_mean_stable"],
+            source="§2.1",
+            field_note="mean steadier than add",
+            measured=measured,
+            n=f"{len({r.seed for r in runs})} seeds per aggr",
+            interval=fmt_interval(mean_interval(red)) if len(red := roughness_reductions(runs)) > 1 else "",
+            rule=(
+                "fewer divergences holds / more refutes; else the per-seed reduction of the loss curve's "
+                "wobble around its falling trend, "
+                f"mean vs add: holds if its 95% interval ≥ {ROUGHNESS_MIN_REDUCTION:.0%}, refuted if < "
+                f"{ROUGHNESS_MIN_REDUCTION:.0%}"
+            ),
+        )
+    )
     mp_rung, mp, base = message_passing_pair(rm)
     n = min(len(mp), len(base))
     gains = [a - b for a, b in zip(mp, base, strict=False)]
-    rows.append(Claim.from_verdict(
-        verdict_message_passing(mp, base), key="message_passing_helps", claim=FIELD_NOTES["message_passing_helps"],
-        source="issue 15", field_note="(the ablation's premise)",
-        measured=(f"rung {mp_rung} (RGCN) {_mean(mp):.3f} vs rung 6 (ComplEx-N3) {_mean(base):.3f}: {_mean(gains):+.3f} validation MRR "
-                  "(judging half)" if n else "not measured"),
-        rule=(f"RGCN rung (4 or 5) chosen on one half of the validation queries; per-seed gain over rung 6 on the other half: "
-              f"holds if its 95% interval ≥ +{MP_MIN_GAIN:.2f}, refuted if < +{MP_MIN_GAIN:.2f}"),
-        n=f"{n} seeds", interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
-    ))
-    exp = pitfalls.metrics["coalesce_experiment"] if pitfalls is not None else None
-    rows.append(Claim.from_verdict(
-        verdict_coalesce(exp), key="coalesce_indexerror", claim=FIELD_NOTES["coalesce_indexerror"], source="§3.1", field_note="IndexError",
-        measured=("error" if any(exp["unsorted_raises"].values()) else "no error") if exp else "not measured",
-        rule="holds if RGCNConv raises on unsorted, duplicated edges under add and mean; refuted if under neither",
-        n=f"1 graph, {exp['edges']} edges, 2 aggregations (deterministic)" if exp else "0",
-    ))
+    rows.append(
+        Claim.from_verdict(
+            verdict_message_passing(mp, base),
+            key="message_passing_helps",
+            claim=FIELD_NOTES["message_passing_helps"],
+            source="this notebook",
+            field_note="(the ablation's premise)",
+            measured=(
+                f"rung {mp_rung} (RGCN) {_mean(mp):.3f} vs rung 6 (ComplEx-N3) {_mean(base):.3f}: "
+                f"{_mean(gains):+.3f} validation MRR "
+                "(judging half)"
+                if n
+                else "not measured"
+            ),
+            rule=(
+                "RGCN rung (4 or 5) chosen on one half of the validation queries; per-seed gain over rung 6 "
+                "on the other half: "
+                f"holds if its 95% interval ≥ +{MP_MIN_GAIN:.2f}, refuted if < +{MP_MIN_GAIN:.2f}"
+            ),
+            n=f"{n} seeds",
+            interval=fmt_interval(mean_interval(gains)) if n > 1 else "",
+        )
+    )
+    exp = pitfalls.metrics.coalesce_experiment if pitfalls is not None else None
+    rows.append(
+        Claim.from_verdict(
+            verdict_coalesce(exp),
+            key="coalesce_indexerror",
+            claim=FIELD_NOTES["coalesce_indexerror"],
+            source="§3.1",
+            field_note="IndexError",
+            measured=("error" if any(exp["unsorted_raises"].values()) else "no error")
+            if exp
+            else "not measured",
+            rule="holds if RGCNConv raises on unsorted, duplicated edges under add and mean; refuted if "
+            "under neither",
+            n=f"1 graph, {exp['edges']} edges, 2 aggregations (deterministic)" if exp else "0",
+        )
+    )
     rows.append(scale_claim(scale))
     return rows
 
 
-def scale_claim(scale=None) -> Claim:
+def scale_claim(scale: Result[MinibatchMetrics] | None = None) -> Claim:
     """The ``scale_curve_rises`` row from the scale run's Result: its mini-batch rows (one per training
     seed) and the per-query reciprocal ranks of each run's first and last validation points
-    (``data["reciprocal_ranks"][mode]``: one (first, last) pair per seed)."""
-    rows = scale.metrics["rows"] if scale is not None else []
-    row = rows[0] if rows else {}
-    mode = row.get("mode")
-    runs = [r for r in rows if r.get("mode") == mode]
-    pairs = list(scale.data.get("reciprocal_ranks", {}).get(mode, [])) if scale is not None else []
-    pairs = [p for p, r in zip(pairs, runs, strict=False) if len(r.get("curve_valid_mrr", [])) >= 2]
+    (``metrics.reciprocal_ranks[mode]``: one (first, last) pair per seed)."""
+    rows = scale.metrics.rows if scale is not None else []
+    row = rows[0] if rows else None
+    mode = row.mode if row is not None else None
+    runs = [r for r in rows if r.mode == mode]
+    pairs = list(scale.metrics.reciprocal_ranks.get(mode, [])) if scale is not None else []
+    pairs = [p for p, r in zip(pairs, runs, strict=False) if len(r.curve_valid_mrr) >= 2]
     first, last = [p[0] for p in pairs], [p[1] for p in pairs]
-    points = len(row.get("curve_valid_mrr", []))
-    min_rise = curve_min_rise(row.get("ceiling_mrr"))
-    limit = f"{CURVE_MIN_RISE_SHARE:.0%} of the ceiling MRR" if row.get("ceiling_mrr") else "absolute, no ceiling known"
+    points = len(row.curve_valid_mrr) if row is not None else 0
+    ceiling_mrr = row.ceiling_mrr if row is not None else None
+    min_rise = curve_min_rise(ceiling_mrr)
+    limit = f"{CURVE_MIN_RISE_SHARE:.0%} of the ceiling MRR" if ceiling_mrr else "absolute, no ceiling known"
     gains = curve_gains(first, last)
     if gains:
-        s, m = row["curve_train_s"], row["curve_valid_mrr"]
-        ceiling = f"; ceiling {row['ceiling_mrr']:.4f}" if row.get("ceiling_mrr") else ""
-        measured = (f"seed {row.get('seed', 0)}: validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after {s[-1]:.0f} s of training "
-                    f"({row['steps']} steps, {row['steps_per_s']} steps/s{ceiling}); gain per run "
-                    + ", ".join(f"{g:+.4f}" for g in gains))
+        s, m = row.curve_train_s, row.curve_valid_mrr
+        ceiling = f"; ceiling {ceiling_mrr:.4f}" if ceiling_mrr else ""
+        measured = (
+            f"seed {row.seed}: validation MRR {m[0]:.4f} after {s[0]:.0f} s → {m[-1]:.4f} after "
+            f"{s[-1]:.0f} s of training "
+            f"({row.steps} steps, {row.steps_per_s} steps/s{ceiling}); gain per run "
+            + ", ".join(f"{g:+.4f}" for g in gains)
+        )
         interval = fmt_interval(mean_interval(gains)) if len(gains) > 1 else ""
     else:
         measured, interval = "not measured", ""
     queries = len(first[0]) if first else 0
     return Claim.from_verdict(
-        verdict_curve_rises(first, last, min_rise), key="scale_curve_rises", claim=FIELD_NOTES["scale_curve_rises"], source="issue 15",
-        field_note="(what the mini-batch path is for)", measured=measured, interval=interval,
-        rule=(f"per training run, the gain from the first to the last curve point on the same validation queries (a slice the "
-              f"defaults were not chosen on); rises (holds) if the 95% t-interval across runs ≥ {min_rise:.4g} ({limit}), flat (refuted) if "
-              f"< {min_rise:.4g}; one run: inconclusive"),
-        n=(f"{len(gains)} training runs (seeds) on one graph, each scored on {queries} validation queries (both sides of {queries // 2} triples), "
-           f"{points} curve points" if gains else f"{points} curve points"),
+        verdict_curve_rises(first, last, min_rise),
+        key="scale_curve_rises",
+        claim=FIELD_NOTES["scale_curve_rises"],
+        source="this notebook",
+        field_note="(what the mini-batch path is for)",
+        measured=measured,
+        interval=interval,
+        rule=(
+            "per training run, the gain from the first to the last curve point on the same validation "
+            "queries (a slice the "
+            f"defaults were not chosen on); rises (holds) if the 95% t-interval across runs ≥ {min_rise:.4g} "
+            f"({limit}), flat (refuted) if "
+            f"< {min_rise:.4g}; one run: inconclusive"
+        ),
+        n=(
+            f"{len(gains)} training runs (seeds) on one graph, each scored on {queries} validation queries "
+            f"(both sides of {queries // 2} triples), "
+            f"{points} curve points"
+            if gains
+            else f"{points} curve points"
+        ),
     )
 
 
-def headline(*, ablation, downstream=None) -> dict[str, float]:
+def headline(
+    *, ablation: Result[AblationMetrics], downstream: Result[DownstreamMetrics] | None = None
+) -> dict[str, float]:
     """The numbers a reader wants first: best rung, its MRR / Hits@10 on the test split (mean over seeds), the
     reverse-edge validation-AUC gain, the downstream macro-F1 (NaN when skipped)."""
-    rm = ablation.metrics["rung_metrics"]
-    gain = rm["3"]["valid_auc"] - rm["2"]["valid_auc"] if "2" in rm and "3" in rm else float("nan")
+    m = ablation.metrics
+    rm = m.rung_metrics
+    gain = rm["3"].valid_auc - rm["2"].valid_auc if "2" in rm and "3" in rm else float("nan")
     return {
-        "best_rung": ablation.metrics["best_rung"],
-        "test_mrr": ablation.metrics["test_mrr"],
-        "test_hits_at_10": ablation.metrics["test_hits_at_10"],
+        "best_rung": m.best_rung,
+        "test_mrr": m.test_mrr,
+        "test_hits_at_10": m.test_hits_at_10,
         "reverse_edge_valid_auc_gain": gain,
-        "downstream_macro_f1": (downstream.metrics.get("macro_f1", float("nan")) if downstream is not None else float("nan")),
+        "downstream_macro_f1": downstream.metrics.macro_f1 if downstream is not None else float("nan"),
     }

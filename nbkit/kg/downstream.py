@@ -7,8 +7,12 @@ the same width is scored the same way, so the F1 is read against what chance str
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
+
+from nbkit.kg.ladder import LADDER
+from nbkit.kg.train import train_rung
 
 
 def embedding_f1(embeddings, labels, *, folds: int = 5, seed: int = 0) -> dict[str, Any]:
@@ -50,25 +54,32 @@ def downstream_skip_reason(labels: dict[str, str], folds: int = 5) -> str:
     big = sorted(c for c, n in counts.items() if n >= folds)
     if len(big) >= 2:
         return ""
-    return (f"the labels (node types) give {len(counts)} class(es), {len(big)} with >= {folds} members; "
-            f"predicting a node type needs at least 2 such classes (an untyped triples file has one)")
+    return (
+        f"the labels (node types) give {len(counts)} class(es), {len(big)} with >= {folds} members; "
+        f"predicting a node type needs at least 2 such classes (an untyped triples file has one)"
+    )
 
 
-def downstream_check(split, cfg, *, labels: dict[str, str], rung_key: int = 5, device=None, progress: bool = True, live=None) -> dict[str, Any]:
+def downstream_check(
+    split, cfg, *, labels: dict[str, str], rung_key: int = 5, device=None, progress: bool = True, live=None
+) -> dict[str, Any]:
     """Train ``rung_key`` WITHOUT node types (one type for all entities), then score embeddings.
 
     ``labels`` maps entity name -> label (e.g. UMLS semantic group). Returns F1 for the trained
     embeddings and for a random control.
     """
-    import dataclasses
-
     import torch
 
-    from nbkit.kg.train import LADDER, train_rung
-
     untyped = split_without_types(split)
-    rung = dataclasses.replace(LADDER[rung_key], typed=False, negatives="uniform", label=f"{LADDER[rung_key].label} [untyped, for downstream]")
-    res, model, graph = train_rung(untyped, rung, cfg, device=device, progress=progress, live=live, trace_prefix="downstream")
+    rung = dataclasses.replace(
+        LADDER[rung_key],
+        typed=False,
+        negatives="uniform",
+        label=f"{LADDER[rung_key].label} [untyped, for downstream]",
+    )
+    res, model, graph = train_rung(
+        untyped, rung, cfg, device=device, progress=progress, live=live, trace_prefix="downstream"
+    )
     model.eval()
     with torch.no_grad():
         z = model.embed(graph).cpu()
@@ -80,13 +91,16 @@ def downstream_check(split, cfg, *, labels: dict[str, str], rung_key: int = 5, d
     trained = embedding_f1(z.numpy(), y, seed=cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
     control = embedding_f1(torch.randn(z.shape, generator=g).numpy(), y, seed=cfg.seed)
-    return {"trained": trained, "random_control": control, "link_valid_mrr_untyped": res.metrics["valid_mrr"], "train_seconds": res.train_seconds}
+    return {
+        "trained": trained,
+        "random_control": control,
+        "link_valid_mrr_untyped": res.metrics["valid_mrr"],
+        "train_seconds": res.train_seconds,
+    }
 
 
 def split_without_types(split):
     """The same split with every entity given the single type ``entity`` (ids re-sorted by name)."""
-    import dataclasses
-
     import torch
 
     names = split.entity_names()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.errors import UsageError
 from nbkit.kg.triples import KGTriples
 
 REVERSE_MODES = ("none", "inverse", "undirected")
@@ -84,13 +85,23 @@ def build_index(df) -> tuple[list[str], dict[str, list[str]]]:
     import pandas as pd
 
     ents = pd.concat(
-        [df[["head", "head_type"]].set_axis(["e", "t"], axis=1), df[["tail", "tail_type"]].set_axis(["e", "t"], axis=1)]
+        [
+            df[["head", "head_type"]].set_axis(["e", "t"], axis=1),
+            df[["tail", "tail_type"]].set_axis(["e", "t"], axis=1),
+        ]
     ).drop_duplicates()
     types = sorted(ents["t"].unique().tolist())
     return types, {t: sorted(ents.loc[ents["t"] == t, "e"].tolist()) for t in types}
 
 
-def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, seed: int = 0, *, allow_empty: bool = False) -> KGSplit:
+def split_kg(
+    kg: KGTriples,
+    valid_share: float = 0.1,
+    test_share: float = 0.1,
+    seed: int = 0,
+    *,
+    allow_empty: bool = False,
+) -> KGSplit:
     """Index the KG and split it; a shipped ``split`` column (UMLS) is used as is.
 
     Shares must be numbers in (0, 1) summing below 1. A shipped split without validation (or test)
@@ -125,9 +136,9 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
         part = df["split"].to_numpy()
         unknown = sorted(set(part) - {"train", "valid", "test"})
         if unknown:
-            from nbkit.errors import UsageError
-
-            raise UsageError(f"{kg.report.source}: split column has values {unknown}; expected train/valid/test")
+            raise UsageError(
+                f"{kg.report.source}: split column has values {unknown}; expected train/valid/test"
+            )
         report["split_source"] = "shipped"
         rng = np.random.default_rng(seed)
         for name, share in (("valid", valid_share), ("test", test_share)):
@@ -152,7 +163,11 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
         # the sequential pass below visits those alone: same result, no Python loop over every row.
         known_e = np.fromiter(seen_e, dtype=np.int64, count=len(seen_e))
         known_r = np.fromiter(seen_r, dtype=np.int64, count=len(seen_r))
-        maybe = ~train_mask & ~(np.isin(triples[:, 0], known_e) & np.isin(triples[:, 2], known_e) & np.isin(triples[:, 1], known_r))
+        maybe = ~train_mask & ~(
+            np.isin(triples[:, 0], known_e)
+            & np.isin(triples[:, 2], known_e)
+            & np.isin(triples[:, 1], known_r)
+        )
         for i in np.flatnonzero(maybe):
             hh, rr, tt = triples[i]
             if hh not in seen_e or tt not in seen_e or rr not in seen_r:
@@ -163,14 +178,15 @@ def split_kg(kg: KGTriples, valid_share: float = 0.1, test_share: float = 0.1, s
         report["moved_to_train_unseen_entity_or_relation"] = moved
     node_type = torch.cat([torch.full((len(entities[t]),), i, dtype=torch.long) for i, t in enumerate(types)])
     as_t = lambda m: torch.as_tensor(triples[part == m], dtype=torch.long).reshape(-1, 3)  # noqa: E731
-    split = KGSplit(types, entities, relations, as_t("train"), as_t("valid"), as_t("test"), node_type, report, kg.name)
+    split = KGSplit(
+        types, entities, relations, as_t("train"), as_t("valid"), as_t("test"), node_type, report, kg.name
+    )
     empty = [name for name in ("train", "valid", "test") if len(getattr(split, name)) == 0]
     if empty and not allow_empty:
-        from nbkit.errors import UsageError
-
         how = report["split_source"]
         raise UsageError(
-            f"{kg.report.source}: {len(df)} usable triples give an empty {' and '.join(empty)} split ({how}: {split.sizes()}); "
+            f"{kg.report.source}: {len(df)} usable triples give an empty {' and '.join(empty)} split ({how}: "
+            f"{split.sizes()}); "
             "link prediction needs train, validation (to choose epochs and models) and test triples — "
             "give more triples, larger valid/test shares, or a file with a split column (train/valid/test)"
         )
@@ -181,13 +197,14 @@ def _check_shares(valid_share, test_share) -> None:
     """Shares are finite numbers in (0, 1) whose sum is below 1 (else: UsageError naming the value)."""
     import math
 
-    from nbkit.errors import UsageError
-
     for name, v in (("valid_share", valid_share), ("test_share", test_share)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v < 1:
             raise UsageError(f"split_kg: {name}={v!r}; expected a number strictly between 0 and 1 (e.g. 0.1)")
     if valid_share + test_share >= 1:
-        raise UsageError(f"split_kg: valid_share + test_share = {valid_share + test_share:g}; expected < 1 so that train triples remain")
+        raise UsageError(
+            f"split_kg: valid_share + test_share = {valid_share + test_share:g}; expected < 1 so that train "
+            "triples remain"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,7 +267,9 @@ def message_graph(split: KGSplit, reverse: str = "inverse") -> MessageGraph:
         names += [n + INV_SUFFIX for n in split.relations]
     elif reverse == "undirected":
         src.append(t), dst.append(h), et.append(r)
-    edge_index, edge_type = coalesce_typed(torch.stack([torch.cat(src), torch.cat(dst)]), torch.cat(et), split.num_nodes)
+    edge_index, edge_type = coalesce_typed(
+        torch.stack([torch.cat(src), torch.cat(dst)]), torch.cat(et), split.num_nodes
+    )
     return MessageGraph(edge_index, edge_type, names, reverse)
 
 
@@ -304,7 +323,9 @@ def build_hetero_data(split: KGSplit, reverse: str = "inverse", features: dict[s
         ei[0] -= offsets[s_name]
         ei[1] -= offsets[d_name]
         store = data[s_name, mg.relation_names[rel], d_name]
-        store.edge_index = coalesce(ei, num_nodes=max(len(split.entities[s_name]), len(split.entities[d_name])))
+        store.edge_index = coalesce(
+            ei, num_nodes=max(len(split.entities[s_name]), len(split.entities[d_name]))
+        )
     data.validate(raise_on_error=True)
     return data
 
@@ -329,48 +350,3 @@ def hetero_summary(data) -> dict[str, Any]:
         "nodes_without_incoming_messages": int(sum((~m).sum() for m in has_in.values())),
         "isolated_nodes": int(sum((~m).sum() for m in has_any.values())),
     }
-
-
-def link_neighbor_loader(data, edge_type=None, *, edge_label_index=None, num_neighbors=(10, 10), batch_size: int = 1024, neg_sampling_ratio: float = 1.0, shuffle: bool = True, seed: int = 0):
-    """Link mini-batches with sampled neighbourhoods, as PyG ``Data`` batches (``n_id``, ``e_id``,
-    local ``edge_index``, edge attributes such as ``edge_type``, ``edge_label_index``, ``edge_label``).
-
-    * homogeneous ``Data`` (e.g. the RGCN message graph: global ids + ``edge_type``): PyG's ``LinkLoader``
-      driven by nbkit's pure-torch ``TorchNeighborSampler`` (works without compiled extensions; seeded);
-      ``edge_label_index`` defaults to every edge of ``data``;
-    * ``HeteroData`` + ``edge_type``: PyG's ``LinkNeighborLoader``, whose typed sampling needs ``pyg-lib``
-      or ``torch-sparse`` (compiled wheels from data.pyg.org, not on PyPI); without them one clear
-      ImportError says so and how to go homogeneous.
-    """
-    import torch
-    from torch_geometric.data import HeteroData
-
-    if isinstance(data, HeteroData):
-        from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
-
-        if edge_type is None or edge_type not in data.edge_types:
-            raise KeyError(f"edge type {edge_type} not in the graph; known: {data.edge_types[:5]}...")
-        if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
-            raise ImportError(
-                "LinkNeighborLoader on HeteroData needs 'pyg-lib' or 'torch-sparse' for typed neighbour sampling; install the wheel "
-                f"matching torch {torch.__version__} from https://data.pyg.org/whl/ (not on PyPI), or pass data.to_homogeneous() "
-                "(node/edge types become attributes) to use nbkit's pure-torch sampler"
-            )
-        from torch_geometric.loader import LinkNeighborLoader
-
-        return LinkNeighborLoader(
-            data, num_neighbors=list(num_neighbors), edge_label_index=(edge_type, data[edge_type].edge_index if edge_label_index is None else edge_label_index),
-            neg_sampling_ratio=neg_sampling_ratio, batch_size=batch_size, shuffle=shuffle,
-        )
-    from torch_geometric.loader import LinkLoader
-
-    from nbkit.kg.neighbor_sampler import TorchNeighborSampler
-
-    if edge_type is not None:
-        raise ValueError("edge_type selects target edges of a HeteroData; for homogeneous Data pass edge_label_index")
-    labels = data.edge_index if edge_label_index is None else torch.as_tensor(edge_label_index, dtype=torch.long)
-    sampler = TorchNeighborSampler(data, num_neighbors, seed=seed)
-    return LinkLoader(
-        data, link_sampler=sampler, edge_label_index=labels, neg_sampling_ratio=neg_sampling_ratio or None,
-        batch_size=batch_size, shuffle=shuffle, generator=torch.Generator().manual_seed(seed),
-    )

@@ -1,53 +1,36 @@
-"""Widget panels for notebook 01: each wires a config of ``nbkit.kg.config`` to its experiment.
+"""Notebook 01's panels: :func:`nbkit.experiment.panel` over the KG registry, showing each result's table.
 
-``panel.run()`` runs exactly what the Run button runs (headless under papermill and in tests).
+``panel("ablation", ctx, smoke=SMOKE, **overrides).run()`` runs exactly what the Run button runs
+(headless under papermill and in tests).
 """
 
 from __future__ import annotations
 
-from nbkit.kg import experiments as ex
-from nbkit.kg.config import (
-    AblationConfig,
-    AggrConfig,
-    DownstreamConfig,
-    MinibatchConfig,
-    ScaleConfig,
-    SelectionConfig,
-)
+from typing import TYPE_CHECKING, Any
 
+from nbkit.experiment import panel as _panel
+from nbkit.kg.experiments import REGISTRY, KGContext
 
-def _panel(cfg, run, title: str, figure_title: str, widget):
-    from nbkit.live import LiveFigure
+if TYPE_CHECKING:
+    from nbkit.experiment import Experiment
     from nbkit.panels import Panel
+    from nbkit.result import Result
 
-    figure = LiveFigure(figure_title, xaxis="epoch", yaxis="loss / valid MRR", widget=widget)
-    return Panel(cfg, run, title=title, figure=figure, widget=widget, show_result=lambda r: r.table.round(4))
-
-
-def selection_panel(cfg: SelectionConfig | None = None, widget=None):
-    return _panel(cfg or SelectionConfig(), ex.run_selection, "Choices made on the validation split",
-                  "selection: train loss and validation MRR per candidate", widget)
+__all__ = ["REGISTRY", "KGContext", "panel"]
 
 
-def ablation_panel(cfg: AblationConfig | None = None, widget=None):
-    return _panel(cfg or AblationConfig(), ex.run_ablation, "KG link prediction: the ablation ladder",
-                  "ablation ladder: train loss and validation MRR (first seed)", widget)
+def _table(result: Result) -> Any:
+    return result.table.round(4)
 
 
-def aggr_panel(cfg: AggrConfig | None = None, widget=None):
-    return _panel(cfg or AggrConfig(), ex.run_aggr, "Is aggr='mean' more stable than 'add'?", "RGCN aggr=mean vs add: loss per seed", widget)
-
-
-def downstream_panel(cfg: DownstreamConfig | None = None, widget=None):
-    return _panel(cfg or DownstreamConfig(), ex.run_downstream, "Downstream check: node type from untyped embeddings",
-                  "downstream: macro-F1", widget)
-
-
-def minibatch_panel(cfg: MinibatchConfig | None = None, widget=None):
-    return _panel(cfg or MinibatchConfig(), ex.run_minibatch, "Mini-batch training on sampled neighbourhoods vs the full graph",
-                  "rung 5: sampled vs full-graph message passing, same loss", widget)
-
-
-def scale_panel(cfg: ScaleConfig | None = None, widget=None):
-    return _panel(cfg or ScaleConfig(), ex.run_minibatch, "Mini-batch training at Hetionet's size (seeded synthetic graph)",
-                  "rung 5 mini-batch on a Hetionet-sized graph", widget)
+def panel(
+    experiment: str | Experiment,
+    ctx: KGContext,
+    *,
+    smoke: bool = False,
+    widget: bool | None = None,
+    **overrides,
+) -> Panel:
+    """The panel of a KG experiment (its slug in ``REGISTRY`` or the experiment itself), run in ``ctx``."""
+    exp = REGISTRY[experiment] if isinstance(experiment, str) else experiment
+    return _panel(exp, ctx, smoke=smoke, widget=widget, show_result=_table, **overrides)

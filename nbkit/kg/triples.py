@@ -1,19 +1,19 @@
-"""Loaders: every source becomes ONE typed triples table plus a ``LoadReport``.
+"""Readers: every source becomes ONE typed triples table plus a ``LoadReport``.
 
 The table is a pandas DataFrame with string columns ``head, relation, tail, head_type, tail_type``
 and, where the source ships a split (UMLS in PyKEEN), a ``split`` column (train/valid/test).
 Nothing is dropped silently: each dropped row becomes a report entry naming file, line and reason;
 suspicious-but-kept rows (duplicates, self-loops, relations with a single edge, entities seen only
-as tails) are counted in the report.
+as tails) are counted in the report. Here: the table and its report, triples files (CSV / TSV /
+Parquet), RDF (N-Triples / Turtle) and PyKEEN's bundled UMLS and Kinships; Hetionet is read in
+:mod:`nbkit.kg.hetionet`, the synthetic graph generated in :mod:`nbkit.kg.synthetic`, and
+:func:`nbkit.kg.datasets.load_dataset` picks the reader for a name or path.
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
-import os
 import re
-import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,15 +27,6 @@ TYPE_COLUMNS = ("head_type", "tail_type")
 DEFAULT_TYPE = "entity"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 UMLS_GROUPS_FILE = DATA_DIR / "umls_semantic_groups.tsv"
-
-HETIONET_URLS = {
-    "nodes": "https://github.com/hetio/hetionet/raw/main/hetnet/tsv/hetionet-v1.0-nodes.tsv",
-    "edges": "https://github.com/hetio/hetionet/raw/main/hetnet/tsv/hetionet-v1.0-edges.sif.gz",
-}
-# Published size of Hetionet v1.0 (hetio/hetionet README): the check that a download is complete.
-HETIONET_V1_COUNTS = {"nodes": 47031, "edges": 2250197}
-
-
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".sif")  # optionally .gz
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -60,20 +51,29 @@ def _check_text(path: Path, head: bytes) -> None:
     """Refuse binary content up front (pyarrow would print raw bytes and a decode error)."""
     nul = head.find(b"\x00")
     if nul >= 0:
-        raise KGFormatError(f"{path}: binary content (a NUL byte at offset {nul}); expected a UTF-8 text triples file")
+        raise KGFormatError(
+            f"{path}: binary content (a NUL byte at offset {nul}); expected a UTF-8 text triples file"
+        )
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
         if exc.start < len(head) - 4:  # not just a multi-byte character cut at the end of the sample
-            raise KGFormatError(f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); expected a UTF-8 text triples file") from None
+            raise KGFormatError(
+                f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); expected a "
+                "UTF-8 text triples file"
+            ) from None
 
 
 def _read_head(path: Path, n: int = 1 << 16) -> bytes:
     """The first ``n`` bytes of the (decompressed) file; a broken gzip is named with its file."""
     try:
-        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as fh:
+        with gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb") as fh:
             return fh.read(n)
-    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError; a corrupt stream is zlib.error
+    except (
+        OSError,
+        EOFError,
+        zlib.error,
+    ) as exc:  # gzip.BadGzipFile is an OSError; a corrupt stream is zlib.error
         raise KGFormatError(f"{path}: not a readable gzip file ({type(exc).__name__}: {exc})") from None
 
 
@@ -112,13 +112,17 @@ class LoadReport:
 
     def __str__(self) -> str:
         s = self.summary()
-        lines = [f"load report for {s['source']}: {s['rows_read']} rows read, {s['rows_kept']} kept, {s['rows_dropped']} dropped"]
+        lines = [
+            f"load report for {s['source']}: {s['rows_read']} rows read, {s['rows_kept']} kept, "
+            f"{s['rows_dropped']} dropped"
+        ]
         for reason, n in s["dropped_by_reason"].items():
             first = next(d for d in self.dropped if d["reason"] == reason)
             lines.append(f"  dropped {n} x {reason} (first at line {first['line']}: {first['text']!r})")
         lines.append(
             f"  duplicates removed: {s['duplicate_triples']}, self-loops kept: {s['self_loops']}, "
-            f"entities seen only as tails: {s['tail_only_entities']}, relations with a single edge: {s['single_edge_relations']}"
+            f"entities seen only as tails: {s['tail_only_entities']}, relations with a single edge: "
+            f"{s['single_edge_relations']}"
         )
         if self.single_edge_relations:
             lines.append(f"    single-edge relations: {', '.join(self.single_edge_relations[:10])}")
@@ -151,7 +155,9 @@ class KGTriples:
 # ---------------------------------------------------------------------------------------------
 # shared clean-up
 # ---------------------------------------------------------------------------------------------
-def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, dedupe: bool = True, name: str = "") -> KGTriples:
+def finalize(
+    df, report: LoadReport, *, line_numbers=None, allowed_types=None, dedupe: bool = True, name: str = ""
+) -> KGTriples:
     """Validate a raw table: empty fields, unknown/conflicting types, duplicates, self-loops, tail-only."""
     import pandas as pd
 
@@ -170,7 +176,11 @@ def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, d
     bad = empty.any(axis=1)
     for idx in df.index[bad]:
         missing = [c for c in COLUMNS + TYPE_COLUMNS if empty.at[idx, c]]
-        report.drop(int(lines[idx]), f"empty field(s) {', '.join(missing)}", "\t".join(str(v) for v in df.loc[idx].tolist()))
+        report.drop(
+            int(lines[idx]),
+            f"empty field(s) {', '.join(missing)}",
+            "\t".join(str(v) for v in df.loc[idx].tolist()),
+        )
     df = df[~bad]
 
     if allowed_types is not None:
@@ -178,12 +188,19 @@ def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, d
         unknown = ~(df["head_type"].isin(allowed) & df["tail_type"].isin(allowed))
         for idx in df.index[unknown]:
             bad_t = [t for t in (df.at[idx, "head_type"], df.at[idx, "tail_type"]) if t not in allowed]
-            report.drop(int(lines[idx]), f"unknown node type {bad_t[0]!r} (expected one of {sorted(allowed)})", f"{df.at[idx, 'head']} {df.at[idx, 'relation']} {df.at[idx, 'tail']}")
+            report.drop(
+                int(lines[idx]),
+                f"unknown node type {bad_t[0]!r} (expected one of {sorted(allowed)})",
+                f"{df.at[idx, 'head']} {df.at[idx, 'relation']} {df.at[idx, 'tail']}",
+            )
         df = df[~unknown]
 
     # An entity must have one type: a conflict is a data error we cannot resolve by guessing.
     ent_types = pd.concat(
-        [df[["head", "head_type"]].set_axis(["e", "t"], axis=1), df[["tail", "tail_type"]].set_axis(["e", "t"], axis=1)]
+        [
+            df[["head", "head_type"]].set_axis(["e", "t"], axis=1),
+            df[["tail", "tail_type"]].set_axis(["e", "t"], axis=1),
+        ]
     ).drop_duplicates()
     conflicts = ent_types[ent_types.duplicated("e", keep=False)]
     if len(conflicts):
@@ -198,7 +215,8 @@ def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, d
                 first_type = seen
             elif seen != first_type:
                 raise KGFormatError(
-                    f"{report.source}:{int(lines[idx])}: entity {e!r} has type {seen!r} here but {first_type!r} earlier "
+                    f"{report.source}:{int(lines[idx])}: entity {e!r} has type {seen!r} here but "
+                    f"{first_type!r} earlier "
                     f"({conflicts['e'].nunique()} entities with conflicting types); give each entity one type"
                 )
         raise KGFormatError(f"{report.source}: entity {e!r} has conflicting types {ts}")
@@ -212,7 +230,10 @@ def finalize(df, report: LoadReport, *, line_numbers=None, allowed_types=None, d
     counts = df["relation"].value_counts()
     report.single_edge_relations = sorted(counts[counts == 1].index.tolist())
     if len(df) == 0:
-        raise KGFormatError(f"{report.source}: no usable triples left ({len(report.dropped)} rows dropped: {report.dropped_by_reason})")
+        raise KGFormatError(
+            f"{report.source}: no usable triples left ({len(report.dropped)} rows dropped: "
+            f"{report.dropped_by_reason})"
+        )
     report.rows_kept = len(df)
     return KGTriples(df.reset_index(drop=True), report, name=name or Path(str(report.source)).name)
 
@@ -236,13 +257,17 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
         try:
             df = pd.read_parquet(path, engine="pyarrow")
         except Exception as exc:
-            raise KGFormatError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+            raise KGFormatError(
+                f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})"
+            ) from None
         _check_columns(df.columns, path)
         _check_parquet_types(df, path, report)
         return finalize(df, report, line_numbers=range(1, len(df) + 1), allowed_types=allowed_types)
     if not suffixes.removesuffix(".gz").endswith(TABLE_SUFFIXES):
-        raise KGFormatError(f"{path}: unknown extension {''.join(path.suffixes) or '(none)'}; expected one of "
-                            f"{', '.join(TABLE_SUFFIXES + PARQUET_SUFFIXES + RDF_SUFFIXES)} (text formats optionally .gz)")
+        raise KGFormatError(
+            f"{path}: unknown extension {''.join(path.suffixes) or '(none)'}; expected one of "
+            f"{', '.join(TABLE_SUFFIXES + PARQUET_SUFFIXES + RDF_SUFFIXES)} (text formats optionally .gz)"
+        )
     _check_text(path, _read_head(path))
 
     import pyarrow as pa
@@ -253,7 +278,13 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
     invalid: list[tuple[int, str, str]] = []
 
     def on_invalid(row):
-        invalid.append((row.number, f"wrong column count: expected {row.expected_columns}, got {row.actual_columns}", row.text or ""))
+        invalid.append(
+            (
+                row.number,
+                f"wrong column count: expected {row.expected_columns}, got {row.actual_columns}",
+                row.text or "",
+            )
+        )
         return "skip"
 
     try:
@@ -261,14 +292,23 @@ def load_triples_file(path, *, allowed_types=None, sep: str | None = None) -> KG
             path,
             # use_threads=False so pyarrow knows the line number of each bad row.
             read_options=pacsv.ReadOptions(block_size=READ_BLOCK, use_threads=False),
-            parse_options=pacsv.ParseOptions(delimiter=sep, invalid_row_handler=on_invalid, ignore_empty_lines=True),
-            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in COLUMNS + TYPE_COLUMNS}, strings_can_be_null=True),
+            parse_options=pacsv.ParseOptions(
+                delimiter=sep, invalid_row_handler=on_invalid, ignore_empty_lines=True
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: pa.string() for c in COLUMNS + TYPE_COLUMNS}, strings_can_be_null=True
+            ),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         if "straddling" in str(exc) or "block size" in str(exc):
-            raise KGFormatError(f"{path}: a line longer than {READ_BLOCK >> 20} MiB; a triples file has one short triple per line "
-                                "(is this a single-line JSON or binary file?)") from None
-        raise KGFormatError(f"{path}: not a {'TSV' if sep == chr(9) else 'CSV'} triples file ({str(exc).splitlines()[0]})") from None
+            raise KGFormatError(
+                f"{path}: a line longer than {READ_BLOCK >> 20} MiB; a triples file has one short triple per "
+                "line "
+                "(is this a single-line JSON or binary file?)"
+            ) from None
+        raise KGFormatError(
+            f"{path}: not a {'TSV' if sep == chr(9) else 'CSV'} triples file ({str(exc).splitlines()[0]})"
+        ) from None
     except (OSError, EOFError, zlib.error) as exc:  # a gzip stream broken past its first block
         raise KGFormatError(f"{path}: not readable ({type(exc).__name__}: {exc})") from None
     df = table.to_pandas()
@@ -293,10 +333,16 @@ def _check_parquet_types(df, path, report: LoadReport) -> None:
 
     for col in [c for c in COLUMNS + TYPE_COLUMNS if c in df.columns]:
         dt = df[col].dtype
-        if ptypes.is_string_dtype(dt) or ptypes.is_object_dtype(dt) and df[col].map(lambda v: v is None or isinstance(v, str)).all():
+        if (
+            ptypes.is_string_dtype(dt)
+            or ptypes.is_object_dtype(dt)
+            and df[col].map(lambda v: v is None or isinstance(v, str)).all()
+        ):
             continue
         if ptypes.is_integer_dtype(dt):
-            report.notes.append(f"column {col!r} holds integers ({dt}); they were read as entity/relation names (text)")
+            report.notes.append(
+                f"column {col!r} holds integers ({dt}); they were read as entity/relation names (text)"
+            )
             continue
         raise KGFormatError(f"{path}: column {col!r} has type {dt}; expected strings (or integer ids)")
 
@@ -322,7 +368,7 @@ def iri_local_name(iri: str) -> str:
     return re.split(r"[/#]", iri.rstrip("/#"))[-1]
 
 
-def _rdf_format(path: Path):
+def rdf_format(path: Path):
     import pyoxigraph as ox
 
     name = path.name.lower().removesuffix(".gz")
@@ -334,7 +380,7 @@ def _rdf_format(path: Path):
 
 
 def load_rdf(path, *, allowed_types=None) -> KGTriples:
-    """N-Triples / Turtle via pyoxigraph (Rust parser; see ``compare_rdf_parsers`` for the measurement).
+    """N-Triples / Turtle via pyoxigraph (Rust parser; ``nbkit.kg.rdf_bench`` times it against rdflib).
 
     relation = last path segment of the predicate IRI; ``rdf:type`` statements give node types
     (local name of the class); triples whose object is a literal are dropped into the report.
@@ -345,7 +391,7 @@ def load_rdf(path, *, allowed_types=None) -> KGTriples:
     path = Path(path)
     _check_path(path, "RDF file")
     report = LoadReport(str(path))
-    fmt = _rdf_format(path)
+    fmt = rdf_format(path)
     _check_text(path, _read_head(path))
     heads, rels, tails, types = [], [], [], {}
     n_read = 0
@@ -367,7 +413,9 @@ def load_rdf(path, *, allowed_types=None) -> KGTriples:
                 tails.append(o.value)
     except SyntaxError as exc:
         # pyoxigraph reports "<message> at line L column C"; keep it verbatim after the file name.
-        raise KGFormatError(f"{path}: {fmt.name if hasattr(fmt, 'name') else 'RDF'} syntax error: {exc}") from None
+        raise KGFormatError(
+            f"{path}: {fmt.name if hasattr(fmt, 'name') else 'RDF'} syntax error: {exc}"
+        ) from None
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile / truncated stream: name the file
         raise KGFormatError(f"{path}: not readable ({type(exc).__name__}: {exc})") from None
     df = pd.DataFrame({"head": heads, "relation": rels, "tail": tails})
@@ -397,33 +445,6 @@ def write_ntriples(kg: KGTriples, path, base: str = "http://example.org/kg/") ->
     return path
 
 
-def compare_rdf_parsers(path) -> dict[str, Any]:
-    """Parse the same RDF file with pyoxigraph and rdflib; seconds and triple counts for each."""
-    import pyoxigraph as ox
-    import rdflib
-
-    path = Path(path)
-    fmt = _rdf_format(path)
-    t0 = time.perf_counter()
-    with open(path, "rb") as fh:
-        n_ox = sum(1 for _ in ox.parse(fh, format=fmt))
-    t_ox = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    g = rdflib.Graph()
-    g.parse(path, format="nt" if fmt == ox.RdfFormat.N_TRIPLES else "turtle")
-    n_rdflib = len(g)
-    t_rdflib = time.perf_counter() - t0
-    return {
-        "file": str(path),
-        "size_mb": round(path.stat().st_size / 1e6, 2),
-        "pyoxigraph_s": round(t_ox, 3),
-        "rdflib_s": round(t_rdflib, 3),
-        "pyoxigraph_triples": n_ox,
-        "rdflib_triples": n_rdflib,
-        "speedup": round(t_rdflib / max(t_ox, 1e-9), 1),
-    }
-
-
 # ---------------------------------------------------------------------------------------------
 # UMLS (bundled in PyKEEN's wheel)
 # ---------------------------------------------------------------------------------------------
@@ -444,7 +465,11 @@ def _pykeen_split_frame(ds):
         ent = {i: e for e, i in tf.entity_to_id.items()}
         rel = {i: r for r, i in tf.relation_to_id.items()}
         part = pd.DataFrame(
-            {"head": [ent[i] for i in ids[:, 0]], "relation": [rel[i] for i in ids[:, 1]], "tail": [ent[i] for i in ids[:, 2]]}
+            {
+                "head": [ent[i] for i in ids[:, 0]],
+                "relation": [rel[i] for i in ids[:, 1]],
+                "tail": [ent[i] for i in ids[:, 2]],
+            }
         )
         part["split"] = split
         parts.append(part)
@@ -463,11 +488,15 @@ def load_umls() -> KGTriples:
     df = _pykeen_split_frame(UMLS())
     missing = sorted((set(df["head"]) | set(df["tail"])) - set(groups))
     if missing:
-        raise KGFormatError(f"{UMLS_GROUPS_FILE}: no semantic group for UMLS entities {missing[:5]} ({len(missing)} in all)")
+        raise KGFormatError(
+            f"{UMLS_GROUPS_FILE}: no semantic group for UMLS entities {missing[:5]} ({len(missing)} in all)"
+        )
     df["head_type"] = df["head"].map(groups)
     df["tail_type"] = df["tail"].map(groups)
     report = LoadReport("pykeen.datasets.UMLS (bundled in the pykeen wheel)")
-    report.notes.append("node types = UMLS semantic groups (NLM SemGroups), see nbkit/kg/data/umls_semantic_groups.tsv")
+    report.notes.append(
+        "node types = UMLS semantic groups (NLM SemGroups), see nbkit/kg/data/umls_semantic_groups.tsv"
+    )
     report.notes.append("split = PyKEEN's published train/valid/test split")
     return finalize(df, report, name="umls")
 
@@ -480,183 +509,7 @@ def load_kinships() -> KGTriples:
     from pykeen.datasets import Kinships
 
     report = LoadReport("pykeen.datasets.Kinships (bundled in the pykeen wheel)")
-    report.notes.append("no node types (one type, 'entity'); split = PyKEEN's published train/valid/test split")
-    return finalize(_pykeen_split_frame(Kinships()), report, name="kinships")
-
-
-# ---------------------------------------------------------------------------------------------
-# Hetionet v1.0
-# ---------------------------------------------------------------------------------------------
-def hetionet_cache_dir() -> Path:
-    return Path(os.environ.get("NBKIT_CACHE", Path.home() / ".cache" / "nbkit")) / "hetionet-v1.0"
-
-
-def download_hetionet(cache_dir=None, *, timeout: float = 60.0) -> dict[str, Path]:
-    """Download Hetionet v1.0 (CC0) once into the cache; verified by the published node/edge counts."""
-    import urllib.request
-
-    cache = Path(cache_dir) if cache_dir else hetionet_cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    paths = {k: cache / url.rsplit("/", 1)[-1] for k, url in HETIONET_URLS.items()}
-    for key, url in HETIONET_URLS.items():
-        dest = paths[key]
-        if dest.exists():
-            continue
-        tmp = dest.with_suffix(dest.suffix + ".part")
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as fh:
-                while chunk := resp.read(1 << 20):
-                    fh.write(chunk)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise ConnectionError(
-                f"cannot download Hetionet from {url} ({exc}); this machine may be offline — "
-                f"put hetionet-v1.0-nodes.tsv and hetionet-v1.0-edges.sif.gz in {cache} by hand"
-            ) from None
-        tmp.rename(dest)
-    kg = load_hetionet(paths["nodes"], paths["edges"])
-    n_nodes = len(set(kg.df["head"]) | set(kg.df["tail"]))
-    if kg.report.rows_read != HETIONET_V1_COUNTS["edges"]:
-        raise KGFormatError(
-            f"{paths['edges']}: {kg.report.rows_read} edges, Hetionet v1.0 has {HETIONET_V1_COUNTS['edges']}; delete the file to re-download"
-        )
-    (cache / "VERIFIED").write_text(
-        f"edges={kg.report.rows_read} connected_nodes={n_nodes} sha256_edges={_sha256(paths['edges'])}\n"
+    report.notes.append(
+        "no node types (one type, 'entity'); split = PyKEEN's published train/valid/test split"
     )
-    return paths
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def load_hetionet(nodes_path=None, edges_path=None) -> KGTriples:
-    """Hetionet's TSV release: nodes (id, name, kind) and edges (source, metaedge, target; .sif[.gz]).
-
-    Without paths, uses the cache (downloading once when online).
-    """
-    import pandas as pd
-
-    if nodes_path is None or edges_path is None:
-        paths = download_hetionet()
-        nodes_path, edges_path = paths["nodes"], paths["edges"]
-    nodes_path, edges_path = Path(nodes_path), Path(edges_path)
-    for p in (nodes_path, edges_path):
-        if not p.exists():
-            raise FileNotFoundError(f"Hetionet file not found: {p}")
-    nodes = pd.read_csv(nodes_path, sep="\t", dtype=str)
-    if list(nodes.columns[:3]) != ["id", "name", "kind"]:
-        raise KGFormatError(f"{nodes_path}: line 1 has columns {list(nodes.columns)}, expected id, name, kind")
-    edges = pd.read_csv(edges_path, sep="\t", dtype=str, compression="infer")
-    if list(edges.columns[:3]) != ["source", "metaedge", "target"]:
-        raise KGFormatError(f"{edges_path}: line 1 has columns {list(edges.columns)}, expected source, metaedge, target")
-    kind = nodes.set_index("id")["kind"]
-    df = pd.DataFrame({"head": edges["source"], "relation": edges["metaedge"], "tail": edges["target"]})
-    df["head_type"] = df["head"].map(kind)
-    df["tail_type"] = df["tail"].map(kind)
-    report = LoadReport(str(edges_path))
-    missing = df["head_type"].isna() | df["tail_type"].isna()
-    for idx in df.index[missing]:
-        report.drop(int(idx) + 2, f"node not in {nodes_path.name}", f"{df.at[idx, 'head']} {df.at[idx, 'relation']} {df.at[idx, 'tail']}")
-    df = df[~missing]
-    report.rows_read = len(edges)
-    return finalize(df, report, line_numbers=[i + 2 for i in df.index], name="hetionet")
-
-
-# ---------------------------------------------------------------------------------------------
-# synthetic
-# ---------------------------------------------------------------------------------------------
-SYNTHETIC_SCHEMA = (
-    # (head_type, relation, tail_type, relative frequency): long-tailed on purpose
-    ("gene", "interacts", "gene", 40),
-    ("drug", "targets", "gene", 20),
-    ("gene", "associates", "disease", 15),
-    ("drug", "treats", "disease", 8),
-    ("disease", "resembles", "disease", 4),
-    ("drug", "causes", "disease", 2),
-    ("gene", "regulates", "gene", 1),
-)
-
-
-def synthetic_kg(num_entities: int = 300, num_triples: int = 3000, seed: int = 0, num_clusters: int = 6) -> KGTriples:
-    """A seeded gene/drug/disease KG with long-tail relation counts and learnable structure.
-
-    Each entity has a latent cluster; a relation links clusters through a fixed random permutation,
-    so tails are predictable from (head, relation) — link prediction can learn it, chance cannot.
-    """
-    import numpy as np
-    import pandas as pd
-
-    for name, value, least in (("num_entities", num_entities, 3), ("num_triples", num_triples, 1), ("num_clusters", num_clusters, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise UsageError(f"synthetic_kg: {name}={value!r}; expected an integer >= {least}")
-    rng = np.random.default_rng(seed)
-    share = {"gene": 0.6, "drug": 0.2, "disease": 0.2}
-    ents = {t: [f"{t}_{i:06d}" for i in range(max(num_clusters, int(num_entities * s)))] for t, s in share.items()}
-    cluster = {t: rng.integers(0, num_clusters, len(v)) for t, v in ents.items()}
-    weights = np.array([w for *_, w in SYNTHETIC_SCHEMA], dtype=float)
-    counts = rng.multinomial(num_triples, weights / weights.sum())
-    parts = []
-    # Vectorised per relation so Hetionet-sized graphs (millions of triples) generate in seconds.
-    for (ht, rel, tt, _), n in zip(SYNTHETIC_SCHEMA, counts, strict=False):
-        perm = rng.permutation(num_clusters)
-        h = rng.integers(len(ents[ht]), size=n)
-        follow = rng.random(n) < 0.9
-        target_c = np.where(follow, perm[cluster[ht][h]], rng.integers(num_clusters, size=n))
-        members = np.argsort(cluster[tt], kind="stable")  # tail entities grouped by cluster
-        size = np.bincount(cluster[tt], minlength=num_clusters)
-        first = np.concatenate([[0], np.cumsum(size)[:-1]])
-        ok = size[target_c] > 0
-        h, target_c = h[ok], target_c[ok]
-        t = members[first[target_c] + (rng.random(len(h)) * size[target_c]).astype(np.int64)]
-        parts.append(pd.DataFrame({
-            "head": np.asarray(ents[ht], dtype=object)[h], "relation": rel, "tail": np.asarray(ents[tt], dtype=object)[t],
-            "head_type": ht, "tail_type": tt,
-        }))
-    df = pd.concat(parts, ignore_index=True)[list(COLUMNS + TYPE_COLUMNS)]
-    report = LoadReport(f"synthetic_kg(num_entities={num_entities}, num_triples={num_triples}, seed={seed})")
-    kg = finalize(df, report, name="synthetic")
-    kg.clusters = {e: int(c) for t in ents for e, c in zip(ents[t], cluster[t], strict=True)}
-    return kg
-
-
-BUNDLED = ("umls", "kinships", "synthetic", "hetionet")
-LOAD_KWARGS = {
-    "umls": (),
-    "kinships": (),
-    "hetionet": (),
-    "synthetic": ("num_entities", "num_triples", "seed", "num_clusters"),
-    "rdf": ("allowed_types",),
-    "table": ("allowed_types", "sep"),
-}
-
-
-def load_dataset(name_or_path: str, **kwargs) -> KGTriples:
-    """``umls`` | ``kinships`` | ``synthetic`` | ``hetionet`` | a path to a .csv/.tsv/.parquet/.nt/.ttl file.
-
-    Keyword arguments go to the loader; one it does not take is a ``UsageError`` (never ignored).
-    """
-    key = str(name_or_path).strip()
-    path = Path(key).expanduser()
-    kind = key.lower() if key.lower() in BUNDLED else None
-    if kind is None and path.exists():
-        kind = "rdf" if path.name.lower().removesuffix(".gz").endswith(RDF_SUFFIXES) else "table"
-    if kind is None:
-        raise FileNotFoundError(f"DATASET={name_or_path!r}: not a bundled name ({', '.join(BUNDLED)}) and no such file")
-    unknown = sorted(set(kwargs) - set(LOAD_KWARGS[kind]))
-    if unknown:
-        takes = ", ".join(LOAD_KWARGS[kind]) or "none"
-        raise UsageError(f"load_dataset({name_or_path!r}): unknown keyword argument(s) {unknown}; this loader takes: {takes}")
-    if kind == "umls":
-        return load_umls()
-    if kind == "kinships":
-        return load_kinships()
-    if kind == "synthetic":
-        return synthetic_kg(**kwargs)
-    if kind == "hetionet":
-        return load_hetionet()
-    return load_rdf(path, **kwargs) if kind == "rdf" else load_triples_file(path, **kwargs)
+    return finalize(_pykeen_split_frame(Kinships()), report, name="kinships")

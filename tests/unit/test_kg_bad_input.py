@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from nbkit.errors import UsageError
+from nbkit.kg import datasets as kgdata
 from nbkit.kg import graph as kgg
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import triples as kgt
 
 GOOD = "head,relation,tail\na,r,b\nb,r,c\nc,s,a\n"
@@ -67,11 +69,13 @@ LOADER_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("make", "message"), LOADER_CASES, ids=[m.__name__.strip("_") for m, _ in LOADER_CASES])
+@pytest.mark.parametrize(
+    ("make", "message"), LOADER_CASES, ids=[m.__name__.strip("_") for m, _ in LOADER_CASES]
+)
 def test_bad_files_give_one_usage_error_naming_the_file(tmp_path, make, message, capfd):
     path = make(tmp_path)
     with pytest.raises(UsageError, match=message):
-        kgt.load_dataset(str(path))
+        kgdata.load_dataset(str(path))
     out, err = capfd.readouterr()
     assert "Traceback" not in err and "Exception ignored" not in err and "\\x" not in out + err
 
@@ -79,7 +83,7 @@ def test_bad_files_give_one_usage_error_naming_the_file(tmp_path, make, message,
 def test_integer_parquet_ids_are_read_as_text_and_the_report_says_so(tmp_path):
     p = tmp_path / "ids.parquet"
     pd.DataFrame({"head": [1, 2, 3], "relation": ["r", "r", "s"], "tail": [2, 3, 1]}).to_parquet(p)
-    kg = kgt.load_dataset(str(p))
+    kg = kgdata.load_dataset(str(p))
     assert set(kg.df["head"]) == {"1", "2", "3"}
     assert any("column 'head' holds integers" in n for n in kg.report.notes)
 
@@ -95,31 +99,42 @@ def test_integer_parquet_ids_are_read_as_text_and_the_report_says_so(tmp_path):
 )
 def test_synthetic_with_bad_sizes(kwargs, message):
     with pytest.raises(UsageError, match=message):
-        kgt.load_dataset("synthetic", **kwargs)
+        kgdata.load_dataset("synthetic", **kwargs)
 
 
 @pytest.mark.parametrize(
     ("name", "kwargs", "message"),
     [
-        ("umls", {"seed": 3}, r"load_dataset\('umls'\): unknown keyword argument\(s\) \['seed'\]; this loader takes: none"),
-        ("synthetic", {"entities": 10}, r"unknown keyword argument\(s\) \['entities'\]; this loader takes: num_entities"),
+        (
+            "umls",
+            {"seed": 3},
+            r"load_dataset\('umls'\): unknown keyword argument\(s\) \['seed'\]; this loader takes: none",
+        ),
+        (
+            "synthetic",
+            {"entities": 10},
+            r"unknown keyword argument\(s\) \['entities'\]; this loader takes: num_entities",
+        ),
     ],
 )
 def test_unknown_keyword_arguments_are_refused(name, kwargs, message):
     with pytest.raises(UsageError, match=message):
-        kgt.load_dataset(name, **kwargs)
+        kgdata.load_dataset(name, **kwargs)
 
 
 def test_unknown_keyword_argument_for_a_file(tmp_path):
     p = tmp_path / "kg.csv"
     p.write_text(GOOD)
-    with pytest.raises(UsageError, match=r"unknown keyword argument\(s\) \['delimiter'\]; this loader takes: allowed_types, sep"):
-        kgt.load_dataset(str(p), delimiter=";")
+    with pytest.raises(
+        UsageError,
+        match=r"unknown keyword argument\(s\) \['delimiter'\]; this loader takes: allowed_types, sep",
+    ):
+        kgdata.load_dataset(str(p), delimiter=";")
 
 
 @pytest.fixture(scope="module")
 def small_kg():
-    return kgt.synthetic_kg(60, 400, seed=0)
+    return kgsyn.synthetic_kg(60, 400, seed=0)
 
 
 @pytest.mark.parametrize(
@@ -142,13 +157,15 @@ def test_split_shares_are_checked(small_kg, valid, test, message):
 def test_a_file_too_small_for_validation_and_test_is_one_clear_error(tmp_path):
     p = tmp_path / "tiny.csv"
     p.write_text(GOOD)
-    kg = kgt.load_dataset(str(p))
+    kg = kgdata.load_dataset(str(p))
     with pytest.raises(UsageError, match=r"tiny.csv: 3 usable triples give an empty valid and test split"):
         kgg.split_kg(kg)
 
 
 def test_training_on_an_empty_validation_split_is_a_usage_error_not_torch_cat(tmp_path):
-    from nbkit.kg.train import LADDER, TrainConfig, train_rung
+    from nbkit.kg.config import TrainConfig
+    from nbkit.kg.ladder import LADDER
+    from nbkit.kg.train import train_rung
 
     rows = [("a", "r", "b", "train"), ("b", "r", "c", "train"), ("c", "r", "a", "test")]
     df = pd.DataFrame(rows, columns=["head", "relation", "tail", "split"])
@@ -158,16 +175,21 @@ def test_training_on_an_empty_validation_split_is_a_usage_error_not_torch_cat(tm
 
 
 def test_a_shipped_split_column_with_unknown_values(tmp_path):
-    df = pd.DataFrame([("a", "r", "b", "train"), ("b", "r", "c", "dev")], columns=["head", "relation", "tail", "split"])
+    df = pd.DataFrame(
+        [("a", "r", "b", "train"), ("b", "r", "c", "dev")], columns=["head", "relation", "tail", "split"]
+    )
     with pytest.raises(UsageError, match=r"split column has values \['dev'\]; expected train/valid/test"):
         kgg.split_kg(kgt.finalize(df, kgt.LoadReport("x.csv")))
 
 
 def test_a_shipped_split_without_validation_gets_it_carved_from_train_and_reported():
-    kg = kgt.synthetic_kg(60, 400, seed=0)
+    kg = kgsyn.synthetic_kg(60, 400, seed=0)
     kg.df["split"] = ["test" if i % 10 == 0 else "train" for i in range(len(kg.df))]
     split = kgg.split_kg(kg, valid_share=0.1)
-    assert split.report["valid_carved_from_train"] == len(split.valid) > 0 and "test_carved_from_train" not in split.report
+    assert (
+        split.report["valid_carved_from_train"] == len(split.valid) > 0
+        and "test_carved_from_train" not in split.report
+    )
     assert len(split.train) + len(split.valid) + len(split.test) == len(kg.df)
 
 
@@ -177,9 +199,9 @@ def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
     from nbkit.kg.config import DownstreamConfig
 
     p = tmp_path / "untyped.tsv"
-    kgt.synthetic_kg(60, 400, seed=0).df[["head", "relation", "tail"]].to_csv(p, sep="\t", index=False)
-    res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1, device="cpu"))
-    assert res.metrics["skipped"].startswith("the labels (node types) give 1 class(es)")
+    kgsyn.synthetic_kg(60, 400, seed=0).df[["head", "relation", "tail"]].to_csv(p, sep="\t", index=False)
+    res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1), ex.KGContext("cpu"))
+    assert res.metrics.skipped.startswith("the labels (node types) give 1 class(es)")
     row = claims.claims(downstream=res)[1]
     assert row.verdict == "inconclusive" and "node types" in row.why
 
@@ -187,7 +209,7 @@ def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
 def _untyped_file(tmp_path, kind):
     """A user's own triples file: no node types; 'one_relation' also has a single relation; 'no_valid'
     ships a split column without validation rows."""
-    df = kgt.synthetic_kg(60, 500, seed=0).df[["head", "relation", "tail"]].copy()
+    df = kgsyn.synthetic_kg(60, 500, seed=0).df[["head", "relation", "tail"]].copy()
     if kind == "one_relation":
         df["relation"] = "linked_to"
         df = df.drop_duplicates(["head", "relation", "tail"])
@@ -204,41 +226,64 @@ def test_a_users_untyped_file_runs_every_section_that_applies(tmp_path, kind):
     """Notebook 01's sections on such a file (smoke sizes): the ladder with rung 6 and the message-passing
     claim run; the downstream section says why it is skipped; no crash."""
     from nbkit.kg import claims
-    from nbkit.kg import config as c
     from nbkit.kg import experiments as ex
 
     path = _untyped_file(tmp_path, kind)
-    common = {"dataset": path, "device": "cpu", "hidden": 16, "complex_dim": 32}
-    load = ex.run_load(c.LoadConfig(dataset=path, compare_rdf=False))
-    assert load.metrics["split_sizes"]["node_types"] == 1 and load.metrics["split_sizes"]["valid"] > 0
+    ctx = ex.KGContext("cpu")
+    common = {"dataset": path, "hidden": 16, "complex_dim": 32}
+    load = ex.run("load", ctx, dataset=path, compare_rdf=False)
+    assert load.metrics.split_sizes["node_types"] == 1 and load.metrics.split_sizes["valid"] > 0
     if kind == "no_valid":
-        assert load.data["split"].report["valid_carved_from_train"] == load.metrics["split_sizes"]["valid"]
-    sel = ex.run_selection(c.SelectionConfig.smoke(**common, complex_dims=(32,), complex_n3s=(0.01,), dropouts=(0.5,), type_aggrs=("mean",)))
-    abl = ex.run_ablation(c.AblationConfig.smoke(**{**common, **sel.metrics["chosen"]}, rungs=(2, 3, 5, 6)))
-    down = ex.run_downstream(c.DownstreamConfig.smoke(**common))
+        assert load.data["split"].report["valid_carved_from_train"] == load.metrics.split_sizes["valid"]
+    sel = ex.run(
+        "selection",
+        ctx,
+        smoke=True,
+        **common,
+        complex_dims=(32,),
+        complex_n3s=(0.01,),
+        dropouts=(0.5,),
+        type_aggrs=("mean",),
+    )
+    abl = ex.run(
+        "ablation", ctx, smoke=True, **{**common, **sel.metrics.chosen.overrides()}, rungs=(2, 3, 5, 6)
+    )
+    down = ex.run("downstream", ctx, smoke=True, **common)
     rows = {r.key: r for r in claims.claims(ablation=abl, downstream=down)}
-    assert "skipped" in down.metrics and "node types" in rows["downstream_f1"].why
-    assert rows["message_passing_helps"].n == "2 seeds" and rows["message_passing_helps"].measured.startswith("rung 5 (RGCN)")
-    assert 0 < abl.metrics["test_mrr"] <= 1
+    assert down.metrics.skipped and "node types" in rows["downstream_f1"].why
+    assert rows["message_passing_helps"].n == "2 seeds" and rows["message_passing_helps"].measured.startswith(
+        "rung 5 (RGCN)"
+    )
+    assert 0 < abl.metrics.test_mrr <= 1
 
 
-@pytest.mark.parametrize(("over", "match"), [
-    ({"eval_max_triples": 1000, "eval_slice": 1}, r"ScaleConfig.eval_slice: slice 1 of 1000 evaluated triples needs 2000 validation triples; this split has \d+"),
-    ({"eval_max_triples": 200, "eval_slice": 5}, r"ScaleConfig.eval_slice: slice 5 of 200 evaluated triples needs 1200 validation triples"),
-])
+@pytest.mark.parametrize(
+    ("over", "match"),
+    [
+        (
+            {"eval_max_triples": 1000, "eval_slice": 1},
+            r"ScaleConfig.eval_slice: slice 1 of 1000 evaluated triples needs 2000 validation triples; this "
+            r"split has \d+",
+        ),
+        (
+            {"eval_max_triples": 200, "eval_slice": 5},
+            r"ScaleConfig.eval_slice: slice 5 of 200 evaluated triples needs 1200 validation triples",
+        ),
+    ],
+)
 def test_a_validation_slice_the_split_cannot_hold_is_a_usage_error(over, match):
     """The scale run scores a slice of the validation split its defaults were not chosen on; a graph too small
     for that slice is refused before training, naming the key and the sizes."""
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import ScaleConfig
 
-    cfg = ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=1, hidden=16, device="cpu", **over)
+    cfg = ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=1, hidden=16, **over)
     with pytest.raises(UsageError, match=match):
-        ex.run_minibatch(cfg)
+        ex.run_minibatch(cfg, ex.KGContext("cpu"))
 
 
 def test_evaluation_slices_never_share_a_triple():
-    from nbkit.kg.train import eval_sample, query_halves
+    from nbkit.kg.ranking import eval_sample, query_halves
 
     a, b = eval_sample(5000, 1000, sample_slice=0), eval_sample(5000, 1000, sample_slice=1)
     assert len(a) == len(b) == 1000 and not set(a.tolist()) & set(b.tolist())

@@ -8,7 +8,7 @@ import torch
 from nbkit.findings import Finding
 from nbkit.kg import checks
 from nbkit.kg import graph as kgg
-from nbkit.kg import triples as kgt
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg.downstream import downstream_skip_reason, embedding_f1, split_without_types
 
 
@@ -18,8 +18,15 @@ def test_inplace_edge_mutation_is_named():
 
     found = checks.detect_inplace_edge_mutation(bad, torch.zeros(2, 4, dtype=torch.long))
     assert isinstance(found, Finding) and found.check == "edge-index-mutation"
-    assert found.status == "fail" and found.figures["version_bumps"] >= 1 and found.figures["entries_changed"] == 4 and found.fix
-    clean = checks.detect_inplace_edge_mutation(lambda ei: ei.clone() + 1, torch.zeros(2, 4, dtype=torch.long))
+    assert (
+        found.status == "fail"
+        and found.figures["version_bumps"] >= 1
+        and found.figures["entries_changed"] == 4
+        and found.fix
+    )
+    clean = checks.detect_inplace_edge_mutation(
+        lambda ei: ei.clone() + 1, torch.zeros(2, 4, dtype=torch.long)
+    )
     assert clean.status == "pass" and not clean.fix
 
 
@@ -34,7 +41,7 @@ def test_features_nan_and_scale_then_robust_scale_fixes():
 
 
 def test_edge_index_out_of_range_and_mapping_from_heads_only():
-    kg = kgt.synthetic_kg(60, 300, seed=0)
+    kg = kgsyn.synthetic_kg(60, 300, seed=0)
     split = kgg.split_kg(kg)
     data = kgg.build_hetero_data(split, "none")
     assert checks.check_edge_indices(data).status == "pass"
@@ -42,7 +49,9 @@ def test_edge_index_out_of_range_and_mapping_from_heads_only():
     data[et].edge_index = data[et].edge_index.clone()
     data[et].edge_index[0, 0] = data[et[0]].num_nodes
     bad = checks.check_edge_indices(data)
-    assert bad.status == "fail" and bad.figures["bad_edge_types"] == 1 and bad.table[0]["edge_type"] == str(et)
+    assert (
+        bad.status == "fail" and bad.figures["bad_edge_types"] == 1 and bad.table[0]["edge_type"] == str(et)
+    )
     heads_only = {t: sorted(set(kg.df.loc[kg.df["head_type"] == t, "head"])) for t in split.entity_types}
     missing = checks.check_mapping_covers(kg.df, heads_only)
     assert missing.status == "fail" and missing.figures["missing"] > 0
@@ -50,8 +59,10 @@ def test_edge_index_out_of_range_and_mapping_from_heads_only():
 
 
 def test_auc_near_chance_names_a_cause():
-    split = kgg.split_kg(kgt.synthetic_kg(60, 300, seed=0))
-    f = checks.diagnose_auc_near_chance(0.5, loss_history=[1.0] * 5, embeddings=torch.zeros(10, 4), split=split, reverse="none")
+    split = kgg.split_kg(kgsyn.synthetic_kg(60, 300, seed=0))
+    f = checks.diagnose_auc_near_chance(
+        0.5, loss_history=[1.0] * 5, embeddings=torch.zeros(10, 4), split=split, reverse="none"
+    )
     assert f.status == "fail" and "did not decrease" in f.summary and "collapsed" in f.summary
     assert checks.diagnose_auc_near_chance(0.8).status == "pass"
 
@@ -71,7 +82,11 @@ def test_coalesce_typed_drops_only_exact_duplicates():
     ei = torch.tensor([[0, 0, 0, 1], [1, 1, 1, 0]])
     et = torch.tensor([2, 0, 2, 1])
     out_ei, out_et = kgg.coalesce_typed(ei, et, num_nodes=2)
-    assert sorted(zip(out_ei.t().tolist(), out_et.tolist(), strict=True)) == [([0, 1], 0), ([0, 1], 2), ([1, 0], 1)]
+    assert sorted(zip(out_ei.t().tolist(), out_et.tolist(), strict=True)) == [
+        ([0, 1], 0),
+        ([0, 1], 2),
+        ([1, 0], 1),
+    ]
 
 
 def test_embedding_f1_separable_vs_random_and_small_classes_dropped():
@@ -86,12 +101,14 @@ def test_embedding_f1_separable_vs_random_and_small_classes_dropped():
 
 
 def test_downstream_skip_reason_for_untyped_labels():
-    assert downstream_skip_reason({f"e{i}": "entity" for i in range(50)}).startswith("the labels (node types) give 1 class")
+    assert downstream_skip_reason({f"e{i}": "entity" for i in range(50)}).startswith(
+        "the labels (node types) give 1 class"
+    )
     assert downstream_skip_reason({f"e{i}": "ab"[i % 2] for i in range(20)}) == ""
 
 
 def test_split_without_types_keeps_triples():
-    split = kgg.split_kg(kgt.synthetic_kg(60, 300, seed=0))
+    split = kgg.split_kg(kgsyn.synthetic_kg(60, 300, seed=0))
     flat = split_without_types(split)
     assert flat.entity_types == ["entity"] and flat.num_nodes == split.num_nodes
     names, fnames = split.entity_names(), flat.entity_names()

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from nbkit.kg import graph as kgg
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import triples as kgt
+from nbkit.kg.neighbor_sampler import link_neighbor_loader
 
 
 def kg_from(rows, split=None):
@@ -37,19 +39,23 @@ def test_index_uses_heads_and_tails_sorted_per_type():
 
 
 def test_shipped_split_and_leakage_meter():
-    split = kgg.split_kg(kg_from(ROWS, ["train", "train", "test", "train", "train", "test"]), allow_empty=True)
+    split = kgg.split_kg(
+        kg_from(ROWS, ["train", "train", "test", "train", "train", "test"]), allow_empty=True
+    )
     assert split.sizes()["test"] == 2
     leak = kgg.leakage_meter(split)["test"]
     # test (d1 treats x1): no reverse (x1,*,d1) in train, no other relation on (d1,x1) -> 0
     # test (x1 treats d1): (d1,*,x1)? d1 treats x1 is test, not train -> 0
     assert leak["reversed_pair_share"] == 0.0
-    split2 = kgg.split_kg(kg_from(ROWS, ["train", "train", "train", "train", "train", "test"]), allow_empty=True)
+    split2 = kgg.split_kg(
+        kg_from(ROWS, ["train", "train", "train", "train", "train", "test"]), allow_empty=True
+    )
     leak2 = kgg.leakage_meter(split2)["test"]
     assert leak2["reversed_pair_share"] == 1.0 and leak2["same_pair_other_relation_share"] == 0.0
 
 
 def test_random_split_is_seeded_and_transductive():
-    kg = kgt.synthetic_kg(120, 1500, seed=0)
+    kg = kgsyn.synthetic_kg(120, 1500, seed=0)
     a, b = kgg.split_kg(kg, seed=5), kgg.split_kg(kg, seed=5)
     assert torch.equal(a.test, b.test)
     seen = set(a.train[:, 0].tolist()) | set(a.train[:, 2].tolist())
@@ -74,7 +80,9 @@ def test_message_graph_modes_and_no_leak():
     assert kgg.message_graph(all_train, "inverse").edge_index.size(1) == 2 * 6
     edges = {(s, d) for s, d in inv.edge_index.t().tolist()}
     for h, _, t in torch.cat([split.valid, split.test]).tolist():
-        if (h, t) not in {(a, b) for a, _, b in split.train.tolist()} and (t, h) not in {(a, b) for a, _, b in split.train.tolist()}:
+        if (h, t) not in {(a, b) for a, _, b in split.train.tolist()} and (t, h) not in {
+            (a, b) for a, _, b in split.train.tolist()
+        }:
             assert (h, t) not in edges and (t, h) not in edges
     with pytest.raises(ValueError, match="reverse must be one of"):
         kgg.message_graph(split, "both")
@@ -83,7 +91,11 @@ def test_message_graph_modes_and_no_leak():
 def test_hetero_data_validates_and_keeps_direction():
     split = kgg.split_kg(kg_from(ROWS, ["train"] * 6), allow_empty=True)
     data = kgg.build_hetero_data(split, "inverse", features={"gene": torch.randn(2, 5)})
-    assert ("drug", "targets", "gene") in data.edge_types and ("gene", "targets__inv", "drug") in data.edge_types
+    assert ("drug", "targets", "gene") in data.edge_types and (
+        "gene",
+        "targets__inv",
+        "drug",
+    ) in data.edge_types
     assert data["gene"].x.shape == (2, 5) and data["drug"].num_nodes == 2
     summ = kgg.hetero_summary(data)
     assert summ["nodes"] == 6 and summ["isolated_nodes"] == 0 and summ["nodes_without_incoming_messages"] == 0
@@ -101,11 +113,11 @@ def test_link_neighbor_loader_clear_error_or_batches():
     et = ("drug", "treats", "disease")
     if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
         with pytest.raises(ImportError, match="pyg-lib' or 'torch-sparse'.*to_homogeneous"):
-            kgg.link_neighbor_loader(data, et)
+            link_neighbor_loader(data, et)
         # the homogeneous form works without compiled extensions (nbkit's pure-torch sampler)
         homo = data.to_homogeneous()
-        batch = next(iter(kgg.link_neighbor_loader(homo, batch_size=2)))
+        batch = next(iter(link_neighbor_loader(homo, batch_size=2)))
         assert batch.edge_label_index.size(1) == 4  # 2 positives + 2 negatives
         return
-    batch = next(iter(kgg.link_neighbor_loader(data, et, batch_size=2)))
+    batch = next(iter(link_neighbor_loader(data, et, batch_size=2)))
     assert batch[et].edge_label_index.size(1) >= 2

@@ -6,42 +6,54 @@ import pytest
 import torch
 
 from nbkit.kg import graph as kgg
+from nbkit.kg import ladder as kgladder
+from nbkit.kg import ranking as kgranking
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import train as kgtrain
-from nbkit.kg import triples as kgt
 
 
 @pytest.fixture(scope="module")
 def split():
-    return kgg.split_kg(kgt.synthetic_kg(90, 900, seed=0, num_clusters=3), seed=0)
+    return kgg.split_kg(kgsyn.synthetic_kg(90, 900, seed=0, num_clusters=3), seed=0)
 
 
 def test_filtered_ranks_average_ties_and_filter_known_triples():
     scores = torch.tensor([[0.1, 0.9, 0.5, 0.5, 0.9]])
     trip = torch.tensor([[0, 0, 2]])  # true tail 2 scores 0.5
     # unfiltered: two entities (1, 4) above, one tie (3) -> rank 3 + 0.5
-    assert kgtrain.filtered_ranks(scores, trip, {}, "tail").item() == 3.5
+    assert kgranking.filtered_ranks(scores, trip, {}, "tail").item() == 3.5
     # entity 1 is another known true tail of (0, 0): filtered away
-    assert kgtrain.filtered_ranks(scores, trip, {(0, 0): [1, 2]}, "tail").item() == 2.5
+    assert kgranking.filtered_ranks(scores, trip, {(0, 0): [1, 2]}, "tail").item() == 2.5
 
 
 def test_true_index_is_built_once_per_split(split):
-    first = kgtrain.true_index(split)
-    assert kgtrain.true_index(split) is first  # kept on the split: the scale run's oracle and training share it
+    first = kgranking.true_index(split)
+    assert (
+        kgranking.true_index(split) is first
+    )  # kept on the split: the scale run's oracle and training share it
     other = dataclasses.replace(split, valid=split.valid[:5])
-    assert kgtrain.true_index(other) is not first and kgtrain.true_index(split) is first
+    assert kgranking.true_index(other) is not first and kgranking.true_index(split) is first
 
 
 def test_batch_slices_of_the_filter_index_rank_as_the_whole(split):
     # evaluate() builds one filter index per evaluated triples and hands each batch its slice
-    tails, heads = kgtrain.true_index(split)
+    tails, heads = kgranking.true_index(split)
     trip = split.valid
     scores = torch.randn(len(trip), split.num_nodes, generator=torch.Generator().manual_seed(0))
     for filt, side in ((tails, "tail"), (heads, "head")):
-        whole = kgtrain.filtered_ranks(scores, trip, filt, side)
-        index = kgtrain._filter_index(trip, filt, side)
+        whole = kgranking.filtered_ranks(scores, trip, filt, side)
+        index = kgranking._filter_index(trip, filt, side)
         assert len(index[0]) > 0  # the filter removes something here
-        parts = [kgtrain.filtered_ranks(scores[a : a + 7], trip[a : a + 7], filt, side, kgtrain._batch_filter(index, a, min(a + 7, len(trip))))
-                 for a in range(0, len(trip), 7)]  # fmt: skip
+        parts = [
+            kgranking.filtered_ranks(
+                scores[a : a + 7],
+                trip[a : a + 7],
+                filt,
+                side,
+                kgranking._batch_filter(index, a, min(a + 7, len(trip))),
+            )
+            for a in range(0, len(trip), 7)
+        ]
         assert torch.equal(torch.cat(parts), whole)
 
 
@@ -58,7 +70,7 @@ def test_typed_negatives_respect_relation_types(split):
 
 
 def test_eval_negatives_are_fixed_and_not_true(split):
-    a, b = kgtrain.eval_negatives(split, seed=1), kgtrain.eval_negatives(split, seed=1)
+    a, b = kgranking.eval_negatives(split, seed=1), kgranking.eval_negatives(split, seed=1)
     assert torch.equal(a, b)
     known = {tuple(x) for x in split.all_true().tolist()}
     assert not any(tuple(x) in known for x in a.tolist())
@@ -69,21 +81,24 @@ def test_ablation_runs_every_rung_chooses_on_validation_and_beats_chance():
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import AblationConfig
 
-    cfg = AblationConfig(dataset="synthetic", rungs=(1, 2, 3, 4, 5), seeds=2, epochs=30, hidden=16, eval_every=10, lr=0.02, device="cpu")
-    res = ex.run_ablation(cfg)
+    ctx = ex.KGContext("cpu")
+    cfg = AblationConfig(
+        dataset="synthetic", rungs=(1, 2, 3, 4, 5), seeds=2, epochs=30, hidden=16, eval_every=10, lr=0.02
+    )
+    res = ex.run_ablation(cfg, ctx)
     table = res.table
     assert list(table["rung"]) == [1, 2, 3, 4, 5] and set(table["seeds"]) == {2}
     for col in ("valid_mrr", "valid_hits_at_10", "valid_auc"):
         assert table[col].between(0, 1).all(), col
-    rm = res.metrics["rung_metrics"]
-    best = str(res.metrics["best_rung"])
-    assert rm[best]["valid_mrr"] == max(m["valid_mrr"] for m in rm.values())
+    rm = res.metrics.rung_metrics
+    best = str(res.metrics.best_rung)
+    assert rm[best].valid_mrr == max(m.valid_mrr for m in rm.values())
     # only the chosen rung was scored on the test split, once per seed
     scored = [r for rs in res.data["runs"].values() for r, _, _ in rs if r.test_metrics]
-    assert {r.rung for r in scored} == {res.metrics["best_rung"]} and len(scored) == 2
-    split = ex.load_split("synthetic", 0)
+    assert {r.rung for r in scored} == {res.metrics.best_rung} and len(scored) == 2
+    split = ctx.split("synthetic", 0)
     chance_mrr = sum(1 / k for k in range(1, split.num_nodes + 1)) / split.num_nodes
-    assert res.metrics["test_mrr"] > 3 * chance_mrr
+    assert res.metrics.test_mrr > 3 * chance_mrr
 
 
 def test_hetero_sage_matches_heteroconv_of_sageconvs(split):
@@ -94,11 +109,14 @@ def test_hetero_sage_matches_heteroconv_of_sageconvs(split):
     from nbkit.kg.models import HeteroSAGEEncoder
 
     for reverse in ("none", "inverse"):
-        g = kgtrain.model_graph(split, reverse, hetero=True)
+        g = kgladder.model_graph(split, reverse, hetero=True)
         for type_aggr in ("sum", "mean"):
             torch.manual_seed(0)
             enc = HeteroSAGEEncoder(8, list(g.edge_index_dict), 2, type_aggr=type_aggr)
-            convs = [HeteroConv({et: SAGEConv(8, 8, aggr="mean") for et in g.edge_index_dict}, aggr=type_aggr) for _ in range(2)]
+            convs = [
+                HeteroConv({et: SAGEConv(8, 8, aggr="mean") for et in g.edge_index_dict}, aggr=type_aggr)
+                for _ in range(2)
+            ]
             for i, conv in enumerate(convs):
                 for k, et in enumerate(g.edge_index_dict):
                     with torch.no_grad():
@@ -117,15 +135,15 @@ def test_hetero_sage_matches_heteroconv_of_sageconvs(split):
 
 def test_training_keeps_test_untouched_and_score_test_reads_it_once(split):
     cfg = kgtrain.TrainConfig(epochs=4, hidden=16, eval_every=2)
-    res, model, graph = kgtrain.train_rung(split, kgtrain.LADDER[1], cfg, progress=False)
+    res, model, graph = kgtrain.train_rung(split, kgladder.LADDER[1], cfg, progress=False)
     assert res.test_metrics == {} and all(k.startswith("valid_") for k in res.metrics)
-    test = kgtrain.score_test(split, res, model, graph)
+    test = kgranking.score_test(split, res, model, graph)
     assert res.test_metrics is test and 0 < test["test_mrr"] <= 1
 
 
 def test_sampled_negatives_path(split):
     cfg = kgtrain.TrainConfig(epochs=5, hidden=16, eval_every=5, num_negatives=4)
-    res, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[4], cfg, progress=False)
+    res, _, _ = kgtrain.train_rung(split, kgladder.LADDER[4], cfg, progress=False)
     assert res.epochs_run == 5 and 0 < res.metrics["valid_mrr"] <= 1
 
 
@@ -140,12 +158,12 @@ def test_ctrl_c_stops_training_and_still_evaluates(split):
                 raise KeyboardInterrupt
 
     cfg = kgtrain.TrainConfig(epochs=50, hidden=16, eval_every=2)
-    res, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[1], cfg, progress=False, live=StopAfter())
+    res, _, _ = kgtrain.train_rung(split, kgladder.LADDER[1], cfg, progress=False, live=StopAfter())
     assert res.interrupted and res.epochs_run < 50 and 0 < res.metrics["valid_mrr"] <= 1
 
 
 def test_diverging_loss_is_one_clear_error(split):
-    rung = dataclasses.replace(kgtrain.LADDER[5])
+    rung = dataclasses.replace(kgladder.LADDER[5])
     cfg = kgtrain.TrainConfig(epochs=3, hidden=16, lr=1e30, eval_every=1)
     with pytest.raises(FloatingPointError, match="loss became"):
         kgtrain.train_rung(split, rung, cfg, progress=False)
@@ -187,7 +205,9 @@ def test_reciprocal_complex_scores_heads_through_the_inverse_relation_and_n3_is_
     # the one-matmul tail scores equal ComplEx's triple score, entity by entity
     full = dec.score_tails(z, h, r)
     for e in range(5):
-        assert torch.allclose(full[:, e], ComplExDecoder.forward(dec, z, h, r, torch.full_like(h, e)), atol=1e-6)
+        assert torch.allclose(
+            full[:, e], ComplExDecoder.forward(dec, z, h, r, torch.full_like(h, e)), atol=1e-6
+        )
     z1 = torch.tensor([[3.0, 0.0, 4.0, 1.0]])  # complex parts (3 + 4i, 0 + 1i): moduli 5 and 1
     with torch.no_grad():
         dec.rel.zero_()
@@ -197,43 +217,61 @@ def test_reciprocal_complex_scores_heads_through_the_inverse_relation_and_n3_is_
 
 
 def test_rung6_learns_on_a_tiny_graph_keeps_test_untouched_and_stops_early(split):
-    cfg = kgtrain.TrainConfig(epochs=60, complex_dim=32, complex_batch=256, complex_eval_every=2, patience=2, seed=0)
-    res, model, graph = kgtrain.train_rung(split, kgtrain.LADDER[6], cfg, progress=False)
+    cfg = kgtrain.TrainConfig(
+        epochs=60, complex_dim=32, complex_batch=256, complex_eval_every=2, patience=2, seed=0
+    )
+    res, model, graph = kgtrain.train_rung(split, kgladder.LADDER[6], cfg, progress=False)
     assert res.test_metrics == {} and res.history["valid_epoch"][0] == 2
     chance = sum(1 / k for k in range(1, split.num_nodes + 1)) / split.num_nodes
     assert res.metrics["valid_mrr"] > 3 * chance
     # early stopping on validation: stopped `patience` checks after its best one, or ran every epoch
     assert res.epochs_run == min(60, res.best_epoch + 2 * 2) or res.epochs_run == 60
     with pytest.raises(ValueError, match="no node features"):
-        kgtrain.train_rung(split, kgtrain.LADDER[6], cfg, progress=False, features={"gene": torch.zeros(1, 1)})
+        kgtrain.train_rung(
+            split, kgladder.LADDER[6], cfg, progress=False, features={"gene": torch.zeros(1, 1)}
+        )
 
 
 def test_cluster_oracle_mrr_is_the_ceiling_of_the_synthetic_graph():
-    kg = kgt.synthetic_kg(90, 900, seed=0, num_clusters=3)
+    kg = kgsyn.synthetic_kg(90, 900, seed=0, num_clusters=3)
     sp = kgg.split_kg(kg, seed=0)
-    ceiling = kgtrain.cluster_oracle_mrr(sp, kg.clusters, "valid")
-    # every (type, cluster) group has ~6-18 members and the true one is ranked anywhere among them: far below 1
+    ceiling = kgranking.cluster_oracle_mrr(sp, kg.clusters, "valid")
+    # every (type, cluster) group has ~6-18 members and the true one is ranked anywhere among them: far
+    # below 1
     assert 0.1 < ceiling < 0.6
-    # it is the expectation for an oracle that ranks the true entity's cluster first in a random order: check by
+    # it is the expectation for an oracle that ranks the true entity's cluster first in a random order:
+    # check by
     # ranking so, with evaluate()'s filtered ranks, under 30 random orders
     group = sp.node_type * 10 + torch.tensor([kg.clusters[e] for e in sp.entity_names()])
-    tails, heads = kgtrain.true_index(sp)
+    tails, heads = kgranking.true_index(sp)
     h, _, t = sp.valid.t()
     mrrs = []
     for seed in range(30):
         jitter = torch.rand(len(sp.valid), sp.num_nodes, generator=torch.Generator().manual_seed(seed)) * 1e-3
-        ranks = [kgtrain.filtered_ranks((group.unsqueeze(0) == group[true].unsqueeze(1)).float() + jitter, sp.valid, filt, side)
-                 for true, filt, side in ((t, tails, "tail"), (h, heads, "head"))]
+        ranks = [
+            kgranking.filtered_ranks(
+                (group.unsqueeze(0) == group[true].unsqueeze(1)).float() + jitter, sp.valid, filt, side
+            )
+            for true, filt, side in ((t, tails, "tail"), (h, heads, "head"))
+        ]
         mrrs.append(float((1 / torch.cat(ranks)).mean()))
     assert sum(mrrs) / len(mrrs) == pytest.approx(ceiling, rel=0.05)
     one_cluster = {e: 0 for e in kg.clusters}  # no latent structure: the oracle ties every entity of the type
-    assert kgtrain.cluster_oracle_mrr(sp, one_cluster, "valid") < ceiling
+    assert kgranking.cluster_oracle_mrr(sp, one_cluster, "valid") < ceiling
 
 
 def test_minibatch_validates_inside_the_time_budget(split):
-    cfg = kgtrain.TrainConfig(epochs=1, hidden=8, batch_size=16, num_negatives=8, num_neighbors=(5, 5), eval_every=1,
-                              eval_every_seconds=1e-9, eval_max_triples=20)
-    res, _, _ = kgtrain.train_rung(split, kgtrain.LADDER[5], cfg, progress=False)
+    cfg = kgtrain.TrainConfig(
+        epochs=1,
+        hidden=8,
+        batch_size=16,
+        num_negatives=8,
+        num_neighbors=(5, 5),
+        eval_every=1,
+        eval_every_seconds=1e-9,
+        eval_max_triples=20,
+    )
+    res, _, _ = kgtrain.train_rung(split, kgladder.LADDER[5], cfg, progress=False)
     h = res.history
     steps = len(h["step_loss"])
     # one validation after every step (the last one at the epoch's end): a learning curve inside one epoch
@@ -249,30 +287,63 @@ def test_ablation_reuses_the_selection_run_it_would_retrain():
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import AblationConfig, SelectionConfig
 
-    common = dict(dataset="synthetic", device="cpu", hidden=16, complex_dims=(32,), complex_n3s=(0.01,), decoders=("distmult",),
-                  dropouts=(0.3,), type_aggrs=("mean",), eval_every=5, patience=1)
-    sel = ex.run_selection(SelectionConfig(epochs=200, **common))
-    chosen = sel.metrics["chosen"]
-    rung6 = next(r for r in sel.metrics["validation"] if r["rung"] == 6)
-    ab_cfg = AblationConfig(rungs=(6,), seeds=2, epochs=300, **{k: v for k, v in common.items() if k in {f.name for f in dataclasses.fields(AblationConfig)}}, **chosen)
-    first = ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0))
-    assert first is not None and first[0].epochs_run < 200 and first[0].best_epoch == rung6["best_epoch"]  # stopped by patience
-    fresh, _, _ = kgtrain.train_rung(ex.load_split("synthetic", 0), kgtrain.LADDER[6], ab_cfg.train_config(seed=0), progress=False,
-                                     valid_negs=ex.fixed_negatives("synthetic", 0, "valid"))
+    ctx = ex.KGContext("cpu")
+    common = dict(
+        dataset="synthetic",
+        hidden=16,
+        complex_dims=(32,),
+        complex_n3s=(0.01,),
+        decoders=("distmult",),
+        dropouts=(0.3,),
+        type_aggrs=("mean",),
+        eval_every=5,
+        patience=1,
+    )
+    sel = ex.run_selection(SelectionConfig(epochs=200, **common), ctx)
+    chosen = sel.metrics.chosen
+    rung6 = next(r for r in sel.metrics.validation if r["rung"] == 6)
+    names = {f.name for f in dataclasses.fields(AblationConfig)}
+    ab_cfg = AblationConfig(
+        rungs=(6,),
+        seeds=2,
+        epochs=300,
+        **{k: v for k, v in common.items() if k in names},
+        **chosen.overrides(),
+    )
+    first = ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0))
+    assert (
+        first is not None and first[0].epochs_run < 200 and first[0].best_epoch == rung6["best_epoch"]
+    )  # stopped by patience
+    fresh, _, _ = kgtrain.train_rung(
+        ctx.split("synthetic", 0),
+        kgladder.LADDER[6],
+        ab_cfg.train_config(seed=0),
+        progress=False,
+        valid_negs=ctx.negatives("synthetic", 0, "valid"),
+    )
     assert fresh.metrics == first[0].metrics and fresh.epochs_run == first[0].epochs_run
     # a shorter cap than where it stopped, another seed, or a time budget: trained, not reused
-    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, epochs=first[0].epochs_run)) is None
-    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=1)) is None
-    assert ex._reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, max_seconds=60.0)) is None
-    res = ex.run_ablation(ab_cfg)
+    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, epochs=first[0].epochs_run)) is None
+    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=1)) is None
+    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, max_seconds=60.0)) is None
+    # another context has not seen the selection: nothing to reuse there
+    assert ex.KGContext("cpu").reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0)) is None
+    res = ex.run_ablation(ab_cfg, ctx)
     runs = res.data["runs"][6]
     assert runs[0][0] is first[0] and runs[1][0] is not first[0] and runs[1][0].seed == 1
 
 
 def test_config_read_by_ignores_only_what_the_rung_never_reads():
-    a, b = kgtrain.TrainConfig(decoder="complex", dropout=0.5), kgtrain.TrainConfig(decoder="distmult", dropout=0.3)
-    assert kgtrain.config_read_by(kgtrain.LADDER[6], a) == kgtrain.config_read_by(kgtrain.LADDER[6], b)
-    assert kgtrain.config_read_by(kgtrain.LADDER[5], a) != kgtrain.config_read_by(kgtrain.LADDER[5], b)
+    a, b = (
+        kgtrain.TrainConfig(decoder="complex", dropout=0.5),
+        kgtrain.TrainConfig(decoder="distmult", dropout=0.3),
+    )
+    assert kgladder.config_read_by(kgladder.LADDER[6], a) == kgladder.config_read_by(kgladder.LADDER[6], b)
+    assert kgladder.config_read_by(kgladder.LADDER[5], a) != kgladder.config_read_by(kgladder.LADDER[5], b)
     c = kgtrain.TrainConfig(complex_n3=0.03)
-    assert kgtrain.config_read_by(kgtrain.LADDER[6], c) != kgtrain.config_read_by(kgtrain.LADDER[6], kgtrain.TrainConfig())
-    assert kgtrain.config_read_by(kgtrain.LADDER[2], c) == kgtrain.config_read_by(kgtrain.LADDER[2], kgtrain.TrainConfig())
+    assert kgladder.config_read_by(kgladder.LADDER[6], c) != kgladder.config_read_by(
+        kgladder.LADDER[6], kgtrain.TrainConfig()
+    )
+    assert kgladder.config_read_by(kgladder.LADDER[2], c) == kgladder.config_read_by(
+        kgladder.LADDER[2], kgtrain.TrainConfig()
+    )

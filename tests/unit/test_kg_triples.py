@@ -4,6 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from nbkit.kg import datasets as kgdata
+from nbkit.kg import hetionet as kghet
+from nbkit.kg import rdf_bench as kgrdf
+from nbkit.kg import synthetic as kgsyn
 from nbkit.kg import triples as kgt
 
 FIX = Path(__file__).parent / "kg_fixtures"
@@ -51,21 +55,31 @@ def test_single_edge_relation_is_reported(tmp_path):
 
 def test_not_a_triples_file(tmp_path):
     p = write(tmp_path, "other.csv", "name,age\nann,3\n")
-    with pytest.raises(kgt.KGFormatError, match=r"other.csv: not a triples file.*missing \['head', 'relation', 'tail'\]"):
+    with pytest.raises(
+        kgt.KGFormatError, match=r"other.csv: not a triples file.*missing \['head', 'relation', 'tail'\]"
+    ):
         kgt.load_triples_file(p)
 
 
 def test_conflicting_entity_types_name_the_line(tmp_path):
-    p = write(tmp_path, "kg.csv", "head,relation,tail,head_type,tail_type\na,r,b,gene,gene\nb,t,c,drug,gene\n")
-    with pytest.raises(kgt.KGFormatError, match=r"kg.csv:3: entity 'b' has type 'drug' here but 'gene' earlier"):
+    p = write(
+        tmp_path, "kg.csv", "head,relation,tail,head_type,tail_type\na,r,b,gene,gene\nb,t,c,drug,gene\n"
+    )
+    with pytest.raises(
+        kgt.KGFormatError, match=r"kg.csv:3: entity 'b' has type 'drug' here but 'gene' earlier"
+    ):
         kgt.load_triples_file(p)
 
 
 def test_unknown_types_are_dropped_into_the_report(tmp_path):
-    p = write(tmp_path, "kg.csv", "head,relation,tail,head_type,tail_type\na,r,b,gene,gene\nb,t,c,gene,planet\n")
+    p = write(
+        tmp_path, "kg.csv", "head,relation,tail,head_type,tail_type\na,r,b,gene,gene\nb,t,c,gene,planet\n"
+    )
     kg = kgt.load_triples_file(p, allowed_types={"gene", "drug"})
     assert len(kg) == 1
-    assert kg.report.dropped[0]["line"] == 3 and "unknown node type 'planet'" in kg.report.dropped[0]["reason"]
+    assert (
+        kg.report.dropped[0]["line"] == 3 and "unknown node type 'planet'" in kg.report.dropped[0]["reason"]
+    )
 
 
 def test_all_rows_bad_is_an_error(tmp_path):
@@ -75,7 +89,7 @@ def test_all_rows_bad_is_an_error(tmp_path):
 
 
 def test_parquet_roundtrip(tmp_path):
-    kg = kgt.synthetic_kg(60, 300, seed=1)
+    kg = kgsyn.synthetic_kg(60, 300, seed=1)
     p = tmp_path / "kg.parquet"
     kg.df.to_parquet(p)
     back = kgt.load_triples_file(p)
@@ -91,10 +105,12 @@ def test_ntriples_relation_is_last_iri_segment_and_types_come_from_rdf_type(tmp_
     p = write(
         tmp_path,
         "kg.nt",
-        "<http://x.org/gene/EGFR> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x.org/onto#Gene> .\n"
-        "<http://x.org/drug/gefitinib> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x.org/onto#Drug> .\n"
+        "<http://x.org/gene/EGFR> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x.org/onto#Gene> "
+        ".\n"
+        "<http://x.org/drug/gefitinib> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> "
+        "<http://x.org/onto#Drug> .\n"
         "<http://x.org/drug/gefitinib> <http://x.org/onto#targets> <http://x.org/gene/EGFR> .\n"
-        "<http://x.org/gene/EGFR> <http://x.org/rel/name> \"EGFR\" .\n",
+        '<http://x.org/gene/EGFR> <http://x.org/rel/name> "EGFR" .\n',
     )
     kg = kgt.load_rdf(p)
     row = kg.df.iloc[0]
@@ -103,22 +119,24 @@ def test_ntriples_relation_is_last_iri_segment_and_types_come_from_rdf_type(tmp_
 
 
 def test_turtle_syntax_error_names_file_and_line(tmp_path):
-    p = write(tmp_path, "bad.ttl", "@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n")
+    p = write(
+        tmp_path, "bad.ttl", "@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n"
+    )
     with pytest.raises(kgt.KGFormatError, match=r"bad.ttl: .*syntax error.*line 4"):
         kgt.load_rdf(p)
 
 
 def test_ntriples_writer_roundtrip(tmp_path):
-    kg = kgt.synthetic_kg(60, 300, seed=2)
+    kg = kgsyn.synthetic_kg(60, 300, seed=2)
     back = kgt.load_rdf(kgt.write_ntriples(kg, tmp_path / "s.nt"))
     assert len(back) == len(kg)
     assert sorted(back.relations) == sorted(kg.relations)
-    cmp = kgt.compare_rdf_parsers(tmp_path / "s.nt")
+    cmp = kgrdf.compare_rdf_parsers(tmp_path / "s.nt")
     assert cmp["pyoxigraph_triples"] == cmp["rdflib_triples"] > len(kg)
 
 
 def test_hetionet_fixture_format():
-    kg = kgt.load_hetionet(FIX / "hetionet-mini-nodes.tsv", FIX / "hetionet-mini-edges.sif.gz")
+    kg = kghet.load_hetionet(FIX / "hetionet-mini-nodes.tsv", FIX / "hetionet-mini-edges.sif.gz")
     assert len(kg) == 9 and set(kg.relations) == {"GiG", "CbG", "CtD", "DaG", "DlA"}
     assert set(kg.entity_types) == {"Gene", "Compound", "Disease", "Anatomy"}
     (drop,) = kg.report.dropped
@@ -128,11 +146,15 @@ def test_hetionet_fixture_format():
 def test_hetionet_wrong_header(tmp_path):
     p = write(tmp_path, "nodes.tsv", "a\tb\tc\n")
     with pytest.raises(kgt.KGFormatError, match="expected id, name, kind"):
-        kgt.load_hetionet(p, FIX / "hetionet-mini-edges.sif.gz")
+        kghet.load_hetionet(p, FIX / "hetionet-mini-edges.sif.gz")
 
 
 def test_synthetic_is_seeded_and_long_tailed():
-    a, b, c = kgt.synthetic_kg(200, 2000, seed=3), kgt.synthetic_kg(200, 2000, seed=3), kgt.synthetic_kg(200, 2000, seed=4)
+    a, b, c = (
+        kgsyn.synthetic_kg(200, 2000, seed=3),
+        kgsyn.synthetic_kg(200, 2000, seed=3),
+        kgsyn.synthetic_kg(200, 2000, seed=4),
+    )
     assert a.df.equals(b.df) and not a.df.equals(c.df)
     counts = a.df["relation"].value_counts()
     assert counts.iloc[0] > 10 * counts.iloc[-1]
@@ -140,9 +162,9 @@ def test_synthetic_is_seeded_and_long_tailed():
 
 
 def test_load_dataset_dispatch_and_unknown_name(tmp_path):
-    assert kgt.load_dataset("synthetic").name == "synthetic"
+    assert kgdata.load_dataset("synthetic").name == "synthetic"
     with pytest.raises(FileNotFoundError, match="not a bundled name"):
-        kgt.load_dataset("no_such_dataset")
+        kgdata.load_dataset("no_such_dataset")
 
 
 def test_umls_from_the_pykeen_wheel_with_semantic_groups():
@@ -155,22 +177,28 @@ def test_umls_from_the_pykeen_wheel_with_semantic_groups():
     table = kgt.umls_semantic_groups()
     assert len(table) == 135 and table["tui"].str.match(r"^T\d{3}$").all()
     group = table.set_index("umls_kg_name")["group"]
-    assert group["disease_or_syndrome"] == "DISO" and group["gene_or_genome"] == "GENE" and group["pharmacologic_substance"] == "CHEM"
+    assert (
+        group["disease_or_syndrome"] == "DISO"
+        and group["gene_or_genome"] == "GENE"
+        and group["pharmacologic_substance"] == "CHEM"
+    )
 
 
 def test_gzipped_rdf_loads_like_plain_and_errors_name_the_gz_file(tmp_path):
     import gzip
 
-    kg = kgt.synthetic_kg(60, 300, seed=2)
+    kg = kgsyn.synthetic_kg(60, 300, seed=2)
     plain = kgt.write_ntriples(kg, tmp_path / "s.nt")
     gz = tmp_path / "s.nt.gz"
     gz.write_bytes(gzip.compress(plain.read_bytes()))
     a, b = kgt.load_rdf(plain), kgt.load_rdf(gz)
     assert a.df.equals(b.df) and a.report.summary()["rows_kept"] == b.report.summary()["rows_kept"]
     # load_dataset dispatches on the name under .gz too
-    assert len(kgt.load_dataset(str(gz))) == len(a)
+    assert len(kgdata.load_dataset(str(gz))) == len(a)
     bad = tmp_path / "bad.ttl.gz"
-    bad.write_bytes(gzip.compress(b"@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n"))
+    bad.write_bytes(
+        gzip.compress(b"@prefix ex: <http://x.org/> .\nex:a ex:r ex:b .\nex:c ex:r ex:d\nex:e ex:r .\n")
+    )
     with pytest.raises(kgt.KGFormatError, match=r"bad.ttl.gz: .*syntax error.*line 4"):
         kgt.load_rdf(bad)
     other = tmp_path / "s.rdf.gz"
