@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
-from nbkit.signatures.contracts import MAX_DIAGNOSES
+from nbkit.signatures.contracts import MAX_DIAGNOSES, Diagnosis
 
 SLICES = ("standard", "colloquial")
 CASE_KEYS = {"id": str, "conditions": list, "standard": str, "colloquial": str, "rationale": str}
@@ -178,8 +178,6 @@ def gold_outputs(case: dict[str, Any]) -> dict[str, Any]:
 def to_examples(cases: list[dict[str, Any]], slices=SLICES, with_labels: bool = True):
     """``dspy.Example``s (inputs: ``symptoms``), one per case and slice, tagged ``slice`` and ``case_id``."""
     import dspy
-
-    from nbkit.signatures.contracts import Diagnosis
 
     examples = []
     for case in cases:

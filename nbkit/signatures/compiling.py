@@ -24,6 +24,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nbkit.signatures.cases import compile_mix
+from nbkit.signatures.evaluation import evaluate_program
+
 OPTIMIZERS = ("bootstrap", "random_search")
 
 
@@ -208,9 +211,6 @@ def mix_experiment(
     Returns a list of dicts (one per mix) with scores by slice, the compile set's actual composition and
     its demo counts. ``progress`` is called as ``progress(mix, result)`` after each mix (live plots).
     """
-    from nbkit.signatures.cases import compile_mix
-    from nbkit.signatures.evaluation import evaluate_program
-
     rows = []
     for mix in mixes:
         compile_set = compile_mix(train_cases, size, mix, seed=seed)

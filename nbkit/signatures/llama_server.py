@@ -1,21 +1,20 @@
-"""``python -m nbkit.signatures.llama_server ARGS``: llama-cpp-python's server with two launch-time fixes.
+"""``python -m nbkit.signatures.llama_server ARGS``: llama-cpp-python's server with three launch-time fixes.
 
-Takes exactly ``python -m llama_cpp.server``'s arguments. Two things differ, both found on this project's
-machine and kept as small as possible:
+Takes exactly ``python -m llama_cpp.server``'s arguments. Three things differ, each kept as small as
+possible:
 
 1. **Token limit field.** OpenAI's current Chat Completions field is ``max_completion_tokens``; DSPy 3.4's
    native engine (lm15, ``openai`` preset) sends only that field. llama-cpp-python's request model knows
    only ``max_tokens`` and silently ignores unknown fields, so such a request generates until EOS or the
-   context is full (thousands of tokens: the ~3,800-token DSPy call in the issue). A tiny ASGI wrapper copies
+   context is full (thousands of tokens for a long answer). A tiny ASGI wrapper copies
    ``max_completion_tokens`` into ``max_tokens`` when only the former is present. Set
    ``NBKIT_LLAMA_MAP_MAX_COMPLETION_TOKENS=0`` to run the stock behaviour (the bug demonstration does).
-2. **Extra buffer types off.** llama.cpp repacks Q4 weights into AMX/extra CPU buffers; on this AMX CPU
+2. **Extra buffer types off.** llama.cpp repacks Q4 weights into AMX/extra CPU buffers; on an AMX CPU
    the SmolLM2 Q4_1 GGUF then segfaults in the first decode. We load with ``use_extra_bufts=False`` (plain
    CPU buffers). ``NBKIT_LLAMA_EXTRA_BUFTS=1`` restores llama.cpp's default.
-
 3. **Grammar checked on the chosen token first.** llama-cpp-python's sampler chain runs the grammar over
-   the whole 49,152-token vocabulary at every step (~+10 ms/token on one core, a third of a decode step
-   here). At temperature 0 the answer is the same if the grammar is asked only whether the greedy token is
+   the whole 49,152-token vocabulary at every step, a large share of a small model's decode step on
+   one core. At temperature 0 the answer is the same if the grammar is asked only whether the greedy token is
    allowed, and masks the whole vocabulary only when it is not — llama.cpp's own ``common_sampler`` does
    this ("grammar after"). :class:`GreedyGrammarFirstPick` is that, for greedy requests with a grammar and
    nothing else in the chain; any other request keeps llama-cpp-python's chain.

@@ -14,6 +14,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.model_files import smollm2_gguf_path
+from nbkit.signatures.server import (
+    LocalLMPool,
+    check_model_path,
+    llama_server_binary,
+    resolve_server_kind,
+    send_body,
+)
+
 LOCAL = "local"
 
 # Where a remote provider's key conventionally lives; used to give a precise "key missing" message.
@@ -50,16 +59,12 @@ def local_model_alias(model_path=None, *, n_ctx: int = 2048, extra_args=(), base
     For llama.cpp's ``llama-server`` (``kind``) it also hashes the kind, how the binary was built (its
     ``llama-server.json``), the slots decoded together (a batch may round differently from one request)
     and the GPU layers, so answers of the two kinds of server never share cache entries.
-    The file hash is remembered per (path, size, mtime) — hashing 92 MB again would cost a second.
+    The file hash is remembered per (path, size, mtime), so the model file is read once per process.
     """
     import hashlib
     from importlib.metadata import PackageNotFoundError, version
 
-    from nbkit.signatures.server import check_model_path
-
     if model_path is None:
-        from nbkit.model_files import smollm2_gguf_path
-
         model_path = smollm2_gguf_path()
     path = check_model_path(model_path)
     try:
@@ -68,8 +73,6 @@ def local_model_alias(model_path=None, *, n_ctx: int = 2048, extra_args=(), base
         llama_version = "none"
     parts = [_file_digest(str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns), llama_version, str(n_ctx), *map(str, extra_args)]
     if kind != "llama-cpp-python":  # the fallback keeps the names (and cache entries) it always had
-        from nbkit.signatures.server import llama_server_binary
-
         binary = llama_server_binary()
         info = binary.with_name(binary.name + ".json") if binary is not None else None
         build = info.read_text() if info is not None and info.is_file() else str(binary)
@@ -166,8 +169,6 @@ def make_lm(
     dspy.configure_cache(enable_disk_cache=disk, enable_memory_cache=cache != "off", **({"disk_cache_dir": str(cache_dir())} if disk else {}))
     cache = cache != "off"
     if model == LOCAL:
-        from nbkit.signatures.server import LocalLMPool, resolve_server_kind
-
         # Local servers behind one dispatcher (server_kwargs["n_servers"], default one per usable core; "kind":
         # llama-server with "slots" requests each when built, else llama-cpp-python's server, see server.py).
         kwargs = dict(server_kwargs or {})
@@ -262,8 +263,6 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
     """
     import http.server
     import threading
-
-    from nbkit.signatures.server import send_body
 
     offline_environment()
     import dspy

@@ -40,7 +40,7 @@ class Retriever:
         return [int(i) for i in np.argsort(-scores)[:k]]
 
     def search_many(self, queries: list[str], k: int = 3) -> list[list[int]]:
-        """``search`` for many queries at once (one batched encode for MiniLM: ~10x faster than a loop)."""
+        """``search`` for many queries at once (one batched encode for MiniLM instead of one per query)."""
         k = max(1, min(k, len(self.kb)))
         if self.kind == "bm25":
             return [self.search(q, k) for q in queries]

@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.model_files import smollm2_gguf_path
 from nbkit.procs import end_group, free_port, usable_cores
 
-SERVER_INSTALL = 'pip install "llama-cpp-python[server]"   (CPU build ~15 min; see README for CUDA wheels)'
+SERVER_INSTALL = 'pip install "llama-cpp-python[server]"   (the CPU build compiles llama.cpp from source; see README for CUDA wheels)'
 LLAMA_SERVER_ENV = "NBKIT_LLAMA_SERVER"  # a llama-server binary to use instead of the one make setup built; "none": never
 SERVER_KINDS = ("auto", "llama-server", "llama-cpp-python")
 
@@ -255,16 +256,14 @@ class LocalLMServer(_Completions):
         stock: bool = False,
     ):
         if model_path is None:
-            from nbkit.model_files import smollm2_gguf_path
-
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
         self.model_path = check_model_path(model_path)
         self.host = host
         self.requested_port = port
         self.port: int | None = None
         self.n_ctx = n_ctx
-        # One thread per free core: on a shared 2-core box two OpenMP threads spin against other work
-        # and measured ~8x slower than one (see bench/signatures_server.py).
+        # One thread per free core: two OpenMP threads on a busy core spin against other work and run
+        # slower than one (bench/signatures_server.py measures it).
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2) - 1)
         self.model_alias = model_alias
         self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / f"nbkit-llama-server-{os.getpid()}.log"

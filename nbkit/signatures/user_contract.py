@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.signatures.cases import json_objects
 from nbkit.signatures.contracts import MISSING_FIELD, PARSE_ERROR, check_contract
+from nbkit.signatures.evaluation import server_running
 
 METRICS = ("exact", "contains")
 
@@ -62,8 +64,6 @@ def load_signature(spec: str):
 def load_dev_set(path: str | Path, signature) -> list:
     """``dspy.Example``s from a JSONL file holding every field of ``signature``; each tagged with its line."""
     import dspy
-
-    from nbkit.signatures.cases import json_objects
 
     path = Path(path)
     fields = [*signature.input_fields, *signature.output_fields]
@@ -127,8 +127,6 @@ def evaluate(program, examples, *, metric, lm, adapter, output_fields, num_threa
 
     import dspy
     from dspy.utils.parallelizer import ParallelExecutor
-
-    from nbkit.signatures.evaluation import server_running
 
     server_down = threading.Event()
 

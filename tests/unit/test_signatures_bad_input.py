@@ -6,8 +6,8 @@ import pytest
 
 from nbkit.errors import UsageError
 from nbkit.signatures import cases as cs
-from nbkit.signatures import config as cfg
 from nbkit.signatures import server as srv
+from nbkit.signatures.experiments import REGISTRY
 
 GOOD = {"id": "x1", "conditions": ["gout"], "standard": "a", "colloquial": "b", "rationale": "r"}
 KB_GOOD = {"condition": "gout", "aliases": ["podagra"], "symptoms": "red toe", "notes": "nsaid"}
@@ -102,8 +102,8 @@ def test_bad_model_path(tmp_path, make, pattern):
 def test_bad_pool_size_and_config_override():
     with pytest.raises(UsageError, match="n_servers must be a positive int, got 0"):
         srv.LocalLMPool(0)
-    with pytest.raises(TypeError, match=r"ModulesConfig has no field\(s\) \['n_deev'\]"):
-        cfg.preset(cfg.ModulesConfig, n_deev=3)
+    with pytest.raises(UsageError, match="ModulesConfig has no field n_deev"):
+        REGISTRY["modules"].config(smoke=True, n_deev=3)
 
 
 @pytest.mark.parametrize(
@@ -144,8 +144,9 @@ def test_nbkit_run_with_a_dev_set_row_lacking_a_field_exits_2_naming_file_and_li
     nb_dir.mkdir()
     make_notebook(
         nb_dir / "03_sig.ipynb",
-        body="import pathlib\nfrom nbkit.signatures.config import UserContractConfig\nfrom nbkit.signatures.experiments import check_user_contract\n"
-        "check_user_contract(UserContractConfig(signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC))\npathlib.Path('ran.txt').write_text('ran')\n",
+        body="import pathlib\nfrom nbkit.signatures import experiments\n"
+        "experiments.check_user_contract(experiments.run_user_contract.config(SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC))\n"
+        "pathlib.Path('ran.txt').write_text('ran')\n",
         parameters="SMOKE = False\nSIGNATURE = 'text -> sentiment'\nDEV_SET = ''\nMETRIC = 'exact'\n",
     )
     dev = tmp_path / "dev.jsonl"

@@ -1,14 +1,28 @@
-"""Every verdict function of notebook 03 driven through every outcome, on fabricated measurements with the
-keys the experiments record (``run_modules`` / ``run_contracts`` / ``run_compile`` / ``run_token_limit``)."""
+"""Every verdict function of notebook 03 driven through every outcome, on fabricated measurements of the
+types the experiments return (``run_modules`` / ``run_contracts`` / ``run_compile`` / ``run_token_limit`` /
+``run_history``, :mod:`nbkit.signatures.metrics`)."""
+
+import dataclasses
 
 import pytest
 
 from nbkit.claims import HOLDS, INCONCLUSIVE, REFUTED, Claim, Verdict, claims_frame
 from nbkit.signatures import claims as sc
+from nbkit.signatures.metrics import (
+    CompileMetrics,
+    ContractsMetrics,
+    FieldNotesAnswers,
+    HistoryMetrics,
+    LMCalls,
+    ModuleChoice,
+    ModulesMetrics,
+    RandomSearchRun,
+    TokenLimitMetrics,
+)
 
 
-def outcome(result):
-    verdict = result if isinstance(result, Verdict) else result[0]
+def outcome(verdict):
+    assert isinstance(verdict, Verdict)
     return verdict.verdict
 
 
@@ -64,7 +78,7 @@ def test_modules_serve_contract_judges_every_module_not_the_worst_point_rate():
      (0, 72, INCONCLUSIVE), (0, 0, INCONCLUSIVE)],
 )  # fmt: skip
 def test_observed(k, n, expected):
-    verdict, interval = sc.verdict_observed(k, n, "breaches")
+    verdict, interval = sc.verdict_observed(k, n, "breaches"), sc.observed_interval(k, n)
     assert verdict.verdict == expected
     assert (interval == "") == (n == 0)
     if expected == INCONCLUSIVE and n:
@@ -100,8 +114,9 @@ def test_grammar_fixes_structure(chat, grammar, expected):
     ],
 )
 def test_colloquial_gap(standard, colloquial, expected, why):
-    verdict, _interval = sc.verdict_colloquial_gap(standard, colloquial)
+    verdict = sc.verdict_colloquial_gap(standard, colloquial)
     assert verdict.verdict == expected and why in verdict.why
+    assert (sc.paired_interval(standard, colloquial, floor=True) == "") == (why == "floor")
 
 
 @pytest.mark.parametrize(
@@ -119,7 +134,7 @@ def test_mix_lifts_colloquial(mixed, standard_only, expected):
      ([1.0, 0.0, 0.0, 0.0, 1.0] * (D // 5), [0.0, 0.0, 1.0, 0.0, 0.0] * (D // 5), INCONCLUSIVE)],
 )
 def test_program_beats(a, b, expected):
-    verdict, interval = sc.verdict_program_beats(a, b, "hit@3 a − b")
+    verdict, interval = sc.verdict_program_beats(a, b, "hit@3 a − b"), sc.paired_interval(a, b, floor=True)
     assert verdict.verdict == expected
     assert interval.startswith("[")
     if expected == INCONCLUSIVE:
@@ -138,7 +153,7 @@ def test_program_beats_on_a_non_binary_metric(a, b, expected):
 
 @pytest.mark.parametrize(("candidates", "expected"), [(1, INCONCLUSIVE), (16, REFUTED)])
 def test_random_search_refuted_only_at_its_documented_budget(candidates, expected):
-    verdict, _ = sc.verdict_random_search_beats([0.0] * D, [1.0] * D, candidates)
+    verdict = sc.verdict_random_search_beats([0.0] * D, [1.0] * D, candidates)
     assert verdict.verdict == expected
     assert outcome(sc.verdict_random_search_beats([1.0] * D, [0.0] * D, 1)) == HOLDS
     assert outcome(sc.verdict_random_search_beats([1.0] * D, [1.0] * D, 16)) == INCONCLUSIVE
@@ -173,36 +188,66 @@ def _questions(n, hit, structural=0.0, breaches=0):
     return {"keys": keys, "hit": hits, "clean": [1.0 - structural] * len(keys), "structural": [structural] * len(keys), "bound_breaches": over}
 
 
+def _modules(questions, adapter="json_grammar"):
+    evaluated = {m: len(q["keys"]) for m, q in questions.items()}
+    return ModulesMetrics(adapter=adapter, signature="typed", dev_questions_evaluated=evaluated, scores={}, questions=questions, bounds={})
+
+
+def _contracts(questions, field_notes=None):
+    return ContractsMetrics(module="predict", signature="typed", dev_questions_evaluated=0, violation_rate={}, violations_by_kind={},
+                            questions=questions, bounds={}, field_notes_signature=field_notes)  # fmt: skip
+
+
+def _notes(**fields):
+    counts = {f.name: 0 for f in dataclasses.fields(FieldNotesAnswers) if f.type == "int"}
+    return FieldNotesAnswers(**{**counts, "adapter": "json_grammar", "splits": ["dev"], "violation_rate": 0.0, **fields})
+
+
+def _compiled(questions, **fields):
+    base = {"module": "predict", "module_chosen_on": None, "adapter": "json_grammar", "dev_questions_evaluated": 0, "table": [], "gains": {},
+            "questions": questions, "random_search": RandomSearchRun(), "seconds": 0.0}  # fmt: skip
+    return CompileMetrics(**{**base, **fields})
+
+
+def _token_limit(**fields):
+    return TokenLimitMetrics(**{"limit": 16, "dspy_wire_fields": {"max_completion_tokens": 16}, "stock_dspy_tokens": 230, "stock_n_ctx": 256,
+                                **fields})  # fmt: skip
+
+
+def _history(**fields):
+    calls = {"calls": 0, "served": 0, "from_cache": 0, "completion_tokens": 0, "max_completion_tokens": 0, "over_max_tokens": 0, "max_tokens": 128}
+    return HistoryMetrics(calls=LMCalls(**{**calls, **fields}))
+
+
 def test_bounds_count_each_request_once():
     """The modules' predict under the grammar and the contracts' json_grammar are one request per question."""
     n = N["dev_cases"]
-    modules = {"adapter": "json_grammar", "signature": "typed",
-               "questions": {"predict": _questions(n, 0.0, breaches=2), "cot": _questions(n, 0.0), "hybrid": _questions(n, 0.0)}}
-    contracts = {"module": "predict", "signature": "typed",
-                 "questions": {"chat": _questions(n, 0.0, 1.0), "json_grammar": _questions(n, 0.0, breaches=2)}}  # fmt: skip
+    modules = _modules({"predict": _questions(n, 0.0, breaches=2), "cot": _questions(n, 0.0), "hybrid": _questions(n, 0.0)})
+    contracts = _contracts({"chat": _questions(n, 0.0, 1.0), "json_grammar": _questions(n, 0.0, breaches=2)})
     b = sc.request_bounds(modules, contracts)
     assert b["requests"] == N["requests"] and b["parsed_answers"] == 3 * N["dev_questions"] and b["answers_over_bounds"] == 2
     assert b["reasoning_over_50_words"] == 2
-    clean = {**modules, "questions": {m: _questions(n, 0.0) for m in ("predict", "cot", "hybrid")}}
-    assert sc.verdict_observed(**{"k": 0, "n": sc.request_bounds(clean, {**contracts, "questions": {"chat": _questions(n, 0.0)}})["parsed_answers"],
-                                  "what": "breaches"})[0].verdict == REFUTED  # 120 distinct parsed answers, none breaching
+    clean = _modules({m: _questions(n, 0.0) for m in ("predict", "cot", "hybrid")})
+    parsed = sc.request_bounds(clean, _contracts({"chat": _questions(n, 0.0)}))["parsed_answers"]
+    assert sc.verdict_observed(0, parsed, "breaches").verdict == REFUTED  # 120 distinct parsed answers, none breaching
 
 
 def test_claims_rows_from_recorded_metrics():
     n = 16
     std_only = [1.0 if k.endswith("standard") else 0.0 for k in _questions(n, 0.0)["keys"]]
-    modules = {"adapter": "json_grammar", "questions": {"predict": _questions(n, 0.0, breaches=3), "cot": _questions(n, 0.0),
-                                                        "hybrid": _questions(n, 1.0)}}  # fmt: skip
-    contracts = {"module": "predict", "questions": {"chat": _questions(n, 0.0, 1.0), "json_grammar": _questions(n, 0.0, 0.0, breaches=3)},
-                 "field_notes_signature": {"confidence_not_numeric": 2, "diagnosis_items": 40, "answers_not_numeric": 1, "answers_with_items": 90,
-                                           "questions": 100, "splits": ["train", "val", "dev"]}}  # fmt: skip
-    compiled = {"module": "hybrid", "module_chosen_on": {"split": "val", "questions": 10, "hit@3": {"predict": 0.0, "cot": 0.0, "hybrid": 0.2}},
-                "questions": {"BFS 0% colloquial": _questions(n, std_only), "BFS 50% colloquial": _questions(n, 1.0),
-                              "RS 50% colloquial": _questions(n, 1.0)},
-                "random_search": {"ran": True, "program": "RS 50% colloquial", "val_questions": 18, "num_candidates": 1}}  # fmt: skip
-    token_limit = {"limit": 16, "dspy_wire_fields": {"max_completion_tokens": 16}, "stock_dspy_tokens": 230, "stock_n_ctx": 256}
-    calls = {"calls": 300, "completion_tokens": 9000, "max_completion_tokens": 128, "over_max_tokens": 0, "max_tokens": 128}
-    rows = sc.claims(modules=modules, contracts=contracts, compiled=compiled, token_limit=token_limit, calls=calls)
+    modules = _modules({"predict": _questions(n, 0.0, breaches=3), "cot": _questions(n, 0.0), "hybrid": _questions(n, 1.0)})
+    notes = _notes(confidence_not_numeric=2, diagnosis_items=40, answers_not_numeric=1, answers_with_items=90, questions=100,
+                   splits=["train", "val", "dev"])  # fmt: skip
+    contracts = _contracts({"chat": _questions(n, 0.0, 1.0), "json_grammar": _questions(n, 0.0, 0.0, breaches=3)}, notes)
+    compiled = _compiled(
+        {"BFS 0% colloquial": _questions(n, std_only), "BFS 50% colloquial": _questions(n, 1.0), "RS 50% colloquial": _questions(n, 1.0)},
+        module="hybrid",
+        module_chosen_on=ModuleChoice(split="val", questions=10, hit_at_3={"predict": 0.0, "cot": 0.0, "hybrid": 0.2}),
+        random_search=RandomSearchRun(ran=True, program="RS 50% colloquial", val_questions=18, num_candidates=1),
+    )
+    token_limit = _token_limit()
+    history = _history(calls=300, served=300, completion_tokens=9000, max_completion_tokens=128)
+    rows = sc.claims(modules=modules, contracts=contracts, compiled=compiled, token_limit=token_limit, history=history)
     assert all(isinstance(r, Claim) and r.n and r.rule for r in rows)
     verdicts = {r.key: r.verdict for r in rows}
     assert verdicts == {
@@ -220,22 +265,28 @@ def test_claims_rows_from_recorded_metrics():
     assert list(claims_frame(rows).columns)[:4] == ["claim", "field_note", "measured", "verdict"]
     # compiling not run (SMOKE without it): no compile rows, the rest stays
     assert not {"standard_only_gap", "colloquial_mix_lifts"} & {r.key for r in sc.claims(modules=modules, contracts=contracts, compiled=None,
-                                                                                         token_limit=token_limit, calls=calls)}  # fmt: skip
+                                                                                         token_limit=token_limit, history=history)}  # fmt: skip
 
 
 def test_a_run_answered_from_cache_says_so_in_the_limit_claim():
     """A warm re-run: the limit claim counts only calls the LM served in this run and names the cached ones."""
-    token_limit = {"limit": 16, "dspy_wire_fields": {"max_completion_tokens": 16}, "stock_dspy_tokens": 230, "stock_n_ctx": 256}
-    modules = {"adapter": "json_grammar", "questions": {"predict": _questions(16, 0.0)}}
-    contracts = {"module": "predict", "questions": {}}
+    modules = _modules({"predict": _questions(16, 0.0)})
+    contracts = _contracts({})
 
-    def row(calls):
-        rows = sc.claims(modules=modules, contracts=contracts, compiled=None, token_limit=token_limit, calls=calls)
+    def row(history, token_limit=None):
+        token_limit = token_limit or _token_limit()
+        rows = sc.claims(modules=modules, contracts=contracts, compiled=None, token_limit=token_limit, history=history)
         return next(r for r in rows if r.key == "limit_enforced")
 
-    warm = row({"calls": 300, "served": 4, "from_cache": 296, "completion_tokens": 60, "max_completion_tokens": 16, "max_tokens": 128})
+    warm = row(_history(calls=300, served=4, from_cache=296, completion_tokens=60, max_completion_tokens=16))
     assert warm.verdict == HOLDS and "over 4 calls served" in warm.measured and "296 more answered from DSPy's cache" in warm.measured
-    all_cached = {"calls": 300, "served": 0, "from_cache": 300, "completion_tokens": 0, "max_completion_tokens": 0, "max_tokens": 128}
+    all_cached = _history(calls=300, served=0, from_cache=300)
     assert row(all_cached).verdict == INCONCLUSIVE and "all answered from cache" in row(all_cached).why
-    token_limit.update(nbkit_max_tokens=16, nbkit_max_completion_tokens=16, dspy_through_session=16)  # the cell's uncached probes
-    assert row(all_cached).verdict == HOLDS and "3 limit probes" in row(all_cached).n
+    probed = _token_limit(nbkit_max_tokens=16, nbkit_max_completion_tokens=16, dspy_through_session=16)  # the cell's uncached probes
+    assert row(all_cached, probed).verdict == HOLDS and "3 limit probes" in row(all_cached, probed).n
+
+
+def test_claims_read_only_typed_metrics():
+    """A claim that reads a field the experiments do not write fails here, not silently on a machine nobody has."""
+    with pytest.raises(AttributeError):
+        sc.claims(modules={"questions": {}}, contracts=_contracts({}), compiled=None, token_limit=_token_limit(), history=_history())

@@ -75,7 +75,7 @@ def test_remote_model_key_comes_from_env_and_is_not_in_repr(monkeypatch):
 
 
 def test_dspy_sends_max_completion_tokens_on_the_wire():
-    # The root cause of the 3,800-token request: DSPy's native engine names the limit
+    # The root cause of the reported 3,800-token request: DSPy's native engine names the limit
     # max_completion_tokens, which llama-cpp-python's request model ignores.
     fields = lm_mod.wire_token_fields(16)
     assert fields.get("max_completion_tokens") == 16 or fields.get("max_tokens") == 16
@@ -293,13 +293,14 @@ def test_cache_mode_and_directory(tmp_path, monkeypatch):
 def test_calls_summary_separates_served_and_cached_calls():
     from types import SimpleNamespace
 
-    from nbkit.signatures.experiments import SignatureSession
+    from nbkit.signatures.experiments import SignaturesContext
+    from nbkit.signatures.metrics import LMCalls
 
     history = [{"usage": {"completion_tokens": 40}, "timestamp": "1"}, {"usage": {}, "timestamp": "2"},
                {"usage": {"completion_tokens": 128}, "timestamp": "3"}, {"usage": {}, "timestamp": "4"}]  # fmt: skip
-    session = SignatureSession(lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128), None, [], None)
-    assert session.calls_summary() == {"calls": 4, "served": 2, "from_cache": 2, "completion_tokens": 168, "max_completion_tokens": 128,
-                                       "over_max_tokens": 0, "max_tokens": 128}  # fmt: skip
+    ctx = SignaturesContext(lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128), None, [], None)
+    assert ctx.calls_summary() == LMCalls(calls=4, served=2, from_cache=2, completion_tokens=168, max_completion_tokens=128,
+                                          over_max_tokens=0, max_tokens=128)  # fmt: skip
 
 
 def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_path, monkeypatch):
@@ -516,7 +517,7 @@ def test_llama_server_alone_gives_llama_cpp_pythons_tokens(tmp_path):
     def answers(server):
         out = []
         for prompt, constrained, limit, field in requests:
-            extra = srv.schema_constraint(server.kind, schema) if constrained else {}  # what session.lm_for sends each kind
+            extra = srv.schema_constraint(server.kind, schema) if constrained else {}  # what ctx.lm_for sends each kind
             st = server.complete(prompt, max_tokens=limit, field=field, extra={"logprobs": True, "top_logprobs": 1, **extra})
             assert st.completion_tokens <= limit and len(st.tokens) == st.completion_tokens
             tokens = list(st.tokens)
