@@ -32,7 +32,8 @@ LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key i
 MAX_TOKENS = 128
 SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core
 LM_SERVER = "auto"  # choices: auto, llama-server, llama-cpp-python
-LM_CACHE = "disk"  # disk: a re-run with the same model, prompts and settings is answered from DSPy's cache; memory; off
+# disk: a re-run with the same model, prompts and settings is answered from DSPy's cache; memory; off
+LM_CACHE = "disk"
 ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
 SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class
 DEV_SET = ""  # JSONL with every field of SIGNATURE, one example per line
@@ -41,7 +42,8 @@ METRIC = "exact"  # exact, contains, or module:function
 # %%
 import nbkit
 
-nbkit.require("signatures")  # this notebook needs pip install 'nbkit[signatures]': one line here if anything is missing
+# This notebook needs pip install 'nbkit[signatures]': one line here if anything is missing.
+nbkit.require("signatures")
 
 from IPython.display import display
 
@@ -49,11 +51,22 @@ from nbkit.claims import claims_frame
 from nbkit.signatures import claims, experiments, panels
 
 # A bad SIGNATURE / DEV_SET / METRIC stops the run here, before any data is read or any LM starts.
-experiments.check_user_contract(experiments.run_user_contract.config(SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC))
+experiments.check_user_contract(
+    experiments.run_user_contract.config(SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC)
+)
 # The data is loaded and validated now (cheap, fails fast); the LM starts in the token-limit cell below.
-ctx = experiments.SignaturesContext.open(SMOKE, lm_model=LM_MODEL, api_base=LM_API_BASE, api_key_env=LM_API_KEY_ENV,
-                                         max_tokens=MAX_TOKENS, seed=SEED, device=DEVICE, servers=SERVERS, server=LM_SERVER,
-                                         cache=LM_CACHE)
+ctx = experiments.SignaturesContext.open(
+    SMOKE,
+    lm_model=LM_MODEL,
+    api_base=LM_API_BASE,
+    api_key_env=LM_API_KEY_ENV,
+    max_tokens=MAX_TOKENS,
+    seed=SEED,
+    device=DEVICE,
+    servers=SERVERS,
+    server=LM_SERVER,
+    cache=LM_CACHE,
+)
 experiments.device_report()
 
 # %% [markdown]
@@ -100,9 +113,9 @@ signature.metrics
 # asserted: DSPy 3.4's native engine sends the limit as `max_completion_tokens` (captured on the wire by a
 # throwaway loopback listener); a **stock** llama-cpp-python server only knows `max_tokens` and drops
 # unknown fields, so it generates until EOS or a full context. The probe starts a stock server with a
-# small context (which bounds the runaway; the issue's 3,800 came from a 4,096 context) and sends it the
-# same DSPy request. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same request
-# through it, and raw requests with either field, must stay within the limit.
+# small context (which bounds the runaway; the reported 3,800 came from a 4,096-token context) and sends
+# it the same DSPy request. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same
+# request through it, and raw requests with either field, must stay within the limit.
 
 # %%
 ctx.start_lm()
@@ -132,7 +145,8 @@ retrieval.table
 # predict with them as context) all serve the typed signature on **every dev question in both phrasings**.
 # Score: hit@3 — an acceptable diagnosis among the top three predicted conditions. "mentions expected (any
 # format)" counts answers that name an acceptable diagnosis anywhere, parsed or not: what the model knows,
-# format aside. The claims table compares each module with Predict question by question (Newcombe's paired interval).
+# format aside. The claims table compares each module with Predict question by question (Newcombe's paired
+# interval).
 #
 # Adapter `auto` = `json_grammar` on the local server: DSPy's JSONAdapter plus the signature's JSON schema
 # sent as `response_format`, which llama.cpp compiles into a decoding grammar. The next section shows why.
@@ -171,11 +185,11 @@ contracts.data["examples"]
 #
 # The compiled module is chosen on the **validation** questions: the module whose uncompiled hit@3 there is
 # highest (Predict in SMOKE; the panel's `module` control fixes one), so the dev questions that judge the
-# compile claims play no part in the choice. `BootstrapFewShot` compiled on sets that differ only in wording (0 % vs 50 % colloquial phrasings of
-# the same training cases), and — outside SMOKE — `BootstrapFewShotWithRandomSearch`, whose candidates are
-# scored on the **validation** split (never the compile set). Every program is scored on the same dev
-# questions, per slice. While bootstrapping, the metric also demands a clean contract, so a demo teaches
-# the format.
+# compile claims play no part in the choice. `BootstrapFewShot` compiled on sets that differ only in wording
+# (0 % vs 50 % colloquial phrasings of the same training cases), and — outside SMOKE —
+# `BootstrapFewShotWithRandomSearch`, whose candidates are scored on the **validation** split (never the
+# compile set). Every program is scored on the same dev questions, per slice. While bootstrapping, the
+# metric also demands a clean contract, so a demo teaches the format.
 
 # %%
 compiled = panels.panel("compile", ctx, smoke=SMOKE, adapter=ADAPTER).display().run()
@@ -226,9 +240,10 @@ nbkit.record("lm_calls", history.metrics.calls)  # served by the LM in this run 
 # ```
 
 # %%
-user = panels.panel(
+user_panel = panels.panel(
     "user_contract", ctx, smoke=SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC, adapter=ADAPTER
-).display().run()
+)
+user = user_panel.display().run()
 nbkit.record("user_contract", user.metrics)
 user.table
 
@@ -238,12 +253,18 @@ user.table
 # Each claim from the field notes, the value this run measured, and a verdict from a two-sided rule
 # (`nbkit/signatures/claims.py`, each rule with its tolerance). Differences between programs are judged
 # on Newcombe's paired interval over the same dev questions (it keeps its width when no question differs);
-# when it straddles the tolerance the row says "inconclusive — n too small" and names n. The field notes measured F1 with GPT-4 on their own data;
-# here the score is hit@3 on this project's cases with a 135M local model.
+# when it straddles the tolerance the row says "inconclusive — n too small" and names n. The field notes
+# measured F1 with GPT-4 on their own data; here the score is hit@3 on this project's cases with a 135M
+# local model.
 
 # %%
-rows = claims.claims(modules=modules.metrics, contracts=contracts.metrics, compiled=compiled.metrics,
-                     token_limit=token_limit.metrics, history=history.metrics)
+rows = claims.claims(
+    modules=modules.metrics,
+    contracts=contracts.metrics,
+    compiled=compiled.metrics,
+    token_limit=token_limit.metrics,
+    history=history.metrics,
+)
 nbkit.record("claims", rows)
 ctx.close()  # stops the local servers
 seconds = ctx.seconds()

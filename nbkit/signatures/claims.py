@@ -45,14 +45,16 @@ CLEAN = 0.8  # "a module serves the contract": at least 80 % of its answers hono
 GAP = 0.10  # "much worse on colloquial questions": a standard-minus-colloquial gap of at least 0.10 hit@3
 GAIN = 0.05  # an improvement of at least 0.05 hit@3 (or 0.05 fewer structural failures) counts
 STRUCTURE_GAIN = 0.10  # the grammar removes at least 10 points of structural failures
-# "The model keeps the rule in practice": a breach rate whose Wilson 95 % upper bound is below 5 %. With 0 breaches
-# that needs n ≥ 73 answers (z²(1 − RARE)/RARE); the default run has up to 120 distinct parsed answers for the
-# bounds and 100 questions for the field notes' signature. A 2 % tolerance would need 189 and could not refute.
+# "The model keeps the rule in practice": a breach rate whose Wilson 95 % upper bound is below 5 %. With 0
+# breaches that needs n ≥ 73 answers (z²(1 − RARE)/RARE); the default run has up to 120 distinct parsed
+# answers for the bounds and 100 questions for the field notes' signature. A 2 % tolerance would need 189 and
+# could not refute.
 RARE = 0.05
 RUNAWAY = 4.0  # a stock server that generates at least 4x the limit "ran away"
 PAIRED_RULE = "Newcombe paired 95 % interval"
 RS_CANDIDATES = 16  # BootstrapFewShotWithRandomSearch's documented num_candidate_programs
-MIN_PAIRS = 10  # below 10 pairs a percentile bootstrap is overconfident (2 equal pairs give a zero-width interval)
+# Below 10 pairs a percentile bootstrap is overconfident (2 equal pairs give a zero-width interval).
+MIN_PAIRS = 10
 
 
 def paired(a: dict[str, list], b: dict[str, list], what: str = "hit") -> tuple[list[float], list[float]]:
@@ -65,8 +67,16 @@ def paired(a: dict[str, list], b: dict[str, list], what: str = "hit") -> tuple[l
 
 def by_slice(questions: dict[str, list], what: str = "hit") -> tuple[list[float], list[float]]:
     """(standard, colloquial) values of one program, paired by case."""
-    std = {k.rsplit(":", 1)[0]: v for k, v in zip(questions["keys"], questions[what], strict=True) if k.endswith(":standard")}
-    col = {k.rsplit(":", 1)[0]: v for k, v in zip(questions["keys"], questions[what], strict=True) if k.endswith(":colloquial")}
+    std = {
+        k.rsplit(":", 1)[0]: v
+        for k, v in zip(questions["keys"], questions[what], strict=True)
+        if k.endswith(":standard")
+    }
+    col = {
+        k.rsplit(":", 1)[0]: v
+        for k, v in zip(questions["keys"], questions[what], strict=True)
+        if k.endswith(":colloquial")
+    }
     cases = [c for c in std if c in col]
     return [std[c] for c in cases], [col[c] for c in cases]
 
@@ -76,31 +86,42 @@ def _binary(*values: Sequence[float]) -> bool:
 
 
 def _paired_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:
-    """The interval of mean(a − b) a paired verdict rests on: Newcombe's paired interval for 0/1 outcomes, else
-    the paired bootstrap ((nan, nan) under 2 pairs); None when there is none (no pairs, or non-binary pairs
-    that all differ by the same amount, where a bootstrap has no width to give)."""
+    """The interval of mean(a − b) a paired verdict rests on: Newcombe's paired interval for 0/1 outcomes,
+    else the paired bootstrap ((nan, nan) under 2 pairs); None when there is none (no pairs, or non-binary
+    pairs that all differ by the same amount, where a bootstrap has no width to give)."""
     if _binary(a, b):
         return paired_rate_difference_interval(a, b) if a else None
     if len(a) < MIN_PAIRS:
-        return bootstrap_interval((list(a), list(b)), paired=True) if len(a) >= 2 else (float("nan"), float("nan"))
+        return (
+            bootstrap_interval((list(a), list(b)), paired=True)
+            if len(a) >= 2
+            else (float("nan"), float("nan"))
+        )
     if len({x - y for x, y in zip(a, b, strict=True)}) == 1:
         return None
     return bootstrap_interval((list(a), list(b)), paired=True)
 
 
 def _paired_gain(a: Sequence[float], b: Sequence[float], threshold: float, what: str, unit: str) -> Verdict:
-    """decide_at_least on the interval of mean(a − b) (see :func:`_paired_interval`); a non-binary sample needs
+    """decide_at_least on the interval of mean(a − b) (see :func:`_paired_interval`); a non-binary sample
+    needs
     MIN_PAIRS pairs and some spread."""
     if _binary(a, b) and not a:
         return Verdict(INCONCLUSIVE, f"{what}: no paired {unit}")
     if not _binary(a, b) and len(a) < MIN_PAIRS:
-        return Verdict(INCONCLUSIVE, f"{what}: only {len(a)} paired {unit} — n too small to decide (needs ≥ {MIN_PAIRS})")
+        return Verdict(
+            INCONCLUSIVE, f"{what}: only {len(a)} paired {unit} — n too small to decide (needs ≥ {MIN_PAIRS})"
+        )
     interval = _paired_interval(a, b)
     if interval is None:
         return Verdict(
-            INCONCLUSIVE, f"{what}: all {len(a)} paired {unit} differ by the same amount — no spread to build an interval from"
+            INCONCLUSIVE,
+            f"{what}: all {len(a)} paired {unit} differ by the same amount — no spread to build an interval "
+            "from",
         )
-    return decide_at_least(interval, threshold, what=what, n_hint=f"n={len(a)} {unit}; more {unit} would narrow it")
+    return decide_at_least(
+        interval, threshold, what=what, n_hint=f"n={len(a)} {unit}; more {unit} would narrow it"
+    )
 
 
 def min_n_to_refute(rare: float = RARE, level: float = 0.95) -> int:
@@ -116,12 +137,15 @@ def _at_floor(*scores: Sequence[float]) -> bool:
 
 
 def _floor() -> Verdict:
-    return Verdict(INCONCLUSIVE, "floor effect: hit@3 is 0 on every question of both programs, nothing to compare")
+    return Verdict(
+        INCONCLUSIVE, "floor effect: hit@3 is 0 on every question of both programs, nothing to compare"
+    )
 
 
 # -- the intervals a row shows -------------------------------------------------------------------
 def paired_interval(a: Sequence[float], b: Sequence[float], *, floor: bool = False) -> str:
-    """The interval shown beside a paired verdict ("" when it has none; with ``floor``, also when both programs
+    """The interval shown beside a paired verdict ("" when it has none; with ``floor``, also when both
+    programs
     score 0 on every question, where the verdict says "floor effect")."""
     if floor and _at_floor(a, b):
         return ""
@@ -164,7 +188,10 @@ def verdict_modules_serve_contract(clean: dict[str, tuple[int, int]]) -> Verdict
     if intervals[worst][0] >= CLEAN:
         return Verdict(HOLDS, f"every module's contract-clean interval ≥ {CLEAN} (lowest: {worst}, {k}/{n})")
     shown = fmt_interval(intervals[worst], level=None)
-    return Verdict(INCONCLUSIVE, f"contract-clean rate of {worst} ({k}/{n}) {shown} straddles {CLEAN} — n too small; n={n} questions")
+    return Verdict(
+        INCONCLUSIVE,
+        f"contract-clean rate of {worst} ({k}/{n}) {shown} straddles {CLEAN} — n too small; n={n} questions",
+    )
 
 
 def verdict_observed(k: int, n: int, what: str) -> Verdict:
@@ -179,11 +206,15 @@ def verdict_observed(k: int, n: int, what: str) -> Verdict:
     if rate_interval(k, n)[1] < RARE:
         return Verdict(REFUTED, f"{what}: 0 of {n}; rate < {RARE:.0%} at 95 %")
     return Verdict(
-        INCONCLUSIVE, f"{what}: 0 of {n} — n too small to exclude a rate of {RARE:.0%} (needs ≥ {min_n_to_refute()} answers)"
+        INCONCLUSIVE,
+        f"{what}: 0 of {n} — n too small to exclude a rate of {RARE:.0%} (needs ≥ {min_n_to_refute()} "
+        "answers)",
     )
 
 
-def verdict_grammar_fixes_structure(chat_structural: Sequence[float], grammar_structural: Sequence[float]) -> Verdict:
+def verdict_grammar_fixes_structure(
+    chat_structural: Sequence[float], grammar_structural: Sequence[float]
+) -> Verdict:
     """Rule: holds when the paired interval (Newcombe) of (ChatAdapter − grammar) structural-failure rate
     (parse errors + missing fields, per question) lies at or above STRUCTURE_GAIN (0.10); refuted when it
     lies below; else inconclusive."""
@@ -220,10 +251,12 @@ def verdict_program_beats(better: Sequence[float], baseline: Sequence[float], wh
     return _paired_gain(better, baseline, GAIN, what, "questions")
 
 
-def verdict_random_search_beats(rs: Sequence[float], bfs: Sequence[float], num_candidates: int | None) -> Verdict:
-    """Rule: as :func:`verdict_program_beats` for hit@3 RS − BFS, with one guard for the peer: the claim is about
-    BootstrapFewShotWithRandomSearch as documented (``num_candidate_programs`` = RS_CANDIDATES, 16), so a
-    refutation with fewer random candidates is reported inconclusive (the peer was run below its documented
+def verdict_random_search_beats(
+    rs: Sequence[float], bfs: Sequence[float], num_candidates: int | None
+) -> Verdict:
+    """Rule: as :func:`verdict_program_beats` for hit@3 RS − BFS, with one guard for the peer: the claim is
+    about BootstrapFewShotWithRandomSearch as documented (``num_candidate_programs`` = RS_CANDIDATES, 16), so
+    a refutation with fewer random candidates is reported inconclusive (the peer was run below its documented
     budget); holds and inconclusive stand as they are, and at ≥ 16 candidates it can be refuted."""
     verdict = verdict_program_beats(rs, bfs, "hit@3 RS − BFS")
     if verdict.verdict == REFUTED and (num_candidates or 0) < RS_CANDIDATES:
@@ -243,10 +276,17 @@ def verdict_runaway(stock_tokens: int | None, limit: int, n_ctx: int | None) -> 
         return Verdict(INCONCLUSIVE, "not measured: the stock-server probe needs the local llama.cpp model")
     ctx = f" (context {n_ctx})" if n_ctx else ""
     if stock_tokens >= RUNAWAY * limit:
-        return Verdict(HOLDS, f"stock server generated {stock_tokens} tokens for a limit of {limit}{ctx}: {stock_tokens / limit:.1f}x")
+        return Verdict(
+            HOLDS,
+            f"stock server generated {stock_tokens} tokens for a limit of {limit}{ctx}: "
+            f"{stock_tokens / limit:.1f}x",
+        )
     if stock_tokens <= limit:
         return Verdict(REFUTED, f"stock server kept the limit: {stock_tokens} ≤ {limit}")
-    return Verdict(INCONCLUSIVE, f"stock server generated {stock_tokens} tokens for a limit of {limit}: over it, but < {RUNAWAY:g}x")
+    return Verdict(
+        INCONCLUSIVE,
+        f"stock server generated {stock_tokens} tokens for a limit of {limit}: over it, but < {RUNAWAY:g}x",
+    )
 
 
 def verdict_limit_enforced(
@@ -259,21 +299,41 @@ def verdict_limit_enforced(
     served, and counted, by the run that cached them."""
     n = calls + len(probes)
     if n <= 0:
-        return Verdict(INCONCLUSIVE, "no LM call was served in this run (none made, or all answered from cache)")
+        return Verdict(
+            INCONCLUSIVE, "no LM call was served in this run (none made, or all answered from cache)"
+        )
     if max_completion_tokens > max_tokens:
         return Verdict(REFUTED, f"a call generated {max_completion_tokens} > max_tokens={max_tokens}")
     if probes and max(probes) > probe_limit:
         return Verdict(REFUTED, f"a probe generated {max(probes)} > its limit {probe_limit}")
     probe_note = f"; {len(probes)} probes ≤ {probe_limit}" if probes else ""
-    return Verdict(HOLDS, f"longest of {calls} calls: {max_completion_tokens} ≤ max_tokens={max_tokens}{probe_note}")
+    return Verdict(
+        HOLDS, f"longest of {calls} calls: {max_completion_tokens} ≤ max_tokens={max_tokens}{probe_note}"
+    )
 
 
 # -- the table -------------------------------------------------------------------------------------
 def _claim(
-    key: str, claim: str, field_note: str, source: str, measured: str, rule: str, n: str, verdict: Verdict, interval: str = ""
+    key: str,
+    claim: str,
+    field_note: str,
+    source: str,
+    measured: str,
+    rule: str,
+    n: str,
+    verdict: Verdict,
+    interval: str = "",
 ) -> Claim:
     return Claim.from_verdict(
-        verdict, key=key, claim=claim, field_note=field_note, source=source, measured=measured, rule=rule, n=n, interval=interval
+        verdict,
+        key=key,
+        claim=claim,
+        field_note=field_note,
+        source=source,
+        measured=measured,
+        rule=rule,
+        n=n,
+        interval=interval,
     )
 
 
@@ -321,7 +381,8 @@ def claims(
     rows.append(
         _claim(
             "modules_serve_contract",
-            "A Signature is a contract any module can serve (Predict / ChainOfThought / HybridRetriever swap freely)",
+            "A Signature is a contract any module can serve (Predict / ChainOfThought / HybridRetriever swap "
+            "freely)",
             "any module honours the contract",
             "§2.3",
             ", ".join(f"{m}: {k}/{n} contract-clean" for m, (k, n) in clean.items()),
@@ -369,11 +430,13 @@ def claims(
             "Length/range bounds written in the prompt are not enforced by the model",
             "'不超过100字' 无法强制 (a word limit in the prompt cannot be enforced)",
             "§2.3",
-            f"{breaches} of {parsed} parsed answers breach them ({bounds['reasoning_over_50_words']} reasoning > 50 words, "
+            f"{breaches} of {parsed} parsed answers breach them ({bounds['reasoning_over_50_words']} "
+            "reasoning > 50 words, "
             f"{bounds['confidence_out_of_range']} confidences outside [0, 1])",
             f"any breach holds; 0 breaches with a Wilson 95 % upper bound < {RARE:.0%} refutes "
             f"(needs ≥ {min_n_to_refute()} answers)",
-            f"{parsed} parsed answers to {bounds['requests']} distinct requests (modules + adapters, each request counted once)",
+            f"{parsed} parsed answers to {bounds['requests']} distinct requests (modules + adapters, each "
+            "request counted once)",
             verdict_observed(breaches, parsed, "answers breaching a prompt-only bound"),
             observed_interval(breaches, parsed),
         )
@@ -385,13 +448,16 @@ def claims(
         rows.append(
             _claim(
                 "grammar_fixes_structure",
-                "DSPy only writes the contract into the prompt; a small model breaks its structure unless decoding is "
+                "DSPy only writes the contract into the prompt; a small model breaks its structure unless "
+                "decoding is "
                 "constrained",
                 "the contract is an interface, not a guarantee",
                 "§2.3",
-                f"parse errors + missing fields: ChatAdapter {int(sum(a))}/{len(a)}, JSON schema as llama.cpp grammar "
+                f"parse errors + missing fields: ChatAdapter {int(sum(a))}/{len(a)}, JSON schema as "
+                "llama.cpp grammar "
                 f"{int(sum(b))}/{len(b)}",
-                f"{PAIRED_RULE} of (chat − grammar) structural-failure rate ≥ {STRUCTURE_GAIN} holds, < {STRUCTURE_GAIN} refuted",
+                f"{PAIRED_RULE} of (chat − grammar) structural-failure rate ≥ {STRUCTURE_GAIN} holds, < "
+                f"{STRUCTURE_GAIN} refuted",
                 f"{len(a)} paired dev questions ({contracts.module})",
                 verdict_grammar_fixes_structure(a, b),
                 paired_interval(a, b),
@@ -409,9 +475,11 @@ def claims(
                 "§4.3 坑2",
                 f"{k} of {n} answers give a non-numeric confidence ({notes.confidence_not_numeric} of "
                 f"{notes.diagnosis_items} items; field notes' string signature, {notes.adapter} adapter)",
-                f"any answer with a non-numeric confidence holds; none with a Wilson 95 % upper bound < {RARE:.0%} "
+                "any answer with a non-numeric confidence holds; none with a Wilson 95 % upper bound < "
+                f"{RARE:.0%} "
                 f"refutes (needs ≥ {min_n_to_refute()} answers)",
-                f"{n} parsed answers with diagnosis items, of {notes.questions} questions ({'+'.join(notes.splits)} cases)",
+                f"{n} parsed answers with diagnosis items, of {notes.questions} questions "
+                f"({'+'.join(notes.splits)} cases)",
                 verdict_observed(k, n, "answers with a non-numeric confidence"),
                 observed_interval(k, n),
             )
@@ -425,10 +493,15 @@ def claims(
     stock = token_limit.stock_dspy_tokens
     limit = int(token_limit.limit)
     n_ctx = token_limit.stock_n_ctx
-    # The token-limit cell's own requests (never cached): a story prompt with a small limit, raw and through DSPy.
+    # The token-limit cell's own requests (never cached): a story prompt with a small limit, raw and through
+    # DSPy.
     probes = [
         int(v)
-        for v in (token_limit.nbkit_max_tokens, token_limit.nbkit_max_completion_tokens, token_limit.dspy_through_session)
+        for v in (
+            token_limit.nbkit_max_tokens,
+            token_limit.nbkit_max_completion_tokens,
+            token_limit.dspy_through_session,
+        )
         if v is not None
     ]
     rows.append(
@@ -436,9 +509,10 @@ def claims(
             "runaway_reproduced",
             "A DSPy request to llama-cpp-python's server ran ~3,800 tokens despite a token limit",
             "~3,800 tokens",
-            "a user's report",
+            "the field notes' team",
             f"DSPy sends {sorted(token_limit.dspy_wire_fields)}; stock server, max_tokens={limit}: "
-            f"{stock if stock is not None else 'not run'} tokens (context {n_ctx if n_ctx is not None else '-'})",
+            f"{stock if stock is not None else 'not run'} tokens (context "
+            f"{n_ctx if n_ctx is not None else '-'})",
             f"stock server ≥ {RUNAWAY:g}× the limit holds, ≤ the limit refutes",
             "1 request to a stock server (a short, bounded context)",
             verdict_runaway(stock, limit, n_ctx),
@@ -449,10 +523,12 @@ def claims(
             "limit_enforced",
             "nbkit's launcher makes DSPy's token limit reach llama-cpp-python's server",
             "(the fix)",
-            "a user's report",
-            f"longest completion {calls.max_completion_tokens} tokens over {served} calls served, max_tokens={calls.max_tokens}"
+            "the field notes' team",
+            f"longest completion {calls.max_completion_tokens} tokens over {served} calls served, "
+            f"max_tokens={calls.max_tokens}"
             + (f" ({cached} more answered from DSPy's cache)" if cached else ""),
-            "every served call ≤ max_tokens and every limit probe ≤ its limit holds, any call over refutes (exact)",
+            "every served call ≤ max_tokens and every limit probe ≤ its limit holds, any call over refutes "
+            "(exact)",
             f"{served} LM calls served in this run + {len(probes)} limit probes",
             verdict_limit_enforced(calls.max_completion_tokens, calls.max_tokens, served, probes, limit),
         )
@@ -472,10 +548,12 @@ def _compile_claims(compiled: CompileMetrics) -> list[Claim]:
         rows.append(
             _claim(
                 "standard_only_gap",
-                "Compiled on standard questions only, a program does much worse on real users' (colloquial) questions",
+                "Compiled on standard questions only, a program does much worse on real users' (colloquial) "
+                "questions",
                 "F1 0.92 standard vs 0.65 colloquial (gap 0.27)",
                 "§4.3 坑1",
-                f"hit@3 standard {_mean(std):.3f}, colloquial {_mean(col):.3f} ({compiled.module}, BFS 0 % colloquial)",
+                f"hit@3 standard {_mean(std):.3f}, colloquial {_mean(col):.3f} ({compiled.module}, BFS 0 % "
+                "colloquial)",
                 f"{PAIRED_RULE} (by case) of standard − colloquial ≥ {GAP} holds, < {GAP} refuted",
                 f"{len(std)} dev cases × 2 phrasings{chosen}",
                 verdict_colloquial_gap(std, col),
@@ -507,9 +585,11 @@ def _compile_claims(compiled: CompileMetrics) -> list[Claim]:
                 "BootstrapFewShotWithRandomSearch beats plain BootstrapFewShot (same compile set)",
                 "use FewShotWithRandomSearch instead of the default compiler",
                 "§4.3 坑1",
-                f"hit@3 RS {_mean(a):.3f} vs BFS {_mean(b):.3f} (candidates chosen on {rs.val_questions} val questions; "
+                f"hit@3 RS {_mean(a):.3f} vs BFS {_mean(b):.3f} (candidates chosen on {rs.val_questions} val "
+                "questions; "
                 f"{rs.num_candidates} random candidates, DSPy's default is {RS_CANDIDATES})",
-                f"{PAIRED_RULE} of hit@3 RS − BFS ≥ {GAIN} holds, < {GAIN} refuted (a refutation needs RS at ≥ "
+                f"{PAIRED_RULE} of hit@3 RS − BFS ≥ {GAIN} holds, < {GAIN} refuted (a refutation needs RS at "
+                "≥ "
                 f"{RS_CANDIDATES} candidates)",
                 f"{len(a)} paired dev questions",
                 verdict_random_search_beats(a, b, rs.num_candidates),

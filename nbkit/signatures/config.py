@@ -1,11 +1,14 @@
-"""One dataclass per experiment of notebook 03, its fields written with :func:`nbkit.experiment.param`, each with
+"""One dataclass per experiment of notebook 03, its fields written with :func:`nbkit.experiment.param`, each
+with
 a ``smoke()`` preset.
 
-``SessionConfig`` describes what :class:`~nbkit.signatures.experiments.SignaturesContext` loads and starts (the
-data, and the local SmolLM2 llama.cpp servers or any ``dspy.LM`` model); the experiment configs below describe
-one panel each. ``n_dev = 0`` means *every* dev case, each asked in both phrasings (standard and colloquial):
-the default run decides the module comparisons on all of them (≥ 30 questions per module), SMOKE on two cases.
-A config is built one way: ``experiment.config(smoke, **overrides)`` or ``panel(..., smoke=SMOKE, **overrides)``.
+``SessionConfig`` describes what :class:`~nbkit.signatures.experiments.SignaturesContext` loads and starts
+(the data, and the local SmolLM2 llama.cpp servers or any ``dspy.LM`` model); the experiment configs below
+describe one panel each. ``n_dev = 0`` means *every* dev case, each asked in both phrasings (standard and
+colloquial): the default run decides the module comparisons on all of them (≥ 30 questions per module), SMOKE
+on two cases. A config is built one way: ``experiment.config(smoke, **overrides)`` or ``panel(...,
+smoke=SMOKE,
+**overrides)``.
 """
 
 from __future__ import annotations
@@ -26,20 +29,27 @@ DEV_CASES = "dev cases (0 = all; x2 phrasings)"
 class SessionConfig:
     """The LM and the data every experiment shares (not a panel: it starts servers)."""
 
-    lm_model: str = param("local", help="'local' = SmolLM2-135M on llama.cpp servers nbkit starts; else any dspy.LM model string")
+    lm_model: str = param(
+        "local",
+        help="'local' = SmolLM2-135M on llama.cpp servers nbkit starts; else any dspy.LM model string",
+    )
     api_base: str = param("", help="for a remote/other server; ignored for 'local'")
     api_key_env: str = param("", help="name of the environment variable holding the key (never the key)")
     max_tokens: int = param(128, min=8, max=1024)
     seed: int = 0
     device: str = param("auto", choices=["auto", "cpu", "cuda"])
     n_ctx: int = param(2048, min=256, max=8192)
-    servers: int = param(0, min=0, max=64, help="local llama.cpp servers, one thread each; 0 = one per usable core")
+    servers: int = param(
+        0, min=0, max=64, help="local llama.cpp servers, one thread each; 0 = one per usable core"
+    )
     server: str = param(
         "auto",
         choices=["auto", "llama-server", "llama-cpp-python"],
         help="auto: llama.cpp's llama-server (batching) when make setup built it, else llama-cpp-python's",
     )
-    slots: int = param(4, min=1, max=64, help="requests each llama-server decodes together (llama-cpp-python: always 1)")
+    slots: int = param(
+        4, min=1, max=64, help="requests each llama-server decodes together (llama-cpp-python: always 1)"
+    )
     cache: str = param(
         "disk",
         choices=["disk", "memory", "off"],
@@ -67,7 +77,8 @@ class DataConfig:
 
 @dataclass
 class SignatureConfig:
-    """The typed signature derived from the hand-written examples, next to the field notes' string signature."""
+    """The typed signature derived from the hand-written examples, next to the field notes' string
+    signature."""
 
     @classmethod
     def smoke(cls) -> SignatureConfig:
@@ -115,15 +126,16 @@ class ModulesConfig:
 
 @dataclass
 class ContractsConfig:
-    """One module under each adapter, its contract violations counted by kind; then the field notes' signature.
+    """One module under each adapter, its contract violations counted by kind; then the field notes'
+    signature.
 
-    ``json`` (the schema in the prompt, no grammar) is a choice, not a default: on the 135M model its answers run
-    to ``max_tokens`` without closing the JSON, and no claim reads it; chat vs json_grammar is the comparison the
-    claims decide. The field notes' signature defaults to the grammar (``auto``): it guarantees the two string
-    fields, so what is counted is what the model writes *inside* "diagnosis" (a number or a word like "high");
-    under chat the 135M model does not write the field markers, leaving nothing to count. It is asked on train,
-    val and dev (never test): "confidence in words" is judged per answer, and refuting it (0 of n with a Wilson
-    upper bound under 5 %) needs at least 73 answers, more than dev alone has.
+    ``json`` (the schema in the prompt, no grammar) is a choice, not a default: on the 135M model its answers
+    run to ``max_tokens`` without closing the JSON, and no claim reads it; chat vs json_grammar is the
+    comparison the claims decide. The field notes' signature defaults to the grammar (``auto``): it guarantees
+    the two string fields, so what is counted is what the model writes *inside* "diagnosis" (a number or a
+    word like "high"); under chat the 135M model does not write the field markers, leaving nothing to count.
+    It is asked on train, val and dev (never test): "confidence in words" is judged per answer, and refuting
+    it (0 of n with a Wilson upper bound under 5 %) needs at least 73 answers, more than dev alone has.
     """
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
@@ -131,9 +143,13 @@ class ContractsConfig:
     module: str = param("predict", choices=MODULES)
     signature: str = param("typed", choices=SIGNATURES)
     field_notes_signature: bool = param(True, label="also the field notes' string signature")
-    field_notes_adapter: str = param("auto", choices=["auto", *ADAPTERS], help="adapter for the field notes' signature")
+    field_notes_adapter: str = param(
+        "auto", choices=["auto", *ADAPTERS], help="adapter for the field notes' signature"
+    )
     field_notes_splits: tuple = param(
-        ("train", "val", "dev"), choices=["train", "val", "dev"], help="splits the field notes' signature is asked on (never test)"
+        ("train", "val", "dev"),
+        choices=["train", "val", "dev"],
+        help="splits the field notes' signature is asked on (never test)",
     )
 
     @classmethod
@@ -143,10 +159,11 @@ class ContractsConfig:
 
 @dataclass
 class CompileConfig:
-    """BootstrapFewShot on compile sets that differ in their colloquial share, then (optionally) random search.
+    """BootstrapFewShot on compile sets that differ in their colloquial share, then (optionally) random
+    search.
 
-    Random search scores each candidate on ``n_val`` validation cases: a few cases are enough to pick among the
-    programs that the dev questions then compare, and every val case costs two LM calls per candidate.
+    Random search scores each candidate on ``n_val`` validation cases: a few cases are enough to pick among
+    the programs that the dev questions then compare, and every val case costs two LM calls per candidate.
     """
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
@@ -154,7 +171,9 @@ class CompileConfig:
     max_demos: int = param(2, min=0, max=8)
     mixes: tuple = param((0.0, 0.5), choices=[0.0, 0.125, 0.25, 0.5, 1.0])
     module: str = param(
-        "auto", choices=["auto", *MODULES], help="auto: the module with the best uncompiled hit@3 on the val cases (never dev)"
+        "auto",
+        choices=["auto", *MODULES],
+        help="auto: the module with the best uncompiled hit@3 on the val cases (never dev)",
     )
     random_search: bool = True
     num_candidates: int = param(1, min=1, max=8)
@@ -163,7 +182,9 @@ class CompileConfig:
 
     @classmethod
     def smoke(cls) -> CompileConfig:
-        return dataclasses.replace(cls(), n_dev=2, compile_size=2, max_demos=1, module="predict", random_search=False)
+        return dataclasses.replace(
+            cls(), n_dev=2, compile_size=2, max_demos=1, module="predict", random_search=False
+        )
 
 
 @dataclass
@@ -200,7 +221,9 @@ class UserContractConfig:
     metric: str = param("exact", help="exact, contains, or module:function")
     modules: tuple = param(("predict", "cot"), choices=["predict", "cot"])
     adapters: tuple = param(ADAPTERS, choices=ADAPTERS)
-    adapter: str = param("auto", choices=["auto", *ADAPTERS], help="the adapter the modules are compared under")
+    adapter: str = param(
+        "auto", choices=["auto", *ADAPTERS], help="the adapter the modules are compared under"
+    )
 
     @classmethod
     def smoke(cls) -> UserContractConfig:

@@ -3,13 +3,13 @@
 A :class:`SignaturesContext` holds what every experiment shares in one notebook: the data, the splits and the
 retrievers, the LM (and the local llama.cpp servers it started, a pool of request slots), the LM copies that
 send a grammar, and each module's dev-set result, evaluated once. Every experiment makes real LM calls (the
-data and signature ones excepted) and returns a :class:`nbkit.result.Result`: ``metrics``, the frozen dataclass
-of :mod:`nbkit.signatures.metrics` that the notebook records and ``claims.py`` decides on (per-question outcomes
-included, so two programs can be compared question by question), ``table``, ``figure``, and ``data`` (the
-EvalResults and programs a later cell needs).
+data and signature ones excepted) and returns a :class:`nbkit.result.Result`: ``metrics``, the frozen
+dataclass of :mod:`nbkit.signatures.metrics` that the notebook records and ``claims.py`` decides on
+(per-question outcomes included, so two programs can be compared question by question), ``table``, ``figure``,
+and ``data`` (the EvalResults and programs a later cell needs).
 
-:func:`save_load_roundtrip` and :func:`headline` are the notebook's two summaries: a compiled program saved and
-loaded again, and the numbers its run index shows first.
+:func:`save_load_roundtrip` and :func:`headline` are the notebook's two summaries: a compiled program saved
+and loaded again, and the numbers its run index shows first.
 """
 
 from __future__ import annotations
@@ -113,13 +113,13 @@ REGISTRY = Registry("signatures")
 
 
 class SignaturesContext(Context):
-    """What notebook 03's experiments share: data, splits, retrievers, the LM and its servers, dev-set results.
+    """What notebook 03's experiments share: data, splits, retrievers, the LM and its servers, results.
 
     :meth:`open` loads and validates the data (cheap, fails fast); the LM starts once, on :meth:`start_lm` or
-    on first use. With the local model, ``servers`` single-threaded servers (0 = one per usable core) sit behind
-    one dispatcher: llama.cpp's ``llama-server`` with ``slots`` requests decoded together in each (``server=
-    "auto"`` when ``make setup`` built it), else llama-cpp-python's server, one request each. DSPy then
-    evaluates with as many threads as the servers have slots, so the batch stays full (see
+    on first use. With the local model, ``servers`` single-threaded servers (0 = one per usable core) sit
+    behind one dispatcher: llama.cpp's ``llama-server`` with ``slots`` requests decoded together in each
+    (``server="auto"`` when ``make setup`` built it), else llama-cpp-python's server, one request each. DSPy
+    then evaluates with as many threads as the servers have slots, so the batch stays full (see
     ``server.LocalLMPool``). On CUDA one server offloads every layer instead (``--n-gpu-layers``; the fallback
     needs a CUDA build of llama-cpp-python, see README). :meth:`close` stops the servers.
 
@@ -153,13 +153,16 @@ class SignaturesContext(Context):
 
     @classmethod
     def open(cls, smoke: bool = False, **overrides: Any) -> SignaturesContext:
-        """A context for :class:`SessionConfig` (its SMOKE preset when ``smoke``, with ``overrides``): the device
-        resolved once, the knowledge base and cases loaded and validated, the splits fixed by the seed."""
+        """A context for :class:`SessionConfig` (its SMOKE preset when ``smoke``, with ``overrides``): the
+        device resolved once, the knowledge base and cases loaded and validated, the splits fixed by the
+        seed."""
         cfg = config_for(SessionConfig, smoke, **overrides)
         device = pick_device(cfg.device)
         kb = load_knowledge_base(cfg.kb_path or None)
         cases = load_cases(cfg.cases_path or None, kb)
-        return cls(None, kb, cases, split_cases(cases, cfg.seed), seed=cfg.seed, device=str(device), session=cfg)
+        return cls(
+            None, kb, cases, split_cases(cases, cfg.seed), seed=cfg.seed, device=str(device), session=cfg
+        )
 
     def start_lm(self) -> LMHandle:
         """Start the LM (once): the local llama.cpp servers, or the client of any ``dspy.LM`` model."""
@@ -175,7 +178,7 @@ class SignaturesContext(Context):
                 server_kwargs=kwargs,
                 cache=cfg.cache,
             )
-            # A remote API serves requests concurrently on its own; the local pool serves `capacity` at a time.
+            # A remote API serves requests concurrently on its own; the local pool serves `capacity` at once.
             self.num_threads = self._handle.server.capacity if cfg.lm_model == LOCAL else 4
         return self._handle
 
@@ -245,8 +248,11 @@ class SignaturesContext(Context):
             progress=progress,
         )
 
-    def evaluate_module(self, kind: str, signature: str, adapter: str, n_dev: int, label: str = "") -> EvalResult:
-        """A module's dev-set result, computed once per (module, signature, adapter, n_dev) in this context."""
+    def evaluate_module(
+        self, kind: str, signature: str, adapter: str, n_dev: int, label: str = ""
+    ) -> EvalResult:
+        """A module's dev-set result, computed once per (module, signature, adapter, n_dev) in this
+        context."""
         adapter = self.resolve_adapter(adapter)
         return self.cached(
             ("module", kind, signature, adapter, n_dev),
@@ -272,7 +278,8 @@ class SignaturesContext(Context):
             return self.lm
         if self.server is None:
             raise ValueError(
-                "adapter 'json_grammar' needs the local llama.cpp server (LM_MODEL='local'); use 'json' for other models"
+                "adapter 'json_grammar' needs the local llama.cpp server (LM_MODEL='local'); use 'json' for "
+                "other models"
             )
         sig = self.signature(signature) if isinstance(signature, str) else signature
         key = signature if isinstance(signature, str) else f"{sig.__name__}@{id(sig)}"
@@ -289,10 +296,13 @@ class SignaturesContext(Context):
         return sorted(entries, key=lambda e: str(e.get("timestamp", "")))
 
     def calls_summary(self) -> LMCalls:
-        """LM calls so far: ``served`` by the LM in this run and answered ``from_cache`` (see :class:`LMCalls`;
+        """LM calls so far: ``served`` by the LM in this run and answered ``from_cache`` (see
+        :class:`LMCalls`;
         a cached answer was generated, and counted, by the run that first served it)."""
         entries = self.history()
-        served = [int((e.get("usage") or {}).get("completion_tokens") or 0) for e in entries if e.get("usage")]
+        served = [
+            int((e.get("usage") or {}).get("completion_tokens") or 0) for e in entries if e.get("usage")
+        ]
         return LMCalls(
             calls=len(entries),
             served=len(served),
@@ -320,10 +330,15 @@ def local_server_kwargs(cfg: SessionConfig, device_type: str, kind: str, cores: 
     ``cores`` usable cores.
 
     On CUDA: one server with every layer on the GPU (llama-server: ``--n-gpu-layers all``; llama-cpp-python:
-    ``--n_gpu_layers -1``). On CPU: ``cfg.servers`` servers (0 = one per core), one thread each, no GPU layers.
+    ``--n_gpu_layers -1``). On CPU: ``cfg.servers`` servers (0 = one per core), one thread each, no GPU
+    layers.
     """
     on_cuda = device_type == "cuda"
-    kwargs: dict[str, Any] = {"n_ctx": cfg.n_ctx, "n_servers": 1 if on_cuda else (cfg.servers or cores), "kind": kind}
+    kwargs: dict[str, Any] = {
+        "n_ctx": cfg.n_ctx,
+        "n_servers": 1 if on_cuda else (cfg.servers or cores),
+        "kind": kind,
+    }
     if kind == "llama-server":
         kwargs.update(slots=cfg.slots, n_gpu_layers="all" if on_cuda else 0)
     else:
@@ -339,7 +354,8 @@ def _plain(value):
 # -- the data and the signature ----------------------------------------------------------------
 @REGISTRY.experiment("data", "The cases and the knowledge base", DataConfig, DataMetrics)
 def run_data(cfg: DataConfig, ctx: SignaturesContext, live: LiveFigure | None = None) -> Result[DataMetrics]:
-    """How many cases and conditions the context loaded, each split's size (in cases), and a few cases to read."""
+    """How many cases and conditions the context loaded, each split's size (in cases), and a few cases to
+    read."""
     import pandas as pd
 
     metrics = DataMetrics(cases=len(ctx.cases), kb_conditions=len(ctx.kb), **ctx.splits.sizes())
@@ -347,9 +363,14 @@ def run_data(cfg: DataConfig, ctx: SignaturesContext, live: LiveFigure | None = 
     return Result(metrics=metrics, table=table)
 
 
-@REGISTRY.experiment("signature", "Example-first: the signature from good answers", SignatureConfig, SignatureMetrics)
-def run_signature(cfg: SignatureConfig, ctx: SignaturesContext, live: LiveFigure | None = None) -> Result[SignatureMetrics]:
-    """The bounds the hand-written examples share, and the fields of the typed signature built from them next to
+@REGISTRY.experiment(
+    "signature", "Example-first: the signature from good answers", SignatureConfig, SignatureMetrics
+)
+def run_signature(
+    cfg: SignatureConfig, ctx: SignaturesContext, live: LiveFigure | None = None
+) -> Result[SignatureMetrics]:
+    """The bounds the hand-written examples share, and the fields of the typed signature built from them next
+    to
     the field notes' string signature (kept as written, for comparison)."""
     import pandas as pd
 
@@ -368,13 +389,18 @@ def run_signature(cfg: SignatureConfig, ctx: SignaturesContext, live: LiveFigure
         ]
     )
     metrics = SignatureMetrics(**{k: v for k, v in specs.items() if not k.endswith("desc")})
-    return Result(metrics=metrics, table=table, data={"typed": typed, "field_notes": field_notes, "specs": specs})
+    return Result(
+        metrics=metrics, table=table, data={"typed": typed, "field_notes": field_notes, "specs": specs}
+    )
 
 
 # -- the token limit and the runaway ----------------------------------------------------------
 @REGISTRY.experiment("token_limit", "Does max_tokens reach the server?", TokenLimitConfig, TokenLimitMetrics)
-def run_token_limit(cfg: TokenLimitConfig, ctx: SignaturesContext, live: LiveFigure | None = None) -> Result[TokenLimitMetrics]:
-    """Which field DSPy puts on the wire, whether the limit reaches nbkit's server, and the stock server's runaway.
+def run_token_limit(
+    cfg: TokenLimitConfig, ctx: SignaturesContext, live: LiveFigure | None = None
+) -> Result[TokenLimitMetrics]:
+    """Which field DSPy puts on the wire, whether the limit reaches nbkit's server, and the stock server's
+    runaway.
 
     The runaway is reproduced, not asserted: a *stock* llama-cpp-python server (nbkit's field mapping off)
     with a small context receives the same DSPy request with ``max_tokens=limit``; it ignores DSPy's
@@ -388,7 +414,9 @@ def run_token_limit(cfg: TokenLimitConfig, ctx: SignaturesContext, live: LiveFig
     if server is not None:
         prompt = "Write a long story about a dragon."
         m["nbkit_max_tokens"] = server.complete(prompt, max_tokens=limit).completion_tokens
-        m["nbkit_max_completion_tokens"] = server.complete(prompt, max_tokens=limit, field="max_completion_tokens").completion_tokens
+        m["nbkit_max_completion_tokens"] = server.complete(
+            prompt, max_tokens=limit, field="max_completion_tokens"
+        ).completion_tokens
         speed = server.tokens_per_s(max_tokens=96)
         m["lm_tokens_per_s_one_stream"] = round(speed.tokens_per_s, 2)
     m["dspy_through_session"] = check_token_limit(ctx.lm, limit)["completion_tokens"]
@@ -414,7 +442,9 @@ def run_token_limit(cfg: TokenLimitConfig, ctx: SignaturesContext, live: LiveFig
 
 # -- retrieval: chosen on validation ----------------------------------------------------------
 @REGISTRY.experiment("retrieval", "Retrievers, chosen on validation", RetrievalConfig, RetrievalMetrics)
-def run_retrieval(cfg: RetrievalConfig, ctx: SignaturesContext, live: LiveFigure | None = None) -> Result[RetrievalMetrics]:
+def run_retrieval(
+    cfg: RetrievalConfig, ctx: SignaturesContext, live: LiveFigure | None = None
+) -> Result[RetrievalMetrics]:
     """Recall@k by slice on the validation split for each retriever; the best colloquial recall there
     (ties: the better standard recall, then the order of ``cfg.retrievers``) becomes the context's
     retriever. The chosen one's recall on the test split is computed once, after the choice."""
@@ -435,13 +465,21 @@ def run_retrieval(cfg: RetrievalConfig, ctx: SignaturesContext, live: LiveFigure
     chosen = max(rows, key=lambda r: (r[col], r[std], -cfg.retrievers.index(r["retriever"])))["retriever"]
     ctx.retriever_kind = chosen
     test = recall_at_k(ctx.retriever(chosen), ctx.splits.test, cfg.k)
-    rows.append({"retriever": chosen, "split": "test (chosen, once)", **{f"recall@{cfg.k} {s}": v for s, v in test.items()}})
+    rows.append(
+        {
+            "retriever": chosen,
+            "split": "test (chosen, once)",
+            **{f"recall@{cfg.k} {s}": v for s, v in test.items()},
+        }
+    )
     metrics = RetrievalMetrics(
         chosen=chosen,
         chosen_on="val",
         val_cases=len(ctx.splits.val),
         test_cases=len(ctx.splits.test),
-        val={r["retriever"]: {k: _plain(v) for k, v in r.items() if k.startswith("recall")} for r in rows[:-1]},
+        val={
+            r["retriever"]: {k: _plain(v) for k, v in r.items() if k.startswith("recall")} for r in rows[:-1]
+        },
         test_of_chosen={k: _plain(v) for k, v in test.items()},
     )
     return Result(metrics=metrics, table=pd.DataFrame(rows))
@@ -449,8 +487,11 @@ def run_retrieval(cfg: RetrievalConfig, ctx: SignaturesContext, live: LiveFigure
 
 # -- 1. modules behind one signature ----------------------------------------------------------
 @REGISTRY.experiment("modules", "Modules behind one signature", ModulesConfig, ModulesMetrics)
-def run_modules(cfg: ModulesConfig, ctx: SignaturesContext, live: LiveFigure | None = None) -> Result[ModulesMetrics]:
-    """Each module behind the same signature on the same dev questions: hit@3 by slice, violations, outcomes."""
+def run_modules(
+    cfg: ModulesConfig, ctx: SignaturesContext, live: LiveFigure | None = None
+) -> Result[ModulesMetrics]:
+    """Each module behind the same signature on the same dev questions: hit@3 by slice, violations,
+    outcomes."""
     import plotly.graph_objects as go
 
     adapter = ctx.resolve_adapter(cfg.adapter)
@@ -496,8 +537,11 @@ def run_modules(cfg: ModulesConfig, ctx: SignaturesContext, live: LiveFigure | N
 
 # -- 2. contract failures per adapter ---------------------------------------------------------
 @REGISTRY.experiment("contracts", "Contract failures per adapter", ContractsConfig, ContractsMetrics)
-def run_contracts(cfg: ContractsConfig, ctx: SignaturesContext, live: LiveFigure | None = None) -> Result[ContractsMetrics]:
-    """One module under each adapter, its contract violations by kind; then the field notes' string signature."""
+def run_contracts(
+    cfg: ContractsConfig, ctx: SignaturesContext, live: LiveFigure | None = None
+) -> Result[ContractsMetrics]:
+    """One module under each adapter, its contract violations by kind; then the field notes' string
+    signature."""
     import pandas as pd
     import plotly.graph_objects as go
 
@@ -531,7 +575,9 @@ def run_contracts(cfg: ContractsConfig, ctx: SignaturesContext, live: LiveFigure
         # numbers" rests on enough answers to be refuted (see its verdict).
         notes_adapter = ctx.resolve_adapter(cfg.field_notes_adapter)
         notes_cases = [
-            c for name in cfg.field_notes_splits for c in (ctx.dev_cases(cfg.n_dev) if name == "dev" else getattr(ctx.splits, name))
+            c
+            for name in cfg.field_notes_splits
+            for c in (ctx.dev_cases(cfg.n_dev) if name == "dev" else getattr(ctx.splits, name))
         ]
         notes = ctx.evaluate(
             ctx.module("predict", "field_notes"),
@@ -540,7 +586,9 @@ def run_contracts(cfg: ContractsConfig, ctx: SignaturesContext, live: LiveFigure
             label="field notes' signature",
             signature="field_notes",
         )
-        with_items = [r for r in notes.records if not STRUCTURAL & set(r["violations"]) and int(r.get("items", 0)) > 0]
+        with_items = [
+            r for r in notes.records if not STRUCTURAL & set(r["violations"]) and int(r.get("items", 0)) > 0
+        ]
         notes_answers = FieldNotesAnswers(
             adapter=notes_adapter,
             splits=list(cfg.field_notes_splits),
@@ -577,9 +625,12 @@ def _compile_row(name: str, res: EvalResult, extra: dict | None = None) -> dict:
 
 
 @REGISTRY.experiment("compile", "Compiling and the colloquial mix", CompileConfig, CompileMetrics)
-def run_compile(cfg: CompileConfig, ctx: SignaturesContext, live: LiveFigure | None = None) -> Result[CompileMetrics]:
+def run_compile(
+    cfg: CompileConfig, ctx: SignaturesContext, live: LiveFigure | None = None
+) -> Result[CompileMetrics]:
     """BootstrapFewShot on compile sets differing only in their colloquial share, then (optionally)
-    BootstrapFewShotWithRandomSearch scored on the validation split; every program on the same dev questions."""
+    BootstrapFewShotWithRandomSearch scored on the validation split; every program on the same dev
+    questions."""
     import pandas as pd
     import plotly.graph_objects as go
 
@@ -592,7 +643,11 @@ def run_compile(cfg: CompileConfig, ctx: SignaturesContext, live: LiveFigure | N
         # Chosen on validation questions, never on the dev questions the compile claims are judged on:
         # the uncompiled module with the best val hit@3 (ties: the first in MODULES, the cheapest).
         val_hit = {
-            kind: _plain(ctx.evaluate(ctx.module(kind), valset, adapter=adapter, label=f"{kind} (val)", progress=False).score)
+            kind: _plain(
+                ctx.evaluate(
+                    ctx.module(kind), valset, adapter=adapter, label=f"{kind} (val)", progress=False
+                ).score
+            )
             for kind in MODULES
         }
         module = max(MODULES, key=lambda kind: (val_hit[kind], -MODULES.index(kind)))
@@ -646,7 +701,11 @@ def run_compile(cfg: CompileConfig, ctx: SignaturesContext, live: LiveFigure | N
         res = ctx.evaluate(program, examples, adapter=adapter, label="random search", progress=False)
         demos = demo_counts(program)
         programs[name], results[name] = program, res
-        demo_cols = {"colloquial share": mix, "demos bootstrapped": demos["bootstrapped"], "demos labeled": demos["labeled"]}
+        demo_cols = {
+            "colloquial share": mix,
+            "demos bootstrapped": demos["bootstrapped"],
+            "demos labeled": demos["labeled"],
+        }
         rows.append(_compile_row(name, res, demo_cols))
         random_search = RandomSearchRun(
             ran=True,
@@ -662,14 +721,17 @@ def run_compile(cfg: CompileConfig, ctx: SignaturesContext, live: LiveFigure | N
     base = baseline.score_by_slice()
     gains = {
         r["program"]: {
-            s: _plain(r[f"hit@3 {s}"] - base[s]) if base.get(s) is not None and r[f"hit@3 {s}"] is not None else None
+            s: _plain(r[f"hit@3 {s}"] - base[s])
+            if base.get(s) is not None and r[f"hit@3 {s}"] is not None
+            else None
             for s in ("standard", "colloquial")
         }
         for r in rows[1:]
     }
     fig = go.Figure(
         layout=dict(
-            title=f"Compiling {cfg.module}: hit@3 by slice ({len(examples)} dev questions, {adapter} adapter)",
+            title=f"Compiling {cfg.module}: hit@3 by slice "
+            f"({len(examples)} dev questions, {adapter} adapter)",
             barmode="group",
             yaxis=dict(title="hit@3", range=[0, 1.05]),
             template="plotly_white",
@@ -689,7 +751,12 @@ def run_compile(cfg: CompileConfig, ctx: SignaturesContext, live: LiveFigure | N
         random_search=random_search,
         seconds=round(time.perf_counter() - start, 1),
     )
-    return Result(metrics=metrics, table=table, figure=fig, data={"programs": programs, "results": results, "adapter": adapter})
+    return Result(
+        metrics=metrics,
+        table=table,
+        figure=fig,
+        data={"programs": programs, "results": results, "adapter": adapter},
+    )
 
 
 def save_load_roundtrip(ctx: SignaturesContext, compiled: Result[CompileMetrics]) -> RoundtripMetrics:
@@ -700,7 +767,9 @@ def save_load_roundtrip(ctx: SignaturesContext, compiled: Result[CompileMetrics]
     loaded = load_program(ctx.module(compiled.metrics.module), saved)
     probe = ctx.dev_examples(1)[:1]
     answers = [
-        ctx.evaluate(p, probe, adapter=compiled.data["adapter"], label=label, progress=False).records[0]["predicted"]
+        ctx.evaluate(p, probe, adapter=compiled.data["adapter"], label=label, progress=False).records[0][
+            "predicted"
+        ]
         for p, label in ((program, "original"), (loaded, "loaded"))
     ]
     return RoundtripMetrics(
@@ -744,14 +813,18 @@ def run_ask(cfg: AskConfig, ctx: SignaturesContext, live: LiveFigure | None = No
             if ctx.server is not None:
                 ctx.server.ensure_running()
             error = exc
-        violations = check_contract(outputs, error, output_fields=tuple(ctx.signature(cfg.signature).output_fields))
+        violations = check_contract(
+            outputs, error, output_fields=tuple(ctx.signature(cfg.signature).output_fields)
+        )
         items = diagnoses_of(outputs or {})
         rows.append(
             {
                 "module": kind,
                 "diagnoses": items,
                 "reasoning": (outputs or {}).get("reasoning"),
-                "contract": "holds" if not violations else "; ".join(f"{v.kind}: {v.detail}" for v in violations),
+                "contract": "holds"
+                if not violations
+                else "; ".join(f"{v.kind}: {v.detail}" for v in violations),
                 "raw on failure": (getattr(error, "lm_response", "") or "")[:300] if error else "",
                 "seconds": round(time.perf_counter() - start, 1),
             }
@@ -772,7 +845,9 @@ def run_ask(cfg: AskConfig, ctx: SignaturesContext, live: LiveFigure | None = No
 
 # -- 5. history viewer ------------------------------------------------------------------------
 @REGISTRY.experiment("history", "LM call history (inspect_history)", HistoryConfig, HistoryMetrics)
-def run_history(cfg: HistoryConfig, ctx: SignaturesContext, live: LiveFigure | None = None) -> Result[HistoryMetrics]:
+def run_history(
+    cfg: HistoryConfig, ctx: SignaturesContext, live: LiveFigure | None = None
+) -> Result[HistoryMetrics]:
     """``dspy.inspect_history`` (DSPy's global history), captured as text (prompt, response, usage)."""
     import dspy
     import plotly.graph_objects as go
@@ -794,7 +869,11 @@ def run_history(cfg: HistoryConfig, ctx: SignaturesContext, live: LiveFigure | N
     )
     fig.add_bar(name="completion tokens", x=list(range(len(tokens))), y=tokens)
     fig.add_scatter(name="max_tokens", x=list(range(len(tokens))), y=[max_tokens] * len(tokens), mode="lines")
-    return Result(metrics=HistoryMetrics(calls=ctx.calls_summary()), figure=fig, data={"text": buf.getvalue(), "tokens": tokens})
+    return Result(
+        metrics=HistoryMetrics(calls=ctx.calls_summary()),
+        figure=fig,
+        data={"text": buf.getvalue(), "tokens": tokens},
+    )
 
 
 # -- 6. your own contract ---------------------------------------------------------------------
@@ -819,19 +898,26 @@ def run_user_contract(
 
     contract = uc.load_contract(cfg.signature, cfg.dev_set, cfg.metric)
     if contract is None:
-        return Result(metrics=UserContractMetrics(ran=False, why=NOT_GIVEN), table=pd.DataFrame([{"your contract": NOT_GIVEN}]))
+        return Result(
+            metrics=UserContractMetrics(ran=False, why=NOT_GIVEN),
+            table=pd.DataFrame([{"your contract": NOT_GIVEN}]),
+        )
     signature, examples, metric = contract
     outputs = tuple(signature.output_fields)
     modules = {"predict": dspy.Predict, "cot": dspy.ChainOfThought}
     unknown = sorted(set(cfg.modules) - set(modules))
     if unknown:
-        raise ValueError(f"modules {unknown} need the medical knowledge base; for your signature choose from {sorted(modules)}")
+        raise ValueError(
+            f"modules {unknown} need the medical knowledge base; for your signature choose from "
+            f"{sorted(modules)}"
+        )
 
     def run(kind, adapter):
         adapter = ctx.resolve_adapter(adapter)
         program = modules[kind](signature)
         # The grammar is built from the signature the module's predictor really answers: ChainOfThought adds a
-        # `reasoning` output, and a grammar of the user's fields alone would forbid it (every answer missing it).
+        # `reasoning` output, and a grammar of the user's fields alone would forbid it (every answer missing
+        # it).
         (_name, predictor), *_ = program.named_predictors()
         out = uc.evaluate(
             program,
@@ -883,7 +969,12 @@ def run_user_contract(
             a, b = paired(by_module[kind], by_module["predict"])
             verdict = verdict_program_beats(a, b, f"{cfg.metric} {kind} − predict")
             interval = paired_interval(a, b, floor=True)
-            comparisons[kind] = {"verdict": verdict.verdict, "why": verdict.why, "interval": interval, "n": len(a)}
+            comparisons[kind] = {
+                "verdict": verdict.verdict,
+                "why": verdict.why,
+                "interval": interval,
+                "n": len(a),
+            }
     metrics = UserContractMetrics(
         ran=True,
         signature=str(cfg.signature),
@@ -898,9 +989,12 @@ def run_user_contract(
 
 
 # -- the notebook's headline ------------------------------------------------------------------
-def headline(modules: ModulesMetrics, contracts: ContractsMetrics, history: HistoryMetrics, seconds: float) -> dict[str, Any]:
+def headline(
+    modules: ModulesMetrics, contracts: ContractsMetrics, history: HistoryMetrics, seconds: float
+) -> dict[str, Any]:
     """The numbers a reader wants first: questions per module, the best module's hit@3, the violation rate
-    under chat and under the grammar, the run's seconds, and LM calls answered from cache (> 0: a warm re-run)."""
+    under chat and under the grammar, the run's seconds, and LM calls answered from cache (> 0: a warm
+    re-run)."""
     hit = {m: v["hit@3"] for m, v in modules.scores.items()}
     best = max(hit, key=hit.__getitem__)
     return {

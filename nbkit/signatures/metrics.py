@@ -30,7 +30,8 @@ class DataMetrics:
 
 @dataclass(frozen=True)
 class SignatureMetrics:
-    """The bounds read off the hand-written examples, from which the typed signature's descriptions are built."""
+    """The bounds read off the hand-written examples, from which the typed signature's descriptions are
+    built."""
 
     max_diagnoses: int
     confidence_min: float
@@ -72,7 +73,8 @@ class RetrievalMetrics:
 
 @dataclass(frozen=True)
 class ModulesMetrics:
-    """Each module behind one signature on the same dev questions: scores by slice, per-question outcomes, bounds."""
+    """Each module behind one signature on the same dev questions: scores by slice, per-question outcomes,
+    bounds."""
 
     adapter: str
     signature: str
@@ -85,8 +87,8 @@ class ModulesMetrics:
 @dataclass(frozen=True)
 class FieldNotesAnswers:
     """The field notes' string signature, asked on ``splits``: violations by kind over every answer, then the
-    prompt-only bounds among parsed answers (the last three kinds above are recounted over parsed answers only),
-    and per answer whether any of its diagnosis items gives a non-numeric confidence."""
+    prompt-only bounds among parsed answers (the last three kinds above are recounted over parsed answers
+    only), and per answer whether any of its diagnosis items gives a non-numeric confidence."""
 
     adapter: str
     splits: list[str]
@@ -108,7 +110,8 @@ class FieldNotesAnswers:
 
 @dataclass(frozen=True)
 class ContractsMetrics:
-    """One module under each adapter on the same dev questions: violation rate, violations by kind, outcomes."""
+    """One module under each adapter on the same dev questions: violation rate, violations by kind,
+    outcomes."""
 
     module: str
     signature: str
@@ -122,7 +125,8 @@ class ContractsMetrics:
 
 @dataclass(frozen=True)
 class ModuleChoice:
-    """How ``module="auto"`` chose the compiled module: uncompiled hit@3 per module on ``questions`` val questions."""
+    """How ``module="auto"`` chose the compiled module: uncompiled hit@3 per module on ``questions`` val
+    questions."""
 
     split: str
     questions: int
@@ -131,7 +135,8 @@ class ModuleChoice:
 
 @dataclass(frozen=True)
 class RandomSearchRun:
-    """BootstrapFewShotWithRandomSearch, when it ran: its program's name, candidates' val scores, their number."""
+    """BootstrapFewShotWithRandomSearch, when it ran: its program's name, candidates' val scores, their
+    number."""
 
     ran: bool = False
     program: str = ""
@@ -164,8 +169,9 @@ class AskMetrics:
 
 @dataclass(frozen=True)
 class LMCalls:
-    """LM calls of a context so far: ``served`` by the LM in this run (with their completion tokens, the longest,
-    how many exceeded ``max_tokens``) and answered ``from_cache`` (DSPy's cache returns no usage for those)."""
+    """LM calls of a context so far: ``served`` by the LM in this run (with their completion tokens, the
+    longest, how many exceeded ``max_tokens``) and answered ``from_cache`` (DSPy's cache returns no usage for
+    those)."""
 
     calls: int
     served: int
@@ -201,7 +207,8 @@ class UserContractMetrics:
 
 @dataclass(frozen=True)
 class RoundtripMetrics:
-    """A compiled program saved to JSON and loaded into a fresh module: its size, demos, and whether the loaded
+    """A compiled program saved to JSON and loaded into a fresh module: its size, demos, and whether the
+    loaded
     program has the same demos and gives the same answer."""
 
     program: str

@@ -1,4 +1,5 @@
-"""Notebook 03's panels: :func:`nbkit.experiment.panel` over :data:`experiments.REGISTRY`, bound to the context.
+"""Notebook 03's panels: :func:`nbkit.experiment.panel` over :data:`experiments.REGISTRY`, bound to the
+context.
 
 ``panel("modules", ctx, smoke=SMOKE, adapter=ADAPTER)`` builds the controls from the experiment's config (its
 SMOKE preset when ``smoke``, with the overrides) and runs it in ``ctx`` when Run is pressed (or ``.run()``).
@@ -32,6 +33,10 @@ def _text(result: Result[Any]) -> Any:
 SHOW = {"history": _text}
 
 
-def panel(slug: str, ctx: SignaturesContext, *, smoke: bool = False, widget: bool | None = None, **overrides: Any) -> Panel:
+def panel(
+    slug: str, ctx: SignaturesContext, *, smoke: bool = False, widget: bool | None = None, **overrides: Any
+) -> Panel:
     """The panel of experiment ``slug`` (see ``REGISTRY.slugs``), running in ``ctx``."""
-    return experiment_panel(REGISTRY[slug], ctx, smoke=smoke, widget=widget, show_result=SHOW.get(slug, _table), **overrides)
+    return experiment_panel(
+        REGISTRY[slug], ctx, smoke=smoke, widget=widget, show_result=SHOW.get(slug, _table), **overrides
+    )

@@ -61,6 +61,12 @@ def test_save_load_headline_and_claims(metrics):
     assert 3 <= len(metrics["headline"]) <= 6
     claims = metrics["claims"]
     keys = {c["key"] for c in claims}
-    assert {"modules_serve_contract", "grammar_fixes_structure", "runaway_reproduced", "limit_enforced", "standard_only_gap"} <= keys
+    assert {
+        "modules_serve_contract",
+        "grammar_fixes_structure",
+        "runaway_reproduced",
+        "limit_enforced",
+        "standard_only_gap",
+    } <= keys
     assert all(c["verdict"] in ("holds", "refuted", "inconclusive") and c["n"] and c["rule"] for c in claims)
     assert next(c for c in claims if c["key"] == "runaway_reproduced")["verdict"] == "holds"

@@ -14,7 +14,11 @@ from nbkit.signatures.lm import LMHandle  # noqa: E402
 def echo_lm():
     """DummyLM in dictionary mode: every prompt contains 'symptoms', so every call gets the same
     contract-clean differential naming 'gout' (deterministic and endless)."""
-    answer = {"reasoning": "Classic gout.", "diagnoses": [{"condition": "gout", "confidence": 0.7}], "diagnosis": "condition: gout, confidence: 0.7"}
+    answer = {
+        "reasoning": "Classic gout.",
+        "diagnoses": [{"condition": "gout", "confidence": 0.7}],
+        "diagnosis": "condition: gout, confidence: 0.7",
+    }
     return dspy.utils.DummyLM({"symptoms": answer})
 
 
@@ -84,7 +88,9 @@ def test_compile_module_is_chosen_on_validation_questions(ctx):
     """module='auto' (the default) scores every module uncompiled on the val questions, never on dev."""
     from nbkit.signatures.modules import MODULES
 
-    result = panels.panel("compile", ctx, widget=False).run(n_dev=1, compile_size=2, max_demos=1, mixes=(0.0,), random_search=False, n_val=2)
+    result = panels.panel("compile", ctx, widget=False).run(
+        n_dev=1, compile_size=2, max_demos=1, mixes=(0.0,), random_search=False, n_val=2
+    )
     on = result.metrics.module_chosen_on
     assert on.split == "val" and on.questions == 4 and set(on.hit_at_3) == set(MODULES)
     assert result.metrics.module == max(MODULES, key=lambda k: (on.hit_at_3[k], -MODULES.index(k)))
@@ -125,20 +131,33 @@ def test_data_and_signature_experiments(ctx):
     assert data.metrics.cases == len(ctx.cases) and data.metrics.dev == len(ctx.splits.dev)
     assert list(data.table.columns) == ["id", "conditions", "standard", "colloquial"] and len(data.table) == 3
     signature = experiments.run_signature(experiments.run_signature.config(smoke=True), ctx)
-    assert signature.metrics.max_reasoning_words >= 50 and 0 <= signature.metrics.confidence_min < signature.metrics.confidence_max
-    assert signature.table["signature"].nunique() == 2 and not any(k.endswith("desc") for k in vars(signature.metrics))
+    assert (
+        signature.metrics.max_reasoning_words >= 50
+        and 0 <= signature.metrics.confidence_min < signature.metrics.confidence_max
+    )
+    assert signature.table["signature"].nunique() == 2 and not any(
+        k.endswith("desc") for k in vars(signature.metrics)
+    )
 
 
 def test_save_load_roundtrip_and_headline(ctx):
     compiled = panels.panel("compile", ctx, smoke=True, widget=False).run(n_dev=1, mixes=(0.0,))
     roundtrip = experiments.save_load_roundtrip(ctx, compiled)
     assert roundtrip.program == "BFS 0% colloquial" and roundtrip.bytes > 0
-    assert roundtrip.same_demos and roundtrip.same_answer  # DummyLM answers alike: the loaded program is the same
+    assert (
+        roundtrip.same_demos and roundtrip.same_answer
+    )  # DummyLM answers alike: the loaded program is the same
     modules = panels.panel("modules", ctx, smoke=True, widget=False).run(modules=("predict", "cot"))
-    contracts = panels.panel("contracts", ctx, smoke=True, widget=False).run(adapters=("chat",), field_notes_signature=False)
+    contracts = panels.panel("contracts", ctx, smoke=True, widget=False).run(
+        adapters=("chat",), field_notes_signature=False
+    )
     history = panels.panel("history", ctx, widget=False).run()
     headline = experiments.headline(modules.metrics, contracts.metrics, history.metrics, 1.5)
-    assert headline["dev questions per module"] == 4 and [k for k in headline if k.startswith("best")] == ["best hit@3 (predict)"]
+    assert headline["dev questions per module"] == 4 and [k for k in headline if k.startswith("best")] == [
+        "best hit@3 (predict)"
+    ]
     assert headline["chat violation rate"] == 0.0 and headline["grammar violation rate"] is None
-    assert headline["notebook seconds"] == 1.5 and headline["LM calls answered from cache"] == history.metrics.calls.from_cache
-
+    assert (
+        headline["notebook seconds"] == 1.5
+        and headline["LM calls answered from cache"] == history.metrics.calls.from_cache
+    )
