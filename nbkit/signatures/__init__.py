@@ -7,8 +7,7 @@ Submodules (import them directly; nothing heavy is imported here), in a newcomer
 * ``experiments`` — ``REGISTRY`` of ``run_x(cfg, ctx, live) -> Result[XMetrics]`` and ``SignaturesContext``
   (data, retrievers, the LM and its servers, dev-set results), ``save_load_roundtrip``, ``headline``.
 * ``metrics``     — the frozen ``XMetrics`` dataclasses the experiments return and the claims read.
-* ``claims``      — named two-sided ``verdict_*`` functions returning ``Verdict`` and ``claims(...) ->
-  list[Claim]``.
+* ``claims``      — two-sided ``verdict_*`` functions returning ``Verdict``; ``claims(...) -> list[Claim]``.
 * ``server``      — local servers on loopback: llama.cpp's batching ``llama-server`` (``LlamaCppServer``) or
   llama-cpp-python's (``LocalLMServer``, the fallback), one per core behind a dispatcher (``LocalLMPool``);
   ``llama_server`` is the launcher and supervisor (``python -m nbkit.signatures.llama_server``).

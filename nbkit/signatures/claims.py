@@ -104,8 +104,7 @@ def _paired_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, flo
 
 def _paired_gain(a: Sequence[float], b: Sequence[float], threshold: float, what: str, unit: str) -> Verdict:
     """decide_at_least on the interval of mean(a − b) (see :func:`_paired_interval`); a non-binary sample
-    needs
-    MIN_PAIRS pairs and some spread."""
+    needs MIN_PAIRS pairs and some spread."""
     if _binary(a, b) and not a:
         return Verdict(INCONCLUSIVE, f"{what}: no paired {unit}")
     if not _binary(a, b) and len(a) < MIN_PAIRS:
@@ -145,8 +144,7 @@ def _floor() -> Verdict:
 # -- the intervals a row shows -------------------------------------------------------------------
 def paired_interval(a: Sequence[float], b: Sequence[float], *, floor: bool = False) -> str:
     """The interval shown beside a paired verdict ("" when it has none; with ``floor``, also when both
-    programs
-    score 0 on every question, where the verdict says "floor effect")."""
+    programs score 0 on every question, where the verdict says "floor effect")."""
     if floor and _at_floor(a, b):
         return ""
     interval = _paired_interval(a, b)

@@ -1,14 +1,12 @@
 """One dataclass per experiment of notebook 03, its fields written with :func:`nbkit.experiment.param`, each
-with
-a ``smoke()`` preset.
+with a ``smoke()`` preset.
 
 ``SessionConfig`` describes what :class:`~nbkit.signatures.experiments.SignaturesContext` loads and starts
 (the data, and the local SmolLM2 llama.cpp servers or any ``dspy.LM`` model); the experiment configs below
 describe one panel each. ``n_dev = 0`` means *every* dev case, each asked in both phrasings (standard and
 colloquial): the default run decides the module comparisons on all of them (≥ 30 questions per module), SMOKE
-on two cases. A config is built one way: ``experiment.config(smoke, **overrides)`` or ``panel(...,
-smoke=SMOKE,
-**overrides)``.
+on two cases. A config is built one way: ``experiment.config(smoke, **overrides)`` or
+``panel(..., smoke=SMOKE, **overrides)``.
 """
 
 from __future__ import annotations

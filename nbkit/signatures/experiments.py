@@ -297,8 +297,7 @@ class SignaturesContext(Context):
 
     def calls_summary(self) -> LMCalls:
         """LM calls so far: ``served`` by the LM in this run and answered ``from_cache`` (see
-        :class:`LMCalls`;
-        a cached answer was generated, and counted, by the run that first served it)."""
+        :class:`LMCalls`; a cached answer was generated, and counted, by the run that first served it)."""
         entries = self.history()
         served = [
             int((e.get("usage") or {}).get("completion_tokens") or 0) for e in entries if e.get("usage")
@@ -370,8 +369,7 @@ def run_signature(
     cfg: SignatureConfig, ctx: SignaturesContext, live: LiveFigure | None = None
 ) -> Result[SignatureMetrics]:
     """The bounds the hand-written examples share, and the fields of the typed signature built from them next
-    to
-    the field notes' string signature (kept as written, for comparison)."""
+    to the field notes' string signature (kept as written, for comparison)."""
     import pandas as pd
 
     specs = derive_field_specs(HANDWRITTEN_EXAMPLES)

@@ -208,8 +208,7 @@ class UserContractMetrics:
 @dataclass(frozen=True)
 class RoundtripMetrics:
     """A compiled program saved to JSON and loaded into a fresh module: its size, demos, and whether the
-    loaded
-    program has the same demos and gives the same answer."""
+    loaded program has the same demos and gives the same answer."""
 
     program: str
     bytes: int

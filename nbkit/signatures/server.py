@@ -565,8 +565,7 @@ class LocalLMPool(_Completions):
     count — ``bench/signatures_server.py`` checks it).
 
     ``kind`` is ``"llama-server"`` (:class:`LlamaCppServer`) or ``"llama-cpp-python"``
-    (:class:`LocalLMServer`,
-    always one slot); ``"auto"`` is the first when its binary is installed.
+    (:class:`LocalLMServer`, always one slot); ``"auto"`` is the first when its binary is installed.
     """
 
     def __init__(
