@@ -32,7 +32,7 @@ BOUNDS = {REASONING_TOO_LONG, CONFIDENCE_OUT_OF_RANGE}  # bounds written only in
 
 
 def make_adapter(name: str):
-    """The DSPy adapter for ``name``; ``json_grammar`` is JSONAdapter plus a server-side schema (the session's
+    """The DSPy adapter for ``name``; ``json_grammar`` is JSONAdapter plus a server-side schema (the context's
     ``lm_for`` sends it)."""
     import dspy
 
