@@ -32,8 +32,7 @@ LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key i
 MAX_TOKENS = 128
 SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core
 LM_SERVER = "auto"  # choices: auto, llama-server, llama-cpp-python
-# disk: a re-run with the same model, prompts and settings is answered from DSPy's cache; memory; off
-LM_CACHE = "disk"
+LM_CACHE = "disk"  # disk: a re-run with the same model, prompts, settings is answered from cache; memory; off
 ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
 SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class
 DEV_SET = ""  # JSONL with every field of SIGNATURE, one example per line
