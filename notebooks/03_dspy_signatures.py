@@ -32,7 +32,7 @@ LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key i
 MAX_TOKENS = 128
 SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core
 LM_SERVER = "auto"  # choices: auto, llama-server, llama-cpp-python
-LM_CACHE = "disk"  # disk: a re-run with the same model, prompts and settings is answered from DSPy's cache; memory; off
+LM_CACHE = "disk"  # disk: a re-run with the same model, prompts, settings is answered from cache; memory; off
 ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
 SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class
 DEV_SET = ""  # JSONL with every field of SIGNATURE, one example per line
@@ -41,24 +41,32 @@ METRIC = "exact"  # exact, contains, or module:function
 # %%
 import nbkit
 
-nbkit.require("signatures")  # this notebook needs pip install 'nbkit[signatures]': one line here if anything is missing
+# This notebook needs pip install 'nbkit[signatures]': one line here if anything is missing.
+nbkit.require("signatures")
 
-import time
-
-import pandas as pd
 from IPython.display import display
 
-from nbkit.device import device_report
-from nbkit.signatures import config as cfg
-from nbkit.signatures import panels
-from nbkit.signatures.experiments import check_user_contract, start_session
+from nbkit.claims import claims_frame
+from nbkit.signatures import claims, experiments, panels
 
-NOTEBOOK_START = time.perf_counter()
-session_cfg = cfg.preset(cfg.SessionConfig, SMOKE, lm_model=LM_MODEL, api_base=LM_API_BASE, api_key_env=LM_API_KEY_ENV,
-                         max_tokens=MAX_TOKENS, seed=SEED, device=DEVICE, servers=SERVERS, server=LM_SERVER, cache=LM_CACHE)
-user_cfg = cfg.preset(cfg.UserContractConfig, SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC, adapter=ADAPTER)
-check_user_contract(user_cfg)  # a bad SIGNATURE / DEV_SET / METRIC stops the run here, before any LM starts
-device_report()
+# A bad SIGNATURE / DEV_SET / METRIC stops the run here, before any data is read or any LM starts.
+experiments.check_user_contract(
+    experiments.run_user_contract.config(SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC)
+)
+# The data is loaded and validated now (cheap, fails fast); the LM starts in the token-limit cell below.
+ctx = experiments.SignaturesContext.open(
+    SMOKE,
+    lm_model=LM_MODEL,
+    api_base=LM_API_BASE,
+    api_key_env=LM_API_KEY_ENV,
+    max_tokens=MAX_TOKENS,
+    seed=SEED,
+    device=DEVICE,
+    servers=SERVERS,
+    server=LM_SERVER,
+    cache=LM_CACHE,
+)
+experiments.device_report()
 
 # %% [markdown]
 # ## Data: symptoms → diagnoses, in a clinician's words and a patient's
@@ -71,14 +79,10 @@ device_report()
 # search's candidates) are made on **val**, programs are compared on **dev**, **test** is touched once.
 
 # %%
-from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases
-
-kb = load_knowledge_base(session_cfg.kb_path or None)
-cases = load_cases(session_cfg.cases_path or None, kb)
-splits = split_cases(cases, SEED)
-nbkit.record("dataset", {"cases": len(cases), "kb_conditions": len(kb), **splits.sizes()})
-display(pd.DataFrame(cases[:3])[["id", "conditions", "standard", "colloquial"]])
-splits.sizes()
+data = experiments.run_data(experiments.run_data.config(SMOKE), ctx)
+nbkit.record("dataset", data.metrics)
+display(data.table)
+data.metrics
 
 # %% [markdown]
 # ## Example-first: five good answers, then the signature
@@ -90,18 +94,9 @@ splits.sizes()
 # is kept as written, for comparison.
 
 # %%
-from nbkit.signatures.contracts import (
-    HANDWRITTEN_EXAMPLES,
-    derive_field_specs,
-    medical_diagnosis_signature,
-    typed_medical_diagnosis_signature,
-)
-
-specs = derive_field_specs(HANDWRITTEN_EXAMPLES)
-Typed, FieldNotes = typed_medical_diagnosis_signature(), medical_diagnosis_signature()
-display(pd.DataFrame([{"signature": s.__name__, "field": k, "type": getattr(v.annotation, "__name__", str(v.annotation)),
-                       "desc": v.json_schema_extra.get("desc")} for s in (FieldNotes, Typed) for k, v in s.fields.items()]))
-{k: v for k, v in specs.items() if not k.endswith("desc")}
+signature = experiments.run_signature(experiments.run_signature.config(SMOKE), ctx)
+display(signature.table)
+signature.metrics
 
 # %% [markdown]
 # ## The local LM: start it, and check that `max_tokens` reaches it
@@ -117,16 +112,16 @@ display(pd.DataFrame([{"signature": s.__name__, "field": k, "type": getattr(v.an
 # asserted: DSPy 3.4's native engine sends the limit as `max_completion_tokens` (captured on the wire by a
 # throwaway loopback listener); a **stock** llama-cpp-python server only knows `max_tokens` and drops
 # unknown fields, so it generates until EOS or a full context. The probe starts a stock server with a
-# small context (which bounds the runaway; the issue's 3,800 came from a 4,096 context) and sends it the
-# same DSPy request. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same request
-# through it, and raw requests with either field, must stay within the limit.
+# small context (which bounds the runaway; the reported 3,800 came from a 4,096-token context) and sends
+# it the same DSPy request. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same
+# request through it, and raw requests with either field, must stay within the limit.
 
 # %%
-session = start_session(session_cfg)
-nbkit.record("device", str(session.device))  # where the local retriever encoders (and a CUDA llama.cpp build) run
-token_limit = panels.token_limit_panel(session, cfg.preset(cfg.TokenLimitConfig, SMOKE)).display().run()
+ctx.start_lm()
+nbkit.record("device", ctx.device)  # where the local retriever encoders (and a CUDA llama.cpp build) run
+token_limit = panels.panel("token_limit", ctx, smoke=SMOKE).display().run()
 nbkit.record("max_tokens_check", token_limit.metrics)
-print(f"{session.server.label if session.server else 'remote'}: {session.num_threads} parallel requests")
+print(ctx.serving())
 token_limit.table
 
 # %% [markdown]
@@ -138,7 +133,7 @@ token_limit.table
 # split** becomes the HybridRetriever's; its test recall is computed once, after the choice.
 
 # %%
-retrieval = panels.retrieval_panel(session, cfg.preset(cfg.RetrievalConfig, SMOKE)).display().run()
+retrieval = panels.panel("retrieval", ctx, smoke=SMOKE).display().run()
 nbkit.record("retrieval", retrieval.metrics)
 retrieval.table
 
@@ -149,15 +144,16 @@ retrieval.table
 # predict with them as context) all serve the typed signature on **every dev question in both phrasings**.
 # Score: hit@3 — an acceptable diagnosis among the top three predicted conditions. "mentions expected (any
 # format)" counts answers that name an acceptable diagnosis anywhere, parsed or not: what the model knows,
-# format aside. The claims table compares each module with Predict question by question (Newcombe's paired interval).
+# format aside. The claims table compares each module with Predict question by question (Newcombe's paired
+# interval).
 #
 # Adapter `auto` = `json_grammar` on the local server: DSPy's JSONAdapter plus the signature's JSON schema
 # sent as `response_format`, which llama.cpp compiles into a decoding grammar. The next section shows why.
 
 # %%
-modules = panels.modules_panel(session, cfg.preset(cfg.ModulesConfig, SMOKE, adapter=ADAPTER)).display().run()
-nbkit.record("dev_questions_evaluated", modules.metrics["dev_questions_evaluated"])
-nbkit.record("dev_score_by_module", modules.metrics["scores"])
+modules = panels.panel("modules", ctx, smoke=SMOKE, adapter=ADAPTER).display().run()
+nbkit.record("dev_questions_evaluated", modules.metrics.dev_questions_evaluated)
+nbkit.record("dev_score_by_module", modules.metrics.scores)
 modules.table
 
 # %% [markdown]
@@ -176,10 +172,10 @@ modules.table
 # "the model keeps to numbers" to be decidable.
 
 # %%
-contracts = panels.contracts_panel(session, cfg.preset(cfg.ContractsConfig, SMOKE)).display().run()
-nbkit.record("contract_violation_rate", contracts.metrics["violation_rate"])
-nbkit.record("contract_violations_by_kind", contracts.metrics["violations_by_kind"])
-nbkit.record("field_notes_signature_violations", contracts.metrics.get("field_notes_signature"))
+contracts = panels.panel("contracts", ctx, smoke=SMOKE).display().run()
+nbkit.record("contract_violation_rate", contracts.metrics.violation_rate)
+nbkit.record("contract_violations_by_kind", contracts.metrics.violations_by_kind)
+nbkit.record("field_notes_signature_violations", contracts.metrics.field_notes_signature)
 display(contracts.table)
 contracts.data["examples"]
 
@@ -188,16 +184,16 @@ contracts.data["examples"]
 #
 # The compiled module is chosen on the **validation** questions: the module whose uncompiled hit@3 there is
 # highest (Predict in SMOKE; the panel's `module` control fixes one), so the dev questions that judge the
-# compile claims play no part in the choice. `BootstrapFewShot` compiled on sets that differ only in wording (0 % vs 50 % colloquial phrasings of
-# the same training cases), and — outside SMOKE — `BootstrapFewShotWithRandomSearch`, whose candidates are
-# scored on the **validation** split (never the compile set). Every program is scored on the same dev
-# questions, per slice. While bootstrapping, the metric also demands a clean contract, so a demo teaches
-# the format.
+# compile claims play no part in the choice. `BootstrapFewShot` compiled on sets that differ only in wording
+# (0 % vs 50 % colloquial phrasings of the same training cases), and — outside SMOKE —
+# `BootstrapFewShotWithRandomSearch`, whose candidates are scored on the **validation** split (never the
+# compile set). Every program is scored on the same dev questions, per slice. While bootstrapping, the
+# metric also demands a clean contract, so a demo teaches the format.
 
 # %%
-compiled = panels.compile_panel(session, cfg.preset(cfg.CompileConfig, SMOKE, adapter=ADAPTER)).display().run()
-nbkit.record("compile_gain_by_slice", compiled.metrics["gains"])
-nbkit.record("compile_table", compiled.metrics["table"])
+compiled = panels.panel("compile", ctx, smoke=SMOKE, adapter=ADAPTER).display().run()
+nbkit.record("compile_gain_by_slice", compiled.metrics.gains)
+nbkit.record("compile_table", compiled.metrics.table)
 compiled.table
 
 # %% [markdown]
@@ -207,19 +203,7 @@ compiled.table
 # fresh module of the same kind must give the same demos and the same answer.
 
 # %%
-import tempfile
-from pathlib import Path
-
-from nbkit.signatures.compiling import demo_counts, load_program, save_program
-
-name, program = next(iter(compiled.data["programs"].items()))
-saved = save_program(program, Path(tempfile.mkdtemp()) / "compiled.json")
-loaded = load_program(session.module(compiled.metrics["module"]), saved)
-probe = session.dev_examples(1)[:1]
-answers = [session.evaluate(p, probe, adapter=compiled.data["adapter"], label=label, progress=False).records[0]["predicted"]
-           for p, label in ((program, "original"), (loaded, "loaded"))]
-roundtrip = {"program": name, "bytes": saved.stat().st_size, "demos": demo_counts(loaded),
-             "same_demos": demo_counts(loaded) == demo_counts(program), "same_answer": answers[0] == answers[1]}
+roundtrip = experiments.save_load_roundtrip(ctx, compiled)
 nbkit.record("save_load_roundtrip", roundtrip)
 roundtrip
 
@@ -229,18 +213,18 @@ roundtrip
 # Type symptoms, pick modules, press Run: each module's structured answer and its contract check.
 
 # %%
-ask = panels.ask_panel(session, cfg.preset(cfg.AskConfig, SMOKE, adapter=ADAPTER)).display().run()
+ask = panels.panel("ask", ctx, smoke=SMOKE, adapter=ADAPTER).display().run()
 ask.table
 
 # %% [markdown]
 # ## History viewer
 #
-# `inspect_history` of the session's LM: the exact prompt DSPy built, the raw response, and the
+# `inspect_history` of the context's LM: the exact prompt DSPy built, the raw response, and the
 # completion tokens of the last calls against `max_tokens`.
 
 # %%
-history = panels.history_panel(session, cfg.preset(cfg.HistoryConfig, SMOKE)).display().run()
-nbkit.record("lm_calls", history.metrics["calls"])  # served by the LM in this run vs answered from DSPy's cache
+history = panels.panel("history", ctx, smoke=SMOKE).display().run()
+nbkit.record("lm_calls", history.metrics.calls)  # served by the LM in this run vs answered from DSPy's cache
 
 # %% [markdown]
 # ## Your own contract
@@ -255,9 +239,12 @@ nbkit.record("lm_calls", history.metrics["calls"])  # served by the LM in this r
 # ```
 
 # %%
-user = panels.user_contract_panel(session, user_cfg).display().run()
+user_panel = panels.panel(
+    "user_contract", ctx, smoke=SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC, adapter=ADAPTER
+)
+user = user_panel.display().run()
 nbkit.record("user_contract", user.metrics)
-user.table if user.metrics["ran"] else user.metrics["why"]
+user.table
 
 # %% [markdown]
 # ## Claims table
@@ -265,27 +252,21 @@ user.table if user.metrics["ran"] else user.metrics["why"]
 # Each claim from the field notes, the value this run measured, and a verdict from a two-sided rule
 # (`nbkit/signatures/claims.py`, each rule with its tolerance). Differences between programs are judged
 # on Newcombe's paired interval over the same dev questions (it keeps its width when no question differs);
-# when it straddles the tolerance the row says "inconclusive — n too small" and names n. The field notes measured F1 with GPT-4 on their own data;
-# here the score is hit@3 on this project's cases with a 135M local model.
+# when it straddles the tolerance the row says "inconclusive — n too small" and names n. The field notes
+# measured F1 with GPT-4 on their own data; here the score is hit@3 on this project's cases with a 135M
+# local model.
 
 # %%
-from nbkit.claims import claims_frame
-from nbkit.signatures.claims import claims
-
-rows = claims(modules=modules.metrics, contracts=contracts.metrics, compiled=compiled.metrics, token_limit=token_limit.metrics,
-              calls=history.metrics["calls"])
+rows = claims.claims(
+    modules=modules.metrics,
+    contracts=contracts.metrics,
+    compiled=compiled.metrics,
+    token_limit=token_limit.metrics,
+    history=history.metrics,
+)
 nbkit.record("claims", rows)
-session.close()
-seconds = round(time.perf_counter() - NOTEBOOK_START, 1)
+ctx.close()  # stops the local servers
+seconds = ctx.seconds()
 nbkit.record("notebook_seconds", seconds)
-hit = {m: v["hit@3"] for m, v in modules.metrics["scores"].items()}
-best = max(hit, key=hit.get)
-nbkit.record("headline", {
-    "dev questions per module": min(modules.metrics["dev_questions_evaluated"].values()),
-    f"best hit@3 ({best})": hit[best],
-    "chat violation rate": contracts.metrics["violation_rate"].get("chat"),
-    "grammar violation rate": contracts.metrics["violation_rate"].get("json_grammar"),
-    "notebook seconds": seconds,
-    "LM calls answered from cache": history.metrics["calls"]["from_cache"],  # > 0: a warm re-run, not a cold one
-})
+nbkit.record("headline", experiments.headline(modules.metrics, contracts.metrics, history.metrics, seconds))
 claims_frame(rows)

@@ -2,7 +2,8 @@
 
 ``data/medical_cases.jsonl`` — 63 cases written for this project. Each line::
 
-    {"id": "case001", "conditions": ["hypertension"], "standard": "...", "colloquial": "...", "rationale": "..."}
+    {"id": "case001", "conditions": ["hypertension"], "standard": "...", "colloquial": "...", "rationale":
+    "..."}
 
 ``conditions`` lists acceptable diagnoses (first = most likely), each a ``condition`` of the knowledge base;
 ``standard`` is a clinician's phrasing, ``colloquial`` how a patient or relative would ask; ``rationale``
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
-from nbkit.signatures.contracts import MAX_DIAGNOSES
+from nbkit.signatures.contracts import MAX_DIAGNOSES, Diagnosis
 
 SLICES = ("standard", "colloquial")
 CASE_KEYS = {"id": str, "conditions": list, "standard": str, "colloquial": str, "rationale": str}
@@ -50,24 +51,32 @@ def _lines(path: Path):
             try:
                 yield line_no, raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise DatasetError(f"{path}:{line_no}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); save the file as UTF-8") from None
+                raise DatasetError(
+                    f"{path}:{line_no}: not UTF-8 text (byte {raw[exc.start]:#04x} at column "
+                    f"{exc.start + 1}); save the file as UTF-8"
+                ) from None
 
 
 def json_objects(path: Path):
-    """``(line_no, object)`` for each non-blank line of a JSONL file; a line that is not a JSON object is named."""
+    """``(line_no, object)`` for each non-blank line of a JSONL file; a line that is not a JSON object is
+    named."""
     for line_no, line in _lines(path):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            raise DatasetError(
+                f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
         if not isinstance(row, dict):
             raise DatasetError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
         yield line_no, row
 
 
-def _read_jsonl(path: Path, required: dict[str, type], optional: dict[str, type] | None = None) -> list[dict[str, Any]]:
+def _read_jsonl(
+    path: Path, required: dict[str, type], optional: dict[str, type] | None = None
+) -> list[dict[str, Any]]:
     """Rows of a JSONL file with exactly the ``required`` keys (plus ``optional``); any other key is an error
     naming the closest known key, so a typo ("colloqial") never passes silently."""
     import difflib
@@ -81,17 +90,29 @@ def _read_jsonl(path: Path, required: dict[str, type], optional: dict[str, type]
             if key not in known:
                 close = difflib.get_close_matches(key, list(known), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise DatasetError(f"{path}:{line_no}: unknown key {key!r} (expected keys {sorted(known)}){hint}")
+                raise DatasetError(
+                    f"{path}:{line_no}: unknown key {key!r} (expected keys {sorted(known)}){hint}"
+                )
         for key, typ in known.items():
             if key not in row:
                 if key in optional:
                     continue
-                raise DatasetError(f"{path}:{line_no}: missing key {key!r} (expected keys {sorted(required)})")
+                raise DatasetError(
+                    f"{path}:{line_no}: missing key {key!r} (expected keys {sorted(required)})"
+                )
             value = row[key]
-            if not isinstance(value, typ) or (typ is str and not value.strip()) or (typ is list and not value):
-                raise DatasetError(f"{path}:{line_no}: key {key!r} must be a non-empty {typ.__name__}, got {value!r}")
+            if (
+                not isinstance(value, typ)
+                or (typ is str and not value.strip())
+                or (typ is list and not value)
+            ):
+                raise DatasetError(
+                    f"{path}:{line_no}: key {key!r} must be a non-empty {typ.__name__}, got {value!r}"
+                )
             if typ is list and not all(isinstance(v, str) and v.strip() for v in value):
-                raise DatasetError(f"{path}:{line_no}: key {key!r} must list non-empty strings, got {value!r}")
+                raise DatasetError(
+                    f"{path}:{line_no}: key {key!r} must list non-empty strings, got {value!r}"
+                )
         row["_line"] = line_no
         rows.append(row)
     if not rows:
@@ -105,11 +126,17 @@ class KnowledgeBase:
     aliases: dict[str, list[str]] = field(default_factory=dict)  # condition -> normalised names incl. itself
 
     def __post_init__(self):
-        self.aliases = {e["condition"]: sorted({normalise(e["condition"]), *(normalise(a) for a in e["aliases"])}) for e in self.entries}
+        self.aliases = {
+            e["condition"]: sorted({normalise(e["condition"]), *(normalise(a) for a in e["aliases"])})
+            for e in self.entries
+        }
 
     def documents(self) -> list[str]:
         """One retrievable passage per condition."""
-        return [f"{e['condition']} ({', '.join(e['aliases'])}): {e['symptoms']} {e['notes']}" for e in self.entries]
+        return [
+            f"{e['condition']} ({', '.join(e['aliases'])}): {e['symptoms']} {e['notes']}"
+            for e in self.entries
+        ]
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -122,7 +149,10 @@ def load_knowledge_base(path: str | Path | None = None) -> KnowledgeBase:
     for row in rows:
         line = row.pop("_line")
         if row["condition"] in seen:
-            raise DatasetError(f"{path}:{line}: condition {row['condition']!r} appears twice (first on line {seen[row['condition']]})")
+            raise DatasetError(
+                f"{path}:{line}: condition {row['condition']!r} appears twice (first on line "
+                f"{seen[row['condition']]})"
+            )
         seen[row["condition"]] = line
     return KnowledgeBase(rows)
 
@@ -140,10 +170,16 @@ def load_cases(path: str | Path | None = None, kb: KnowledgeBase | None = None) 
         ids.add(row["id"])
         unknown = [c for c in row["conditions"] if c not in kb.aliases]
         if unknown:
-            raise DatasetError(f"{path}:{line} ({row['id']}): conditions {unknown} are not in the knowledge base")
+            raise DatasetError(
+                f"{path}:{line} ({row['id']}): conditions {unknown} are not in the knowledge base"
+            )
         if len(row["conditions"]) > MAX_DIAGNOSES:
-            # The contract allows MAX_DIAGNOSES answers; a longer gold list would be cut silently in the demos.
-            raise DatasetError(f"{path}:{line} ({row['id']}): {len(row['conditions'])} conditions; the contract allows at most {MAX_DIAGNOSES}")
+            # The contract allows MAX_DIAGNOSES answers; a longer gold list would be cut silently in the
+            # demos.
+            raise DatasetError(
+                f"{path}:{line} ({row['id']}): {len(row['conditions'])} conditions; the contract allows at "
+                f"most {MAX_DIAGNOSES}"
+            )
     return rows
 
 
@@ -170,7 +206,9 @@ def gold_outputs(case: dict[str, Any]) -> dict[str, Any]:
     weights = {1: [0.8], 2: [0.6, 0.3], 3: [0.5, 0.3, 0.2]}[len(conds)]
     return {
         "diagnoses": [{"condition": c, "confidence": w} for c, w in zip(conds, weights, strict=True)],
-        "diagnosis": "; ".join(f"condition: {c}, confidence: {w}" for c, w in zip(conds, weights, strict=True)),
+        "diagnosis": "; ".join(
+            f"condition: {c}, confidence: {w}" for c, w in zip(conds, weights, strict=True)
+        ),
         "reasoning": case["rationale"],
     }
 
@@ -179,15 +217,22 @@ def to_examples(cases: list[dict[str, Any]], slices=SLICES, with_labels: bool = 
     """``dspy.Example``s (inputs: ``symptoms``), one per case and slice, tagged ``slice`` and ``case_id``."""
     import dspy
 
-    from nbkit.signatures.contracts import Diagnosis
-
     examples = []
     for case in cases:
         for slice_name in slices:
-            fields: dict[str, Any] = {"symptoms": case[slice_name], "slice": slice_name, "case_id": case["id"], "conditions": list(case["conditions"])}
+            fields: dict[str, Any] = {
+                "symptoms": case[slice_name],
+                "slice": slice_name,
+                "case_id": case["id"],
+                "conditions": list(case["conditions"]),
+            }
             if with_labels:
                 gold = gold_outputs(case)
-                fields.update(diagnoses=[Diagnosis(**d) for d in gold["diagnoses"]], diagnosis=gold["diagnosis"], reasoning=gold["reasoning"])
+                fields.update(
+                    diagnoses=[Diagnosis(**d) for d in gold["diagnoses"]],
+                    diagnosis=gold["diagnosis"],
+                    reasoning=gold["reasoning"],
+                )
             examples.append(dspy.Example(**fields).with_inputs("symptoms"))
     return examples
 
@@ -208,9 +253,13 @@ def check_fractions(fractions) -> None:
     try:
         values = [float(f) for f in fractions]
     except (TypeError, ValueError):
-        raise UsageError(f"split fractions must be four numbers (train, val, dev, test), got {fractions!r}") from None
+        raise UsageError(
+            f"split fractions must be four numbers (train, val, dev, test), got {fractions!r}"
+        ) from None
     if len(values) != 4:
-        raise UsageError(f"split fractions must be four numbers (train, val, dev, test), got {len(values)}: {fractions!r}")
+        raise UsageError(
+            f"split fractions must be four numbers (train, val, dev, test), got {len(values)}: {fractions!r}"
+        )
     bad = [f for f in values if not 0.0 <= f <= 1.0]  # NaN fails this too
     if bad:
         raise UsageError(f"split fractions must each lie in [0, 1], got {fractions!r}")

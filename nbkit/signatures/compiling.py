@@ -11,8 +11,8 @@ With ``num_threads > 1`` (and the LM's cache on) each bootstrap is preceded by :
 the same teacher requests for every compile example, sent at once, so the sequential pass that follows is
 answered from the in-run cache — the same requests, hence the same demos and the same compiled program.
 
-The field notes' claim — compiled on standard questions only, a program does much worse on real users' wording;
-remedy: ≥ 10 % colloquial examples in the compile set — is :func:`mix_experiment`: the same student
+The field notes' claim — compiled on standard questions only, a program does much worse on real users'
+wording; remedy: ≥ 10 % colloquial examples in the compile set — is :func:`mix_experiment`: the same student
 compiled on sets that differ only in the share of colloquial phrasings, scored per slice on the dev set.
 """
 
@@ -23,6 +23,9 @@ import io
 import json
 from pathlib import Path
 from typing import Any
+
+from nbkit.signatures.cases import compile_mix
+from nbkit.signatures.evaluation import evaluate_program
 
 OPTIMIZERS = ("bootstrap", "random_search")
 
@@ -82,7 +85,9 @@ def prefetch_teacher_calls(bootstrap, num_threads: int) -> int:
     level = quiet.level
     quiet.setLevel(logging.CRITICAL)  # a parse failure is logged by the sequential pass, once
     try:
-        done = ParallelExecutor(num_threads=num_threads, disable_progress_bar=True, max_errors=len(trainset) + 1).execute(one, trainset)
+        done = ParallelExecutor(
+            num_threads=num_threads, disable_progress_bar=True, max_errors=len(trainset) + 1
+        ).execute(one, trainset)
     finally:
         quiet.setLevel(level)
     return sum(1 for d in done if d)
@@ -90,7 +95,8 @@ def prefetch_teacher_calls(bootstrap, num_threads: int) -> int:
 
 @contextlib.contextmanager
 def concurrent_teacher_pass(num_threads: int):
-    """While active, every BootstrapFewShot (also the ones random search builds) prefetches its teacher requests."""
+    """While active, every BootstrapFewShot (also the ones random search builds) prefetches its teacher
+    requests."""
     from dspy.teleprompt import bootstrap, random_search
 
     original = bootstrap.BootstrapFewShot
@@ -131,19 +137,35 @@ def compile_program(
     if not trainset:
         raise ValueError("compile_program: empty compile set")
     adapter = adapter or dspy.ChatAdapter(use_json_adapter_fallback=False)
-    with dspy.context(lm=lm, adapter=adapter), _quiet(), concurrent_teacher_pass(num_threads) as BootstrapFewShot:  # noqa: N806
+    with (
+        dspy.context(lm=lm, adapter=adapter),
+        _quiet(),
+        concurrent_teacher_pass(num_threads) as BootstrapFewShot,
+    ):  # noqa: N806
         if optimizer == "bootstrap":
-            opt = BootstrapFewShot(metric=metric, max_bootstrapped_demos=max_demos, max_labeled_demos=max_demos, max_rounds=1, max_errors=len(trainset) + 1)
+            opt = BootstrapFewShot(
+                metric=metric,
+                max_bootstrapped_demos=max_demos,
+                max_labeled_demos=max_demos,
+                max_rounds=1,
+                max_errors=len(trainset) + 1,
+            )
             program = opt.compile(student.reset_copy(), trainset=list(trainset))
         elif optimizer == "random_search":
             if not valset:
                 raise ValueError("random_search needs a validation set distinct from the compile set")
             opt = BootstrapFewShotWithRandomSearch(
-                metric=metric, max_bootstrapped_demos=max_demos, max_labeled_demos=max_demos,
-                num_candidate_programs=num_candidates, num_threads=num_threads, max_errors=10 * (len(trainset) + len(valset)),
-            )  # fmt: skip
+                metric=metric,
+                max_bootstrapped_demos=max_demos,
+                max_labeled_demos=max_demos,
+                num_candidate_programs=num_candidates,
+                num_threads=num_threads,
+                max_errors=10 * (len(trainset) + len(valset)),
+            )
             restrict = [-2, -1, *range(num_candidates)]  # -3 (zero-shot) is the notebook's baseline already
-            program = opt.compile(student.reset_copy(), trainset=list(trainset), valset=list(valset), restrict=restrict)
+            program = opt.compile(
+                student.reset_copy(), trainset=list(trainset), valset=list(valset), restrict=restrict
+            )
         else:
             raise ValueError(f"unknown optimizer {optimizer!r}; expected one of {OPTIMIZERS}")
     return program
@@ -181,7 +203,9 @@ def load_program(fresh_program, path: str | Path):
     try:
         json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not a saved DSPy program (invalid JSON: {exc.msg} at line {exc.lineno})") from None
+        raise ValueError(
+            f"{path}: not a saved DSPy program (invalid JSON: {exc.msg} at line {exc.lineno})"
+        ) from None
     fresh_program.load(str(path))
     return fresh_program
 
@@ -208,26 +232,47 @@ def mix_experiment(
     Returns a list of dicts (one per mix) with scores by slice, the compile set's actual composition and
     its demo counts. ``progress`` is called as ``progress(mix, result)`` after each mix (live plots).
     """
-    from nbkit.signatures.cases import compile_mix
-    from nbkit.signatures.evaluation import evaluate_program
-
     rows = []
     for mix in mixes:
         compile_set = compile_mix(train_cases, size, mix, seed=seed)
         n_coll = sum(1 for e in compile_set if e.slice == "colloquial")
-        program = compile_program("bootstrap", make_student(), compile_set, metric=metric, lm=lm, adapter=adapter, max_demos=max_demos,
-                                  num_threads=num_threads)  # fmt: skip
-        result = evaluate_program(program, dev_examples, lm=lm, kb=kb, adapter=adapter, label=f"mix {mix:.0%}", num_threads=num_threads, server=server, progress=False)
+        program = compile_program(
+            "bootstrap",
+            make_student(),
+            compile_set,
+            metric=metric,
+            lm=lm,
+            adapter=adapter,
+            max_demos=max_demos,
+            num_threads=num_threads,
+        )
+        result = evaluate_program(
+            program,
+            dev_examples,
+            lm=lm,
+            kb=kb,
+            adapter=adapter,
+            label=f"mix {mix:.0%}",
+            num_threads=num_threads,
+            server=server,
+            progress=False,
+        )
         by_slice = result.score_by_slice()
         demos = demo_counts(program)
         demo_slices = [d.get("slice") for _n, p in program.named_predictors() for d in p.demos]
         row = {
-            "colloquial share": mix, "compile set": len(compile_set), "colloquial in compile set": n_coll,
-            "demos bootstrapped": demos["bootstrapped"], "demos labeled": demos["labeled"],
+            "colloquial share": mix,
+            "compile set": len(compile_set),
+            "colloquial in compile set": n_coll,
+            "demos bootstrapped": demos["bootstrapped"],
+            "demos labeled": demos["labeled"],
             "colloquial demos": sum(1 for s in demo_slices if s == "colloquial"),
-            "hit@3 standard": by_slice.get("standard"), "hit@3 colloquial": by_slice.get("colloquial"),
-            "contract violation rate": result.violation_rate, "program": program, "result": result,
-        }  # fmt: skip
+            "hit@3 standard": by_slice.get("standard"),
+            "hit@3 colloquial": by_slice.get("colloquial"),
+            "contract violation rate": result.violation_rate,
+            "program": program,
+            "result": result,
+        }
         rows.append(row)
         if progress is not None:
             progress(mix, row)

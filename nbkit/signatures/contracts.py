@@ -1,4 +1,5 @@
-"""The field notes' ``MedicalDiagnosis`` signature, a typed version derived from examples, and the contract check.
+"""The field notes' ``MedicalDiagnosis`` signature, a typed version derived from examples, and the contract
+check.
 
 DSPy puts field descriptions ("confidence 0-1", "max 50 words") into the prompt only; nothing enforces them.
 :func:`check_contract` enforces them after parsing and names every breach, so a run can count them.
@@ -28,7 +29,15 @@ CONFIDENCE_OUT_OF_RANGE = "confidence_out_of_range"
 NO_DIAGNOSIS = "no_diagnosis"
 TOO_MANY_DIAGNOSES = "too_many_diagnoses"
 REASONING_TOO_LONG = "reasoning_over_50_words"
-VIOLATION_KINDS = (PARSE_ERROR, MISSING_FIELD, CONFIDENCE_NOT_NUMERIC, CONFIDENCE_OUT_OF_RANGE, NO_DIAGNOSIS, TOO_MANY_DIAGNOSES, REASONING_TOO_LONG)
+VIOLATION_KINDS = (
+    PARSE_ERROR,
+    MISSING_FIELD,
+    CONFIDENCE_NOT_NUMERIC,
+    CONFIDENCE_OUT_OF_RANGE,
+    NO_DIAGNOSIS,
+    TOO_MANY_DIAGNOSES,
+    REASONING_TOO_LONG,
+)
 
 
 # One entry of the differential. No docstring: DSPy copies a model's docstring into the prompt's schema.
@@ -54,7 +63,9 @@ def medical_diagnosis_signature():
         """Given patient symptoms, output a differential diagnosis with confidence score."""
 
         symptoms: str = dspy.InputField(desc="Patient's reported symptoms in natural language")
-        diagnosis: str = dspy.OutputField(desc="Top 3 possible diagnoses, each with 'condition: [name], confidence: [0-1]' format")
+        diagnosis: str = dspy.OutputField(
+            desc="Top 3 possible diagnoses, each with 'condition: [name], confidence: [0-1]' format"
+        )
         reasoning: str = dspy.OutputField(desc="Brief clinical reasoning, max 50 words")
 
     return MedicalDiagnosis
@@ -66,18 +77,37 @@ def medical_diagnosis_signature():
 HANDWRITTEN_EXAMPLES: tuple[dict[str, Any], ...] = (
     {
         "symptoms": "Persistent cough for 3 weeks, worse at night, with low-grade fever.",
-        "diagnoses": [{"condition": "tuberculosis", "confidence": 0.4}, {"condition": "asthma", "confidence": 0.3}, {"condition": "gastro-oesophageal reflux disease", "confidence": 0.2}],
-        "reasoning": "Cough over 3 weeks with fever needs TB excluded; nocturnal cough also fits cough-variant asthma or reflux.",
+        "diagnoses": [
+            {"condition": "tuberculosis", "confidence": 0.4},
+            {"condition": "asthma", "confidence": 0.3},
+            {"condition": "gastro-oesophageal reflux disease", "confidence": 0.2},
+        ],
+        "reasoning": (
+            "Cough over 3 weeks with fever needs TB excluded; "
+            "nocturnal cough also fits cough-variant asthma or reflux."
+        ),
     },
     {
         "symptoms": "Burning on passing urine, going every few minutes, lower belly ache, no fever.",
-        "diagnoses": [{"condition": "urinary tract infection", "confidence": 0.85}, {"condition": "kidney stones", "confidence": 0.1}],
-        "reasoning": "Dysuria, frequency and suprapubic pain without fever is classic uncomplicated cystitis.",
+        "diagnoses": [
+            {"condition": "urinary tract infection", "confidence": 0.85},
+            {"condition": "kidney stones", "confidence": 0.1},
+        ],
+        "reasoning": (
+            "Dysuria, frequency and suprapubic pain without fever is classic uncomplicated cystitis."
+        ),
     },
     {
         "symptoms": "Sudden crushing chest pain for 30 minutes going down the left arm, sweating.",
-        "diagnoses": [{"condition": "myocardial infarction", "confidence": 0.8}, {"condition": "angina", "confidence": 0.15}, {"condition": "pulmonary embolism", "confidence": 0.05}],
-        "reasoning": "Prolonged central chest pain at rest with radiation and sweating is an acute coronary syndrome until proven otherwise; emergency.",
+        "diagnoses": [
+            {"condition": "myocardial infarction", "confidence": 0.8},
+            {"condition": "angina", "confidence": 0.15},
+            {"condition": "pulmonary embolism", "confidence": 0.05},
+        ],
+        "reasoning": (
+            "Prolonged central chest pain at rest with radiation and sweating is an acute coronary syndrome "
+            "until proven otherwise; emergency."
+        ),
     },
     {
         "symptoms": "Big toe suddenly red, hot and extremely painful overnight after a night of drinking.",
@@ -86,8 +116,13 @@ HANDWRITTEN_EXAMPLES: tuple[dict[str, Any], ...] = (
     },
     {
         "symptoms": "Every spring: sneezing, itchy watery eyes, runny nose, no fever.",
-        "diagnoses": [{"condition": "allergic rhinitis", "confidence": 0.9}, {"condition": "common cold", "confidence": 0.1}],
-        "reasoning": "Seasonal recurrence with itch and no fever points to pollen allergy rather than infection.",
+        "diagnoses": [
+            {"condition": "allergic rhinitis", "confidence": 0.9},
+            {"condition": "common cold", "confidence": 0.1},
+        ],
+        "reasoning": (
+            "Seasonal recurrence with itch and no fever points to pollen allergy rather than infection."
+        ),
     },
 )
 
@@ -107,12 +142,16 @@ def derive_field_specs(examples=HANDWRITTEN_EXAMPLES) -> dict[str, Any]:
         # The contract rounds the observed maximum up to the field notes' stated limit (50 words).
         "max_reasoning_words": max(MAX_REASONING_WORDS, words),
         "ordered": all(
-            [d["confidence"] for d in e["diagnoses"]] == sorted((d["confidence"] for d in e["diagnoses"]), reverse=True) for e in examples
+            [d["confidence"] for d in e["diagnoses"]]
+            == sorted((d["confidence"] for d in e["diagnoses"]), reverse=True)
+            for e in examples
         ),
     }
     specs["diagnoses_desc"] = (
-        f"Up to {specs['max_diagnoses']} most likely conditions{', most likely first' if specs['ordered'] else ''}; "
-        f"each a condition name and a confidence: a number between {specs['confidence_min']:g} and {specs['confidence_max']:g}"
+        f"Up to {specs['max_diagnoses']} most likely "
+        f"conditions{', most likely first' if specs['ordered'] else ''}; "
+        f"each a condition name and a confidence: a number between {specs['confidence_min']:g} and "
+        f"{specs['confidence_max']:g}"
     )
     specs["reasoning_desc"] = f"Brief clinical reasoning, at most {specs['max_reasoning_words']} words"
     return specs
@@ -120,7 +159,8 @@ def derive_field_specs(examples=HANDWRITTEN_EXAMPLES) -> dict[str, Any]:
 
 @functools.cache
 def typed_medical_diagnosis_signature():
-    """The typed contract: ``diagnoses: list[Diagnosis]`` + ``reasoning``, descs derived from HANDWRITTEN_EXAMPLES."""
+    """The typed contract: ``diagnoses: list[Diagnosis]`` + ``reasoning``, descs derived from
+    HANDWRITTEN_EXAMPLES."""
     import dspy
 
     specs = derive_field_specs()
@@ -139,7 +179,8 @@ SIGNATURES = ("typed", "field_notes")
 
 
 def signature_by_name(name: str):
-    """``typed`` (list[Diagnosis] + reasoning) or ``field_notes`` (the string signature as the field notes wrote it)."""
+    """``typed`` (list[Diagnosis] + reasoning) or ``field_notes`` (the string signature as the field notes
+    wrote it)."""
     if name == "typed":
         return typed_medical_diagnosis_signature()
     if name == "field_notes":
@@ -148,14 +189,19 @@ def signature_by_name(name: str):
 
 
 # -- parsing the field notes' free-text diagnosis field ------------------------------------------
-_DIAGNOSIS_ITEM = re.compile(r"condition\s*:\s*\[?(?P<name>[^,\]\n;]+?)\]?\s*[,;]\s*confidence\s*:\s*\[?(?P<conf>[^,\]\n;)]+)", re.I)
+_DIAGNOSIS_ITEM = re.compile(
+    r"condition\s*:\s*\[?(?P<name>[^,\]\n;]+?)\]?\s*[,;]\s*confidence\s*:\s*\[?(?P<conf>[^,\]\n;)]+)", re.I
+)
 
 
 def parse_diagnosis_text(text: str) -> list[dict[str, Any]]:
-    """``"condition: X, confidence: 0.8"`` items from the field-notes signature's string field (conf may be non-numeric)."""
+    """``"condition: X, confidence: 0.8"`` items from the field-notes signature's string field (conf may be
+    non-numeric)."""
     items = []
     for m in _DIAGNOSIS_ITEM.finditer(text or ""):
-        items.append({"condition": m.group("name").strip(" *-\"'"), "confidence": m.group("conf").strip(" *\"'.")})
+        items.append(
+            {"condition": m.group("name").strip(" *-\"'"), "confidence": m.group("conf").strip(" *\"'.")}
+        )
     return items
 
 
@@ -178,13 +224,25 @@ def diagnoses_of(outputs: dict[str, Any]) -> list[dict[str, Any]]:
     """The differential as a list of {condition, confidence} dicts, from either signature's outputs."""
     if "diagnoses" in outputs:
         items = outputs.get("diagnoses") or []
-        return [d.model_dump() if isinstance(d, BaseModel) else dict(d) if isinstance(d, dict) else {"condition": str(d), "confidence": None} for d in items]
+        return [
+            d.model_dump()
+            if isinstance(d, BaseModel)
+            else dict(d)
+            if isinstance(d, dict)
+            else {"condition": str(d), "confidence": None}
+            for d in items
+        ]
     if "diagnosis" in outputs:
         return parse_diagnosis_text(str(outputs.get("diagnosis") or ""))
     return []
 
 
-def check_contract(outputs: dict[str, Any] | None, error: BaseException | None = None, *, output_fields=("diagnoses", "reasoning")) -> list[Violation]:
+def check_contract(
+    outputs: dict[str, Any] | None,
+    error: BaseException | None = None,
+    *,
+    output_fields=("diagnoses", "reasoning"),
+) -> list[Violation]:
     """Every way ``outputs`` breaks the contract (empty list: it holds).
 
     ``error`` is the exception the module raised, if any: an ``AdapterParseError`` whose parsed result lacks
@@ -206,7 +264,11 @@ def check_contract(outputs: dict[str, Any] | None, error: BaseException | None =
         violations.append(Violation(MISSING_FIELD, f"empty or missing {missing}"))
     items = diagnoses_of(outputs)
     if not items and "diagnosis" in output_fields and outputs.get("diagnosis"):
-        violations.append(Violation(NO_DIAGNOSIS, f"no 'condition: X, confidence: p' item in {str(outputs['diagnosis'])[:80]!r}"))
+        violations.append(
+            Violation(
+                NO_DIAGNOSIS, f"no 'condition: X, confidence: p' item in {str(outputs['diagnosis'])[:80]!r}"
+            )
+        )
     elif not items and "diagnoses" in output_fields and "diagnoses" not in missing:
         violations.append(Violation(NO_DIAGNOSIS, "empty differential"))
     if len(items) > MAX_DIAGNOSES:
@@ -214,11 +276,21 @@ def check_contract(outputs: dict[str, Any] | None, error: BaseException | None =
     for item in items:
         conf = _as_float(item.get("confidence"))
         if conf is None or math.isnan(conf):
-            violations.append(Violation(CONFIDENCE_NOT_NUMERIC, f"{item.get('condition')!r}: confidence {item.get('confidence')!r}"))
+            violations.append(
+                Violation(
+                    CONFIDENCE_NOT_NUMERIC,
+                    f"{item.get('condition')!r}: confidence {item.get('confidence')!r}",
+                )
+            )
         elif not 0.0 <= conf <= 1.0:
-            violations.append(Violation(CONFIDENCE_OUT_OF_RANGE, f"{item.get('condition')!r}: confidence {conf:g} not in [0, 1]"))
+            violations.append(
+                Violation(
+                    CONFIDENCE_OUT_OF_RANGE, f"{item.get('condition')!r}: confidence {conf:g} not in [0, 1]"
+                )
+            )
     words = len(str(outputs.get("reasoning") or "").split())
     if words > MAX_REASONING_WORDS:
-        violations.append(Violation(REASONING_TOO_LONG, f"reasoning has {words} words > {MAX_REASONING_WORDS}"))
+        violations.append(
+            Violation(REASONING_TOO_LONG, f"reasoning has {words} words > {MAX_REASONING_WORDS}")
+        )
     return violations
-

@@ -32,7 +32,7 @@ BOUNDS = {REASONING_TOO_LONG, CONFIDENCE_OUT_OF_RANGE}  # bounds written only in
 
 
 def make_adapter(name: str):
-    """The DSPy adapter for ``name``; ``json_grammar`` is JSONAdapter plus a server-side schema (the session's
+    """The DSPy adapter for ``name``; ``json_grammar`` is JSONAdapter plus a server-side schema (the context's
     ``lm_for`` sends it)."""
     import dspy
 
@@ -57,7 +57,9 @@ def top_conditions(outputs: dict[str, Any], n: int = 3) -> list[str]:
 
 
 def is_hit(outputs: dict[str, Any], acceptable: list[str], kb: KnowledgeBase, n: int = 3) -> bool:
-    return any(condition_matches(name, cond, kb) for name in top_conditions(outputs, n) for cond in acceptable)
+    return any(
+        condition_matches(name, cond, kb) for name in top_conditions(outputs, n) for cond in acceptable
+    )
 
 
 def mentions_expected(text: str, acceptable: list[str], kb: KnowledgeBase) -> bool:
@@ -132,11 +134,15 @@ class EvalResult:
             "hit": [float(r["score"]) for r in self.records],
             "clean": [0.0 if r["violations"] else 1.0 for r in self.records],
             "structural": [1.0 if STRUCTURAL & set(r["violations"]) else 0.0 for r in self.records],
-            "bound_breaches": [[] if STRUCTURAL & set(r["violations"]) else [k for k in r["violations"] if k in BOUNDS] for r in self.records],
+            "bound_breaches": [
+                [] if STRUCTURAL & set(r["violations"]) else [k for k in r["violations"] if k in BOUNDS]
+                for r in self.records
+            ],
         }
 
     def bounds(self) -> dict[str, int]:
-        """Breaches of the prompt-only bounds among *parsed* answers (a parse failure has no bounds to breach)."""
+        """Breaches of the prompt-only bounds among *parsed* answers (a parse failure has no bounds to
+        breach)."""
         parsed = [r for r in self.records if not STRUCTURAL & set(r["violations"])]
         return {
             "parsed_answers": len(parsed),
@@ -149,7 +155,11 @@ class EvalResult:
 
     @property
     def tokens_per_s(self) -> float:
-        return self.completion_tokens / self.seconds if self.seconds > 0 and self.completion_tokens else float("nan")
+        return (
+            self.completion_tokens / self.seconds
+            if self.seconds > 0 and self.completion_tokens
+            else float("nan")
+        )
 
 
 def _mean(values) -> float:
@@ -159,7 +169,11 @@ def _mean(values) -> float:
 
 def _usage_tokens(entry: dict) -> int:
     usage = entry.get("usage") or {}
-    value = usage.get("completion_tokens") if isinstance(usage, dict) else getattr(usage, "completion_tokens", None)
+    value = (
+        usage.get("completion_tokens")
+        if isinstance(usage, dict)
+        else getattr(usage, "completion_tokens", None)
+    )
     return int(value or 0)
 
 
@@ -176,7 +190,8 @@ def evaluate_program(
     progress: bool = True,
     server=None,
 ) -> EvalResult:
-    """Run ``program`` on every example under ``lm``/``adapter``; never raises for a bad answer, only records it.
+    """Run ``program`` on every example under ``lm``/``adapter``; never raises for a bad answer, only records
+    it.
 
     ``num_threads`` requests are in flight at once (a batching server needs as many as it has slots).
     ``server`` (a LocalLMServer or pool) is checked after a failed call: when it has died, the remaining
@@ -229,17 +244,33 @@ def evaluate_program(
 
     start = time.perf_counter()
     with dspy.context(lm=lm, adapter=adapter):
-        executor = ParallelExecutor(num_threads=num_threads, disable_progress_bar=not progress, max_errors=len(examples) + 1, timeout=600)
+        executor = ParallelExecutor(
+            num_threads=num_threads,
+            disable_progress_bar=not progress,
+            max_errors=len(examples) + 1,
+            timeout=600,
+        )
         records = executor.execute(run_one, list(examples))
     seconds = time.perf_counter() - start
     missing = [i for i, r in enumerate(records) if r is None]
     if missing and server is not None:
-        server.ensure_running()  # a crashed server: one error with its name, exit code and log, not a generic count
+        # a crashed server: one error with its name, exit code and log, not a generic count
+        server.ensure_running()
     if missing:
-        raise RuntimeError(f"evaluate_program({label!r}): {len(missing)} of {len(records)} examples failed outside the model (see the log above)")
+        raise RuntimeError(
+            f"evaluate_program({label!r}): {len(missing)} of {len(records)} examples failed outside the "
+            "model (see the log above)"
+        )
     new_entries = lm.history[history_before:]
     tokens = sum(_usage_tokens(e) for e in new_entries)
-    return EvalResult(label, records, seconds, len(new_entries), tokens, {"num_threads": num_threads, "adapter": type(adapter).__name__})
+    return EvalResult(
+        label,
+        records,
+        seconds,
+        len(new_entries),
+        tokens,
+        {"num_threads": num_threads, "adapter": type(adapter).__name__},
+    )
 
 
 def server_running(server) -> bool:
@@ -264,13 +295,20 @@ def score_table(results: dict[str, EvalResult]):
     rows = []
     for label, res in results.items():
         by_slice = res.score_by_slice()
-        rows.append({
-            "program": label, "n": len(res.records), "hit@3": res.score,
-            "hit@3 standard": by_slice.get("standard"), "hit@3 colloquial": by_slice.get("colloquial"),
-            "mentions expected (any format)": res.mention_rate,
-            "contract violation rate": res.violation_rate, "calls": res.calls, "seconds": res.seconds,
-            "tokens/s": res.tokens_per_s,
-        })  # fmt: skip
+        rows.append(
+            {
+                "program": label,
+                "n": len(res.records),
+                "hit@3": res.score,
+                "hit@3 standard": by_slice.get("standard"),
+                "hit@3 colloquial": by_slice.get("colloquial"),
+                "mentions expected (any format)": res.mention_rate,
+                "contract violation rate": res.violation_rate,
+                "calls": res.calls,
+                "seconds": res.seconds,
+                "tokens/s": res.tokens_per_s,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -290,5 +328,13 @@ def violation_examples(result: EvalResult, per_kind: int = 1) -> list[dict[str, 
             if shown.get(kind, 0) >= per_kind:
                 continue
             shown[kind] = shown.get(kind, 0) + 1
-            out.append({"kind": kind, "case": r["case_id"], "slice": r["slice"], "detail": detail, "raw LM text": r["raw"][:300]})
+            out.append(
+                {
+                    "kind": kind,
+                    "case": r["case_id"],
+                    "slice": r["slice"],
+                    "detail": detail,
+                    "raw LM text": r["raw"][:300],
+                }
+            )
     return out

@@ -1,21 +1,20 @@
-"""``python -m nbkit.signatures.llama_server ARGS``: llama-cpp-python's server with two launch-time fixes.
+"""``python -m nbkit.signatures.llama_server ARGS``: llama-cpp-python's server with three launch-time fixes.
 
-Takes exactly ``python -m llama_cpp.server``'s arguments. Two things differ, both found on this project's
-machine and kept as small as possible:
+Takes exactly ``python -m llama_cpp.server``'s arguments. Three things differ, each kept as small as
+possible:
 
 1. **Token limit field.** OpenAI's current Chat Completions field is ``max_completion_tokens``; DSPy 3.4's
    native engine (lm15, ``openai`` preset) sends only that field. llama-cpp-python's request model knows
    only ``max_tokens`` and silently ignores unknown fields, so such a request generates until EOS or the
-   context is full (thousands of tokens: the ~3,800-token DSPy call in the issue). A tiny ASGI wrapper copies
+   context is full (thousands of tokens for a long answer). A tiny ASGI wrapper copies
    ``max_completion_tokens`` into ``max_tokens`` when only the former is present. Set
    ``NBKIT_LLAMA_MAP_MAX_COMPLETION_TOKENS=0`` to run the stock behaviour (the bug demonstration does).
-2. **Extra buffer types off.** llama.cpp repacks Q4 weights into AMX/extra CPU buffers; on this AMX CPU
+2. **Extra buffer types off.** llama.cpp repacks Q4 weights into AMX/extra CPU buffers; on an AMX CPU
    the SmolLM2 Q4_1 GGUF then segfaults in the first decode. We load with ``use_extra_bufts=False`` (plain
    CPU buffers). ``NBKIT_LLAMA_EXTRA_BUFTS=1`` restores llama.cpp's default.
-
 3. **Grammar checked on the chosen token first.** llama-cpp-python's sampler chain runs the grammar over
-   the whole 49,152-token vocabulary at every step (~+10 ms/token on one core, a third of a decode step
-   here). At temperature 0 the answer is the same if the grammar is asked only whether the greedy token is
+   the whole 49,152-token vocabulary at every step, a large share of a small model's decode step on
+   one core. At temperature 0 the answer is the same if the grammar is asked only whether the greedy token is
    allowed, and masks the whole vocabulary only when it is not — llama.cpp's own ``common_sampler`` does
    this ("grammar after"). :class:`GreedyGrammarFirstPick` is that, for greedy requests with a grammar and
    nothing else in the chain; any other request keeps llama-cpp-python's chain.
@@ -63,7 +62,9 @@ class GreedyGrammarFirstPick:
     is the stock chain's token, ties included (both take the lowest token id).
     """
 
-    def __init__(self, llama, grammar, *, repeat_penalty: float, frequency_penalty: float, presence_penalty: float):
+    def __init__(
+        self, llama, grammar, *, repeat_penalty: float, frequency_penalty: float, presence_penalty: float
+    ):
         import ctypes
 
         import llama_cpp
@@ -73,14 +74,21 @@ class GreedyGrammarFirstPick:
         self._lib, self._ctypes, self._np = llama_cpp, ctypes, np
         self.custom_samplers: list = []
         self._penalties = internals.LlamaSampler()
-        self._penalties.add_penalties(n_vocab=llama._n_vocab, penalty_last_n=llama.last_n_tokens_size, penalty_repeat=repeat_penalty,
-                                      penalty_freq=frequency_penalty, penalty_present=presence_penalty)  # fmt: skip
+        self._penalties.add_penalties(
+            n_vocab=llama._n_vocab,
+            penalty_last_n=llama.last_n_tokens_size,
+            penalty_repeat=repeat_penalty,
+            penalty_freq=frequency_penalty,
+            penalty_present=presence_penalty,
+        )
         self._grammar = internals.LlamaSampler()
         self._grammar.add_grammar(llama._model, grammar)
         self.n_vocab = llama._n_vocab
         self._data = (llama_cpp.llama_token_data * self.n_vocab)()
         # llama_token_data is {int32 id; float logit; float p}: a numpy view writes the logits in one copy.
-        self._view = np.frombuffer(self._data, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
+        self._view = np.frombuffer(
+            self._data, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+        )
         self._ids = np.arange(self.n_vocab, dtype=np.int32)
         self._one = (llama_cpp.llama_token_data * 1)()
         self.steps = self.masked_steps = 0  # how often the whole vocabulary had to be masked
@@ -101,7 +109,9 @@ class GreedyGrammarFirstPick:
         self._one[0].id, self._one[0].logit, self._one[0].p = token, float(view["logit"][token]), 0.0
         lib.llama_sampler_apply(self._grammar.sampler, self._ctypes.byref(self._array(self._one, 1)))
         self.steps += 1
-        if not np.isfinite(self._one[0].logit):  # the grammar forbids the greedy token: mask everything, take the best allowed
+        if not np.isfinite(
+            self._one[0].logit
+        ):  # the grammar forbids the greedy token: mask everything, take the best allowed
             self.masked_steps += 1
             lib.llama_sampler_apply(self._grammar.sampler, self._ctypes.byref(full))
             token = int(view["id"][int(np.argmax(view["logit"][: full.size]))])
@@ -122,7 +132,8 @@ class GreedyGrammarFirstPick:
 
 
 def use_greedy_grammar_first_pick() -> None:
-    """Make ``Llama`` build :class:`GreedyGrammarFirstPick` for greedy requests whose only constraint is a grammar."""
+    """Make ``Llama`` build :class:`GreedyGrammarFirstPick` for greedy requests whose only constraint is a
+    grammar."""
     import inspect
 
     from llama_cpp import Llama
@@ -136,9 +147,19 @@ def use_greedy_grammar_first_pick() -> None:
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         a = bound.arguments
-        if a["temp"] == 0.0 and a["grammar"] is not None and a["logits_processor"] is None and a["mirostat_mode"] == 0:
-            return GreedyGrammarFirstPick(self, a["grammar"], repeat_penalty=a["repeat_penalty"], frequency_penalty=a["frequency_penalty"],
-                                          presence_penalty=a["presence_penalty"])  # fmt: skip
+        if (
+            a["temp"] == 0.0
+            and a["grammar"] is not None
+            and a["logits_processor"] is None
+            and a["mirostat_mode"] == 0
+        ):
+            return GreedyGrammarFirstPick(
+                self,
+                a["grammar"],
+                repeat_penalty=a["repeat_penalty"],
+                frequency_penalty=a["frequency_penalty"],
+                presence_penalty=a["presence_penalty"],
+            )
         return original(self, *args, **kwargs)
 
     init_sampler._nbkit_patched = True  # type: ignore[attr-defined]
@@ -146,13 +167,18 @@ def use_greedy_grammar_first_pick() -> None:
 
 
 class MaxCompletionTokensToMaxTokens:
-    """ASGI middleware: give llama-cpp-python a ``max_tokens`` when a client sent ``max_completion_tokens``."""
+    """ASGI middleware: give llama-cpp-python a ``max_tokens`` when a client sent
+    ``max_completion_tokens``."""
 
     def __init__(self, app):
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope.get("type") != "http" or scope.get("method") != "POST" or not scope.get("path", "").endswith("/completions"):
+        if (
+            scope.get("type") != "http"
+            or scope.get("method") != "POST"
+            or not scope.get("path", "").endswith("/completions")
+        ):
             return await self.app(scope, receive, send)
         chunks = []
         more = True
@@ -163,7 +189,11 @@ class MaxCompletionTokensToMaxTokens:
         body = b"".join(chunks)
         try:
             payload = json.loads(body or b"{}")
-            if isinstance(payload, dict) and payload.get("max_tokens") is None and payload.get("max_completion_tokens") is not None:
+            if (
+                isinstance(payload, dict)
+                and payload.get("max_tokens") is None
+                and payload.get("max_completion_tokens") is not None
+            ):
                 payload["max_tokens"] = payload["max_completion_tokens"]
                 body = json.dumps(payload).encode()
         except json.JSONDecodeError:
@@ -197,7 +227,8 @@ def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:
 
 
 def supervise(argv: list[str], parent_pid: int | None) -> int:
-    """Run ``argv`` (a server program) until it exits; end it when ``parent_pid`` disappears or we are signalled.
+    """Run ``argv`` (a server program) until it exits; end it when ``parent_pid`` disappears or we are
+    signalled.
 
     The program cannot watch nbkit's process itself. Here it gets a parent-death signal (so a SIGKILLed
     supervisor takes it along) and this process watches nbkit's: when nbkit's process is gone, the

@@ -1,4 +1,5 @@
-"""Build the ``dspy.LM`` a notebook run uses: the local llama.cpp server by default, any DSPy/LiteLLM model by name.
+"""Build the ``dspy.LM`` a notebook run uses: the local llama.cpp server by default, any DSPy/LiteLLM model by
+name.
 
 ``LM_MODEL = "local"`` (the default) starts :class:`~nbkit.signatures.server.LocalLMPool` (llama.cpp's
 ``llama-server`` when ``make setup`` built it, else llama-cpp-python's server) and reaches it
@@ -13,6 +14,15 @@ import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from nbkit.model_files import smollm2_gguf_path
+from nbkit.signatures.server import (
+    LocalLMPool,
+    check_model_path,
+    llama_server_binary,
+    resolve_server_kind,
+    send_body,
+)
 
 LOCAL = "local"
 
@@ -41,8 +51,16 @@ def cache_dir():
     return Path(root) / "dspy"
 
 
-def local_model_alias(model_path=None, *, n_ctx: int = 2048, extra_args=(), base: str = "smollm2-135m-instruct", kind: str = "llama-cpp-python",
-                      slots: int = 1, n_gpu_layers=0) -> str:  # fmt: skip
+def local_model_alias(
+    model_path=None,
+    *,
+    n_ctx: int = 2048,
+    extra_args=(),
+    base: str = "smollm2-135m-instruct",
+    kind: str = "llama-cpp-python",
+    slots: int = 1,
+    n_gpu_layers=0,
+) -> str:
     """The local model's name on the wire: ``base`` plus a fingerprint of what decides its answers.
 
     The fingerprint hashes the GGUF file's bytes, llama-cpp-python's version, the context size and the
@@ -50,26 +68,25 @@ def local_model_alias(model_path=None, *, n_ctx: int = 2048, extra_args=(), base
     For llama.cpp's ``llama-server`` (``kind``) it also hashes the kind, how the binary was built (its
     ``llama-server.json``), the slots decoded together (a batch may round differently from one request)
     and the GPU layers, so answers of the two kinds of server never share cache entries.
-    The file hash is remembered per (path, size, mtime) — hashing 92 MB again would cost a second.
+    The file hash is remembered per (path, size, mtime), so the model file is read once per process.
     """
     import hashlib
     from importlib.metadata import PackageNotFoundError, version
 
-    from nbkit.signatures.server import check_model_path
-
     if model_path is None:
-        from nbkit.model_files import smollm2_gguf_path
-
         model_path = smollm2_gguf_path()
     path = check_model_path(model_path)
     try:
         llama_version = version("llama_cpp_python")
     except PackageNotFoundError:
         llama_version = "none"
-    parts = [_file_digest(str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns), llama_version, str(n_ctx), *map(str, extra_args)]
+    parts = [
+        _file_digest(str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns),
+        llama_version,
+        str(n_ctx),
+        *map(str, extra_args),
+    ]
     if kind != "llama-cpp-python":  # the fallback keeps the names (and cache entries) it always had
-        from nbkit.signatures.server import llama_server_binary
-
         binary = llama_server_binary()
         info = binary.with_name(binary.name + ".json") if binary is not None else None
         build = info.read_text() if info is not None and info.is_file() else str(binary)
@@ -129,7 +146,8 @@ def resolve_api_key(model: str, api_key_env: str | None) -> str | None:
     if not key:
         raise MissingApiKey(
             f"LM_MODEL={model!r} needs an API key in the environment variable {env_name} (not set); "
-            f"export {env_name}=... before starting Jupyter, or use LM_MODEL='local' for the offline SmolLM2 server"
+            f"export {env_name}=... before starting Jupyter, or use LM_MODEL='local' for the offline SmolLM2 "
+            "server"
         )
     return key
 
@@ -150,7 +168,7 @@ def make_lm(
     ``cache`` (see :data:`CACHE_MODES`): ``"memory"`` answers identical requests once inside one run;
     ``"disk"`` also keeps DSPy's on-disk cache in :func:`cache_dir`, so a re-run with the same model,
     prompts and settings is answered from disk (the run records how many calls were, see
-    ``SignatureSession.calls_summary``); ``"off"`` sends every request. The local model's name on the
+    ``SignaturesContext.calls_summary``); ``"off"`` sends every request. The local model's name on the
     wire carries a fingerprint of its GGUF file and server settings (:func:`local_model_alias`), and the
     cache key includes that name, every message and every sampling setting — a changed model, prompt or
     setting misses.
@@ -163,30 +181,58 @@ def make_lm(
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
     disk = cache == "disk"
-    dspy.configure_cache(enable_disk_cache=disk, enable_memory_cache=cache != "off", **({"disk_cache_dir": str(cache_dir())} if disk else {}))
+    dspy.configure_cache(
+        enable_disk_cache=disk,
+        enable_memory_cache=cache != "off",
+        **({"disk_cache_dir": str(cache_dir())} if disk else {}),
+    )
     cache = cache != "off"
     if model == LOCAL:
-        from nbkit.signatures.server import LocalLMPool, resolve_server_kind
-
-        # Local servers behind one dispatcher (server_kwargs["n_servers"], default one per usable core; "kind":
-        # llama-server with "slots" requests each when built, else llama-cpp-python's server, see server.py).
+        # Local servers behind one dispatcher (server_kwargs["n_servers"], default one per usable core;
+        # "kind": llama-server with "slots" requests each when built, else llama-cpp-python's server, see
+        # server.py).
         kwargs = dict(server_kwargs or {})
         kwargs["kind"] = resolve_server_kind(kwargs.get("kind", "auto"))
         slots = kwargs.get("slots", 4) if kwargs["kind"] == "llama-server" else 1
-        kwargs.setdefault("model_alias", local_model_alias(kwargs.get("model_path"), n_ctx=kwargs.get("n_ctx", 2048), extra_args=kwargs.get("extra_args", ()),
-                                                           kind=kwargs["kind"], slots=slots, n_gpu_layers=kwargs.get("n_gpu_layers", 0)))  # fmt: skip
+        kwargs.setdefault(
+            "model_alias",
+            local_model_alias(
+                kwargs.get("model_path"),
+                n_ctx=kwargs.get("n_ctx", 2048),
+                extra_args=kwargs.get("extra_args", ()),
+                kind=kwargs["kind"],
+                slots=slots,
+                n_gpu_layers=kwargs.get("n_gpu_layers", 0),
+            ),
+        )
         server = LocalLMPool(**kwargs).start()
         try:
             lm = dspy.LM(
-                f"openai/{server.model_alias}", api_base=server.api_base, api_key="local",
-                max_tokens=max_tokens, temperature=temperature, cache=cache, num_retries=0,
+                f"openai/{server.model_alias}",
+                api_base=server.api_base,
+                api_key="local",
+                max_tokens=max_tokens,
+                temperature=temperature,
+                cache=cache,
+                num_retries=0,
                 timeout=request_timeout,  # a wedged server ends the call with an error, not a hung cell
-            )  # fmt: skip
+            )
         except BaseException:
             server.stop()
             raise
-        return LMHandle(lm, model, max_tokens, server, {"api_base": server.api_base, "model_path": str(server.model_path), "log": str(server.log_path),
-                                                        "server": server.kind, "capacity": server.capacity})  # fmt: skip
+        return LMHandle(
+            lm,
+            model,
+            max_tokens,
+            server,
+            {
+                "api_base": server.api_base,
+                "model_path": str(server.model_path),
+                "log": str(server.log_path),
+                "server": server.kind,
+                "capacity": server.capacity,
+            },
+        )
     key = resolve_api_key(model, api_key_env)
     kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "cache": cache}
     if api_base:
@@ -202,12 +248,18 @@ def completion_tokens_of(lm: Any, last: int = 1) -> list[int | None]:
     counts: list[int | None] = []
     for entry in lm.history[-last:]:
         usage = entry.get("usage") or {}
-        value = usage.get("completion_tokens") if isinstance(usage, dict) else getattr(usage, "completion_tokens", None)
+        value = (
+            usage.get("completion_tokens")
+            if isinstance(usage, dict)
+            else getattr(usage, "completion_tokens", None)
+        )
         counts.append(int(value) if value is not None else None)
     return counts
 
 
-def check_token_limit(lm: Any, max_tokens: int, prompt: str = "Write a very long story about a dragon who learns to cook.") -> dict:
+def check_token_limit(
+    lm: Any, max_tokens: int, prompt: str = "Write a very long story about a dragon who learns to cook."
+) -> dict:
     """Send one DSPy request with ``max_tokens`` and verify the server generated at most that many tokens.
 
     The prompt invites a long answer, so a limit that does not reach the server shows up as a count far
@@ -219,11 +271,17 @@ def check_token_limit(lm: Any, max_tokens: int, prompt: str = "Write a very long
     with dspy.context(lm=probe):
         probe(prompt)
     (count,) = completion_tokens_of(probe, 1)
-    result = {"max_tokens": max_tokens, "completion_tokens": count, "ok": count is not None and count <= max_tokens}
+    result = {
+        "max_tokens": max_tokens,
+        "completion_tokens": count,
+        "ok": count is not None and count <= max_tokens,
+    }
     if count is not None and count > max_tokens:
         raise TokenLimitExceeded(
-            f"asked for max_tokens={max_tokens} but the server generated {count} tokens: the limit did not reach "
-            "the server (llama-cpp-python ignores 'max_completion_tokens'; start it via nbkit.signatures.llama_server)"
+            f"asked for max_tokens={max_tokens} but the server generated {count} tokens: the limit did not "
+            "reach "
+            "the server (llama-cpp-python ignores 'max_completion_tokens'; start it via "
+            "nbkit.signatures.llama_server)"
         )
     return result
 
@@ -242,8 +300,16 @@ def dspy_request_usage(server: Any, max_tokens: int, prompt: str = RUNAWAY_PROMP
     offline_environment()
     import dspy
 
-    lm = dspy.LM(f"openai/{server.model_alias}", api_base=server.api_base, api_key="local", max_tokens=max_tokens, temperature=0.0,
-                 cache=False, num_retries=0, timeout=600)  # fmt: skip
+    lm = dspy.LM(
+        f"openai/{server.model_alias}",
+        api_base=server.api_base,
+        api_key="local",
+        max_tokens=max_tokens,
+        temperature=0.0,
+        cache=False,
+        num_retries=0,
+        timeout=600,
+    )
     try:
         lm(prompt)
     except Exception as exc:
@@ -251,7 +317,11 @@ def dspy_request_usage(server: Any, max_tokens: int, prompt: str = RUNAWAY_PROMP
             raise
         return {"completion_tokens": None, "prompt_tokens": None, "context_full": True}
     usage = lm.history[-1].get("usage") or {}
-    return {"completion_tokens": int(usage.get("completion_tokens") or 0), "prompt_tokens": int(usage.get("prompt_tokens") or 0), "context_full": False}
+    return {
+        "completion_tokens": int(usage.get("completion_tokens") or 0),
+        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+        "context_full": False,
+    }
 
 
 def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: str = "auto") -> dict:
@@ -263,8 +333,6 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
     import http.server
     import threading
 
-    from nbkit.signatures.server import send_body
-
     offline_environment()
     import dspy
 
@@ -275,13 +343,30 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
             import json
 
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            seen.update({k: v for k, v in body.items() if k in ("max_tokens", "max_completion_tokens", "max_output_tokens")})
+            seen.update(
+                {
+                    k: v
+                    for k, v in body.items()
+                    if k in ("max_tokens", "max_completion_tokens", "max_output_tokens")
+                }
+            )
             seen["_path"] = self.path
-            data = json.dumps({
-                "id": "capture", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }).encode()  # fmt: skip
+            data = json.dumps(
+                {
+                    "id": "capture",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "ok"},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
+            ).encode()
             send_body(self, 200, data)
 
         def log_message(self, *args):
@@ -291,8 +376,15 @@ def wire_token_fields(max_tokens: int = 16, model_alias: str = "probe", engine: 
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        lm = dspy.LM(f"openai/{model_alias}", api_base=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="local",
-                     max_tokens=max_tokens, cache=False, num_retries=0, engine=engine)  # fmt: skip
+        lm = dspy.LM(
+            f"openai/{model_alias}",
+            api_base=f"http://127.0.0.1:{server.server_address[1]}/v1",
+            api_key="local",
+            max_tokens=max_tokens,
+            cache=False,
+            num_retries=0,
+            engine=engine,
+        )
         lm("hi")
     finally:
         server.shutdown()

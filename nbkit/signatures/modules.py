@@ -3,9 +3,9 @@
 All three take the same inputs (``symptoms``) and return the same output fields, so any of them can serve
 the contract and be swapped without touching callers — the field notes' "model-agnostic" point, tested.
 
-Note on ``ChainOfThought``: it prepends an output field named ``reasoning``; the field notes' signature already
-has one, so DSPy moves it first (keeping our desc). The thinking step *is* the contract's reasoning field,
-and its ≤ 50-word bound then limits the chain of thought itself.
+Note on ``ChainOfThought``: it prepends an output field named ``reasoning``; the field notes' signature
+already has one, so DSPy moves it first (keeping our desc). The thinking step *is* the contract's reasoning
+field, and its ≤ 50-word bound then limits the chain of thought itself.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ def _hybrid_class():
             self.retriever = retriever
             self.k = k
             with_context = signature.prepend(
-                name="context", field=dspy.InputField(desc="Knowledge-base entries that may match the symptoms"), type_=list[str]
+                name="context",
+                field=dspy.InputField(desc="Knowledge-base entries that may match the symptoms"),
+                type_=list[str],
             )
             self.predict = dspy.Predict(with_context)
 
@@ -60,6 +62,8 @@ def build_module(kind: str, signature, retriever: Any = None, k: int = 3):
         return dspy.ChainOfThought(signature)
     if kind == "hybrid":
         if retriever is None:
-            raise ValueError("the 'hybrid' module needs a retriever (nbkit.signatures.retrieval.build_retriever)")
+            raise ValueError(
+                "the 'hybrid' module needs a retriever (nbkit.signatures.retrieval.build_retriever)"
+            )
         return HybridRetriever(signature, retriever, k)
     raise ValueError(f"unknown module {kind!r}; expected one of {MODULES}")

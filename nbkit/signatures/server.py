@@ -39,10 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.model_files import smollm2_gguf_path
 from nbkit.procs import end_group, free_port, usable_cores
 
-SERVER_INSTALL = 'pip install "llama-cpp-python[server]"   (CPU build ~15 min; see README for CUDA wheels)'
-LLAMA_SERVER_ENV = "NBKIT_LLAMA_SERVER"  # a llama-server binary to use instead of the one make setup built; "none": never
+SERVER_INSTALL = (
+    'pip install "llama-cpp-python[server]"   '
+    "(the CPU build compiles llama.cpp from source; see README for CUDA wheels)"
+)
+# A llama-server binary to use instead of the one make setup built; "none": never.
+LLAMA_SERVER_ENV = "NBKIT_LLAMA_SERVER"
 SERVER_KINDS = ("auto", "llama-server", "llama-cpp-python")
 
 
@@ -113,9 +118,16 @@ def check_server_installed() -> None:
 
     if find_spec("llama_cpp") is None:
         raise LMServerError(f"llama-cpp-python is not installed; install it with: {SERVER_INSTALL}")
-    missing = [mod for mod in ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings") if find_spec(mod) is None]
+    missing = [
+        mod
+        for mod in ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+        if find_spec(mod) is None
+    ]
     if missing:
-        raise LMServerError(f"llama-cpp-python's server extra is missing ({', '.join(missing)}); install it with: {SERVER_INSTALL}")
+        raise LMServerError(
+            f"llama-cpp-python's server extra is missing ({', '.join(missing)}); install it with: "
+            f"{SERVER_INSTALL}"
+        )
 
 
 def llama_server_binary() -> Path | None:
@@ -130,21 +142,29 @@ def llama_server_binary() -> Path | None:
             return None
         path = Path(env).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise UsageError(f"{LLAMA_SERVER_ENV}={env}: not an executable file; expected the path of a llama-server binary, or 'none'")
+            raise UsageError(
+                f"{LLAMA_SERVER_ENV}={env}: not an executable file; expected the path of a llama-server "
+                "binary, or 'none'"
+            )
         return path
     path = Path(sys.executable).parent / "llama-server"
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
 def resolve_server_kind(kind: str = "auto") -> str:
-    """``"llama-server"`` or ``"llama-cpp-python"``: ``auto`` is the binary when present, else the fallback."""
+    """``"llama-server"`` or ``"llama-cpp-python"``: ``auto`` is the binary when present, else the
+    fallback."""
     if kind not in SERVER_KINDS:
         raise UsageError(f"server kind {kind!r}: expected one of {SERVER_KINDS}")
     if kind == "auto":
         return "llama-server" if llama_server_binary() is not None else "llama-cpp-python"
     if kind == "llama-server" and llama_server_binary() is None:
-        raise LMServerError(f"the llama-server binary is not installed (looked beside {sys.executable}; ${LLAMA_SERVER_ENV} unset): "
-                            "run `make setup` (it builds it) or `python scripts/build_llama_server.py`, or use server kind 'auto'")  # fmt: skip
+        raise LMServerError(
+            f"the llama-server binary is not installed (looked beside {sys.executable}; ${LLAMA_SERVER_ENV} "
+            "unset): "
+            "run `make setup` (it builds it) or `python scripts/build_llama_server.py`, or use server kind "
+            "'auto'"
+        )
     return kind
 
 
@@ -166,7 +186,8 @@ def schema_constraint(kind: str, schema: dict) -> dict:
 
 @dataclass
 class ServerStats:
-    """What one direct completion measured (``cached_prompt_tokens``: prompt tokens the server took from its cache)."""
+    """What one direct completion measured (``cached_prompt_tokens``: prompt tokens the server took from its
+    cache)."""
 
     completion_tokens: int
     prompt_tokens: int
@@ -198,15 +219,29 @@ class _Completions:
     def api_base(self) -> str:
         return self.base_url + "/v1"
 
-    def complete(self, prompt: str | list[dict], *, max_tokens: int | None = 64, field: str = "max_tokens", temperature: float = 0.0,
-                 timeout: float = 300.0, extra: dict | None = None) -> ServerStats:  # fmt: skip
+    def complete(
+        self,
+        prompt: str | list[dict],
+        *,
+        max_tokens: int | None = 64,
+        field: str = "max_tokens",
+        temperature: float = 0.0,
+        timeout: float = 300.0,
+        extra: dict | None = None,
+    ) -> ServerStats:
         """One chat completion sent directly (no DSPy) with the token limit in ``field``.
 
         ``prompt`` is the user message, or a whole ``messages`` list; ``extra`` adds request fields
         (``response_format``, ``logprobs``…)."""
         self.ensure_running()
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-        payload: dict[str, Any] = {"model": self.model_alias, "messages": messages, "temperature": temperature, "seed": 0, **(extra or {})}
+        payload: dict[str, Any] = {
+            "model": self.model_alias,
+            "messages": messages,
+            "temperature": temperature,
+            "seed": 0,
+            **(extra or {}),
+        }
         if max_tokens is not None:
             payload[field] = max_tokens
         start = time.perf_counter()
@@ -217,7 +252,8 @@ class _Completions:
             raise LMServerError(f"request to {self.api_base} failed: {exc}") from exc
         elapsed = time.perf_counter() - start
         usage = answer.get("usage") or {}
-        # llama-server reports the prompt tokens it reused in ``timings.cache_n``; llama-cpp-python reports none.
+        # llama-server reports the prompt tokens it reused in ``timings.cache_n``; llama-cpp-python reports
+        # none.
         cached = (answer.get("timings") or {}).get("cache_n")
         return ServerStats(
             completion_tokens=int(usage.get("completion_tokens", 0)),
@@ -226,10 +262,14 @@ class _Completions:
             finish_reason=str(answer["choices"][0].get("finish_reason")),
             text=str((answer["choices"][0].get("message") or {}).get("content") or ""),
             cached_prompt_tokens=None if cached is None else int(cached),
-            tokens=[t.get("token") for t in ((answer["choices"][0].get("logprobs") or {}).get("content") or [])],
+            tokens=[
+                t.get("token") for t in ((answer["choices"][0].get("logprobs") or {}).get("content") or [])
+            ],
         )
 
-    def tokens_per_s(self, max_tokens: int = 64, prompt: str = "Write a long story about a dragon who learns to cook.") -> ServerStats:
+    def tokens_per_s(
+        self, max_tokens: int = 64, prompt: str = "Write a long story about a dragon who learns to cook."
+    ) -> ServerStats:
         """Generation throughput on a prompt that does not stop early (includes prompt processing)."""
         return self.complete(prompt, max_tokens=max_tokens)
 
@@ -256,22 +296,25 @@ class LocalLMServer(_Completions):
         stock: bool = False,
     ):
         if model_path is None:
-            from nbkit.model_files import smollm2_gguf_path
-
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
         self.model_path = check_model_path(model_path)
         self.host = host
         self.requested_port = port
         self.port: int | None = None
         self.n_ctx = n_ctx
-        # One thread per free core: on a shared 2-core box two OpenMP threads spin against other work
-        # and measured ~8x slower than one (see bench/signatures_server.py).
+        # One thread per free core: two OpenMP threads on a busy core spin against other work and run
+        # slower than one (bench/signatures_server.py measures it).
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2) - 1)
         self.model_alias = model_alias
-        self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / f"nbkit-llama-server-{os.getpid()}.log"
+        self.log_path = (
+            Path(log_path)
+            if log_path
+            else Path(tempfile.gettempdir()) / f"nbkit-llama-server-{os.getpid()}.log"
+        )
         self.startup_timeout = startup_timeout
         self.extra_args = tuple(extra_args)
-        # stock=True: llama-cpp-python's own behaviour (max_completion_tokens ignored), to reproduce the runaway.
+        # stock=True: llama-cpp-python's own behaviour (max_completion_tokens ignored), to reproduce the
+        # runaway.
         self.stock = stock
         self.process: subprocess.Popen | None = None
         self._log_fh = None
@@ -290,12 +333,25 @@ class LocalLMServer(_Completions):
     # -- lifecycle -------------------------------------------------------------------------
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "nbkit.signatures.llama_server",
-            "--model", str(self.model_path), "--model_alias", self.model_alias,
-            "--host", self.host, "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+            sys.executable,
+            "-m",
+            "nbkit.signatures.llama_server",
+            "--model",
+            str(self.model_path),
+            "--model_alias",
+            self.model_alias,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.n_threads),
+            "--n_threads_batch",
+            str(self.n_threads),
             *self.extra_args,
-        ]  # fmt: skip
+        ]
 
     def start(self) -> LocalLMServer:
         if self.running:
@@ -303,7 +359,10 @@ class LocalLMServer(_Completions):
         self.check_installed()
         self.port = self.requested_port or free_port(self.host)
         if port_in_use(self.port, self.host):
-            raise LMServerError(f"port {self.port} on {self.host} is already in use; pick another port or port=None for a free one")
+            raise LMServerError(
+                f"port {self.port} on {self.host} is already in use; pick another port or port=None for a "
+                "free one"
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_fh = open(self.log_path, "ab")
         env = dict(os.environ)
@@ -315,9 +374,13 @@ class LocalLMServer(_Completions):
         env["NBKIT_LLAMA_MAP_MAX_COMPLETION_TOKENS"] = "0" if self.stock else "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         self.process = subprocess.Popen(
-            self.command(), stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=env,  # own process group: stop() kills the server and any children
-        )  # fmt: skip
+            self.command(),
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,  # own process group: stop() kills the server and any children
+        )
         _LIVE.add(self)
         try:
             self._wait_healthy()
@@ -331,14 +394,18 @@ class LocalLMServer(_Completions):
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise LMServerError(
-                    f"{self.label} exited during start-up with code {self.process.returncode}; log {self.log_path}:\n{self.log_tail()}"
+                    f"{self.label} exited during start-up with code {self.process.returncode}; log "
+                    f"{self.log_path}:\n{self.log_tail()}"
                 )
             try:
                 http_json(self.base_url + "/v1/models", timeout=2.0)
                 return
             except (urllib.error.URLError, ConnectionError, OSError, json.JSONDecodeError):
                 time.sleep(0.25)
-        raise LMServerError(f"{self.label} did not answer /v1/models within {self.startup_timeout:.0f} s; log {self.log_path}:\n{self.log_tail()}")
+        raise LMServerError(
+            f"{self.label} did not answer /v1/models within {self.startup_timeout:.0f} s; log "
+            f"{self.log_path}:\n{self.log_tail()}"
+        )
 
     @property
     def running(self) -> bool:
@@ -349,8 +416,10 @@ class LocalLMServer(_Completions):
         if self.process is None:
             raise LMServerError(f"{self.label} is not running (never started, or stopped)")
         if self.process.poll() is not None:
-            raise LMServerError(f"{self.label} stopped (exit code {self.process.returncode}) while it was needed; "
-                                f"log {self.log_path}:\n{self.log_tail()}")  # fmt: skip
+            raise LMServerError(
+                f"{self.label} stopped (exit code {self.process.returncode}) while it was needed; "
+                f"log {self.log_path}:\n{self.log_tail()}"
+            )
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.process = self.process, None
@@ -381,7 +450,8 @@ class LocalLMServer(_Completions):
 
 
 class LlamaCppServer(LocalLMServer):
-    """llama.cpp's own ``llama-server`` on loopback: ``slots`` requests decoded together, prompt prefixes reused.
+    """llama.cpp's own ``llama-server`` on loopback: ``slots`` requests decoded together, prompt prefixes
+    reused.
 
     Launched through ``python -m nbkit.signatures.llama_server --supervise`` (a small supervisor that ends
     the binary when this process disappears). The flags make a request answered alone get the tokens
@@ -392,13 +462,26 @@ class LlamaCppServer(LocalLMServer):
 
     kind = "llama-server"
 
-    def __init__(self, model_path: str | os.PathLike | None = None, *, slots: int = 4, n_gpu_layers: int | str = 0,
-                 binary: str | os.PathLike | None = None, cache_ram_mib: int = 256, **kwargs: Any):  # fmt: skip
+    def __init__(
+        self,
+        model_path: str | os.PathLike | None = None,
+        *,
+        slots: int = 4,
+        n_gpu_layers: int | str = 0,
+        binary: str | os.PathLike | None = None,
+        cache_ram_mib: int = 256,
+        **kwargs: Any,
+    ):
         if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
             raise UsageError(f"slots must be a positive int, got {slots!r}")
-        if not (n_gpu_layers in ("all", "auto") or (isinstance(n_gpu_layers, int) and not isinstance(n_gpu_layers, bool) and n_gpu_layers >= 0)):
+        if not (
+            n_gpu_layers in ("all", "auto")
+            or (isinstance(n_gpu_layers, int) and not isinstance(n_gpu_layers, bool) and n_gpu_layers >= 0)
+        ):
             raise UsageError(f"n_gpu_layers must be an int >= 0, 'all' or 'auto', got {n_gpu_layers!r}")
-        kwargs.setdefault("log_path", Path(tempfile.gettempdir()) / f"nbkit-llama.cpp-server-{os.getpid()}.log")
+        kwargs.setdefault(
+            "log_path", Path(tempfile.gettempdir()) / f"nbkit-llama.cpp-server-{os.getpid()}.log"
+        )
         super().__init__(model_path, **kwargs)
         self.slots = slots
         self.n_gpu_layers = n_gpu_layers
@@ -407,28 +490,68 @@ class LlamaCppServer(LocalLMServer):
 
     def check_installed(self) -> None:
         if self.binary is None or not self.binary.is_file():
-            raise LMServerError(f"the llama-server binary is not installed ({self.binary or 'none found beside ' + sys.executable}); "
-                                "run `make setup` or `python scripts/build_llama_server.py`")  # fmt: skip
+            raise LMServerError(
+                "the llama-server binary is not installed "
+                f"({self.binary or 'none found beside ' + sys.executable}); "
+                "run `make setup` or `python scripts/build_llama_server.py`"
+            )
 
     def server_args(self) -> list[str]:
-        """llama-server's arguments (without the binary): what to serve, and how to answer as llama-cpp-python does."""
+        """llama-server's arguments (without the binary): what to serve, and how to answer as llama-cpp-python
+        does."""
         return [
-            "--model", str(self.model_path), "--alias", self.model_alias, "--host", self.host, "--port", str(self.port),
-            "--parallel", str(self.slots), "--ctx-size", str(self.n_ctx * self.slots), "--no-kv-unified",  # n_ctx per slot
-            "--threads", str(self.n_threads), "--threads-batch", str(self.n_threads),
-            "--n-gpu-layers", str(self.n_gpu_layers),
-            # llama-cpp-python's defaults, so one request gets its tokens: 512-token batches, no flash attention,
-            # repetition penalty 1.1 over the last 64 tokens (its server's default; DSPy sends none), and plain
-            # CPU weight buffers (nbkit's launcher turns llama.cpp's repacking off, see llama_server.py).
-            "--batch-size", "512", "--ubatch-size", "512", "--flash-attn", "off", "--repeat-penalty", "1.1", "--repeat-last-n", "64",
+            "--model",
+            str(self.model_path),
+            "--alias",
+            self.model_alias,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--parallel",
+            str(self.slots),
+            "--ctx-size",
+            str(self.n_ctx * self.slots),
+            "--no-kv-unified",  # n_ctx per slot
+            "--threads",
+            str(self.n_threads),
+            "--threads-batch",
+            str(self.n_threads),
+            "--n-gpu-layers",
+            str(self.n_gpu_layers),
+            # llama-cpp-python's defaults, so one request gets its tokens: 512-token batches, no flash
+            # attention, repetition penalty 1.1 over the last 64 tokens (its server's default; DSPy sends
+            # none), and plain CPU weight buffers (nbkit's launcher turns llama.cpp's repacking off, see
+            # llama_server.py).
+            "--batch-size",
+            "512",
+            "--ubatch-size",
+            "512",
+            "--flash-attn",
+            "off",
+            "--repeat-penalty",
+            "1.1",
+            "--repeat-last-n",
+            "64",
             "--no-repack",
-            # Prompt states kept in RAM for prefix reuse across slots; the default (8 GiB) is far more than a 135M model needs.
-            "--cache-ram", str(self.cache_ram_mib), "--no-webui", "--metrics",
+            # Prompt states kept in RAM for prefix reuse across slots; the default (8 GiB) is far more than a
+            # 135M model needs.
+            "--cache-ram",
+            str(self.cache_ram_mib),
+            "--no-webui",
+            "--metrics",
             *self.extra_args,
-        ]  # fmt: skip
+        ]
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "nbkit.signatures.llama_server", "--supervise", str(self.binary), *self.server_args()]
+        return [
+            sys.executable,
+            "-m",
+            "nbkit.signatures.llama_server",
+            "--supervise",
+            str(self.binary),
+            *self.server_args(),
+        ]
 
 
 class SlotBoard:
@@ -474,26 +597,61 @@ class LocalLMPool(_Completions):
     server; at temperature 0 every server gives the answer the others would (same model, same thread
     count — ``bench/signatures_server.py`` checks it).
 
-    ``kind`` is ``"llama-server"`` (:class:`LlamaCppServer`) or ``"llama-cpp-python"`` (:class:`LocalLMServer`,
-    always one slot); ``"auto"`` is the first when its binary is installed.
+    ``kind`` is ``"llama-server"`` (:class:`LlamaCppServer`) or ``"llama-cpp-python"``
+    (:class:`LocalLMServer`, always one slot); ``"auto"`` is the first when its binary is installed.
     """
 
-    def __init__(self, n_servers: int | None = None, model_path: str | os.PathLike | None = None, *, host: str = "127.0.0.1",
-                 n_ctx: int = 2048, n_threads: int = 1, model_alias: str = "smollm2-135m-instruct", log_dir: str | os.PathLike | None = None,
-                 startup_timeout: float = 90.0, extra_args: tuple[str, ...] = (), stock: bool = False, kind: str = "llama-cpp-python",
-                 slots: int = 4, n_gpu_layers: int | str = 0):  # fmt: skip
+    def __init__(
+        self,
+        n_servers: int | None = None,
+        model_path: str | os.PathLike | None = None,
+        *,
+        host: str = "127.0.0.1",
+        n_ctx: int = 2048,
+        n_threads: int = 1,
+        model_alias: str = "smollm2-135m-instruct",
+        log_dir: str | os.PathLike | None = None,
+        startup_timeout: float = 90.0,
+        extra_args: tuple[str, ...] = (),
+        stock: bool = False,
+        kind: str = "llama-cpp-python",
+        slots: int = 4,
+        n_gpu_layers: int | str = 0,
+    ):
         n = len(usable_cores()) if n_servers is None else n_servers
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise UsageError(f"n_servers must be a positive int, got {n_servers!r}")
         self.kind = resolve_server_kind(kind)
         log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir())
-        common = dict(host=host, n_ctx=n_ctx, n_threads=n_threads, model_alias=model_alias, startup_timeout=startup_timeout, extra_args=extra_args)
+        common = dict(
+            host=host,
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            model_alias=model_alias,
+            startup_timeout=startup_timeout,
+            extra_args=extra_args,
+        )
         if self.kind == "llama-server":
-            self.servers = [LlamaCppServer(model_path, slots=slots, n_gpu_layers=n_gpu_layers, **common,
-                                           log_path=log_dir / f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log") for i in range(n)]  # fmt: skip
+            self.servers = [
+                LlamaCppServer(
+                    model_path,
+                    slots=slots,
+                    n_gpu_layers=n_gpu_layers,
+                    **common,
+                    log_path=log_dir / f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log",
+                )
+                for i in range(n)
+            ]
         else:
-            self.servers = [LocalLMServer(model_path, **common, stock=stock, log_path=log_dir / f"nbkit-llama-server-{os.getpid()}-{i}.log")
-                            for i in range(n)]  # fmt: skip
+            self.servers = [
+                LocalLMServer(
+                    model_path,
+                    **common,
+                    stock=stock,
+                    log_path=log_dir / f"nbkit-llama-server-{os.getpid()}-{i}.log",
+                )
+                for i in range(n)
+            ]
         self.slots = self.servers[0].slots
         self.host = host
         self.model_alias = model_alias
@@ -540,16 +698,30 @@ class LocalLMPool(_Completions):
             def _forward(self, body: bytes | None):
                 server = board.acquire()  # blocks while every server is busy
                 try:
-                    req = urllib.request.Request(server.base_url + self.path, data=body, method=self.command,
-                                                 headers={"Content-Type": self.headers.get("Content-Type", "application/json")})  # fmt: skip
+                    req = urllib.request.Request(
+                        server.base_url + self.path,
+                        data=body,
+                        method=self.command,
+                        headers={"Content-Type": self.headers.get("Content-Type", "application/json")},
+                    )
                     try:
                         with _no_proxy_opener().open(req, timeout=900) as resp:
-                            status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "application/json")
+                            status, data, ctype = (
+                                resp.status,
+                                resp.read(),
+                                resp.headers.get("Content-Type", "application/json"),
+                            )
                     except urllib.error.HTTPError as exc:  # the server's own 4xx/5xx: pass it on unchanged
-                        status, data, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "application/json")
+                        status, data, ctype = (
+                            exc.code,
+                            exc.read(),
+                            exc.headers.get("Content-Type", "application/json"),
+                        )
                     except (urllib.error.URLError, ConnectionError, OSError) as exc:
                         status, ctype = 502, "application/json"
-                        data = json.dumps({"error": {"message": f"{server.label} failed: {exc}; log {server.log_path}"}}).encode()
+                        data = json.dumps(
+                            {"error": {"message": f"{server.label} failed: {exc}; log {server.log_path}"}}
+                        ).encode()
                 finally:
                     board.release(server)
                 send_body(self, status, data, ctype)

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.signatures.cases import json_objects
 from nbkit.signatures.contracts import MISSING_FIELD, PARSE_ERROR, check_contract
+from nbkit.signatures.evaluation import server_running
 
 METRICS = ("exact", "contains")
 
@@ -47,7 +49,9 @@ def load_signature(spec: str):
 
     spec = (spec or "").strip()
     if not spec:
-        raise UsageError("SIGNATURE is empty; expected a DSPy string signature like 'question -> answer' or 'module:Class'")
+        raise UsageError(
+            "SIGNATURE is empty; expected a DSPy string signature like 'question -> answer' or 'module:Class'"
+        )
     if "->" in spec or ":" not in spec:
         try:
             return dspy.Signature(spec)
@@ -63,15 +67,15 @@ def load_dev_set(path: str | Path, signature) -> list:
     """``dspy.Example``s from a JSONL file holding every field of ``signature``; each tagged with its line."""
     import dspy
 
-    from nbkit.signatures.cases import json_objects
-
     path = Path(path)
     fields = [*signature.input_fields, *signature.output_fields]
     examples = []
     for line_no, row in json_objects(path):
         missing = [f for f in fields if f not in row]
         if missing:
-            raise UsageError(f"{path}:{line_no}: missing field {missing[0]!r} of the signature (fields {fields})")
+            raise UsageError(
+                f"{path}:{line_no}: missing field {missing[0]!r} of the signature (fields {fields})"
+            )
         values = {f: row[f] for f in fields}
         examples.append(dspy.Example(**values, line=line_no).with_inputs(*signature.input_fields))
     if not examples:
@@ -80,16 +84,22 @@ def load_dev_set(path: str | Path, signature) -> list:
 
 
 def load_contract(signature: str, dev_set: str | Path, metric: str):
-    """``(signature class, examples, metric)`` of a user's contract, or None when neither SIGNATURE nor DEV_SET
-    is given. One of the two without the other is an error (never silently skipped); so is every
+    """``(signature class, examples, metric)`` of a user's contract, or None when neither SIGNATURE nor
+    DEV_SET is given. One of the two without the other is an error (never silently skipped); so is every
     problem :func:`load_signature`, :func:`load_dev_set` and :func:`make_metric` name."""
     signature, dev_set = (signature or "").strip(), str(dev_set or "").strip()
     if not signature and not dev_set:
         return None
     if not dev_set:
-        raise UsageError(f"SIGNATURE {signature!r} is set but DEV_SET is empty; give the JSONL file of examples to score it on")
+        raise UsageError(
+            f"SIGNATURE {signature!r} is set but DEV_SET is empty; give the JSONL file of examples to score "
+            "it on"
+        )
     if not signature:
-        raise UsageError(f"DEV_SET {dev_set!r} is set but SIGNATURE is empty; give its DSPy signature, e.g. 'question -> answer'")
+        raise UsageError(
+            f"DEV_SET {dev_set!r} is set but SIGNATURE is empty; give its DSPy signature, e.g. 'question -> "
+            "answer'"
+        )
     sig = load_signature(signature)
     return sig, load_dev_set(dev_set, sig), make_metric(metric, sig)
 
@@ -121,14 +131,14 @@ def make_metric(spec: str, signature):
     raise UsageError(f"METRIC {spec!r}: expected one of {METRICS} or 'module:function'")
 
 
-def evaluate(program, examples, *, metric, lm, adapter, output_fields, num_threads: int = 1, server=None) -> dict[str, Any]:
+def evaluate(
+    program, examples, *, metric, lm, adapter, output_fields, num_threads: int = 1, server=None
+) -> dict[str, Any]:
     """Run ``program`` on every example; per-question score and structural contract violations."""
     import threading
 
     import dspy
     from dspy.utils.parallelizer import ParallelExecutor
-
-    from nbkit.signatures.evaluation import server_running
 
     server_down = threading.Event()
 
@@ -139,18 +149,30 @@ def evaluate(program, examples, *, metric, lm, adapter, output_fields, num_threa
         try:
             pred = program(**example.inputs())
             outputs = {k: v for k, v in pred.items()}
-        except Exception as exc:  # an unusable answer is recorded as a violation, a dead server stops the run (once, below)
+        except (
+            Exception
+        ) as exc:  # an unusable answer is recorded as a violation, a dead server stops the run (once, below)
             if server is not None and not server_running(server):
                 server_down.set()
                 return None
             error = exc
-        violations = [v.kind for v in check_contract(outputs, error, output_fields=output_fields) if v.kind in (PARSE_ERROR, MISSING_FIELD)]
-        score = float(metric(example, dspy.Prediction(**outputs))) if outputs is not None and not violations else 0.0
+        violations = [
+            v.kind
+            for v in check_contract(outputs, error, output_fields=output_fields)
+            if v.kind in (PARSE_ERROR, MISSING_FIELD)
+        ]
+        score = (
+            float(metric(example, dspy.Prediction(**outputs)))
+            if outputs is not None and not violations
+            else 0.0
+        )
         return {"key": f"line {example.line}", "score": score, "violations": violations}
 
     start = time.perf_counter()
     with dspy.context(lm=lm, adapter=adapter):
-        records = ParallelExecutor(num_threads=num_threads, disable_progress_bar=True, max_errors=len(examples) + 1).execute(run_one, list(examples))
+        records = ParallelExecutor(
+            num_threads=num_threads, disable_progress_bar=True, max_errors=len(examples) + 1
+        ).execute(run_one, list(examples))
     if any(r is None for r in records):
         if server is not None:
             server.ensure_running()  # a dead server: its name, exit code and log
@@ -160,6 +182,9 @@ def evaluate(program, examples, *, metric, lm, adapter, output_fields, num_threa
 
 def questions(records: list[dict]) -> dict[str, list]:
     """The per-question shape ``claims.paired`` reads (``hit`` is the metric's score)."""
-    return {"keys": [r["key"] for r in records], "hit": [r["score"] for r in records],
-            "clean": [0.0 if r["violations"] else 1.0 for r in records],
-            "structural": [1.0 if r["violations"] else 0.0 for r in records]}  # fmt: skip
+    return {
+        "keys": [r["key"] for r in records],
+        "hit": [r["score"] for r in records],
+        "clean": [0.0 if r["violations"] else 1.0 for r in records],
+        "structural": [1.0 if r["violations"] else 0.0 for r in records],
+    }

@@ -1,72 +1,76 @@
-"""Notebook 03's panels with widgets, on a session backed by dspy.utils.DummyLM (no server)."""
+"""Notebook 03's panels with widgets, on a context backed by dspy.utils.DummyLM (no server)."""
 
 import pytest
 
 dspy = pytest.importorskip("dspy")
 
 from nbkit.result import Result  # noqa: E402
-from nbkit.signatures import panels  # noqa: E402
+from nbkit.signatures import experiments, panels  # noqa: E402
 from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases  # noqa: E402
-from nbkit.signatures.experiments import SignatureSession  # noqa: E402
+from nbkit.signatures.experiments import SignaturesContext  # noqa: E402
 from nbkit.signatures.lm import LMHandle  # noqa: E402
 
 
 def echo_lm():
     """DummyLM in dictionary mode: every prompt contains 'symptoms', so every call gets the same
     contract-clean differential naming 'gout' (deterministic and endless)."""
-    answer = {"reasoning": "Classic gout.", "diagnoses": [{"condition": "gout", "confidence": 0.7}], "diagnosis": "condition: gout, confidence: 0.7"}
+    answer = {
+        "reasoning": "Classic gout.",
+        "diagnoses": [{"condition": "gout", "confidence": 0.7}],
+        "diagnosis": "condition: gout, confidence: 0.7",
+    }
     return dspy.utils.DummyLM({"symptoms": answer})
 
 
 @pytest.fixture
-def session():
+def ctx():
     kb = load_knowledge_base()
     cases = load_cases(kb=kb)
-    s = SignatureSession(LMHandle(echo_lm(), "dummy", 64), kb, cases, split_cases(cases, 0))
+    s = SignaturesContext(LMHandle(echo_lm(), "dummy", 64), kb, cases, split_cases(cases, 0))
     yield s
     s.close()
 
 
-def test_modules_panel_click_updates_figure(session):
-    p = panels.modules_panel(session, widget=True)
+def test_modules_panel_click_updates_figure(ctx):
+    p = panels.panel("modules", ctx, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["modules"].value = ("predict", "hybrid")
     p.click()
     assert p.error is None, p.error
     assert isinstance(p.result, Result)
     assert list(p.live.figure.data[0].x) == ["predict", "hybrid"]
-    assert p.result.metrics["dev_questions_evaluated"] == {"predict": 2, "hybrid": 2}
+    assert p.result.metrics.dev_questions_evaluated == {"predict": 2, "hybrid": 2}
     p.controls["modules"].value = ("cot",)
     p.click()
     assert list(p.live.figure.data[0].x) == ["cot"]
 
 
-def test_modules_default_evaluates_every_dev_question(session):
-    result = panels.modules_panel(session, widget=False).run(modules=("predict",))
-    n = 2 * len(session.splits.dev)
-    assert n >= 30 and result.metrics["dev_questions_evaluated"] == {"predict": n}
-    assert len(set(result.metrics["questions"]["predict"]["keys"])) == n
+def test_modules_default_evaluates_every_dev_question(ctx):
+    result = panels.panel("modules", ctx, widget=False).run(modules=("predict",))
+    n = 2 * len(ctx.splits.dev)
+    assert n >= 30 and result.metrics.dev_questions_evaluated == {"predict": n}
+    assert len(set(result.metrics.questions["predict"]["keys"])) == n
 
 
-def test_contracts_panel_counts_by_adapter(session):
-    p = panels.contracts_panel(session, widget=True)
+def test_contracts_panel_counts_by_adapter(ctx):
+    p = panels.panel("contracts", ctx, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["adapters"].value = ("chat",)
     p.click()
     assert p.error is None, p.error
     assert list(p.live.figure.data[0].x) == ["chat"]
-    assert p.result.metrics["violation_rate"]["chat"] == 0.0
-    assert p.result.metrics["field_notes_signature"]["violation_rate"] == 0.0
-    assert "json_grammar" not in p.result.metrics["violation_rate"]  # no local server: no grammar
+    assert p.result.metrics.violation_rate["chat"] == 0.0
+    assert p.result.metrics.field_notes_signature.violation_rate == 0.0
+    assert "json_grammar" not in p.result.metrics.violation_rate  # no local server: no grammar
     # the field notes' signature is asked on train + val + the dev cases shown, and judged per answer
-    notes = p.result.metrics["field_notes_signature"]
-    assert notes["splits"] == ["train", "val", "dev"]
-    assert notes["questions"] == 2 * (len(session.splits.train) + len(session.splits.val) + 1)
-    assert notes["answers_with_items"] == notes["questions"] and notes["answers_not_numeric"] == 0
+    notes = p.result.metrics.field_notes_signature
+    assert notes.splits == ["train", "val", "dev"]
+    assert notes.questions == 2 * (len(ctx.splits.train) + len(ctx.splits.val) + 1)
+    assert notes.answers_with_items == notes.questions and notes.answers_not_numeric == 0
 
 
-def test_compile_panel_runs_mixes(session):
-    p = panels.compile_panel(session, widget=True)
+def test_compile_panel_runs_mixes(ctx):
+    p = panels.panel("compile", ctx, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["compile_size"].value = 2
     p.controls["max_demos"].value = 1
@@ -76,29 +80,31 @@ def test_compile_panel_runs_mixes(session):
     p.click()
     assert p.error is None, p.error
     assert list(p.live.figure.data[0].x) == ["uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"]
-    assert set(p.result.metrics["gains"]) == {"BFS 0% colloquial", "BFS 50% colloquial"}
-    assert set(p.result.metrics["questions"]) == {"uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"}
+    assert set(p.result.metrics.gains) == {"BFS 0% colloquial", "BFS 50% colloquial"}
+    assert set(p.result.metrics.questions) == {"uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"}
 
 
-def test_compile_module_is_chosen_on_validation_questions(session):
+def test_compile_module_is_chosen_on_validation_questions(ctx):
     """module='auto' (the default) scores every module uncompiled on the val questions, never on dev."""
     from nbkit.signatures.modules import MODULES
 
-    result = panels.compile_panel(session, widget=False).run(n_dev=1, compile_size=2, max_demos=1, mixes=(0.0,), random_search=False, n_val=2)
-    on = result.metrics["module_chosen_on"]
-    assert on["split"] == "val" and on["questions"] == 4 and set(on["hit@3"]) == set(MODULES)
-    assert result.metrics["module"] == max(MODULES, key=lambda k: (on["hit@3"][k], -MODULES.index(k)))
+    result = panels.panel("compile", ctx, widget=False).run(
+        n_dev=1, compile_size=2, max_demos=1, mixes=(0.0,), random_search=False, n_val=2
+    )
+    on = result.metrics.module_chosen_on
+    assert on.split == "val" and on.questions == 4 and set(on.hit_at_3) == set(MODULES)
+    assert result.metrics.module == max(MODULES, key=lambda k: (on.hit_at_3[k], -MODULES.index(k)))
 
 
-def test_retrieval_is_chosen_on_validation(session):
-    result = panels.retrieval_panel(session, widget=False).run(retrievers=("bm25",))
-    assert result.metrics["chosen"] == "bm25" == session.retriever_kind
-    assert result.metrics["chosen_on"] == "val" and result.metrics["val_cases"] == len(session.splits.val)
+def test_retrieval_is_chosen_on_validation(ctx):
+    result = panels.panel("retrieval", ctx, widget=False).run(retrievers=("bm25",))
+    assert result.metrics.chosen == "bm25" == ctx.retriever_kind
+    assert result.metrics.chosen_on == "val" and result.metrics.val_cases == len(ctx.splits.val)
     assert list(result.table["split"]) == ["val", "test (chosen, once)"]
 
 
-def test_ask_panel_shows_structured_answer_and_bad_input(session):
-    p = panels.ask_panel(session, widget=True)
+def test_ask_panel_shows_structured_answer_and_bad_input(ctx):
+    p = panels.panel("ask", ctx, widget=True)
     p.controls["symptoms"].value = "big toe is red and swollen"
     p.controls["modules"].value = ("predict", "cot")
     p.click()
@@ -110,10 +116,48 @@ def test_ask_panel_shows_structured_answer_and_bad_input(session):
     assert p.error and "type some symptoms" in p.error
 
 
-def test_history_panel_reports_calls(session):
-    panels.ask_panel(session, widget=True).click()
-    h = panels.history_panel(session, widget=True)
+def test_history_panel_reports_calls(ctx):
+    panels.panel("ask", ctx, widget=True).click()
+    h = panels.panel("history", ctx, widget=True)
     h.click()
     assert h.error is None, h.error
     assert "gout" in h.result.data["text"] and len(h.live.figure.data) == 2
-    assert h.result.metrics["calls"]["calls"] == 1 and h.result.metrics["calls"]["over_max_tokens"] == 0
+    assert h.result.metrics.calls.calls == 1 and h.result.metrics.calls.over_max_tokens == 0
+
+
+def test_data_and_signature_experiments(ctx):
+    """The notebook's data and example-first cells: counts of what the context loaded, the derived bounds."""
+    data = experiments.run_data(experiments.run_data.config(), ctx)
+    assert data.metrics.cases == len(ctx.cases) and data.metrics.dev == len(ctx.splits.dev)
+    assert list(data.table.columns) == ["id", "conditions", "standard", "colloquial"] and len(data.table) == 3
+    signature = experiments.run_signature(experiments.run_signature.config(smoke=True), ctx)
+    assert (
+        signature.metrics.max_reasoning_words >= 50
+        and 0 <= signature.metrics.confidence_min < signature.metrics.confidence_max
+    )
+    assert signature.table["signature"].nunique() == 2 and not any(
+        k.endswith("desc") for k in vars(signature.metrics)
+    )
+
+
+def test_save_load_roundtrip_and_headline(ctx):
+    compiled = panels.panel("compile", ctx, smoke=True, widget=False).run(n_dev=1, mixes=(0.0,))
+    roundtrip = experiments.save_load_roundtrip(ctx, compiled)
+    assert roundtrip.program == "BFS 0% colloquial" and roundtrip.bytes > 0
+    assert (
+        roundtrip.same_demos and roundtrip.same_answer
+    )  # DummyLM answers alike: the loaded program is the same
+    modules = panels.panel("modules", ctx, smoke=True, widget=False).run(modules=("predict", "cot"))
+    contracts = panels.panel("contracts", ctx, smoke=True, widget=False).run(
+        adapters=("chat",), field_notes_signature=False
+    )
+    history = panels.panel("history", ctx, widget=False).run()
+    headline = experiments.headline(modules.metrics, contracts.metrics, history.metrics, 1.5)
+    assert headline["dev questions per module"] == 4 and [k for k in headline if k.startswith("best")] == [
+        "best hit@3 (predict)"
+    ]
+    assert headline["chat violation rate"] == 0.0 and headline["grammar violation rate"] is None
+    assert (
+        headline["notebook seconds"] == 1.5
+        and headline["LM calls answered from cache"] == history.metrics.calls.from_cache
+    )

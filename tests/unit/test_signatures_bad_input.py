@@ -1,4 +1,5 @@
-"""Bad input to the DSPy theme's entry points: one clear UsageError naming the file, line or key (table-driven)."""
+"""Bad input to the DSPy theme's entry points: one clear UsageError naming the file, line or key
+(table-driven)."""
 
 import json
 
@@ -6,8 +7,8 @@ import pytest
 
 from nbkit.errors import UsageError
 from nbkit.signatures import cases as cs
-from nbkit.signatures import config as cfg
 from nbkit.signatures import server as srv
+from nbkit.signatures.experiments import REGISTRY
 
 GOOD = {"id": "x1", "conditions": ["gout"], "standard": "a", "colloquial": "b", "rationale": "r"}
 KB_GOOD = {"condition": "gout", "aliases": ["podagra"], "symptoms": "red toe", "notes": "nsaid"}
@@ -19,17 +20,41 @@ def _lines(*rows):
 
 CASES = [
     # (name, file bytes, message pattern)
-    ("non-utf8", _lines(GOOD, b'{"id": "x2", "standard": "caf\xe9"}'), r"cases.jsonl:2: not UTF-8 text \(byte 0xe9 at column 30\)"),
-    ("typo key", _lines(dict({k: v for k, v in GOOD.items() if k != "colloquial"}, colloqial="b")), r":1: unknown key 'colloqial'.*did you mean 'colloquial'"),
+    (
+        "non-utf8",
+        _lines(GOOD, b'{"id": "x2", "standard": "caf\xe9"}'),
+        r"cases.jsonl:2: not UTF-8 text \(byte 0xe9 at column 30\)",
+    ),
+    (
+        "typo key",
+        _lines(dict({k: v for k, v in GOOD.items() if k != "colloquial"}, colloqial="b")),
+        r":1: unknown key 'colloqial'.*did you mean 'colloquial'",
+    ),
     ("extra key", _lines(dict(GOOD, severity="high")), r":1: unknown key 'severity'"),
-    ("4th condition", _lines(dict(GOOD, conditions=["gout", "gout", "gout", "gout"])), r":1 \(x1\): 4 conditions; the contract allows at most 3"),
-    ("condition not a string", _lines(dict(GOOD, conditions=["gout", 3])), r":1: key 'conditions' must list non-empty strings"),
+    (
+        "4th condition",
+        _lines(dict(GOOD, conditions=["gout", "gout", "gout", "gout"])),
+        r":1 \(x1\): 4 conditions; the contract allows at most 3",
+    ),
+    (
+        "condition not a string",
+        _lines(dict(GOOD, conditions=["gout", 3])),
+        r":1: key 'conditions' must list non-empty strings",
+    ),
     ("empty string", _lines(dict(GOOD, standard="  ")), r":1: key 'standard' must be a non-empty str"),
-    ("missing key", _lines({k: v for k, v in GOOD.items() if k != "rationale"}), r":1: missing key 'rationale'"),
+    (
+        "missing key",
+        _lines({k: v for k, v in GOOD.items() if k != "rationale"}),
+        r":1: missing key 'rationale'",
+    ),
     ("not json", _lines(GOOD, b"{oops"), r":2: not valid JSON"),
     ("not an object", _lines([1, 2]), r":1: expected a JSON object, got list"),
     ("duplicate id", _lines(GOOD, GOOD), r":2: duplicate id 'x1'"),
-    ("unknown condition", _lines(dict(GOOD, conditions=["dragon pox"])), r":1 \(x1\): conditions \['dragon pox'\] are not in the knowledge base"),
+    (
+        "unknown condition",
+        _lines(dict(GOOD, conditions=["dragon pox"])),
+        r":1 \(x1\): conditions \['dragon pox'\] are not in the knowledge base",
+    ),
     ("empty file", b"\n\n", r"no records \(the file is empty\)"),
 ]
 
@@ -102,22 +127,42 @@ def test_bad_model_path(tmp_path, make, pattern):
 def test_bad_pool_size_and_config_override():
     with pytest.raises(UsageError, match="n_servers must be a positive int, got 0"):
         srv.LocalLMPool(0)
-    with pytest.raises(TypeError, match=r"ModulesConfig has no field\(s\) \['n_deev'\]"):
-        cfg.preset(cfg.ModulesConfig, n_deev=3)
+    with pytest.raises(UsageError, match="ModulesConfig has no field n_deev"):
+        REGISTRY["modules"].config(smoke=True, n_deev=3)
 
 
 @pytest.mark.parametrize(
     ("signature", "rows", "metric", "pattern"),
     [
-        ("question -> answer", [{"question": "q", "answer": "a"}, {"question": "q2"}], "exact", r"dev.jsonl:2: missing field 'answer' of the signature"),
+        (
+            "question -> answer",
+            [{"question": "q", "answer": "a"}, {"question": "q2"}],
+            "exact",
+            r"dev.jsonl:2: missing field 'answer' of the signature",
+        ),
         ("question -> answer", [{"answer": "a"}], "exact", r"dev.jsonl:1: missing field 'question'"),
         ("question -> answer", [], "exact", r"dev.jsonl: no examples"),
         ("question answer", [{"question": "q"}], "exact", r"not a DSPy string signature.*exactly one '->'"),
         ("", [{"question": "q"}], "exact", r"SIGNATURE is empty"),
-        ("nbkit_no_such_module:Sig", [{"question": "q"}], "exact", r"cannot import module 'nbkit_no_such_module'"),
+        (
+            "nbkit_no_such_module:Sig",
+            [{"question": "q"}],
+            "exact",
+            r"cannot import module 'nbkit_no_such_module'",
+        ),
         ("json:dumps", [{"question": "q"}], "exact", r"is not a dspy.Signature subclass"),
-        ("question -> answer", [{"question": "q", "answer": "a"}], "fuzzy", r"METRIC 'fuzzy': expected one of \('exact', 'contains'\)"),
-        ("question -> answer", [{"question": "q", "answer": "a"}], "json:nope", r"module 'json' has no 'nope'"),
+        (
+            "question -> answer",
+            [{"question": "q", "answer": "a"}],
+            "fuzzy",
+            r"METRIC 'fuzzy': expected one of \('exact', 'contains'\)",
+        ),
+        (
+            "question -> answer",
+            [{"question": "q", "answer": "a"}],
+            "json:nope",
+            r"module 'json' has no 'nope'",
+        ),
     ],
 )
 def test_bad_user_contract(tmp_path, signature, rows, metric, pattern):
@@ -132,9 +177,12 @@ def test_bad_user_contract(tmp_path, signature, rows, metric, pattern):
         uc.make_metric(metric, sig)
 
 
-def test_nbkit_run_with_a_dev_set_row_lacking_a_field_exits_2_naming_file_and_line(tmp_path, monkeypatch, capsys):
+def test_nbkit_run_with_a_dev_set_row_lacking_a_field_exits_2_naming_file_and_line(
+    tmp_path, monkeypatch, capsys
+):
     """`nbkit run 03 -p DEV_SET bad.jsonl`: the notebook's first cell loads the contract (as notebook 03 does,
-    before any LM starts), so the run stops there: one line naming file, line and field, exit 2, no run folder."""
+    before any LM starts), so the run stops there: one line naming file, line and field, exit 2, no run
+    folder."""
     pytest.importorskip("dspy")
     from runner_notebooks import make_notebook
 
@@ -144,12 +192,19 @@ def test_nbkit_run_with_a_dev_set_row_lacking_a_field_exits_2_naming_file_and_li
     nb_dir.mkdir()
     make_notebook(
         nb_dir / "03_sig.ipynb",
-        body="import pathlib\nfrom nbkit.signatures.config import UserContractConfig\nfrom nbkit.signatures.experiments import check_user_contract\n"
-        "check_user_contract(UserContractConfig(signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC))\npathlib.Path('ran.txt').write_text('ran')\n",
+        body="import pathlib\nfrom nbkit.signatures import experiments\n"
+        "experiments.check_user_contract(experiments.run_user_contract.config(SMOKE, signature=SIGNATURE, "
+        "dev_set=DEV_SET, metric=METRIC))\n"
+        "pathlib.Path('ran.txt').write_text('ran')\n",
         parameters="SMOKE = False\nSIGNATURE = 'text -> sentiment'\nDEV_SET = ''\nMETRIC = 'exact'\n",
     )
     dev = tmp_path / "dev.jsonl"
-    dev.write_text(json.dumps({"text": "great", "sentiment": "positive"}) + "\n" + json.dumps({"text": "awful", "label": "negative"}) + "\n")
+    dev.write_text(
+        json.dumps({"text": "great", "sentiment": "positive"})
+        + "\n"
+        + json.dumps({"text": "awful", "label": "negative"})
+        + "\n"
+    )
     monkeypatch.setenv("NBKIT_NOTEBOOKS", str(nb_dir))
     out = tmp_path / "run"
     rc = main(["run", "03", "-p", "DEV_SET", json.dumps(str(dev)), "--output", str(out), "-q"])

@@ -18,7 +18,8 @@ from nbkit.signatures.server import send_body
 
 
 class FakeLM:
-    """Answers ``[[ ## answer ## ]]`` with the question's expected answer when crc32(request) is even, else 'wrong'."""
+    """Answers ``[[ ## answer ## ]]`` with the question's expected answer when crc32(request) is even, else
+    'wrong'."""
 
     def __init__(self, delay: float = 0.0):
         self.requests: list[str] = []
@@ -35,16 +36,35 @@ class FakeLM:
                     outer.in_flight += 1
                     outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
                 time.sleep(delay)
-                question = body["messages"][-1]["content"].split("[[ ## question ## ]]")[-1].strip().split("\n")[0]
-                answer = f"A-{question}" if zlib.crc32(json.dumps(body["messages"]).encode()) % 2 == 0 else "wrong"
+                question = (
+                    body["messages"][-1]["content"].split("[[ ## question ## ]]")[-1].strip().split("\n")[0]
+                )
+                answer = (
+                    f"A-{question}" if zlib.crc32(json.dumps(body["messages"]).encode()) % 2 == 0 else "wrong"
+                )
                 content = f"[[ ## answer ## ]]\n{answer}\n\n[[ ## completed ## ]]"
                 with lock:
                     outer.in_flight -= 1
-                send_body(self, 200, json.dumps({
-                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                }).encode())  # fmt: skip
+                send_body(
+                    self,
+                    200,
+                    json.dumps(
+                        {
+                            "id": "x",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body["model"],
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": content},
+                                    "finish_reason": "stop",
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                        }
+                    ).encode(),
+                )
 
             def log_message(self, *args):
                 pass
@@ -81,10 +101,20 @@ def _compile(fake, num_threads, optimizer="bootstrap", **kwargs):
 
     from nbkit.signatures.compiling import compile_program
 
-    handle = lm_mod.make_lm("openai/fake", api_base=fake.api_base, max_tokens=16, cache="memory")  # a fresh, empty in-run cache
+    handle = lm_mod.make_lm(
+        "openai/fake", api_base=fake.api_base, max_tokens=16, cache="memory"
+    )  # a fresh, empty in-run cache
     fake.requests.clear()
-    program = compile_program(optimizer, dspy.Predict("question -> answer"), _examples(6), metric=_metric, lm=handle.lm, max_demos=2,
-                              num_threads=num_threads, **kwargs)  # fmt: skip
+    program = compile_program(
+        optimizer,
+        dspy.Predict("question -> answer"),
+        _examples(6),
+        metric=_metric,
+        lm=handle.lm,
+        max_demos=2,
+        num_threads=num_threads,
+        **kwargs,
+    )
     return program, list(fake.requests)
 
 
@@ -95,7 +125,9 @@ def _demos(program):
 def test_concurrent_teacher_pass_compiles_the_same_program_and_the_sequential_pass_hits_the_cache(fake):
     sequential, seq_requests = _compile(fake, num_threads=1)
     prefetched, pre_requests = _compile(fake, num_threads=4)
-    assert _demos(prefetched) == _demos(sequential) and _demos(sequential)  # the same demos, in the same order
+    assert _demos(prefetched) == _demos(sequential) and _demos(
+        sequential
+    )  # the same demos, in the same order
     assert prefetched.dump_state() == sequential.dump_state()
     # The prefetch asks every compile example once, concurrently; BootstrapFewShot's own pass then reaches the
     # server for nothing: each of its requests is one the prefetch already sent.
@@ -112,7 +144,9 @@ def test_random_search_compiles_the_same_program_with_the_concurrent_teacher_pas
     assert prefetched.dump_state() == sequential.dump_state()
     from dspy.teleprompt import random_search
 
-    assert random_search.BootstrapFewShot.__name__ == "BootstrapFewShot"  # the prefetching subclass is gone afterwards
+    assert (
+        random_search.BootstrapFewShot.__name__ == "BootstrapFewShot"
+    )  # the prefetching subclass is gone afterwards
 
 
 def test_no_prefetch_without_a_cache_or_with_one_thread(fake):
@@ -122,7 +156,15 @@ def test_no_prefetch_without_a_cache_or_with_one_thread(fake):
 
     handle = lm_mod.make_lm("openai/fake", api_base=fake.api_base, max_tokens=16, cache="off")
     fake.requests.clear()
-    compile_program("bootstrap", dspy.Predict("question -> answer"), _examples(6), metric=_metric, lm=handle.lm, max_demos=2, num_threads=4)
+    compile_program(
+        "bootstrap",
+        dspy.Predict("question -> answer"),
+        _examples(6),
+        metric=_metric,
+        lm=handle.lm,
+        max_demos=2,
+        num_threads=4,
+    )
     off = len(fake.requests)
     _, one_thread = _compile(fake, num_threads=1)
     assert off == len(one_thread)  # cache off: nothing to prefetch into, the sequential pass alone
@@ -137,9 +179,21 @@ def test_evaluation_keeps_num_threads_requests_in_flight(fake):
     slow = FakeLM(delay=0.3)
     try:
         handle = lm_mod.make_lm("openai/fake", api_base=slow.api_base, max_tokens=16, cache="off")
-        kb_examples = [dspy.Example(symptoms=f"s{i}", case_id=f"c{i}", slice="standard", conditions=["Hypertension"]).with_inputs("symptoms") for i in range(16)]
-        result = evaluate_program(dspy.Predict("symptoms -> answer"), kb_examples, lm=handle.lm, kb=load_knowledge_base(), num_threads=8, progress=False,
-                                  output_fields=("answer",))  # fmt: skip
+        kb_examples = [
+            dspy.Example(
+                symptoms=f"s{i}", case_id=f"c{i}", slice="standard", conditions=["Hypertension"]
+            ).with_inputs("symptoms")
+            for i in range(16)
+        ]
+        result = evaluate_program(
+            dspy.Predict("symptoms -> answer"),
+            kb_examples,
+            lm=handle.lm,
+            kb=load_knowledge_base(),
+            num_threads=8,
+            progress=False,
+            output_fields=("answer",),
+        )
         assert len(result.records) == 16 and len(slow.requests) == 16
         assert slow.most_in_flight == 8  # the batch is kept full: as many requests as threads
     finally:

@@ -10,18 +10,36 @@ def kinds(violations):
 
 
 def test_clean_typed_answer_holds():
-    out = {"diagnoses": [{"condition": "gout", "confidence": 0.9}], "reasoning": "Acute first MTP monoarthritis after alcohol."}
+    out = {
+        "diagnoses": [{"condition": "gout", "confidence": 0.9}],
+        "reasoning": "Acute first MTP monoarthritis after alcohol.",
+    }
     assert c.check_contract(out) == []
 
 
 @pytest.mark.parametrize(
     ("outputs", "expected"),
     [
-        ({"diagnoses": [{"condition": "gout", "confidence": 1.7}], "reasoning": "x"}, c.CONFIDENCE_OUT_OF_RANGE),
-        ({"diagnoses": [{"condition": "gout", "confidence": -0.1}], "reasoning": "x"}, c.CONFIDENCE_OUT_OF_RANGE),
-        ({"diagnoses": [{"condition": "gout", "confidence": "high"}], "reasoning": "x"}, c.CONFIDENCE_NOT_NUMERIC),
-        ({"diagnoses": [{"condition": f"c{i}", "confidence": 0.1} for i in range(4)], "reasoning": "x"}, c.TOO_MANY_DIAGNOSES),
-        ({"diagnoses": [{"condition": "gout", "confidence": 0.5}], "reasoning": "word " * 51}, c.REASONING_TOO_LONG),
+        (
+            {"diagnoses": [{"condition": "gout", "confidence": 1.7}], "reasoning": "x"},
+            c.CONFIDENCE_OUT_OF_RANGE,
+        ),
+        (
+            {"diagnoses": [{"condition": "gout", "confidence": -0.1}], "reasoning": "x"},
+            c.CONFIDENCE_OUT_OF_RANGE,
+        ),
+        (
+            {"diagnoses": [{"condition": "gout", "confidence": "high"}], "reasoning": "x"},
+            c.CONFIDENCE_NOT_NUMERIC,
+        ),
+        (
+            {"diagnoses": [{"condition": f"c{i}", "confidence": 0.1} for i in range(4)], "reasoning": "x"},
+            c.TOO_MANY_DIAGNOSES,
+        ),
+        (
+            {"diagnoses": [{"condition": "gout", "confidence": 0.5}], "reasoning": "word " * 51},
+            c.REASONING_TOO_LONG,
+        ),
         ({"diagnoses": [{"condition": "gout", "confidence": 0.5}], "reasoning": ""}, c.MISSING_FIELD),
         ({"diagnoses": [], "reasoning": "x"}, c.NO_DIAGNOSIS),
     ],
@@ -39,9 +57,16 @@ def test_parse_errors_and_missing_fields_from_adapter_errors():
     from dspy.utils.exceptions import AdapterParseError
 
     sig = c.typed_medical_diagnosis_signature()
-    partial = AdapterParseError(adapter_name="ChatAdapter", signature=sig, lm_response="[[ ## reasoning ## ]] hi", parsed_result={"reasoning": "hi"})
+    partial = AdapterParseError(
+        adapter_name="ChatAdapter",
+        signature=sig,
+        lm_response="[[ ## reasoning ## ]] hi",
+        parsed_result={"reasoning": "hi"},
+    )
     assert kinds(c.check_contract(None, partial)) == [c.MISSING_FIELD]
-    garbage = AdapterParseError(adapter_name="JSONAdapter", signature=sig, lm_response="{d}", message="cannot be serialized")
+    garbage = AdapterParseError(
+        adapter_name="JSONAdapter", signature=sig, lm_response="{d}", message="cannot be serialized"
+    )
     assert kinds(c.check_contract(None, garbage)) == [c.PARSE_ERROR]
     assert kinds(c.check_contract(None)) == [c.PARSE_ERROR]
 
@@ -52,7 +77,9 @@ def test_field_notes_string_signature_items_are_parsed_and_checked():
     assert [i["condition"] for i in items] == ["Hypertension", "anxiety"]
     v = c.check_contract({"diagnosis": text, "reasoning": "ok"}, output_fields=("diagnosis", "reasoning"))
     assert kinds(v) == [c.CONFIDENCE_NOT_NUMERIC]
-    v = c.check_contract({"diagnosis": "probably the flu", "reasoning": "ok"}, output_fields=("diagnosis", "reasoning"))
+    v = c.check_contract(
+        {"diagnosis": "probably the flu", "reasoning": "ok"}, output_fields=("diagnosis", "reasoning")
+    )
     assert kinds(v) == [c.NO_DIAGNOSIS]
 
 
@@ -84,6 +111,8 @@ def test_prompt_does_not_leak_python_comments_or_docstrings():
     # Regression: a docstring on Diagnosis was copied into the prompt's JSON schema.
     import dspy
 
-    msgs = dspy.ChatAdapter().format(c.typed_medical_diagnosis_signature(), demos=[], inputs={"symptoms": "cough"})
+    msgs = dspy.ChatAdapter().format(
+        c.typed_medical_diagnosis_signature(), demos=[], inputs={"symptoms": "cough"}
+    )
     prompt = "\n".join(m["content"] for m in msgs)
     assert "pydantic" not in prompt and "confidence" in prompt

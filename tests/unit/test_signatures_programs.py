@@ -22,7 +22,12 @@ def splits(kb):
 
 
 def good(case_conditions, n=50):
-    return [{"diagnoses": [{"condition": case_conditions[0], "confidence": 0.8}], "reasoning": "Classic presentation."}] * n
+    return [
+        {
+            "diagnoses": [{"condition": case_conditions[0], "confidence": 0.8}],
+            "reasoning": "Classic presentation.",
+        }
+    ] * n
 
 
 def test_all_three_modules_serve_the_same_contract(kb, splits):
@@ -30,9 +35,13 @@ def test_all_three_modules_serve_the_same_contract(kb, splits):
     retriever = build_retriever("bm25", kb)
     example = to_examples(splits.dev[:1], slices=("standard",))[0]
     for kind in ("predict", "cot", "hybrid"):
-        answers = [{"reasoning": "Classic.", "diagnoses": [{"condition": example.conditions[0], "confidence": 0.8}]}]
+        answers = [
+            {"reasoning": "Classic.", "diagnoses": [{"condition": example.conditions[0], "confidence": 0.8}]}
+        ]
         lm = dspy.utils.DummyLM(answers)
-        res = evaluation.evaluate_program(build_module(kind, sig, retriever), [example], lm=lm, kb=kb, label=kind, progress=False)
+        res = evaluation.evaluate_program(
+            build_module(kind, sig, retriever), [example], lm=lm, kb=kb, label=kind, progress=False
+        )
         assert res.records[0]["violations"] == [], (kind, res.records[0])
         assert res.score == 1.0
     with pytest.raises(ValueError, match="needs a retriever"):
@@ -55,7 +64,9 @@ def test_hybrid_puts_retrieved_passages_in_the_prompt(kb, splits):
 def test_garbage_answers_are_counted_not_raised(kb, splits):
     examples = to_examples(splits.dev[:2])
     lm = dspy.utils.DummyLM([{"nonsense": "```python\nprint(1)```"}] * 10)
-    res = evaluation.evaluate_program(build_module("predict", typed_medical_diagnosis_signature()), examples, lm=lm, kb=kb, progress=False)
+    res = evaluation.evaluate_program(
+        build_module("predict", typed_medical_diagnosis_signature()), examples, lm=lm, kb=kb, progress=False
+    )
     assert res.violation_rate == 1.0 and res.score == 0.0
     assert res.violation_counts()["missing_field"] == len(examples)
     shown = evaluation.violation_examples(res)
@@ -75,10 +86,15 @@ def test_metric_demands_a_clean_contract_only_while_bootstrapping(kb, splits):
 
 def test_bootstrap_compile_save_load_roundtrip(kb, splits, tmp_path):
     trainset = to_examples(splits.train[:3], slices=("standard",))
-    answers = [{"diagnoses": [{"condition": e.conditions[0], "confidence": 0.8}], "reasoning": "Classic."} for e in trainset]
+    answers = [
+        {"diagnoses": [{"condition": e.conditions[0], "confidence": 0.8}], "reasoning": "Classic."}
+        for e in trainset
+    ]
     lm = dspy.utils.DummyLM(answers * 3)
     student = build_module("predict", typed_medical_diagnosis_signature())
-    program = compiling.compile_program("bootstrap", student, trainset, metric=evaluation.make_metric(kb), lm=lm, max_demos=2)
+    program = compiling.compile_program(
+        "bootstrap", student, trainset, metric=evaluation.make_metric(kb), lm=lm, max_demos=2
+    )
     counts = compiling.demo_counts(program)
     assert counts["bootstrapped"] >= 1 and sum(counts.values()) <= 2
     assert compiling.demo_counts(student) == {"bootstrapped": 0, "labeled": 0}  # student untouched
@@ -87,7 +103,9 @@ def test_bootstrap_compile_save_load_roundtrip(kb, splits, tmp_path):
     assert compiling.demo_counts(loaded) == counts
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(ValueError, match="not a saved DSPy program"):
-        compiling.load_program(build_module("predict", typed_medical_diagnosis_signature()), tmp_path / "bad.json")
+        compiling.load_program(
+            build_module("predict", typed_medical_diagnosis_signature()), tmp_path / "bad.json"
+        )
     with pytest.raises(FileNotFoundError):
         compiling.load_program(student, tmp_path / "missing.json")
 
@@ -95,16 +113,32 @@ def test_bootstrap_compile_save_load_roundtrip(kb, splits, tmp_path):
 def test_random_search_needs_a_real_validation_set(kb, splits):
     trainset = to_examples(splits.train[:2], slices=("standard",))
     with pytest.raises(ValueError, match="validation set"):
-        compiling.compile_program("random_search", build_module("predict", typed_medical_diagnosis_signature()), trainset,
-                                  metric=evaluation.make_metric(kb), lm=dspy.utils.DummyLM([]), valset=None)
+        compiling.compile_program(
+            "random_search",
+            build_module("predict", typed_medical_diagnosis_signature()),
+            trainset,
+            metric=evaluation.make_metric(kb),
+            lm=dspy.utils.DummyLM([]),
+            valset=None,
+        )
 
 
 def test_random_search_scores_candidates_on_the_valset(kb, splits):
     trainset = to_examples(splits.train[:2], slices=("standard",))
     valset = to_examples(splits.val[:1], slices=("standard",))
-    lm = dspy.utils.DummyLM([{"diagnoses": [{"condition": valset[0].conditions[0], "confidence": 0.6}], "reasoning": "x"}] * 40)
-    program = compiling.compile_program("random_search", build_module("predict", typed_medical_diagnosis_signature()), trainset,
-                                        metric=evaluation.make_metric(kb), lm=lm, valset=valset, max_demos=1, num_candidates=1)
+    lm = dspy.utils.DummyLM(
+        [{"diagnoses": [{"condition": valset[0].conditions[0], "confidence": 0.6}], "reasoning": "x"}] * 40
+    )
+    program = compiling.compile_program(
+        "random_search",
+        build_module("predict", typed_medical_diagnosis_signature()),
+        trainset,
+        metric=evaluation.make_metric(kb),
+        lm=lm,
+        valset=valset,
+        max_demos=1,
+        num_candidates=1,
+    )
     seeds = [c["seed"] for c in compiling.candidate_scores(program)]
     assert sorted(seeds) == [-2, -1, 0]  # zero-shot (-3) is skipped: the notebook measured it already
 
@@ -131,10 +165,15 @@ def test_bootstrap_compiles_the_hybrid_module(kb, splits):
     """The notebook's default compiles HybridRetriever: its traced prediction must not carry the
     retrieved context as an output too (DSPy builds each demo from inputs + outputs)."""
     trainset = to_examples(splits.train[:3], slices=("standard",))
-    answers = [{"diagnoses": [{"condition": e.conditions[0], "confidence": 0.8}], "reasoning": "Classic."} for e in trainset]
+    answers = [
+        {"diagnoses": [{"condition": e.conditions[0], "confidence": 0.8}], "reasoning": "Classic."}
+        for e in trainset
+    ]
     lm = dspy.utils.DummyLM(answers * 3)
     student = build_module("hybrid", typed_medical_diagnosis_signature(), build_retriever("bm25", kb))
-    program = compiling.compile_program("bootstrap", student, trainset, metric=evaluation.make_metric(kb), lm=lm, max_demos=2)
+    program = compiling.compile_program(
+        "bootstrap", student, trainset, metric=evaluation.make_metric(kb), lm=lm, max_demos=2
+    )
     assert compiling.demo_counts(program)["bootstrapped"] >= 1
     with dspy.context(lm=dspy.utils.DummyLM(answers)):
         assert len(program(symptoms="big toe red hot swollen after beer").context) == 3

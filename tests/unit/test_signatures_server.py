@@ -37,8 +37,12 @@ def test_missing_server_extra_names_install_command(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sse_starlette" else real(name, *a))
-    with pytest.raises(srv.LMServerError, match=r"server extra is missing \(sse_starlette\).*llama-cpp-python\[server\]"):
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "sse_starlette" else real(name, *a)
+    )
+    with pytest.raises(
+        srv.LMServerError, match=r"server extra is missing \(sse_starlette\).*llama-cpp-python\[server\]"
+    ):
         srv.check_server_installed()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(srv.LMServerError, match="llama-cpp-python is not installed"):
@@ -75,7 +79,7 @@ def test_remote_model_key_comes_from_env_and_is_not_in_repr(monkeypatch):
 
 
 def test_dspy_sends_max_completion_tokens_on_the_wire():
-    # The root cause of the issue's 3,800-token request: DSPy's native engine names the limit
+    # The root cause of the reported 3,800-token request: DSPy's native engine names the limit
     # max_completion_tokens, which llama-cpp-python's request model ignores.
     fields = lm_mod.wire_token_fields(16)
     assert fields.get("max_completion_tokens") == 16 or fields.get("max_tokens") == 16
@@ -122,8 +126,19 @@ def test_real_server_enforces_limits_and_stops_cleanly(tmp_path):
     with server:
         pid = server.process.pid
         assert server.complete("Write a long story about a dragon.", max_tokens=8).completion_tokens <= 8
-        assert server.complete("Write a long story about a dragon.", max_tokens=8, field="max_completion_tokens").completion_tokens <= 8
-        lm = dspy.LM(f"openai/{server.model_alias}", api_base=server.api_base, api_key="local", max_tokens=8, cache=False)
+        assert (
+            server.complete(
+                "Write a long story about a dragon.", max_tokens=8, field="max_completion_tokens"
+            ).completion_tokens
+            <= 8
+        )
+        lm = dspy.LM(
+            f"openai/{server.model_alias}",
+            api_base=server.api_base,
+            api_key="local",
+            max_tokens=8,
+            cache=False,
+        )
         assert lm_mod.check_token_limit(lm, 8)["completion_tokens"] <= 8
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole process group is gone
@@ -218,11 +233,22 @@ def test_grammar_first_pick_gives_the_stock_chains_tokens():
 
     ls.disable_extra_buffer_types()
     llm = llama_cpp.Llama(str(smollm2_gguf_path()), n_threads=1, n_ctx=512, verbose=False, seed=0)
-    schema = {"type": "object", "properties": {"diagnoses": {"type": "array", "items": {"type": "string"}}, "confidence": {"type": "number"}},
-              "required": ["diagnoses", "confidence"]}  # fmt: skip
-    grammars = [LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False),
-                LlamaGrammar.from_string('root ::= ("yes" | "no") " because " [a-z ]+ "."', verbose=False)]  # fmt: skip
-    prompts = ["Fever, cough and shortness of breath for three days: answer in JSON.", "Is the sky green? Answer yes or no."]
+    schema = {
+        "type": "object",
+        "properties": {
+            "diagnoses": {"type": "array", "items": {"type": "string"}},
+            "confidence": {"type": "number"},
+        },
+        "required": ["diagnoses", "confidence"],
+    }
+    grammars = [
+        LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False),
+        LlamaGrammar.from_string('root ::= ("yes" | "no") " because " [a-z ]+ "."', verbose=False),
+    ]
+    prompts = [
+        "Fever, cough and shortness of breath for three days: answer in JSON.",
+        "Is the sky green? Answer yes or no.",
+    ]
 
     def answers():
         out = []
@@ -230,7 +256,11 @@ def test_grammar_first_pick_gives_the_stock_chains_tokens():
             for prompt in prompts:
                 llm.reset()
                 msg = [{"role": "user", "content": prompt}]
-                out.append(llm.create_chat_completion(msg, max_tokens=40, temperature=0.0, grammar=grammar, repeat_penalty=1.1)["choices"][0]["message"]["content"])
+                out.append(
+                    llm.create_chat_completion(
+                        msg, max_tokens=40, temperature=0.0, grammar=grammar, repeat_penalty=1.1
+                    )["choices"][0]["message"]["content"]
+                )
         return out
 
     stock = answers()
@@ -270,7 +300,8 @@ def test_real_pool_answers_like_one_server(tmp_path):
 
 
 def test_local_model_alias_changes_with_the_model_file_and_settings(tmp_path):
-    """DSPy's disk cache is keyed on the model name: the local alias must miss when the GGUF or a setting changes."""
+    """DSPy's disk cache is keyed on the model name: the local alias must miss when the GGUF or a setting
+    changes."""
     a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
     a.write_bytes(b"model weights one")
     b.write_bytes(b"model weights two")
@@ -293,13 +324,25 @@ def test_cache_mode_and_directory(tmp_path, monkeypatch):
 def test_calls_summary_separates_served_and_cached_calls():
     from types import SimpleNamespace
 
-    from nbkit.signatures.experiments import SignatureSession
+    from nbkit.signatures.experiments import SignaturesContext
+    from nbkit.signatures.metrics import LMCalls
 
-    history = [{"usage": {"completion_tokens": 40}, "timestamp": "1"}, {"usage": {}, "timestamp": "2"},
-               {"usage": {"completion_tokens": 128}, "timestamp": "3"}, {"usage": {}, "timestamp": "4"}]  # fmt: skip
-    session = SignatureSession(lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128), None, [], None)
-    assert session.calls_summary() == {"calls": 4, "served": 2, "from_cache": 2, "completion_tokens": 168, "max_completion_tokens": 128,
-                                       "over_max_tokens": 0, "max_tokens": 128}  # fmt: skip
+    history = [
+        {"usage": {"completion_tokens": 40}, "timestamp": "1"},
+        {"usage": {}, "timestamp": "2"},
+        {"usage": {"completion_tokens": 128}, "timestamp": "3"},
+        {"usage": {}, "timestamp": "4"},
+    ]
+    ctx = SignaturesContext(lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128), None, [], None)
+    assert ctx.calls_summary() == LMCalls(
+        calls=4,
+        served=2,
+        from_cache=2,
+        completion_tokens=168,
+        max_completion_tokens=128,
+        over_max_tokens=0,
+        max_tokens=128,
+    )
 
 
 def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_path, monkeypatch):
@@ -316,11 +359,26 @@ def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_pa
         def do_POST(self):  # noqa: N802 (http.server's naming)
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             seen.append(body["model"])
-            send_body(self, 200, json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-            }).encode())  # fmt: skip
+            send_body(
+                self,
+                200,
+                json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": "ok"},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+                    }
+                ).encode(),
+            )
 
         def log_message(self, *args):
             pass
@@ -331,8 +389,11 @@ def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_pa
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     base = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     try:
+
         def ask(model, prompt):
-            handle = lm_mod.make_lm(model, api_base=base, max_tokens=8, cache="disk")  # configures a new cache: memory empty
+            handle = lm_mod.make_lm(
+                model, api_base=base, max_tokens=8, cache="disk"
+            )  # configures a new cache: memory empty
             handle.lm(prompt)
             return bool(handle.lm.history[-1]["usage"])  # served (usage) or from cache (none)
 
@@ -369,15 +430,26 @@ def test_server_kind_is_the_binary_when_present_else_the_fallback(tmp_path, monk
     binary = _fake_binary(tmp_path)
     monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
     assert srv.llama_server_binary() == binary and srv.resolve_server_kind("auto") == "llama-server"
-    assert srv.resolve_server_kind("llama-cpp-python") == "llama-cpp-python"  # asked for explicitly: the fallback
+    assert (
+        srv.resolve_server_kind("llama-cpp-python") == "llama-cpp-python"
+    )  # asked for explicitly: the fallback
 
 
 @pytest.mark.parametrize(
     ("env", "kind", "pattern"),
     [
-        ("{tmp}/missing-binary", "auto", r"NBKIT_LLAMA_SERVER=.*missing-binary: not an executable file; expected the path of a llama-server binary"),
+        (
+            "{tmp}/missing-binary",
+            "auto",
+            r"NBKIT_LLAMA_SERVER=.*missing-binary: not an executable file; expected the path of a "
+            r"llama-server binary",
+        ),
         ("{tmp}", "auto", r"not an executable file"),
-        ("none", "vllm", r"server kind 'vllm': expected one of \('auto', 'llama-server', 'llama-cpp-python'\)"),
+        (
+            "none",
+            "vllm",
+            r"server kind 'vllm': expected one of \('auto', 'llama-server', 'llama-cpp-python'\)",
+        ),
     ],
 )
 def test_bad_server_choice(tmp_path, monkeypatch, env, kind, pattern):
@@ -390,9 +462,13 @@ def test_bad_server_choice(tmp_path, monkeypatch, env, kind, pattern):
 
 @pytest.mark.parametrize(
     ("kwargs", "pattern"),
-    [({"slots": 0}, r"slots must be a positive int, got 0"), ({"slots": True}, r"slots must be a positive int, got True"),
-     ({"n_gpu_layers": -1}, r"n_gpu_layers must be an int >= 0, 'all' or 'auto', got -1"), ({"n_gpu_layers": "most"}, r"got 'most'")],
-)  # fmt: skip
+    [
+        ({"slots": 0}, r"slots must be a positive int, got 0"),
+        ({"slots": True}, r"slots must be a positive int, got True"),
+        ({"n_gpu_layers": -1}, r"n_gpu_layers must be an int >= 0, 'all' or 'auto', got -1"),
+        ({"n_gpu_layers": "most"}, r"got 'most'"),
+    ],
+)
 def test_bad_llama_server_settings(tmp_path, kwargs, pattern):
     from nbkit.errors import UsageError
 
@@ -405,7 +481,8 @@ def _flag(args, name):
 
 
 def test_llama_server_arguments_on_cpu_and_on_cuda(tmp_path, monkeypatch):
-    """The CUDA path cannot run here; its arguments are what can be checked, through the same code as the CPU path."""
+    """The CUDA path cannot run here; its arguments are what can be checked, through the same code as the CPU
+    path."""
     from nbkit.signatures.config import SessionConfig
     from nbkit.signatures.experiments import local_server_kwargs
 
@@ -417,32 +494,54 @@ def test_llama_server_arguments_on_cpu_and_on_cuda(tmp_path, monkeypatch):
     assert cuda == {"n_ctx": 2048, "n_servers": 1, "kind": "llama-server", "slots": 8, "n_gpu_layers": "all"}
     fallback_cuda = local_server_kwargs(SessionConfig(), "cuda", "llama-cpp-python", cores=2)
     assert fallback_cuda["extra_args"] == ("--n_gpu_layers", "-1") and fallback_cuda["n_servers"] == 1
-    assert local_server_kwargs(SessionConfig(servers=3), "cpu", "llama-cpp-python", cores=2)["extra_args"] == ()
+    assert (
+        local_server_kwargs(SessionConfig(servers=3), "cpu", "llama-cpp-python", cores=2)["extra_args"] == ()
+    )
 
-    pool = srv.LocalLMPool(model_path=model, **{k: v for k, v in cuda.items() if k != "n_ctx"}, n_ctx=cuda["n_ctx"])
+    pool = srv.LocalLMPool(
+        model_path=model, **{k: v for k, v in cuda.items() if k != "n_ctx"}, n_ctx=cuda["n_ctx"]
+    )
     (server,) = pool.servers
     server.port = 12345
     args = server.server_args()
     assert _flag(args, "--n-gpu-layers") == "all" and _flag(args, "--parallel") == "8"
-    assert _flag(args, "--ctx-size") == str(2048 * 8) and "--no-kv-unified" in args  # n_ctx per slot, as llama-cpp-python's per request
+    assert (
+        _flag(args, "--ctx-size") == str(2048 * 8) and "--no-kv-unified" in args
+    )  # n_ctx per slot, as llama-cpp-python's per request
     # llama-cpp-python's defaults that decide tokens, so one request alone gets its answer
-    assert _flag(args, "--repeat-penalty") == "1.1" and _flag(args, "--repeat-last-n") == "64" and _flag(args, "--flash-attn") == "off"
+    assert (
+        _flag(args, "--repeat-penalty") == "1.1"
+        and _flag(args, "--repeat-last-n") == "64"
+        and _flag(args, "--flash-attn") == "off"
+    )
     assert _flag(args, "--batch-size") == "512" and "--no-repack" in args
-    assert server.command()[:4] == [sys.executable, "-m", "nbkit.signatures.llama_server", "--supervise"] and server.command()[4] == str(binary)
+    assert server.command()[:4] == [
+        sys.executable,
+        "-m",
+        "nbkit.signatures.llama_server",
+        "--supervise",
+    ] and server.command()[4] == str(binary)
     cpu_pool = srv.LocalLMPool(model_path=model, **cpu)
-    assert [_flag(s.server_args(), "--n-gpu-layers") for s in cpu_pool.servers] == ["0", "0"] and cpu_pool.capacity == 8
+    assert [_flag(s.server_args(), "--n-gpu-layers") for s in cpu_pool.servers] == [
+        "0",
+        "0",
+    ] and cpu_pool.capacity == 8
 
 
 def test_local_alias_separates_server_kinds_and_keeps_the_fallbacks_name(tmp_path, monkeypatch):
     model = _fake_model(tmp_path)
     monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(_fake_binary(tmp_path)))
     fallback = lm_mod.local_model_alias(model)
-    assert lm_mod.local_model_alias(model, kind="llama-cpp-python", slots=4) == fallback  # the fallback's cache entries stay valid
+    assert (
+        lm_mod.local_model_alias(model, kind="llama-cpp-python", slots=4) == fallback
+    )  # the fallback's cache entries stay valid
     batched = lm_mod.local_model_alias(model, kind="llama-server", slots=4)
     assert batched != fallback
     assert batched != lm_mod.local_model_alias(model, kind="llama-server", slots=8)
     assert batched != lm_mod.local_model_alias(model, kind="llama-server", slots=4, n_gpu_layers="all")
-    (tmp_path / "llama-server.json").write_text('{"llama_cpp_python": "another"}')  # another build of the binary
+    (tmp_path / "llama-server.json").write_text(
+        '{"llama_cpp_python": "another"}'
+    )  # another build of the binary
     assert batched != lm_mod.local_model_alias(model, kind="llama-server", slots=4)
 
 
@@ -457,12 +556,18 @@ def test_supervisor_ends_the_server_program_when_its_parent_is_killed(tmp_path):
     parent_code = (
         "import os, subprocess, sys, time\n"
         "env = dict(os.environ, NBKIT_LLAMA_PARENT_PID=str(os.getpid()))\n"
-        "p = subprocess.Popen([sys.executable, '-m', 'nbkit.signatures.llama_server', '--supervise', 'sleep', '300'], env=env)\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'nbkit.signatures.llama_server', '--supervise', "
+        "'sleep', '300'], env=env)\n"
         "time.sleep(1.5)\n"
         f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
         "time.sleep(300)\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(srv.__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(Path(srv.__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
+        ),
+    )
     parent = subprocess.Popen([sys.executable, "-c", parent_code], env=env)
     try:
         deadline = time.monotonic() + 30
@@ -510,19 +615,27 @@ def test_llama_server_alone_gives_llama_cpp_pythons_tokens(tmp_path):
     schema = _get_structured_outputs_response_format(signature_by_name("typed")).model_json_schema()
     plain = ["Name one cause of chest pain.", "Write a long story about a dragon."]
     dspy_prompts = _dspy_messages(3)
-    requests = [(p, False, 24, "max_tokens") for p in plain] + [(plain[1], False, 12, "max_completion_tokens")]
-    requests += [(m, False, 40, "max_tokens") for m in dspy_prompts] + [(m, True, 64, "max_tokens") for m in dspy_prompts]
+    requests = [(p, False, 24, "max_tokens") for p in plain] + [
+        (plain[1], False, 12, "max_completion_tokens")
+    ]
+    requests += [(m, False, 40, "max_tokens") for m in dspy_prompts] + [
+        (m, True, 64, "max_tokens") for m in dspy_prompts
+    ]
 
     def answers(server):
         out = []
         for prompt, constrained, limit, field in requests:
-            extra = srv.schema_constraint(server.kind, schema) if constrained else {}  # what session.lm_for sends each kind
-            st = server.complete(prompt, max_tokens=limit, field=field, extra={"logprobs": True, "top_logprobs": 1, **extra})
+            extra = (
+                srv.schema_constraint(server.kind, schema) if constrained else {}
+            )  # what ctx.lm_for sends each kind
+            st = server.complete(
+                prompt, max_tokens=limit, field=field, extra={"logprobs": True, "top_logprobs": 1, **extra}
+            )
             assert st.completion_tokens <= limit and len(st.tokens) == st.completion_tokens
             tokens = list(st.tokens)
             if server.kind == "llama-server" and st.finish_reason == "stop" and tokens and tokens[-1] == "":
-                # llama-server also lists (and counts in completion_tokens) the end-of-turn token it stopped on;
-                # llama-cpp-python leaves it out. The generated text is compared without it.
+                # llama-server also lists (and counts in completion_tokens) the end-of-turn token it stopped
+                # on; llama-cpp-python leaves it out. The generated text is compared without it.
                 tokens.pop()
             out.append({"tokens": tokens, "text": st.text, "finish": st.finish_reason})
         return out
@@ -534,14 +647,18 @@ def test_llama_server_alone_gives_llama_cpp_pythons_tokens(tmp_path):
     differing = [i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
     assert not differing, [(requests[i][1:], got[i], expected[i]) for i in differing]
     assert any(e["finish"] == "length" for e in expected) and all(e["tokens"] for e in expected)
-    assert all(json.loads(e["text"]) for e, r in zip(expected, requests, strict=True) if r[1] and e["finish"] == "stop")  # the grammar held
+    assert all(
+        json.loads(e["text"])
+        for e, r in zip(expected, requests, strict=True)
+        if r[1] and e["finish"] == "stop"
+    )  # the grammar held
 
 
 @pytest.mark.slow
 def test_server_killed_mid_evaluation_is_one_error_naming_it_and_no_process_survives(tmp_path):
-    """A local server SIGKILLed while an evaluation runs: the evaluation stops with one LMServerError that names
-    the server and its log (no retry, no list of per-question connection errors), and stopping the pool leaves
-    no server process behind."""
+    """A local server SIGKILLed while an evaluation runs: the evaluation stops with one LMServerError that
+    names the server and its log (no retry, no list of per-question connection errors), and stopping the pool
+    leaves no server process behind."""
     pytest.importorskip("llama_cpp")
     import threading
     import time
@@ -561,8 +678,15 @@ def test_server_killed_mid_evaluation_is_one_error_naming_it_and_no_process_surv
         procs = [psutil.Process(s.process.pid) for s in pool.servers]
         procs += [c for p in procs for c in p.children(recursive=True)]
         victim = pool.servers[0]
-        lm = dspy.LM(f"openai/{pool.model_alias}", api_base=pool.api_base, api_key="local", max_tokens=48, temperature=0.0, cache=False,
-                     num_retries=0)  # fmt: skip
+        lm = dspy.LM(
+            f"openai/{pool.model_alias}",
+            api_base=pool.api_base,
+            api_key="local",
+            max_tokens=48,
+            temperature=0.0,
+            cache=False,
+            num_retries=0,
+        )
         killed = {}
 
         def kill_after_first_answer():
@@ -573,11 +697,22 @@ def test_server_killed_mid_evaluation_is_one_error_naming_it_and_no_process_surv
 
         threading.Thread(target=kill_after_first_answer, daemon=True).start()
         with pytest.raises(srv.LMServerError) as info:
-            evaluate_program(dspy.Predict(signature_by_name("typed")), examples, lm=lm, kb=kb, adapter=dspy.JSONAdapter(), num_threads=pool.capacity,
-                             server=pool, progress=False)  # fmt: skip
+            evaluate_program(
+                dspy.Predict(signature_by_name("typed")),
+                examples,
+                lm=lm,
+                kb=kb,
+                adapter=dspy.JSONAdapter(),
+                num_threads=pool.capacity,
+                server=pool,
+                progress=False,
+            )
         seconds = time.monotonic() - killed["at"]
         message = str(info.value)
-        assert f"{kind} server on port {victim.port} stopped (exit code -9)" in message and str(victim.log_path) in message
+        assert (
+            f"{kind} server on port {victim.port} stopped (exit code -9)" in message
+            and str(victim.log_path) in message
+        )
         assert len(lm.history) < len(examples)  # the remaining questions were not sent
         assert seconds < 120, seconds
     gone, alive = psutil.wait_procs(procs, timeout=15)
@@ -587,9 +722,13 @@ def test_server_killed_mid_evaluation_is_one_error_naming_it_and_no_process_surv
 def test_schema_constraint_sends_llama_cpp_pythons_grammar_to_llama_server():
     pytest.importorskip("llama_cpp")
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-    assert srv.schema_constraint("llama-cpp-python", schema) == {"response_format": {"type": "json_object", "schema": schema}}
+    assert srv.schema_constraint("llama-cpp-python", schema) == {
+        "response_format": {"type": "json_object", "schema": schema}
+    }
     grammar = srv.schema_constraint("llama-server", schema)["grammar"]
-    assert 'root ::= "{" space answer-kv "}" space' in grammar and 'space ::= " "?' in grammar  # one optional space, no newlines
+    assert (
+        'root ::= "{" space answer-kv "}" space' in grammar and 'space ::= " "?' in grammar
+    )  # one optional space, no newlines
 
 
 def test_slot_board_sends_each_request_to_the_least_busy_server():

@@ -1,4 +1,4 @@
-"""A user's own contract (issue 17 item 4): their signature, their JSONL dev set, a stated metric — on DummyLM."""
+"""A user's own contract: their signature, their JSONL dev set, a stated metric — on DummyLM."""
 
 import json
 import types
@@ -10,10 +10,13 @@ dspy = pytest.importorskip("dspy")
 from nbkit.signatures import panels  # noqa: E402
 from nbkit.signatures import user_contract as uc  # noqa: E402
 from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases  # noqa: E402
-from nbkit.signatures.experiments import SignatureSession  # noqa: E402
+from nbkit.signatures.experiments import SignaturesContext  # noqa: E402
 from nbkit.signatures.lm import LMHandle  # noqa: E402
 
-ROWS = [{"question": f"capital of country {i}?", "answer": "paris" if i % 2 else "rome", "id": i} for i in range(12)]
+ROWS = [
+    {"question": f"capital of country {i}?", "answer": "paris" if i % 2 else "rome", "id": i}
+    for i in range(12)
+]
 
 
 @pytest.fixture
@@ -26,7 +29,9 @@ def dev_set(tmp_path):
 def session_answering(answer):
     kb = load_knowledge_base()
     cases = load_cases(kb=kb)
-    return SignatureSession(LMHandle(dspy.utils.DummyLM({"question": answer}), "dummy", 64), kb, cases, split_cases(cases, 0))
+    return SignaturesContext(
+        LMHandle(dspy.utils.DummyLM({"question": answer}), "dummy", 64), kb, cases, split_cases(cases, 0)
+    )
 
 
 def test_string_signature_dev_set_and_metrics(dev_set):
@@ -35,43 +40,81 @@ def test_string_signature_dev_set_and_metrics(dev_set):
     assert len(examples) == 12 and examples[3].line == 4 and list(examples[0].inputs().keys()) == ["question"]
     exact, contains = uc.make_metric("exact", sig), uc.make_metric("contains", sig)
     ex = examples[1]  # gold "paris"
-    assert exact(ex, dspy.Prediction(answer=" Paris.")) == 1.0 and exact(ex, dspy.Prediction(answer="It is Paris")) == 0.0
-    assert contains(ex, dspy.Prediction(answer="It is Paris")) == 1.0 and contains(ex, dspy.Prediction(answer="Rome")) == 0.0
+    assert (
+        exact(ex, dspy.Prediction(answer=" Paris.")) == 1.0
+        and exact(ex, dspy.Prediction(answer="It is Paris")) == 0.0
+    )
+    assert (
+        contains(ex, dspy.Prediction(answer="It is Paris")) == 1.0
+        and contains(ex, dspy.Prediction(answer="Rome")) == 0.0
+    )
     assert uc.make_metric("json:dumps", sig) is json.dumps  # module:function
 
 
 def test_run_user_contract_scores_and_compares_modules(dev_set):
     session = session_answering({"answer": "paris", "reasoning": "r"})
-    cfg = panels.c.UserContractConfig(signature="question -> answer", dev_set=str(dev_set), metric="exact", adapters=("chat",))
-    result = panels.user_contract_panel(session, cfg, widget=False).run()
+    result = panels.panel(
+        "user_contract",
+        session,
+        widget=False,
+        signature="question -> answer",
+        dev_set=str(dev_set),
+        metric="exact",
+        adapters=("chat",),
+    ).run()
     m = result.metrics
-    assert m["ran"] and m["examples"] == 12
-    assert m["score"] == {"predict": 0.5, "cot": 0.5}  # "paris" is right on the 6 odd rows
-    assert m["violation_rate"] == {"chat": 0.0}
-    # identical answers on 12 rows: no discordant pair, so Newcombe's interval straddles the 0.05 gain (a bootstrap said "refuted")
-    assert m["vs_predict"]["cot"]["verdict"] == "inconclusive" and m["vs_predict"]["cot"]["n"] == 12
-    assert not panels.user_contract_panel(session, widget=False).run().metrics["ran"]  # nothing given: not run, said so
+    assert m.ran and m.examples == 12
+    assert m.score == {"predict": 0.5, "cot": 0.5}  # "paris" is right on the 6 odd rows
+    assert m.violation_rate == {"chat": 0.0}
+    # identical answers on 12 rows: no discordant pair, so Newcombe's interval straddles the 0.05 gain (a
+    # bootstrap said "refuted")
+    assert m.vs_predict["cot"]["verdict"] == "inconclusive" and m.vs_predict["cot"]["n"] == 12
+    assert m.vs_predict["cot"]["interval"].startswith("[")
+    not_given = panels.panel("user_contract", session, widget=False).run()  # nothing given: not run, said so
+    assert not not_given.metrics.ran and "set SIGNATURE and DEV_SET" in not_given.metrics.why
 
 
 def test_unparseable_answers_are_counted_as_violations(dev_set):
     session = session_answering({"nonsense": "x"})
-    cfg = panels.c.UserContractConfig(signature="question -> answer", dev_set=str(dev_set), modules=("predict",), adapters=("chat",))
-    m = panels.user_contract_panel(session, cfg, widget=False).run().metrics
-    assert m["violation_rate"] == {"chat": 1.0} and m["score"] == {"predict": 0.0}
+    p = panels.panel(
+        "user_contract",
+        session,
+        widget=False,
+        signature="question -> answer",
+        dev_set=str(dev_set),
+        modules=("predict",),
+        adapters=("chat",),
+    )
+    m = p.run().metrics
+    assert m.violation_rate == {"chat": 1.0} and m.score == {"predict": 0.0}
 
 
 def test_the_grammar_follows_the_module_signature_so_chain_of_thought_may_reason(dev_set, monkeypatch):
     """Under json_grammar, ChainOfThought's answers carry a `reasoning` field: a grammar built from the user's
-    fields alone forbade it, and every CoT answer was counted as missing a field (seen on the real SmolLM2)."""
+    fields alone forbade it, and every CoT answer was counted as missing a field (seen on the real
+    SmolLM2)."""
     session = session_answering({"answer": "paris", "reasoning": "r"})
-    session.handle.server = types.SimpleNamespace(kind="llama-cpp-python")  # as with the local llama.cpp pool: json_grammar sends a schema
+    session.handle.server = types.SimpleNamespace(
+        kind="llama-cpp-python"
+    )  # as with the local llama.cpp pool: json_grammar sends a schema
     seen = {}
 
     def fake_evaluate(program, examples, *, lm, **kwargs):
         seen[type(program).__name__] = set(lm.kwargs["response_format"]["schema"]["properties"])
-        return {"records": [{"key": f"line {e.line}", "score": 1.0, "violations": []} for e in examples], "seconds": 0.0}
+        return {
+            "records": [{"key": f"line {e.line}", "score": 1.0, "violations": []} for e in examples],
+            "seconds": 0.0,
+        }
 
     monkeypatch.setattr(uc, "evaluate", fake_evaluate)
-    cfg = panels.c.UserContractConfig(signature="question -> answer", dev_set=str(dev_set), adapters=("json_grammar",), adapter="json_grammar")
-    assert panels.user_contract_panel(session, cfg, widget=False).run().metrics["ran"]
+    p = panels.panel(
+        "user_contract",
+        session,
+        widget=False,
+        signature="question -> answer",
+        dev_set=str(dev_set),
+        adapters=("json_grammar",),
+        adapter="json_grammar",
+    )
+    assert p.run().metrics.ran
     assert seen == {"Predict": {"answer"}, "ChainOfThought": {"reasoning", "answer"}}
