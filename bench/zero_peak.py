@@ -9,7 +9,7 @@ crossover far out, because ZeRO-1/2 hold that bucket on every rank.
 
     .venv/bin/python bench/zero_peak.py [--sizes 128x4,256x8,512x8,768x8] [--bucket 200000] [--device auto] [--figure F.html]
 
-Targets (issue 18): predicted / measured peak within 10 % at every stage once model states are not
+Targets: predicted / measured peak within 10 % at every stage once model states are not
 noise (here: ≥ 15 % of the peak); a crossover named for stages 1–3. Also prints the field notes'
 7B-on-8-GPUs figures as a labelled prediction of the same model (no GPU measures it here).
 """
@@ -85,10 +85,10 @@ def main() -> int:
 
     out = run_crossover(cfg, on_size=report)
     worst = worst[0]
-    for stage, size in out.metrics["crossover"].items():
+    for stage, size in out.metrics.crossover.items():
         print(f"ZeRO-{stage[-1]} saves ≥ 2 % of stage 0's peak growth on every rank from size: {size or 'not within the sizes run'}")
     print(f"worst |predicted ÷ measured peak − 1| where model states are ≥ {STATES_SHARE:.0%} of the peak: {worst:.1%} (target ≤ 10 %); "
-          f"bucket {args.bucket:,} elements, ranks on {out.metrics['ranks_device']}, {time.perf_counter() - t:.0f} s")
+          f"bucket {args.bucket:,} elements, ranks on {out.metrics.ranks_device}, {time.perf_counter() - t:.0f} s")
     for line in gpu_prediction(args.gpu_seq_len, 2):
         print(line)
     if args.accuracy_out:
@@ -98,7 +98,7 @@ def main() -> int:
         acc = {"what": "predicted ÷ measured per-rank peak of nbkit.zero.peak.predict_peak, per ZeRO stage (min, max over the "
                        f"sizes where model states are ≥ {STATES_SHARE:.0%} of the peak; each the mean over ranks)",
                "pred_over_meas": {k: [round(min(v), 3), round(max(v), 3)] for k, v in sorted(ratios.items())},
-               "scale": f"{out.metrics['ranks_device']}: {args.world_size} ranks, bf16, reduce/allgather bucket {args.bucket:,} elements, "
+               "scale": f"{out.metrics.ranks_device}: {args.world_size} ranks, bf16, reduce/allgather bucket {args.bucket:,} elements, "
                         f"sizes {args.sizes}, no activation checkpointing",
                "command": "python bench/zero_peak.py " + " ".join(sys.argv[1:]),
                "measured_in": f"{time.strftime('%Y-%m-%d')}, {platform.node()} ({os.cpu_count()} cores)",

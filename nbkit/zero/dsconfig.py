@@ -392,3 +392,21 @@ def explain(path: str | Path = "", *, world_size: int | None = None, micro_batch
     ga = grad_accum if grad_accum is not None else cfg.get("gradient_accumulation_steps", 1)
     identity = {"train_batch_size": cfg.get("train_batch_size"), "micro_batch": mb, "grad_accum": ga, "world_size": world}
     return table, findings, identity
+
+
+def build_config(rung: dict, spec: dict, world: int) -> dict:
+    """The ds_config of one ladder rung (``rung``: stage, offload, persistence, sub-group) under a ladder
+    ``spec`` (batch, precision, bucket) at ``world`` ranks — what each rank initializes DeepSpeed with."""
+    return build_ds_config(
+        stage=rung["stage"],
+        micro_batch=spec["micro_batch"],
+        grad_accum=spec.get("grad_accum", 1),
+        world_size=world,
+        precision=spec.get("precision", "fp32"),
+        offload_optimizer=rung.get("offload_optimizer", False),
+        offload_param=rung.get("offload_param", False),
+        param_persistence_threshold=rung.get("param_persistence_threshold", spec.get("param_persistence_threshold", 0)),
+        sub_group_size=rung.get("sub_group_size"),
+        bucket_elements=spec.get("bucket_elements", 200_000),
+        extra=spec.get("ds_config_extra"),
+    )

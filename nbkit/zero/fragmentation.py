@@ -20,9 +20,14 @@ tensor bytes by category from ``track_tensors`` on a tiny Llama — never a made
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from typing import Any
+
+from nbkit.device import gap_ratio, memory_probe, track_tensors
+from nbkit.model_files import tiny_llama
+from nbkit.zero.memory import llama2_7b_config
 
 
 def build_model(cfg, device):
@@ -32,16 +37,12 @@ def build_model(cfg, device):
     if cfg.model == "Llama-2-7B":
         from transformers import LlamaForCausalLM
 
-        from nbkit.zero.memory import llama2_7b_config
-
         config = llama2_7b_config(num_hidden_layers=cfg.num_hidden_layers)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             with torch.device(device):
                 model = LlamaForCausalLM(config).to(torch.bfloat16)
         return model, config.vocab_size
-    from nbkit.model_files import tiny_llama
-
     model = tiny_llama(seed=cfg.seed, device=device, hidden_size=cfg.hidden_size, intermediate_size=2 * cfg.hidden_size,
                        num_hidden_layers=cfg.num_hidden_layers, vocab_size=512)
     return model, 512
@@ -73,12 +74,8 @@ def train_with_checkpoints(cfg, interval: int, device, sample, ckpt_dir) -> list
 
 def cpu_accounting(cfg) -> dict[str, Any]:
     """No caching allocator on CPU: name the unavailable figures; account one step's tensor bytes."""
-    import dataclasses
-
     import plotly.graph_objects as go
     import torch
-
-    from nbkit.device import memory_probe, track_tensors
 
     probe = memory_probe(torch.device("cpu"))
     tiny = dataclasses.replace(cfg, model="tiny Llama", seq_len=min(cfg.seq_len, 128))
@@ -107,12 +104,8 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
     """One training run per (expandable_segments, interval, seed); the allocator's figures every step.
     Seeds ``cfg.seed`` … ``cfg.seed + cfg.seeds − 1`` (model and data) are the independent runs a claim's
     interval is taken over: one run's per-step figures share its allocator state."""
-    import dataclasses
-
     import plotly.graph_objects as go
     import torch
-
-    from nbkit.device import gap_ratio, memory_probe
 
     probe = memory_probe(device)
     runs = []

@@ -10,6 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nbkit.zero.dsconfig import build_config
+from nbkit.zero.memory import bytes_per_param, config_from_path, deepspeed_estimate, formula_bytes, model_config, model_size
+from nbkit.zero.peak import measured_waterfall, predict_activation_bytes, predict_peak, waterfall_figure
+
 # Stage-3 parameters smaller than this stay whole on every rank; it is DeepSpeed's default (1e5).
 DS_DEFAULT_PERSISTENCE = 100_000
 LOSS_TOLERANCE = {"fp32": 1e-4, "bf16": 0.02, "fp16": 0.02}
@@ -68,21 +72,8 @@ def ladder_model(cfg) -> dict[str, Any]:
     (``cfg.model_path``: HF directory or config.json) scaled to ``hidden_size`` × ``num_hidden_layers``."""
     if not cfg.model_path:
         return {"hidden_size": cfg.hidden_size, "intermediate_size": 2 * cfg.hidden_size, "num_hidden_layers": cfg.num_hidden_layers}
-    from nbkit.zero.memory import config_from_path
-
     user = config_from_path(cfg.model_path, where="LadderConfig.model_path")
     return {"kind": "config", "name": str(cfg.model_path), "config": scaled_config(user, cfg.hidden_size, cfg.num_hidden_layers)}
-
-
-def model_config(model: dict[str, Any]):
-    """The transformers config a spec's ``model`` entry describes (tiny Llama, or a scaled user architecture)."""
-    if model.get("kind") == "config":
-        from transformers import AutoConfig
-
-        return AutoConfig.for_model(**model["config"])
-    from nbkit.model_files import tiny_llama_config
-
-    return tiny_llama_config(**{k: v for k, v in model.items() if k != "kind"})
 
 
 def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]:
@@ -91,8 +82,6 @@ def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]
     Every rung's ds_config is built (and validated) here, so a config DeepSpeed would reject fails
     before a rank starts.
     """
-    from nbkit.zero.worker import build_config
-
     model_cfg = ladder_model(cfg)
     spec = {"rungs": ladder_rungs(cfg), "steps": cfg.steps, "micro_batch": cfg.micro_batch, "seq_len": cfg.seq_len,
             "seed": cfg.seed, "precision": cfg.precision, "model": model_cfg, "checkpoint": cfg.checkpoint,
@@ -136,8 +125,6 @@ def persistence_summary(table: list[dict[str, Any]], spec: dict[str, Any]) -> di
     """Per rank, the parameter bytes the stage-3 rung at DeepSpeed's default threshold holds beyond the
     same rung at threshold 0 (measured), beside the rule's prediction (the kept tensors' full size);
     None when the two rungs did not both run."""
-    from nbkit.zero.memory import bytes_per_param
-
     pers = sorted((t for t in table if t["rung"] == "stage3_default_persistence"), key=lambda t: t["rank"])
     base = {t["rank"]: t for t in table if t["rung"] == "stage3"}
     if not pers or not all(t["rank"] in base for t in pers):
@@ -149,10 +136,7 @@ def persistence_summary(table: list[dict[str, Any]], spec: dict[str, Any]) -> di
 
 
 def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | None = None) -> dict[str, Any]:
-    from nbkit.zero.memory import deepspeed_estimate, formula_bytes, model_size
-    from nbkit.zero.peak import measured_waterfall, predict_activation_bytes, predict_peak, waterfall_figure
-    from nbkit.zero.worker import build_config
-
+    """The ranks' rows as one table (measured beside formula and prediction), the checks, and the figures."""
     precision = spec["precision"]
     size = model_size(model_config(spec["model"]), spec["model"].get("name", "ladder Llama"))
     activations = predict_activation_bytes(spec["model"], spec["micro_batch"], spec["seq_len"], precision)

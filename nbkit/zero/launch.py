@@ -33,6 +33,7 @@ from typing import Any
 
 from nbkit.errors import UsageError
 from nbkit.procs import Ranks, exit_reason, free_port
+from nbkit.zero.dsconfig import build_config
 
 
 class LaunchError(UsageError):
@@ -117,8 +118,6 @@ def check_out_dir(out_dir: str | Path) -> Path:
 
 def check_spec(spec: dict[str, Any], world_size: int) -> None:
     """Everything a rank would trip over, checked before one starts: rungs, steps, every rung's ds_config."""
-    from nbkit.zero.worker import build_config
-
     rungs = spec.get("rungs")
     if not isinstance(rungs, list) or not rungs:
         raise LaunchError("spec.rungs: expected a non-empty list of rungs")

@@ -21,8 +21,13 @@ label GiB (2**30) figures "GB". Both are shown, side by side, never blended.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from nbkit.errors import UsageError
+from nbkit.model_files import tiny_llama_config
 
 STAGES = (0, 1, 2, 3)
 GIB = 2**30
@@ -211,11 +216,6 @@ def config_from_path(path_or_id: str, *, where: str = "model"):
     Only the architecture is read (no weights). A hub id needs the network; offline it fails with
     one line naming it.
     """
-    import json
-    from pathlib import Path
-
-    from nbkit.errors import UsageError
-
     if path_or_id in PRESETS:
         return PRESETS[path_or_id]()
     path = Path(path_or_id).expanduser()
@@ -245,3 +245,13 @@ def config_from_path(path_or_id: str, *, where: str = "model"):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"{where}: hub id {path_or_id!r} could not be fetched (offline?): {first}") from None
     raise UsageError(f"{where}: {path_or_id}: no such file or directory (expected a HF model directory, a config.json or a hub id)")
+
+
+def model_config(model: dict[str, Any]):
+    """The transformers config a ladder spec's ``model`` entry describes: the tiny Llama at its size, or
+    a user's architecture already scaled (``{"kind": "config", "config": {...}}``)."""
+    if model.get("kind") == "config":
+        from transformers import AutoConfig
+
+        return AutoConfig.for_model(**model["config"])
+    return tiny_llama_config(**{k: v for k, v in model.items() if k != "kind"})

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.zero.memory import ModelSize, deepspeed_estimate
+
 
 @dataclass
 class Threshold:
@@ -144,8 +146,6 @@ def offload_headroom(n_params: int, world_size: int, stage: int, *, offload_opti
                      ranks_per_node: int | None = None) -> dict[str, Any]:
     """CPU memory check before offloading: DeepSpeed's CPU estimate vs what this machine has free."""
     import psutil
-
-    from nbkit.zero.memory import ModelSize, deepspeed_estimate
 
     size = ModelSize("model", int(n_params), int(n_params))
     est = deepspeed_estimate(size, world_size, max(stage, 2), offload_optimizer=offload_optimizer,

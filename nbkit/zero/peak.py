@@ -17,16 +17,16 @@ stage 3's gathered 16-bit parameters) and the optimizer step (``step_temporaries
 the gradients DeepSpeed makes for its fp32 master weights). On CPU ranks the launcher fixes glibc's
 mmap threshold so RSS follows live bytes (otherwise freed tensors stay in the heap and the "peak"
 is whatever the allocator kept), and the ranks use a fused AdamW (like DeepSpeed's own optimizers:
-no temporaries as large as the flat partition). Measured with ``bench/zero_peak.py`` (2 CPU ranks,
-bf16, bucket 2e5): predicted ÷ measured peak 0.98–1.02 at stages 0–2 from 0.6 M to 43 M
-parameters; stage 3 0.93–0.97 — its backward holds 3–4 bytes per parameter more than modelled
-(gradients of gathered layers waiting for their reduce-scatter), so its growth above the baseline
-is predicted at 0.74–0.81.
+no temporaries as large as the flat partition). Stage 3's backward holds more than modelled
+(gradients of gathered layers waiting for their reduce-scatter), so it is predicted low.
+``bench/zero_peak.py`` measures predicted ÷ measured per stage (figures in bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from nbkit.zero.memory import formula_bytes, model_config
 
 WATERFALL = ("baseline", "params", "grads", "optimizer", "buffers", "activations", "unexplained")
 
@@ -76,8 +76,6 @@ def meta_causal_lm(model_cfg: dict[str, Any], precision: str, lora: dict[str, An
     by PEFT as the run wraps it (frozen base, trainable adapters), so autograd saves what a LoRA backward needs."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from nbkit.zero.ladder import model_config
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     with torch.device("meta"):
@@ -179,8 +177,6 @@ def predict_peak(*, n_params: int, largest_layer_params: int, stage: int, world_
     activations + stage 3's gathered parameters) and the optimizer step (model states + buffers + the
     step's temporaries); ``phase`` names the larger, and only its own extra part is non-zero.
     """
-    from nbkit.zero.memory import formula_bytes
-
     f = formula_bytes(n_params, world_size, stage, precision=precision, offload_optimizer=offload_optimizer,
                       offload_param=offload_param, trainable_params=trainable_params, frozen_bytes=frozen_bytes)
     trainable = n_params if trainable_params is None else trainable_params

@@ -36,6 +36,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from nbkit.device import memory_probe, pick_device, watch_peak
+from nbkit.model_files import load_smollm2, tiny_llama, tiny_llama_config
+from nbkit.zero.dsconfig import build_config
+from nbkit.zero.memory import model_config
+from nbkit.zero.peak import SavedActivations
+
 
 def _storage_key(t) -> tuple[int, int]:
     st = t.untyped_storage()
@@ -182,31 +188,9 @@ def _param_checksum(engine) -> float:
     return float(sum(p.detach().double().abs().sum() for p in params))
 
 
-def build_config(rung: dict, spec: dict, world: int) -> dict:
-    from nbkit.zero.dsconfig import build_ds_config
-
-    return build_ds_config(
-        stage=rung["stage"],
-        micro_batch=spec["micro_batch"],
-        grad_accum=spec.get("grad_accum", 1),
-        world_size=world,
-        precision=spec.get("precision", "fp32"),
-        offload_optimizer=rung.get("offload_optimizer", False),
-        offload_param=rung.get("offload_param", False),
-        param_persistence_threshold=rung.get("param_persistence_threshold", spec.get("param_persistence_threshold", 0)),
-        sub_group_size=rung.get("sub_group_size"),
-        bucket_elements=spec.get("bucket_elements", 200_000),
-        extra=spec.get("ds_config_extra"),
-    )
-
-
 def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device) -> dict[str, Any]:
     import deepspeed
     import torch
-
-    from nbkit.device import memory_probe, watch_peak
-    from nbkit.model_files import tiny_llama, tiny_llama_config
-    from nbkit.zero.peak import SavedActivations
 
     cfg = build_config(rung, spec, world)
     # The waterfall's baseline: what this rank holds before the model exists (freed memory of
@@ -225,16 +209,12 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     elif model_kind == "config":  # the user's architecture, scaled (nbkit.zero.ladder.scaled_config)
         from transformers import AutoModelForCausalLM
 
-        from nbkit.zero.ladder import model_config
-
         torch.manual_seed(spec["seed"])
         mc = model_config(dict(model_cfg, kind="config"))
         model = AutoModelForCausalLM.from_config(mc)
         model.train()
         vocab = mc.vocab_size
     elif model_kind == "smollm2":
-        from nbkit.model_files import load_smollm2
-
         model, _tok = load_smollm2("cpu")
         model.train()
         vocab = model.config.vocab_size
@@ -511,8 +491,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _quiet_deepspeed()
         import torch
-
-        from nbkit.device import pick_device
 
         device = pick_device(spec.get("device", "auto"))
         if device.type == "cpu":  # DeepSpeed picks its accelerator at import: say CPU before importing it

@@ -177,7 +177,7 @@ def test_spec_json_round_trips(tmp_path):
 
 
 def test_memory_model_takes_a_config_json_or_model_dir(tmp_path):
-    """Issue 17: the user's architecture by path, counted on the meta device (a 70B config costs nothing)."""
+    """The user's architecture by path, counted on the meta device (a 70B config costs nothing)."""
     from nbkit.zero.config import MemoryConfig
     from nbkit.zero.experiments import run_memory_model
 
@@ -187,7 +187,7 @@ def test_memory_model_takes_a_config_json_or_model_dir(tmp_path):
     (tmp_path / "llama70b" / "config.json").write_text(json.dumps(cfg))
     by_dir = run_memory_model(MemoryConfig(model_path=str(tmp_path / "llama70b")))
     by_file = run_memory_model(MemoryConfig(model_path=str(tmp_path / "llama70b" / "config.json")))
-    assert by_dir.metrics["n_params"] == by_file.metrics["n_params"] == 68_976_648_192
+    assert by_dir.metrics.n_params == by_file.metrics.n_params == 68_976_648_192
 
 
 @pytest.mark.parametrize(("setup", "match"), [

@@ -1,5 +1,6 @@
 """Launcher: pre-flight refusals, a real 2-rank ladder, a rank killed mid-run, a hang — no zombies."""
 
+import dataclasses
 import socket
 
 import psutil
@@ -59,12 +60,12 @@ def test_ladder_measures_partitioned_bytes(ladder):
     assert rows[("stage3", 0)]["params_bytes"] == pytest.approx(n, rel=0.02)
     # DeepSpeed's default persistence threshold keeps a small model's params whole on every rank.
     assert rows[("stage3_default_persistence", 0)]["params_bytes"] > 2 * n
-    for stage, ratio in ladder.metrics["bytes_vs_formula"].items():
+    for stage, ratio in ladder.metrics.bytes_vs_formula.items():
         assert ratio == pytest.approx(1.0, abs=0.05), stage
     # A smaller sub_group_size splits the optimizer step into more groups; the shard stays Ψ/N.
-    sg = ladder.metrics["sub_group"]
-    assert sg["n_sub_groups_small"] > sg["n_sub_groups_default"]
-    assert sg["shard_bytes_small"] == pytest.approx(sg["shard_bytes_default"], rel=0.01)
+    sg = ladder.metrics.sub_group
+    assert sg.n_sub_groups_small > sg.n_sub_groups_default
+    assert sg.shard_bytes_small == pytest.approx(sg.shard_bytes_default, rel=0.01)
 
 
 @pytest.mark.slow
@@ -74,15 +75,15 @@ def test_the_claims_read_what_the_real_ladder_writes(ladder):
     m = ladder.metrics
     # the field-note peak rows read each rank's measured peak; on 2 CPU ranks they say what would decide them ...
     got, why = zc.field_note_peak_gb(m, 1, zc.llama2_7b_params())
-    assert got is None and f"Ψ = {m['n_params']:,} on 2 cpu rank(s)" in why
-    # ... and in the field notes' setting (8 CUDA ranks, that Ψ) the same key of this real run is the measurement
-    measured = m["peak"]["stage1"]["measured"]
+    assert got is None and f"Ψ = {m.n_params:,} on 2 cpu rank(s)" in why
+    # ... and in the field notes' setting (8 CUDA ranks, that Ψ) the same field of this real run is the measurement
+    measured = m.peak["stage1"].measured
     assert len(measured) == 2 and min(measured) > 0
-    as_if = dict(m, ranks_device="cuda", world_size=8)
-    assert zc.field_note_peak_gb(as_if, 1, m["n_params"])[0] == (min(measured) / 1e9, max(measured) / 1e9)
+    as_if = dataclasses.replace(m, ranks_device="cuda", world_size=8)
+    assert zc.field_note_peak_gb(as_if, 1, m.n_params)[0] == (min(measured) / 1e9, max(measured) / 1e9)
     # persistence is measured (two stage-3 rungs), not restated: at this size every tensor is under DeepSpeed's 1e5
-    p = m["persistence"]
-    assert p["tensors_kept_whole"] == p["tensors"] and len(p["measured_extra_bytes"]) == 2
+    p = m.persistence
+    assert p.tensors_kept_whole == p.tensors and len(p.measured_extra_bytes) == 2
     assert zc.verdict_persistence(m).verdict == "holds", zc.verdict_persistence(m).why
 
 
@@ -91,9 +92,9 @@ def test_ladder_losses_agree_and_replicas_stay_in_sync(ladder):
     checks = ladder.data["checks"]
     assert checks["loss_agree"], checks
     assert checks["replicas_in_sync"], checks["replica_detail"]
-    assert ladder.metrics["checkpoint_round_trip_ok"] is True
+    assert ladder.metrics.checkpoint_round_trip_ok is True
     assert all(r["checkpoint"]["restored_equal"] and r["checkpoint"]["state_changed_after_save"] for r in ladder.data["ladder"])
-    assert ladder.metrics["monitor_samples"] > 3
+    assert ladder.metrics.monitor_samples > 3
 
 
 def _ranks_gone(pids):
@@ -151,7 +152,7 @@ def test_real_ladder_metrics_feed_the_verdicts(ladder):
     assert zc.verdict_replicas(m).verdict == "holds"
     assert zc.verdict_checkpoint(m).verdict == "holds"
     assert zc.verdict_sub_group_size(m).verdict == "refuted"  # the shard is Ψ/N whatever sub_group_size says
-    assert {k: len(v["growth"]) for k, v in m["peak"].items() if k in ("stage0", "stage1", "stage2", "stage3")} == dict.fromkeys(
+    assert {k: len(v.growth) for k, v in m.peak.items() if k in ("stage0", "stage1", "stage2", "stage3")} == dict.fromkeys(
         ("stage0", "stage1", "stage2", "stage3"), 2)
     for stage in (1, 2, 3):
         assert zc.verdict_zero_saves_memory(m, stage).verdict in {"holds", "refuted", "inconclusive"}
@@ -174,7 +175,7 @@ def test_silent_failure_checks_catch_a_broken_run(sabotage, metric, verdict_fn):
     out = run_ladder(LadderConfig(stages=(1,), world_size=2, steps=1, show_persistence=False, sub_group_elements=0, hidden_size=64,
                                   num_hidden_layers=2, checkpoint=True, sabotage=sabotage, warm_up=False, device="cpu",
                                   timeout_s=200))
-    assert out.metrics[metric] is False
+    assert getattr(out.metrics, metric) is False
     assert getattr(zc, verdict_fn)(out.metrics).verdict == "refuted"
     if sabotage == "corrupt_checkpoint":
-        assert out.metrics["replicas_in_sync"] is True  # the weights in memory were never touched
+        assert out.metrics.replicas_in_sync is True  # the weights in memory were never touched

@@ -1,4 +1,4 @@
-"""Issue 17 item 3 / issue 18: notebook 02 on the user's cluster plan, the phased peak prediction, the crossover."""
+"""Notebook 02 on the user's cluster plan, the phased peak prediction, the crossover."""
 
 import json
 
@@ -31,10 +31,10 @@ def test_memory_model_reads_stage_offload_and_precision_from_the_users_ds_config
                         "bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}})
     out = run_memory_model(MemoryConfig(model_path=str(llama70b), ds_config=ds, world_size=16, gpus_per_node=8,
                                         offload_optimizer=False, precision="fp32"))
-    plan = out.metrics["plan"]
+    plan = out.metrics.plan
     assert (plan["stage"], plan["precision"], plan["offload_optimizer"], plan["offload_param"]) == (3, "bf16", True, False)
     psi = 68_976_648_192
-    assert out.metrics["n_params"] == psi and (out.metrics["nodes"], out.metrics["gpus_per_node"]) == (2, 8)
+    assert out.metrics.n_params == psi and (out.metrics.nodes, out.metrics.gpus_per_node) == (2, 8)
     # stage 3, optimizer offloaded: 2Ψ/N params + 2Ψ/N grads on the GPU, 12Ψ/N on the host
     assert plan["formula_device_gib"] * 2**30 == pytest.approx(4 * psi / 16)
     assert plan["formula_cpu_gib"] * 2**30 == pytest.approx(12 * psi / 16)
@@ -50,9 +50,9 @@ def test_presets_hf_dir_and_bare_config_json_name_the_architecture(llama70b):
     from nbkit.zero.config import MemoryConfig
     from nbkit.zero.experiments import run_memory_model
 
-    assert run_memory_model(MemoryConfig(model_path="SmolLM2-135M")).metrics["n_params"] == \
-        run_memory_model(MemoryConfig(model_path=str(smollm2_dir()))).metrics["n_params"] == 134_515_008
-    assert run_memory_model(MemoryConfig(model_path="Llama-2-7B")).metrics["n_params"] == 6_738_415_616
+    assert run_memory_model(MemoryConfig(model_path="SmolLM2-135M")).metrics.n_params == \
+        run_memory_model(MemoryConfig(model_path=str(smollm2_dir()))).metrics.n_params == 134_515_008
+    assert run_memory_model(MemoryConfig(model_path="Llama-2-7B")).metrics.n_params == 6_738_415_616
 
 
 @pytest.mark.parametrize(("cfg", "match"), [
