@@ -191,8 +191,8 @@ if CROSSOVER_SIZES:
 #
 # Measured ÷ formula per stage, for the stage's rank farthest from 1.00 (1.00 = the paper's count
 # exactly; every rank's figure is the table's `ratio` column above). An excess at stage 2 on one rank
-# was traced in an earlier session — not by this run — to DeepSpeed's `grads_in_partition`, which
-# holds the *whole* gradient of a parameter straddling the partition boundary; the communication
+# can come from DeepSpeed's `grads_in_partition`, which holds the *whole* gradient of a parameter
+# straddling the partition boundary; the communication
 # bucket (`reduce_bucket_size`) is a buffer, shown apart.
 # Tick *offload* in the panel to see DeepSpeed keep an extra fp32 gradient partition for the CPU
 # optimizer step (column `ratio_accounted` adds it: 4Ψ/N, 2Ψ/N at stage 2 — on a CPU the

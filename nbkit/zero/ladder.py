@@ -161,7 +161,7 @@ def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | 
             # DeepSpeed's offload path keeps an fp32 gradient partition (4Ψ/N) for the CPU optimizer step —
             # the "4_grads_32bit" term of its own estimator, absent from the paper's count. At stage 2
             # it replaces the 16-bit gradient partition (reduced grads are copied straight into it),
-            # so only 2Ψ/N is extra there (measured with DeepSpeed 0.19.8).
+            # so only 2Ψ/N is extra there (DeepSpeed 0.19's offload path).
             "offload_fp32_grad_bytes": offload_grad, "ratio_accounted": measured / (formula_all + offload_grad),
             "peak_bytes": r["peak_bytes"], "peak_kind": r["peak_kind"], "phase_peak_bytes": r.get("phase_peak_bytes", {}),
             "step_s_median": sorted(r["step_s"])[len(r["step_s"]) // 2], "init_s": r["init_s"],

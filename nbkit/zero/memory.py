@@ -8,7 +8,7 @@ The paper (Rajbhandari et al., 2020, §3.1/Fig. 1) counts mixed-precision Adam a
 * stage 2, P_os+g:    2Ψ + (2 + K)Ψ/N
 * stage 3, P_os+g+p:  (2 + 2 + K)Ψ/N
 
-fp32 training is counted the way DeepSpeed holds it (measured in this project): 4-byte params and
+fp32 training is counted the way DeepSpeed holds it (as the ladder measures it): 4-byte params and
 grads; K = 8 at stage 0 (torch Adam's two moments) and K = 12 at stages 1-3 (DeepSpeed adds an fp32
 master partition even for an fp32 model). Offloading moves the optimizer states (and at stage 3
 the parameters) to CPU memory.

@@ -6,7 +6,7 @@ Run by any launcher that sets the env:// rendezvous variables ``RANK``/``LOCAL_R
 nbkit.zero.worker SPEC.json``) or DeepSpeed's launcher (``deepspeed --hostfile H --module
 nbkit.zero.worker SPEC.json``, which adds a ``--local_rank`` argument the worker ignores). The spec
 is written by ``nbkit.zero.ladder.write_spec``. All requested rungs (stage × offload) run in ONE process per
-rank, one after another, so the ~10 s of importing torch/transformers/deepspeed is paid once per
+rank, one after another, so the import of torch/transformers/deepspeed (seconds) is paid once per
 rank rather than once per rung.
 
 For every rung the rank writes, to ``<out_dir>/rank<R>.json``:
