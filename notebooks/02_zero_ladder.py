@@ -42,7 +42,7 @@ HIDDEN_SIZE = 256
 NUM_LAYERS = 8
 SPEC_PROMPTS = 3
 SPEC_NEW_TOKENS = 32
-SPEC_MODEL = ""  # speculative decoding's target: empty for SmolLM2, or your HF causal-LM directory (with weights) / hub id
+SPEC_MODEL = ""  # speculative decoding's target: empty for SmolLM2, or a causal-LM dir (weights) or hub id
 MONITOR_LIMIT_MIB = 450.0
 MODEL = ""
 DS_CONFIG = ""
@@ -78,7 +78,13 @@ ctx.device_report()
 
 # %%
 mem_panel = panels.panel(
-    "memory", ctx, smoke=SMOKE, model_path=MODEL, ds_config=DS_CONFIG, world_size=WORLD_SIZE, gpus_per_node=GPUS_PER_NODE
+    "memory",
+    ctx,
+    smoke=SMOKE,
+    model_path=MODEL,
+    ds_config=DS_CONFIG,
+    world_size=WORLD_SIZE,
+    gpus_per_node=GPUS_PER_NODE,
 )
 mem_panel.display()
 mem = mem_panel.run()
@@ -130,7 +136,9 @@ lad_panel = panels.panel(
     device=DEVICE,
     monitor_limit_mib=MONITOR_LIMIT_MIB,
     model_path=MODEL,
-    **experiments.unless_smoke(SMOKE, steps=LADDER_STEPS, hidden_size=HIDDEN_SIZE, num_hidden_layers=NUM_LAYERS),
+    **experiments.unless_smoke(
+        SMOKE, steps=LADDER_STEPS, hidden_size=HIDDEN_SIZE, num_hidden_layers=NUM_LAYERS
+    ),
 )
 lad_panel.display()
 lad = lad_panel.run()
@@ -139,8 +147,21 @@ nbkit.record("ladder_metrics", lad.metrics.for_record())
 print(f"ladder: {len(lad.table)} rank-rungs on {lad.metrics.ranks_device} in {lad.metrics.wall_s:.1f} s")
 
 # %%
-lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "buffers_bytes", "formula_bytes", "ratio",
-           "optimizer_class", "peak_bytes", "step_s_median"]]
+lad.table[
+    [
+        "rung",
+        "rank",
+        "params_bytes",
+        "grads_bytes",
+        "optimizer_bytes",
+        "buffers_bytes",
+        "formula_bytes",
+        "ratio",
+        "optimizer_class",
+        "peak_bytes",
+        "step_s_median",
+    ]
+]
 
 # %% [markdown]
 # ### Where each rank's peak goes
@@ -153,16 +174,29 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
 #
 # **Why small models look as if ZeRO does nothing (or costs memory):** ZeRO divides only the model
 # states (16 bytes per parameter), while every rank also carries a fixed runtime (the waterfall's
-# runtime-baseline row: Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element buckets (1 GB) — so
+# runtime-baseline row: Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element
+# buckets (1 GB) — so
 # until the states outweigh those, every stage's peak looks the same. The default size is chosen so
 # they do; the sweep below (`CROSSOVER_SIZES`) shows where each stage starts to pay. On 2 ranks
-# ZeRO-3 can end above ZeRO-2 (the figure above says whether it did in this run): it saves only Ψ/N bytes more of 16-bit parameters but gathers every
+# ZeRO-3 can end above ZeRO-2 (the figure above says whether it did in this run): it saves only Ψ/N bytes
+# more of 16-bit parameters but gathers every
 # layer's full parameters for forward and backward (`stage3_max_live_parameters` 1e9 keeps all of a
 # small model alive) — the "ZeRO-3 uses more memory than ZeRO-2" reports (DeepSpeed #4305).
 
 # %%
-lad.table[["rung", "rank", "baseline_bytes", "init_peak_bytes", "peak_bytes", "predicted_peak_bytes", "peak_over_predicted",
-           "activation_bytes", "deepspeed_estimate_bytes"]]
+lad.table[
+    [
+        "rung",
+        "rank",
+        "baseline_bytes",
+        "init_peak_bytes",
+        "peak_bytes",
+        "predicted_peak_bytes",
+        "peak_over_predicted",
+        "activation_bytes",
+        "deepspeed_estimate_bytes",
+    ]
+]
 
 # %%
 lad.data["waterfall_figure"]
@@ -179,7 +213,13 @@ lad.data["waterfall_figure"]
 
 # %%
 cross_panel = panels.panel(
-    "crossover", ctx, smoke=SMOKE, precision=PRECISION, device=DEVICE, model_path=MODEL, world_size=ctx.drill_ranks
+    "crossover",
+    ctx,
+    smoke=SMOKE,
+    precision=PRECISION,
+    device=DEVICE,
+    model_path=MODEL,
+    world_size=ctx.drill_ranks,
 )
 cross_panel.display()
 crossover = cross_panel.run(sizes=CROSSOVER_SIZES)  # empty CROSSOVER_SIZES: nothing runs
@@ -207,7 +247,10 @@ lad.metrics.bytes_vs_formula
 # precision-dependent tolerance).
 
 # %%
-print(f"max relative loss difference across rungs: {lad.metrics.loss_max_rel_diff:.3g} (tolerance {lad.metrics.loss_tolerance})")
+print(
+    f"max relative loss difference across rungs: {lad.metrics.loss_max_rel_diff:.3g} (tolerance "
+    f"{lad.metrics.loss_tolerance})"
+)
 lad.data["loss_figure"]
 
 # %%
@@ -224,8 +267,18 @@ lad.data["time_figure"]
 
 # %%
 print(zero_claims.verdict_persistence(lad.metrics).why)
-lad.table[lad.table["stage"] == 3][["rung", "rank", "persistence_threshold", "sub_group_size", "n_sub_groups", "params_bytes",
-                                    "optimizer_bytes", "formula_params"]]
+lad.table[lad.table["stage"] == 3][
+    [
+        "rung",
+        "rank",
+        "persistence_threshold",
+        "sub_group_size",
+        "n_sub_groups",
+        "params_bytes",
+        "optimizer_bytes",
+        "formula_params",
+    ]
+]
 
 # %% [markdown]
 # ### `sub_group_size`
@@ -247,7 +300,10 @@ lad.metrics.sub_group
 # allocator peak is the ladder's `peak_bytes` column.)
 
 # %%
-print(f"{lad.metrics.monitor_samples} samples; {len(lad.metrics.monitor_alerts)} threshold alert(s):", lad.metrics.monitor_alerts)
+print(
+    f"{lad.metrics.monitor_samples} samples; {len(lad.metrics.monitor_alerts)} threshold alert(s):",
+    lad.metrics.monitor_alerts,
+)
 lad.data["memory_timeline"]
 
 # %% [markdown]
@@ -266,7 +322,12 @@ lad.data["memory_timeline"]
 #   sends); the launcher must name it, in seconds, and leave no process behind.
 
 # %%
-print("replicas in sync:", lad.metrics.replicas_in_sync, "| checkpoint save→load restores state:", lad.metrics.checkpoint_round_trip_ok)
+print(
+    "replicas in sync:",
+    lad.metrics.replicas_in_sync,
+    "| checkpoint save→load restores state:",
+    lad.metrics.checkpoint_round_trip_ok,
+)
 # the memory model computed the CPU headroom of a full ZeRO-3 offload of one node of your plan
 nbkit.record("offload_headroom", mem.metrics.offload_headroom)
 print(experiments.headroom_summary(mem.metrics))
@@ -287,7 +348,10 @@ fail_panel.display()
 drill = fail_panel.run()
 nbkit.record("failure_drill", drill.metrics)
 print(drill.metrics.message)
-print(f"reported in {drill.metrics.seconds_to_report:.1f} s; leftover processes: {drill.metrics.leftover_processes}")
+print(
+    f"reported in {drill.metrics.seconds_to_report:.1f} s; leftover processes: "
+    f"{drill.metrics.leftover_processes}"
+)
 
 # %% [markdown]
 # ## 6. Fragmentation vs checkpoint interval (KISS audit §4.3)
@@ -340,7 +404,14 @@ spec.table.round(3)
 
 # %%
 rows = zero_claims.claims(
-    mem.metrics, ds.metrics, lad.metrics, loss_scale.metrics, drill.metrics, frag.metrics, spec.metrics, crossover.metrics
+    mem.metrics,
+    ds.metrics,
+    lad.metrics,
+    loss_scale.metrics,
+    drill.metrics,
+    frag.metrics,
+    spec.metrics,
+    crossover.metrics,
 )
 nbkit.record("claims", rows)
 nbkit.record("headline", zero_claims.headline(mem.metrics, lad.metrics, spec.metrics))

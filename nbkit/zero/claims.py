@@ -27,17 +27,23 @@ from nbkit.zero.metrics import (
     MethodSummary,
     SpecDecMetrics,
 )
-from nbkit.zero.peak import SAVING, crossover_sizes  # a stage "lowers" memory when it saves ≥ 2 % of stage 0's peak growth
+from nbkit.zero.peak import (
+    SAVING,
+    crossover_sizes,
+)  # a stage "lowers" memory when it saves ≥ 2 % of stage 0's peak growth
 
 GB = 10**9
 FIELD_NOTES_WORLD = 8  # the field notes' 8 × A100 80 GB
 MEMORY_TOL = 0.15  # relative tolerance for the field notes' GB figures
 BYTES_TOL = 0.05  # measured ÷ formula model-state bytes
-PERSIST_TOL = 0.01  # measured ÷ predicted bytes a persistence threshold keeps whole (exact counts; padding aside)
+PERSIST_TOL = (
+    0.01  # measured ÷ predicted bytes a persistence threshold keeps whole (exact counts; padding aside)
+)
 FALLBACK_CLAIMED, FALLBACK_TOL = 0.07, 0.05
 SPEEDUP_CLAIMED, SPEEDUP_TOL = 58 / 32, 0.20
 GAP_CLAIMED = {50: 0.42, 200: 0.18}
-# Fragmentation "holds" when checkpointing every 50 steps raises the gap ratio by at least half the field notes'
+# Fragmentation "holds" when checkpointing every 50 steps raises the gap ratio by at least half the field
+# notes'
 # difference (0.42 − 0.18 = 0.24): one threshold for the one claim, in this theme and in the audit's check.
 GAP_MIN_DIFF = (GAP_CLAIMED[50] - GAP_CLAIMED[200]) / 2
 
@@ -60,7 +66,10 @@ def field_note_figures(n_params: int) -> dict[str, float]:
 
 
 def verdict_peak_claim(
-    claimed_gb: float, model_states_gb: float, measured_peak_gb: tuple[float, float] | None = None, unmeasured: str = ""
+    claimed_gb: float,
+    model_states_gb: float,
+    measured_peak_gb: tuple[float, float] | None = None,
+    unmeasured: str = "",
 ) -> Verdict:
     """A claimed per-card *peak* (model states + activations + buffers) for a 7B model on 8 A100s.
 
@@ -71,18 +80,26 @@ def verdict_peak_claim(
     here: needs GPU (``unmeasured`` says what this run was instead).
     """
     if claimed_gb < (1 - MEMORY_TOL) * model_states_gb:
-        return Verdict(REFUTED, f"claimed {claimed_gb:.3g} GB is below the model states alone ({model_states_gb:.3g} GB)")
+        return Verdict(
+            REFUTED, f"claimed {claimed_gb:.3g} GB is below the model states alone ({model_states_gb:.3g} GB)"
+        )
     if measured_peak_gb is None:
         return Verdict(
             NEEDS_GPU,
-            f"claim ≥ model states ({model_states_gb:.3g} GB); the rest is activations/buffers, measurable only by "
+            f"claim ≥ model states ({model_states_gb:.3g} GB); the rest is activations/buffers, measurable "
+            f"only by "
             f"the ladder running Llama-2-7B on 8 GPUs{': ' + unmeasured if unmeasured else ''}",
         )
-    return core.decide_close(measured_peak_gb, claimed_gb, MEMORY_TOL, relative=True, what="measured per-card peak (GB)")
+    return core.decide_close(
+        measured_peak_gb, claimed_gb, MEMORY_TOL, relative=True, what="measured per-card peak (GB)"
+    )
 
 
-def field_note_peak_gb(ladder: LadderMetrics, stage: int, n_params: int) -> tuple[tuple[float, float] | None, str]:
-    """The ladder's measured per-rank peaks at ``stage`` as (min, max) GB — ``ladder.peak["stage<k>"].measured``,
+def field_note_peak_gb(
+    ladder: LadderMetrics, stage: int, n_params: int
+) -> tuple[tuple[float, float] | None, str]:
+    """The ladder's measured per-rank peaks at ``stage`` as (min, max) GB —
+    ``ladder.peak["stage<k>"].measured``,
     which ``run_ladder`` fills on every device (CUDA's peak allocated bytes on GPU ranks, RSS on CPU
     ranks) — when the ladder ran the field notes' setting: a model of ``n_params`` parameters
     (Llama-2-7B's) on 8 CUDA ranks. A CPU rank's RSS is not a card's memory, so it never answers the
@@ -94,7 +111,8 @@ def field_note_peak_gb(ladder: LadderMetrics, stage: int, n_params: int) -> tupl
     if ran != ("cuda", FIELD_NOTES_WORLD, n_params):
         return None, (
             f"this ladder ran Ψ = {ladder.n_params:,} on {ladder.world_size} {ladder.ranks_device} rank(s) "
-            f"(set MODEL to a Llama-2-7B config with HIDDEN_SIZE 4096, NUM_LAYERS 32, on {FIELD_NOTES_WORLD} GPUs)"
+            f"(set MODEL to a Llama-2-7B config with HIDDEN_SIZE 4096, NUM_LAYERS 32, on "
+            f"{FIELD_NOTES_WORLD} GPUs)"
         )
     return (min(peak.measured) / GB, max(peak.measured) / GB), f"{len(peak.measured)} ranks"
 
@@ -108,8 +126,12 @@ def verdict_formula_figure(claimed_gb: float, formula_gb: float) -> Verdict:
 def verdict_batch_identity(ds: DsConfigMetrics) -> Verdict:
     """``train_batch_size == micro × accum × world`` for the config and its launch line (exact);
     inconclusive when one of the four is missing."""
-    values = {"train_batch_size": ds.train_batch_size, "micro_batch": ds.micro_batch, "grad_accum": ds.grad_accum,
-              "world_size": ds.world_size}
+    values = {
+        "train_batch_size": ds.train_batch_size,
+        "micro_batch": ds.micro_batch,
+        "grad_accum": ds.grad_accum,
+        "world_size": ds.world_size,
+    }
     missing = [k for k, v in values.items() if v is None]
     if missing:
         return Verdict(INCONCLUSIVE, f"missing {missing}")
@@ -135,7 +157,9 @@ def verdict_sub_group_size(m: LadderMetrics) -> Verdict:
     if sg is None:
         return Verdict(INCONCLUSIVE, "the second stage-3 rung (LadderConfig.sub_group_elements) was not run")
     if sg.n_sub_groups_default == sg.n_sub_groups_small:
-        return Verdict(INCONCLUSIVE, f"both rungs formed {sg.n_sub_groups_default} sub-group(s): the knob did not act")
+        return Verdict(
+            INCONCLUSIVE, f"both rungs formed {sg.n_sub_groups_default} sub-group(s): the knob did not act"
+        )
     change = abs(sg.shard_bytes_small / sg.shard_bytes_default - 1)
     detail = (
         f"shard {sg.shard_bytes_default:,} B at sub_group_size {sg.sub_group_size_default:.0e} vs "
@@ -146,7 +170,9 @@ def verdict_sub_group_size(m: LadderMetrics) -> Verdict:
         return Verdict(HOLDS, f"{detail}: the shard changed by {change:.1%}")
     if change <= 0.01:
         return Verdict(
-            REFUTED, f"{detail}: the shard is Ψ/N either way ({change:.2%} change); sub_group_size only groups the optimizer step"
+            REFUTED,
+            f"{detail}: the shard is Ψ/N either way ({change:.2%} change); sub_group_size only groups the "
+            f"optimizer step",
         )
     return Verdict(INCONCLUSIVE, f"{detail}: {change:.1%} change, between 1 % and 5 %")
 
@@ -165,22 +191,28 @@ def verdict_persistence(m: LadderMetrics) -> Verdict:
     if p is None:
         return Verdict(
             INCONCLUSIVE,
-            "the stage-3 rungs at threshold 0 and at DeepSpeed's default (LadderConfig.show_persistence) did not both run",
+            "the stage-3 rungs at threshold 0 and at DeepSpeed's default (LadderConfig.show_persistence) "
+            "did not both run",
         )
     measured, predicted = p.measured_extra_bytes, p.predicted_extra_bytes
     if predicted == 0 and not any(measured):
         return Verdict(
             INCONCLUSIVE,
-            f"no tensor has ≤ {p.threshold:.0e} elements at this size (largest {p.largest_tensor:,}): nothing kept, nothing to check",
+            f"no tensor has ≤ {p.threshold:.0e} elements at this size (largest {p.largest_tensor:,}): "
+            f"nothing kept, nothing to check",
         )
     if predicted == 0:
-        return Verdict(REFUTED, f"the rule keeps nothing whole, yet ranks hold {min(measured):,}–{max(measured):,} extra bytes")
+        return Verdict(
+            REFUTED,
+            f"the rule keeps nothing whole, yet ranks hold {min(measured):,}–{max(measured):,} extra bytes",
+        )
     return core.decide_close(
         (min(measured), max(measured)),
         predicted,
         PERSIST_TOL,
         relative=True,
-        what=f"extra parameter bytes per rank at threshold {p.threshold:.0e} (rule keeps {p.tensors_kept_whole} "
+        what=f"extra parameter bytes per rank at threshold {p.threshold:.0e} (rule keeps "
+        f"{p.tensors_kept_whole} "
         f"of {p.tensors} tensors whole)",
     )
 
@@ -194,7 +226,9 @@ def verdict_bytes_formula(m: LadderMetrics) -> Verdict:
     if not ratios:
         return Verdict(INCONCLUSIVE, "no stage ran")
     worst = max(ratios, key=lambda k: abs(ratios[k] - 1))
-    return core.decide_at_most(abs(ratios[worst] - 1), BYTES_TOL, what=f"worst rank's |measured ÷ formula − 1| ({worst})")
+    return core.decide_at_most(
+        abs(ratios[worst] - 1), BYTES_TOL, what=f"worst rank's |measured ÷ formula − 1| ({worst})"
+    )
 
 
 def verdict_loss_agreement(m: LadderMetrics) -> Verdict:
@@ -263,7 +297,9 @@ def verdict_loss_scale(m: LossScaleMetrics) -> Verdict:
         if m.ranks_device == "cpu":
             return core.needs_gpu("DeepSpeed fp16 loss scaling (one GPU is enough)")
         if m.precision == "fp16":
-            return Verdict(INCONCLUSIVE, f"fp16 ran on {m.ranks_device} ranks but recorded no loss-scale history")
+            return Verdict(
+                INCONCLUSIVE, f"fp16 ran on {m.ranks_device} ranks but recorded no loss-scale history"
+            )
         return Verdict(INCONCLUSIVE, f"precision {m.precision}: no loss scaling to watch")
     provoked = [i for i, h in enumerate(history) if h.provoked]
     if not provoked:
@@ -275,7 +311,8 @@ def verdict_loss_scale(m: LossScaleMetrics) -> Verdict:
     if h.overflow and h.skipped and dropped:
         return Verdict(HOLDS, f"step {h.step}: overflow seen, step skipped, scale {before:g} → {h.scale:g}")
     return Verdict(
-        REFUTED, f"step {h.step} provoked: overflow={h.overflow}, skipped={h.skipped}, scale {before} → {h.scale}"
+        REFUTED,
+        f"step {h.step} provoked: overflow={h.overflow}, skipped={h.skipped}, scale {before} → {h.scale}",
     )
 
 
@@ -293,10 +330,17 @@ def verdict_gap_difference(per_run_diffs: list[float], *, what: str = "gap(50) �
     if not diffs:
         return Verdict(INCONCLUSIVE, f"{what} was not measured in this run")
     if len(diffs) < 2:
-        return Verdict(INCONCLUSIVE, f"{what} {diffs[0]:+.3f} from one run per interval: its per-step gap ratios are not "
-                                     "independent, no interval — n too small; run >= 3 seeds")
-    return core.decide_at_least(core.mean_interval(diffs), GAP_MIN_DIFF, what=f"{what} over {len(diffs)} seeds",
-                                n_hint=f"n = {len(diffs)} seeds")
+        return Verdict(
+            INCONCLUSIVE,
+            f"{what} {diffs[0]:+.3f} from one run per interval: its per-step gap ratios are not "
+            "independent, no interval — n too small; run >= 3 seeds",
+        )
+    return core.decide_at_least(
+        core.mean_interval(diffs),
+        GAP_MIN_DIFF,
+        what=f"{what} over {len(diffs)} seeds",
+        n_hint=f"n = {len(diffs)} seeds",
+    )
 
 
 def fragmentation_diffs(m: FragmentationMetrics) -> list[float]:
@@ -314,7 +358,10 @@ def verdict_fragmentation(m: FragmentationMetrics) -> Verdict:
         return core.needs_gpu("the caching allocator's reserved − allocated gap")
     diffs = fragmentation_diffs(m)
     if not diffs:
-        return Verdict(INCONCLUSIVE, f"intervals 50 and 200 (expandable off) not both run; have {sorted(m.gap_ratio_means)}")
+        return Verdict(
+            INCONCLUSIVE,
+            f"intervals 50 and 200 (expandable off) not both run; have {sorted(m.gap_ratio_means)}",
+        )
     return verdict_gap_difference(diffs)
 
 
@@ -335,7 +382,10 @@ def verdict_fallback_rate(s: MethodSummary | None) -> Verdict:
         return Verdict(INCONCLUSIVE, "no verification rounds")
     k, n = s.fallback_rounds, s.rounds
     if len(rates) < 2:
-        return Verdict(INCONCLUSIVE, f"fallback rate {k}/{n} rounds from one prompt: no interval — n too small; run more prompts")
+        return Verdict(
+            INCONCLUSIVE,
+            f"fallback rate {k}/{n} rounds from one prompt: no interval — n too small; run more prompts",
+        )
     return core.decide_close(
         fallback_interval(rates),
         FALLBACK_CLAIMED,
@@ -368,7 +418,9 @@ def verdict_lossless(summary: dict[str, MethodSummary]) -> Verdict:
     if bad:
         return Verdict(HOLDS, f"{', '.join(bad)} produced different tokens than greedy")
     return Verdict(
-        REFUTED, f"{', '.join(summary)}: identical tokens to greedy on every prompt (verification keeps greedy's tokens)"
+        REFUTED,
+        f"{', '.join(summary)}: identical tokens to greedy on every prompt (verification keeps greedy's "
+        f"tokens)",
     )
 
 
@@ -413,7 +465,8 @@ def claims(
                 claim=claim,
                 field_note=f"{noted:g} GB",
                 measured=measured,
-                rule="refuted below model states −15 %; else the ladder's per-rank peak (Llama-2-7B, 8 GPUs) within ±15 %",
+                rule="refuted below model states −15 %; else the ladder's per-rank peak (Llama-2-7B, 8 "
+                "GPUs) within ±15 %",
                 n=f"{n_formula}; {about}" if peak else n_formula,
             )
         )
@@ -570,7 +623,8 @@ def claims(
                 else ", ".join(f"every {k}: {v:.3f}" for k, v in gaps.items())
             ),
             interval=core.fmt_interval(core.mean_interval(diffs)) if len(diffs) > 1 else "",
-            rule=f"t-interval across seeds of gap(50) − gap(200) (each run's mean) ≥ {GAP_MIN_DIFF:.2f} holds, "
+            rule=f"t-interval across seeds of gap(50) − gap(200) (each run's mean) ≥ {GAP_MIN_DIFF:.2f} "
+            f"holds, "
             f"< {GAP_MIN_DIFF:.2f} refutes; one run: inconclusive; OOM rates not measured",
             n=f"{len(diffs)} seed(s) × {fragmentation.steps} steps per run",
         )
@@ -589,7 +643,8 @@ def claims(
             field_note="7 %",
             measured=f"{k}/{n} rounds ({method})" if n else "no rounds",
             interval=core.fmt_interval(fallback_interval(rates)) if len(rates) > 1 else "",
-            rule=f"t-interval (95 %) of the per-prompt fallback rates within {FALLBACK_CLAIMED:.0%} ± {FALLBACK_TOL:.0%}",
+            rule=f"t-interval (95 %) of the per-prompt fallback rates within {FALLBACK_CLAIMED:.0%} ± "
+            f"{FALLBACK_TOL:.0%}",
             n=f"{len(rates)} prompts, {n} rounds",
         )
     )
@@ -601,7 +656,8 @@ def claims(
             source="§3.2 step 3",
             claim="speculative decoding 32 → 58 tok/s (×1.81)",
             field_note="×1.81 (A100, Llama-2-7B + Medusa)",
-            measured=f"×{pl.speedup_measured if pl is not None else float('nan'):.2f} on {spec.device} (SmolLM2)",
+            measured=f"×{pl.speedup_measured if pl is not None else float('nan'):.2f} on {spec.device} "
+            f"(SmolLM2)",
             rule="per-prompt t-interval within ±20 % of ×1.81, on CUDA",
             n=f"{len(pl.speedups) if pl is not None else 0} prompts",
         )
@@ -637,7 +693,9 @@ def headline(memory: MemoryMetrics, ladder: LadderMetrics, spec: SpecDecMetrics)
     out = {
         "model_params_billion": memory.n_params / 1e9,
         "worst_measured_over_formula": max(ratios.values(), key=lambda r: abs(r - 1)) if ratios else nan,
-        "stage3_over_stage0_model_states": states["stage3"] / states["stage0"] if {"stage0", "stage3"} <= set(states) else nan,
+        "stage3_over_stage0_model_states": states["stage3"] / states["stage0"]
+        if {"stage0", "stage3"} <= set(states)
+        else nan,
         "stage3_over_stage0_peak_growth": mean(top.growth) / mean(base.growth) if base and top else nan,
         "loss_max_rel_diff": ladder.loss_max_rel_diff if ladder.loss_max_rel_diff is not None else nan,
     }
@@ -696,7 +754,10 @@ def verdict_crossover(rows: Sequence[CrossoverRow], stage: int) -> Verdict:
     (ranks disagree at the largest size, or it saved only at smaller sizes) or when no sweep ran."""
     rs = sorted((r for r in rows if r.stage == stage), key=lambda r: r.n_params)
     if not rs:
-        return Verdict(INCONCLUSIVE, f"no size sweep for stage {stage} in this run (CrossoverConfig / bench/zero_peak.py)")
+        return Verdict(
+            INCONCLUSIVE,
+            f"no size sweep for stage {stage} in this run (CrossoverConfig / bench/zero_peak.py)",
+        )
     top = rs[-1]
     if top.growth_vs_stage0_max <= 1 - SAVING:
         since = crossover_sizes([dataclasses.asdict(r) for r in rows])[f"stage{stage}"]
@@ -729,7 +790,8 @@ def memory_claims(ladder: LadderMetrics, crossover: CrossoverMetrics | None = No
                 claim=f"ZeRO-{stage} lowers per-device memory once the model is big enough",
                 field_note="78 → 52 → 32 GB (7B)",
                 measured=f"sizes {', '.join(s for _n, s in sizes)}",
-                rule=f"the largest size's stage-{stage} ÷ stage-0 peak growth ≤ {1 - SAVING:.2f} on every rank",
+                rule=f"the largest size's stage-{stage} ÷ stage-0 peak growth ≤ {1 - SAVING:.2f} on every "
+                f"rank",
                 n=f"{len(sizes)} sizes × ranks",
             )
         )
@@ -738,7 +800,8 @@ def memory_claims(ladder: LadderMetrics, crossover: CrossoverMetrics | None = No
     for stage in (1, 2, 3):
         this = ladder.stage_peak(stage)
         measured = (
-            f"{sum(this.growth) / len(this.growth) / 2**20:.1f} vs {sum(base.growth) / len(base.growth) / 2**20:.1f} MiB"
+            f"{sum(this.growth) / len(this.growth) / 2**20:.1f} vs "
+            f"{sum(base.growth) / len(base.growth) / 2**20:.1f} MiB"
             if this and base
             else "not run"
         )

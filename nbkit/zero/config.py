@@ -80,7 +80,8 @@ class MemoryConfig(_Checked):
     model_path: str = param(
         "",
         label="or your model (HF dir / config.json / hub id)",
-        help="a local Hugging Face model directory or a bare config.json (Ψ counted on the meta device); overrides model",
+        help="a local Hugging Face model directory or a bare config.json (Ψ counted on the meta device); "
+        "overrides model",
     )
     world_size: int = param(8, min=1, max=65536, label="data-parallel degree N (GPUs in all)")
     gpus_per_node: int = param(
@@ -126,7 +127,9 @@ class LadderConfig(_Checked):
     precision: str = param("bf16", choices=PRECISIONS)
     offload_optimizer: bool = param(False, label="offload optimizer (stages 1-3)")
     offload_param: bool = param(False, label="offload params (stage 3)")
-    show_persistence: bool = param(True, label="also run stage 3 at DeepSpeed's default persistence threshold")
+    show_persistence: bool = param(
+        True, label="also run stage 3 at DeepSpeed's default persistence threshold"
+    )
     sub_group_elements: int = param(
         100_000,
         min=0,
@@ -144,7 +147,8 @@ class LadderConfig(_Checked):
     model_path: str = param(
         "",
         label="your architecture (HF dir / config.json)",
-        help="runs your model's architecture, scaled to hidden_size × num_hidden_layers; empty = the tiny Llama",
+        help="runs your model's architecture, scaled to hidden_size × num_hidden_layers; empty = the tiny "
+        "Llama",
     )
     # The default size makes the model states large enough that every ZeRO stage's per-rank peak
     # shows below stage 0's, while the ladder still fits the notebook's time budget
@@ -157,14 +161,17 @@ class LadderConfig(_Checked):
     device: str = param("auto", choices=DEVICES)
     timeout_s: float = param(300.0, min=30.0, max=3600.0)
     checkpoint: bool = param(True, label="checkpoint save→load round trip")
-    overflow_step: int = param(-1, min=-1, max=200, label="fp16: provoke a gradient overflow at this step (-1 = none)")
+    overflow_step: int = param(
+        -1, min=-1, max=200, label="fp16: provoke a gradient overflow at this step (-1 = none)"
+    )
     monitor_limit_mib: float = param(
         1024.0, min=10.0, max=100000.0, label="alert when a rank's RSS exceeds (MiB)"
     )
     warm_up: bool = param(
         True,
         hidden=True,
-        help="run each optimizer family once, unmeasured, so its one-time runtime growth is not charged to a stage",
+        help="run each optimizer family once, unmeasured, so its one-time runtime growth is not charged to "
+        "a stage",
     )
     sabotage: str = param(
         "none",
@@ -260,7 +267,8 @@ class CrossoverConfig(_Checked):
             h, _, layers = item.strip().partition("x")
             if not (h.isdigit() and layers.isdigit() and int(h) >= 32 and int(layers) >= 1):
                 raise UsageError(
-                    f"CrossoverConfig.sizes: item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ 32, e.g. 512x8"
+                    f"CrossoverConfig.sizes: item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ "
+                    f"32, e.g. 512x8"
                 )
             out.append((int(h), int(layers)))
         return out
@@ -284,7 +292,9 @@ class FailureDrillConfig(_Checked):
     def __post_init__(self):
         super().__post_init__()
         if self.rank >= self.world_size:
-            raise UsageError(f"FailureDrillConfig.rank: rank {self.rank} does not exist in a world of {self.world_size}")
+            raise UsageError(
+                f"FailureDrillConfig.rank: rank {self.rank} does not exist in a world of {self.world_size}"
+            )
 
     @classmethod
     def smoke(cls) -> FailureDrillConfig:

@@ -83,7 +83,11 @@ class ZeroContext(Context):
     def device_for(self, name: str | None = None) -> Any:
         """The ``torch.device`` of ``name`` (default: the context's), resolved once per name."""
         name = self.device if name is None else name
-        return self.torch_device if name == self.device else self.cached(("device", name), lambda: pick_device(name))
+        return (
+            self.torch_device
+            if name == self.device
+            else self.cached(("device", name), lambda: pick_device(name))
+        )
 
     def gpus(self, name: str | None = None) -> int:
         """Local CUDA devices usable for ``name`` (0 unless it resolves to CUDA)."""
@@ -130,7 +134,9 @@ def unless_smoke(smoke: bool, **overrides: Any) -> dict[str, Any]:
     return {} if smoke else overrides
 
 
-def run(slug: str, ctx: ZeroContext, *, smoke: bool = False, live: LiveFigure | None = None, **overrides: Any) -> Result:
+def run(
+    slug: str, ctx: ZeroContext, *, smoke: bool = False, live: LiveFigure | None = None, **overrides: Any
+) -> Result:
     """Run a registered experiment headless: its config from ``smoke`` and ``overrides``."""
     exp = REGISTRY[slug]
     return exp.run(exp.config(smoke, **overrides), ctx, live)
@@ -138,7 +144,11 @@ def run(slug: str, ctx: ZeroContext, *, smoke: bool = False, live: LiveFigure | 
 
 # -- the memory model -----------------------------------------------------------------------------
 
-PRESET_CONFIGS = {"Llama-2-7B": llama2_7b_config, "SmolLM2-135M": smollm2_135m_config, "tiny Llama (ladder)": tiny_llama_config}
+PRESET_CONFIGS = {
+    "Llama-2-7B": llama2_7b_config,
+    "SmolLM2-135M": smollm2_135m_config,
+    "tiny Llama (ladder)": tiny_llama_config,
+}
 
 
 def preset_size(name: str):
@@ -148,7 +158,9 @@ def preset_size(name: str):
     return model_size(PRESET_CONFIGS[name](), name)
 
 
-def run_memory_model(cfg: MemoryConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None) -> Result[MemoryMetrics]:
+def run_memory_model(
+    cfg: MemoryConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+) -> Result[MemoryMetrics]:
     """Model-state bytes per device by the paper's formula beside DeepSpeed's estimators, and the CPU
     headroom a full ZeRO-3 offload of one node would need here."""
     if cfg.model_path:
@@ -167,7 +179,9 @@ def run_memory_model(cfg: MemoryConfig, ctx: ZeroContext | None = None, live: Li
         "offload_param": cfg.offload_param,
     }
     if cfg.ds_config:
-        plan = memory_plan(validate_ds_config(cfg.ds_config))  # a config DeepSpeed would reject fails here, named
+        plan = memory_plan(
+            validate_ds_config(cfg.ds_config)
+        )  # a config DeepSpeed would reject fails here, named
         plan["ds_config"] = cfg.ds_config
     table = memory_table(
         size,
@@ -190,7 +204,12 @@ def run_memory_model(cfg: MemoryConfig, ctx: ZeroContext | None = None, live: Li
         )
         title += f" — your ds_config runs stage {plan['stage']}"
     headroom = offload_headroom(
-        size.n_params, cfg.world_size, 3, offload_optimizer=True, offload_param=True, ranks_per_node=cfg.gpus_per_node
+        size.n_params,
+        cfg.world_size,
+        3,
+        offload_optimizer=True,
+        offload_param=True,
+        ranks_per_node=cfg.gpus_per_node,
     )
     metrics = MemoryMetrics(
         n_params=size.n_params,
@@ -212,7 +231,8 @@ def plan_summary(m: MemoryMetrics) -> str:
         return ""
     return (
         f"your ds_config: stage {p['stage']}, {p['precision']}, offload optimizer {p['offload_optimizer']}, "
-        f"offload params {p['offload_param']} → {p['formula_device_gib']:.1f} GiB of model states per GPU (paper), "
+        f"offload params {p['offload_param']} → {p['formula_device_gib']:.1f} GiB of model states per GPU "
+        f"(paper), "
         f"{p['formula_cpu_gib']:.1f} GiB offloaded per GPU"
     )
 
@@ -224,7 +244,8 @@ def headroom_summary(m: MemoryMetrics) -> str:
         return "offload headroom not computed"
     verdict = "OK" if h.ok else "would not fit: refuse before launch"
     return (
-        f"{m.model_name}: ZeRO-3 offload of a {m.gpus_per_node}-GPU node needs {h.cpu_needed_bytes / 2**30:.0f} GiB "
+        f"{m.model_name}: ZeRO-3 offload of a {m.gpus_per_node}-GPU node needs "
+        f"{h.cpu_needed_bytes / 2**30:.0f} GiB "
         f"CPU RAM, {h.cpu_available_bytes / 2**30:.0f} GiB free → {verdict}"
     )
 
@@ -232,7 +253,9 @@ def headroom_summary(m: MemoryMetrics) -> str:
 # -- the ds_config --------------------------------------------------------------------------------
 
 
-def run_ds_config(cfg: DsConfigConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None) -> Result[DsConfigMetrics]:
+def run_ds_config(
+    cfg: DsConfigConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+) -> Result[DsConfigMetrics]:
     """The user's ds_config (or the field notes' with its launch line) explained key by key; the batch
     identity's inputs at ``world_size`` GPUs. A config DeepSpeed would reject fails here, named."""
     table, findings, identity = explain(cfg.ds_config, world_size=cfg.world_size)
@@ -266,7 +289,8 @@ def ladder_device(cfg: LadderConfig, ctx: ZeroContext | None = None) -> str:
         if gpus < cfg.world_size:
             if cfg.device != "auto":
                 raise UsageError(
-                    f"LadderConfig.world_size: {cfg.world_size} ranks need {cfg.world_size} GPUs (one per rank); "
+                    f"LadderConfig.world_size: {cfg.world_size} ranks need {cfg.world_size} GPUs (one per "
+                    f"rank); "
                     f"this machine has {gpus}"
                 )
             return "cpu"
@@ -307,9 +331,13 @@ def run_ladder(
 
     device = ladder_device(cfg, ctx)
     if device == "cpu" and cfg.precision == "fp16":
-        raise UsageError("LadderConfig.precision: DeepSpeed's CPU accelerator has no fp16; use bf16 or fp32, or CUDA ranks")
+        raise UsageError(
+            "LadderConfig.precision: DeepSpeed's CPU accelerator has no fp16; use bf16 or fp32, or CUDA ranks"
+        )
     spec = ladder_spec(cfg, device, fail=fail)  # every rung's ds_config is validated before a rank starts
-    bar = tqdm(total=len(spec["rungs"]) * cfg.steps * cfg.world_size, desc="ZeRO ladder (rank-steps)", leave=False)
+    bar = tqdm(
+        total=len(spec["rungs"]) * cfg.steps * cfg.world_size, desc="ZeRO ladder (rank-steps)", leave=False
+    )
 
     def progress(d):
         bar.update(1)
@@ -449,7 +477,11 @@ def run_crossover(
             on_size(new)
     if not rows:
         empty = CrossoverMetrics(
-            crossover={}, ranks_device=None, bucket_elements=cfg.bucket_elements, world_size=cfg.world_size, sizes=cfg.sizes
+            crossover={},
+            ranks_device=None,
+            bucket_elements=cfg.bucket_elements,
+            world_size=cfg.world_size,
+            sizes=cfg.sizes,
         )
         return Result(metrics=empty, data={"rows": []})
     crossover = crossover_sizes(rows)
@@ -467,7 +499,10 @@ def run_crossover(
 
 # -- silent failures ------------------------------------------------------------------------------
 
-NO_FP16 = "needs one CUDA GPU: DeepSpeed's CPU accelerator has no fp16 (is_fp16_supported() is false) and this machine has no GPU"
+NO_FP16 = (
+    "needs one CUDA GPU: DeepSpeed's CPU accelerator has no fp16 (is_fp16_supported() is false) "
+    "and this machine has no GPU"
+)
 
 
 def run_loss_scale_drill(
@@ -483,12 +518,17 @@ def run_loss_scale_drill(
     ctx = _ctx(ctx)
     gpus = ctx.gpus(cfg.device)
     if gpus == 0:
-        metrics = LossScaleMetrics(ranks_device="cpu", loss_scale_history=[], not_measured=NO_FP16, precision="fp16", world_size=0)
+        metrics = LossScaleMetrics(
+            ranks_device="cpu", loss_scale_history=[], not_measured=NO_FP16, precision="fp16", world_size=0
+        )
         return Result(metrics=metrics)
     lad = run_ladder(cfg.ladder_config(max(1, min(cfg.world_size, gpus))), ctx, live)
     m = lad.metrics
     metrics = LossScaleMetrics(
-        ranks_device=m.ranks_device, loss_scale_history=m.loss_scale_history, precision=m.precision, world_size=m.world_size
+        ranks_device=m.ranks_device,
+        loss_scale_history=m.loss_scale_history,
+        precision=m.precision,
+        world_size=m.world_size,
     )
     return Result(metrics=metrics, table=lad.table, figure=lad.figure, data=lad.data)
 
@@ -496,7 +536,8 @@ def run_loss_scale_drill(
 def run_failure_drill(
     cfg: FailureDrillConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
 ) -> Result[FailureDrillMetrics]:
-    """Kill/raise/hang one rank mid-run: the launcher must name it, within the timeout, and leave no process."""
+    """Kill/raise/hang one rank mid-run: the launcher must name it, within the timeout, and leave no
+    process."""
     import psutil
 
     pids: dict[int, int] = {}
@@ -521,7 +562,9 @@ def run_failure_drill(
         caught = exc
     elapsed = time.perf_counter() - t
     survivors = [
-        pid for pid in pids.values() if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        pid
+        for pid in pids.values()
+        if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     ]
     metrics = FailureDrillMetrics(
         detected=caught is not None,
@@ -550,13 +593,26 @@ def run_fragmentation(
     if device.type != "cuda":
         out = cpu_accounting(cfg)
         metrics = FragmentationMetrics(
-            needs_cuda=True, steps=cfg.steps, tensor_bytes_peak=out["tensor_bytes_peak"], unavailable=out["unavailable"]
+            needs_cuda=True,
+            steps=cfg.steps,
+            tensor_bytes_peak=out["tensor_bytes_peak"],
+            unavailable=out["unavailable"],
         )
         return Result(metrics=metrics, figure=out["figure"], data=out)
     out = cuda_runs(cfg, device, live=live)
-    keys = ("interval", "expandable_segments", "seed", "mean_gap_ratio", "max_inactive_split", "alloc_retries", "checkpoints")
+    keys = (
+        "interval",
+        "expandable_segments",
+        "seed",
+        "mean_gap_ratio",
+        "max_inactive_split",
+        "alloc_retries",
+        "checkpoints",
+    )
     summary = [{k: r[k] for k in keys} for r in out["runs"]]
-    means: dict[str, list[float]] = {}  # per "<interval>/<expandable>": each seed's mean gap ratio (the claim's unit)
+    means: dict[
+        str, list[float]
+    ] = {}  # per "<interval>/<expandable>": each seed's mean gap ratio (the claim's unit)
     for r in out["runs"]:
         means.setdefault(f"{r['interval']}/{r['expandable_segments']}", []).append(r["mean_gap_ratio"])
     metrics = FragmentationMetrics(
@@ -566,7 +622,11 @@ def run_fragmentation(
         runs=summary,
         model=out["model"],
         gap_ratio_means=means,
-        gap_ratios={f"{r['interval']}/{r['expandable_segments']}": r["gap_ratios"] for r in out["runs"] if r["seed"] == cfg.seed},
+        gap_ratios={
+            f"{r['interval']}/{r['expandable_segments']}": r["gap_ratios"]
+            for r in out["runs"]
+            if r["seed"] == cfg.seed
+        },
     )
     return Result(metrics=metrics, table=pd.DataFrame(summary), figure=out["figure"], data=out)
 
@@ -581,7 +641,9 @@ def unavailable_summary(m: FragmentationMetrics) -> str:
 # -- speculative decoding -------------------------------------------------------------------------
 
 
-def run_specdec(cfg: SpecDecConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None) -> Result[SpecDecMetrics]:
+def run_specdec(
+    cfg: SpecDecConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+) -> Result[SpecDecMetrics]:
     """Greedy generation with and without speculation on SmolLM2 or ``cfg.model_path``: acceptance,
     fallbacks, speedups, identity. A bad model path is a UsageError before anything is timed; the model
     is loaded once per context."""
@@ -597,18 +659,56 @@ def run_specdec(cfg: SpecDecConfig, ctx: ZeroContext | None = None, live: LiveFi
         out = measure_specdec(cfg, device, model, tok, live=live)
     finally:
         torch.set_num_threads(threads)
-    metrics = SpecDecMetrics(summary={k: MethodSummary(**s) for k, s in out["summary"].items()}, device=str(device))
+    metrics = SpecDecMetrics(
+        summary={k: MethodSummary(**s) for k, s in out["summary"].items()}, device=str(device)
+    )
     return Result(metrics=metrics, table=out["table"], figure=out["figure"], data=out)
 
 
 for _exp in (
-    Experiment("memory", "ZeRO memory model: paper formula vs DeepSpeed's estimator", MemoryConfig, MemoryMetrics, run_memory_model),
+    Experiment(
+        "memory",
+        "ZeRO memory model: paper formula vs DeepSpeed's estimator",
+        MemoryConfig,
+        MemoryMetrics,
+        run_memory_model,
+    ),
     Experiment("ds_config", "Your ds_config, key by key", DsConfigConfig, DsConfigMetrics, run_ds_config),
     Experiment("ladder", "ZeRO ladder: real DeepSpeed ranks", LadderConfig, LadderMetrics, run_ladder),
-    Experiment("crossover", "Where ZeRO starts to pay: per-rank peak vs model size", CrossoverConfig, CrossoverMetrics, run_crossover),
-    Experiment("loss_scale", "fp16 loss scaling: a provoked overflow", LossScaleConfig, LossScaleMetrics, run_loss_scale_drill),
-    Experiment("failure_drill", "Failure drill: a rank dies mid-run", FailureDrillConfig, FailureDrillMetrics, run_failure_drill),
-    Experiment("fragmentation", "Fragmentation vs checkpoint interval", FragmentationConfig, FragmentationMetrics, run_fragmentation),
-    Experiment("specdec", "Speculative decoding on SmolLM2 (assisted generation)", SpecDecConfig, SpecDecMetrics, run_specdec),
+    Experiment(
+        "crossover",
+        "Where ZeRO starts to pay: per-rank peak vs model size",
+        CrossoverConfig,
+        CrossoverMetrics,
+        run_crossover,
+    ),
+    Experiment(
+        "loss_scale",
+        "fp16 loss scaling: a provoked overflow",
+        LossScaleConfig,
+        LossScaleMetrics,
+        run_loss_scale_drill,
+    ),
+    Experiment(
+        "failure_drill",
+        "Failure drill: a rank dies mid-run",
+        FailureDrillConfig,
+        FailureDrillMetrics,
+        run_failure_drill,
+    ),
+    Experiment(
+        "fragmentation",
+        "Fragmentation vs checkpoint interval",
+        FragmentationConfig,
+        FragmentationMetrics,
+        run_fragmentation,
+    ),
+    Experiment(
+        "specdec",
+        "Speculative decoding on SmolLM2 (assisted generation)",
+        SpecDecConfig,
+        SpecDecMetrics,
+        run_specdec,
+    ),
 ):
     REGISTRY.register(_exp)

@@ -48,7 +48,8 @@ class MemoryMetrics:
 
 @dataclass(frozen=True)
 class DsConfigMetrics:
-    """A ds_config explained: the batch-identity inputs and the problems found (inert keys, a broken identity)."""
+    """A ds_config explained: the batch-identity inputs and the problems found (inert keys, a broken
+    identity)."""
 
     train_batch_size: int | None
     micro_batch: int | None

@@ -1,4 +1,5 @@
-"""Notebook 02's panels: ``panel(slug, ctx, ...)`` is :func:`nbkit.experiment.panel` over this theme's registry."""
+"""Notebook 02's panels: ``panel(slug, ctx, ...)`` is :func:`nbkit.experiment.panel` over this theme's
+registry."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from nbkit.zero.experiments import REGISTRY, ZeroContext
 __all__ = ["REGISTRY", "ZeroContext", "panel"]
 
 
-def panel(slug: str, ctx: ZeroContext, *, smoke: bool = False, widget: bool | None = None, **overrides: Any) -> Panel:
+def panel(
+    slug: str, ctx: ZeroContext, *, smoke: bool = False, widget: bool | None = None, **overrides: Any
+) -> Panel:
     """Widgets for the experiment ``slug``'s config (its SMOKE preset when ``smoke``, with ``overrides``);
     its Run button runs it in ``ctx``. An unknown slug or field is a ``UsageError`` naming what exists."""
     return experiment.panel(REGISTRY[slug], ctx, smoke=smoke, widget=widget, **overrides)

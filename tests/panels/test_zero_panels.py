@@ -10,7 +10,8 @@ def _ys(panel):
 
 
 def test_memory_panel_reacts_to_world_size():
-    from nbkit.zero.panels import ZeroContext, panel as zero_panel
+    from nbkit.zero.panels import ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
     panel = zero_panel("memory", ZeroContext(), widget=True)
     panel.controls["model"].value = "SmolLM2-135M"
@@ -27,10 +28,23 @@ def test_memory_panel_reacts_to_world_size():
 
 @pytest.mark.slow
 def test_ladder_panel_click_runs_ranks_and_streams_losses():
-    from nbkit.zero.panels import ZeroContext, panel as zero_panel
+    from nbkit.zero.panels import ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
-    panel = zero_panel("ladder", ZeroContext("cpu"), widget=True, stages=(0, 3), steps=2, show_persistence=False,
-                       sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, device="cpu", timeout_s=200)
+    panel = zero_panel(
+        "ladder",
+        ZeroContext("cpu"),
+        widget=True,
+        stages=(0, 3),
+        steps=2,
+        show_persistence=False,
+        sub_group_elements=0,
+        hidden_size=64,
+        num_hidden_layers=2,
+        checkpoint=False,
+        device="cpu",
+        timeout_s=200,
+    )
     panel.controls["steps"].value = 2
     panel.click()
     assert panel.error is None, panel.error
@@ -44,7 +58,8 @@ def test_ladder_panel_click_runs_ranks_and_streams_losses():
 
 
 def test_bad_input_becomes_one_readable_line():
-    from nbkit.zero.panels import ZeroContext, panel as zero_panel
+    from nbkit.zero.panels import ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
     panel = zero_panel("ladder", ZeroContext("cpu"), widget=True, device="cpu")
     panel.controls["stages"].value = ()
@@ -58,7 +73,8 @@ def test_bad_input_becomes_one_readable_line():
 def test_crossover_panel_names_a_bad_size_and_the_memory_panel_takes_a_ds_config(tmp_path):
     import json
 
-    from nbkit.zero.panels import ZeroContext, panel as zero_panel
+    from nbkit.zero.panels import ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
     ctx = ZeroContext()
     panel = zero_panel("crossover", ctx, widget=True)
@@ -66,7 +82,14 @@ def test_crossover_panel_names_a_bad_size_and_the_memory_panel_takes_a_ds_config
     panel.click()
     assert panel.error and "CrossoverConfig.sizes: item 'big': expected HIDDENxLAYERS" in panel.error
     ds = tmp_path / "ds.json"
-    ds.write_text(json.dumps({"train_batch_size": 16, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}))
+    ds.write_text(
+        json.dumps(
+            {
+                "train_batch_size": 16,
+                "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+            }
+        )
+    )
     mem = zero_panel("memory", ctx, widget=True)
     mem.controls["ds_config"].value = str(ds)
     mem.click()
@@ -76,7 +99,8 @@ def test_crossover_panel_names_a_bad_size_and_the_memory_panel_takes_a_ds_config
 
 def test_every_zero_experiment_has_a_panel_and_an_unknown_field_is_named():
     from nbkit.errors import UsageError
-    from nbkit.zero.panels import REGISTRY, ZeroContext, panel as zero_panel
+    from nbkit.zero.panels import REGISTRY, ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
     ctx = ZeroContext("cpu")
     for slug in REGISTRY.slugs:
