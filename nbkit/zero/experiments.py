@@ -80,14 +80,15 @@ class ZeroContext(Context):
         super().__init__(device)
         self.world_size = world_size
 
+    @property
+    def torch_device(self) -> Any:
+        """The ``torch.device`` of the context's own device (see :meth:`device_for`)."""
+        return self.device_for()
+
     def device_for(self, name: str | None = None) -> Any:
         """The ``torch.device`` of ``name`` (default: the context's), resolved once per name."""
         name = self.device if name is None else name
-        return (
-            self.torch_device
-            if name == self.device
-            else self.cached(("device", name), lambda: pick_device(name))
-        )
+        return self.cached(("device", name), lambda: pick_device(name))
 
     def gpus(self, name: str | None = None) -> int:
         """Local CUDA devices usable for ``name`` (0 unless it resolves to CUDA)."""
