@@ -180,9 +180,8 @@ def run_memory_model(
         "offload_param": cfg.offload_param,
     }
     if cfg.ds_config:
-        plan = memory_plan(
-            validate_ds_config(cfg.ds_config)
-        )  # a config DeepSpeed would reject fails here, named
+        # a config DeepSpeed would reject fails here, named
+        plan = memory_plan(validate_ds_config(cfg.ds_config))
         plan["ds_config"] = cfg.ds_config
     table = memory_table(
         size,
@@ -233,8 +232,7 @@ def plan_summary(m: MemoryMetrics) -> str:
     return (
         f"your ds_config: stage {p['stage']}, {p['precision']}, offload optimizer {p['offload_optimizer']}, "
         f"offload params {p['offload_param']} → {p['formula_device_gib']:.1f} GiB of model states per GPU "
-        f"(paper), "
-        f"{p['formula_cpu_gib']:.1f} GiB offloaded per GPU"
+        f"(paper), {p['formula_cpu_gib']:.1f} GiB offloaded per GPU"
     )
 
 
@@ -246,8 +244,8 @@ def headroom_summary(m: MemoryMetrics) -> str:
     verdict = "OK" if h.ok else "would not fit: refuse before launch"
     return (
         f"{m.model_name}: ZeRO-3 offload of a {m.gpus_per_node}-GPU node needs "
-        f"{h.cpu_needed_bytes / 2**30:.0f} GiB "
-        f"CPU RAM, {h.cpu_available_bytes / 2**30:.0f} GiB free → {verdict}"
+        f"{h.cpu_needed_bytes / 2**30:.0f} GiB CPU RAM, "
+        f"{h.cpu_available_bytes / 2**30:.0f} GiB free → {verdict}"
     )
 
 
@@ -290,9 +288,8 @@ def ladder_device(cfg: LadderConfig, ctx: ZeroContext | None = None) -> str:
         if gpus < cfg.world_size:
             if cfg.device != "auto":
                 raise UsageError(
-                    f"LadderConfig.world_size: {cfg.world_size} ranks need {cfg.world_size} GPUs (one per "
-                    f"rank); "
-                    f"this machine has {gpus}"
+                    f"LadderConfig.world_size: {cfg.world_size} ranks need {cfg.world_size} GPUs "
+                    f"(one per rank); this machine has {gpus}"
                 )
             return "cpu"
     return device.type
