@@ -346,7 +346,7 @@ def verdict_gap_difference(per_run_diffs: list[float], *, what: str = "gap(50) â
 def fragmentation_diffs(m: FragmentationMetrics) -> list[float]:
     """Per seed: mean gap ratio every 50 steps âˆ’ every 200 (expandable_segments off), from
     ``run_fragmentation``'s ``gap_ratio_means``; empty when the two intervals did not both run."""
-    a, b = m.gap_ratio_means.get("50/False") or [], m.gap_ratio_means.get("200/False") or []
+    a, b = m.seed_means(50), m.seed_means(200)
     return [x - y for x, y in zip(a, b, strict=False)]
 
 
@@ -630,7 +630,7 @@ def claims(
         )
     )
     summary = spec.summary
-    s = summary.get("truncated_draft") or summary.get("prompt_lookup")
+    s = spec.method("truncated_draft") or spec.method("prompt_lookup")
     method = "truncated_draft" if "truncated_draft" in summary else "prompt_lookup"
     k, n = (s.fallback_rounds, s.rounds) if s is not None else (0, 0)
     rates = s.fallback_rates if s is not None else []
@@ -648,7 +648,7 @@ def claims(
             n=f"{len(rates)} prompts, {n} rounds",
         )
     )
-    pl = summary.get("prompt_lookup") or s
+    pl = spec.method("prompt_lookup") or s
     rows.append(
         Claim.from_verdict(
             verdict_speedup(pl, spec.device),
@@ -684,8 +684,8 @@ def headline(memory: MemoryMetrics, ladder: LadderMetrics, spec: SpecDecMetrics)
     loss agreement, and speculative decoding's acceptance."""
     nan = float("nan")
     ratios = ladder.bytes_vs_formula
-    states = ladder.model_states
     base, top = ladder.stage_peak(0), ladder.stage_peak(3)
+    states0, states3 = ladder.stage_states(0), ladder.stage_states(3)
 
     def mean(xs):
         return sum(xs) / len(xs) if xs else nan
@@ -693,9 +693,7 @@ def headline(memory: MemoryMetrics, ladder: LadderMetrics, spec: SpecDecMetrics)
     out = {
         "model_params_billion": memory.n_params / 1e9,
         "worst_measured_over_formula": max(ratios.values(), key=lambda r: abs(r - 1)) if ratios else nan,
-        "stage3_over_stage0_model_states": states["stage3"] / states["stage0"]
-        if {"stage0", "stage3"} <= set(states)
-        else nan,
+        "stage3_over_stage0_model_states": states3 / states0 if states0 and states3 is not None else nan,
         "stage3_over_stage0_peak_growth": mean(top.growth) / mean(base.growth) if base and top else nan,
         "loss_max_rel_diff": ladder.loss_max_rel_diff if ladder.loss_max_rel_diff is not None else nan,
     }

@@ -139,6 +139,10 @@ class LadderMetrics:
         """The per-rank peaks of the rung ``stage<k>`` (stage 3 at persistence threshold 0), if it ran."""
         return self.peak.get(f"stage{stage}")
 
+    def stage_states(self, stage: int) -> float | None:
+        """The model-state bytes a rank holds at rung ``stage<k>`` (mean over ranks), if it ran."""
+        return self.model_states.get(f"stage{stage}")
+
     def for_record(self) -> dict[str, Any]:
         """The fields the notebook records as ``ladder_metrics`` (the loss-scale history is the drill's)."""
         return _fields_except(self, "loss_scale_history")
@@ -186,6 +190,10 @@ class FragmentationMetrics:
     gap_ratio_means: dict[str, list[float]] = field(default_factory=dict)
     gap_ratios: dict[str, list[float]] = field(default_factory=dict)
 
+    def seed_means(self, interval: int, expandable: bool = False) -> list[float]:
+        """Each seed's mean gap ratio when checkpointing every ``interval`` steps (empty when not run)."""
+        return self.gap_ratio_means.get(f"{interval}/{expandable}") or []
+
     def for_record(self) -> dict[str, Any]:
         """What the notebook records: the fields this device filled, without the per-step series."""
         cpu = ("needs_cuda", "steps", "tensor_bytes_peak", "unavailable")
@@ -221,6 +229,10 @@ class SpecDecMetrics:
 
     summary: dict[str, MethodSummary]
     device: str
+
+    def method(self, name: str) -> MethodSummary | None:
+        """The summary of the method ``name`` (``prompt_lookup``, ``truncated_draft``) if it ran."""
+        return self.summary.get(name)
 
 
 @dataclass(frozen=True)
