@@ -42,7 +42,7 @@ HIDDEN_SIZE = 256
 NUM_LAYERS = 8
 SPEC_PROMPTS = 3
 SPEC_NEW_TOKENS = 32
-SPEC_MODEL = ""  # speculative decoding's target: empty for SmolLM2, or your HF causal-LM directory (with weights) / hub id
+SPEC_MODEL = ""  # speculative decoding's target: empty for SmolLM2, or a causal-LM dir (weights) or hub id
 MONITOR_LIMIT_MIB = 450.0
 MODEL = ""
 DS_CONFIG = ""
@@ -53,27 +53,18 @@ import nbkit
 
 nbkit.require("zero")  # this notebook needs pip install 'nbkit[zero]': one line here if anything is missing
 
-import dataclasses
-
 import pandas as pd
 from IPython.display import display
 
 from nbkit.claims import claims_frame
-from nbkit.device import device_report, pick_device
 from nbkit.zero import claims as zero_claims
-from nbkit.zero.config import (
-    CrossoverConfig,
-    FailureDrillConfig,
-    FragmentationConfig,
-    LadderConfig,
-    MemoryConfig,
-    SpecDecConfig,
-)
-from nbkit.zero.experiments import local_ranks
+from nbkit.zero import experiments, panels
 
-device = pick_device(DEVICE)
-nbkit.record("device", str(device))
-device_report()
+# What the experiments share: the device (resolved once), your plan of WORLD_SIZE GPUs and the
+# ranks this machine runs for it, the speculative-decoding model once loaded.
+ctx = experiments.ZeroContext(DEVICE, world_size=WORLD_SIZE)
+nbkit.record("device", str(ctx.torch_device))
+ctx.device_report()
 
 # %% [markdown]
 # ## 1. The memory model: paper formula vs DeepSpeed's estimator
@@ -86,20 +77,22 @@ device_report()
 # N, precision or offload in the panel.
 
 # %%
-from nbkit.zero.panels import memory_panel
-
-mem_panel = memory_panel(dataclasses.replace(MemoryConfig.smoke() if SMOKE else MemoryConfig(), model_path=MODEL, ds_config=DS_CONFIG,
-                                             world_size=WORLD_SIZE, gpus_per_node=GPUS_PER_NODE))
+mem_panel = panels.panel(
+    "memory",
+    ctx,
+    smoke=SMOKE,
+    model_path=MODEL,
+    ds_config=DS_CONFIG,
+    world_size=WORLD_SIZE,
+    gpus_per_node=GPUS_PER_NODE,
+)
 mem_panel.display()
 mem = mem_panel.run()
-nbkit.record("memory_model_params", mem.metrics["n_params"])
+nbkit.record("memory_model_params", mem.metrics.n_params)
 nbkit.record("memory_model", mem.table.round(4))
-nbkit.record("memory_plan", mem.metrics["plan"])
+nbkit.record("memory_plan", mem.metrics.plan)
 if DS_CONFIG:
-    p = mem.metrics["plan"]
-    print(f"your ds_config: stage {p['stage']}, {p['precision']}, offload optimizer {p['offload_optimizer']}, offload params "
-          f"{p['offload_param']} → {p['formula_device_gib']:.1f} GiB of model states per GPU (paper), "
-          f"{p['formula_cpu_gib']:.1f} GiB offloaded per GPU")
+    print(experiments.plan_summary(mem.metrics))
 mem.table.round(2)
 
 # %% [markdown]
@@ -110,14 +103,13 @@ mem.table.round(2)
 # identity `train_batch_size = micro × accum × world` is checked against those values.
 
 # %%
-from nbkit.zero.dsconfig import explain
-
-ds_table, ds_findings, ds = explain(DS_CONFIG, world_size=WORLD_SIZE)  # empty DS_CONFIG: the field notes' 8-GPU launch line
-nbkit.record("ds_config_findings", ds_findings)
-for f in ds_findings:
-    print("•", f)
+# empty DS_CONFIG: the field notes' config with its own 8-GPU launch line
+ds = experiments.run("ds_config", ctx, smoke=SMOKE, ds_config=DS_CONFIG, world_size=WORLD_SIZE)
+nbkit.record("ds_config_findings", ds.metrics.findings)
+for finding in ds.metrics.findings:
+    print("•", finding)
 with pd.option_context("display.max_colwidth", 120):
-    display(ds_table)
+    display(ds.table)
 
 # %% [markdown]
 # ## 3. The ladder: real ranks, measured bytes
@@ -132,23 +124,44 @@ with pd.option_context("display.max_colwidth", 120):
 # A rank that fails is named with its traceback; a hang is killed at the timeout.
 
 # %%
-from nbkit.zero.panels import ladder_panel
-
-# One GPU per rank; with fewer than two GPUs the ranks run on CPU (gloo).
-ranks = local_ranks(WORLD_SIZE, DEVICE)
-ladder_cfg = LadderConfig.smoke() if SMOKE else LadderConfig(steps=LADDER_STEPS, hidden_size=HIDDEN_SIZE, num_hidden_layers=NUM_LAYERS)
-ladder_cfg = dataclasses.replace(ladder_cfg, world_size=ranks, precision=PRECISION, seed=SEED, device=DEVICE,
-                                 monitor_limit_mib=MONITOR_LIMIT_MIB, model_path=MODEL)
-lad_panel = ladder_panel(ladder_cfg)
+# One GPU per rank (ctx.ranks); with fewer than two GPUs the ranks run on CPU (gloo).
+# Under SMOKE the ladder keeps its smoke size (LADDER_STEPS, HIDDEN_SIZE, NUM_LAYERS apply to a full run).
+lad_panel = panels.panel(
+    "ladder",
+    ctx,
+    smoke=SMOKE,
+    world_size=ctx.ranks,
+    precision=PRECISION,
+    seed=SEED,
+    device=DEVICE,
+    monitor_limit_mib=MONITOR_LIMIT_MIB,
+    model_path=MODEL,
+    **experiments.unless_smoke(
+        SMOKE, steps=LADDER_STEPS, hidden_size=HIDDEN_SIZE, num_hidden_layers=NUM_LAYERS
+    ),
+)
 lad_panel.display()
 lad = lad_panel.run()
 nbkit.record("ladder", lad.table.to_dict("records"))
-nbkit.record("ladder_metrics", {k: v for k, v in lad.metrics.items() if k not in ("loss_scale_history",)})
-print(f"ladder: {len(lad.table)} rank-rungs on {lad.metrics['ranks_device']} in {lad.metrics['wall_s']:.1f} s")
+nbkit.record("ladder_metrics", lad.metrics.for_record())
+print(f"ladder: {len(lad.table)} rank-rungs on {lad.metrics.ranks_device} in {lad.metrics.wall_s:.1f} s")
 
 # %%
-lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "buffers_bytes", "formula_bytes", "ratio",
-           "optimizer_class", "peak_bytes", "step_s_median"]]
+lad.table[
+    [
+        "rung",
+        "rank",
+        "params_bytes",
+        "grads_bytes",
+        "optimizer_bytes",
+        "buffers_bytes",
+        "formula_bytes",
+        "ratio",
+        "optimizer_class",
+        "peak_bytes",
+        "step_s_median",
+    ]
+]
 
 # %% [markdown]
 # ### Where each rank's peak goes
@@ -161,16 +174,29 @@ lad.table[["rung", "rank", "params_bytes", "grads_bytes", "optimizer_bytes", "bu
 #
 # **Why small models look as if ZeRO does nothing (or costs memory):** ZeRO divides only the model
 # states (16 bytes per parameter), while every rank also carries a fixed runtime (the waterfall's
-# runtime-baseline row: Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element buckets (1 GB) — so
+# runtime-baseline row: Python, torch, DeepSpeed, gloo) and, on GPUs, DeepSpeed's default 5e8-element
+# buckets (1 GB) — so
 # until the states outweigh those, every stage's peak looks the same. The default size is chosen so
 # they do; the sweep below (`CROSSOVER_SIZES`) shows where each stage starts to pay. On 2 ranks
-# ZeRO-3 can end above ZeRO-2 (the figure above says whether it did in this run): it saves only Ψ/N bytes more of 16-bit parameters but gathers every
+# ZeRO-3 can end above ZeRO-2 (the figure above says whether it did in this run): it saves only Ψ/N bytes
+# more of 16-bit parameters but gathers every
 # layer's full parameters for forward and backward (`stage3_max_live_parameters` 1e9 keeps all of a
 # small model alive) — the "ZeRO-3 uses more memory than ZeRO-2" reports (DeepSpeed #4305).
 
 # %%
-lad.table[["rung", "rank", "baseline_bytes", "init_peak_bytes", "peak_bytes", "predicted_peak_bytes", "peak_over_predicted",
-           "activation_bytes", "deepspeed_estimate_bytes"]]
+lad.table[
+    [
+        "rung",
+        "rank",
+        "baseline_bytes",
+        "init_peak_bytes",
+        "peak_bytes",
+        "predicted_peak_bytes",
+        "peak_over_predicted",
+        "activation_bytes",
+        "deepspeed_estimate_bytes",
+    ]
+]
 
 # %%
 lad.data["waterfall_figure"]
@@ -186,30 +212,34 @@ lad.data["waterfall_figure"]
 # sweep from the shell and adds the 7B-on-8-GPUs prediction.
 
 # %%
-from nbkit.zero.panels import crossover_panel
-
-cross_panel = crossover_panel(dataclasses.replace(CrossoverConfig.smoke() if SMOKE else CrossoverConfig(), precision=PRECISION,
-                                                  device=DEVICE, model_path=MODEL, world_size=max(2, ranks)))
+cross_panel = panels.panel(
+    "crossover",
+    ctx,
+    smoke=SMOKE,
+    precision=PRECISION,
+    device=DEVICE,
+    model_path=MODEL,
+    world_size=ctx.drill_ranks,
+)
 cross_panel.display()
-crossover = cross_panel.run(sizes=CROSSOVER_SIZES) if CROSSOVER_SIZES else None
-if crossover is not None:
-    nbkit.record("crossover", {"sizes": crossover.metrics["sizes"], "crossover": crossover.metrics["crossover"],
-                               "rows": crossover.table.to_dict("records")})
+crossover = cross_panel.run(sizes=CROSSOVER_SIZES)  # empty CROSSOVER_SIZES: nothing runs
+if CROSSOVER_SIZES:
+    nbkit.record("crossover", crossover.metrics.for_record())
     display(crossover.figure)
 
 # %% [markdown]
 #
 # Measured ÷ formula per stage, for the stage's rank farthest from 1.00 (1.00 = the paper's count
 # exactly; every rank's figure is the table's `ratio` column above). An excess at stage 2 on one rank
-# was traced in an earlier session — not by this run — to DeepSpeed's `grads_in_partition`, which
-# holds the *whole* gradient of a parameter straddling the partition boundary; the communication
+# can come from DeepSpeed's `grads_in_partition`, which holds the *whole* gradient of a parameter
+# straddling the partition boundary; the communication
 # bucket (`reduce_bucket_size`) is a buffer, shown apart.
 # Tick *offload* in the panel to see DeepSpeed keep an extra fp32 gradient partition for the CPU
 # optimizer step (column `ratio_accounted` adds it: 4Ψ/N, 2Ψ/N at stage 2 — on a CPU the
 # "device" and the offload target are the same RAM, so offload moves nothing here).
 
 # %%
-lad.metrics["bytes_vs_formula"]
+lad.metrics.bytes_vs_formula
 
 # %% [markdown]
 # ZeRO does not change the math: the mean loss of every rung follows the same curve (bf16
@@ -217,7 +247,10 @@ lad.metrics["bytes_vs_formula"]
 # precision-dependent tolerance).
 
 # %%
-print(f"max relative loss difference across rungs: {lad.metrics['loss_max_rel_diff']:.3g} (tolerance {lad.metrics['loss_tolerance']})")
+print(
+    f"max relative loss difference across rungs: {lad.metrics.loss_max_rel_diff:.3g} (tolerance "
+    f"{lad.metrics.loss_tolerance})"
+)
 lad.data["loss_figure"]
 
 # %%
@@ -234,8 +267,18 @@ lad.data["time_figure"]
 
 # %%
 print(zero_claims.verdict_persistence(lad.metrics).why)
-lad.table[lad.table["stage"] == 3][["rung", "rank", "persistence_threshold", "sub_group_size", "n_sub_groups", "params_bytes",
-                                    "optimizer_bytes", "formula_params"]]
+lad.table[lad.table["stage"] == 3][
+    [
+        "rung",
+        "rank",
+        "persistence_threshold",
+        "sub_group_size",
+        "n_sub_groups",
+        "params_bytes",
+        "optimizer_bytes",
+        "formula_params",
+    ]
+]
 
 # %% [markdown]
 # ### `sub_group_size`
@@ -246,7 +289,7 @@ lad.table[lad.table["stage"] == 3][["rung", "rank", "persistence_threshold", "su
 # sub-groups (`n_sub_groups`). The claims table judges it from the two measured shards.
 
 # %%
-lad.metrics["sub_group"]
+lad.metrics.sub_group
 
 # %% [markdown]
 # ## 4. Monitoring: a sampler thread instead of `nvidia-smi` + `mail`
@@ -257,7 +300,10 @@ lad.metrics["sub_group"]
 # allocator peak is the ladder's `peak_bytes` column.)
 
 # %%
-print(f"{lad.metrics['monitor_samples']} samples; {len(lad.metrics['monitor_alerts'])} threshold alert(s):", lad.metrics["monitor_alerts"])
+print(
+    f"{lad.metrics.monitor_samples} samples; {len(lad.metrics.monitor_alerts)} threshold alert(s):",
+    lad.metrics.monitor_alerts,
+)
 lad.data["memory_timeline"]
 
 # %% [markdown]
@@ -276,30 +322,36 @@ lad.data["memory_timeline"]
 #   sends); the launcher must name it, in seconds, and leave no process behind.
 
 # %%
-from nbkit.zero.experiments import run_loss_scale_drill
-from nbkit.zero.monitor import offload_headroom
-
-print("replicas in sync:", lad.metrics["replicas_in_sync"], "| checkpoint save→load restores state:", lad.metrics["checkpoint_round_trip_ok"])
-headroom = offload_headroom(mem.metrics["n_params"], WORLD_SIZE, 3, offload_optimizer=True, offload_param=True,
-                            ranks_per_node=GPUS_PER_NODE)
-nbkit.record("offload_headroom", headroom)
-print(f"{mem.data['size'].name}: ZeRO-3 offload of a {mem.metrics['gpus_per_node']}-GPU node needs {headroom['cpu_needed_bytes'] / 2**30:.0f} GiB CPU RAM, "
-      f"{headroom['cpu_available_bytes'] / 2**30:.0f} GiB free → {'OK' if headroom['ok'] else 'would not fit: refuse before launch'}")
-loss_scale = run_loss_scale_drill(dataclasses.replace(LadderConfig.fp16_drill(), device=DEVICE))
-nbkit.record("loss_scale", {k: loss_scale.metrics.get(k) for k in ("ranks_device", "loss_scale_history", "not_measured")})
-print("fp16 loss-scale history:", loss_scale.metrics["loss_scale_history"] or loss_scale.metrics.get("not_measured"))
-pd.DataFrame(lad.data["checks"]["checkpoint_detail"]).T
+print(
+    "replicas in sync:",
+    lad.metrics.replicas_in_sync,
+    "| checkpoint save→load restores state:",
+    lad.metrics.checkpoint_round_trip_ok,
+)
+# the memory model computed the CPU headroom of a full ZeRO-3 offload of one node of your plan
+nbkit.record("offload_headroom", mem.metrics.offload_headroom)
+print(experiments.headroom_summary(mem.metrics))
+lad.data["checkpoint_table"]
 
 # %%
-from nbkit.zero.panels import failure_panel
+scale_panel = panels.panel("loss_scale", ctx, smoke=SMOKE, device=DEVICE)
+scale_panel.display()
+loss_scale = scale_panel.run()
+nbkit.record("loss_scale", loss_scale.metrics)
+print("fp16 loss-scale history:", loss_scale.metrics.loss_scale_history or loss_scale.metrics.not_measured)
 
-fail_panel = failure_panel(dataclasses.replace(FailureDrillConfig.smoke() if SMOKE else FailureDrillConfig(),
-                                               device=DEVICE, world_size=max(2, ranks), rank=max(2, ranks) - 1))
+# %%
+fail_panel = panels.panel(
+    "failure_drill", ctx, smoke=SMOKE, device=DEVICE, world_size=ctx.drill_ranks, rank=ctx.drill_rank
+)
 fail_panel.display()
 drill = fail_panel.run()
 nbkit.record("failure_drill", drill.metrics)
-print(drill.metrics["message"])
-print(f"reported in {drill.metrics['seconds_to_report']:.1f} s; leftover processes: {drill.metrics['leftover_processes']}")
+print(drill.metrics.message)
+print(
+    f"reported in {drill.metrics.seconds_to_report:.1f} s; leftover processes: "
+    f"{drill.metrics.leftover_processes}"
+)
 
 # %% [markdown]
 # ## 6. Fragmentation vs checkpoint interval (KISS audit §4.3)
@@ -311,16 +363,12 @@ print(f"reported in {drill.metrics['seconds_to_report']:.1f} s; leftover process
 # panel says so and shows what a CPU can account — tensor bytes by category (PyTorch's `MemTracker`).
 
 # %%
-from nbkit.zero.panels import fragmentation_panel
-
-frag_panel = fragmentation_panel(dataclasses.replace(FragmentationConfig.smoke() if SMOKE else FragmentationConfig(), device=DEVICE))
+frag_panel = panels.panel("fragmentation", ctx, smoke=SMOKE, device=DEVICE)
 frag_panel.display()
 frag = frag_panel.run()
-nbkit.record("fragmentation", {k: v for k, v in frag.metrics.items() if k != "gap_ratios"})
-if frag.metrics["needs_cuda"]:
-    print("needs CUDA — not measurable here:")
-    for name, why in frag.metrics["unavailable"].items():
-        print(f"  {name}: {why}")
+nbkit.record("fragmentation", frag.metrics.for_record())
+if frag.metrics.needs_cuda:
+    print(experiments.unavailable_summary(frag.metrics))
 else:
     display(frag.table)
 
@@ -334,13 +382,18 @@ else:
 # turns the acceptance into a predicted speedup, beside the measured one.
 
 # %%
-from nbkit.zero.panels import specdec_panel
-
-spec_cfg = SpecDecConfig.smoke() if SMOKE else SpecDecConfig(n_prompts=SPEC_PROMPTS, max_new_tokens=SPEC_NEW_TOKENS)
-spec_panel = specdec_panel(dataclasses.replace(spec_cfg, device=DEVICE, seed=SEED, model_path=SPEC_MODEL))
+spec_panel = panels.panel(
+    "specdec",
+    ctx,
+    smoke=SMOKE,
+    device=DEVICE,
+    seed=SEED,
+    model_path=SPEC_MODEL,
+    **experiments.unless_smoke(SMOKE, n_prompts=SPEC_PROMPTS, max_new_tokens=SPEC_NEW_TOKENS),
+)
 spec_panel.display()
 spec = spec_panel.run()
-nbkit.record("speculative", spec.metrics["summary"])
+nbkit.record("speculative", spec.metrics.summary)
 spec.table.round(3)
 
 # %% [markdown]
@@ -350,8 +403,16 @@ spec.table.round(3)
 # (`nbkit.zero.claims`): holds, refuted, inconclusive, or needs GPU where only CUDA can measure it.
 
 # %%
-rows = zero_claims.claims(mem.metrics, ds, lad.metrics, loss_scale.metrics, drill.metrics, frag.metrics, spec.metrics,
-                         crossover.data["rows"] if crossover is not None else None)
+rows = zero_claims.claims(
+    mem.metrics,
+    ds.metrics,
+    lad.metrics,
+    loss_scale.metrics,
+    drill.metrics,
+    frag.metrics,
+    spec.metrics,
+    crossover.metrics,
+)
 nbkit.record("claims", rows)
 nbkit.record("headline", zero_claims.headline(mem.metrics, lad.metrics, spec.metrics))
 with pd.option_context("display.max_colwidth", 160):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nbkit.errors import UsageError
+from nbkit.experiment import param
 
 DEVICES = ["auto", "cpu", "cuda"]
 PRECISIONS = ["bf16", "fp32", "fp16"]
@@ -75,19 +76,25 @@ class _Checked:
 class MemoryConfig(_Checked):
     """The memory model: the paper's formula and DeepSpeed's estimators for one architecture."""
 
-    model: str = field(default="Llama-2-7B", metadata={"choices": list(MODEL_PRESETS)})
-    model_path: str = field(default="", metadata={
-        "label": "or your model (HF dir / config.json / hub id)",
-        "help": "a local Hugging Face model directory or a bare config.json (Ψ counted on the meta device); overrides model"})
-    world_size: int = field(default=8, metadata={"min": 1, "max": 65536, "label": "data-parallel degree N (GPUs in all)"})
-    gpus_per_node: int = field(default=8, metadata={"min": 1, "max": 64, "label": "GPUs per node",
-                                                     "help": "DeepSpeed's estimator counts CPU memory per node"})
-    precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
-    offload_optimizer: bool = False
-    offload_param: bool = field(default=False, metadata={"label": "offload params (stage 3 only)"})
-    ds_config: str = field(default="", metadata={
-        "label": "or your ds_config.json",
-        "help": "its ZeRO stage, offload settings and precision replace the three controls above"})
+    model: str = param("Llama-2-7B", choices=MODEL_PRESETS)
+    model_path: str = param(
+        "",
+        label="or your model (HF dir / config.json / hub id)",
+        help="a local Hugging Face model directory or a bare config.json (Ψ counted on the meta device); "
+        "overrides model",
+    )
+    world_size: int = param(8, min=1, max=65536, label="data-parallel degree N (GPUs in all)")
+    gpus_per_node: int = param(
+        8, min=1, max=64, label="GPUs per node", help="DeepSpeed's estimator counts CPU memory per node"
+    )
+    precision: str = param("bf16", choices=PRECISIONS)
+    offload_optimizer: bool = param(False)
+    offload_param: bool = param(False, label="offload params (stage 3 only)")
+    ds_config: str = param(
+        "",
+        label="or your ds_config.json",
+        help="its ZeRO stage, offload settings and precision replace the three controls above",
+    )
 
     @classmethod
     def smoke(cls) -> MemoryConfig:
@@ -95,45 +102,83 @@ class MemoryConfig(_Checked):
 
 
 @dataclass
+class DsConfigConfig(_Checked):
+    """A ds_config explained key by key, with the batch identity at ``world_size`` GPUs."""
+
+    ds_config: str = param(
+        "", label="your ds_config.json", help="empty: the field notes' config with its own 8-GPU launch line"
+    )
+    world_size: int = param(8, min=1, max=65536, label="GPUs in all (N)")
+
+    @classmethod
+    def smoke(cls) -> DsConfigConfig:
+        return cls()
+
+
+@dataclass
 class LadderConfig(_Checked):
     """Real DeepSpeed ranks at ZeRO stages 0–3 (± offload), measured bytes against the formula."""
 
-    stages: tuple = field(default=(0, 1, 2, 3), metadata={"choices": [0, 1, 2, 3], "label": "ZeRO stages",
-                                                          "nonempty": "pick at least one ZeRO stage"})
-    world_size: int = field(default=2, metadata={"min": 1, "max": 256, "label": "ranks (N)"})
-    steps: int = field(default=4, metadata={"min": 1, "max": 200})
-    precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
-    offload_optimizer: bool = field(default=False, metadata={"label": "offload optimizer (stages 1-3)"})
-    offload_param: bool = field(default=False, metadata={"label": "offload params (stage 3)"})
-    show_persistence: bool = field(default=True, metadata={"label": "also run stage 3 at DeepSpeed's default persistence threshold"})
-    sub_group_elements: int = field(default=100_000, metadata={
-        "min": 0, "max": 10**9, "label": "also run stage 3 with this sub_group_size (0 = skip)",
-        "help": "a second stage-3 rung whose sub_group_size differs: does the per-rank shard change?"})
-    bucket_elements: int = field(default=200_000, metadata={
-        "min": 1_000, "max": 500_000_000, "label": "reduce/allgather bucket (elements)",
-        "help": "DeepSpeed's default is 5e8 (1 GB in bf16): it dwarfs a small model's states"})
-    model_path: str = field(default="", metadata={
-        "label": "your architecture (HF dir / config.json)",
-        "help": "runs your model's architecture, scaled to hidden_size × num_hidden_layers; empty = the tiny Llama"})
-    # 4.8 M parameters: model states (73 MiB per rank at stage 0) are large enough that every ZeRO
-    # stage's per-rank peak is visibly below stage 0's (measured 607 → 569 / 568 / 579 MiB, 2 CPU
-    # ranks, bench/zero_peak.py), and the ladder fits the notebook's time budget (issue 18).
-    hidden_size: int = field(default=256, metadata={"min": 32, "max": 8192, "step": 32})
-    num_hidden_layers: int = field(default=8, metadata={"min": 1, "max": 128})
-    micro_batch: int = field(default=2, metadata={"min": 1, "max": 32})
-    seq_len: int = field(default=32, metadata={"min": 8, "max": 1024, "step": 8})
-    seed: int = field(default=0, metadata={"min": 0, "max": 2**31 - 1, "hidden": True})
-    device: str = field(default="auto", metadata={"choices": DEVICES})
-    timeout_s: float = field(default=300.0, metadata={"min": 30.0, "max": 3600.0})
-    checkpoint: bool = field(default=True, metadata={"label": "checkpoint save→load round trip"})
-    overflow_step: int = field(default=-1, metadata={
-        "min": -1, "max": 200, "label": "fp16: provoke a gradient overflow at this step (-1 = none)"})
-    monitor_limit_mib: float = field(default=1024.0, metadata={"min": 10.0, "max": 100000.0, "label": "alert when a rank's RSS exceeds (MiB)"})
-    warm_up: bool = field(default=True, metadata={
-        "hidden": True, "help": "run each optimizer family once, unmeasured, so its one-time runtime growth is not charged to a stage"})
-    sabotage: str = field(default="none", metadata={
-        "choices": ["none", "diverge", "corrupt_checkpoint"], "hidden": True,
-        "help": "break the last rank on purpose (tests of the silent-failure checks)"})
+    stages: tuple = param(
+        (0, 1, 2, 3), choices=[0, 1, 2, 3], label="ZeRO stages", nonempty="pick at least one ZeRO stage"
+    )
+    world_size: int = param(2, min=1, max=256, label="ranks (N)")
+    steps: int = param(4, min=1, max=200)
+    precision: str = param("bf16", choices=PRECISIONS)
+    offload_optimizer: bool = param(False, label="offload optimizer (stages 1-3)")
+    offload_param: bool = param(False, label="offload params (stage 3)")
+    show_persistence: bool = param(
+        True, label="also run stage 3 at DeepSpeed's default persistence threshold"
+    )
+    sub_group_elements: int = param(
+        100_000,
+        min=0,
+        max=10**9,
+        label="also run stage 3 with this sub_group_size (0 = skip)",
+        help="a second stage-3 rung whose sub_group_size differs: does the per-rank shard change?",
+    )
+    bucket_elements: int = param(
+        200_000,
+        min=1_000,
+        max=500_000_000,
+        label="reduce/allgather bucket (elements)",
+        help="DeepSpeed's default is 5e8 (1 GB in bf16): it dwarfs a small model's states",
+    )
+    model_path: str = param(
+        "",
+        label="your architecture (HF dir / config.json)",
+        help="runs your model's architecture, scaled to hidden_size × num_hidden_layers; empty = the tiny "
+        "Llama",
+    )
+    # The default size makes the model states large enough that every ZeRO stage's per-rank peak
+    # shows below stage 0's, while the ladder still fits the notebook's time budget
+    # (bench/zero_peak.py measures it; bench/RESULTS.md keeps the figures).
+    hidden_size: int = param(256, min=32, max=8192, step=32)
+    num_hidden_layers: int = param(8, min=1, max=128)
+    micro_batch: int = param(2, min=1, max=32)
+    seq_len: int = param(32, min=8, max=1024, step=8)
+    seed: int = param(0, min=0, max=2**31 - 1, hidden=True)
+    device: str = param("auto", choices=DEVICES)
+    timeout_s: float = param(300.0, min=30.0, max=3600.0)
+    checkpoint: bool = param(True, label="checkpoint save→load round trip")
+    overflow_step: int = param(
+        -1, min=-1, max=200, label="fp16: provoke a gradient overflow at this step (-1 = none)"
+    )
+    monitor_limit_mib: float = param(
+        1024.0, min=10.0, max=100000.0, label="alert when a rank's RSS exceeds (MiB)"
+    )
+    warm_up: bool = param(
+        True,
+        hidden=True,
+        help="run each optimizer family once, unmeasured, so its one-time runtime growth is not charged to "
+        "a stage",
+    )
+    sabotage: str = param(
+        "none",
+        choices=["none", "diverge", "corrupt_checkpoint"],
+        hidden=True,
+        help="break the last rank on purpose (tests of the silent-failure checks)",
+    )
 
     @classmethod
     def smoke(cls) -> LadderConfig:
@@ -142,35 +187,89 @@ class LadderConfig(_Checked):
     @classmethod
     def fp16_drill(cls) -> LadderConfig:
         """fp16 at stage 2 with an overflow provoked at step 2 (the loss-scale check; needs CUDA ranks)."""
-        return cls(stages=(2,), precision="fp16", steps=5, overflow_step=2, show_persistence=False, sub_group_elements=0,
-                   hidden_size=64, num_hidden_layers=2, checkpoint=False)
+        return LossScaleConfig().ladder_config(2)
+
+
+@dataclass
+class LossScaleConfig(_Checked):
+    """fp16 dynamic loss scaling with a provoked overflow (one ZeRO stage; needs CUDA ranks)."""
+
+    stage: int = param(2, min=0, max=3, label="ZeRO stage")
+    steps: int = param(5, min=2, max=50)
+    overflow_step: int = param(2, min=0, max=49, label="provoke a gradient overflow at this step")
+    world_size: int = param(2, min=1, max=256, label="ranks (at most one per local GPU)")
+    hidden_size: int = param(64, min=32, max=8192, step=32)
+    num_hidden_layers: int = param(2, min=1, max=128)
+    device: str = param("auto", choices=DEVICES)
+    timeout_s: float = param(300.0, min=30.0, max=3600.0)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.overflow_step >= self.steps:
+            raise UsageError(
+                f"LossScaleConfig.overflow_step: step {self.overflow_step} is not among {self.steps} steps"
+            )
+
+    @classmethod
+    def smoke(cls) -> LossScaleConfig:
+        return cls()
+
+    def ladder_config(self, world_size: int) -> LadderConfig:
+        """The one-rung fp16 ladder this drill runs on ``world_size`` ranks."""
+        return LadderConfig(
+            stages=(self.stage,),
+            world_size=world_size,
+            precision="fp16",
+            steps=self.steps,
+            overflow_step=self.overflow_step,
+            show_persistence=False,
+            sub_group_elements=0,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_hidden_layers,
+            checkpoint=False,
+            device=self.device,
+            timeout_s=self.timeout_s,
+        )
 
 
 @dataclass
 class CrossoverConfig(_Checked):
     """A sweep of model sizes: each stage's measured per-rank peak against Ψ, and where ZeRO starts to pay."""
 
-    sizes: str = field(default="256x8,512x8,1024x8", metadata={
-        "label": "sizes (HIDDENxLAYERS, comma-separated)", "help": "each size is one launch of stages 0–3"})
-    world_size: int = field(default=2, metadata={"min": 2, "max": 256, "label": "ranks (N)"})
-    steps: int = field(default=2, metadata={"min": 1, "max": 50})
-    precision: str = field(default="bf16", metadata={"choices": PRECISIONS})
-    bucket_elements: int = field(default=200_000, metadata={
-        "min": 1_000, "max": 500_000_000, "label": "reduce/allgather bucket (elements)",
-        "help": "DeepSpeed's default 5e8 moves the crossover out: stages 1–2 hold that bucket on every rank"})
-    model_path: str = field(default="", metadata={"label": "your architecture (HF dir / config.json)"})
-    device: str = field(default="auto", metadata={"choices": DEVICES})
+    sizes: str = param(
+        "256x8,512x8,1024x8",
+        label="sizes (HIDDENxLAYERS, comma-separated)",
+        help="each size is one launch of stages 0–3; empty runs nothing",
+    )
+    world_size: int = param(2, min=2, max=256, label="ranks (N)")
+    steps: int = param(2, min=1, max=50)
+    precision: str = param("bf16", choices=PRECISIONS)
+    bucket_elements: int = param(
+        200_000,
+        min=1_000,
+        max=500_000_000,
+        label="reduce/allgather bucket (elements)",
+        help="DeepSpeed's default 5e8 moves the crossover out: stages 1–2 hold that bucket on every rank",
+    )
+    model_path: str = param("", label="your architecture (HF dir / config.json)")
+    device: str = param("auto", choices=DEVICES)
 
     def __post_init__(self):
         super().__post_init__()
         self.parsed_sizes()
 
     def parsed_sizes(self) -> list[tuple[int, int]]:
-        out = []
+        """(hidden, layers) per size; an empty ``sizes`` asks for none."""
+        out: list[tuple[int, int]] = []
+        if not self.sizes.strip():
+            return out
         for item in self.sizes.split(","):
             h, _, layers = item.strip().partition("x")
             if not (h.isdigit() and layers.isdigit() and int(h) >= 32 and int(layers) >= 1):
-                raise UsageError(f"CrossoverConfig.sizes: item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ 32, e.g. 512x8")
+                raise UsageError(
+                    f"CrossoverConfig.sizes: item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ "
+                    f"32, e.g. 512x8"
+                )
             out.append((int(h), int(layers)))
         return out
 
@@ -183,17 +282,19 @@ class CrossoverConfig(_Checked):
 class FailureDrillConfig(_Checked):
     """Kill/raise/exit/hang one rank mid-run."""
 
-    how: str = field(default="kill", metadata={"choices": ["kill", "raise", "exit", "hang"]})
-    rank: int = field(default=1, metadata={"min": 0, "max": 7})
-    step: int = field(default=1, metadata={"min": 0, "max": 10})
-    world_size: int = field(default=2, metadata={"min": 2, "max": 8})
-    timeout_s: float = field(default=60.0, metadata={"min": 10.0, "max": 600.0})
-    device: str = field(default="auto", metadata={"choices": DEVICES})
+    how: str = param("kill", choices=["kill", "raise", "exit", "hang"])
+    rank: int = param(1, min=0, max=7)
+    step: int = param(1, min=0, max=10)
+    world_size: int = param(2, min=2, max=8)
+    timeout_s: float = param(60.0, min=10.0, max=600.0)
+    device: str = param("auto", choices=DEVICES)
 
     def __post_init__(self):
         super().__post_init__()
         if self.rank >= self.world_size:
-            raise UsageError(f"FailureDrillConfig.rank: rank {self.rank} does not exist in a world of {self.world_size}")
+            raise UsageError(
+                f"FailureDrillConfig.rank: rank {self.rank} does not exist in a world of {self.world_size}"
+            )
 
     @classmethod
     def smoke(cls) -> FailureDrillConfig:
@@ -204,21 +305,34 @@ class FailureDrillConfig(_Checked):
 class FragmentationConfig(_Checked):
     """Allocator fragmentation vs checkpoint interval (CUDA's caching allocator; CPU says so)."""
 
-    intervals: tuple = field(default=(50, 200), metadata={"choices": [1, 2, 5, 10, 20, 50, 100, 200],
-                                                         "label": "checkpoint every N steps", "nonempty": "pick at least one interval"})
-    steps: int = field(default=400, metadata={"min": 2, "max": 4000})
-    expandable_segments: tuple = field(default=(False, True), metadata={"choices": [False, True],
-                                                                        "nonempty": "pick expandable_segments False and/or True"})
-    model: str = field(default="Llama-2-7B", metadata={"choices": ["Llama-2-7B", "tiny Llama"],
-                                                      "help": "Llama-2-7B's layer shapes (hidden 4096, MLP 11008), num_hidden_layers deep"})
-    hidden_size: int = field(default=64, metadata={"min": 32, "max": 4096, "step": 32, "help": "tiny Llama only"})
-    num_hidden_layers: int = field(default=2, metadata={"min": 1, "max": 48})
-    batch: int = field(default=4, metadata={"min": 1, "max": 64})
-    seq_len: int = field(default=512, metadata={"min": 8, "max": 4096, "step": 8})
-    seed: int = field(default=0, metadata={"min": 0, "max": 2**31 - 1, "hidden": True})
-    seeds: int = field(default=3, metadata={"min": 1, "max": 20, "label": "runs per interval (seeds)",
-                                            "help": "the claim's interval is across runs: one run's per-step gap ratios are not independent"})
-    device: str = field(default="auto", metadata={"choices": DEVICES})
+    intervals: tuple = param(
+        (50, 200),
+        choices=[1, 2, 5, 10, 20, 50, 100, 200],
+        label="checkpoint every N steps",
+        nonempty="pick at least one interval",
+    )
+    steps: int = param(400, min=2, max=4000)
+    expandable_segments: tuple = param(
+        (False, True), choices=[False, True], nonempty="pick expandable_segments False and/or True"
+    )
+    model: str = param(
+        "Llama-2-7B",
+        choices=["Llama-2-7B", "tiny Llama"],
+        help="Llama-2-7B's layer shapes (hidden 4096, MLP 11008), num_hidden_layers deep",
+    )
+    hidden_size: int = param(64, min=32, max=4096, step=32, help="tiny Llama only")
+    num_hidden_layers: int = param(2, min=1, max=48)
+    batch: int = param(4, min=1, max=64)
+    seq_len: int = param(512, min=8, max=4096, step=8)
+    seed: int = param(0, min=0, max=2**31 - 1, hidden=True)
+    seeds: int = param(
+        3,
+        min=1,
+        max=20,
+        label="runs per interval (seeds)",
+        help="the claim's interval is across runs: one run's per-step gap ratios are not independent",
+    )
+    device: str = param("auto", choices=DEVICES)
 
     @classmethod
     def smoke(cls) -> FragmentationConfig:
@@ -229,22 +343,25 @@ class FragmentationConfig(_Checked):
 class SpecDecConfig(_Checked):
     """Speculative decoding on SmolLM2 (or your model): prompt lookup and a layer-truncated draft."""
 
-    methods: tuple = field(default=("prompt_lookup", "truncated_draft"), metadata={"choices": SPEC_METHODS,
-                                                                                   "nonempty": "pick at least one method"})
-    max_new_tokens: int = field(default=32, metadata={"min": 8, "max": 512})
-    prompt_lookup_num_tokens: int = field(default=10, metadata={"min": 1, "max": 32})
-    draft_layers: int = field(default=6, metadata={"min": 1, "max": 29})
-    num_assistant_tokens: int = field(default=4, metadata={"min": 1, "max": 16})
-    n_prompts: int = field(default=3, metadata={"min": 1, "max": 3})
-    model_path: str = field(default="", metadata={
-        "label": "or your model (HF dir / hub id)",
-        "help": "a local Hugging Face causal-LM directory with weights and tokenizer, or a hub id; '' = SmolLM2"})
-    device: str = field(default="auto", metadata={"choices": DEVICES})
-    # On shared CPU cores, OpenMP threads spinning against other processes make a 135M forward
-    # 10x slower and the timings noise; one thread gives stable tokens/s. 0 = torch's default.
-    cpu_threads: int = field(default=1, metadata={"min": 0, "max": 64})
-    seed: int = field(default=0, metadata={"min": 0, "max": 2**31 - 1, "hidden": True})
-    prompts: tuple = field(default=(), metadata={"hidden": True, "help": "your own prompts instead of the built-in ones"})
+    methods: tuple = param(
+        ("prompt_lookup", "truncated_draft"), choices=SPEC_METHODS, nonempty="pick at least one method"
+    )
+    max_new_tokens: int = param(32, min=8, max=512)
+    prompt_lookup_num_tokens: int = param(10, min=1, max=32)
+    draft_layers: int = param(6, min=1, max=29)
+    num_assistant_tokens: int = param(4, min=1, max=16)
+    n_prompts: int = param(3, min=1, max=3)
+    model_path: str = param(
+        "",
+        label="or your model (HF dir / hub id)",
+        help="a local Hugging Face causal-LM directory with weights and tokenizer, or a hub id; '' = SmolLM2",
+    )
+    device: str = param("auto", choices=DEVICES)
+    # On shared CPU cores, OpenMP threads spinning against other processes make a forward much
+    # slower and the timings noise; one thread gives stable tokens/s. 0 = torch's default.
+    cpu_threads: int = param(1, min=0, max=64)
+    seed: int = param(0, min=0, max=2**31 - 1, hidden=True)
+    prompts: tuple = param((), hidden=True, help="your own prompts instead of the built-in ones")
 
     def __post_init__(self):
         super().__post_init__()

@@ -38,9 +38,21 @@ FIELD_NOTES_DS_CONFIG: dict[str, Any] = {
         "stage3_max_reuse_distance": 1e9,
         "stage3_gather_16bit_weights_on_model_save": True,
     },
-    "fp16": {"enabled": True, "loss_scale": 0, "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1},
+    "fp16": {
+        "enabled": True,
+        "loss_scale": 0,
+        "loss_scale_window": 1000,
+        "hysteresis": 2,
+        "min_loss_scale": 1,
+    },
     "gradient_clipping": 1.0,
-    "flops_profiler": {"enabled": False, "profile_step": 20, "module_depth": -1, "top_modules": 1, "detailed": True},
+    "flops_profiler": {
+        "enabled": False,
+        "profile_step": 20,
+        "module_depth": -1,
+        "top_modules": 1,
+        "detailed": True,
+    },
 }
 FIELD_NOTES_CLI = {"world_size": 8, "micro_batch": 2, "grad_accum": 4}
 
@@ -51,22 +63,52 @@ KEY_DOCS: dict[str, tuple[str, tuple[int, ...] | None]] = {
     "gradient_accumulation_steps": ("micro-batches accumulated before each optimizer step", None),
     "steps_per_print": ("log every N steps", None),
     "wall_clock_breakdown": ("time forward/backward/step separately (adds syncs)", None),
-    "zero_optimization.stage": ("0 = plain DP, 1 = partition optimizer states, 2 = + gradients, 3 = + parameters", None),
+    "zero_optimization.stage": (
+        "0 = plain DP, 1 = partition optimizer states, 2 = + gradients, 3 = + parameters",
+        None,
+    ),
     "zero_optimization.offload_optimizer": ("keep optimizer states (and the step) on CPU/NVMe", (1, 2, 3)),
     "zero_optimization.offload_optimizer.device": ("'cpu' or 'nvme'", (1, 2, 3)),
-    "zero_optimization.offload_optimizer.pin_memory": ("page-locked host buffers for faster H2D/D2H copies", (1, 2, 3)),
+    "zero_optimization.offload_optimizer.pin_memory": (
+        "page-locked host buffers for faster H2D/D2H copies",
+        (1, 2, 3),
+    ),
     "zero_optimization.offload_param": ("keep partitioned parameters on CPU/NVMe between uses", (3,)),
     "zero_optimization.offload_param.device": ("'cpu' or 'nvme'", (3,)),
     "zero_optimization.offload_param.pin_memory": ("page-locked host buffers for parameters", (3,)),
     "zero_optimization.overlap_comm": ("overlap gradient reduction with backward compute", (1, 2, 3)),
-    "zero_optimization.contiguous_gradients": ("copy gradients into one contiguous buffer as produced (less fragmentation)", (2, 3)),
-    "zero_optimization.sub_group_size": ("parameter elements per optimizer sub-group (the step runs group by group); NOT a shard size", (3,)),
-    "zero_optimization.reduce_bucket_size": ("elements per gradient reduce bucket ('auto' is filled by the HF integration only)", (1, 2, 3)),
-    "zero_optimization.stage3_prefetch_bucket_size": ("elements (not bytes) of parameters prefetched ahead of use", (3,)),
-    "zero_optimization.stage3_param_persistence_threshold": ("parameters with fewer elements stay unpartitioned on every rank", (3,)),
-    "zero_optimization.stage3_max_live_parameters": ("upper bound of gathered parameter elements kept alive", (3,)),
-    "zero_optimization.stage3_max_reuse_distance": ("do not release a gathered parameter reused within this many elements", (3,)),
-    "zero_optimization.stage3_gather_16bit_weights_on_model_save": ("consolidate the full 16-bit state_dict on save (memory spike on rank 0)", (3,)),
+    "zero_optimization.contiguous_gradients": (
+        "copy gradients into one contiguous buffer as produced (less fragmentation)",
+        (2, 3),
+    ),
+    "zero_optimization.sub_group_size": (
+        "parameter elements per optimizer sub-group (the step runs group by group); NOT a shard size",
+        (3,),
+    ),
+    "zero_optimization.reduce_bucket_size": (
+        "elements per gradient reduce bucket ('auto' is filled by the HF integration only)",
+        (1, 2, 3),
+    ),
+    "zero_optimization.stage3_prefetch_bucket_size": (
+        "elements (not bytes) of parameters prefetched ahead of use",
+        (3,),
+    ),
+    "zero_optimization.stage3_param_persistence_threshold": (
+        "parameters with fewer elements stay unpartitioned on every rank",
+        (3,),
+    ),
+    "zero_optimization.stage3_max_live_parameters": (
+        "upper bound of gathered parameter elements kept alive",
+        (3,),
+    ),
+    "zero_optimization.stage3_max_reuse_distance": (
+        "do not release a gathered parameter reused within this many elements",
+        (3,),
+    ),
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save": (
+        "consolidate the full 16-bit state_dict on save (memory spike on rank 0)",
+        (3,),
+    ),
     "fp16": ("fp16 mixed precision with dynamic loss scaling", None),
     "fp16.enabled": ("turn fp16 mixed precision on", None),
     "fp16.loss_scale": ("0 = dynamic loss scaling; >0 = a fixed scale", None),
@@ -94,7 +136,9 @@ class DSConfigError(UsageError):
 def _positive_int(value: Any, where: str, *, minimum: int = 1) -> int:
     """DeepSpeed's pydantic models coerce "4", 4.0 and true to 4; a config that says so is a mistake."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise DSConfigError(f"{where}: expected an integer ≥ {minimum}, got {value!r} ({type(value).__name__})")
+        raise DSConfigError(
+            f"{where}: expected an integer ≥ {minimum}, got {value!r} ({type(value).__name__})"
+        )
     if value < minimum:
         raise DSConfigError(f"{where}: expected an integer ≥ {minimum}, got {value}")
     return value
@@ -102,8 +146,11 @@ def _positive_int(value: Any, where: str, *, minimum: int = 1) -> int:
 
 def _offload_on(section: Any) -> bool:
     """``offload_*: {device: none}`` (or null) is DeepSpeed's way of saying "no offload"."""
-    return isinstance(section, dict) and str(section.get("device", "cpu")).lower() not in ("none", "null") \
+    return (
+        isinstance(section, dict)
+        and str(section.get("device", "cpu")).lower() not in ("none", "null")
         and section.get("device", "cpu") is not None
+    )
 
 
 def build_ds_config(
@@ -174,20 +221,61 @@ def _known_top_level_keys() -> set[str]:
     keys = {v for k, v in vars(C).items() if k.isupper() and isinstance(v, str)}
     # Sections DeepSpeed reads through their own config modules rather than runtime.constants.
     keys |= {
-        "zero_optimization", "fp16", "bf16", "bfloat16", "amp", "optimizer", "scheduler", "flops_profiler",
-        "activation_checkpointing", "comms_logger", "monitor", "tensorboard", "wandb", "csv_monitor", "comet",
-        "aio", "nvme", "autotuning", "compression_training", "data_efficiency", "elasticity", "checkpoint",
-        "pipeline", "curriculum_learning", "hybrid_engine", "weight_quantization", "torch_autocast",
-        "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "tensor_parallel", "compile",
-        "sequence_parallel_size", "data_types", "timers", "eigenvalue", "progressive_layer_drop",
-        "gradient_predivide_factor", "prescale_gradients", "sparse_gradients", "communication_data_type",
-        "seq_parallel_communication_data_type", "dump_state", "memory_breakdown", "graph_harvesting",
-        "use_data_before_expert_parallelism", "disable_allgather", "quantize_training", "dataloader_drop_last",
+        "zero_optimization",
+        "fp16",
+        "bf16",
+        "bfloat16",
+        "amp",
+        "optimizer",
+        "scheduler",
+        "flops_profiler",
+        "activation_checkpointing",
+        "comms_logger",
+        "monitor",
+        "tensorboard",
+        "wandb",
+        "csv_monitor",
+        "comet",
+        "aio",
+        "nvme",
+        "autotuning",
+        "compression_training",
+        "data_efficiency",
+        "elasticity",
+        "checkpoint",
+        "pipeline",
+        "curriculum_learning",
+        "hybrid_engine",
+        "weight_quantization",
+        "torch_autocast",
+        "zero_allow_untested_optimizer",
+        "zero_force_ds_cpu_optimizer",
+        "tensor_parallel",
+        "compile",
+        "sequence_parallel_size",
+        "data_types",
+        "timers",
+        "eigenvalue",
+        "progressive_layer_drop",
+        "gradient_predivide_factor",
+        "prescale_gradients",
+        "sparse_gradients",
+        "communication_data_type",
+        "seq_parallel_communication_data_type",
+        "dump_state",
+        "memory_breakdown",
+        "graph_harvesting",
+        "use_data_before_expert_parallelism",
+        "disable_allgather",
+        "quantize_training",
+        "dataloader_drop_last",
     }
     return keys
 
 
-def validate_ds_config(cfg: dict | str | Path, *, world_size: int | None = None, source: str = "ds_config") -> dict[str, Any]:
+def validate_ds_config(
+    cfg: dict | str | Path, *, world_size: int | None = None, source: str = "ds_config"
+) -> dict[str, Any]:
     """Validate ``cfg`` (dict, JSON path); return it parsed. Raises ``DSConfigError`` naming the key.
 
     Checks: JSON parse (file:line), unknown top-level keys, DeepSpeed's own nested-section models,
@@ -213,14 +301,33 @@ def validate_ds_config(cfg: dict | str | Path, *, world_size: int | None = None,
 
 # Optimizer / scheduler "type" names DeepSpeed builds itself (runtime/config.py, lr_schedules.py);
 # any other name must be a torch.optim (lr_scheduler) class, which DeepSpeed looks up by name.
-DS_OPTIMIZERS = {"adam", "adamw", "lamb", "onebitadam", "zerooneadam", "onebitlamb", "adagrad", "lion", "muadam",
-                 "muadamw", "musgd", "muon", "sgd", "adam_w"}
+DS_OPTIMIZERS = {
+    "adam",
+    "adamw",
+    "lamb",
+    "onebitadam",
+    "zerooneadam",
+    "onebitlamb",
+    "adagrad",
+    "lion",
+    "muadam",
+    "muadamw",
+    "musgd",
+    "muon",
+    "sgd",
+    "adam_w",
+}
 DS_SCHEDULERS = {"LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"}
 
 
 def _check_scalars(cfg: dict, source: str) -> None:
     """Types and ranges DeepSpeed's own parsing coerces or lets through (they fail later, in a rank)."""
-    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print"):
+    for key in (
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "steps_per_print",
+    ):
         if key in cfg:
             _positive_int(cfg[key], f"{source}: {key}")
     if "gradient_clipping" in cfg:
@@ -231,16 +338,25 @@ def _check_scalars(cfg: dict, source: str) -> None:
     if isinstance(zero, dict) and "stage" in zero:
         st = zero["stage"]
         if isinstance(st, bool) or not isinstance(st, int) or st not in (0, 1, 2, 3):
-            raise DSConfigError(f"{source}: zero_optimization.stage: expected 0, 1, 2 or 3 (an integer), got {st!r}")
-    for section, known, lookup in (("optimizer", DS_OPTIMIZERS, "torch.optim"), ("scheduler", DS_SCHEDULERS, "torch.optim.lr_scheduler")):
+            raise DSConfigError(
+                f"{source}: zero_optimization.stage: expected 0, 1, 2 or 3 (an integer), got {st!r}"
+            )
+    for section, known, lookup in (
+        ("optimizer", DS_OPTIMIZERS, "torch.optim"),
+        ("scheduler", DS_SCHEDULERS, "torch.optim.lr_scheduler"),
+    ):
         if section not in cfg:
             continue
         value = cfg[section]
         if not isinstance(value, dict):
-            raise DSConfigError(f"{source}: {section}: expected an object with 'type' and 'params', got {value!r}")
+            raise DSConfigError(
+                f"{source}: {section}: expected an object with 'type' and 'params', got {value!r}"
+            )
         extra_keys = set(value) - {"type", "params"}
         if extra_keys:
-            raise DSConfigError(f"{source}: {section}: unknown key(s) {sorted(extra_keys)}; expected 'type' and 'params'")
+            raise DSConfigError(
+                f"{source}: {section}: unknown key(s) {sorted(extra_keys)}; expected 'type' and 'params'"
+            )
         typ = value.get("type")
         if not isinstance(typ, str) or not typ:
             raise DSConfigError(f"{source}: {section}.type: expected a name, got {typ!r}")
@@ -251,8 +367,10 @@ def _check_scalars(cfg: dict, source: str) -> None:
         names = {k.lower() for k in known} if section == "optimizer" else known
         probe = typ.lower() if section == "optimizer" else typ
         if probe not in names and not isinstance(getattr(importlib.import_module(lookup), typ, None), type):
-            raise DSConfigError(f"{source}: {section}.type: unknown {section} {typ!r}; expected one of DeepSpeed's "
-                                f"{sorted(known)} or a {lookup} class name")
+            raise DSConfigError(
+                f"{source}: {section}.type: unknown {section} {typ!r}; expected one of DeepSpeed's "
+                f"{sorted(known)} or a {lookup} class name"
+            )
 
 
 def _validate_sections(cfg: dict, source: str) -> None:
@@ -261,7 +379,11 @@ def _validate_sections(cfg: dict, source: str) -> None:
     from pydantic import ValidationError
 
     _check_scalars(cfg, source)
-    models = {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config, "bf16": DeepSpeedBF16Config}
+    models = {
+        "zero_optimization": DeepSpeedZeroConfig,
+        "fp16": DeepSpeedFP16Config,
+        "bf16": DeepSpeedBF16Config,
+    }
     for section, model in models.items():
         if section not in cfg:
             continue
@@ -273,43 +395,66 @@ def _validate_sections(cfg: dict, source: str) -> None:
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
-            raise DSConfigError(f"{source}: {section}.{loc}: {err['msg']} (got {err.get('input')!r})") from None
+            raise DSConfigError(
+                f"{source}: {section}.{loc}: {err['msg']} (got {err.get('input')!r})"
+            ) from None
     if cfg.get("fp16", {}).get("enabled") and cfg.get("bf16", {}).get("enabled"):
         raise DSConfigError(f"{source}: fp16.enabled and bf16.enabled are both true; pick one")
     zero = cfg.get("zero_optimization", {})
     if _offload_on(zero.get("offload_param")) and zero.get("stage", 0) != 3:
-        raise DSConfigError(f"{source}: zero_optimization.offload_param needs stage 3 (got stage {zero.get('stage', 0)}); DeepSpeed rejects it")
+        raise DSConfigError(
+            f"{source}: zero_optimization.offload_param needs stage 3 (got stage {zero.get('stage', 0)}); "
+            f"DeepSpeed rejects it"
+        )
     if _offload_on(zero.get("offload_optimizer")) and zero.get("stage", 0) == 0:
-        raise DSConfigError(f"{source}: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (got stage 0)")
+        raise DSConfigError(
+            f"{source}: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (got stage 0)"
+        )
 
 
 def check_batch_identity(cfg: dict, world_size: int, *, source: str = "ds_config") -> dict[str, Any]:
     """``train_batch_size == micro × accum × world``; fills a missing one like DeepSpeed, else raises."""
     _positive_int(world_size, "world_size")
-    tb, mb, ga = (cfg.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
-    for key, value in (("train_batch_size", tb), ("train_micro_batch_size_per_gpu", mb), ("gradient_accumulation_steps", ga)):
+    tb, mb, ga = (
+        cfg.get(k)
+        for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    )
+    for key, value in (
+        ("train_batch_size", tb),
+        ("train_micro_batch_size_per_gpu", mb),
+        ("gradient_accumulation_steps", ga),
+    ):
         if value is not None:
             _positive_int(value, f"{source}: {key}")
     if tb is not None and mb is not None and ga is not None:
         if tb != mb * ga * world_size:
             raise DSConfigError(
-                f"{source}: train_batch_size={tb} but train_micro_batch_size_per_gpu × gradient_accumulation_steps × "
+                f"{source}: train_batch_size={tb} but train_micro_batch_size_per_gpu × "
+                f"gradient_accumulation_steps × "
                 f"world_size = {mb} × {ga} × {world_size} = {mb * ga * world_size}"
             )
         return {"train_batch_size": tb, "micro_batch": mb, "grad_accum": ga}
     if tb is not None and ga is not None:
         if tb % (ga * world_size):
-            raise DSConfigError(f"{source}: train_batch_size={tb} is not divisible by gradient_accumulation_steps × world_size = {ga * world_size}")
+            raise DSConfigError(
+                f"{source}: train_batch_size={tb} is not divisible by gradient_accumulation_steps × "
+                f"world_size = {ga * world_size}"
+            )
         return {"train_batch_size": tb, "micro_batch": tb // (ga * world_size), "grad_accum": ga}
     if tb is not None and mb is not None:
         if tb % (mb * world_size):
-            raise DSConfigError(f"{source}: train_batch_size={tb} is not divisible by micro_batch × world_size = {mb * world_size}")
+            raise DSConfigError(
+                f"{source}: train_batch_size={tb} is not divisible by micro_batch × world_size = "
+                f"{mb * world_size}"
+            )
         return {"train_batch_size": tb, "micro_batch": mb, "grad_accum": tb // (mb * world_size)}
     if mb is not None:
         return {"train_batch_size": mb * (ga or 1) * world_size, "micro_batch": mb, "grad_accum": ga or 1}
     if tb is not None:  # DeepSpeed: micro = train_batch_size / world_size, accumulation 1
         if tb % world_size:
-            raise DSConfigError(f"{source}: train_batch_size={tb} is not divisible by world_size = {world_size}")
+            raise DSConfigError(
+                f"{source}: train_batch_size={tb} is not divisible by world_size = {world_size}"
+            )
         return {"train_batch_size": tb, "micro_batch": tb // world_size, "grad_accum": 1}
     raise DSConfigError(f"{source}: needs train_batch_size or train_micro_batch_size_per_gpu")
 
@@ -317,12 +462,20 @@ def check_batch_identity(cfg: dict, world_size: int, *, source: str = "ds_config
 def memory_plan(cfg: dict) -> dict[str, Any]:
     """What a (validated) ds_config fixes for the memory model: ZeRO stage, offload targets, precision."""
     zero = cfg.get("zero_optimization") or {}
-    precision = "bf16" if (cfg.get("bf16") or cfg.get("bfloat16") or {}).get("enabled") else \
-        "fp16" if (cfg.get("fp16") or {}).get("enabled") else "fp32"
+    precision = (
+        "bf16"
+        if (cfg.get("bf16") or cfg.get("bfloat16") or {}).get("enabled")
+        else "fp16"
+        if (cfg.get("fp16") or {}).get("enabled")
+        else "fp32"
+    )
     stage = int(zero.get("stage", 0))
-    return {"stage": stage, "precision": precision,
-            "offload_optimizer": stage >= 1 and _offload_on(zero.get("offload_optimizer")),
-            "offload_param": stage == 3 and _offload_on(zero.get("offload_param"))}
+    return {
+        "stage": stage,
+        "precision": precision,
+        "offload_optimizer": stage >= 1 and _offload_on(zero.get("offload_optimizer")),
+        "offload_param": stage == 3 and _offload_on(zero.get("offload_param")),
+    }
 
 
 def _flatten(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
@@ -335,7 +488,9 @@ def _flatten(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
     return rows
 
 
-def explain_ds_config(cfg: dict, *, world_size: int, micro_batch: int | None = None, grad_accum: int | None = None):
+def explain_ds_config(
+    cfg: dict, *, world_size: int, micro_batch: int | None = None, grad_accum: int | None = None
+):
     """A table (pandas) of every key: value, meaning, and whether it acts at the configured stage.
 
     ``micro_batch``/``grad_accum`` are what the launch command passes (they override the file's).
@@ -352,28 +507,51 @@ def explain_ds_config(cfg: dict, *, world_size: int, micro_batch: int | None = N
         active = True
         why = ""
         if stages is not None and stage not in stages:
-            active, why = False, f"only acts at stage(s) {', '.join(map(str, stages))}; this config is stage {stage}"
+            active, why = (
+                False,
+                f"only acts at stage(s) {', '.join(map(str, stages))}; this config is stage {stage}",
+            )
         if key.startswith("flops_profiler.") and key != "flops_profiler.enabled" and not prof_on:
             active, why = False, "flops_profiler.enabled is false"
         if key.startswith("fp16.") and key != "fp16.enabled" and not fp16_on:
             active, why = False, "fp16.enabled is false"
         if key == "zero_optimization.reduce_bucket_size" and value == "auto":
-            why = "'auto' is resolved only by the Hugging Face Trainer integration; plain DeepSpeed drops it and uses its default"
+            why = (
+                "'auto' is resolved only by the Hugging Face Trainer integration; "
+                "plain DeepSpeed drops it and uses its default"
+            )
         if key == "zero_optimization.sub_group_size":
             why = why or "not a per-rank shard size (the field notes read it as '1.75 GB per card')"
-        rows.append({"key": key, "value": json.dumps(value) if isinstance(value, (dict, list)) else value, "meaning": meaning, "acts": active, "note": why})
+        rows.append(
+            {
+                "key": key,
+                "value": json.dumps(value) if isinstance(value, (dict, list)) else value,
+                "meaning": meaning,
+                "acts": active,
+                "note": why,
+            }
+        )
         if not active:
             findings.append(f"{key}: does nothing here ({why})")
     mb = micro_batch if micro_batch is not None else cfg.get("train_micro_batch_size_per_gpu")
     ga = grad_accum if grad_accum is not None else cfg.get("gradient_accumulation_steps")
     tb = cfg.get("train_batch_size")
     if tb is not None and mb is not None and ga is not None and tb != mb * ga * world_size:
-        findings.insert(0, f"batch identity broken: train_batch_size={tb} but micro_batch × grad_accum × world_size = {mb} × {ga} × {world_size} = {mb * ga * world_size}")
+        findings.insert(
+            0,
+            f"batch identity broken: train_batch_size={tb} but micro_batch × grad_accum × world_size = "
+            f"{mb} × {ga} × {world_size} = {mb * ga * world_size}",
+        )
     return pd.DataFrame(rows), findings
 
 
-def explain(path: str | Path = "", *, world_size: int | None = None, micro_batch: int | None = None,
-            grad_accum: int | None = None):
+def explain(
+    path: str | Path = "",
+    *,
+    world_size: int | None = None,
+    micro_batch: int | None = None,
+    grad_accum: int | None = None,
+):
     """Explain the user's ds_config (``path``) or, with no path, the field notes' one with its launch line.
 
     Returns ``(table, findings, identity)``; ``identity`` holds ``train_batch_size``, ``micro_batch``,
@@ -386,9 +564,38 @@ def explain(path: str | Path = "", *, world_size: int | None = None, micro_batch
         world = world_size or 1
     else:
         cfg = FIELD_NOTES_DS_CONFIG
-        world, micro_batch, grad_accum = FIELD_NOTES_CLI["world_size"], FIELD_NOTES_CLI["micro_batch"], FIELD_NOTES_CLI["grad_accum"]
+        world, micro_batch, grad_accum = (
+            FIELD_NOTES_CLI["world_size"],
+            FIELD_NOTES_CLI["micro_batch"],
+            FIELD_NOTES_CLI["grad_accum"],
+        )
     table, findings = explain_ds_config(cfg, world_size=world, micro_batch=micro_batch, grad_accum=grad_accum)
     mb = micro_batch if micro_batch is not None else cfg.get("train_micro_batch_size_per_gpu")
     ga = grad_accum if grad_accum is not None else cfg.get("gradient_accumulation_steps", 1)
-    identity = {"train_batch_size": cfg.get("train_batch_size"), "micro_batch": mb, "grad_accum": ga, "world_size": world}
+    identity = {
+        "train_batch_size": cfg.get("train_batch_size"),
+        "micro_batch": mb,
+        "grad_accum": ga,
+        "world_size": world,
+    }
     return table, findings, identity
+
+
+def build_config(rung: dict, spec: dict, world: int) -> dict:
+    """The ds_config of one ladder rung (``rung``: stage, offload, persistence, sub-group) under a ladder
+    ``spec`` (batch, precision, bucket) at ``world`` ranks — what each rank initializes DeepSpeed with."""
+    return build_ds_config(
+        stage=rung["stage"],
+        micro_batch=spec["micro_batch"],
+        grad_accum=spec.get("grad_accum", 1),
+        world_size=world,
+        precision=spec.get("precision", "fp32"),
+        offload_optimizer=rung.get("offload_optimizer", False),
+        offload_param=rung.get("offload_param", False),
+        param_persistence_threshold=rung.get(
+            "param_persistence_threshold", spec.get("param_persistence_threshold", 0)
+        ),
+        sub_group_size=rung.get("sub_group_size"),
+        bucket_elements=spec.get("bucket_elements", 200_000),
+        extra=spec.get("ds_config_extra"),
+    )

@@ -20,9 +20,14 @@ tensor bytes by category from ``track_tensors`` on a tiny Llama — never a made
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from typing import Any
+
+from nbkit.device import gap_ratio, memory_probe, track_tensors
+from nbkit.model_files import tiny_llama
+from nbkit.zero.memory import llama2_7b_config
 
 
 def build_model(cfg, device):
@@ -32,18 +37,20 @@ def build_model(cfg, device):
     if cfg.model == "Llama-2-7B":
         from transformers import LlamaForCausalLM
 
-        from nbkit.zero.memory import llama2_7b_config
-
         config = llama2_7b_config(num_hidden_layers=cfg.num_hidden_layers)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             with torch.device(device):
                 model = LlamaForCausalLM(config).to(torch.bfloat16)
         return model, config.vocab_size
-    from nbkit.model_files import tiny_llama
-
-    model = tiny_llama(seed=cfg.seed, device=device, hidden_size=cfg.hidden_size, intermediate_size=2 * cfg.hidden_size,
-                       num_hidden_layers=cfg.num_hidden_layers, vocab_size=512)
+    model = tiny_llama(
+        seed=cfg.seed,
+        device=device,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=2 * cfg.hidden_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        vocab_size=512,
+    )
     return model, 512
 
 
@@ -73,18 +80,16 @@ def train_with_checkpoints(cfg, interval: int, device, sample, ckpt_dir) -> list
 
 def cpu_accounting(cfg) -> dict[str, Any]:
     """No caching allocator on CPU: name the unavailable figures; account one step's tensor bytes."""
-    import dataclasses
-
     import plotly.graph_objects as go
     import torch
-
-    from nbkit.device import memory_probe, track_tensors
 
     probe = memory_probe(torch.device("cpu"))
     tiny = dataclasses.replace(cfg, model="tiny Llama", seq_len=min(cfg.seq_len, 128))
     model, vocab = build_model(tiny, "cpu")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ids = torch.randint(0, vocab, (tiny.batch, tiny.seq_len), generator=torch.Generator().manual_seed(cfg.seed))
+    ids = torch.randint(
+        0, vocab, (tiny.batch, tiny.seq_len), generator=torch.Generator().manual_seed(cfg.seed)
+    )
     # One step first so Adam's states exist; MemTracker then accounts one full step
     # (it supports a single iteration per tracking block).
     model(input_ids=ids, labels=ids).loss.backward()
@@ -95,24 +100,33 @@ def cpu_accounting(cfg) -> dict[str, Any]:
         opt.step()
         opt.zero_grad(set_to_none=True)
     cats = sorted(mem.peak)
-    fig = go.Figure([go.Bar(x=cats, y=[mem.peak[c] / 2**10 for c in cats], name="peak"),
-                     go.Bar(x=cats, y=[mem.current.get(c, 0) / 2**10 for c in cats], name="after the step")])
-    fig.update_layout(title=f"CPU: tensor bytes of a tiny Llama (hidden {tiny.hidden_size}) by category — "
-                            "fragmentation figures need CUDA", yaxis_title="KiB", barmode="group")
-    return {"unavailable": probe.snapshot().unavailable, "tensor_bytes_peak": dict(mem.peak),
-            "tensor_bytes_current": dict(mem.current), "rss_bytes": probe.snapshot().figures, "figure": fig}
+    fig = go.Figure(
+        [
+            go.Bar(x=cats, y=[mem.peak[c] / 2**10 for c in cats], name="peak"),
+            go.Bar(x=cats, y=[mem.current.get(c, 0) / 2**10 for c in cats], name="after the step"),
+        ]
+    )
+    fig.update_layout(
+        title=f"CPU: tensor bytes of a tiny Llama (hidden {tiny.hidden_size}) by category — "
+        "fragmentation figures need CUDA",
+        yaxis_title="KiB",
+        barmode="group",
+    )
+    return {
+        "unavailable": probe.snapshot().unavailable,
+        "tensor_bytes_peak": dict(mem.peak),
+        "tensor_bytes_current": dict(mem.current),
+        "rss_bytes": probe.snapshot().figures,
+        "figure": fig,
+    }
 
 
 def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
     """One training run per (expandable_segments, interval, seed); the allocator's figures every step.
     Seeds ``cfg.seed`` … ``cfg.seed + cfg.seeds − 1`` (model and data) are the independent runs a claim's
     interval is taken over: one run's per-step figures share its allocator state."""
-    import dataclasses
-
     import plotly.graph_objects as go
     import torch
-
-    from nbkit.device import gap_ratio, memory_probe
 
     probe = memory_probe(device)
     runs = []
@@ -120,7 +134,9 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
         try:
             for expandable in cfg.expandable_segments:
                 torch.cuda.empty_cache()
-                torch.cuda.memory._set_allocator_settings(f"expandable_segments:{'True' if expandable else 'False'}")
+                torch.cuda.memory._set_allocator_settings(
+                    f"expandable_segments:{'True' if expandable else 'False'}"
+                )
                 for interval, seed in ((i, cfg.seed + k) for i in cfg.intervals for k in range(cfg.seeds)):
                     torch.cuda.empty_cache()
                     torch.cuda.reset_peak_memory_stats(device)
@@ -128,27 +144,55 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
 
                     def sample(base_retries=base_retries):
                         s = probe.snapshot().figures
-                        return {"gap_ratio": gap_ratio(s), "inactive_split": s["inactive_split"],
-                                "num_alloc_retries": s["num_alloc_retries"] - base_retries, "reserved": s["reserved"]}
+                        return {
+                            "gap_ratio": gap_ratio(s),
+                            "inactive_split": s["inactive_split"],
+                            "num_alloc_retries": s["num_alloc_retries"] - base_retries,
+                            "reserved": s["reserved"],
+                        }
 
                     t = time.perf_counter()
-                    series = train_with_checkpoints(dataclasses.replace(cfg, seed=seed), int(interval), device, sample, ckpt_dir)
+                    series = train_with_checkpoints(
+                        dataclasses.replace(cfg, seed=seed), int(interval), device, sample, ckpt_dir
+                    )
                     if live is not None and seed == cfg.seed:
-                        live.extend(f"every {interval} · expandable={expandable}", [s["step"] for s in series],
-                                    [s["gap_ratio"] for s in series])
+                        live.extend(
+                            f"every {interval} · expandable={expandable}",
+                            [s["step"] for s in series],
+                            [s["gap_ratio"] for s in series],
+                        )
                         live.flush()
                     ratios = [s["gap_ratio"] for s in series]
-                    runs.append({"interval": int(interval), "expandable_segments": bool(expandable), "seed": seed, "series": series,
-                                 "gap_ratios": ratios, "mean_gap_ratio": sum(ratios) / len(ratios),
-                                 "checkpoints": sum(s["checkpoint"] for s in series),
-                                 "max_inactive_split": max(s["inactive_split"] for s in series),
-                                 "alloc_retries": series[-1]["num_alloc_retries"], "wall_s": time.perf_counter() - t})
+                    runs.append(
+                        {
+                            "interval": int(interval),
+                            "expandable_segments": bool(expandable),
+                            "seed": seed,
+                            "series": series,
+                            "gap_ratios": ratios,
+                            "mean_gap_ratio": sum(ratios) / len(ratios),
+                            "checkpoints": sum(s["checkpoint"] for s in series),
+                            "max_inactive_split": max(s["inactive_split"] for s in series),
+                            "alloc_retries": series[-1]["num_alloc_retries"],
+                            "wall_s": time.perf_counter() - t,
+                        }
+                    )
         finally:
             torch.cuda.memory._set_allocator_settings("expandable_segments:False")
     fig = go.Figure()
     for r in (r for r in runs if r["seed"] == cfg.seed):
-        fig.add_scatter(x=[s["step"] for s in r["series"]], y=r["gap_ratios"], mode="lines",
-                        name=f"every {r['interval']} · expandable={r['expandable_segments']}")
-    fig.update_layout(title="(reserved − allocated) / reserved per step", xaxis_title="step", yaxis_title="gap ratio")
-    model = f"{cfg.model} shapes, {cfg.num_hidden_layers} layer(s)" if cfg.model == "Llama-2-7B" else f"tiny Llama (hidden {cfg.hidden_size})"
+        fig.add_scatter(
+            x=[s["step"] for s in r["series"]],
+            y=r["gap_ratios"],
+            mode="lines",
+            name=f"every {r['interval']} · expandable={r['expandable_segments']}",
+        )
+    fig.update_layout(
+        title="(reserved − allocated) / reserved per step", xaxis_title="step", yaxis_title="gap ratio"
+    )
+    model = (
+        f"{cfg.model} shapes, {cfg.num_hidden_layers} layer(s)"
+        if cfg.model == "Llama-2-7B"
+        else f"tiny Llama (hidden {cfg.hidden_size})"
+    )
     return {"runs": runs, "figure": fig, "model": model}

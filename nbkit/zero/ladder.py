@@ -10,6 +10,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nbkit.zero.dsconfig import build_config
+from nbkit.zero.memory import (
+    bytes_per_param,
+    config_from_path,
+    deepspeed_estimate,
+    formula_bytes,
+    model_config,
+    model_size,
+)
+from nbkit.zero.peak import measured_waterfall, predict_activation_bytes, predict_peak, waterfall_figure
+
 # Stage-3 parameters smaller than this stay whole on every rank; it is DeepSpeed's default (1e5).
 DS_DEFAULT_PERSISTENCE = 100_000
 LOSS_TOLERANCE = {"fp32": 1e-4, "bf16": 0.02, "fp16": 0.02}
@@ -20,19 +31,36 @@ def ladder_rungs(cfg) -> list[dict[str, Any]]:
     plus stage 3 at DeepSpeed's default threshold and at a second ``sub_group_size`` when asked."""
     rungs = []
     for s in sorted(set(int(x) for x in cfg.stages)):
-        rungs.append({
-            "name": f"stage{s}", "stage": s,
-            "offload_optimizer": bool(cfg.offload_optimizer and s >= 1),
-            "offload_param": bool(cfg.offload_param and s == 3),
-            "param_persistence_threshold": 0,
-        })
+        rungs.append(
+            {
+                "name": f"stage{s}",
+                "stage": s,
+                "offload_optimizer": bool(cfg.offload_optimizer and s >= 1),
+                "offload_param": bool(cfg.offload_param and s == 3),
+                "param_persistence_threshold": 0,
+            }
+        )
     if 3 in cfg.stages and cfg.show_persistence:
-        rungs.append({"name": "stage3_default_persistence", "stage": 3, "offload_optimizer": bool(cfg.offload_optimizer),
-                      "offload_param": bool(cfg.offload_param), "param_persistence_threshold": DS_DEFAULT_PERSISTENCE})
+        rungs.append(
+            {
+                "name": "stage3_default_persistence",
+                "stage": 3,
+                "offload_optimizer": bool(cfg.offload_optimizer),
+                "offload_param": bool(cfg.offload_param),
+                "param_persistence_threshold": DS_DEFAULT_PERSISTENCE,
+            }
+        )
     if 3 in cfg.stages and cfg.sub_group_elements:
-        rungs.append({"name": "stage3_sub_group", "stage": 3, "offload_optimizer": bool(cfg.offload_optimizer),
-                      "offload_param": bool(cfg.offload_param), "param_persistence_threshold": 0,
-                      "sub_group_size": int(cfg.sub_group_elements)})
+        rungs.append(
+            {
+                "name": "stage3_sub_group",
+                "stage": 3,
+                "offload_optimizer": bool(cfg.offload_optimizer),
+                "offload_param": bool(cfg.offload_param),
+                "param_persistence_threshold": 0,
+                "sub_group_size": int(cfg.sub_group_elements),
+            }
+        )
     return rungs
 
 
@@ -52,13 +80,24 @@ def scaled_config(config, hidden_size: int, num_hidden_layers: int) -> dict[str,
     if not cands:
         group, cands = 1, [h for h in range(1, hidden_size + 1) if hidden_size % h == 0]
     new_heads = min(cands, key=lambda h: abs(hidden_size / h - head_dim))
-    d.update(hidden_size=hidden_size, num_hidden_layers=num_hidden_layers, num_attention_heads=new_heads,
-             num_key_value_heads=new_heads // group)
+    d.update(
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=new_heads,
+        num_key_value_heads=new_heads // group,
+    )
     if d.get("head_dim"):
         d["head_dim"] = hidden_size // new_heads
     if d.get("intermediate_size"):
         d["intermediate_size"] = max(1, round(int(d["intermediate_size"]) * hidden_size / old_h))
-    for key in ("layer_types", "torch_dtype", "dtype", "_name_or_path", "architectures", "transformers_version"):
+    for key in (
+        "layer_types",
+        "torch_dtype",
+        "dtype",
+        "_name_or_path",
+        "architectures",
+        "transformers_version",
+    ):
         d.pop(key, None)
     return d
 
@@ -67,22 +106,17 @@ def ladder_model(cfg) -> dict[str, Any]:
     """The spec's ``model``: the tiny Llama at the config's size, or the user's architecture
     (``cfg.model_path``: HF directory or config.json) scaled to ``hidden_size`` × ``num_hidden_layers``."""
     if not cfg.model_path:
-        return {"hidden_size": cfg.hidden_size, "intermediate_size": 2 * cfg.hidden_size, "num_hidden_layers": cfg.num_hidden_layers}
-    from nbkit.zero.memory import config_from_path
-
+        return {
+            "hidden_size": cfg.hidden_size,
+            "intermediate_size": 2 * cfg.hidden_size,
+            "num_hidden_layers": cfg.num_hidden_layers,
+        }
     user = config_from_path(cfg.model_path, where="LadderConfig.model_path")
-    return {"kind": "config", "name": str(cfg.model_path), "config": scaled_config(user, cfg.hidden_size, cfg.num_hidden_layers)}
-
-
-def model_config(model: dict[str, Any]):
-    """The transformers config a spec's ``model`` entry describes (tiny Llama, or a scaled user architecture)."""
-    if model.get("kind") == "config":
-        from transformers import AutoConfig
-
-        return AutoConfig.for_model(**model["config"])
-    from nbkit.model_files import tiny_llama_config
-
-    return tiny_llama_config(**{k: v for k, v in model.items() if k != "kind"})
+    return {
+        "kind": "config",
+        "name": str(cfg.model_path),
+        "config": scaled_config(user, cfg.hidden_size, cfg.num_hidden_layers),
+    }
 
 
 def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]:
@@ -91,20 +125,31 @@ def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]
     Every rung's ds_config is built (and validated) here, so a config DeepSpeed would reject fails
     before a rank starts.
     """
-    from nbkit.zero.worker import build_config
-
     model_cfg = ladder_model(cfg)
-    spec = {"rungs": ladder_rungs(cfg), "steps": cfg.steps, "micro_batch": cfg.micro_batch, "seq_len": cfg.seq_len,
-            "seed": cfg.seed, "precision": cfg.precision, "model": model_cfg, "checkpoint": cfg.checkpoint,
-            "overflow_step": cfg.overflow_step, "fail": fail, "device": device, "bucket_elements": cfg.bucket_elements,
-            "warm_up": cfg.warm_up,
-            "sabotage": {"rank": cfg.world_size - 1, "how": cfg.sabotage} if cfg.sabotage != "none" else None}
+    spec = {
+        "rungs": ladder_rungs(cfg),
+        "steps": cfg.steps,
+        "micro_batch": cfg.micro_batch,
+        "seq_len": cfg.seq_len,
+        "seed": cfg.seed,
+        "precision": cfg.precision,
+        "model": model_cfg,
+        "checkpoint": cfg.checkpoint,
+        "overflow_step": cfg.overflow_step,
+        "fail": fail,
+        "device": device,
+        "bucket_elements": cfg.bucket_elements,
+        "warm_up": cfg.warm_up,
+        "sabotage": {"rank": cfg.world_size - 1, "how": cfg.sabotage} if cfg.sabotage != "none" else None,
+    }
     for rung in spec["rungs"]:
         build_config(rung, spec, cfg.world_size)
     return spec
 
 
-def write_spec(cfg, path: str | Path, *, out_dir: str | Path | None = None, device: str | None = None) -> Path:
+def write_spec(
+    cfg, path: str | Path, *, out_dir: str | Path | None = None, device: str | None = None
+) -> Path:
     """Write the ranks' spec JSON for an external launcher (torchrun, ``deepspeed``).
 
     ``out_dir`` (default: the spec's folder) is where each rank writes ``rank<R>.json``; on a cluster
@@ -128,98 +173,172 @@ def persisted_params(config, threshold: float) -> dict[str, int]:
         model = AutoModelForCausalLM.from_config(config)
     sizes = list({id(p): p.numel() for p in model.parameters()}.values())
     kept = [n for n in sizes if n <= threshold]
-    return {"tensors": len(sizes), "tensors_kept_whole": len(kept), "elements_kept_whole": int(sum(kept)),
-            "largest_tensor": int(max(sizes))}
+    return {
+        "tensors": len(sizes),
+        "tensors_kept_whole": len(kept),
+        "elements_kept_whole": int(sum(kept)),
+        "largest_tensor": int(max(sizes)),
+    }
 
 
 def persistence_summary(table: list[dict[str, Any]], spec: dict[str, Any]) -> dict[str, Any] | None:
     """Per rank, the parameter bytes the stage-3 rung at DeepSpeed's default threshold holds beyond the
     same rung at threshold 0 (measured), beside the rule's prediction (the kept tensors' full size);
     None when the two rungs did not both run."""
-    from nbkit.zero.memory import bytes_per_param
-
     pers = sorted((t for t in table if t["rung"] == "stage3_default_persistence"), key=lambda t: t["rank"])
     base = {t["rank"]: t for t in table if t["rung"] == "stage3"}
     if not pers or not all(t["rank"] in base for t in pers):
         return None
     threshold = pers[0]["persistence_threshold"]
     rule = persisted_params(model_config(spec["model"]), threshold)
-    return {"threshold": threshold, **rule, "predicted_extra_bytes": rule["elements_kept_whole"] * bytes_per_param(spec["precision"], 3)[0],
-            "measured_extra_bytes": [t["params_bytes"] - base[t["rank"]]["params_bytes"] for t in pers]}
+    return {
+        "threshold": threshold,
+        **rule,
+        "predicted_extra_bytes": rule["elements_kept_whole"] * bytes_per_param(spec["precision"], 3)[0],
+        "measured_extra_bytes": [t["params_bytes"] - base[t["rank"]]["params_bytes"] for t in pers],
+    }
 
 
-def summarize(rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | None = None) -> dict[str, Any]:
-    from nbkit.zero.memory import deepspeed_estimate, formula_bytes, model_size
-    from nbkit.zero.peak import measured_waterfall, predict_activation_bytes, predict_peak, waterfall_figure
-    from nbkit.zero.worker import build_config
-
+def summarize(
+    rows: list[dict[str, Any]], spec: dict[str, Any], wall_s: float | None = None
+) -> dict[str, Any]:
+    """The ranks' rows as one table (measured beside formula and prediction), the checks, and the figures."""
     precision = spec["precision"]
     size = model_size(model_config(spec["model"]), spec["model"].get("name", "ladder Llama"))
     activations = predict_activation_bytes(spec["model"], spec["micro_batch"], spec["seq_len"], precision)
-    zero_cfg = {r["name"]: build_config(r, spec, rows[0]["world_size"])["zero_optimization"] for r in spec["rungs"]} if rows else {}
+    zero_cfg = (
+        {r["name"]: build_config(r, spec, rows[0]["world_size"])["zero_optimization"] for r in spec["rungs"]}
+        if rows
+        else {}
+    )
 
     table = []
     for r in rows:
-        f = formula_bytes(r["n_params"], r["world_size"], r["stage"], precision=r["precision"],
-                          offload_optimizer=r["offload_optimizer"], offload_param=r["offload_param"])
+        f = formula_bytes(
+            r["n_params"],
+            r["world_size"],
+            r["stage"],
+            precision=r["precision"],
+            offload_optimizer=r["offload_optimizer"],
+            offload_param=r["offload_param"],
+        )
         b = r["bytes"]
-        offload_grad = (2.0 if r["stage"] == 2 else 4.0) * r["n_params"] / r["world_size"] if r["offload_optimizer"] else 0.0
+        offload_grad = (
+            (2.0 if r["stage"] == 2 else 4.0) * r["n_params"] / r["world_size"]
+            if r["offload_optimizer"]
+            else 0.0
+        )
         measured = b["params"] + b["grads"] + b["optimizer"]
         formula_all = f["params"] + f["grads"] + f["optimizer"] + f["cpu"]
-        table.append({
-            "rung": r["rung"], "stage": r["stage"], "rank": r["rank"], "world_size": r["world_size"],
-            "persistence_threshold": r["param_persistence_threshold"],
-            "params_bytes": b["params"], "grads_bytes": b["grads"], "optimizer_bytes": b["optimizer"],
-            "buffers_bytes": b.get("buffers", 0), "measured_bytes": measured,
-            "formula_params": f["params"] + (f["cpu"] if r["offload_param"] else 0), "formula_grads": f["grads"],
-            "formula_optimizer": f["optimizer"] + (f["cpu"] - (f["cpu"] if r["offload_param"] else 0) if r["offload_optimizer"] else 0),
-            "formula_bytes": formula_all, "ratio": measured / formula_all,
-            # DeepSpeed's offload path keeps an fp32 gradient partition (4Ψ/N) for the CPU optimizer step —
-            # the "4_grads_32bit" term of its own estimator, absent from the paper's count. At stage 2
-            # it replaces the 16-bit gradient partition (reduced grads are copied straight into it),
-            # so only 2Ψ/N is extra there (measured with DeepSpeed 0.19.8).
-            "offload_fp32_grad_bytes": offload_grad, "ratio_accounted": measured / (formula_all + offload_grad),
-            "peak_bytes": r["peak_bytes"], "peak_kind": r["peak_kind"], "phase_peak_bytes": r.get("phase_peak_bytes", {}),
-            "step_s_median": sorted(r["step_s"])[len(r["step_s"]) // 2], "init_s": r["init_s"],
-            "final_loss": r["mean_losses"][-1], "eval_loss": r["eval_loss"], "param_checksum": r["param_checksum"],
-            "optimizer_class": r["optimizer_class"], "n_params": r["n_params"], "precision": r["precision"],
-            "losses": r["mean_losses"], "local_losses": r["losses"],
-            "checkpoint": r.get("checkpoint"),
-            "loss_scale_history": r.get("loss_scale_history", []),
-            "sub_group_size": r.get("sub_group_size"), "n_sub_groups": r.get("n_sub_groups"),
-            "baseline_bytes": r["baseline_bytes"], "activation_bytes": r["activation_bytes"], "init_peak_bytes": r["init_peak_bytes"],
-            "waterfall": measured_waterfall(r),
-            "predicted": predict_peak(n_params=r["n_params"], largest_layer_params=size.largest_layer_params, stage=r["stage"],
-                                      world_size=r["world_size"], precision=r["precision"], ds_zero=zero_cfg[r["rung"]],
-                                      activation_bytes=activations, baseline_bytes=r["baseline_bytes"],
-                                      offload_optimizer=r["offload_optimizer"], offload_param=r["offload_param"],
-                                      device=spec.get("device", "cpu")),
-            "deepspeed_estimate_bytes": deepspeed_estimate(size, r["world_size"], r["stage"], offload_optimizer=r["offload_optimizer"],
-                                                           offload_param=r["offload_param"])["device"],
-        })
+        table.append(
+            {
+                "rung": r["rung"],
+                "stage": r["stage"],
+                "rank": r["rank"],
+                "world_size": r["world_size"],
+                "persistence_threshold": r["param_persistence_threshold"],
+                "params_bytes": b["params"],
+                "grads_bytes": b["grads"],
+                "optimizer_bytes": b["optimizer"],
+                "buffers_bytes": b.get("buffers", 0),
+                "measured_bytes": measured,
+                "formula_params": f["params"] + (f["cpu"] if r["offload_param"] else 0),
+                "formula_grads": f["grads"],
+                "formula_optimizer": f["optimizer"]
+                + (f["cpu"] - (f["cpu"] if r["offload_param"] else 0) if r["offload_optimizer"] else 0),
+                "formula_bytes": formula_all,
+                "ratio": measured / formula_all,
+                # DeepSpeed's offload path keeps an fp32 gradient partition (4Ψ/N) for the CPU optimizer
+                # step —
+                # the "4_grads_32bit" term of its own estimator, absent from the paper's count. At stage 2
+                # it replaces the 16-bit gradient partition (reduced grads are copied straight into it),
+                # so only 2Ψ/N is extra there (DeepSpeed 0.19's offload path).
+                "offload_fp32_grad_bytes": offload_grad,
+                "ratio_accounted": measured / (formula_all + offload_grad),
+                "peak_bytes": r["peak_bytes"],
+                "peak_kind": r["peak_kind"],
+                "phase_peak_bytes": r.get("phase_peak_bytes", {}),
+                "step_s_median": sorted(r["step_s"])[len(r["step_s"]) // 2],
+                "init_s": r["init_s"],
+                "final_loss": r["mean_losses"][-1],
+                "eval_loss": r["eval_loss"],
+                "param_checksum": r["param_checksum"],
+                "optimizer_class": r["optimizer_class"],
+                "n_params": r["n_params"],
+                "precision": r["precision"],
+                "losses": r["mean_losses"],
+                "local_losses": r["losses"],
+                "checkpoint": r.get("checkpoint"),
+                "loss_scale_history": r.get("loss_scale_history", []),
+                "sub_group_size": r.get("sub_group_size"),
+                "n_sub_groups": r.get("n_sub_groups"),
+                "baseline_bytes": r["baseline_bytes"],
+                "activation_bytes": r["activation_bytes"],
+                "init_peak_bytes": r["init_peak_bytes"],
+                "waterfall": measured_waterfall(r),
+                "predicted": predict_peak(
+                    n_params=r["n_params"],
+                    largest_layer_params=size.largest_layer_params,
+                    stage=r["stage"],
+                    world_size=r["world_size"],
+                    precision=r["precision"],
+                    ds_zero=zero_cfg[r["rung"]],
+                    activation_bytes=activations,
+                    baseline_bytes=r["baseline_bytes"],
+                    offload_optimizer=r["offload_optimizer"],
+                    offload_param=r["offload_param"],
+                    device=spec.get("device", "cpu"),
+                ),
+                "deepspeed_estimate_bytes": deepspeed_estimate(
+                    size,
+                    r["world_size"],
+                    r["stage"],
+                    offload_optimizer=r["offload_optimizer"],
+                    offload_param=r["offload_param"],
+                )["device"],
+            }
+        )
         table[-1]["predicted_peak_bytes"] = table[-1]["predicted"]["total"]
         table[-1]["peak_over_predicted"] = r["peak_bytes"] / table[-1]["predicted_peak_bytes"]
     by_stage: dict[int, list[float]] = {}
     for t in table:
         if t["stage"] != 3 or t["rung"] == "stage3":
             by_stage.setdefault(t["stage"], []).append(t["ratio"])
-    # the rule is "every rank within ±5 %": each stage reports its worst rank, not a mean that averages an outlier away
+    # the rule is "every rank within ±5 %": each stage reports its worst rank, not a mean that averages an
+    # outlier away
     bytes_vs_formula = {f"stage{s}": max(v, key=lambda r: abs(r - 1)) for s, v in sorted(by_stage.items())}
     checks = loss_agreement(table, precision)
     checks.update(replica_agreement(table))
     checks.update(checkpoint_agreement(table))
-    return {"ladder": table, "bytes_vs_formula": bytes_vs_formula, "checks": checks, "wall_s": wall_s, "peak": peak_summary(table),
-            "persistence": persistence_summary(table, spec),
-            "figure": bytes_figure(table), "loss_figure": loss_figure(table), "time_figure": time_figure(table),
-            "waterfall_figure": waterfall_figure(table)}
+    return {
+        "ladder": table,
+        "bytes_vs_formula": bytes_vs_formula,
+        "checks": checks,
+        "wall_s": wall_s,
+        "peak": peak_summary(table),
+        "persistence": persistence_summary(table, spec),
+        "figure": bytes_figure(table),
+        "loss_figure": loss_figure(table),
+        "time_figure": time_figure(table),
+        "waterfall_figure": waterfall_figure(table),
+    }
 
 
 def peak_summary(table: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per rung: each rank's measured peak, its growth above the baseline, the prediction, DeepSpeed's estimate."""
+    """Per rung: each rank's measured peak, its growth above the baseline, the prediction, DeepSpeed's
+    estimate."""
     out: dict[str, dict[str, Any]] = {}
     for t in table:
-        d = out.setdefault(t["rung"], {"stage": t["stage"], "measured": [], "growth": [], "predicted": [],
-                                       "deepspeed_estimate": t["deepspeed_estimate_bytes"]})
+        d = out.setdefault(
+            t["rung"],
+            {
+                "stage": t["stage"],
+                "measured": [],
+                "growth": [],
+                "predicted": [],
+                "deepspeed_estimate": t["deepspeed_estimate_bytes"],
+            },
+        )
         d["measured"].append(t["peak_bytes"])
         d["growth"].append(t["peak_bytes"] - t["baseline_bytes"])
         d["predicted"].append(t["predicted_peak_bytes"])
@@ -240,7 +359,12 @@ def loss_agreement(table: list[dict[str, Any]], precision: str) -> dict[str, Any
         for a, b in zip(ref, c, strict=False):
             worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
     tol = LOSS_TOLERANCE.get(precision, 0.02)
-    return {"loss_reference": ref_name, "loss_max_rel_diff": worst, "loss_tolerance": tol, "loss_agree": worst <= tol}
+    return {
+        "loss_reference": ref_name,
+        "loss_max_rel_diff": worst,
+        "loss_tolerance": tol,
+        "loss_agree": worst <= tol,
+    }
 
 
 def replica_agreement(table: list[dict[str, Any]]) -> dict[str, Any]:
@@ -255,7 +379,11 @@ def replica_agreement(table: list[dict[str, Any]]) -> dict[str, Any]:
         spread = max(evals) - min(evals)
         csum_rel = (max(sums) - min(sums)) / max(abs(sums[0]), 1e-12)
         ok = spread <= 1e-5 * max(1.0, abs(evals[0])) and csum_rel <= 1e-6
-        out["replica_detail"][name] = {"eval_loss_spread": spread, "checksum_rel_spread": csum_rel, "in_sync": ok}
+        out["replica_detail"][name] = {
+            "eval_loss_spread": spread,
+            "checksum_rel_spread": csum_rel,
+            "in_sync": ok,
+        }
         out["replicas_in_sync"] &= ok
     return out
 
@@ -276,14 +404,31 @@ def bytes_figure(table):
 
     x = [f"{t['rung']}<br>rank {t['rank']}" for t in table]
     fig = go.Figure()
-    for key, name in (("params_bytes", "params"), ("grads_bytes", "grads"), ("optimizer_bytes", "optimizer states")):
+    for key, name in (
+        ("params_bytes", "params"),
+        ("grads_bytes", "grads"),
+        ("optimizer_bytes", "optimizer states"),
+    ):
         fig.add_bar(x=x, y=[t[key] / 2**10 for t in table], name=f"measured: {name}", offsetgroup="m")
-    fig.add_bar(x=x, y=[t["buffers_bytes"] / 2**10 for t in table], name="measured: comm buffers (not model states)",
-                offsetgroup="b", opacity=0.4)
-    fig.add_scatter(x=x, y=[t["formula_bytes"] / 2**10 for t in table], mode="markers",
-                    marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"}, name="formula (paper)")
-    fig.update_layout(barmode="stack", title="Model-state bytes per rank: measured from DeepSpeed buffers vs formula",
-                      yaxis_title="KiB per rank")
+    fig.add_bar(
+        x=x,
+        y=[t["buffers_bytes"] / 2**10 for t in table],
+        name="measured: comm buffers (not model states)",
+        offsetgroup="b",
+        opacity=0.4,
+    )
+    fig.add_scatter(
+        x=x,
+        y=[t["formula_bytes"] / 2**10 for t in table],
+        mode="markers",
+        marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"},
+        name="formula (paper)",
+    )
+    fig.update_layout(
+        barmode="stack",
+        title="Model-state bytes per rank: measured from DeepSpeed buffers vs formula",
+        yaxis_title="KiB per rank",
+    )
     return fig
 
 
@@ -293,8 +438,12 @@ def loss_figure(table):
     fig = go.Figure()
     for t in table:
         if t["rank"] == 0:
-            fig.add_scatter(x=list(range(len(t["losses"]))), y=t["losses"], mode="lines+markers", name=t["rung"])
-    fig.update_layout(title="Loss (mean over ranks) — ZeRO stages must agree", xaxis_title="step", yaxis_title="loss")
+            fig.add_scatter(
+                x=list(range(len(t["losses"]))), y=t["losses"], mode="lines+markers", name=t["rung"]
+            )
+    fig.update_layout(
+        title="Loss (mean over ranks) — ZeRO stages must agree", xaxis_title="step", yaxis_title="loss"
+    )
     return fig
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from nbkit.errors import UsageError
 from nbkit.procs import Ranks, exit_reason, free_port
+from nbkit.zero.dsconfig import build_config
 
 
 class LaunchError(UsageError):
@@ -46,7 +47,9 @@ class RankFailed(RuntimeError):
         self.rank, self.reason, self.traceback_tail = rank, reason, traceback_tail
         self.partial = partial or {}
         tail = traceback_tail.strip().splitlines()[-1] if traceback_tail.strip() else ""
-        super().__init__(f"rank {rank} failed: {reason}" + (f" — {tail}" if tail and tail not in reason else ""))
+        super().__init__(
+            f"rank {rank} failed: {reason}" + (f" — {tail}" if tail and tail not in reason else "")
+        )
 
 
 class RankTimeout(RankFailed):
@@ -59,17 +62,24 @@ class RankTimeout(RankFailed):
 
 def check_port(port: int, host: str = "127.0.0.1") -> None:
     if isinstance(port, bool) or not isinstance(port, int):
-        raise LaunchError(f"master port: expected an integer in 1024..65535, got {port!r} ({type(port).__name__})")
+        raise LaunchError(
+            f"master port: expected an integer in 1024..65535, got {port!r} ({type(port).__name__})"
+        )
     if not (1024 <= port <= 65535):
         raise LaunchError(f"master port must be in 1024..65535, got {port}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, int(port)))
         except OSError as exc:
-            raise LaunchError(f"master port {host}:{port} is already in use ({exc.strerror}); pass port=None to pick a free one") from None
+            raise LaunchError(
+                f"master port {host}:{port} is already in use ({exc.strerror}); pass port=None to pick a "
+                f"free one"
+            ) from None
 
 
-def check_world_size(world_size: int, device: str, *, max_ranks_per_core: int = 4, rank_rss_bytes: int = 600 * 2**20) -> None:
+def check_world_size(
+    world_size: int, device: str, *, max_ranks_per_core: int = 4, rank_rss_bytes: int = 600 * 2**20
+) -> None:
     """Refuse a world size this machine cannot host, before anything starts."""
     import psutil
 
@@ -81,15 +91,24 @@ def check_world_size(world_size: int, device: str, *, max_ranks_per_core: int = 
 
         n = torch.cuda.device_count()
         if world_size > n:
-            raise LaunchError(f"world_size={world_size} ranks need {world_size} GPUs (one per rank) but this machine has {n}")
+            raise LaunchError(
+                f"world_size={world_size} ranks need {world_size} GPUs (one per rank) but this machine has "
+                f"{n}"
+            )
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if world_size > cores * max_ranks_per_core:
-        raise LaunchError(f"world_size={world_size} CPU ranks on {cores} core(s) is more than {max_ranks_per_core} per core; use ≤ {cores * max_ranks_per_core}")
+        raise LaunchError(
+            f"world_size={world_size} CPU ranks on {cores} core(s) is more than {max_ranks_per_core} per "
+            f"core; use ≤ {cores * max_ranks_per_core}"
+        )
     need = world_size * rank_rss_bytes
     avail = psutil.virtual_memory().available
     if need > avail:
-        raise LaunchError(f"world_size={world_size} CPU ranks need ~{need / 2**30:.1f} GiB (≈{rank_rss_bytes / 2**20:.0f} MiB each) but only {avail / 2**30:.1f} GiB is available")
+        raise LaunchError(
+            f"world_size={world_size} CPU ranks need ~{need / 2**30:.1f} GiB "
+            f"(≈{rank_rss_bytes / 2**20:.0f} MiB each) but only {avail / 2**30:.1f} GiB is available"
+        )
 
 
 def check_device(device: str) -> None:
@@ -117,8 +136,6 @@ def check_out_dir(out_dir: str | Path) -> Path:
 
 def check_spec(spec: dict[str, Any], world_size: int) -> None:
     """Everything a rank would trip over, checked before one starts: rungs, steps, every rung's ds_config."""
-    from nbkit.zero.worker import build_config
-
     rungs = spec.get("rungs")
     if not isinstance(rungs, list) or not rungs:
         raise LaunchError("spec.rungs: expected a non-empty list of rungs")
@@ -185,13 +202,20 @@ def launch(
     else:
         check_port(port)
     out = check_out_dir(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="nbkit-zero-"))
-    for stale in list(out.glob("rank*.json")) + list(out.glob("rank*.progress.jsonl")) + list(out.glob("rank*.log")):
+    for stale in (
+        list(out.glob("rank*.json")) + list(out.glob("rank*.progress.jsonl")) + list(out.glob("rank*.log"))
+    ):
         stale.unlink()
     spec = dict(spec, out_dir=str(out), device=device)
     spec_path = out / "spec.json"
     spec_path.write_text(json.dumps(spec))
     base_env = dict(os.environ, **(env or {}))
-    base_env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size))
+    base_env.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+    )
     base_env.setdefault("OMP_NUM_THREADS", str(spec.get("threads_per_rank", 1)))
     base_env["PYTHONUNBUFFERED"] = "1"
     if device == "cpu":
@@ -223,8 +247,12 @@ def launch(
 
     with ranks:  # leaving it (a result, an error, Ctrl-C) kills and reaps every rank's group
         for r in range(world_size):
-            ranks.start(r, [sys.executable, "-m", "nbkit.zero.worker", str(spec_path)],
-                        dict(base_env, RANK=str(r), LOCAL_RANK=str(r)), log=out / f"rank{r}.log")
+            ranks.start(
+                r,
+                [sys.executable, "-m", "nbkit.zero.worker", str(spec_path)],
+                dict(base_env, RANK=str(r), LOCAL_RANK=str(r)),
+                log=out / f"rank{r}.log",
+            )
         if on_start is not None:
             on_start({r: p.pid for r, p in procs.items()})
         while True:
@@ -234,7 +262,12 @@ def launch(
             bad = ranks.failed(first=lambda k: (_first_failure_time(out, k), k))
             if bad:
                 r = bad.rank
-                raise RankFailed(r, _reason(bad.code) + _reported_error(out, r), _tail(out / f"rank{r}.log"), _partial(out, world_size))
+                raise RankFailed(
+                    r,
+                    _reason(bad.code) + _reported_error(out, r),
+                    _tail(out / f"rank{r}.log"),
+                    _partial(out, world_size),
+                )
             if ranks.all_done():
                 break
             if time.perf_counter() - t0 > timeout_s:
@@ -246,7 +279,11 @@ def launch(
                 raise RankTimeout(
                     suspect,
                     f"timed out after {timeout_s:.0f} s; rank(s) {waiting} still running were killed"
-                    + (f"; rank {suspect} was stuck outside any collective" if stuck else "; all waiting in collectives")
+                    + (
+                        f"; rank {suspect} was stuck outside any collective"
+                        if stuck
+                        else "; all waiting in collectives"
+                    )
                     + f" [{detail}]",
                     _tail(out / f"rank{suspect}.log"),
                     _partial(out, world_size),
@@ -259,14 +296,22 @@ def launch(
         if not data.get("ok"):
             raise RankFailed(r, data.get("error", "reported failure"), data.get("traceback", ""))
         results[r] = data["results"]
-    return LaunchResult(results, time.perf_counter() - t0, out, world_size, {r: _tail(out / f"rank{r}.log") for r in range(world_size)})
+    return LaunchResult(
+        results,
+        time.perf_counter() - t0,
+        out,
+        world_size,
+        {r: _tail(out / f"rank{r}.log") for r in range(world_size)},
+    )
 
 
 def _dump_stacks(procs: dict[int, subprocess.Popen], out: Path) -> dict[int, str]:
     """SIGUSR1 → each rank's faulthandler writes its stack to its log; return each innermost frame."""
     import re
 
-    sizes = {r: (out / f"rank{r}.log").stat().st_size if (out / f"rank{r}.log").exists() else 0 for r in procs}
+    sizes = {
+        r: (out / f"rank{r}.log").stat().st_size if (out / f"rank{r}.log").exists() else 0 for r in procs
+    }
     for p in procs.values():
         try:
             p.send_signal(signal.SIGUSR1)
@@ -288,7 +333,17 @@ def _dump_stacks(procs: dict[int, subprocess.Popen], out: Path) -> dict[int, str
 
 
 def _in_collective(frame: str) -> bool:
-    return any(k in frame for k in ("torch/distributed", "deepspeed/comm", "deepspeed/runtime/zero", "all_reduce", "barrier", "wait"))
+    return any(
+        k in frame
+        for k in (
+            "torch/distributed",
+            "deepspeed/comm",
+            "deepspeed/runtime/zero",
+            "all_reduce",
+            "barrier",
+            "wait",
+        )
+    )
 
 
 def _first_failure_time(out: Path, rank: int) -> float:
@@ -321,7 +376,9 @@ def _partial(out: Path, world_size: int) -> dict[int, list]:
     return got
 
 
-def hostfile_command(hostfile: str | Path, spec_path: str | Path, *, master_addr: str, master_port: int = 29500) -> list[str]:
+def hostfile_command(
+    hostfile: str | Path, spec_path: str | Path, *, master_addr: str, master_port: int = 29500
+) -> list[str]:
     """The ``deepspeed --hostfile`` command that runs the same worker across machines.
 
     DeepSpeed's launcher reads ``hostname slots=N`` lines and starts ranks over pdsh/ssh with
@@ -338,6 +395,14 @@ def hostfile_command(hostfile: str | Path, spec_path: str | Path, *, master_addr
         if len(parts) != 2 or not parts[1].startswith("slots=") or not parts[1][6:].isdigit():
             raise LaunchError(f"{path}:{i}: expected 'hostname slots=N', got {line!r}")
     return [
-        "deepspeed", "--hostfile", str(path), "--master_addr", master_addr, "--master_port", str(master_port),
-        "--module", "nbkit.zero.worker", str(spec_path),
+        "deepspeed",
+        "--hostfile",
+        str(path),
+        "--master_addr",
+        master_addr,
+        "--master_port",
+        str(master_port),
+        "--module",
+        "nbkit.zero.worker",
+        str(spec_path),
     ]

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.zero.memory import ModelSize, deepspeed_estimate
+
 
 @dataclass
 class Threshold:
@@ -58,8 +60,11 @@ class MemoryMonitor:
         self._t0 = 0.0
         self._lock = threading.Lock()
 
-    def on_threshold(self, series: str, limit_bytes: float, callback: Callable[[dict[str, Any]], None]) -> MemoryMonitor:
-        """Call ``callback({"series", "value", "limit", "t"})`` when ``series`` (or "total") exceeds the limit."""
+    def on_threshold(
+        self, series: str, limit_bytes: float, callback: Callable[[dict[str, Any]], None]
+    ) -> MemoryMonitor:
+        """Call ``callback({"series", "value", "limit", "t"})`` when ``series`` (or "total") exceeds the
+        limit."""
         self.thresholds.append(Threshold(series, float(limit_bytes), callback))
         return self
 
@@ -140,17 +145,33 @@ class MemoryMonitor:
         return fig
 
 
-def offload_headroom(n_params: int, world_size: int, stage: int, *, offload_optimizer: bool, offload_param: bool,
-                     ranks_per_node: int | None = None) -> dict[str, Any]:
+def offload_headroom(
+    n_params: int,
+    world_size: int,
+    stage: int,
+    *,
+    offload_optimizer: bool,
+    offload_param: bool,
+    ranks_per_node: int | None = None,
+) -> dict[str, Any]:
     """CPU memory check before offloading: DeepSpeed's CPU estimate vs what this machine has free."""
     import psutil
 
-    from nbkit.zero.memory import ModelSize, deepspeed_estimate
-
     size = ModelSize("model", int(n_params), int(n_params))
-    est = deepspeed_estimate(size, world_size, max(stage, 2), offload_optimizer=offload_optimizer,
-                             offload_param=offload_param, gpus_per_node=ranks_per_node)  # its CPU figure is per node
+    est = deepspeed_estimate(
+        size,
+        world_size,
+        max(stage, 2),
+        offload_optimizer=offload_optimizer,
+        offload_param=offload_param,
+        gpus_per_node=ranks_per_node,
+    )  # its CPU figure is per node
     need = est["cpu"] or 0.0
     avail = float(psutil.virtual_memory().available)
-    return {"cpu_needed_bytes": need, "cpu_available_bytes": avail, "headroom_bytes": avail - need,
-            "ok": need <= avail, "source": est["note"]}
+    return {
+        "cpu_needed_bytes": need,
+        "cpu_available_bytes": avail,
+        "headroom_bytes": avail - need,
+        "ok": need <= avail,
+        "source": est["note"],
+    }

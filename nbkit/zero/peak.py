@@ -17,16 +17,16 @@ stage 3's gathered 16-bit parameters) and the optimizer step (``step_temporaries
 the gradients DeepSpeed makes for its fp32 master weights). On CPU ranks the launcher fixes glibc's
 mmap threshold so RSS follows live bytes (otherwise freed tensors stay in the heap and the "peak"
 is whatever the allocator kept), and the ranks use a fused AdamW (like DeepSpeed's own optimizers:
-no temporaries as large as the flat partition). Measured with ``bench/zero_peak.py`` (2 CPU ranks,
-bf16, bucket 2e5): predicted ÷ measured peak 0.98–1.02 at stages 0–2 from 0.6 M to 43 M
-parameters; stage 3 0.93–0.97 — its backward holds 3–4 bytes per parameter more than modelled
-(gradients of gathered layers waiting for their reduce-scatter), so its growth above the baseline
-is predicted at 0.74–0.81.
+no temporaries as large as the flat partition). Stage 3's backward holds more than modelled
+(gradients of gathered layers waiting for their reduce-scatter), so it is predicted low.
+``bench/zero_peak.py`` measures predicted ÷ measured per stage (figures in bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from nbkit.zero.memory import formula_bytes, model_config
 
 WATERFALL = ("baseline", "params", "grads", "optimizer", "buffers", "activations", "unexplained")
 
@@ -72,12 +72,12 @@ _ACT_CACHE: dict[tuple, int] = {}
 
 
 def meta_causal_lm(model_cfg: dict[str, Any], precision: str, lora: dict[str, Any] | None = None):
-    """The ladder's model on the meta device in ``precision``; with ``lora`` ({"r", "targets", "dropout"}) wrapped
-    by PEFT as the run wraps it (frozen base, trainable adapters), so autograd saves what a LoRA backward needs."""
+    """The ladder's model on the meta device in ``precision``; with ``lora`` ({"r", "targets", "dropout"})
+    wrapped
+    by PEFT as the run wraps it (frozen base, trainable adapters), so autograd saves what a LoRA backward
+    needs."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from nbkit.zero.ladder import model_config
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     with torch.device("meta"):
@@ -86,22 +86,41 @@ def meta_causal_lm(model_cfg: dict[str, Any], precision: str, lora: dict[str, An
             from peft import LoraConfig, get_peft_model
 
             targets = lora["targets"]
-            model = get_peft_model(model, LoraConfig(r=int(lora["r"]), lora_alpha=2 * int(lora["r"]),
-                                                     target_modules=targets if isinstance(targets, str) else list(targets),
-                                                     lora_dropout=float(lora.get("dropout", 0.0)), bias="none"))
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=int(lora["r"]),
+                    lora_alpha=2 * int(lora["r"]),
+                    target_modules=targets if isinstance(targets, str) else list(targets),
+                    lora_dropout=float(lora.get("dropout", 0.0)),
+                    bias="none",
+                ),
+            )
     return model
 
 
-def predict_activation_bytes(model_cfg: dict[str, Any], micro_batch: int, seq_len: int, precision: str,
-                             lora: dict[str, Any] | None = None) -> int:
+def predict_activation_bytes(
+    model_cfg: dict[str, Any],
+    micro_batch: int,
+    seq_len: int,
+    precision: str,
+    lora: dict[str, Any] | None = None,
+) -> int:
     """Bytes saved for backward by one micro-batch of the ladder's model, from its config alone (meta device);
-    with ``lora``, of the PEFT-wrapped model (a frozen weight's matmul keeps no input; the adapters keep theirs
+    with ``lora``, of the PEFT-wrapped model (a frozen weight's matmul keeps no input; the adapters keep
+    theirs
     and the r-dim intermediate)."""
     import json
 
     import torch
 
-    key = (json.dumps(model_cfg, sort_keys=True), micro_batch, seq_len, precision, json.dumps(lora, sort_keys=True))
+    key = (
+        json.dumps(model_cfg, sort_keys=True),
+        micro_batch,
+        seq_len,
+        precision,
+        json.dumps(lora, sort_keys=True),
+    )
     if key not in _ACT_CACHE:
         model = meta_causal_lm(model_cfg, precision, lora)
         with torch.device("meta"):
@@ -112,8 +131,14 @@ def predict_activation_bytes(model_cfg: dict[str, Any], micro_batch: int, seq_le
     return _ACT_CACHE[key]
 
 
-def bucket_bytes(stage: int, ds_zero: dict[str, Any], largest_layer_params: int, precision: str, *,
-                 n_params: int | None = None) -> int:
+def bucket_bytes(
+    stage: int,
+    ds_zero: dict[str, Any],
+    largest_layer_params: int,
+    precision: str,
+    *,
+    n_params: int | None = None,
+) -> int:
     """Communication buffers a rank holds: the gradient reduce bucket (stages 1–2; DeepSpeed's default
     5e8 elements, two of them with ``overlap_comm``) and, at stage 3, the largest layer's parameters
     gathered for its forward. With ``n_params`` (CPU ranks) a bucket counts only as far as gradients
@@ -152,10 +177,17 @@ def step_temporaries(stage: int, n_params: int, world_size: int, precision: str)
     return 4 * psi / n
 
 
-def gathered_bytes(stage: int, n_params: int, world_size: int, precision: str, ds_zero: dict[str, Any],
-                   param_bytes: float | None = None) -> float:
+def gathered_bytes(
+    stage: int,
+    n_params: int,
+    world_size: int,
+    precision: str,
+    ds_zero: dict[str, Any],
+    param_bytes: float | None = None,
+) -> float:
     """Stage 3's full 16-bit parameters gathered during forward and backward (beside the rank's shard,
-    which lives in its own buffer): DeepSpeed keeps up to ``stage3_max_live_parameters`` elements (default 1e9) of them alive, so a
+    which lives in its own buffer): DeepSpeed keeps up to ``stage3_max_live_parameters`` elements (default
+    1e9) of them alive, so a
     model smaller than that holds all of them at once. ``param_bytes``: all parameters' bytes when not every
     one is 16-bit (QLoRA's 4-bit weights), the live share of them gathered."""
     if stage != 3:
@@ -166,10 +198,22 @@ def gathered_bytes(stage: int, n_params: int, world_size: int, precision: str, d
     return (4 if precision == "fp32" else 2) * live
 
 
-def predict_peak(*, n_params: int, largest_layer_params: int, stage: int, world_size: int, precision: str,
-                 ds_zero: dict[str, Any], activation_bytes: int, baseline_bytes: int,
-                 offload_optimizer: bool = False, offload_param: bool = False, device: str = "cuda",
-                 trainable_params: int | None = None, frozen_bytes: float | None = None) -> dict[str, float]:
+def predict_peak(
+    *,
+    n_params: int,
+    largest_layer_params: int,
+    stage: int,
+    world_size: int,
+    precision: str,
+    ds_zero: dict[str, Any],
+    activation_bytes: int,
+    baseline_bytes: int,
+    offload_optimizer: bool = False,
+    offload_param: bool = False,
+    device: str = "cuda",
+    trainable_params: int | None = None,
+    frozen_bytes: float | None = None,
+) -> dict[str, float]:
     """Each part of a rank's predicted peak (bytes) and their ``total`` (``device``: the ranks' device type).
 
     ``trainable_params`` / ``frozen_bytes`` (default: every parameter trains) as in ``formula_bytes``: a LoRA
@@ -179,21 +223,44 @@ def predict_peak(*, n_params: int, largest_layer_params: int, stage: int, world_
     activations + stage 3's gathered parameters) and the optimizer step (model states + buffers + the
     step's temporaries); ``phase`` names the larger, and only its own extra part is non-zero.
     """
-    from nbkit.zero.memory import formula_bytes
-
-    f = formula_bytes(n_params, world_size, stage, precision=precision, offload_optimizer=offload_optimizer,
-                      offload_param=offload_param, trainable_params=trainable_params, frozen_bytes=frozen_bytes)
+    f = formula_bytes(
+        n_params,
+        world_size,
+        stage,
+        precision=precision,
+        offload_optimizer=offload_optimizer,
+        offload_param=offload_param,
+        trainable_params=trainable_params,
+        frozen_bytes=frozen_bytes,
+    )
     trainable = n_params if trainable_params is None else trainable_params
     elem = 4 if precision == "fp32" else 2
     all_bytes = None if frozen_bytes is None else elem * trainable + float(frozen_bytes)
-    parts = {"baseline": float(baseline_bytes), "params": f["params"], "grads": f["grads"],
-             # on a CPU the "device" and the offload target are the same RAM
-             "optimizer": f["optimizer"] + f["cpu"],
-             "buffers": float(bucket_bytes(stage, ds_zero, largest_layer_params, precision,
-                                           n_params=trainable if device == "cpu" else None) if stage != 3 else 0)}
-    backward = {"activations": float(activation_bytes),
-                "gathered": max(gathered_bytes(stage, n_params, world_size, precision, ds_zero, all_bytes),
-                                float(bucket_bytes(stage, ds_zero, largest_layer_params, precision) if stage == 3 else 0))}
+    parts = {
+        "baseline": float(baseline_bytes),
+        "params": f["params"],
+        "grads": f["grads"],
+        # on a CPU the "device" and the offload target are the same RAM
+        "optimizer": f["optimizer"] + f["cpu"],
+        "buffers": float(
+            bucket_bytes(
+                stage,
+                ds_zero,
+                largest_layer_params,
+                precision,
+                n_params=trainable if device == "cpu" else None,
+            )
+            if stage != 3
+            else 0
+        ),
+    }
+    backward = {
+        "activations": float(activation_bytes),
+        "gathered": max(
+            gathered_bytes(stage, n_params, world_size, precision, ds_zero, all_bytes),
+            float(bucket_bytes(stage, ds_zero, largest_layer_params, precision) if stage == 3 else 0),
+        ),
+    }
     step = {"step_temporaries": step_temporaries(stage, trainable, world_size, precision)}
     phase = "backward" if sum(backward.values()) >= sum(step.values()) else "optimizer_step"
     for key, value in {**backward, **step}.items():
@@ -206,8 +273,14 @@ def predict_peak(*, n_params: int, largest_layer_params: int, stage: int, world_
 def measured_waterfall(row: dict[str, Any]) -> dict[str, float]:
     """A rank-rung row's measured parts (bytes); ``unexplained`` = peak − baseline − the parts."""
     b = row["bytes"]
-    parts = {"baseline": float(row["baseline_bytes"]), "params": float(b["params"]), "grads": float(b["grads"]),
-             "optimizer": float(b["optimizer"]), "buffers": float(b.get("buffers", 0)), "activations": float(row["activation_bytes"])}
+    parts = {
+        "baseline": float(row["baseline_bytes"]),
+        "params": float(b["params"]),
+        "grads": float(b["grads"]),
+        "optimizer": float(b["optimizer"]),
+        "buffers": float(b.get("buffers", 0)),
+        "activations": float(row["activation_bytes"]),
+    }
     parts["unexplained"] = float(row["peak_bytes"]) - sum(parts.values())
     return parts
 
@@ -220,10 +293,18 @@ def waterfall_figure(table: list[dict[str, Any]]):
     fig = go.Figure()
     for part in WATERFALL:
         fig.add_bar(x=x, y=[t["waterfall"][part] / 2**20 for t in table], name=part)
-    fig.add_scatter(x=x, y=[t["predicted_peak_bytes"] / 2**20 for t in table], mode="markers", name="predicted peak",
-                    marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"})
-    fig.update_layout(barmode="relative", title="Per-rank peak memory, part by part (measured) vs predicted",
-                      yaxis_title="MiB per rank")
+    fig.add_scatter(
+        x=x,
+        y=[t["predicted_peak_bytes"] / 2**20 for t in table],
+        mode="markers",
+        name="predicted peak",
+        marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"},
+    )
+    fig.update_layout(
+        barmode="relative",
+        title="Per-rank peak memory, part by part (measured) vs predicted",
+        yaxis_title="MiB per rank",
+    )
     return fig
 
 
@@ -234,7 +315,9 @@ def _mean(xs):
     return sum(xs) / len(xs)
 
 
-def crossover_rows(size: str, table: list[dict[str, Any]], peak: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def crossover_rows(
+    size: str, table: list[dict[str, Any]], peak: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
     """One row per stage at one model size: measured and predicted per-rank peak (mean over ranks), their
     ratio, the same for the growth above the runtime baseline, and this stage's growth ÷ stage 0's."""
     out = []
@@ -250,12 +333,24 @@ def crossover_rows(size: str, table: list[dict[str, Any]], peak: dict[str, dict[
         ratios = [g / b for g, b in zip(p["growth"], base, strict=False)]
         phases = ts[0].get("phase_peak_bytes") or {}
         measured_phase = max((k for k in phases if k != "between_steps"), key=phases.get, default="")
-        out.append({"size": size, "n_params": ts[0]["n_params"], "stage": stage, "predicted_mib": pred / 2**20,
-                    "measured_mib": meas / 2**20, "pred_over_meas": pred / meas,
-                    "growth_mib": _mean(p["growth"]) / 2**20, "growth_pred_over_meas": (pred - baseline) / (meas - baseline),
-                    "growth_vs_stage0_min": min(ratios), "growth_vs_stage0_max": max(ratios),
-                    "model_states_mib": states / 2**20, "model_states_share": states / meas,
-                    "predicted_phase": ts[0]["predicted"].get("phase", ""), "measured_phase": measured_phase})
+        out.append(
+            {
+                "size": size,
+                "n_params": ts[0]["n_params"],
+                "stage": stage,
+                "predicted_mib": pred / 2**20,
+                "measured_mib": meas / 2**20,
+                "pred_over_meas": pred / meas,
+                "growth_mib": _mean(p["growth"]) / 2**20,
+                "growth_pred_over_meas": (pred - baseline) / (meas - baseline),
+                "growth_vs_stage0_min": min(ratios),
+                "growth_vs_stage0_max": max(ratios),
+                "model_states_mib": states / 2**20,
+                "model_states_share": states / meas,
+                "predicted_phase": ts[0]["predicted"].get("phase", ""),
+                "measured_phase": measured_phase,
+            }
+        )
     return out
 
 
@@ -275,7 +370,8 @@ def crossover_sizes(rows: list[dict[str, Any]]) -> dict[str, str | None]:
 
 
 def crossover_figure(rows: list[dict[str, Any]], crossover: dict[str, str | None], bucket_elements: int):
-    """Measured per-rank peak growth per stage against Ψ (solid), predicted (dashed), the crossover sizes named."""
+    """Measured per-rank peak growth per stage against Ψ (solid), predicted (dashed), the crossover sizes
+    named."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -285,17 +381,37 @@ def crossover_figure(rows: list[dict[str, Any]], crossover: dict[str, str | None
         if not rs:
             continue
         x = [r["n_params"] for r in rs]
-        fig.add_scatter(x=x, y=[r["growth_mib"] for r in rs], mode="lines+markers", name=f"stage {stage} measured",
-                        line={"color": colors[stage]}, text=[r["size"] for r in rs])
-        fig.add_scatter(x=x, y=[r["growth_mib"] * r["growth_pred_over_meas"] for r in rs], mode="lines", name=f"stage {stage} predicted",
-                        line={"color": colors[stage], "dash": "dash"})
+        fig.add_scatter(
+            x=x,
+            y=[r["growth_mib"] for r in rs],
+            mode="lines+markers",
+            name=f"stage {stage} measured",
+            line={"color": colors[stage]},
+            text=[r["size"] for r in rs],
+        )
+        fig.add_scatter(
+            x=x,
+            y=[r["growth_mib"] * r["growth_pred_over_meas"] for r in rs],
+            mode="lines",
+            name=f"stage {stage} predicted",
+            line={"color": colors[stage], "dash": "dash"},
+        )
     for i, (stage, size) in enumerate(crossover.items()):
         hit = next((r for r in rows if r["size"] == size and r["stage"] == int(stage[-1])), None)
         if hit:
-            fig.add_vline(x=hit["n_params"], line_dash="dot", line_color=colors[int(stage[-1])],
-                          annotation_text=f"ZeRO-{stage[-1]} pays from Ψ = {hit['n_params'] / 1e6:.1f} M ({size})",
-                          annotation_position="top left", annotation_y=1 - 0.08 * i)
+            fig.add_vline(
+                x=hit["n_params"],
+                line_dash="dot",
+                line_color=colors[int(stage[-1])],
+                annotation_text=f"ZeRO-{stage[-1]} pays from Ψ = {hit['n_params'] / 1e6:.1f} M ({size})",
+                annotation_position="top left",
+                annotation_y=1 - 0.08 * i,
+            )
     named = ", ".join(f"ZeRO-{k[-1]}: {v or 'not within the sweep'}" for k, v in crossover.items())
-    fig.update_layout(title=f"Per-rank peak growth above the runtime vs parameters (bucket {bucket_elements:,} elements) — {named}",
-                      xaxis={"type": "log", "title": "parameters Ψ"}, yaxis_title="MiB per rank above the runtime baseline")
+    fig.update_layout(
+        title=f"Per-rank peak growth above the runtime vs parameters (bucket {bucket_elements:,} elements) "
+        f"— {named}",
+        xaxis={"type": "log", "title": "parameters Ψ"},
+        yaxis_title="MiB per rank above the runtime baseline",
+    )
     return fig

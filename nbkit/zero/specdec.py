@@ -28,7 +28,8 @@ DEFAULT_PROMPTS = (
     "def moving_average(values, window):\n    result = []\n    for i in range(len(values) - window + 1):\n"
     "        chunk = values[i:i + window]\n        result.append(sum(chunk) / window)\n    return result\n",
     "Repeat the following list exactly, then add one more item in the same style:\n"
-    "- The cat sat on the mat.\n- The dog sat on the log.\n- The frog sat on the bog.\n- The goat sat on the boat.\n",
+    "- The cat sat on the mat.\n- The dog sat on the log.\n- The frog sat on the bog.\n- The goat sat on "
+    "the boat.\n",
     "Explain in two sentences what gradient checkpointing trades off during training.",
 )
 
@@ -74,15 +75,19 @@ def _decoder_layers(model) -> tuple[Any, str]:
         for attr, child in module.named_children():
             if isinstance(child, torch.nn.ModuleList) and len(child) == total:
                 return module, attr
-    raise UsageError(f"speculative decoding: {type(model).__name__} has no list of {total} decoder layers to truncate "
-                     "into a draft; use methods=('prompt_lookup',)")
+    raise UsageError(
+        f"speculative decoding: {type(model).__name__} has no list of {total} decoder layers to truncate "
+        "into a draft; use methods=('prompt_lookup',)"
+    )
 
 
 def truncated_draft(model, n_layers: int):
     """A draft model: the target's first ``n_layers`` decoder layers, embeddings and head (copied)."""
     total = model.config.num_hidden_layers
     if not 1 <= n_layers < total:
-        raise UsageError(f"SpecDecConfig.draft_layers: expected 1..{total - 1} for a {total}-layer target, got {n_layers}")
+        raise UsageError(
+            f"SpecDecConfig.draft_layers: expected 1..{total - 1} for a {total}-layer target, got {n_layers}"
+        )
     draft = copy.deepcopy(model)
     parent, attr = _decoder_layers(draft)
     setattr(parent, attr, getattr(parent, attr)[:n_layers])
@@ -120,7 +125,9 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     torch.manual_seed(cfg.seed)
-    model.generation_config.pad_token_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    model.generation_config.pad_token_id = (
+        tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    )
     prompts = list(cfg.prompts) or list(DEFAULT_PROMPTS[: cfg.n_prompts])
     draft = truncated_draft(model, cfg.draft_layers) if "truncated_draft" in cfg.methods else None
     if draft is not None:
@@ -132,8 +139,13 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
     # Warm up once so the first timed call does not pay one-off allocation costs.
     _generate(model, tok("warm up", return_tensors="pt").to(device), max_new_tokens=4)
     for i, prompt in enumerate(tqdm(prompts, desc="speculative decoding", leave=False)):
-        text = (tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
-                if getattr(tok, "chat_template", None) else prompt)
+        text = (
+            tok.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
+            if getattr(tok, "chat_template", None)
+            else prompt
+        )
         inputs = tok(text, return_tensors="pt").to(device)
         n_prompt = inputs["input_ids"].shape[1]
         log = _CallLog(model)
@@ -180,13 +192,23 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
             predicted = leviathan_speedup(alpha, gamma, c) if rounds else 1.0
             new_spec = spec.shape[1] - n_prompt
             row = {
-                "prompt": i, "method": method, "new_tokens": int(new_spec),
-                "tok_s_baseline": new_base / base_s, "tok_s_speculative": new_spec / spec_s,
+                "prompt": i,
+                "method": method,
+                "new_tokens": int(new_spec),
+                "tok_s_baseline": new_base / base_s,
+                "tok_s_speculative": new_spec / spec_s,
                 "speedup_measured": (new_spec / spec_s) / (new_base / base_s),
-                "acceptance_rate": alpha, "mean_candidates": gamma, "draft_cost_ratio": c,
-                "speedup_predicted": predicted, "fallback_rate": fallback / rounds if rounds else None,
-                "rounds": rounds, "fallback_rounds": fallback, "proposed": proposed, "accepted": accepted,
-                "target_calls_baseline": new_base, "target_calls_speculative": len(calls),
+                "acceptance_rate": alpha,
+                "mean_candidates": gamma,
+                "draft_cost_ratio": c,
+                "speedup_predicted": predicted,
+                "fallback_rate": fallback / rounds if rounds else None,
+                "rounds": rounds,
+                "fallback_rounds": fallback,
+                "proposed": proposed,
+                "accepted": accepted,
+                "target_calls_baseline": new_base,
+                "target_calls_speculative": len(calls),
                 "identical": bool(spec.shape == base.shape and torch.equal(spec, base)),
             }
             rows.append(row)
@@ -200,24 +222,44 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
     summary = {}
     for method, g in table.groupby("method"):
         summary[method] = {
-            "tok_s_baseline": float(g["tok_s_baseline"].mean()), "tok_s_speculative": float(g["tok_s_speculative"].mean()),
-            "speedup_measured": float(g["speedup_measured"].mean()), "speedup_predicted": float(g["speedup_predicted"].mean()),
+            "tok_s_baseline": float(g["tok_s_baseline"].mean()),
+            "tok_s_speculative": float(g["tok_s_speculative"].mean()),
+            "speedup_measured": float(g["speedup_measured"].mean()),
+            "speedup_predicted": float(g["speedup_predicted"].mean()),
             # pooled over prompts: accepted ÷ proposed candidates
-            "acceptance_rate": float(g["accepted"].sum() / g["proposed"].sum()) if g["proposed"].sum() else 0.0,
-            "fallback_rate": float(g["fallback_rounds"].sum() / g["rounds"].sum()) if g["rounds"].sum() else None,
-            "rounds": int(g["rounds"].sum()), "fallback_rounds": int(g["fallback_rounds"].sum()),
-            "proposed": int(g["proposed"].sum()), "accepted": int(g["accepted"].sum()),
-            "new_tokens": int(g["new_tokens"].sum()), "target_calls_speculative": int(g["target_calls_speculative"].sum()),
-            "all_identical": bool(g["identical"].all()), "n_prompts": int(len(g)),
+            "acceptance_rate": float(g["accepted"].sum() / g["proposed"].sum())
+            if g["proposed"].sum()
+            else 0.0,
+            "fallback_rate": float(g["fallback_rounds"].sum() / g["rounds"].sum())
+            if g["rounds"].sum()
+            else None,
+            "rounds": int(g["rounds"].sum()),
+            "fallback_rounds": int(g["fallback_rounds"].sum()),
+            "proposed": int(g["proposed"].sum()),
+            "accepted": int(g["accepted"].sum()),
+            "new_tokens": int(g["new_tokens"].sum()),
+            "target_calls_speculative": int(g["target_calls_speculative"].sum()),
+            "all_identical": bool(g["identical"].all()),
+            "n_prompts": int(len(g)),
             "speedups": [float(x) for x in g["speedup_measured"]],
             # per prompt (the independent unit: one prompt's rounds share its text), prompts with rounds only
-            "fallback_rates": [float(f / r) for f, r in zip(g["fallback_rounds"], g["rounds"], strict=True) if r],
+            "fallback_rates": [
+                float(f / r) for f, r in zip(g["fallback_rounds"], g["rounds"], strict=True) if r
+            ],
         }
     import plotly.graph_objects as go
 
     fig = go.Figure()
     for method, s in summary.items():
-        fig.add_bar(x=["measured", "Leviathan prediction"], y=[s["speedup_measured"], s["speedup_predicted"]], name=method)
+        fig.add_bar(
+            x=["measured", "Leviathan prediction"],
+            y=[s["speedup_measured"], s["speedup_predicted"]],
+            name=method,
+        )
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_layout(title=f"Speculative decoding speedup on {device.type} (SmolLM2-135M target)", yaxis_title="× tokens/s vs greedy", barmode="group")
+    fig.update_layout(
+        title=f"Speculative decoding speedup on {device.type} (SmolLM2-135M target)",
+        yaxis_title="× tokens/s vs greedy",
+        barmode="group",
+    )
     return {"table": table, "summary": summary, "figure": fig, "device": str(device)}

@@ -6,7 +6,7 @@ Run by any launcher that sets the env:// rendezvous variables ``RANK``/``LOCAL_R
 nbkit.zero.worker SPEC.json``) or DeepSpeed's launcher (``deepspeed --hostfile H --module
 nbkit.zero.worker SPEC.json``, which adds a ``--local_rank`` argument the worker ignores). The spec
 is written by ``nbkit.zero.ladder.write_spec``. All requested rungs (stage × offload) run in ONE process per
-rank, one after another, so the ~10 s of importing torch/transformers/deepspeed is paid once per
+rank, one after another, so the import of torch/transformers/deepspeed (seconds) is paid once per
 rank rather than once per rung.
 
 For every rung the rank writes, to ``<out_dir>/rank<R>.json``:
@@ -35,6 +35,12 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from nbkit.device import memory_probe, pick_device, watch_peak
+from nbkit.model_files import load_smollm2, tiny_llama, tiny_llama_config
+from nbkit.zero.dsconfig import build_config
+from nbkit.zero.memory import model_config
+from nbkit.zero.peak import SavedActivations
 
 
 def _storage_key(t) -> tuple[int, int]:
@@ -182,31 +188,9 @@ def _param_checksum(engine) -> float:
     return float(sum(p.detach().double().abs().sum() for p in params))
 
 
-def build_config(rung: dict, spec: dict, world: int) -> dict:
-    from nbkit.zero.dsconfig import build_ds_config
-
-    return build_ds_config(
-        stage=rung["stage"],
-        micro_batch=spec["micro_batch"],
-        grad_accum=spec.get("grad_accum", 1),
-        world_size=world,
-        precision=spec.get("precision", "fp32"),
-        offload_optimizer=rung.get("offload_optimizer", False),
-        offload_param=rung.get("offload_param", False),
-        param_persistence_threshold=rung.get("param_persistence_threshold", spec.get("param_persistence_threshold", 0)),
-        sub_group_size=rung.get("sub_group_size"),
-        bucket_elements=spec.get("bucket_elements", 200_000),
-        extra=spec.get("ds_config_extra"),
-    )
-
-
 def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device) -> dict[str, Any]:
     import deepspeed
     import torch
-
-    from nbkit.device import memory_probe, watch_peak
-    from nbkit.model_files import tiny_llama, tiny_llama_config
-    from nbkit.zero.peak import SavedActivations
 
     cfg = build_config(rung, spec, world)
     # The waterfall's baseline: what this rank holds before the model exists (freed memory of
@@ -225,16 +209,12 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     elif model_kind == "config":  # the user's architecture, scaled (nbkit.zero.ladder.scaled_config)
         from transformers import AutoModelForCausalLM
 
-        from nbkit.zero.ladder import model_config
-
         torch.manual_seed(spec["seed"])
         mc = model_config(dict(model_cfg, kind="config"))
         model = AutoModelForCausalLM.from_config(mc)
         model.train()
         vocab = mc.vocab_size
     elif model_kind == "smollm2":
-        from nbkit.model_files import load_smollm2
-
         model, _tok = load_smollm2("cpu")
         model.train()
         vocab = model.config.vocab_size
@@ -284,7 +264,12 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     mb, seq = spec["micro_batch"], spec["seq_len"]
     dev = engine.device
     for step in range(steps):
-        if fail and fail.get("rank") == rank and fail.get("step") == step and fail.get("stage", rung["stage"]) == rung["stage"]:
+        if (
+            fail
+            and fail.get("rank") == rank
+            and fail.get("step") == step
+            and fail.get("stage", rung["stage"]) == rung["stage"]
+        ):
             _inject_failure(fail.get("how", "raise"))
         t = time.perf_counter()
         phase_peak("between_steps", probe)
@@ -313,15 +298,37 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         losses.append(loss)
         mean_losses.append(mean_loss)
         if spec.get("precision") == "fp16":
-            scale_history.append({"step": step, "scale": _loss_scale(engine.optimizer), "provoked": step == overflow_step,
-                                  "overflow": bool(getattr(engine.optimizer, "overflow", False)),
-                                  "skipped": int(getattr(engine, "skipped_steps", 0)) > skipped_before})
-        progress_fh.write(json.dumps({"rung": rung["name"], "stage": rung["stage"], "step": step, "loss": loss, "mean_loss": mean_loss, "step_s": step_times[-1]}) + "\n")
+            scale_history.append(
+                {
+                    "step": step,
+                    "scale": _loss_scale(engine.optimizer),
+                    "provoked": step == overflow_step,
+                    "overflow": bool(getattr(engine.optimizer, "overflow", False)),
+                    "skipped": int(getattr(engine, "skipped_steps", 0)) > skipped_before,
+                }
+            )
+        progress_fh.write(
+            json.dumps(
+                {
+                    "rung": rung["name"],
+                    "stage": rung["stage"],
+                    "step": step,
+                    "loss": loss,
+                    "mean_loss": mean_loss,
+                    "step_s": step_times[-1],
+                }
+            )
+            + "\n"
+        )
         progress_fh.flush()
     peak_cm.__exit__(None, None, None)
     window_peak = max(int(peak.peak), *phases.values())
     states = measure_model_states(engine, include_grads=False)
-    states["buffers"] = max(states.get("buffers", 0), *(b["buffers"] for b in grad_samples)) if grad_samples else states.get("buffers", 0)
+    states["buffers"] = (
+        max(states.get("buffers", 0), *(b["buffers"] for b in grad_samples))
+        if grad_samples
+        else states.get("buffers", 0)
+    )
     states["grads"] = max(grads_bytes + pre_reduce_grads) if grads_bytes else 0
     states["grads_after_reduce"] = max(grads_bytes) if grads_bytes else 0
     if sabotaged and sabotage.get("how") == "diverge":
@@ -358,11 +365,20 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
         "step_s": step_times,
         "loss_scale_history": scale_history,
         "sub_group_size": cfg["zero_optimization"].get("sub_group_size"),
-        "n_sub_groups": len(getattr(engine.optimizer, "fp16_partitioned_groups_flat", []) or []) if rung["stage"] == 3 else None,
+        "n_sub_groups": len(getattr(engine.optimizer, "fp16_partitioned_groups_flat", []) or [])
+        if rung["stage"] == 3
+        else None,
     }
     if spec.get("checkpoint"):
-        result["checkpoint"] = _checkpoint_round_trip(engine, Path(spec["out_dir"]) / f"ckpt_{rung['name']}", spec, rank, world, vocab,
-                                                      corrupt=sabotaged and sabotage.get("how") == "corrupt_checkpoint")
+        result["checkpoint"] = _checkpoint_round_trip(
+            engine,
+            Path(spec["out_dir"]) / f"ckpt_{rung['name']}",
+            spec,
+            rank,
+            world,
+            vocab,
+            corrupt=sabotaged and sabotage.get("how") == "corrupt_checkpoint",
+        )
     engine.destroy()
     del engine, model, optimizer
     return result
@@ -423,7 +439,9 @@ def _corrupt_checkpoint(tag_dir: Path, rank: int) -> list[str]:
     """Sabotage for the round-trip check: change one number in each file this rank saved."""
     import torch
 
-    mine = sorted(tag_dir.glob(f"*zero_pp_rank_{rank}_*.pt")) or sorted(tag_dir.glob("mp_rank_00_model_states.pt"))
+    mine = sorted(tag_dir.glob(f"*zero_pp_rank_{rank}_*.pt")) or sorted(
+        tag_dir.glob("mp_rank_00_model_states.pt")
+    )
     for path in mine:
         state = torch.load(path, map_location="cpu", weights_only=False)
         t = _first_float_tensor(state)
@@ -433,7 +451,9 @@ def _corrupt_checkpoint(tag_dir: Path, rank: int) -> list[str]:
     return [p.name for p in mine]
 
 
-def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab, corrupt: bool = False) -> dict[str, Any]:
+def _checkpoint_round_trip(
+    engine, ckpt_dir: Path, spec, rank, world, vocab, corrupt: bool = False
+) -> dict[str, Any]:
     """save → one more step (state changes) → load → this rank's partition equals the saved one."""
     import torch
 
@@ -442,7 +462,9 @@ def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab, cor
     torch.distributed.barrier()  # every rank's files are written before anyone touches them
     corrupted = _corrupt_checkpoint(ckpt_dir / "rt", rank) if corrupt else []
     torch.distributed.barrier()
-    ids = _batch(999, rank, world, spec["micro_batch"], spec["seq_len"], vocab, spec["seed"]).to(engine.device)
+    ids = _batch(999, rank, world, spec["micro_batch"], spec["seq_len"], vocab, spec["seed"]).to(
+        engine.device
+    )
     out = engine(input_ids=ids, labels=ids)
     engine.backward(out.loss)
     engine.step()
@@ -450,11 +472,17 @@ def _checkpoint_round_trip(engine, ckpt_dir: Path, spec, rank, world, vocab, cor
     moved = any(not a.equal(b) for a, b in zip(before, changed, strict=False))
     engine.load_checkpoint(str(ckpt_dir), tag="rt", load_optimizer_states=True)
     after = _snapshot_partition(engine)
-    max_diff = max((float((a - b).abs().max()) if a.numel() else 0.0) for a, b in zip(before, after, strict=False)) if before else 0.0
+    max_diff = (
+        max((float((a - b).abs().max()) if a.numel() else 0.0) for a, b in zip(before, after, strict=False))
+        if before
+        else 0.0
+    )
     return {
         "tensors": len(before),
         "state_changed_after_save": bool(moved),
-        "restored_equal": bool(len(before) == len(after) and all(a.equal(b) for a, b in zip(before, after, strict=False))),
+        "restored_equal": bool(
+            len(before) == len(after) and all(a.equal(b) for a, b in zip(before, after, strict=False))
+        ),
         "max_abs_diff": max_diff,
         "corrupted_files": corrupted,
     }
@@ -487,15 +515,19 @@ def _quiet_deepspeed() -> None:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m nbkit.zero.worker", description="one ZeRO ladder rank (env:// rendezvous)")
+    ap = argparse.ArgumentParser(
+        prog="python -m nbkit.zero.worker", description="one ZeRO ladder rank (env:// rendezvous)"
+    )
     ap.add_argument("spec", help="spec JSON written by nbkit.zero.ladder.write_spec")
     # DeepSpeed's launcher appends --local_rank=N; LOCAL_RANK in the environment says the same.
     ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     args, _unknown = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
-        sys.stderr.write(f"nbkit.zero.worker: error: {', '.join(missing)} not set; start it under torchrun, "
-                         "DeepSpeed's launcher or nbkit.zero.launch\n")
+        sys.stderr.write(
+            f"nbkit.zero.worker: error: {', '.join(missing)} not set; start it under torchrun, "
+            "DeepSpeed's launcher or nbkit.zero.launch\n"
+        )
         return 2
     spec_path = Path(args.spec)
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
@@ -512,8 +544,6 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_deepspeed()
         import torch
 
-        from nbkit.device import pick_device
-
         device = pick_device(spec.get("device", "auto"))
         if device.type == "cpu":  # DeepSpeed picks its accelerator at import: say CPU before importing it
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -528,7 +558,9 @@ def main(argv: list[str] | None = None) -> int:
         faulthandler.register(signal.SIGUSR1, all_threads=False)
         import deepspeed
 
-        ds_torch_comm = sys.modules["deepspeed.comm.torch"]  # (deepspeed.comm.torch as an attribute is torch itself)
+        ds_torch_comm = sys.modules[
+            "deepspeed.comm.torch"
+        ]  # (deepspeed.comm.torch as an attribute is torch itself)
 
         # DeepSpeed JIT-compiles a shared-memory all-reduce C++ op for CPU ranks at init; it serves
         # only inference_all_reduce (tensor-parallel inference), not ZeRO training, and the first
@@ -550,10 +582,19 @@ def main(argv: list[str] | None = None) -> int:
                 # buffers, kernels, lazily imported modules); pay that before any measured rung, so
                 # it is not charged to whichever stage happens to run first.
                 # Each optimizer family (stage 0, ZeRO-1/2, ZeRO-3) has its own one-time growth.
-                for stage in sorted({min(r["stage"], 2) if r["stage"] else 0 for r in spec["rungs"]} | ({3} & {r["stage"] for r in spec["rungs"]})):
+                for stage in sorted(
+                    {min(r["stage"], 2) if r["stage"] else 0 for r in spec["rungs"]}
+                    | ({3} & {r["stage"] for r in spec["rungs"]})
+                ):
                     warm = {"name": f"warm_up{stage}", "stage": stage, "param_persistence_threshold": 0}
-                    run_rung(warm, dict(spec, steps=1, checkpoint=False, fail=None, sabotage=None, overflow_step=-1), rank, world,
-                             io.StringIO(), device)
+                    run_rung(
+                        warm,
+                        dict(spec, steps=1, checkpoint=False, fail=None, sabotage=None, overflow_step=-1),
+                        rank,
+                        world,
+                        io.StringIO(),
+                        device,
+                    )
             for rung in spec["rungs"]:
                 results.append(run_rung(rung, spec, rank, world, progress_fh, device))
                 result_path.write_text(json.dumps({"ok": True, "done": False, "results": results}))
@@ -565,7 +606,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BaseException as exc:  # report any failure with its traceback tail, then exit non-zero
         tb = traceback.format_exc()
-        result_path.write_text(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": tb[-4000:], "results": results}))
+        result_path.write_text(
+            json.dumps(
+                {
+                    "ok": False,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": tb[-4000:],
+                    "results": results,
+                }
+            )
+        )
         sys.stderr.write(tb)
         sys.stderr.flush()
         return 1

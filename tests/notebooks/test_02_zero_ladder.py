@@ -35,11 +35,17 @@ def test_claims_rows_have_the_one_shape(metrics):
         assert rows[key]["verdict"] == "holds", rows[key]
     assert rows["batch_identity"]["verdict"] == "refuted"
     assert rows["sub_group_size"]["verdict"] == "refuted"
-    assert rows["fallback_rate"]["verdict"] in {"holds", "refuted", "inconclusive"}  # measured on CPU, never "needs GPU"
+    assert rows["fallback_rate"]["verdict"] in {
+        "holds",
+        "refuted",
+        "inconclusive",
+    }  # measured on CPU, never "needs GPU"
     for key in ("zero1_saves", "zero2_saves", "zero3_saves", "estimator2_under", "estimator3_under"):
         assert rows[key]["verdict"] in {"holds", "refuted", "inconclusive"}, rows[key]
     if metrics["device"] == "cpu":
-        assert rows["loss_scale"]["verdict"] == "needs GPU" and "not measured" in rows["loss_scale"]["measured"]
+        assert (
+            rows["loss_scale"]["verdict"] == "needs GPU" and "not measured" in rows["loss_scale"]["measured"]
+        )
         assert rows["fragmentation"]["verdict"] == "needs GPU"
 
 
@@ -47,7 +53,11 @@ def test_headline_and_drill(metrics):
     head = metrics["headline"]
     assert 3 <= len(head) <= 6 and head["model_params_billion"] == pytest.approx(6.738, abs=1e-3)
     drill = metrics["failure_drill"]
-    assert drill["detected"] and drill["reported_rank"] == drill["expected_rank"] and drill["leftover_processes"] == []
+    assert (
+        drill["detected"]
+        and drill["reported_rank"] == drill["expected_rank"]
+        and drill["leftover_processes"] == []
+    )
 
 
 def test_fragmentation_and_speculative(metrics):

@@ -10,9 +10,10 @@ def _ys(panel):
 
 
 def test_memory_panel_reacts_to_world_size():
-    from nbkit.zero.panels import memory_panel
+    from nbkit.zero.panels import ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
-    panel = memory_panel(widget=True)
+    panel = zero_panel("memory", ZeroContext(), widget=True)
     panel.controls["model"].value = "SmolLM2-135M"
     panel.controls["world_size"].value = 2
     panel.click()
@@ -22,17 +23,28 @@ def test_memory_panel_reacts_to_world_size():
     panel.click()
     assert panel.error is None, panel.error
     assert _ys(panel) != before
-    assert panel.result.metrics["n_params"] == 134_515_008
+    assert panel.result.metrics.n_params == 134_515_008
 
 
 @pytest.mark.slow
 def test_ladder_panel_click_runs_ranks_and_streams_losses():
-    from nbkit.zero.config import LadderConfig
-    from nbkit.zero.panels import ladder_panel
+    from nbkit.zero.panels import ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
-    cfg = LadderConfig(stages=(0, 3), steps=2, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2,
-                       checkpoint=False, device="cpu", timeout_s=200)
-    panel = ladder_panel(cfg, widget=True)
+    panel = zero_panel(
+        "ladder",
+        ZeroContext("cpu"),
+        widget=True,
+        stages=(0, 3),
+        steps=2,
+        show_persistence=False,
+        sub_group_elements=0,
+        hidden_size=64,
+        num_hidden_layers=2,
+        checkpoint=False,
+        device="cpu",
+        timeout_s=200,
+    )
     panel.controls["steps"].value = 2
     panel.click()
     assert panel.error is None, panel.error
@@ -46,10 +58,10 @@ def test_ladder_panel_click_runs_ranks_and_streams_losses():
 
 
 def test_bad_input_becomes_one_readable_line():
-    from nbkit.zero.config import LadderConfig
-    from nbkit.zero.panels import ladder_panel
+    from nbkit.zero.panels import ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
-    panel = ladder_panel(LadderConfig(device="cpu"), widget=True)
+    panel = zero_panel("ladder", ZeroContext("cpu"), widget=True, device="cpu")
     panel.controls["stages"].value = ()
     panel.click()
     assert panel.error and "pick at least one ZeRO stage" in panel.error
@@ -61,16 +73,37 @@ def test_bad_input_becomes_one_readable_line():
 def test_crossover_panel_names_a_bad_size_and_the_memory_panel_takes_a_ds_config(tmp_path):
     import json
 
-    from nbkit.zero.panels import crossover_panel, memory_panel
+    from nbkit.zero.panels import ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
 
-    panel = crossover_panel(widget=True)
+    ctx = ZeroContext()
+    panel = zero_panel("crossover", ctx, widget=True)
     panel.controls["sizes"].value = "512x8,big"
     panel.click()
     assert panel.error and "CrossoverConfig.sizes: item 'big': expected HIDDENxLAYERS" in panel.error
     ds = tmp_path / "ds.json"
-    ds.write_text(json.dumps({"train_batch_size": 16, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}))
-    mem = memory_panel(widget=True)
+    ds.write_text(
+        json.dumps(
+            {
+                "train_batch_size": 16,
+                "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+            }
+        )
+    )
+    mem = zero_panel("memory", ctx, widget=True)
     mem.controls["ds_config"].value = str(ds)
     mem.click()
     assert mem.error is None, mem.error
-    assert mem.result.metrics["plan"]["stage"] == 2 and mem.result.metrics["plan"]["offload_optimizer"] is True
+    assert mem.result.metrics.plan["stage"] == 2 and mem.result.metrics.plan["offload_optimizer"] is True
+
+
+def test_every_zero_experiment_has_a_panel_and_an_unknown_field_is_named():
+    from nbkit.errors import UsageError
+    from nbkit.zero.panels import REGISTRY, ZeroContext
+    from nbkit.zero.panels import panel as zero_panel
+
+    ctx = ZeroContext("cpu")
+    for slug in REGISTRY.slugs:
+        assert zero_panel(slug, ctx, smoke=True, widget=False).params == REGISTRY[slug].Config.smoke()
+    with pytest.raises(UsageError, match="LadderConfig has no field stepz"):
+        zero_panel("ladder", ctx, stepz=3)

@@ -17,7 +17,7 @@ from nbkit.errors import UsageError
 
 THEMES = ["kg", "zero", "signatures", "audit"]
 # Themes still being moved onto the contract (emptied as each lands).
-PENDING = {"zero"}
+PENDING: set[str] = set()
 
 
 def _theme(name):

@@ -1,5 +1,6 @@
 """Launcher: pre-flight refusals, a real 2-rank ladder, a rank killed mid-run, a hang — no zombies."""
 
+import dataclasses
 import socket
 
 import psutil
@@ -43,8 +44,19 @@ def test_hostfile_lines_are_validated(tmp_path):
 
 @pytest.fixture(scope="module")
 def ladder():
-    return run_ladder(LadderConfig(stages=(0, 1, 2, 3), world_size=2, steps=2, hidden_size=64, num_hidden_layers=2,
-                                   sub_group_elements=20_000, device="cpu", checkpoint=True, timeout_s=240))
+    return run_ladder(
+        LadderConfig(
+            stages=(0, 1, 2, 3),
+            world_size=2,
+            steps=2,
+            hidden_size=64,
+            num_hidden_layers=2,
+            sub_group_elements=20_000,
+            device="cpu",
+            checkpoint=True,
+            timeout_s=240,
+        )
+    )
 
 
 @pytest.mark.slow
@@ -59,12 +71,12 @@ def test_ladder_measures_partitioned_bytes(ladder):
     assert rows[("stage3", 0)]["params_bytes"] == pytest.approx(n, rel=0.02)
     # DeepSpeed's default persistence threshold keeps a small model's params whole on every rank.
     assert rows[("stage3_default_persistence", 0)]["params_bytes"] > 2 * n
-    for stage, ratio in ladder.metrics["bytes_vs_formula"].items():
+    for stage, ratio in ladder.metrics.bytes_vs_formula.items():
         assert ratio == pytest.approx(1.0, abs=0.05), stage
     # A smaller sub_group_size splits the optimizer step into more groups; the shard stays Ψ/N.
-    sg = ladder.metrics["sub_group"]
-    assert sg["n_sub_groups_small"] > sg["n_sub_groups_default"]
-    assert sg["shard_bytes_small"] == pytest.approx(sg["shard_bytes_default"], rel=0.01)
+    sg = ladder.metrics.sub_group
+    assert sg.n_sub_groups_small > sg.n_sub_groups_default
+    assert sg.shard_bytes_small == pytest.approx(sg.shard_bytes_default, rel=0.01)
 
 
 @pytest.mark.slow
@@ -72,17 +84,20 @@ def test_the_claims_read_what_the_real_ladder_writes(ladder):
     from nbkit.zero import claims as zc
 
     m = ladder.metrics
-    # the field-note peak rows read each rank's measured peak; on 2 CPU ranks they say what would decide them ...
+    # the field-note peak rows read each rank's measured peak; on 2 CPU ranks they say what would decide
+    # them ...
     got, why = zc.field_note_peak_gb(m, 1, zc.llama2_7b_params())
-    assert got is None and f"Ψ = {m['n_params']:,} on 2 cpu rank(s)" in why
-    # ... and in the field notes' setting (8 CUDA ranks, that Ψ) the same key of this real run is the measurement
-    measured = m["peak"]["stage1"]["measured"]
+    assert got is None and f"Ψ = {m.n_params:,} on 2 cpu rank(s)" in why
+    # ... and in the field notes' setting (8 CUDA ranks, that Ψ) the same field of this real run is the
+    # measurement
+    measured = m.peak["stage1"].measured
     assert len(measured) == 2 and min(measured) > 0
-    as_if = dict(m, ranks_device="cuda", world_size=8)
-    assert zc.field_note_peak_gb(as_if, 1, m["n_params"])[0] == (min(measured) / 1e9, max(measured) / 1e9)
-    # persistence is measured (two stage-3 rungs), not restated: at this size every tensor is under DeepSpeed's 1e5
-    p = m["persistence"]
-    assert p["tensors_kept_whole"] == p["tensors"] and len(p["measured_extra_bytes"]) == 2
+    as_if = dataclasses.replace(m, ranks_device="cuda", world_size=8)
+    assert zc.field_note_peak_gb(as_if, 1, m.n_params)[0] == (min(measured) / 1e9, max(measured) / 1e9)
+    # persistence is measured (two stage-3 rungs), not restated: at this size every tensor is under
+    # DeepSpeed's 1e5
+    p = m.persistence
+    assert p.tensors_kept_whole == p.tensors and len(p.measured_extra_bytes) == 2
     assert zc.verdict_persistence(m).verdict == "holds", zc.verdict_persistence(m).why
 
 
@@ -91,21 +106,43 @@ def test_ladder_losses_agree_and_replicas_stay_in_sync(ladder):
     checks = ladder.data["checks"]
     assert checks["loss_agree"], checks
     assert checks["replicas_in_sync"], checks["replica_detail"]
-    assert ladder.metrics["checkpoint_round_trip_ok"] is True
-    assert all(r["checkpoint"]["restored_equal"] and r["checkpoint"]["state_changed_after_save"] for r in ladder.data["ladder"])
-    assert ladder.metrics["monitor_samples"] > 3
+    assert ladder.metrics.checkpoint_round_trip_ok is True
+    assert all(
+        r["checkpoint"]["restored_equal"] and r["checkpoint"]["state_changed_after_save"]
+        for r in ladder.data["ladder"]
+    )
+    assert ladder.metrics.monitor_samples > 3
 
 
 def _ranks_gone(pids):
-    return [p for p in pids.values() if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    return [
+        p
+        for p in pids.values()
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 @pytest.mark.slow
 def test_killed_rank_is_named_and_nothing_is_left():
     pids = {}
     with pytest.raises(RankFailed, match="rank 1 failed: killed by SIGKILL") as info:
-        run_ladder(LadderConfig(stages=(1,), world_size=2, steps=3, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=120),
-                   on_start=pids.update, fail={"rank": 1, "step": 1, "how": "kill"})
+        run_ladder(
+            LadderConfig(
+                stages=(1,),
+                world_size=2,
+                steps=3,
+                show_persistence=False,
+                sub_group_elements=0,
+                hidden_size=64,
+                num_hidden_layers=2,
+                checkpoint=False,
+                warm_up=False,
+                device="cpu",
+                timeout_s=120,
+            ),
+            on_start=pids.update,
+            fail={"rank": 1, "step": 1, "how": "kill"},
+        )
     assert not isinstance(info.value, RankTimeout)
     assert not _ranks_gone(pids)
 
@@ -114,8 +151,23 @@ def test_killed_rank_is_named_and_nothing_is_left():
 def test_hung_rank_times_out_and_is_located():
     pids = {}
     with pytest.raises(RankTimeout, match="rank 1 was stuck outside any collective") as info:
-        run_ladder(LadderConfig(stages=(0,), world_size=2, steps=3, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=35),
-                   on_start=pids.update, fail={"rank": 1, "step": 1, "how": "hang"})
+        run_ladder(
+            LadderConfig(
+                stages=(0,),
+                world_size=2,
+                steps=3,
+                show_persistence=False,
+                sub_group_elements=0,
+                hidden_size=64,
+                num_hidden_layers=2,
+                checkpoint=False,
+                warm_up=False,
+                device="cpu",
+                timeout_s=35,
+            ),
+            on_start=pids.update,
+            fail={"rank": 1, "step": 1, "how": "hang"},
+        )
     assert info.value.rank == 1
     assert not _ranks_gone(pids)
 
@@ -123,8 +175,22 @@ def test_hung_rank_times_out_and_is_located():
 @pytest.mark.slow
 def test_rank_exception_surfaces_its_traceback():
     with pytest.raises(RankFailed) as info:
-        run_ladder(LadderConfig(stages=(2,), world_size=2, steps=2, show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2, checkpoint=False, warm_up=False, device="cpu", timeout_s=120),
-                   fail={"rank": 0, "step": 0, "how": "raise"})
+        run_ladder(
+            LadderConfig(
+                stages=(2,),
+                world_size=2,
+                steps=2,
+                show_persistence=False,
+                sub_group_elements=0,
+                hidden_size=64,
+                num_hidden_layers=2,
+                checkpoint=False,
+                warm_up=False,
+                device="cpu",
+                timeout_s=120,
+            ),
+            fail={"rank": 0, "step": 0, "how": "raise"},
+        )
     assert info.value.rank == 0
     assert "injected failure" in str(info.value)
     assert "_inject_failure" in info.value.traceback_tail
@@ -132,12 +198,30 @@ def test_rank_exception_surfaces_its_traceback():
 
 @pytest.mark.slow
 def test_offload_rungs_run_and_account_for_fp32_grad_partition():
-    out = run_ladder(LadderConfig(stages=(2, 3), world_size=2, steps=1, device="cpu", offload_optimizer=True, offload_param=True,
-                                  show_persistence=False, sub_group_elements=0, hidden_size=64, num_hidden_layers=2,
-                                  checkpoint=False, timeout_s=200))
+    out = run_ladder(
+        LadderConfig(
+            stages=(2, 3),
+            world_size=2,
+            steps=1,
+            device="cpu",
+            offload_optimizer=True,
+            offload_param=True,
+            show_persistence=False,
+            sub_group_elements=0,
+            hidden_size=64,
+            num_hidden_layers=2,
+            checkpoint=False,
+            timeout_s=200,
+        )
+    )
     for r in out.data["ladder"]:
         assert r["offload_fp32_grad_bytes"] > 0
-        assert r["ratio_accounted"] == pytest.approx(1.0, abs=0.05), (r["rung"], r["rank"], r["ratio"], r["ratio_accounted"])
+        assert r["ratio_accounted"] == pytest.approx(1.0, abs=0.05), (
+            r["rung"],
+            r["rank"],
+            r["ratio"],
+            r["ratio_accounted"],
+        )
 
 
 @pytest.mark.slow
@@ -151,8 +235,9 @@ def test_real_ladder_metrics_feed_the_verdicts(ladder):
     assert zc.verdict_replicas(m).verdict == "holds"
     assert zc.verdict_checkpoint(m).verdict == "holds"
     assert zc.verdict_sub_group_size(m).verdict == "refuted"  # the shard is Ψ/N whatever sub_group_size says
-    assert {k: len(v["growth"]) for k, v in m["peak"].items() if k in ("stage0", "stage1", "stage2", "stage3")} == dict.fromkeys(
-        ("stage0", "stage1", "stage2", "stage3"), 2)
+    assert {
+        k: len(v.growth) for k, v in m.peak.items() if k in ("stage0", "stage1", "stage2", "stage3")
+    } == dict.fromkeys(("stage0", "stage1", "stage2", "stage3"), 2)
     for stage in (1, 2, 3):
         assert zc.verdict_zero_saves_memory(m, stage).verdict in {"holds", "refuted", "inconclusive"}
     for row in ladder.data["ladder"]:
@@ -163,18 +248,34 @@ def test_real_ladder_metrics_feed_the_verdicts(ladder):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("sabotage", "metric", "verdict_fn"), [
-    ("diverge", "replicas_in_sync", "verdict_replicas"),
-    ("corrupt_checkpoint", "checkpoint_round_trip_ok", "verdict_checkpoint"),
-])
+@pytest.mark.parametrize(
+    ("sabotage", "metric", "verdict_fn"),
+    [
+        ("diverge", "replicas_in_sync", "verdict_replicas"),
+        ("corrupt_checkpoint", "checkpoint_round_trip_ok", "verdict_checkpoint"),
+    ],
+)
 def test_silent_failure_checks_catch_a_broken_run(sabotage, metric, verdict_fn):
     """The checks can say no: a rank nudged off its replicas, or a checkpoint file altered on disk."""
     from nbkit.zero import claims as zc
 
-    out = run_ladder(LadderConfig(stages=(1,), world_size=2, steps=1, show_persistence=False, sub_group_elements=0, hidden_size=64,
-                                  num_hidden_layers=2, checkpoint=True, sabotage=sabotage, warm_up=False, device="cpu",
-                                  timeout_s=200))
-    assert out.metrics[metric] is False
+    out = run_ladder(
+        LadderConfig(
+            stages=(1,),
+            world_size=2,
+            steps=1,
+            show_persistence=False,
+            sub_group_elements=0,
+            hidden_size=64,
+            num_hidden_layers=2,
+            checkpoint=True,
+            sabotage=sabotage,
+            warm_up=False,
+            device="cpu",
+            timeout_s=200,
+        )
+    )
+    assert getattr(out.metrics, metric) is False
     assert getattr(zc, verdict_fn)(out.metrics).verdict == "refuted"
     if sabotage == "corrupt_checkpoint":
-        assert out.metrics["replicas_in_sync"] is True  # the weights in memory were never touched
+        assert out.metrics.replicas_in_sync is True  # the weights in memory were never touched

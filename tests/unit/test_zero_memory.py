@@ -27,7 +27,9 @@ def test_offload_moves_states_to_cpu():
     assert f["cpu"] == pytest.approx(12 * 1000 / 4 + 2 * 1000 / 4)
 
 
-@pytest.mark.parametrize("bad", [dict(stage=4), dict(stage=2, offload_param=True), dict(stage=0, offload_optimizer=True)])
+@pytest.mark.parametrize(
+    "bad", [dict(stage=4), dict(stage=2, offload_param=True), dict(stage=0, offload_optimizer=True)]
+)
 def test_bad_combinations_raise(bad):
     stage = bad.pop("stage")
     with pytest.raises(ValueError):
@@ -37,7 +39,9 @@ def test_bad_combinations_raise(bad):
 def test_deepspeed_estimators_are_called_not_copied():
     size = ModelSize("m", 10**9, 10**7)
     z2 = deepspeed_estimate(size, 8, 2)
-    assert z2["device"] == pytest.approx(2 * 10**9 + 18 * 10**9 / 8)  # DeepSpeed counts 18Ψ/N, not the paper's 14Ψ/N
+    assert z2["device"] == pytest.approx(
+        2 * 10**9 + 18 * 10**9 / 8
+    )  # DeepSpeed counts 18Ψ/N, not the paper's 14Ψ/N
     z3 = deepspeed_estimate(size, 8, 3, offload_optimizer=True, offload_param=True)
     assert z3["cpu"] == pytest.approx(10**9 * 18 * 1.5)  # the 1.5 buffer factor applies to CPU memory
     assert deepspeed_estimate(size, 8, 1)["device"] is None

@@ -48,10 +48,10 @@ def test_fragmentation_on_cpu_says_needs_cuda():
     from nbkit.zero.experiments import run_fragmentation
 
     out = run_fragmentation(FragmentationConfig(steps=2, device="cpu"))
-    assert out.metrics["needs_cuda"] is True
-    assert "inactive_split" in out.metrics["unavailable"]
+    assert out.metrics.needs_cuda is True
+    assert "inactive_split" in out.metrics.unavailable
     # real tensor accounting of one AdamW step: Adam's two moments equal 2× the parameter bytes
-    peak = out.metrics["tensor_bytes_peak"]
+    peak = out.metrics.tensor_bytes_peak
     assert peak["Optstate"] == pytest.approx(2 * peak["Parameter"], rel=0.01)
 
 
@@ -64,11 +64,19 @@ def test_fragmentation_on_cuda_measures_gap_ratio():
     from nbkit.zero.config import FragmentationConfig
     from nbkit.zero.experiments import run_fragmentation
 
-    out = run_fragmentation(FragmentationConfig(steps=6, intervals=(2,), expandable_segments=(False,), model="tiny Llama",
-                                                seq_len=64, device="cuda"))
-    assert out.metrics["needs_cuda"] is False
-    assert out.metrics["runs"][0]["checkpoints"] == 3
-    assert set(out.metrics["gap_ratios"]) == {"2/False"} and len(out.metrics["gap_ratios"]["2/False"]) == 6
+    out = run_fragmentation(
+        FragmentationConfig(
+            steps=6,
+            intervals=(2,),
+            expandable_segments=(False,),
+            model="tiny Llama",
+            seq_len=64,
+            device="cuda",
+        )
+    )
+    assert out.metrics.needs_cuda is False
+    assert out.metrics.runs[0]["checkpoints"] == 3
+    assert set(out.metrics.gap_ratios) == {"2/False"} and len(out.metrics.gap_ratios["2/False"]) == 6
 
 
 @pytest.mark.slow
@@ -79,14 +87,17 @@ def test_speculative_decoding_saves_target_passes_on_a_self_repeating_prompt():
     from nbkit.zero.experiments import run_specdec
 
     repeat = "Copy this list exactly:\n" + "- alpha beta gamma delta epsilon\n" * 6
-    out = run_specdec(SpecDecConfig(methods=("prompt_lookup",), prompts=(repeat,), max_new_tokens=24, device="cpu"))
-    s = out.metrics["summary"]["prompt_lookup"]
-    assert s["all_identical"]
-    assert s["acceptance_rate"] > 0 and s["accepted"] > 0
-    assert s["target_calls_speculative"] < s["new_tokens"]
-    assert s["rounds"] > 0 and 0 <= s["fallback_rounds"] <= s["rounds"]
-    # one prompt: one per-prompt fallback rate (the claim's unit), and the claim says one prompt decides nothing
-    assert s["fallback_rates"] == [s["fallback_rounds"] / s["rounds"]]
+    out = run_specdec(
+        SpecDecConfig(methods=("prompt_lookup",), prompts=(repeat,), max_new_tokens=24, device="cpu")
+    )
+    s = out.metrics.summary["prompt_lookup"]
+    assert s.all_identical
+    assert s.acceptance_rate > 0 and s.accepted > 0
+    assert s.target_calls_speculative < s.new_tokens
+    assert s.rounds > 0 and 0 <= s.fallback_rounds <= s.rounds
+    # one prompt: one per-prompt fallback rate (the claim's unit), and the claim says one prompt decides
+    # nothing
+    assert s.fallback_rates == [s.fallback_rounds / s.rounds]
     from nbkit.zero.claims import verdict_fallback_rate
 
     assert verdict_fallback_rate(s).verdict == "inconclusive" and "one prompt" in verdict_fallback_rate(s).why
@@ -102,12 +113,16 @@ def test_speculative_decoding_runs_a_users_model_directory(tmp_path):
     from nbkit.zero.experiments import run_specdec
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir())
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=256)).save_pretrained(tmp_path)
+    GPT2LMHeadModel(
+        GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=256)
+    ).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    out = run_specdec(SpecDecConfig(model_path=str(tmp_path), draft_layers=1, n_prompts=1, max_new_tokens=8, device="cpu"))
-    s = out.metrics["summary"]
+    out = run_specdec(
+        SpecDecConfig(model_path=str(tmp_path), draft_layers=1, n_prompts=1, max_new_tokens=8, device="cpu")
+    )
+    s = out.metrics.summary
     assert set(s) == {"prompt_lookup", "truncated_draft"}
-    assert s["truncated_draft"]["all_identical"] and s["truncated_draft"]["rounds"] > 0
+    assert s["truncated_draft"].all_identical and s["truncated_draft"].rounds > 0
 
 
 @pytest.mark.parametrize("path, match", [("does/not/exist", "does/not/exist"), ("", None)])

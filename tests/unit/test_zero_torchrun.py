@@ -22,8 +22,18 @@ def test_two_node_torchrun_stage3_halves_the_parameters(tmp_path):
     from nbkit.zero.config import LadderConfig
     from nbkit.zero.ladder import write_spec
 
-    cfg = LadderConfig(stages=(3,), world_size=2, steps=1, precision="fp32", show_persistence=False, sub_group_elements=0,
-                       hidden_size=64, num_hidden_layers=2, checkpoint=False, device="cpu")
+    cfg = LadderConfig(
+        stages=(3,),
+        world_size=2,
+        steps=1,
+        precision="fp32",
+        show_persistence=False,
+        sub_group_elements=0,
+        hidden_size=64,
+        num_hidden_layers=2,
+        checkpoint=False,
+        device="cpu",
+    )
     spec = write_spec(cfg, tmp_path / "spec.json")
     port = free_port()
     torchrun = Path(sys.executable).with_name("torchrun")
@@ -31,11 +41,37 @@ def test_two_node_torchrun_stage3_halves_the_parameters(tmp_path):
     agents = []
     for node in (0, 1):
         log = open(tmp_path / f"node{node}.log", "wb")
-        agents.append((subprocess.Popen(
-            [str(torchrun), "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node),
-             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "nbkit-two-node",
-             "--max-restarts", "0", "-m", "nbkit.zero.worker", str(spec)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log))
+        agents.append(
+            (
+                subprocess.Popen(
+                    [
+                        str(torchrun),
+                        "--nnodes",
+                        "2",
+                        "--nproc-per-node",
+                        "1",
+                        "--node-rank",
+                        str(node),
+                        "--rdzv-backend",
+                        "c10d",
+                        "--rdzv-endpoint",
+                        f"127.0.0.1:{port}",
+                        "--rdzv-id",
+                        "nbkit-two-node",
+                        "--max-restarts",
+                        "0",
+                        "-m",
+                        "nbkit.zero.worker",
+                        str(spec),
+                    ],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                ),
+                log,
+            )
+        )
     try:
         for proc, _log in agents:
             proc.wait(timeout=300)
