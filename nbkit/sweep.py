@@ -42,25 +42,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from nbkit import runfolder as rf
+import nbkit.runfolder as rf
+from nbkit.catalog import resolve_notebook
+from nbkit.claims import as_claims
+from nbkit.errors import RunError
+from nbkit.execute import Job, NotebookResult, execute, kernel_exists
+from nbkit.params import check_parameters, notebook_parameters, parse_value
+from nbkit.pool import execute_jobs
+from nbkit.publish import keep_unfinished, make_tmp_beside, prepare_output
 from nbkit.record import read_notebook
 from nbkit.report import PLOTLY_JS, ensure_plotly_js
 from nbkit.runfolder import move_in, write_atomic
-from nbkit.runner import (
-    Job,
-    NotebookResult,
-    RunError,
-    _kernel_exists,
-    check_parameters,
-    execute,
-    execute_jobs,
-    keep_unfinished,
-    make_tmp_beside,
-    notebook_parameters,
-    parse_value,
-    prepare_output,
-    resolve_notebook,
-)
 
 MAX_RUNS = 256  # more than this needs --yes: a typo in a grid must not start a day of work
 
@@ -234,8 +226,6 @@ def scalar_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def claim_verdicts(recorded: Any) -> dict[str, str]:
     """``{"verdict: <claim key or text>": verdict}`` for a run's recorded claims (none if unreadable)."""
-    from nbkit.claims import as_claims
-
     try:
         claims = as_claims(recorded) if isinstance(recorded, list) else []
     except (TypeError, ValueError):
@@ -428,7 +418,7 @@ def run_sweep(
     client = None
     if scheduler:
         client = connect(scheduler)
-    elif not _kernel_exists(kernel):
+    elif not kernel_exists(kernel):
         raise RunError(f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)")
     try:
         if resume is None:

@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nbkit.errors import UsageError
+import nbkit.catalog as catalog
+from nbkit.errors import UsageError, main_error
 
 MANIFEST = ".nbkit-init.json"
 COPIED = ("[0-9][0-9]_*.ipynb", "reference_seconds.json")
@@ -32,9 +34,7 @@ def _sha256(path: Path) -> str:
 
 def source_files() -> list[Path]:
     """The files ``init`` copies: the packaged notebooks and their reference seconds."""
-    from nbkit.runner import packaged_notebooks_dir
-
-    root = packaged_notebooks_dir()
+    root = catalog.packaged_notebooks_dir()
     files = sorted(p for pattern in COPIED for p in root.glob(pattern))
     if not any(p.suffix == ".ipynb" for p in files):
         raise UsageError(f"no notebooks came with this nbkit (looked in {root}); reinstall it: pip install --force-reinstall nbkit")
@@ -132,8 +132,6 @@ def lab_command(folder: Path | str, *, port: int | None = None, browser: bool = 
 
 def kernel_python(env: dict[str, str] | None = None) -> str | None:
     """The interpreter the ``python3`` kernel would start (``None`` without one), as seen with ``env``."""
-    import subprocess
-
     code = ("import sys\nfrom jupyter_client.kernelspec import KernelSpecManager\n"
             "try:\n    argv = KernelSpecManager().get_kernel_spec('python3').argv\nexcept Exception:\n    sys.exit(3)\n"
             "exe = argv[0]\n"
@@ -173,8 +171,6 @@ def add_commands(sub) -> None:
 
 
 def cmd_init(args) -> int:
-    from nbkit.errors import main_error
-
     try:
         res = init(args.dir)
     except UsageError as exc:
@@ -187,8 +183,6 @@ def cmd_init(args) -> int:
 
 
 def cmd_lab(args) -> int:
-    from nbkit.errors import main_error
-
     folder = args.dir if args.dir is not None else ("notebooks" if Path("notebooks").is_dir() else ".")
     try:
         cmd, env = lab_command(folder, port=args.port, browser=not args.no_browser)
@@ -201,6 +195,4 @@ def cmd_lab(args) -> int:
     print(f"JupyterLab on {Path(folder).resolve()}, kernel python3 = {sys.executable}", flush=True)
     if os.name == "posix":
         os.execve(cmd[0], cmd, env)  # Ctrl-C and the server's own shutdown prompt go straight to JupyterLab
-    import subprocess
-
     return subprocess.call(cmd, env=env)

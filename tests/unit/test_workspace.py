@@ -211,8 +211,8 @@ def test_run_folders_find_the_runs_beside_the_current_run_and_here(tmp_path, mon
 
 
 def test_init_without_packaged_notebooks_says_to_reinstall(tmp_path, monkeypatch):
-    import nbkit.runner
+    import nbkit.catalog
 
-    monkeypatch.setattr(nbkit.runner, "packaged_notebooks_dir", lambda: tmp_path / "empty")
+    monkeypatch.setattr(nbkit.catalog, "packaged_notebooks_dir", lambda: tmp_path / "empty")
     with pytest.raises(UsageError, match="no notebooks came with this nbkit"):
         workspace.init(tmp_path / "nb")
