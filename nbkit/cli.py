@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import re
 import shutil
 import signal
@@ -18,13 +19,31 @@ import sys
 import time
 from pathlib import Path
 
+from nbkit.catalog import available_notebooks
+from nbkit.doctor import doctor_report
 from nbkit.errors import UsageError, main_error
+from nbkit.execute import skip_uri_grammar
+from nbkit.params import notebook_parameters, parse_value
+from nbkit.runfolder import OutputError
+from nbkit.runner import run_notebooks
+from nbkit.sweep import MAX_RUNS, run_sweep
+from nbkit.workspace import add_commands
+
+# `nbkit audit` and `nbkit diagnose` are the audit theme's commands (diagnose reuses the audit's). An
+# install where that theme cannot be imported still runs every other command; those two say why.
+_THEMES_MISSING = ""
+try:
+    from nbkit.audit import cli as audit_cli
+    from nbkit.diagnose import cli as diagnose_cli
+except ImportError as exc:  # pragma: no cover - a broken or partial install
+    audit_cli = diagnose_cli = None  # type: ignore[assignment]
+    _THEMES_MISSING = str(exc)
+
+__all__ = ["OWN_RUN_EXAMPLES", "build_parser", "doctor_report", "main", "parse_params"]
 
 
 def parse_params(pairs: list[list[str]] | None) -> dict:
     """``-p KEY VALUE`` pairs as a dict; a key given twice is a UsageError (not a silent last-wins)."""
-    from nbkit.runner import parse_value
-
     params: dict = {}
     for key, value in pairs or []:
         if key in params:
@@ -37,11 +56,6 @@ _USAGE_RAISED = re.compile(r" raised (UsageError|MissingExtra): (.*)", re.S)
 
 
 def _cmd_run(args) -> int:
-    import shutil as _shutil
-
-    from nbkit.runfolder import OutputError
-    from nbkit.runner import run_notebooks
-
     if args.resume is None and not args.all and not args.notebooks:
         args.parser.print_usage(sys.stderr)
         return main_error("name the notebooks to run (e.g. `nbkit run 01`), or pass --all for every notebook")
@@ -69,7 +83,7 @@ def _cmd_run(args) -> int:
     usage = [m for r in failed if (m := _USAGE_RAISED.search(r.error or ""))]
     if usage and len(usage) == len(failed):
         if args.resume is None and not any(r.ok for r in results):
-            _shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
         return main_error("; ".join(m.group(2) for m in usage))
     for r in failed:
         print(f"nbkit: FAILED {r.error}", file=sys.stderr)
@@ -80,9 +94,6 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from nbkit.runfolder import OutputError
-    from nbkit.sweep import run_sweep
-
     try:
         params = parse_params(args.param)
         out, results = run_sweep(args.notebook, args.grid, params, smoke=args.smoke, jobs=args.jobs, output=args.output,
@@ -101,8 +112,6 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_list(args) -> int:
-    from nbkit.runner import available_notebooks, notebook_parameters
-
     out = {}
     try:
         for nb in available_notebooks(required=True):
@@ -131,57 +140,6 @@ OWN_RUN_EXAMPLES = {
 # Which part brings each model file and binary: missing ones count only where that part is installed.
 NEEDED_BY = {"smollm2-gguf": ("signatures", "zero", "audit"), "smollm2-safetensors-cache": ("zero", "audit"),
              "minilm-embedder": ("signatures",), "llama_cpp.server": ("signatures",)}
-
-
-def doctor_report(build_cache: bool = False) -> dict:
-    """Environment, device, which extras are present and each part's packages, local model files,
-    server binaries, the kernel."""
-    from importlib import metadata
-
-    from nbkit.device import device_report
-    from nbkit.extras import problems, requirements, status
-    from nbkit.model_files import model_files_status, smollm2_dir
-
-    report: dict = {"device": device_report(), "extras": status(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
-    # Each part's packages (nbkit's own requirements, by extra), with the version found or the fix.
-    for part, reqs in requirements().items():
-        if part not in report["extras"]:
-            continue
-        report["packages"][part] = {}
-        for req in reqs:
-            problem = problems([req])
-            report["packages"][part][req.name] = (
-                {"ok": True, "version": metadata.version(req.name)}
-                if not problem else {"ok": False, "why": problem[0], "fix": report["extras"][part]["fix"]}
-            )
-    if build_cache:
-        smollm2_dir()
-    report["models"] = model_files_status()
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    report["binaries"]["chromium"] = (
-        {"ok": True, "path": chromium}
-        if chromium
-        else {"ok": False, "optional": True, "why": "only the browser test tier needs it", "fix": "apt-get install chromium"}
-    )
-    try:
-        from importlib.util import find_spec
-
-        ok = find_spec("llama_cpp") is not None and find_spec("llama_cpp.server") is not None
-    except (ImportError, ValueError):
-        ok = False
-    report["binaries"]["llama_cpp.server"] = (
-        {"ok": True, "how": f"{sys.executable} -m llama_cpp.server"}
-        if ok else {"ok": False, "fix": "pip install 'llama-cpp-python[server]' (builds ~15 min on 2 cores)"}
-    )
-    try:
-        from jupyter_client.kernelspec import KernelSpecManager
-
-        specs = KernelSpecManager().find_kernel_specs()
-        report["kernel"]["python3"] = {"ok": "python3" in specs, "path": specs.get("python3"),
-                                       "fix": None if "python3" in specs else f"{sys.executable} -m ipykernel install --sys-prefix"}
-    except ImportError:
-        report["kernel"]["python3"] = {"ok": False, "fix": "pip install nbkit (it brings ipykernel)"}
-    return report
 
 
 def _cmd_doctor(args) -> int:
@@ -223,17 +181,15 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_audit(args) -> int:
-    try:
-        from nbkit.audit.cli import main as audit_main
-    except ImportError as exc:
-        return main_error(f"the audit theme is not available ({exc}); install with: pip install 'nbkit[audit]'")
-    return int(audit_main(list(args.args)) or 0)
+    if audit_cli is None:
+        return main_error(f"the audit theme is not available ({_THEMES_MISSING}); install with: pip install 'nbkit[audit]'")
+    return int(audit_cli.main(list(args.args)) or 0)
 
 
 def _cmd_diagnose(args) -> int:
-    from nbkit.diagnose.cli import main as diagnose_main
-
-    return int(diagnose_main(list(args.args)) or 0)
+    if diagnose_cli is None:
+        return main_error(f"nbkit diagnose is not available ({_THEMES_MISSING}); install with: pip install 'nbkit[audit]'")
+    return int(diagnose_cli.main(list(args.args)) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run only the combinations the sweep folder DIR's comparison.csv does not hold as ok (its recorded grid)")
     sweep.add_argument("--grid", action="append", metavar="KEY=V1,V2", help="a parameter and its values (Python literals); repeat for more keys")
     sweep.add_argument("--scheduler", metavar="ADDRESS", help="submit each run to this Dask distributed scheduler (tcp://host:8786)")
-    sweep.add_argument("--yes", action="store_true", help=f"allow a grid of more than {256} runs")
+    sweep.add_argument("--yes", action="store_true", help=f"allow a grid of more than {MAX_RUNS} runs")
     _common_run_options(sweep, output_help="output directory (default runs/sweep-<notebook>-<timestamp>)")
     sweep.set_defaults(func=_cmd_sweep)
 
@@ -279,8 +235,6 @@ def build_parser() -> argparse.ArgumentParser:
                                            "[--format text|json|html]", add_help=False, prefix_chars="+")
     diag.add_argument("args", nargs="*")
     diag.set_defaults(func=_cmd_diagnose)
-
-    from nbkit.workspace import add_commands
 
     add_commands(sub)  # init, lab
     return parser
@@ -334,8 +288,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.func in (_cmd_run, _cmd_sweep, _cmd_list):
-        from nbkit.runner import skip_uri_grammar
-
         skip_uri_grammar()  # seconds off every notebook read; scoped to nbkit's own processes
     try:
         with terminate_as_interrupt():
@@ -343,8 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         # The interrupted cell's error is left on an asyncio task of nbclient's; asyncio would log it
         # with two tracebacks when the task is collected. The run is over: say it once, here.
-        import logging
-
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         if isinstance(exc, Terminated):
             print("nbkit: terminated; what had finished is kept in the run folder", file=sys.stderr)

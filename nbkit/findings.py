@@ -7,8 +7,12 @@ module depends on nothing of the UI (errors are described by :mod:`nbkit.errors`
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import Any
+
+from nbkit.errors import describe_error
+from nbkit.record import to_jsonable
 
 # Ordered from best to worst; "needs_gpu" and "skipped" are not failures.
 STATUSES = ("pass", "warn", "fail", "needs_gpu", "skipped", "error")
@@ -49,8 +53,6 @@ class Finding:
         return self.status in FAILING
 
     def to_dict(self, with_table: bool = True) -> dict[str, Any]:
-        from nbkit.record import to_jsonable
-
         out = {
             "check": self.check,
             "title": self.title,
@@ -82,8 +84,6 @@ class Finding:
 
     def card_html(self) -> str:
         """A small HTML card for notebooks (status colour, summary, figures, fix)."""
-        import html
-
         colour = _COLOUR[self.status]
         rows = "".join(
             f"<tr><td style='padding:0 8px'>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td></tr>" for k, v in self.figures.items()
@@ -108,8 +108,6 @@ def _fmt(value: Any) -> str:
 
 def error_finding(check: str, title: str, exc: BaseException, seconds: float = 0.0) -> Finding:
     """A check crashed: one readable line, never a traceback wall."""
-    from nbkit.errors import describe_error
-
     return Finding(check, title, "error", describe_error(exc), fix="see the message; the check itself could not run", seconds=seconds)
 
 

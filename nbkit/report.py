@@ -21,6 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nbkit.claims import as_claims
+from nbkit.runfolder import write_atomic
+
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_JS = "plotly.min.js"
 
@@ -132,8 +135,6 @@ def _esc(value: Any) -> str:
 
 def ledger_rows(notebook: str, recorded: Any) -> tuple[list[dict[str, str]], str | None]:
     """The claims rows a notebook recorded, as dicts, and a one-line note when they cannot be read."""
-    from nbkit.claims import as_claims
-
     if recorded is None:
         return [], f"{notebook}: recorded no claims"
     if not isinstance(recorded, list):
@@ -275,8 +276,6 @@ def write_index(
 <h2>Headline figures</h2>{''.join(sections) or "<p class='note'>no notebook finished</p>"}
 {('<h2>Panel screenshots (browser tier)</h2>' + gallery) if gallery else ''}
 <script>{INDEX_JS}</script></body></html>"""
-    from nbkit.runfolder import write_atomic
-
     index = run_dir / "index.html"
     write_atomic(index, page)  # rewritten as each notebook ends: a reader never sees half a page
     return index
