@@ -32,7 +32,9 @@ def notebooks_dir() -> Path:
     env = os.environ.get("NBKIT_NOTEBOOKS")
     if env:
         if not Path(env).is_dir():
-            raise RunError(f"NBKIT_NOTEBOOKS={env}: not a folder (it should name the folder holding NN_name.ipynb notebooks)")
+            raise RunError(
+                f"NBKIT_NOTEBOOKS={env}: not a folder (it should name the folder holding NN_name.ipynb notebooks)"
+            )
         return Path(env)
     for here in (Path.cwd() / "notebooks", Path.cwd()):
         if _holds_notebooks(here):
@@ -69,4 +71,3 @@ def resolve_notebook(spec: str, root: Path | None = None) -> Path:
     if not matches:
         raise RunError(f"unknown notebook {spec!r}; known notebooks: {names}")
     raise RunError(f"notebook {spec!r} is ambiguous ({', '.join(p.stem for p in matches)}); known: {names}")
-

@@ -19,7 +19,14 @@ from nbkit.model_files import model_files_status, smollm2_dir
 def doctor_report(build_cache: bool = False) -> dict:
     """Environment, device, which extras are present and each part's packages, local model files,
     server binaries, the kernel."""
-    report: dict = {"device": device_report(), "extras": status(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
+    report: dict = {
+        "device": device_report(),
+        "extras": status(),
+        "packages": {},
+        "models": {},
+        "binaries": {},
+        "kernel": {},
+    }
     # Each part's packages (nbkit's own requirements, by extra), with the version found or the fix.
     for part, reqs in requirements().items():
         if part not in report["extras"]:
@@ -29,7 +36,8 @@ def doctor_report(build_cache: bool = False) -> dict:
             problem = problems([req])
             report["packages"][part][req.name] = (
                 {"ok": True, "version": metadata.version(req.name)}
-                if not problem else {"ok": False, "why": problem[0], "fix": report["extras"][part]["fix"]}
+                if not problem
+                else {"ok": False, "why": problem[0], "fix": report["extras"][part]["fix"]}
             )
     if build_cache:
         smollm2_dir()
@@ -38,7 +46,12 @@ def doctor_report(build_cache: bool = False) -> dict:
     report["binaries"]["chromium"] = (
         {"ok": True, "path": chromium}
         if chromium
-        else {"ok": False, "optional": True, "why": "only the browser test tier needs it", "fix": "apt-get install chromium"}
+        else {
+            "ok": False,
+            "optional": True,
+            "why": "only the browser test tier needs it",
+            "fix": "apt-get install chromium",
+        }
     )
     try:
         ok = find_spec("llama_cpp") is not None and find_spec("llama_cpp.server") is not None
@@ -46,15 +59,18 @@ def doctor_report(build_cache: bool = False) -> dict:
         ok = False
     report["binaries"]["llama_cpp.server"] = (
         {"ok": True, "how": f"{sys.executable} -m llama_cpp.server"}
-        if ok else {"ok": False, "fix": "pip install 'llama-cpp-python[server]' (builds ~15 min on 2 cores)"}
+        if ok
+        else {"ok": False, "fix": "pip install 'llama-cpp-python[server]' (builds ~15 min on 2 cores)"}
     )
     try:
         from jupyter_client.kernelspec import KernelSpecManager  # heavy (zmq, traitlets): only here
 
         specs = KernelSpecManager().find_kernel_specs()
-        report["kernel"]["python3"] = {"ok": "python3" in specs, "path": specs.get("python3"),
-                                       "fix": None if "python3" in specs else f"{sys.executable} -m ipykernel install --sys-prefix"}
+        report["kernel"]["python3"] = {
+            "ok": "python3" in specs,
+            "path": specs.get("python3"),
+            "fix": None if "python3" in specs else f"{sys.executable} -m ipykernel install --sys-prefix",
+        }
     except ImportError:
         report["kernel"]["python3"] = {"ok": False, "fix": "pip install nbkit (it brings ipykernel)"}
     return report
-

@@ -54,7 +54,9 @@ def read_text(path, *, what: str, error: type[UsageError] = UsageError) -> str:
     except FileNotFoundError:
         raise error(f"{path}: no such file or directory; expected {what}") from None
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected {what}") from None
+        raise error(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected {what}"
+        ) from None
     except OSError as exc:
         raise error(f"{path}: cannot read it ({exc.strerror or exc}); expected {what}") from None
 

@@ -106,9 +106,16 @@ def kernel_manager_with_env(extra: dict[str, str], watch: dict[str, Any] | None 
                 if watch.get("pid_file"):
                     # A worker killed with SIGKILL cannot end its kernel nor remove its files; the parent
                     # reads this to do both.
-                    Path(watch["pid_file"]).write_text(json.dumps({
-                        "pid": process.pid, "connection_file": self.connection_file,
-                        "ipc": self.ip if self.transport == "ipc" else None}), encoding="utf-8")
+                    Path(watch["pid_file"]).write_text(
+                        json.dumps(
+                            {
+                                "pid": process.pid,
+                                "connection_file": self.connection_file,
+                                "ipc": self.ip if self.transport == "ipc" else None,
+                            }
+                        ),
+                        encoding="utf-8",
+                    )
             return started
 
     return EnvKernelManager
@@ -161,11 +168,17 @@ def execute(
     except KeyboardInterrupt:
         raise
     except OSError as exc:
-        if is_disk_error(exc):  # the output folder stopped taking files: the whole run stops, not this notebook
+        if is_disk_error(
+            exc
+        ):  # the output folder stopped taking files: the whole run stops, not this notebook
             raise output_error(Path(exc.filename or out_dir), exc) from None
         error = f"{path.stem}: {type(exc).__name__}: {exc}"
     except Exception as exc:
-        dead = _kernel_death(path, out_nb, watch.get("process")) if type(exc).__name__ == "DeadKernelError" else None
+        dead = (
+            _kernel_death(path, out_nb, watch.get("process"))
+            if type(exc).__name__ == "DeadKernelError"
+            else None
+        )
         error = dead or f"{path.stem}: {type(exc).__name__}: {exc}"
     finally:
         for scratch in (sink, out_dir / KERNEL_PID_FILE):
@@ -173,7 +186,9 @@ def execute(
                 scratch.unlink(missing_ok=True)
     seconds = time.perf_counter() - start
     if not out_nb.is_file():
-        return NotebookResult(path.stem, False, seconds, None, error=error or f"{path.stem}: no executed notebook was written")
+        return NotebookResult(
+            path.stem, False, seconds, None, error=error or f"{path.stem}: no executed notebook was written"
+        )
     metrics = read_notebook(out_nb)
     html_path = out_dir / f"{path.stem}.html"
     try:
@@ -220,7 +235,11 @@ def _running_cell(out_nb: Path) -> str:
     except Exception:  # no notebook saved yet: the kernel died before the first cell
         return ""
     # papermill marks every cell it reached (start_time) and completes even the one the kernel died in.
-    reached = [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    reached = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")
+    ]
     if not reached:
         return ""
     cell = reached[-1]
@@ -234,7 +253,6 @@ class _NotKernelDeath(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.getMessage()).startswith("Kernel died")
-
 
 
 @dataclass
@@ -253,7 +271,12 @@ class Job:
 def run_job(job: Job, progress: bool) -> NotebookResult:
     """Execute ``job`` into its own folder (created here)."""
     job.out_dir.mkdir(parents=True, exist_ok=True)
-    return execute(job.path, job.out_dir, job.parameters, kernel=job.kernel, progress=progress, timeout=job.timeout,
-                   plotly_js=job.plotly_js)
-
-
+    return execute(
+        job.path,
+        job.out_dir,
+        job.parameters,
+        kernel=job.kernel,
+        progress=progress,
+        timeout=job.timeout,
+        plotly_js=job.plotly_js,
+    )

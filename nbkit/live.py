@@ -190,7 +190,9 @@ class LiveFigure:
             self.figure.layout = fig.layout
         self._pending = {}
         self._data = {
-            t.name: (_as_list(t.x), _as_list(t.y)) for t in self.figure.data if hasattr(t, "x") and hasattr(t, "y")
+            t.name: (_as_list(t.x), _as_list(t.y))
+            for t in self.figure.data
+            if hasattr(t, "x") and hasattr(t, "y")
         }
         self._refresh()
 
@@ -244,4 +246,3 @@ def _execution_count() -> int | None:
 def _as_list(values) -> list:
     # Trace data may be a tuple, a numpy array or a pandas Series: never test its truth value.
     return [] if values is None else list(values)
-

@@ -65,18 +65,25 @@ def _parameters_papermill_skipped(path: Path, known: set[str]) -> dict[str, dict
         nb = nbformat.read(path, as_version=4)
     except Exception:  # already readable by papermill above; a second reader's failure only loses the fill-in
         return {}
-    cell = next((c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])), None)
+    cell = next(
+        (c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])), None
+    )
     if cell is None:
         return {}
     try:
         tree = ast.parse(cell.source)
-        comments = {t.start[0]: t.string.lstrip("#").strip()
-                    for t in tokenize.generate_tokens(io.StringIO(cell.source).readline) if t.type == tokenize.COMMENT}
+        comments = {
+            t.start[0]: t.string.lstrip("#").strip()
+            for t in tokenize.generate_tokens(io.StringIO(cell.source).readline)
+            if t.type == tokenize.COMMENT
+        }
     except (SyntaxError, tokenize.TokenError):
         return {}
     out = {}
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        if not (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
             continue
         name = node.targets[0].id
         if name in known:
@@ -85,7 +92,11 @@ def _parameters_papermill_skipped(path: Path, known: set[str]) -> dict[str, dict
             default = ast.literal_eval(node.value)
         except ValueError:
             continue  # not a literal: papermill could not type it either
-        out[name] = {"type": type(default).__name__, "default": default, "help": comments.get(node.end_lineno, "")}
+        out[name] = {
+            "type": type(default).__name__,
+            "default": default,
+            "help": comments.get(node.end_lineno, ""),
+        }
     return out
 
 
@@ -115,7 +126,9 @@ def _absolute_if_path(value: Any) -> Any:
     return value
 
 
-def check_parameters(path: Path, given: dict[str, Any], declared: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def check_parameters(
+    path: Path, given: dict[str, Any], declared: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Reject unknown parameters, values whose type differs from the default's, and values outside
     a declared range or choice list (see the module docstring)."""
     declared = notebook_parameters(path) if declared is None else declared
@@ -171,9 +184,16 @@ def _outside_declared(value: Any, help_text: str, nb_dir: Path) -> str | None:
         names = [c for c in choices if c != "<path>"]
         if str(value) in names:
             return None
-        if "<path>" in choices and isinstance(value, str) and value and (nb_dir / Path(value).expanduser()).is_file():
+        if (
+            "<path>" in choices
+            and isinstance(value, str)
+            and value
+            and (nb_dir / Path(value).expanduser()).is_file()
+        ):
             return None
-        takes = ", ".join(repr(c) for c in names) + (" or the path of an existing file" if "<path>" in choices else "")
+        takes = ", ".join(repr(c) for c in names) + (
+            " or the path of an existing file" if "<path>" in choices else ""
+        )
         return f"is not one it takes: {takes}"
     return None
 
@@ -186,4 +206,3 @@ def _same_kind(default: Any, value: Any) -> bool:
     if isinstance(default, (list, tuple)):
         return isinstance(value, (list, tuple))
     return isinstance(value, type(default))
-

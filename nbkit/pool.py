@@ -27,7 +27,13 @@ from nbkit.procs import exit_reason, kill_group, usable_cores
 from nbkit.runfolder import INTERRUPTED, OutputError, is_disk_error, output_error
 
 # Thread-pool sizes the numeric libraries read at start-up; a pool worker's kernel gets its share.
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 
 
 def core_shares(n_jobs: int, cores: Sequence[int] | None = None) -> list[list[int]]:
@@ -49,7 +55,6 @@ def share_threads(cores: Sequence[int]) -> None:
     """Size this process's (and its kernels') thread pools to its share of the cores; no affinity."""
     for name in THREAD_ENV:
         os.environ[name] = str(len(cores))
-
 
 
 def execute_jobs(
@@ -103,7 +108,9 @@ class _WorkerPool:
         # fork: workers start with papermill and nbconvert already imported (importing them costs
         # seconds per worker with spawn). This process has no kernel or thread of its own yet; spawn where fork is missing.
         self.ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-        self.running: dict[int, tuple[Any, Any, int]] = {}  # job index -> (process, receiving end, core-share slot)
+        self.running: dict[
+            int, tuple[Any, Any, int]
+        ] = {}  # job index -> (process, receiving end, core-share slot)
 
     def run(self, results: list[NotebookResult | None], on_done) -> None:
         self.log(f"running {len(self.jobs)} notebooks, {self.n} at a time; cores per worker: {self.shares}")
@@ -133,8 +140,11 @@ class _WorkerPool:
 
     def _start(self, i: int, slot: int) -> None:
         recv, send = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(target=_worker_main, args=(self.jobs[i], self.shares[slot % len(self.shares)], send),
-                                name=f"nbkit-worker-{i}")
+        proc = self.ctx.Process(
+            target=_worker_main,
+            args=(self.jobs[i], self.shares[slot % len(self.shares)], send),
+            name=f"nbkit-worker-{i}",
+        )
         proc.start()
         send.close()
         self.running[i] = (proc, recv, slot)
@@ -156,8 +166,13 @@ class _WorkerPool:
             self._end_kernel(job)
             conn.close()
             name = job.path.stem
-            return NotebookResult(name, False, 0.0, _staged(job),
-                                  error=f"{name}: worker died ({exit_reason(proc.exitcode)}); its kernel was ended")
+            return NotebookResult(
+                name,
+                False,
+                0.0,
+                _staged(job),
+                error=f"{name}: worker died ({exit_reason(proc.exitcode)}); its kernel was ended",
+            )
         proc.join(timeout=30)
         conn.close()
         if isinstance(got, BaseException):
@@ -179,7 +194,9 @@ class _WorkerPool:
             Path(path).unlink(missing_ok=True)
         pid_file.unlink(missing_ok=True)
 
-    def stop(self, results: list[NotebookResult | None], settle_s: float = 10.0, grace_s: float = 15.0) -> None:
+    def stop(
+        self, results: list[NotebookResult | None], settle_s: float = 10.0, grace_s: float = 15.0
+    ) -> None:
         """End every running worker: let those whose kernel was interrupted (Ctrl-C reaches the kernels)
         send their result for ``settle_s``, SIGTERM the rest (they unwind, papermill saves the
         notebook and ends its kernel), SIGKILL what is left after ``grace_s``, then end leftover kernels."""
@@ -246,14 +263,23 @@ def _worker_main(job: Job, share: list[int], conn) -> None:
     try:
         result: Any = run_job(job, False)
     except KeyboardInterrupt:
-        result = NotebookResult(name, False, 0.0, _staged(job), error=f"{name}: interrupted", status=INTERRUPTED)
+        result = NotebookResult(
+            name, False, 0.0, _staged(job), error=f"{name}: interrupted", status=INTERRUPTED
+        )
     except OutputError as exc:
         result = exc
     except OSError as exc:
-        result = output_error(Path(exc.filename or job.out_dir), exc) if is_disk_error(exc) else NotebookResult(
-            name, False, 0.0, _staged(job), error=f"{name}: worker failed: {type(exc).__name__}: {exc}")
+        result = (
+            output_error(Path(exc.filename or job.out_dir), exc)
+            if is_disk_error(exc)
+            else NotebookResult(
+                name, False, 0.0, _staged(job), error=f"{name}: worker failed: {type(exc).__name__}: {exc}"
+            )
+        )
     except Exception as exc:
-        result = NotebookResult(name, False, 0.0, _staged(job), error=f"{name}: worker failed: {type(exc).__name__}: {exc}")
+        result = NotebookResult(
+            name, False, 0.0, _staged(job), error=f"{name}: worker failed: {type(exc).__name__}: {exc}"
+        )
     with contextlib.suppress(OSError, ValueError):
         conn.send(result)
         conn.close()
@@ -266,5 +292,3 @@ def _raise_interrupt(signum, frame):
 def _done_line(job: Job, r: NotebookResult) -> str:
     name = job.label or job.path.stem
     return f"  {'✔' if r.ok else '✘'} {name} in {r.seconds:.1f}s" + ("" if r.ok else f"\n    {r.error}")
-
-

@@ -57,18 +57,23 @@ def attach_screenshots(run_dir: Path, final: Path) -> None:
             shutil.copy2(png, run_dir / "screenshots" / png.name)
 
 
-
-def write_state(final: Path, results: Sequence[NotebookResult], per_nb: dict[str, dict[str, Any]], date: str) -> None:
+def write_state(
+    final: Path, results: Sequence[NotebookResult], per_nb: dict[str, dict[str, Any]], date: str
+) -> None:
     """index.json, metrics.json and index.html of the run as it stands (each written by rename)."""
     rf.write_json(final / rf.STATUS_FILE, rf.status_entries(results))
     rf.write_json(final / "metrics.json", {r.name: r.metrics for r in results})
     write_index(final, results, per_nb, name=final.name, date=date)
 
 
-
-def keep_unfinished(queue: Sequence[Job], results: list[NotebookResult | None], published: set[int],
-                    publish_one: Callable[[int, NotebookResult], Any],
-                     *, interrupted: bool) -> None:
+def keep_unfinished(
+    queue: Sequence[Job],
+    results: list[NotebookResult | None],
+    published: set[int],
+    publish_one: Callable[[int, NotebookResult], Any],
+    *,
+    interrupted: bool,
+) -> None:
     """After an interrupt or a refused write: publish what the workers left (a notebook saved up to the
     cell that was running is ``interrupted``; one that never started stays ``not started``)."""
     for i, job in enumerate(queue):
@@ -77,9 +82,16 @@ def keep_unfinished(queue: Sequence[Job], results: list[NotebookResult | None], 
         r = results[i]
         if r is None and (job.out_dir / job.path.name).is_file():
             name = job.path.stem
-            r = NotebookResult(name, False, 0.0, job.out_dir / job.path.name,
-                               error=f"{name}: interrupted" if interrupted else f"{name}: stopped (the output folder refused a write)",
-                               status=rf.INTERRUPTED)
+            r = NotebookResult(
+                name,
+                False,
+                0.0,
+                job.out_dir / job.path.name,
+                error=f"{name}: interrupted"
+                if interrupted
+                else f"{name}: stopped (the output folder refused a write)",
+                status=rf.INTERRUPTED,
+            )
         if r is None:
             continue
         if interrupted and r.status == rf.FAILED and "KeyboardInterrupt" in (r.error or ""):

@@ -151,9 +151,7 @@ def _headline_table(headline: Any) -> str:
         return "<p class='note'>no headline recorded</p>"
     if not isinstance(headline, dict):
         return f"<p class='note'>headline is a {_esc(type(headline).__name__)}, not a dict</p>"
-    rows = "".join(
-        f"<tr><th>{_esc(k)}</th><td>{_esc(_fmt(v))}</td></tr>" for k, v in headline.items()
-    )
+    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(_fmt(v))}</td></tr>" for k, v in headline.items())
     return f"<table class='headline'>{rows}</table>"
 
 
@@ -196,7 +194,16 @@ figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
 """
 # The ledger fits a laptop screen: fixed column shares, long values wrap, `why` shows three lines
 # until its row is clicked.
-LEDGER_COLUMNS = {"notebook": 9, "claim": 14, "field_note": 10, "measured": 12, "verdict": 9, "interval": 10, "n": 6, "why": 30}
+LEDGER_COLUMNS = {
+    "notebook": 9,
+    "claim": 14,
+    "field_note": 10,
+    "measured": 12,
+    "verdict": 9,
+    "interval": 10,
+    "n": 6,
+    "why": 30,
+}
 
 
 def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str, str]:
@@ -216,14 +223,21 @@ def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str
     colgroup = "".join(f"<col style='width:{100 * widths[c] / total:.1f}%'>" for c in columns)
     body = "".join(
         f"<tr data-verdict='{_esc(row['verdict'])}' style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
-        + "".join(f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>" if c == "why" else f"<td>{_esc(row.get(c, ''))}</td>"
-                  for c in columns)
+        + "".join(
+            f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>"
+            if c == "why"
+            else f"<td>{_esc(row.get(c, ''))}</td>"
+            for c in columns
+        )
         + "</tr>"
         for row in rows
     )
     head = "".join(f"<th>{_esc(c.replace('_', ' '))}</th>" for c in columns)
     note = "<p class='note'>Click a row to read its <em>why</em> in full.</p>" if "why" in columns else ""
-    return boxes, f"{note}<table id='ledger'><colgroup>{colgroup}</colgroup><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (
+        boxes,
+        f"{note}<table id='ledger'><colgroup>{colgroup}</colgroup><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
+    )
 
 
 def write_index(
@@ -241,17 +255,28 @@ def write_index(
         link = f"<a href='{_esc(r.name)}.html'>{_esc(r.name)}</a>" if r.html else _esc(r.name)
         nb_link = f" · <a href='{_esc(r.name)}.ipynb'>ipynb</a>" if r.output else ""
         kind = getattr(r, "status", "") or ("ok" if r.ok else "failed")
-        status = "ok" if r.ok else f"<span class='failed'>{_esc(kind)}</span>" + (f": {_esc(r.error)}" if r.error else "")
-        params = ", ".join(f"{_esc(k)}={_esc(repr(v))}" for k, v in parameters.get(r.name, {}).items()) or "defaults"
+        status = (
+            "ok"
+            if r.ok
+            else f"<span class='failed'>{_esc(kind)}</span>" + (f": {_esc(r.error)}" if r.error else "")
+        )
+        params = (
+            ", ".join(f"{_esc(k)}={_esc(repr(v))}" for k, v in parameters.get(r.name, {}).items())
+            or "defaults"
+        )
         summary.append(
             f"<tr><td>{link}{nb_link}</td><td>{status}</td><td>{r.seconds:.1f}</td><td><code>{params}</code></td></tr>"
         )
-        rows, note = ledger_rows(r.name, r.metrics.get("claims")) if r.ok else ([], f"{r.name}: {kind}, no claims")
+        rows, note = (
+            ledger_rows(r.name, r.metrics.get("claims")) if r.ok else ([], f"{r.name}: {kind}, no claims")
+        )
         ledger.extend(rows)
         if note:
             notes.append(note)
         if r.ok:
-            sections.append(f"<section class='nb'><h3>{_esc(r.name)}</h3>{_headline_table(r.metrics.get('headline'))}</section>")
+            sections.append(
+                f"<section class='nb'><h3>{_esc(r.name)}</h3>{_headline_table(r.metrics.get('headline'))}</section>"
+            )
     boxes, table = ledger_html(ledger, tuple(LEDGER_COLUMNS))
     notes_html = "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
     shots_dir = run_dir / "screenshots"
@@ -269,12 +294,12 @@ def write_index(
 <a href='metrics.json'>metrics.json</a> (everything recorded)</p>
 <h2>Notebooks</h2>
 <table id='notebooks'><thead><tr><th>notebook</th><th>status</th><th>seconds</th><th>parameters</th></tr></thead>
-<tbody>{''.join(summary)}</tbody></table>
+<tbody>{"".join(summary)}</tbody></table>
 <h2>Claims ledger (<span id='ledger-count'>{len(ledger)}</span> of {len(ledger)} shown)</h2>
 <div id='verdict-filter'>{boxes}</div>{notes_html}
 {table}
-<h2>Headline figures</h2>{''.join(sections) or "<p class='note'>no notebook finished</p>"}
-{('<h2>Panel screenshots (browser tier)</h2>' + gallery) if gallery else ''}
+<h2>Headline figures</h2>{"".join(sections) or "<p class='note'>no notebook finished</p>"}
+{("<h2>Panel screenshots (browser tier)</h2>" + gallery) if gallery else ""}
 <script>{INDEX_JS}</script></body></html>"""
     index = run_dir / "index.html"
     write_atomic(index, page)  # rewritten as each notebook ends: a reader never sees half a page

@@ -149,7 +149,9 @@ def read_record(folder: Path, name: str) -> dict[str, Any]:
     if not folder.is_dir():
         raise ResumeError(f"--resume {folder}: not a folder")
     if not path.is_file():
-        raise ResumeError(f"--resume {folder}: no {name} in it (not a folder written by this command, or written before resume existed)")
+        raise ResumeError(
+            f"--resume {folder}: no {name} in it (not a folder written by this command, or written before resume existed)"
+        )
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -157,7 +159,9 @@ def read_record(folder: Path, name: str) -> dict[str, Any]:
     if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
         raise ResumeError(f"{path}: expected a version {RECORD_VERSION} record")
     if params_hash(record.get("parameters")) != record.get("parameters_sha256"):
-        raise ResumeError(f"{path}: its parameters were edited since the run (their SHA-256 differs); start a new run")
+        raise ResumeError(
+            f"{path}: its parameters were edited since the run (their SHA-256 differs); start a new run"
+        )
     return record
 
 
@@ -166,8 +170,10 @@ def check_source(record_path: Path, name: str, path: Path, sha256: str) -> None:
     if not path.is_file():
         raise ResumeError(f"{record_path}: notebook {name} ({path}) no longer exists; start a new run")
     if source_hash(path) != sha256:
-        raise ResumeError(f"{record_path}: notebook {name} ({path}) changed since the run (its SHA-256 differs); "
-                          "start a new run to run the changed notebook")
+        raise ResumeError(
+            f"{record_path}: notebook {name} ({path}) changed since the run (its SHA-256 differs); "
+            "start a new run to run the changed notebook"
+        )
 
 
 def read_status(folder: Path) -> dict[str, dict[str, Any]]:
@@ -180,6 +186,16 @@ def read_status(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def status_entries(results: Iterable[Any]) -> dict[str, Any]:
-    return {"notebooks": [{"name": r.name, "status": r.status, "seconds": round(r.seconds, 2), "error": r.error,
-                           "ipynb": r.output.name if r.output else None, "html": r.html.name if r.html else None}
-                          for r in results]}
+    return {
+        "notebooks": [
+            {
+                "name": r.name,
+                "status": r.status,
+                "seconds": round(r.seconds, 2),
+                "error": r.error,
+                "ipynb": r.output.name if r.output else None,
+                "html": r.html.name if r.html else None,
+            }
+            for r in results
+        ]
+    }

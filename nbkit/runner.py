@@ -83,7 +83,9 @@ __all__ = [
 ]
 
 
-def _plan_new(specs: list[str], parameters: dict[str, Any] | None, smoke: bool) -> tuple[list[Path], dict[str, dict[str, Any]]]:
+def _plan_new(
+    specs: list[str], parameters: dict[str, Any] | None, smoke: bool
+) -> tuple[list[Path], dict[str, dict[str, Any]]]:
     """The notebooks and each one's checked parameters of a new run."""
     paths = [resolve_notebook(s) for s in specs] if specs else available_notebooks(required=True)
     given = dict(parameters or {})
@@ -95,7 +97,9 @@ def _plan_new(specs: list[str], parameters: dict[str, Any] | None, smoke: bool) 
         # A parameter given for several notebooks need only exist in those that declare it, but
         # must exist in at least one (checked below) — a typo must not pass silently.
         declared = notebook_parameters(p)
-        per_nb[p.stem] = check_parameters(p, {k: v for k, v in wanted.items() if k in declared or len(paths) == 1}, declared)
+        per_nb[p.stem] = check_parameters(
+            p, {k: v for k, v in wanted.items() if k in declared or len(paths) == 1}, declared
+        )
     for key in given:
         if not any(key in per_nb[p.stem] for p in paths):
             raise RunError(f"unknown parameter {key!r}: no selected notebook declares it")
@@ -112,18 +116,28 @@ def _plan_resume(folder: Path | str) -> tuple[Path, list[Path], dict[str, dict[s
         path = Path(entry["path"])
         rf.check_source(where, entry["name"], path, entry["sha256"])
         paths.append(path)
-    per_nb = {p.stem: rf.params_from_literals(record["parameters"].get(p.stem, {}), str(where)) for p in paths}
+    per_nb = {
+        p.stem: rf.params_from_literals(record["parameters"].get(p.stem, {}), str(where)) for p in paths
+    }
     return final, paths, per_nb, record
 
 
-def _write_record(final: Path, paths: Sequence[Path], per_nb: dict[str, dict[str, Any]], *, smoke: bool, kernel: str) -> None:
+def _write_record(
+    final: Path, paths: Sequence[Path], per_nb: dict[str, dict[str, Any]], *, smoke: bool, kernel: str
+) -> None:
     params = {p.stem: rf.literal_params(per_nb[p.stem]) for p in paths}
-    rf.write_json(final / rf.RUN_RECORD, {
-        "version": rf.RECORD_VERSION, "kind": "run", "smoke": smoke, "kernel": kernel,
-        "notebooks": [{"name": p.stem, "path": str(p), "sha256": rf.source_hash(p)} for p in paths],
-        "parameters": params, "parameters_sha256": rf.params_hash(params),
-    })
-
+    rf.write_json(
+        final / rf.RUN_RECORD,
+        {
+            "version": rf.RECORD_VERSION,
+            "kind": "run",
+            "smoke": smoke,
+            "kernel": kernel,
+            "notebooks": [{"name": p.stem, "path": str(p), "sha256": rf.source_hash(p)} for p in paths],
+            "parameters": params,
+            "parameters_sha256": rf.params_hash(params),
+        },
+    )
 
 
 def _kept_result(final: Path, path: Path, entry: dict[str, Any]) -> NotebookResult | None:
@@ -132,9 +146,14 @@ def _kept_result(final: Path, path: Path, entry: dict[str, Any]) -> NotebookResu
     if entry.get("status") != "ok" or not nb.is_file():
         return None
     html_path = final / f"{path.stem}.html"
-    return NotebookResult(path.stem, True, float(entry.get("seconds") or 0.0), nb, html_path if html_path.is_file() else None,
-                          read_notebook(nb))
-
+    return NotebookResult(
+        path.stem,
+        True,
+        float(entry.get("seconds") or 0.0),
+        nb,
+        html_path if html_path.is_file() else None,
+        read_notebook(nb),
+    )
 
 
 def run_notebooks(
@@ -163,15 +182,19 @@ def run_notebooks(
     previous: dict[str, dict[str, Any]] = {}
     if resume is not None:
         if specs or parameters or smoke or output is not None:
-            raise RunError("--resume DIR re-runs DIR's notebooks with the parameters recorded there; "
-                           "do not also name notebooks or give -p, --smoke or --output")
+            raise RunError(
+                "--resume DIR re-runs DIR's notebooks with the parameters recorded there; "
+                "do not also name notebooks or give -p, --smoke or --output"
+            )
         final, paths, per_nb, record = _plan_resume(resume)
         smoke, kernel = bool(record.get("smoke")), str(record.get("kernel") or kernel)
         previous = rf.read_status(final)
     else:
         paths, per_nb = _plan_new(specs, parameters, smoke)
     if not kernel_exists(kernel):
-        raise RunError(f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)")
+        raise RunError(
+            f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)"
+        )
     if resume is None:
         final = prepare_output(output, Path("runs") / now.strftime("%Y%m%d-%H%M%S"))
         try:
@@ -187,7 +210,9 @@ def run_notebooks(
     todo = [p for p in paths if not state[p.stem].ok]
     ordered = lambda: [state[p.stem] for p in paths]  # noqa: E731
     if resume is not None:
-        log(f"resuming {final}: {len(paths) - len(todo)} notebook(s) ok, re-running {', '.join(p.stem for p in todo) or 'none'}")
+        log(
+            f"resuming {final}: {len(paths) - len(todo)} notebook(s) ok, re-running {', '.join(p.stem for p in todo) or 'none'}"
+        )
     write_state(final, ordered(), per_nb, date)
     tmp = make_tmp_beside(final)
     queue = [Job(p, tmp / p.stem, per_nb[p.stem], kernel) for p in todo]
@@ -198,7 +223,9 @@ def run_notebooks(
     def publish_one(i: int, r: NotebookResult) -> None:
         job = queue[i]
         moved = rf.move_in(job.out_dir, final)
-        r.output = moved.get(job.path.name) or (final / job.path.name if r.output and (final / job.path.name).is_file() else None)
+        r.output = moved.get(job.path.name) or (
+            final / job.path.name if r.output and (final / job.path.name).is_file() else None
+        )
         r.html = moved.get(f"{job.path.stem}.html")
         state[job.path.stem] = r
         published.add(i)
@@ -208,22 +235,34 @@ def run_notebooks(
     try:
         execute_jobs(queue, n_jobs=jobs, progress=progress, log=log, on_done=publish_one, results=results)
     except BaseException as exc:
-        keep_unfinished(queue, results, published, publish_one, interrupted=not isinstance(exc, rf.OutputError))
+        keep_unfinished(
+            queue, results, published, publish_one, interrupted=not isinstance(exc, rf.OutputError)
+        )
         with contextlib.suppress(rf.OutputError, OSError):
             write_state(final, ordered(), per_nb, date)
         shutil.rmtree(tmp, ignore_errors=True)
         done = sum(r.ok for r in state.values())
-        log(f"  {done} of {len(paths)} notebooks ok are kept in {final} (index.html says what happened to each); "
-            f"`nbkit run --resume {final}` re-runs the others")
+        log(
+            f"  {done} of {len(paths)} notebooks ok are kept in {final} (index.html says what happened to each); "
+            f"`nbkit run --resume {final}` re-runs the others"
+        )
         raise
     shutil.rmtree(tmp, ignore_errors=True)
     final_results = ordered()
-    seconds = {p.stem: float(previous[p.stem]["seconds"]) for p in paths
-               if previous.get(p.stem, {}).get("status") == "ok" and state[p.stem].ok}
-    seconds.update({r.name: round(r.seconds, 1) for r in final_results if r.ok and r.name in {j.path.stem for j in queue}})
+    seconds = {
+        p.stem: float(previous[p.stem]["seconds"])
+        for p in paths
+        if previous.get(p.stem, {}).get("status") == "ok" and state[p.stem].ok
+    }
+    seconds.update(
+        {
+            r.name: round(r.seconds, 1)
+            for r in final_results
+            if r.ok and r.name in {j.path.stem for j in queue}
+        }
+    )
     rf.write_json(final / TIMINGS, {"smoke": smoke, "jobs": jobs, "seconds": seconds})
     if all(r.ok for r in final_results):
         attach_screenshots(final, final)
     write_state(final, final_results, per_nb, date)
     return final, final_results
-

@@ -28,7 +28,11 @@ def _seconds_table(path: Path, pick: Callable[[dict], Any]) -> dict[str, float] 
     except (OSError, ValueError):
         return None
     seconds = pick(data) if isinstance(data, dict) else None
-    return {k: float(v) for k, v in seconds.items() if isinstance(v, (int, float))} if isinstance(seconds, dict) else None
+    return (
+        {k: float(v) for k, v in seconds.items() if isinstance(v, (int, float))}
+        if isinstance(seconds, dict)
+        else None
+    )
 
 
 def previous_seconds(final: Path, smoke: bool) -> dict[str, float]:
@@ -58,7 +62,9 @@ def reference_seconds(paths: Sequence[Path], smoke: bool) -> dict[str, float]:
     used, so figures from another machine still serve; a missing or unreadable file gives {}."""
     out: dict[str, float] = {}
     for folder in dict.fromkeys(p.parent for p in paths):
-        out.update(_seconds_table(folder / REFERENCE_SECONDS, lambda d: d.get("smoke" if smoke else "full")) or {})
+        out.update(
+            _seconds_table(folder / REFERENCE_SECONDS, lambda d: d.get("smoke" if smoke else "full")) or {}
+        )
     return out
 
 
@@ -67,4 +73,3 @@ def longest_first(jobs: Sequence[Job], seconds: dict[str, float]) -> list[Job]:
     start last on a pool); notebooks without history keep their order, after those with it."""
     known = sorted((j for j in jobs if j.path.stem in seconds), key=lambda j: -seconds[j.path.stem])
     return known + [j for j in jobs if j.path.stem not in seconds]
-

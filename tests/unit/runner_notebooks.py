@@ -37,6 +37,10 @@ def make_notebook(path, body: str = RECORDING, parameters: str = PARAMETERS):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     params = nbformat.v4.new_code_cell(parameters)
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [nbformat.v4.new_markdown_cell("# t\n\n## Section one"), params, nbformat.v4.new_code_cell(body)]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# t\n\n## Section one"),
+        params,
+        nbformat.v4.new_code_cell(body),
+    ]
     nbformat.write(nb, path)
     return path
