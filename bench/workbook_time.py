@@ -135,12 +135,14 @@ def main() -> int:
             ratio = walls["sequential"] / walls["parallel"]
             print(
                 f"\nspeed-up sequential ÷ --jobs {args.jobs}: {ratio:.2f}×  "
-                f"({walls['sequential']:.0f} s → {walls['parallel']:.0f} s; {len(os.sched_getaffinity(0))} usable cores)"
+                f"({walls['sequential']:.0f} s → {walls['parallel']:.0f} s; {len(os.sched_getaffinity(0))} "
+                "usable cores)"
             )
         best = min(walls.values())
         label = "SMOKE" if args.smoke else "default parameters"
         print(
-            f"best wall time at {label}: {best:.0f} s; goal ≤ {GOAL_S:.0f} s at default parameters → {best / GOAL_S:.2f} of it"
+            f"best wall time at {label}: {best:.0f} s; goal ≤ {GOAL_S:.0f} s at default parameters → "
+            f"{best / GOAL_S:.2f} of it"
         )
     finally:
         if args.keep is None:

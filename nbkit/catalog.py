@@ -33,7 +33,8 @@ def notebooks_dir() -> Path:
     if env:
         if not Path(env).is_dir():
             raise RunError(
-                f"NBKIT_NOTEBOOKS={env}: not a folder (it should name the folder holding NN_name.ipynb notebooks)"
+                f"NBKIT_NOTEBOOKS={env}: not a folder (it should name the folder holding NN_name.ipynb "
+                "notebooks)"
             )
         return Path(env)
     for here in (Path.cwd() / "notebooks", Path.cwd()):

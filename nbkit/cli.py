@@ -81,7 +81,8 @@ def _cmd_run(args) -> int:
         return main_error(str(exc))
     except OutputError as exc:
         print(
-            f"nbkit: error: {exc}; the notebooks that ended before it are intact in the run folder (see above)",
+            f"nbkit: error: {exc}; the notebooks that ended before it are intact in the run folder (see "
+            "above)",
             file=sys.stderr,
         )
         return 1
@@ -135,7 +136,8 @@ def _cmd_sweep(args) -> int:
         return 1
     failed = [r for r in results if not r.ok]
     print(
-        f"wrote {out}/  ({len(results)} runs, {len(failed)} failed; {out / 'comparison.csv'}, {out / 'comparison.html'})"
+        f"wrote {out}/  ({len(results)} runs, {len(failed)} failed; {out / 'comparison.csv'}, "
+        f"{out / 'comparison.html'})"
     )
     if failed:
         print(
@@ -164,10 +166,14 @@ def _cmd_list(args) -> int:
 
 # One "diagnose my own …" line per theme: what a user points nbkit at (printed by `nbkit doctor`).
 OWN_RUN_EXAMPLES = {
-    "kg": "nbkit run 01 -p DATASET path/to/triples.tsv          # your knowledge graph (.csv/.tsv/.parquet/.nt/.ttl[.gz])",
-    "zero": "nbkit run 02 -p MODEL path/to/hf_dir_or_config.json -p DS_CONFIG ds_config.json -p WORLD_SIZE 16 -p GPUS_PER_NODE 8",
-    "signatures": "nbkit run 03 -p SIGNATURE '\"question -> answer\"' -p DEV_SET dev.jsonl -p METRIC contains",
-    "audit": "nbkit audit axolotl.yml --model path/to/hf_dir   # or adapter_config.json, an SFTConfig/TrainingArguments JSON, ds_config.json",
+    "kg": "nbkit run 01 -p DATASET path/to/triples.tsv          "
+    "# your knowledge graph (.csv/.tsv/.parquet/.nt/.ttl[.gz])",
+    "zero": "nbkit run 02 -p MODEL path/to/hf_dir_or_config.json -p DS_CONFIG ds_config.json "
+    "-p WORLD_SIZE 16 -p GPUS_PER_NODE 8",
+    "signatures": "nbkit run 03 -p SIGNATURE '\"question -> answer\"' -p DEV_SET dev.jsonl "
+    "-p METRIC contains",
+    "audit": "nbkit audit axolotl.yml --model path/to/hf_dir   "
+    "# or adapter_config.json, an SFTConfig/TrainingArguments JSON, ds_config.json",
 }
 
 
@@ -205,7 +211,8 @@ def _cmd_doctor(args) -> int:
     else:
         dev = report["device"]
         print(
-            f"python {dev['python']}  torch {dev['torch'] or 'not installed'}  cuda build {dev['torch_cuda_build']}  cuda available {dev['cuda_available']}"
+            f"python {dev['python']}  torch {dev['torch'] or 'not installed'}  cuda build "
+            f"{dev['torch_cuda_build']}  cuda available {dev['cuda_available']}"
         )
         print(
             f"cores {dev['cpu_cores_usable']}  RAM {dev['ram_total_gib']} GiB  GPUs: "
@@ -265,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume",
         type=Path,
         metavar="DIR",
-        help="re-run only the notebooks of the run folder DIR that are not ok, with the parameters recorded there",
+        help="re-run only the notebooks of the run folder DIR that are not ok, "
+        "with the parameters recorded there",
     )
     _common_run_options(run, output_help="output directory (default runs/<timestamp>)")
     run.set_defaults(func=_cmd_run, parser=run)
@@ -278,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume",
         type=Path,
         metavar="DIR",
-        help="run only the combinations the sweep folder DIR's comparison.csv does not hold as ok (its recorded grid)",
+        help="run only the combinations the sweep folder DIR's comparison.csv does not hold as ok "
+        "(its recorded grid)",
     )
     sweep.add_argument(
         "--grid",
@@ -320,8 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     # As audit: every argument (--help included) goes to nbkit.diagnose.cli.main.
     diag = sub.add_parser(
         "diagnose",
-        help="a whole training setup: nbkit diagnose CONFIG [--gpus-per-node N] [--nodes N] [--gpu-memory GiB] "
-        "[--format text|json|html]",
+        help="a whole training setup: nbkit diagnose CONFIG [--gpus-per-node N] [--nodes N] "
+        "[--gpu-memory GiB] [--format text|json|html]",
         add_help=False,
         prefix_chars="+",
     )

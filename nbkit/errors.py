@@ -55,7 +55,8 @@ def read_text(path, *, what: str, error: type[UsageError] = UsageError) -> str:
         raise error(f"{path}: no such file or directory; expected {what}") from None
     except UnicodeDecodeError as exc:
         raise error(
-            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected {what}"
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected "
+            f"{what}"
         ) from None
     except OSError as exc:
         raise error(f"{path}: cannot read it ({exc.strerror or exc}); expected {what}") from None

@@ -33,7 +33,8 @@ from nbkit.runfolder import is_disk_error, output_error
 # jsonschema treats it as optional. Only nbkit's own command-line processes (and their pool
 # workers) make it look absent: a program that merely imports this module keeps its modules.
 def skip_uri_grammar() -> None:
-    """Make jsonschema's optional ``rfc3987_syntax`` look absent in this process (call before nbformat loads)."""
+    """Make jsonschema's optional ``rfc3987_syntax`` look absent in this process (call before nbformat
+    loads)."""
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
@@ -207,7 +208,8 @@ KERNEL_PID_FILE = ".kernel.pid"  # in a notebook's staging folder while its kern
 
 
 def _kernel_death(path: Path, out_nb: Path, process) -> str | None:
-    """``NAME: kernel died (signal 9, SIGKILL) in cell N ('…')`` when the notebook's kernel died, else None."""
+    """``NAME: kernel died (signal 9, SIGKILL) in cell N ('…')`` when the notebook's kernel died, else
+    None."""
     if process is None:
         return None
     try:

@@ -159,11 +159,13 @@ class Experiment(Generic[C, M]):
     help: str = ""
 
     def config(self, smoke: bool = False, **overrides: Any) -> C:
-        """This experiment's config: its SMOKE preset or defaults, with ``overrides`` (see :func:`config_for`)."""
+        """This experiment's config: its SMOKE preset or defaults, with ``overrides`` (see
+        :func:`config_for`)."""
         return config_for(self.Config, smoke, **overrides)
 
     def __call__(self, cfg: C | None = None, ctx: Any = None, live: LiveFigure | None = None) -> Result[M]:
-        """Run it headless: ``cfg`` defaults to ``Config()``; ``ctx`` to a fresh context is the theme's job."""
+        """Run it headless: ``cfg`` defaults to ``Config()``; ``ctx`` to a fresh context is the theme's
+        job."""
         if ctx is None:
             raise TypeError(f"experiment {self.slug!r} needs its theme's context (ctx=...)")
         return self.run(cfg if cfg is not None else self.Config(), ctx, live)
@@ -189,7 +191,8 @@ class Registry:
     def experiment(
         self, slug: str, title: str, Config: type[C], Metrics: type[M], *, help: str = ""
     ) -> Callable[[Callable[[C, Any, Any], Result[M]]], Experiment[C, M]]:
-        """Decorator form: ``@REGISTRY.experiment("ablation", "The ablation ladder", AblationConfig, AblationMetrics)``."""
+        """Decorator form: ``@REGISTRY.experiment("ablation", "The ablation ladder", AblationConfig,
+        AblationMetrics)``."""
 
         def register(run: Callable[[C, Any, Any], Result[M]]) -> Experiment[C, M]:
             return self.register(

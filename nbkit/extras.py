@@ -92,7 +92,8 @@ def _extras_named(marker: str) -> list[str]:
 
 
 def problems(reqs) -> list[str]:
-    """What of ``reqs`` this environment lacks: ``"pykeen (not installed)"`` or ``"dspy 2.6.0 (needs >=3.0,<4)"``."""
+    """What of ``reqs`` this environment lacks: ``"pykeen (not installed)"`` or ``"dspy 2.6.0 (needs
+    >=3.0,<4)"``."""
     out = []
     for r in reqs:
         try:

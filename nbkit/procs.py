@@ -194,7 +194,8 @@ class Ranks:
         return all(c == 0 for c in self.poll().values())
 
     def end(self) -> None:
-        """Kill every rank's group (SIGKILL: a rank in a broken collective ignores nothing less) and reap it."""
+        """Kill every rank's group (SIGKILL: a rank in a broken collective ignores nothing less) and reap
+        it."""
         for p in self.procs.values():
             kill_group(p.pid, signal.SIGKILL)
         for p in self.procs.values():

@@ -38,7 +38,8 @@ RECORD_VERSION = 1
 
 OK, FAILED, INTERRUPTED, NOT_STARTED = "ok", "failed", "interrupted", "not started"
 
-# The file system refusing a write: the run cannot go on, and retrying the next notebook would only fail again.
+# The file system refusing a write: the run cannot go on, and retrying the next notebook would only fail
+# again.
 DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
 
 
@@ -59,7 +60,8 @@ def output_error(where: Path, exc: OSError) -> OutputError:
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``path`` under a temporary name beside it, then rename: readers see the old file or the new one."""
+    """Write ``path`` under a temporary name beside it, then rename: readers see the old file or the new
+    one."""
     part = path.with_name(f".{path.name}.part-{os.getpid()}")
     try:
         if isinstance(data, str):
@@ -143,14 +145,16 @@ def params_hash(blob: Any) -> str:
 
 
 def read_record(folder: Path, name: str) -> dict[str, Any]:
-    """The record ``name`` of a run folder, checked against the SHA-256 it carries (ResumeError when unusable)."""
+    """The record ``name`` of a run folder, checked against the SHA-256 it carries (ResumeError when
+    unusable)."""
     folder = Path(folder).expanduser()
     path = folder / name
     if not folder.is_dir():
         raise ResumeError(f"--resume {folder}: not a folder")
     if not path.is_file():
         raise ResumeError(
-            f"--resume {folder}: no {name} in it (not a folder written by this command, or written before resume existed)"
+            f"--resume {folder}: no {name} in it (not a folder written by this command, or written before "
+            "resume existed)"
         )
     try:
         record = json.loads(path.read_text(encoding="utf-8"))

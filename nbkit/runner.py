@@ -107,7 +107,8 @@ def _plan_new(
 
 
 def _plan_resume(folder: Path | str) -> tuple[Path, list[Path], dict[str, dict[str, Any]], dict[str, Any]]:
-    """(run folder, notebooks, parameters, record) of the run ``folder`` holds; ResumeError when it cannot be resumed."""
+    """(run folder, notebooks, parameters, record) of the run ``folder`` holds; ResumeError when it cannot be
+    resumed."""
     final = Path(folder).expanduser().resolve()
     record = rf.read_record(final, rf.RUN_RECORD)
     where = final / rf.RUN_RECORD
@@ -168,7 +169,8 @@ def run_notebooks(
     log=print,
     resume: Path | str | None = None,
 ) -> tuple[Path, list[NotebookResult]]:
-    """Execute notebooks into ``output`` (default ``runs/<timestamp>``); returns the run folder and each result.
+    """Execute notebooks into ``output`` (default ``runs/<timestamp>``); returns the run folder and
+    each result.
 
     The folder is created when the run starts and keeps every notebook that ended, ok or not (see
     ``nbkit.runfolder``); each result's ``status`` says ok, failed, interrupted or not started.
@@ -211,7 +213,8 @@ def run_notebooks(
     ordered = lambda: [state[p.stem] for p in paths]  # noqa: E731
     if resume is not None:
         log(
-            f"resuming {final}: {len(paths) - len(todo)} notebook(s) ok, re-running {', '.join(p.stem for p in todo) or 'none'}"
+            f"resuming {final}: {len(paths) - len(todo)} notebook(s) ok, re-running "
+            f"{', '.join(p.stem for p in todo) or 'none'}"
         )
     write_state(final, ordered(), per_nb, date)
     tmp = make_tmp_beside(final)
@@ -243,7 +246,8 @@ def run_notebooks(
         shutil.rmtree(tmp, ignore_errors=True)
         done = sum(r.ok for r in state.values())
         log(
-            f"  {done} of {len(paths)} notebooks ok are kept in {final} (index.html says what happened to each); "
+            f"  {done} of {len(paths)} notebooks ok are kept in {final} (index.html says what happened to "
+            "each); "
             f"`nbkit run --resume {final}` re-runs the others"
         )
         raise

@@ -13,9 +13,10 @@ runs the notebook once per combination and writes
 Grid values are Python literals (``1,2``, ``0.1,1e-3``, ``'a','b'``; bare words are strings) and are
 checked against the notebook's parameters cell — names, types, declared ranges and choices — before
 anything runs or is written. Runs go to a local process pool (``--jobs N``, each kernel given
-its share of the cores as thread counts) or, with ``--scheduler ADDRESS``, to an existing Dask distributed cluster:
-each notebook is a task; its files come back through Dask, so workers need nbkit and a ``python3``
-kernel, not a shared filesystem. A failed run is a row with its error; the sweep still lands.
+its share of the cores as thread counts) or, with ``--scheduler ADDRESS``, to an existing Dask
+distributed cluster: each notebook is a task; its files come back through Dask, so workers need
+nbkit and a ``python3`` kernel, not a shared filesystem. A failed run is a row with its error; the
+sweep still lands.
 
 ``DIR`` exists from the start: each run's folder is renamed into ``DIR/runs/`` as it ends and the
 comparison is rewritten (by rename) then, so an interrupted sweep keeps every finished run, its
@@ -141,7 +142,8 @@ def connect(address: str, timeout_s: float = 10.0):
         return Client(address, timeout=timeout_s, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise RunError(
-            f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({type(exc).__name__}: {exc})"
+            f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({type(exc).__name__}: "
+            f"{exc})"
         ) from None
 
 
@@ -395,15 +397,20 @@ def write_comparison_html(
             move_in(ensure_plotly_js(Path(staging)).parent, path.parent)
     grid_text = "; ".join(f"{k} = {', '.join(repr(v) for v in vs)}" for k, vs in grid.items())
     fixed_text = ", ".join(f"{k}={v!r}" for k, v in fixed.items()) or "none"
-    page = f"""<!doctype html><html><head><meta charset='utf-8'>{f"<script src='{PLOTLY_JS}'></script>" if figures else ""}
+    script = f"<script src='{PLOTLY_JS}'></script>" if figures else ""
+    ok = sum(r["status"] == "ok" for r in rows)
+    page = f"""<!doctype html><html><head><meta charset='utf-8'>{script}
 <title>nbkit sweep {esc(notebook)} ({esc(date)})</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left}}tr.failed{{background:#f6d3d0}}
 .plots{{display:grid;grid-template-columns:repeat(auto-fill,minmax(460px,1fr));gap:1em}}</style></head><body>
-<h1>Sweep of {esc(notebook)}</h1><p>{esc(date)} · {len(rows)} runs, {sum(r["status"] == "ok" for r in rows)} ok ·
-grid: <code>{esc(grid_text)}</code> · fixed: <code>{esc(fixed_text)}</code> · <a href='comparison.csv'>comparison.csv</a></p>
-<h2>Runs</h2><div style='overflow-x:auto'><table id='comparison'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>
-<h2>Metrics against {esc(list(grid)[0])}</h2><div class='plots'>{plots or "<p>no numeric metric was recorded</p>"}</div>
+<h1>Sweep of {esc(notebook)}</h1><p>{esc(date)} · {len(rows)} runs, {ok} ok ·
+grid: <code>{esc(grid_text)}</code> · fixed: <code>{esc(fixed_text)}</code> ·
+<a href='comparison.csv'>comparison.csv</a></p>
+<h2>Runs</h2><div style='overflow-x:auto'><table id='comparison'><thead><tr>{head}</tr></thead>
+<tbody>{body}</tbody></table></div>
+<h2>Metrics against {esc(list(grid)[0])}</h2>
+<div class='plots'>{plots or "<p>no numeric metric was recorded</p>"}</div>
 </body></html>"""
     write_atomic(path, page)
 
@@ -447,7 +454,8 @@ def _plan_sweep_resume(
 def _kept_runs(
     final: Path, path: Path, grid: dict[str, list[Any]], per_run: Sequence[dict[str, Any]]
 ) -> dict[int, NotebookResult]:
-    """The runs an earlier sweep finished ok (a row of comparison.csv with status ok and its notebook on disk)."""
+    """The runs an earlier sweep finished ok (a row of comparison.csv with status ok and its notebook on
+    disk)."""
     try:
         with open(final / "comparison.csv", newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
@@ -512,7 +520,8 @@ def run_sweep(
     else:
         if not notebook:
             raise RunError(
-                "name the notebook to sweep (e.g. `nbkit sweep 02 --grid WORLD_SIZE=1,2`), or give --resume DIR"
+                "name the notebook to sweep (e.g. `nbkit sweep 02 --grid WORLD_SIZE=1,2`), or give --resume "
+                "DIR"
             )
         path, grid, per_run = plan_sweep(notebook, grid_items, fixed, smoke=smoke, yes=yes)
     client = None

@@ -38,7 +38,8 @@ def source_files() -> list[Path]:
     files = sorted(p for pattern in COPIED for p in root.glob(pattern))
     if not any(p.suffix == ".ipynb" for p in files):
         raise UsageError(
-            f"no notebooks came with this nbkit (looked in {root}); reinstall it: pip install --force-reinstall nbkit"
+            f"no notebooks came with this nbkit (looked in {root}); reinstall it: pip install "
+            "--force-reinstall nbkit"
         )
     return files
 
@@ -61,7 +62,8 @@ def init(target: Path | str) -> InitResult:
     files = source_files()
     if files[0].parent.resolve() == target:
         raise UsageError(
-            f"{target} holds the notebooks nbkit came with (edit them there, or give another DIR for your own copies)"
+            f"{target} holds the notebooks nbkit came with (edit them there, or give another DIR for your "
+            "own copies)"
         )
     manifest_path = target / MANIFEST
     recorded: dict[str, str] = {}
@@ -87,7 +89,8 @@ def init(target: Path | str) -> InitResult:
     if changed:
         names = ", ".join(str(p) for p in changed)
         raise UsageError(
-            f"{names}: changed since nbkit init copied it (or not written by nbkit init); nothing was copied — "
+            f"{names}: changed since nbkit init copied it (or not written by nbkit init); nothing was "
+            "copied — "
             "move your version aside, or init into another folder"
         )
     try:
@@ -154,10 +157,12 @@ def kernel_python(env: dict[str, str] | None = None) -> str | None:
     """The interpreter the ``python3`` kernel would start (``None`` without one), as seen with ``env``."""
     code = (
         "import sys\nfrom jupyter_client.kernelspec import KernelSpecManager\n"
-        "try:\n    argv = KernelSpecManager().get_kernel_spec('python3').argv\nexcept Exception:\n    sys.exit(3)\n"
+        "try:\n    argv = KernelSpecManager().get_kernel_spec('python3').argv\nexcept Exception:\n    "
+        "sys.exit(3)\n"
         "exe = argv[0]\n"
         # jupyter_client runs a spec whose argv[0] is a bare python name with the launching interpreter.
-        "print(sys.executable if exe in ('python', 'python3', 'python%d.%d' % sys.version_info[:2]) else exe)\n"
+        "print(sys.executable if exe in ('python', 'python3', 'python%d.%d' % sys.version_info[:2]) else "
+        "exe)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     return out.stdout.strip() if out.returncode == 0 else None
@@ -207,7 +212,8 @@ def cmd_init(args) -> int:
         if names:
             print(f"{verb}: {', '.join(names)}")
     print(
-        f"your notebooks are in {res.target}; open them with: nbkit lab {res.target}   (or run one: cd {res.target} && nbkit run 00)"
+        f"your notebooks are in {res.target}; open them with: nbkit lab {res.target}   (or run one: cd "
+        f"{res.target} && nbkit run 00)"
     )
     return 0
 
@@ -222,7 +228,8 @@ def cmd_lab(args) -> int:
     if python is None or os.path.abspath(python) != os.path.abspath(sys.executable):
         return main_error(
             f"the python3 Jupyter kernel here runs {python or 'nothing (no python3 kernel)'}, not this "
-            f"environment's {sys.executable}; register this one with: {sys.executable} -m ipykernel install --sys-prefix"
+            f"environment's {sys.executable}; register this one with: {sys.executable} -m ipykernel install "
+            "--sys-prefix"
         )
     print(f"JupyterLab on {Path(folder).resolve()}, kernel python3 = {sys.executable}", flush=True)
     if os.name == "posix":

@@ -45,9 +45,10 @@ BINARY = "llama-server"
 # The llama.cpp options that decide what gets built; GGML_NATIVE stays at its default (ON), as in the
 # llama-cpp-python build, so both use the same CPU kernels on this machine.
 CMAKE_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-    "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF",
-    "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF",
+    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
 )  # fmt: skip
 
 PATCH_FILE = "tools/server/server-context.cpp"
@@ -59,13 +60,15 @@ PATCH_OLD = """        for (int i = 0; i < (int) prompt.tokens.size(); i++) {
                 n_text++;
             }
         }"""
-PATCH_NEW = """        // nbkit: the repetition-penalty window starts empty, as in llama-cpp-python's Llama.generate
-        // (prompt tokens are not accepted into the sampler chain), so a request gets the same tokens.
+PATCH_NEW = (
+    "        // nbkit: the repetition-penalty window starts empty, as in llama-cpp-python's Llama.generate\n"
+    """        // (prompt tokens are not accepted into the sampler chain), so a request gets the same tokens.
         for (int i = 0; i < (int) prompt.tokens.size(); i++) {
             if (prompt.tokens[i] != LLAMA_TOKEN_NULL) {
                 n_text++;
             }
         }"""
+)
 PATCH_ID = "penalty-window-without-prompt"
 
 
@@ -105,8 +108,8 @@ def fetch_sdist(llama_version: str, cache: Path, log) -> Path:
     found = sorted(cache.glob(f"llama_cpp_python-{llama_version}.tar.gz"))
     if found:
         return found[0]
-    run_logged([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", f"llama-cpp-python=={llama_version}",
-                "-d", str(cache)], log)  # fmt: skip
+    run_logged([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+                f"llama-cpp-python=={llama_version}", "-d", str(cache)], log)  # fmt: skip
     found = sorted(cache.glob(f"llama_cpp_python-{llama_version}.tar.gz"))
     if not found:
         raise BuildError(f"pip download left no llama_cpp_python-{llama_version}.tar.gz in {cache}")
@@ -116,7 +119,8 @@ def fetch_sdist(llama_version: str, cache: Path, log) -> Path:
 def extract_llama_cpp(sdist: Path, into: Path) -> Path:
     """Unpack only ``vendor/llama.cpp`` of the sdist; returns that directory."""
     with tarfile.open(sdist) as tar:
-        # Only <top>/vendor/llama.cpp/…: the sdist also carries git metadata under <top>/.git/modules/vendor/llama.cpp.
+        # Only <top>/vendor/llama.cpp/…: the sdist also carries git metadata under
+        # <top>/.git/modules/vendor/llama.cpp.
         members = [m for m in tar.getmembers() if m.name.split("/")[1:3] == ["vendor", "llama.cpp"]]
         if not members:
             raise BuildError(f"{sdist} has no vendor/llama.cpp tree")
@@ -130,7 +134,8 @@ def apply_patch(src: Path) -> None:
     text = path.read_text()
     if text.count(PATCH_OLD) != 1:
         raise BuildError(
-            f"{path}: the code the '{PATCH_ID}' patch replaces was not found exactly once (llama.cpp changed?)"
+            f"{path}: the code the '{PATCH_ID}' patch replaces was not found exactly once (llama.cpp "
+            "changed?)"
         )
     path.write_text(text.replace(PATCH_OLD, PATCH_NEW))
 
@@ -209,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         tarfile.TarError,
     ) as exc:  # setup goes on: the fallback server works
         print(f"nbkit: warning: {BINARY} was not built: {exc}\n"
-              f"nbkit: notebook 03 falls back to llama-cpp-python's server (one request at a time per server)", file=sys.stderr)  # fmt: skip
+              "nbkit: notebook 03 falls back to llama-cpp-python's server (one request at a time per server)",
+              file=sys.stderr)  # fmt: skip
         return 1 if args.strict else 0
     return 0
 

@@ -155,7 +155,8 @@ def main() -> int:
         acyclic = False
     assert acyclic == (not comps)
     print(
-        f"modules: {len(edges)}; import cycles (strongly connected groups): {len(comps)}; in-function imports of nbkit modules: {len(inner)}"
+        f"modules: {len(edges)}; import cycles (strongly connected groups): {len(comps)}; in-function "
+        f"imports of nbkit modules: {len(inner)}"
     )
     for comp in comps:
         print("cycle group:", " ".join(comp))

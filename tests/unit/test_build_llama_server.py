@@ -1,4 +1,5 @@
-"""scripts/build_llama_server.py (run by make setup): what it refuses, skips and patches, without compiling."""
+"""scripts/build_llama_server.py (run by make setup): what it refuses, skips and patches, without
+compiling."""
 
 import importlib.util
 import io
@@ -37,7 +38,9 @@ def test_patch_makes_the_penalty_window_start_empty(b, tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "pattern"),
-    [("// the code moved away\n", r"server-context.cpp: the code the 'penalty-window-without-prompt' patch replaces was not found exactly once"),
+    [("// the code moved away\n",
+      r"server-context.cpp: the code the 'penalty-window-without-prompt' patch replaces "
+      r"was not found exactly once"),
      ("{old}\n{old}\n", r"not found exactly once")],
 )  # fmt: skip
 def test_patch_refuses_a_source_it_does_not_match(b, tmp_path, text, pattern):

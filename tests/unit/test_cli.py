@@ -37,7 +37,8 @@ def test_import_nbkit_stays_light():
     """`import nbkit` (and the CLI module) must not pull in torch, plotly, papermill or pandas."""
     code = (
         "import sys, nbkit, nbkit.cli, nbkit.runner, nbkit.report, nbkit.sweep, nbkit.live, nbkit.panels; "
-        "print(' '.join(m for m in ('torch', 'plotly', 'papermill', 'pandas', 'distributed', 'ipywidgets') if m in sys.modules))"
+        "print(' '.join(m for m in ('torch', 'plotly', 'papermill', 'pandas', 'distributed', 'ipywidgets') "
+        "if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -66,7 +67,8 @@ def test_runner_import_leaves_sys_modules_alone():
     """Importing nbkit's runner from a user's program must not hide jsonschema's optional grammar;
     only nbkit's own `run`/`sweep`/`list` processes skip it (start-up cost)."""
     code = (
-        "import sys, nbkit.cli, nbkit.runner; a = 'rfc3987_syntax' in sys.modules and sys.modules['rfc3987_syntax'] is None; "
+        "import sys, nbkit.cli, nbkit.runner; a = 'rfc3987_syntax' in sys.modules and "
+        "sys.modules['rfc3987_syntax'] is None; "
         "nbkit.runner.skip_uri_grammar(); b = sys.modules.get('rfc3987_syntax', 1) is None; print(a, b)"
     )
     out = subprocess.run(

@@ -39,7 +39,8 @@ def test_requirements_group_by_extra_and_expand_all():
     [
         (
             "kg",
-            "this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed); install with: pip install 'nbkit[kg]'",
+            "this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed); install with: pip "
+            "install 'nbkit[kg]'",
         ),
         ("zero", "nbkit[zero]: pyyaml"),  # installed, but older than the extra needs
     ],

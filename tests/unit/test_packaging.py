@@ -71,8 +71,10 @@ def test_notebook_is_stored_stripped_and_paired(path):
 
 def test_import_nbkit_is_instant_and_light():
     code = (
-        "import time, sys; t=time.perf_counter(); import nbkit, nbkit.kg, nbkit.zero, nbkit.signatures, nbkit.audit, nbkit.pscheck; "
-        "heavy=[m for m in ('torch','torch_geometric','deepspeed','dspy','peft','transformers','pykeen') if m in sys.modules]; "
+        "import time, sys; t=time.perf_counter(); import nbkit, nbkit.kg, nbkit.zero, nbkit.signatures, "
+        "nbkit.audit, nbkit.pscheck; "
+        "heavy=[m for m in ('torch','torch_geometric','deepspeed','dspy','peft','transformers','pykeen') if "
+        "m in sys.modules]; "
         "print(time.perf_counter()-t, heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

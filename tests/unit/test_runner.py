@@ -146,7 +146,10 @@ def test_list_shows_parameters(nb_dir, capsys):
 
 # -- index page, --jobs, interruption ----------------------------------------------------------------
 
-OLD_SHAPE_CLAIMS = "import nbkit\nnbkit.record('claims', [{'claim': 'x', 'verdict': 'holds'}])\nnbkit.record('headline', {'a': 1})\n"
+OLD_SHAPE_CLAIMS = (
+    "import nbkit\nnbkit.record('claims', [{'claim': 'x', 'verdict': 'holds'}])\n"
+    "nbkit.record('headline', {'a': 1})\n"
+)
 
 
 def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
@@ -218,7 +221,8 @@ def test_longest_first_orders_by_the_newest_matching_history(tmp_path):
     from nbkit.runner import Job, longest_first, previous_seconds
 
     runs = tmp_path / "runs"
-    for name, smoke, secs, mtime in (("old", False, {"01_a": 1, "02_b": 500}, 100), ("new", False, {"01_a": 90, "02_b": 10}, 200),
+    for name, smoke, secs, mtime in (("old", False, {"01_a": 1, "02_b": 500}, 100),
+                                     ("new", False, {"01_a": 90, "02_b": 10}, 200),
                                      ("smoke", True, {"01_a": 1, "02_b": 99}, 300)):  # fmt: skip
         (runs / name).mkdir(parents=True)
         (runs / name / "timings.json").write_text(json.dumps({"smoke": smoke, "seconds": secs}))

@@ -174,7 +174,8 @@ def test_a_kernel_killed_mid_run_fails_its_notebook_within_seconds_and_the_other
     make_notebook(
         d / "02_other.ipynb",
         body="import os, pathlib, time\npathlib.Path(f'other-{os.getpid()}.pid').touch()\n"
-        "while not list(pathlib.Path('.').glob('killed')):\n    time.sleep(0.2)\nimport nbkit\nnbkit.record('done', 1)\n",
+        "while not list(pathlib.Path('.').glob('killed')):\n    time.sleep(0.2)\nimport "
+        "nbkit\nnbkit.record('done', 1)\n",
     )
     out = tmp_path / "runs" / "r"
     proc = _nbkit(["run", "--all", "--jobs", "2", "-q", "--output", str(out)], d)
@@ -246,7 +247,8 @@ def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp
     assert not _alive(kernel.pid), "the dead worker's kernel survived"
     assert list(own_tmp.iterdir()) == [], "the dead worker's kernel left its files or its temporary folder"
     print(
-        f"FIGURE worker SIGKILL: run ended {time.monotonic() - killed_at:.1f} s after the kill (two more notebooks ran)"
+        f"FIGURE worker SIGKILL: run ended {time.monotonic() - killed_at:.1f} s after the kill (two more "
+        "notebooks ran)"
     )
 
 
@@ -317,7 +319,8 @@ SWEEP_BODY = (
     "import os, pathlib, time, nbkit\npathlib.Path(f'kernel-{N}-{os.getpid()}.pid').touch()\n"
     "with open(f'count-{N}.txt', 'a') as fh:\n    fh.write('x')\n"
     "flag = pathlib.Path('fail-n')\n"
-    "if flag.exists() and str(N) in flag.read_text().split(','):\n    raise RuntimeError(f'N={N} told to fail')\n"
+    "if flag.exists() and str(N) in flag.read_text().split(','):\n    raise RuntimeError(f'N={N} told to "
+    "fail')\n"
     "time.sleep(float(os.environ.get('SWEEP_SLEEP', '0')))\nnbkit.record('n_squared', N * N)\n"
 )
 
@@ -418,7 +421,8 @@ def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel
     kernels = [int(p.stem.split("-")[2]) for p in sweep_dir.glob("kernel-*.pid")]
     assert procs_gone(kernels), "a kernel of the killed worker survived"
     print(
-        f"FIGURE Dask worker SIGKILL: sweep done {elapsed:.1f} s after the kill; statuses {[r['status'] for r in rows]}"
+        f"FIGURE Dask worker SIGKILL: sweep done {elapsed:.1f} s after the kill; statuses "
+        f"{[r['status'] for r in rows]}"
     )
     assert elapsed < 200
 
@@ -439,7 +443,8 @@ def small_disk(tmp_path):
     )
     if mounted.returncode != 0:
         pytest.skip(
-            f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not root'}); the monkeypatched test covers the path"
+            f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not root'}); the monkeypatched test "
+            "covers the path"
         )
     try:
         yield disk

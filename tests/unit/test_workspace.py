@@ -65,7 +65,8 @@ def test_init_refuses_to_overwrite_a_changed_notebook_and_writes_nothing(tmp_pat
 
 
 def test_init_updates_a_copy_nobody_changed_since_an_older_init(tmp_path):
-    """After upgrading nbkit: a file still as the older init wrote it is replaced; the user's edits are not."""
+    """After upgrading nbkit: a file still as the older init wrote it is replaced; the user's edits are
+    not."""
     target = tmp_path / "mine"
     workspace.init(target)
     old = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n'
