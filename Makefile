@@ -56,7 +56,8 @@ sync: setup
 ## FORMATTED lists the paths formatted so far: widen it (to nbkit tests bench scripts) as each part is.
 FORMATTED := nbkit/*.py scripts bench/workbook_time.py tests/unit/runner_notebooks.py \
 	$(addprefix tests/unit/test_,$(addsuffix .py,cli cli_bad_input runner runner_faults runner_sweep record \
-	record_bad_input workspace device live model_files procs extras packaging core_claims build_llama_server))
+	record_bad_input workspace device live model_files procs extras packaging core_claims build_llama_server \
+	start))
 TYPED := $(addprefix nbkit/,$(addsuffix .py,experiment result claims errors record procs runfolder \
 	runner catalog params execute pool timings publish))
 

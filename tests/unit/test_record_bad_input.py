@@ -1,4 +1,4 @@
-"""``nbkit.record`` on values it cannot record faithfully (issue 16): one table of bad values.
+"""``nbkit.record`` on values it cannot record faithfully: one table of bad values.
 
 Each row must raise ``UsageError`` naming the metric and what is wrong, quickly, and leave nothing
 behind: not in ``recorded()``, not in the ``$NBKIT_RECORD_FILE`` sink.
