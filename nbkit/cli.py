@@ -29,16 +29,6 @@ from nbkit.runner import run_notebooks
 from nbkit.sweep import MAX_RUNS, run_sweep
 from nbkit.workspace import add_commands
 
-# `nbkit audit` and `nbkit diagnose` are the audit theme's commands (diagnose reuses the audit's). An
-# install where that theme cannot be imported still runs every other command; those two say why.
-_THEMES_MISSING = ""
-try:
-    from nbkit.audit import cli as audit_cli
-    from nbkit.diagnose import cli as diagnose_cli
-except ImportError as exc:  # pragma: no cover - a broken or partial install
-    audit_cli = diagnose_cli = None  # type: ignore[assignment]
-    _THEMES_MISSING = str(exc)
-
 __all__ = ["OWN_RUN_EXAMPLES", "build_parser", "doctor_report", "main", "parse_params"]
 
 
@@ -241,19 +231,22 @@ def _cmd_doctor(args) -> int:
     return 0 if not missing else 1
 
 
+# `nbkit audit` and `nbkit diagnose` are a theme's commands, imported only when one of them runs (the
+# two lazy imports of nbkit modules in the core, on purpose): every other command starts without
+# paying for, or depending on, what the audit theme imports at its top (pydantic, its checks).
 def _cmd_audit(args) -> int:
-    if audit_cli is None:
+    try:
+        from nbkit.audit import cli as audit_cli
+    except ImportError as exc:
         return main_error(
-            f"the audit theme is not available ({_THEMES_MISSING}); install with: pip install 'nbkit[audit]'"
+            f"the audit theme is not available ({exc}); install with: pip install 'nbkit[audit]'"
         )
     return int(audit_cli.main(list(args.args)) or 0)
 
 
 def _cmd_diagnose(args) -> int:
-    if diagnose_cli is None:
-        return main_error(
-            f"nbkit diagnose is not available ({_THEMES_MISSING}); install with: pip install 'nbkit[audit]'"
-        )
+    from nbkit.diagnose import cli as diagnose_cli
+
     return int(diagnose_cli.main(list(args.args)) or 0)
 
 
