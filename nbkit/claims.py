@@ -214,6 +214,14 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, 
     return (float(lo), float(hi))
 
 
+def _mean(x: Any, *, axis: int = -1) -> Any:
+    return x.mean(axis=axis)
+
+
+def _mean_difference(x: Any, y: Any, *, axis: int = -1) -> Any:
+    return (x - y).mean(axis=axis)
+
+
 def bootstrap_interval(
     values: Sequence[float] | Sequence[Sequence[float]],
     statistic: Callable[..., float] | None = None,
@@ -231,15 +239,16 @@ def bootstrap_interval(
     import numpy as np
     from scipy import stats
 
+    fn: Callable[..., Any]
     if paired:
         a, b = (np.asarray(v, dtype=float) for v in values)
         if a.shape != b.shape:
             raise ValueError(f"paired bootstrap needs equal lengths, got {a.shape[0]} and {b.shape[0]}")
         data: tuple = (a, b)
-        fn = statistic or (lambda x, y, axis=-1: np.mean(x - y, axis=axis))
+        fn = statistic or _mean_difference
     else:
         data = (np.asarray(values, dtype=float),)
-        fn = statistic or (lambda x, axis=-1: np.mean(x, axis=axis))
+        fn = statistic or _mean
     if data[0].size < 2:
         return (float("nan"), float("nan"))
     if all(np.all(d == d.flat[0]) for d in data):  # no spread: the bootstrap is degenerate

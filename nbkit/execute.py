@@ -98,7 +98,8 @@ def kernel_manager_with_env(extra: dict[str, str], watch: dict[str, Any] | None 
                 return "127.0.0.1"
             return os.path.join(tempfile.gettempdir(), f"nbkit-kernel-{uuid.uuid4().hex[:12]}")
 
-        async def start_kernel(self, **kw):
+        # jupyter_client types this coroutine as a plain function returning None.
+        async def start_kernel(self, **kw):  # type: ignore[override]
             kw["env"] = {**kw.get("env", os.environ), **extra}
             started = await super().start_kernel(**kw)
             process = getattr(self.provisioner, "process", None)
@@ -191,12 +192,13 @@ def execute(
             path.stem, False, seconds, None, error=error or f"{path.stem}: no executed notebook was written"
         )
     metrics = read_notebook(out_nb)
-    html_path = out_dir / f"{path.stem}.html"
+    page = out_dir / f"{path.stem}.html"
+    html_path: Path | None = page
     try:
-        export_html(out_nb, html_path, plotly_js)
+        export_html(out_nb, page, plotly_js)
     except Exception as exc:  # a failed notebook's page is a courtesy; a finished one's is not
         if is_disk_error(exc):
-            raise output_error(Path(getattr(exc, "filename", None) or html_path), exc) from None
+            raise output_error(Path(exc.filename or page), exc) from None
         if error is None:
             raise
         html_path = None

@@ -80,8 +80,8 @@ def param(
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     if isinstance(default, (list, dict, set)):
         # A mutable default would be shared by every instance: dataclasses refuse it, so copy per instance.
-        value = default
-        return dataclasses.field(default_factory=lambda: type(value)(value), metadata=meta)
+        mutable = default
+        return dataclasses.field(default_factory=lambda: type(mutable)(mutable), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 
 

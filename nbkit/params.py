@@ -95,7 +95,7 @@ def _parameters_papermill_skipped(path: Path, known: set[str]) -> dict[str, dict
         out[name] = {
             "type": type(default).__name__,
             "default": default,
-            "help": comments.get(node.end_lineno, ""),
+            "help": comments.get(node.end_lineno or node.lineno, ""),
         }
     return out
 

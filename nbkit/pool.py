@@ -109,7 +109,7 @@ class _WorkerPool:
         # fork: workers start with papermill and nbconvert already imported (importing them costs
         # seconds per worker with spawn). This process has no kernel or thread of its own yet; spawn where
         # fork is missing.
-        self.ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        self.ctx: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         self.running: dict[
             int, tuple[Any, Any, int]
         ] = {}  # job index -> (process, receiving end, core-share slot)

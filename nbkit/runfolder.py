@@ -27,7 +27,7 @@ import os
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from nbkit.errors import UsageError
 
@@ -51,7 +51,7 @@ class ResumeError(UsageError):
     """``--resume DIR`` cannot resume DIR (not a run folder, or its notebooks or record changed)."""
 
 
-def is_disk_error(exc: BaseException) -> bool:
+def is_disk_error(exc: BaseException) -> TypeGuard[OSError]:
     return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
 
 
