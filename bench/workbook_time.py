@@ -8,7 +8,7 @@ once with ``--jobs N`` (default: the usable cores, at most 4). Prints
   cells under it, from the sequential run (papermill records each cell's duration);
 * the wall time of each whole run, and the ratio sequential ÷ parallel (the speed-up).
 
-Goal (issue 15): ``nbkit run --all`` at default parameters ≤ 600 s on 2 cores.
+Goal: ``nbkit run --all`` at default parameters ≤ 600 s on 2 cores (``GOAL_S``).
 
     .venv/bin/python bench/workbook_time.py [NOTEBOOK ...] [--smoke] [--jobs N] [--only sequential|parallel]
         [-p KEY VALUE] [--keep DIR]
@@ -30,7 +30,18 @@ GOAL_S = 600.0
 
 def run_once(names: list[str], out: Path, *, smoke: bool, jobs: int, params: list[list[str]]) -> float:
     """``nbkit run`` in a child process into ``out``; its wall time (raises on failure)."""
-    cmd = [sys.executable, "-m", "nbkit.cli", "run", *(names or ["--all"]), "--output", str(out), "-q", "--jobs", str(jobs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbkit.cli",
+        "run",
+        *(names or ["--all"]),
+        "--output",
+        str(out),
+        "-q",
+        "--jobs",
+        str(jobs),
+    ]
     if smoke:
         cmd.append("--smoke")
     for key, value in params:
@@ -41,7 +52,9 @@ def run_once(names: list[str], out: Path, *, smoke: bool, jobs: int, params: lis
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-15:])
-        raise SystemExit(f"workbook_time: `nbkit run` failed (exit {proc.returncode}) after {wall:.0f} s:\n{tail}")
+        raise SystemExit(
+            f"workbook_time: `nbkit run` failed (exit {proc.returncode}) after {wall:.0f} s:\n{tail}"
+        )
     return wall
 
 
@@ -62,7 +75,9 @@ def section_times(nb_path: Path) -> list[tuple[str, float]]:
     sections: list[tuple[str, float]] = [("(top)", 0.0)]
     for cell in nbformat.read(nb_path, as_version=4).cells:
         if cell.cell_type == "markdown":
-            heading = next((ln.lstrip("#").strip() for ln in cell.source.splitlines() if ln.startswith("#")), None)
+            heading = next(
+                (ln.lstrip("#").strip() for ln in cell.source.splitlines() if ln.startswith("#")), None
+            )
             if heading:
                 sections.append((heading[:70], 0.0))
             continue
@@ -77,7 +92,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("notebooks", nargs="*", help="notebooks to run (default: all)")
     ap.add_argument("--smoke", action="store_true", help="SMOKE=True (fast)")
-    ap.add_argument("--jobs", type=int, default=min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=min(
+            4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        ),
+    )
     ap.add_argument("--only", choices=["sequential", "parallel"], help="time one mode only")
     ap.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
     ap.add_argument("--keep", type=Path, help="keep the two run folders under DIR (default: removed)")
@@ -94,7 +115,9 @@ def main() -> int:
             walls[mode] = run_once(args.notebooks, dirs[mode], smoke=args.smoke, jobs=jobs, params=args.param)
             per_nb[mode] = notebook_times(dirs[mode])
         names = sorted({n for times in per_nb.values() for n in times})
-        header = f"{'notebook':<24}" + "".join(f"{m + (f' (--jobs {j})' if j > 1 else ''):>24}" for m, j in modes)
+        header = f"{'notebook':<24}" + "".join(
+            f"{m + (f' (--jobs {j})' if j > 1 else ''):>24}" for m, j in modes
+        )
         print("\n" + header)
         for name in names:
             print(f"{name:<24}" + "".join(f"{per_nb[m].get(name, float('nan')):>23.1f}s" for m, _ in modes))
@@ -110,11 +133,17 @@ def main() -> int:
 
         if len(modes) == 2:
             ratio = walls["sequential"] / walls["parallel"]
-            print(f"\nspeed-up sequential ÷ --jobs {args.jobs}: {ratio:.2f}×  "
-                  f"({walls['sequential']:.0f} s → {walls['parallel']:.0f} s; {len(os.sched_getaffinity(0))} usable cores)")
+            print(
+                f"\nspeed-up sequential ÷ --jobs {args.jobs}: {ratio:.2f}×  "
+                f"({walls['sequential']:.0f} s → {walls['parallel']:.0f} s; {len(os.sched_getaffinity(0))} "
+                "usable cores)"
+            )
         best = min(walls.values())
         label = "SMOKE" if args.smoke else "default parameters"
-        print(f"best wall time at {label}: {best:.0f} s; goal ≤ {GOAL_S:.0f} s at default parameters → {best / GOAL_S:.2f} of it")
+        print(
+            f"best wall time at {label}: {best:.0f} s; goal ≤ {GOAL_S:.0f} s at default parameters → "
+            f"{best / GOAL_S:.2f} of it"
+        )
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -67,7 +67,9 @@ class Claim:
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
-            raise ValueError(f"claim {self.key or self.claim!r}: verdict must be one of {VERDICTS}, got {self.verdict!r}")
+            raise ValueError(
+                f"claim {self.key or self.claim!r}: verdict must be one of {VERDICTS}, got {self.verdict!r}"
+            )
         for name in ("claim", "rule", "n", "why"):
             if not str(getattr(self, name)).strip():
                 raise ValueError(f"claim {self.key or self.claim!r}: {name!r} must not be empty")
@@ -127,7 +129,9 @@ def fmt_interval(interval: tuple[float, float], digits: int = 3, level: float | 
     return f"{text} ({level:.0%})" if level else text
 
 
-def decide_at_least(value: float | tuple[float, float], threshold: float, *, what: str = "effect", n_hint: str = "") -> Verdict:
+def decide_at_least(
+    value: float | tuple[float, float], threshold: float, *, what: str = "effect", n_hint: str = ""
+) -> Verdict:
     """Claim: ``what`` ≥ ``threshold``. Holds if the interval's low end ≥ threshold, refuted if its
     high end < threshold, inconclusive when it straddles (``n_hint`` says what would decide it)."""
     lo, hi = _interval(value)
@@ -142,7 +146,9 @@ def decide_at_least(value: float | tuple[float, float], threshold: float, *, wha
     return Verdict(INCONCLUSIVE, f"{what} {shown} straddles {threshold:.4g} — n too small{tail}")
 
 
-def decide_at_most(value: float | tuple[float, float], threshold: float, *, what: str = "effect", n_hint: str = "") -> Verdict:
+def decide_at_most(
+    value: float | tuple[float, float], threshold: float, *, what: str = "effect", n_hint: str = ""
+) -> Verdict:
     """Claim: ``what`` ≤ ``threshold``; the mirror of :func:`decide_at_least`."""
     lo, hi = _interval(value)
     if math.isnan(lo) or math.isnan(hi):
@@ -156,7 +162,15 @@ def decide_at_most(value: float | tuple[float, float], threshold: float, *, what
     return Verdict(INCONCLUSIVE, f"{what} {shown} straddles {threshold:.4g} — n too small{tail}")
 
 
-def decide_close(value: float | tuple[float, float], claimed: float, tol: float, *, what: str = "value", relative: bool = False, n_hint: str = "") -> Verdict:
+def decide_close(
+    value: float | tuple[float, float],
+    claimed: float,
+    tol: float,
+    *,
+    what: str = "value",
+    relative: bool = False,
+    n_hint: str = "",
+) -> Verdict:
     """Claim: ``what`` equals ``claimed`` within ``tol`` (a fraction of ``claimed`` when ``relative``).
 
     Holds when the whole interval lies inside the band, refuted when none of it does, else
@@ -200,6 +214,14 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, 
     return (float(lo), float(hi))
 
 
+def _mean(x: Any, *, axis: int = -1) -> Any:
+    return x.mean(axis=axis)
+
+
+def _mean_difference(x: Any, y: Any, *, axis: int = -1) -> Any:
+    return (x - y).mean(axis=axis)
+
+
 def bootstrap_interval(
     values: Sequence[float] | Sequence[Sequence[float]],
     statistic: Callable[..., float] | None = None,
@@ -217,22 +239,31 @@ def bootstrap_interval(
     import numpy as np
     from scipy import stats
 
+    fn: Callable[..., Any]
     if paired:
         a, b = (np.asarray(v, dtype=float) for v in values)
         if a.shape != b.shape:
             raise ValueError(f"paired bootstrap needs equal lengths, got {a.shape[0]} and {b.shape[0]}")
         data: tuple = (a, b)
-        fn = statistic or (lambda x, y, axis=-1: np.mean(x - y, axis=axis))
+        fn = statistic or _mean_difference
     else:
         data = (np.asarray(values, dtype=float),)
-        fn = statistic or (lambda x, axis=-1: np.mean(x, axis=axis))
+        fn = statistic or _mean
     if data[0].size < 2:
         return (float("nan"), float("nan"))
     if all(np.all(d == d.flat[0]) for d in data):  # no spread: the bootstrap is degenerate
         point = float(fn(*data, axis=-1))
         return (point, point)
-    res = stats.bootstrap(data, fn, paired=paired, vectorized=True, confidence_level=level,
-                          n_resamples=n_resamples, method="percentile", random_state=seed)
+    res = stats.bootstrap(
+        data,
+        fn,
+        paired=paired,
+        vectorized=True,
+        confidence_level=level,
+        n_resamples=n_resamples,
+        method="percentile",
+        random_state=seed,
+    )
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
@@ -246,7 +277,9 @@ def rate_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return (float(ci.low), float(ci.high))
 
 
-def paired_rate_difference_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+def paired_rate_difference_interval(
+    a: Sequence[float], b: Sequence[float], level: float = 0.95
+) -> tuple[float, float]:
     """Interval of mean(a) − mean(b) for two 0/1 outcomes on the same items (Newcombe 1998, method 10).
 
     Why not the paired bootstrap: when no item is discordant (a = b everywhere) every resample gives

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import re
 import shutil
 import signal
@@ -18,17 +19,37 @@ import sys
 import time
 from pathlib import Path
 
+from nbkit.catalog import available_notebooks
+from nbkit.doctor import doctor_report
 from nbkit.errors import UsageError, main_error
+from nbkit.execute import skip_uri_grammar
+from nbkit.params import notebook_parameters, parse_value
+from nbkit.runfolder import OutputError
+from nbkit.runner import run_notebooks
+from nbkit.sweep import MAX_RUNS, run_sweep
+from nbkit.workspace import add_commands
+
+# `nbkit audit` and `nbkit diagnose` are the audit theme's commands (diagnose reuses the audit's readers).
+# An install without that theme's extra still runs every other command; those two say what to install.
+_AUDIT_MISSING = ""
+try:
+    from nbkit.audit import cli as audit_cli
+    from nbkit.diagnose import cli as diagnose_cli
+except ImportError as exc:  # a partial install: no pydantic/yaml for the audit theme
+    audit_cli = diagnose_cli = None  # type: ignore[assignment]
+    _AUDIT_MISSING = str(exc)
+
+__all__ = ["OWN_RUN_EXAMPLES", "build_parser", "doctor_report", "main", "parse_params"]
 
 
 def parse_params(pairs: list[list[str]] | None) -> dict:
     """``-p KEY VALUE`` pairs as a dict; a key given twice is a UsageError (not a silent last-wins)."""
-    from nbkit.runner import parse_value
-
     params: dict = {}
     for key, value in pairs or []:
         if key in params:
-            raise UsageError(f"-p {key} given twice ({params[key]!r} and {parse_value(value)!r}); give each parameter once")
+            raise UsageError(
+                f"-p {key} given twice ({params[key]!r} and {parse_value(value)!r}); give each parameter once"
+            )
         params[key] = parse_value(value)
     return params
 
@@ -37,11 +58,6 @@ _USAGE_RAISED = re.compile(r" raised (UsageError|MissingExtra): (.*)", re.S)
 
 
 def _cmd_run(args) -> int:
-    import shutil as _shutil
-
-    from nbkit.runfolder import OutputError
-    from nbkit.runner import run_notebooks
-
     if args.resume is None and not args.all and not args.notebooks:
         args.parser.print_usage(sys.stderr)
         return main_error("name the notebooks to run (e.g. `nbkit run 01`), or pass --all for every notebook")
@@ -51,12 +67,24 @@ def _cmd_run(args) -> int:
         return main_error("--resume DIR re-runs DIR's notebooks; do not also pass --all")
     try:
         params = parse_params(args.param)
-        run_dir, results = run_notebooks([] if args.all else args.notebooks, params, smoke=args.smoke, output=args.output,
-                                         kernel=args.kernel, progress=not args.quiet, jobs=args.jobs, resume=args.resume)
+        run_dir, results = run_notebooks(
+            [] if args.all else args.notebooks,
+            params,
+            smoke=args.smoke,
+            output=args.output,
+            kernel=args.kernel,
+            progress=not args.quiet,
+            jobs=args.jobs,
+            resume=args.resume,
+        )
     except UsageError as exc:
         return main_error(str(exc))
     except OutputError as exc:
-        print(f"nbkit: error: {exc}; the notebooks that ended before it are intact in the run folder (see above)", file=sys.stderr)
+        print(
+            f"nbkit: error: {exc}; the notebooks that ended before it are intact in the run folder (see "
+            "above)",
+            file=sys.stderr,
+        )
         return 1
     failed = [r for r in results if not r.ok]
     if not failed:
@@ -69,40 +97,57 @@ def _cmd_run(args) -> int:
     usage = [m for r in failed if (m := _USAGE_RAISED.search(r.error or ""))]
     if usage and len(usage) == len(failed):
         if args.resume is None and not any(r.ok for r in results):
-            _shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
         return main_error("; ".join(m.group(2) for m in usage))
     for r in failed:
         print(f"nbkit: FAILED {r.error}", file=sys.stderr)
-    print(f"nbkit: {len(results) - len(failed)} of {len(results)} notebooks ok; the run is in {run_dir}/ "
-          f"(index.html: each notebook's status; a failed notebook is kept executed up to its failing cell); "
-          f"`nbkit run --resume {run_dir}` re-runs the notebooks that are not ok", file=sys.stderr)
+    print(
+        f"nbkit: {len(results) - len(failed)} of {len(results)} notebooks ok; the run is in {run_dir}/ "
+        f"(index.html: each notebook's status; a failed notebook is kept executed up to its failing cell); "
+        f"`nbkit run --resume {run_dir}` re-runs the notebooks that are not ok",
+        file=sys.stderr,
+    )
     return 1
 
 
 def _cmd_sweep(args) -> int:
-    from nbkit.runfolder import OutputError
-    from nbkit.sweep import run_sweep
-
     try:
         params = parse_params(args.param)
-        out, results = run_sweep(args.notebook, args.grid, params, smoke=args.smoke, jobs=args.jobs, output=args.output,
-                                 scheduler=args.scheduler, yes=args.yes, kernel=args.kernel, progress=not args.quiet,
-                                 resume=args.resume)
+        out, results = run_sweep(
+            args.notebook,
+            args.grid,
+            params,
+            smoke=args.smoke,
+            jobs=args.jobs,
+            output=args.output,
+            scheduler=args.scheduler,
+            yes=args.yes,
+            kernel=args.kernel,
+            progress=not args.quiet,
+            resume=args.resume,
+        )
     except UsageError as exc:
         return main_error(str(exc))
     except OutputError as exc:
-        print(f"nbkit: error: {exc}; the runs that ended before it are intact in the sweep folder (see above)", file=sys.stderr)
+        print(
+            f"nbkit: error: {exc}; the runs that ended before it are intact in the sweep folder (see above)",
+            file=sys.stderr,
+        )
         return 1
     failed = [r for r in results if not r.ok]
-    print(f"wrote {out}/  ({len(results)} runs, {len(failed)} failed; {out / 'comparison.csv'}, {out / 'comparison.html'})")
+    print(
+        f"wrote {out}/  ({len(results)} runs, {len(failed)} failed; {out / 'comparison.csv'}, "
+        f"{out / 'comparison.html'})"
+    )
     if failed:
-        print(f"nbkit: `nbkit sweep --resume {out}` runs the combinations that are not ok again", file=sys.stderr)
+        print(
+            f"nbkit: `nbkit sweep --resume {out}` runs the combinations that are not ok again",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 
 def _cmd_list(args) -> int:
-    from nbkit.runner import available_notebooks, notebook_parameters
-
     out = {}
     try:
         for nb in available_notebooks(required=True):
@@ -121,67 +166,24 @@ def _cmd_list(args) -> int:
 
 # One "diagnose my own …" line per theme: what a user points nbkit at (printed by `nbkit doctor`).
 OWN_RUN_EXAMPLES = {
-    "kg": "nbkit run 01 -p DATASET path/to/triples.tsv          # your knowledge graph (.csv/.tsv/.parquet/.nt/.ttl[.gz])",
-    "zero": "nbkit run 02 -p MODEL path/to/hf_dir_or_config.json -p DS_CONFIG ds_config.json -p WORLD_SIZE 16 -p GPUS_PER_NODE 8",
-    "signatures": "nbkit run 03 -p SIGNATURE '\"question -> answer\"' -p DEV_SET dev.jsonl -p METRIC contains",
-    "audit": "nbkit audit axolotl.yml --model path/to/hf_dir   # or adapter_config.json, an SFTConfig/TrainingArguments JSON, ds_config.json",
+    "kg": "nbkit run 01 -p DATASET path/to/triples.tsv          "
+    "# your knowledge graph (.csv/.tsv/.parquet/.nt/.ttl[.gz])",
+    "zero": "nbkit run 02 -p MODEL path/to/hf_dir_or_config.json -p DS_CONFIG ds_config.json "
+    "-p WORLD_SIZE 16 -p GPUS_PER_NODE 8",
+    "signatures": "nbkit run 03 -p SIGNATURE '\"question -> answer\"' -p DEV_SET dev.jsonl "
+    "-p METRIC contains",
+    "audit": "nbkit audit axolotl.yml --model path/to/hf_dir   "
+    "# or adapter_config.json, an SFTConfig/TrainingArguments JSON, ds_config.json",
 }
 
 
 # Which part brings each model file and binary: missing ones count only where that part is installed.
-NEEDED_BY = {"smollm2-gguf": ("signatures", "zero", "audit"), "smollm2-safetensors-cache": ("zero", "audit"),
-             "minilm-embedder": ("signatures",), "llama_cpp.server": ("signatures",)}
-
-
-def doctor_report(build_cache: bool = False) -> dict:
-    """Environment, device, which extras are present and each part's packages, local model files,
-    server binaries, the kernel."""
-    from importlib import metadata
-
-    from nbkit.device import device_report
-    from nbkit.extras import problems, requirements, status
-    from nbkit.model_files import model_files_status, smollm2_dir
-
-    report: dict = {"device": device_report(), "extras": status(), "packages": {}, "models": {}, "binaries": {}, "kernel": {}}
-    # Each part's packages (nbkit's own requirements, by extra), with the version found or the fix.
-    for part, reqs in requirements().items():
-        if part not in report["extras"]:
-            continue
-        report["packages"][part] = {}
-        for req in reqs:
-            problem = problems([req])
-            report["packages"][part][req.name] = (
-                {"ok": True, "version": metadata.version(req.name)}
-                if not problem else {"ok": False, "why": problem[0], "fix": report["extras"][part]["fix"]}
-            )
-    if build_cache:
-        smollm2_dir()
-    report["models"] = model_files_status()
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    report["binaries"]["chromium"] = (
-        {"ok": True, "path": chromium}
-        if chromium
-        else {"ok": False, "optional": True, "why": "only the browser test tier needs it", "fix": "apt-get install chromium"}
-    )
-    try:
-        from importlib.util import find_spec
-
-        ok = find_spec("llama_cpp") is not None and find_spec("llama_cpp.server") is not None
-    except (ImportError, ValueError):
-        ok = False
-    report["binaries"]["llama_cpp.server"] = (
-        {"ok": True, "how": f"{sys.executable} -m llama_cpp.server"}
-        if ok else {"ok": False, "fix": "pip install 'llama-cpp-python[server]' (builds ~15 min on 2 cores)"}
-    )
-    try:
-        from jupyter_client.kernelspec import KernelSpecManager
-
-        specs = KernelSpecManager().find_kernel_specs()
-        report["kernel"]["python3"] = {"ok": "python3" in specs, "path": specs.get("python3"),
-                                       "fix": None if "python3" in specs else f"{sys.executable} -m ipykernel install --sys-prefix"}
-    except ImportError:
-        report["kernel"]["python3"] = {"ok": False, "fix": "pip install nbkit (it brings ipykernel)"}
-    return report
+NEEDED_BY = {
+    "smollm2-gguf": ("signatures", "zero", "audit"),
+    "smollm2-safetensors-cache": ("zero", "audit"),
+    "minilm-embedder": ("signatures",),
+    "llama_cpp.server": ("signatures",),
+}
 
 
 def _cmd_doctor(args) -> int:
@@ -190,23 +192,40 @@ def _cmd_doctor(args) -> int:
     present = {part for part, info in extras.items() if info["ok"]}
     # Missing: the core's packages, the kernel, and what an installed extra needs (a model file, a
     # server). An extra not installed is a choice, shown on its line, not a failure.
-    missing = [f"packages/{name}" for name, info in report["packages"].get("core", {}).items() if not info["ok"]] + [
+    missing = [
+        f"packages/{name}" for name, info in report["packages"].get("core", {}).items() if not info["ok"]
+    ] + [
         f"{section}/{name}"
         for section in ("models", "binaries", "kernel")
         for name, info in report[section].items()
-        if not info["ok"] and not info.get("optional")
+        if not info["ok"]
+        and not info.get("optional")
         and (name not in NEEDED_BY or present & set(NEEDED_BY[name]))
     ]
     if args.format == "json":
-        print(json.dumps({**report, "missing": missing, "own_run_examples": OWN_RUN_EXAMPLES}, indent=2, default=str))
+        print(
+            json.dumps(
+                {**report, "missing": missing, "own_run_examples": OWN_RUN_EXAMPLES}, indent=2, default=str
+            )
+        )
     else:
         dev = report["device"]
-        print(f"python {dev['python']}  torch {dev['torch'] or 'not installed'}  cuda build {dev['torch_cuda_build']}  cuda available {dev['cuda_available']}")
-        print(f"cores {dev['cpu_cores_usable']}  RAM {dev['ram_total_gib']} GiB  GPUs: "
-              + (", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in dev["gpus"]) or "none"))
-        print("extras: " + "  ".join(f"{'✔' if i['ok'] else '✘'} {part}" for part, i in extras.items() if part != "core"))
+        print(
+            f"python {dev['python']}  torch {dev['torch'] or 'not installed'}  cuda build "
+            f"{dev['torch_cuda_build']}  cuda available {dev['cuda_available']}"
+        )
+        print(
+            f"cores {dev['cpu_cores_usable']}  RAM {dev['ram_total_gib']} GiB  GPUs: "
+            + (", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in dev["gpus"]) or "none")
+        )
+        print(
+            "extras: "
+            + "  ".join(f"{'✔' if i['ok'] else '✘'} {part}" for part, i in extras.items() if part != "core")
+        )
         for part, pkgs in report["packages"].items():
-            line = "  ".join(f"{'✔' if i['ok'] else '✘'} {n} {i.get('version', '')}".strip() for n, i in pkgs.items())
+            line = "  ".join(
+                f"{'✔' if i['ok'] else '✘'} {n} {i.get('version', '')}".strip() for n, i in pkgs.items()
+            )
             fix = f"  — fix: {extras[part]['fix']}" if not extras[part]["ok"] else ""
             print(f"[{part}] {line}{fix}")
         for section in ("models", "binaries", "kernel"):
@@ -223,38 +242,61 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_audit(args) -> int:
-    try:
-        from nbkit.audit.cli import main as audit_main
-    except ImportError as exc:
-        return main_error(f"the audit theme is not available ({exc}); install with: pip install 'nbkit[audit]'")
-    return int(audit_main(list(args.args)) or 0)
+    if audit_cli is None:
+        return main_error(f"the audit theme is not available ({_AUDIT_MISSING}); install with: pip install 'nbkit[audit]'")
+    return int(audit_cli.main(list(args.args)) or 0)
 
 
 def _cmd_diagnose(args) -> int:
-    from nbkit.diagnose.cli import main as diagnose_main
-
-    return int(diagnose_main(list(args.args)) or 0)
+    if diagnose_cli is None:
+        return main_error(f"nbkit diagnose is not available ({_AUDIT_MISSING}); install with: pip install 'nbkit[audit]'")
+    return int(diagnose_cli.main(list(args.args)) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nbkit", description="Run and inspect the nbkit diagnostic workbook.")
+    parser = argparse.ArgumentParser(
+        prog="nbkit", description="Run and inspect the nbkit diagnostic workbook."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute notebooks headless (papermill) into runs/<timestamp>/")
-    run.add_argument("notebooks", nargs="*", help="notebook paths, names (01_kg_gnn), numbers (01) or themes (kg)")
+    run.add_argument(
+        "notebooks", nargs="*", help="notebook paths, names (01_kg_gnn), numbers (01) or themes (kg)"
+    )
     run.add_argument("--all", action="store_true", help="run every notebook")
-    run.add_argument("--resume", type=Path, metavar="DIR",
-                     help="re-run only the notebooks of the run folder DIR that are not ok, with the parameters recorded there")
+    run.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="re-run only the notebooks of the run folder DIR that are not ok, "
+        "with the parameters recorded there",
+    )
     _common_run_options(run, output_help="output directory (default runs/<timestamp>)")
     run.set_defaults(func=_cmd_run, parser=run)
 
-    sweep = sub.add_parser("sweep", help="run one notebook per combination of a parameter grid and compare the runs")
+    sweep = sub.add_parser(
+        "sweep", help="run one notebook per combination of a parameter grid and compare the runs"
+    )
     sweep.add_argument("notebook", nargs="?", help="notebook path, name, number or theme")
-    sweep.add_argument("--resume", type=Path, metavar="DIR",
-                       help="run only the combinations the sweep folder DIR's comparison.csv does not hold as ok (its recorded grid)")
-    sweep.add_argument("--grid", action="append", metavar="KEY=V1,V2", help="a parameter and its values (Python literals); repeat for more keys")
-    sweep.add_argument("--scheduler", metavar="ADDRESS", help="submit each run to this Dask distributed scheduler (tcp://host:8786)")
-    sweep.add_argument("--yes", action="store_true", help=f"allow a grid of more than {256} runs")
+    sweep.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="run only the combinations the sweep folder DIR's comparison.csv does not hold as ok "
+        "(its recorded grid)",
+    )
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        metavar="KEY=V1,V2",
+        help="a parameter and its values (Python literals); repeat for more keys",
+    )
+    sweep.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="submit each run to this Dask distributed scheduler (tcp://host:8786)",
+    )
+    sweep.add_argument("--yes", action="store_true", help=f"allow a grid of more than {MAX_RUNS} runs")
     _common_run_options(sweep, output_help="output directory (default runs/sweep-<notebook>-<timestamp>)")
     sweep.set_defaults(func=_cmd_sweep)
 
@@ -264,32 +306,54 @@ def build_parser() -> argparse.ArgumentParser:
 
     doc = sub.add_parser("doctor", help="what is present, what is missing, how to get it")
     doc.add_argument("--format", choices=["text", "json"], default="text")
-    doc.add_argument("--build-cache", action="store_true", help="also convert SmolLM2's GGUF to the safetensors cache")
+    doc.add_argument(
+        "--build-cache", action="store_true", help="also convert SmolLM2's GGUF to the safetensors cache"
+    )
     doc.set_defaults(func=_cmd_doctor)
 
     # Everything after `audit` (its --help included) is the audit CLI's: with "+" as this parser's only
     # prefix, no "-" argument is taken as an option here, so all of them reach nbkit.audit.cli.main.
-    audit = sub.add_parser("audit", help="fine-tune audit: nbkit audit CONFIG.yaml [--checks ...] [--format text|json]",
-                           add_help=False, prefix_chars="+")
+    audit = sub.add_parser(
+        "audit",
+        help="fine-tune audit: nbkit audit CONFIG.yaml [--checks ...] [--format text|json]",
+        add_help=False,
+        prefix_chars="+",
+    )
     audit.add_argument("args", nargs="*")
     audit.set_defaults(func=_cmd_audit)
 
     # As audit: every argument (--help included) goes to nbkit.diagnose.cli.main.
-    diag = sub.add_parser("diagnose", help="a whole training setup: nbkit diagnose CONFIG [--gpus-per-node N] [--nodes N] [--gpu-memory GiB] "
-                                           "[--format text|json|html]", add_help=False, prefix_chars="+")
+    diag = sub.add_parser(
+        "diagnose",
+        help="a whole training setup: nbkit diagnose CONFIG [--gpus-per-node N] [--nodes N] "
+        "[--gpu-memory GiB] [--format text|json|html]",
+        add_help=False,
+        prefix_chars="+",
+    )
     diag.add_argument("args", nargs="*")
     diag.set_defaults(func=_cmd_diagnose)
-
-    from nbkit.workspace import add_commands
 
     add_commands(sub)  # init, lab
     return parser
 
 
 def _common_run_options(p: argparse.ArgumentParser, output_help: str) -> None:
-    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("KEY", "VALUE"), help="set a parameter (Python literal); once per key")
+    p.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        metavar=("KEY", "VALUE"),
+        help="set a parameter (Python literal); once per key",
+    )
     p.add_argument("--smoke", action="store_true", help="set SMOKE=True (fast run)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="run N notebooks at once, longest first, each with its share of the cores as thread counts")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N notebooks at once, longest first, each with its share of the cores as thread counts",
+    )
     p.add_argument("--output", type=Path, help=output_help)
     p.add_argument("--kernel", default="python3")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bar")
@@ -334,8 +398,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.func in (_cmd_run, _cmd_sweep, _cmd_list):
-        from nbkit.runner import skip_uri_grammar
-
         skip_uri_grammar()  # seconds off every notebook read; scoped to nbkit's own processes
     try:
         with terminate_as_interrupt():
@@ -343,8 +405,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         # The interrupted cell's error is left on an asyncio task of nbclient's; asyncio would log it
         # with two tracebacks when the task is collected. The run is over: say it once, here.
-        import logging
-
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         if isinstance(exc, Terminated):
             print("nbkit: terminated; what had finished is kept in the run folder", file=sys.stderr)

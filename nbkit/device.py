@@ -59,8 +59,10 @@ def device_name(choice: str = "auto") -> str:
         wanted = choice.strip().lower() if isinstance(choice, str) else choice
         if wanted in ("auto", "cpu"):
             return "cpu"
-        raise RuntimeError(f"DEVICE={choice!r} but torch is not installed here; a theme's extra brings it "
-                           "(pip install 'nbkit[kg]', …) or install your own CUDA build of torch") from None
+        raise RuntimeError(
+            f"DEVICE={choice!r} but torch is not installed here; a theme's extra brings it "
+            "(pip install 'nbkit[kg]', …) or install your own CUDA build of torch"
+        ) from None
     return str(pick_device(choice))
 
 
@@ -81,7 +83,9 @@ def device_report() -> dict[str, Any]:
         "torch_cuda_build": torch.version.cuda if torch is not None else None,
         "cuda_available": cuda,
         "cpu_cores_logical": os.cpu_count(),
-        "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu_cores_usable": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         "torch_threads": torch.get_num_threads() if torch is not None else None,
         "ram_total_gib": round(psutil.virtual_memory().total / 2**30, 2),
         "ram_available_gib": round(psutil.virtual_memory().available / 2**30, 2),
@@ -225,7 +229,9 @@ def memory_probe(device=None) -> MemoryProbe:
     """The probe for ``device`` (a ``torch.device``, a string, or None for auto)."""
     import torch
 
-    dev = pick_device("auto") if device is None else torch.device(device) if isinstance(device, str) else device
+    dev = (
+        pick_device("auto") if device is None else torch.device(device) if isinstance(device, str) else device
+    )
     if dev.type == "cuda":
         return CudaMemoryProbe(dev)
     return CpuMemoryProbe()

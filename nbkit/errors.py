@@ -8,14 +8,20 @@ readable line (panels, findings). Theme code raises ``UsageError`` (or a subclas
 
 from __future__ import annotations
 
+import json
 import sys
 import traceback
+from pathlib import Path
 
 EXIT_USAGE = 2
 
 
 class UsageError(ValueError):
     """Bad input from the user: exit 2, one line, nothing half-written."""
+
+
+class RunError(UsageError):
+    """A problem with a run's request itself (unknown notebook or parameter, wrong type, no kernel)."""
 
 
 def describe_error(exc: BaseException) -> str:
@@ -40,8 +46,6 @@ def main_error(message: str, prog: str = "nbkit") -> int:
 def read_text(path, *, what: str, error: type[UsageError] = UsageError) -> str:
     """A user's text file as UTF-8; a directory, a missing or unreadable file, or non-UTF-8 bytes is
     one ``error`` naming the file and ``what`` was expected."""
-    from pathlib import Path
-
     path = Path(path)
     if path.is_dir():
         raise error(f"{path}: is a directory; expected {what}")
@@ -50,7 +54,10 @@ def read_text(path, *, what: str, error: type[UsageError] = UsageError) -> str:
     except FileNotFoundError:
         raise error(f"{path}: no such file or directory; expected {what}") from None
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected {what}") from None
+        raise error(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); expected "
+            f"{what}"
+        ) from None
     except OSError as exc:
         raise error(f"{path}: cannot read it ({exc.strerror or exc}); expected {what}") from None
 
@@ -59,8 +66,6 @@ def read_json_object(path, *, what: str, error: type[UsageError] = UsageError) -
     """Read a JSON file whose top level must be an object (a ds_config, a config.json, a PEFT or
     TrainingArguments file). Every failure is one ``error`` naming the file (with line:column for
     bad JSON) and ``what`` was expected — the one reader behind every theme's JSON inputs."""
-    import json
-
     text = read_text(path, what=what, error=error)
     try:
         data = json.loads(text)

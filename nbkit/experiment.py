@@ -80,8 +80,8 @@ def param(
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     if isinstance(default, (list, dict, set)):
         # A mutable default would be shared by every instance: dataclasses refuse it, so copy per instance.
-        value = default
-        return dataclasses.field(default_factory=lambda: type(value)(value), metadata=meta)
+        mutable = default
+        return dataclasses.field(default_factory=lambda: type(mutable)(mutable), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -95,7 +95,9 @@ def config_for(Config: type[C], smoke: bool = False, **overrides: Any) -> C:
     names = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]
     unknown = sorted(set(overrides) - names)
     if unknown:
-        raise UsageError(f"{Config.__name__} has no field {', '.join(unknown)}; its fields: {', '.join(sorted(names))}")
+        raise UsageError(
+            f"{Config.__name__} has no field {', '.join(unknown)}; its fields: {', '.join(sorted(names))}"
+        )
     return dataclasses.replace(base, **overrides) if overrides else base  # type: ignore[type-var]
 
 
@@ -157,11 +159,13 @@ class Experiment(Generic[C, M]):
     help: str = ""
 
     def config(self, smoke: bool = False, **overrides: Any) -> C:
-        """This experiment's config: its SMOKE preset or defaults, with ``overrides`` (see :func:`config_for`)."""
+        """This experiment's config: its SMOKE preset or defaults, with ``overrides`` (see
+        :func:`config_for`)."""
         return config_for(self.Config, smoke, **overrides)
 
     def __call__(self, cfg: C | None = None, ctx: Any = None, live: LiveFigure | None = None) -> Result[M]:
-        """Run it headless: ``cfg`` defaults to ``Config()``; ``ctx`` to a fresh context is the theme's job."""
+        """Run it headless: ``cfg`` defaults to ``Config()``; ``ctx`` to a fresh context is the theme's
+        job."""
         if ctx is None:
             raise TypeError(f"experiment {self.slug!r} needs its theme's context (ctx=...)")
         return self.run(cfg if cfg is not None else self.Config(), ctx, live)
@@ -178,15 +182,24 @@ class Registry:
         if experiment.slug in self._experiments:
             raise ValueError(f"{self.theme}: experiment {experiment.slug!r} registered twice")
         if not (dataclasses.is_dataclass(experiment.Config) and dataclasses.is_dataclass(experiment.Metrics)):
-            raise TypeError(f"{self.theme}: experiment {experiment.slug!r} needs dataclasses for Config and Metrics")
+            raise TypeError(
+                f"{self.theme}: experiment {experiment.slug!r} needs dataclasses for Config and Metrics"
+            )
         self._experiments[experiment.slug] = experiment
         return experiment
 
-    def experiment(self, slug: str, title: str, Config: type[C], Metrics: type[M], *, help: str = "") -> Callable[[Callable[[C, Any, Any], Result[M]]], Experiment[C, M]]:
-        """Decorator form: ``@REGISTRY.experiment("ablation", "The ablation ladder", AblationConfig, AblationMetrics)``."""
+    def experiment(
+        self, slug: str, title: str, Config: type[C], Metrics: type[M], *, help: str = ""
+    ) -> Callable[[Callable[[C, Any, Any], Result[M]]], Experiment[C, M]]:
+        """Decorator form: ``@REGISTRY.experiment("ablation", "The ablation ladder", AblationConfig,
+        AblationMetrics)``."""
 
         def register(run: Callable[[C, Any, Any], Result[M]]) -> Experiment[C, M]:
-            return self.register(Experiment(slug, title, Config, Metrics, run, help or (run.__doc__ or "").strip().split("\n")[0]))
+            return self.register(
+                Experiment(
+                    slug, title, Config, Metrics, run, help or (run.__doc__ or "").strip().split("\n")[0]
+                )
+            )
 
         return register
 
@@ -194,7 +207,9 @@ class Registry:
         try:
             return self._experiments[slug]
         except KeyError:
-            raise UsageError(f"{self.theme} has no experiment {slug!r}; known: {', '.join(self._experiments)}") from None
+            raise UsageError(
+                f"{self.theme} has no experiment {slug!r}; known: {', '.join(self._experiments)}"
+            ) from None
 
     def __iter__(self) -> Iterator[Experiment[Any, Any]]:
         return iter(self._experiments.values())
@@ -234,4 +249,6 @@ def panel(
     def run(params: C, live: Any = None) -> Result[M]:
         return experiment.run(params, ctx, live)
 
-    return Panel(cfg, run, title=experiment.title if title is None else title, widget=widget, show_result=show_result)
+    return Panel(
+        cfg, run, title=experiment.title if title is None else title, widget=widget, show_result=show_result
+    )

@@ -58,10 +58,17 @@ def requirements(lines: tuple[str, ...] | None = None) -> dict[str, list]:
 
     parsed = [Requirement(line) for line in (_requirement_lines() if lines is None else lines)]
     names = sorted({extra for r in parsed if r.marker for extra in _extras_named(str(r.marker))})
-    out: dict[str, list] = {"core": [r for r in parsed if r.marker is None or r.marker.evaluate({"extra": ""})]}
+    out: dict[str, list] = {
+        "core": [r for r in parsed if r.marker is None or r.marker.evaluate({"extra": ""})]
+    }
     for extra in names:
-        out[extra] = [r for r in parsed if r.marker is not None and r.marker.evaluate({"extra": extra})
-                      and not r.marker.evaluate({"extra": ""})]
+        out[extra] = [
+            r
+            for r in parsed
+            if r.marker is not None
+            and r.marker.evaluate({"extra": extra})
+            and not r.marker.evaluate({"extra": ""})
+        ]
     # `all = ["nbkit[kg,zero]"]` names other extras of nbkit: replace each by their requirements.
     for extra in names:
         expanded, seen = [], {extra}
@@ -85,7 +92,8 @@ def _extras_named(marker: str) -> list[str]:
 
 
 def problems(reqs) -> list[str]:
-    """What of ``reqs`` this environment lacks: ``"pykeen (not installed)"`` or ``"dspy 2.6.0 (needs >=3.0,<4)"``."""
+    """What of ``reqs`` this environment lacks: ``"pykeen (not installed)"`` or ``"dspy 2.6.0 (needs
+    >=3.0,<4)"``."""
     out = []
     for r in reqs:
         try:
@@ -109,8 +117,12 @@ def status(lines: tuple[str, ...] | None = None) -> dict[str, dict]:
         if extra in NOT_PARTS:
             continue
         missing = problems(reqs)
-        out[extra] = {"ok": not missing, "missing": missing, "packages": [r.name for r in reqs],
-                      "fix": None if not missing else install_line(extra)}
+        out[extra] = {
+            "ok": not missing,
+            "missing": missing,
+            "packages": [r.name for r in reqs],
+            "fix": None if not missing else install_line(extra),
+        }
     return out
 
 
@@ -119,8 +131,13 @@ def require(extra: str, lines: tuple[str, ...] | None = None) -> None:
     installed at a version it accepts. Called first thing in a theme notebook."""
     reqs = requirements(lines)
     if extra not in reqs or extra in ("core", *NOT_PARTS):
-        known = ", ".join(e for e in reqs if e not in ("core", *NOT_PARTS)) or "(none: nbkit's metadata is not found)"
+        known = (
+            ", ".join(e for e in reqs if e not in ("core", *NOT_PARTS))
+            or "(none: nbkit's metadata is not found)"
+        )
         raise UsageError(f"nbkit has no extra {extra!r}; its extras: {known}")
     missing = problems(reqs[extra])
     if missing:
-        raise MissingExtra(f"this notebook needs nbkit[{extra}]: {', '.join(missing)}; install with: {install_line(extra)}")
+        raise MissingExtra(
+            f"this notebook needs nbkit[{extra}]: {', '.join(missing)}; install with: {install_line(extra)}"
+        )

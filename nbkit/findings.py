@@ -7,14 +7,32 @@ module depends on nothing of the UI (errors are described by :mod:`nbkit.errors`
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import Any
+
+from nbkit.errors import describe_error
+from nbkit.record import to_jsonable
 
 # Ordered from best to worst; "needs_gpu" and "skipped" are not failures.
 STATUSES = ("pass", "warn", "fail", "needs_gpu", "skipped", "error")
 FAILING = ("fail", "error")
-_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "needs_gpu": "GPU?", "skipped": "SKIP", "error": "ERR "}
-_COLOUR = {"pass": "#2a7", "warn": "#d90", "fail": "#c22", "needs_gpu": "#68a", "skipped": "#999", "error": "#c22"}
+_MARK = {
+    "pass": "PASS",
+    "warn": "WARN",
+    "fail": "FAIL",
+    "needs_gpu": "GPU?",
+    "skipped": "SKIP",
+    "error": "ERR ",
+}
+_COLOUR = {
+    "pass": "#2a7",
+    "warn": "#d90",
+    "fail": "#c22",
+    "needs_gpu": "#68a",
+    "skipped": "#999",
+    "error": "#c22",
+}
 
 
 @dataclass
@@ -49,8 +67,6 @@ class Finding:
         return self.status in FAILING
 
     def to_dict(self, with_table: bool = True) -> dict[str, Any]:
-        from nbkit.record import to_jsonable
-
         out = {
             "check": self.check,
             "title": self.title,
@@ -66,8 +82,13 @@ class Finding:
 
     def row(self) -> dict[str, Any]:
         """One flat row for a findings table."""
-        return {"check": self.check, "title": self.title, "status": self.status, "summary": self.summary,
-                "key figures": "; ".join(f"{k}={_fmt(v)}" for k, v in list(self.figures.items())[:4])}
+        return {
+            "check": self.check,
+            "title": self.title,
+            "status": self.status,
+            "summary": self.summary,
+            "key figures": "; ".join(f"{k}={_fmt(v)}" for k, v in list(self.figures.items())[:4]),
+        }
 
     def to_text(self) -> str:
         lines = [f"[{_MARK[self.status]}] {self.check}: {self.summary}"]
@@ -82,16 +103,20 @@ class Finding:
 
     def card_html(self) -> str:
         """A small HTML card for notebooks (status colour, summary, figures, fix)."""
-        import html
-
         colour = _COLOUR[self.status]
         rows = "".join(
-            f"<tr><td style='padding:0 8px'>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td></tr>" for k, v in self.figures.items()
+            f"<tr><td style='padding:0 8px'>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td></tr>"
+            for k, v in self.figures.items()
         )
-        fix = f"<div><i>fix:</i> {html.escape(self.fix)}</div>" if self.fix and self.status not in ("pass", "skipped") else ""
+        fix = (
+            f"<div><i>fix:</i> {html.escape(self.fix)}</div>"
+            if self.fix and self.status not in ("pass", "skipped")
+            else ""
+        )
         return (
             f"<div style='border-left:6px solid {colour};padding:4px 10px;margin:6px 0'>"
-            f"<b>{html.escape(self.title)}</b> <code>{html.escape(self.check)}</code> — <b style='color:{colour}'>{self.status.upper()}</b>"
+            f"<b>{html.escape(self.title)}</b> <code>{html.escape(self.check)}</code> — <b "
+            f"style='color:{colour}'>{self.status.upper()}</b>"
             f"<div>{html.escape(self.summary)}</div><table>{rows}</table>{fix}</div>"
         )
 
@@ -108,9 +133,14 @@ def _fmt(value: Any) -> str:
 
 def error_finding(check: str, title: str, exc: BaseException, seconds: float = 0.0) -> Finding:
     """A check crashed: one readable line, never a traceback wall."""
-    from nbkit.errors import describe_error
-
-    return Finding(check, title, "error", describe_error(exc), fix="see the message; the check itself could not run", seconds=seconds)
+    return Finding(
+        check,
+        title,
+        "error",
+        describe_error(exc),
+        fix="see the message; the check itself could not run",
+        seconds=seconds,
+    )
 
 
 def findings_frame(findings: list[Finding]):

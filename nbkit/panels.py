@@ -47,24 +47,51 @@ def build_control(f: dataclasses.Field, value: Any):
     style = {"description_width": "initial"}
     choices = _field_choices(f)
     if choices is not None and isinstance(value, (list, tuple)):
-        return w.SelectMultiple(options=choices, value=tuple(value), description=label, style=style, rows=min(6, len(choices)))
+        return w.SelectMultiple(
+            options=choices, value=tuple(value), description=label, style=style, rows=min(6, len(choices))
+        )
     if choices is not None:
         return w.Dropdown(options=choices, value=value, description=label, style=style)
     if isinstance(value, bool):
         return w.Checkbox(value=value, description=label, indent=False)
     if isinstance(value, int):
         lo, hi = md.get("min", min(0, value)), md.get("max", max(10, value * 4))
-        return w.IntSlider(value=value, min=lo, max=hi, step=md.get("step", 1), description=label, style=style, continuous_update=False)
+        return w.IntSlider(
+            value=value,
+            min=lo,
+            max=hi,
+            step=md.get("step", 1),
+            description=label,
+            style=style,
+            continuous_update=False,
+        )
     if isinstance(value, float):
         lo, hi = md.get("min", min(0.0, value)), md.get("max", max(1.0, value * 4))
         if md.get("log"):
             import math
 
-            return w.FloatLogSlider(value=value, min=math.log10(lo), max=math.log10(hi), description=label, style=style, continuous_update=False)
-        return w.FloatSlider(value=value, min=lo, max=hi, step=md.get("step", (hi - lo) / 100), description=label, style=style, continuous_update=False)
+            return w.FloatLogSlider(
+                value=value,
+                min=math.log10(lo),
+                max=math.log10(hi),
+                description=label,
+                style=style,
+                continuous_update=False,
+            )
+        return w.FloatSlider(
+            value=value,
+            min=lo,
+            max=hi,
+            step=md.get("step", (hi - lo) / 100),
+            description=label,
+            style=style,
+            continuous_update=False,
+        )
     if isinstance(value, str):
         return w.Text(value=value, description=label, style=style)
-    raise TypeError(f"panel field {f.name!r}: no control for {type(value).__name__} (give it 'choices' metadata)")
+    raise TypeError(
+        f"panel field {f.name!r}: no control for {type(value).__name__} (give it 'choices' metadata)"
+    )
 
 
 class Panel:
@@ -106,7 +133,9 @@ class Panel:
             values[name] = tuple(v) if isinstance(values[name], (tuple, list)) else v
         unknown = set(overrides) - set(values)
         if unknown:
-            raise TypeError(f"{type(self.params).__name__} has no parameter(s) {sorted(unknown)}; known: {sorted(values)}")
+            raise TypeError(
+                f"{type(self.params).__name__} has no parameter(s) {sorted(unknown)}; known: {sorted(values)}"
+            )
         values.update(overrides)
         return dataclasses.replace(self.params, **values)
 
@@ -114,7 +143,10 @@ class Panel:
         """Run with the current control values; returns the run function's result."""
         known = {f.name for f in dataclasses.fields(self.params)}
         if set(overrides) - known:  # a caller's typo is a programming error, not a run failure
-            raise TypeError(f"{type(self.params).__name__} has no parameter(s) {sorted(set(overrides) - known)}; known: {sorted(known)}")
+            raise TypeError(
+                f"{type(self.params).__name__} has no parameter(s) {sorted(set(overrides) - known)}; known: "
+                f"{sorted(known)}"
+            )
         self.error = None
         self.live.reset()
         try:
@@ -155,8 +187,12 @@ class Panel:
         self.output = w.Output()
         self.run_button.on_click(lambda _b: self._on_click())
         header = w.HTML(f"<b>{self.title}</b>") if self.title else w.HTML("")
-        controls = w.GridBox(list(self.controls.values()), layout=w.Layout(grid_template_columns="repeat(2, 48%)"))
-        self._box = w.VBox([header, controls, w.HBox([self.run_button, self.status]), self.live.figure, self.output])
+        controls = w.GridBox(
+            list(self.controls.values()), layout=w.Layout(grid_template_columns="repeat(2, 48%)")
+        )
+        self._box = w.VBox(
+            [header, controls, w.HBox([self.run_button, self.status]), self.live.figure, self.output]
+        )
 
     def _on_click(self):
         self.run_button.disabled = True
@@ -223,7 +259,9 @@ class Panel:
 
 
 def _is_figure(obj) -> bool:
-    return type(obj).__name__ in ("Figure", "FigureWidget") and hasattr(obj, "data") and hasattr(obj, "layout")
+    return (
+        type(obj).__name__ in ("Figure", "FigureWidget") and hasattr(obj, "data") and hasattr(obj, "layout")
+    )
 
 
 def _escape(text: str) -> str:

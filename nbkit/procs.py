@@ -54,15 +54,31 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
         libc.prctl(PR_SET_PDEATHSIG, int(sig))
 
 
-def start(cmd: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-          stdout: Any = None, stderr: Any = None, text: bool = False) -> subprocess.Popen:
+def start(
+    cmd: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    text: bool = False,
+) -> subprocess.Popen:
     """Start ``cmd`` in its own session, set to die with this process (see the module docstring).
 
     The parent-death signal is tied to the *thread* that starts the child: start children from the
     thread that waits for them (as every caller here does).
     """
-    return subprocess.Popen(list(cmd), env=dict(env) if env is not None else None, cwd=cwd, stdout=stdout, stderr=stderr,
-                            stdin=subprocess.DEVNULL, text=text, start_new_session=True, preexec_fn=die_with_parent)
+    return subprocess.Popen(
+        list(cmd),
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=subprocess.DEVNULL,
+        text=text,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -138,8 +154,15 @@ class Ranks:
         self.procs: dict[int, subprocess.Popen] = {}
         self._files: list[Any] = []
 
-    def start(self, rank: int, cmd: Sequence[str], env: Mapping[str, str], *, log: Path | None = None,
-              capture: bool = False) -> subprocess.Popen:
+    def start(
+        self,
+        rank: int,
+        cmd: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        log: Path | None = None,
+        capture: bool = False,
+    ) -> subprocess.Popen:
         """Start rank ``rank``: output to ``log`` (stdout and stderr together), or captured as text."""
         if log is not None:
             fh = open(log, "wb")  # noqa: SIM115 (closed when the group ends)
@@ -171,7 +194,8 @@ class Ranks:
         return all(c == 0 for c in self.poll().values())
 
     def end(self) -> None:
-        """Kill every rank's group (SIGKILL: a rank in a broken collective ignores nothing less) and reap it."""
+        """Kill every rank's group (SIGKILL: a rank in a broken collective ignores nothing less) and reap
+        it."""
         for p in self.procs.values():
             kill_group(p.pid, signal.SIGKILL)
         for p in self.procs.values():

@@ -65,13 +65,17 @@ def _convert(value: Any, path: _Path, depth: int, active: set[int]) -> Any:
             try:
                 str(value)
             except ValueError:
-                raise UsageError(f"cannot record {_where(path)}: an integer of {value.bit_length()} bits has more "
-                                 f"digits than JSON output allows; record float(n) or str(n)") from None
+                raise UsageError(
+                    f"cannot record {_where(path)}: an integer of {value.bit_length()} bits has more "
+                    f"digits than JSON output allows; record float(n) or str(n)"
+                ) from None
         return int(value)
     if isinstance(value, float):
         # JSON has no NaN/Inf; keep them visible as strings rather than dropping them.
         return value if math.isfinite(value) else str(value)
-    if isinstance(value, (dict, list, tuple)) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+    if isinstance(value, (dict, list, tuple)) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
         if depth >= MAX_DEPTH:
             raise UsageError(f"cannot record {_where(path)}: nested more than {MAX_DEPTH} levels deep")
         if id(value) in active:
@@ -119,24 +123,29 @@ def _convert_container(value: Any, path: _Path, depth: int, active: set[int]) ->
         for k, v in value.items():
             key = k if isinstance(k, str) else str(k)
             if key in out:
-                raise UsageError(f"cannot record {_where(path)}: keys {original[key]!r} and {k!r} both become the "
-                                 f"JSON key {key!r}, so one value would be lost; make the keys distinct")
+                raise UsageError(
+                    f"cannot record {_where(path)}: keys {original[key]!r} and {k!r} both become the "
+                    f"JSON key {key!r}, so one value would be lost; make the keys distinct"
+                )
             original[key] = k
             out[key] = _convert(v, (path, k), depth + 1, active)
         return out
     if isinstance(value, (list, tuple)):
         return [_convert(v, (path, i), depth + 1, active) for i, v in enumerate(value)]
     # A dataclass, one level at a time (dataclasses.asdict recurses without a guard).
-    return _convert_container({f.name: getattr(value, f.name) for f in dataclasses.fields(value)},
-                              path, depth, active)
+    return _convert_container(
+        {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, path, depth, active
+    )
 
 
 def _check_elements(n: int, path: _Path) -> None:
     # Each element takes at least two bytes of JSON ("0,"): refuse before building a huge list.
     if 2 * n > MAX_BYTES:
-        raise UsageError(f"cannot record {_where(path)}: {n:,} elements cannot fit the {MAX_BYTES // 2**20} MiB "
-                         f"limit on one metric; record a summary (counts, means, "
-                         f"quantiles) and save the array to a file")
+        raise UsageError(
+            f"cannot record {_where(path)}: {n:,} elements cannot fit the {MAX_BYTES // 2**20} MiB "
+            f"limit on one metric; record a summary (counts, means, "
+            f"quantiles) and save the array to a file"
+        )
 
 
 def record(name: str, value: Any) -> Any:
@@ -153,17 +162,20 @@ def record(name: str, value: Any) -> Any:
         raise UsageError(f"record({name!r}): {exc}") from None
     line = json.dumps({"name": name, "value": data})
     if len(line) > MAX_BYTES:
-        raise UsageError(f"record({name!r}): the value is {len(line) / 2**20:.1f} MiB as JSON, over the "
-                         f"{MAX_BYTES // 2**20} MiB limit on one metric; record a summary "
-                         f"(counts, means, quantiles) and save the full data to a file")
+        raise UsageError(
+            f"record({name!r}): the value is {len(line) / 2**20:.1f} MiB as JSON, over the "
+            f"{MAX_BYTES // 2**20} MiB limit on one metric; record a summary "
+            f"(counts, means, quantiles) and save the full data to a file"
+        )
     sink = os.environ.get("NBKIT_RECORD_FILE")
     if sink:
         try:
             with open(sink, "a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
         except OSError as exc:
-            raise UsageError(f"record({name!r}): cannot append to NBKIT_RECORD_FILE={sink}: "
-                             f"{exc.strerror or exc}") from None
+            raise UsageError(
+                f"record({name!r}): cannot append to NBKIT_RECORD_FILE={sink}: {exc.strerror or exc}"
+            ) from None
     _RECORDED[name] = data
     _display_metric(name, data)
     return data
@@ -209,7 +221,9 @@ def read_notebook(path: str | os.PathLike[str]) -> dict[str, Any]:
             if payload is None:
                 continue
             if not isinstance(payload, dict) or "name" not in payload or "value" not in payload:
-                raise UsageError(f"{path}: cell {cell_no} has a {METRIC_MIME} output without 'name' and 'value'")
+                raise UsageError(
+                    f"{path}: cell {cell_no} has a {METRIC_MIME} output without 'name' and 'value'"
+                )
             metrics[payload["name"]] = payload["value"]
     return metrics
 
@@ -226,16 +240,20 @@ def read_jsonl(path: str | os.PathLike[str]) -> dict[str, Any]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise UsageError(f"{path}:{line_no}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                                 f"{exc.start + 1}); expected JSON lines written by nbkit.record") from None
+                raise UsageError(
+                    f"{path}:{line_no}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                    f"{exc.start + 1}); expected JSON lines written by nbkit.record"
+                ) from None
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
                 metrics[item["name"]] = item["value"]
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise UsageError(f"{path}:{line_no}: not a metric record ({type(exc).__name__}: {exc}); "
-                                 f'expected {{"name": ..., "value": ...}}') from None
+                raise UsageError(
+                    f"{path}:{line_no}: not a metric record ({type(exc).__name__}: {exc}); "
+                    f'expected {{"name": ..., "value": ...}}'
+                ) from None
     return metrics
 
 

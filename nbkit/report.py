@@ -21,6 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nbkit.claims import as_claims
+from nbkit.runfolder import write_atomic
+
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_JS = "plotly.min.js"
 
@@ -132,8 +135,6 @@ def _esc(value: Any) -> str:
 
 def ledger_rows(notebook: str, recorded: Any) -> tuple[list[dict[str, str]], str | None]:
     """The claims rows a notebook recorded, as dicts, and a one-line note when they cannot be read."""
-    from nbkit.claims import as_claims
-
     if recorded is None:
         return [], f"{notebook}: recorded no claims"
     if not isinstance(recorded, list):
@@ -150,9 +151,7 @@ def _headline_table(headline: Any) -> str:
         return "<p class='note'>no headline recorded</p>"
     if not isinstance(headline, dict):
         return f"<p class='note'>headline is a {_esc(type(headline).__name__)}, not a dict</p>"
-    rows = "".join(
-        f"<tr><th>{_esc(k)}</th><td>{_esc(_fmt(v))}</td></tr>" for k, v in headline.items()
-    )
+    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(_fmt(v))}</td></tr>" for k, v in headline.items())
     return f"<table class='headline'>{rows}</table>"
 
 
@@ -168,7 +167,9 @@ def _fmt(value: Any) -> str:
 INDEX_JS = """
 function nbkitFilter() {
   var shown = {};
-  document.querySelectorAll('#verdict-filter input').forEach(function (box) { shown[box.value] = box.checked; });
+  document.querySelectorAll('#verdict-filter input').forEach(function (box) {
+    shown[box.value] = box.checked;
+  });
   var visible = 0;
   document.querySelectorAll('#ledger tbody tr').forEach(function (row) {
     var on = shown[row.dataset.verdict] !== false;
@@ -177,7 +178,9 @@ function nbkitFilter() {
   });
   document.getElementById('ledger-count').textContent = visible;
 }
-document.querySelectorAll('#verdict-filter input').forEach(function (box) { box.addEventListener('change', nbkitFilter); });
+document.querySelectorAll('#verdict-filter input').forEach(function (box) {
+  box.addEventListener('change', nbkitFilter);
+});
 document.querySelectorAll('#ledger tbody tr').forEach(function (row) {
   row.addEventListener('click', function () { row.classList.toggle('open'); });
 });
@@ -185,17 +188,29 @@ document.querySelectorAll('#ledger tbody tr').forEach(function (row) {
 
 INDEX_CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
+table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
 th{background:#f4f4f6}.note{color:#666;font-style:italic;margin:.2em 0}.failed{color:#a00;font-weight:bold}
 code{font-size:90%}#verdict-filter label{margin-right:1em;padding:2px 6px;border-radius:3px}
 figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
-#ledger{width:100%;table-layout:fixed}#ledger td{overflow-wrap:anywhere;line-height:1.35}#ledger tbody tr{cursor:pointer}
-#ledger td.why div{display:-webkit-box;-webkit-line-clamp:3;line-clamp:3;-webkit-box-orient:vertical;overflow:hidden}
+#ledger{width:100%;table-layout:fixed}#ledger td{overflow-wrap:anywhere;line-height:1.35}
+#ledger tbody tr{cursor:pointer}
+#ledger td.why div{display:-webkit-box;-webkit-line-clamp:3;line-clamp:3;
+-webkit-box-orient:vertical;overflow:hidden}
 #ledger tr.open td.why div{display:block}
 """
 # The ledger fits a laptop screen: fixed column shares, long values wrap, `why` shows three lines
 # until its row is clicked.
-LEDGER_COLUMNS = {"notebook": 9, "claim": 14, "field_note": 10, "measured": 12, "verdict": 9, "interval": 10, "n": 6, "why": 30}
+LEDGER_COLUMNS = {
+    "notebook": 9,
+    "claim": 14,
+    "field_note": 10,
+    "measured": 12,
+    "verdict": 9,
+    "interval": 10,
+    "n": 6,
+    "why": 30,
+}
 
 
 def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str, str]:
@@ -205,7 +220,8 @@ def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str
     long values wrap, and ``why`` shows three lines until its row is clicked."""
     counts = {v: sum(1 for row in rows if row["verdict"] == v) for v in VERDICT_COLOURS}
     boxes = "".join(
-        f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} ({counts[v]})</label>"
+        f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} "
+        f"({counts[v]})</label>"
         for v, colour in VERDICT_COLOURS.items()
     )
     known = sum(LEDGER_COLUMNS.get(c, 0) for c in columns)
@@ -214,15 +230,24 @@ def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str
     total = sum(widths.values())
     colgroup = "".join(f"<col style='width:{100 * widths[c] / total:.1f}%'>" for c in columns)
     body = "".join(
-        f"<tr data-verdict='{_esc(row['verdict'])}' style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
-        + "".join(f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>" if c == "why" else f"<td>{_esc(row.get(c, ''))}</td>"
-                  for c in columns)
+        f"<tr data-verdict='{_esc(row['verdict'])}' "
+        f"style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
+        + "".join(
+            f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>"
+            if c == "why"
+            else f"<td>{_esc(row.get(c, ''))}</td>"
+            for c in columns
+        )
         + "</tr>"
         for row in rows
     )
     head = "".join(f"<th>{_esc(c.replace('_', ' '))}</th>" for c in columns)
     note = "<p class='note'>Click a row to read its <em>why</em> in full.</p>" if "why" in columns else ""
-    return boxes, f"{note}<table id='ledger'><colgroup>{colgroup}</colgroup><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (
+        boxes,
+        f"{note}<table "
+        f"id='ledger'><colgroup>{colgroup}</colgroup><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
+    )
 
 
 def write_index(
@@ -240,43 +265,54 @@ def write_index(
         link = f"<a href='{_esc(r.name)}.html'>{_esc(r.name)}</a>" if r.html else _esc(r.name)
         nb_link = f" · <a href='{_esc(r.name)}.ipynb'>ipynb</a>" if r.output else ""
         kind = getattr(r, "status", "") or ("ok" if r.ok else "failed")
-        status = "ok" if r.ok else f"<span class='failed'>{_esc(kind)}</span>" + (f": {_esc(r.error)}" if r.error else "")
-        params = ", ".join(f"{_esc(k)}={_esc(repr(v))}" for k, v in parameters.get(r.name, {}).items()) or "defaults"
+        status = (
+            "ok"
+            if r.ok
+            else f"<span class='failed'>{_esc(kind)}</span>" + (f": {_esc(r.error)}" if r.error else "")
+        )
+        params = (
+            ", ".join(f"{_esc(k)}={_esc(repr(v))}" for k, v in parameters.get(r.name, {}).items())
+            or "defaults"
+        )
         summary.append(
             f"<tr><td>{link}{nb_link}</td><td>{status}</td><td>{r.seconds:.1f}</td><td><code>{params}</code></td></tr>"
         )
-        rows, note = ledger_rows(r.name, r.metrics.get("claims")) if r.ok else ([], f"{r.name}: {kind}, no claims")
+        rows, note = (
+            ledger_rows(r.name, r.metrics.get("claims")) if r.ok else ([], f"{r.name}: {kind}, no claims")
+        )
         ledger.extend(rows)
         if note:
             notes.append(note)
         if r.ok:
-            sections.append(f"<section class='nb'><h3>{_esc(r.name)}</h3>{_headline_table(r.metrics.get('headline'))}</section>")
+            headline = _headline_table(r.metrics.get("headline"))
+            sections.append(f"<section class='nb'><h3>{_esc(r.name)}</h3>{headline}</section>")
     boxes, table = ledger_html(ledger, tuple(LEDGER_COLUMNS))
     notes_html = "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
     shots_dir = run_dir / "screenshots"
     shots = sorted(shots_dir.glob("*.png")) if shots_dir.is_dir() else []
     gallery = "".join(
-        f"<figure><img src='screenshots/{_esc(p.name)}' width='480'><figcaption>{_esc(p.stem)}</figcaption></figure>"
+        f"<figure><img src='screenshots/{_esc(p.name)}' "
+        f"width='480'><figcaption>{_esc(p.stem)}</figcaption></figure>"
         for p in shots
     )
     ok = sum(1 for r in results if r.ok)
     total_s = sum(r.seconds for r in results)
-    page = f"""<!doctype html><html><head><meta charset='utf-8'><title>nbkit run {_esc(name)} ({_esc(date)})</title>
+    page = f"""<!doctype html><html><head><meta charset='utf-8'>
+<title>nbkit run {_esc(name)} ({_esc(date)})</title>
 <style>{INDEX_CSS}</style></head><body>
 <h1>nbkit workbook run {_esc(name)}</h1>
 <p>{_esc(date)} · {ok} of {len(results)} notebooks ok · {total_s:.0f} s of notebook time ·
 <a href='metrics.json'>metrics.json</a> (everything recorded)</p>
 <h2>Notebooks</h2>
-<table id='notebooks'><thead><tr><th>notebook</th><th>status</th><th>seconds</th><th>parameters</th></tr></thead>
-<tbody>{''.join(summary)}</tbody></table>
+<table id='notebooks'><thead>
+<tr><th>notebook</th><th>status</th><th>seconds</th><th>parameters</th></tr></thead>
+<tbody>{"".join(summary)}</tbody></table>
 <h2>Claims ledger (<span id='ledger-count'>{len(ledger)}</span> of {len(ledger)} shown)</h2>
 <div id='verdict-filter'>{boxes}</div>{notes_html}
 {table}
-<h2>Headline figures</h2>{''.join(sections) or "<p class='note'>no notebook finished</p>"}
-{('<h2>Panel screenshots (browser tier)</h2>' + gallery) if gallery else ''}
+<h2>Headline figures</h2>{"".join(sections) or "<p class='note'>no notebook finished</p>"}
+{("<h2>Panel screenshots (browser tier)</h2>" + gallery) if gallery else ""}
 <script>{INDEX_JS}</script></body></html>"""
-    from nbkit.runfolder import write_atomic
-
     index = run_dir / "index.html"
     write_atomic(index, page)  # rewritten as each notebook ends: a reader never sees half a page
     return index

@@ -15,9 +15,9 @@ M = TypeVar("M")
 
 @dataclass
 class Result(Generic[M]):
-    """``metrics``: the typed measurements (a frozen dataclass; JSON-able once converted); ``table``: a pandas DataFrame of evidence;
-    ``figure``: the finished plotly figure; ``data``: anything else a later cell needs (models,
-    raw per-run rows), never recorded as is."""
+    """``metrics``: the typed measurements (a frozen dataclass; JSON-able once converted); ``table``:
+    a pandas DataFrame of evidence; ``figure``: the finished plotly figure; ``data``: anything else a
+    later cell needs (models, raw per-run rows), never recorded as is."""
 
     metrics: M = field(default_factory=dict)  # type: ignore[assignment]
     table: Any = None

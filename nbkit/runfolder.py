@@ -27,7 +27,7 @@ import os
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from nbkit.errors import UsageError
 
@@ -38,7 +38,8 @@ RECORD_VERSION = 1
 
 OK, FAILED, INTERRUPTED, NOT_STARTED = "ok", "failed", "interrupted", "not started"
 
-# The file system refusing a write: the run cannot go on, and retrying the next notebook would only fail again.
+# The file system refusing a write: the run cannot go on, and retrying the next notebook would only fail
+# again.
 DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
 
 
@@ -50,7 +51,7 @@ class ResumeError(UsageError):
     """``--resume DIR`` cannot resume DIR (not a run folder, or its notebooks or record changed)."""
 
 
-def is_disk_error(exc: BaseException) -> bool:
+def is_disk_error(exc: BaseException) -> TypeGuard[OSError]:
     return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
 
 
@@ -59,7 +60,8 @@ def output_error(where: Path, exc: OSError) -> OutputError:
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``path`` under a temporary name beside it, then rename: readers see the old file or the new one."""
+    """Write ``path`` under a temporary name beside it, then rename: readers see the old file or the new
+    one."""
     part = path.with_name(f".{path.name}.part-{os.getpid()}")
     try:
         if isinstance(data, str):
@@ -143,13 +145,17 @@ def params_hash(blob: Any) -> str:
 
 
 def read_record(folder: Path, name: str) -> dict[str, Any]:
-    """The record ``name`` of a run folder, checked against the SHA-256 it carries (ResumeError when unusable)."""
+    """The record ``name`` of a run folder, checked against the SHA-256 it carries (ResumeError when
+    unusable)."""
     folder = Path(folder).expanduser()
     path = folder / name
     if not folder.is_dir():
         raise ResumeError(f"--resume {folder}: not a folder")
     if not path.is_file():
-        raise ResumeError(f"--resume {folder}: no {name} in it (not a folder written by this command, or written before resume existed)")
+        raise ResumeError(
+            f"--resume {folder}: no {name} in it (not a folder written by this command, or written before "
+            "resume existed)"
+        )
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -157,7 +163,9 @@ def read_record(folder: Path, name: str) -> dict[str, Any]:
     if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
         raise ResumeError(f"{path}: expected a version {RECORD_VERSION} record")
     if params_hash(record.get("parameters")) != record.get("parameters_sha256"):
-        raise ResumeError(f"{path}: its parameters were edited since the run (their SHA-256 differs); start a new run")
+        raise ResumeError(
+            f"{path}: its parameters were edited since the run (their SHA-256 differs); start a new run"
+        )
     return record
 
 
@@ -166,8 +174,10 @@ def check_source(record_path: Path, name: str, path: Path, sha256: str) -> None:
     if not path.is_file():
         raise ResumeError(f"{record_path}: notebook {name} ({path}) no longer exists; start a new run")
     if source_hash(path) != sha256:
-        raise ResumeError(f"{record_path}: notebook {name} ({path}) changed since the run (its SHA-256 differs); "
-                          "start a new run to run the changed notebook")
+        raise ResumeError(
+            f"{record_path}: notebook {name} ({path}) changed since the run (its SHA-256 differs); "
+            "start a new run to run the changed notebook"
+        )
 
 
 def read_status(folder: Path) -> dict[str, dict[str, Any]]:
@@ -180,6 +190,16 @@ def read_status(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def status_entries(results: Iterable[Any]) -> dict[str, Any]:
-    return {"notebooks": [{"name": r.name, "status": r.status, "seconds": round(r.seconds, 2), "error": r.error,
-                           "ipynb": r.output.name if r.output else None, "html": r.html.name if r.html else None}
-                          for r in results]}
+    return {
+        "notebooks": [
+            {
+                "name": r.name,
+                "status": r.status,
+                "seconds": round(r.seconds, 2),
+                "error": r.error,
+                "ipynb": r.output.name if r.output else None,
+                "html": r.html.name if r.html else None,
+            }
+            for r in results
+        ]
+    }

@@ -13,9 +13,10 @@ runs the notebook once per combination and writes
 Grid values are Python literals (``1,2``, ``0.1,1e-3``, ``'a','b'``; bare words are strings) and are
 checked against the notebook's parameters cell — names, types, declared ranges and choices — before
 anything runs or is written. Runs go to a local process pool (``--jobs N``, each kernel given
-its share of the cores as thread counts) or, with ``--scheduler ADDRESS``, to an existing Dask distributed cluster:
-each notebook is a task; its files come back through Dask, so workers need nbkit and a ``python3``
-kernel, not a shared filesystem. A failed run is a row with its error; the sweep still lands.
+its share of the cores as thread counts) or, with ``--scheduler ADDRESS``, to an existing Dask
+distributed cluster: each notebook is a task; its files come back through Dask, so workers need
+nbkit and a ``python3`` kernel, not a shared filesystem. A failed run is a row with its error; the
+sweep still lands.
 
 ``DIR`` exists from the start: each run's folder is renamed into ``DIR/runs/`` as it ends and the
 comparison is rewritten (by rename) then, so an interrupted sweep keeps every finished run, its
@@ -42,25 +43,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from nbkit import runfolder as rf
+import nbkit.runfolder as rf
+from nbkit.catalog import resolve_notebook
+from nbkit.claims import as_claims
+from nbkit.errors import RunError
+from nbkit.execute import Job, NotebookResult, execute, kernel_exists
+from nbkit.params import check_parameters, notebook_parameters, parse_value
+from nbkit.pool import execute_jobs
+from nbkit.publish import keep_unfinished, make_tmp_beside, prepare_output
 from nbkit.record import read_notebook
 from nbkit.report import PLOTLY_JS, ensure_plotly_js
 from nbkit.runfolder import move_in, write_atomic
-from nbkit.runner import (
-    Job,
-    NotebookResult,
-    RunError,
-    _kernel_exists,
-    check_parameters,
-    execute,
-    execute_jobs,
-    keep_unfinished,
-    make_tmp_beside,
-    notebook_parameters,
-    parse_value,
-    prepare_output,
-    resolve_notebook,
-)
 
 MAX_RUNS = 256  # more than this needs --yes: a typo in a grid must not start a day of work
 
@@ -148,11 +141,21 @@ def connect(address: str, timeout_s: float = 10.0):
     try:
         return Client(address, timeout=timeout_s, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise RunError(f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({type(exc).__name__}: {exc})") from None
+        raise RunError(
+            f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({type(exc).__name__}: "
+            f"{exc})"
+        ) from None
 
 
-def remote_execute(nb_bytes: bytes, nb_name: str, nb_dir: str, parameters: dict[str, Any], kernel: str,
-                   timeout: int | None, plotly_js: str) -> dict[str, Any]:
+def remote_execute(
+    nb_bytes: bytes,
+    nb_name: str,
+    nb_dir: str,
+    parameters: dict[str, Any],
+    kernel: str,
+    timeout: int | None,
+    plotly_js: str,
+) -> dict[str, Any]:
     """Run on a Dask worker: execute the notebook, return the result and the files it wrote.
 
     The notebook runs from its own folder where the worker sees it (same machine or a shared
@@ -171,9 +174,13 @@ def remote_execute(nb_bytes: bytes, nb_name: str, nb_dir: str, parameters: dict[
         return {"ok": r.ok, "seconds": r.seconds, "error": r.error, "metrics": r.metrics, "files": files}
 
 
-def execute_on_cluster(client, jobs: Sequence[Job], log: Callable[[str], Any] = print,
-                       on_done: Callable[[int, NotebookResult], Any] | None = None,
-                       results: list[NotebookResult | None] | None = None) -> list[NotebookResult | None]:
+def execute_on_cluster(
+    client,
+    jobs: Sequence[Job],
+    log: Callable[[str], Any] = print,
+    on_done: Callable[[int, NotebookResult], Any] | None = None,
+    results: list[NotebookResult | None] | None = None,
+) -> list[NotebookResult | None]:
     """Submit each job as one Dask task; write the files each returns into its ``out_dir``.
 
     A worker lost mid-task is the scheduler's to handle (it reruns the task elsewhere, up to its
@@ -185,8 +192,17 @@ def execute_on_cluster(client, jobs: Sequence[Job], log: Callable[[str], Any] = 
     results = [None] * len(jobs) if results is None else results
     futures = {}
     for i, job in enumerate(jobs):
-        fut = client.submit(remote_execute, job.path.read_bytes(), job.path.name, str(job.path.parent),
-                            job.parameters, job.kernel, job.timeout, job.plotly_js, pure=False)
+        fut = client.submit(
+            remote_execute,
+            job.path.read_bytes(),
+            job.path.name,
+            str(job.path.parent),
+            job.parameters,
+            job.kernel,
+            job.timeout,
+            job.plotly_js,
+            pure=False,
+        )
         futures[fut] = i
         log(f"▶ submitted {job.label}  parameters={job.parameters}")
     try:
@@ -196,18 +212,35 @@ def execute_on_cluster(client, jobs: Sequence[Job], log: Callable[[str], Any] = 
                 job = jobs[i]
                 try:
                     got = fut.result()
-                except Exception as exc:  # the task itself failed (worker lost too often, nbkit missing there)
-                    r = NotebookResult(job.path.stem, False, 0.0, error=f"{job.path.stem}: task failed on the cluster: {type(exc).__name__}: {exc}")
+                except (
+                    Exception
+                ) as exc:  # the task itself failed (worker lost too often, nbkit missing there)
+                    r = NotebookResult(
+                        job.path.stem,
+                        False,
+                        0.0,
+                        error=f"{job.path.stem}: task failed on the cluster: {type(exc).__name__}: {exc}",
+                    )
                 else:
                     job.out_dir.mkdir(parents=True, exist_ok=True)
                     for name, data in got["files"].items():
                         write_atomic(job.out_dir / name, data)
                     nb = job.out_dir / job.path.name
                     page = job.out_dir / f"{job.path.stem}.html"
-                    r = NotebookResult(job.path.stem, got["ok"], got["seconds"], nb if nb.is_file() else None,
-                                       page if page.is_file() else None, got["metrics"], got["error"])
+                    r = NotebookResult(
+                        job.path.stem,
+                        got["ok"],
+                        got["seconds"],
+                        nb if nb.is_file() else None,
+                        page if page.is_file() else None,
+                        got["metrics"],
+                        got["error"],
+                    )
                 results[i] = r
-                log(f"  {'✔' if r.ok else '✘'} {job.label} in {r.seconds:.1f}s" + ("" if r.ok else f"\n    {r.error}"))
+                log(
+                    f"  {'✔' if r.ok else '✘'} {job.label} in {r.seconds:.1f}s"
+                    + ("" if r.ok else f"\n    {r.error}")
+                )
                 if on_done is not None:
                     on_done(i, r)
     except BaseException:
@@ -234,8 +267,6 @@ def scalar_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def claim_verdicts(recorded: Any) -> dict[str, str]:
     """``{"verdict: <claim key or text>": verdict}`` for a run's recorded claims (none if unreadable)."""
-    from nbkit.claims import as_claims
-
     try:
         claims = as_claims(recorded) if isinstance(recorded, list) else []
     except (TypeError, ValueError):
@@ -243,15 +274,25 @@ def claim_verdicts(recorded: Any) -> dict[str, str]:
     return {f"verdict: {c.key or c.claim[:60]}": c.verdict for c in claims}
 
 
-def comparison_rows(grid: dict[str, list[Any]], params: Sequence[dict[str, Any]], results: Sequence[NotebookResult]) -> tuple[list[str], list[dict[str, Any]]]:
+def comparison_rows(
+    grid: dict[str, list[Any]], params: Sequence[dict[str, Any]], results: Sequence[NotebookResult]
+) -> tuple[list[str], list[dict[str, Any]]]:
     rows, metric_cols = [], []
     for i, (p, r) in enumerate(zip(params, results, strict=True)):
         metrics = {**scalar_metrics(r.metrics), **claim_verdicts(r.metrics.get("claims"))}
         for k in metrics:
             if k not in metric_cols and k not in grid:
                 metric_cols.append(k)
-        rows.append({"run": f"{i:03d}", "status": r.status, "seconds": round(r.seconds, 2),
-                     **{k: p[k] for k in grid}, **metrics, "error": r.error or ""})
+        rows.append(
+            {
+                "run": f"{i:03d}",
+                "status": r.status,
+                "seconds": round(r.seconds, 2),
+                **{k: p[k] for k in grid},
+                **metrics,
+                "error": r.error or "",
+            }
+        )
     columns = ["run", "status", "seconds", *grid, *metric_cols, "error"]
     return columns, rows
 
@@ -291,64 +332,110 @@ def metric_figures(grid: dict[str, list[Any]], columns: list[str], rows: list[di
         if col in ("run", "status", "error", *keys):
             continue
         values = [row.get(col) for row in rows]
-        if not any(_numeric(v) for v in values) or any(v is not None and v != "" and not _numeric(v) for v in values):
+        if not any(_numeric(v) for v in values) or any(
+            v is not None and v != "" and not _numeric(v) for v in values
+        ):
             continue
         fig = go.Figure()
         for s in grid[series_key] if series_key else [None]:
-            pts = [(row[x_key], row[col]) for row in rows
-                   if _numeric(row.get(col)) and (series_key is None or row[series_key] == s)]
+            pts = [
+                (row[x_key], row[col])
+                for row in rows
+                if _numeric(row.get(col)) and (series_key is None or row[series_key] == s)
+            ]
             if not pts:
                 continue
             xs = [p[0] if numeric_x else str(p[0]) for p in pts]
-            fig.add_scatter(x=xs, y=[p[1] for p in pts], mode="lines+markers",
-                            name=f"{series_key}={s!r}" if series_key else col)
-        fig.update_layout(title=col, xaxis_title=x_key, yaxis_title=col, height=340, template="plotly_white",
-                          margin=dict(l=60, r=20, t=50, b=50), showlegend=series_key is not None)
+            fig.add_scatter(
+                x=xs,
+                y=[p[1] for p in pts],
+                mode="lines+markers",
+                name=f"{series_key}={s!r}" if series_key else col,
+            )
+        fig.update_layout(
+            title=col,
+            xaxis_title=x_key,
+            yaxis_title=col,
+            height=340,
+            template="plotly_white",
+            margin=dict(l=60, r=20, t=50, b=50),
+            showlegend=series_key is not None,
+        )
         figures.append(fig)
     return figures
 
 
-def write_comparison_html(path: Path, notebook: str, grid: dict[str, list[Any]], fixed: dict[str, Any],
-                          columns: list[str], rows: list[dict[str, Any]], date: str) -> None:
+def write_comparison_html(
+    path: Path,
+    notebook: str,
+    grid: dict[str, list[Any]],
+    fixed: dict[str, Any],
+    columns: list[str],
+    rows: list[dict[str, Any]],
+    date: str,
+) -> None:
     esc = html.escape
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
     body = "".join(
-        f"<tr class='{esc(row['status'])}'>" + "".join(
-            f"<td>{esc(str(_cell(row.get(c))))}</td>" if c != "run" else
-            f"<td><a href='runs/{row['run']}/{esc(notebook)}.html'>{row['run']}</a></td>"
-            for c in columns) + "</tr>"
+        f"<tr class='{esc(row['status'])}'>"
+        + "".join(
+            f"<td>{esc(str(_cell(row.get(c))))}</td>"
+            if c != "run"
+            else f"<td><a href='runs/{row['run']}/{esc(notebook)}.html'>{row['run']}</a></td>"
+            for c in columns
+        )
+        + "</tr>"
         for row in rows
     )
     figures = metric_figures(grid, columns, rows)
-    plots = "".join(f.to_html(full_html=False, include_plotlyjs=False, div_id=f"metric-{i}") for i, f in enumerate(figures))
+    plots = "".join(
+        f.to_html(full_html=False, include_plotlyjs=False, div_id=f"metric-{i}")
+        for i, f in enumerate(figures)
+    )
     if figures and not (path.parent / PLOTLY_JS).is_file():
         with tempfile.TemporaryDirectory(prefix=".plotly-", dir=path.parent) as staging:
             move_in(ensure_plotly_js(Path(staging)).parent, path.parent)
     grid_text = "; ".join(f"{k} = {', '.join(repr(v) for v in vs)}" for k, vs in grid.items())
     fixed_text = ", ".join(f"{k}={v!r}" for k, v in fixed.items()) or "none"
-    page = f"""<!doctype html><html><head><meta charset='utf-8'>{f"<script src='{PLOTLY_JS}'></script>" if figures else ''}
+    script = f"<script src='{PLOTLY_JS}'></script>" if figures else ""
+    ok = sum(r["status"] == "ok" for r in rows)
+    page = f"""<!doctype html><html><head><meta charset='utf-8'>{script}
 <title>nbkit sweep {esc(notebook)} ({esc(date)})</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left}}tr.failed{{background:#f6d3d0}}
 .plots{{display:grid;grid-template-columns:repeat(auto-fill,minmax(460px,1fr));gap:1em}}</style></head><body>
-<h1>Sweep of {esc(notebook)}</h1><p>{esc(date)} · {len(rows)} runs, {sum(r['status'] == 'ok' for r in rows)} ok ·
-grid: <code>{esc(grid_text)}</code> · fixed: <code>{esc(fixed_text)}</code> · <a href='comparison.csv'>comparison.csv</a></p>
-<h2>Runs</h2><div style='overflow-x:auto'><table id='comparison'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>
-<h2>Metrics against {esc(list(grid)[0])}</h2><div class='plots'>{plots or '<p>no numeric metric was recorded</p>'}</div>
+<h1>Sweep of {esc(notebook)}</h1><p>{esc(date)} · {len(rows)} runs, {ok} ok ·
+grid: <code>{esc(grid_text)}</code> · fixed: <code>{esc(fixed_text)}</code> ·
+<a href='comparison.csv'>comparison.csv</a></p>
+<h2>Runs</h2><div style='overflow-x:auto'><table id='comparison'><thead><tr>{head}</tr></thead>
+<tbody>{body}</tbody></table></div>
+<h2>Metrics against {esc(list(grid)[0])}</h2>
+<div class='plots'>{plots or "<p>no numeric metric was recorded</p>"}</div>
 </body></html>"""
     write_atomic(path, page)
 
 
-def _write_sweep_record(final: Path, path: Path, grid: dict[str, list[Any]], base: dict[str, Any], *, smoke: bool, kernel: str) -> None:
+def _write_sweep_record(
+    final: Path, path: Path, grid: dict[str, list[Any]], base: dict[str, Any], *, smoke: bool, kernel: str
+) -> None:
     params = {"grid": {k: [repr(v) for v in vs] for k, vs in grid.items()}, "fixed": rf.literal_params(base)}
-    rf.write_json(final / rf.SWEEP_RECORD, {
-        "version": rf.RECORD_VERSION, "kind": "sweep", "smoke": smoke, "kernel": kernel,
-        "notebook": {"name": path.stem, "path": str(path), "sha256": rf.source_hash(path)},
-        "parameters": params, "parameters_sha256": rf.params_hash(params),
-    })
+    rf.write_json(
+        final / rf.SWEEP_RECORD,
+        {
+            "version": rf.RECORD_VERSION,
+            "kind": "sweep",
+            "smoke": smoke,
+            "kernel": kernel,
+            "notebook": {"name": path.stem, "path": str(path), "sha256": rf.source_hash(path)},
+            "parameters": params,
+            "parameters_sha256": rf.params_hash(params),
+        },
+    )
 
 
-def _plan_sweep_resume(folder: Path | str) -> tuple[Path, Path, dict[str, list[Any]], list[dict[str, Any]], dict[str, Any]]:
+def _plan_sweep_resume(
+    folder: Path | str,
+) -> tuple[Path, Path, dict[str, list[Any]], list[dict[str, Any]], dict[str, Any]]:
     """(sweep folder, notebook, grid, per-run parameters, record) of the sweep ``folder`` holds."""
     final = Path(folder).expanduser().resolve()
     record = rf.read_record(final, rf.SWEEP_RECORD)
@@ -357,13 +444,18 @@ def _plan_sweep_resume(folder: Path | str) -> tuple[Path, Path, dict[str, list[A
     path = Path(nb.get("path", ""))
     rf.check_source(where, nb.get("name", "?"), path, nb.get("sha256", ""))
     params = record["parameters"]
-    grid = {k: [rf.params_from_literals({k: v}, str(where))[k] for v in vs] for k, vs in params["grid"].items()}
+    grid = {
+        k: [rf.params_from_literals({k: v}, str(where))[k] for v in vs] for k, vs in params["grid"].items()
+    }
     base = rf.params_from_literals(params["fixed"], str(where))
     return final, path, grid, [{**base, **combo} for combo in combinations(grid)], record
 
 
-def _kept_runs(final: Path, path: Path, grid: dict[str, list[Any]], per_run: Sequence[dict[str, Any]]) -> dict[int, NotebookResult]:
-    """The runs an earlier sweep finished ok (a row of comparison.csv with status ok and its notebook on disk)."""
+def _kept_runs(
+    final: Path, path: Path, grid: dict[str, list[Any]], per_run: Sequence[dict[str, Any]]
+) -> dict[int, NotebookResult]:
+    """The runs an earlier sweep finished ok (a row of comparison.csv with status ok and its notebook on
+    disk)."""
     try:
         with open(final / "comparison.csv", newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
@@ -387,7 +479,9 @@ def _kept_runs(final: Path, path: Path, grid: dict[str, list[Any]], per_run: Seq
             seconds = float(row.get("seconds") or 0.0)
         except ValueError:
             seconds = 0.0
-        kept[i] = NotebookResult(path.stem, True, seconds, nb, page if page.is_file() else None, read_notebook(nb))
+        kept[i] = NotebookResult(
+            path.stem, True, seconds, nb, page if page.is_file() else None, read_notebook(nb)
+        )
     return kept
 
 
@@ -417,42 +511,83 @@ def run_sweep(
     now = datetime.now()
     if resume is not None:
         if notebook or grid_items or fixed or smoke or output is not None:
-            raise RunError("--resume DIR re-runs DIR's sweep with the notebook and grid recorded there; "
-                           "do not also name a notebook or give --grid, -p, --smoke or --output")
+            raise RunError(
+                "--resume DIR re-runs DIR's sweep with the notebook and grid recorded there; "
+                "do not also name a notebook or give --grid, -p, --smoke or --output"
+            )
         final, path, grid, per_run, record = _plan_sweep_resume(resume)
         smoke, kernel = bool(record.get("smoke")), str(record.get("kernel") or kernel)
     else:
         if not notebook:
-            raise RunError("name the notebook to sweep (e.g. `nbkit sweep 02 --grid WORLD_SIZE=1,2`), or give --resume DIR")
+            raise RunError(
+                "name the notebook to sweep (e.g. `nbkit sweep 02 --grid WORLD_SIZE=1,2`), or give --resume "
+                "DIR"
+            )
         path, grid, per_run = plan_sweep(notebook, grid_items, fixed, smoke=smoke, yes=yes)
     client = None
     if scheduler:
         client = connect(scheduler)
-    elif not _kernel_exists(kernel):
-        raise RunError(f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)")
+    elif not kernel_exists(kernel):
+        raise RunError(
+            f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)"
+        )
     try:
         if resume is None:
-            final = prepare_output(output, Path("runs") / f"sweep-{path.stem}-{now.strftime('%Y%m%d-%H%M%S')}")
+            final = prepare_output(
+                output, Path("runs") / f"sweep-{path.stem}-{now.strftime('%Y%m%d-%H%M%S')}"
+            )
             try:
                 (final / "runs").mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise RunError(f"output {final}: cannot create it ({exc.strerror or exc})") from None
-            _write_sweep_record(final, path, grid, {k: v for k, v in per_run[0].items() if k not in grid}, smoke=smoke, kernel=kernel)
-        results = _sweep_into(final, path, grid, per_run, kernel=kernel, jobs=jobs, client=client, progress=progress, log=log,
-                              date=now.strftime("%Y-%m-%d %H:%M"), resuming=resume is not None)
+            _write_sweep_record(
+                final,
+                path,
+                grid,
+                {k: v for k, v in per_run[0].items() if k not in grid},
+                smoke=smoke,
+                kernel=kernel,
+            )
+        results = _sweep_into(
+            final,
+            path,
+            grid,
+            per_run,
+            kernel=kernel,
+            jobs=jobs,
+            client=client,
+            progress=progress,
+            log=log,
+            date=now.strftime("%Y-%m-%d %H:%M"),
+            resuming=resume is not None,
+        )
     finally:
         if client is not None:
             client.close()
     return final, results
 
 
-def _sweep_into(final: Path, path: Path, grid: dict[str, list[Any]], per_run: list[dict[str, Any]], *, kernel: str, jobs: int,
-                client, progress: bool, log: Callable[[str], Any], date: str, resuming: bool) -> list[NotebookResult]:
+def _sweep_into(
+    final: Path,
+    path: Path,
+    grid: dict[str, list[Any]],
+    per_run: list[dict[str, Any]],
+    *,
+    kernel: str,
+    jobs: int,
+    client,
+    progress: bool,
+    log: Callable[[str], Any],
+    date: str,
+    resuming: bool,
+) -> list[NotebookResult]:
     """Run every combination not already ok in ``final``; each run's folder is renamed into ``final/runs``
     as it ends and the comparison rewritten; an interrupt keeps what finished."""
     kept = _kept_runs(final, path, grid, per_run) if resuming else {}
-    state: list[NotebookResult] = [kept.get(i) or NotebookResult(path.stem, False, 0.0, status=rf.NOT_STARTED)
-                                   for i in range(len(per_run))]
+    state: list[NotebookResult] = [
+        kept.get(i) or NotebookResult(path.stem, False, 0.0, status=rf.NOT_STARTED)
+        for i in range(len(per_run))
+    ]
     todo = [i for i in range(len(per_run)) if i not in kept]
     if resuming:
         log(f"resuming {final}: {len(kept)} of {len(per_run)} runs ok, running {len(todo)}")
@@ -469,9 +604,14 @@ def _sweep_into(final: Path, path: Path, grid: dict[str, list[Any]], per_run: li
     if not (final / PLOTLY_JS).is_file():
         move_in(ensure_plotly_js(tmp).parent, final)
     jobs_list = [
-        Job(path, tmp / f"{i:03d}", per_run[i], kernel,
+        Job(
+            path,
+            tmp / f"{i:03d}",
+            per_run[i],
+            kernel,
             label=f"run {i + 1}/{len(per_run)} " + " ".join(f"{k}={per_run[i][k]!r}" for k in grid),
-            plotly_js=f"../../{PLOTLY_JS}")
+            plotly_js=f"../../{PLOTLY_JS}",
+        )
         for i in todo
     ]
     published: set[int] = set()
@@ -495,14 +635,25 @@ def _sweep_into(final: Path, path: Path, grid: dict[str, list[Any]], per_run: li
         if client is not None:
             execute_on_cluster(client, jobs_list, log=log, on_done=publish_one, results=results)
         else:
-            execute_jobs(jobs_list, n_jobs=jobs, progress=progress and jobs == 1, log=log, on_done=publish_one, results=results)
+            execute_jobs(
+                jobs_list,
+                n_jobs=jobs,
+                progress=progress and jobs == 1,
+                log=log,
+                on_done=publish_one,
+                results=results,
+            )
     except BaseException as exc:
-        keep_unfinished(jobs_list, results, published, publish_one, interrupted=not isinstance(exc, rf.OutputError))
+        keep_unfinished(
+            jobs_list, results, published, publish_one, interrupted=not isinstance(exc, rf.OutputError)
+        )
         with contextlib.suppress(rf.OutputError, OSError):
             write_comparison()
         shutil.rmtree(tmp, ignore_errors=True)
-        log(f"  {sum(r.ok for r in state)} of {len(per_run)} runs ok are kept in {final} (comparison.csv); "
-            f"`nbkit sweep --resume {final}` runs the others")
+        log(
+            f"  {sum(r.ok for r in state)} of {len(per_run)} runs ok are kept in {final} (comparison.csv); "
+            f"`nbkit sweep --resume {final}` runs the others"
+        )
         raise
     shutil.rmtree(tmp, ignore_errors=True)
     return state

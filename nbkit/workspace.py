@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nbkit.errors import UsageError
+import nbkit.catalog as catalog
+from nbkit.errors import UsageError, main_error
 
 MANIFEST = ".nbkit-init.json"
 COPIED = ("[0-9][0-9]_*.ipynb", "reference_seconds.json")
@@ -32,12 +34,13 @@ def _sha256(path: Path) -> str:
 
 def source_files() -> list[Path]:
     """The files ``init`` copies: the packaged notebooks and their reference seconds."""
-    from nbkit.runner import packaged_notebooks_dir
-
-    root = packaged_notebooks_dir()
+    root = catalog.packaged_notebooks_dir()
     files = sorted(p for pattern in COPIED for p in root.glob(pattern))
     if not any(p.suffix == ".ipynb" for p in files):
-        raise UsageError(f"no notebooks came with this nbkit (looked in {root}); reinstall it: pip install --force-reinstall nbkit")
+        raise UsageError(
+            f"no notebooks came with this nbkit (looked in {root}); reinstall it: pip install "
+            "--force-reinstall nbkit"
+        )
     return files
 
 
@@ -58,14 +61,19 @@ def init(target: Path | str) -> InitResult:
             raise UsageError(f"{target} {where}; give a folder for the notebooks")
     files = source_files()
     if files[0].parent.resolve() == target:
-        raise UsageError(f"{target} holds the notebooks nbkit came with (edit them there, or give another DIR for your own copies)")
+        raise UsageError(
+            f"{target} holds the notebooks nbkit came with (edit them there, or give another DIR for your "
+            "own copies)"
+        )
     manifest_path = target / MANIFEST
     recorded: dict[str, str] = {}
     if manifest_path.is_file():
         try:
             recorded = dict(json.loads(manifest_path.read_text(encoding="utf-8")).get("files", {}))
         except (ValueError, AttributeError, TypeError):
-            raise UsageError(f"{manifest_path}: not the JSON object nbkit init writes; remove it and run nbkit init again") from None
+            raise UsageError(
+                f"{manifest_path}: not the JSON object nbkit init writes; remove it and run nbkit init again"
+            ) from None
     result = InitResult(target)
     changed = []
     for src in files:
@@ -80,15 +88,21 @@ def init(target: Path | str) -> InitResult:
             changed.append(dest)
     if changed:
         names = ", ".join(str(p) for p in changed)
-        raise UsageError(f"{names}: changed since nbkit init copied it (or not written by nbkit init); nothing was copied — "
-                         "move your version aside, or init into another folder")
+        raise UsageError(
+            f"{names}: changed since nbkit init copied it (or not written by nbkit init); nothing was "
+            "copied — "
+            "move your version aside, or init into another folder"
+        )
     try:
         target.mkdir(parents=True, exist_ok=True)
         for src in files:
             if src.name in result.copied or src.name in result.updated:
                 _write_atomically(target / src.name, src.read_bytes())
         hashes = {src.name: _sha256(src) for src in files}
-        _write_atomically(manifest_path, (json.dumps({"written_by": "nbkit init", "files": hashes}, indent=2) + "\n").encode())
+        _write_atomically(
+            manifest_path,
+            (json.dumps({"written_by": "nbkit init", "files": hashes}, indent=2) + "\n").encode(),
+        )
     except OSError as exc:
         raise UsageError(f"{target}: cannot write the notebooks there ({exc.strerror or exc})") from None
     return result
@@ -104,7 +118,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def lab_command(folder: Path | str, *, port: int | None = None, browser: bool = True) -> tuple[list[str], dict[str, str]]:
+def lab_command(
+    folder: Path | str, *, port: int | None = None, browser: bool = True
+) -> tuple[list[str], dict[str, str]]:
     """The command and environment ``nbkit lab`` runs: JupyterLab on ``folder`` under this Python."""
     folder = Path(folder).expanduser().resolve()
     if not folder.is_dir():
@@ -115,9 +131,16 @@ def lab_command(folder: Path | str, *, port: int | None = None, browser: bool = 
     from importlib.util import find_spec
 
     if find_spec("jupyterlab") is None:
-        raise UsageError(f"JupyterLab is not installed in this environment ({sys.executable}); pip install nbkit brings it")
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder}",
-           "--MappingKernelManager.default_kernel_name=python3"]
+        raise UsageError(
+            f"JupyterLab is not installed in this environment ({sys.executable}); pip install nbkit brings it"
+        )
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        f"--ServerApp.root_dir={folder}",
+        "--MappingKernelManager.default_kernel_name=python3",
+    ]
     if port is not None:
         cmd.append(f"--ServerApp.port={port}")
     if not browser:
@@ -132,13 +155,15 @@ def lab_command(folder: Path | str, *, port: int | None = None, browser: bool = 
 
 def kernel_python(env: dict[str, str] | None = None) -> str | None:
     """The interpreter the ``python3`` kernel would start (``None`` without one), as seen with ``env``."""
-    import subprocess
-
-    code = ("import sys\nfrom jupyter_client.kernelspec import KernelSpecManager\n"
-            "try:\n    argv = KernelSpecManager().get_kernel_spec('python3').argv\nexcept Exception:\n    sys.exit(3)\n"
-            "exe = argv[0]\n"
-            # jupyter_client runs a spec whose argv[0] is a bare python name with the launching interpreter.
-            "print(sys.executable if exe in ('python', 'python3', 'python%d.%d' % sys.version_info[:2]) else exe)\n")
+    code = (
+        "import sys\nfrom jupyter_client.kernelspec import KernelSpecManager\n"
+        "try:\n    argv = KernelSpecManager().get_kernel_spec('python3').argv\nexcept Exception:\n    "
+        "sys.exit(3)\n"
+        "exe = argv[0]\n"
+        # jupyter_client runs a spec whose argv[0] is a bare python name with the launching interpreter.
+        "print(sys.executable if exe in ('python', 'python3', 'python%d.%d' % sys.version_info[:2]) else "
+        "exe)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     return out.stdout.strip() if out.returncode == 0 else None
 
@@ -162,19 +187,23 @@ def run_folders() -> list[Path]:
 
 def add_commands(sub) -> None:
     """Add ``init`` and ``lab`` to ``nbkit``'s subcommand parsers."""
-    init_p = sub.add_parser("init", help="copy the workbook's notebooks into DIR (default ./notebooks) to open and edit")
+    init_p = sub.add_parser(
+        "init", help="copy the workbook's notebooks into DIR (default ./notebooks) to open and edit"
+    )
     init_p.add_argument("dir", nargs="?", default="notebooks", metavar="DIR")
     init_p.set_defaults(func=cmd_init)
-    lab = sub.add_parser("lab", help="start JupyterLab in DIR (default ./notebooks, else .) with this environment's kernel")
+    lab = sub.add_parser(
+        "lab", help="start JupyterLab in DIR (default ./notebooks, else .) with this environment's kernel"
+    )
     lab.add_argument("dir", nargs="?", default=None, metavar="DIR")
-    lab.add_argument("--port", type=int, help="the server's port (default: JupyterLab's, 8888 or the next free one)")
+    lab.add_argument(
+        "--port", type=int, help="the server's port (default: JupyterLab's, 8888 or the next free one)"
+    )
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.set_defaults(func=cmd_lab)
 
 
 def cmd_init(args) -> int:
-    from nbkit.errors import main_error
-
     try:
         res = init(args.dir)
     except UsageError as exc:
@@ -182,13 +211,14 @@ def cmd_init(args) -> int:
     for verb, names in (("copied", res.copied), ("updated", res.updated), ("already there", res.unchanged)):
         if names:
             print(f"{verb}: {', '.join(names)}")
-    print(f"your notebooks are in {res.target}; open them with: nbkit lab {res.target}   (or run one: cd {res.target} && nbkit run 00)")
+    print(
+        f"your notebooks are in {res.target}; open them with: nbkit lab {res.target}   (or run one: cd "
+        f"{res.target} && nbkit run 00)"
+    )
     return 0
 
 
 def cmd_lab(args) -> int:
-    from nbkit.errors import main_error
-
     folder = args.dir if args.dir is not None else ("notebooks" if Path("notebooks").is_dir() else ".")
     try:
         cmd, env = lab_command(folder, port=args.port, browser=not args.no_browser)
@@ -196,11 +226,12 @@ def cmd_lab(args) -> int:
         return main_error(str(exc))
     python = kernel_python(env)
     if python is None or os.path.abspath(python) != os.path.abspath(sys.executable):
-        return main_error(f"the python3 Jupyter kernel here runs {python or 'nothing (no python3 kernel)'}, not this "
-                          f"environment's {sys.executable}; register this one with: {sys.executable} -m ipykernel install --sys-prefix")
+        return main_error(
+            f"the python3 Jupyter kernel here runs {python or 'nothing (no python3 kernel)'}, not this "
+            f"environment's {sys.executable}; register this one with: {sys.executable} -m ipykernel install "
+            "--sys-prefix"
+        )
     print(f"JupyterLab on {Path(folder).resolve()}, kernel python3 = {sys.executable}", flush=True)
     if os.name == "posix":
         os.execve(cmd[0], cmd, env)  # Ctrl-C and the server's own shutdown prompt go straight to JupyterLab
-    import subprocess
-
     return subprocess.call(cmd, env=env)

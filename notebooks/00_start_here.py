@@ -45,19 +45,9 @@ DEVICE = "auto"
 SEED = 0  # range: 0..
 
 # %%
-from pathlib import Path
-
-import nbformat
-import pandas as pd
-
 import nbkit
-from nbkit.cli import doctor_report
-from nbkit.device import device_name
-from nbkit.record import read_notebook
-from nbkit.runner import available_notebooks, reference_seconds
-from nbkit.workspace import run_folders
 
-device = device_name(DEVICE)  # also without torch: nbkit's core alone runs this notebook
+device = nbkit.start.device_name(DEVICE)  # also without torch: nbkit's core alone runs this notebook
 nbkit.record("device", str(device))
 
 # %% [markdown]
@@ -66,25 +56,13 @@ nbkit.record("device", str(device))
 # Every package, model file, binary and kernel the notebooks need; anything missing comes with its fix.
 
 # %%
-report = doctor_report()
-rows = [
-    {"what": f"{theme}: {name}", "ok": info["ok"], "detail": info.get("version") or info.get("fix") or ""}
-    for theme, pkgs in report["packages"].items()
-    for name, info in pkgs.items()
-] + [
-    {"what": f"{section}: {name}", "ok": info["ok"],
-     "detail": (info.get("path") or info.get("how") or "") if info["ok"] else f"{info.get('why', 'missing')}; fix: {info.get('fix')}"}
-    for section in ("models", "binaries", "kernel")
-    for name, info in report[section].items()
-]
-readiness = pd.DataFrame(rows)
-missing = readiness.loc[~readiness["ok"], "what"].tolist()
+report = nbkit.start.doctor_report()
+readiness = nbkit.start.readiness(report)
+missing = nbkit.start.missing(readiness)
 nbkit.record("missing", missing)
-dev = report["device"]
-print(f"device {device}; torch {dev['torch'] or 'not installed'}; CUDA available: {dev['cuda_available']}; "
-      f"{dev['cpu_cores_usable']} cores, {dev['ram_total_gib']} GiB RAM")
-print("everything present" if not missing else f"MISSING: {', '.join(missing)}")
-readiness if missing else readiness.tail(6)
+print(nbkit.start.machine_line(device, report))
+print(nbkit.start.readiness_line(missing))
+nbkit.start.readiness_view(readiness)
 
 # %% [markdown]
 # ## The notebooks, and how long they took here
@@ -95,49 +73,8 @@ readiness if missing else readiness.tail(6)
 # cold LM cache), so you know what to expect before the first run.
 
 # %%
-def title_and_purpose(path: Path) -> tuple[str, str]:
-    """A notebook's title line and its 'Diagnoses …' sentence, from its first markdown cell."""
-    cell = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
-    lines = [ln.strip() for ln in cell.source.splitlines() if ln.strip()]
-    purpose = next((ln for ln in lines[1:] if not ln.startswith("#")), "")
-    return lines[0].lstrip("# "), purpose
-
-
-def measured_runs(runs_dirs: list[Path]) -> pd.DataFrame:
-    """One row per executed notebook found under <runs dir>/<stamp>/: seconds, SMOKE, device."""
-    rows = []
-    for executed in sorted(p for runs_dir in runs_dirs for p in runs_dir.glob("*/[0-9][0-9]_*.ipynb")):
-        meta = nbformat.read(executed, as_version=4).metadata.get("papermill", {})
-        if meta.get("duration") is None:
-            continue
-        metrics = read_notebook(executed)
-        rows.append({
-            "notebook": executed.stem,
-            "run": executed.parent.name,
-            "mode": "smoke" if meta.get("parameters", {}).get("SMOKE") else "full",
-            "device": str(metrics.get("device", "?")).split(":")[0],
-            "seconds": round(float(meta["duration"]), 1),
-        })
-    return pd.DataFrame(rows, columns=["notebook", "run", "mode", "device", "seconds"])
-
-
-runs = measured_runs(run_folders())
-latest = runs.sort_values("run").groupby(["notebook", "mode", "device"]).last()["seconds"] if len(runs) else pd.Series(dtype=float)
-reference = {mode: reference_seconds(available_notebooks(), smoke=mode == "smoke") for mode in ("smoke", "full")}
-table = []
-for path in available_notebooks():
-    if path.stem.startswith("00_"):
-        continue
-    title, purpose = title_and_purpose(path)
-    row = {"notebook": path.stem, "title": title, "diagnoses": purpose}
-    for mode in ("smoke", "full"):
-        for dev_kind in ("cpu", "cuda"):
-            value = latest.get((path.stem, mode, dev_kind))
-            row[f"{dev_kind} {mode} (s)"] = value if value is not None else "not measured"
-    for mode in ("smoke", "full"):
-        row[f"reference {mode} (s, 2-core CPU)"] = reference[mode].get(path.stem, "not measured")
-    table.append(row)
-workbook = pd.DataFrame(table)
+runs = nbkit.start.measured_runs(nbkit.start.run_folders())
+workbook = nbkit.start.workbook_table(runs)
 nbkit.record("notebooks", workbook["notebook"].tolist())
 nbkit.record("runs_found", int(len(runs)))
 workbook

@@ -45,9 +45,10 @@ BINARY = "llama-server"
 # The llama.cpp options that decide what gets built; GGML_NATIVE stays at its default (ON), as in the
 # llama-cpp-python build, so both use the same CPU kernels on this machine.
 CMAKE_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-    "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF",
-    "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF",
+    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
 )  # fmt: skip
 
 PATCH_FILE = "tools/server/server-context.cpp"
@@ -59,13 +60,15 @@ PATCH_OLD = """        for (int i = 0; i < (int) prompt.tokens.size(); i++) {
                 n_text++;
             }
         }"""
-PATCH_NEW = """        // nbkit: the repetition-penalty window starts empty, as in llama-cpp-python's Llama.generate
-        // (prompt tokens are not accepted into the sampler chain), so a request gets the same tokens.
+PATCH_NEW = (
+    "        // nbkit: the repetition-penalty window starts empty, as in llama-cpp-python's Llama.generate\n"
+    """        // (prompt tokens are not accepted into the sampler chain), so a request gets the same tokens.
         for (int i = 0; i < (int) prompt.tokens.size(); i++) {
             if (prompt.tokens[i] != LLAMA_TOKEN_NULL) {
                 n_text++;
             }
         }"""
+)
 PATCH_ID = "penalty-window-without-prompt"
 
 
@@ -77,12 +80,18 @@ def installed_version() -> str:
     try:
         return version("llama_cpp_python")
     except PackageNotFoundError:
-        raise BuildError("llama-cpp-python is not installed in this environment; install it first (make setup does)") from None
+        raise BuildError(
+            "llama-cpp-python is not installed in this environment; install it first (make setup does)"
+        ) from None
 
 
 def build_info(llama_version: str, cmake_args: list[str]) -> dict:
     """What decides the binary: checked by ``make setup`` to skip an up-to-date build."""
-    return {"llama_cpp_python": llama_version, "cmake_flags": [*CMAKE_FLAGS, *cmake_args], "patches": [PATCH_ID]}
+    return {
+        "llama_cpp_python": llama_version,
+        "cmake_flags": [*CMAKE_FLAGS, *cmake_args],
+        "patches": [PATCH_ID],
+    }
 
 
 def run_logged(cmd: list[str], log, cwd: Path | None = None) -> None:
@@ -99,8 +108,8 @@ def fetch_sdist(llama_version: str, cache: Path, log) -> Path:
     found = sorted(cache.glob(f"llama_cpp_python-{llama_version}.tar.gz"))
     if found:
         return found[0]
-    run_logged([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", f"llama-cpp-python=={llama_version}",
-                "-d", str(cache)], log)  # fmt: skip
+    run_logged([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+                f"llama-cpp-python=={llama_version}", "-d", str(cache)], log)  # fmt: skip
     found = sorted(cache.glob(f"llama_cpp_python-{llama_version}.tar.gz"))
     if not found:
         raise BuildError(f"pip download left no llama_cpp_python-{llama_version}.tar.gz in {cache}")
@@ -110,7 +119,8 @@ def fetch_sdist(llama_version: str, cache: Path, log) -> Path:
 def extract_llama_cpp(sdist: Path, into: Path) -> Path:
     """Unpack only ``vendor/llama.cpp`` of the sdist; returns that directory."""
     with tarfile.open(sdist) as tar:
-        # Only <top>/vendor/llama.cpp/…: the sdist also carries git metadata under <top>/.git/modules/vendor/llama.cpp.
+        # Only <top>/vendor/llama.cpp/…: the sdist also carries git metadata under
+        # <top>/.git/modules/vendor/llama.cpp.
         members = [m for m in tar.getmembers() if m.name.split("/")[1:3] == ["vendor", "llama.cpp"]]
         if not members:
             raise BuildError(f"{sdist} has no vendor/llama.cpp tree")
@@ -123,7 +133,10 @@ def apply_patch(src: Path) -> None:
     path = src / PATCH_FILE
     text = path.read_text()
     if text.count(PATCH_OLD) != 1:
-        raise BuildError(f"{path}: the code the '{PATCH_ID}' patch replaces was not found exactly once (llama.cpp changed?)")
+        raise BuildError(
+            f"{path}: the code the '{PATCH_ID}' patch replaces was not found exactly once (llama.cpp "
+            "changed?)"
+        )
     path.write_text(text.replace(PATCH_OLD, PATCH_NEW))
 
 
@@ -138,18 +151,26 @@ def build(dest: Path, jobs: int, force: bool = False) -> Path:
     for tool in ("cmake", "c++"):
         if shutil.which(tool) is None:
             raise BuildError(f"`{tool}` is not on PATH (needed to build {BINARY})")
-    cache = Path(os.environ.get("NBKIT_CACHE_DIR") or Path.home() / ".cache" / "nbkit") / "llama-cpp-python-sdist"
+    cache = (
+        Path(os.environ.get("NBKIT_CACHE_DIR") or Path.home() / ".cache" / "nbkit") / "llama-cpp-python-sdist"
+    )
     work = Path(tempfile.mkdtemp(prefix="nbkit-llama-server-"))
     log_path = work / "build.log"
     start = time.perf_counter()
     try:
         with open(log_path, "ab") as log:
-            print(f"building {BINARY} from llama-cpp-python {llama_version}'s llama.cpp (log: {log_path}) …", flush=True)
+            print(
+                f"building {BINARY} from llama-cpp-python {llama_version}'s llama.cpp (log: {log_path}) …",
+                flush=True,
+            )
             sdist = fetch_sdist(llama_version, cache, log)
             src = extract_llama_cpp(sdist, work / "src")
             apply_patch(src)
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-            run_logged(["cmake", "-S", str(src), "-B", str(work / "build"), *generator, *CMAKE_FLAGS, *cmake_args], log)
+            run_logged(
+                ["cmake", "-S", str(src), "-B", str(work / "build"), *generator, *CMAKE_FLAGS, *cmake_args],
+                log,
+            )
             run_logged(["cmake", "--build", str(work / "build"), "--target", BINARY, "-j", str(jobs)], log)
         built = work / "build" / "bin" / BINARY
         if not built.is_file():
@@ -168,16 +189,33 @@ def build(dest: Path, jobs: int, force: bool = False) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dest", type=Path, default=Path(sys.executable).parent, help="where the binary goes (default: this Python's bin)")
+    ap.add_argument(
+        "--dest",
+        type=Path,
+        default=Path(sys.executable).parent,
+        help="where the binary goes (default: this Python's bin)",
+    )
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
-    ap.add_argument("--force", action="store_true", help="rebuild even when the installed binary is up to date")
-    ap.add_argument("--strict", action="store_true", help="exit 1 when the build fails (default: warn and exit 0, the fallback server works)")
+    ap.add_argument(
+        "--force", action="store_true", help="rebuild even when the installed binary is up to date"
+    )
+    ap.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when the build fails (default: warn and exit 0, the fallback server works)",
+    )
     args = ap.parse_args(argv)
     try:
         build(args.dest, args.jobs, args.force)
-    except (BuildError, OSError, ValueError, tarfile.TarError) as exc:  # setup goes on: the fallback server works
+    except (
+        BuildError,
+        OSError,
+        ValueError,
+        tarfile.TarError,
+    ) as exc:  # setup goes on: the fallback server works
         print(f"nbkit: warning: {BINARY} was not built: {exc}\n"
-              f"nbkit: notebook 03 falls back to llama-cpp-python's server (one request at a time per server)", file=sys.stderr)  # fmt: skip
+              "nbkit: notebook 03 falls back to llama-cpp-python's server (one request at a time per server)",
+              file=sys.stderr)  # fmt: skip
         return 1 if args.strict else 0
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import graphlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "nbkit"
@@ -25,7 +26,9 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
-    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def _targets(node: ast.Import | ast.ImportFrom, here: str, is_pkg: bool, modules: set[str]) -> list[str]:
@@ -59,6 +62,39 @@ def _targets(node: ast.Import | ast.ImportFrom, here: str, is_pkg: bool, modules
     return out
 
 
+@dataclass
+class _File:
+    """One module being scanned, and where its imports are recorded."""
+
+    mod: str
+    is_pkg: bool
+    where: str  # its path relative to nbkit's parent, for the report
+    modules: set[str]
+    edges: dict[str, set[str]]
+    inner: list[tuple[str, int, str]]
+
+
+def _visit(node: ast.AST, in_function: bool, type_only: bool, f: _File) -> None:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            _visit(child, True, type_only, f)
+        elif isinstance(child, ast.If) and _is_type_checking(child):
+            for n in child.body:
+                _visit(ast.Module(body=[n], type_ignores=[]), in_function, True, f)
+            for n in child.orelse:
+                _visit(ast.Module(body=[n], type_ignores=[]), in_function, type_only, f)
+        elif isinstance(child, (ast.Import, ast.ImportFrom)):
+            targets = _targets(child, f.mod, f.is_pkg, f.modules)
+            if not targets or type_only:
+                continue
+            if in_function:
+                f.inner.append((f.where, child.lineno, targets[-1]))
+            else:
+                f.edges[f.mod].update(targets)
+        else:
+            _visit(child, in_function, type_only, f)
+
+
 def scan(root: Path = ROOT):
     files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     modules = set(files)
@@ -67,29 +103,8 @@ def scan(root: Path = ROOT):
 
     for mod, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        is_pkg = path.name == "__init__.py"
-
-        def visit(node: ast.AST, in_function: bool, type_only: bool) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                    visit(child, True, type_only)
-                elif isinstance(child, ast.If) and _is_type_checking(child):
-                    for n in child.body:
-                        visit(ast.Module(body=[n], type_ignores=[]), in_function, True)
-                    for n in child.orelse:
-                        visit(ast.Module(body=[n], type_ignores=[]), in_function, type_only)
-                elif isinstance(child, (ast.Import, ast.ImportFrom)):
-                    targets = _targets(child, mod, is_pkg, modules)
-                    if not targets or type_only:
-                        continue
-                    if in_function:
-                        inner.append((str(path.relative_to(root.parent)), child.lineno, targets[-1]))
-                    else:
-                        edges[mod].update(targets)
-                else:
-                    visit(child, in_function, type_only)
-
-        visit(tree, False, False)
+        where = str(path.relative_to(root.parent))
+        _visit(tree, False, False, _File(mod, path.name == "__init__.py", where, modules, edges, inner))
     return edges, inner
 
 
@@ -139,7 +154,10 @@ def main() -> int:
     except graphlib.CycleError:
         acyclic = False
     assert acyclic == (not comps)
-    print(f"modules: {len(edges)}; import cycles (strongly connected groups): {len(comps)}; in-function imports of nbkit modules: {len(inner)}")
+    print(
+        f"modules: {len(edges)}; import cycles (strongly connected groups): {len(comps)}; in-function "
+        f"imports of nbkit modules: {len(inner)}"
+    )
     for comp in comps:
         print("cycle group:", " ".join(comp))
     if "-v" in sys.argv:

@@ -1,7 +1,7 @@
 """Write environment.yml's dependency list from pyproject.toml (one source of truth).
 
-    python scripts/sync_environment.py          # rewrite environment.yml
-    python scripts/sync_environment.py --check  # exit 1 if it disagrees with pyproject.toml
+python scripts/sync_environment.py          # rewrite environment.yml
+python scripts/sync_environment.py --check  # exit 1 if it disagrees with pyproject.toml
 """
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ def main(argv: list[str]) -> int:
     text = render()
     if "--check" in argv:
         if not target.exists() or target.read_text() != text:
-            print("environment.yml disagrees with pyproject.toml: run python scripts/sync_environment.py", file=sys.stderr)
+            print(
+                "environment.yml disagrees with pyproject.toml: run python scripts/sync_environment.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     target.write_text(text)

@@ -1,6 +1,6 @@
 """Every notebook runs headless with SMOKE=True, records what the workbook promises, and stays small.
 
-Size budgets (issue 14): each executed notebook ≤ 3 MB, each HTML page (with the plotly.js it
+Size budgets: each executed notebook ≤ 3 MB, each HTML page (with the plotly.js it
 loads) ≤ 8 MB, a whole run folder ≤ 40 MB. Figures are stored as plotly's mime type only — one
 output per live figure, no copy of plotly.js in any notebook.
 """

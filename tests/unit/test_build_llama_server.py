@@ -1,4 +1,5 @@
-"""scripts/build_llama_server.py (run by make setup): what it refuses, skips and patches, without compiling."""
+"""scripts/build_llama_server.py (run by make setup): what it refuses, skips and patches, without
+compiling."""
 
 import importlib.util
 import io
@@ -13,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def b():
-    spec = importlib.util.spec_from_file_location("build_llama_server", ROOT / "scripts" / "build_llama_server.py")
+    spec = importlib.util.spec_from_file_location(
+        "build_llama_server", ROOT / "scripts" / "build_llama_server.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -35,7 +38,9 @@ def test_patch_makes_the_penalty_window_start_empty(b, tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "pattern"),
-    [("// the code moved away\n", r"server-context.cpp: the code the 'penalty-window-without-prompt' patch replaces was not found exactly once"),
+    [("// the code moved away\n",
+      r"server-context.cpp: the code the 'penalty-window-without-prompt' patch replaces "
+      r"was not found exactly once"),
      ("{old}\n{old}\n", r"not found exactly once")],
 )  # fmt: skip
 def test_patch_refuses_a_source_it_does_not_match(b, tmp_path, text, pattern):
@@ -48,13 +53,19 @@ def test_extract_takes_only_the_vendored_llama_cpp(b, tmp_path):
     sdist = tmp_path / "llama_cpp_python-9.9.9.tar.gz"
     with tarfile.open(sdist, "w:gz") as tar:
         # The real sdist also carries the submodule's git metadata under .git/modules/vendor/llama.cpp.
-        for name in ("llama_cpp_python-9.9.9/llama_cpp/__init__.py", "llama_cpp_python-9.9.9/vendor/llama.cpp/CMakeLists.txt",
-                     "llama_cpp_python-9.9.9/.git/modules/vendor/llama.cpp/HEAD"):
+        for name in (
+            "llama_cpp_python-9.9.9/llama_cpp/__init__.py",
+            "llama_cpp_python-9.9.9/vendor/llama.cpp/CMakeLists.txt",
+            "llama_cpp_python-9.9.9/.git/modules/vendor/llama.cpp/HEAD",
+        ):
             info = tarfile.TarInfo(name)
             info.size = 2
             tar.addfile(info, io.BytesIO(b"x\n"))
     src = b.extract_llama_cpp(sdist, tmp_path / "out")
-    assert src == tmp_path / "out" / "llama_cpp_python-9.9.9" / "vendor" / "llama.cpp" and (src / "CMakeLists.txt").is_file()
+    assert (
+        src == tmp_path / "out" / "llama_cpp_python-9.9.9" / "vendor" / "llama.cpp"
+        and (src / "CMakeLists.txt").is_file()
+    )
     assert not (tmp_path / "out" / "llama_cpp_python-9.9.9" / "llama_cpp").exists()
     assert not (tmp_path / "out" / "llama_cpp_python-9.9.9" / ".git").exists()
     empty = tmp_path / "empty.tar.gz"
@@ -72,7 +83,9 @@ def test_up_to_date_binary_is_not_rebuilt(b, tmp_path, monkeypatch):
     monkeypatch.setattr(b, "fetch_sdist", lambda *a: pytest.fail("an up-to-date binary must not be rebuilt"))
     assert b.build(tmp_path, jobs=1) == tmp_path / "llama-server"
     monkeypatch.setenv("CMAKE_ARGS", "-DGGML_CUDA=on")  # another build (a GPU one): no longer up to date
-    assert b.build_info("1.2.3", ["-DGGML_CUDA=on"]) != json.loads((tmp_path / "llama-server.json").read_text())
+    assert b.build_info("1.2.3", ["-DGGML_CUDA=on"]) != json.loads(
+        (tmp_path / "llama-server.json").read_text()
+    )
 
 
 @pytest.mark.parametrize(
@@ -83,14 +96,22 @@ def test_up_to_date_binary_is_not_rebuilt(b, tmp_path, monkeypatch):
         ("download_fails", r"`\S+ -m pip download …` exited with 1; build log: .*build.log"),
     ],
 )
-def test_failed_build_warns_names_the_step_and_setup_goes_on(b, tmp_path, monkeypatch, capsys, setup, pattern):
+def test_failed_build_warns_names_the_step_and_setup_goes_on(
+    b, tmp_path, monkeypatch, capsys, setup, pattern
+):
     import shutil
     import subprocess
 
     monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(b, "installed_version", lambda: "1.2.3")
     if setup == "no_llama":
-        monkeypatch.setattr(b, "installed_version", lambda: (_ for _ in ()).throw(b.BuildError("llama-cpp-python is not installed in this environment")))
+        monkeypatch.setattr(
+            b,
+            "installed_version",
+            lambda: (_ for _ in ()).throw(
+                b.BuildError("llama-cpp-python is not installed in this environment")
+            ),
+        )
     if setup == "no_cmake":
         monkeypatch.setattr(shutil, "which", lambda tool: None)
     if setup == "download_fails":
@@ -98,7 +119,10 @@ def test_failed_build_warns_names_the_step_and_setup_goes_on(b, tmp_path, monkey
         monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1))
     assert b.main(["--dest", str(tmp_path / "bin")]) == 0  # setup continues: notebook 03 falls back
     err = capsys.readouterr().err
-    assert "nbkit: warning: llama-server was not built" in err and "falls back to llama-cpp-python's server" in err
+    assert (
+        "nbkit: warning: llama-server was not built" in err
+        and "falls back to llama-cpp-python's server" in err
+    )
     import re
 
     assert re.search(pattern, err), err

@@ -8,13 +8,16 @@ import pytest
 from nbkit.cli import build_parser, main
 
 
-@pytest.mark.parametrize("argv", [
-    ["good.yaml"],
-    ["--checks", "2,7-11", "good.yaml", "--format", "json"],
-    ["--help"],
-    ["-h"],
-    [],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["good.yaml"],
+        ["--checks", "2,7-11", "good.yaml", "--format", "json"],
+        ["--help"],
+        ["-h"],
+        [],
+    ],
+)
 def test_audit_forwards_its_arguments_unchanged(monkeypatch, argv):
     import nbkit.audit.cli
 
@@ -32,9 +35,14 @@ def test_audit_is_listed_with_the_other_subcommands():
 
 def test_import_nbkit_stays_light():
     """`import nbkit` (and the CLI module) must not pull in torch, plotly, papermill or pandas."""
-    code = ("import sys, nbkit, nbkit.cli, nbkit.runner, nbkit.report, nbkit.sweep, nbkit.live, nbkit.panels; "
-            "print(' '.join(m for m in ('torch', 'plotly', 'papermill', 'pandas', 'distributed', 'ipywidgets') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    code = (
+        "import sys, nbkit, nbkit.cli, nbkit.runner, nbkit.report, nbkit.sweep, nbkit.live, nbkit.panels; "
+        "print(' '.join(m for m in ('torch', 'plotly', 'papermill', 'pandas', 'distributed', 'ipywidgets') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "", f"imported at `import nbkit`: {out}"
 
 
@@ -58,7 +66,12 @@ def test_own_run_examples_name_real_parameters():
 def test_runner_import_leaves_sys_modules_alone():
     """Importing nbkit's runner from a user's program must not hide jsonschema's optional grammar;
     only nbkit's own `run`/`sweep`/`list` processes skip it (start-up cost)."""
-    code = ("import sys, nbkit.cli, nbkit.runner; a = 'rfc3987_syntax' in sys.modules and sys.modules['rfc3987_syntax'] is None; "
-            "nbkit.runner.skip_uri_grammar(); b = sys.modules.get('rfc3987_syntax', 1) is None; print(a, b)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import sys, nbkit.cli, nbkit.runner; a = 'rfc3987_syntax' in sys.modules and "
+        "sys.modules['rfc3987_syntax'] is None; "
+        "nbkit.runner.skip_uri_grammar(); b = sys.modules.get('rfc3987_syntax', 1) is None; print(a, b)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["False", "True"]

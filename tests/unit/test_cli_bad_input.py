@@ -23,35 +23,106 @@ CASES = [
     ("run-wrong-type", ["run", "01", "-p", "N", "abc"], {}, "parameter N expects int"),
     ("run-below-range", ["run", "01", "-p", "N", "-5"], {}, "N=-5 is outside its declared range 1..100"),
     ("run-above-range", ["run", "01", "-p", "N", "101"], {}, "outside its declared range 1..100"),
-    ("run-unknown-choice", ["run", "01", "-p", "DATASET", "gamma"], {}, "DATASET='gamma' is not one it takes: 'alpha', 'beta'"),
-    ("run-missing-path-choice", ["run", "01", "-p", "DATASET", "no/such/file.tsv"], {}, "or the path of an existing file"),
+    (
+        "run-unknown-choice",
+        ["run", "01", "-p", "DATASET", "gamma"],
+        {},
+        "DATASET='gamma' is not one it takes: 'alpha', 'beta'",
+    ),
+    (
+        "run-missing-path-choice",
+        ["run", "01", "-p", "DATASET", "no/such/file.tsv"],
+        {},
+        "or the path of an existing file",
+    ),
     ("run-output-is-file", ["run", "01", "--output", "{file}"], {}, "is a file; give a folder path"),
     ("run-output-under-file", ["run", "01", "--output", "{file}/sub/run"], {}, "which is a file"),
     ("run-output-not-creatable", ["run", "01", "--output", "/proc/nbkit-no/run"], {}, "cannot create it"),
     ("run-output-not-empty", ["run", "01", "--output", "{full}"], {}, "exists and is not empty"),
     ("run-jobs-zero", ["run", "01", "--jobs", "0"], {}, "--jobs must be at least 1"),
-    ("run-no-kernel", ["run", "01", "--kernel", "no-such-kernel"], {}, "kernel 'no-such-kernel' is not installed"),
+    (
+        "run-no-kernel",
+        ["run", "01", "--kernel", "no-such-kernel"],
+        {},
+        "kernel 'no-such-kernel' is not installed",
+    ),
     # nbkit list
-    ("list-missing-folder", ["list"], {"NBKIT_NOTEBOOKS": "/missing/nbkit"}, "NBKIT_NOTEBOOKS=/missing/nbkit: not a folder"),
+    (
+        "list-missing-folder",
+        ["list"],
+        {"NBKIT_NOTEBOOKS": "/missing/nbkit"},
+        "NBKIT_NOTEBOOKS=/missing/nbkit: not a folder",
+    ),
     ("list-empty-folder", ["list"], {"NBKIT_NOTEBOOKS": "{empty}"}, "no notebooks (NN_name.ipynb) found"),
     # nbkit sweep
     ("sweep-empty-grid", ["sweep", "01", "--output", "{out}"], {}, "empty grid"),
     ("sweep-no-values", ["sweep", "01", "--grid", "N=", "--output", "{out}"], {}, "--grid N: no values"),
     ("sweep-malformed", ["sweep", "01", "--grid", "N", "--output", "{out}"], {}, "expected KEY=V1,V2"),
-    ("sweep-empty-value", ["sweep", "01", "--grid", "N=1,,2", "--output", "{out}"], {}, "an empty value between commas"),
-    ("sweep-unknown-key", ["sweep", "01", "--grid", "EPOCHS=1,2", "--output", "{out}"], {}, "unknown parameter 'EPOCHS'"),
-    ("sweep-wrong-type", ["sweep", "01", "--grid", "N=1,'x'", "--output", "{out}"], {}, "parameter N expects int"),
+    (
+        "sweep-empty-value",
+        ["sweep", "01", "--grid", "N=1,,2", "--output", "{out}"],
+        {},
+        "an empty value between commas",
+    ),
+    (
+        "sweep-unknown-key",
+        ["sweep", "01", "--grid", "EPOCHS=1,2", "--output", "{out}"],
+        {},
+        "unknown parameter 'EPOCHS'",
+    ),
+    (
+        "sweep-wrong-type",
+        ["sweep", "01", "--grid", "N=1,'x'", "--output", "{out}"],
+        {},
+        "parameter N expects int",
+    ),
     ("sweep-out-of-range", ["sweep", "01", "--grid", "N=1,500", "--output", "{out}"], {}, "N=500 is outside"),
-    ("sweep-key-twice", ["sweep", "01", "--grid", "N=1", "--grid", "N=2", "--output", "{out}"], {}, "--grid N given twice"),
+    (
+        "sweep-key-twice",
+        ["sweep", "01", "--grid", "N=1", "--grid", "N=2", "--output", "{out}"],
+        {},
+        "--grid N given twice",
+    ),
     ("sweep-value-twice", ["sweep", "01", "--grid", "N=2,2", "--output", "{out}"], {}, "value 2 given twice"),
-    ("sweep-grid-and-param", ["sweep", "01", "--grid", "N=1,2", "-p", "N", "3", "--output", "{out}"], {}, "both as --grid and as -p"),
-    ("sweep-grid-and-smoke", ["sweep", "01", "--grid", "SMOKE=True,False", "--smoke", "--output", "{out}"], {}, "SMOKE given both"),
-    ("sweep-too-many", ["sweep", "01", "--grid", "N=" + ",".join(map(str, range(1, 18))),
-                        "--grid", "RATE=" + ",".join(str(i / 10) for i in range(16)), "--output", "{out}"], {},
-     "makes 272 runs (more than 256); pass --yes"),
-    ("sweep-scheduler-unreachable", ["sweep", "01", "--grid", "N=1,2", "--scheduler", "tcp://127.0.0.1:{port}",
-                                     "--output", "{out}"], {}, "cannot reach the Dask scheduler"),
-    ("sweep-jobs-zero", ["sweep", "01", "--grid", "N=1,2", "--jobs", "0", "--output", "{out}"], {}, "--jobs must be at least 1"),
+    (
+        "sweep-grid-and-param",
+        ["sweep", "01", "--grid", "N=1,2", "-p", "N", "3", "--output", "{out}"],
+        {},
+        "both as --grid and as -p",
+    ),
+    (
+        "sweep-grid-and-smoke",
+        ["sweep", "01", "--grid", "SMOKE=True,False", "--smoke", "--output", "{out}"],
+        {},
+        "SMOKE given both",
+    ),
+    (
+        "sweep-too-many",
+        [
+            "sweep",
+            "01",
+            "--grid",
+            "N=" + ",".join(map(str, range(1, 18))),
+            "--grid",
+            "RATE=" + ",".join(str(i / 10) for i in range(16)),
+            "--output",
+            "{out}",
+        ],
+        {},
+        "makes 272 runs (more than 256); pass --yes",
+    ),
+    (
+        "sweep-scheduler-unreachable",
+        ["sweep", "01", "--grid", "N=1,2", "--scheduler", "tcp://127.0.0.1:{port}", "--output", "{out}"],
+        {},
+        "cannot reach the Dask scheduler",
+    ),
+    (
+        "sweep-jobs-zero",
+        ["sweep", "01", "--grid", "N=1,2", "--jobs", "0", "--output", "{out}"],
+        {},
+        "--jobs must be at least 1",
+    ),
 ]
 
 
@@ -75,7 +146,13 @@ def test_bad_input_is_one_line_exit_2_and_nothing_happens(argv, env, expected, t
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     out = tmp_path / "out" / "run"
-    fill = {"out": str(out), "file": str(a_file), "full": str(full), "empty": str(tmp_path / "empty"), "port": str(_closed_port())}
+    fill = {
+        "out": str(out),
+        "file": str(a_file),
+        "full": str(full),
+        "empty": str(tmp_path / "empty"),
+        "port": str(_closed_port()),
+    }
     monkeypatch.setenv("NBKIT_NOTEBOOKS", str(nb_dir))
     for k, v in env.items():
         monkeypatch.setenv(k, v.format(**fill))

@@ -12,8 +12,8 @@ import typing
 import pytest
 
 from nbkit.claims import Verdict
-from nbkit.experiment import Context, Experiment, Registry, Result, config_for, panel, param
 from nbkit.errors import UsageError
+from nbkit.experiment import Context, Experiment, Registry, Result, config_for, panel, param
 
 THEMES = ["kg", "zero", "signatures", "audit"]
 # Themes still being moved onto the contract (emptied as each lands).

@@ -28,13 +28,21 @@ from nbkit.claims import (
 
 @pytest.mark.parametrize(
     "value, expected",
-    [((0.3, 0.5), HOLDS), (0.2, HOLDS), ((0.05, 0.15), REFUTED), ((0.1, 0.3), INCONCLUSIVE), ((math.nan, 1.0), INCONCLUSIVE)],
+    [
+        ((0.3, 0.5), HOLDS),
+        (0.2, HOLDS),
+        ((0.05, 0.15), REFUTED),
+        ((0.1, 0.3), INCONCLUSIVE),
+        ((math.nan, 1.0), INCONCLUSIVE),
+    ],
 )
 def test_decide_at_least(value, expected):
     assert decide_at_least(value, 0.2).verdict == expected
 
 
-@pytest.mark.parametrize("value, expected", [((0.0, 0.1), HOLDS), ((0.3, 0.4), REFUTED), ((0.1, 0.3), INCONCLUSIVE)])
+@pytest.mark.parametrize(
+    "value, expected", [((0.0, 0.1), HOLDS), ((0.3, 0.4), REFUTED), ((0.1, 0.3), INCONCLUSIVE)]
+)
 def test_decide_at_most(value, expected):
     assert decide_at_most(value, 0.2).verdict == expected
 
@@ -55,7 +63,10 @@ def test_straddle_names_what_would_decide():
 def test_needs_gpu_is_explicit():
     v = needs_gpu("flash-attention throughput")
     assert isinstance(v, Verdict) and v.verdict == NEEDS_GPU
-    assert v.why.startswith("flash-attention throughput is measured only on a CUDA device") and "this run had none" in v.why
+    assert (
+        v.why.startswith("flash-attention throughput is measured only on a CUDA device")
+        and "this run had none" in v.why
+    )
 
 
 def _paired(both, only_a, only_b, neither):
@@ -104,12 +115,17 @@ def test_claim_rejects_unknown_verdict_and_empty_rule():
 def test_claims_roundtrip_through_record():
     from nbkit.record import record
 
-    row = Claim.from_verdict(decide_at_least(0.5, 0.2), claim="c", field_note="0.2", measured="0.5", rule="≥ 0.2", n="1 run")
+    row = Claim.from_verdict(
+        decide_at_least(0.5, 0.2), claim="c", field_note="0.2", measured="0.5", rule="≥ 0.2", n="1 run"
+    )
     stored = record("claims", [row])
     back = as_claims(stored)
     assert back == [row]
     frame = claims_frame(stored)
-    assert list(frame.columns)[:4] == ["claim", "field_note", "measured", "verdict"] and frame.loc[0, "verdict"] == HOLDS
+    assert (
+        list(frame.columns)[:4] == ["claim", "field_note", "measured", "verdict"]
+        and frame.loc[0, "verdict"] == HOLDS
+    )
     with pytest.raises(ValueError, match="claims row 0: missing field"):
         as_claims([{"claim": "x"}])
 

@@ -34,10 +34,18 @@ def test_requirements_group_by_extra_and_expand_all():
     assert sorted(r.name for r in reqs["all"]) == ["nbkit-no-such-dist-for-tests", "packaging", "pydantic"]
 
 
-@pytest.mark.parametrize("extra, expected", [
-    ("kg", "this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed); install with: pip install 'nbkit[kg]'"),
-    ("zero", "nbkit[zero]: pyyaml"),  # installed, but older than the extra needs
-], ids=["not-installed", "too-old"])
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        (
+            "kg",
+            "this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed); install with: pip "
+            "install 'nbkit[kg]'",
+        ),
+        ("zero", "nbkit[zero]: pyyaml"),  # installed, but older than the extra needs
+    ],
+    ids=["not-installed", "too-old"],
+)
 def test_require_names_the_extra_in_one_line(extra, expected):
     with pytest.raises(extras.MissingExtra) as info:
         extras.require(extra, LINES)
@@ -74,7 +82,12 @@ def test_this_environment_has_every_extra_of_its_installed_metadata():
     assert all(info["ok"] for info in st.values()), {k: v["missing"] for k, v in st.items() if not v["ok"]}
 
 
-THEME_EXTRA = {"01_kg_gnn": "kg", "02_zero_ladder": "zero", "03_dspy_signatures": "signatures", "04_finetune_audit": "audit"}
+THEME_EXTRA = {
+    "01_kg_gnn": "kg",
+    "02_zero_ladder": "zero",
+    "03_dspy_signatures": "signatures",
+    "04_finetune_audit": "audit",
+}
 
 
 @pytest.mark.parametrize("stem, extra", THEME_EXTRA.items())
@@ -97,12 +110,19 @@ def test_doctor_reports_extras_and_a_missing_extra_is_not_a_failure(monkeypatch,
     from nbkit.cli import main
 
     real = extras._requirement_lines()
-    monkeypatch.setattr(extras, "_requirement_lines", lambda: real + ('nbkit-no-such-dist-for-tests>=1; extra == "testsonly"',))
+    monkeypatch.setattr(
+        extras,
+        "_requirement_lines",
+        lambda: real + ('nbkit-no-such-dist-for-tests>=1; extra == "testsonly"',),
+    )
     code = main(["doctor", "--format", "json"])
     report = json.loads(capsys.readouterr().out)
-    assert report["extras"]["testsonly"] == {"ok": False, "missing": ["nbkit-no-such-dist-for-tests (not installed)"],
-                                                  "packages": ["nbkit-no-such-dist-for-tests"],
-                                                  "fix": "pip install 'nbkit[testsonly]'"}
+    assert report["extras"]["testsonly"] == {
+        "ok": False,
+        "missing": ["nbkit-no-such-dist-for-tests (not installed)"],
+        "packages": ["nbkit-no-such-dist-for-tests"],
+        "fix": "pip install 'nbkit[testsonly]'",
+    }
     assert report["extras"]["kg"]["ok"] and report["packages"]["kg"]["pykeen"]["ok"]
     assert not any("testsonly" in m or "no-such-dist" in m for m in report["missing"])
     assert code == (0 if not report["missing"] else 1)
@@ -130,16 +150,21 @@ def test_a_missing_extra_shows_as_one_line_in_the_executed_notebook(tmp_path):
     from nbkit.runner import execute
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("SMOKE = False", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(f"import nbkit\n\nnbkit.extras.require('kg', {LINES!r})"),
-                nbformat.v4.new_code_cell("import nbkit_never_reached")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("SMOKE = False", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(f"import nbkit\n\nnbkit.extras.require('kg', {LINES!r})"),
+        nbformat.v4.new_code_cell("import nbkit_never_reached"),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     src = tmp_path / "01_needs_kg.ipynb"
     nbformat.write(nb, src)
     (tmp_path / "out").mkdir()
     result = execute(src, tmp_path / "out", {}, progress=False)
     assert not result.ok
-    assert "raised MissingExtra: this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed)" in result.error
+    assert (
+        "raised MissingExtra: this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed)"
+        in result.error
+    )
     executed = nbformat.read(result.output, as_version=4)
     (error,) = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert error.traceback == [f"MissingExtra: {error.evalue}"], error.traceback
@@ -150,8 +175,10 @@ def test_nbkit_run_exits_2_when_a_notebook_misses_its_extra(tmp_path, monkeypatc
     from nbkit.cli import main
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("SMOKE = False", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(f"import nbkit\n\nnbkit.extras.require('kg', {LINES!r})")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("SMOKE = False", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(f"import nbkit\n\nnbkit.extras.require('kg', {LINES!r})"),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     (tmp_path / "nbs").mkdir()
     nbformat.write(nb, tmp_path / "nbs" / "01_needs_kg.ipynb")

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # Parts whose in-function imports are still being moved to module level (emptied as each lands).
-PENDING = ("nbkit/",)
+PENDING: tuple[str, ...] = ()
 
 
 def _pending(name: str) -> bool:

@@ -10,11 +10,23 @@ from nbkit.errors import UsageError
 from nbkit.model_files import count_parameters, load_model, load_tokenizer, resolve_model
 
 # meta-llama/Llama-2-7b-hf's config.json (the architecture keys), written as users have it.
-LLAMA2_7B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-             "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
-             "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096,
-             "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "torch_dtype": "float16",
-             "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu"}
+LLAMA2_7B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+}
 
 
 def test_tiny_llama_is_gqa_and_deterministic():
@@ -22,7 +34,10 @@ def test_tiny_llama_is_gqa_and_deterministic():
     b = model_files.tiny_llama(seed=1)
     cfg = a.config
     assert cfg.num_attention_heads // cfg.num_key_value_heads == 2
-    assert a.model.layers[0].self_attn.k_proj.weight.shape[0] == cfg.num_key_value_heads * cfg.hidden_size // cfg.num_attention_heads
+    assert (
+        a.model.layers[0].self_attn.k_proj.weight.shape[0]
+        == cfg.num_key_value_heads * cfg.hidden_size // cfg.num_attention_heads
+    )
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
     out = a(torch.tensor([[1, 5, 7]]))
@@ -79,11 +94,20 @@ def test_smollm2_hf_directory_resolves_and_counts_what_its_weights_hold():
 
     path = model_files.smollm2_dir()
     source = resolve_model(str(path))
-    assert (source.kind, source.path, source.has_weights, source.has_tokenizer) == ("directory", path, True, True)
+    assert (source.kind, source.path, source.has_weights, source.has_tokenizer) == (
+        "directory",
+        path,
+        True,
+        True,
+    )
     assert (source.config.num_attention_heads, source.config.num_key_value_heads) == (9, 3)
     with safe_open(str(path / "model.safetensors"), framework="pt") as f:  # shapes from the header only
-        stored = sum(f.get_slice(k).get_shape().numel() if hasattr(f.get_slice(k).get_shape(), "numel")
-                     else _prod(f.get_slice(k).get_shape()) for k in f.keys())
+        stored = sum(
+            f.get_slice(k).get_shape().numel()
+            if hasattr(f.get_slice(k).get_shape(), "numel")
+            else _prod(f.get_slice(k).get_shape())
+            for k in f.keys()
+        )
     assert count_parameters(path) == stored  # tied embeddings are stored once and counted once
     assert count_parameters("smollm2") == stored  # the preset names the same architecture
     assert load_tokenizer(path)("hello").input_ids
@@ -121,6 +145,7 @@ def _dir(files):
         for name, content in files.items():
             (d / name).write_bytes(content if isinstance(content, bytes) else content.encode())
         return d
+
     return build
 
 
@@ -129,32 +154,81 @@ def _file(name, content):
         p = tmp / name
         p.write_bytes(content if isinstance(content, bytes) else content.encode())
         return p
+
     return build
 
 
-GOOD_CONFIG = json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-                          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                          "vocab_size": 256})
+GOOD_CONFIG = json.dumps(
+    {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 256,
+    }
+)
 
 # (id, build spec in tmp_path (or the spec itself), function, message pattern)
 BAD = [
     ("empty-spec", lambda tmp: "", resolve_model, r"model must be a preset \(tiny, smollm2\)"),
-    ("dir-without-config", _dir({"model.safetensors": b"x"}), resolve_model, r"model directory .*model has no config\.json"),
-    ("dir-without-weights", _dir({"config.json": GOOD_CONFIG}), resolve_model,
-     r"model directory .*model has no weights: expected model\.safetensors"),
-    ("dir-with-only-gguf", _dir({"config.json": GOOD_CONFIG, "m.Q4.gguf": b"x"}), load_model, r"found m\.Q4\.gguf"),
-    ("config-not-json", _file("config.json", '{"model_type": "llama",\n oops}'), resolve_model,
-     r"config\.json:2:2: not valid JSON"),
+    (
+        "dir-without-config",
+        _dir({"model.safetensors": b"x"}),
+        resolve_model,
+        r"model directory .*model has no config\.json",
+    ),
+    (
+        "dir-without-weights",
+        _dir({"config.json": GOOD_CONFIG}),
+        resolve_model,
+        r"model directory .*model has no weights: expected model\.safetensors",
+    ),
+    (
+        "dir-with-only-gguf",
+        _dir({"config.json": GOOD_CONFIG, "m.Q4.gguf": b"x"}),
+        load_model,
+        r"found m\.Q4\.gguf",
+    ),
+    (
+        "config-not-json",
+        _file("config.json", '{"model_type": "llama",\n oops}'),
+        resolve_model,
+        r"config\.json:2:2: not valid JSON",
+    ),
     ("config-not-object", _file("config.json", "[1, 2]"), resolve_model, r"expected a JSON object"),
-    ("config-without-model-type", _file("config.json", '{"hidden_size": 8}'), count_parameters,
-     r"config\.json: no 'model_type' key"),
-    ("config-unknown-model-type", _file("config.json", '{"model_type": "llamaa"}'), resolve_model,
-     r"'model_type' 'llamaa' is not known to the installed transformers"),
+    (
+        "config-without-model-type",
+        _file("config.json", '{"hidden_size": 8}'),
+        count_parameters,
+        r"config\.json: no 'model_type' key",
+    ),
+    (
+        "config-unknown-model-type",
+        _file("config.json", '{"model_type": "llamaa"}'),
+        resolve_model,
+        r"'model_type' 'llamaa' is not known to the installed transformers",
+    ),
     ("config-not-utf8", _file("config.json", b'{"model_type": "\xff"}'), resolve_model, r"not UTF-8"),
-    ("config-unbuildable", _file("config.json", json.dumps({**json.loads(GOOD_CONFIG), "hidden_size": 66})),
-     count_parameters, r"config\.json: transformers .* rejects this config: The hidden size \(66\)"),
-    ("missing-relative-path", lambda tmp: "./no/such/model", resolve_model, r"model \./no/such/model: no such file"),
-    ("missing-json", lambda tmp: str(tmp / "nope.json"), count_parameters, r"nope\.json: no such file or directory"),
+    (
+        "config-unbuildable",
+        _file("config.json", json.dumps({**json.loads(GOOD_CONFIG), "hidden_size": 66})),
+        count_parameters,
+        r"config\.json: transformers .* rejects this config: The hidden size \(66\)",
+    ),
+    (
+        "missing-relative-path",
+        lambda tmp: "./no/such/model",
+        resolve_model,
+        r"model \./no/such/model: no such file",
+    ),
+    (
+        "missing-json",
+        lambda tmp: str(tmp / "nope.json"),
+        count_parameters,
+        r"nope\.json: no such file or directory",
+    ),
     ("tokenizer-of-config-only", _file("c.json", GOOD_CONFIG), load_tokenizer, r"has no tokenizer files"),
 ]
 

@@ -17,7 +17,11 @@ STANDARD_KEYS = {"SMOKE", "DEVICE", "SEED"}
 
 
 def test_environment_yml_agrees_with_pyproject():
-    rc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sync_environment.py"), "--check"], capture_output=True, text=True)
+    rc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "sync_environment.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert rc.returncode == 0, rc.stderr
 
 
@@ -37,7 +41,9 @@ def test_notebook_has_one_literal_parameters_cell_with_standard_keys(path):
     tree = ast.parse(tagged[0].source)
     names = set()
     for node in tree.body:
-        assert isinstance(node, ast.Assign), f"parameters cell holds assignments only, got {ast.dump(node)[:60]}"
+        assert isinstance(node, ast.Assign), (
+            f"parameters cell holds assignments only, got {ast.dump(node)[:60]}"
+        )
         ast.literal_eval(node.value)  # literals only
         names.update(t.id for t in node.targets)
     assert STANDARD_KEYS <= names
@@ -50,19 +56,27 @@ def test_notebook_is_stored_stripped_and_paired(path):
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, "store notebooks stripped (nbstripout)"
+            assert cell.outputs == [] and cell.execution_count is None, (
+                "store notebooks stripped (nbstripout)"
+            )
     paired = path.with_suffix(".py")
     assert paired.is_file(), "paired py:percent file (jupytext)"
     import jupytext
 
     from_py = jupytext.read(paired)
-    assert [c.source for c in from_py.cells] == [c.source for c in nb.cells], f"{path.name} and {paired.name} out of sync: make sync"
+    assert [c.source for c in from_py.cells] == [c.source for c in nb.cells], (
+        f"{path.name} and {paired.name} out of sync: make sync"
+    )
 
 
 def test_import_nbkit_is_instant_and_light():
-    code = "import time, sys; t=time.perf_counter(); import nbkit, nbkit.kg, nbkit.zero, nbkit.signatures, nbkit.audit, nbkit.pscheck; " \
-           "heavy=[m for m in ('torch','torch_geometric','deepspeed','dspy','peft','transformers','pykeen') if m in sys.modules]; " \
-           "print(time.perf_counter()-t, heavy)"
+    code = (
+        "import time, sys; t=time.perf_counter(); import nbkit, nbkit.kg, nbkit.zero, nbkit.signatures, "
+        "nbkit.audit, nbkit.pscheck; "
+        "heavy=[m for m in ('torch','torch_geometric','deepspeed','dspy','peft','transformers','pykeen') if "
+        "m in sys.modules]; "
+        "print(time.perf_counter()-t, heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     seconds, heavy = out.stdout.split(" ", 1)
@@ -102,8 +116,24 @@ def wheel(tmp_path_factory) -> Path:
     src = _copy_sources(tmp_path_factory.mktemp("src"))
     out = tmp_path_factory.mktemp("wheel")
     # --no-build-isolation --no-index: built with this environment's setuptools, no network.
-    rc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                         "-q", "-w", str(out), str(src)], capture_output=True, text=True, env=_pip_env())
+    rc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        env=_pip_env(),
+    )
     assert rc.returncode == 0, rc.stderr[-3000:]
     (built,) = out.glob("nbkit-*.whl")
     return built
@@ -111,8 +141,11 @@ def wheel(tmp_path_factory) -> Path:
 
 def _tracked_package_data() -> list[str]:
     """Every file under nbkit/ that is not Python source: the data notebooks and themes read."""
-    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "nbkit").rglob("*")
-                  if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts)
+    return sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "nbkit").rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    )
 
 
 def test_wheel_carries_the_notebooks_and_every_data_file(wheel):
@@ -121,8 +154,13 @@ def test_wheel_carries_the_notebooks_and_every_data_file(wheel):
         for nb in NOTEBOOKS:
             inside = f"nbkit/notebooks/{nb.name}"
             assert inside in names, f"{nb.name} is not in the wheel"
-            assert z.read(inside) == nb.read_bytes(), f"the wheel's {nb.name} differs from notebooks/{nb.name}"
-        assert z.read("nbkit/notebooks/reference_seconds.json") == (ROOT / "notebooks" / "reference_seconds.json").read_bytes()
+            assert z.read(inside) == nb.read_bytes(), (
+                f"the wheel's {nb.name} differs from notebooks/{nb.name}"
+            )
+        assert (
+            z.read("nbkit/notebooks/reference_seconds.json")
+            == (ROOT / "notebooks" / "reference_seconds.json").read_bytes()
+        )
         missing = [f for f in _tracked_package_data() if f not in names]
         assert not missing, f"package data left out of the wheel: {missing}"
         # The paired py:percent scripts stay in the repository: the wheel carries one copy, the .ipynb.
@@ -131,13 +169,20 @@ def test_wheel_carries_the_notebooks_and_every_data_file(wheel):
 
 def test_sdist_carries_the_notebooks_the_wheel_is_built_from(tmp_path):
     src = _copy_sources(tmp_path / "src")
-    rc = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")], cwd=src,
-                        capture_output=True, text=True)
+    rc = subprocess.run(
+        [sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")],
+        cwd=src,
+        capture_output=True,
+        text=True,
+    )
     assert rc.returncode == 0, rc.stderr[-3000:]
     (sdist,) = (tmp_path / "dist").glob("nbkit-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {f"notebooks/{nb.name}" for nb in NOTEBOOKS} | {"notebooks/reference_seconds.json", "setup.py"} <= names
+    assert {f"notebooks/{nb.name}" for nb in NOTEBOOKS} | {
+        "notebooks/reference_seconds.json",
+        "setup.py",
+    } <= names
 
 
 def _wheel_requirements(wheel: Path) -> list[str]:
@@ -151,7 +196,15 @@ def test_core_requirements_leave_torch_and_model_libraries_to_the_extras(wheel):
 
     reqs = requirements(tuple(_wheel_requirements(wheel)))
     core = {r.name for r in reqs["core"]}
-    assert not core & {"torch", "transformers", "deepspeed", "dspy", "peft", "torch-geometric", "llama-cpp-python"}
+    assert not core & {
+        "torch",
+        "transformers",
+        "deepspeed",
+        "dspy",
+        "peft",
+        "torch-geometric",
+        "llama-cpp-python",
+    }
     assert {"papermill", "ipykernel", "jupyterlab", "pydantic", "packaging"} <= core
     for extra in ("kg", "zero", "audit"):
         assert "torch" in {r.name for r in reqs[extra]}, f"nbkit[{extra}] must bring torch"
@@ -170,18 +223,33 @@ def test_notebook_00_and_pscheck_import_only_core_packages(wheel):
 
     reqs = requirements(tuple(_wheel_requirements(wheel)))
     core = {r.name.lower().replace("-", "_") for r in reqs["core"]}
-    hidden = sorted({r.name.lower().replace("-", "_") for extra, rs in reqs.items() if extra not in ("core", "dev")
-                     for r in rs} - core | {"torch_geometric", "sklearn", "llama_cpp"})
+    hidden = sorted(
+        {
+            r.name.lower().replace("-", "_")
+            for extra, rs in reqs.items()
+            if extra not in ("core", "dev")
+            for r in rs
+        }
+        - core
+        | {"torch_geometric", "sklearn", "llama_cpp"}
+    )
     nb = nbformat.read(ROOT / "notebooks" / f"{CORE_ONLY_NOTEBOOK}.ipynb", as_version=4)
-    imports = "\n".join(line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()
-                        if line.startswith(("import ", "from ")))
-    code = (f"import sys\nfor m in {hidden!r}: sys.modules[m] = None\n{imports}\n"
-            "from nbkit.device import device_name, device_report\n"
-            "from nbkit.cli import doctor_report\n"
-            "assert device_name('auto') == 'cpu' and device_report()['torch'] is None\n"
-            "r = doctor_report()\nassert r['extras']['core']['ok'], r['extras']['core']\n"
-            f"import {PSCHECK_IMPORTS}.cli\nfrom nbkit.pscheck.cli import main\n"
-            f"sys.exit(main([{str(ROOT / 'nbkit' / 'pscheck')!r}, '--format', 'json']) not in (0, 1))\n")
+    imports = "\n".join(
+        line
+        for c in nb.cells
+        if c.cell_type == "code"
+        for line in c.source.splitlines()
+        if line.startswith(("import ", "from "))
+    )
+    code = (
+        f"import sys\nfor m in {hidden!r}: sys.modules[m] = None\n{imports}\n"
+        "from nbkit.device import device_name, device_report\n"
+        "from nbkit.cli import doctor_report\n"
+        "assert device_name('auto') == 'cpu' and device_report()['torch'] is None\n"
+        "r = doctor_report()\nassert r['extras']['core']['ok'], r['extras']['core']\n"
+        f"import {PSCHECK_IMPORTS}.cli\nfrom nbkit.pscheck.cli import main\n"
+        f"sys.exit(main([{str(ROOT / 'nbkit' / 'pscheck')!r}, '--format', 'json']) not in (0, 1))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
 
@@ -210,8 +278,14 @@ def _env_with(tmp: Path, versions: dict[str, str]) -> Path:
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     assert site != Path(sysconfig.get_paths()["purelib"])
     for name, version in versions.items():
         info = site / f"{name.replace('-', '_')}-{version}.dist-info"
@@ -223,9 +297,27 @@ def _env_with(tmp: Path, versions: dict[str, str]) -> Path:
 
 
 def _resolver_plan(python: Path, wheel: Path, spec: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--no-index",
-                           "--find-links", str(wheel.parent), "--quiet", "--report", "-", spec],
-                          capture_output=True, text=True, env=_pip_env())
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--dry-run",
+            "--no-index",
+            "--find-links",
+            str(wheel.parent),
+            "--quiet",
+            "--report",
+            "-",
+            spec,
+        ],
+        capture_output=True,
+        text=True,
+        env=_pip_env(),
+    )
 
 
 @pytest.mark.parametrize("torch_version, kept", [(FAKE_CUDA_TORCH, True), ("2.3.1+cu121", False)])
@@ -251,7 +343,9 @@ def test_installing_nbkit_all_keeps_the_users_torch(wheel, tmp_path, torch_versi
         installs = [item["metadata"]["name"] for item in json.loads(plan.stdout)["install"]]
         assert installs == ["nbkit"], f"pip would also install {installs}"
     else:
-        assert plan.returncode != 0 and "No matching distribution found for torch" in plan.stderr, plan.stderr[-3000:]
+        assert plan.returncode != 0 and "No matching distribution found for torch" in plan.stderr, (
+            plan.stderr[-3000:]
+        )
 
 
 def _fresh_venv_reusing_this_one(tmp: Path, wheel: Path) -> Path:
@@ -263,8 +357,14 @@ def _fresh_venv_reusing_this_one(tmp: Path, wheel: Path) -> Path:
     venv = tmp / "user-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     # Appended after the venv's own site-packages: the wheel's nbkit wins over this env's editable one.
     (site / "reuse_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     # nbconvert's HTML templates are data files its install puts under <prefix>/share/jupyter; the
@@ -272,8 +372,23 @@ def _fresh_venv_reusing_this_one(tmp: Path, wheel: Path) -> Path:
     templates = Path(sysconfig.get_paths()["data"]) / "share" / "jupyter" / "nbconvert"
     (venv / "share" / "jupyter").mkdir(parents=True)
     (venv / "share" / "jupyter" / "nbconvert").symlink_to(templates, target_is_directory=True)
-    rc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
-                         "--quiet", str(wheel)], capture_output=True, text=True, env=_pip_env())
+    rc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        env=_pip_env(),
+    )
     assert rc.returncode == 0, rc.stderr[-3000:]
     return venv
 
@@ -293,25 +408,47 @@ def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path)
     venv = _fresh_venv_reusing_this_one(tmp_path, wheel)
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBKIT_NOTEBOOKS", "NBKIT_RECORD_FILE")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBKIT_NOTEBOOKS", "NBKIT_RECORD_FILE")
+    }
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     nbkit_cmd = str(venv / "bin" / "nbkit")
 
     def nbkit(*args, cwd=work):
-        out = subprocess.run([nbkit_cmd, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [nbkit_cmd, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+        )
         assert out.returncode == 0, f"nbkit {' '.join(args)}: {out.stderr[-3000:]}"
         return out
 
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import nbkit.runner as r; print(r.packaged_notebooks_dir())"],
-                           cwd=work, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import nbkit.runner as r; print(r.packaged_notebooks_dir())"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     packaged = Path(where)
     assert packaged.is_relative_to(venv) and ROOT not in packaged.parents, f"nbkit imported from {packaged}"
     before = sorted(p.name for p in packaged.iterdir())
 
-    kernel = subprocess.run([str(venv / "bin" / "python"), "-c", "from jupyter_client.kernelspec import KernelSpecManager as K;"
-                             "print(K().get_kernel_spec('python3').argv[0])"], cwd=work, env=env, capture_output=True,
-                            text=True, check=True).stdout.strip()
-    assert kernel == str(venv / "bin" / "python"), f"the python3 kernel here runs {kernel}, not the user's venv"
+    kernel = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from jupyter_client.kernelspec import KernelSpecManager as K;"
+            "print(K().get_kernel_spec('python3').argv[0])",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert kernel == str(venv / "bin" / "python"), (
+        f"the python3 kernel here runs {kernel}, not the user's venv"
+    )
 
     nbkit("run", "00", "-q", "--output", "runs/from-wheel")
     assert _input_path(work / "runs" / "from-wheel", "00_start_here").parent == packaged.resolve()

@@ -26,14 +26,17 @@ def test_free_port_can_be_bound_and_cores_are_ids():
     assert cores and all(isinstance(c, int) for c in cores) and cores == sorted(cores)
 
 
-@pytest.mark.parametrize(("code", "words"), [
-    (-9, "killed by SIGKILL (signal 9)"),
-    (-15, "killed by SIGTERM (signal 15)"),
-    (3, "exited with status 3"),
-    (0, "exited with status 0"),
-    (None, "still running"),
-    (-200, "killed by an unknown signal (signal 200)"),
-])
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (-9, "killed by SIGKILL (signal 9)"),
+        (-15, "killed by SIGTERM (signal 15)"),
+        (3, "exited with status 3"),
+        (0, "exited with status 0"),
+        (None, "still running"),
+        (-200, "killed by an unknown signal (signal 200)"),
+    ],
+)
 def test_exit_reason_words(code, words):
     assert procs.exit_reason(code) == words
 
@@ -56,8 +59,16 @@ def test_a_killed_rank_is_named_within_a_second_and_the_others_end_with_the_grou
 
 def test_each_rank_runs_in_its_own_session_with_what_it_started():
     with procs.Ranks() as ranks:
-        rank = ranks.start(0, [sys.executable, "-c", "import subprocess, sys, time; "
-                               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)"], {})
+        rank = ranks.start(
+            0,
+            [
+                sys.executable,
+                "-c",
+                "import subprocess, sys, time; "
+                "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)",
+            ],
+            {},
+        )
         deadline = time.monotonic() + 30
         while not psutil.Process(rank.pid).children() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -83,7 +94,9 @@ def test_no_rank_survives_its_parent(sig):
     try:
         pids = [int(p) for p in parent.stdout.readline().split()]
         assert len(pids) == 2 and all(psutil.pid_exists(p) for p in pids)
-        parent.send_signal(sig)  # no handler, no clean-up code runs: only the parent-death signal can end them
+        parent.send_signal(
+            sig
+        )  # no handler, no clean-up code runs: only the parent-death signal can end them
         parent.wait(timeout=30)
         assert procs.wait_gone(pids, timeout_s=5) == [], "a rank outlived its parent"
     finally:

@@ -45,8 +45,12 @@ def test_read_notebook_reads_metric_outputs(tmp_path):
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("x")
     cell.outputs = [
-        nbformat.v4.new_output("display_data", data={METRIC_MIME: {"name": "auc", "value": 0.7}, "text/plain": "auc"}),
-        nbformat.v4.new_output("display_data", data={METRIC_MIME: {"name": "auc", "value": 0.8}, "text/plain": "auc"}),
+        nbformat.v4.new_output(
+            "display_data", data={METRIC_MIME: {"name": "auc", "value": 0.7}, "text/plain": "auc"}
+        ),
+        nbformat.v4.new_output(
+            "display_data", data={METRIC_MIME: {"name": "auc", "value": 0.8}, "text/plain": "auc"}
+        ),
     ]
     nb.cells.append(cell)
     path = tmp_path / "n.ipynb"

@@ -1,4 +1,4 @@
-"""``nbkit.record`` on values it cannot record faithfully (issue 16): one table of bad values.
+"""``nbkit.record`` on values it cannot record faithfully: one table of bad values.
 
 Each row must raise ``UsageError`` naming the metric and what is wrong, quickly, and leave nothing
 behind: not in ``recorded()``, not in the ``$NBKIT_RECORD_FILE`` sink.
@@ -37,18 +37,35 @@ def _big_list():
 
 # (id, value factory, pattern the message must match)
 CASES = [
-    ("int-and-str-key-collide", lambda: {1: "a", "1": "b"},
-     r"record\('m'\): cannot record value: keys 1 and '1' both become the JSON key '1'"),
-    ("nested-key-collision", lambda: {"outer": {2.5: 0, "2.5": 1}},
-     r"value\['outer'\]: keys 2.5 and '2.5' both become"),
-    ("integer-too-long", lambda: {"n": 10**5000},
-     r"record\('m'\): cannot record value\['n'\]: an integer of \d+ bits"),
-    ("self-referential", _self_referential, r"record\('m'\): cannot record value\['loop'\]\[0\]: it contains itself"),
+    (
+        "int-and-str-key-collide",
+        lambda: {1: "a", "1": "b"},
+        r"record\('m'\): cannot record value: keys 1 and '1' both become the JSON key '1'",
+    ),
+    (
+        "nested-key-collision",
+        lambda: {"outer": {2.5: 0, "2.5": 1}},
+        r"value\['outer'\]: keys 2.5 and '2.5' both become",
+    ),
+    (
+        "integer-too-long",
+        lambda: {"n": 10**5000},
+        r"record\('m'\): cannot record value\['n'\]: an integer of \d+ bits",
+    ),
+    (
+        "self-referential",
+        _self_referential,
+        r"record\('m'\): cannot record value\['loop'\]\[0\]: it contains itself",
+    ),
     ("5000-deep", lambda: _deep(5000), rf"nested more than {MAX_DEPTH} levels deep"),
     ("tensor-4M-elements", lambda: torch.zeros(4_000_000), r"4,000,000 elements cannot fit the 2 MiB limit"),
     ("ndarray-4M-elements", lambda: {"w": np.zeros((2000, 2000))}, r"value\['w'\]: 4,000,000 elements"),
     ("list-over-size-limit", _big_list, r"MiB as JSON, over the 2 MiB limit on one metric"),
-    ("unserialisable-object", lambda: {"x": [object()]}, r"value\['x'\]\[0\]: object is not JSON-serialisable"),
+    (
+        "unserialisable-object",
+        lambda: {"x": [object()]},
+        r"value\['x'\]\[0\]: object is not JSON-serialisable",
+    ),
 ]
 
 
@@ -90,8 +107,11 @@ def test_readme_spelling_of_the_readers(tmp_path, monkeypatch):
 
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("x")
-    cell.outputs = [nbformat.v4.new_output(
-        "display_data", data={"application/vnd.nbkit.metric+json": {"name": "auc", "value": 0.9}})]
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data", data={"application/vnd.nbkit.metric+json": {"name": "auc", "value": 0.9}}
+        )
+    ]
     nb.cells.append(cell)
     nbformat.write(nb, tmp_path / "n.ipynb")
     assert nbkit.record.read_notebook(tmp_path / "n.ipynb") == {"auc": 0.9}
@@ -106,8 +126,12 @@ def test_readme_spelling_of_the_readers(tmp_path, monkeypatch):
 BAD_FILES = [
     ("sink-not-json", b'{"name": "a", "value": 1}\nnot json\n', r"m\.jsonl:2: not a metric record"),
     ("sink-missing-key", b'{"name": "a"}\n', r"m\.jsonl:1: not a metric record \(KeyError"),
-    ("sink-not-an-object", b'[1, 2]\n', r"m\.jsonl:1: not a metric record"),
-    ("sink-not-utf8", b'{"name": "a", "value": "\xff"}\n', r"m\.jsonl:1: not UTF-8 \(byte 0xff at column 25\)"),
+    ("sink-not-an-object", b"[1, 2]\n", r"m\.jsonl:1: not a metric record"),
+    (
+        "sink-not-utf8",
+        b'{"name": "a", "value": "\xff"}\n',
+        r"m\.jsonl:1: not UTF-8 \(byte 0xff at column 25\)",
+    ),
 ]
 
 

@@ -43,7 +43,9 @@ def test_a_parameter_whose_comment_holds_an_equals_sign_is_still_a_parameter(tmp
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    params = nbformat.v4.new_code_cell('SEED = 0\nMODEL = ""  # "" = the built-in model; range: x\nSIZES = (1, 2)  # a = b\n')
+    params = nbformat.v4.new_code_cell(
+        'SEED = 0\nMODEL = ""  # "" = the built-in model; range: x\nSIZES = (1, 2)  # a = b\n'
+    )
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params]
     nbformat.write(nb, tmp_path / "01_x.ipynb")
@@ -58,7 +60,9 @@ def test_every_assignment_of_each_shipped_notebooks_parameters_cell_is_a_paramet
     from nbkit.runner import available_notebooks, notebook_parameters
 
     for path in available_notebooks(required=True):
-        cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+        cell = next(
+            c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", [])
+        )
         names = {n.targets[0].id for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)}
         assert names <= set(notebook_parameters(path)), path.name
 
@@ -110,7 +114,12 @@ def test_failing_cell_is_named_and_the_failed_notebook_is_kept(nb_dir, tmp_path,
     # the finished notebook, and the failing one executed up to its failing cell (papermill marks it)
     assert (out / "01_alpha.ipynb").is_file() and (out / "01_alpha.html").is_file()
     failed_nb = nbformat.read(out / "02_beta.ipynb", as_version=4)
-    assert any(o.get("ename") == "ValueError" for c in failed_nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert any(
+        o.get("ename") == "ValueError"
+        for c in failed_nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    )
     status = {e["name"]: e for e in json.loads((out / "index.json").read_text())["notebooks"]}
     assert status["01_alpha"]["status"] == "ok" and status["02_beta"]["status"] == "failed"
     assert "cell 2" in status["02_beta"]["error"] and "boom in beta" in status["02_beta"]["error"]
@@ -137,7 +146,10 @@ def test_list_shows_parameters(nb_dir, capsys):
 
 # -- index page, --jobs, interruption ----------------------------------------------------------------
 
-OLD_SHAPE_CLAIMS = "import nbkit\nnbkit.record('claims', [{'claim': 'x', 'verdict': 'holds'}])\nnbkit.record('headline', {'a': 1})\n"
+OLD_SHAPE_CLAIMS = (
+    "import nbkit\nnbkit.record('claims', [{'claim': 'x', 'verdict': 'holds'}])\n"
+    "nbkit.record('headline', {'a': 1})\n"
+)
 
 
 def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
@@ -186,8 +198,10 @@ def test_pool_workers_share_threads_not_cores(tmp_path, monkeypatch):
 
     d = tmp_path / "notebooks"
     d.mkdir()
-    body = ("import os, nbkit\nnbkit.record('affinity', sorted(os.sched_getaffinity(0)))\n"
-            "nbkit.record('omp', os.environ.get('OMP_NUM_THREADS'))\n")
+    body = (
+        "import os, nbkit\nnbkit.record('affinity', sorted(os.sched_getaffinity(0)))\n"
+        "nbkit.record('omp', os.environ.get('OMP_NUM_THREADS'))\n"
+    )
     make_notebook(d / "01_a.ipynb", body=body)
     make_notebook(d / "02_b.ipynb", body=body)
     monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
@@ -207,7 +221,8 @@ def test_longest_first_orders_by_the_newest_matching_history(tmp_path):
     from nbkit.runner import Job, longest_first, previous_seconds
 
     runs = tmp_path / "runs"
-    for name, smoke, secs, mtime in (("old", False, {"01_a": 1, "02_b": 500}, 100), ("new", False, {"01_a": 90, "02_b": 10}, 200),
+    for name, smoke, secs, mtime in (("old", False, {"01_a": 1, "02_b": 500}, 100),
+                                     ("new", False, {"01_a": 90, "02_b": 10}, 200),
                                      ("smoke", True, {"01_a": 1, "02_b": 99}, 300)):  # fmt: skip
         (runs / name).mkdir(parents=True)
         (runs / name / "timings.json").write_text(json.dumps({"smoke": smoke, "seconds": secs}))
@@ -232,7 +247,9 @@ def test_a_first_run_orders_by_the_reference_seconds_beside_the_notebooks(tmp_pa
     nbs.mkdir()
     paths = [nbs / f"{n}.ipynb" for n in ("00_c", "01_a", "02_b")]
     assert reference_seconds(paths, smoke=False) == {}  # no file: file order
-    (nbs / REFERENCE_SECONDS).write_text(json.dumps({"full": {"01_a": 5, "02_b": 50}, "smoke": {"01_a": 9, "02_b": 1}}))
+    (nbs / REFERENCE_SECONDS).write_text(
+        json.dumps({"full": {"01_a": 5, "02_b": 50}, "smoke": {"01_a": 9, "02_b": 1}})
+    )
     order = lambda secs: [j.path.stem for j in longest_first([Job(p, tmp_path, {}) for p in paths], secs)]  # noqa: E731
     assert order(reference_seconds(paths, smoke=False)) == ["02_b", "01_a", "00_c"]
     assert order(reference_seconds(paths, smoke=True)) == ["01_a", "02_b", "00_c"]
@@ -267,8 +284,13 @@ def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
     make_notebook(d / "02_slow.ipynb", body=body)
     out = tmp_path / "runs" / "r"
     env = {**os.environ, "NBKIT_NOTEBOOKS": str(d)}
-    proc = subprocess.Popen([sys.executable, "-m", "nbkit.cli", "run", "--all", "--jobs", str(jobs), "-q", "--output", str(out)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbkit.cli", "run", "--all", "--jobs", str(jobs), "-q", "--output", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # Every kernel busy in its cell (one at a time, or both with --jobs 2); one still starting
         # up would print its own traceback when interrupted.
@@ -292,6 +314,7 @@ def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
     running = {"01_slow", "02_slow"} if jobs == 2 else {"01_slow"}
     assert {k for k, v in status.items() if v == "interrupted"} == running, status
     assert all((out / f"{name}.ipynb").is_file() for name in running)
+
     def alive(pid):
         try:
             return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

@@ -22,9 +22,11 @@ from nbkit.cli import main
 # Writes its kernel's pid where the test can find it, then works for a minute (long enough to be killed).
 SLOW = "import os, pathlib, time\npathlib.Path(f'kernel-{os.getpid()}.pid').touch()\ntime.sleep(60)\n"
 # Counts its executions in its notebook's folder; fails while the flag file is there.
-FLAKY = ("import pathlib, nbkit\nwith open('count-{name}.txt', 'a') as fh:\n    fh.write('x')\n"
-         "nbkit.record('n_squared', N * N)\n"
-         "if pathlib.Path('fail-{name}').exists():\n    raise RuntimeError('{name} is told to fail')\n")
+FLAKY = (
+    "import pathlib, nbkit\nwith open('count-{name}.txt', 'a') as fh:\n    fh.write('x')\n"
+    "nbkit.record('n_squared', N * N)\n"
+    "if pathlib.Path('fail-{name}').exists():\n    raise RuntimeError('{name} is told to fail')\n"
+)
 
 
 def _status(out: Path) -> dict[str, dict]:
@@ -50,8 +52,13 @@ def _wait_for(pattern: str, folder: Path, n: int = 1, timeout: float = 120.0) ->
 
 def _nbkit(args: list[str], nb_dir: Path, **extra_env: str) -> subprocess.Popen:
     env = {**os.environ, "NBKIT_NOTEBOOKS": str(nb_dir), **extra_env}
-    return subprocess.Popen([sys.executable, "-m", "nbkit.cli", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "nbkit.cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.fixture
@@ -81,7 +88,10 @@ def test_resume_reruns_only_the_notebooks_not_ok_with_the_recorded_parameters(fl
     assert {k: v["status"] for k, v in _status(out).items()} == {"01_alpha": "ok", "02_beta": "ok"}
     assert (flaky_dir / "count-01_alpha.txt").read_text() == "x"  # alpha was not run again
     assert (flaky_dir / "count-02_beta.txt").read_text() == "xx"
-    assert json.loads((out / "metrics.json").read_text()) == {"01_alpha": {"n_squared": 16}, "02_beta": {"n_squared": 16}}
+    assert json.loads((out / "metrics.json").read_text()) == {
+        "01_alpha": {"n_squared": 16},
+        "02_beta": {"n_squared": 16},
+    }
     assert "2 of 2 notebooks ok" in (out / "index.html").read_text()
     assert set(json.loads((out / "timings.json").read_text())["seconds"]) == {"01_alpha", "02_beta"}
     assert [p.name for p in out.parent.iterdir()] == ["r"]
@@ -105,18 +115,23 @@ def failed_run(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize(("change", "args", "message"), [
-    ("notebook", [], "notebook 02_beta .* changed since the run"),
-    ("record", [], "parameters were edited since the run"),
-    ("gone", [], "notebook 02_beta .* no longer exists"),
-    (None, ["-p", "N", "5"], "do not also name notebooks or give -p"),
-    (None, ["01"], "do not also name notebooks"),
-    (None, ["--all"], "do not also pass --all"),
-    ("not-a-run", [], "no run.json in it"),
-    ("missing", [], "not a folder"),
-    ("garbled", [], "run.json: unreadable"),
-])
-def test_resume_refuses_what_it_cannot_resume(failed_run, tmp_path, monkeypatch, capsys, change, args, message):
+@pytest.mark.parametrize(
+    ("change", "args", "message"),
+    [
+        ("notebook", [], "notebook 02_beta .* changed since the run"),
+        ("record", [], "parameters were edited since the run"),
+        ("gone", [], "notebook 02_beta .* no longer exists"),
+        (None, ["-p", "N", "5"], "do not also name notebooks or give -p"),
+        (None, ["01"], "do not also name notebooks"),
+        (None, ["--all"], "do not also pass --all"),
+        ("not-a-run", [], "no run.json in it"),
+        ("missing", [], "not a folder"),
+        ("garbled", [], "run.json: unreadable"),
+    ],
+)
+def test_resume_refuses_what_it_cannot_resume(
+    failed_run, tmp_path, monkeypatch, capsys, change, args, message
+):
     import re
     import shutil
 
@@ -156,8 +171,12 @@ def test_a_kernel_killed_mid_run_fails_its_notebook_within_seconds_and_the_other
     d = tmp_path / "notebooks"
     d.mkdir()
     make_notebook(d / "01_victim.ipynb", body=SLOW)
-    make_notebook(d / "02_other.ipynb", body="import os, pathlib, time\npathlib.Path(f'other-{os.getpid()}.pid').touch()\n"
-                  "while not list(pathlib.Path('.').glob('killed')):\n    time.sleep(0.2)\nimport nbkit\nnbkit.record('done', 1)\n")
+    make_notebook(
+        d / "02_other.ipynb",
+        body="import os, pathlib, time\npathlib.Path(f'other-{os.getpid()}.pid').touch()\n"
+        "while not list(pathlib.Path('.').glob('killed')):\n    time.sleep(0.2)\nimport "
+        "nbkit\nnbkit.record('done', 1)\n",
+    )
     out = tmp_path / "runs" / "r"
     proc = _nbkit(["run", "--all", "--jobs", "2", "-q", "--output", str(out)], d)
     try:
@@ -190,12 +209,15 @@ def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp
     d = tmp_path / "notebooks"
     d.mkdir()
     # Works in a temporary folder with a child process, as the ZeRO ladder does: both must go with the worker.
-    make_notebook(d / "01_victim.ipynb", body="import os, pathlib, subprocess, sys, tempfile, time\n"
-                  "with tempfile.TemporaryDirectory(prefix='nbkit-work-'):\n"
-                  "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-                  "    try:\n"
-                  "        pathlib.Path(f'kernel-{os.getpid()}.pid').touch()\n        time.sleep(60)\n"
-                  "    finally:\n        child.kill()\n")
+    make_notebook(
+        d / "01_victim.ipynb",
+        body="import os, pathlib, subprocess, sys, tempfile, time\n"
+        "with tempfile.TemporaryDirectory(prefix='nbkit-work-'):\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "    try:\n"
+        "        pathlib.Path(f'kernel-{os.getpid()}.pid').touch()\n        time.sleep(60)\n"
+        "    finally:\n        child.kill()\n",
+    )
     make_notebook(d / "02_other.ipynb", body="import nbkit\nnbkit.record('x', 2)\n")
     make_notebook(d / "03_third.ipynb", body="import nbkit\nnbkit.record('x', 3)\n")
     out = tmp_path / "runs" / "r"
@@ -206,7 +228,9 @@ def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp
         (victim,) = _wait_for("kernel-*.pid", d)
         kernel = psutil.Process(int(victim.stem.split("-")[1]))
         nbkit_proc = psutil.Process(proc.pid)
-        worker = next(p for p in nbkit_proc.children() if kernel.pid in {c.pid for c in p.children(recursive=True)})
+        worker = next(
+            p for p in nbkit_proc.children() if kernel.pid in {c.pid for c in p.children(recursive=True)}
+        )
         worker.kill()
         killed_at = time.monotonic()
         _, err = proc.communicate(timeout=120)
@@ -222,13 +246,18 @@ def test_a_worker_killed_mid_run_fails_only_its_notebook_and_ends_its_kernel(tmp
         time.sleep(0.1)
     assert not _alive(kernel.pid), "the dead worker's kernel survived"
     assert list(own_tmp.iterdir()) == [], "the dead worker's kernel left its files or its temporary folder"
-    print(f"FIGURE worker SIGKILL: run ended {time.monotonic() - killed_at:.1f} s after the kill (two more notebooks ran)")
+    print(
+        f"FIGURE worker SIGKILL: run ended {time.monotonic() - killed_at:.1f} s after the kill (two more "
+        "notebooks ran)"
+    )
 
 
 # -- the output folder stops taking files ---------------------------------------------------------------
 
 
-def test_a_full_disk_mid_run_is_one_clear_error_and_the_finished_notebooks_stay_intact(tmp_path, monkeypatch, capsys):
+def test_a_full_disk_mid_run_is_one_clear_error_and_the_finished_notebooks_stay_intact(
+    tmp_path, monkeypatch, capsys
+):
     import papermill.engines
     import papermill.execute
 
@@ -249,14 +278,18 @@ def test_a_full_disk_mid_run_is_one_clear_error_and_the_finished_notebooks_stay_
     out = tmp_path / "runs" / "r"
     assert main(["run", "--all", "--output", str(out), "-q"]) == 1
     err = capsys.readouterr().err
-    assert err.count("nbkit: error:") == 1 and "No space left on device (errno 28)" in err and "02_b" in err, err
+    assert (
+        err.count("nbkit: error:") == 1 and "No space left on device (errno 28)" in err and "02_b" in err
+    ), err
     assert "Traceback" not in err
     assert nbformat.read(out / "01_a.ipynb", as_version=4).cells  # intact, readable
     assert (out / "01_a.html").is_file()
     status = _status(out)
     assert status["01_a"]["status"] == "ok" and status["03_c"]["status"] == "not started"
     assert not (out / "03_c.ipynb").exists()
-    assert [p.name for p in out.parent.iterdir()] == ["r"] and not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert [p.name for p in out.parent.iterdir()] == ["r"] and not [
+        p for p in out.iterdir() if p.name.startswith(".")
+    ]
 
 
 def test_a_refused_index_write_keeps_the_previous_index(tmp_path, monkeypatch):
@@ -270,7 +303,9 @@ def test_a_refused_index_write_keeps_the_previous_index(tmp_path, monkeypatch):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dst))
 
     monkeypatch.setattr(runfolder.os, "replace", read_only)
-    with pytest.raises(runfolder.OutputError, match=r"cannot write .*index.json: Read-only file system \(errno 30\)"):
+    with pytest.raises(
+        runfolder.OutputError, match=r"cannot write .*index.json: Read-only file system \(errno 30\)"
+    ):
         runfolder.write_json(target, {"v": 2})
     monkeypatch.setattr(runfolder.os, "replace", real_replace)
     assert json.loads(target.read_text()) == {"v": 1}
@@ -280,11 +315,14 @@ def test_a_refused_index_write_keeps_the_previous_index(tmp_path, monkeypatch):
 # -- sweeps: resume, a Dask worker killed ---------------------------------------------------------------
 
 # Counts its runs per N; fails for N in the flag file's list; with a pid file while it works.
-SWEEP_BODY = ("import os, pathlib, time, nbkit\npathlib.Path(f'kernel-{N}-{os.getpid()}.pid').touch()\n"
-              "with open(f'count-{N}.txt', 'a') as fh:\n    fh.write('x')\n"
-              "flag = pathlib.Path('fail-n')\n"
-              "if flag.exists() and str(N) in flag.read_text().split(','):\n    raise RuntimeError(f'N={N} told to fail')\n"
-              "time.sleep(float(os.environ.get('SWEEP_SLEEP', '0')))\nnbkit.record('n_squared', N * N)\n")
+SWEEP_BODY = (
+    "import os, pathlib, time, nbkit\npathlib.Path(f'kernel-{N}-{os.getpid()}.pid').touch()\n"
+    "with open(f'count-{N}.txt', 'a') as fh:\n    fh.write('x')\n"
+    "flag = pathlib.Path('fail-n')\n"
+    "if flag.exists() and str(N) in flag.read_text().split(','):\n    raise RuntimeError(f'N={N} told to "
+    "fail')\n"
+    "time.sleep(float(os.environ.get('SWEEP_SLEEP', '0')))\nnbkit.record('n_squared', N * N)\n"
+)
 
 
 def _rows(out: Path) -> list[dict]:
@@ -313,7 +351,11 @@ def test_sweep_resume_runs_only_the_combinations_not_ok(sweep_dir, tmp_path, cap
     (sweep_dir / "fail-n").unlink()
     assert main(["sweep", "--resume", str(out), "-q"]) == 0, capsys.readouterr()
     rows = _rows(out)
-    assert [(r["N"], r["status"], r["n_squared"]) for r in rows] == [("2", "ok", "4"), ("3", "ok", "9"), ("4", "ok", "16")]
+    assert [(r["N"], r["status"], r["n_squared"]) for r in rows] == [
+        ("2", "ok", "4"),
+        ("3", "ok", "9"),
+        ("4", "ok", "16"),
+    ]
     assert [(sweep_dir / f"count-{n}.txt").read_text() for n in (2, 3, 4)] == ["x", "xx", "x"]
     assert [p.name for p in out.parent.iterdir() if p.name != "notebooks"] == ["sweep"]
     # A changed notebook, or a grid given with --resume, is refused (exit 2, one line).
@@ -324,7 +366,9 @@ def test_sweep_resume_runs_only_the_combinations_not_ok(sweep_dir, tmp_path, cap
     assert "changed since the run" in capsys.readouterr().err
 
 
-def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel(sweep_dir, tmp_path, monkeypatch):
+def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel(
+    sweep_dir, tmp_path, monkeypatch
+):
     distributed = pytest.importorskip("distributed")
     import threading
 
@@ -332,21 +376,35 @@ def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel
 
     monkeypatch.setenv("SWEEP_SLEEP", "4")
     out = tmp_path / "sweep"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, protocol="tcp") as cluster:
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        protocol="tcp",
+    ) as cluster:
         got: dict = {}
 
         def sweep():
             try:
-                got["result"] = run_sweep("01", ["N=2,3,4"], scheduler=cluster.scheduler_address, output=out,
-                                          progress=False, log=lambda _m: None)
+                got["result"] = run_sweep(
+                    "01",
+                    ["N=2,3,4"],
+                    scheduler=cluster.scheduler_address,
+                    output=out,
+                    progress=False,
+                    log=lambda _m: None,
+                )
             except BaseException as exc:  # noqa: BLE001 (reported by the assertion below)
                 got["error"] = exc
 
         thread = threading.Thread(target=sweep)
         thread.start()
         first = _wait_for("kernel-*.pid", sweep_dir)[0]
-        victim = psutil.Process(int(first.stem.split("-")[2])).parent()  # the Dask worker that started this kernel
+        victim = psutil.Process(
+            int(first.stem.split("-")[2])
+        ).parent()  # the Dask worker that started this kernel
         assert victim.pid != os.getpid()
         victim.kill()
         killed_at = time.monotonic()
@@ -362,7 +420,10 @@ def test_a_dask_worker_killed_mid_sweep_the_sweep_completes_and_leaves_no_kernel
         assert [r["status"] for r in _rows(out)] == ["ok"] * 3
     kernels = [int(p.stem.split("-")[2]) for p in sweep_dir.glob("kernel-*.pid")]
     assert procs_gone(kernels), "a kernel of the killed worker survived"
-    print(f"FIGURE Dask worker SIGKILL: sweep done {elapsed:.1f} s after the kill; statuses {[r['status'] for r in rows]}")
+    print(
+        f"FIGURE Dask worker SIGKILL: sweep done {elapsed:.1f} s after the kill; statuses "
+        f"{[r['status'] for r in rows]}"
+    )
     assert elapsed < 200
 
 
@@ -377,9 +438,14 @@ def small_disk(tmp_path):
     """A 3 MiB tmpfs of our own (needs root and mount rights: skipped elsewhere)."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not root'}); the monkeypatched test covers the path")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not root'}); the monkeypatched test "
+            "covers the path"
+        )
     try:
         yield disk
     finally:
@@ -394,8 +460,11 @@ def test_a_real_file_system_refusing_writes_mid_run(small_disk, tmp_path, fault)
     if fault == "full":  # 02's output (5 MB of text) does not fit on the 3 MiB disk
         make_notebook(d / "02_b.ipynb", body="print('x' * 5_000_000)\n")
     else:  # 02 waits until the test has remounted the disk read-only
-        make_notebook(d / "02_b.ipynb", body="import pathlib, time\npathlib.Path('started').touch()\n"
-                      "while not pathlib.Path('go').exists():\n    time.sleep(0.1)\nprint('after')\n")
+        make_notebook(
+            d / "02_b.ipynb",
+            body="import pathlib, time\npathlib.Path('started').touch()\n"
+            "while not pathlib.Path('go').exists():\n    time.sleep(0.1)\nprint('after')\n",
+        )
     make_notebook(d / "03_c.ipynb", body="print('c')\n")
     out = small_disk / "r"
     proc = _nbkit(["run", "--all", "-q", "--output", str(out)], d)

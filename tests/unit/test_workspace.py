@@ -55,12 +55,18 @@ def test_init_refuses_to_overwrite_a_changed_notebook_and_writes_nothing(tmp_pat
     (target / SHIPPED[2]).unlink()  # would be copied, but the refusal writes nothing
     assert main(["init", str(target)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("nbkit: error: ") and str(edited) in err and "Traceback" not in err
+    assert (
+        err.count("\n") == 1
+        and err.startswith("nbkit: error: ")
+        and str(edited) in err
+        and "Traceback" not in err
+    )
     assert not (target / SHIPPED[2]).exists()
 
 
 def test_init_updates_a_copy_nobody_changed_since_an_older_init(tmp_path):
-    """After upgrading nbkit: a file still as the older init wrote it is replaced; the user's edits are not."""
+    """After upgrading nbkit: a file still as the older init wrote it is replaced; the user's edits are
+    not."""
     target = tmp_path / "mine"
     workspace.init(target)
     old = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n'
@@ -104,13 +110,17 @@ def _existing_foreign_notebook(tmp_path):
     return d
 
 
-@pytest.mark.parametrize("make_target, expected", [
-    (_a_file, "is a file; give a folder"),
-    (lambda t: _a_file(t) / "sub", "which is a file"),
-    (_bad_manifest, "not the JSON object nbkit init writes"),
-    (_existing_foreign_notebook, "changed since nbkit init copied it"),
-    (lambda t: packaged_notebooks_dir(), "holds the notebooks nbkit came with"),
-], ids=["dir-is-a-file", "dir-under-a-file", "bad-manifest", "foreign-notebook", "the-packaged-folder"])
+@pytest.mark.parametrize(
+    "make_target, expected",
+    [
+        (_a_file, "is a file; give a folder"),
+        (lambda t: _a_file(t) / "sub", "which is a file"),
+        (_bad_manifest, "not the JSON object nbkit init writes"),
+        (_existing_foreign_notebook, "changed since nbkit init copied it"),
+        (lambda t: packaged_notebooks_dir(), "holds the notebooks nbkit came with"),
+    ],
+    ids=["dir-is-a-file", "dir-under-a-file", "bad-manifest", "foreign-notebook", "the-packaged-folder"],
+)
 def test_init_bad_input_is_one_line_exit_2(tmp_path, capsys, make_target, expected):
     target = make_target(tmp_path)
     before = sorted(p.name for p in tmp_path.rglob("*"))
@@ -128,12 +138,16 @@ def test_init_into_an_unwritable_folder_is_one_line_exit_2(tmp_path, capsys):
     assert "cannot write the notebooks there" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("make_dir, extra, expected", [
-    (lambda t: t / "missing", [], "does not exist; make it with: nbkit init"),
-    (_a_file, [], "is not a folder"),
-    (lambda t: t, ["--port", "70000"], "--port 70000: expected a TCP port, 1..65535"),
-    (lambda t: t, ["--port", "0"], "--port 0: expected a TCP port"),
-], ids=["missing", "file", "port-too-big", "port-zero"])
+@pytest.mark.parametrize(
+    "make_dir, extra, expected",
+    [
+        (lambda t: t / "missing", [], "does not exist; make it with: nbkit init"),
+        (_a_file, [], "is not a folder"),
+        (lambda t: t, ["--port", "70000"], "--port 70000: expected a TCP port, 1..65535"),
+        (lambda t: t, ["--port", "0"], "--port 0: expected a TCP port"),
+    ],
+    ids=["missing", "file", "port-too-big", "port-zero"],
+)
 def test_lab_bad_input_is_one_line_exit_2(tmp_path, capsys, make_dir, extra, expected):
     assert main(["lab", str(make_dir(tmp_path)), *extra]) == 2
     err = capsys.readouterr().err
@@ -143,7 +157,11 @@ def test_lab_bad_input_is_one_line_exit_2(tmp_path, capsys, make_dir, extra, exp
 def test_lab_command_runs_jupyterlab_with_this_python_and_its_kernel(tmp_path):
     cmd, env = workspace.lab_command(tmp_path, port=9999, browser=False)
     assert cmd[:3] == [sys.executable, "-m", "jupyterlab"]
-    assert f"--ServerApp.root_dir={tmp_path.resolve()}" in cmd and "--no-browser" in cmd and "--ServerApp.port=9999" in cmd
+    assert (
+        f"--ServerApp.root_dir={tmp_path.resolve()}" in cmd
+        and "--no-browser" in cmd
+        and "--ServerApp.port=9999" in cmd
+    )
     assert env["JUPYTER_PREFER_ENV_PATH"] == "1"
     assert os.path.abspath(workspace.kernel_python(env)) == os.path.abspath(sys.executable)
 
@@ -166,8 +184,13 @@ def test_nbkit_lab_serves_the_folder_with_this_environments_kernel(tmp_path):
     workspace.init(tmp_path / "nb")
     port, token = _free_port(), "nbkit-test-token"
     env = {**os.environ, "JUPYTER_TOKEN": token, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "nbkit.cli", "lab", str(tmp_path / "nb"), "--no-browser",
-                             "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbkit.cli", "lab", str(tmp_path / "nb"), "--no-browser", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
     def get(path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?token={token}", timeout=5) as r:
@@ -186,7 +209,9 @@ def test_nbkit_lab_serves_the_folder_with_this_environments_kernel(tmp_path):
         assert specs["default"] == "python3"
         argv0 = specs["kernelspecs"]["python3"]["spec"]["argv"][0]
         # A bare "python" is started with the server's own interpreter by jupyter_client.
-        assert argv0 in ("python", "python3") or os.path.abspath(argv0) == os.path.abspath(sys.executable), argv0
+        assert argv0 in ("python", "python3") or os.path.abspath(argv0) == os.path.abspath(sys.executable), (
+            argv0
+        )
         names = sorted(item["name"] for item in get("/api/contents")["content"])
         assert [n for n in names if n.endswith(".ipynb")] == [n for n in SHIPPED if n.endswith(".ipynb")]
     finally:
@@ -201,7 +226,9 @@ def test_nbkit_lab_serves_the_folder_with_this_environments_kernel(tmp_path):
 def test_run_folders_find_the_runs_beside_the_current_run_and_here(tmp_path, monkeypatch):
     runs = tmp_path / "elsewhere" / "runs"
     (runs / ".20260101-000000.tmp-x").mkdir(parents=True)
-    monkeypatch.setenv("NBKIT_RECORD_FILE", str(runs / ".20260101-000000.tmp-x" / ".00_start_here.metrics.jsonl"))
+    monkeypatch.setenv(
+        "NBKIT_RECORD_FILE", str(runs / ".20260101-000000.tmp-x" / ".00_start_here.metrics.jsonl")
+    )
     (tmp_path / "nb" / "runs").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "nb")
     assert workspace.run_folders() == [runs.resolve(), (tmp_path / "nb" / "runs").resolve()]
@@ -211,8 +238,8 @@ def test_run_folders_find_the_runs_beside_the_current_run_and_here(tmp_path, mon
 
 
 def test_init_without_packaged_notebooks_says_to_reinstall(tmp_path, monkeypatch):
-    import nbkit.runner
+    import nbkit.catalog
 
-    monkeypatch.setattr(nbkit.runner, "packaged_notebooks_dir", lambda: tmp_path / "empty")
+    monkeypatch.setattr(nbkit.catalog, "packaged_notebooks_dir", lambda: tmp_path / "empty")
     with pytest.raises(UsageError, match="no notebooks came with this nbkit"):
         workspace.init(tmp_path / "nb")

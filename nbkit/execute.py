@@ -1,0 +1,286 @@
+"""Executing one notebook headless: its kernel, its parameters, and what came out.
+
+``execute`` runs a notebook with papermill into a staging folder (executed ``.ipynb``, ``.html``, the
+metrics it recorded) and always returns a :class:`NotebookResult`: a failing cell, a dead kernel (the
+OOM killer, ``kill -9``: ``kernel died (signal 9, SIGKILL)``) or an unwritable page is a failed
+result, not an exception. Only a folder that stops taking files (:class:`~nbkit.runfolder.OutputError`)
+and an interrupt propagate, since they stop the whole run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbkit.record import read_notebook
+from nbkit.report import export_html
+from nbkit.runfolder import is_disk_error, output_error
+
+
+# jsonschema (under nbformat, papermill, nbconvert) imports rfc3987_syntax when it is installed, for
+# two URI formats notebooks never use; that import builds a grammar and costs seconds in every
+# process that reads a notebook (most of an `nbkit run` start-up, once more per --jobs worker).
+# jsonschema treats it as optional. Only nbkit's own command-line processes (and their pool
+# workers) make it look absent: a program that merely imports this module keeps its modules.
+def skip_uri_grammar() -> None:
+    """Make jsonschema's optional ``rfc3987_syntax`` look absent in this process (call before nbformat
+    loads)."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+
+@dataclass
+class NotebookResult:
+    """One notebook's outcome in a run: where its files are, what it recorded, and why it failed."""
+
+    name: str
+    ok: bool
+    seconds: float
+    output: Path | None = None
+    html: Path | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    # "ok", "failed", "interrupted" or "not started" (nbkit.runfolder); "" means: from ``ok``.
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = "ok" if self.ok else "failed"
+
+
+def kernel_exists(name: str) -> bool:
+    """Whether the Jupyter kernel ``name`` is installed (checked before a run starts)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        KernelSpecManager().get_kernel_spec(name)
+    except NoSuchKernel:
+        return False
+    return True
+
+
+# Set for the kernel of every headless run: no widget frontend (live figures keep one output each,
+# updated in place) and plotly's mime type only for figures a cell displays itself (no plotly.js
+# embedded in the notebook; the HTML page loads it once).
+HEADLESS_KERNEL_ENV = {"NBKIT_HEADLESS": "1", "PLOTLY_RENDERER": "plotly_mimetype"}
+
+
+def kernel_manager_with_env(extra: dict[str, str], watch: dict[str, Any] | None = None):
+    """A jupyter_client kernel manager class whose kernels start with ``extra`` added to the environment.
+
+    ``watch``: filled with the kernel's ``process`` once it starts (and its pid written to
+    ``watch["pid_file"]`` when given), so a dead kernel's exit status can be reported.
+    """
+    from jupyter_client import AsyncKernelManager
+    from traitlets import default
+
+    class EnvKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _default_transport(self):
+            # Unix sockets, not TCP ports: kernels started at the same moment (--jobs, other jobs on
+            # the machine) raced for the ports jupyter_client picked ("Address already in use").
+            return "ipc" if os.name == "posix" else "tcp"
+
+        @default("ip")
+        def _default_ip(self):
+            # Each kernel its own socket prefix (jupyter_client's default, "kernel-ipc" in the cwd,
+            # is shared by notebooks of one folder started together).
+            if self.transport != "ipc":
+                return "127.0.0.1"
+            return os.path.join(tempfile.gettempdir(), f"nbkit-kernel-{uuid.uuid4().hex[:12]}")
+
+        # jupyter_client types this coroutine as a plain function returning None.
+        async def start_kernel(self, **kw):  # type: ignore[override]
+            kw["env"] = {**kw.get("env", os.environ), **extra}
+            started = await super().start_kernel(**kw)
+            process = getattr(self.provisioner, "process", None)
+            if watch is not None and process is not None:
+                watch["process"] = process  # its exit status names how a dead kernel died
+                if watch.get("pid_file"):
+                    # A worker killed with SIGKILL cannot end its kernel nor remove its files; the parent
+                    # reads this to do both.
+                    Path(watch["pid_file"]).write_text(
+                        json.dumps(
+                            {
+                                "pid": process.pid,
+                                "connection_file": self.connection_file,
+                                "ipc": self.ip if self.transport == "ipc" else None,
+                            }
+                        ),
+                        encoding="utf-8",
+                    )
+            return started
+
+    return EnvKernelManager
+
+
+def execute(
+    path: Path,
+    out_dir: Path,
+    parameters: dict[str, Any],
+    *,
+    kernel: str = "python3",
+    progress: bool = True,
+    timeout: int | None = None,
+    plotly_js: str = "plotly.min.js",
+) -> NotebookResult:
+    """Execute one notebook into ``out_dir`` (executed .ipynb + .html + recorded metrics).
+
+    ``plotly_js``: where the HTML page loads plotly.js from (see ``nbkit.report.export_html``).
+    """
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    out_nb = out_dir / path.name
+    sink = out_dir / f".{path.stem}.metrics.jsonl"
+    env = {**HEADLESS_KERNEL_ENV, "NBKIT_RECORD_FILE": str(sink)}
+    watch: dict[str, Any] = {"pid_file": str(out_dir / KERNEL_PID_FILE)}
+    papermill_log = logging.getLogger("papermill")
+    if not any(isinstance(f, _NotKernelDeath) for f in papermill_log.filters):
+        papermill_log.addFilter(_NotKernelDeath())
+    start = time.perf_counter()
+    error = None
+    try:
+        pm.execute_notebook(
+            str(path),
+            str(out_nb),
+            parameters=parameters,
+            kernel_name=kernel,
+            progress_bar=progress,
+            cwd=str(path.parent),
+            execution_timeout=timeout,
+            report_mode=False,
+            # The kernel's environment is given to its manager, not set in os.environ: notebooks run
+            # from threads (a Dask worker) must not see each other's settings.
+            kernel_manager_class=kernel_manager_with_env(env, watch),
+        )
+    except PapermillExecutionError as exc:
+        first_line = (exc.source or "").strip().splitlines()[:1]
+        where = f"cell {exc.exec_count} ({first_line[0][:60]!r})" if first_line else f"cell {exc.exec_count}"
+        error = f"{path.stem}: {where} raised {exc.ename}: {exc.evalue}"
+    except KeyboardInterrupt:
+        raise
+    except OSError as exc:
+        if is_disk_error(
+            exc
+        ):  # the output folder stopped taking files: the whole run stops, not this notebook
+            raise output_error(Path(exc.filename or out_dir), exc) from None
+        error = f"{path.stem}: {type(exc).__name__}: {exc}"
+    except Exception as exc:
+        dead = (
+            _kernel_death(path, out_nb, watch.get("process"))
+            if type(exc).__name__ == "DeadKernelError"
+            else None
+        )
+        error = dead or f"{path.stem}: {type(exc).__name__}: {exc}"
+    finally:
+        for scratch in (sink, out_dir / KERNEL_PID_FILE):
+            with contextlib.suppress(OSError):  # a read-only or full disk is reported above, not here
+                scratch.unlink(missing_ok=True)
+    seconds = time.perf_counter() - start
+    if not out_nb.is_file():
+        return NotebookResult(
+            path.stem, False, seconds, None, error=error or f"{path.stem}: no executed notebook was written"
+        )
+    metrics = read_notebook(out_nb)
+    page = out_dir / f"{path.stem}.html"
+    html_path: Path | None = page
+    try:
+        export_html(out_nb, page, plotly_js)
+    except Exception as exc:  # a failed notebook's page is a courtesy; a finished one's is not
+        if is_disk_error(exc):
+            raise output_error(Path(exc.filename or page), exc) from None
+        if error is None:
+            raise
+        html_path = None
+        error += f" (and its HTML page failed: {type(exc).__name__}: {exc})"
+    return NotebookResult(path.stem, error is None, seconds, out_nb, html_path, metrics, error)
+
+
+KERNEL_PID_FILE = ".kernel.pid"  # in a notebook's staging folder while its kernel runs
+
+
+def _kernel_death(path: Path, out_nb: Path, process) -> str | None:
+    """``NAME: kernel died (signal 9, SIGKILL) in cell N ('…')`` when the notebook's kernel died, else
+    None."""
+    if process is None:
+        return None
+    try:
+        code = process.wait(timeout=5)
+    except Exception:  # still running: the failure was something else
+        return None
+    if code is None or code == 0:
+        return None
+    if code < 0:
+        try:
+            how = f"signal {-code}, {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"signal {-code}"
+    else:
+        how = f"exit status {code}"
+    return f"{path.stem}: kernel died ({how}){_running_cell(out_nb)}"
+
+
+def _running_cell(out_nb: Path) -> str:
+    """`` in cell N ('first line')`` for the cell papermill marked running when the kernel died."""
+    try:
+        import nbformat
+
+        nb = nbformat.read(out_nb, as_version=4)
+    except Exception:  # no notebook saved yet: the kernel died before the first cell
+        return ""
+    # papermill marks every cell it reached (start_time) and completes even the one the kernel died in.
+    reached = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")
+    ]
+    if not reached:
+        return ""
+    cell = reached[-1]
+    first = cell.source.strip().splitlines()[:1]
+    number = cell.get("execution_count") or f"#{nb.cells.index(cell)}"
+    return f" in cell {number}" + (f" ({first[0][:60]!r})" if first else "")
+
+
+class _NotKernelDeath(logging.Filter):
+    """Drop nbclient's own "Kernel died …" log line: the run reports the death once, with its signal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith("Kernel died")
+
+
+@dataclass
+class Job:
+    """One notebook execution: what ``execute`` needs."""
+
+    path: Path
+    out_dir: Path
+    parameters: dict[str, Any]
+    kernel: str = "python3"
+    timeout: int | None = None
+    label: str = ""
+    plotly_js: str = "plotly.min.js"
+
+
+def run_job(job: Job, progress: bool) -> NotebookResult:
+    """Execute ``job`` into its own folder (created here)."""
+    job.out_dir.mkdir(parents=True, exist_ok=True)
+    return execute(
+        job.path,
+        job.out_dir,
+        job.parameters,
+        kernel=job.kernel,
+        progress=progress,
+        timeout=job.timeout,
+        plotly_js=job.plotly_js,
+    )
