@@ -30,10 +30,9 @@ def main() -> None:
 
     import torch
 
-    from nbkit.audit.experiments import REGISTRY
     from nbkit.audit.checks.kiss import KissConfig
     from nbkit.audit.config import config_file, load_config
-    from nbkit.audit.experiments import check_config, make_context, run_check
+    from nbkit.audit.experiments import REGISTRY, check_config, make_context, run_check
     from nbkit.audit.formats import read_any
 
     torch.set_num_threads(args.threads)
@@ -44,9 +43,23 @@ def main() -> None:
     ctx.model_and_tokenizer()
     print(f"model load: {time.perf_counter() - t0:.1f} s wall, {time.process_time() - c0:.1f} s CPU")
     mapped = read_any(config_file(args.trainer_config))
-    trainer_ctx = make_context(mapped.config, ctx.device, progress=False, model_unavailable=mapped.model_unavailable, share_models_with=ctx)
-    trainer = ("train-on-inputs", "chat-template-eot", "tied-embeddings-lora", "packing-attention", "eval-batch")
-    slugs = [s.strip() for s in args.checks.split(",") if s.strip()] or [s for s in REGISTRY.slugs if s not in trainer] + list(trainer)
+    trainer_ctx = make_context(
+        mapped.config,
+        ctx.device,
+        progress=False,
+        model_unavailable=mapped.model_unavailable,
+        share_models_with=ctx,
+    )
+    trainer = (
+        "train-on-inputs",
+        "chat-template-eot",
+        "tied-embeddings-lora",
+        "packing-attention",
+        "eval-batch",
+    )
+    slugs = [s.strip() for s in args.checks.split(",") if s.strip()] or [
+        s for s in REGISTRY.slugs if s not in trainer
+    ] + list(trainer)
     total_w = total_c = 0.0
     print(f"{'check':24s} {'wall s':>7s} {'CPU s':>7s} {'child CPU':>9s}  status  summary")
     for slug in slugs:

@@ -27,7 +27,9 @@ def per_example_losses(model, batches) -> list[tuple[float, int]]:
         for ids, labels, mask in batches:
             logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
             tgt = labels[:, 1:]
-            loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt, ignore_index=-100, reduction="none")
+            loss = torch.nn.functional.cross_entropy(
+                logits.transpose(1, 2), tgt, ignore_index=-100, reduction="none"
+            )
             for row in range(ids.shape[0]):
                 keep = tgt[row] != -100
                 out.append((float(loss[row][keep].sum()), int(keep.sum())))
@@ -60,16 +62,32 @@ def main() -> None:
     template, examples = TemplateSection(), make_sft_examples(160)
     val_ex = examples[: args.val]
     vfeats = [build_features(tok, e, template) for e in val_ex]
-    vb = [pad_batch(vfeats[i:i + 8], tok.pad_token_id) for i in range(0, len(vfeats), 8)]
+    vb = [pad_batch(vfeats[i : i + 8], tok.pad_token_id) for i in range(0, len(vfeats), 8)]
     t0 = time.perf_counter()
     start = per_example_losses(model.eval(), vb)
     half = args.val // 2
     base = {"full": mean_loss(start), "half": mean_loss(start[:half])}
-    print(f"untrained val loss: {base['full']:.4f} ({args.val} examples), {base['half']:.4f} (first {half}); one val pass {time.perf_counter() - t0:.1f} s")
+    print(
+        f"untrained val loss: {base['full']:.4f} ({args.val} examples), {base['half']:.4f} (first {half}); one val pass {time.perf_counter() - t0:.1f} s"
+    )
     for seed in args.seeds:
         for batch in args.batch:
-            trainers = [VariantTrainer(model, tok, v, examples[args.val:], val_ex, template, batch_size=batch, lr=args.lr, target=None,
-                                       device=torch.device("cpu"), seed=seed) for v in (KISS, OVER)]
+            trainers = [
+                VariantTrainer(
+                    model,
+                    tok,
+                    v,
+                    examples[args.val :],
+                    val_ex,
+                    template,
+                    batch_size=batch,
+                    lr=args.lr,
+                    target=None,
+                    device=torch.device("cpu"),
+                    seed=seed,
+                )
+                for v in (KISS, OVER)
+            ]
             first = {}
             for step in range(1, args.steps + 1):
                 row = []
@@ -82,11 +100,15 @@ def main() -> None:
                         v = mean_loss(pairs)
                         if v <= 0.5 * base[which]:
                             first.setdefault((t.run.variant.name, which), step)
-                    row.append(f"{t.run.variant.name}: {mean_loss(losses):.4f} / {mean_loss(losses[:half]):.4f} ({train_s:.1f} s/step)")
+                    row.append(
+                        f"{t.run.variant.name}: {mean_loss(losses):.4f} / {mean_loss(losses[:half]):.4f} ({train_s:.1f} s/step)"
+                    )
                 print(f"seed {seed} batch {batch} step {step}: " + " | ".join(row), flush=True)
             for which in ("full", "half"):
                 k, o = first.get((KISS.name, which)), first.get((OVER.name, which))
-                print(f"seed {seed} batch {batch} val {'all' if which == 'full' else half}: steps to 0.5 × untrained — KISS {k}, over {o}")
+                print(
+                    f"seed {seed} batch {batch} val {'all' if which == 'full' else half}: steps to 0.5 × untrained — KISS {k}, over {o}"
+                )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def main() -> None:
             grads[L] = []
             for _ in range(args.samples):
                 starts = torch.randint(0, len(stream) - L, (2,), generator=gen)
-                ids = torch.stack([stream[s:s + L] for s in starts.tolist()])
+                ids = torch.stack([stream[s : s + L] for s in starts.tolist()])
                 for p in params:
                     p.grad = None
                 model(input_ids=ids, labels=ids).loss.backward()
@@ -54,8 +54,10 @@ def main() -> None:
             devs[L] = ((g - g.mean(0)) ** 2).sum(1).tolist()
         slope, lo, hi = fit_slope(devs)
         verdict = "refutes √L" if not lo <= -0.5 <= hi else "√L inside the interval"
-        print(f"k={k} samples per length: slope {slope:.3f}, 95% interval [{lo:.3f}, {hi:.3f}] → {verdict}; "
-              f"tokens forwarded {2 * k * sum(args.lengths)}")
+        print(
+            f"k={k} samples per length: slope {slope:.3f}, 95% interval [{lo:.3f}, {hi:.3f}] → {verdict}; "
+            f"tokens forwarded {2 * k * sum(args.lengths)}"
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,10 @@ def one_lora_step_seconds(model, tokenizer, reps: int = 3) -> float:
 
     peft_model = get_peft_model(copy.deepcopy(model), lora_config(8, 16, ["q_proj", "v_proj"]))
     opt = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=1e-3)
-    ids, labels, mask = pad_batch([build_features(tokenizer, e, TemplateSection()) for e in make_sft_examples(4)], tokenizer.pad_token_id)
+    ids, labels, mask = pad_batch(
+        [build_features(tokenizer, e, TemplateSection()) for e in make_sft_examples(4)],
+        tokenizer.pad_token_id,
+    )
     times = []
     for _ in range(reps + 1):
         t0 = time.perf_counter()
@@ -40,16 +43,17 @@ def one_lora_step_seconds(model, tokenizer, reps: int = 3) -> float:
 
 
 def main() -> None:
-    from nbkit.audit.experiments import REGISTRY
     from nbkit.audit.config import load_config
-    from nbkit.audit.experiments import make_context, run_audit
+    from nbkit.audit.experiments import REGISTRY, make_context, run_audit
     from nbkit.audit.sft import EXAMPLES_DIR
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="tiny", choices=["tiny", "smollm2"])
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: default)")
-    ap.add_argument("--kiss-budget", type=int, default=0, help="also time kiss-lora with this budget (0: skip)")
+    ap.add_argument(
+        "--kiss-budget", type=int, default=0, help="also time kiss-lora with this budget (0: skip)"
+    )
     args = ap.parse_args()
     if args.threads > 0:
         import torch
@@ -61,25 +65,37 @@ def main() -> None:
     model, tok = ctx.model_and_tokenizer()
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    findings = run_audit(cfg, [c.slug for c in REGISTRY if c.slug != "kiss-lora"], smoke=args.smoke, context=ctx, progress=False).data
+    findings = run_audit(
+        cfg,
+        [c.slug for c in REGISTRY if c.slug != "kiss-lora"],
+        smoke=args.smoke,
+        context=ctx,
+        progress=False,
+    ).data
     total = time.perf_counter() - t0
     step = one_lora_step_seconds(model, tok)
     print(f"model {args.model}: load {load_s:.1f} s")
     for f in findings:
         print(f"  {f.check:<18} {f.status:<9} {f.seconds:7.2f} s  {f.title}")
     target = 60 if args.model == "tiny" else 300
-    print(f"checks without kiss-lora total: {total:.1f} s  (target < {target} s on {args.model}: {'met' if total < target else 'MISSED'})")
-    print(f"peer: one LoRA training step (batch 4) = {step:.3f} s → the audit costs {total / step:.0f} training steps")
+    print(
+        f"checks without kiss-lora total: {total:.1f} s  (target < {target} s on {args.model}: {'met' if total < target else 'MISSED'})"
+    )
+    print(
+        f"peer: one LoRA training step (batch 4) = {step:.3f} s → the audit costs {total / step:.0f} training steps"
+    )
     if args.kiss_budget:
-        from nbkit.audit.claims import verdict_kiss_steps
         from nbkit.audit.checks.kiss import KissConfig
+        from nbkit.audit.claims import verdict_kiss_steps
         from nbkit.audit.experiments import run_check
 
         t0 = time.perf_counter()
         f = run_check("kiss-lora", KissConfig(budget_steps=args.kiss_budget, model=args.model), ctx).data
         fig = f.figures
-        print(f"kiss-lora: {time.perf_counter() - t0:.1f} s, {fig.get('steps_trained')} of {args.kiss_budget} steps per variant; "
-              f"steps to target KISS {fig.get('kiss_steps_to_target')} vs over {fig.get('over_steps_to_target')} → {verdict_kiss_steps(fig).verdict}")
+        print(
+            f"kiss-lora: {time.perf_counter() - t0:.1f} s, {fig.get('steps_trained')} of {args.kiss_budget} steps per variant; "
+            f"steps to target KISS {fig.get('kiss_steps_to_target')} vs over {fig.get('over_steps_to_target')} → {verdict_kiss_steps(fig).verdict}"
+        )
 
 
 if __name__ == "__main__":

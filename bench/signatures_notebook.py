@@ -45,7 +45,13 @@ def run(nb: Path, out: Path, smoke: bool, label: str, params: dict | None = None
     return m
 
 
-FIGURES = ("dev_score_by_module", "contract_violations_by_kind", "field_notes_signature_violations", "compile_table", "max_tokens_check")
+FIGURES = (
+    "dev_score_by_module",
+    "contract_violations_by_kind",
+    "field_notes_signature_violations",
+    "compile_table",
+    "max_tokens_check",
+)
 
 
 def figures(metrics: dict) -> dict[str, object]:
@@ -70,11 +76,15 @@ def figures(metrics: dict) -> dict[str, object]:
 def compare_servers(nb: Path, out: Path, smoke: bool) -> None:
     runs = {}
     for kind in ("llama-cpp-python", "llama-server"):
-        os.environ["NBKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"nbkit-bench-03-{kind}-")  # cold, and never shared between the kinds
+        os.environ["NBKIT_CACHE_DIR"] = tempfile.mkdtemp(
+            prefix=f"nbkit-bench-03-{kind}-"
+        )  # cold, and never shared between the kinds
         runs[kind] = run(nb, out / kind, smoke, f"cold, {kind}", {"LM_SERVER": kind, "LM_CACHE": "memory"})
     a, b = (figures(runs[k]) for k in runs)
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-    print(f"measured figures (scores, violation counts, compile table, token limits): {len(a.keys() | b.keys())}; differing: {len(differ)}")
+    print(
+        f"measured figures (scores, violation counts, compile table, token limits): {len(a.keys() | b.keys())}; differing: {len(differ)}"
+    )
     for key in differ[:40]:
         print(f"  {key}: llama-cpp-python {a.get(key)}, llama-server {b.get(key)}")
     va, vb = ({c["key"]: c["verdict"] for c in runs[k].get("claims", [])} for k in runs)
@@ -88,9 +98,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default="runs/bench-03")
-    ap.add_argument("--cache-dir", help="DSPy disk cache folder (default: a fresh temporary one, so the first run is cold)")
+    ap.add_argument(
+        "--cache-dir",
+        help="DSPy disk cache folder (default: a fresh temporary one, so the first run is cold)",
+    )
     ap.add_argument("--no-warm", action="store_true", help="only the cold run")
-    ap.add_argument("--compare-servers", action="store_true", help="cold runs with llama-cpp-python's server and with llama-server, compared")
+    ap.add_argument(
+        "--compare-servers",
+        action="store_true",
+        help="cold runs with llama-cpp-python's server and with llama-server, compared",
+    )
     args = ap.parse_args()
     root = Path(__file__).resolve().parents[1]
     nb = root / "notebooks" / "03_dspy_signatures.ipynb"
@@ -99,13 +116,19 @@ def main() -> None:
         return
     # The kernel inherits this process's environment: both runs share the cache folder.
     os.environ["NBKIT_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="nbkit-bench-03-cache-")
-    print(f"notebook 03 ({'SMOKE' if args.smoke else 'default'}), DSPy cache in {os.environ['NBKIT_CACHE_DIR']}")
+    print(
+        f"notebook 03 ({'SMOKE' if args.smoke else 'default'}), DSPy cache in {os.environ['NBKIT_CACHE_DIR']}"
+    )
     m = run(nb, Path(args.out) / "cold", args.smoke, "cold")
     print(f"dev questions per module {m.get('dev_questions_evaluated')}; headline {m.get('headline')}")
-    print(f"server tokens/s, one stream (direct probe) {m.get('max_tokens_check', {}).get('lm_tokens_per_s_one_stream')}")
+    print(
+        f"server tokens/s, one stream (direct probe) {m.get('max_tokens_check', {}).get('lm_tokens_per_s_one_stream')}"
+    )
     if not args.no_warm:
         warm = run(nb, Path(args.out) / "warm", args.smoke, "warm")
-        same = {c["key"]: c["verdict"] for c in m.get("claims", [])} == {c["key"]: c["verdict"] for c in warm.get("claims", [])}
+        same = {c["key"]: c["verdict"] for c in m.get("claims", [])} == {
+            c["key"]: c["verdict"] for c in warm.get("claims", [])
+        }
         print(f"warm run's claims verdicts equal the cold run's: {same}")
 
 

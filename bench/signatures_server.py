@@ -84,8 +84,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--questions", type=int, default=16, help="dev questions (each phrasing counts)")
-    ap.add_argument("--runaway-ctx", type=int, default=256, help="context of the stock server (bounds the runaway)")
-    ap.add_argument("--quick", action="store_true", help="only llama-cpp-python's one stream and notebook 03's default setup")
+    ap.add_argument(
+        "--runaway-ctx", type=int, default=256, help="context of the stock server (bounds the runaway)"
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="only llama-cpp-python's one stream and notebook 03's default setup",
+    )
     args = ap.parse_args()
     n, cores = args.max_tokens, len(usable_cores())
     prompts = dspy_prompts(args.questions)
@@ -128,11 +134,17 @@ def main() -> None:
 
     with LocalLMServer(n_threads=1) as fixed:
         through = dspy_request_usage(fixed, n)
-        print(f"nbkit launcher, DSPy max_tokens={n}: {through['completion_tokens']} tokens (prompt {through['prompt_tokens']})")
+        print(
+            f"nbkit launcher, DSPy max_tokens={n}: {through['completion_tokens']} tokens (prompt {through['prompt_tokens']})"
+        )
     with LocalLMServer(n_ctx=args.runaway_ctx, n_threads=1, stock=True) as stock:
         t0 = time.perf_counter()
         usage = dspy_request_usage(stock, n)
-        runaway = args.runaway_ctx - through["prompt_tokens"] if usage["context_full"] else usage["completion_tokens"]
+        runaway = (
+            args.runaway_ctx - through["prompt_tokens"]
+            if usage["context_full"]
+            else usage["completion_tokens"]
+        )
         print(f"stock server (context {args.runaway_ctx}), DSPy max_tokens={n}: {runaway} tokens"
               f"{' (ran until the context was full: HTTP 500)' if usage['context_full'] else ''} in {time.perf_counter() - t0:.1f} s, "
               f"ratio to the limit {runaway / n:.1f}x")  # fmt: skip

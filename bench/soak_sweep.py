@@ -44,13 +44,25 @@ def descendants(pid: int) -> list:
         return []
 
 
-def sweep(args: list[str], *, kill_after: tuple[float, float] | None, rng: random.Random, seen: dict, rss: list,
-          env: dict) -> tuple[int, str]:
+def sweep(
+    args: list[str],
+    *,
+    kill_after: tuple[float, float] | None,
+    rng: random.Random,
+    seen: dict,
+    rss: list,
+    env: dict,
+) -> tuple[int, str]:
     """Run one nbkit sweep; kill one notebook worker once notebooks run (after a random delay)."""
     import psutil
 
-    proc = subprocess.Popen([sys.executable, "-m", "nbkit.cli", "sweep", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbkit.cli", "sweep", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     me = psutil.Process(proc.pid)
     killed = ""
     fire_at = None
@@ -103,11 +115,17 @@ def main() -> int:
     ap.add_argument("--notebook", default="02")
     ap.add_argument("--grid", action="append", default=None)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--first-round", type=int, default=0, help="number of the first round (its output folder's name)")
+    ap.add_argument(
+        "--first-round", type=int, default=0, help="number of the first round (its output folder's name)"
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--kill-window", default="5,60", help="seconds after the first kernel is up: kill between LO,HI")
-    ap.add_argument("--out", default="", help="parent folder for the sweeps (default: a new temporary folder)")
+    ap.add_argument(
+        "--kill-window", default="5,60", help="seconds after the first kernel is up: kill between LO,HI"
+    )
+    ap.add_argument(
+        "--out", default="", help="parent folder for the sweeps (default: a new temporary folder)"
+    )
     args = ap.parse_args()
     import psutil
 
@@ -125,24 +143,41 @@ def main() -> int:
     env = dict(os.environ, TMPDIR=str(tmp_root))
     ok = True
     load = os.getloadavg()
-    print(f"soak: nbkit sweep {args.notebook} --smoke {' '.join('--grid ' + g for g in grid)} --jobs {args.jobs}; "
-          f"{args.rounds} rounds, {n_points} points each; load average at start {load[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    print(
+        f"soak: nbkit sweep {args.notebook} --smoke {' '.join('--grid ' + g for g in grid)} --jobs {args.jobs}; "
+        f"{args.rounds} rounds, {n_points} points each; load average at start {load[0]:.1f} on {os.cpu_count()} cores",
+        flush=True,
+    )
     for rnd in range(args.first_round, args.first_round + args.rounds):
         before_tmp = {p.name for p in tmp_root.iterdir()}
         out = parent / f"round{rnd}"
         seen: dict = {}
         rss: list[int] = []
         t0 = time.monotonic()
-        sweep_args = [args.notebook, "--smoke", *itertools.chain.from_iterable(("--grid", g) for g in grid),
-                      "--jobs", str(args.jobs), "--output", str(out), "-q"]
+        sweep_args = [
+            args.notebook,
+            "--smoke",
+            *itertools.chain.from_iterable(("--grid", g) for g in grid),
+            "--jobs",
+            str(args.jobs),
+            "--output",
+            str(out),
+            "-q",
+        ]
         rc, tail = sweep(sweep_args, kill_after=(lo, hi), rng=rng, seen=seen, rss=rss, env=env)
         first_s = time.monotonic() - t0
         killed = tail.splitlines()[0]
         resumes = 0
         while rc != 0 and resumes < 3:
             resumes += 1
-            rc, tail = sweep(["--resume", str(out), "--jobs", str(args.jobs), "-q"], kill_after=None, rng=rng, seen=seen,
-                             rss=[], env=env)
+            rc, tail = sweep(
+                ["--resume", str(out), "--jobs", str(args.jobs), "-q"],
+                kill_after=None,
+                rng=rng,
+                seen=seen,
+                rss=[],
+                env=env,
+            )
         total_s = time.monotonic() - t0
         with open(out / "comparison.csv", newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
@@ -158,7 +193,9 @@ def main() -> int:
                 continue
         staging = [p.name for p in parent.iterdir() if ".tmp-" in p.name]
         # torch's compile cache (torchinductor_<user>) is a cache meant to stay, not a leak.
-        leaked = sorted(n for n in {p.name for p in tmp_root.iterdir()} - before_tmp if not n.startswith("torchinductor_"))
+        leaked = sorted(
+            n for n in {p.name for p in tmp_root.iterdir()} - before_tmp if not n.startswith("torchinductor_")
+        )
         statuses = [r["status"] for r in rows]
         warm = max(rss[: max(1, len(rss) // 4)]) if rss else 0
         checks = {
@@ -168,14 +205,18 @@ def main() -> int:
             "no staging folder": not staging,
             "no leaked temp files": not leaked,
             # Start-up (imports) is not growth: the baseline is the largest RSS of the pass's first quarter.
-            "parent memory flat (last ≤ first quarter's max + 50 MiB)": bool(rss) and rss[-1] <= warm + 50 * 2**20,
+            "parent memory flat (last ≤ first quarter's max + 50 MiB)": bool(rss)
+            and rss[-1] <= warm + 50 * 2**20,
         }
         ok &= all(checks.values())
-        print(f"round {rnd}: killed {killed or 'nothing (no worker was running)'}; first pass {first_s:.0f} s, "
-              f"{resumes} resume(s), {total_s:.0f} s in all; rows {len(rows)} ({statuses.count('ok')} ok); "
-              f"{len(seen)} descendant processes seen, {len(survivors)} alive after; "
-              f"first pass's parent RSS first/first-quarter max/max/last {rss[0] / 2**20:.0f}/{warm / 2**20:.0f}/"
-              f"{max(rss) / 2**20:.0f}/{rss[-1] / 2**20:.0f} MiB over {len(rss)} samples", flush=True)
+        print(
+            f"round {rnd}: killed {killed or 'nothing (no worker was running)'}; first pass {first_s:.0f} s, "
+            f"{resumes} resume(s), {total_s:.0f} s in all; rows {len(rows)} ({statuses.count('ok')} ok); "
+            f"{len(seen)} descendant processes seen, {len(survivors)} alive after; "
+            f"first pass's parent RSS first/first-quarter max/max/last {rss[0] / 2**20:.0f}/{warm / 2**20:.0f}/"
+            f"{max(rss) / 2**20:.0f}/{rss[-1] / 2**20:.0f} MiB over {len(rss)} samples",
+            flush=True,
+        )
         for name, held in checks.items():
             print(f"  {'✔' if held else '✘'} {name}", flush=True)
         if survivors:
@@ -184,7 +225,9 @@ def main() -> int:
             print("  leaked in temp dir: " + ", ".join(leaked[:10]))
         if staging:
             print("  staging left: " + ", ".join(staging))
-    print(f"soak: {'PASS' if ok else 'FAIL'}; load average at end {os.getloadavg()[0]:.1f}; output in {parent}")
+    print(
+        f"soak: {'PASS' if ok else 'FAIL'}; load average at end {os.getloadavg()[0]:.1f}; output in {parent}"
+    )
     return 0 if ok else 1
 
 

@@ -243,13 +243,17 @@ def _cmd_doctor(args) -> int:
 
 def _cmd_audit(args) -> int:
     if audit_cli is None:
-        return main_error(f"the audit theme is not available ({_AUDIT_MISSING}); install with: pip install 'nbkit[audit]'")
+        return main_error(
+            f"the audit theme is not available ({_AUDIT_MISSING}); install with: pip install 'nbkit[audit]'"
+        )
     return int(audit_cli.main(list(args.args)) or 0)
 
 
 def _cmd_diagnose(args) -> int:
     if diagnose_cli is None:
-        return main_error(f"nbkit diagnose is not available ({_AUDIT_MISSING}); install with: pip install 'nbkit[audit]'")
+        return main_error(
+            f"nbkit diagnose is not available ({_AUDIT_MISSING}); install with: pip install 'nbkit[audit]'"
+        )
     return int(diagnose_cli.main(list(args.args)) or 0)
 
 

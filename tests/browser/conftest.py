@@ -32,11 +32,18 @@ PAGE_TIMEOUT_S = float(os.environ.get("NBKIT_BROWSER_PAGE_TIMEOUT", "90"))
 
 def pytest_addoption(parser):
     group = parser.getgroup("nbkit browser tier")
-    group.addoption("--browser-all-cells", action="store_true", default=False,
-                    help="run every cell of each notebook in the browser (default: up to its first panel); "
-                         "or NBKIT_BROWSER_ALL_CELLS=1")
-    group.addoption("--screenshots-dir", default=None,
-                    help="also copy panel screenshots here (default $NBKIT_SCREENSHOTS_DIR or runs/browser-screenshots)")
+    group.addoption(
+        "--browser-all-cells",
+        action="store_true",
+        default=False,
+        help="run every cell of each notebook in the browser (default: up to its first panel); "
+        "or NBKIT_BROWSER_ALL_CELLS=1",
+    )
+    group.addoption(
+        "--screenshots-dir",
+        default=None,
+        help="also copy panel screenshots here (default $NBKIT_SCREENSHOTS_DIR or runs/browser-screenshots)",
+    )
 
 
 @pytest.fixture(scope="session")

@@ -86,7 +86,11 @@ def missing_prerequisites() -> str | None:
         return "JupyterLab is not installed; install it with `.venv/bin/pip install -e .` (or `make setup`)"
     if find_chromium() is None:
         wanted = os.environ.get("NBKIT_CHROMIUM")
-        where = f"$NBKIT_CHROMIUM={wanted} is not executable" if wanted else "no chromium at /usr/bin/chromium or on $PATH"
+        where = (
+            f"$NBKIT_CHROMIUM={wanted} is not executable"
+            if wanted
+            else "no chromium at /usr/bin/chromium or on $PATH"
+        )
         return (
             f"chromium is missing ({where}); install it with "
             f"`apt-get update && apt-get install -y chromium` (or `bash {INSTALL_SCRIPT}`)"
@@ -95,6 +99,7 @@ def missing_prerequisites() -> str | None:
 
 
 # -- ports and processes -----------------------------------------------------------------------
+
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -186,7 +191,10 @@ class LabServer:
         user = {
             "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
             "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
-            "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
+            "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+                "fetchNews": "false",
+                "checkForUpdates": False,
+            },
         }
         for rel, content in user.items():
             path = settings / rel
@@ -195,7 +203,8 @@ class LabServer:
         labconfig = self.state_dir / "config" / "labconfig"
         labconfig.mkdir(parents=True, exist_ok=True)
         (labconfig / "page_config.json").write_text(
-            json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}), encoding="utf-8"
+            json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}),
+            encoding="utf-8",
         )
 
     def start(self) -> LabServer:
@@ -207,7 +216,9 @@ class LabServer:
                 self.port = free_port()
             self.log_path = self.state_dir / f"lab-{attempt}.log"
             cmd = [
-                sys.executable, "-m", "jupyterlab",
+                sys.executable,
+                "-m",
+                "jupyterlab",
                 "--no-browser",
                 "--ServerApp.ip=127.0.0.1",
                 f"--ServerApp.port={self.port}",
@@ -227,8 +238,14 @@ class LabServer:
                 cmd.append("--ServerApp.allow_root=True")
             log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
             self.proc = subprocess.Popen(
-                cmd, env=env, cwd=str(self.root_dir), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+                cmd,
+                env=env,
+                cwd=str(self.root_dir),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
             self._log_file = log
             self._known_pids.add(self.proc.pid)
@@ -340,7 +357,9 @@ def prepare_notebook(src: Path, dest_dir: Path, parameters: dict[str, Any]) -> P
 
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / src.name
-    pm.execute_notebook(str(src), str(dest), parameters=parameters, prepare_only=True, progress_bar=False, log_output=False)
+    pm.execute_notebook(
+        str(src), str(dest), parameters=parameters, prepare_only=True, progress_bar=False, log_output=False
+    )
     nb = nbformat.read(dest, as_version=4)
     nb.metadata.pop("jupytext", None)
     nb.metadata.pop("papermill", None)
@@ -414,7 +433,10 @@ class NotebookPage:
         self.name = name
         self.timeout_ms = int(timeout_s * 1000)
         self.console: list[str] = []
-        page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on(
+            "console",
+            lambda m: self.console.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None,
+        )
         page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
 
     # -- opening --------------------------------------------------------------------------
@@ -423,9 +445,13 @@ class NotebookPage:
         self.page.set_default_timeout(self.timeout_ms)
         try:
             self.page.goto(self.server.url(f"lab/tree/{self.name}") + "&reset", wait_until="domcontentloaded")
-            self.page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=self.timeout_ms)
+            self.page.wait_for_function(
+                "() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=self.timeout_ms
+            )
         except Exception as exc:
-            raise LabError(f"{self.name}: JupyterLab did not load ({type(exc).__name__}: {_first_line(exc)})") from None
+            raise LabError(
+                f"{self.name}: JupyterLab did not load ({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
         self.page.evaluate(_JS_HELPERS)
         state = self._wait_for_open_notebook()
         if state != "open":
@@ -441,7 +467,9 @@ class NotebookPage:
                 "() => { const w = window.__nbkit.notebook(); const s = w && w.sessionContext;"
                 " return s ? `${s.kernelDisplayName} / ${s.kernelDisplayStatus}` : 'no session'; }"
             )
-            raise LabError(f"{self.name}: kernel not idle within {self.timeout_ms // 1000}s (kernel: {status})") from None
+            raise LabError(
+                f"{self.name}: kernel not idle within {self.timeout_ms // 1000}s (kernel: {status})"
+            ) from None
         return self
 
     def _wait_for_open_notebook(self) -> str:
@@ -490,12 +518,18 @@ class NotebookPage:
             i,
         )
         try:
-            self.page.wait_for_function("() => window.__nbkitCell && window.__nbkitCell.done", timeout=int(timeout_s * 1000), polling=250)
+            self.page.wait_for_function(
+                "() => window.__nbkitCell && window.__nbkitCell.done",
+                timeout=int(timeout_s * 1000),
+                polling=250,
+            )
         except Exception:
             info = self.cell_info(i)
             with contextlib.suppress(Exception):
                 self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:interrupt-kernel')")
-            raise LabError(f"{self.name}: cell {i} ({info['first']!r}) still running after {timeout_s:.0f}s") from None
+            raise LabError(
+                f"{self.name}: cell {i} ({info['first']!r}) still running after {timeout_s:.0f}s"
+            ) from None
         error = self.page.evaluate(
             """(i) => { const c = window.__nbkit.notebook().content.widgets[i];
                  if (c.model.type !== 'code') return null;
@@ -541,7 +575,9 @@ class NotebookPage:
 
     def widget_errors(self) -> list[str]:
         """Widget rendering failures visible in the notebook (and in the browser console)."""
-        text = self.page.evaluate("() => document.querySelector('.jp-Notebook') ? document.querySelector('.jp-Notebook').innerText : ''")
+        text = self.page.evaluate(
+            "() => document.querySelector('.jp-Notebook') ? document.querySelector('.jp-Notebook').innerText : ''"
+        )
         found = []
         for pat in WIDGET_ERROR_PATTERNS:
             for m in re.finditer(pat + r"[^\n]{0,160}", text, re.I):
@@ -577,11 +613,14 @@ class PanelView:
         self.nb = nb
         self.page = nb.page
         self.k = k
-        self.root = self.page.locator(".jp-Notebook .widget-vbox:has(> .widget-hbox > .widget-button:text-is('Run'))").nth(k)
+        self.root = self.page.locator(
+            ".jp-Notebook .widget-vbox:has(> .widget-hbox > .widget-button:text-is('Run'))"
+        ).nth(k)
 
     def _eval(self, body: str, arg: Any = None):
         return self.page.evaluate(
-            f"([k, arg]) => {{ const root = window.__nbkit.panelRoots()[k]; if (!root) return null; {body} }}", [self.k, arg]
+            f"([k, arg]) => {{ const root = window.__nbkit.panelRoots()[k]; if (!root) return null; {body} }}",
+            [self.k, arg],
         )
 
     def describe(self) -> dict:
@@ -622,7 +661,9 @@ class PanelView:
         return self.describe()["status"]
 
     def control_locator(self, idx: int):
-        return self.root.locator(".widget-gridbox > .widget-inline-hbox, .widget-gridbox > .widget-box").nth(idx)
+        return self.root.locator(".widget-gridbox > .widget-inline-hbox, .widget-gridbox > .widget-box").nth(
+            idx
+        )
 
     def set_control(self, idx: int, kind: str, value: Any) -> None:
         """Change a control the way a user does (type into the slider readout, pick, tick)."""
@@ -664,7 +705,9 @@ class PanelView:
             if not d["run_disabled"] and st != before and re.search(r"done|failed", st):
                 return st
             self.page.wait_for_timeout(250)
-        raise LabError(f"{self.nb.name}: panel {self.k}: run did not finish within {timeout_s:.0f}s (status {self.status()!r})")
+        raise LabError(
+            f"{self.nb.name}: panel {self.k}: run did not finish within {timeout_s:.0f}s (status {self.status()!r})"
+        )
 
     def wait_for_traces_change(self, before, timeout_s: float = 10.0):
         """Plotly redraws asynchronously after the kernel's last message: poll until the data differs."""
@@ -690,7 +733,12 @@ class PanelView:
         viewport = self.page.viewport_size or {"height": 1000}
         self.page.wait_for_timeout(200)  # let the scroll settle before capturing
         bottom = min(box["bottom"] + 8, box["rootBottom"], viewport["height"])
-        clip = {"x": max(box["x"], 0), "y": max(box["y"], 0), "width": box["width"], "height": max(bottom - max(box["y"], 0), 40)}
+        clip = {
+            "x": max(box["x"], 0),
+            "y": max(box["y"], 0),
+            "width": box["width"],
+            "height": max(bottom - max(box["y"], 0), 40),
+        }
         self.page.screenshot(path=str(path), clip=clip, animations="disabled")
         return path
 
@@ -716,9 +764,13 @@ def candidate_changes(controls: list[dict]) -> list[tuple[int, str, Any, Any]]:
             except ValueError:
                 continue
             if re.fullmatch(r"-?\d+", str(value).strip()):
-                (smaller if v >= 2 else raised).append((idx, kind, int(v) // 2 if v >= 2 else int(v) + 1, value))
+                (smaller if v >= 2 else raised).append(
+                    (idx, kind, int(v) // 2 if v >= 2 else int(v) + 1, value)
+                )
             else:
-                (smaller if v > 0 else raised).append((idx, kind, f"{v / 2:.4g}" if v > 0 else f"{v + 1:.4g}", value))
+                (smaller if v > 0 else raised).append(
+                    (idx, kind, f"{v / 2:.4g}" if v > 0 else f"{v + 1:.4g}", value)
+                )
         elif kind == "dropdown":
             other.append((idx, kind, None, value))  # the next option is read at change time
         elif kind == "checkbox":

@@ -13,7 +13,7 @@ from test_lab_panels import CELL_TIMEOUT_S, write_synthetic_notebook
 pytestmark = pytest.mark.browser
 
 RANKS_PANEL = textwrap.dedent(
-    '''
+    """
     import dataclasses, sys, time
     from pathlib import Path
 
@@ -39,7 +39,7 @@ RANKS_PANEL = textwrap.dedent(
 
     panel = Panel(Params(), experiment, title="ranks")
     panel.display()
-    '''
+    """
 )
 
 
@@ -48,7 +48,9 @@ def test_stop_button_stops_a_panels_experiment_and_the_panel_runs_again(open_not
     from nbkit.procs import wait_gone
 
     pids_file = tmp_path / "pids.txt"
-    src = write_synthetic_notebook(lab_root / "src" / "interrupt.ipynb", body=f"PIDS = {str(pids_file)!r}\n" + RANKS_PANEL)
+    src = write_synthetic_notebook(
+        lab_root / "src" / "interrupt.ipynb", body=f"PIDS = {str(pids_file)!r}\n" + RANKS_PANEL
+    )
     prepare_notebook(src, lab_root / "interrupt", {"SMOKE": True})
     nb = open_notebook("interrupt/interrupt.ipynb")
     nb.run_until_first_panel(CELL_TIMEOUT_S)
@@ -60,8 +62,10 @@ def test_stop_button_stops_a_panels_experiment_and_the_panel_runs_again(open_not
     pids = [int(p) for p in pids_file.read_text().split()]
     assert view.describe()["run_disabled"], "the panel is not running"
     t0 = time.monotonic()  # from the click (playwright returns once the click is done)
-    nb.page.locator(".jp-NotebookPanel-toolbar [data-jp-item-name='interrupt'] button, "
-                    ".jp-NotebookPanel-toolbar jp-button[data-command='notebook:interrupt-kernel']").first.click()
+    nb.page.locator(
+        ".jp-NotebookPanel-toolbar [data-jp-item-name='interrupt'] button, "
+        ".jp-NotebookPanel-toolbar jp-button[data-command='notebook:interrupt-kernel']"
+    ).first.click()
     while time.monotonic() - t0 < 30:
         d = view.describe()
         if not d["run_disabled"] and "failed" in d["status"]:

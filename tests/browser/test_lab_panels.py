@@ -26,7 +26,7 @@ CELL_TIMEOUT_S = 300  # one smoke cell (the first panel's default run included)
 RUN_TIMEOUT_S = 180  # one press of Run at smoke size
 
 SYNTHETIC_PANEL = textwrap.dedent(
-    '''
+    """
     from dataclasses import dataclass, field
 
     from nbkit.panels import Panel
@@ -52,7 +52,7 @@ SYNTHETIC_PANEL = textwrap.dedent(
 
     panel = Panel(CurveParams(steps=3 if SMOKE else 5), run_curve, title="curve")
     panel.display(); result = panel.run()
-    '''
+    """
 )
 
 
@@ -93,7 +93,9 @@ def assert_failure_is_one_readable_line(view, expected: str) -> None:
     assert re.search(r"failed", d["status"]), f"{where}: status after a failing run is {d['status']!r}"
     text = d["output_text"].strip()
     assert expected in text, f"{where}: the panel's output does not show {expected!r}: {text[:500]!r}"
-    assert "Traceback" not in d["output_text"] and "Traceback" not in d["output_html"], f"{where}: raw traceback shown: {text[:500]!r}"
+    assert "Traceback" not in d["output_text"] and "Traceback" not in d["output_html"], (
+        f"{where}: raw traceback shown: {text[:500]!r}"
+    )
     assert len(text.splitlines()) == 1, f"{where}: the error is not one line: {text[:500]!r}"
     assert not d["run_disabled"], f"{where}: Run stays disabled after a failure"
 
@@ -103,7 +105,9 @@ def exercise_first_panel(nb, stem: str, save_screenshot, mirror: bool = True, k:
     fails readably."""
     view = nb.panel(k)
     before = view.describe()
-    assert has_points(before["traces"]), f"{nb.name}: the first panel's default run drew nothing: {before['traces']}"
+    assert has_points(before["traces"]), (
+        f"{nb.name}: the first panel's default run drew nothing: {before['traces']}"
+    )
     save_screenshot(view, f"{stem}-panel1-before", mirror=mirror)
 
     # Change one control at a time (cheapest first) and press Run until the figure's data changes.
@@ -119,14 +123,18 @@ def exercise_first_panel(nb, stem: str, save_screenshot, mirror: bool = True, k:
         view.set_control(idx, kind, new)
         started = time.monotonic()
         status = view.click_run(RUN_TIMEOUT_S)
-        print(f"{nb.name}: {before['controls'][idx]['label']} {old!r} -> {new!r}: {status} in {time.monotonic() - started:.1f}s")
+        print(
+            f"{nb.name}: {before['controls'][idx]['label']} {old!r} -> {new!r}: {status} in {time.monotonic() - started:.1f}s"
+        )
         after = view.wait_for_traces_change(traces_before)
         label = before["controls"][idx]["label"]
         if status.startswith("done") and after != traces_before and has_points(after):
             changed = True
             break
-        tried.append(f"{label}: {old!r} -> {new!r} gave status {status!r}, "
-                     f"output {view.describe()['output_text'].strip()[:160]!r}, data changed: {after != traces_before}")
+        tried.append(
+            f"{label}: {old!r} -> {new!r} gave status {status!r}, "
+            f"output {view.describe()['output_text'].strip()[:160]!r}, data changed: {after != traces_before}"
+        )
         view.set_control(idx, kind, old)
     assert changed, f"{nb.name}: no control change made Run update the figure; tried: {tried}"
     save_screenshot(view, f"{stem}-panel1-after", mirror=mirror)
@@ -143,7 +151,7 @@ def exercise_first_panel(nb, stem: str, save_screenshot, mirror: bool = True, k:
 
 # -- the core Panel, deterministic ---------------------------------------------------------------
 THEME_LIKE_PANELS = textwrap.dedent(
-    '''
+    """
     import math
     from dataclasses import dataclass, field
 
@@ -170,10 +178,10 @@ THEME_LIKE_PANELS = textwrap.dedent(
 
     sweep_panel = Panel(SweepParams(epochs=3 if SMOKE else 6), sweep, title="sweep")
     sweep_panel.display(); result = sweep_panel.run()
-    '''
+    """
 )
 SECOND_PANEL = textwrap.dedent(
-    '''
+    """
     @dataclass
     class BarsParams:
         n: int = field(default=3, metadata={"min": 1, "max": 8})
@@ -185,7 +193,7 @@ SECOND_PANEL = textwrap.dedent(
 
     bars_panel = Panel(BarsParams(), bars, title="bars")
     bars_panel.display(); bars_result = bars_panel.run()
-    '''
+    """
 )
 
 
@@ -221,7 +229,9 @@ def test_generated_panels_render_respond_and_fail_readably(open_notebook, lab_ro
     view.set_control(2, "dropdown", "growth")
     assert view.click_run(RUN_TIMEOUT_S).startswith("done")
     after = view.wait_for_traces_change(d["traces"])
-    assert after == [{"type": "scatter", "name": "loss", "x": list(range(6)), "y": [1.5**k for k in range(1, 7)]}]
+    assert after == [
+        {"type": "scatter", "name": "loss", "x": list(range(6)), "y": [1.5**k for k in range(1, 7)]}
+    ]
     save_screenshot(view, "generated-panel1-after", mirror=False)
     view.set_control(3, "checkbox", True)
     view.click_run(RUN_TIMEOUT_S)
@@ -232,11 +242,18 @@ def test_generated_panels_render_respond_and_fail_readably(open_notebook, lab_ro
 
     # Panel 1 gets exactly what the workbook notebooks get.
     before_change = nb.panel(1).describe()["controls"]
-    assert candidate_changes(before_change)[:2] == [(2, "multiselect", ["sgd"], ["sgd", "adam"]), (0, "slider", "0.005", "0.0100")]
+    assert candidate_changes(before_change)[:2] == [
+        (2, "multiselect", ["sgd"], ["sgd", "adam"]),
+        (0, "slider", "0.005", "0.0100"),
+    ]
     exercise_first_panel(nb, "generated-sweep", save_screenshot, mirror=False, k=1)
     # The first candidate change kept one optimizer of the multi-selection (a cheaper rerun).
     d = nb.panel(1).describe()
-    assert [(c["label"], c["kind"], c["value"]) for c in d["controls"]][2] == ("optimizers", "multiselect", ["sgd"])
+    assert [(c["label"], c["kind"], c["value"]) for c in d["controls"]][2] == (
+        "optimizers",
+        "multiselect",
+        ["sgd"],
+    )
     assert nb.widget_errors() == []
 
 
@@ -258,7 +275,9 @@ def test_notebook_that_cannot_open_fails_with_its_name(open_notebook, lab_root):
     broken = lab_root / "broken" / "broken.ipynb"
     broken.parent.mkdir(parents=True, exist_ok=True)
     broken.write_text('{"cells": [ this is not json', encoding="utf-8")
-    with pytest.raises(LabError, match=r"broken/broken\.ipynb: the notebook did not open.*(dialog|nothing opened)"):
+    with pytest.raises(
+        LabError, match=r"broken/broken\.ipynb: the notebook did not open.*(dialog|nothing opened)"
+    ):
         open_notebook("broken/broken.ipynb")
 
 
@@ -266,17 +285,32 @@ def test_notebook_that_cannot_open_fails_with_its_name(open_notebook, lab_root):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("source", WORKBOOK, ids=lambda p: p.stem)
-def test_workbook_panels_render_respond_and_fail_readably(source, request, open_notebook, lab_root, save_screenshot):
+def test_workbook_panels_render_respond_and_fail_readably(
+    source, request, open_notebook, lab_root, save_screenshot
+):
     # The option exists only when pytest is pointed at tests/browser; the env var works either way.
-    all_cells = request.config.getoption("--browser-all-cells", default=False) or os.environ.get("NBKIT_BROWSER_ALL_CELLS") == "1"
+    all_cells = (
+        request.config.getoption("--browser-all-cells", default=False)
+        or os.environ.get("NBKIT_BROWSER_ALL_CELLS") == "1"
+    )
     prepare_notebook(source, lab_root / source.stem, {"SMOKE": True})
     nb = open_notebook(f"{source.stem}/{source.name}")
     cells = nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=all_cells)
-    print(f"{source.stem}: cells run in the browser (index: seconds): " + ", ".join(f"{c.index}: {c.seconds:.1f}" for c in cells))
+    print(
+        f"{source.stem}: cells run in the browser (index: seconds): "
+        + ", ".join(f"{c.index}: {c.seconds:.1f}" for c in cells)
+    )
     if nb.panel_count() == 0:
         as_text = nb.widgets_shown_as_text()
-        hint = f"; widgets were shown as plain text ({as_text[:3]}): the widget frontend is missing" if as_text else ""
-        pytest.fail(f"{source.name}: no widget panel (a 'Run' button) appeared after running its cells{hint}", pytrace=False)
+        hint = (
+            f"; widgets were shown as plain text ({as_text[:3]}): the widget frontend is missing"
+            if as_text
+            else ""
+        )
+        pytest.fail(
+            f"{source.name}: no widget panel (a 'Run' button) appeared after running its cells{hint}",
+            pytrace=False,
+        )
 
     for k in range(nb.panel_count()):
         assert_renders(nb, k)
@@ -314,7 +348,13 @@ def test_start_here_opens_and_lists_the_workbook(open_notebook, lab_root, lab_pa
         pytest.fail("notebooks/00_start_here.ipynb (the workshop landing notebook) is missing", pytrace=False)
     prepare_notebook(source, lab_root / source.stem, {"SMOKE": True})
     open_notebook(f"{source.stem}/{source.name}")  # its cells run headless in tests/notebooks
-    links = lab_page.locator(".jp-RenderedMarkdown table a").evaluate_all("as => as.map(a => a.textContent.trim())")
-    assert [p.stem for p in WORKBOOK] == links, f"landing table links {links}, workbook has {[p.stem for p in WORKBOOK]}"
+    links = lab_page.locator(".jp-RenderedMarkdown table a").evaluate_all(
+        "as => as.map(a => a.textContent.trim())"
+    )
+    assert [p.stem for p in WORKBOOK] == links, (
+        f"landing table links {links}, workbook has {[p.stem for p in WORKBOOK]}"
+    )
     text = lab_page.locator(".jp-Notebook").inner_text()
-    assert "nbkit run --all --smoke" in text and "nbkit doctor" in text, "the instructor's pre-class commands are not shown"
+    assert "nbkit run --all --smoke" in text and "nbkit doctor" in text, (
+        "the instructor's pre-class commands are not shown"
+    )

@@ -24,7 +24,9 @@ def test_missing_playwright_names_pip(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "playwright" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "playwright" else real(name, *a)
+    )
     reason = missing_prerequisites()
     assert reason is not None and "'playwright' is not installed" in reason and "pip install" in reason
 

@@ -23,8 +23,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 
 def _claim(i: int, verdict: str) -> dict:
-    return Claim(claim=f"claim {i}", field_note="0.9", measured="0.8", verdict=verdict, rule="≥ 0.85",
-                 n="3 seeds", why=f"reason {i}").to_dict()
+    return Claim(
+        claim=f"claim {i}",
+        field_note="0.9",
+        measured="0.8",
+        verdict=verdict,
+        rule="≥ 0.85",
+        n="3 seeds",
+        why=f"reason {i}",
+    ).to_dict()
 
 
 @pytest.fixture
@@ -50,12 +57,22 @@ def test_index_ledger_has_one_row_per_claim_and_filters_by_verdict(offline_page,
     claims_a = [_claim(0, "holds"), _claim(1, "refuted"), _claim(2, "inconclusive")]
     claims_b = [_claim(3, "holds"), _claim(4, "needs GPU")]
     results = [
-        NotebookResult("01_a", True, 12.5, tmp_path / "01_a.ipynb", tmp_path / "01_a.html",
-                       {"claims": claims_a, "headline": {"test MRR": 0.9312}}),
-        NotebookResult("02_b", True, 3.0, tmp_path / "02_b.ipynb", tmp_path / "02_b.html", {"claims": claims_b}),
+        NotebookResult(
+            "01_a",
+            True,
+            12.5,
+            tmp_path / "01_a.ipynb",
+            tmp_path / "01_a.html",
+            {"claims": claims_a, "headline": {"test MRR": 0.9312}},
+        ),
+        NotebookResult(
+            "02_b", True, 3.0, tmp_path / "02_b.ipynb", tmp_path / "02_b.html", {"claims": claims_b}
+        ),
         NotebookResult("03_old", True, 1.0, None, None, {"claims": [{"claim": "old", "verdict": "holds"}]}),
     ]
-    index = write_index(tmp_path, results, {"01_a": {"SMOKE": True}}, name="20260101-120000", date="2026-01-01 12:00")
+    index = write_index(
+        tmp_path, results, {"01_a": {"SMOKE": True}}, name="20260101-120000", date="2026-01-01 12:00"
+    )
     page.goto(index.as_uri())
     assert page.title() == "nbkit run 20260101-120000 (2026-01-01 12:00)"
     rows = page.locator("#ledger tbody tr")
@@ -99,11 +116,24 @@ def test_index_ledger_fits_a_laptop_screen_and_a_row_opens_on_click(chromium, tm
     """At 1366×768 the ledger needs no sideways scrolling: long values wrap, `why` shows three lines
     and its row shows all of it when clicked (and closes again)."""
     why = " ".join(["the paired bootstrap of per-query reciprocal ranks over 3 seeds decides the rise;"] * 8)
-    rows = [Claim(claim="scale_curve_rises_on_the_synthetic_47k_entity_graph", field_note="MRR rises with training time",
-                  measured=json.dumps({"curve": [0.017, 0.031, 0.044, 0.057], "ceiling": 0.074, "steps_per_s": 3.1}),
-                  verdict=v, rule="≥ 0.02 rise", n="3 seeds", interval="[0.031, 0.049]", why=why).to_dict()
-            for v in ("holds", "refuted", "inconclusive")]
-    results = [NotebookResult("01_kg_gnn", True, 12.5, tmp_path / "01.ipynb", tmp_path / "01.html", {"claims": rows})]
+    rows = [
+        Claim(
+            claim="scale_curve_rises_on_the_synthetic_47k_entity_graph",
+            field_note="MRR rises with training time",
+            measured=json.dumps(
+                {"curve": [0.017, 0.031, 0.044, 0.057], "ceiling": 0.074, "steps_per_s": 3.1}
+            ),
+            verdict=v,
+            rule="≥ 0.02 rise",
+            n="3 seeds",
+            interval="[0.031, 0.049]",
+            why=why,
+        ).to_dict()
+        for v in ("holds", "refuted", "inconclusive")
+    ]
+    results = [
+        NotebookResult("01_kg_gnn", True, 12.5, tmp_path / "01.ipynb", tmp_path / "01.html", {"claims": rows})
+    ]
     index = write_index(tmp_path, results, {}, name="laptop", date="2026-01-01 12:00")
     context = chromium.new_context(viewport=LAPTOP)
     try:
@@ -115,13 +145,17 @@ def test_index_ledger_fits_a_laptop_screen_and_a_row_opens_on_click(chromium, tm
         assert table["x"] + table["width"] <= LAPTOP["width"]
         cell = page.locator("#ledger tbody tr").first.locator("td.why div")
         closed = cell.bounding_box()["height"]
-        line = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#ledger td.why div')).lineHeight)")
+        line = page.evaluate(
+            "parseFloat(getComputedStyle(document.querySelector('#ledger td.why div')).lineHeight)"
+        )
         assert closed <= 3.5 * line, (closed, line)
         page.screenshot(path=str(tmp_path / "ledger-1366.png"))
         page.locator("#ledger tbody tr").first.click()
         opened = cell.bounding_box()["height"]
         assert opened > 2 * closed, (closed, opened)
-        assert page.locator("#ledger tbody tr").nth(1).locator("td.why div").bounding_box()["height"] == closed
+        assert (
+            page.locator("#ledger tbody tr").nth(1).locator("td.why div").bounding_box()["height"] == closed
+        )
         page.screenshot(path=str(tmp_path / "ledger-1366-open.png"))
         page.locator("#ledger tbody tr").first.click()
         assert cell.bounding_box()["height"] == closed

@@ -26,7 +26,9 @@ def executed_notebook(tmp_path_factory):
             out_dir = tmp_path_factory.mktemp(path.stem)
             result = execute(path, out_dir, {"SMOKE": True, **params}, progress=False)
             if not result.ok:
-                pytest.fail(f"notebook failed: {result.error} (executed copy: {result.output})", pytrace=False)
+                pytest.fail(
+                    f"notebook failed: {result.error} (executed copy: {result.output})", pytrace=False
+                )
             cache[key] = (result.output, result.metrics)
         return cache[key]
 

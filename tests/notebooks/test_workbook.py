@@ -13,7 +13,9 @@ import pytest
 from nbkit.live import PLOTLY_MIME
 from nbkit.report import PLOTLY_JS
 
-NOTEBOOKS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted(
+    p.stem for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb")
+)
 MB = 1024 * 1024
 NOTEBOOK_BUDGET, PAGE_BUDGET, RUN_BUDGET = 3 * MB, 8 * MB, 40 * MB
 
@@ -21,8 +23,12 @@ NOTEBOOK_BUDGET, PAGE_BUDGET, RUN_BUDGET = 3 * MB, 8 * MB, 40 * MB
 def _embedded_plotly_js(nb_path: Path) -> list[int]:
     """Indices of cells with an HTML output that carries the plotly.js library itself."""
     nb = nbformat.read(nb_path, as_version=4)
-    return [i for i, cell in enumerate(nb.cells) for o in cell.get("outputs", [])
-            if "plotly.js v" in str(o.get("data", {}).get("text/html", ""))[:2_000_000]]
+    return [
+        i
+        for i, cell in enumerate(nb.cells)
+        for o in cell.get("outputs", [])
+        if "plotly.js v" in str(o.get("data", {}).get("text/html", ""))[:2_000_000]
+    ]
 
 
 @pytest.mark.slow
@@ -45,7 +51,11 @@ def test_executed_notebook_and_page_fit_their_budgets(executed_notebook, name):
     assert nb_size <= NOTEBOOK_BUDGET, f"{name}.ipynb is {nb_size / MB:.1f} MB (budget 3 MB)"
     assert page_size <= PAGE_BUDGET, f"{name}.html with plotly.js is {page_size / MB:.1f} MB (budget 8 MB)"
     assert _embedded_plotly_js(path) == [], "plotly.js embedded in the executed notebook"
-    figures = sum(PLOTLY_MIME in o.get("data", {}) for c in nbformat.read(path, as_version=4).cells for o in c.get("outputs", []))
+    figures = sum(
+        PLOTLY_MIME in o.get("data", {})
+        for c in nbformat.read(path, as_version=4).cells
+        for o in c.get("outputs", [])
+    )
     if js.is_file():
         assert figures > 0, "plotly.js beside a page with no figure"
 

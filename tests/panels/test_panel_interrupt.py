@@ -82,9 +82,11 @@ def test_interrupt_stops_the_experiment_ends_its_processes_and_the_panel_runs_ag
     assert stopped_s < 5, stopped_s
     assert wait_gone(pids, timeout_s=5) == [], "a process of the interrupted experiment survived"
     Path(pids_file).unlink()
-    check = ("assert panel.error == 'interrupted' and not panel.run_button.disabled, (panel.error, panel.run_button.disabled)\n"
-             "panel.controls['seconds'].value = 0\npanel.click()\n"
-             "assert panel.error is None and panel.runs == 1 and panel.result == {'seconds': 0}, (panel.error, panel.runs)\n")
+    check = (
+        "assert panel.error == 'interrupted' and not panel.run_button.disabled, (panel.error, panel.run_button.disabled)\n"
+        "panel.controls['seconds'].value = 0\npanel.click()\n"
+        "assert panel.error is None and panel.runs == 1 and panel.result == {'seconds': 0}, (panel.error, panel.runs)\n"
+    )
     reply = _execute(kc, check, timeout=60)
     assert reply["content"]["status"] == "ok", reply["content"]
     assert wait_gone([int(p) for p in pids_file.read_text().split()], timeout_s=5) == []

@@ -23,7 +23,9 @@ PENDING: set[str] = set()
 def _theme(name):
     if name in PENDING:
         pytest.skip(f"{name} not yet on the experiment contract")
-    return importlib.import_module(f"nbkit.{name}.experiments"), importlib.import_module(f"nbkit.{name}.claims")
+    return importlib.import_module(f"nbkit.{name}.experiments"), importlib.import_module(
+        f"nbkit.{name}.claims"
+    )
 
 
 def _unwrap(tp) -> list[type]:
@@ -47,14 +49,23 @@ def test_registry_experiments_are_typed(theme):
         assert isinstance(exp, Experiment)
         smoke = exp.Config.smoke()
         assert isinstance(smoke, exp.Config) and isinstance(exp.Config(), exp.Config), exp.slug
-        assert dataclasses.is_dataclass(exp.Metrics) and exp.Metrics.__dataclass_params__.frozen, f"{exp.slug}: Metrics must be a frozen dataclass"
+        assert dataclasses.is_dataclass(exp.Metrics) and exp.Metrics.__dataclass_params__.frozen, (
+            f"{exp.slug}: Metrics must be a frozen dataclass"
+        )
         assert list(inspect.signature(exp.run).parameters)[:3] == ["cfg", "ctx", "live"], exp.slug
 
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_theme_has_one_context(theme):
     experiments, _ = _theme(theme)
-    contexts = [v for v in vars(experiments).values() if isinstance(v, type) and issubclass(v, Context) and v is not Context and v.__module__ == experiments.__name__]
+    contexts = [
+        v
+        for v in vars(experiments).values()
+        if isinstance(v, type)
+        and issubclass(v, Context)
+        and v is not Context
+        and v.__module__ == experiments.__name__
+    ]
     assert len(contexts) == 1, contexts
 
 
@@ -69,13 +80,19 @@ def test_claims_read_only_what_registered_experiments_produce(theme):
         classes = _unwrap(tp)
         assert classes, f"claims({name}=...) has no type a registry produces: {tp}"
         for cls in classes:
-            assert cls in produced, f"claims({name}=...) reads {cls.__name__}, which no registered {theme} experiment returns"
+            assert cls in produced, (
+                f"claims({name}=...) reads {cls.__name__}, which no registered {theme} experiment returns"
+            )
 
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_verdict_functions_return_verdict(theme):
     _, claims = _theme(theme)
-    fns = [f for n, f in vars(claims).items() if n.startswith("verdict_") and inspect.isfunction(f) and f.__module__ == claims.__name__]
+    fns = [
+        f
+        for n, f in vars(claims).items()
+        if n.startswith("verdict_") and inspect.isfunction(f) and f.__module__ == claims.__name__
+    ]
     assert fns
     for f in fns:
         assert typing.get_type_hints(f).get("return") is Verdict, f.__name__
