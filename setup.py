@@ -24,7 +24,9 @@ class BuildPyWithNotebooks(build_py):
         found = sorted(p for pattern in PACKAGED for p in (ROOT / "notebooks").glob(pattern))
         if not any(p.suffix == ".ipynb" for p in found):
             # A wheel without its notebooks installs fine and fails later, far from the cause.
-            raise SystemExit(f"nbkit build: no notebooks/NN_name.ipynb under {ROOT}; the wheel must carry them")
+            raise SystemExit(
+                f"nbkit build: no notebooks/NN_name.ipynb under {ROOT}; the wheel must carry them"
+            )
         target = Path(self.build_lib) / "nbkit" / "notebooks"
         self.mkpath(str(target))
         for src in found:

@@ -7,7 +7,8 @@ this process's CPU seconds (``time.process_time``: every thread; the ddp-eval su
 counted apart as children's CPU), the status and the summary. ``--profile SLUG`` prints the
 cProfile top entries of that check.
 
-    .venv/bin/python bench/audit_check_times.py [--model smollm2] [--threads 1] [--checks kiss-lora,grad-accumulation] [--profile SLUG] [--figures]
+    .venv/bin/python bench/audit_check_times.py [--model smollm2] [--threads 1]
+        [--checks kiss-lora,grad-accumulation] [--profile SLUG] [--figures]
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ the half-set figures keep the training split of ``--val``; a run with a smaller 
 on other examples (the check holds out the first ``val_size``), so they do not predict it — notebook
 04 at val_size 8 tied at step 12 where this bench's half set said step 4.
 
-    .venv/bin/python bench/audit_kiss_budget.py [--model smollm2] [--steps 6] [--batch 8 4] [--val 16] [--seeds 0] [--threads 1]
+    .venv/bin/python bench/audit_kiss_budget.py [--model smollm2] [--steps 6] [--batch 8 4] [--val 16]
+        [--seeds 0] [--threads 1]
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def main() -> None:
     half = args.val // 2
     base = {"full": mean_loss(start), "half": mean_loss(start[:half])}
     print(
-        f"untrained val loss: {base['full']:.4f} ({args.val} examples), {base['half']:.4f} (first {half}); one val pass {time.perf_counter() - t0:.1f} s"
+        f"untrained val loss: {base['full']:.4f} ({args.val} examples), {base['half']:.4f} (first {half}); "
+        f"one val pass {time.perf_counter() - t0:.1f} s"
     )
     for seed in args.seeds:
         for batch in args.batch:
@@ -101,13 +103,15 @@ def main() -> None:
                         if v <= 0.5 * base[which]:
                             first.setdefault((t.run.variant.name, which), step)
                     row.append(
-                        f"{t.run.variant.name}: {mean_loss(losses):.4f} / {mean_loss(losses[:half]):.4f} ({train_s:.1f} s/step)"
+                        f"{t.run.variant.name}: {mean_loss(losses):.4f} / {mean_loss(losses[:half]):.4f} "
+                        f"({train_s:.1f} s/step)"
                     )
                 print(f"seed {seed} batch {batch} step {step}: " + " | ".join(row), flush=True)
             for which in ("full", "half"):
                 k, o = first.get((KISS.name, which)), first.get((OVER.name, which))
                 print(
-                    f"seed {seed} batch {batch} val {'all' if which == 'full' else half}: steps to 0.5 × untrained — KISS {k}, over {o}"
+                    f"seed {seed} batch {batch} val {'all' if which == 'full' else half}: "
+                    f"steps to 0.5 × untrained — KISS {k}, over {o}"
                 )
 
 

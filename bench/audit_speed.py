@@ -2,7 +2,8 @@
 
 Prints per-check seconds and the total, and — as a peer measured in the same run — the time of one
 LoRA training step (forward + backward + AdamW) of the same tiny model, so the audit's cost reads
-as "N training steps". ``--model smollm2`` runs the same checks on the real model (minus kiss-lora, the training comparison).
+as "N training steps". ``--model smollm2`` runs the same checks on the real model (minus kiss-lora, the
+training comparison).
 
     .venv/bin/python bench/audit_speed.py [--model tiny|smollm2] [--smoke] [--threads N] [--kiss-budget 30]
 
@@ -79,10 +80,12 @@ def main() -> None:
         print(f"  {f.check:<18} {f.status:<9} {f.seconds:7.2f} s  {f.title}")
     target = 60 if args.model == "tiny" else 300
     print(
-        f"checks without kiss-lora total: {total:.1f} s  (target < {target} s on {args.model}: {'met' if total < target else 'MISSED'})"
+        f"checks without kiss-lora total: {total:.1f} s  "
+        f"(target < {target} s on {args.model}: {'met' if total < target else 'MISSED'})"
     )
     print(
-        f"peer: one LoRA training step (batch 4) = {step:.3f} s → the audit costs {total / step:.0f} training steps"
+        f"peer: one LoRA training step (batch 4) = {step:.3f} s → "
+        f"the audit costs {total / step:.0f} training steps"
     )
     if args.kiss_budget:
         from nbkit.audit.checks.kiss import KissConfig
@@ -93,8 +96,11 @@ def main() -> None:
         f = run_check("kiss-lora", KissConfig(budget_steps=args.kiss_budget, model=args.model), ctx).data
         fig = f.figures
         print(
-            f"kiss-lora: {time.perf_counter() - t0:.1f} s, {fig.get('steps_trained')} of {args.kiss_budget} steps per variant; "
-            f"steps to target KISS {fig.get('kiss_steps_to_target')} vs over {fig.get('over_steps_to_target')} → {verdict_kiss_steps(fig).verdict}"
+            f"kiss-lora: {time.perf_counter() - t0:.1f} s, "
+            f"{fig.get('steps_trained')} of {args.kiss_budget} steps per variant; "
+            f"steps to target KISS {fig.get('kiss_steps_to_target')} "
+            f"vs over {fig.get('over_steps_to_target')} "
+            f"→ {verdict_kiss_steps(fig).verdict}"
         )
 
 

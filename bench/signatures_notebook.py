@@ -1,13 +1,14 @@
 """Time notebook 03 headless, cold and then warm (default parameters unless --smoke), and print its LM work.
 
-    .venv/bin/python bench/signatures_notebook.py [--smoke] [--out runs/bench-03] [--cache-dir DIR] [--no-warm]
+    .venv/bin/python bench/signatures_notebook.py [--smoke] [--out runs/bench-03] [--cache-dir DIR]
+        [--no-warm]
     .venv/bin/python bench/signatures_notebook.py --compare-servers [--smoke]
 
 ``--compare-servers`` runs the notebook cold once per local server kind — llama-cpp-python's server (one
 request at a time) and llama.cpp's batching ``llama-server`` — each with a fresh cache, and prints each
 wall time, how many recorded figures that depend on the answers (scores, violation counts, the compile table)
-differ between the two, and every claim whose verdict differs (batched kernels may round differently: the differences are counted,
-and each changed verdict is listed for an explanation).
+differ between the two, and every claim whose verdict differs (batched kernels may round differently: the
+differences are counted, and each changed verdict is listed for an explanation).
 
 Target (issue 15): a full default run — every dev question in both phrasings for each module — in about
 3 minutes on 2 cores. Two runs with the same DSPy disk cache (a fresh temporary folder unless
@@ -39,9 +40,12 @@ def run(nb: Path, out: Path, smoke: bool, label: str, params: dict | None = None
         raise SystemExit(f"notebook failed ({label}): {result.error}")
     m = result.metrics
     calls = m.get("lm_calls", {})
-    print(f"{label}: {wall:.0f} s wall, ratio to the 3-min target {wall / TARGET_S:.2f}; LM calls served {calls.get('served')}, "
-          f"from cache {calls.get('from_cache')}, completion tokens served {calls.get('completion_tokens')}; "
-          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(
+        f"{label}: {wall:.0f} s wall, ratio to the 3-min target {wall / TARGET_S:.2f}; "
+        f"LM calls served {calls.get('served')}, "
+        f"from cache {calls.get('from_cache')}, completion tokens served {calls.get('completion_tokens')}; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     return m
 
 
@@ -83,7 +87,9 @@ def compare_servers(nb: Path, out: Path, smoke: bool) -> None:
     a, b = (figures(runs[k]) for k in runs)
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
     print(
-        f"measured figures (scores, violation counts, compile table, token limits): {len(a.keys() | b.keys())}; differing: {len(differ)}"
+        "measured figures (scores, violation counts, compile table, token limits): "
+        f"{len(a.keys() | b.keys())}; "
+        f"differing: {len(differ)}"
     )
     for key in differ[:40]:
         print(f"  {key}: llama-cpp-python {a.get(key)}, llama-server {b.get(key)}")
@@ -122,7 +128,8 @@ def main() -> None:
     m = run(nb, Path(args.out) / "cold", args.smoke, "cold")
     print(f"dev questions per module {m.get('dev_questions_evaluated')}; headline {m.get('headline')}")
     print(
-        f"server tokens/s, one stream (direct probe) {m.get('max_tokens_check', {}).get('lm_tokens_per_s_one_stream')}"
+        "server tokens/s, one stream (direct probe) "
+        f"{m.get('max_tokens_check', {}).get('lm_tokens_per_s_one_stream')}"
     )
     if not args.no_warm:
         warm = run(nb, Path(args.out) / "warm", args.smoke, "warm")

@@ -1,7 +1,8 @@
-"""Local LM serving for DSPy's threads: tokens/s of llama.cpp's batching ``llama-server`` at 4 and 8 concurrent
-requests against one stream, prefix reuse, today's llama-cpp-python pool, and the runaway.
+"""Local LM serving for DSPy's threads: tokens/s of llama.cpp's batching ``llama-server`` at 4 and 8
+concurrent requests against one stream, prefix reuse, today's llama-cpp-python pool, and the runaway.
 
-    .venv/bin/python bench/signatures_server.py [--max-tokens 64] [--questions 16] [--runaway-ctx 256] [--quick]
+    .venv/bin/python bench/signatures_server.py [--max-tokens 64] [--questions 16] [--runaway-ctx 256]
+        [--quick]
 
 The workload is notebook 03's: the prompts DSPy's JSON adapter builds for the typed diagnosis signature on
 dev questions (one long instruction prefix shared by every request, the question at the end), greedy,
@@ -41,7 +42,8 @@ from nbkit.signatures.server import (
 
 
 def dspy_prompts(n: int) -> list[list[dict]]:
-    """The chat messages DSPy's JSONAdapter sends for the typed signature on ``n`` dev questions (both phrasings)."""
+    """The chat messages DSPy's JSONAdapter sends for the typed signature on ``n`` dev questions (both
+    phrasings)."""
     import dspy
 
     from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases, to_examples
@@ -75,9 +77,14 @@ def run_batch(server, prompts, concurrency: int, max_tokens: int) -> dict:
     with ThreadPoolExecutor(concurrency) as ex:
         stats = list(ex.map(lambda p: server.complete(p, max_tokens=max_tokens), prompts))
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "tokens": sum(s.completion_tokens for s in stats), "texts": [s.text for s in stats],
-            "prompt": sum(s.prompt_tokens for s in stats), "cached": sum(s.cached_prompt_tokens or 0 for s in stats),
-            "cpu": server_cpu_seconds(server) - cpu0}  # fmt: skip
+    return {
+        "seconds": seconds,
+        "tokens": sum(s.completion_tokens for s in stats),
+        "texts": [s.text for s in stats],
+        "prompt": sum(s.prompt_tokens for s in stats),
+        "cached": sum(s.cached_prompt_tokens or 0 for s in stats),
+        "cpu": server_cpu_seconds(server) - cpu0,
+    }
 
 
 def main() -> None:
@@ -95,15 +102,34 @@ def main() -> None:
     args = ap.parse_args()
     n, cores = args.max_tokens, len(usable_cores())
     prompts = dspy_prompts(args.questions)
-    print(f"{cores} usable cores, load average {os.getloadavg()[0]:.2f}; {len(prompts)} DSPy prompts (typed signature, JSON adapter), "
-          f"max_tokens={n}, temperature 0; llama-server binary: {llama_server_binary()}")  # fmt: skip
+    print(
+        f"{cores} usable cores, load average {os.getloadavg()[0]:.2f}; "
+        f"{len(prompts)} DSPy prompts (typed signature, JSON adapter), "
+        f"max_tokens={n}, temperature 0; llama-server binary: {llama_server_binary()}"
+    )
 
-    setups = [("llama-cpp-python, 1 server x 1 thread", lambda: LocalLMServer(n_threads=1), (1,)),
-              (f"llama-cpp-python, pool {cores} x 1 thread (the fallback)", lambda: LocalLMPool(cores), (1, cores, 2 * cores))]  # fmt: skip
+    setups = [
+        ("llama-cpp-python, 1 server x 1 thread", lambda: LocalLMServer(n_threads=1), (1,)),
+        (
+            f"llama-cpp-python, pool {cores} x 1 thread (the fallback)",
+            lambda: LocalLMPool(cores),
+            (1, cores, 2 * cores),
+        ),
+    ]
     if llama_server_binary() is not None:
-        setups += [("llama-server, 1 x 1 thread x 8 slots", lambda: LlamaCppServer(n_threads=1, slots=8), (1, 4, 8)),
-                   (f"llama-server, pool {cores} x 1 thread x 4 slots (notebook 03)", lambda: LocalLMPool(cores, kind="llama-server", slots=4), (1, 4, 8)),
-                   (f"llama-server, 1 x {cores} threads x 8 slots", lambda: LlamaCppServer(n_threads=cores, slots=8), (1, 4, 8))]  # fmt: skip
+        setups += [
+            ("llama-server, 1 x 1 thread x 8 slots", lambda: LlamaCppServer(n_threads=1, slots=8), (1, 4, 8)),
+            (
+                f"llama-server, pool {cores} x 1 thread x 4 slots (notebook 03)",
+                lambda: LocalLMPool(cores, kind="llama-server", slots=4),
+                (1, 4, 8),
+            ),
+            (
+                f"llama-server, 1 x {cores} threads x 8 slots",
+                lambda: LlamaCppServer(n_threads=cores, slots=8),
+                (1, 4, 8),
+            ),
+        ]
     else:
         print("llama-server is not built (make setup builds it): only llama-cpp-python's server is measured")
     if args.quick:
@@ -121,12 +147,19 @@ def main() -> None:
                     reference, one_stream = r["texts"], rate  # llama-cpp-python, one stream: the baseline
                 own = own or rate
                 same = sum(a == b for a, b in zip(r["texts"], reference, strict=True))
-                print(f"{name:58s} {concurrency} in flight: {r['tokens']:4d} tokens in {r['seconds']:6.1f} s = {rate:6.1f} tokens/s, "
-                      f"x{rate / own:4.2f} this setup's one stream, x{rate / one_stream:4.2f} llama-cpp-python's; "
-                      f"answers equal to llama-cpp-python's sequential {same}/{len(prompts)}; prompt tokens {r['prompt']}, "
-                      f"from cache {r['cached']} ({r['cached'] / max(r['prompt'], 1):.0%}); "
-                      f"server CPU {r['cpu'] / r['seconds']:4.2f} cores busy, {1000 * r['cpu'] / max(r['tokens'], 1):5.1f} CPU-ms/token "
-                      f"(load {os.getloadavg()[0]:.2f})", flush=True)  # fmt: skip
+                print(
+                    f"{name:58s} {concurrency} in flight: {r['tokens']:4d} tokens in {r['seconds']:6.1f} s = "
+                    f"{rate:6.1f} tokens/s, "
+                    f"x{rate / own:4.2f} this setup's one stream, "
+                    f"x{rate / one_stream:4.2f} llama-cpp-python's; "
+                    f"answers equal to llama-cpp-python's sequential {same}/{len(prompts)}; "
+                    f"prompt tokens {r['prompt']}, "
+                    f"from cache {r['cached']} ({r['cached'] / max(r['prompt'], 1):.0%}); "
+                    f"server CPU {r['cpu'] / r['seconds']:4.2f} cores busy, "
+                    f"{1000 * r['cpu'] / max(r['tokens'], 1):5.1f} CPU-ms/token "
+                    f"(load {os.getloadavg()[0]:.2f})",
+                    flush=True,
+                )
     if args.quick:
         return
 
@@ -135,7 +168,8 @@ def main() -> None:
     with LocalLMServer(n_threads=1) as fixed:
         through = dspy_request_usage(fixed, n)
         print(
-            f"nbkit launcher, DSPy max_tokens={n}: {through['completion_tokens']} tokens (prompt {through['prompt_tokens']})"
+            f"nbkit launcher, DSPy max_tokens={n}: {through['completion_tokens']} tokens "
+            f"(prompt {through['prompt_tokens']})"
         )
     with LocalLMServer(n_ctx=args.runaway_ctx, n_threads=1, stock=True) as stock:
         t0 = time.perf_counter()
@@ -145,9 +179,12 @@ def main() -> None:
             if usage["context_full"]
             else usage["completion_tokens"]
         )
-        print(f"stock server (context {args.runaway_ctx}), DSPy max_tokens={n}: {runaway} tokens"
-              f"{' (ran until the context was full: HTTP 500)' if usage['context_full'] else ''} in {time.perf_counter() - t0:.1f} s, "
-              f"ratio to the limit {runaway / n:.1f}x")  # fmt: skip
+        print(
+            f"stock server (context {args.runaway_ctx}), DSPy max_tokens={n}: {runaway} tokens"
+            f"{' (ran until the context was full: HTTP 500)' if usage['context_full'] else ''} "
+            f"in {time.perf_counter() - t0:.1f} s, "
+            f"ratio to the limit {runaway / n:.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -144,8 +144,10 @@ def main() -> int:
     ok = True
     load = os.getloadavg()
     print(
-        f"soak: nbkit sweep {args.notebook} --smoke {' '.join('--grid ' + g for g in grid)} --jobs {args.jobs}; "
-        f"{args.rounds} rounds, {n_points} points each; load average at start {load[0]:.1f} on {os.cpu_count()} cores",
+        f"soak: nbkit sweep {args.notebook} --smoke {' '.join('--grid ' + g for g in grid)} "
+        f"--jobs {args.jobs}; "
+        f"{args.rounds} rounds, {n_points} points each; "
+        f"load average at start {load[0]:.1f} on {os.cpu_count()} cores",
         flush=True,
     )
     for rnd in range(args.first_round, args.first_round + args.rounds):
@@ -213,7 +215,8 @@ def main() -> int:
             f"round {rnd}: killed {killed or 'nothing (no worker was running)'}; first pass {first_s:.0f} s, "
             f"{resumes} resume(s), {total_s:.0f} s in all; rows {len(rows)} ({statuses.count('ok')} ok); "
             f"{len(seen)} descendant processes seen, {len(survivors)} alive after; "
-            f"first pass's parent RSS first/first-quarter max/max/last {rss[0] / 2**20:.0f}/{warm / 2**20:.0f}/"
+            "first pass's parent RSS first/first-quarter max/max/last "
+            f"{rss[0] / 2**20:.0f}/{warm / 2**20:.0f}/"
             f"{max(rss) / 2**20:.0f}/{rss[-1] / 2**20:.0f} MiB over {len(rss)} samples",
             flush=True,
         )

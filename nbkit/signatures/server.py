@@ -593,9 +593,9 @@ class LocalLMPool(_Completions):
     ``llama_cpp/server/app.py``), so DSPy's threads queue behind one decode loop; llama.cpp's
     ``llama-server`` decodes ``slots`` requests in one batch. Here each request goes to the least busy server
     with a free slot (:class:`SlotBoard`; a request waits only when all slots are busy), so ``n`` cores
-    decode ``n × slots`` requests at once and ``k`` requests in flight keep ``min(k, n)`` cores busy. Clients see one ``api_base``, as with one
-    server; at temperature 0 every server gives the answer the others would (same model, same thread
-    count — ``bench/signatures_server.py`` checks it).
+    decode ``n × slots`` requests at once and ``k`` requests in flight keep ``min(k, n)`` cores busy.
+    Clients see one ``api_base``, as with one server; at temperature 0 every server gives the answer the
+    others would (same model, same thread count — ``bench/signatures_server.py`` checks it).
 
     ``kind`` is ``"llama-server"`` (:class:`LlamaCppServer`) or ``"llama-cpp-python"``
     (:class:`LocalLMServer`, always one slot); ``"auto"`` is the first when its binary is installed.

@@ -229,7 +229,8 @@ class LabServer:
                 "--ServerApp.terminals_enabled=False",
                 # Plain contents manager: jupytext pairing must never write .py files next to the copies.
                 "--ServerApp.contents_manager_class=jupyter_server.services.contents.largefilemanager.AsyncLargeFileManager",
-                "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run cells through Lab's own commands
+                # window.jupyterapp: run cells through Lab's own commands
+                "--LabApp.expose_app_in_browser=True",
                 "--LabApp.news_url=",
                 "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
                 "--LabServerApp.open_browser=False",
@@ -374,7 +375,8 @@ def prepare_notebook(src: Path, dest_dir: Path, parameters: dict[str, Any]) -> P
 
 
 # -- the page ---------------------------------------------------------------------------------
-_JS_HELPERS = r"""
+_JS_HELPERS = (
+    r"""
 () => {
   if (window.__nbkit) return;
   const app = () => window.jupyterapp;
@@ -390,7 +392,8 @@ _JS_HELPERS = r"""
       return row.closest('.widget-vbox') || row.parentElement;
     });
   };
-  const plotOf = (root) => root.querySelector(':scope > .js-plotly-plot') || root.querySelector('.js-plotly-plot');
+  const plotOf = (root) => root.querySelector(':scope > .js-plotly-plot') """
+    r"""|| root.querySelector('.js-plotly-plot');
   const plain = (v) => {
     if (v == null) return null;
     if (ArrayBuffer.isView(v)) return Array.from(v);
@@ -414,6 +417,7 @@ _JS_HELPERS = r"""
   window.__nbkit = {app, notebook, panelRoots, plotOf, traces};
 }
 """
+)
 
 
 @dataclass
@@ -458,7 +462,8 @@ class NotebookPage:
             raise LabError(f"{self.name}: the notebook did not open in JupyterLab: {state}")
         try:
             self.page.wait_for_function(
-                "() => { const w = window.__nbkit.notebook(); const k = w && w.sessionContext.session && w.sessionContext.session.kernel;"
+                "() => { const w = window.__nbkit.notebook();"
+                " const k = w && w.sessionContext.session && w.sessionContext.session.kernel;"
                 " return !!k && k.status === 'idle'; }",
                 timeout=self.timeout_ms,
             )
@@ -498,7 +503,8 @@ class NotebookPage:
     def cell_info(self, i: int) -> dict:
         return self.page.evaluate(
             """(i) => { const c = window.__nbkit.notebook().content.widgets[i];
-                 return {type: c.model.type, first: (c.model.sharedModel.getSource().split('\\n')[0] || '').slice(0, 80)}; }""",
+                 return {type: c.model.type, """
+            """first: (c.model.sharedModel.getSource().split('\\n')[0] || '').slice(0, 80)}; }""",
             i,
         )
 
@@ -561,8 +567,10 @@ class NotebookPage:
     def widgets_shown_as_text(self) -> list[str]:
         """Widget reprs rendered as plain text ('VBox(...)'): no widget manager drew them."""
         return self.page.evaluate(
-            r"""() => [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output[data-mime-type="text/plain"]')]
-                 .map(el => el.innerText.trim()).filter(t => /^[A-Z]\w*(Box|Widget|Button|Slider|Output)\(/.test(t))
+            r"""() => [...document.querySelectorAll("""
+            r"""'.jp-Notebook .jp-OutputArea-output[data-mime-type="text/plain"]')]
+                 .map(el => el.innerText.trim())"""
+            r""".filter(t => /^[A-Z]\w*(Box|Widget|Button|Slider|Output)\(/.test(t))
                  .map(t => t.slice(0, 80))"""
         )
 
@@ -576,7 +584,8 @@ class NotebookPage:
     def widget_errors(self) -> list[str]:
         """Widget rendering failures visible in the notebook (and in the browser console)."""
         text = self.page.evaluate(
-            "() => document.querySelector('.jp-Notebook') ? document.querySelector('.jp-Notebook').innerText : ''"
+            "() => document.querySelector('.jp-Notebook') ? "
+            "document.querySelector('.jp-Notebook').innerText : ''"
         )
         found = []
         for pat in WIDGET_ERROR_PATTERNS:
@@ -594,7 +603,8 @@ class NotebookPage:
                  window.__nbkitExec = null;
                  const k = window.__nbkit.notebook().sessionContext.session.kernel;
                  const f = k.requestExecute({code, silent: false, store_history: false});
-                 f.onIOPub = (msg) => { if (msg.header.msg_type === 'error') window.__nbkitExecErr = msg.content.ename + ': ' + msg.content.evalue; };
+                 f.onIOPub = (msg) => { if (msg.header.msg_type === 'error') """
+            """window.__nbkitExecErr = msg.content.ename + ': ' + msg.content.evalue; };
                  window.__nbkitExecErr = null;
                  f.done.then(() => { window.__nbkitExec = true; }, () => { window.__nbkitExec = true; });
                }""",
@@ -619,7 +629,8 @@ class PanelView:
 
     def _eval(self, body: str, arg: Any = None):
         return self.page.evaluate(
-            f"([k, arg]) => {{ const root = window.__nbkit.panelRoots()[k]; if (!root) return null; {body} }}",
+            f"([k, arg]) => {{ const root = window.__nbkit.panelRoots()[k]; "
+            f"if (!root) return null; {body} }}",
             [self.k, arg],
         )
 
@@ -627,21 +638,30 @@ class PanelView:
         """What is visible: title, controls (kind, label, value), Run button, graph, output text."""
         return self._eval(
             r"""
-            const vis = (el) => !!el && el.getClientRects().length > 0 && el.offsetWidth > 0 && el.offsetHeight > 0;
-            const controls = [...root.querySelectorAll('.widget-gridbox > .widget-inline-hbox, .widget-gridbox > .widget-box')].map(el => {
+            const vis = (el) => !!el && el.getClientRects().length > 0 """
+            r"""&& el.offsetWidth > 0 && el.offsetHeight > 0;
+            const controls = [...root.querySelectorAll("""
+            r"""'.widget-gridbox > .widget-inline-hbox, .widget-gridbox > .widget-box')].map(el => {
               const label = [...el.querySelectorAll('.widget-label, .widget-label-basic')]
                 .map(l => (l.innerText || '').replace(/\u200b/g, '').trim()).find(t => t) || '';
               let kind = 'other', value = null;
-              if (el.classList.contains('widget-slider')) { kind = 'slider'; value = (el.querySelector('.widget-readout') || {}).innerText; }
-              else if (el.classList.contains('widget-dropdown')) { kind = 'dropdown'; value = el.querySelector('select').value; }
-              else if (el.classList.contains('widget-checkbox')) { kind = 'checkbox'; value = el.querySelector('input').checked; }
-              else if (el.classList.contains('widget-select-multiple')) { kind = 'multiselect'; value = [...el.querySelector('select').selectedOptions].map(o => o.textContent); }
-              else if (el.classList.contains('widget-text')) { kind = 'text'; value = el.querySelector('input').value; }
+              if (el.classList.contains('widget-slider')) { kind = 'slider'; """
+            r"""value = (el.querySelector('.widget-readout') || {}).innerText; }
+              else if (el.classList.contains('widget-dropdown')) { kind = 'dropdown'; """
+            r"""value = el.querySelector('select').value; }
+              else if (el.classList.contains('widget-checkbox')) { kind = 'checkbox'; """
+            r"""value = el.querySelector('input').checked; }
+              else if (el.classList.contains('widget-select-multiple')) { kind = 'multiselect'; """
+            r"""value = [...el.querySelector('select').selectedOptions].map(o => o.textContent); }
+              else if (el.classList.contains('widget-text')) { kind = 'text'; """
+            r"""value = el.querySelector('input').value; }
               return {kind, label: label.trim(), value, visible: vis(el)};
             });
-            const btn = [...root.querySelectorAll('.widget-button')].find(b => b.textContent.trim() === 'Run');
+            const btn = [...root.querySelectorAll('.widget-button')]"""
+            r""".find(b => b.textContent.trim() === 'Run');
             const gd = window.__nbkit.plotOf(root);
-            const status = btn && btn.parentElement ? btn.parentElement.innerText.replace('Run', '').trim() : '';
+            const status = btn && btn.parentElement """
+            r"""? btn.parentElement.innerText.replace('Run', '').trim() : '';
             const out = root.querySelector('.widget-output');
             return {
               title: (root.querySelector(':scope > .widget-html') || {}).innerText || '',
@@ -706,7 +726,8 @@ class PanelView:
                 return st
             self.page.wait_for_timeout(250)
         raise LabError(
-            f"{self.nb.name}: panel {self.k}: run did not finish within {timeout_s:.0f}s (status {self.status()!r})"
+            f"{self.nb.name}: panel {self.k}: run did not finish within {timeout_s:.0f}s "
+            f"(status {self.status()!r})"
         )
 
     def wait_for_traces_change(self, before, timeout_s: float = 10.0):
@@ -728,7 +749,8 @@ class PanelView:
                const r = root.getBoundingClientRect();
                const gd = window.__nbkit.plotOf(root);
                const g = gd ? gd.getBoundingClientRect() : r;
-               return {x: r.left, y: r.top, width: r.width, bottom: Math.max(g.bottom, r.top + 40), rootBottom: r.bottom};"""
+               return {x: r.left, y: r.top, width: r.width, """
+            """bottom: Math.max(g.bottom, r.top + 40), rootBottom: r.bottom};"""
         )
         viewport = self.page.viewport_size or {"height": 1000}
         self.page.wait_for_timeout(200)  # let the scroll settle before capturing

@@ -124,7 +124,8 @@ def exercise_first_panel(nb, stem: str, save_screenshot, mirror: bool = True, k:
         started = time.monotonic()
         status = view.click_run(RUN_TIMEOUT_S)
         print(
-            f"{nb.name}: {before['controls'][idx]['label']} {old!r} -> {new!r}: {status} in {time.monotonic() - started:.1f}s"
+            f"{nb.name}: {before['controls'][idx]['label']} {old!r} -> {new!r}: "
+            f"{status} in {time.monotonic() - started:.1f}s"
         )
         after = view.wait_for_traces_change(traces_before)
         label = before["controls"][idx]["label"]

@@ -83,9 +83,11 @@ def test_interrupt_stops_the_experiment_ends_its_processes_and_the_panel_runs_ag
     assert wait_gone(pids, timeout_s=5) == [], "a process of the interrupted experiment survived"
     Path(pids_file).unlink()
     check = (
-        "assert panel.error == 'interrupted' and not panel.run_button.disabled, (panel.error, panel.run_button.disabled)\n"
+        "assert panel.error == 'interrupted' and not panel.run_button.disabled, "
+        "(panel.error, panel.run_button.disabled)\n"
         "panel.controls['seconds'].value = 0\npanel.click()\n"
-        "assert panel.error is None and panel.runs == 1 and panel.result == {'seconds': 0}, (panel.error, panel.runs)\n"
+        "assert panel.error is None and panel.runs == 1 and panel.result == {'seconds': 0}, "
+        "(panel.error, panel.runs)\n"
     )
     reply = _execute(kc, check, timeout=60)
     assert reply["content"]["status"] == "ok", reply["content"]

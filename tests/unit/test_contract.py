@@ -29,7 +29,8 @@ def _theme(name):
 
 
 def _unwrap(tp) -> list[type]:
-    """The classes an annotation names: ``Result[M]`` → M, ``X | None`` → X, ``list[X]``/``Sequence[X]`` → X."""
+    """The classes an annotation names: ``Result[M]`` → M, ``X | None`` → X,
+    ``list[X]``/``Sequence[X]`` → X."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         return [t for a in typing.get_args(tp) if a is not type(None) for t in _unwrap(a)]

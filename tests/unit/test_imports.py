@@ -50,7 +50,8 @@ def test_the_scanner_finds_a_cycle_and_an_inner_import(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("from nbkit.b import x\n")
     (pkg / "b.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nbkit.c import y\nx = 1\ndef f():\n    from nbkit.a import x\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nbkit.c import y\n"
+        "x = 1\ndef f():\n    from nbkit.a import x\n"
     )
     (pkg / "c.py").write_text("from nbkit.b import x\n")
     edges, inner = g.scan(pkg)

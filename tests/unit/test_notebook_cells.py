@@ -31,7 +31,8 @@ def offences(source: str) -> list[str]:
                 ok = mod.split(".")[-1] in ALLOWED or (a.name in ALLOWED and mod.count(".") <= 1)
                 if not ok:
                     out.append(
-                        f"line {node.lineno}: from {mod} import {a.name} ({target} is not a notebook-facing module)"
+                        f"line {node.lineno}: from {mod} import {a.name} "
+                        f"({target} is not a notebook-facing module)"
                     )
     return out
 
@@ -46,8 +47,7 @@ def test_notebook_cells_only_narrate_and_call(path):
 def test_the_rule_catches_a_definition_and_a_deep_import():
     src = "import nbkit\nfrom nbkit.kg import panels, claims\nfrom nbkit.claims import claims_frame\n"
     assert offences(src) == []
-    bad = (
-        src
-        + "def show(x):\n    return x\nfrom nbkit.kg.config import preset\nimport nbkit.device\nf = lambda: 1\n"
+    bad = src + (
+        "def show(x):\n    return x\nfrom nbkit.kg.config import preset\nimport nbkit.device\nf = lambda: 1\n"
     )
     assert [o.split(":")[0] for o in offences(bad)] == ["line 4", "line 6", "line 7", "line 8"]
