@@ -115,7 +115,6 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     stack: list[str] = []
     on: set[str] = set()
     out: list[list[str]] = []
-    sys.setrecursionlimit(10000)
 
     def strong(v: str) -> None:
         index[v] = low[v] = len(index)
