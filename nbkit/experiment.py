@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from nbkit.device import pick_device
 from nbkit.errors import UsageError
+from nbkit.live import LiveFigure
 from nbkit.panels import Panel
 from nbkit.result import Result
 
@@ -157,6 +158,10 @@ class Experiment(Generic[C, M]):
     Metrics: type[M]
     run: Callable[[C, Any, Any], Result[M]]
     help: str = ""
+    # The live figure its panel streams into: title (default: the experiment's) and axis labels.
+    figure_title: str = ""
+    xaxis: str = ""
+    yaxis: str = ""
 
     def config(self, smoke: bool = False, **overrides: Any) -> C:
         """This experiment's config: its SMOKE preset or defaults, with ``overrides`` (see
@@ -249,6 +254,19 @@ def panel(
     def run(params: C, live: Any = None) -> Result[M]:
         return experiment.run(params, ctx, live)
 
+    figure = None
+    if experiment.figure_title or experiment.xaxis or experiment.yaxis:
+        figure = LiveFigure(
+            experiment.figure_title or experiment.title,
+            xaxis=experiment.xaxis,
+            yaxis=experiment.yaxis,
+            widget=widget,
+        )
     return Panel(
-        cfg, run, title=experiment.title if title is None else title, widget=widget, show_result=show_result
+        cfg,
+        run,
+        title=experiment.title if title is None else title,
+        figure=figure,
+        widget=widget,
+        show_result=show_result,
     )

@@ -664,15 +664,28 @@ def run_pitfalls(
 
 
 # -- the registry ---------------------------------------------------------------------------------
+_CURVES = {"xaxis": "epoch", "yaxis": "loss / valid MRR"}  # what the training panels stream
 REGISTRY.register(Experiment("load", "Load, split and leakage", LoadConfig, LoadMetrics, run_load))
 REGISTRY.register(
     Experiment(
-        "selection", "Choices made on the validation split", SelectionConfig, SelectionMetrics, run_selection
+        "selection",
+        "Choices made on the validation split",
+        SelectionConfig,
+        SelectionMetrics,
+        run_selection,
+        figure_title="selection: train loss and validation MRR per candidate",
+        **_CURVES,
     )
 )
 REGISTRY.register(
     Experiment(
-        "ablation", "KG link prediction: the ablation ladder", AblationConfig, AblationMetrics, run_ablation
+        "ablation",
+        "KG link prediction: the ablation ladder",
+        AblationConfig,
+        AblationMetrics,
+        run_ablation,
+        figure_title="ablation ladder: train loss and validation MRR (first seed)",
+        **_CURVES,
     )
 )
 REGISTRY.register(
@@ -682,10 +695,20 @@ REGISTRY.register(
         DownstreamConfig,
         DownstreamMetrics,
         run_downstream,
+        figure_title="downstream: macro-F1",
+        **_CURVES,
     )
 )
 REGISTRY.register(
-    Experiment("aggr", "Is aggr='mean' more stable than 'add'?", AggrConfig, AggrMetrics, run_aggr)
+    Experiment(
+        "aggr",
+        "Is aggr='mean' more stable than 'add'?",
+        AggrConfig,
+        AggrMetrics,
+        run_aggr,
+        figure_title="RGCN aggr=mean vs add: loss per seed",
+        **_CURVES,
+    )
 )
 REGISTRY.register(
     Experiment(
@@ -694,6 +717,8 @@ REGISTRY.register(
         MinibatchConfig,
         MinibatchMetrics,
         run_minibatch,
+        figure_title="rung 5: sampled vs full-graph message passing, same loss",
+        **_CURVES,
     )
 )
 REGISTRY.register(
@@ -703,6 +728,8 @@ REGISTRY.register(
         ScaleConfig,
         MinibatchMetrics,
         run_minibatch,
+        figure_title="rung 5 mini-batch on a Hetionet-sized graph",
+        **_CURVES,
     )
 )
 REGISTRY.register(

@@ -672,7 +672,16 @@ for _exp in (
         run_memory_model,
     ),
     Experiment("ds_config", "Your ds_config, key by key", DsConfigConfig, DsConfigMetrics, run_ds_config),
-    Experiment("ladder", "ZeRO ladder: real DeepSpeed ranks", LadderConfig, LadderMetrics, run_ladder),
+    Experiment(
+        "ladder",
+        "ZeRO ladder: real DeepSpeed ranks",
+        LadderConfig,
+        LadderMetrics,
+        run_ladder,
+        figure_title="ZeRO ladder: loss per step (streamed from rank 0)",
+        xaxis="step",
+        yaxis="loss",
+    ),
     Experiment(
         "crossover",
         "Where ZeRO starts to pay: per-rank peak vs model size",
@@ -700,6 +709,9 @@ for _exp in (
         FragmentationConfig,
         FragmentationMetrics,
         run_fragmentation,
+        figure_title="allocator gap ratio per step",
+        xaxis="step",
+        yaxis="(reserved − allocated) / reserved",
     ),
     Experiment(
         "specdec",
@@ -707,6 +719,9 @@ for _exp in (
         SpecDecConfig,
         SpecDecMetrics,
         run_specdec,
+        figure_title="speculative speedup per prompt",
+        xaxis="prompt",
+        yaxis="× tokens/s",
     ),
 ):
     REGISTRY.register(_exp)
