@@ -129,10 +129,10 @@ class Check(Experiment):
             Metrics,
             run,
             (finding.__doc__ or "").strip().split("\n")[0],
-            number,
-            needs,
-            finding,
-            values_from,
+            number=number,
+            needs=needs,
+            finding=finding,
+            values_from=values_from,
         )
 
     def lacks_section(self, audit: AuditConfig) -> bool:
