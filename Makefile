@@ -52,11 +52,14 @@ sync: setup
 	$(VENV)/bin/nbstripout notebooks/*.ipynb
 
 ## Lint: ruff's rules (line length, E501 at 110, included) and ruff's formatting on FORMATTED (pyproject's
-## extend-exclude keeps pscheck's corpus and fixtures out); mypy on TYPED (the experiment contract and
-## the run harness); pscheck on nbkit's own pydantic schemas.
+## extend-exclude keeps pscheck's corpus and fixtures out); mypy on TYPED (the experiment contract, the run
+## harness, and each theme's claims and metrics: a claim reading a field its metrics lack fails here);
+## pscheck on nbkit's own pydantic schemas.
 FORMATTED := nbkit tests bench scripts
 TYPED := $(addprefix nbkit/,$(addsuffix .py,experiment result claims errors record procs runfolder \
-	runner catalog params execute pool timings publish))
+	runner catalog params execute pool timings publish)) \
+	$(foreach t,kg zero signatures audit,nbkit/$(t)/claims.py) \
+	$(foreach t,kg zero signatures,nbkit/$(t)/metrics.py)
 
 lint: setup
 	$(VENV)/bin/ruff check $(FORMATTED)

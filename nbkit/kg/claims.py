@@ -447,7 +447,7 @@ def scale_claim(scale: Result[MinibatchMetrics] | None = None) -> Claim:
     min_rise = curve_min_rise(ceiling_mrr)
     limit = f"{CURVE_MIN_RISE_SHARE:.0%} of the ceiling MRR" if ceiling_mrr else "absolute, no ceiling known"
     gains = curve_gains(first, last)
-    if gains:
+    if gains and row is not None:  # gains come from the rows, so a row exists
         s, m = row.curve_train_s, row.curve_valid_mrr
         ceiling = f"; ceiling {ceiling_mrr:.4f}" if ceiling_mrr else ""
         measured = (
