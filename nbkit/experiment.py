@@ -27,16 +27,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from nbkit.device import pick_device
 from nbkit.errors import UsageError
 from nbkit.live import LiveFigure
 from nbkit.panels import Panel
 from nbkit.result import Result
-
-if TYPE_CHECKING:
-    from nbkit.live import LiveFigure
 
 __all__ = ["Context", "Experiment", "Registry", "Result", "config_for", "panel", "param"]
 
@@ -168,13 +165,6 @@ class Experiment(Generic[C, M]):
         :func:`config_for`)."""
         return config_for(self.Config, smoke, **overrides)
 
-    def __call__(self, cfg: C | None = None, ctx: Any = None, live: LiveFigure | None = None) -> Result[M]:
-        """Run it headless: ``cfg`` defaults to ``Config()``; ``ctx`` to a fresh context is the theme's
-        job."""
-        if ctx is None:
-            raise TypeError(f"experiment {self.slug!r} needs its theme's context (ctx=...)")
-        return self.run(cfg if cfg is not None else self.Config(), ctx, live)
-
 
 class Registry:
     """A theme's experiments by slug, in registration order."""
@@ -228,6 +218,14 @@ class Registry:
     @property
     def slugs(self) -> list[str]:
         return list(self._experiments)
+
+    def run(
+        self, slug: str, ctx: Any, *, smoke: bool = False, live: LiveFigure | None = None, **overrides: Any
+    ) -> Result[Any]:
+        """Run experiment ``slug`` headless in ``ctx``: its SMOKE preset or defaults with ``overrides`` (an
+        unknown one is a :class:`UsageError`) — what its panel's Run button runs, without the panel."""
+        experiment = self[slug]
+        return experiment.run(experiment.config(smoke, **overrides), ctx, live)
 
     def metrics_types(self) -> set[type]:
         """Every metrics dataclass a registered experiment produces (what claims may read)."""

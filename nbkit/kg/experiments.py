@@ -748,8 +748,7 @@ def run(
 ) -> Result:
     """Run the registered experiment ``slug`` headless in ``ctx``: its SMOKE preset or defaults, with
     ``overrides`` (an unknown one is a UsageError) — what a panel's Run button runs, without the panel."""
-    experiment = REGISTRY[slug]
-    return experiment.run(experiment.config(smoke, **overrides), ctx, live)
+    return REGISTRY.run(slug, ctx, smoke=smoke, live=live, **overrides)
 
 
 # -- what the notebook prints and records ---------------------------------------------------------

@@ -139,8 +139,7 @@ def run(
     slug: str, ctx: ZeroContext, *, smoke: bool = False, live: LiveFigure | None = None, **overrides: Any
 ) -> Result:
     """Run a registered experiment headless: its config from ``smoke`` and ``overrides``."""
-    exp = REGISTRY[slug]
-    return exp.run(exp.config(smoke, **overrides), ctx, live)
+    return REGISTRY.run(slug, ctx, smoke=smoke, live=live, **overrides)
 
 
 # -- the memory model -----------------------------------------------------------------------------

@@ -140,6 +140,9 @@ def test_registry_config_and_panel():
         p = panel(exp, ctx, smoke=True, widget=False)
         assert p.run().metrics == _M(2)
         assert p.run(steps=5).metrics.total == 10
+        assert reg.run("double", ctx, smoke=True, steps=3).metrics == _M(6)
+        with pytest.raises(UsageError):
+            reg.run("double", ctx, stpes=3)
         assert ctx._cache
     assert ctx.closed and not ctx._cache
 
