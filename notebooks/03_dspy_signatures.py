@@ -79,7 +79,7 @@ experiments.device_report()
 # search's candidates) are made on **val**, programs are compared on **dev**, **test** is touched once.
 
 # %%
-data = experiments.run_data(experiments.run_data.config(SMOKE), ctx)
+data = experiments.run("data", ctx, smoke=SMOKE)
 nbkit.record("dataset", data.metrics)
 display(data.table)
 data.metrics
@@ -94,7 +94,7 @@ data.metrics
 # is kept as written, for comparison.
 
 # %%
-signature = experiments.run_signature(experiments.run_signature.config(SMOKE), ctx)
+signature = experiments.run("signature", ctx, smoke=SMOKE)
 display(signature.table)
 signature.metrics
 

@@ -106,6 +106,7 @@ __all__ = [
     "device_report",
     "headline",
     "local_server_kwargs",
+    "run",
     "save_load_roundtrip",
 ]
 
@@ -348,6 +349,19 @@ def local_server_kwargs(cfg: SessionConfig, device_type: str, kind: str, cores: 
 def _plain(value):
     """Round floats for the record; NaN stays NaN."""
     return round(value, 4) if isinstance(value, float) and value == value else value
+
+
+def run(
+    slug: str,
+    ctx: SignaturesContext,
+    *,
+    smoke: bool = False,
+    live: LiveFigure | None = None,
+    **overrides: Any,
+) -> Result:
+    """Run the registered experiment ``slug`` headless in ``ctx``: its SMOKE preset or defaults, with
+    ``overrides`` (an unknown one is a UsageError) — what a panel's Run button runs, without the panel."""
+    return REGISTRY.run(slug, ctx, smoke=smoke, live=live, **overrides)
 
 
 # -- the data and the signature ----------------------------------------------------------------

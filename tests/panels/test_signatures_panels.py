@@ -127,10 +127,10 @@ def test_history_panel_reports_calls(ctx):
 
 def test_data_and_signature_experiments(ctx):
     """The notebook's data and example-first cells: counts of what the context loaded, the derived bounds."""
-    data = experiments.run_data(experiments.run_data.config(), ctx)
+    data = experiments.run("data", ctx)
     assert data.metrics.cases == len(ctx.cases) and data.metrics.dev == len(ctx.splits.dev)
     assert list(data.table.columns) == ["id", "conditions", "standard", "colloquial"] and len(data.table) == 3
-    signature = experiments.run_signature(experiments.run_signature.config(smoke=True), ctx)
+    signature = experiments.run("signature", ctx, smoke=True)
     assert (
         signature.metrics.max_reasoning_words >= 50
         and 0 <= signature.metrics.confidence_min < signature.metrics.confidence_max
