@@ -220,11 +220,14 @@ ask.table
 # ## History viewer
 #
 # `inspect_history` of the context's LM: the exact prompt DSPy built, the raw response, and the
-# completion tokens of the last calls against `max_tokens`.
+# completion tokens of the last calls against `max_tokens`. `lm_slots` records how full the local servers'
+# slots were while they served (1.0: every slot of every server decoding; `bench/signatures_slots.py` gives
+# the same per section).
 
 # %%
 history = panels.panel("history", ctx, smoke=SMOKE).display().run()
 nbkit.record("lm_calls", history.metrics.calls)  # served by the LM in this run vs answered from DSPy's cache
+nbkit.record("lm_slots", history.metrics.slots)  # how full the local servers' slots were while serving
 
 # %% [markdown]
 # ## Your own contract

@@ -85,6 +85,7 @@ from nbkit.signatures.metrics import (
     RetrievalMetrics,
     RoundtripMetrics,
     SignatureMetrics,
+    SlotFill,
     TokenLimitMetrics,
     UserContractMetrics,
 )
@@ -97,7 +98,7 @@ if TYPE_CHECKING:
     from nbkit.signatures.cases import KnowledgeBase, Splits
     from nbkit.signatures.evaluation import EvalResult
     from nbkit.signatures.lm import LMHandle
-    from nbkit.signatures.server import LocalLMPool
+    from nbkit.signatures.server import LocalLMPool, Occupancy
 
 __all__ = [
     "REGISTRY",
@@ -198,6 +199,28 @@ class SignaturesContext(Context):
     def serving(self) -> str:
         """Who answers and how many requests at once (one line for the notebook)."""
         return f"{self.server.label if self.server else 'remote'}: {self.num_threads} parallel requests"
+
+    def occupancy(self) -> Occupancy | None:
+        """How full the local servers' slots have been since they started (None for a remote LM or before
+        :meth:`start_lm`); subtract two snapshots for one stretch of work."""
+        if self._handle is None or self.server is None or not hasattr(self.server, "occupancy"):
+            return None
+        return self.server.occupancy()
+
+    def slot_fill(self, since: Occupancy | None = None) -> SlotFill | None:
+        """:meth:`occupancy` (since the snapshot ``since``) as rounded figures to record."""
+        o = self.occupancy()
+        if o is None:
+            return None
+        o = o - since if since is not None else o
+        return SlotFill(
+            capacity=o.capacity,
+            requests=o.requests,
+            serving_seconds=round(o.serving_seconds, 1),
+            mean_in_flight=None if o.mean_in_flight is None else round(o.mean_in_flight, 2),
+            fill=None if o.fill is None else round(o.fill, 3),
+            queued_seconds=round(o.queued_seconds, 1),
+        )
 
     def seconds(self) -> float:
         """Seconds since this context was opened."""
@@ -882,7 +905,7 @@ def run_history(
     fig.add_bar(name="completion tokens", x=list(range(len(tokens))), y=tokens)
     fig.add_scatter(name="max_tokens", x=list(range(len(tokens))), y=[max_tokens] * len(tokens), mode="lines")
     return Result(
-        metrics=HistoryMetrics(calls=ctx.calls_summary()),
+        metrics=HistoryMetrics(calls=ctx.calls_summary(), slots=ctx.slot_fill()),
         figure=fig,
         data={"text": buf.getvalue(), "tokens": tokens},
     )

@@ -183,10 +183,25 @@ class LMCalls:
 
 
 @dataclass(frozen=True)
+class SlotFill:
+    """How full the local servers' slots were while they served (see ``server.Occupancy``): requests in slots
+    on average while any was, as a share of ``capacity`` (servers × slots); ``queued_seconds``: time requests
+    waited because every slot was busy."""
+
+    capacity: int
+    requests: int
+    serving_seconds: float
+    mean_in_flight: float | None
+    fill: float | None
+    queued_seconds: float
+
+
+@dataclass(frozen=True)
 class HistoryMetrics:
-    """The context's LM calls so far."""
+    """The context's LM calls so far, and how full the local servers' slots were (None for a remote LM)."""
 
     calls: LMCalls
+    slots: SlotFill | None = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -563,27 +564,103 @@ class SlotBoard:
     index, so the choice is deterministic for a given sequence of events.
     """
 
-    def __init__(self, servers: list[Any], slots: int) -> None:
+    def __init__(
+        self, servers: list[Any], slots: int, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.servers = list(servers)
         self.slots = slots
         self.busy = [0] * len(self.servers)
         self._cond = threading.Condition()
+        # What the board saw, integrated over time at every change (see :class:`Occupancy`).
+        self._clock = clock
+        self._start = self._last = clock()
+        self._waiting = 0
+        self._requests = 0
+        self._request_s = self._busy_s = self._queued_s = 0.0
+
+    def _advance(self) -> None:
+        now = self._clock()
+        dt, self._last = now - self._last, now
+        in_flight = sum(self.busy)
+        self._request_s += in_flight * dt
+        self._queued_s += self._waiting * dt
+        if in_flight:
+            self._busy_s += dt
 
     def acquire(self) -> Any:
         with self._cond:
-            while True:
-                open_ = [i for i, b in enumerate(self.busy) if b < self.slots]
-                if open_:
-                    i = min(open_, key=lambda j: (self.busy[j], j))
-                    self.busy[i] += 1
-                    return self.servers[i]
-                self._cond.wait()
+            self._advance()
+            self._waiting += 1
+            try:
+                while True:
+                    open_ = [i for i, b in enumerate(self.busy) if b < self.slots]
+                    if open_:
+                        i = min(open_, key=lambda j: (self.busy[j], j))
+                        self._advance()
+                        self.busy[i] += 1
+                        self._requests += 1
+                        return self.servers[i]
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
 
     def release(self, server: Any) -> None:
         with self._cond:
+            self._advance()
             i = next(j for j, s in enumerate(self.servers) if s is server)
             self.busy[i] -= 1
             self._cond.notify()
+
+    def occupancy(self) -> Occupancy:
+        """What the board has seen since it was made (subtract two snapshots for a stretch of work)."""
+        with self._cond:
+            self._advance()
+            return Occupancy(
+                seconds=self._last - self._start,
+                serving_seconds=self._busy_s,
+                request_seconds=self._request_s,
+                queued_seconds=self._queued_s,
+                requests=self._requests,
+                capacity=len(self.servers) * self.slots,
+            )
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """How full a pool's slots were: the question "does this section keep the batch full?".
+
+    ``serving_seconds``: wall time with at least one request in a slot; ``request_seconds``: the sum over
+    requests of their time in a slot; ``queued_seconds``: the sum of the time requests waited for a free
+    slot (non-zero only when every slot was busy). Cumulative; ``later - earlier`` is one stretch's.
+    """
+
+    seconds: float
+    serving_seconds: float
+    request_seconds: float
+    queued_seconds: float
+    requests: int
+    capacity: int
+
+    def __sub__(self, earlier: Occupancy) -> Occupancy:
+        return Occupancy(
+            seconds=self.seconds - earlier.seconds,
+            serving_seconds=self.serving_seconds - earlier.serving_seconds,
+            request_seconds=self.request_seconds - earlier.request_seconds,
+            queued_seconds=self.queued_seconds - earlier.queued_seconds,
+            requests=self.requests - earlier.requests,
+            capacity=self.capacity,
+        )
+
+    @property
+    def mean_in_flight(self) -> float | None:
+        """Requests in slots on average while any was (None when nothing was served)."""
+        return self.request_seconds / self.serving_seconds if self.serving_seconds > 0 else None
+
+    @property
+    def fill(self) -> float | None:
+        """``mean_in_flight`` as a share of the slots: 1.0 is a full batch on every server."""
+        m = self.mean_in_flight
+        return None if m is None else m / self.capacity
 
 
 class LocalLMPool(_Completions):
@@ -661,6 +738,11 @@ class LocalLMPool(_Completions):
         self.port: int | None = None
         self._httpd = None
         self._thread = None
+        self._board: SlotBoard | None = None
+
+    def occupancy(self) -> Occupancy | None:
+        """How full the slots have been since :meth:`start` (None before it)."""
+        return None if self._board is None else self._board.occupancy()
 
     @property
     def capacity(self) -> int:
@@ -691,7 +773,7 @@ class LocalLMPool(_Completions):
         except BaseException:
             self.stop()
             raise
-        board = SlotBoard(self.servers, self.slots)
+        board = self._board = SlotBoard(self.servers, self.slots)
         pool = self
 
         class Dispatch(http.server.BaseHTTPRequestHandler):

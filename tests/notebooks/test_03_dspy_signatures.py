@@ -47,6 +47,10 @@ def test_the_token_limit_reaches_the_server_and_the_stock_server_runs_away(metri
     assert check["dspy_through_session"] <= limit
     assert check["stock_dspy_tokens"] > limit  # reproduced: the stock server ignores DSPy's field
     assert metrics["lm_calls"]["over_max_tokens"] == 0 and metrics["lm_calls"]["calls"] > 5
+    slots = metrics["lm_slots"]  # how full the local servers' slots were: every served call went through them
+    assert slots["requests"] >= metrics["lm_calls"]["served"] and slots["capacity"] >= 1
+    assert 0 < slots["fill"] <= 1 and 1 <= slots["mean_in_flight"] <= slots["capacity"]
+    assert 0 < slots["serving_seconds"] and slots["queued_seconds"] >= 0
 
 
 def test_retriever_chosen_on_validation(metrics):

@@ -756,3 +756,40 @@ def test_slot_board_sends_each_request_to_the_least_busy_server():
     board.release(a)
     t.join(2)
     assert got == [a]
+
+
+def test_slot_board_integrates_how_full_the_slots_were():
+    """A fake clock: 1 request for 2 s, then 3 for 1 s, then a 4th waits 1 s for a slot of 2 × 2."""
+    import threading
+
+    from nbkit.signatures.server import SlotBoard
+
+    now = [0.0]
+    a, b = object(), object()
+    board = SlotBoard([a, b], slots=2, clock=lambda: now[0])
+    before = board.occupancy()
+    assert before.mean_in_flight is None and before.fill is None  # nothing served yet
+    board.acquire()
+    now[0] = 2.0
+    board.acquire(), board.acquire()
+    now[0] = 3.0
+    third = board.occupancy() - before
+    assert third.serving_seconds == 3.0 and third.request_seconds == 1 * 2 + 3 * 1
+    assert third.mean_in_flight == 5 / 3 and third.fill == 5 / 12 and third.requests == 3
+    board.acquire()  # the 4th slot: now full
+    waiter = threading.Thread(target=board.acquire)
+    waiter.start()
+    while board._waiting == 0:  # the 5th is waiting for a slot
+        threading.Event().wait(0.01)
+    now[0] = 4.0
+    board.release(a)
+    waiter.join(2)
+    o = board.occupancy() - before
+    assert o.queued_seconds == 1.0 and o.requests == 5 and o.capacity == 4
+    assert o.request_seconds == 5 + 4 * 1 and o.serving_seconds == 4.0 and o.seconds == 4.0
+    idle = board.occupancy()
+    now[0] = 10.0
+    for s in (a, b, b):
+        board.release(s)
+    now[0] = 12.0
+    assert (board.occupancy() - idle).request_seconds == 4 * 6 + 1 * 2  # 4 in slots until t=10, then 1

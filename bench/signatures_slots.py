@@ -1,0 +1,91 @@
+"""Does each section of notebook 03 keep the local LM servers' slots full? Per section, cold cache.
+
+    .venv/bin/python bench/signatures_slots.py [--smoke] [--cache-dir DIR]
+
+Runs notebook 03's experiments in this process, in the notebook's order and at its default parameters
+(SMOKE presets with ``--smoke``), with a fresh DSPy disk cache (a temporary folder unless
+``--cache-dir``), and prints per section: wall seconds, requests served, seconds with at least one request
+in a slot, mean requests in slots while serving, that as a share of the slots (servers × slots: the batch the
+servers could decode), and the seconds requests queued for a slot. A section whose slots sit mostly empty
+leaves cores idle; one that queues could use more slots. The servers' CPU seconds (their processes' user
++ system time) say what the section cost the machine.
+
+Read it on an idle machine (the load average is printed): the figures are wall-clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+
+def server_cpu_seconds(ctx) -> float:
+    """User + system CPU seconds of the local servers' processes so far (0 when there are none)."""
+    import psutil
+
+    total = 0.0
+    for server in getattr(ctx.server, "servers", []) or []:
+        proc = getattr(server, "process", None)
+        if proc is None:
+            continue
+        try:
+            p = psutil.Process(proc.pid)
+            for q in (p, *p.children(recursive=True)):
+                t = q.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="SMOKE presets (fast)")
+    ap.add_argument("--cache-dir", default="", help="DSPy's disk cache (default: a fresh temporary folder)")
+    args = ap.parse_args()
+    cache = args.cache_dir or tempfile.mkdtemp(prefix="nbkit-slots-cache-")
+    os.environ["NBKIT_CACHE_DIR"] = cache  # before DSPy is imported: its cache lives there
+
+    from nbkit.signatures import experiments
+
+    smoke = args.smoke
+    print(f"load average {os.getloadavg()[0]:.2f}; DSPy cache {cache}; {'SMOKE' if smoke else 'defaults'}")
+    ctx = experiments.SignaturesContext.open(smoke)
+    try:
+        ctx.start_lm()
+        print(ctx.serving(), flush=True)
+        print(
+            f"{'section':14s} {'wall s':>7s} {'served':>6s} {'serving s':>9s} {'in slots':>8s} "
+            f"{'fill':>5s} {'queued s':>8s} {'server CPU-s':>12s}"
+        )
+        whole, cpu0, t00 = ctx.occupancy(), server_cpu_seconds(ctx), time.perf_counter()
+
+        def line(name: str, wall: float, fill, cpu: float) -> str:
+            return (
+                f"{name:14s} {wall:7.1f} {fill.requests:6d} {fill.serving_seconds:9.1f} "
+                f"{fill.mean_in_flight or 0:8.2f} {fill.fill or 0:5.0%} {fill.queued_seconds:8.1f} "
+                f"{cpu:12.1f}"
+            )
+
+        for slug in ("token_limit", "retrieval", "modules", "contracts", "compile", "ask"):
+            before, cpu, t0 = ctx.occupancy(), server_cpu_seconds(ctx), time.perf_counter()
+            experiments.run(slug, ctx, smoke=smoke)
+            wall = time.perf_counter() - t0
+            fill = ctx.slot_fill(since=before)
+            cpu = server_cpu_seconds(ctx) - cpu
+            if fill is None:
+                print(f"{slug:14s} {wall:7.1f}  (no local servers: nothing to measure)")
+                continue
+            print(line(slug, wall, fill, cpu), flush=True)
+        fill = ctx.slot_fill(since=whole)
+        if fill is not None:
+            print(line("all", time.perf_counter() - t00, fill, server_cpu_seconds(ctx) - cpu0))
+        print(f"capacity {fill.capacity if fill else '-'} slots; load average {os.getloadavg()[0]:.2f}")
+    finally:
+        ctx.close()
+
+
+if __name__ == "__main__":
+    main()
