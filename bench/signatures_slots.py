@@ -1,6 +1,6 @@
 """Does each section of notebook 03 keep the local LM servers' slots full? Per section, cold cache.
 
-    .venv/bin/python bench/signatures_slots.py [--smoke] [--cache-dir DIR]
+    .venv/bin/python bench/signatures_slots.py [--smoke] [--cache-dir DIR] [--slots N] [--servers N]
 
 Runs notebook 03's experiments in this process, in the notebook's order and at its default parameters
 (SMOKE presets with ``--smoke``), with a fresh DSPy disk cache (a temporary folder unless
@@ -44,6 +44,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="SMOKE presets (fast)")
     ap.add_argument("--cache-dir", default="", help="DSPy's disk cache (default: a fresh temporary folder)")
+    ap.add_argument(
+        "--slots", type=int, default=0, help="requests each llama-server decodes together (0: default)"
+    )
+    ap.add_argument(
+        "--servers", type=int, default=-1, help="local servers (0: one per usable core; default: as 03)"
+    )
     args = ap.parse_args()
     cache = args.cache_dir or tempfile.mkdtemp(prefix="nbkit-slots-cache-")
     os.environ["NBKIT_CACHE_DIR"] = cache  # before DSPy is imported: its cache lives there
@@ -51,8 +57,14 @@ def main() -> None:
     from nbkit.signatures import experiments
 
     smoke = args.smoke
-    print(f"load average {os.getloadavg()[0]:.2f}; DSPy cache {cache}; {'SMOKE' if smoke else 'defaults'}")
-    ctx = experiments.SignaturesContext.open(smoke)
+    overrides = {"slots": args.slots} if args.slots else {}
+    if args.servers >= 0:
+        overrides["servers"] = args.servers
+    print(
+        f"load average {os.getloadavg()[0]:.2f}; DSPy cache {cache}; {'SMOKE' if smoke else 'defaults'}"
+        f"{' with ' + str(overrides) if overrides else ''}"
+    )
+    ctx = experiments.SignaturesContext.open(smoke, **overrides)
     try:
         ctx.start_lm()
         print(ctx.serving(), flush=True)
