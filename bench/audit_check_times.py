@@ -1,4 +1,4 @@
-"""Bench: wall and CPU seconds of each of notebook 04's checks at the notebook's defaults (issue 15 item 6).
+"""Bench: wall and CPU seconds of each of notebook 04's checks at the notebook's defaults.
 
 Runs the checks the way notebook 04 does — one context on the audit's model (SmolLM2 by default), the
 ``kiss-lora`` section with the notebook's ``KissConfig``, the trainer-config checks on a context that

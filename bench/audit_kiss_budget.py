@@ -1,4 +1,4 @@
-"""Bench: how small can kiss-lora's run be and still reach the same verdict? (issue 15 item 6)
+"""Bench: how small can kiss-lora's run be and still reach the same verdict?
 
 Trains KISS (q/v r8) and the over-parameterised LoRA (q/v/o r64) in lock-step on the audit's model,
 evaluating after **every** step on the validation set, and prints per step each variant's

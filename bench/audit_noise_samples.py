@@ -1,4 +1,4 @@
-"""Bench: how many gradient samples per length does the √L claim need? (issue 15 item 6)
+"""Bench: how many gradient samples per length does the √L claim need?
 
 grad-accumulation fits gradient-noise variance ∝ L^slope on SmolLM2 and the claim "scale accumulation
 by √L" is decided by whether the slope's 95 % bootstrap interval contains -0.5. This draws the

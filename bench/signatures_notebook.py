@@ -10,7 +10,7 @@ wall time, how many recorded figures that depend on the answers (scores, violati
 differ between the two, and every claim whose verdict differs (batched kernels may round differently: the
 differences are counted, and each changed verdict is listed for an explanation).
 
-Target (issue 15): a full default run — every dev question in both phrasings for each module — in about
+Target: a full default run — every dev question in both phrasings for each module — in about
 3 minutes on 2 cores. Two runs with the same DSPy disk cache (a fresh temporary folder unless
 ``--cache-dir``): **cold** (every LM call served by the local llama.cpp servers) and **warm** (the same
 requests answered from the cache, as on a re-run after an unrelated change). Each line prints the wall

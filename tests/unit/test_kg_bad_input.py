@@ -1,5 +1,5 @@
 """Bad input to the KG loaders and splits: one clear UsageError naming the input and what was
-expected — no traceback from pyarrow/gzip, no silent coercion, no crash deep in torch (issue 16)."""
+expected — no traceback from pyarrow/gzip, no silent coercion, no crash deep in torch."""
 
 import gzip
 import math
