@@ -20,24 +20,7 @@ import os
 import tempfile
 import time
 
-
-def server_cpu_seconds(ctx) -> float:
-    """User + system CPU seconds of the local servers' processes so far (0 when there are none)."""
-    import psutil
-
-    total = 0.0
-    for server in getattr(ctx.server, "servers", []) or []:
-        proc = getattr(server, "process", None)
-        if proc is None:
-            continue
-        try:
-            p = psutil.Process(proc.pid)
-            for q in (p, *p.children(recursive=True)):
-                t = q.cpu_times()
-                total += t.user + t.system
-        except psutil.Error:
-            pass
-    return total
+from signatures_server import server_cpu_seconds  # this folder's token bench (run as a script: on sys.path)
 
 
 def main() -> None:
@@ -67,12 +50,14 @@ def main() -> None:
     ctx = experiments.SignaturesContext.open(smoke, **overrides)
     try:
         ctx.start_lm()
+        if ctx.server is None:
+            raise SystemExit("the LM is not served by local servers: no slots to measure")
         print(ctx.serving(), flush=True)
         print(
             f"{'section':14s} {'wall s':>7s} {'served':>6s} {'serving s':>9s} {'in slots':>8s} "
             f"{'fill':>5s} {'queued s':>8s} {'server CPU-s':>12s}"
         )
-        whole, cpu0, t00 = ctx.occupancy(), server_cpu_seconds(ctx), time.perf_counter()
+        whole, cpu0, t00 = ctx.occupancy(), server_cpu_seconds(ctx.server), time.perf_counter()
 
         def line(name: str, wall: float, fill, cpu: float) -> str:
             return (
@@ -82,19 +67,15 @@ def main() -> None:
             )
 
         for slug in ("token_limit", "retrieval", "modules", "contracts", "compile", "ask"):
-            before, cpu, t0 = ctx.occupancy(), server_cpu_seconds(ctx), time.perf_counter()
+            before, cpu, t0 = ctx.occupancy(), server_cpu_seconds(ctx.server), time.perf_counter()
             experiments.run(slug, ctx, smoke=smoke)
             wall = time.perf_counter() - t0
             fill = ctx.slot_fill(since=before)
-            cpu = server_cpu_seconds(ctx) - cpu
-            if fill is None:
-                print(f"{slug:14s} {wall:7.1f}  (no local servers: nothing to measure)")
-                continue
+            cpu = server_cpu_seconds(ctx.server) - cpu
             print(line(slug, wall, fill, cpu), flush=True)
         fill = ctx.slot_fill(since=whole)
-        if fill is not None:
-            print(line("all", time.perf_counter() - t00, fill, server_cpu_seconds(ctx) - cpu0))
-        print(f"capacity {fill.capacity if fill else '-'} slots; load average {os.getloadavg()[0]:.2f}")
+        print(line("all", time.perf_counter() - t00, fill, server_cpu_seconds(ctx.server) - cpu0))
+        print(f"capacity {fill.capacity} slots; load average {os.getloadavg()[0]:.2f}")
     finally:
         ctx.close()
 

@@ -82,6 +82,9 @@ __all__ = [
 
 EVAL_NEGATIVES_SEED = 12345  # the fixed AUC negatives: the same pairs for every rung and seed
 REGISTRY = Registry("kg")
+# A registered experiment run headless by slug (its SMOKE preset or defaults, then overrides): what a
+# panel's Run button runs, without the panel.
+run = REGISTRY.run
 
 
 # -- the context ----------------------------------------------------------------------------------
@@ -741,14 +744,6 @@ REGISTRY.register(
         run_pitfalls,
     )
 )
-
-
-def run(
-    slug: str, ctx: KGContext, *, smoke: bool = False, live: LiveFigure | None = None, **overrides
-) -> Result:
-    """Run the registered experiment ``slug`` headless in ``ctx``: its SMOKE preset or defaults, with
-    ``overrides`` (an unknown one is a UsageError) — what a panel's Run button runs, without the panel."""
-    return REGISTRY.run(slug, ctx, smoke=smoke, live=live, **overrides)
 
 
 # -- what the notebook prints and records ---------------------------------------------------------

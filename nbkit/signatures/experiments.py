@@ -112,6 +112,9 @@ __all__ = [
 ]
 
 REGISTRY = Registry("signatures")
+# A registered experiment run headless by slug (its SMOKE preset or defaults, then overrides): what a
+# panel's Run button runs, without the panel.
+run = REGISTRY.run
 
 
 class SignaturesContext(Context):
@@ -203,7 +206,7 @@ class SignaturesContext(Context):
     def occupancy(self) -> Occupancy | None:
         """How full the local servers' slots have been since they started (None for a remote LM or before
         :meth:`start_lm`); subtract two snapshots for one stretch of work."""
-        if self._handle is None or self.server is None or not hasattr(self.server, "occupancy"):
+        if self._handle is None or self.server is None:
             return None
         return self.server.occupancy()
 
@@ -372,19 +375,6 @@ def local_server_kwargs(cfg: SessionConfig, device_type: str, kind: str, cores: 
 def _plain(value):
     """Round floats for the record; NaN stays NaN."""
     return round(value, 4) if isinstance(value, float) and value == value else value
-
-
-def run(
-    slug: str,
-    ctx: SignaturesContext,
-    *,
-    smoke: bool = False,
-    live: LiveFigure | None = None,
-    **overrides: Any,
-) -> Result:
-    """Run the registered experiment ``slug`` headless in ``ctx``: its SMOKE preset or defaults, with
-    ``overrides`` (an unknown one is a UsageError) — what a panel's Run button runs, without the panel."""
-    return REGISTRY.run(slug, ctx, smoke=smoke, live=live, **overrides)
 
 
 # -- the data and the signature ----------------------------------------------------------------

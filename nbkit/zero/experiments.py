@@ -68,6 +68,9 @@ if TYPE_CHECKING:
     from nbkit.live import LiveFigure
 
 REGISTRY = Registry("zero")
+# A registered experiment run headless by slug (its SMOKE preset or defaults, then overrides): what a
+# panel's Run button runs, without the panel.
+run = REGISTRY.run
 
 CPU_RANKS = 2  # rank processes a CPU ladder starts at most: each holds a full runtime and a core
 
@@ -133,13 +136,6 @@ def _ctx(ctx: ZeroContext | None) -> ZeroContext:
 def unless_smoke(smoke: bool, **overrides: Any) -> dict[str, Any]:
     """``overrides`` for a full run, nothing under SMOKE (the smoke preset keeps its own sizes)."""
     return {} if smoke else overrides
-
-
-def run(
-    slug: str, ctx: ZeroContext, *, smoke: bool = False, live: LiveFigure | None = None, **overrides: Any
-) -> Result:
-    """Run a registered experiment headless: its config from ``smoke`` and ``overrides``."""
-    return REGISTRY.run(slug, ctx, smoke=smoke, live=live, **overrides)
 
 
 # -- the memory model -----------------------------------------------------------------------------
