@@ -18,6 +18,37 @@ from typing import Any
 from nbkit.pscheck.literals import NOT_LITERAL, literal
 from nbkit.pscheck.types import BUILTIN_TYPES, NON_NULL_OPAQUE, UNKNOWN, TypeRef
 
+# The abstract collection types a field may be annotated with: canonicalised under this short name from
+# typing, typing_extensions and collections.abc, and understood by the parser as they are.
+ABSTRACT_COLLECTIONS = (
+    "Sequence",
+    "MutableSequence",
+    "Mapping",
+    "MutableMapping",
+    "Iterable",
+    "Collection",
+    "AbstractSet",
+    "MutableSet",
+    "Callable",
+    "Iterator",
+    "Hashable",
+)
+# Names the parser keeps as written (besides the builtins and the opaque non-null types).
+KNOWN_TYPE_NAMES = frozenset(
+    (
+        "Any",
+        "None",
+        *ABSTRACT_COLLECTIONS,
+        "Optional",
+        "Union",
+        "Literal",
+        "Annotated",
+        "ClassVar",
+        "Final",
+        "Enum",
+    )
+)
+
 # Canonical names for qualified spellings. Everything a rule reasons about is in here; any other
 # name stays an opaque class reference ("cls:<qualname>").
 _CANONICAL = {
@@ -55,19 +86,7 @@ _CANONICAL = {
     **{
         f"{mod}.{name}": name
         for mod in ("typing", "typing_extensions", "collections.abc")
-        for name in (
-            "Sequence",
-            "MutableSequence",
-            "Mapping",
-            "MutableMapping",
-            "Iterable",
-            "Collection",
-            "AbstractSet",
-            "MutableSet",
-            "Callable",
-            "Iterator",
-            "Hashable",
-        )
+        for name in ABSTRACT_COLLECTIONS
     },
     "collections.abc.Set": "AbstractSet",
     "collections.deque": "deque",
@@ -210,33 +229,7 @@ class Resolver:
             if name is None:
                 return TypeRef("?", node=node)
             short = name.rpartition(".")[2]
-            if (
-                name in BUILTIN_TYPES
-                or name in NON_NULL_OPAQUE
-                or name
-                in (
-                    "Any",
-                    "None",
-                    "Sequence",
-                    "MutableSequence",
-                    "Mapping",
-                    "MutableMapping",
-                    "Iterable",
-                    "Collection",
-                    "AbstractSet",
-                    "MutableSet",
-                    "Callable",
-                    "Iterator",
-                    "Hashable",
-                    "Optional",
-                    "Union",
-                    "Literal",
-                    "Annotated",
-                    "ClassVar",
-                    "Final",
-                    "Enum",
-                )
-            ):
+            if name in BUILTIN_TYPES or name in NON_NULL_OPAQUE or name in KNOWN_TYPE_NAMES:
                 return TypeRef(name, node=node)
             if name.startswith("pydantic") and short in PYDANTIC_ALIASES:
                 base, cons = PYDANTIC_ALIASES[short]
