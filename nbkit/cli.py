@@ -71,6 +71,7 @@ def _cmd_run(args) -> int:
             [] if args.all else args.notebooks,
             params,
             smoke=args.smoke,
+            profile=args.profile,
             output=args.output,
             kernel=args.kernel,
             progress=not args.quiet,
@@ -276,6 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
         "with the parameters recorded there",
     )
     _common_run_options(run, output_help="output directory (default runs/<timestamp>)")
+    run.add_argument(
+        "--profile",
+        choices=("default", "full"),
+        default="default",
+        help="full: each claim's n large enough to decide it (PROFILE='full'; longer, see docs/claims.md)",
+    )
     run.set_defaults(func=_cmd_run, parser=run)
 
     sweep = sub.add_parser(

@@ -9,10 +9,13 @@ dict keys), so a claim cannot wait on a value nothing writes: a misspelt or unwr
 ``AttributeError`` in the unit tests and a mypy error before that.
 
 Each theme keeps one :class:`Registry` (``nbkit.<theme>.experiments.REGISTRY``) and one
-:class:`Context` subclass: what its experiments share inside one notebook or session (the resolved
-device, loaded models, an LM server, cached splits), cached explicitly per context, never in module
-globals. A notebook makes one context, runs experiments through it (directly or through
-:func:`panel`) and closes it.
+:class:`Context` subclass (``nbkit.<theme>.context``): what its experiments share inside one notebook
+or session (the resolved device, loaded models, an LM server, cached splits), cached explicitly per
+context, never in module globals, and every :class:`Result` it ran, by slug. A notebook opens one
+context (``XContext(DEVICE, **options)``), runs each experiment with ``experiments.show(slug, ctx,
+smoke=SMOKE, **overrides)`` (its panel, displayed and run once; headless: ``experiments.run``), and
+ends with ``claims.headline(ctx)`` and ``claims.judge(ctx)``: the registry's claim specs
+(:class:`nbkit.claims.ClaimSpec`) judged on what the context ran.
 
 Configs: every config dataclass has ``smoke()`` (a classmethod returning the SMOKE preset) and its
 fields carry widget metadata written with :func:`param`. :meth:`Experiment.config` is the one way to
@@ -29,10 +32,22 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from nbkit.device import pick_device
+from nbkit.claims import (
+    DEFAULT,
+    FULL,
+    PROFILES,
+    ClaimSpec,
+    HeadlineSpec,
+    Ledger,
+    headline_values,
+    judge_specs,
+    register_family,
+)
+from nbkit.device import device_report, pick_device
 from nbkit.errors import UsageError
 from nbkit.live import LiveFigure
 from nbkit.panels import Panel
+from nbkit.record import record
 from nbkit.result import Result
 
 __all__ = ["Context", "Experiment", "Registry", "Result", "config_for", "panel", "param"]
@@ -83,20 +98,26 @@ def param(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def config_for(Config: type[C], smoke: bool = False, **overrides: Any) -> C:
-    """``Config.smoke()`` when ``smoke`` else ``Config()``, with ``overrides`` applied.
+def config_for(Config: type[C], smoke: bool = False, profile: str = DEFAULT, **overrides: Any) -> C:
+    """``Config.smoke()`` when ``smoke``, else ``Config.full()`` in the full profile (a config whose
+    claims need no more n than its defaults has no ``full()``), else ``Config()``; ``overrides`` applied.
 
     An override the config has no field for is a :class:`UsageError` naming the config and its fields
     (a notebook parameter spelt wrong must not be dropped silently).
     """
-    base = Config.smoke() if smoke else Config()  # type: ignore[attr-defined]
-    names = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]
+    if smoke:
+        base = Config.smoke()  # type: ignore[attr-defined]
+    elif profile == FULL and hasattr(Config, "full"):
+        base = Config.full()  # type: ignore[attr-defined]
+    else:
+        base = Config()
+    names = {f.name for f in dataclasses.fields(base)}
     unknown = sorted(set(overrides) - names)
     if unknown:
         raise UsageError(
             f"{Config.__name__} has no field {', '.join(unknown)}; its fields: {', '.join(sorted(names))}"
         )
-    return dataclasses.replace(base, **overrides) if overrides else base  # type: ignore[type-var]
+    return dataclasses.replace(base, **overrides) if overrides else base
 
 
 class Context:
@@ -105,14 +126,34 @@ class Context:
     ``device`` is the requested device (``"auto"``, ``"cpu"``, ``"cuda:0"``); :attr:`torch_device` resolves
     it once. :meth:`cached` is the one cache: keyed explicitly, living as long as this context, so two
     contexts never see each other's state. :meth:`close` releases what the context holds (processes,
-    servers); a context is also a context manager.
+    servers); a context is also a context manager. :attr:`results` keeps the last :class:`Result` of
+    each experiment run in it, by slug: what claims and the headline are judged on. ``smoke`` and
+    ``profile`` pick every config it runs (``Config.smoke()``, ``Config.full()`` or ``Config()``) and
+    the n its claims are judged at.
     """
 
-    def __init__(self, device: str = "auto") -> None:
+    def __init__(self, device: str = "auto", *, smoke: bool = False, profile: str = DEFAULT) -> None:
+        if profile not in PROFILES:
+            raise UsageError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
         self.device = device
+        self.smoke = smoke
+        self.profile = profile
         self._cache: dict[Hashable, Any] = {}
         self._resolved: Any = None
         self.closed = False
+        self.results: dict[str, Result[Any]] = {}
+
+    def describe(self) -> dict[str, Any]:
+        """The notebook's device line, the same in every theme: the resolved device and what the
+        machine offers (:func:`nbkit.device.device_report`), recorded as ``device``."""
+        report = {"device": str(self.torch_device), **device_report()}
+        record("device", report)
+        return report
+
+    def keep(self, slug: str, result: Result[M]) -> Result[M]:
+        """Keep ``result`` as experiment ``slug``'s latest in this context; returns it."""
+        self.results[slug] = result
+        return result
 
     @property
     def torch_device(self) -> Any:
@@ -154,26 +195,32 @@ class Experiment(Generic[C, M]):
     Config: type[C]
     Metrics: type[M]
     run: Callable[[C, Any, Any], Result[M]]
-    help: str = ""
     # The live figure its panel streams into: title (default: the experiment's) and axis labels.
     figure_title: str = ""
     xaxis: str = ""
     yaxis: str = ""
+    # What its panel shows under the figure once a run ends (default: the result's table).
+    show_result: Callable[[Result[M]], Any] | None = None
 
-    def config(self, smoke: bool = False, **overrides: Any) -> C:
-        """This experiment's config: its SMOKE preset or defaults, with ``overrides`` (see
-        :func:`config_for`)."""
-        return config_for(self.Config, smoke, **overrides)
+    def config(self, smoke: bool = False, profile: str = DEFAULT, **overrides: Any) -> C:
+        """This experiment's config: its SMOKE preset, full profile or defaults, with ``overrides``
+        (see :func:`config_for`)."""
+        return config_for(self.Config, smoke, profile, **overrides)
 
 
 class Registry:
-    """A theme's experiments by slug, in registration order."""
+    """A theme's experiments by slug, in registration order, and the claims and headline numbers
+    judged on them. ``summary`` names the experiment whose figure sums the theme up."""
 
-    def __init__(self, theme: str) -> None:
+    def __init__(self, theme: str, *, summary: str = "") -> None:
         self.theme = theme
+        self.summary = summary
         self._experiments: dict[str, Experiment[Any, Any]] = {}
+        self._claims: dict[str, ClaimSpec] = {}
+        self._headline: dict[str, HeadlineSpec] = {}
 
     def register(self, experiment: Experiment[C, M]) -> Experiment[C, M]:
+        """Register an experiment (the one way: ``REGISTRY.register(Experiment(...))``)."""
         if experiment.slug in self._experiments:
             raise ValueError(f"{self.theme}: experiment {experiment.slug!r} registered twice")
         if not (dataclasses.is_dataclass(experiment.Config) and dataclasses.is_dataclass(experiment.Metrics)):
@@ -183,20 +230,46 @@ class Registry:
         self._experiments[experiment.slug] = experiment
         return experiment
 
+    def claim(self, spec: ClaimSpec) -> ClaimSpec:
+        """Register a claim spec; every experiment it reads must be registered already."""
+        if spec.key in self._claims:
+            raise ValueError(f"{self.theme}: claim {spec.key!r} registered twice")
+        unknown = [slug for slug in spec.reads if slug not in self._experiments]
+        if unknown:
+            raise ValueError(f"{self.theme}: claim {spec.key!r} reads unregistered experiment(s) {unknown}")
+        self._claims[spec.key] = spec
+        register_family(self._claims.values())
+        return spec
+
+    def headline_number(self, spec: HeadlineSpec) -> HeadlineSpec:
+        """Register one headline number (see :class:`nbkit.claims.HeadlineSpec`)."""
+        if spec.name in self._headline:
+            raise ValueError(f"{self.theme}: headline number {spec.name!r} registered twice")
+        unknown = [slug for slug in spec.reads if slug not in self._experiments]
+        if unknown:
+            raise ValueError(
+                f"{self.theme}: headline {spec.name!r} reads unregistered experiment(s) {unknown}"
+            )
+        self._headline[spec.name] = spec
+        return spec
+
     def experiment(
-        self, slug: str, title: str, Config: type[C], Metrics: type[M], *, help: str = ""
+        self, slug: str, title: str, Config: type[C], Metrics: type[M]
     ) -> Callable[[Callable[[C, Any, Any], Result[M]]], Experiment[C, M]]:
-        """Decorator form: ``@REGISTRY.experiment("ablation", "The ablation ladder", AblationConfig,
-        AblationMetrics)``."""
+        """Decorator form of :meth:`register`, kept while the signatures theme still uses it."""
 
         def register(run: Callable[[C, Any, Any], Result[M]]) -> Experiment[C, M]:
-            return self.register(
-                Experiment(
-                    slug, title, Config, Metrics, run, help or (run.__doc__ or "").strip().split("\n")[0]
-                )
-            )
+            return self.register(Experiment(slug, title, Config, Metrics, run))
 
         return register
+
+    @property
+    def claims(self) -> list[ClaimSpec]:
+        return list(self._claims.values())
+
+    @property
+    def headline_specs(self) -> list[HeadlineSpec]:
+        return list(self._headline.values())
 
     def __getitem__(self, slug: str) -> Experiment[Any, Any]:
         try:
@@ -220,12 +293,56 @@ class Registry:
         return list(self._experiments)
 
     def run(
-        self, slug: str, ctx: Any, *, smoke: bool = False, live: LiveFigure | None = None, **overrides: Any
+        self,
+        slug: str,
+        ctx: Context,
+        *,
+        smoke: bool | None = None,
+        live: LiveFigure | None = None,
+        **overrides: Any,
     ) -> Result[Any]:
-        """Run experiment ``slug`` headless in ``ctx``: its SMOKE preset or defaults with ``overrides`` (an
-        unknown one is a :class:`UsageError`) — what its panel's Run button runs, without the panel."""
+        """Run experiment ``slug`` headless in ``ctx`` and keep its result there: the config ``ctx``'s
+        smoke and profile pick (``smoke`` overrides the context's), with ``overrides`` (an unknown one
+        is a :class:`UsageError`) — what its panel's Run button runs, without the panel."""
         experiment = self[slug]
-        return experiment.run(experiment.config(smoke, **overrides), ctx, live)
+        cfg = experiment.config(ctx.smoke if smoke is None else smoke, ctx.profile, **overrides)
+        return ctx.keep(slug, experiment.run(cfg, ctx, live))
+
+    def panel(
+        self,
+        slug: str,
+        ctx: Context,
+        *,
+        smoke: bool | None = None,
+        widget: bool | None = None,
+        **overrides: Any,
+    ) -> Panel:
+        """The panel of experiment ``slug`` in ``ctx`` (see :func:`panel`)."""
+        return panel(self[slug], ctx, smoke=smoke, widget=widget, **overrides)
+
+    def show(self, slug: str, ctx: Context, *, smoke: bool | None = None, **overrides: Any) -> Result[Any]:
+        """The notebook cell's one call: display experiment ``slug``'s panel, run it once with the
+        config ``ctx`` picks and ``overrides``, record its metrics under ``slug`` and return the
+        result (kept in ``ctx``). Its Run button runs it again with the controls' values."""
+        p = self.panel(slug, ctx, smoke=smoke, **overrides)
+        p.display()
+        result = p.run()
+        record(slug, result.metrics)
+        return result
+
+    def judge(self, ctx: Context) -> Ledger:
+        """The claims ledger of ``ctx``: every registered claim judged on the results it kept (a claim
+        whose experiments did not run says "not measured"), recorded as ``claims``."""
+        rows = judge_specs(self.claims, ctx.results, ctx.profile)
+        record("claims", rows)
+        return rows
+
+    def headline(self, ctx: Context) -> dict[str, Any]:
+        """The headline numbers of ``ctx`` (NaN for an experiment that did not run), recorded as
+        ``headline``."""
+        values = headline_values(self.headline_specs, ctx.results)
+        record("headline", values)
+        return values
 
     def metrics_types(self) -> set[type]:
         """Every metrics dataclass a registered experiment produces (what claims may read)."""
@@ -236,7 +353,7 @@ def panel(
     experiment: Experiment[C, M],
     ctx: Any,
     *,
-    smoke: bool = False,
+    smoke: bool | None = None,
     widget: bool | None = None,
     title: str | None = None,
     show_result: Callable[[Result[M]], Any] | None = None,
@@ -244,13 +361,17 @@ def panel(
 ) -> Panel:
     """The one panel factory: widgets for ``experiment``'s config, its Run button running it in ``ctx``.
 
-    ``smoke`` starts from ``Config.smoke()``; ``overrides`` set fields (an unknown one is a
+    ``smoke`` (default: ``ctx.smoke``) starts from ``Config.smoke()``, the context's full profile from
+    ``Config.full()``; ``overrides`` set fields (an unknown one is a
     :class:`UsageError`). ``panel(...).run()`` runs exactly what the button runs, headless.
     """
-    cfg = experiment.config(smoke, **overrides)
+    smoke = getattr(ctx, "smoke", False) if smoke is None else smoke
+    cfg = experiment.config(smoke, getattr(ctx, "profile", DEFAULT), **overrides)
 
     def run(params: C, live: Any = None) -> Result[M]:
-        return experiment.run(params, ctx, live)
+        result = experiment.run(params, ctx, live)
+        keep = getattr(ctx, "keep", None)  # a plain object stands in for a context in some tests
+        return keep(experiment.slug, result) if keep is not None else result
 
     figure = None
     if experiment.figure_title or experiment.xaxis or experiment.yaxis:
@@ -266,5 +387,5 @@ def panel(
         title=experiment.title if title is None else title,
         figure=figure,
         widget=widget,
-        show_result=show_result,
+        show_result=show_result or experiment.show_result,
     )

@@ -202,15 +202,28 @@ figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
 # The ledger fits a laptop screen: fixed column shares, long values wrap, `why` shows three lines
 # until its row is clicked.
 LEDGER_COLUMNS = {
-    "notebook": 9,
-    "claim": 14,
-    "field_note": 10,
-    "measured": 12,
-    "verdict": 9,
-    "interval": 10,
+    "notebook": 8,
+    "claim": 13,
+    "field_note": 8,
+    "measured": 11,
+    "verdict": 8,
+    "kind": 6,
+    "interval": 9,
     "n": 6,
-    "why": 30,
+    "p_holds_if_true": 5,
+    "p_refuted_if_false": 5,
+    "why": 21,
 }
+# Column heads where the field name would not say it: the rule's operating characteristics at defaults.
+LEDGER_HEADS = {"p_holds_if_true": "P(holds | true)", "p_refuted_if_false": "P(refuted | false)"}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
 
 
 def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str, str]:
@@ -235,13 +248,13 @@ def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str
         + "".join(
             f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>"
             if c == "why"
-            else f"<td>{_esc(row.get(c, ''))}</td>"
+            else f"<td>{_esc(_cell(row.get(c, '')))}</td>"
             for c in columns
         )
         + "</tr>"
         for row in rows
     )
-    head = "".join(f"<th>{_esc(c.replace('_', ' '))}</th>" for c in columns)
+    head = "".join(f"<th>{_esc(LEDGER_HEADS.get(c, c.replace('_', ' ')))}</th>" for c in columns)
     note = "<p class='note'>Click a row to read its <em>why</em> in full.</p>" if "why" in columns else ""
     return (
         boxes,
@@ -308,6 +321,11 @@ def write_index(
 <tr><th>notebook</th><th>status</th><th>seconds</th><th>parameters</th></tr></thead>
 <tbody>{"".join(summary)}</tbody></table>
 <h2>Claims ledger (<span id='ledger-count'>{len(ledger)}</span> of {len(ledger)} shown)</h2>
+<p class='note'>Each notebook's measured rows judged on an interval are one family: Holm–Bonferroni
+keeps the chance of any wrong decisive verdict among them at 5 %. P(holds | true) and
+P(refuted | false) are each rule's own verdict function simulated at the default n with its stated
+spread; a row that cannot reach 0.8 on both reads "not decided at defaults" and runs in the full
+profile (<code>nbkit run --profile full</code>).</p>
 <div id='verdict-filter'>{boxes}</div>{notes_html}
 {table}
 <h2>Headline figures</h2>{"".join(sections) or "<p class='note'>no notebook finished</p>"}

@@ -84,9 +84,10 @@ __all__ = [
 
 
 def _plan_new(
-    specs: list[str], parameters: dict[str, Any] | None, smoke: bool
+    specs: list[str], parameters: dict[str, Any] | None, smoke: bool, profile: str = "default"
 ) -> tuple[list[Path], dict[str, dict[str, Any]]]:
-    """The notebooks and each one's checked parameters of a new run."""
+    """The notebooks and each one's checked parameters of a new run. ``--smoke`` sets ``SMOKE``;
+    ``--profile full`` sets ``PROFILE`` in each notebook that declares it (the theme notebooks)."""
     paths = [resolve_notebook(s) for s in specs] if specs else available_notebooks(required=True)
     given = dict(parameters or {})
     per_nb: dict[str, dict[str, Any]] = {}
@@ -94,9 +95,11 @@ def _plan_new(
         wanted = dict(given)
         if smoke:
             wanted["SMOKE"] = True
+        declared = notebook_parameters(p)
+        if profile != "default" and "PROFILE" in declared:
+            wanted["PROFILE"] = profile
         # A parameter given for several notebooks need only exist in those that declare it, but
         # must exist in at least one (checked below) — a typo must not pass silently.
-        declared = notebook_parameters(p)
         per_nb[p.stem] = check_parameters(
             p, {k: v for k, v in wanted.items() if k in declared or len(paths) == 1}, declared
         )
@@ -162,6 +165,7 @@ def run_notebooks(
     parameters: dict[str, Any] | None = None,
     *,
     smoke: bool = False,
+    profile: str = "default",
     output: Path | None = None,
     kernel: str = "python3",
     progress: bool = True,
@@ -176,23 +180,26 @@ def run_notebooks(
     ``nbkit.runfolder``); each result's ``status`` says ok, failed, interrupted or not started.
     ``specs`` empty means every notebook (the CLI asks for ``--all`` explicitly). ``resume``: an
     earlier run folder; only its notebooks that are not ok run again, with the parameters recorded
-    there, and its index is rewritten.
+    there, and its index is rewritten. ``profile`` ``"full"`` runs each theme notebook's full
+    profile: the n every claim needs to decide (``PROFILE="full"``).
     """
+    if profile not in ("default", "full"):
+        raise RunError(f"--profile must be default or full, got {profile!r}")
     if jobs < 1:
         raise RunError(f"--jobs must be at least 1, got {jobs}")
     now = datetime.now()
     previous: dict[str, dict[str, Any]] = {}
     if resume is not None:
-        if specs or parameters or smoke or output is not None:
+        if specs or parameters or smoke or profile != "default" or output is not None:
             raise RunError(
                 "--resume DIR re-runs DIR's notebooks with the parameters recorded there; "
-                "do not also name notebooks or give -p, --smoke or --output"
+                "do not also name notebooks or give -p, --smoke, --profile or --output"
             )
         final, paths, per_nb, record = _plan_resume(resume)
         smoke, kernel = bool(record.get("smoke")), str(record.get("kernel") or kernel)
         previous = rf.read_status(final)
     else:
-        paths, per_nb = _plan_new(specs, parameters, smoke)
+        paths, per_nb = _plan_new(specs, parameters, smoke, profile)
     if not kernel_exists(kernel):
         raise RunError(
             f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)"

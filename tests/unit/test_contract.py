@@ -3,26 +3,40 @@ that read only what a registered experiment produces, verdict functions that ret
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import inspect
 import types
 import typing
+from pathlib import Path
 
 import pytest
 
-from nbkit.claims import Verdict
+from nbkit.claims import (
+    HOLDS,
+    INCONCLUSIVE,
+    KINDS,
+    MEASURED,
+    REFUTED,
+    ClaimSpec,
+    Design,
+    HeadlineSpec,
+    Reading,
+    Rule,
+    Verdict,
+    decide_at_least,
+    mean_interval,
+    normal_units,
+)
 from nbkit.errors import UsageError
 from nbkit.experiment import Context, Experiment, Registry, Result, config_for, panel, param
 
 THEMES = ["kg", "zero", "signatures", "audit"]
-# Themes still being moved onto the contract (emptied as each lands).
-PENDING: set[str] = set()
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _theme(name):
-    if name in PENDING:
-        pytest.skip(f"{name} not yet on the experiment contract")
     return importlib.import_module(f"nbkit.{name}.experiments"), importlib.import_module(
         f"nbkit.{name}.claims"
     )
@@ -57,33 +71,58 @@ def test_registry_experiments_are_typed(theme):
 
 
 @pytest.mark.parametrize("theme", THEMES)
-def test_theme_has_one_context(theme):
+def test_theme_has_one_context_in_its_own_module(theme):
+    """Each theme opens its context one way: ``nbkit.<theme>.context.XContext(device, **options)``."""
+    module = importlib.import_module(f"nbkit.{theme}.context")
     experiments, _ = _theme(theme)
-    contexts = [
+    for mod, want in ((module, 1), (experiments, 0)):
+        found = [
+            v
+            for v in vars(mod).values()
+            if isinstance(v, type)
+            and issubclass(v, Context)
+            and v is not Context
+            and v.__module__ == mod.__name__
+        ]
+        assert len(found) == want, (mod.__name__, found)
+    (ctx_class,) = [
         v
-        for v in vars(experiments).values()
+        for v in vars(module).values()
         if isinstance(v, type)
         and issubclass(v, Context)
         and v is not Context
-        and v.__module__ == experiments.__name__
+        and v.__module__ == module.__name__
     ]
-    assert len(contexts) == 1, contexts
+    assert list(inspect.signature(ctx_class).parameters)[:1] == ["device"], "XContext(device, **options)"
 
 
 @pytest.mark.parametrize("theme", THEMES)
-def test_claims_read_only_what_registered_experiments_produce(theme):
+def test_claim_specs_read_what_registered_experiments_produce(theme):
+    """Every spec names registered experiments, its ``read`` takes exactly their metrics types in that
+    order and returns a ``Reading``, and its verdict function returns a ``Verdict``."""
     experiments, claims = _theme(theme)
-    produced = experiments.REGISTRY.metrics_types()
-    hints = typing.get_type_hints(claims.claims)
-    hints.pop("return", None)
-    assert hints, "claims() takes the results it judges, annotated"
-    for name, tp in hints.items():
-        classes = _unwrap(tp)
-        assert classes, f"claims({name}=...) has no type a registry produces: {tp}"
-        for cls in classes:
-            assert cls in produced, (
-                f"claims({name}=...) reads {cls.__name__}, which no registered {theme} experiment returns"
-            )
+    reg = experiments.REGISTRY
+    assert reg.claims, f"{theme} registers no claim specs"
+    for spec in reg.claims:
+        assert isinstance(spec, ClaimSpec) and spec.kind in KINDS
+        hints = typing.get_type_hints(spec.read)
+        assert hints.pop("return", None) is Reading, f"{spec.key}: read(...) -> Reading"
+        params = list(inspect.signature(spec.read).parameters)
+        assert len(params) == len(spec.reads), f"{spec.key}: read takes one metrics per slug in reads"
+        for slug, name in zip(spec.reads, params, strict=True):
+            want = reg[slug].Metrics
+            got = hints.get(name)
+            assert got is want, f"{spec.key}: read({name}) is {got}; {slug!r} produces {want.__name__}"
+        assert typing.get_type_hints(spec.verdict).get("return") is Verdict, f"{spec.key}: verdict -> Verdict"
+        assert (spec.verdict.__doc__ or "").strip(), f"{spec.key}: the verdict function states its rule"
+    for spec in reg.headline_specs:
+        assert all(slug in reg for slug in spec.reads), spec.name
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_claims_module_judges_through_the_registry(theme):
+    experiments, claims = _theme(theme)
+    assert claims.judge == experiments.REGISTRY.judge and claims.headline == experiments.REGISTRY.headline
 
 
 @pytest.mark.parametrize("theme", THEMES)
@@ -97,6 +136,46 @@ def test_verdict_functions_return_verdict(theme):
     assert fns
     for f in fns:
         assert typing.get_type_hints(f).get("return") is Verdict, f.__name__
+
+
+def _claims_modules() -> list[Path]:
+    return sorted(p for p in (ROOT / "nbkit").rglob("*.py") if "claim" in p.name and "pscheck" not in p.parts)
+
+
+@pytest.mark.parametrize("path", _claims_modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_claims_modules_read_typed_fields_in_short_functions(path):
+    """No ``.get("…")`` read in a claims module (claims read typed fields) and no function longer
+    than 60 lines (one spec, one small verdict function)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            assert not (
+                node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            ), f"{path.name}:{node.lineno}: .get({node.args[0].value!r}) reads a dict key"
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            assert length <= 60, f"{path.name}:{node.lineno} {node.name} is {length} lines"
+
+
+def test_audit_metrics_are_typed_fields():
+    """At most a quarter of the audit's metrics fields may be optional (``X | None``), each a figure
+    that can truly be absent."""
+    from nbkit.audit.check import CheckMetrics
+
+    experiments, _ = _theme("audit")
+    total = optional = 0
+    for exp in experiments.REGISTRY:
+        if not issubclass(exp.Metrics, CheckMetrics):
+            continue
+        hints = typing.get_type_hints(exp.Metrics)
+        for f in dataclasses.fields(exp.Metrics):
+            if f.name in {g.name for g in dataclasses.fields(CheckMetrics)}:
+                continue
+            total += 1
+            tp = hints[f.name]
+            if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp):
+                optional += 1
+    assert total and optional <= total / 4, f"{optional} of {total} audit metrics fields are optional"
 
 
 # -- the contract's own behaviour ---------------------------------------------------------------
@@ -152,3 +231,101 @@ def test_unwrap_reads_result_optional_and_list():
     assert _unwrap(Result[_M] | None) == [_M]
     assert _unwrap(list[Result[_M]]) == [_M]
     assert _unwrap(int) == [int]
+
+
+# -- adding one experiment and its claim: a config, a metrics class, a run, a spec ------------------
+
+
+@dataclasses.dataclass
+class ToyConfig:
+    seeds: int = param(3, min=1, max=10)
+
+    @classmethod
+    def smoke(cls):
+        return cls(seeds=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyMetrics:
+    gains: tuple[float, ...]
+
+
+def run_toy(cfg, ctx, live=None):
+    return Result(metrics=ToyMetrics(tuple(0.5 + 0.01 * s for s in range(cfg.seeds))))
+
+
+def verdict_toy(gains: list[float], level: float = 0.95) -> Verdict:
+    """Holds when the t-interval of the per-seed gains lies at or above 0.3, refuted when it lies
+    below, else inconclusive."""
+    return decide_at_least(mean_interval(gains, level), 0.3, what="mean gain")
+
+
+def read_toy(toy: ToyMetrics) -> Reading:
+    return Reading(
+        args=(list(toy.gains),),
+        measured=f"{sum(toy.gains) / len(toy.gains):.2f}",
+        n=f"{len(toy.gains)} seeds",
+    )
+
+
+def test_adding_an_experiment_and_its_claim_takes_four_declarations():
+    reg = Registry("toy")
+    reg.register(Experiment("toy", "A toy", ToyConfig, ToyMetrics, run_toy))
+    reg.claim(
+        ClaimSpec(
+            key="toy_gain",
+            claim="the toy gains at least 0.3",
+            field_note="0.3",
+            source="§0",
+            kind=MEASURED,
+            reads=("toy",),
+            read=read_toy,
+            verdict=verdict_toy,
+            rule=Rule(
+                "t-interval of the per-seed gain ≥ 0.3 holds, < 0.3 refutes",
+                "t",
+                "at least",
+                0.3,
+                unit="seed",
+            ),
+            design=Design(
+                effect=0.5,
+                null=0.1,
+                unit="seed",
+                spread=0.03,
+                spread_source="assumed: the toy's own gains",
+                draw=normal_units(0.03),
+                n=3,
+                units=lambda cfg: cfg.seeds,
+                full_n=6,
+            ),
+        )
+    )
+    reg.headline_number(HeadlineSpec("toy_mean", ("toy",), lambda t: sum(t.gains) / len(t.gains)))
+    with pytest.raises(ValueError, match="unregistered"):
+        reg.claim(dataclasses.replace(reg.claims[0], key="other", reads=("missing",)))
+    with Context() as ctx:
+        (row,) = reg.judge(ctx)
+        assert row.verdict == INCONCLUSIVE and row.measured == "not measured" and "run toy" in row.why
+        assert reg.headline(ctx)["toy_mean"] != reg.headline(ctx)["toy_mean"]  # NaN: nothing ran
+        reg.run("toy", ctx, smoke=True)
+        (row,) = reg.judge(ctx)
+        assert (row.key, row.verdict, row.n, row.kind) == ("toy_gain", HOLDS, "2 seeds", MEASURED)
+        assert row.decided_at_defaults and row.p_holds_if_true >= 0.8 and row.p_refuted_if_false >= 0.8
+        assert reg.headline(ctx) == {"toy_mean": pytest.approx(0.505)}
+        ctx.keep("toy", Result(metrics=ToyMetrics((0.1, 0.11, 0.12))))
+        assert reg.judge(ctx)[0].verdict == REFUTED
+        ctx.keep("toy", Result(metrics=ToyMetrics((0.1, 0.9))))
+        assert reg.judge(ctx)[0].verdict == INCONCLUSIVE
+    noisy = Registry("noisy")
+    noisy.register(Experiment("toy", "A toy", ToyConfig, ToyMetrics, run_toy))
+    spec = reg.claims[0]
+    wide = dataclasses.replace(spec.design, spread=0.5, draw=normal_units(0.5), full_minutes=4.0)
+    noisy.claim(dataclasses.replace(spec, design=wide))
+    with Context() as ctx:
+        noisy.run("toy", ctx)
+        (row,) = noisy.judge(ctx)
+        assert row.verdict == INCONCLUSIVE and not row.decided_at_defaults
+        assert row.why.startswith(
+            "not decided at defaults: needs n ≥ 6 seeds (≈ 4 min on 2 cores) — run the full profile"
+        )

@@ -89,7 +89,7 @@ def test_paired_rate_difference_keeps_its_width_without_discordant_pairs(n):
     interval, Newcombe's interval stays wide at the n the notebooks have."""
     for cells in ((n, 0, 0, 0), (0, 0, 0, n), (n // 2, 0, 0, n - n // 2)):
         a, b = _paired(*cells)
-        assert bootstrap_interval((a, b), paired=True) == (0.0, 0.0)
+        assert all(map(math.isnan, bootstrap_interval((a, b), paired=True)))  # never a zero width
         lo, hi = paired_rate_difference_interval(a, b)
         assert lo < -0.05 and hi > 0.05 and lo == pytest.approx(-hi)  # cannot exclude a 0.05 gain either way
 
@@ -134,7 +134,9 @@ def test_intervals():
     lo, hi = mean_interval([1.0, 2.0, 3.0])
     assert lo < 2.0 < hi
     assert all(math.isnan(x) for x in mean_interval([1.0]))
-    assert mean_interval([2.0, 2.0, 2.0]) == (2.0, 2.0)
+    assert all(math.isnan(x) for x in mean_interval([2.0, 2.0, 2.0]))  # tied units: no interval
+    lo, hi = mean_interval([2.0, 2.0, 2.0], resolution=0.1)  # ... unless the resolution is known
+    assert lo < 2.0 < hi
     lo, hi = bootstrap_interval([0, 1] * 50)
     assert 0.35 < lo < 0.5 < hi < 0.65
     lo, hi = bootstrap_interval(([1.0] * 30 + [0.0] * 30, [0.0] * 60), paired=True)
@@ -142,3 +144,69 @@ def test_intervals():
     lo, hi = rate_interval(7, 100)
     assert lo < 0.07 < hi
     assert all(math.isnan(x) for x in rate_interval(0, 0))
+
+
+def test_no_public_interval_function_gives_a_zero_width_interval_from_a_tied_sample():
+    """Every public ``*interval*`` function of nbkit.claims on three tied zeros: NaNs or a positive width."""
+    import inspect
+
+    from nbkit import claims
+
+    calls = {
+        "mean_interval": lambda f: f([0.0, 0.0, 0.0]),
+        "bootstrap_interval": lambda f: f([0.0, 0.0, 0.0]),
+        "rate_interval": lambda f: f(0, 3),
+        "paired_rate_difference_interval": lambda f: f([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),
+    }
+    public = {
+        n
+        for n, f in vars(claims).items()
+        if "interval" in n and not n.startswith(("_", "fmt")) and inspect.isfunction(f)
+    }
+    assert public == set(calls), "a new interval function needs a tied-sample case here"
+    for name, call in calls.items():
+        lo, hi = call(getattr(claims, name))
+        assert (math.isnan(lo) and math.isnan(hi)) or hi > lo, name
+
+
+def _spec(key, effect=1.0):
+    from nbkit.claims import ClaimSpec, Design, Reading, Rule, normal_units
+
+    def read(m) -> Reading:
+        return Reading(args=(list(m),), measured="", n=f"{len(m)} seeds")
+
+    def verdict(values, level=0.95):
+        """t-interval of the values ≥ 0 holds, < 0 refutes."""
+        return decide_at_least(mean_interval(values, level), 0.0, what="mean")
+
+    design = Design(effect, -effect, "seed", 0.1, "assumed", normal_units(0.1), 3, lambda c: 3)
+    return ClaimSpec(
+        key,
+        "c",
+        "f",
+        "§",
+        "measured",
+        ("x",),
+        read,
+        verdict,
+        Rule("r", "t", "at least", 0.0, unit="seed"),
+        design,
+    )
+
+
+def test_holm_settles_the_clear_rows_first_then_relaxes_the_level():
+    """Holm's step-down over interval verdicts: B decides at 95 % but not at 97.5 %; it is settled only
+    because A decided first at 97.5 % and the family then shrank to one."""
+    from nbkit.claims import Reading, holm_levels
+
+    a, b = _spec("a"), _spec("b")
+    clear = Reading(args=([1.0, 1.1, 0.9],), measured="", n="3")
+    borderline = Reading(args=([0.2, 0.35, 0.1, 0.3, 0.0],), measured="", n="5")
+    assert b.decide(borderline, 0.95).verdict == HOLDS and b.decide(borderline, 0.975).verdict == INCONCLUSIVE
+    out = holm_levels([a, b], {"a": clear, "b": borderline})
+    assert out["a"].verdict == HOLDS and "97.50% interval" in out["a"].why
+    assert out["b"].verdict == HOLDS and "95.00% interval" in out["b"].why
+    c = _spec("c")
+    out = holm_levels([b, c], {"b": borderline, "c": borderline})
+    assert {v.verdict for v in out.values()} == {INCONCLUSIVE}
+    assert all("Holm over 2 rows" in v.why for v in out.values())

@@ -1,6 +1,8 @@
-"""Notebooks narrate and call: no function or class defined in a cell, and nbkit reached only through
-the modules a notebook is meant to use (a theme's ``panels``, ``experiments`` and ``claims``, nbkit's
-``claims`` and ``record``, and ``nbkit`` itself for ``nbkit.record``/``nbkit.require``)."""
+"""Notebooks narrate and call: no function or class defined in a cell, no control flow (``if``,
+``for``, ``while``, a comprehension or a conditional expression), nbkit reached only through the
+modules a notebook is meant to use (a theme's ``context``, ``panels``, ``experiments`` and ``claims``,
+nbkit's ``claims`` and ``record``, and ``nbkit`` itself for ``nbkit.record``/``nbkit.require``), and
+every theme notebook ends its ledger with the same two calls on its context."""
 
 from __future__ import annotations
 
@@ -10,9 +12,18 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.py"))
-ALLOWED = {"panels", "experiments", "claims", "record"}
-# Notebooks whose cells still hold logic (emptied as each theme lands).
-PENDING: set[str] = set()
+ALLOWED = {"context", "panels", "experiments", "claims", "record"}
+CONTROL_FLOW = {
+    ast.If: "an if",
+    ast.For: "a for loop",
+    ast.AsyncFor: "a for loop",
+    ast.While: "a while loop",
+    ast.ListComp: "a comprehension",
+    ast.SetComp: "a comprehension",
+    ast.DictComp: "a comprehension",
+    ast.GeneratorExp: "a comprehension",
+    ast.IfExp: "a conditional expression",
+}
 
 
 def offences(source: str) -> list[str]:
@@ -20,6 +31,8 @@ def offences(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             out.append(f"line {node.lineno}: defines {getattr(node, 'name', 'a lambda')}")
+        elif type(node) in CONTROL_FLOW:
+            out.append(f"line {node.lineno}: {CONTROL_FLOW[type(node)]}")
         elif isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.startswith("nbkit.") and a.name.split(".")[-1] not in ALLOWED:
@@ -39,9 +52,45 @@ def offences(source: str) -> list[str]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_cells_only_narrate_and_call(path):
-    if path.name in PENDING:
-        pytest.skip("cells not yet moved into the theme")
     assert offences(path.read_text(encoding="utf-8")) == []
+
+
+THEME_NOTEBOOKS = [p for p in NOTEBOOKS if not p.name.startswith("00_")]
+
+
+@pytest.mark.parametrize("path", THEME_NOTEBOOKS, ids=lambda p: p.name)
+def test_theme_notebook_ends_with_headline_and_judge_on_its_context(path):
+    """The last code cell of every theme notebook is ``claims.headline(ctx)`` then
+    ``claims.judge(ctx)``: the same ledger call on the context the notebook opened."""
+    cells = [
+        c
+        for c in path.read_text(encoding="utf-8").split("# %%")
+        if c.strip() and not c.lstrip().startswith("[markdown]")
+    ]
+    last = [ln for ln in cells[-1].splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert last == ["claims.headline(ctx)", "claims.judge(ctx)"], last
+
+
+def test_the_rule_catches_control_flow():
+    src = (
+        "a = 1\n"
+        "if a:\n    a = 2\n"
+        "for x in [1]:\n    pass\n"
+        "while False:\n    pass\n"
+        "b = [x for x in [1]]\n"
+        "c = {x: x for x in [1]}\n"
+        "d = sum(x for x in [1])\n"
+        "e = 1 if a else 2\n"
+    )
+    assert [o.split(": ", 1)[1] for o in offences(src)] == [
+        "an if",
+        "a for loop",
+        "a while loop",
+        "a comprehension",
+        "a comprehension",
+        "a comprehension",
+        "a conditional expression",
+    ]
 
 
 def test_the_rule_catches_a_definition_and_a_deep_import():
