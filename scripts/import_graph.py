@@ -1,7 +1,8 @@
 """nbkit's own import graph, read statically: cycles among its modules and imports made inside functions.
 
 ``python scripts/import_graph.py`` prints both counts and each offender; ``tests/unit/test_imports.py``
-holds them at zero. Module-level imports (outside ``if TYPE_CHECKING:``) are the graph's edges; an
+holds them at zero. Module-level imports are the graph's edges, those under ``if TYPE_CHECKING:`` too:
+a circle that only type checking closes is still two modules that each need the other to be read; an
 import of an nbkit module inside a function body is what hid the cycles, so it is counted too.
 Importing ``a.b`` also runs ``a/__init__``, so a package's ``__init__`` is an edge of every import below it.
 """
@@ -72,6 +73,7 @@ class _File:
     modules: set[str]
     edges: dict[str, set[str]]
     inner: list[tuple[str, int, str]]
+    type_edges: bool = True
 
 
 def _visit(node: ast.AST, in_function: bool, type_only: bool, f: _File) -> None:
@@ -85,7 +87,7 @@ def _visit(node: ast.AST, in_function: bool, type_only: bool, f: _File) -> None:
                 _visit(ast.Module(body=[n], type_ignores=[]), in_function, type_only, f)
         elif isinstance(child, (ast.Import, ast.ImportFrom)):
             targets = _targets(child, f.mod, f.is_pkg, f.modules)
-            if not targets or type_only:
+            if not targets or (type_only and not f.type_edges):
                 continue
             if in_function:
                 f.inner.append((f.where, child.lineno, targets[-1]))
@@ -95,7 +97,9 @@ def _visit(node: ast.AST, in_function: bool, type_only: bool, f: _File) -> None:
             _visit(child, in_function, type_only, f)
 
 
-def scan(root: Path = ROOT):
+def scan(root: Path = ROOT, type_edges: bool = True):
+    """(edges, inner imports) of the package at ``root``; ``type_edges=False`` leaves out the imports
+    under ``if TYPE_CHECKING:`` (the graph Python itself walks at run time)."""
     files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     modules = set(files)
     edges: dict[str, set[str]] = {m: set() for m in modules}
@@ -104,7 +108,9 @@ def scan(root: Path = ROOT):
     for mod, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         where = str(path.relative_to(root.parent))
-        _visit(tree, False, False, _File(mod, path.name == "__init__.py", where, modules, edges, inner))
+        _visit(
+            tree, False, False, _File(mod, path.name == "__init__.py", where, modules, edges, inner, type_edges)
+        )
     return edges, inner
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from nbkit.claims import (
+    DEFAULT,
+    FULL,
     HOLDS,
     INCONCLUSIVE,
     KINDS,
@@ -28,6 +30,7 @@ from nbkit.claims import (
     decide_at_least,
     mean_interval,
     normal_units,
+    operating_characteristics,
 )
 from nbkit.errors import UsageError
 from nbkit.experiment import Context, Experiment, Registry, Result, config_for, panel, param
@@ -117,6 +120,29 @@ def test_claim_specs_read_what_registered_experiments_produce(theme):
         assert (spec.verdict.__doc__ or "").strip(), f"{spec.key}: the verdict function states its rule"
     for spec in reg.headline_specs:
         assert all(slug in reg for slug in spec.reads), spec.name
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_every_measured_row_decides_at_defaults_or_in_the_full_profile(theme):
+    """Every measured spec has a design whose n is what its experiment's default config runs; simulated
+    at that n its own verdict function reaches P(holds | true) ≥ 0.8 and P(refuted | false) ≥ 0.8 with
+    P(wrong decisive) ≤ 0.05 under each — or the full profile's config gives it an n that does, with the
+    minutes that costs stated."""
+    experiments, _ = _theme(theme)
+    reg = experiments.REGISTRY
+    for spec in reg.claims:
+        if spec.kind != MEASURED:
+            assert spec.design is None, spec.key
+            continue
+        d = spec.design
+        Config = reg[spec.reads[0]].Config
+        assert d.units(Config()) == d.n, f"{spec.key}: the design's n is not what {Config.__name__}() runs"
+        if operating_characteristics(spec, DEFAULT).decided:
+            continue
+        assert d.full_n and d.full_minutes and d.full_minutes_source, f"{spec.key}: not decided, no full profile"
+        assert d.units(Config.full()) == d.full_n, f"{spec.key}: {Config.__name__}.full() does not run full_n"
+        oc = operating_characteristics(spec, FULL)
+        assert oc.decided, f"{spec.key}: not decided even at the full profile's n = {d.full_n}: {oc}"
 
 
 @pytest.mark.parametrize("theme", THEMES)
