@@ -108,9 +108,8 @@ def scan(root: Path = ROOT, type_edges: bool = True):
     for mod, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         where = str(path.relative_to(root.parent))
-        _visit(
-            tree, False, False, _File(mod, path.name == "__init__.py", where, modules, edges, inner, type_edges)
-        )
+        f = _File(mod, path.name == "__init__.py", where, modules, edges, inner, type_edges)
+        _visit(tree, False, False, f)
     return edges, inner
 
 

@@ -139,7 +139,7 @@ def test_every_measured_row_decides_at_defaults_or_in_the_full_profile(theme):
         assert d.units(Config()) == d.n, f"{spec.key}: the design's n is not what {Config.__name__}() runs"
         if operating_characteristics(spec, DEFAULT).decided:
             continue
-        assert d.full_n and d.full_minutes and d.full_minutes_source, f"{spec.key}: not decided, no full profile"
+        assert d.full_n and d.full_minutes and d.full_minutes_source, f"{spec.key}: no full profile"
         assert d.units(Config.full()) == d.full_n, f"{spec.key}: {Config.__name__}.full() does not run full_n"
         oc = operating_characteristics(spec, FULL)
         assert oc.decided, f"{spec.key}: not decided even at the full profile's n = {d.full_n}: {oc}"
