@@ -98,25 +98,40 @@ def param(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def config_for(Config: type[C], smoke: bool = False, profile: str = DEFAULT, **overrides: Any) -> C:
+def config_for(
+    Config: type[C],
+    smoke: bool = False,
+    profile: str = DEFAULT,
+    *,
+    values: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> C:
     """``Config.smoke()`` when ``smoke``, else ``Config.full()`` in the full profile (a config whose
     claims need no more n than its defaults has no ``full()``), else ``Config()``; ``overrides`` applied.
 
-    An override the config has no field for is a :class:`UsageError` naming the config and its fields
-    (a notebook parameter spelt wrong must not be dropped silently).
+    ``values`` are what a context gives the config (a theme whose experiments read a user's own file,
+    e.g. the audit's YAML): they replace ``Config()``'s defaults, the preset's own sizes (the fields
+    ``smoke()``/``full()`` change) win over them, and ``overrides`` win over both. An override or value
+    the config has no field for is a :class:`UsageError` naming the config and its fields (a notebook
+    parameter spelt wrong must not be dropped silently).
     """
     if smoke:
-        base = Config.smoke()  # type: ignore[attr-defined]
+        preset = Config.smoke()  # type: ignore[attr-defined]
     elif profile == FULL and hasattr(Config, "full"):
-        base = Config.full()  # type: ignore[attr-defined]
+        preset = Config.full()  # type: ignore[attr-defined]
     else:
-        base = Config()
-    names = {f.name for f in dataclasses.fields(base)}
-    unknown = sorted(set(overrides) - names)
+        preset = Config()
+    names = {f.name for f in dataclasses.fields(preset)}
+    unknown = sorted((set(overrides) | set(values or {})) - names)
     if unknown:
         raise UsageError(
             f"{Config.__name__} has no field {', '.join(unknown)}; its fields: {', '.join(sorted(names))}"
         )
+    base = preset
+    if values:
+        default = Config()
+        sized = {n: getattr(preset, n) for n in names if getattr(preset, n) != getattr(default, n)}
+        base = dataclasses.replace(default, **{**values, **sized})  # type: ignore[type-var]
     return dataclasses.replace(base, **overrides) if overrides else base
 
 
@@ -149,6 +164,12 @@ class Context:
         report = {"device": str(self.torch_device), **device_report()}
         record("device", report)
         return report
+
+    def config_values(self, experiment: Experiment[Any, Any]) -> dict[str, Any]:
+        """Values this context gives ``experiment``'s config before a notebook's overrides (see
+        :func:`config_for`): none here; a theme whose experiments read a user's file (the audit's YAML)
+        returns that file's settings for the experiment."""
+        return {}
 
     def keep(self, slug: str, result: Result[M]) -> Result[M]:
         """Keep ``result`` as experiment ``slug``'s latest in this context; returns it."""
@@ -202,10 +223,17 @@ class Experiment(Generic[C, M]):
     # What its panel shows under the figure once a run ends (default: the result's table).
     show_result: Callable[[Result[M]], Any] | None = None
 
-    def config(self, smoke: bool = False, profile: str = DEFAULT, **overrides: Any) -> C:
-        """This experiment's config: its SMOKE preset, full profile or defaults, with ``overrides``
-        (see :func:`config_for`)."""
-        return config_for(self.Config, smoke, profile, **overrides)
+    def config(
+        self,
+        smoke: bool = False,
+        profile: str = DEFAULT,
+        *,
+        values: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> C:
+        """This experiment's config: its SMOKE preset, full profile or defaults, with a context's
+        ``values`` and ``overrides`` (see :func:`config_for`)."""
+        return config_for(self.Config, smoke, profile, values=values, **overrides)
 
 
 class Registry:
@@ -305,7 +333,12 @@ class Registry:
         smoke and profile pick (``smoke`` overrides the context's), with ``overrides`` (an unknown one
         is a :class:`UsageError`) — what its panel's Run button runs, without the panel."""
         experiment = self[slug]
-        cfg = experiment.config(ctx.smoke if smoke is None else smoke, ctx.profile, **overrides)
+        cfg = experiment.config(
+            ctx.smoke if smoke is None else smoke,
+            ctx.profile,
+            values=ctx.config_values(experiment),
+            **overrides,
+        )
         return ctx.keep(slug, experiment.run(cfg, ctx, live))
 
     def panel(
@@ -366,7 +399,8 @@ def panel(
     :class:`UsageError`). ``panel(...).run()`` runs exactly what the button runs, headless.
     """
     smoke = getattr(ctx, "smoke", False) if smoke is None else smoke
-    cfg = experiment.config(smoke, getattr(ctx, "profile", DEFAULT), **overrides)
+    values = ctx.config_values(experiment) if isinstance(ctx, Context) else None
+    cfg = experiment.config(smoke, getattr(ctx, "profile", DEFAULT), values=values, **overrides)
 
     def run(params: C, live: Any = None) -> Result[M]:
         result = experiment.run(params, ctx, live)

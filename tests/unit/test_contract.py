@@ -252,6 +252,24 @@ def test_registry_config_and_panel():
     assert ctx.closed and not ctx._cache
 
 
+def test_a_context_gives_config_values_under_the_preset_and_the_overrides():
+    """A context's values (a user's file) replace the defaults; the smoke preset's sizes win over them,
+    and a notebook's overrides over both; a value the config lacks is a UsageError."""
+
+    class FromFile(Context):
+        def config_values(self, experiment):
+            return {"steps": 7, "names": ["file"]}
+
+    exp = Experiment("double", "Double", _Cfg, _M, _run)
+    with FromFile() as ctx:
+        assert panel(exp, ctx, widget=False).params.steps == 7
+        assert panel(exp, ctx, smoke=True, widget=False).params.steps == 1  # the preset's size wins
+        assert panel(exp, ctx, smoke=True, widget=False).params.names == ["file"]
+        assert panel(exp, ctx, steps=3, widget=False).params.steps == 3
+    with pytest.raises(UsageError, match="_Cfg has no field stpes"):
+        config_for(_Cfg, values={"stpes": 1})
+
+
 def test_unwrap_reads_result_optional_and_list():
     assert _unwrap(Result[_M]) == [_M]
     assert _unwrap(Result[_M] | None) == [_M]
