@@ -366,9 +366,15 @@ def holm_levels(family: Sequence[ClaimSpec], readings: dict[str, Reading]) -> di
     1 − α/m (m = the rows still open); those that decide are settled, and the rest are judged again at
     the level their smaller m allows, until a round settles none. This rejects exactly the hypotheses
     Holm's step-down rejects (a row decides at level 1 − α/m iff its p-value is ≤ α/m). A row that
-    never settles is inconclusive, naming the family."""
-    open_ = list(family)
+    never settles is inconclusive, naming the family. A row its verdict function calls "needs GPU"
+    (the run had no CUDA to measure it) is no hypothesis tested here: it keeps that verdict and leaves
+    the family."""
     out: dict[str, Verdict] = {}
+    for spec in family:
+        v = spec.decide(readings[spec.key])
+        if v.verdict == NEEDS_GPU:
+            out[spec.key] = v
+    open_ = [s for s in family if s.key not in out]
     while open_:
         level = 1 - FAMILY_ALPHA / len(open_)
         settled = []

@@ -210,3 +210,22 @@ def test_holm_settles_the_clear_rows_first_then_relaxes_the_level():
     out = holm_levels([b, c], {"b": borderline, "c": borderline})
     assert {v.verdict for v in out.values()} == {INCONCLUSIVE}
     assert all("Holm over 2 rows" in v.why for v in out.values())
+
+
+def test_holm_keeps_a_needs_gpu_row_out_of_the_family():
+    """A row whose verdict function says "needs GPU" (no CUDA in this run) keeps that verdict, and the
+    family Holm corrects for is the rows that were tested: here one, at 95 %."""
+    import dataclasses
+
+    from nbkit.claims import NEEDS_GPU, Reading, holm_levels, needs_gpu
+
+    def gpu_only(values, level=0.95):
+        """Needs a GPU on this machine."""
+        return needs_gpu("a CUDA kernel")
+
+    b = _spec("b")
+    gpu = dataclasses.replace(_spec("gpu"), verdict=gpu_only)
+    borderline = Reading(args=([0.2, 0.35, 0.1, 0.3, 0.0],), measured="", n="5")
+    out = holm_levels([gpu, b], {"gpu": borderline, "b": borderline})
+    assert out["gpu"].verdict == NEEDS_GPU
+    assert out["b"].verdict == HOLDS and "95.00% interval" in out["b"].why
