@@ -31,43 +31,45 @@ def main() -> None:
 
     import torch
 
-    from nbkit.audit.checks.kiss import KissConfig
     from nbkit.audit.config import config_file, load_config
-    from nbkit.audit.experiments import REGISTRY, check_config, make_context, run_check
+    from nbkit.audit.context import AuditContext
     from nbkit.audit.formats import read_any
+    from nbkit.audit.registry import REGISTRY, TRAINER_CHECKS, run_check
 
     torch.set_num_threads(args.threads)
     config = load_config(config_file(args.config))
     config.model.name = args.model
     t0, c0 = time.perf_counter(), time.process_time()
-    ctx = make_context(config, "cpu", progress=False)
+    ctx = AuditContext("cpu", config=config, progress=False)
     ctx.model_and_tokenizer()
     print(f"model load: {time.perf_counter() - t0:.1f} s wall, {time.process_time() - c0:.1f} s CPU")
     mapped = read_any(config_file(args.trainer_config))
-    trainer_ctx = make_context(
-        mapped.config,
-        ctx.device,
+    trainer_ctx = AuditContext(
+        ctx.torch_device,
+        config=mapped.config,
         progress=False,
         model_unavailable=mapped.model_unavailable,
         share_models_with=ctx,
     )
-    trainer = (
-        "train-on-inputs",
-        "chat-template-eot",
-        "tied-embeddings-lora",
-        "packing-attention",
-        "eval-batch",
-    )
+    trainer = TRAINER_CHECKS
     slugs = [s.strip() for s in args.checks.split(",") if s.strip()] or [
-        s for s in REGISTRY.slugs if s not in trainer
+        s for s in REGISTRY.check_slugs if s not in trainer
     ] + list(trainer)
     total_w = total_c = 0.0
     print(f"{'check':24s} {'wall s':>7s} {'CPU s':>7s} {'child CPU':>9s}  status  summary")
     for slug in slugs:
         c = trainer_ctx if slug in trainer else ctx
-        cfg = KissConfig(model=args.model) if slug == "kiss-lora" else check_config(slug, c.config)
-        if cfg is None:
-            cfg = REGISTRY[slug].Config()
+        check = REGISTRY.check(slug)
+        if slug == "kiss-lora":  # as the notebook runs it: the check's own defaults, on --model
+            cfg = check.config(model=args.model)
+
+            def one(check=check, cfg=cfg, c=c):
+                return c.keep(check.slug, check.run(cfg, c, None))
+        else:
+
+            def one(check=check, c=c):
+                return run_check(check, c)
+
         ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0, c0 = time.perf_counter(), time.process_time()
         if slug == args.profile:
@@ -75,9 +77,9 @@ def main() -> None:
             import pstats
 
             prof = cProfile.Profile()
-            f = prof.runcall(run_check, slug, cfg, c).data
+            f = prof.runcall(one).data
         else:
-            f = run_check(slug, cfg, c).data
+            f = one().data
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         child = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)

@@ -1,63 +1,76 @@
-"""Bench: how many gradient samples per length does the √L claim need?
+"""Bench: the spread of one gradient-noise variance estimate, which sizes the √L claim's n.
 
-grad-accumulation fits gradient-noise variance ∝ L^slope on SmolLM2 and the claim "scale accumulation
-by √L" is decided by whether the slope's 95 % bootstrap interval contains -0.5. This draws the
-default lengths × the largest sample count once (the same draws the check makes, same seed) and refits
-on the first k samples per length, so the interval — and so the verdict — can be read per k.
+grad-accumulation estimates the gradient-noise variance at each sequence length from disjoint pairs of
+micro-batch gradients (½‖g_a − g_b‖², one independent estimate per pair) and fits var ∝ L^slope. This
+draws the check's samples (same stream, same seed, every parameter or the last layer) and prints, per
+length, the pairs' mean and coefficient of variation (the design's spread), the seconds per gradient
+sample, and the slope's t interval (:func:`nbkit.audit.checks.grad_accumulation.slope_interval`) at
+the first k pairs per length.
 
-    .venv/bin/python bench/audit_noise_samples.py [--model smollm2] [--samples 8] [--k 3 4 6 8] [--threads 1]
+    .venv/bin/python bench/audit_noise_samples.py [--model smollm2] [--samples 16] [--k 4 8]
+        [--lengths 16 32 64 128] [--params all] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--samples", type=int, default=8)
-    ap.add_argument("--k", type=int, nargs="+", default=[3, 4, 6, 8])
+    ap.add_argument("--samples", type=int, default=16)
+    ap.add_argument("--k", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128])
+    ap.add_argument("--params", choices=["all", "last_layer"], default="all")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
 
     import torch
 
-    from nbkit.audit.checks.grad_accumulation import _flat_grad, fit_slope, only_grad_for, text_token_stream
+    from nbkit.audit.checks.grad_accumulation import (
+        noise_variance_by_length,
+        only_grad_for,
+        slope_interval,
+        text_token_stream,
+    )
     from nbkit.audit.sft import load_model_and_tokenizer
 
     torch.set_num_threads(args.threads)
     model, tok = load_model_and_tokenizer(args.model, torch.device("cpu"))
-    params = list(model.model.layers[-1].parameters())  # the check's default: the last decoder layer
+    params = (
+        [p for p in model.parameters() if p.requires_grad]
+        if args.params == "all"
+        else list(model.model.layers[-1].parameters())
+    )
     stream = text_token_stream(tok, max_tokens=max(4000, 40 * max(args.lengths)))
-    gen = torch.Generator().manual_seed(0)
-    grads: dict[int, list] = {}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with only_grad_for(model, params):
-        model.eval()
-        for L in args.lengths:
-            grads[L] = []
-            for _ in range(args.samples):
-                starts = torch.randint(0, len(stream) - L, (2,), generator=gen)
-                ids = torch.stack([stream[s : s + L] for s in starts.tolist()])
-                for p in params:
-                    p.grad = None
-                model(input_ids=ids, labels=ids).loss.backward()
-                grads[L].append(_flat_grad(params))
-            print(f"L={L}: {args.samples} samples, {time.perf_counter() - t0:.0f} s so far", flush=True)
-    for k in args.k:
-        devs = {}
-        for L, gs in grads.items():
-            g = torch.stack(gs[:k])
-            devs[L] = ((g - g.mean(0)) ** 2).sum(1).tolist()
-        slope, lo, hi = fit_slope(devs)
-        verdict = "refutes √L" if not lo <= -0.5 <= hi else "√L inside the interval"
-        print(
-            f"k={k} samples per length: slope {slope:.3f}, 95% interval [{lo:.3f}, {hi:.3f}] → {verdict}; "
-            f"tokens forwarded {2 * k * sum(args.lengths)}"
+        devs = noise_variance_by_length(
+            model,
+            stream,
+            args.lengths,
+            micro_batch=2,
+            samples=args.samples,
+            device=torch.device("cpu"),
+            params=params,
+            progress=False,
         )
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    n = args.samples * len(args.lengths)
+    print(f"{n} gradient samples ({args.params}): {wall:.0f} s wall, {cpu:.0f} CPU-s, {cpu / n:.2f} each")
+    cvs = []
+    for L in args.lengths:
+        d = devs[L]
+        cv = statistics.stdev(d) / statistics.mean(d)
+        cvs.append(cv)
+        print(f"L={L}: {len(d)} pairs, mean {statistics.mean(d):.4g}, cv {cv:.3f}")
+    print(f"pooled cv (root mean square over lengths): {(sum(c * c for c in cvs) / len(cvs)) ** 0.5:.3f}")
+    for k in args.k:
+        slope, lo, hi = slope_interval(args.lengths, [devs[L][:k] for L in args.lengths])
+        print(f"k={k} pairs per length: slope {slope:.3f}, 95% t interval [{lo:.3f}, {hi:.3f}]")
 
 
 if __name__ == "__main__":

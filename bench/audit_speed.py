@@ -45,7 +45,8 @@ def one_lora_step_seconds(model, tokenizer, reps: int = 3) -> float:
 
 def main() -> None:
     from nbkit.audit.config import load_config
-    from nbkit.audit.experiments import REGISTRY, make_context, run_audit
+    from nbkit.audit.context import AuditContext
+    from nbkit.audit.registry import REGISTRY, run_audit
     from nbkit.audit.sft import EXAMPLES_DIR
 
     ap = argparse.ArgumentParser()
@@ -61,18 +62,12 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
     cfg = load_config(EXAMPLES_DIR / ("good.yaml" if args.model == "tiny" else "good_smollm2.yaml"))
-    ctx = make_context(cfg, "cpu", progress=False)
+    ctx = AuditContext("cpu", smoke=args.smoke, config=cfg, progress=False)
     t0 = time.perf_counter()
     model, tok = ctx.model_and_tokenizer()
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    findings = run_audit(
-        cfg,
-        [c.slug for c in REGISTRY if c.slug != "kiss-lora"],
-        smoke=args.smoke,
-        context=ctx,
-        progress=False,
-    ).data
+    findings = run_audit(ctx, [s for s in REGISTRY.check_slugs if s != "kiss-lora"]).data
     total = time.perf_counter() - t0
     step = one_lora_step_seconds(model, tok)
     print(f"model {args.model}: load {load_s:.1f} s")
@@ -88,19 +83,15 @@ def main() -> None:
         f"the audit costs {total / step:.0f} training steps"
     )
     if args.kiss_budget:
-        from nbkit.audit.checks.kiss import KissConfig
-        from nbkit.audit.claims import verdict_kiss_steps
-        from nbkit.audit.experiments import run_check
+        from nbkit.audit.registry import run_check
 
         t0 = time.perf_counter()
-        f = run_check("kiss-lora", KissConfig(budget_steps=args.kiss_budget, model=args.model), ctx).data
-        fig = f.figures
+        check = REGISTRY.check("kiss-lora")
+        result = run_check(check, ctx, budget_steps=args.kiss_budget, model=args.model)
+        runs = result.metrics.runs if result.metrics is not None else ()
         print(
-            f"kiss-lora: {time.perf_counter() - t0:.1f} s, "
-            f"{fig.get('steps_trained')} of {args.kiss_budget} steps per variant; "
-            f"steps to target KISS {fig.get('kiss_steps_to_target')} "
-            f"vs over {fig.get('over_steps_to_target')} "
-            f"→ {verdict_kiss_steps(fig).verdict}"
+            f"kiss-lora: {time.perf_counter() - t0:.1f} s; steps to target per seed (KISS, over): "
+            + ", ".join(f"({r.kiss_steps}, {r.over_steps})" for r in runs)
         )
 
 

@@ -21,20 +21,20 @@
 # measured in this run. The same checks run from the shell: `nbkit audit CONFIG.yaml`.
 #
 # The claims come from a field note on DeepSeek fine-tuning ("KISS"); every number in it is treated
-# as a claim and re-measured — the table at the end gives the verdicts, each with its two-sided rule
-# and what it rests on. Every check is one module under `nbkit/audit/checks/`, keyed by its slug.
+# as a claim and re-measured — the table at the end gives the verdicts, each with its kind (measured,
+# arithmetic, library fact, demonstration), its two-sided rule, what it rests on, and how often the rule
+# would confirm a true claim and refute a false one at this run's n. Every check is one module under
+# `nbkit/audit/checks/`, keyed by its slug; `PROFILE = "full"` gives every claim the n it needs to decide
+# (longer).
 
 # %% tags=["parameters"]
 SMOKE = False
+PROFILE = "default"  # "full": every claim's n large enough to decide it (longer)
 DEVICE = "auto"
 SEED = 0
 MODEL = "smollm2"  # "smollm2" (real model) or "tiny" (random GQA Llama, seconds)
 CONFIG = "good_smollm2.yaml"  # under nbkit/audit/examples/, or a path
 BROKEN_CONFIG = "broken.yaml"
-KISS_MODEL = "smollm2"  # model of kiss-lora's training (SMOKE trains the tiny model)
-KISS_BUDGET_STEPS = None  # kiss-lora's steps per LoRA variant (None: the check's default budget)
-KISS_SEEDS = None  # repeats of the kiss-lora comparison (None: the check's default); range: 1..20
-KISS_LR = None  # kiss-lora's learning rate (None: the check's default)
 TRAINER_CONFIG = (
     "axolotl_smollm2.yml"  # axolotl YAML, SFTConfig/TrainingArguments JSON, PEFT or DeepSpeed JSON
 )
@@ -50,38 +50,30 @@ import nbkit
 
 nbkit.require("audit")  # this notebook needs pip install 'nbkit[audit]': one line here if anything is missing
 
-from nbkit.audit import claims, experiments, panels
-from nbkit.claims import claims_frame
+from nbkit.audit import claims, context, experiments
 
-ctx = panels.open_audit(CONFIG, model=MODEL, seed=SEED, device=DEVICE, threads=THREADS)
-nbkit.record("device", ctx.device)
-nbkit.record("model", panels.model_summary(ctx))
-panels.device_summary()
+ctx = context.AuditContext(
+    DEVICE, smoke=SMOKE, profile=PROFILE, config=CONFIG, model=MODEL, seed=SEED, threads=THREADS
+)
+ctx.describe()
 
 # %% [markdown]
 # ## 1 · KISS versus an over-parameterised LoRA (`kiss-lora`)
 #
 # The field notes say q/v rank-8 adapters (0.12 % trainable) converge in 890 steps where q/v/o
 # rank-64 (0.87 %) needs 2140 and 42.3 GB instead of 28.1 GB. Both variants are trained here on the
-# same small SFT task with the same budget; trainable share comes from PEFT's own counter, peak
-# memory from the device (CUDA allocator peak, or tensor bytes of one optimiser step on CPU), steps
-# from the validation loss reaching the target. The budget is `KISS_BUDGET_STEPS`; the variants train in
-# lock-step and stop at the first evaluation where one reaches the target (training on cannot change
-# which got there first). The comparison is repeated for `KISS_SEEDS` seeds, each drawing its own
-# validation split, LoRA initialisation and batch order; the claim is decided on how often KISS got
-# there first, with an interval (the plot and table show the first seed).
+# same small SFT task, each at its own learning rate, until both reach the validation-loss target (half
+# the untrained loss) or the step budget; each seed draws its own validation split, LoRA initialisation
+# and batch order, and gives one steps ratio KISS / over-parameterised. A crossing found at an evaluation
+# is located to the exact step by replaying the steps since the last one. The claim is decided on the
+# geometric mean of those ratios with an interval over seeds; the default run's seeds show the effect,
+# the full profile runs the seeds the claim needs. The trainable shares are counted by PEFT on the notes'
+# own model (DeepSeek-LLM-7B's architecture, on the meta device) and on this one; peak memory is the
+# device's (CUDA allocator peak, or tensor bytes of one optimiser step on CPU). The plot and table show
+# the first seed.
 
 # %%
-panels.show(
-    "kiss-lora",
-    ctx,
-    smoke=SMOKE,
-    from_config=False,
-    budget_steps=KISS_BUDGET_STEPS,
-    lr=KISS_LR,
-    model=KISS_MODEL,
-    seeds=KISS_SEEDS,
-)
+kiss = experiments.show("kiss-lora", ctx)
 
 # %% [markdown]
 # ## 2 · LoRA shape binding (`lora-binding`)
@@ -92,7 +84,7 @@ panels.show(
 # literally. A rank above a layer's width fails from the shapes alone, before anything is built.
 
 # %%
-panels.show("lora-binding", ctx, smoke=SMOKE)
+binding = experiments.show("lora-binding", ctx)
 
 # %% [markdown]
 # ## 3 · Tokenizer ↔ label space (`label-alignment`)
@@ -101,30 +93,31 @@ panels.show("lora-binding", ctx, smoke=SMOKE)
 # offsets as BIO tags, then projected back: label coverage and exact boundary F1 per language.
 
 # %%
-panels.show("label-alignment", ctx, smoke=SMOKE)
+labels = experiments.show("label-alignment", ctx)
 
 # %% [markdown]
 # ## 4 · Attention backend and context (`attention`)
 #
 # Which SDPA kernel the model's forward actually dispatches to (read from the profiler), and causal
 # attention throughput versus length per backend with the model's head layout on this device (on
-# CUDA in bf16, which the flash kernel needs). The field notes' tile sizes and 92.4 % utilisation are
-# kernel internals SDPA cannot show; their 3.8× speed-up is measured on a GPU.
+# CUDA in bf16, which the flash kernel needs). The backends are timed interleaved, twenty repetitions
+# each, with the machine's load average beside them. The field notes' tile sizes and 92.4 %
+# utilisation are kernel internals SDPA cannot show; their 3.8× speed-up is measured on a GPU.
 
 # %%
-panels.show("attention", ctx, smoke=SMOKE)
+attention = experiments.show("attention", ctx)
 
 # %% [markdown]
 # ## 5 · Gradient accumulation (`grad-accumulation`)
 #
 # G micro-batches against one large batch: equal gradients only when the token losses are summed
 # and divided by the whole batch's token count (transformers' `num_items_in_batch`). Then the
-# field notes' rule "scale accumulation by √L": the gradient-noise variance of real text is
-# measured at several sequence lengths and the fitted exponent, with its 95 % interval, decides
-# between √L (−0.5) and anything else.
+# field notes' rule "scale accumulation by √L": the gradient-noise variance of every parameter on real
+# text is measured at several sequence lengths, one independent estimate per pair of micro-batch
+# gradients, and the fitted exponent, with its t interval, decides between √L (−0.5) and anything else.
 
 # %%
-panels.show("grad-accumulation", ctx, smoke=SMOKE)
+grad = experiments.show("grad-accumulation", ctx)
 
 # %% [markdown]
 # ## 6 · dtype transitions under bf16 autocast (`dtypes`)
@@ -133,7 +126,7 @@ panels.show("grad-accumulation", ctx, smoke=SMOKE)
 # op claims (`baddbmm`, `index_add_`, `index_copy_`) run on this torch build.
 
 # %%
-panels.show("dtypes", ctx, smoke=SMOKE)
+dtypes = experiments.show("dtypes", ctx)
 
 # %% [markdown]
 # ## 7 · JSONL ↔ Pydantic schema (`data-schema`)
@@ -143,7 +136,7 @@ panels.show("dtypes", ctx, smoke=SMOKE)
 # `sft_broken.jsonl` or the schema module that does not import.
 
 # %%
-panels.show("data-schema", ctx, smoke=SMOKE)
+schema = experiments.show("data-schema", ctx)
 
 # %% [markdown]
 # ## 8 · Prompt template ↔ loss mask (`loss-mask`)
@@ -151,21 +144,24 @@ panels.show("data-schema", ctx, smoke=SMOKE)
 # `len(input_ids) == len(labels)`, the unmasked labels decode exactly to the target text, and the
 # end-of-turn token is trained although pad == eos. Tick `mask_pad_labels` to see the common
 # collator line `labels[labels == pad] = -100` silently mask it. The field notes' two asserts are also
-# run on leaking variants of every example (end-of-turn masked, target truncated, prompt trained, mask
-# boundary off by one): the claims table says whether they catch each kind.
+# run on leaking variants of every example — end-of-turn masked, target truncated, prompt trained, mask
+# boundary off by one, a BPE merge across the prompt/target boundary, labels shifted one position, a
+# training template other than the one inference renders: the claims table says, per kind, whether
+# they catch it.
 
 # %%
-panels.show("loss-mask", ctx, smoke=SMOKE)
+mask = experiments.show("loss-mask", ctx)
 
 # %% [markdown]
 # ## 9 · Sampling weights ↔ reward distribution (`reward-weights`)
 #
 # w ∝ exp(β·r + γ·log p_ref) with the model's own response log-likelihood as reward: KL between the
-# weighted and uniform reward distributions, kurtosis, CI shrink, over β and γ, against the field
-# notes' thresholds (KL > 0.18, shrink > 42 %).
+# weighted and uniform reward distributions, kurtosis, CI shrink and effective sample size, over β and
+# γ, against the field notes' thresholds (KL > 0.18, shrink > 42 %). The responses are bootstrapped: the
+# kurtosis rise has an interval, and so has the ratio of the β where each threshold starts to flag.
 
 # %%
-panels.show("reward-weights", ctx, smoke=SMOKE)
+reward = experiments.show("reward-weights", ctx)
 
 # %% [markdown]
 # ## 10 · ZeRO-3 ↔ GQA layout (`zero3-layout`)
@@ -174,7 +170,7 @@ panels.show("reward-weights", ctx, smoke=SMOKE)
 # whole on every rank, what each rank holds, and whether slices cut through KV head groups.
 
 # %%
-panels.show("zero3-layout", ctx, smoke=SMOKE)
+layout = experiments.show("zero3-layout", ctx)
 
 # %% [markdown]
 # ## 11 · Chained LR schedulers (`schedulers`)
@@ -183,33 +179,41 @@ panels.show("zero3-layout", ctx, smoke=SMOKE)
 # alone; warmup lost or repeated; resume from a checkpoint with and without the scheduler state.
 
 # %%
-panels.show("schedulers", ctx, smoke=SMOKE)
+schedulers = experiments.show("schedulers", ctx)
 
 # %% [markdown]
 # ## 12 · Checkpoint interval ↔ fragmentation (`fragmentation`)
 #
-# Needs CUDA's caching allocator. This is notebook 02's fragmentation experiment, with the interval of
+# Needs CUDA's caching allocator. This is notebook 02's fragmentation experiment with the interval of
 # this config's `checkpoint` section: on a GPU a Llama with Llama-2-7B's layer shapes trains 400 steps
-# checkpointing every 50 and every 200 steps, once per seed (three seeds), and the mean gap ratio
-# (reserved − allocated) / reserved of the two intervals is compared across seeds with a t interval
-# (the steps of one run are one allocator's history, not independent samples), by the same rule as in
-# notebook 02. On CPU the finding says so and reports no number.
+# checkpointing every 50 and every 200 steps, once per seed, and the gap ratio (reserved − allocated) /
+# reserved of the two intervals is compared. The field notes' claim about it is judged in notebook 02's
+# ledger; here the finding shows what this config's interval does. On CPU the finding says so and
+# reports no number.
 
 # %%
-panels.show("fragmentation", ctx, smoke=SMOKE)
+fragmentation = experiments.show("fragmentation", ctx)
 
 # %% [markdown]
 # ## 13 · Evaluation ↔ DDP synchronisation (`ddp-eval`)
 #
 # Two gloo ranks on 127.0.0.1 (subprocesses with a timeout) train a tiny Llama with a value head and
-# evaluate between steps in five ways; a communication hook counts all-reduces and reducer errors
-# are caught. The model size does not change DDP's reducer logic.
+# evaluate between steps in five ways — and the diagnostic backward once more without the value head,
+# so a reducer error the eval backward causes is told from one the head's unused parameters cause; a
+# communication hook counts all-reduces. The model size does not change DDP's reducer logic.
 
 # %%
-panels.show("ddp-eval", ctx, smoke=SMOKE)
+ddp = experiments.show("ddp-eval", ctx)
 
 # %% [markdown]
-# ## 14–18 · Your own trainer config: axolotl, TRL, PEFT
+# The findings of this configuration's checks, one row each.
+
+# %%
+nbkit.record("findings", ctx.finding_dicts())
+ctx.findings_frame()
+
+# %% [markdown]
+# ## 14–18 · Your own trainer config: axolotl, TRL, PEFT (`trainer-config`)
 #
 # `TRAINER_CONFIG` is the config you are about to train with — an axolotl YAML, a TRL `SFTConfig` /
 # transformers `TrainingArguments` JSON (as `to_json_string()` writes it), a PEFT `adapter_config.json`
@@ -225,18 +229,10 @@ panels.show("ddp-eval", ctx, smoke=SMOKE)
 # micro batch size under accumulation (`eval-batch`). A check that lacks an input says "not run: needs …".
 
 # %%
-mapped = panels.read_trainer_config(TRAINER_CONFIG, TRAINER_MODEL)
-trainer_ctx = panels.trainer_context(mapped, ctx)
-nbkit.record("trainer_config", panels.trainer_config_summary(mapped, TRAINER_CONFIG))
-print(mapped.table_text())
-
-# %%
-panels.show_all(experiments.TRAINER_CHECKS, trainer_ctx, smoke=SMOKE)
-nbkit.record("findings_trainer", trainer_ctx.finding_dicts())
-trainer_ctx.findings_frame()
+trainer = experiments.show("trainer-config", ctx, config=TRAINER_CONFIG, model=TRAINER_MODEL)
 
 # %% [markdown]
-# ## The whole setup before the GPUs: `nbkit diagnose`
+# ## The whole setup before the GPUs: `nbkit diagnose` (`diagnose`)
 #
 # A trainer config names its DeepSpeed JSON and its base model, and the cluster is known; the run only
 # finds out at start (or never) that the files disagree. `nbkit diagnose CONFIG --gpus-per-node 8
@@ -249,41 +245,36 @@ trainer_ctx.findings_frame()
 # mistakes. The ledger below is the command's `--format html` table.
 
 # %%
-diagnosis = panels.diagnose(
-    DIAGNOSE_CONFIG,
+diagnosis = experiments.show(
+    "diagnose",
+    ctx,
+    config=DIAGNOSE_CONFIG,
     nodes=DIAGNOSE_NODES,
     gpus_per_node=DIAGNOSE_GPUS_PER_NODE,
     gpu_memory_gib=DIAGNOSE_GPU_MEMORY,
-    audit=False,
 )
-nbkit.record("diagnose", diagnosis.summary())
-diagnosis
 
 # %% [markdown]
-# ## The audit of this configuration, and of a deliberately broken one
+# ## A deliberately broken configuration (`audit`)
 #
 # `broken.yaml` hides one fault per section (unmatched LoRA target and a rank above the k/v width,
 # a JSONL file with broken lines and a non-UTF-8 byte, a truncating template that masks pad = eos,
 # per-micro-batch loss means, stacked warmups and a resume without scheduler state, a 1e9
-# persistence threshold, β = 8, a diagnostic eval backward outside `no_sync`). It runs on the tiny
-# model: the faults are in the configuration, not in the model size.
+# persistence threshold, β = 8, a diagnostic eval backward outside `no_sync`). Its audit runs every
+# check it allows on the tiny model — the faults are in the configuration, not in the model size — in
+# a context of its own; its data-schema check is the claims table's example of lax coercion.
 
 # %%
-broken = panels.open_audit(BROKEN_CONFIG, seed=SEED, device=ctx.torch_device)
-broken_run = experiments.run_audit(broken.config, smoke=SMOKE, context=broken)
-nbkit.record("findings", ctx.finding_dicts())
-nbkit.record("findings_broken", broken_run.metrics.findings)
-nbkit.record("status_counts", {"good": ctx.status_counts(), "broken": broken_run.metrics.status_counts})
-experiments.findings_table(ctx, broken)
+broken = experiments.show("audit", ctx, config=BROKEN_CONFIG)
 
 # %% [markdown]
 # ## Claims table
 #
-# Each field-note claim, the value measured in this run, the two-sided rule that decides it, what
-# the measurement rests on, and the verdict.
+# Each field-note claim, the value measured in this run, its kind, the two-sided rule that decides it,
+# what the measurement rests on, and the verdict. A measured row also shows how often its rule confirms
+# a true claim and refutes a false one at this run's n; the noisy rows are judged as one family (Holm),
+# and a row this profile's n cannot decide says what n would.
 
 # %%
-rows = claims.claims_of(ctx, broken)
-nbkit.record("claims", rows)
-nbkit.record("headline", claims.headline(ctx, broken))
-claims_frame(rows)
+claims.headline(ctx)
+claims.judge(ctx)

@@ -4,17 +4,18 @@ and the audit-config section it reads), its frozen metrics dataclass and its reg
 A check module holds what the check is about (its measurements), its config dataclass and its
 metrics dataclass, and ends with::
 
-    CHECK = Check.of(SLUG, TITLE, XConfig, XMetrics, finding, number=N, needs="section")
+    CHECK = Check.of(SLUG, TITLE, XConfig, XMetrics, measure, number=N, needs="section")
 
-``finding(cfg, ctx, live=None) -> Finding`` decides the check (status, summary, figures, evidence,
-fix); :meth:`Check.of` wraps it into the experiment's ``run(cfg, ctx, live) -> Result[XMetrics]``.
-``XMetrics`` derives from :class:`CheckMetrics`: the finding's status, summary and fix, the model
-it was measured on, and the typed figures claims read (a field named like the figure, or carrying
-the figure's key in its ``key`` metadata when that key is not a Python name).
+``measure(cfg, ctx, live=None) -> Checked[XMetrics]`` decides the check: the :class:`Finding` a reader
+sees (status, summary, evidence, fix) and the typed metrics it measured, each field set by the check
+itself (``XMetrics(field=value, ...)``) — a field the check forgets is a ``TypeError`` where it builds
+them, never a silent gap. A check that measured nothing (skipped, or failed before measuring) returns
+no metrics. :meth:`Check.of` wraps ``measure`` into the experiment's ``run(cfg, ctx, live) ->
+Result[XMetrics]``, adding the finding's status, summary and fix and the model to the metrics.
 
 Slugs are the keys everywhere (``--checks``, findings, claims, panels); ``number`` is the check's
-place in the field notes' list of thirteen (14–18: the trainer-config checks), so ``--checks 2,7-11``
-still selects by it.
+place in the field notes' list of thirteen (14–18: the trainer-config checks,
+:data:`nbkit.audit.check_names.CHECK_NAMES`), so ``--checks 2,7-11`` still selects by it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from nbkit.audit.check_names import CHECK_NAMES, check_slug, known
 from nbkit.audit.sections import TrainerSection
 from nbkit.errors import UsageError
 from nbkit.experiment import Experiment, Registry
@@ -32,6 +34,8 @@ from nbkit.findings import Finding
 from nbkit.result import Result
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from nbkit.audit.config import AuditConfig
 
 M = TypeVar("M", bound="CheckMetrics")
@@ -42,58 +46,86 @@ class NotRunnable(Exception):
     pass."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckMetrics:
-    """What every check's result carries: its verdict (status, summary, fix) and the model it ran on."""
+    """What every check's metrics carry besides its own measured fields: the finding's status,
+    summary and fix, and the model it was measured on (filled by :meth:`Check.of`'s run)."""
 
-    status: str = "skipped"
+    status: str = "pass"
     summary: str = ""
     fix: str = ""
     model: str = ""
-
-    @classmethod
-    def of(cls: type[M], finding: Finding, model: str = "") -> M:
-        """The typed metrics of ``finding``: each field from the figure of its name (or its ``key``
-        metadata); a figure the check did not write stays ``None``."""
-        figs = finding.figures
-        values: dict[str, Any] = {"status": finding.status, "summary": finding.summary, "fix": finding.fix}
-        values["model"] = str(figs.get("model") or model)
-        for f in dataclasses.fields(cls):
-            if f.name not in values:
-                values[f.name] = figs.get(f.metadata.get("key", f.name))
-        return cls(**values)
 
     @property
     def failed(self) -> bool:
         return self.status in ("fail", "error")
 
+    def figures(self) -> dict[str, Any]:
+        """The check's own measured fields by name (what its finding shows among its figures)."""
+        base = {f.name for f in dataclasses.fields(CheckMetrics)}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in base}
 
-def figure(key: str) -> Any:
-    """A metrics field read from the figure ``key`` (a key that is not a Python name)."""
-    return dataclasses.field(default=None, metadata={"key": key})
+
+@dataclass(frozen=True)
+class Checked(Generic[M]):
+    """What a check's measurement returns: the ``finding`` a reader sees and the typed ``metrics`` the
+    claims read (``None`` when the check measured nothing)."""
+
+    finding: Finding
+    metrics: M | None = None
 
 
-def finding_result(finding: Finding, Metrics: type[M], model: str = "") -> Result[M]:
-    """``Result`` of a finding: typed metrics, the evidence table, the figure; ``data`` the finding."""
+def finding_result(finding: Finding, metrics: CheckMetrics | None, model: str = "") -> Result[Any]:
+    """``Result`` of a check: its metrics with the finding's status, summary and fix (``None`` when it
+    measured nothing), the evidence table, the figure; ``data`` the finding."""
     import pandas as pd
 
+    if metrics is not None:
+        metrics = dataclasses.replace(
+            metrics,
+            status=finding.status,
+            summary=finding.summary,
+            fix=finding.fix,
+            model=metrics.model or model,
+        )
     table = pd.DataFrame(finding.table) if finding.table else None
-    return Result(metrics=Metrics.of(finding, model), table=table, figure=finding.figure, data=finding)
+    return Result(metrics=metrics, table=table, figure=finding.figure, data=finding)
+
+
+def evidence_table(finding: Finding, rows: int = 12) -> pd.DataFrame | None:
+    """The first ``rows`` rows of a finding's evidence (what a panel shows under its card)."""
+    import pandas as pd
+
+    return pd.DataFrame(finding.table[:rows]) if finding.table else None
+
+
+def show_finding(result: Result[Any]) -> Any:
+    """A check's panel output: the finding's card and the first rows of its evidence."""
+    from IPython.display import HTML
+
+    f = result.data
+    table = evidence_table(f)
+    more = (
+        f"<div><i>{len(f.table) - 12} more evidence rows in result.data.table</i></div>"
+        if len(f.table) > 12
+        else ""
+    )
+    return HTML(f.card_html() + (table.to_html(index=False) if table is not None else "") + more)
 
 
 @dataclass(frozen=True)
 class Check(Experiment):
     """One audit check: an experiment with its ``number`` and the audit-config section it ``needs``.
 
-    ``needs`` names the section the check reads; when a YAML config lacks it the check is reported as
-    skipped (and says which section would run it). ``config_from(audit, smoke)`` is the check's config
-    taken from an :class:`~nbkit.audit.config.AuditConfig` (``values_from(audit)``, by default
-    ``Config.audit_values``).
+    ``needs`` names the section the check reads; when a YAML config lacks it (or the section switches
+    the check off, as ``kiss`` with no training budget does) :func:`nbkit.audit.registry.run_audit`
+    reports the check as skipped, naming the section. ``values_from(audit)`` gives the check's config
+    values from an :class:`~nbkit.audit.config.AuditConfig` (default ``Config.audit_values``); the
+    audit's context hands them to the one config builder (:func:`nbkit.experiment.config_for`).
     """
 
     number: int = 0
     needs: str = ""
-    finding: Callable[..., Finding] | None = None
     values_from: Callable[..., dict[str, Any]] | None = None
 
     @classmethod
@@ -103,94 +135,87 @@ class Check(Experiment):
         title: str,
         Config: type,
         Metrics: type[CheckMetrics],
-        finding: Callable[..., Finding],
+        measure: Callable[..., Checked[Any]],
         *,
         number: int,
         needs: str = "",
         values_from: Callable[..., dict[str, Any]] | None = None,
     ) -> Check:
-        """The check whose ``run(cfg, ctx, live)`` times ``finding`` and returns its typed result; a
+        """The check whose ``run(cfg, ctx, live)`` times ``measure`` and returns its typed result; a
         :class:`NotRunnable` input becomes a skipped finding that names what is missing."""
 
         def run(cfg: Any, ctx: Any, live: Any = None) -> Result[Any]:
             t0 = time.perf_counter()
             try:
-                f = finding(cfg, ctx, live)
+                checked = measure(cfg, ctx, live)
             except NotRunnable as exc:
-                f = Finding(slug, title, "skipped", f"not run: needs {exc}")
-            f.seconds = time.perf_counter() - t0
-            return finding_result(f, Metrics, ctx.config.model.name if ctx is not None else "")
+                checked = Checked(Finding(slug, title, "skipped", f"not run: needs {exc}"))
+            if checked.metrics is not None and not isinstance(checked.metrics, Metrics):
+                raise TypeError(
+                    f"check {slug!r} measured {type(checked.metrics).__name__}, not {Metrics.__name__}"
+                )
+            checked.finding.seconds = time.perf_counter() - t0
+            return finding_result(checked.finding, checked.metrics, ctx.config.model.name)
 
-        run.__doc__ = finding.__doc__
+        run.__doc__ = measure.__doc__
         return cls(
             slug,
             title,
             Config,
             Metrics,
             run,
-            (finding.__doc__ or "").strip().split("\n")[0],
+            show_result=show_finding,
             number=number,
             needs=needs,
-            finding=finding,
             values_from=values_from,
         )
 
     def lacks_section(self, audit: AuditConfig) -> bool:
-        return bool(self.needs) and getattr(audit, self.needs) is None
+        """The audit config has no section this check reads, or the section switches it off."""
+        if not self.needs:
+            return False
+        section = getattr(audit, self.needs)
+        return section is None or not getattr(section, "enabled", True)
 
     def audit_values(self, audit: AuditConfig) -> dict[str, Any]:
         """The config values this check takes from the audit config (``values_from``, else
-        ``Config.audit_values``)."""
-        return self.values_from(audit) if self.values_from is not None else self.Config.audit_values(audit)
-
-    def config_from(self, audit: AuditConfig, smoke: bool = False, **overrides: Any) -> Any:
-        """This check's config from the audit config, with ``overrides``; under ``smoke`` the smoke
-        preset's sizes win. ``None`` when the audit config lacks the section the check needs."""
+        ``Config.audit_values``); none when the config lacks the check's section."""
         if self.lacks_section(audit):
-            return None
-        return from_audit_values(self.Config, {**self.audit_values(audit), **overrides}, smoke)
+            return {}
+        return self.values_from(audit) if self.values_from is not None else self.Config.audit_values(audit)
 
 
 class CheckRegistry(Registry):
-    """Checks by slug (or number), iterated in the field notes' order."""
+    """The audit's experiments by slug: its checks (also by number, iterated in the field notes' order,
+    :meth:`checks`) and the experiments that run several of them (a whole config's audit)."""
 
     def register(self, experiment: Experiment) -> Experiment:
-        check = experiment
-        if not isinstance(check, Check):
-            raise TypeError(f"audit: {check.slug!r} is not a Check")
-        if any(c.number == check.number for c in self):
-            raise ValueError(f"audit check number {check.number} used twice")
-        return super().register(check)
+        if isinstance(experiment, Check):
+            if CHECK_NAMES.get(experiment.number) != experiment.slug:
+                raise ValueError(
+                    f"audit check {experiment.slug!r} has number {experiment.number}; "
+                    f"nbkit.audit.check_names lists {CHECK_NAMES.get(experiment.number)!r} there"
+                )
+            if any(c.number == experiment.number for c in self.checks()):
+                raise ValueError(f"audit check number {experiment.number} used twice")
+        return super().register(experiment)
 
-    def __iter__(self) -> Iterator[Check]:
-        return iter(sorted(self._experiments.values(), key=lambda c: c.number))  # type: ignore[attr-defined]
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            self[key]  # type: ignore[index]
-        except KeyError:
-            return False
-        return True
+    def checks(self) -> Iterator[Check]:
+        """The registered checks in the field notes' order."""
+        found = [e for e in self._experiments.values() if isinstance(e, Check)]
+        return iter(sorted(found, key=lambda c: c.number))
 
     @property
-    def slugs(self) -> list[str]:
-        return [c.slug for c in self]
+    def check_slugs(self) -> list[str]:
+        return [c.slug for c in self.checks()]
 
-    def __getitem__(self, key: str | int) -> Check:  # type: ignore[override]
-        """A check by slug, or by its number (an int or a string of digits); ``KeyError`` otherwise."""
-        if isinstance(key, bool):
+    def check(self, key: str | int) -> Check:
+        """A check by slug or number; ``KeyError`` otherwise."""
+        slug = check_slug(key)
+        found = self._experiments.get(slug)
+        if not isinstance(found, Check):
             raise KeyError(key)
-        if isinstance(key, int) or (isinstance(key, str) and key.strip().isdigit()):
-            for c in self:
-                if c.number == int(key):
-                    return c
-            raise KeyError(key)
-        if isinstance(key, str) and key.strip() in self._experiments:
-            return self._experiments[key.strip()]  # type: ignore[return-value]
-        raise KeyError(key)
-
-    def known(self) -> str:
-        return ", ".join(f"{c.number} {c.slug}" for c in self)
+        return found
 
     def select(self, spec: str) -> list[str]:
         """Slugs selected by a ``--checks`` value: slugs, numbers and number ranges, comma separated.
@@ -201,7 +226,7 @@ class CheckRegistry(Registry):
         if not any(parts):
             raise UsageError(
                 f"--checks {spec!r} selects no check; give slugs or numbers, e.g. lora-binding,7-11 (known: "
-                f"{self.known()})"
+                f"{known()})"
             )
         out: list[str] = []
         for part in parts:
@@ -217,37 +242,17 @@ class CheckRegistry(Registry):
                 keys = [part]
             for key in keys:
                 try:
-                    slug = self[key].slug
+                    slug = self.check(key).slug
                 except KeyError:
-                    raise UsageError(
-                        f"--checks {spec!r}: unknown check {key!r} (known: {self.known()})"
-                    ) from None
+                    raise UsageError(f"--checks {spec!r}: unknown check {key!r} (known: {known()})") from None
                 if slug not in out:
                     out.append(slug)
         return out
 
 
-def smoke_values(Config: type) -> dict[str, Any]:
-    """The fields ``Config.smoke()`` changes from ``Config()``: its work sizes."""
-    smoke, default = Config.smoke(), Config()
-    return {
-        f.name: getattr(smoke, f.name)
-        for f in dataclasses.fields(Config)
-        if getattr(smoke, f.name) != getattr(default, f.name)
-    }
-
-
-def from_audit_values(Config: type, values: dict[str, Any], smoke: bool = False) -> Any:
-    """``Config()`` with the audit config's ``values``; with ``smoke`` the smoke preset's sizes win."""
-    if smoke:
-        values = {**values, **smoke_values(Config)}
-    return dataclasses.replace(Config(), **values)
-
-
 class CheckConfig:
     """What every check's config dataclass shares: ``smoke()`` (the fast preset; override it to change
-    the work sizes) and ``from_audit(audit, smoke)``, the check's values taken from the audit config
-    (``audit_values``), with the smoke preset's sizes winning under ``smoke``."""
+    the work sizes) and ``audit_values(audit)``, the check's values taken from the audit config."""
 
     @classmethod
     def smoke(cls):
@@ -257,10 +262,6 @@ class CheckConfig:
     def audit_values(cls, audit: AuditConfig) -> dict[str, Any]:
         return {}
 
-    @classmethod
-    def from_audit(cls, audit: AuditConfig, smoke: bool = False):
-        return from_audit_values(cls, cls.audit_values(audit), smoke)
-
 
 class TrainerCheckConfig(CheckConfig):
     """A check config filled from the audit's ``trainer`` section: each field of the same name (lists
@@ -269,8 +270,7 @@ class TrainerCheckConfig(CheckConfig):
     @classmethod
     def audit_values(cls, audit: AuditConfig) -> dict[str, Any]:
         t = audit.trainer
-        # type: ignore[arg-type]
-        names = {f.name for f in dataclasses.fields(cls)} & set(TrainerSection.model_fields)
+        names = {f.name for f in dataclasses.fields(cls)} & set(TrainerSection.model_fields)  # type: ignore[arg-type]
         return {
             n: ",".join(getattr(t, n)) if isinstance(getattr(t, n), list) else getattr(t, n) for n in names
         }

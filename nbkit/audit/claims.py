@@ -1,240 +1,347 @@
-"""The field notes' fine-tuning claims next to this run's measurements, decided by named rules.
+"""The field notes' fine-tuning claims, each a declared spec judged on the typed metrics of the audit's
+experiments (:class:`~nbkit.claims.ClaimSpec`, registered with the audit's registry).
 
-Each ``verdict_*`` takes the typed metrics of one check (``XMetrics``, the fields the check fills on
-CPU and on CUDA alike) and returns a :class:`~nbkit.claims.Verdict`; its rule and tolerance are in its
-docstring. Every rule is two-sided — it can say holds, refuted or inconclusive — and a figure the run
-did not produce is "inconclusive" (or "needs GPU" where only CUDA can measure it). :func:`claims`
-assembles the rows from the metrics of the good config's checks and of the broken one's data-schema
-check; :func:`claims_of` reads those from the two audit contexts.
+Each claim has a named ``verdict_*`` function (its rule in its docstring, two-sided: holds, refuted or
+inconclusive from the same inputs), a ``read_*`` function from the metrics of the experiments it reads
+to the verdict's arguments, and its kind: ``measured`` (this run measured it; a noisy one has an
+interval over the units that vary and a design whose operating characteristics the ledger shows),
+``arithmetic`` (PEFT's exact count on an architecture), ``library fact`` (what a library does by its
+own convention: PEFT's layout and scaling, a tokenizer's offsets, torch's dtype rules) or
+``demonstration`` (a fixture written to show a failure). ``judge(ctx)`` gives the ledger and
+``headline(ctx)`` the headline numbers.
 
-Two rows of the old table are gone: "missing-field share is a useful headline" (the field notes
-define it as a metric; nothing can refute a definition) and "ZeRO-3 slices by flat shape, ignoring KV
-head groups" (the layout is computed from DeepSpeed's flat-partition rule, so its verdict would only
-restate the model of it). For the same reason there is no row for "a persistence threshold of 1e9
-replicates every tensor": the zero3-layout check applies DeepSpeed's rule (numel ≤ threshold persists),
-so at 1e9 the row could only hold; the check still shows the layout.
+Rows measured on a model name it: the field notes' figures are about their own model (DeepSeek-LLM-7B on
+an A100), so a trainable share is counted on that model's architecture, and a figure that only the
+audit's model can give says so. Left out, with the reason: "missing-field share is a useful headline"
+(a definition; nothing can refute it), "ZeRO-3 slices by flat shape, ignoring KV head groups" and "a
+persistence threshold of 1e9 replicates every tensor" (the zero3-layout check applies DeepSpeed's own
+rule, so a verdict would only restate it; notebook 02's ladder measures persistence), and "checkpointing
+more often fragments the allocator" (notebook 02 judges it, on the one fragmentation experiment the
+audit's check also runs).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-from nbkit.audit.check import CheckMetrics
 from nbkit.audit.checks.attention import AttentionMetrics
-from nbkit.audit.checks.data_schema import DataSchemaMetrics
 from nbkit.audit.checks.ddp_eval import DdpEvalMetrics
 from nbkit.audit.checks.dtypes import DtypesMetrics
-from nbkit.audit.checks.fragmentation import FragmentationMetrics
-from nbkit.audit.checks.grad_accumulation import GradAccumulationMetrics
-from nbkit.audit.checks.kiss import KissMetrics
+from nbkit.audit.checks.grad_accumulation import (
+    GradAccumulationConfig,
+    GradAccumulationMetrics,
+    slope_interval,
+)
+from nbkit.audit.checks.kiss import KISS_FULL_SEEDS, NOTES_MODEL, KissMetrics
 from nbkit.audit.checks.label_alignment import LabelAlignmentMetrics
 from nbkit.audit.checks.lora_binding import LoraBindingMetrics
-from nbkit.audit.checks.loss_mask import LossMaskMetrics
-from nbkit.audit.checks.reward_weights import RewardWeightsMetrics
+from nbkit.audit.checks.loss_mask import LeakClass, LossMaskMetrics
+from nbkit.audit.checks.reward_weights import REWARD_FULL_RESPONSES, RewardWeightsConfig, RewardWeightsMetrics
 from nbkit.audit.checks.schedulers import SchedulersMetrics
-from nbkit.audit.experiments import AuditContext
+from nbkit.audit.experiments import REGISTRY, ConfigAuditMetrics
 from nbkit.claims import (
+    ARITHMETIC,
+    DEMONSTRATION,
     HOLDS,
     INCONCLUSIVE,
+    LIBRARY_FACT,
+    MEASURED,
     REFUTED,
-    Claim,
+    ClaimSpec,
+    Design,
+    HeadlineSpec,
+    Reading,
+    Rule,
     Verdict,
     decide_at_least,
     decide_at_most,
     decide_close,
+    exact_value,
     fmt_interval,
+    mean_interval,
     needs_gpu,
-    rate_interval,
+    normal_units,
 )
-from nbkit.zero.claims import GAP_MIN_DIFF, verdict_gap_difference  # one fragmentation claim, one verdict
 
-M = TypeVar("M", bound=CheckMetrics)
+__all__ = ["REGISTRY", "headline", "judge"]
 
-# The figure keys of the dtype probes the claims judge (the check writes one per op and dtype pair).
-BADDBMM = "baddbmm [float32 inputs under torch.bfloat16 autocast]"
-INDEX_ADD = "index_add_ [torch.bfloat16 cache, torch.bfloat16 source]"
-INDEX_COPY = "index_copy_ [torch.bfloat16 cache, float32 source]"
+# The field notes' figures, each written once.
+KISS_SHARE_PCT, OVER_SHARE_PCT, PARAM_RATIO = 0.12, 0.87, 3.2  # §1: trainable shares, 3.2× parameters
+KISS_STEPS, OVER_STEPS = 890, 2140  # §1: validation-loss convergence steps
+PEAK_KISS_GB, PEAK_OVER_GB = 28.1, 42.3  # §1: A100 memory
+ZH_F1_PCT = 71.3  # §2.2: Chinese span boundary F1 after tokenisation
+FLASH_SPEEDUP = 3.8  # §2.3: FlashAttention-2 over naive attention
+SQRT_L_EXPONENT = -0.5  # §2.4: accumulation scaled by √L keeps gradient variance constant
+KURTOSIS_COLD, KURTOSIS_CONCENTRATED = 2.1, 5.7  # §3.3: reward kurtosis, uniform → concentrated sampling
+KL_THRESHOLD, SHRINK_THRESHOLD = 0.18, 0.42  # §3.3: "significant shift", "over-fitting" CI shrink
 
-
-def _missing(what: str) -> Verdict:
-    return Verdict(INCONCLUSIVE, f"{what} was not measured in this run")
-
-
-def _num(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")
-
-
-def _or(m: M | None, Metrics: type[M]) -> M:
-    """``m``, or metrics of a check that did not run (every figure ``None``)."""
-    return m if m is not None else Metrics()
-
-
-def _d(v: Any) -> Any:
-    """``v``, or "—" when it was not measured."""
-    return "—" if v is None else v
+# A rule's threshold between the notes' figure and no effect sits halfway between them (on the log
+# scale for a ratio): the point a run of the notes' effect and a run of none are equally far from.
+STEP_RATIO = KISS_STEPS / OVER_STEPS
+STEP_RATIO_THRESHOLD = math.sqrt(STEP_RATIO)
+ZH_F1_THRESHOLD = (ZH_F1_PCT + 100.0) / 2  # halfway to a lossless round trip
+KURTOSIS_RISE = KURTOSIS_CONCENTRATED - KURTOSIS_COLD
+KURTOSIS_THRESHOLD = KURTOSIS_RISE / 2
+# "Within ±25 %" of a figure the notes state: the audit's one relative tolerance for a ratio.
+RELATIVE_TOLERANCE = 0.25
 
 
-# -- kiss-lora ------------------------------------------------------------------------------------
+def _pct(x: float, spec: str = ".3g") -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def verdict_trainable_share(m: KissMetrics | None, variant: str, claimed: float) -> Verdict:
-    """``{variant}_trainable_share_pct`` equals the field notes' share within ±25 % of it (PEFT's exact
-    count)."""
-    m = _or(m, KissMetrics)
-    share = m.kiss_trainable_share_pct if variant == "kiss" else m.over_trainable_share_pct
-    return decide_close(_num(share), claimed, 0.25, relative=True, what=f"{variant} trainable share %")
+def _z(level: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf((1 + level) / 2))
 
 
-def verdict_param_ratio(m: KissMetrics | None) -> Verdict:
-    """Over-parameterised / KISS trainable parameters equals 3.2 within ±25 %."""
+# -- kiss-lora: trainable shares (arithmetic on the notes' model) -----------------------------------
+
+
+def verdict_trainable_share(share_pct: float, claimed: float) -> Verdict:
+    """The trainable share equals the field notes' within ±25 % of it (PEFT's exact count): holds inside
+    the band, refuted outside."""
+    return decide_close(share_pct, claimed, RELATIVE_TOLERANCE, relative=True, what="trainable share %")
+
+
+def read_kiss_share(kiss: KissMetrics) -> Reading:
+    return Reading(
+        args=(kiss.notes_kiss_share_pct, KISS_SHARE_PCT),
+        measured=f"{_pct(kiss.notes_kiss_share_pct)} % on {kiss.notes_model} "
+        f"({_pct(kiss.kiss_trainable_share_pct)} % on {kiss.model})",
+        n=f"exact count (PEFT, {kiss.notes_model}'s architecture on the meta device)",
+    )
+
+
+def read_over_share(kiss: KissMetrics) -> Reading:
+    return Reading(
+        args=(kiss.notes_over_share_pct, OVER_SHARE_PCT),
+        measured=f"{_pct(kiss.notes_over_share_pct)} % on {kiss.notes_model} "
+        f"({_pct(kiss.over_trainable_share_pct)} % on {kiss.model})",
+        n=f"exact count (PEFT, {kiss.notes_model}'s architecture on the meta device)",
+    )
+
+
+def verdict_param_ratio(ratio: float) -> Verdict:
+    """Over-parameterised / KISS trainable parameters equals 3.2 within ±25 %: holds inside, refuted
+    outside."""
     return decide_close(
-        _num(_or(m, KissMetrics).param_ratio_over_vs_kiss),
-        3.2,
-        0.25,
-        relative=True,
-        what="trainable-parameter ratio",
+        ratio, PARAM_RATIO, RELATIVE_TOLERANCE, relative=True, what="trainable-parameter ratio"
     )
 
 
-def verdict_kiss_steps(m: KissMetrics | None) -> Verdict:
-    """KISS reaches the validation-loss target in fewer steps than the over-parameterised LoRA.
-
-    Counted per seed (each seed its own split, initialisation and batch order): which variant reached
-    the target first. Rule: the share of decided seeds where KISS was first has a Wilson 95 % interval
-    at or above 0.5 (holds) or wholly below 0.5 (refuted); else inconclusive — also when no seed was
-    decided (ties at the same evaluation step and seeds where neither got there are not counted, as
-    in a sign test). One seed can never decide (its interval spans 0.5); four unanimous seeds can.
-    """
-    m = _or(m, KissMetrics)
-    if m.seeds_kiss_first is None or m.seeds_over_first is None:
-        return _missing("steps to the validation target over seeds")
-    k, o = int(m.seeds_kiss_first), int(m.seeds_over_first)
-    ties, neither = int(m.seeds_tie or 0), int(m.seeds_neither or 0)
-    rest = f"; {ties} tied, {neither} reached by neither" if ties or neither else ""
-    if k + o == 0:
-        return Verdict(
-            INCONCLUSIVE,
-            f"no seed decided which variant is faster ({ties} tied, {neither} reached by neither) — raise "
-            "the budget",
-        )
-    lo, hi = rate_interval(k, k + o)
-    return decide_at_least(
-        (lo, hi),
-        0.5,
-        what=f"share of seeds where KISS reached the target first ({k} of {k + o}{rest})",
-        n_hint=f"{k + o} decided seeds; more seeds would narrow it",
+def read_param_ratio(kiss: KissMetrics) -> Reading:
+    return Reading(
+        args=(kiss.notes_param_ratio,),
+        measured=f"{_pct(kiss.notes_param_ratio)}× on {kiss.notes_model} "
+        f"({_pct(kiss.param_ratio_over_vs_kiss)}× on {kiss.model})",
+        n=f"exact count (PEFT, {kiss.notes_model}'s architecture on the meta device)",
     )
 
 
-def verdict_peak_ratio(m: KissMetrics | None) -> Verdict:
-    """KISS / over-parameterised peak memory equals 28.1/42.3 = 0.66 within ±0.10."""
-    return decide_close(
-        _num(_or(m, KissMetrics).peak_ratio_kiss_vs_over), 0.66, 0.10, what="peak-memory ratio"
+# -- kiss-lora: steps to the target, peak memory (measured) -----------------------------------------
+
+
+def verdict_kiss_steps(log_ratios: Sequence[float], level: float = 0.95) -> Verdict:
+    """KISS reaches the validation-loss target in markedly fewer steps than the over-parameterised LoRA.
+
+    Each seed (its own split, initialisation and batch order) gives one log steps ratio KISS / over;
+    the t interval of their mean, exponentiated, is the interval of the geometric-mean ratio. Holds
+    when it lies at or below √(890/2140) = 0.645 — halfway on the log scale between the notes' ratio
+    0.42 and no difference (1) — refuted when it lies wholly above, else inconclusive (also with fewer
+    than two seeds, or seeds whose ratios all tie: no interval)."""
+    lo, hi = mean_interval(log_ratios, level)
+    interval = (math.exp(lo), math.exp(hi)) if not math.isnan(lo) else (math.nan, math.nan)
+    return decide_at_most(
+        interval,
+        STEP_RATIO_THRESHOLD,
+        what="geometric-mean steps ratio KISS / over-parameterised",
+        n_hint=f"{len(log_ratios)} seeds; more seeds narrow it",
     )
 
 
-# -- lora-binding ---------------------------------------------------------------------------------
+def read_kiss_steps(kiss: KissMetrics) -> Reading:
+    ratios = kiss.log_step_ratios
+    lo, hi = mean_interval(ratios)
+    steps = ", ".join(f"{r.kiss_steps}/{r.over_steps}" for r in kiss.runs)
+    mean = math.exp(sum(ratios) / len(ratios)) if ratios else math.nan
+    return Reading(
+        args=(ratios,),
+        measured=f"{_pct(mean)} (KISS/over steps per seed: {steps}) [{kiss.model}]",
+        n=f"{len(kiss.runs)} seeds ({len(ratios)} with a ratio), each its own split, init and batch order; "
+        f"≤ {kiss.budget_steps} steps each",
+        interval=fmt_interval((math.exp(lo), math.exp(hi))) if not math.isnan(lo) else "",
+    )
 
 
-def verdict_binding_asserts(m: LoraBindingMetrics | None) -> Verdict:
-    """The field notes' two shape asserts hold on every adapted module (``k/n modules``): holds when
-    k = n > 0, refuted when k < n, inconclusive when nothing was adapted or not measured."""
-    text = _or(m, LoraBindingMetrics).field_note_asserts_hold_on
-    if not text:
-        return _missing("the asserts")
-    k, n = (int(x) for x in str(text).split()[0].split("/"))
-    if n == 0:
+def units_kiss(cfg: Any) -> int:
+    return int(cfg.seeds)
+
+
+def verdict_peak_ratio(ratio: float) -> Verdict:
+    """KISS / over-parameterised peak memory of one optimiser step equals 28.1/42.3 = 0.66 within ±0.10:
+    holds inside, refuted outside."""
+    return decide_close(ratio, PEAK_KISS_GB / PEAK_OVER_GB, 0.10, what="peak-memory ratio")
+
+
+def read_peak_ratio(kiss: KissMetrics) -> Reading:
+    return Reading(
+        args=(kiss.peak_ratio_kiss_vs_over,),
+        measured=f"{_pct(kiss.peak_ratio_kiss_vs_over)} [{kiss.model}; {kiss.peak_measured_as}]",
+        n="one optimiser step per variant (exact tensor bytes; the notes' 7B model was not run)",
+    )
+
+
+# -- lora-binding, label-alignment ------------------------------------------------------------------
+
+
+def verdict_binding_asserts(hold: int, adapted: int) -> Verdict:
+    """The field notes' two shape asserts hold on every adapted module: holds when they pass on all
+    ``adapted`` > 0 modules, refuted when any fails, inconclusive when nothing was adapted."""
+    if adapted == 0:
         return Verdict(INCONCLUSIVE, "no module was adapted")
-    if k == n:
-        return Verdict(HOLDS, f"both asserts pass on all {n} adapted modules")
+    if hold == adapted:
+        return Verdict(HOLDS, f"both asserts pass on all {adapted} adapted modules")
     return Verdict(
         REFUTED,
-        f"the asserts pass on {k} of {n} modules: PEFT stores A as (r, in) and B as (out, r), the transposes "
-        "of the notes' layout",
+        f"the asserts pass on {hold} of {adapted} modules: PEFT stores A as (r, in) and B as (out, r), the "
+        "transposes of the notes' layout",
     )
 
 
-def verdict_scaling(m: LoraBindingMetrics | None) -> Verdict:
-    """The scale PEFT applies equals α (the notes' W0 + α·ΔW) within 1e-9 relative; α/r ≠ α refutes."""
-    m = _or(m, LoraBindingMetrics)
-    alpha = _num(m.alpha)
-    if math.isnan(alpha):
-        return _missing("the scaling")
-    return decide_close(_num(m.scaling_applied), alpha, 1e-9, relative=True, what="applied scale")
-
-
-# -- label-alignment ------------------------------------------------------------------------------
-
-
-def verdict_zh_labels(m: LabelAlignmentMetrics | None) -> Verdict:
-    """Chinese tokenisation breaks span labels: holds when the round-trip boundary F1 is ≤ 90 %,
-    refuted when it is above (the notes report 71.3 %)."""
-    return decide_at_most(
-        _num(_or(m, LabelAlignmentMetrics).zh_boundary_f1_pct), 90.0, what="Chinese boundary F1 %"
+def read_binding_asserts(binding: LoraBindingMetrics) -> Reading:
+    return Reading(
+        args=(binding.field_note_asserts_hold_on, binding.adapted_modules),
+        measured=f"{binding.field_note_asserts_hold_on}/{binding.adapted_modules} modules [{binding.model}]",
+        n=f"{binding.adapted_modules} adapted modules",
     )
 
 
-def verdict_en_offsets(m: LabelAlignmentMetrics | None) -> Verdict:
-    """Byte-level offsets carry the leading space: the untrimmed English boundary F1 is at least
-    1 point below the trimmed one (holds), else refuted."""
-    m = _or(m, LabelAlignmentMetrics)
-    trimmed, untrimmed = _num(m.en_boundary_f1_pct), _num(m.en_untrimmed_offsets_f1_pct)
-    return decide_at_least(trimmed - untrimmed, 1.0, what="F1 lost to untrimmed offsets (points)")
+def verdict_scaling(applied: float, alpha: float) -> Verdict:
+    """The scale PEFT applies equals α (the notes' W0 + α·ΔW) within 1e-9 relative: holds at α, refuted at
+    another scale (α/r), inconclusive when not measured."""
+    return decide_close(applied, alpha, 1e-9, relative=True, what="applied scale")
 
 
-# -- attention ------------------------------------------------------------------------------------
+def read_scaling(binding: LoraBindingMetrics) -> Reading:
+    return Reading(
+        args=(binding.scaling_applied, binding.alpha),
+        measured=f"scale {_pct(binding.scaling_applied)} (α = {binding.alpha:g}, r = {binding.r}) "
+        f"[{binding.model}]",
+        n="every adapted module",
+    )
 
 
-def verdict_flash_speedup(m: AttentionMetrics | None) -> Verdict:
-    """FlashAttention over math SDPA throughput equals 3.8× within ±25 % on CUDA, judged on the range
-    across repetitions (``flash_over_math_cuda_low/high``); needs a GPU when the run had none."""
-    m = _or(m, AttentionMetrics)
-    if m.flash_over_math_cuda is None:
-        if str(m.device or "").startswith("cuda"):
-            return _missing("the CUDA flash/math ratio")
+def verdict_zh_labels(f1_pct: float) -> Verdict:
+    """Chinese tokenisation breaks span labels: holds when the round-trip boundary F1 is at most 85.7 % —
+    halfway between the notes' 71.3 % and a lossless round trip — refuted above it."""
+    return decide_at_most(f1_pct, ZH_F1_THRESHOLD, what="Chinese boundary F1 %")
+
+
+def read_zh_labels(labels: LabelAlignmentMetrics) -> Reading:
+    zh = labels.zh
+    return Reading(
+        args=(zh.boundary_f1_pct if zh else math.nan,),
+        measured=f"boundary F1 {_pct(zh.boundary_f1_pct) if zh else '—'} % [{labels.model}]",
+        n=f"{zh.spans if zh else 0} Chinese spans in {zh.sentences if zh else 0} sentences "
+        "(exact for this file)",
+    )
+
+
+def verdict_en_offsets(trimmed_pct: float, untrimmed_pct: float) -> Verdict:
+    """Byte-level offsets carry the leading space: the untrimmed English boundary F1 is at least 1 point
+    below the trimmed one (holds), else refuted."""
+    return decide_at_least(trimmed_pct - untrimmed_pct, 1.0, what="F1 lost to untrimmed offsets (points)")
+
+
+def read_en_offsets(labels: LabelAlignmentMetrics) -> Reading:
+    en = labels.en
+    trimmed, untrimmed = (en.boundary_f1_pct, en.untrimmed_offsets_f1_pct) if en else (math.nan, math.nan)
+    return Reading(
+        args=(trimmed, untrimmed),
+        measured=f"untrimmed {_pct(untrimmed)} % vs trimmed {_pct(trimmed)} % [{labels.model}]",
+        n=f"{en.spans if en else 0} English spans",
+    )
+
+
+# -- attention, grad-accumulation -------------------------------------------------------------------
+
+
+def verdict_flash_speedup(device: str, ratios: Sequence[float], level: float = 0.95) -> Verdict:
+    """FlashAttention over math SDPA throughput equals 3.8× within ±25 % on CUDA: each interleaved
+    repetition gives one math/flash time ratio; the t interval of their mean log, exponentiated, lying
+    inside [2.85, 4.75] holds, missing it refutes, else inconclusive. Needs a GPU when the run had none
+    (a CPU's kernels are not the claim)."""
+    if not device.startswith("cuda"):
         return needs_gpu("FlashAttention throughput")
-    lo, hi = m.flash_over_math_cuda_low, m.flash_over_math_cuda_high
-    value = (lo, hi) if lo is not None and hi is not None else m.flash_over_math_cuda
-    return decide_close(value, 3.8, 0.25, relative=True, what=f"flash/math at L={m.flash_over_math_L}")
+    lo, hi = mean_interval([math.log(r) for r in ratios if r > 0], level)
+    interval = (math.exp(lo), math.exp(hi)) if not math.isnan(lo) else (math.nan, math.nan)
+    return decide_close(
+        interval, FLASH_SPEEDUP, RELATIVE_TOLERANCE, relative=True, what="flash/math throughput ratio"
+    )
 
 
-# -- grad-accumulation ----------------------------------------------------------------------------
+def read_flash_speedup(attention: AttentionMetrics) -> Reading:
+    ratios = [r for r in attention.flash_over_math_per_rep if r > 0]
+    lo, hi = mean_interval([math.log(r) for r in ratios])
+    mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else math.nan
+    load = "/".join(f"{x:.1f}" for x in attention.load_average)
+    return Reading(
+        args=(attention.device, ratios),
+        measured=f"{_pct(mean)}× at L={attention.flash_over_math_L} ({attention.timing_dtype}, "
+        f"{attention.device}; load average {load}) [{attention.model}]",
+        n=f"{len(ratios)} interleaved repetitions",
+        interval=fmt_interval((math.exp(lo), math.exp(hi))) if not math.isnan(lo) else "",
+    )
 
 
-def verdict_sqrt_l(m: GradAccumulationMetrics | None) -> Verdict:
-    """Accumulation must scale with √L: the fitted exponent of gradient variance vs length is −0.5
-    within ±0.25. Holds when the slope's 95 % bootstrap interval (independent variance estimates, one
-    per disjoint pair of gradient samples, resampled within each length) lies inside [−0.75, −0.25],
-    refuted when it misses that band entirely (e.g. ≈ −1,
-    the linear rule, or ≥ 0), else inconclusive."""
-    m = _or(m, GradAccumulationMetrics)
-    lo, hi = _num(m.noise_variance_slope_ci_low), _num(m.noise_variance_slope_ci_high)
-    if math.isnan(_num(m.noise_variance_slope)):
-        return _missing("the variance slope")
+def verdict_sqrt_l(
+    lengths: Sequence[int], estimates: Sequence[Sequence[float]], level: float = 0.95
+) -> Verdict:
+    """Accumulation must scale with √L: gradient-noise variance ∝ L^−0.5. Each length has independent
+    variance estimates (one per disjoint pair of micro-batch gradients: the unit, n per length); the t
+    interval of the fitted
+    exponent (:func:`nbkit.audit.checks.grad_accumulation.slope_interval`) inside [−0.75, −0.25] holds,
+    missing it entirely refutes (≈ −1 is the linear rule), else inconclusive."""
+    slope, lo, hi = slope_interval(lengths, estimates, level)
     if math.isnan(lo) or math.isnan(hi):
         return Verdict(
             INCONCLUSIVE,
-            f"slope {m.noise_variance_slope:.2f} from {m.noise_lengths} lengths has no interval — n too "
-            "small; fit ≥ 3 lengths of ≥ 6 samples (3 independent pairs)",
+            f"exponent {slope:.2f} has no interval — fit ≥ 3 lengths of ≥ 2 independent estimates each",
         )
     return decide_close(
-        (lo, hi), -0.5, 0.25, what="variance exponent", n_hint="more lengths or samples per length narrow it"
+        (lo, hi), SQRT_L_EXPONENT, 0.25, what="variance exponent", n_hint="more pairs per length narrow it"
     )
 
 
-def verdict_token_count_normalisation(m: GradAccumulationMetrics | None) -> Verdict:
+def read_sqrt_l(grad: GradAccumulationMetrics) -> Reading:
+    slope, lo, hi = slope_interval(grad.noise_lengths, grad.noise_estimates)
+    return Reading(
+        args=(grad.noise_lengths, grad.noise_estimates),
+        measured=f"variance ∝ L^{slope:.2f} [{grad.model}]",
+        n=f"{len(grad.noise_lengths)} lengths × {grad.pairs_per_length} independent pairs of gradient "
+        f"samples ({grad.gradients_of})",
+        interval=fmt_interval((lo, hi)),
+    )
+
+
+def units_sqrt_l(cfg: GradAccumulationConfig) -> int:
+    return int(cfg.noise_samples) // 2
+
+
+def verdict_token_count(rel_err_token_count: float, rel_err_mean_of_means: float) -> Verdict:
     """Accumulated micro-batch means equal the one-batch gradient only with token-count normalisation.
 
     Holds when token-count normalisation matches (rel. err < 1e-4) and the mean of micro-batch means
     does not (> 1e-3); refuted when token-count normalisation misses (≥ 1e-3) or the mean of means
     matches too (< 1e-4); inconclusive in between.
     """
-    m = _or(m, GradAccumulationMetrics)
-    em, et = _num(m.rel_err_per_microbatch_mean), _num(m.rel_err_token_count)
+    et, em = rel_err_token_count, rel_err_mean_of_means
     if math.isnan(em) or math.isnan(et):
-        return _missing("the accumulation errors")
+        return Verdict(INCONCLUSIVE, "the accumulation errors were not measured")
     if et < 1e-4 and em > 1e-3:
         return Verdict(HOLDS, f"token-count error {et:.1e} < 1e-4; mean-of-means error {em:.2%} > 0.1 %")
     if et >= 1e-3 or em < 1e-4:
@@ -245,574 +352,853 @@ def verdict_token_count_normalisation(m: GradAccumulationMetrics | None) -> Verd
     )
 
 
-# -- dtypes ---------------------------------------------------------------------------------------
+def read_token_count(grad: GradAccumulationMetrics) -> Reading:
+    return Reading(
+        args=(grad.rel_err_token_count, grad.rel_err_per_microbatch_mean),
+        measured=f"mean-of-means err {_pct(grad.rel_err_per_microbatch_mean)}, token-count err "
+        f"{_pct(grad.rel_err_token_count)} [{grad.model}]",
+        n=f"{list(grad.tokens_per_microbatch)} tokens per micro-batch (exact gradients)",
+    )
 
 
-def verdict_op_dtype(v: str | None, key: str, expected: str) -> Verdict:
-    """The op's result dtype ``v`` (the probe named ``key``) is ``expected``: holds when equal, refuted
-    on another dtype or an error, inconclusive when the probe did not run."""
-    if v is None:
-        return _missing(key)
-    if v == expected:
-        return Verdict(HOLDS, f"{key} → {v}")
-    return Verdict(REFUTED, f"{key} → {str(v)[:80]}, not {expected}")
+# -- dtypes -----------------------------------------------------------------------------------------
 
 
-def verdict_index_copy_recast(v: str | None, key: str) -> Verdict:
-    """``index_copy_`` silently recasts a source of another dtype: holds when it returns a dtype ``v``,
-    refuted when it raises (torch refuses the mismatch), inconclusive when the probe did not run."""
-    if v is None:
-        return _missing(key)
-    if "Error" in str(v) or "must have the same" in str(v):
-        return Verdict(REFUTED, f"index_copy_ raises on the mismatch: {str(v)[:80]}")
-    return Verdict(HOLDS, f"index_copy_ accepted the mismatch and returned {v}")
+def verdict_op_dtype(result: str, expected: str) -> Verdict:
+    """The op's result dtype is ``expected``: holds when equal, refuted on another dtype or an error."""
+    if result == expected:
+        return Verdict(HOLDS, f"result dtype {result}")
+    return Verdict(REFUTED, f"{result[:80]}, not {expected}")
 
 
-def verdict_kv_cache_boundary(m: DtypesMetrics | None) -> Verdict:
-    """The KV cache crosses the bf16/float32 boundary without a declaration: holds when keys and
-    values differ in dtype or either is float32 under low-precision autocast, refuted when both are
-    the low-precision dtype."""
-    m = _or(m, DtypesMetrics)
-    kd, vd = m.kv_cache_keys_dtype, m.kv_cache_values_dtype
-    if kd is None or vd is None:
-        return _missing("the KV-cache dtypes")
-    if kd != vd or "float32" in str(kd) or "float32" in str(vd):
-        return Verdict(HOLDS, f"cache keys {kd}, values {vd}")
-    return Verdict(REFUTED, f"cache keys and values both {kd}: no boundary crossed")
+def read_baddbmm(dtypes: DtypesMetrics) -> Reading:
+    return Reading(
+        args=(dtypes.baddbmm_fp32_inputs_under_autocast, "torch.float32"),
+        measured=f"{dtypes.baddbmm_fp32_inputs_under_autocast} ({dtypes.device}, "
+        f"{dtypes.autocast_dtype} autocast)",
+        n="one op call on this torch build (deterministic)",
+    )
 
 
-# -- data-schema, loss-mask (broken config) --------------------------------------------------------
+def verdict_index_add_keeps(result: str, low: str) -> Verdict:
+    """``index_add_`` keeps a low-precision cache's dtype when the source is float32: holds when it
+    accepts the float32 source and returns the cache's dtype, refuted when it raises or returns another."""
+    if result == low:
+        return Verdict(HOLDS, f"index_add_ accepted a float32 source and kept {low}")
+    return Verdict(REFUTED, f"index_add_ with a float32 source: {result[:90]}")
 
 
-def verdict_lax_coercion(m: DataSchemaMetrics | None) -> Verdict:
-    """Lax parsing silently coerces "42" for an int field: holds when the broken file (which has such
-    values) shows ≥ 1 coercion that strict mode rejects, refuted at 0."""
-    counts = _or(m, DataSchemaMetrics).issue_counts
-    if counts is None:
-        return _missing("the issue counts")
-    return decide_at_least(float(counts.get("coerced (strict rejects)", 0)), 1.0, what="coerced values")
+def read_index_add(dtypes: DtypesMetrics) -> Reading:
+    return Reading(
+        args=(dtypes.index_add_fp32_source, dtypes.autocast_dtype),
+        measured=f"float32 source: {dtypes.index_add_fp32_source[:70]} ({dtypes.autocast_dtype} source: "
+        f"{dtypes.index_add_low_source})",
+        n="one op call on this torch build (deterministic)",
+    )
 
 
-def verdict_mask_check_catches_leak(m: LossMaskMetrics | None) -> Verdict:
-    """The field notes' two asserts — ``len(input_ids) == len(labels)`` and "the unmasked labels are
-    exactly the target tokens" (decoded labels == target text) — catch template/mask leaks.
+def verdict_index_copy_recast(result: str) -> Verdict:
+    """``index_copy_`` silently recasts a source of another dtype: holds when it returns a dtype, refuted
+    when it raises (torch refuses the mismatch)."""
+    if "Error" in result or "must have the same" in result or "expected to have the same" in result:
+        return Verdict(REFUTED, f"index_copy_ raises on the mismatch: {result[:80]}")
+    return Verdict(HOLDS, f"index_copy_ accepted the mismatch and returned {result}")
 
-    Judged on ``field_note_asserts``: the two asserts run on leaking examples of each class the SFT
-    path can produce (end-of-turn masked by ``labels[labels == pad] = -100`` with pad == eos, a target
-    cut by truncation, prompt tokens trained, the mask boundary off by one) and on the clean examples.
-    Holds when every leaking example fails at least one assert and every clean one passes both;
-    refuted when some leaking example passes both (a leak they miss) or a clean one fails (a false
-    alarm); inconclusive when no leaking example could be built.
-    """
-    probe = _or(m, LossMaskMetrics).field_note_asserts
-    if not probe:
-        return _missing("the field notes' asserts on leaking examples")
-    classes = probe.get("leaks", {})
-    built = {c: v for c, v in classes.items() if v.get("examples", 0) > 0}
+
+def read_index_copy(dtypes: DtypesMetrics) -> Reading:
+    return Reading(
+        args=(dtypes.index_copy_fp32_source,),
+        measured=dtypes.index_copy_fp32_source[:70],
+        n="one op call on this torch build (deterministic)",
+    )
+
+
+def verdict_kv_cache_boundary(keys: str, values: str) -> Verdict:
+    """The KV cache crosses the bf16/float32 boundary without a declaration: holds when the cache holds
+    its keys and values in different dtypes after a low-precision autocast forward, refuted when both are
+    one dtype."""
+    if keys != values:
+        return Verdict(HOLDS, f"cache keys {keys}, values {values}")
+    return Verdict(REFUTED, f"cache keys and values both {keys}: no boundary crossed inside the cache")
+
+
+def read_kv_cache(dtypes: DtypesMetrics) -> Reading:
+    return Reading(
+        args=(dtypes.kv_cache_keys_dtype, dtypes.kv_cache_values_dtype),
+        measured=f"keys {dtypes.kv_cache_keys_dtype}, values {dtypes.kv_cache_values_dtype} under "
+        f"{dtypes.autocast_dtype} autocast [{dtypes.model}]",
+        n="one forward with cache (deterministic)",
+    )
+
+
+def _draw_kv(rng: Any, value: float, n: int) -> tuple:
+    """An exact measurement: keys and values in two dtypes (the claim true, value 1) or one (value 0)."""
+    return ("torch.float32", "torch.bfloat16") if value >= 0.5 else ("torch.bfloat16", "torch.bfloat16")
+
+
+# -- data: a broken config's coercions, the loss mask's leaks ---------------------------------------
+
+
+def verdict_lax_coercion(coerced: int) -> Verdict:
+    """Lax parsing silently coerces "42" for an int field: holds when the file (broken.yaml's, written
+    with such values) shows ≥ 1 coercion that strict mode rejects, refuted at 0."""
+    return decide_at_least(float(coerced), 1.0, what="coerced values")
+
+
+def read_lax_coercion(audit: ConfigAuditMetrics) -> Reading:
+    schema = audit.data_schema
+    return Reading(
+        args=(schema.coerced_values if schema is not None else math.nan,),
+        measured=f"{schema.coerced_values if schema is not None else '—'} coerced value(s) in {audit.file}'s "
+        "data",
+        n=f"{schema.lines if schema is not None else 0} lines",
+    )
+
+
+def verdict_mask_leak(classes: Sequence[LeakClass], clean_examples: int, clean_failing: int) -> Verdict:
+    """The field notes' two asserts — ``len(input_ids) == len(labels)`` and "the unmasked labels decode
+    exactly to the target" — catch template/mask leaks.
+
+    Judged per leak class on leaking variants of the examples (end-of-turn masked by pad == eos, a
+    target cut by truncation, prompt tokens trained, the mask boundary off by one, a BPE merge across the
+    prompt/target boundary, labels shifted one position, a training template other than the one
+    inference renders) and on the clean examples. Holds when every leaking example of every class fails
+    an assert and every clean one passes both; refuted when a leak passes both (a class they miss) or a
+    clean example fails (a false alarm); inconclusive when no leaking example could be built."""
+    built = [c for c in classes if c.examples > 0]
     if not built:
         return Verdict(INCONCLUSIVE, "no leaking example could be built from this data and template")
-    missed = {c: v["examples"] - v["caught"] for c, v in built.items() if v["caught"] < v["examples"]}
-    clean_n, clean_fail = int(probe.get("clean_examples", 0)), int(probe.get("clean_failing", 0))
-    caught = ", ".join(
-        f"{c} {v['caught']}/{v['examples']} (length {v['length_fires']}, decode {v['decode_fires']})"
-        for c, v in built.items()
-    )
+    missed = [c for c in built if c.missed]
     if missed:
         return Verdict(
             REFUTED,
-            "leaks that pass both asserts: "
-            + ", ".join(f"{c}: {m}" for c, m in missed.items())
-            + f" — caught: {caught}",
+            "leaks that pass both asserts: " + ", ".join(f"{c.name} {c.missed}/{c.examples}" for c in missed),
         )
-    if clean_fail:
+    if clean_failing:
         return Verdict(
-            REFUTED,
-            f"the asserts fail {clean_fail} of {clean_n} clean examples (false alarms); caught: {caught}",
+            REFUTED, f"the asserts fail {clean_failing} of {clean_examples} clean examples (false alarms)"
         )
     return Verdict(
-        HOLDS, f"every leaking example fails an assert ({caught}); {clean_n} clean examples pass both"
+        HOLDS, f"every leaking example of {len(built)} classes fails an assert; {clean_examples} clean pass"
     )
 
 
-# -- reward-weights -------------------------------------------------------------------------------
-
-
-def verdict_kurtosis_rises(m: RewardWeightsMetrics | None) -> Verdict:
-    """Reward kurtosis rises when sampling concentrates (notes: 2.1 → 5.7): on one model's scored
-    responses, the weighted kurtosis under the concentrated sampler (``concentrated_beta``/``_gamma``,
-    broken.yaml's β = 8, γ = 0) exceeds the uniform one by ≥ 1 (holds); refuted when it does not."""
-    m = _or(m, RewardWeightsMetrics)
-    ku, kw = _num(m.kurtosis_uniform), _num(m.kurtosis_concentrated)
-    return decide_at_least(kw - ku, 1.0, what="kurtosis rise")
-
-
-def verdict_kl_threshold(m: RewardWeightsMetrics | None) -> Verdict:
-    """KL > 0.18 separates a concentrated sampler from a calm one, on the same model and responses:
-    holds when the concentrated sampler's KL (broken.yaml's β, γ) is above 0.18 and the configured
-    (calm) one's at or below; refuted when both fall on the same side; inconclusive when the calm one
-    is flagged and the concentrated one not."""
-    m = _or(m, RewardWeightsMetrics)
-    kg, kb = _num(m.kl_sampled_vs_reward), _num(m.kl_concentrated)
-    if math.isnan(kg) or math.isnan(kb):
-        return _missing("KL of both samplers")
-    if kb > 0.18 >= kg:
-        return Verdict(HOLDS, f"KL {kb:.3f} (concentrated, flagged) vs {kg:.3f} (configured)")
-    if (kb > 0.18) == (kg > 0.18):
-        return Verdict(REFUTED, f"both on the same side of 0.18: configured {kg:.3f}, concentrated {kb:.3f}")
-    return Verdict(
-        INCONCLUSIVE, f"the configured sampler is flagged ({kg:.3f}) and the concentrated one not ({kb:.3f})"
+def read_mask_leak(mask: LossMaskMetrics) -> Reading:
+    per_class = ", ".join(
+        f"{c.name} {c.caught}/{c.examples} (length {c.length_fires}, decode {c.decode_fires})"
+        for c in mask.leak_classes
+    )
+    return Reading(
+        args=(mask.leak_classes, mask.clean_examples, mask.clean_failing),
+        measured=f"caught {per_class}; clean failing {mask.clean_failing}/{mask.clean_examples} "
+        f"[{mask.model}]",
+        n=f"{mask.clean_examples} examples × {len(mask.leak_classes)} leak classes (exact counts)",
     )
 
 
-# -- zero3-layout, schedulers ---------------------------------------------------------------------
+def _draw_mask_leak(rng: Any, value: float, n: int) -> tuple:
+    """An exact measurement of one class of 100 leaking examples, ``value`` of them caught, and 100
+    clean examples that pass."""
+    caught = round(100 * value)
+    return ((LeakClass("leak", 100, caught, 0, caught),), 100, 0)
 
 
-# The persistence claim is measured by the ZeRO ladder (notebook 02, nbkit.zero.claims.verdict_persistence):
-# the zero3-layout check applies DeepSpeed's rule, and a rule restated cannot refute itself.
+# -- reward-weights ---------------------------------------------------------------------------------
 
 
-def verdict_warmup_first_stage_only(m: SchedulersMetrics | None) -> Verdict:
-    """Under SequentialLR(OneCycleLR, StepLR) the warmup ramps in the first stage only: holds at 0
-    rising ramps in stage 2, refuted when stage 2 ramps again."""
-    w2 = _or(m, SchedulersMetrics).field_note_scenario_warmup_ramps_in_stage2
-    if w2 is None:
-        return _missing("the warmup ramps")
-    return (
-        Verdict(HOLDS, "no warmup ramp in stage 2")
-        if w2 == 0
-        else Verdict(REFUTED, f"{w2} warmup ramp(s) in stage 2")
+def verdict_kurtosis_rises(rise: float, se: float, level: float = 0.95) -> Verdict:
+    """Reward kurtosis rises when sampling concentrates (notes: 2.1 → 5.7, a rise of 3.6): on one model's
+    scored responses, the weighted kurtosis under the concentrated sampler minus the uniform one, with
+    its bootstrap standard error over the responses (normal interval). Holds when the interval lies at
+    or above 1.8 — half the notes' rise —, refuted when it lies below, else inconclusive."""
+    if math.isnan(rise) or math.isnan(se):
+        return Verdict(INCONCLUSIVE, "the kurtosis rise or its standard error was not measured")
+    z = _z(level)
+    return decide_at_least(
+        (rise - z * se, rise + z * se),
+        KURTOSIS_THRESHOLD,
+        what="kurtosis rise",
+        n_hint="more scored responses narrow it",
     )
 
 
-# -- fragmentation --------------------------------------------------------------------------------
+def read_kurtosis(reward: RewardWeightsMetrics) -> Reading:
+    rise, se = reward.kurtosis_rise, reward.kurtosis_rise_se
+    return Reading(
+        args=(rise, se),
+        measured=f"{_pct(reward.kurtosis_uniform, '.2f')} → {_pct(reward.kurtosis_concentrated, '.2f')} "
+        f"(uniform → β={reward.concentrated_beta:g}, γ={reward.concentrated_gamma:g}; effective sample size "
+        f"{_pct(reward.ess_concentrated, '.1f')} of {reward.n_examples}) [{reward.model}]",
+        n=f"{reward.n_examples} scored responses, bootstrapped",
+        interval=fmt_interval((rise - 1.96 * se, rise + 1.96 * se)),
+    )
 
 
-def verdict_fragmentation(m: FragmentationMetrics | None) -> Verdict:
-    """Checkpointing more often fragments more (notes: gap 0.42 at 50 vs 0.18 at 200 steps): the ZeRO
-    theme's verdict of the same claim (``nbkit.zero.claims.verdict_gap_difference``, one threshold) on
-    the per-repeat difference of mean gap ratios (configured − reference), each repeat its own run pair;
-    one run pair: inconclusive. Needs CUDA's caching allocator."""
-    m = _or(m, FragmentationMetrics)
-    if m.gap_ratio_configured is None:
-        device = "cuda" if m.device is None else m.device
-        return (
-            needs_gpu("the caching allocator's gap ratio")
-            if not device.startswith("cuda")
-            else _missing("the gap ratio")
+def units_responses(cfg: RewardWeightsConfig) -> int:
+    return int(cfg.examples)
+
+
+def _draw_estimate(spread: float) -> Any:
+    """A draw of an estimate over ``n`` units with standard error ``spread / √n``: ``(estimate, se)``."""
+
+    def draw(rng: Any, value: float, n: int) -> tuple:
+        se = spread / math.sqrt(n)
+        return (float(rng.normal(value, se)), se)
+
+    return draw
+
+
+def verdict_kl_threshold(log_ratio: float, se: float, level: float = 0.95) -> Verdict:
+    """KL > 0.18 flags a significant shift — the shift the notes' other rule (CI shrink > 42 %) calls
+    over-fitting: on one model's scored responses, the β at which KL crosses 0.18 and the β at which the
+    shrink crosses 42 % agree within ±25 % (log ratio inside ±log 1.25, normal interval from the bootstrap
+    standard error over the responses): holds inside, refuted when the interval misses the band, else
+    inconclusive (also when a rule never flags)."""
+    if math.isnan(log_ratio) or math.isnan(se):
+        return Verdict(
+            INCONCLUSIVE, "one of the rules never flags a sampler below β = 64, or no standard error"
         )
-    diffs = m.gap_ratio_diff_per_repeat or [m.gap_ratio_configured - _num(m.gap_ratio_reference)]
-    return verdict_gap_difference(diffs, what=f"gap({m.configured_interval}) − gap({m.reference_interval})")
+    z = _z(level)
+    return decide_close(
+        (log_ratio - z * se, log_ratio + z * se),
+        0.0,
+        math.log(1 + RELATIVE_TOLERANCE),
+        what="log(β where KL > 0.18 / β where shrink > 42 %)",
+        n_hint="more scored responses narrow it",
+    )
 
 
-# -- ddp-eval -------------------------------------------------------------------------------------
+def read_kl_threshold(reward: RewardWeightsMetrics) -> Reading:
+    lr, se = reward.crossing_log_ratio, reward.crossing_log_ratio_se
+    return Reading(
+        args=(lr, se),
+        measured=f"KL crosses {reward.kl_threshold:g} at β = {_pct(reward.kl_crossing_beta)}, the shrink "
+        f"crosses {reward.shrink_threshold:.0%} at β = {_pct(reward.shrink_crossing_beta)} (γ = "
+        f"{reward.gamma:g}) [{reward.model}]",
+        n=f"{reward.n_examples} scored responses, bootstrapped",
+        interval=fmt_interval((lr - 1.96 * se, lr + 1.96 * se)),
+    )
 
 
-def verdict_eval_allreduce(m: DdpEvalMetrics | None) -> Verdict:
+# -- schedulers, ddp-eval ---------------------------------------------------------------------------
+
+
+def verdict_warmup_first_stage_only(ramps_in_stage2: int) -> Verdict:
+    """Under SequentialLR(OneCycleLR, StepLR) the warmup ramps in the first stage only: holds at 0 rising
+    ramps in stage 2, refuted when stage 2 ramps again."""
+    if ramps_in_stage2 == 0:
+        return Verdict(HOLDS, "no warmup ramp in stage 2")
+    return Verdict(REFUTED, f"{ramps_in_stage2} warmup ramp(s) in stage 2")
+
+
+def read_warmup_stage(schedulers: SchedulersMetrics) -> Reading:
+    jump = schedulers.field_note_scenario_lr_jump_at_milestone
+    return Reading(
+        args=(schedulers.field_note_scenario_warmup_ramps_in_stage2,),
+        measured=f"{schedulers.field_note_scenario_warmup_ramps_in_stage2} warmup ramp(s) in stage 2; the LR "
+        f"jumps ×{jump:.3g} in one step at the milestone",
+        n="300 scheduler steps (deterministic)",
+    )
+
+
+def verdict_eval_allreduce(extra_allreduces: float) -> Verdict:
     """Evaluating with gradients enabled (forward only) makes DDP all-reduce: holds at ≥ 1 extra
     all-reduce in that scenario, refuted at 0."""
-    return decide_at_least(
-        _num(_or(m, DdpEvalMetrics).grad_no_backward_extra_allreduces), 1.0, what="extra all-reduces"
+    return decide_at_least(extra_allreduces, 1.0, what="extra all-reduces")
+
+
+def read_eval_allreduce(ddp: DdpEvalMetrics) -> Reading:
+    s = ddp.of("grad_no_backward")
+    return Reading(
+        args=(s.extra_allreduces,),
+        measured=f"{_pct(s.extra_allreduces)} extra all-reduces (forward only) [tiny Llama, 2 ranks]",
+        n=f"2 ranks × {ddp.train_steps} steps (exact counts)",
     )
 
 
-def verdict_eval_backward_breaks_reducer(m: DdpEvalMetrics | None) -> Verdict:
-    """An eval backward outside no_sync corrupts the reducer: holds when that scenario raised a
-    reducer error, refuted when it ran clean."""
-    m = _or(m, DdpEvalMetrics)
-    if m.backward_extra_allreduces is None:
-        return _missing("the backward scenario")
-    err = m.backward_error
-    return (
-        Verdict(HOLDS, f"reducer error: {err}")
-        if err
-        else Verdict(REFUTED, "the eval backward ran without a reducer error")
+def verdict_eval_backward(error_without_head: str, error_with_head: str) -> Verdict:
+    """An eval backward outside ``no_sync`` corrupts DDP's reducer — by itself, not through parameters
+    the eval loss leaves unused: judged on the model whose every parameter gets a gradient (the LM
+    without its value head). Holds when that run raises a reducer error, refuted when it runs clean
+    (an error only with the value head is the unused head's, which ``find_unused_parameters`` fixes)."""
+    if error_without_head:
+        return Verdict(HOLDS, f"reducer error with every parameter used: {error_without_head[:120]}")
+    with_head = f"with the value head: {error_with_head[:90]}" if error_with_head else "clean with it too"
+    return Verdict(REFUTED, f"the eval backward runs clean when every parameter is used ({with_head})")
+
+
+def read_eval_backward(ddp: DdpEvalMetrics) -> Reading:
+    bare, head = ddp.of("backward_no_head"), ddp.of("backward")
+    return Reading(
+        args=(bare.error, head.error),
+        measured=f"without the value head: {bare.error[:60] or 'no error'}; with it: "
+        f"{head.error[:60] or 'no error'} [tiny Llama, 2 ranks]",
+        n=f"2 ranks × {ddp.train_steps} steps, with and without the value head",
     )
 
 
-# -- the table ------------------------------------------------------------------------------------
+def _draw_eval_backward(rng: Any, value: float, n: int) -> tuple:
+    """An exact observation: a reducer error without the value head (value 1) or only with it (0)."""
+    error = "Expected to have finished reduction in the prior iteration"
+    return (error if value >= 0.5 else "", error)
 
 
-def _fmt(v: Any, spec: str = ".3g") -> str:
-    if v is None:
-        return "—"
-    return format(v, spec) if isinstance(v, float) else str(v)
+def _draw_token_count(rng: Any, value: float, n: int) -> tuple:
+    """An exact measurement: the token-count error ``value`` beside a mean-of-means error of 5 %."""
+    return (value, 0.05)
 
 
-def claims(
-    kiss: KissMetrics | None = None,
-    binding: LoraBindingMetrics | None = None,
-    labels: LabelAlignmentMetrics | None = None,
-    attention: AttentionMetrics | None = None,
-    grad: GradAccumulationMetrics | None = None,
-    dtypes: DtypesMetrics | None = None,
-    loss_mask: LossMaskMetrics | None = None,
-    reward: RewardWeightsMetrics | None = None,
-    schedulers: SchedulersMetrics | None = None,
-    fragmentation: FragmentationMetrics | None = None,
-    ddp: DdpEvalMetrics | None = None,
-    broken_schema: DataSchemaMetrics | None = None,
-) -> list[Claim]:
-    """The claims rows from the good config's checks and the broken config's data-schema check.
+# -- designs ----------------------------------------------------------------------------------------
 
-    Every row measured on a model names it (each metrics' ``model``; the field notes' figures are
-    about their own model, not this one); a check that did not run leaves its rows "not measured"."""
-    # kiss-lora may train another model than the audit's (its ``model``): the others name the audit's.
-    good = (binding, labels, attention, grad, dtypes, loss_mask, reward, schedulers, fragmentation, ddp)
-    good_model = next((m.model for m in good if m is not None and m.model), "")
-    k, lb, la = _or(kiss, KissMetrics), _or(binding, LoraBindingMetrics), _or(labels, LabelAlignmentMetrics)
-    at, ga, dt = (
-        _or(attention, AttentionMetrics),
-        _or(grad, GradAccumulationMetrics),
-        _or(dtypes, DtypesMetrics),
-    )
-    rw_g, sc = _or(reward, RewardWeightsMetrics), _or(schedulers, SchedulersMetrics)
-    fr, dd = _or(fragmentation, FragmentationMetrics), _or(ddp, DdpEvalMetrics)
-    ds_b, lm = _or(broken_schema, DataSchemaMetrics), _or(loss_mask, LossMaskMetrics)
-    lm_probe = lm.field_note_asserts or {}
-    kiss_decided = int(k.seeds_kiss_first or 0) + int(k.seeds_over_first or 0)
-    kiss_n = (
-        f"{_d(k.seeds)} seeds ({kiss_decided} decided), each its own split, init and batch order; "
-        f"≤ {k.budget_steps} steps per variant"
-    )
-    kiss_interval = (
-        fmt_interval(rate_interval(int(k.seeds_kiss_first or 0), kiss_decided)) if kiss_decided else ""
-    )
-    on_good = f" [{good_model}]" if good_model else ""
-    on_broken = f" [{broken_schema.model}]" if broken_schema is not None and broken_schema.model else ""
-    on_kiss = f" [{k.model}]" if k.model else on_good
-    seed0 = k.per_seed[0].get("seed", "—") if k.per_seed else 0
-    rows = [
-        Claim.from_verdict(
-            verdict_trainable_share(k, "kiss", 0.12),
-            key="kiss-share",
-            claim="KISS q/v rank-8 LoRA trains 0.12 % of the parameters",
-            field_note="0.12 %",
-            measured=f"{_fmt(k.kiss_trainable_share_pct)} %",
-            rule="within ±25 % of 0.12 %",
-            n="exact count (PEFT)",
-        ),
-        Claim.from_verdict(
-            verdict_trainable_share(k, "over", 0.87),
-            key="over-share",
-            claim="q/v/o rank-64 LoRA trains 0.87 % of the parameters",
-            field_note="0.87 %",
-            measured=f"{_fmt(k.over_trainable_share_pct)} %",
-            rule="within ±25 % of 0.87 %",
-            n="exact count (PEFT)",
-        ),
-        Claim.from_verdict(
-            verdict_param_ratio(k),
-            key="param-ratio",
-            claim="q/v/o rank-64 has 3.2× the trainable parameters of q/v rank-8",
-            field_note="3.2×",
-            measured=f"{_fmt(k.param_ratio_over_vs_kiss)}×",
-            rule="within ±25 % of 3.2",
-            n="exact count (PEFT)",
-        ),
-        Claim.from_verdict(
-            verdict_kiss_steps(k),
-            key="kiss-steps",
-            claim="KISS reaches the validation-loss target in fewer steps",
-            field_note="890 vs 2140 steps",
-            measured=f"KISS first in {_d(k.seeds_kiss_first)}, over-parameterised first in "
-            f"{_d(k.seeds_over_first)} of "
-            f"{_d(k.seeds)} seeds (seed {seed0}: "
-            f"{k.kiss_steps_to_target} vs {k.over_steps_to_target} steps){on_kiss}",
-            rule="share of decided seeds with KISS first, Wilson 95 % interval ≥ 0.5 holds, < 0.5 refutes; "
-            "ties and seeds neither reached are not counted",
-            n=kiss_n,
-            interval=kiss_interval,
-        ),
-        Claim.from_verdict(
-            verdict_peak_ratio(k),
-            key="kiss-peak",
-            claim="KISS peak memory is 0.66 of the over-parameterised run's",
-            field_note="28.1 / 42.3 GB = 0.66",
-            measured=f"{_fmt(k.peak_ratio_kiss_vs_over)} ({_d(k.peak_measured_as)})",
-            rule="within ±0.10 of 0.66",
-            n="one optimiser step per variant",
-        ),
-        Claim.from_verdict(
-            verdict_binding_asserts(lb),
-            key="binding-asserts",
-            claim="A.shape[1]==B.shape[0] and W0.shape==(A.shape[0], B.shape[1]) validate LoRA binding",
-            field_note="asserts pass",
-            measured=str(_d(lb.field_note_asserts_hold_on)),
-            rule="all modules pass holds; any module failing refutes",
-            n=f"{lb.adapted_modules if lb.adapted_modules is not None else 0} adapted modules",
-        ),
-        Claim.from_verdict(
-            verdict_scaling(lb),
-            key="lora-scaling",
-            claim="the update is W0 + α·ΔW (scaling α)",
-            field_note="scale = α",
-            measured=f"scale {_fmt(lb.scaling_applied)} (α = {_fmt(lb.alpha)}, r = {lb.r})",
-            rule="applied scale equals α (1e-9 rel.)",
-            n="every adapted module",
-        ),
-        Claim.from_verdict(
-            verdict_zh_labels(la),
-            key="zh-labels",
-            claim="Chinese tokenisation breaks span labels",
-            field_note="coverage 63.7 %, boundary F1 71.3 %",
-            measured=f"boundary F1 {_fmt(la.zh_boundary_f1_pct)} %",
-            rule="F1 ≤ 90 % holds, > 90 % refutes",
-            n=f"{la.zh_spans} Chinese spans",
-        ),
-        Claim.from_verdict(
-            verdict_en_offsets(la),
-            key="en-offsets",
-            claim="(measured here) byte-level offsets carry the leading space",
-            field_note="—",
-            measured=f"untrimmed {_fmt(la.en_untrimmed_offsets_f1_pct)} % vs trimmed "
-            f"{_fmt(la.en_boundary_f1_pct)} %",
-            rule="untrimmed F1 ≥ 1 point below trimmed holds, else refuted",
-            n=f"{la.en_spans} English spans",
-        ),
-        Claim.from_verdict(
-            verdict_flash_speedup(at),
-            key="flash-speedup",
-            claim="FlashAttention-2 gives 3.8× the throughput of naive attention",
-            field_note="3.8×",
-            measured=f"{_fmt(at.flash_over_math_cuda)}× at L={at.flash_over_math_L} ({_d(at.timing_dtype)})"
-            if at.flash_over_math_cuda is not None
-            else "—",
-            rule="range across repetitions within ±25 % of 3.8× (CUDA)",
-            n=f"{at.flash_over_math_reps or 0} repetitions",
-            interval=fmt_interval((at.flash_over_math_cuda_low, at.flash_over_math_cuda_high), level=None)
-            if at.flash_over_math_cuda_low is not None and at.flash_over_math_cuda_high is not None
-            else "",
-        ),
-        Claim.from_verdict(
-            verdict_sqrt_l(ga),
-            key="sqrt-l",
-            claim="accumulation steps must scale with √L (gradient variance ∝ L^-0.5)",
-            field_note="exponent −0.5",
-            measured=f"variance ∝ L^{_fmt(ga.noise_variance_slope, '.2f')}",
-            rule="95 % interval of the exponent inside −0.5 ± 0.25 holds, outside refutes",
-            n=f"{ga.noise_lengths} lengths × {ga.noise_samples_per_length} gradient samples = "
-            f"{(ga.noise_samples_per_length or 0) // 2} independent pairs per length ({ga.gradients_of})",
-            interval=fmt_interval(
-                (_num(ga.noise_variance_slope_ci_low), _num(ga.noise_variance_slope_ci_high))
-            ),
-        ),
-        Claim.from_verdict(
-            verdict_token_count_normalisation(ga),
-            key="token-count",
-            claim="(issue) micro-batch means equal the large batch only with token-count normalisation",
-            field_note="—",
-            measured=f"mean-of-means err {_fmt(ga.rel_err_per_microbatch_mean)}, token-count err "
-            f"{_fmt(ga.rel_err_token_count)}",
-            rule="token-count err < 1e-4 and mean-of-means > 1e-3 holds; token-count ≥ 1e-3 or mean-of-means "
-            "< 1e-4 refutes",
-            n=f"{ga.tokens_per_microbatch} tokens per micro-batch",
-        ),
-    ]
-    for key, name, value, claim, note, expect in (
-        (
-            "baddbmm",
-            BADDBMM,
-            dt.baddbmm_fp32_inputs_bf16_autocast,
-            "torch.baddbmm executes in float32 under bf16 autocast",
-            "float32",
-            "torch.float32",
-        ),
-        ("index-add", INDEX_ADD, dt.index_add_bf16_source, "index_add_ keeps bf16", "bf16", "torch.bfloat16"),
-    ):
-        rows.append(
-            Claim.from_verdict(
-                verdict_op_dtype(value, name, expect),
-                key=key,
-                claim=claim,
-                field_note=note,
-                measured=_fmt(value),
-                rule=f"result dtype {expect} holds, another dtype or an error refutes",
-                n="one op call (deterministic)",
-            )
-        )
-    counts = ds_b.issue_counts or {}
-    rows += [
-        Claim.from_verdict(
-            verdict_index_copy_recast(dt.index_copy_fp32_source, INDEX_COPY),
-            key="index-copy",
-            claim="index_copy_ silently recasts a non-matching source (hence the explicit .to())",
-            field_note="silent recast",
-            measured=_fmt(dt.index_copy_fp32_source)[:70],
-            rule="returns a dtype holds, raises refutes",
-            n="one op call (deterministic)",
-        ),
-        Claim.from_verdict(
-            verdict_kv_cache_boundary(dt),
-            key="kv-cache",
-            claim="the KV cache crosses the bf16/float32 boundary without a declaration",
-            field_note="implicit upcast",
-            measured=f"keys {dt.kv_cache_keys_dtype}, values {dt.kv_cache_values_dtype}",
-            rule="keys/values in different dtypes or float32 holds; both low precision refutes",
-            n="one forward with cache",
-        ),
-        Claim.from_verdict(
-            verdict_lax_coercion(ds_b),
-            key="lax-coercion",
-            claim="lax parsing silently coerces '42' for an int field (strict rejects)",
-            field_note="coercion happens",
-            measured=f"{counts.get('coerced (strict rejects)', '—')} coerced value(s) in the broken file",
-            rule="≥ 1 coercion holds, 0 refutes",
-            n=f"{ds_b.lines if ds_b.lines is not None else 0} lines",
-        ),
-        Claim.from_verdict(
-            verdict_mask_check_catches_leak(lm),
-            key="mask-leak",
-            claim="len(input_ids)==len(labels) and decoded labels == target catch template/mask leaks",
-            field_note="the check catches leaks",
-            measured=(
-                "caught "
-                + ", ".join(
-                    f"{c} {v['caught']}/{v['examples']} (length assert {v['length_fires']})"
-                    for c, v in lm_probe.get("leaks", {}).items()
-                )
-                + "; clean examples failing: "
-                f"{lm_probe.get('clean_failing')}/{lm_probe.get('clean_examples')}" + on_good
-            )
-            if lm_probe
-            else "—",
-            rule="every leaking example fails an assert and every clean one passes both holds; a leak "
-            "passing both, or a clean example failing, refutes",
-            n=f"{lm_probe.get('clean_examples', '—')} examples × {len(lm_probe.get('leaks', {}))} leak "
-            "classes (the leaks sft.py and collators produce)",
-        ),
-        Claim.from_verdict(
-            verdict_kurtosis_rises(rw_g),
-            key="kurtosis",
-            claim="reward kurtosis rises when sampling concentrates",
-            field_note="2.1 → 5.7",
-            measured=f"{_fmt(rw_g.kurtosis_uniform, '.2f')} → {_fmt(rw_g.kurtosis_concentrated, '.2f')} "
-            f"(uniform → β={rw_g.concentrated_beta}, γ={rw_g.concentrated_gamma}){on_good}",
-            rule="rise ≥ 1 holds, < 1 refutes (one exact figure of these responses)",
-            n=f"{_d(rw_g.n_examples)} scored responses, one model",
-        ),
-        Claim.from_verdict(
-            verdict_kl_threshold(rw_g),
-            key="kl-threshold",
-            claim="KL > 0.18 flags a significant shift",
-            field_note="0.18",
-            measured=f"KL {_fmt(rw_g.kl_concentrated)} at β={rw_g.concentrated_beta}, "
-            f"γ={rw_g.concentrated_gamma} "
-            f"vs {_fmt(rw_g.kl_sampled_vs_reward)} at β={rw_g.beta}, γ={rw_g.gamma}{on_good}",
-            rule="concentrated above and configured at or below 0.18 holds; both on one side refutes",
-            n=f"{_d(rw_g.n_examples)} scored responses, both samplers on the same ones",
-        ),
-        Claim.from_verdict(
-            verdict_warmup_first_stage_only(sc),
-            key="warmup-stage",
-            claim="under SequentialLR(OneCycleLR, StepLR) the warmup applies to the first stage only",
-            field_note="stage 2 gets 0 warmup steps",
-            measured=f"{_d(sc.field_note_scenario_warmup_ramps_in_stage2)} warmup ramp(s) in stage 2",
-            rule="0 ramps in stage 2 holds, ≥ 1 refutes",
-            n="300 scheduler steps (deterministic)",
-        ),
-        Claim.from_verdict(
-            verdict_fragmentation(fr),
-            key="fragmentation",
-            claim="checkpointing more often fragments the allocator more",
-            field_note="gap 0.42 every 50 steps vs 0.18 every 200",
-            measured=(
-                f"{_fmt(fr.gap_ratio_configured)} every {fr.configured_interval} vs "
-                f"{_fmt(fr.gap_ratio_reference)} every {fr.reference_interval}"
-                if fr.gap_ratio_configured is not None
-                else "—"
-            ),
-            rule=f"t-interval across run pairs of the mean gap-ratio difference ≥ {GAP_MIN_DIFF:.2f} holds, "
-            f"< {GAP_MIN_DIFF:.2f} refutes; one run pair: inconclusive",
-            n=f"{_d(fr.repeats)} run pairs × {_d(fr.steps)} steps",
-            interval=fmt_interval((fr.gap_ratio_diff_ci_low, fr.gap_ratio_diff_ci_high))
-            if fr.gap_ratio_diff_ci_low is not None and fr.gap_ratio_diff_ci_high is not None
-            else "",
-        ),
-        Claim.from_verdict(
-            verdict_eval_allreduce(dd),
-            key="eval-allreduce",
-            claim="evaluating with gradients enabled makes DDP trigger all-reduce",
-            field_note="all-reduce triggered",
-            measured=f"{_fmt(dd.grad_no_backward_extra_allreduces)} extra all-reduces (forward only)",
-            rule="≥ 1 extra all-reduce holds, 0 refutes",
-            n=f"2 ranks × {_d(dd.train_steps)} steps",
-        ),
-        Claim.from_verdict(
-            verdict_eval_backward_breaks_reducer(dd),
-            key="eval-backward",
-            claim="an eval backward without no_sync corrupts the reducer state",
-            field_note="reducer error",
-            measured=str(
-                dd.backward_error or ("no error" if dd.backward_extra_allreduces is not None else "—")
-            ),
-            rule="a reducer error holds, a clean run refutes",
-            n=f"2 ranks × {_d(dd.train_steps)} steps",
-        ),
-    ]
-    kiss_keys, broken_keys = {"kiss-share", "over-share", "param-ratio", "kiss-peak"}, {"lax-coercion"}
-    ddp_keys = {
-        "eval-allreduce",
-        "eval-backward",
-    }  # a tiny Llama with a value head on two gloo ranks, whatever the config
-    model_free = {
-        "baddbmm",
-        "index-add",
-        "index-copy",
-        "warmup-stage",
-    }  # torch ops and schedulers: no model involved
-    named = []
-    for row in rows:
-        if row.key in model_free:
-            named.append(row)
-            continue
-        on = (
-            on_kiss
-            if row.key in kiss_keys
-            else on_broken
-            if row.key in broken_keys
-            else " [tiny Llama, 2 ranks]"
-            if row.key in ddp_keys
-            else on_good
-        )
-        named.append(
-            row if not on or on in row.measured else dataclasses.replace(row, measured=row.measured + on)
-        )
-    return named
+# The spread of one unit of each noisy row, measured at defaults (bench/RESULTS.md has the commands).
+KISS_LOG_RATIO_SD = 0.3  # sd of one seed's log steps ratio KISS / over, SmolLM2-135M
+NOISE_CV = 0.6  # coefficient of variation of one pair's variance estimate, all parameters, SmolLM2-135M
+KURTOSIS_SPREAD = 40.0  # bootstrap standard error of the kurtosis rise × √responses, SmolLM2-135M
+CROSSING_SPREAD = 2.0  # bootstrap standard error of the crossings' log β ratio × √responses, SmolLM2-135M
+FLASH_LOG_SD = 0.05  # sd of one repetition's log time ratio on a GPU (assumed, see the design)
+KISS_FULL_MINUTES = 12.0
+SQRT_L_FULL_MINUTES = 8.0
+REWARD_FULL_MINUTES = 3.0
 
 
-def _metrics(ctx: AuditContext | None, slug: str) -> Any:
-    r = ctx.results.get(slug) if ctx is not None else None
-    return r.metrics if r is not None else None
-
-
-def claims_of(good: AuditContext, broken: AuditContext | None = None) -> list[Claim]:
-    """:func:`claims` of the checks run in the good config's context and the broken config's (the loss
-    mask of the broken config stands in when the good one did not run it)."""
-    return claims(
-        kiss=_metrics(good, "kiss-lora"),
-        binding=_metrics(good, "lora-binding"),
-        labels=_metrics(good, "label-alignment"),
-        attention=_metrics(good, "attention"),
-        grad=_metrics(good, "grad-accumulation"),
-        dtypes=_metrics(good, "dtypes"),
-        loss_mask=_metrics(good, "loss-mask") or _metrics(broken, "loss-mask"),
-        reward=_metrics(good, "reward-weights"),
-        schedulers=_metrics(good, "schedulers"),
-        fragmentation=_metrics(good, "fragmentation"),
-        ddp=_metrics(good, "ddp-eval"),
-        broken_schema=_metrics(broken, "data-schema"),
+def _exact(effect: float, null: float, source: str, draw: Any = None) -> Design:
+    """The design of an exact measurement (a count, a dtype, bytes): no sampling error, so its
+    simulation only shows the rule separating the claim (``effect``) from its null."""
+    return Design(
+        effect=effect,
+        null=null,
+        unit="",
+        spread=0.0,
+        spread_source=f"exact: {source}",
+        draw=draw or exact_value(),
+        n=1,
+        units=lambda cfg: 1,
     )
 
 
-def headline(good: AuditContext, broken: AuditContext) -> dict[str, Any]:
-    """The numbers a reader wants first: failures caught in the broken config, KISS vs over, the slope."""
-    k: KissMetrics | None = _metrics(good, "kiss-lora")
-    ga: GradAccumulationMetrics | None = _metrics(good, "grad-accumulation")
-    return {
-        "good_config_failures": sum(f.failed for f in good.findings()),
-        "broken_config_failures": sum(f.failed for f in broken.findings()),
-        "param_ratio_over_vs_kiss": k.param_ratio_over_vs_kiss if k else None,
-        "kiss_steps_to_target": k.kiss_steps_to_target if k else None,
-        "over_steps_to_target": k.over_steps_to_target if k else None,
-        "noise_variance_slope": ga.noise_variance_slope if ga else None,
-    }
+def _draw_noise(cv: float) -> Any:
+    """A draw of ``n`` independent variance estimates per default length, each the length's variance
+    L^exponent times a gamma factor of mean 1 and coefficient of variation ``cv``."""
+    lengths = tuple(sorted(GradAccumulationConfig().noise_lengths))
+
+    def draw(rng: Any, value: float, n: int) -> tuple:
+        k = 1.0 / cv**2
+        return (lengths, tuple(tuple(rng.gamma(k, L**value / k, n)) for L in lengths))
+
+    return draw
+
+
+def _draw_flash(rng: Any, value: float, n: int) -> tuple:
+    """``n`` interleaved repetitions on a GPU at a true speed-up ``value``: log-normal per-rep ratios."""
+    return ("cuda:0", list(math.exp(x) for x in rng.normal(math.log(value), FLASH_LOG_SD, n)))
+
+
+KISS_DESIGN = Design(
+    effect=math.log(STEP_RATIO),
+    null=0.0,
+    unit="seed",
+    spread=KISS_LOG_RATIO_SD,
+    spread_source="measured: sd of the per-seed log steps ratio at defaults, SmolLM2-135M (bench/RESULTS.md)",
+    draw=normal_units(KISS_LOG_RATIO_SD),
+    n=4,
+    units=units_kiss,
+    full_n=KISS_FULL_SEEDS,
+    full_minutes=KISS_FULL_MINUTES,
+    full_minutes_source="extrapolated from the default run's minutes per seed (bench/RESULTS.md)",
+)
+FLASH_DESIGN = Design(
+    effect=FLASH_SPEEDUP,
+    null=FLASH_SPEEDUP / 2,
+    unit="interleaved repetition",
+    spread=FLASH_LOG_SD,
+    spread_source="assumed: kernel timings of a 2048-token causal attention on one GPU vary by a few per "
+    "cent between interleaved repetitions; no GPU measured it here",
+    draw=_draw_flash,
+    n=20,
+    units=lambda cfg: int(cfg.reps),
+)
+SQRT_L_DESIGN = Design(
+    effect=SQRT_L_EXPONENT,
+    null=-1.0,
+    unit="gradient pair",
+    spread=NOISE_CV,
+    spread_source="measured: coefficient of variation of one pair's variance estimate at defaults, all "
+    "parameters of SmolLM2-135M (bench/RESULTS.md)",
+    draw=_draw_noise(NOISE_CV),
+    n=4,
+    units=units_sqrt_l,
+    full_n=16,
+    full_minutes=SQRT_L_FULL_MINUTES,
+    full_minutes_source="extrapolated from the default run's seconds per gradient sample (bench/RESULTS.md)",
+)
+KURTOSIS_DESIGN = Design(
+    effect=KURTOSIS_RISE,
+    null=0.0,
+    unit="scored response",
+    spread=KURTOSIS_SPREAD,
+    spread_source="measured: bootstrap standard error of the rise × √48 at defaults, SmolLM2-135M "
+    "(bench/RESULTS.md)",
+    draw=_draw_estimate(KURTOSIS_SPREAD),
+    n=48,
+    units=units_responses,
+    full_n=REWARD_FULL_RESPONSES,
+    full_minutes=REWARD_FULL_MINUTES,
+    full_minutes_source="extrapolated from the default run's seconds per scored response (bench/RESULTS.md)",
+)
+KL_DESIGN = Design(
+    effect=0.0,
+    null=math.log(2.0),
+    unit="scored response",
+    spread=CROSSING_SPREAD,
+    spread_source="measured: bootstrap standard error of the log β ratio × √48 at defaults, SmolLM2-135M "
+    "(bench/RESULTS.md)",
+    draw=_draw_estimate(CROSSING_SPREAD),
+    n=48,
+    units=units_responses,
+    full_n=REWARD_FULL_RESPONSES,
+    full_minutes=REWARD_FULL_MINUTES,
+    full_minutes_source="extrapolated from the default run's seconds per scored response (bench/RESULTS.md)",
+)
+
+
+# -- the specs --------------------------------------------------------------------------------------
+
+REGISTRY.claim(
+    ClaimSpec(
+        key="kiss-share",
+        claim=f"KISS q/v rank-8 LoRA trains {KISS_SHARE_PCT} % of the parameters (of {NOTES_MODEL})",
+        field_note=f"{KISS_SHARE_PCT} %",
+        source="§1",
+        kind=ARITHMETIC,
+        reads=("kiss-lora",),
+        read=read_kiss_share,
+        verdict=verdict_trainable_share,
+        rule=Rule(
+            f"within ±25 % of {KISS_SHARE_PCT} %", "exact", "within", KISS_SHARE_PCT, RELATIVE_TOLERANCE
+        ),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="over-share",
+        claim=f"q/v/o rank-64 LoRA trains {OVER_SHARE_PCT} % of the parameters (of {NOTES_MODEL})",
+        field_note=f"{OVER_SHARE_PCT} %",
+        source="§1",
+        kind=ARITHMETIC,
+        reads=("kiss-lora",),
+        read=read_over_share,
+        verdict=verdict_trainable_share,
+        rule=Rule(
+            f"within ±25 % of {OVER_SHARE_PCT} %", "exact", "within", OVER_SHARE_PCT, RELATIVE_TOLERANCE
+        ),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="param-ratio",
+        claim=f"q/v/o rank-64 has {PARAM_RATIO}× the trainable parameters of q/v rank-8",
+        field_note=f"{PARAM_RATIO}×",
+        source="§1",
+        kind=ARITHMETIC,
+        reads=("kiss-lora",),
+        read=read_param_ratio,
+        verdict=verdict_param_ratio,
+        rule=Rule(f"within ±25 % of {PARAM_RATIO}", "exact", "within", PARAM_RATIO, RELATIVE_TOLERANCE),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="kiss-steps",
+        claim="KISS reaches the validation-loss target in fewer steps",
+        field_note=f"{KISS_STEPS} vs {OVER_STEPS} steps (ratio {STEP_RATIO:.2f})",
+        source="§1",
+        kind=MEASURED,
+        reads=("kiss-lora",),
+        read=read_kiss_steps,
+        verdict=verdict_kiss_steps,
+        rule=Rule(
+            "t interval over seeds of the geometric-mean steps ratio KISS / over "
+            f"≤ {STEP_RATIO_THRESHOLD:.3f} "
+            f"(halfway on the log scale between the notes' {STEP_RATIO:.2f} and 1) holds, > refutes",
+            "t",
+            "at most",
+            STEP_RATIO_THRESHOLD,
+            unit="seed",
+        ),
+        design=KISS_DESIGN,
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="kiss-peak",
+        claim="KISS peak memory is 0.66 of the over-parameterised run's (on the audit's model: the notes' "
+        "figure is their 7B model's on an A100)",
+        field_note=f"{PEAK_KISS_GB} / {PEAK_OVER_GB} GB = {PEAK_KISS_GB / PEAK_OVER_GB:.2f}",
+        source="§1",
+        kind=MEASURED,
+        reads=("kiss-lora",),
+        read=read_peak_ratio,
+        verdict=verdict_peak_ratio,
+        rule=Rule("within ±0.10 of 0.66", "exact", "within", PEAK_KISS_GB / PEAK_OVER_GB, 0.10),
+        design=_exact(
+            PEAK_KISS_GB / PEAK_OVER_GB,
+            1.0,
+            "tensor bytes of one optimiser step (CUDA: the allocator's peak)",
+        ),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="binding-asserts",
+        claim="A.shape[1]==B.shape[0] and W0.shape==(A.shape[0], B.shape[1]) validate LoRA binding",
+        field_note="asserts pass",
+        source="§2.1",
+        kind=LIBRARY_FACT,
+        reads=("lora-binding",),
+        read=read_binding_asserts,
+        verdict=verdict_binding_asserts,
+        rule=Rule("all adapted modules pass holds; any module failing refutes", "flag"),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="lora-scaling",
+        claim="the update is W0 + α·ΔW (scaling α)",
+        field_note="scale = α",
+        source="§2.1",
+        kind=LIBRARY_FACT,
+        reads=("lora-binding",),
+        read=read_scaling,
+        verdict=verdict_scaling,
+        rule=Rule("applied scale equals α (1e-9 relative) holds, another scale refutes", "exact", "within"),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="zh-labels",
+        claim="Chinese tokenisation breaks span labels",
+        field_note=f"boundary F1 {ZH_F1_PCT} % (coverage 63.7 %)",
+        source="§2.2",
+        kind=MEASURED,
+        reads=("label-alignment",),
+        read=read_zh_labels,
+        verdict=verdict_zh_labels,
+        rule=Rule(
+            f"F1 ≤ {ZH_F1_THRESHOLD:.1f} % (halfway between the notes' {ZH_F1_PCT} % and a lossless "
+            "round trip) "
+            "holds, above refutes",
+            "exact",
+            "at most",
+            ZH_F1_THRESHOLD,
+        ),
+        design=_exact(ZH_F1_PCT, 100.0, "the bundled file's spans through a deterministic tokenizer"),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="en-offsets",
+        claim="byte-level offsets carry the leading space (the notebook's own claim)",
+        field_note="—",
+        source="notebook 04",
+        kind=LIBRARY_FACT,
+        reads=("label-alignment",),
+        read=read_en_offsets,
+        verdict=verdict_en_offsets,
+        rule=Rule("untrimmed F1 ≥ 1 point below trimmed holds, else refuted", "exact", "at least", 1.0),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="flash-speedup",
+        claim="FlashAttention-2 gives 3.8× the throughput of naive attention",
+        field_note=f"{FLASH_SPEEDUP}×",
+        source="§2.3",
+        kind=MEASURED,
+        reads=("attention",),
+        read=read_flash_speedup,
+        verdict=verdict_flash_speedup,
+        rule=Rule(
+            "t interval over interleaved repetitions of the flash/math time ratio within ±25 % of 3.8 holds, "
+            "outside refutes (CUDA)",
+            "t",
+            "within",
+            FLASH_SPEEDUP,
+            RELATIVE_TOLERANCE,
+            unit="interleaved repetition",
+        ),
+        design=FLASH_DESIGN,
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="sqrt-l",
+        claim="accumulation steps must scale with √L (gradient variance ∝ L^-0.5)",
+        field_note="exponent −0.5",
+        source="§2.4",
+        kind=MEASURED,
+        reads=("grad-accumulation",),
+        read=read_sqrt_l,
+        verdict=verdict_sqrt_l,
+        rule=Rule(
+            "t interval of the exponent (within-length spread of independent estimates) inside −0.5 ± 0.25 "
+            "holds, outside refutes",
+            "t",
+            "within",
+            SQRT_L_EXPONENT,
+            0.25,
+            unit="gradient pair",
+        ),
+        design=SQRT_L_DESIGN,
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="token-count",
+        claim="micro-batch means equal the large batch only with token-count normalisation (the notebook's "
+        "own claim)",
+        field_note="—",
+        source="notebook 04",
+        kind=MEASURED,
+        reads=("grad-accumulation",),
+        read=read_token_count,
+        verdict=verdict_token_count,
+        rule=Rule(
+            "token-count err < 1e-4 and mean-of-means > 1e-3 holds; token-count ≥ 1e-3 or "
+            "mean-of-means < 1e-4 refutes",
+            "exact",
+            "at most",
+            1e-4,
+        ),
+        design=_exact(1e-7, 0.01, "relative errors of gradients computed in float32", _draw_token_count),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="baddbmm",
+        claim="torch.baddbmm executes in float32 under bf16 autocast",
+        field_note="float32",
+        source="§2.5",
+        kind=LIBRARY_FACT,
+        reads=("dtypes",),
+        read=read_baddbmm,
+        verdict=verdict_op_dtype,
+        rule=Rule("result dtype float32 holds, another dtype or an error refutes", "flag"),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="index-add",
+        claim="index_add_ keeps a bf16 cache bf16 (a float32 update added in place)",
+        field_note="keeps bf16",
+        source="§2.5",
+        kind=LIBRARY_FACT,
+        reads=("dtypes",),
+        read=read_index_add,
+        verdict=verdict_index_add_keeps,
+        rule=Rule("a float32 source accepted and bf16 kept holds; an error or another dtype refutes", "flag"),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="index-copy",
+        claim="index_copy_ silently recasts a non-matching source (hence the explicit .to())",
+        field_note="silent recast",
+        source="§2.5",
+        kind=LIBRARY_FACT,
+        reads=("dtypes",),
+        read=read_index_copy,
+        verdict=verdict_index_copy_recast,
+        rule=Rule("returns a dtype holds, raises refutes", "flag"),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="kv-cache",
+        claim="the KV cache crosses the bf16/float32 boundary without a declaration",
+        field_note="implicit upcast",
+        source="§2.5",
+        kind=MEASURED,
+        reads=("dtypes",),
+        read=read_kv_cache,
+        verdict=verdict_kv_cache_boundary,
+        rule=Rule("keys and values in different dtypes holds; one dtype refutes", "flag"),
+        design=_exact(1.0, 0.0, "the cache's dtypes after one forward", _draw_kv),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="lax-coercion",
+        claim="lax parsing silently coerces '42' for an int field (strict rejects)",
+        field_note="coercion happens",
+        source="§3.1",
+        kind=DEMONSTRATION,
+        reads=("audit",),
+        read=read_lax_coercion,
+        verdict=verdict_lax_coercion,
+        rule=Rule(
+            "≥ 1 coercion in the broken file (written with such values) holds, 0 refutes",
+            "exact",
+            "at least",
+            1.0,
+        ),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="mask-leak",
+        claim="len(input_ids)==len(labels) and decoded labels == target catch template/mask leaks",
+        field_note="the check catches leaks",
+        source="§3.2",
+        kind=MEASURED,
+        reads=("loss-mask",),
+        read=read_mask_leak,
+        verdict=verdict_mask_leak,
+        rule=Rule(
+            "every leaking example of every class fails an assert and every clean one passes both holds; a "
+            "leak passing both, or a clean example failing, refutes",
+            "flag",
+        ),
+        design=_exact(1.0, 0.0, "counts of leaking examples the asserts catch, per class", _draw_mask_leak),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="kurtosis",
+        claim="reward kurtosis rises when sampling concentrates",
+        field_note=f"{KURTOSIS_COLD} → {KURTOSIS_CONCENTRATED}",
+        source="§3.3",
+        kind=MEASURED,
+        reads=("reward-weights",),
+        read=read_kurtosis,
+        verdict=verdict_kurtosis_rises,
+        rule=Rule(
+            f"bootstrap interval of the rise (uniform → concentrated) ≥ {KURTOSIS_THRESHOLD:.1f} (half the "
+            f"notes' {KURTOSIS_RISE:.1f}) holds, below refutes",
+            "bootstrap",
+            "at least",
+            KURTOSIS_THRESHOLD,
+            unit="scored response",
+        ),
+        design=KURTOSIS_DESIGN,
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="kl-threshold",
+        claim=f"KL > {KL_THRESHOLD} flags a significant shift (the samplers the notes' CI shrink > "
+        f"{SHRINK_THRESHOLD:.0%} flags)",
+        field_note=f"{KL_THRESHOLD}",
+        source="§3.3",
+        kind=MEASURED,
+        reads=("reward-weights",),
+        read=read_kl_threshold,
+        verdict=verdict_kl_threshold,
+        rule=Rule(
+            f"bootstrap interval of the β where KL > {KL_THRESHOLD} over the β where the shrink > "
+            f"{SHRINK_THRESHOLD:.0%} within ±25 % of 1 holds, outside refutes",
+            "bootstrap",
+            "within",
+            0.0,
+            math.log(1 + RELATIVE_TOLERANCE),
+            unit="scored response",
+        ),
+        design=KL_DESIGN,
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="warmup-stage",
+        claim="under SequentialLR(OneCycleLR, StepLR) the warmup applies to the first stage only",
+        field_note="stage 2 gets 0 warmup steps",
+        source="§4.2",
+        kind=LIBRARY_FACT,
+        reads=("schedulers",),
+        read=read_warmup_stage,
+        verdict=verdict_warmup_first_stage_only,
+        rule=Rule("0 ramps in stage 2 holds, ≥ 1 refutes (the milestone's one-step jump is shown)", "flag"),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="eval-allreduce",
+        claim="evaluating with gradients enabled makes DDP trigger all-reduce",
+        field_note="all-reduce triggered",
+        source="§4.4",
+        kind=MEASURED,
+        reads=("ddp-eval",),
+        read=read_eval_allreduce,
+        verdict=verdict_eval_allreduce,
+        rule=Rule("≥ 1 extra all-reduce holds, 0 refutes", "exact", "at least", 1.0),
+        design=_exact(2.0, 0.0, "all-reduce calls counted by a communication hook"),
+    )
+)
+REGISTRY.claim(
+    ClaimSpec(
+        key="eval-backward",
+        claim="an eval backward without no_sync corrupts the reducer state",
+        field_note="reducer error",
+        source="§4.4",
+        kind=MEASURED,
+        reads=("ddp-eval",),
+        read=read_eval_backward,
+        verdict=verdict_eval_backward,
+        rule=Rule(
+            "a reducer error with every parameter used (no value head) holds; a clean run there refutes",
+            "flag",
+        ),
+        design=_exact(1.0, 0.0, "a reducer error raised or not, per scenario", _draw_eval_backward),
+    )
+)
+
+# -- the headline -----------------------------------------------------------------------------------
+
+REGISTRY.headline_number(
+    HeadlineSpec(
+        "broken_config_failures",
+        ("audit",),
+        lambda audit: audit.failures,
+        help="checks that fail on the deliberately broken config",
+    )
+)
+REGISTRY.headline_number(
+    HeadlineSpec(
+        "kiss_steps_ratio",
+        ("kiss-lora",),
+        lambda kiss: (
+            math.exp(sum(kiss.log_step_ratios) / len(kiss.log_step_ratios))
+            if kiss.log_step_ratios
+            else math.nan
+        ),
+        tolerance=0.5,
+        relative=True,
+        help="geometric-mean steps to the target, KISS / over-parameterised",
+    )
+)
+REGISTRY.headline_number(
+    HeadlineSpec(
+        "notes_model_param_ratio",
+        ("kiss-lora",),
+        lambda kiss: kiss.notes_param_ratio,
+        help=f"trainable parameters, q/v/o rank 64 over q/v rank 8, on {NOTES_MODEL}",
+    )
+)
+REGISTRY.headline_number(
+    HeadlineSpec(
+        "noise_variance_slope",
+        ("grad-accumulation",),
+        lambda grad: grad.noise_variance_slope,
+        tolerance=0.3,
+        help="fitted exponent of gradient-noise variance vs sequence length",
+    )
+)
+REGISTRY.headline_number(
+    HeadlineSpec(
+        "leak_classes_missed",
+        ("loss-mask",),
+        lambda mask: sum(1 for c in mask.leak_classes if c.missed),
+        help="leak classes the field notes' two asserts let through",
+    )
+)
+
+judge = REGISTRY.judge
+headline = REGISTRY.headline

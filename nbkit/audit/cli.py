@@ -18,8 +18,10 @@ import json
 import os
 import sys
 
-from nbkit.audit.experiments import REGISTRY, make_context, run_audit
+from nbkit.audit.context import STATUSES, AuditContext
 from nbkit.audit.formats import read_any
+from nbkit.audit.registry import REGISTRY, run_audit
+from nbkit.device import pick_device
 from nbkit.errors import UsageError, main_error
 
 
@@ -45,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(
         prog="nbkit audit",
-        description=f"Fine-tune coupling audit ({len(REGISTRY)} checks) for a LoRA/SFT config.",
-        epilog="checks: " + "; ".join(f"{c.number} {c.slug} ({c.title})" for c in REGISTRY),
+        description=f"Fine-tune coupling audit ({len(REGISTRY.check_slugs)} checks) for a LoRA/SFT config.",
+        epilog="checks: " + "; ".join(f"{c.number} {c.slug} ({c.title})" for c in REGISTRY.checks()),
     )
     ap.add_argument(
         "config",
@@ -104,11 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     config = mapped.config
     try:
         progress = sys.stderr.isatty()
-        context = make_context(
-            config, args.device, progress=progress, model_unavailable=mapped.model_unavailable
+        context = AuditContext(
+            pick_device(args.device),  # resolved here: a device this machine lacks is bad input (exit 2)
+            smoke=args.smoke,
+            config=config,
+            progress=progress,
+            model_unavailable=mapped.model_unavailable,
         )
         with stdout_to_stderr():
-            findings = run_audit(config, checks, smoke=args.smoke, progress=progress, context=context).data
+            findings = run_audit(context, checks).data
     except (UsageError, RuntimeError, ValueError) as exc:  # e.g. --device cuda without CUDA
         return main_error(str(exc), "nbkit audit")
     failed = [f for f in findings if f.failed]
@@ -131,10 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             print(mapped.table_text())
         for f in findings:
             print(f.to_text())
-        counts = {
-            s: sum(f.status == s for f in findings)
-            for s in ("pass", "warn", "fail", "error", "needs_gpu", "skipped")
-        }
+        counts = {s: sum(f.status == s for f in findings) for s in STATUSES}
         print("summary: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
     return 1 if failed else 0
 

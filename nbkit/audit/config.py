@@ -6,7 +6,7 @@ naming the file, the line, the dotted key and the expected type. The YAML is rea
 :mod:`nbkit.audit.safe_yaml` (duplicate keys and alias bombs refused). Relative paths are resolved
 against the config file's folder. Every section except ``model`` is optional; a check whose section
 is missing is reported as skipped. Each check's own config dataclass lives beside the check
-(``nbkit.audit.checks.<check>``) and maps itself from this one (``XConfig.from_audit``).
+(``nbkit.audit.checks.<check>``) and takes its values from this one (``XConfig.audit_values``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator
 
-from nbkit.audit.experiments import REGISTRY
+from nbkit.audit.check_names import check_slug, known
 from nbkit.audit.safe_yaml import ConfigError, yaml_document
 from nbkit.audit.sections import (
     CheckpointSection,
@@ -62,9 +62,9 @@ __all__ = [
 def _check_slug(item: str | int) -> str:
     """A check named by slug or number → its slug (each list item, so errors carry its line)."""
     try:
-        return REGISTRY[item].slug
+        return check_slug(item)
     except KeyError:
-        raise ValueError(f"unknown check {item!r} (known: {REGISTRY.known()})") from None
+        raise ValueError(f"unknown check {item!r} (known: {known()})") from None
 
 
 class AuditConfig(Strict):

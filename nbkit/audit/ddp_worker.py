@@ -3,8 +3,11 @@ nbkit.audit.checks.ddp_eval).
 
 Each scenario wraps a fresh tiny Llama with a value head (LM loss + value loss in training, as in
 RLHF/PPO-style fine-tunes) in DDP, registers a communication hook that counts all-reduces, trains
-for ``--steps`` steps and evaluates every ``--eval-interval`` steps in the scenario's way. The
-result is printed as one JSON line prefixed ``NBKIT_DDP_RESULT``.
+for ``--steps`` steps and evaluates every ``--eval-interval`` steps in the scenario's way.
+``backward_no_head`` is the ``backward`` scenario on the same Llama without the value head, so every
+parameter gets a gradient from the eval backward: it tells a reducer error the eval backward causes
+from one the value head's unused parameters cause. The result is printed as one JSON line prefixed
+``NBKIT_DDP_RESULT``.
 """
 
 from __future__ import annotations
@@ -16,10 +19,17 @@ import os
 
 from nbkit.model_files import tiny_llama
 
-SCENARIOS = ("no_grad", "grad_no_backward", "backward", "backward_no_sync", "backward_find_unused")
+SCENARIOS = (
+    "no_grad",
+    "grad_no_backward",
+    "backward",
+    "backward_no_sync",
+    "backward_find_unused",
+    "backward_no_head",
+)
 
 
-def _model(seed: int):
+def _model(seed: int, value_head: bool = True):
     import torch
 
     class WithValueHead(torch.nn.Module):
@@ -33,10 +43,12 @@ def _model(seed: int):
                 num_attention_heads=4,
                 num_key_value_heads=2,
             )
-            self.value_head = torch.nn.Linear(32, 1)
+            self.value_head = torch.nn.Linear(32, 1) if value_head else None
 
         def forward(self, ids):
             out = self.lm(input_ids=ids, labels=ids, output_hidden_states=True)
+            if self.value_head is None:  # the LM alone: a value of zero adds no parameter and no gradient
+                return out.loss, out.loss.new_zeros(ids.shape[0])
             return out.loss, self.value_head(out.hidden_states[-1][:, -1]).squeeze(-1)
 
     return WithValueHead()
@@ -50,7 +62,10 @@ def run_scenario(name: str, steps: int, interval: int, seed: int) -> dict:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(seed)
-    ddp = DDP(_model(seed), find_unused_parameters=(name == "backward_find_unused"))
+    ddp = DDP(
+        _model(seed, value_head=name != "backward_no_head"),
+        find_unused_parameters=(name == "backward_find_unused"),
+    )
     calls = {"train": 0, "eval": 0}
     phase = {"now": "train"}
 

@@ -1,320 +1,234 @@
-"""The audit's experiments: its checks in one registry, the context they share, and the audit of a config.
+"""The audit's experiments: its eighteen checks (:mod:`nbkit.audit.registry`) and the ones that run several.
 
-``REGISTRY`` holds the eighteen checks (one module each under :mod:`nbkit.audit.checks`) by slug and
-by number. :class:`AuditContext` is what the checks of one audit share: the audit config, the device
-(resolved once), the model, tokenizer and data (loaded once, cached in the context) and the results
-its checks produced. :func:`run_check` runs one check, :func:`run_audit` every check a config allows.
+Besides one check at a time (``show("lora-binding", ctx)``), an audit runs a whole config: ``audit``
+maps a config file (the audit's YAML, an axolotl YAML, a TRL / TrainingArguments, PEFT or DeepSpeed
+JSON) onto the audit and runs every check it allows in a context of its own that shares the notebook's
+loaded models (a deliberately broken config, ``broken.yaml``, by default); ``trainer-config`` does the
+same for a user's trainer config and its five trainer checks (14–18); ``diagnose`` is ``nbkit diagnose``
+on a whole training setup (the trainer config, its DeepSpeed JSON, the model and the cluster). Each
+returns typed metrics like a check, so a claim can read a whole config's audit. ``run``, ``panel`` and
+``show`` are the registry's own.
 """
 
 from __future__ import annotations
 
-import json
-import time
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nbkit.audit.check import CheckRegistry, NotRunnable, finding_result
-from nbkit.audit.checks import (
-    attention,
-    chat_template_eot,
-    data_schema,
-    ddp_eval,
-    dtypes,
-    eval_batch,
-    fragmentation,
-    grad_accumulation,
-    kiss,
-    label_alignment,
-    lora_binding,
-    loss_mask,
-    packing_attention,
-    reward_weights,
-    schedulers,
-    tied_embeddings,
-    train_on_inputs,
-    zero3_layout,
-)
-from nbkit.audit.sft import example_losses, load_model_and_tokenizer, make_sft_examples
-from nbkit.device import pick_device
-from nbkit.errors import UsageError
-from nbkit.experiment import Context
-from nbkit.findings import Finding, error_finding, findings_frame
-from nbkit.model_files import load_model, load_tokenizer, resolve_model
+from nbkit.audit.checks.data_schema import DataSchemaMetrics
+from nbkit.audit.config import config_file
+from nbkit.audit.context import AuditContext
+from nbkit.audit.formats import read_any
+from nbkit.audit.registry import REGISTRY, TRAINER_CHECKS, run_audit
+from nbkit.diagnose.diagnosis import diagnose
+from nbkit.experiment import Experiment, param
+from nbkit.findings import Finding
 from nbkit.result import Result
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from nbkit.audit.config import AuditConfig
-
-__all__ = [
-    "REGISTRY",
-    "STATUSES",
-    "AuditContext",
-    "AuditSummary",
-    "NotRunnable",
-    "make_context",
-    "run_audit",
-    "run_check",
-]
-
-STATUSES = ("pass", "warn", "fail", "error", "needs_gpu", "skipped")
-# The checks that read a trainer config's ``trainer`` section (axolotl / TRL keys).
-TRAINER_CHECKS = (
-    "train-on-inputs",
-    "chat-template-eot",
-    "tied-embeddings-lora",
-    "packing-attention",
-    "eval-batch",
-)
-
-REGISTRY = CheckRegistry("audit")
-for _module in (
-    kiss,
-    lora_binding,
-    label_alignment,
-    attention,
-    grad_accumulation,
-    dtypes,
-    data_schema,
-    loss_mask,
-    reward_weights,
-    zero3_layout,
-    schedulers,
-    fragmentation,
-    ddp_eval,
-    train_on_inputs,
-    chat_template_eot,
-    tied_embeddings,
-    packing_attention,
-    eval_batch,
-):
-    REGISTRY.register(_module.CHECK)
+__all__ = ["REGISTRY", "TRAINER_CHECKS", "panel", "run", "show"]
 
 
-class AuditContext(Context):
-    """What the checks of one audit share: the config, the resolved device, loaded models and data.
+@dataclass
+class ConfigAuditConfig:
+    """The config file whose audit runs (a bundled example by bare name), its model replaced when given,
+    and the checks run ('' = every check it allows)."""
 
-    Models, tokenizers, the untrained model's per-example losses and the DDP ranks' measurements are
-    cached in ``shared``: this context, or the one given as ``share_models_with`` (a second config on
-    the same model loads nothing again). ``results`` keeps each check's last headless result by slug.
-    """
-
-    def __init__(
-        self,
-        config: AuditConfig,
-        device: Any = "auto",
-        *,
-        progress: bool = True,
-        model_unavailable: str = "",
-        share_models_with: AuditContext | None = None,
-    ) -> None:
-        resolved = device if hasattr(device, "type") else pick_device(device)
-        super().__init__(str(resolved))
-        self._resolved = resolved
-        self.config = config
-        self.progress = progress
-        self.model_unavailable = (
-            model_unavailable  # why no model can be loaded (a foreign config naming one nbkit cannot load)
-        )
-        self.shared: AuditContext = share_models_with.shared if share_models_with is not None else self
-        self.results: dict[str, Result[Any]] = {}
-
-    def model_and_tokenizer(self, name: str = ""):
-        """(model, tokenizer) of ``name`` (default: the config's model), loaded once.
-
-        ``name`` is a preset (``tiny``, ``smollm2``) or what :func:`nbkit.model_files.resolve_model`
-        accepts: a model directory or a Hub id is loaded with its weights and tokenizer; a config.json
-        alone (architecture only) leaves the checks that need weights "not run".
-        """
-        if self.model_unavailable and not name:
-            raise NotRunnable(self.model_unavailable)
-        name = name or self.config.model.name
-        return self.shared.cached(("model", name), lambda: self._load(name))
-
-    def _load(self, name: str):
-        import torch
-
-        dtype = getattr(torch, self.config.model.dtype)
-        if name in ("tiny", "smollm2"):
-            return load_model_and_tokenizer(name, self.torch_device, dtype, seed=self.config.model.seed)
-        source = resolve_model(name, need_weights=False)
-        if source.kind == "config":
-            raise NotRunnable(f"the model's weights (model {name} is a config.json alone: architecture only)")
-        if not source.has_tokenizer:
-            raise NotRunnable(f"a tokenizer (model directory {source.path} has no tokenizer files)")
-        return load_model(name, self.torch_device, dtype), load_tokenizer(name)
-
-    def base_example_losses(self, examples, template, model: str = "") -> list[tuple[float, int]]:
-        """(summed token loss, trained-token count) of each example under the loaded (untrained) model
-        ``model``.
-
-        Scored once per (model, template, example) and shared: kiss-lora's untrained validation loss,
-        reward-weights' scores and eval-batch's losses read the same forward passes.
-        """
-        name = model or self.config.model.name
-        m, tok = self.model_and_tokenizer(model)
-        store: dict = self.shared.cached(("base-losses",), dict)
-        keys = [
-            (name, template.model_dump_json(), json.dumps(e, sort_keys=True, default=str)) for e in examples
-        ]
-        todo = {k: e for k, e in zip(keys, examples, strict=True) if k not in store}
-        if todo:
-            store.update(zip(todo, example_losses(m, tok, list(todo.values()), template), strict=True))
-        return [store[k] for k in keys]
-
-    def model_config(self):
-        """The transformers config of the audit's model (architecture only: nothing is loaded for a path)."""
-        if self.model_unavailable:
-            raise NotRunnable(self.model_unavailable)
-        name = self.config.model.name
-        if name in ("tiny", "smollm2"):
-            return self.model_and_tokenizer()[0].config
-        return resolve_model(name, need_weights=False).config
-
-    def data(self) -> tuple[Finding | None, list]:
-        """(the data-schema finding, valid records); the bundled SFT set when the config has no data
-        section."""
-        return self.cached(("data",), self._load_data)
-
-    def _load_data(self) -> tuple[Finding | None, list]:
-        if self.config.data is None:
-            return None, make_sft_examples(160)
-        d = self.config.data
-        finding, rep = data_schema.check_jsonl_schema(
-            d.path, d.schema_ref, strict=d.strict, max_lines=d.max_lines
-        )
-        return finding, rep.records if rep is not None else []
-
-    def examples(self, minimum: int, what: str):
-        """At least ``minimum`` SFT records, and a note when the bundled set had to stand in."""
-        _, recs = self.data()
-        if len(recs) < minimum:
-            note = (
-                f" (the config's data has only {len(recs)} valid records; used the bundled SFT set for "
-                f"{what})"
-            )
-            return make_sft_examples(max(minimum, 160)), note
-        return recs, ""
-
-    def findings(self) -> list[Finding]:
-        """The findings of the checks run headless in this context, in the order they ran."""
-        return [r.data for r in self.results.values()]
-
-    def finding_dicts(self) -> list[dict[str, Any]]:
-        """What a notebook records of them (no evidence tables)."""
-        return [f.to_dict(with_table=False) for f in self.findings()]
-
-    def findings_frame(self) -> pd.DataFrame:
-        """The findings as one table (one row per check)."""
-        return findings_frame(self.findings())
-
-    def status_counts(self) -> dict[str, int]:
-        return {s: sum(f.status == s for f in self.findings()) for s in STATUSES}
-
-
-def make_context(
-    config: AuditConfig,
-    device: Any = "auto",
-    *,
-    progress: bool = True,
-    model_unavailable: str = "",
-    share_models_with: AuditContext | None = None,
-) -> AuditContext:
-    """The shared context of an audit; ``device`` ("auto", "cpu", "cuda", a torch.device) is resolved here."""
-    return AuditContext(
-        config,
-        device,
-        progress=progress,
-        model_unavailable=model_unavailable,
-        share_models_with=share_models_with,
+    config: str = param(
+        "broken.yaml",
+        help="an audit YAML, an axolotl YAML, a TRL SFTConfig / TrainingArguments, PEFT or DeepSpeed JSON "
+        "(a bundled example by bare name)",
     )
+    model: str = param(
+        "", help="replaces its base model: a Hugging Face dir, a config.json, a Hub id, a preset"
+    )
+    checks: str = param("", help="checks run: slugs or numbers, e.g. 14-18 ('' = every check it allows)")
+
+    @classmethod
+    def smoke(cls):
+        return cls()
 
 
-def check_config(check: str, config: AuditConfig, smoke: bool = False):
-    """The check's config dataclass from the audit config (``None`` when the section it needs is missing)."""
-    return REGISTRY[check].config_from(config, smoke)
+@dataclass
+class TrainerConfigAuditConfig(ConfigAuditConfig):
+    """A user's trainer config and the five checks of what trainer configs get wrong (14–18)."""
 
-
-def run_check(check: str, cfg: Any, context: AuditContext, live=None, *, catch: bool = True) -> Result[Any]:
-    """Run one check (slug or number) with its config dataclass; ``Result.data`` is the :class:`Finding`.
-
-    ``cfg`` ``None`` means the audit config lacks the section the check reads: a skipped finding.
-    With ``catch`` an exception becomes an ``error`` finding (one line); panels pass ``catch=False``
-    so the panel shows the failure itself.
-    """
-    c = REGISTRY[check]
-    model = context.config.model.name
-    if cfg is None:
-        return finding_result(
-            Finding(c.slug, c.title, "skipped", f"not run: needs the config's '{c.needs}' section"),
-            c.Metrics,
-            model,
-        )
-    t0 = time.perf_counter()
-    try:
-        return c.run(cfg, context, live)
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
-        if not catch:
-            raise
-        f = error_finding(c.slug, c.title, exc)
-        f.seconds = time.perf_counter() - t0
-        return finding_result(f, c.Metrics, model)
+    config: str = param(
+        "axolotl_smollm2.yml",
+        help="an axolotl YAML, a TRL SFTConfig / TrainingArguments JSON, a PEFT or DeepSpeed JSON",
+    )
+    checks: str = param(",".join(TRAINER_CHECKS), help="checks run ('' = every check the config allows)")
 
 
 @dataclass(frozen=True)
-class AuditSummary:
-    """The audit of one config: each finding as a dict (no evidence tables) and the status counts."""
+class CheckOutcome:
+    """One check of a config's audit: its slug, status and summary."""
 
-    findings: list
-    status_counts: dict
-
-
-def run_audit(
-    config: AuditConfig,
-    checks: list[str] | None = None,
-    *,
-    device: Any = "auto",
-    smoke: bool = False,
-    progress: bool = True,
-    context: AuditContext | None = None,
-) -> Result[AuditSummary]:
-    """Run ``checks`` (slugs; default: the config's ``checks`` or all) → ``Result``.
-
-    ``data`` is the list of findings, ``table`` one row per finding, ``metrics`` the findings as
-    dicts and the status counts. Each check's result is kept in the context's ``results``.
-    """
-    from tqdm.auto import tqdm
-
-    slugs = [REGISTRY[c].slug for c in (checks if checks is not None else (config.checks or REGISTRY.slugs))]
-    if not slugs:
-        raise UsageError("the selection of checks is empty")
-    ctx = context or make_context(config, device, progress=progress)
-    bar = tqdm(slugs, desc="audit", disable=not progress, leave=False)
-    for slug in bar:
-        bar.set_postfix_str(slug)
-        c = REGISTRY[slug]
-        try:
-            cfg = check_config(slug, ctx.config, smoke)
-        except NotRunnable as exc:  # the audit config's value is one the check does not run
-            f = Finding(c.slug, c.title, "skipped", f"not run: needs {exc}")
-            ctx.results[slug] = finding_result(f, c.Metrics, ctx.config.model.name)
-            continue
-        except UsageError as exc:  # the audit config's value is one the check's config refuses
-            ctx.results[slug] = finding_result(
-                error_finding(c.slug, c.title, exc), c.Metrics, ctx.config.model.name
-            )
-            continue
-        ctx.results[slug] = run_check(slug, cfg, ctx)
-    findings = [ctx.results[s].data for s in slugs]
-    counts = {s: sum(f.status == s for f in findings) for s in STATUSES}
-    summary = AuditSummary([f.to_dict(with_table=False) for f in findings], counts)
-    return Result(metrics=summary, table=findings_frame(findings), data=findings)
+    check: str
+    status: str
+    summary: str
 
 
-def findings_table(good: AuditContext, broken: AuditContext) -> pd.DataFrame:
-    """The findings of both contexts in one table, with a ``config`` column ("good" / "broken")."""
-    g, b = good.findings(), broken.findings()
-    return findings_frame(g + b).assign(config=["good"] * len(g) + ["broken"] * len(b))
+@dataclass(frozen=True)
+class ConfigAuditMetrics:
+    """The audit of one config file: its format and model, how its keys mapped onto the audit, each
+    check's outcome, and the data-schema check's typed counts."""
+
+    file: str
+    format: str
+    model: str
+    keys_audited: int
+    keys_defaulted: int
+    keys_not_covered: int
+    checks: tuple[CheckOutcome, ...]
+    # None when the config has no data section, or its data-schema check was not run or measured nothing.
+    data_schema: DataSchemaMetrics | None
+
+    @property
+    def failures(self) -> int:
+        return sum(c.status in ("fail", "error") for c in self.checks)
+
+
+def run_config_audit(cfg: ConfigAuditConfig, ctx: AuditContext, live=None) -> Result[ConfigAuditMetrics]:
+    """Map ``cfg.config`` onto the audit and run its checks in a context of its own, on ``ctx``'s device
+    and seed, sharing ``ctx``'s loaded models; the findings are the result's data."""
+    mapped = read_any(config_file(cfg.config), model=cfg.model or None)
+    sub = AuditContext(
+        ctx.torch_device,
+        smoke=ctx.smoke,
+        profile=ctx.profile,
+        config=mapped.config,
+        seed=ctx.config.model.seed,
+        progress=ctx.progress,
+        model_unavailable=mapped.model_unavailable,
+        share_models_with=ctx,
+    )
+    audit = run_audit(sub, REGISTRY.select(cfg.checks) if cfg.checks.strip() else None)
+    schema = sub.results["data-schema"].metrics if "data-schema" in sub.results else None
+    keys = [r["status"] for r in mapped.keys]
+    metrics = ConfigAuditMetrics(
+        file=cfg.config,
+        format=mapped.fmt,
+        model=sub.config.model.name,
+        keys_audited=keys.count("audited"),
+        keys_defaulted=keys.count("defaulted"),
+        keys_not_covered=keys.count("not covered"),
+        checks=tuple(CheckOutcome(f.check, f.status, f.summary) for f in audit.data),
+        data_schema=schema if isinstance(schema, DataSchemaMetrics) else None,
+    )
+    return Result(metrics=metrics, table=audit.table, data={"mapped": mapped, "findings": audit.data})
+
+
+def show_config_audit(result: Result[ConfigAuditMetrics]) -> Any:
+    """The mapped keys (a foreign config's), then one row per check."""
+    from IPython.display import HTML
+
+    keys = result.data["mapped"].table_text() if result.data["mapped"].keys else ""
+    table = result.table.to_html(index=False) if result.table is not None else ""
+    return HTML((f"<pre>{keys}</pre>" if keys else "") + table)
+
+
+@dataclass
+class DiagnoseConfig:
+    """``nbkit diagnose CONFIG --nodes N --gpus-per-node G --gpu-memory M``, the audit's checks left out
+    (the notebook runs them in its own sections)."""
+
+    config: str = param(
+        "axolotl_fft.yaml",
+        help="the setup: a bundled example, an axolotl YAML or a TRL / TrainingArguments JSON",
+    )
+    nodes: int = param(1, min=1, max=4096)
+    gpus_per_node: int = param(8, min=1, max=64)
+    gpu_memory_gib: float = param(80.0, min=1.0, max=1024.0, label="GiB of one GPU")
+
+    @classmethod
+    def smoke(cls):
+        return cls()
+
+
+@dataclass(frozen=True)
+class CouplingStatus:
+    """One setting both files state: ``ok``, ``warning`` (trains differently from what the trainer
+    config says) or ``error`` (stops the job at start)."""
+
+    setting: str
+    status: str
+
+
+@dataclass(frozen=True)
+class DiagnoseMetrics:
+    """The diagnosis of a setup: its exit code (0 clean, 1 findings), each coupled setting's status, the
+    fit verdict with the predicted per-rank peak (NaN and "" when nothing was predicted) and the changes
+    that make it fit."""
+
+    exit_code: int
+    couplings: tuple[CouplingStatus, ...]
+    fit_verdict: str
+    predicted_peak_gib: float
+    fit_fixes: tuple[str, ...]
+
+
+def run_diagnose(cfg: DiagnoseConfig, ctx: AuditContext, live=None) -> Result[DiagnoseMetrics]:
+    """Diagnose the setup ``cfg.config`` names: coupling of its files, the per-rank fit."""
+    d = diagnose(
+        cfg.config,
+        nodes=cfg.nodes,
+        gpus_per_node=cfg.gpus_per_node,
+        gpu_memory_gib=cfg.gpu_memory_gib,
+        audit=False,
+        device=str(ctx.torch_device),
+    )
+    metrics = DiagnoseMetrics(
+        exit_code=d.exit_code,
+        couplings=tuple(CouplingStatus(c.setting, c.status) for c in d.couplings),
+        fit_verdict=d.fit.verdict if d.fit is not None else "",
+        predicted_peak_gib=d.fit.peak_gib if d.fit is not None else math.nan,
+        fit_fixes=tuple(str(x["change"]) for x in d.fit.fixes) if d.fit is not None else (),
+    )
+    return Result(metrics=metrics, data=d)
+
+
+def show_diagnosis(result: Result[DiagnoseMetrics]) -> Any:
+    """The diagnosis as ``nbkit diagnose --format html`` shows it."""
+    return result.data
+
+
+REGISTRY.register(
+    Experiment(
+        "audit",
+        "The audit of a whole config",
+        ConfigAuditConfig,
+        ConfigAuditMetrics,
+        run_config_audit,
+        show_result=show_config_audit,
+    )
+)
+REGISTRY.register(
+    Experiment(
+        "trainer-config",
+        "Your own trainer config: axolotl, TRL, PEFT",
+        TrainerConfigAuditConfig,
+        ConfigAuditMetrics,
+        run_config_audit,
+        show_result=show_config_audit,
+    )
+)
+REGISTRY.register(
+    Experiment(
+        "diagnose",
+        "The whole setup before the GPUs: nbkit diagnose",
+        DiagnoseConfig,
+        DiagnoseMetrics,
+        run_diagnose,
+        show_result=show_diagnosis,
+    )
+)
+
+run = REGISTRY.run
+panel = REGISTRY.panel
+show = REGISTRY.show
+
+
+def findings(result: Result[Any]) -> list[Finding]:
+    """The findings of a whole config's audit (``audit`` / ``trainer-config``)."""
+    return list(result.data["findings"])

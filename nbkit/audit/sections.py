@@ -134,6 +134,12 @@ class KissSection(Strict):
     )
     lr: float = Field(1e-3, gt=0)
 
+    @property
+    def enabled(self) -> bool:
+        """Training costs minutes: a config opts in to kiss-lora with a budget (``nbkit audit`` skips
+        it otherwise; a notebook's panel runs the check's own defaults)."""
+        return bool(self.budget_steps)
+
 
 class TrainerSection(Strict):
     """What the user's trainer config says beyond the audit's own sections (axolotl / TRL keys).

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbkit.audit.experiments import REGISTRY, make_context, run_audit
+from nbkit.audit.context import AuditContext
 from nbkit.audit.formats import read_any
+from nbkit.audit.registry import REGISTRY, run_audit
 from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim
+from nbkit.device import pick_device
 from nbkit.diagnose import fit as F
 from nbkit.diagnose.coupling import (
     ABSENT,
@@ -331,10 +333,13 @@ def audit_of(
         mapped = read_any(setup.config_path, None, model)
     except UsageError as exc:
         return [], f"not run: the audit refused the config ({exc})"
-    context = make_context(
-        mapped.config, device, progress=progress, model_unavailable=mapped.model_unavailable
+    context = AuditContext(
+        pick_device(device),  # resolved before any check runs: a device this machine lacks stops here
+        config=mapped.config,
+        progress=progress,
+        model_unavailable=mapped.model_unavailable,
     )
-    findings = run_audit(mapped.config, selected, progress=progress, context=context).data
+    findings = run_audit(context, selected).data
     return (
         findings,
         f"{mapped.fmt} config mapped onto the audit ({sum(r['status'] == 'audited' for r in mapped.keys)} "

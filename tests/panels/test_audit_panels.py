@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbkit.audit.config import load_config
-from nbkit.audit.experiments import make_context
-from nbkit.audit.panels import check_panel
+from nbkit.audit import experiments
+from nbkit.audit.context import AuditContext
 from nbkit.audit.sft import EXAMPLES_DIR
 
 
@@ -24,7 +23,12 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module")
 def ctx():
-    return make_context(load_config(EXAMPLES_DIR / "good.yaml"), "cpu", progress=False)
+    return AuditContext("cpu", config=EXAMPLES_DIR / "good.yaml", progress=False)
+
+
+def check_panel(slug, ctx, smoke=False, widget=True):
+    """The one panel factory (the registry's), as a notebook cell's ``experiments.show`` builds it."""
+    return experiments.panel(slug, ctx, smoke=smoke, widget=widget)
 
 
 def _ys(panel):
@@ -76,10 +80,11 @@ def test_data_panel_broken_file_shows_an_error_free_failing_finding(ctx):
 
 def test_label_panel_language_filter_is_part_of_the_check(ctx):
     panel = check_panel("label-alignment", ctx, widget=False)
-    both = panel.run().data.figures
-    zh = panel.run(language="zh").data.figures
-    assert "en_spans" in both and "zh_spans" in both
-    assert "en_spans" not in zh and zh["zh_spans"] == both["zh_spans"]
+    both = panel.run().metrics
+    zh = panel.run(language="zh").metrics
+    assert both.en is not None and both.zh is not None
+    assert zh.en is None and zh.zh == both.zh
+    assert ctx.results["label-alignment"].metrics is zh  # the panel's run is kept in the context
 
 
 def test_trainer_check_panels_come_from_the_axolotl_config_and_a_click_reruns(ctx):
@@ -88,7 +93,7 @@ def test_trainer_check_panels_come_from_the_axolotl_config_and_a_click_reruns(ct
     from nbkit.audit.formats import read_any
 
     mapped = read_any(EXAMPLES_DIR / "axolotl_smollm2.yml", model="tiny")
-    tctx = make_context(mapped.config, "cpu", progress=False, share_models_with=ctx)
+    tctx = AuditContext("cpu", config=mapped.config, progress=False, share_models_with=ctx)
     panel = check_panel("train-on-inputs", tctx, widget=True)
     assert (
         panel.controls["train_on_inputs"].value is True
@@ -101,3 +106,15 @@ def test_trainer_check_panels_come_from_the_axolotl_config_and_a_click_reruns(ct
     assert packing.run().data.status == "fail"
     packing.controls["attn_implementation"].value = "flash_attention_2"
     assert packing.run().data.status == "pass"
+
+
+def test_a_whole_config_s_audit_is_one_panel_sharing_the_models(ctx):
+    """The broken config's audit runs every check it allows in a context of its own that shares the
+    notebook's loaded models; its typed metrics carry the data-schema counts the claims read."""
+    panel = experiments.panel("audit", ctx, widget=False, checks="data-schema,lora-binding")
+    result = panel.run()
+    m = result.metrics
+    assert m.file == "broken.yaml" and m.format == "nbkit" and m.failures == 2
+    assert [c.check for c in m.checks] == ["lora-binding", "data-schema"]
+    assert m.data_schema is not None and m.data_schema.coerced_values == 2
+    assert ctx.results["audit"] is result and "data-schema" not in ctx.checked  # the good config's stay apart

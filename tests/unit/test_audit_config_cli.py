@@ -68,19 +68,32 @@ def test_cli_exit_2_on_invalid_config(capsys):
 
 
 def test_registry_keys_are_slugs_and_numbers_map_through_it():
+    from nbkit.audit.check_names import CHECK_NAMES
     from nbkit.audit.experiments import REGISTRY
 
+    slugs = REGISTRY.check_slugs
     assert (
-        len(REGISTRY) == 18
-        and REGISTRY.slugs[0] == "kiss-lora"
-        and REGISTRY.slugs[12] == "ddp-eval"
-        and REGISTRY.slugs[-1] == "eval-batch"
+        len(slugs) == 18 and slugs[0] == "kiss-lora" and slugs[12] == "ddp-eval" and slugs[-1] == "eval-batch"
     )
-    assert REGISTRY[2].slug == REGISTRY["2"].slug == "lora-binding"
+    assert slugs == list(CHECK_NAMES.values())  # the config's name list is the registry's
+    assert {"audit", "trainer-config", "diagnose"} <= set(REGISTRY.slugs)  # the experiments that run several
+    assert REGISTRY.check(2).slug == REGISTRY.check("2").slug == "lora-binding"
     assert REGISTRY.select("schedulers, 2,7-8") == ["schedulers", "lora-binding", "data-schema", "loss-mask"]
-    for c in REGISTRY:  # every check's config has a smoke preset and maps from the default config
+    for (
+        c
+    ) in REGISTRY.checks():  # every check's config has a smoke preset and takes the default config's values
         assert isinstance(c.Config.smoke(), c.Config)
-        assert c.needs or isinstance(c.config_from(AuditConfig()), c.Config)
+        assert isinstance(c.config(values=c.audit_values(AuditConfig())), c.Config)
+
+
+def test_a_check_registered_under_another_number_fails():
+    import dataclasses
+
+    from nbkit.audit.check import CheckRegistry
+    from nbkit.audit.experiments import REGISTRY
+
+    with pytest.raises(ValueError, match="check_names lists 'lora-binding'"):
+        CheckRegistry("x").register(dataclasses.replace(REGISTRY.check("schedulers"), number=2))
 
 
 def test_cli_good_config_passes_static_checks(capsys):
@@ -105,44 +118,53 @@ def test_cli_broken_config_fails_with_exit_1(capsys):
 
 
 def test_missing_section_is_skipped_and_says_what_it_needs(capsys):
-    cfg = AuditConfig()
-    from nbkit.audit.experiments import run_audit
+    from nbkit.audit.context import AuditContext
+    from nbkit.audit.registry import run_audit
 
-    [f] = run_audit(cfg, ["reward-weights"], device="cpu", progress=False).data
+    [f] = run_audit(AuditContext("cpu", progress=False), ["reward-weights"]).data
     assert f.status == "skipped" and "not run: needs the config's 'sampling' section" in f.summary
 
 
 def test_check_configs_come_from_the_audit_config_and_smoke_sizes_win():
-    from nbkit.audit.check import from_audit_values
     from nbkit.audit.checks.kiss import KissConfig
+    from nbkit.audit.checks.reward_weights import RewardWeightsConfig
+    from nbkit.audit.context import AuditContext
     from nbkit.audit.experiments import REGISTRY
 
-    kiss = REGISTRY["kiss-lora"]
-    assert kiss.config_from(load_config(GOOD)).budget_steps == 0  # the YAML kiss section opts in to training
-    assert kiss.config_from(load_config(GOOD), smoke=True) == KissConfig.smoke()
-    # the notebook's overrides apply on the defaults; under SMOKE the smoke preset's sizes win
-    given = {"budget_steps": 30, "lr": 1e-3, "model": "smollm2", "seeds": 4}
-    assert from_audit_values(KissConfig, given) == KissConfig(**given)
-    assert from_audit_values(KissConfig, given, smoke=True) == KissConfig.smoke()
-    assert REGISTRY["reward-weights"].config_from(AuditConfig()) is None  # no sampling section
+    kiss = REGISTRY.check("kiss-lora")
+    # a YAML kiss section without a budget leaves the check to its own defaults (nbkit audit skips it)
+    assert kiss.lacks_section(load_config(GOOD)) and kiss.audit_values(load_config(GOOD)) == {}
+    opted = load_config(GOOD).model_copy(
+        update={"kiss": load_config(GOOD).kiss.model_copy(update={"budget_steps": 9})}
+    )
+    assert kiss.config(values=kiss.audit_values(opted)).budget_steps == 9
+    assert kiss.config(True, values=kiss.audit_values(opted)) == KissConfig.smoke()  # the smoke sizes win
+    ctx = AuditContext("cpu", config=GOOD, progress=False)
+    p = REGISTRY.panel("reward-weights", ctx, widget=False)
+    assert (p.params.beta, p.params.gamma) == (0.5, 0.0)  # good_smollm2.yaml's sampling section
+    p = REGISTRY.panel("reward-weights", ctx, widget=False, beta=2.0)
+    assert p.params.beta == 2.0  # a notebook's override wins
+    assert REGISTRY.panel("reward-weights", AuditContext("cpu", progress=False), widget=False).params == (
+        RewardWeightsConfig()
+    )  # no sampling section: the check's defaults
 
 
-def test_open_audit_replaces_model_and_seed_without_touching_the_file_s_config():
-    from nbkit.audit import panels
+def test_the_context_replaces_model_and_seed_without_touching_the_file_s_config():
+    from nbkit.audit.context import AuditContext
 
-    ctx = panels.open_audit(GOOD, model="tiny", seed=3, device="cpu")
+    ctx = AuditContext("cpu", config=GOOD, model="tiny", seed=3)
     assert (ctx.config.model.name, ctx.config.model.seed) == ("tiny", 3) and ctx.device == "cpu"
     assert load_config(GOOD).model.seed == 0 and ctx.results == {}
+    assert AuditContext("cpu", config="good.yaml").config.model.name == "tiny"  # a bundled example by name
 
 
-def test_a_panel_override_of_the_wrong_type_is_one_line():
-    from nbkit.audit import panels
+def test_an_unknown_override_is_one_line():
+    from nbkit.audit.context import AuditContext
+    from nbkit.audit.experiments import REGISTRY
     from nbkit.errors import UsageError
 
-    ctx = panels.open_audit(GOOD, device="cpu")
-    p = panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, budget_steps=60, lr=None)
-    assert p.params.budget_steps == 60 and p.params.lr == 1e-3  # None keeps the check's default
-    with pytest.raises(UsageError, match="KissConfig.budget_steps expects int"):
-        panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, budget_steps="many")
-    with pytest.raises(UsageError, match="has no field stpes"):
-        panels.check_panel("kiss-lora", ctx, from_config=False, widget=False, stpes=3)
+    ctx = AuditContext("cpu", config=GOOD)
+    p = REGISTRY.panel("kiss-lora", ctx, widget=False, budget_steps=60)
+    assert p.params.budget_steps == 60 and p.params.kiss_lr == 1e-3
+    with pytest.raises(UsageError, match="KissConfig has no field stpes"):
+        REGISTRY.panel("kiss-lora", ctx, widget=False, stpes=3)

@@ -5,23 +5,25 @@ settings. Per-backend throughput versus sequence length is timed on this device 
 head layout; on CPU the numbers are CPU numbers and the field notes' GPU claims (FlashAttention-2
 tile sizes, 92.4 % utilisation, 3.8× over naive attention) stay "needs GPU". On CUDA the timing runs
 in bf16 whatever the model's dtype: the CUDA flash kernel refuses float32, so a float32 model would
-otherwise leave the speed-up unmeasured. The speed-up is stored under one key per device type
-(``flash_over_math_cuda``), with the length it was timed at (``flash_over_math_L``).
+otherwise leave the speed-up unmeasured. The backends are timed interleaved — every repetition times
+each backend once, in turn — so a change of load hits them alike; the speed-up is the per-repetition
+ratio math/flash at the longest length both ran, and the machine's load average is recorded with it.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "attention", "Attention backend and context"
 
@@ -30,11 +32,12 @@ SLUG, TITLE = "attention", "Attention backend and context"
 class AttentionConfig(CheckConfig):
     seq_len: int = param(128, min=16, max=32768, label="train.seq_len")
     max_length: int = param(2048, choices=[256, 512, 1024, 2048, 4096], label="longest timed length")
-    reps: int = param(3, min=1, max=20)
+    # 20 interleaved repetitions: the speed-up's interval is over them (a t interval of the log ratio).
+    reps: int = param(20, min=2, max=100)
 
     @classmethod
     def smoke(cls):
-        return cls(max_length=256, reps=2)
+        return cls(max_length=256, reps=3)
 
     @property
     def lengths(self) -> tuple[int, ...]:
@@ -46,17 +49,17 @@ class AttentionConfig(CheckConfig):
         return {"seq_len": audit.train.seq_len}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AttentionMetrics(CheckMetrics):
-    """The device timed on and, on CUDA, flash over math SDPA throughput with its range over repetitions."""
+    """The device timed on, the dtype, and flash over math SDPA throughput at the longest length both
+    kernels ran: one ratio per interleaved repetition (empty when either kernel could not run), with
+    the machine's 1-minute load average before and after the timing."""
 
-    device: str | None = None
-    timing_dtype: str | None = None
-    flash_over_math_cuda: float | None = None
-    flash_over_math_cuda_low: float | None = None
-    flash_over_math_cuda_high: float | None = None
-    flash_over_math_L: int | None = None
-    flash_over_math_reps: int | None = None
+    device: str
+    timing_dtype: str
+    flash_over_math_L: int
+    flash_over_math_per_rep: tuple[float, ...]
+    load_average: tuple[float, float]
 
 
 # aten op -> backend name
@@ -107,6 +110,17 @@ def time_backends(
         )
     rows = []
     gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def call(be, q, k, v):
+        with sdpa_kernel([be]):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            return time.perf_counter() - t0
+
     for L in lengths:
         q = torch.randn(batch, n_heads, L, head_dim, generator=gen).to(device, dtype)
         # K/V expanded to every query head (as the model's repeat_kv does): not every CUDA kernel
@@ -121,68 +135,50 @@ def time_backends(
             .repeat_interleave(n_heads // n_kv, dim=1)
             .to(device, dtype)
         )
+        # A warm-up call per backend (its first call pays for kernel selection): a backend that cannot
+        # run this shape or dtype says so here and is left out of the repetitions.
+        errors: dict[str, str] = {}
         for name, be in backends.items():
             try:
-                with sdpa_kernel([be]):
-                    times = []
-                    for _ in range(reps + 1):
-                        if device.type == "cuda":
-                            torch.cuda.synchronize(device)
-                        t0 = time.perf_counter()
-                        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                        if device.type == "cuda":
-                            torch.cuda.synchronize(device)
-                        times.append(time.perf_counter() - t0)
-                sec = statistics.median(times[1:])
-                rows.append(
-                    {
-                        "backend": name,
-                        "L": L,
-                        "dtype": str(dtype).replace("torch.", ""),
-                        "seconds": sec,
-                        "tokens_per_s": batch * L / sec,
-                        "rep_seconds": times[1:],
-                        "error": "",
-                    }
-                )
+                call(be, q, k, v)
             except RuntimeError as exc:
-                rows.append(
-                    {
-                        "backend": name,
-                        "L": L,
-                        "dtype": str(dtype).replace("torch.", ""),
-                        "seconds": None,
-                        "tokens_per_s": None,
-                        "rep_seconds": [],
-                        "error": str(exc).splitlines()[0][:100],
-                    }
-                )
+                errors[name] = str(exc).splitlines()[0][:100]
+        times: dict[str, list[float]] = {name: [] for name in backends if name not in errors}
+        order = list(times)
+        for rep in range(reps):  # interleaved, the starting backend rotating: load hits every backend alike
+            for name in order[rep % len(order) :] + order[: rep % len(order)]:
+                times[name].append(call(backends[name], q, k, v))
+        for name in backends:
+            sec = statistics.median(times[name]) if name in times and times[name] else None
+            rows.append(
+                {
+                    "backend": name,
+                    "L": L,
+                    "dtype": str(dtype).replace("torch.", ""),
+                    "seconds": sec,
+                    "tokens_per_s": batch * L / sec if sec else None,
+                    "rep_seconds": times.get(name, []),
+                    "error": errors.get(name, ""),
+                }
+            )
     return rows
 
 
-def flash_speedup(rows: list[dict[str, Any]], device_type: str) -> dict[str, Any]:
-    """Flash over math throughput at the longest length where both ran: the median ratio and the
-    range across repetitions (slowest flash vs fastest math, and the reverse)."""
+def flash_speedup(rows: list[dict[str, Any]]) -> tuple[int, tuple[float, ...]]:
+    """(the longest length where flash and math both ran, math/flash time of each interleaved
+    repetition there); (0, ()) when they never both ran."""
     by = {(r["backend"], r["L"]): r for r in rows if r["tokens_per_s"]}
     common = [L for (be, L) in by if be == "flash" and ("math (unfused)", L) in by]
     if not common:
-        return {}
+        return 0, ()
     L = max(common)
-    f, m = by[("flash", L)], by[("math (unfused)", L)]
-    out: dict[str, Any] = {
-        f"flash_over_math_{device_type}": m["seconds"] / f["seconds"],
-        "flash_over_math_L": L,
-        "flash_over_math_reps": min(len(f["rep_seconds"]), len(m["rep_seconds"])),
-    }
-    if f["rep_seconds"] and m["rep_seconds"]:
-        out[f"flash_over_math_{device_type}_low"] = min(m["rep_seconds"]) / max(f["rep_seconds"])
-        out[f"flash_over_math_{device_type}_high"] = max(m["rep_seconds"]) / min(f["rep_seconds"])
-    return out
+    f, m = by[("flash", L)]["rep_seconds"], by[("math (unfused)", L)]["rep_seconds"]
+    return L, tuple(a / b for a, b in zip(m, f, strict=True))
 
 
 def check_attention_backend(
-    model, tokenizer, *, device, seq_len: int, lengths=(128, 256, 512, 1024), reps: int = 3
-) -> Finding:
+    model, tokenizer, *, device, seq_len: int, lengths=(128, 256, 512, 1024), reps: int = 20
+) -> Checked[AttentionMetrics]:
     import plotly.graph_objects as go
     import torch
 
@@ -196,7 +192,16 @@ def check_attention_backend(
     probe_len = min(64, seq_len)
     ids = torch.randint(3, cfg.vocab_size, (1, probe_len), generator=torch.Generator().manual_seed(0))
     used = backends_in_forward(model.eval(), ids, device)
+    load_before = os.getloadavg()[0]
     rows = time_backends(n_heads, n_kv, head_dim, list(lengths), device, dtype, reps=reps)
+    L, ratios = flash_speedup(rows)
+    metrics = AttentionMetrics(
+        device=str(device),
+        timing_dtype=str(dtype).replace("torch.", ""),
+        flash_over_math_L=L,
+        flash_over_math_per_rep=ratios,
+        load_average=(load_before, os.getloadavg()[0]),
+    )
     max_pos = getattr(cfg, "max_position_embeddings", None)
     figures: dict[str, Any] = {
         "device": str(device),
@@ -207,8 +212,9 @@ def check_attention_backend(
         "configured_seq_len": seq_len,
     }
     ok = [r for r in rows if r["tokens_per_s"]]
-    figures.update(flash_speedup(rows, device.type))
-    figures["timing_dtype"] = str(dtype).replace("torch.", "")
+    figures.update(metrics.figures())
+    if ratios:
+        figures["flash_over_math_median"] = statistics.median(ratios)
     if device.type == "cuda":
         figures["gpu"] = torch.cuda.get_device_name(device)
         figures["field_note_tile_size_and_utilisation"] = (
@@ -245,7 +251,7 @@ def check_attention_backend(
         xaxis_type="log",
         yaxis_type="log",
     )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -256,13 +262,15 @@ def check_attention_backend(
         "RoPE scaling)",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: AttentionConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: AttentionConfig, ctx: AuditContext, live=None) -> Checked[AttentionMetrics]:
+    """The SDPA kernel the forward dispatches to, and each backend's throughput versus length."""
     model, tok = ctx.model_and_tokenizer()
     return check_attention_backend(
         model, tok, device=ctx.torch_device, seq_len=cfg.seq_len, lengths=cfg.lengths, reps=cfg.reps
     )
 
 
-CHECK = Check.of(SLUG, TITLE, AttentionConfig, AttentionMetrics, finding, number=4)
+CHECK = Check.of(SLUG, TITLE, AttentionConfig, AttentionMetrics, measure, number=4)

@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
+from nbkit.audit.check import Check, Checked, CheckMetrics, NotRunnable, TrainerCheckConfig
 from nbkit.audit.sections import is_chat_type
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "chat-template-eot", "Chat template ↔ end-of-turn token in the loss mask"
 
@@ -41,11 +41,13 @@ class ChatTemplateEotConfig(TrainerCheckConfig):
         return {**super().audit_values(audit), "chat_dataset": chat}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChatTemplateEotMetrics(CheckMetrics):
-    """The template's closing token and whether the loss mask trains it."""
+    """The token that closes the assistant turn in the tokenizer's chat template ("none" when no special
+    token does) and the end-of-turn tokens the loss mask trains."""
 
-    closing_token: str | None = None
+    closing_token: str
+    trained_eos_tokens: str
 
 
 PROBE = "The capital of France is Paris."
@@ -74,11 +76,16 @@ def closing_token(tokenizer) -> tuple[str | None, str]:
     return None, text
 
 
+def trained_eos_tokens(tokenizer, cfg: ChatTemplateEotConfig) -> list[str]:
+    """The end-of-turn tokens the loss mask trains: the configured ones, else the tokenizer's eos."""
+    return [t.strip() for t in cfg.eot_tokens.split(",") if t.strip()] or [tokenizer.eos_token]
+
+
 def check_chat_template_eot(tokenizer, cfg: ChatTemplateEotConfig) -> Finding:
     """fail: the assistant turn's closing token is not trained (or the template emits none); pass: it is
     trained."""
     eot, text = closing_token(tokenizer)
-    trained_set = [t.strip() for t in cfg.eot_tokens.split(",") if t.strip()] or [tokenizer.eos_token]
+    trained_set = trained_eos_tokens(tokenizer, cfg)
     figures = {
         "closing_token": eot or "none",
         "trained_eos_tokens": ", ".join(str(t) for t in trained_set),
@@ -135,7 +142,8 @@ def check_chat_template_eot(tokenizer, cfg: ChatTemplateEotConfig) -> Finding:
     )
 
 
-def finding(cfg: ChatTemplateEotConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: ChatTemplateEotConfig, ctx: AuditContext, live=None) -> Checked[ChatTemplateEotMetrics]:
+    """The token that closes the assistant turn, rendered with the tokenizer's own chat template."""
     if not cfg.chat_dataset:
         raise NotRunnable(
             "a chat dataset (datasets[].type chat_template/sharegpt): the data is not rendered with a chat "
@@ -146,9 +154,13 @@ def finding(cfg: ChatTemplateEotConfig, ctx: AuditContext, live=None) -> Finding
         raise NotRunnable(
             "a tokenizer with a chat template (set chat_template in the config or the tokenizer)"
         )
-    return check_chat_template_eot(tok, cfg)
+    metrics = ChatTemplateEotMetrics(
+        closing_token=closing_token(tok)[0] or "none",
+        trained_eos_tokens=", ".join(str(t) for t in trained_eos_tokens(tok, cfg)),
+    )
+    return Checked(check_chat_template_eot(tok, cfg), metrics)
 
 
 CHECK = Check.of(
-    SLUG, TITLE, ChatTemplateEotConfig, ChatTemplateEotMetrics, finding, number=15, needs="trainer"
+    SLUG, TITLE, ChatTemplateEotConfig, ChatTemplateEotMetrics, measure, number=15, needs="trainer"
 )

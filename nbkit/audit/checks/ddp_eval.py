@@ -16,14 +16,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics, figure
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.audit.ddp_worker import SCENARIOS
 from nbkit.experiment import param
 from nbkit.findings import Finding
 from nbkit.procs import Ranks, exit_reason, free_port
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "ddp-eval", "Eval ↔ DDP synchronisation"
 
@@ -56,15 +56,31 @@ class DdpEvalConfig(CheckConfig):
 
 
 @dataclass(frozen=True)
-class DdpEvalMetrics(CheckMetrics):
-    """Extra all-reduces and reducer errors of the eval scenarios on two ranks."""
+class EvalScenario:
+    """One eval scenario on two ranks: training steps done, gradient all-reduces beyond what training
+    alone needs, and the reducer error it raised ("" when none)."""
 
-    scenario: str | None = None
-    train_steps: int | None = None
-    ranks_agree: bool | None = None
-    grad_no_backward_extra_allreduces: float | None = figure("grad_no_backward: extra all-reduces")
-    backward_extra_allreduces: float | None = figure("backward: extra all-reduces")
-    backward_error: str | None = figure("backward: error")
+    name: str
+    train_steps_done: int
+    extra_allreduces: float
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class DdpEvalMetrics(CheckMetrics):
+    """The configured eval scenario and every scenario's extra all-reduces and reducer error, on two
+    ranks whose results agree (or not)."""
+
+    scenario: str
+    train_steps: int
+    eval_interval: int
+    allreduce_per_train_step: float
+    ranks_agree: bool
+    scenarios: tuple[EvalScenario, ...]
+
+    def of(self, name: str) -> EvalScenario:
+        """The scenario ``name`` (every launch runs them all)."""
+        return next(s for s in self.scenarios if s.name == name)
 
 
 def run_ranks(
@@ -141,12 +157,12 @@ def configured_scenario(eval_cfg) -> str:
         return "backward_no_sync"
     if eval_cfg.find_unused_parameters:
         return "backward_find_unused"
-    return "backward"
+    return "backward" if eval_cfg.value_head else "backward_no_head"
 
 
 def check_ddp_eval(
     eval_cfg, *, steps: int = 6, seed: int = 0, timeout: float = 120.0, results: dict[str, Any] | None = None
-) -> Finding:
+) -> Checked[DdpEvalMetrics]:
     """The finding of the configured eval scenario; ``results``: :func:`run_ranks`' output when already
     measured (every scenario runs in each launch, so configs differing only in their eval settings
     read the same measurement)."""
@@ -159,17 +175,19 @@ def check_ddp_eval(
     )
     mine = configured_scenario(eval_cfg)
     if "timeout" in res:
-        return Finding(
-            SLUG,
-            TITLE,
-            "fail",
-            f"the two ranks did not finish within {timeout:.0f} s (a collective desynchronised); processes "
-            "killed",
-            {"scenario": mine, "timeout_s": timeout},
-            fix="run evaluation identically on every rank, under torch.no_grad()",
+        return Checked(
+            Finding(
+                SLUG,
+                TITLE,
+                "fail",
+                f"the two ranks did not finish within {timeout:.0f} s (a collective desynchronised); "
+                "processes killed",
+                {"scenario": mine, "timeout_s": timeout},
+                fix="run evaluation identically on every rank, under torch.no_grad()",
+            )
         )
     if "crash" in res:
-        return Finding(SLUG, TITLE, "error", res["crash"], {"scenario": mine})
+        return Checked(Finding(SLUG, TITLE, "error", res["crash"], {"scenario": mine}))
     r0 = res["ranks"][0]
     by = {r["scenario"]: r for r in r0}
     ref = by.get("no_grad")
@@ -203,6 +221,22 @@ def check_ddp_eval(
     figures["error"] = (m["error"] or "")[:200] or None
     agree = all(a == b for a, b in zip(res["ranks"][0], res["ranks"][1], strict=False))
     figures["ranks_agree"] = agree
+    metrics = DdpEvalMetrics(
+        scenario=mine,
+        train_steps=steps,
+        eval_interval=eval_cfg.interval,
+        allreduce_per_train_step=float(per_step) if per_step is not None else float("nan"),
+        ranks_agree=agree,
+        scenarios=tuple(
+            EvalScenario(
+                r["scenario"],
+                r["train_steps_done"],
+                float(r["extra_allreduce"]) if r["extra_allreduce"] is not None else float("nan"),
+                r["error"] or "",
+            )
+            for r in rows
+        ),
+    )
     if m["error"]:
         status, summary = "fail", f"scenario '{mine}': {m['error'][:160]}"
     elif m["extra_allreduce"]:
@@ -237,7 +271,7 @@ def check_ddp_eval(
     fig.update_layout(
         title="all-reduce calls by eval style (2 gloo ranks)", barmode="stack", yaxis_title="comm-hook calls"
     )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -248,9 +282,10 @@ def check_ddp_eval(
         "find_unused_parameters=True",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: DdpEvalConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: DdpEvalConfig, ctx: AuditContext, live=None) -> Checked[DdpEvalMetrics]:
     """The eval scenarios on two ranks, launched once per (steps, interval, seed) in the context's shared
     cache."""
     seed, key = ctx.config.model.seed, ("ddp-ranks", cfg.steps, cfg.interval, ctx.config.model.seed)
@@ -260,4 +295,4 @@ def finding(cfg: DdpEvalConfig, ctx: AuditContext, live=None) -> Finding:
     return check_ddp_eval(cfg, steps=cfg.steps, seed=seed, results=res)
 
 
-CHECK = Check.of(SLUG, TITLE, DdpEvalConfig, DdpEvalMetrics, finding, number=13, needs="eval")
+CHECK = Check.of(SLUG, TITLE, DdpEvalConfig, DdpEvalMetrics, measure, number=13, needs="eval")

@@ -13,12 +13,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics, figure
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "dtypes", "dtype transitions"
 
@@ -32,17 +32,21 @@ class DtypesConfig(CheckConfig):
         return {"autocast_dtype": audit.train.autocast_dtype}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DtypesMetrics(CheckMetrics):
-    """The result dtype (or error) of the field notes' ops under bf16 autocast, and the KV cache's dtypes."""
+    """The result dtype (or the error) of the field notes' ops under low-precision autocast on this device,
+    the KV cache's dtypes after an autocast forward, and the module outputs upcast without a declaration."""
 
-    baddbmm_fp32_inputs_bf16_autocast: str | None = figure(
-        "baddbmm [float32 inputs under torch.bfloat16 autocast]"
-    )
-    index_add_bf16_source: str | None = figure("index_add_ [torch.bfloat16 cache, torch.bfloat16 source]")
-    index_copy_fp32_source: str | None = figure("index_copy_ [torch.bfloat16 cache, float32 source]")
-    kv_cache_keys_dtype: str | None = None
-    kv_cache_values_dtype: str | None = None
+    device: str
+    autocast_dtype: str
+    baddbmm_fp32_inputs_under_autocast: str
+    index_add_low_source: str
+    index_add_fp32_source: str
+    index_copy_fp32_source: str
+    kv_cache_keys_dtype: str
+    kv_cache_values_dtype: str
+    logits_dtype: str
+    silent_upcasts: int
 
 
 def _first_tensor(obj):
@@ -128,10 +132,10 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
 
     rows = []
 
-    def probe(op, case, fn):
+    def probe(op, case, fn, key=""):
         try:
             res = fn()
-            rows.append({"op": op, "case": case, "result dtype": str(res.dtype), "error": ""})
+            rows.append({"op": op, "case": case, "result dtype": str(res.dtype), "error": "", "key": key})
         except Exception as exc:
             rows.append(
                 {
@@ -139,6 +143,7 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
                     "case": case,
                     "result dtype": "",
                     "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}",
+                    "key": key,
                 }
             )
 
@@ -154,17 +159,19 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
         with torch.autocast(device_type=d.type, dtype=low):
             return torch.baddbmm(b32(2, 4, 4), b32(2, 4, 8), b32(2, 8, 4))
 
-    probe("baddbmm", f"float32 inputs under {low} autocast", bad_auto)
+    probe("baddbmm", f"float32 inputs under {low} autocast", bad_auto, "baddbmm_fp32_inputs_under_autocast")
     idx = torch.tensor([0, 2], device=d)
     probe(
         "index_add_",
         f"{low} cache, {low} source",
         lambda: torch.zeros(4, 3, device=d, dtype=low).index_add_(0, idx, b32(2, 3).to(low)),
+        "index_add_low_source",
     )
     probe(
         "index_add_",
         f"{low} cache, float32 source",
         lambda: torch.zeros(4, 3, device=d, dtype=low).index_add_(0, idx, b32(2, 3)),
+        "index_add_fp32_source",
     )
 
     def add_auto():
@@ -181,6 +188,7 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
         "index_copy_",
         f"{low} cache, float32 source",
         lambda: torch.zeros(4, 3, device=d, dtype=low).index_copy_(0, idx, b32(2, 3)),
+        "index_copy_fp32_source",
     )
     probe(
         "index_copy_",
@@ -192,12 +200,14 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
 
 def check_dtype_transitions(
     model, tokenizer, *, device, autocast_dtype: str = "bfloat16", seq_len: int = 16
-) -> Finding:
+) -> Checked[DtypesMetrics]:
     import plotly.graph_objects as go
     import torch
 
     if autocast_dtype == "none":
-        return Finding(SLUG, TITLE, "skipped", "autocast disabled in the config (train.autocast_dtype: none)")
+        return Checked(
+            Finding(SLUG, TITLE, "skipped", "autocast disabled in the config (train.autocast_dtype: none)")
+        )
     low = getattr(torch, autocast_dtype)
     if device.type == "cpu" and low == torch.float16:
         low = torch.bfloat16  # CPU autocast supports bf16 (and fp16 only on newer builds); say so below
@@ -222,6 +232,19 @@ def check_dtype_transitions(
         for cls, c in sorted(by_class.items())
         for k, v in c.items()
     ]
+    probed = {row["key"]: row["result dtype"] or row["error"] for row in ops if row["key"]}
+    metrics = DtypesMetrics(
+        device=str(device),
+        autocast_dtype=lowname,
+        baddbmm_fp32_inputs_under_autocast=probed["baddbmm_fp32_inputs_under_autocast"],
+        index_add_low_source=probed["index_add_low_source"],
+        index_add_fp32_source=probed["index_add_fp32_source"],
+        index_copy_fp32_source=probed["index_copy_fp32_source"],
+        kv_cache_keys_dtype=kv_keys,
+        kv_cache_values_dtype=kv_values,
+        logits_dtype=tr["logits"],
+        silent_upcasts=sum(upcasts.values()),
+    )
     figures: dict[str, Any] = {
         "autocast_dtype": lowname,
         "modules_traced": len(tr["records"]),
@@ -253,7 +276,7 @@ def check_dtype_transitions(
     fig.update_layout(
         title=f"module input→output dtypes under {lowname} autocast", barmode="stack", yaxis_title="modules"
     )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -272,11 +295,13 @@ def check_dtype_transitions(
         "purpose and budget its memory",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: DtypesConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: DtypesConfig, ctx: AuditContext, live=None) -> Checked[DtypesMetrics]:
+    """Module and KV-cache dtypes of one autocast forward, and the field notes' op probes."""
     model, tok = ctx.model_and_tokenizer()
     return check_dtype_transitions(model, tok, device=ctx.torch_device, autocast_dtype=cfg.autocast_dtype)
 
 
-CHECK = Check.of(SLUG, TITLE, DtypesConfig, DtypesMetrics, finding, number=6)
+CHECK = Check.of(SLUG, TITLE, DtypesConfig, DtypesMetrics, measure, number=6)

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics, NotRunnable
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics, NotRunnable
 from nbkit.audit.sft import pooled_loss
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "eval-batch", "eval batch size ↔ micro batch size under accumulation"
 
@@ -44,9 +44,13 @@ class EvalBatchConfig(CheckConfig):
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvalBatchMetrics(CheckMetrics):
-    """The verdict on the eval batch size under accumulation, with the measured loss gap when a model ran."""
+    """The eval and micro batch sizes under gradient accumulation."""
+
+    micro_batch_size: int
+    eval_batch_size: int
+    grad_accumulation: int
 
 
 FIX = (
@@ -99,7 +103,8 @@ def check_eval_batch(cfg: EvalBatchConfig, measured: dict | None = None) -> Find
     )
 
 
-def finding(cfg: EvalBatchConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: EvalBatchConfig, ctx: AuditContext, live=None) -> Checked[EvalBatchMetrics]:
+    """The eval batch size against the micro batch size; the loss gap measured on the model."""
     eval_bs = cfg.eval_batch_size or cfg.micro_batch_size
     measured = None
     if eval_bs != cfg.micro_batch_size and cfg.grad_accumulation > 1:
@@ -113,7 +118,12 @@ def finding(cfg: EvalBatchConfig, ctx: AuditContext, live=None) -> Finding:
             }
         except NotRunnable:  # the verdict comes from the config; the measured gap needs the model
             measured = None
-    return check_eval_batch(cfg, measured)
+    metrics = EvalBatchMetrics(
+        micro_batch_size=cfg.micro_batch_size,
+        eval_batch_size=eval_bs,
+        grad_accumulation=cfg.grad_accumulation,
+    )
+    return Checked(check_eval_batch(cfg, measured), metrics)
 
 
-CHECK = Check.of(SLUG, TITLE, EvalBatchConfig, EvalBatchMetrics, finding, number=18, needs="trainer")
+CHECK = Check.of(SLUG, TITLE, EvalBatchConfig, EvalBatchMetrics, measure, number=18, needs="trainer")

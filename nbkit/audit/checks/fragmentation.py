@@ -1,14 +1,14 @@
-"""Checkpoint interval ↔ CUDA allocator fragmentation (CUDA only): the ZeRO theme's experiment, judged for the
-audit.
+"""Checkpoint interval ↔ CUDA allocator fragmentation (CUDA only): the ZeRO theme's experiment, run on the
+audit's checkpoint interval.
 
 The measurement is :func:`nbkit.zero.fragmentation.cuda_runs` with its config
 (:class:`nbkit.zero.config.FragmentationConfig`): one training run per checkpoint interval and seed,
 the caching allocator read after every step. The audit takes the configured interval from its
 ``checkpoint`` section (first interval) and compares it with the reference interval (the last),
 expandable segments off, each seed an independent run pair. The gap ratio is
-``nbkit.device.gap_ratio`` = (reserved − allocated) / reserved, nbkit's one definition; the verdict is
-the ZeRO theme's (``nbkit.zero.claims.verdict_gap_difference``). On CPU there is no caching
-allocator: the check says so and reports no number.
+``nbkit.device.gap_ratio`` = (reserved − allocated) / reserved, nbkit's one definition. The field notes'
+claim about it is judged once, in notebook 02's ledger (``nbkit.zero.claims``); this check shows what the
+configured interval does. On CPU there is no caching allocator: the check says so and reports no number.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckMetrics, NotRunnable
+from nbkit.audit.check import Check, Checked, CheckMetrics, NotRunnable
 from nbkit.claims import mean_interval
 from nbkit.device import memory_probe
 from nbkit.findings import Finding
@@ -26,7 +26,7 @@ from nbkit.zero.fragmentation import cuda_runs
 
 if TYPE_CHECKING:
     from nbkit.audit.config import AuditConfig
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "fragmentation", "Checkpoint interval ↔ fragmentation"
 
@@ -50,20 +50,17 @@ def audit_values(audit: AuditConfig) -> dict[str, Any]:
     return values
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FragmentationMetrics(CheckMetrics):
     """Mean gap ratios of both checkpoint intervals and their per-repeat differences (CUDA only)."""
 
-    device: str | None = None
-    configured_interval: int | None = None
-    reference_interval: int | None = None
-    steps: int | None = None
-    repeats: int | None = None
-    gap_ratio_configured: float | None = None
-    gap_ratio_reference: float | None = None
-    gap_ratio_diff_per_repeat: list | None = None
-    gap_ratio_diff_ci_low: float | None = None
-    gap_ratio_diff_ci_high: float | None = None
+    device: str
+    configured_interval: int
+    reference_interval: int
+    steps: int
+    gap_ratio_configured: float
+    gap_ratio_reference: float
+    gap_ratio_diff_per_repeat: tuple[float, ...]
 
 
 def compare_traces(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
@@ -96,26 +93,27 @@ def compare_traces(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[s
     }
 
 
-def check_fragmentation(cfg: FragmentationConfig, device, live=None) -> Finding:
+def check_fragmentation(cfg: FragmentationConfig, device, live=None) -> Checked[FragmentationMetrics]:
     """Run the ZeRO theme's fragmentation experiment on ``device`` (CUDA) and judge the configured
     interval (``cfg.intervals[0]``) against the reference one (``cfg.intervals[-1]``)."""
     interval, reference_interval, steps = cfg.intervals[0], cfg.intervals[-1], cfg.steps
     if device.type != "cuda":
         why = memory_probe(device).snapshot().unavailable.get("fragmentation", "needs CUDA")
-        return Finding(
-            SLUG,
-            TITLE,
-            "needs_gpu",
-            f"needs CUDA: {why}; not measured on {device.type} (no number is reported). On a GPU it trains "
-            f"{steps} steps "
-            f"checkpointing every {interval} and every {reference_interval} steps and compares the gap "
-            "ratios",
-            {
-                "device": str(device),
-                "configured_interval": interval,
-                "reference_interval": reference_interval,
-                "steps": steps,
-            },
+        return Checked(
+            Finding(
+                SLUG,
+                TITLE,
+                "needs_gpu",
+                f"needs CUDA: {why}; not measured on {device.type} (no number is reported). On a GPU it "
+                f"trains {steps} steps checkpointing every {interval} and every {reference_interval} steps "
+                "and compares the gap ratios",
+                {
+                    "device": str(device),
+                    "configured_interval": interval,
+                    "reference_interval": reference_interval,
+                    "steps": steps,
+                },
+            )
         )
     if interval == reference_interval:
         raise ValueError(f"intervals {cfg.intervals}: the configured and the reference interval must differ")
@@ -145,7 +143,7 @@ def check_fragmentation(cfg: FragmentationConfig, device, live=None) -> Finding:
     fig.update_layout(
         title="(reserved − allocated) / reserved per step", xaxis_title="step", yaxis_title="gap ratio"
     )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -156,6 +154,16 @@ def check_fragmentation(cfg: FragmentationConfig, device, live=None) -> Finding:
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
         figure=fig,
     )
+    metrics = FragmentationMetrics(
+        device=str(device),
+        configured_interval=interval,
+        reference_interval=reference_interval,
+        steps=steps,
+        gap_ratio_configured=sum(p[0]["mean_gap_ratio"] for p in pairs) / len(pairs),
+        gap_ratio_reference=sum(p[1]["mean_gap_ratio"] for p in pairs) / len(pairs),
+        gap_ratio_diff_per_repeat=tuple(p[0]["mean_gap_ratio"] - p[1]["mean_gap_ratio"] for p in pairs),
+    )
+    return Checked(finding, metrics)
 
 
 def _summary(run: dict[str, Any]) -> dict[str, Any]:
@@ -171,11 +179,11 @@ def _summary(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def finding(cfg: FragmentationConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: FragmentationConfig, ctx: AuditContext, live=None) -> Checked[FragmentationMetrics]:
     """The fragmentation experiment on the audit's device (the config's own ``device`` is not used)."""
     return check_fragmentation(cfg, ctx.torch_device, live)
 
 
 CHECK = Check.of(
-    SLUG, TITLE, FragmentationConfig, FragmentationMetrics, finding, number=12, values_from=audit_values
+    SLUG, TITLE, FragmentationConfig, FragmentationMetrics, measure, number=12, values_from=audit_values
 )

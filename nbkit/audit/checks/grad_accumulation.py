@@ -8,7 +8,9 @@ the large-batch gradient; summing token losses and dividing by the batch's total
 (b) The field notes scale accumulation steps by √L when the sequence length L changes, claiming constant
 gradient variance. We measure the gradient-noise variance of micro-batches of real text at several
 L and fit var ∝ L^slope: constant variance needs G(L) = G0·(L/L0)^slope, so slope ≈ -0.5 supports
-the √L rule and slope ≈ -1 the plain linear (token-count) rule.
+the √L rule and slope ≈ -1 the plain linear (token-count) rule. Each length contributes independent
+variance estimates, one per disjoint pair of micro-batch gradients of every parameter; the slope's
+interval is a t interval from their within-length spread (:func:`slope_interval`).
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.audit.sft import build_features, concurrent_workers, pad_batch, run_concurrently
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "grad-accumulation", "Gradient accumulation"
 
@@ -38,15 +40,18 @@ class GradAccumulationConfig(CheckConfig):
     noise_lengths: tuple = param(
         (16, 32, 64, 128), choices=[16, 32, 64, 128, 256], label="lengths of the noise fit"
     )
-    # 8 samples = 4 independent pairs per length (the interval resamples pairs, and needs ≥ 3 of them):
-    # 4 samples gave only 2 pairs, too few for any interval. Set by what the interval needs, not by its
-    # verdict.
-    noise_samples: int = param(8, min=6, max=64, label="gradient samples per length (pairs: half)")
-    noise_params: str = param("last_layer", choices=["last_layer", "all"], label="gradients of")
+    # Gradient samples per length; disjoint pairs of them are the independent variance estimates the
+    # slope's interval rests on (half as many). The full profile's 32 give the 16 pairs the √L claim needs.
+    noise_samples: int = param(8, min=6, max=128, label="gradient samples per length (pairs: half)")
+    noise_params: str = param("all", choices=["last_layer", "all"], label="gradients of")
 
     @classmethod
     def smoke(cls):
         return cls(micro_batch_size=2, grad_accumulation=2, noise_lengths=(16, 32, 64), noise_samples=6)
+
+    @classmethod
+    def full(cls):
+        return cls(noise_samples=32)
 
     @classmethod
     def audit_values(cls, audit):
@@ -58,19 +63,24 @@ class GradAccumulationConfig(CheckConfig):
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GradAccumulationMetrics(CheckMetrics):
-    """Accumulation errors of both normalisations, and the fitted exponent of gradient variance vs length."""
+    """Accumulation errors of both normalisations against the one-batch gradient, and the gradient-noise
+    variance estimates per sequence length (one per disjoint pair of gradient samples) with the fitted
+    exponent of variance vs length."""
 
-    rel_err_per_microbatch_mean: float | None = None
-    rel_err_token_count: float | None = None
-    tokens_per_microbatch: Any = None
-    noise_variance_slope: float | None = None
-    noise_variance_slope_ci_low: float | None = None
-    noise_variance_slope_ci_high: float | None = None
-    noise_lengths: int | None = None
-    noise_samples_per_length: int | None = None
-    gradients_of: str | None = None
+    rel_err_per_microbatch_mean: float
+    rel_err_token_count: float
+    tokens_per_microbatch: tuple[int, ...]
+    configured_normalisation: str
+    noise_lengths: tuple[int, ...]
+    noise_estimates: tuple[tuple[float, ...], ...]
+    noise_variance_slope: float
+    gradients_of: str
+
+    @property
+    def pairs_per_length(self) -> int:
+        return min((len(e) for e in self.noise_estimates), default=0)
 
 
 def _clear_grads(params) -> None:
@@ -228,31 +238,32 @@ def noise_variance_by_length(
     return out
 
 
-def fit_slope(
-    deviations: dict[int, list[float]], level: float = 0.95, n_resamples: int = 2000, seed: int = 0
-) -> tuple[float, float, float]:
-    """Slope of log variance on log L, and its percentile bootstrap interval: (slope, low, high).
+def slope_interval(lengths, estimates, level: float = 0.95) -> tuple[float, float, float]:
+    """(slope, low, high) of log variance on log L: the least-squares slope through each length's log
+    mean estimate, and a t interval from the estimates' spread within each length.
 
-    ``deviations`` maps each length to its independent variance estimates (one per pair of gradient
-    samples, :func:`noise_variance_by_length`). The bootstrap resamples those within every length and
-    refits, so the interval carries the sampling noise of each variance estimate. Fewer than 3 lengths
-    or 3 estimates (6 gradient samples) per length give no interval (nan, nan).
+    Each length's log mean has the delta-method variance s²/(n·m²) (m, s: the mean and standard
+    deviation of its n independent estimates); the slope is a fixed linear combination of the log
+    means, so its variance is the matching sum, and the t quantile takes Welch–Satterthwaite's degrees
+    of freedom. Fewer than 3 lengths or 2 estimates per length, or no spread at all: (slope, nan, nan).
     """
     import numpy as np
+    from scipy import stats
 
-    ls = sorted(deviations)
-    x = np.log(np.asarray(ls, dtype=float))
-    dev = [np.asarray(deviations[L], dtype=float) for L in ls]
-    slope = float(np.polyfit(x, np.log([d.mean() for d in dev]), 1)[0])
-    if len(ls) < 3 or min(len(d) for d in dev) < 3:
-        return slope, float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    # (n_resamples, lengths) matrix of resampled variances, then one least-squares slope per row.
-    boot = np.log(np.stack([d[rng.integers(0, len(d), (n_resamples, len(d)))].mean(1) for d in dev], axis=1))
+    x = np.log(np.asarray(lengths, dtype=float))
+    est = [np.asarray(e, dtype=float) for e in estimates]
+    means = np.array([e.mean() for e in est])
     xc = x - x.mean()
-    slopes = (boot - boot.mean(1, keepdims=True)) @ xc / (xc @ xc)
-    lo, hi = np.quantile(slopes, [(1 - level) / 2, (1 + level) / 2])
-    return slope, float(lo), float(hi)
+    c = xc / (xc @ xc)
+    slope = float(c @ np.log(means))
+    if len(est) < 3 or min(e.size for e in est) < 2:
+        return slope, float("nan"), float("nan")
+    parts = np.array([ci**2 * e.var(ddof=1) / (e.size * e.mean() ** 2) for ci, e in zip(c, est, strict=True)])
+    if not parts.sum() > 0:
+        return slope, float("nan"), float("nan")
+    df = parts.sum() ** 2 / sum(p**2 / (e.size - 1) for p, e in zip(parts, est, strict=True))
+    half = float(stats.t.ppf((1 + level) / 2, df)) * float(np.sqrt(parts.sum()))
+    return slope, slope - half, slope + half
 
 
 def text_token_stream(tokenizer, max_tokens: int = 20000):
@@ -284,7 +295,7 @@ def check_grad_accumulation(
     noise_params: str = "all",
     progress: bool = True,
     workers: int | None = None,
-) -> Finding:
+) -> Checked[GradAccumulationMetrics]:
     """``workers``: 2 runs half the passes on a copy of the model in a second thread (default: on CPU when
     :func:`nbkit.audit.sft.concurrent_workers` allows it; the figures are those of one model doing all)."""
     from plotly.subplots import make_subplots
@@ -334,7 +345,17 @@ def check_grad_accumulation(
     del twin
     var = {L: sum(d) / len(d) for L, d in devs.items()}
     ls = sorted(var)
-    slope, slope_lo, slope_hi = fit_slope(devs)
+    slope, slope_lo, slope_hi = slope_interval(ls, [devs[L] for L in ls])
+    metrics = GradAccumulationMetrics(
+        rel_err_per_microbatch_mean=errs["rel_err_per_microbatch_mean"],
+        rel_err_token_count=errs["rel_err_token_count"],
+        tokens_per_microbatch=tuple(errs["tokens_per_microbatch"]),
+        configured_normalisation=normalisation,
+        noise_lengths=tuple(ls),
+        noise_estimates=tuple(tuple(devs[L]) for L in ls),
+        noise_variance_slope=slope,
+        gradients_of="last decoder layer" if noise_params == "last_layer" else "all parameters",
+    )
     L0 = base_length or ls[0]
     g0 = grad_accumulation
     rows = []
@@ -358,7 +379,7 @@ def check_grad_accumulation(
         "noise_variance_slope_ci_high": slope_hi,
         "noise_lengths": len(ls),
         "noise_samples_per_length": noise_samples,
-        "gradients_of": "last decoder layer" if noise_params == "last_layer" else "all parameters",
+        "gradients_of": metrics.gradients_of,
     }
     used = (
         errs["rel_err_token_count"] if normalisation == "token_count" else errs["rel_err_per_microbatch_mean"]
@@ -420,7 +441,7 @@ def check_grad_accumulation(
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_layout(title="gradient accumulation")
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -431,14 +452,16 @@ def check_grad_accumulation(
         "measured variance law, not √L by default",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: GradAccumulationConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: GradAccumulationConfig, ctx: AuditContext, live=None) -> Checked[GradAccumulationMetrics]:
+    """Accumulated micro-batch gradients against one large batch; gradient noise variance vs length."""
     model, tok = ctx.model_and_tokenizer()
     ex, note = ctx.examples(cfg.micro_batch_size * cfg.grad_accumulation, SLUG)
     # The accumulation identity is about the loss normalisation, so pad labels stay unmasked here.
     template = ctx.config.template.model_copy(update={"mask_pad_labels": False})
-    f = check_grad_accumulation(
+    checked = check_grad_accumulation(
         model,
         tok,
         ex,
@@ -453,8 +476,8 @@ def finding(cfg: GradAccumulationConfig, ctx: AuditContext, live=None) -> Findin
         noise_params=cfg.noise_params,
         progress=ctx.progress,
     )
-    f.summary += note
-    return f
+    checked.finding.summary += note
+    return checked
 
 
-CHECK = Check.of(SLUG, TITLE, GradAccumulationConfig, GradAccumulationMetrics, finding, number=5)
+CHECK = Check.of(SLUG, TITLE, GradAccumulationConfig, GradAccumulationMetrics, measure, number=5)

@@ -1,13 +1,25 @@
-"""KISS versus an over-parameterised LoRA, trained on the same task with the same budget."""
+"""KISS versus an over-parameterised LoRA, trained on the same task with the same budget.
+
+Each seed draws its own validation split, LoRA initialisation and batch order, and trains both variants
+(each at its own learning rate) until both reach the validation-loss target: the unit the claim rests on
+is the seed's steps-to-target ratio, KISS over the over-parameterised LoRA. The validation loss is
+evaluated every ``eval_every`` steps; at the first evaluation at or below the target, the steps since the
+one before are replayed one at a time from a snapshot (the same batches, the same optimiser state: the
+same losses an evaluation after every step would see), and the first of them at or below the target is
+the variant's steps to target — located to the step for a few extra steps, not an evaluation after
+every step. The trainable shares are also counted on the field notes' model (DeepSeek-LLM-7B's
+architecture, built on the meta device: no weights, no memory).
+"""
 
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.audit.checks.lora_binding import lora_config
 from nbkit.audit.sft import (
     build_features,
@@ -20,19 +32,41 @@ from nbkit.audit.sft import (
 from nbkit.device import memory_probe
 from nbkit.experiment import param
 from nbkit.findings import Finding
+from nbkit.model_files import meta_model
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "kiss-lora", "KISS vs over-parameterised LoRA"
+# The model the field notes fine-tuned: "DeepSeek" on an A100 (28–42 GB), i.e. the 7B base model.
+NOTES_MODEL = "DeepSeek-LLM-7B"
+
+
+def notes_model_config():
+    """DeepSeek-LLM-7B-base's architecture (deepseek-ai/deepseek-llm-7b-base config.json values), built
+    locally: what the field notes' trainable shares are counts of."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=102400,
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=30,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    )
 
 
 @dataclass
 class KissConfig(CheckConfig):
     """KISS (q/v rank 8) against an over-parameterised LoRA (q/v/o rank 64), trained with one budget."""
 
-    budget_steps: int = param(30, min=2, max=400, label="steps per variant (budget)")
-    lr: float = param(1e-3, min=1e-5, max=1e-1, log=True)
+    budget_steps: int = param(60, min=2, max=400, label="steps per variant (budget)")
+    kiss_lr: float = param(1e-3, min=1e-5, max=1e-1, log=True, label="KISS learning rate")
+    over_lr: float = param(1e-3, min=1e-5, max=1e-1, log=True, label="over-parameterised learning rate")
     val_loss_target: float = param(
         0.0, min=0.0, max=10.0, step=0.05, label="val-loss target (0 = ratio × start)"
     )
@@ -40,26 +74,21 @@ class KissConfig(CheckConfig):
         0.5, min=0.05, max=0.95, step=0.05, label="target ratio of the untrained val loss"
     )
     batch_size: int = param(8, min=1, max=64)
-    # Every seed draws its own validation split of val_size examples; the verdict counts, over `seeds`
-    # repeats, which variant reached the target first at an evaluation (every eval_every steps).
+    # Evaluations every eval_every steps; a crossing is located to the step by replaying from a snapshot.
     eval_every: int = param(5, min=1, max=100)
     val_size: int = param(16, min=4, max=256, label="validation examples")
     model: str = param("", choices=["", "tiny", "smollm2"], label="model ('' = the audit's)")
-    # 4: the fewest repeats for which a unanimous result decides the Wilson 95 % rule on 0.5 (4 of 4: [0.51,
-    # 1];
-    # 3 of 3: [0.44, 1] straddles it). Each seed is a full comparison, so this is the cost of a verdict.
     seeds: int = param(
-        4, min=1, max=20, help="repeats, each with its own split, initialisation and batch order"
+        4, min=1, max=40, help="repeats, each with its own split, initialisation and batch order"
     )
-    stop_when_decided: bool = param(
-        True, help="stop at the first evaluation where a variant reached the target"
-    )
+    stop_when_reached: bool = param(True, help="stop once both variants reached the target")
 
     @classmethod
     def smoke(cls):
         return cls(
             budget_steps=12,
-            lr=0.01,
+            kiss_lr=0.01,
+            over_lr=0.01,
             target_ratio=0.9,
             batch_size=4,
             eval_every=4,
@@ -69,37 +98,67 @@ class KissConfig(CheckConfig):
         )
 
     @classmethod
+    def full(cls):
+        return cls(seeds=KISS_FULL_SEEDS)
+
+    @classmethod
     def audit_values(cls, audit):
         k = audit.kiss
-        # Training costs minutes: a YAML config opts in with its kiss section's budget; without one the check
-        # is skipped.
+        # A YAML config opts in to the training with its kiss section's budget (nbkit audit skips the check
+        # otherwise); the section's learning rate is each variant's.
         return {
             "budget_steps": k.budget_steps or 0,
-            "lr": k.lr,
+            "kiss_lr": k.lr,
+            "over_lr": k.lr,
             "val_loss_target": k.val_loss_target or 0.0,
             "target_ratio": k.val_loss_target_ratio,
         }
 
 
-@dataclass(frozen=True)
-class KissMetrics(CheckMetrics):
-    """Trainable shares and peaks of both variants, and which reached the validation target first, per
-    seed."""
+# Seeds in the full profile: what the steps-ratio claim needs to decide (its design, nbkit.audit.claims).
+KISS_FULL_SEEDS = 12
 
-    kiss_trainable_share_pct: float | None = None
-    over_trainable_share_pct: float | None = None
-    param_ratio_over_vs_kiss: float | None = None
-    peak_ratio_kiss_vs_over: float | None = None
-    peak_measured_as: str | None = None
-    budget_steps: int | None = None
-    kiss_steps_to_target: int | None = None
-    over_steps_to_target: int | None = None
-    seeds: int | None = None
-    seeds_kiss_first: int | None = None
-    seeds_over_first: int | None = None
-    seeds_tie: int | None = None
-    seeds_neither: int | None = None
-    per_seed: list | None = None
+
+@dataclass(frozen=True)
+class KissRun:
+    """One seed's comparison: the steps each variant took to reach the target (None: not within the
+    steps trained) and how many steps were trained."""
+
+    seed: int
+    kiss_steps: int | None
+    over_steps: int | None
+    steps_trained: int
+
+    def log_step_ratio(self, budget: int) -> float:
+        """log(KISS steps / over-parameterised steps); a variant that never got there counts as the
+        budget (a lower bound of its steps, so the ratio leans towards no difference); NaN when neither
+        got there."""
+        if self.kiss_steps is None and self.over_steps is None:
+            return float("nan")
+        return math.log((self.kiss_steps or budget) / (self.over_steps or budget))
+
+
+@dataclass(frozen=True, kw_only=True)
+class KissMetrics(CheckMetrics):
+    """Trainable shares of both variants on the trained model and on the field notes' model, the peak
+    memory ratio of one optimiser step, and each seed's steps to the validation target."""
+
+    kiss_trainable_share_pct: float
+    over_trainable_share_pct: float
+    param_ratio_over_vs_kiss: float
+    notes_model: str
+    notes_kiss_share_pct: float
+    notes_over_share_pct: float
+    notes_param_ratio: float
+    peak_ratio_kiss_vs_over: float
+    peak_measured_as: str
+    budget_steps: int
+    runs: tuple[KissRun, ...]
+
+    @property
+    def log_step_ratios(self) -> list[float]:
+        """Each seed's log steps ratio (KISS / over), the seeds neither variant finished left out."""
+        return [x for x in (r.log_step_ratio(self.budget_steps) for r in self.runs) if not math.isnan(x)]
 
 
 @dataclass
@@ -214,7 +273,10 @@ def _val_loss(model, val_batches, device) -> float:
 class VariantTrainer:
     """One LoRA variant in training: ``advance(n)`` AdamW steps, ``evaluate()`` the validation loss.
 
-    Several trainers advance in lock-step so the comparison can stop as soon as it is decided.
+    Several trainers advance in lock-step so the comparison can stop as soon as it is decided. The
+    trainable state before each ``advance`` and the batches it trained on are kept: when an evaluation
+    finds the target reached, the steps since the last one are replayed one at a time from that state
+    (the same batches, the same optimiser state: the same weights) to find the step that reached it.
     """
 
     def __init__(
@@ -241,7 +303,8 @@ class VariantTrainer:
             copy.deepcopy(base_model), lora_config(variant.r, variant.alpha, variant.targets, 0.0)
         ).to(device)
         trainable, total = self.model.get_nb_trainable_parameters()
-        self.opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=lr)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.trainable, lr=lr)
         self.batches = _sft_batches(tokenizer, train_ex, template, batch_size, seed)
         vfeats = [build_features(tokenizer, e, template) for e in val_ex]
         self.val_batches = [
@@ -250,6 +313,8 @@ class VariantTrainer:
         ]
         self.run = VariantRun(variant, trainable, total, None, "")
         self.device, self.target, self.live, self.done = device, target, live, 0
+        self._snapshot: tuple | None = None
+        self._since: list = []
 
     def _step(self, ids, labels, mask, full_logits: bool = False) -> float:
         self.model.train()
@@ -265,48 +330,109 @@ class VariantTrainer:
         self.opt.zero_grad(set_to_none=True)
         return float(loss.detach())
 
-    def advance(self, n: int):
+    def _train_on(self, batch) -> None:
+        """One step on ``batch``; the first step of a run is the one whose peak memory is measured."""
+        self.done += 1
+        if self.done > 1:
+            self._step(*batch)
+        elif self.run.peak_bytes is not None:  # a replay of the first step: the same step, measured already
+            self._step(*batch, full_logits=True)
+        elif self.device.type == "cuda":
+            probe = memory_probe(self.device)
+            probe.reset_peak()
+            self._step(*batch, full_logits=True)
+            self.run.peak_bytes, self.run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
+        else:
+            self.run.peak_bytes = step_peak_bytes(
+                self.model, lambda b=batch: self._step(*b, full_logits=True)
+            )
+            self.run.peak_kind = (
+                "tensor bytes: params + peak of storages created in one step (grads, "
+                "optimizer state, activations)"
+            )
 
+    def _state(self) -> tuple:
+        return (
+            self.done,
+            [p.detach().clone() for p in self.trainable],
+            copy.deepcopy(self.opt.state_dict()),
+        )
+
+    def _restore(self, state: tuple) -> None:
+        import torch
+
+        done, params, opt_state = state
+        with torch.no_grad():
+            for p, saved in zip(self.trainable, params, strict=True):
+                p.copy_(saved)
+        self.opt.load_state_dict(copy.deepcopy(opt_state))
+        self.done = done
+
+    def advance(self, n: int):
         t0 = time.perf_counter()
-        for _ in range(n):
-            batch = next(self.batches)
-            self.done += 1
-            if self.done > 1:
-                self._step(*batch)
-            elif self.device.type == "cuda":  # peak memory of the first optimiser step
-                probe = memory_probe(self.device)
-                probe.reset_peak()
-                self._step(*batch, full_logits=True)
-                self.run.peak_bytes, self.run.peak_kind = probe.peak_bytes(), "cuda max_memory_allocated"
-            else:
-                self.run.peak_bytes = step_peak_bytes(
-                    self.model, lambda b=batch: self._step(*b, full_logits=True)
-                )
-                self.run.peak_kind = (
-                    "tensor bytes: params + peak of storages created in one step (grads, "
-                    "optimizer state, activations)"
-                )
+        self._snapshot = self._state()
+        self._since = [next(self.batches) for _ in range(n)]
+        for batch in self._since:
+            self._train_on(batch)
         self.run.seconds += time.perf_counter() - t0
+
+    def _locate(self) -> int:
+        """Replay the steps since the last evaluation one at a time from the snapshot before them; the
+        first whose validation loss reaches the target (the last one, which did, if none before)."""
+        assert self._snapshot is not None
+        end, found, points = self.done, None, []
+        self._restore(self._snapshot)
+        for batch in self._since:
+            self._train_on(batch)
+            if found is None and self.done < end:
+                v = _val_loss(self.model.eval(), self.val_batches, self.device)
+                points.append((self.done, v))
+                if self.target is not None and v <= self.target:
+                    found = self.done
+        at = len(self.run.steps) - 1  # the evaluation that found the target: the replayed points go before it
+        self.run.steps[at:at] = [p[0] for p in points]
+        self.run.val_loss[at:at] = [p[1] for p in points]
+        return found if found is not None else end
 
     def evaluate(self, known: float | None = None) -> float:
         """The validation loss now (``known``: already measured, e.g. the untrained loss, which every variant
-        shares)."""
+        shares); the first time it reaches the target, the exact step that reached it."""
         t0 = time.perf_counter()
         v = _val_loss(self.model.eval(), self.val_batches, self.device) if known is None else known
         self.run.steps.append(self.done)
         self.run.val_loss.append(v)
         if self.target is not None and self.run.steps_to_target is None and v <= self.target:
-            self.run.steps_to_target = self.done
+            self.run.steps_to_target = self._locate() if len(self._since) > 1 else self.done
         self.run.seconds += time.perf_counter() - t0
         return v
 
     def publish(self) -> None:
-        """The newest validation point to the live plot (from the caller's thread: the trainers may run in
+        """The newest validation points to the live plot (from the caller's thread: the trainers may run in
         worker threads)."""
         if self.live is not None:
-            (self.live.add if self.done == 0 else self.live.extend)(
-                self.run.variant.name, [self.run.steps[-1]], [self.run.val_loss[-1]]
-            )
+            new = self.run.steps[self._published :], self.run.val_loss[self._published :]
+            (self.live.add if self._published == 0 else self.live.extend)(self.run.variant.name, *new)
+            self._published = len(self.run.steps)
+
+    _published = 0
+
+
+@dataclass
+class Comparison:
+    """One seed's comparison: the finding shown for it and the run of each variant (first: KISS, last:
+    the over-parameterised LoRA)."""
+
+    finding: Finding
+    runs: list[VariantRun]
+    steps_trained: int
+
+    @property
+    def kiss(self) -> VariantRun:
+        return self.runs[0]
+
+    @property
+    def over(self) -> VariantRun:
+        return self.runs[-1]
 
 
 def compare_lora_variants(
@@ -323,34 +449,28 @@ def compare_lora_variants(
     progress=True,
     untrained: float | None = None,
     workers: int | None = None,
-) -> Finding:
-    """Train the variants in lock-step with the same budget; share, peak memory, steps to the val target.
+) -> Comparison:
+    """Train the variants with the same budget, each at its own learning rate (``cfg.kiss_lr`` for the
+    first, ``cfg.over_lr`` for the others); trainable share, peak memory, steps to the validation target.
 
-    ``cfg`` gives the budget, batch size, learning rate, evaluation interval, validation size and target.
-    Without a ``val_loss_target`` the target is ``target_ratio`` × the untrained validation loss
-    (the same for both variants: they start from the same base weights and B = 0). With
-    ``stop_when_decided`` training stops at the first evaluation where a variant has reached the
-    target: the others have had exactly as many steps and have not, so which variant gets there
-    first — the only thing the comparison decides — cannot change by training on. ``untrained``: the
-    base model's validation loss when already measured (the audit context scores the base model once
-    for every check that reads it). ``workers``: variants trained side by side in threads (default: on
-    CPU as many as :func:`nbkit.audit.sft.concurrent_workers` allows; the figures are those of one after
-    the other).
+    Without a ``val_loss_target`` the target is ``target_ratio`` × the untrained validation loss (the
+    same for both variants: they start from the same base weights and B = 0). With
+    ``stop_when_reached`` a variant stops training once it has reached the target (its steps to target
+    are all the comparison needs) and the run ends when every variant has. ``untrained``: the base
+    model's validation loss when already measured (the audit context scores the base model once for
+    every check that reads it). ``workers``: variants trained side by side in threads (default: on CPU
+    as many as :func:`nbkit.audit.sft.concurrent_workers` allows; the figures are those of one after the
+    other).
     """
-    budget_steps, batch_size, lr, eval_every, val_size = (
+    import plotly.graph_objects as go
+    from tqdm.auto import tqdm
+
+    budget_steps, batch_size, eval_every, val_size = (
         cfg.budget_steps,
         cfg.batch_size,
-        cfg.lr,
         cfg.eval_every,
         cfg.val_size,
     )
-    target, target_ratio, stop_when_decided = (
-        cfg.val_loss_target or None,
-        cfg.target_ratio,
-        cfg.stop_when_decided,
-    )
-    import plotly.graph_objects as go
-
     if budget_steps < 2:
         raise ValueError(f"budget_steps must be ≥ 2, got {budget_steps}")
     val_ex, train_ex = examples[:val_size], examples[val_size:]
@@ -358,8 +478,6 @@ def compare_lora_variants(
         raise ValueError(
             f"need at least {batch_size} training examples after the {val_size} held out, got {len(train_ex)}"
         )
-    from tqdm.auto import tqdm
-
     # LoRA starts with B = 0 (and dropout 0 here), so every variant's untrained validation loss is the
     # base model's: measured once, it is the step-0 point of each curve and the target's reference.
     if untrained is None:
@@ -369,8 +487,8 @@ def compare_lora_variants(
             for i in range(0, len(vfeats), batch_size)
         ]
         untrained = _val_loss(base_model.to(device).eval(), vb, device)
-    if target is None:
-        target = target_ratio * untrained
+    target = cfg.val_loss_target or cfg.target_ratio * untrained
+    lrs = [cfg.kiss_lr] + [cfg.over_lr] * (len(variants) - 1)
     trainers = [
         VariantTrainer(
             base_model,
@@ -386,7 +504,7 @@ def compare_lora_variants(
             seed=seed,
             live=live,
         )
-        for v in variants
+        for v, lr in zip(variants, lrs, strict=True)
     ]
     for t in trainers:
         t.evaluate(known=untrained)
@@ -394,29 +512,25 @@ def compare_lora_variants(
     # The variants share nothing but the frozen base weights they read: on CPU they train side by
     # side in threads (each with torch's single intra-op thread, each computing what it computes alone).
     workers = concurrent_workers(len(trainers), device) if workers is None else workers
-    bar = tqdm(total=budget_steps, desc="LoRA variants (lock-step)", disable=not progress, leave=False)
+    bar = tqdm(total=budget_steps, desc="LoRA variants", disable=not progress, leave=False)
     done = 0
     while done < budget_steps:
         n = min(eval_every, budget_steps - done)
-        run_concurrently([lambda t=t, n=n: (t.advance(n), t.evaluate()) for t in trainers], workers)
-        for t in trainers:
+        going = [t for t in trainers if not (cfg.stop_when_reached and t.run.steps_to_target is not None)]
+        if not going:
+            break
+        run_concurrently([lambda t=t, n=n: (t.advance(n), t.evaluate()) for t in going], workers)
+        for t in going:
             t.publish()
         done += n
         bar.update(n)
         bar.set_postfix(val=" / ".join(f"{t.run.val_loss[-1]:.3f}" for t in trainers))
-        if stop_when_decided and any(t.run.steps_to_target is not None for t in trainers):
-            break
     bar.close()
     runs = [t.run for t in trainers]
     kiss, over = runs[0], runs[-1]
-    figures: dict[str, Any] = {
-        "val_loss_target": target,
-        "budget_steps": budget_steps,
-        "steps_trained": done,
-        "stopped_when_decided": done < budget_steps,
-    }
+    figures: dict[str, Any] = {"val_loss_target": target, "budget_steps": budget_steps, "steps_trained": done}
     rows = []
-    for run in runs:
+    for run, lr in zip(runs, lrs, strict=True):
         key = "kiss" if run is kiss else "over"
         figures[f"{key}_trainable_share_pct"] = run.share_pct
         figures[f"{key}_trainable_params"] = run.trainable
@@ -426,6 +540,7 @@ def compare_lora_variants(
         rows.append(
             {
                 "variant": run.variant.name,
+                "lr": lr,
                 "trainable %": run.share_pct,
                 "trainable params": run.trainable,
                 "peak bytes": run.peak_bytes,
@@ -462,12 +577,7 @@ def compare_lora_variants(
         only = reached[0]
         summary = (
             f"only {only.variant.name} reached val loss {target:.3f} (step {only.steps_to_target}) within "
-            f"{done} steps"
-            + (
-                f" — stopped there: the comparison is decided (budget {budget_steps})"
-                if done < budget_steps
-                else ""
-            )
+            f"the budget of {budget_steps} steps"
         )
         status = "pass" if only is kiss else "warn"
     fig = go.Figure()
@@ -484,7 +594,7 @@ def compare_lora_variants(
         xaxis_title="step",
         yaxis_title="validation loss",
     )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -494,42 +604,38 @@ def compare_lora_variants(
         fix="prefer q/v rank-8 adapters unless a larger adapter reaches the target measurably sooner",
         figure=fig,
     )
+    return Comparison(finding, runs, done)
 
 
-def first_to_target(kiss: int | None, over: int | None) -> str:
-    """Which variant reached the target first in one run: "kiss", "over", "tie" or "neither"."""
-    if kiss is None and over is None:
-        return "neither"
-    if over is None or (kiss is not None and kiss < over):
-        return "kiss"
-    if kiss is None or over < kiss:
-        return "over"
-    return "tie"
+def notes_model_shares() -> tuple[float, float, float]:
+    """(KISS share %, over-parameterised share %, their parameter ratio) of the field notes' model, with
+    PEFT's own count on its architecture built on the meta device (no weights are loaded)."""
+    from peft import get_peft_model
+
+    counts = []
+    for v in (KISS, OVER):
+        wrapped = get_peft_model(meta_model(notes_model_config()), lora_config(v.r, v.alpha, v.targets, 0.0))
+        counts.append(wrapped.get_nb_trainable_parameters())
+    (k, k_total), (o, o_total) = counts
+    return 100.0 * k / k_total, 100.0 * o / o_total, o / k
 
 
-def finding(cfg: KissConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: KissConfig, ctx: AuditContext, live=None) -> Checked[KissMetrics]:
     """One comparison per seed (``cfg.seeds`` of them, from the audit's seed on): each seed draws its own
-    train/validation split of the examples, LoRA initialisation and batch order, so the verdict rests on
-    independent repeats; the first seed's run is the one shown (table, curves, the per-variant figures)."""
+    train/validation split of the examples, LoRA initialisation and batch order, so the steps ratio rests
+    on independent repeats; the first seed's run is the one shown (table, curves, the per-variant
+    figures)."""
     import random
-
-    if cfg.budget_steps < 2:
-        return Finding(
-            SLUG,
-            TITLE,
-            "skipped",
-            "not run: needs kiss.budget_steps ≥ 2 (the training comparison costs minutes)",
-        )
 
     model, tok = ctx.model_and_tokenizer(cfg.model)
     ex, note = ctx.examples(cfg.val_size + cfg.batch_size, SLUG)
-    first, outcomes, per_seed = None, [], []
+    first, runs = None, []
     for i in range(max(1, cfg.seeds)):
         seed = ctx.config.model.seed + i
         order = list(ex)
         random.Random(seed).shuffle(order)  # this seed's validation examples and training pool
         base = ctx.base_example_losses(order[: cfg.val_size], ctx.config.template, cfg.model)
-        f = compare_lora_variants(
+        c = compare_lora_variants(
             model,
             tok,
             order,
@@ -541,41 +647,50 @@ def finding(cfg: KissConfig, ctx: AuditContext, live=None) -> Finding:
             progress=ctx.progress,
             untrained=pooled_loss(base),
         )
-        outcome = first_to_target(f.figures["kiss_steps_to_target"], f.figures["over_steps_to_target"])
-        outcomes.append(outcome)
-        per_seed.append(
-            {
-                "seed": seed,
-                "kiss_steps_to_target": f.figures["kiss_steps_to_target"],
-                "over_steps_to_target": f.figures["over_steps_to_target"],
-                "steps_trained": f.figures["steps_trained"],
-                "first": outcome,
-            }
-        )
-        first = first or f
-    first.figures["model"] = cfg.model or ctx.config.model.name
-    first.figures["seeds"] = len(outcomes)
-    first.figures["per_seed"] = per_seed
-    for name in ("kiss", "over", "tie", "neither"):
-        first.figures[f"seeds_{name}_first" if name in ("kiss", "over") else f"seeds_{name}"] = (
-            outcomes.count(name)
-        )
-    first.summary += (
-        f"; over {len(outcomes)} seeds KISS first in {outcomes.count('kiss')}, the "
-        f"over-parameterised LoRA in {outcomes.count('over')}"
+        runs.append(KissRun(seed, c.kiss.steps_to_target, c.over.steps_to_target, c.steps_trained))
+        first = first or c
+    assert first is not None
+    notes = ctx.shared.cached(("notes-model-shares",), notes_model_shares)
+    kiss, over = first.kiss, first.over
+    metrics = KissMetrics(
+        kiss_trainable_share_pct=kiss.share_pct,
+        over_trainable_share_pct=over.share_pct,
+        param_ratio_over_vs_kiss=over.trainable / kiss.trainable,
+        notes_model=NOTES_MODEL,
+        notes_kiss_share_pct=notes[0],
+        notes_over_share_pct=notes[1],
+        notes_param_ratio=notes[2],
+        peak_ratio_kiss_vs_over=kiss.peak_bytes / over.peak_bytes
+        if kiss.peak_bytes and over.peak_bytes
+        else float("nan"),
+        peak_measured_as=kiss.peak_kind,
+        budget_steps=cfg.budget_steps,
+        runs=tuple(runs),
+        model=cfg.model or ctx.config.model.name,
     )
-    if outcomes.count("tie") or outcomes.count("neither"):
-        first.summary += f" ({outcomes.count('tie')} tied, {outcomes.count('neither')} reached by neither)"
-    first.table = list(first.table) + [
+    shown = first.finding
+    ratios = metrics.log_step_ratios
+    shown.figures.update(
         {
-            "variant": f"seed {r['seed']}",
-            "steps to target": f"KISS {r['kiss_steps_to_target']}, over {r['over_steps_to_target']}",
-            "first": r["first"],
+            "model": metrics.model,
+            "seeds": len(runs),
+            f"{NOTES_MODEL} KISS share %": notes[0],
+            f"{NOTES_MODEL} over share %": notes[1],
         }
-        for r in per_seed
+    )
+    if ratios:
+        shown.figures["geometric_mean_step_ratio"] = math.exp(sum(ratios) / len(ratios))
+    shown.summary += f"; over {len(runs)} seeds the steps ratio KISS / over-parameterised is " + (
+        f"{math.exp(sum(ratios) / len(ratios)):.2f} (geometric mean)"
+        if ratios
+        else "not measured (no variant reached the target)"
+    )
+    shown.table = list(shown.table) + [
+        {"variant": f"seed {r.seed}", "steps to target": f"KISS {r.kiss_steps}, over {r.over_steps}"}
+        for r in runs
     ]
-    first.summary += note
-    return first
+    shown.summary += note
+    return Checked(shown, metrics)
 
 
-CHECK = Check.of(SLUG, TITLE, KissConfig, KissMetrics, finding, number=1)
+CHECK = Check.of(SLUG, TITLE, KissConfig, KissMetrics, measure, number=1, needs="kiss")

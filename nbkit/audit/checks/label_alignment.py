@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.audit.sft import EXAMPLES_DIR, read_jsonl_plain
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "label-alignment", "Tokenizer ↔ label space"
 
@@ -37,14 +37,26 @@ class LabelAlignmentConfig(CheckConfig):
 
 
 @dataclass(frozen=True)
+class LanguageAlignment:
+    """One language's span labels after the round trip: how many, the share whose both boundaries are
+    token boundaries, the exact boundary F1 with the offsets trimmed of whitespace and as the tokenizer
+    returns them, and characters per token."""
+
+    spans: int
+    sentences: int
+    label_coverage_pct: float
+    boundary_f1_pct: float
+    untrimmed_offsets_f1_pct: float
+    chars_per_token: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class LabelAlignmentMetrics(CheckMetrics):
     """Boundary F1 of span labels after the round trip through the tokenizer's offsets, per language."""
 
-    en_spans: int | None = None
-    zh_spans: int | None = None
-    en_boundary_f1_pct: float | None = None
-    zh_boundary_f1_pct: float | None = None
-    en_untrimmed_offsets_f1_pct: float | None = None
+    # Each None when the labelled file has no span in that language (or the language filter leaves it out).
+    en: LanguageAlignment | None
+    zh: LanguageAlignment | None
 
 
 def project_spans(offsets: list[tuple[int, int]], spans: list[tuple[int, int, str]]) -> list[str]:
@@ -118,7 +130,9 @@ def roundtrip(tokenizer, text: str, spans: list) -> dict[str, Any]:
     }
 
 
-def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: float = 0.9) -> Finding:
+def check_label_alignment(
+    tokenizer, rows: list[dict[str, Any]], *, min_f1: float = 0.9
+) -> Checked[LabelAlignmentMetrics]:
     """Label coverage (share of gold spans whose both boundaries are token boundaries) and boundary F1."""
     import plotly.graph_objects as go
 
@@ -134,6 +148,7 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
             "tokens": 0,
         }
     )
+    langs_of: dict[str, LanguageAlignment] = {}
     table = []
     for row in rows:
         rt = roundtrip(tokenizer, row["text"], row["spans"])
@@ -175,9 +190,17 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
         figures[f"{lang}_untrimmed_offsets_f1_pct"] = 100.0 * (2 * pr * rr / (pr + rr) if pr + rr else 0.0)
         figures[f"{lang}_chars_per_token"] = a["chars"] / max(a["tokens"], 1)
         figures[f"{lang}_spans"] = a["gold"]
+        langs_of[lang] = LanguageAlignment(
+            spans=int(a["gold"]),
+            sentences=int(a["examples"]),
+            label_coverage_pct=figures[f"{lang}_label_coverage_pct"],
+            boundary_f1_pct=figures[f"{lang}_boundary_f1_pct"],
+            untrimmed_offsets_f1_pct=figures[f"{lang}_untrimmed_offsets_f1_pct"],
+            chars_per_token=figures[f"{lang}_chars_per_token"],
+        )
     worst = min(langs, key=lambda lg: figures[f"{lg}_boundary_f1_pct"]) if langs else None
     if worst is None:
-        return Finding(SLUG, TITLE, "skipped", "no labelled examples")
+        return Checked(Finding(SLUG, TITLE, "skipped", "no labelled examples"))
     worst_f1 = figures[f"{worst}_boundary_f1_pct"]
     status = "pass" if worst_f1 >= 100 * min_f1 else ("warn" if worst_f1 >= 50 else "fail")
     summary = ", ".join(
@@ -189,7 +212,7 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
     fig.add_bar(x=langs, y=[figures[f"{lg}_label_coverage_pct"] for lg in langs], name="label coverage %")
     fig.add_bar(x=langs, y=[figures[f"{lg}_boundary_f1_pct"] for lg in langs], name="boundary F1 %")
     fig.update_layout(title="span labels after the token round trip", yaxis_title="%", barmode="group")
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -200,14 +223,16 @@ def check_label_alignment(tokenizer, rows: list[dict[str, Any]], *, min_f1: floa
         "(is_split_into_words) so tokens never straddle a span boundary",
         figure=fig,
     )
+    return Checked(finding, LabelAlignmentMetrics(en=langs_of.get("en"), zh=langs_of.get("zh")))
 
 
-def finding(cfg: LabelAlignmentConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: LabelAlignmentConfig, ctx: AuditContext, live=None) -> Checked[LabelAlignmentMetrics]:
+    """Span labels projected onto tokens through the offsets and back, per language."""
     path = Path(cfg.ner_path or EXAMPLES_DIR / "ner.jsonl")
     rows = [r for r in read_jsonl_plain(path) if cfg.language in ("all", r.get("lang"))]
-    f = check_label_alignment(ctx.model_and_tokenizer()[1], rows)
-    f.figures["ner_file"] = path.name
-    return f
+    checked = check_label_alignment(ctx.model_and_tokenizer()[1], rows)
+    checked.finding.figures["ner_file"] = path.name
+    return checked
 
 
-CHECK = Check.of(SLUG, TITLE, LabelAlignmentConfig, LabelAlignmentMetrics, finding, number=3)
+CHECK = Check.of(SLUG, TITLE, LabelAlignmentConfig, LabelAlignmentMetrics, measure, number=3)

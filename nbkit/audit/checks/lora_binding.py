@@ -7,12 +7,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "lora-binding", "LoRA shape binding"
 
@@ -38,16 +38,20 @@ class LoraBindingConfig(CheckConfig):
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoraBindingMetrics(CheckMetrics):
     """The adapted modules, the scale PEFT applied, and on how many modules the field notes' asserts hold."""
 
-    r: int | None = None
-    alpha: float | None = None
-    scaling_applied: float | None = None
-    adapted_modules: int | None = None
-    trainable_share_pct: float | None = None
-    field_note_asserts_hold_on: str | None = None
+    r: int
+    alpha: float
+    scaling_applied: float
+    alpha_over_r: float
+    adapted_modules: int
+    trainable_params: int
+    total_params: int
+    trainable_share_pct: float
+    merge_max_abs_err: float
+    field_note_asserts_hold_on: int
 
 
 def _linear_modules(model) -> dict[str, Any]:
@@ -78,7 +82,7 @@ def lora_config(r: int, alpha: float, targets: list[str], dropout: float = 0.0, 
 
 def check_lora_binding(
     model, r: int, alpha: float, target_modules: list[str], use_rslora: bool = False, seed: int = 0
-) -> Finding:
+) -> Checked[LoraBindingMetrics]:
     """Shapes of A/B against every adapted base weight, the scaling PEFT applies, and the merge identity.
 
     The base ``model`` is deep-copied (PEFT mutates what it wraps). B is zero at init, so the merge
@@ -112,22 +116,25 @@ def check_lora_binding(
     if not usable or over_rank:
         # Decided from the shapes alone: building the adapter first would allocate r × (d + k)
         # parameters per module (r: 10000000 → gigabytes) only to fail on the same finding.
-        return Finding(
-            SLUG,
-            TITLE,
-            "fail",
-            "; ".join(problems),
-            {"targets_unmatched": unmatched, "modules_over_rank": len(over_rank), "r": r},
-            [
-                {
-                    "module": o["module"],
-                    "base W0 (out, in)": str(o["shape"]),
-                    "rank cap min(d,k)": o["rank_cap"],
-                }
-                for o in over_rank
-            ],
-            fix="name modules that exist (e.g. q_proj, k_proj, v_proj, o_proj); keep r ≤ min(d,k) of every "
-            "target (GQA k/v are narrower)",
+        # Nothing was adapted, so nothing the claims read was measured: the finding alone.
+        return Checked(
+            Finding(
+                SLUG,
+                TITLE,
+                "fail",
+                "; ".join(problems),
+                {"targets_unmatched": unmatched, "modules_over_rank": len(over_rank), "r": r},
+                [
+                    {
+                        "module": o["module"],
+                        "base W0 (out, in)": str(o["shape"]),
+                        "rank cap min(d,k)": o["rank_cap"],
+                    }
+                    for o in over_rank
+                ],
+                fix="name modules that exist (e.g. q_proj, k_proj, v_proj, o_proj); keep r ≤ min(d,k) of "
+                "every target (GQA k/v are narrower)",
+            )
         )
     peft_model = get_peft_model(copy.deepcopy(model), lora_config(r, alpha, usable, 0.0, use_rslora))
     trainable, total = peft_model.get_nb_trainable_parameters()
@@ -182,20 +189,19 @@ def check_lora_binding(
     if max_err > 1e-5:
         problems.append(f"merged weights differ from W0 + (α/r)·B·A by {max_err:.2e}")
     rows = list(by_kind.values())
-    figures = {
-        "adapted_modules": len(w0),
-        "trainable_params": trainable,
-        "total_params": total,
-        "trainable_share_pct": 100.0 * trainable / total,
-        "scaling_applied": rows[0]["scaling applied"] if rows else None,
-        "alpha_over_r": expected_scale,
-        "alpha": alpha,
-        "r": r,
-        "merge_max_abs_err": max_err,
-        "field_note_asserts_hold_on": f"{note_asserts_hold}/{len(w0)} modules",
-        "targets_unmatched": unmatched,
-        "modules_over_rank": len(over_rank),
-    }
+    metrics = LoraBindingMetrics(
+        r=r,
+        alpha=alpha,
+        scaling_applied=rows[0]["scaling applied"] if rows else float("nan"),
+        alpha_over_r=expected_scale,
+        adapted_modules=len(w0),
+        trainable_params=trainable,
+        total_params=total,
+        trainable_share_pct=100.0 * trainable / total,
+        merge_max_abs_err=max_err,
+        field_note_asserts_hold_on=note_asserts_hold,
+    )
+    figures = {**metrics.figures(), "targets_unmatched": unmatched, "modules_over_rank": len(over_rank)}
     status = "fail" if problems else "pass"
     summary = (
         "; ".join(problems)
@@ -217,7 +223,7 @@ def check_lora_binding(
     fig.update_layout(
         title="LoRA trainable parameters by module type (text: base W0 shape)", yaxis_title="parameters"
     )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -229,13 +235,15 @@ def check_lora_binding(
         else "",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: LoraBindingConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: LoraBindingConfig, ctx: AuditContext, live=None) -> Checked[LoraBindingMetrics]:
+    """Shapes of A/B against every adapted base weight, PEFT's scaling and the merge identity."""
     model, _ = ctx.model_and_tokenizer()
     return check_lora_binding(
         model, cfg.r, cfg.alpha, list(cfg.target_modules), cfg.use_rslora, seed=ctx.config.model.seed
     )
 
 
-CHECK = Check.of(SLUG, TITLE, LoraBindingConfig, LoraBindingMetrics, finding, number=2)
+CHECK = Check.of(SLUG, TITLE, LoraBindingConfig, LoraBindingMetrics, measure, number=2)

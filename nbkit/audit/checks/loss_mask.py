@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.audit.sft import build_features, template_fields
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "loss-mask", "Prompt template ↔ loss mask"
 
@@ -43,13 +43,52 @@ class LossMaskConfig(CheckConfig):
 
 
 @dataclass(frozen=True)
+class LeakClass:
+    """The field notes' two asserts on the leaking examples of one class: how many examples leak this
+    way, how many fail at least one assert (``caught``), and how often each assert fires."""
+
+    name: str
+    examples: int
+    caught: int
+    length_fires: int
+    decode_fires: int
+
+    @property
+    def missed(self) -> int:
+        return self.examples - self.caught
+
+
+@dataclass(frozen=True, kw_only=True)
 class LossMaskMetrics(CheckMetrics):
-    """What the field notes' two asserts caught on leaking examples of each class, and on clean ones."""
+    """The configured template's examples (how many train on the wrong tokens, and why), and what the
+    field notes' two asserts catch: on leaking examples of each class, and on the clean ones."""
 
-    field_note_asserts: dict | None = None
+    examples: int
+    length_mismatch: int
+    decode_mismatch: int
+    eot_masked: int
+    truncated: int
+    boundary_merge: int
+    pad_equals_eos: bool
+    leak_classes: tuple[LeakClass, ...]
+    clean_examples: int
+    clean_failing: int
 
 
-LEAK_CLASSES = ("eot_masked_by_pad", "target_truncated", "prompt_trained", "mask_off_by_one")
+# The leaks the SFT path and its collators produce. The first four change which tokens are trained; the
+# last three train the right tokens in the wrong place: a BPE merge across the prompt/target boundary
+# (the target tokenised alone is not what inference sees), labels shifted by one position (a collator
+# that shifts them before the model shifts again), and a training template other than the chat
+# template inference renders.
+LEAK_CLASSES = (
+    "eot_masked_by_pad",
+    "target_truncated",
+    "prompt_trained",
+    "mask_off_by_one",
+    "boundary_merge",
+    "shifted_labels",
+    "inference_template",
+)
 
 
 def field_note_asserts(tokenizer, features: dict[str, Any]) -> tuple[bool, bool]:
@@ -69,8 +108,12 @@ def leaking_variants(tokenizer, example: dict[str, Any], template) -> dict[str, 
     when pad == eos); ``target_truncated``: ``max_length`` cuts the target in half (inputs and labels are
     cut alike, as trainers do); ``prompt_trained``: labels = input_ids (``train_on_inputs``);
     ``mask_off_by_one``:
-    the mask boundary one token early (a prompt length counted on a different tokenisation). A variant
-    whose trained tokens equal the clean ones is no leak and is left out.
+    the mask boundary one token early (a prompt length counted on a different tokenisation);
+    ``boundary_merge``: a hand-written instruction template whose prompt ends in a space, where the
+    whole text tokenises differently from prompt and target tokenised apart (left out where it does
+    not); ``shifted_labels``: labels shifted one position left; ``inference_template``: trained on that
+    hand-written template while inference renders the tokenizer's chat template (left out without a
+    chat template). A variant that changes nothing is no leak and is left out.
     """
     clean = build_features(
         tokenizer, example, template.model_copy(update={"mask_pad_labels": False, "max_length": 1 << 30})
@@ -97,12 +140,34 @@ def leaking_variants(tokenizer, example: dict[str, Any], template) -> dict[str, 
             **clean,
             "labels": [ids[i] if i == n_prompt - 1 else lab for i, lab in enumerate(labels)],
         },
+        "shifted_labels": {**clean, "labels": list(labels[1:]) + [-100]},
     }
-    return {k: v for k, v in out.items() if n_prompt > 0 and v["labels"] != labels}
+    leaking = {k: v for k, v in out.items() if n_prompt > 0 and v["labels"] != labels}
+    hand = build_features(tokenizer, example, hand_written_template(template))
+    whole = tokenizer(tokenizer.decode(hand["input_ids"]), add_special_tokens=False)["input_ids"]
+    if whole != hand["input_ids"]:
+        leaking["boundary_merge"] = hand
+    if getattr(tokenizer, "chat_template", None):
+        chat = build_features(
+            tokenizer, example, template.model_copy(update={"kind": "chat", "max_length": 1 << 30})
+        )
+        if hand["input_ids"][: hand["n_prompt"]] != chat["input_ids"][: chat["n_prompt"]]:
+            leaking["inference_template"] = hand
+    return leaking
+
+
+def hand_written_template(template):
+    """An instruction template written by hand (``### Response:`` then a space), as many SFT scripts
+    have: the prompt ends in a space the response's first word would otherwise carry."""
+    fmt = f"### Instruction:\n{{{template.prompt_field}}}\n### Response: {{{template.response_field}}}"
+    return template.model_copy(
+        update={"kind": "format", "format": fmt, "mask_pad_labels": False, "max_length": 1 << 30}
+    )
 
 
 def probe_field_note_asserts(tokenizer, examples: list[dict[str, Any]], template) -> dict[str, Any]:
-    """Run the field notes' two asserts on clean examples and on leaking variants of each class."""
+    """Run the field notes' two asserts on clean examples and on leaking variants of each class:
+    ``{"leaks": {class: counts}, "clean_examples": n, "clean_failing": k}``."""
     leaks = {c: {"examples": 0, "caught": 0, "length_fires": 0, "decode_fires": 0} for c in LEAK_CLASSES}
     clean_n = clean_failing = 0
     for ex in examples:
@@ -123,7 +188,7 @@ def probe_field_note_asserts(tokenizer, examples: list[dict[str, Any]], template
 
 def check_loss_mask(
     tokenizer, examples: list[dict[str, Any]], template, *, max_examples: int | None = None
-) -> Finding:
+) -> Checked[LossMaskMetrics]:
     """For each example: len(input_ids) == len(labels); unmasked labels decode exactly to the
     target text; the end-of-turn token is trained on (not masked) even though pad == eos; and the
     prompt/target split tokenises the same as the whole text (no BPE merge across the boundary).
@@ -135,13 +200,15 @@ def check_loss_mask(
         fields_needed = sorted(set(template_fields(template.format)) | {template.response_field})
     missing = [f for f in fields_needed if examples and f not in examples[0]]
     if missing:
-        return Finding(
-            SLUG,
-            TITLE,
-            "fail",
-            f"template uses field(s) {missing} that the data does not have (has {sorted(examples[0])})",
-            {"missing_fields": missing},
-            fix="name fields that exist in the data",
+        return Checked(
+            Finding(
+                SLUG,
+                TITLE,
+                "fail",
+                f"template uses field(s) {missing} that the data does not have (has {sorted(examples[0])})",
+                {"missing_fields": missing},
+                fix="name fields that exist in the data",
+            )
         )
     eot_id = tokenizer.eos_token_id
     pad_eq_eos = tokenizer.pad_token_id == eot_id
@@ -193,8 +260,19 @@ def check_loss_mask(
     figures["pad_equals_eos"] = pad_eq_eos
     # The field notes' claim is that their two asserts catch leaks: judged on leaking variants of these
     # examples.
-    figures["field_note_asserts"] = probe_field_note_asserts(
-        tokenizer, examples[: max_examples or len(examples)], template
+    probe = probe_field_note_asserts(tokenizer, examples[: max_examples or len(examples)], template)
+    figures["field_note_asserts"] = probe
+    metrics = LossMaskMetrics(
+        examples=counts["examples"],
+        length_mismatch=counts["length_mismatch"],
+        decode_mismatch=counts["decode_mismatch"],
+        eot_masked=counts["eot_masked"],
+        truncated=counts["truncated"],
+        boundary_merge=counts["boundary_merge"],
+        pad_equals_eos=pad_eq_eos,
+        leak_classes=tuple(LeakClass(name, **probe["leaks"][name]) for name in LEAK_CLASSES),
+        clean_examples=probe["clean_examples"],
+        clean_failing=probe["clean_failing"],
     )
     figures["eot_token"] = tokenizer.convert_ids_to_tokens(eot_id) if eot_id is not None else None
     figures["trained_share_of_tokens_pct"] = (
@@ -242,7 +320,7 @@ def check_loss_mask(
             xaxis_title="token position",
             yaxis_title="trained",
         )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -253,9 +331,11 @@ def check_loss_mask(
         "over-long examples explicitly",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: LossMaskConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: LossMaskConfig, ctx: AuditContext, live=None) -> Checked[LossMaskMetrics]:
+    """What the configured template's labels train on, and the field notes' asserts on leaking examples."""
     _, tok = ctx.model_and_tokenizer()
     ex, note = ctx.examples(1, SLUG)
     template = ctx.config.template.model_copy(
@@ -266,10 +346,9 @@ def finding(cfg: LossMaskConfig, ctx: AuditContext, live=None) -> Finding:
             "mask_pad_labels": cfg.mask_pad_labels,
         }
     )
-    f = check_loss_mask(tok, ex, template, max_examples=cfg.max_examples or None)
-    f.figures["model"] = ctx.config.model.name
-    f.summary += note
-    return f
+    checked = check_loss_mask(tok, ex, template, max_examples=cfg.max_examples or None)
+    checked.finding.summary += note
+    return checked
 
 
-CHECK = Check.of(SLUG, TITLE, LossMaskConfig, LossMaskMetrics, finding, number=8)
+CHECK = Check.of(SLUG, TITLE, LossMaskConfig, LossMaskMetrics, measure, number=8)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
+from nbkit.audit.check import Check, Checked, CheckMetrics, NotRunnable, TrainerCheckConfig
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "packing-attention", "Sample packing ↔ attention implementation"
 
@@ -39,9 +39,12 @@ class PackingAttentionConfig(TrainerCheckConfig):
     attn_implementation: str = param("sdpa", choices=ATTENTION_IMPLEMENTATIONS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PackingAttentionMetrics(CheckMetrics):
-    """The verdict on packing with the configured attention implementation."""
+    """Packing, and whether the configured attention implementation keeps packed examples apart."""
+
+    packing: bool
+    varlen_kernel: bool
 
 
 VARLEN = ("flash_attention_2", "flash_attention_3", "flex_attention")
@@ -109,16 +112,18 @@ def check_packing_attention(cfg: PackingAttentionConfig, measured: dict | None =
     )
 
 
-def finding(cfg: PackingAttentionConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: PackingAttentionConfig, ctx: AuditContext, live=None) -> Checked[PackingAttentionMetrics]:
+    """Packing against the attention implementation; the contamination measured on the model."""
     measured = None
     if cfg.packing and cfg.attn_implementation not in VARLEN:
         try:
             measured = packed_contamination(*ctx.model_and_tokenizer())
         except NotRunnable:  # the verdict comes from the config; the measurement needs the model's weights
             measured = None
-    return check_packing_attention(cfg, measured)
+    metrics = PackingAttentionMetrics(packing=cfg.packing, varlen_kernel=cfg.attn_implementation in VARLEN)
+    return Checked(check_packing_attention(cfg, measured), metrics)
 
 
 CHECK = Check.of(
-    SLUG, TITLE, PackingAttentionConfig, PackingAttentionMetrics, finding, number=17, needs="trainer"
+    SLUG, TITLE, PackingAttentionConfig, PackingAttentionMetrics, measure, number=17, needs="trainer"
 )

@@ -6,21 +6,31 @@ probability of the response. For a grid of β and γ we measure how far weighted
 reward distribution (KL of reward histograms, sampled ‖ uniform), the reward kurtosis under the
 weights, and how much the 95 % CI of the mean reward shrinks — against the field notes' thresholds
 (KL > 0.18, shrink > 42 %).
+
+The responses are the unit that varies: the kurtosis rise from uniform to a concentrated sampler is
+bootstrapped over them (its standard error, with the effective sample size of the weights), and so is
+where the field notes' two shift thresholds fall on the β axis — the β at which KL crosses 0.18 against
+the β at which the CI shrink crosses 42 % — so whether the two flag the same samplers has an interval.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "reward-weights", "Sampling weights ↔ reward"
+
+
+# Responses scored in the full profile: what the kurtosis and KL claims need (their designs, audit.claims).
+REWARD_FULL_RESPONSES = 480
 
 
 @dataclass
@@ -39,6 +49,10 @@ class RewardWeightsConfig(CheckConfig):
         return cls(examples=12)
 
     @classmethod
+    def full(cls):
+        return cls(examples=REWARD_FULL_RESPONSES)
+
+    @classmethod
     def audit_values(cls, audit):
         s = audit.sampling
         return {
@@ -49,19 +63,45 @@ class RewardWeightsConfig(CheckConfig):
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RewardWeightsMetrics(CheckMetrics):
-    """KL and kurtosis of the configured and the concentrated sampler on the same scored responses."""
+    """KL, kurtosis and effective sample size of the configured and the concentrated sampler on the
+    same scored responses; the kurtosis rise with its bootstrap standard error; the β at which KL crosses
+    its threshold and the β at which the CI shrink crosses its own (NaN when one never does below β =
+    64), and the bootstrap standard error of the log of their ratio."""
 
-    beta: float | None = None
-    gamma: float | None = None
-    concentrated_beta: float | None = None
-    concentrated_gamma: float | None = None
-    n_examples: int | None = None
-    kl_sampled_vs_reward: float | None = None
-    kl_concentrated: float | None = None
-    kurtosis_uniform: float | None = None
-    kurtosis_concentrated: float | None = None
+    beta: float
+    gamma: float
+    concentrated_beta: float
+    concentrated_gamma: float
+    n_examples: int
+    kl_sampled_vs_reward: float
+    kl_concentrated: float
+    ci_shrink_pct: float
+    ess_configured: float
+    ess_concentrated: float
+    kurtosis_uniform: float
+    kurtosis_concentrated: float
+    kurtosis_rise_se: float
+    kl_threshold: float
+    shrink_threshold: float
+    kl_crossing_beta: float
+    shrink_crossing_beta: float
+    crossing_log_ratio_se: float
+
+    @property
+    def kurtosis_rise(self) -> float:
+        return self.kurtosis_concentrated - self.kurtosis_uniform
+
+    @property
+    def crossing_log_ratio(self) -> float:
+        """log(β where KL crosses / β where the shrink crosses): 0 when the two rules flag the same β."""
+        return math.log(self.kl_crossing_beta / self.shrink_crossing_beta)
+
+
+BOOTSTRAP = 1000
+# The β grid the crossings are read on: log-spaced from 1/32 to 64, interpolated between points.
+BETA_GRID = tuple(2.0 ** (-5 + 11 * i / 110) for i in range(111))
 
 
 def response_scores(losses: list[tuple[float, int]]):
@@ -93,6 +133,93 @@ def weight_stats(rewards, log_prior, beta: float, gamma: float, bins) -> dict[st
     return {"kl": kl, "kurtosis": kurt, "ci_shrink": shrink, "ess": ess, "mean_reward": mu}
 
 
+def resampled_weights(rewards, log_prior, beta: float, gamma: float, idx):
+    """The sampling weights of each bootstrap resample (rows of ``idx``), normalised within it."""
+    import numpy as np
+
+    r, lp = np.asarray(rewards, dtype=float)[idx], np.asarray(log_prior, dtype=float)[idx]
+    z = beta * r + gamma * (lp - np.logaddexp.reduce(lp, axis=-1, keepdims=True))
+    w = np.exp(z - z.max(axis=-1, keepdims=True))
+    return r, w / w.sum(axis=-1, keepdims=True)
+
+
+def weighted_kurtosis(r, w):
+    """Pearson kurtosis of ``r`` under weights ``w`` along the last axis."""
+    import numpy as np
+
+    mu = (w * r).sum(-1, keepdims=True)
+    var = (w * (r - mu) ** 2).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (w * (r - mu) ** 4).sum(-1) / var**2
+
+
+def crossings(rewards, log_prior, gamma: float, edges, kl_threshold: float, shrink_threshold: float, idx):
+    """For each resample of the responses (rows of ``idx``): the β at which the sampled reward
+    histogram's KL from the uniform one first exceeds ``kl_threshold``, and the β at which the CI shrink
+    (1 − weighted sd / uniform sd) first exceeds ``shrink_threshold`` — on :data:`BETA_GRID`,
+    interpolated on log β; NaN where a rule never flags below β = 64."""
+    import numpy as np
+
+    k = len(edges) - 1
+    r = np.asarray(rewards, dtype=float)[idx]
+    onehot = np.eye(k)[np.clip(np.digitize(r, edges[1:-1]), 0, k - 1)]  # (B, n, bins)
+    p_u = onehot.mean(1) + 1e-6
+    p_u /= p_u.sum(-1, keepdims=True)
+    sd_u = r.std(-1)
+    kl, shrink = [], []
+    for beta in BETA_GRID:
+        _, w = resampled_weights(rewards, log_prior, beta, gamma, idx)
+        p_s = np.einsum("bn,bnk->bk", w, onehot) + 1e-6
+        p_s /= p_s.sum(-1, keepdims=True)
+        kl.append((p_s * np.log(p_s / p_u)).sum(-1))
+        mu = (w * r).sum(-1, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shrink.append(1.0 - np.sqrt((w * (r - mu) ** 2).sum(-1)) / sd_u)
+    grid = np.log(np.asarray(BETA_GRID))
+    return _first_crossing(np.stack(kl, 1), kl_threshold, grid), _first_crossing(
+        np.stack(shrink, 1), shrink_threshold, grid
+    )
+
+
+def _first_crossing(values, threshold: float, log_grid):
+    """Per row of ``values`` (one per β of the grid): exp of the log β where it first exceeds
+    ``threshold``, linearly interpolated from the grid point before; NaN when it never does."""
+    import numpy as np
+
+    over = values > threshold
+    first = np.where(over.any(1), over.argmax(1), -1)
+    out = np.full(values.shape[0], np.nan)
+    for row, j in enumerate(first):
+        if j == 0:
+            out[row] = np.exp(log_grid[0])
+        elif j > 0:
+            a, b = values[row, j - 1], values[row, j]
+            t = (threshold - a) / (b - a) if b != a else 1.0
+            out[row] = np.exp(log_grid[j - 1] + t * (log_grid[j] - log_grid[j - 1]))
+    return out
+
+
+def bootstrap_figures(rewards, log_prior, *, concentrated, gamma: float, edges, thresholds, seed: int = 0):
+    """Over ``BOOTSTRAP`` resamples of the responses: the standard error of the kurtosis rise from
+    uniform to the ``concentrated`` sampler, and of the log ratio of the two rules' β crossings (KL,
+    CI shrink; :func:`crossings`). Resamples where a figure is undefined (every response the same, a
+    rule that never flags) are left out of its standard error."""
+    import numpy as np
+
+    n = len(rewards)
+    idx = np.random.default_rng(seed).integers(0, n, (BOOTSTRAP, n))
+    r, w_hot = resampled_weights(rewards, log_prior, *concentrated, idx)
+    rise = weighted_kurtosis(r, w_hot) - weighted_kurtosis(r, np.full_like(r, 1.0 / n))
+    rise = rise[np.isfinite(rise)]
+    kl_b, shrink_b = crossings(rewards, log_prior, gamma, edges, *thresholds, idx)
+    ratio = np.log(kl_b / shrink_b)
+    ratio = ratio[np.isfinite(ratio)]
+    return (
+        float(rise.std(ddof=1)) if rise.size > 1 else float("nan"),
+        float(ratio.std(ddof=1)) if ratio.size > 1 else float("nan"),
+    )
+
+
 def check_sampling(
     rewards,
     log_prior,
@@ -104,7 +231,8 @@ def check_sampling(
     betas=None,
     gammas=(0.0, 0.5, 1.0),
     concentrated: tuple[float, float] = (8.0, 0.0),
-) -> Finding:
+    seed: int = 0,
+) -> Checked[RewardWeightsMetrics]:
     """KL, kurtosis, CI shrink and ESS of the configured sampler (β, γ) and of a ``concentrated`` one
     (β, γ; broken.yaml's by default) on the same scored responses, plus the β grid: the claims compare
     the two samplers on one model rather than across models."""
@@ -113,7 +241,7 @@ def check_sampling(
 
     r = np.asarray(rewards, dtype=float)
     if len(r) < 8:
-        return Finding(SLUG, TITLE, "skipped", f"need ≥ 8 scored examples, have {len(r)}")
+        return Checked(Finding(SLUG, TITLE, "skipped", f"need ≥ 8 scored examples, have {len(r)}"))
     bins = np.histogram_bin_edges(r, bins=min(12, max(4, len(r) // 4)))
     betas = list(betas) if betas is not None else [float(b) for b in np.linspace(0, max(8.0, 2 * beta), 17)]
     grid = {(b, g): weight_stats(r, log_prior, b, g, bins) for g in gammas for b in betas}
@@ -134,19 +262,41 @@ def check_sampling(
     for g in gammas:
         over = [b for b in betas if grid[(b, g)]["kl"] > kl_threshold]
         crossing[g] = min(over) if over else None
+    kl_beta, shrink_beta = crossings(
+        r, log_prior, gamma, bins, kl_threshold, shrink_threshold, np.arange(len(r))[None, :]
+    )
+    rise_se, ratio_se = bootstrap_figures(
+        r,
+        log_prior,
+        concentrated=concentrated,
+        gamma=gamma,
+        edges=bins,
+        thresholds=(kl_threshold, shrink_threshold),
+        seed=seed,
+    )
+    metrics = RewardWeightsMetrics(
+        beta=beta,
+        gamma=gamma,
+        concentrated_beta=concentrated[0],
+        concentrated_gamma=concentrated[1],
+        n_examples=len(r),
+        kl_sampled_vs_reward=mine["kl"],
+        kl_concentrated=hot["kl"],
+        ci_shrink_pct=100 * mine["ci_shrink"],
+        ess_configured=mine["ess"],
+        ess_concentrated=hot["ess"],
+        kurtosis_uniform=base["kurtosis"],
+        kurtosis_concentrated=hot["kurtosis"],
+        kurtosis_rise_se=rise_se,
+        kl_threshold=kl_threshold,
+        shrink_threshold=shrink_threshold,
+        kl_crossing_beta=float(kl_beta[0]),
+        shrink_crossing_beta=float(shrink_beta[0]),
+        crossing_log_ratio_se=ratio_se,
+    )
     figures: dict[str, Any] = {
-        "n_examples": len(r),
-        "beta": beta,
-        "gamma": gamma,
-        "kl_sampled_vs_reward": mine["kl"],
-        "ci_shrink_pct": 100 * mine["ci_shrink"],
-        "kurtosis_uniform": base["kurtosis"],
+        **metrics.figures(),
         "kurtosis_weighted": mine["kurtosis"],
-        "effective_sample_size": mine["ess"],
-        "concentrated_beta": concentrated[0],
-        "concentrated_gamma": concentrated[1],
-        "kl_concentrated": hot["kl"],
-        "kurtosis_concentrated": hot["kurtosis"],
         "beta_where_kl_crosses_threshold": {str(g): c for g, c in crossing.items()},
     }
     over_kl, over_shrink = mine["kl"] > kl_threshold, mine["ci_shrink"] > shrink_threshold
@@ -186,7 +336,7 @@ def check_sampling(
         xaxis_title="β",
         yaxis_title="KL / shrink",
     )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -197,16 +347,18 @@ def check_sampling(
         "ESS",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: RewardWeightsConfig, ctx: AuditContext, live=None) -> Finding:
-    ex, note = ctx.examples(8, SLUG)
+def measure(cfg: RewardWeightsConfig, ctx: AuditContext, live=None) -> Checked[RewardWeightsMetrics]:
+    """The configured and the concentrated sampler on the model's own scored responses."""
+    ex, note = ctx.examples(cfg.examples, SLUG)
     r, lp = response_scores(
         ctx.base_example_losses(
             ex[: cfg.examples], ctx.config.template.model_copy(update={"mask_pad_labels": False})
         )
     )
-    f = check_sampling(
+    checked = check_sampling(
         r,
         lp,
         beta=cfg.beta,
@@ -214,10 +366,10 @@ def finding(cfg: RewardWeightsConfig, ctx: AuditContext, live=None) -> Finding:
         kl_threshold=cfg.kl_threshold,
         shrink_threshold=cfg.shrink_threshold,
         concentrated=(cfg.concentrated_beta, cfg.concentrated_gamma),
+        seed=ctx.config.model.seed,
     )
-    f.figures["model"] = ctx.config.model.name
-    f.summary += note
-    return f
+    checked.finding.summary += note
+    return checked
 
 
-CHECK = Check.of(SLUG, TITLE, RewardWeightsConfig, RewardWeightsMetrics, finding, number=9, needs="sampling")
+CHECK = Check.of(SLUG, TITLE, RewardWeightsConfig, RewardWeightsMetrics, measure, number=9, needs="sampling")

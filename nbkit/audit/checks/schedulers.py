@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.audit.sections import SchedulerSection, StageSection
 from nbkit.errors import UsageError
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "schedulers", "Chained LR schedulers"
 
@@ -83,13 +83,20 @@ class SchedulersConfig(CheckConfig):
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SchedulersMetrics(CheckMetrics):
-    """Warmups applied, resume mismatches, and the field notes' scenario's warmup ramps in stage 2."""
+    """Warmups applied and intended, the largest departure from the stages run alone, resume mismatches,
+    and the field notes' scenario (OneCycleLR then StepLR under SequentialLR): warmup ramps in its
+    second stage and the factor the LR jumps by at the milestone."""
 
-    warmups_applied: int | None = None
-    resume_mismatched_steps: int | None = None
-    field_note_scenario_warmup_ramps_in_stage2: int | None = None
+    total_steps: int
+    warmups_applied: int
+    warmups_intended: int
+    max_deviation_from_intended: float
+    # None when the config resumes nowhere (no resume_at_step, or one past the last step).
+    resume_mismatched_steps: int | None
+    field_note_scenario_warmup_ramps_in_stage2: int
+    field_note_scenario_lr_jump_at_milestone: float
 
 
 def _make_stage(opt, stage, base_lr: float):
@@ -186,7 +193,7 @@ def rising_runs(trace: list[float], min_len: int = 3) -> list[tuple[int, int]]:
     return runs
 
 
-def check_schedulers(cfg) -> Finding:
+def check_schedulers(cfg) -> Checked[SchedulersMetrics]:
     import plotly.graph_objects as go
 
     total = sum(s.steps for s in cfg.stages)
@@ -242,6 +249,17 @@ def check_schedulers(cfg) -> Finding:
     note_trace = lr_trace(so, ss, 300)
     note_warm = rising_runs(note_trace)
     stage2_warm = sum(1 for r in note_warm if r[0] >= 100)
+    metrics = SchedulersMetrics(
+        total_steps=total,
+        warmups_applied=len(warm_applied),
+        warmups_intended=len(warm_intended),
+        max_deviation_from_intended=max_dev,
+        resume_mismatched_steps=resume["mismatched_steps"] if resume else None,
+        field_note_scenario_warmup_ramps_in_stage2=stage2_warm,
+        # The milestone hands over from OneCycleLR's final tiny LR to StepLR's base LR in one step: a jump,
+        # not a ramp, so the ramp count cannot see it.
+        field_note_scenario_lr_jump_at_milestone=note_trace[100] / note_trace[99],
+    )
     figures: dict[str, Any] = {
         "combine": cfg.combine,
         "stages": [s.kind for s in cfg.stages],
@@ -255,6 +273,7 @@ def check_schedulers(cfg) -> Finding:
         "resume_mismatched_steps": resume["mismatched_steps"] if resume else None,
         "field_note_scenario_warmup_steps_stage1": (note_warm[0][1] - note_warm[0][0]) if note_warm else 0,
         "field_note_scenario_warmup_ramps_in_stage2": stage2_warm,
+        "field_note_scenario_lr_jump_at_milestone": metrics.field_note_scenario_lr_jump_at_milestone,
     }
     status = "fail" if problems else "pass"
     summary = (
@@ -278,7 +297,7 @@ def check_schedulers(cfg) -> Finding:
         }
         for i in steps
     ]
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -289,10 +308,12 @@ def check_schedulers(cfg) -> Finding:
         "save and load scheduler.state_dict() with the optimizer",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: SchedulersConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: SchedulersConfig, ctx: AuditContext, live=None) -> Checked[SchedulersMetrics]:
+    """The LR a chain of real torch schedulers applies per step, against the stages run alone."""
     return check_schedulers(cfg.scheduler_section())
 
 
-CHECK = Check.of(SLUG, TITLE, SchedulersConfig, SchedulersMetrics, finding, number=11, needs="scheduler")
+CHECK = Check.of(SLUG, TITLE, SchedulersConfig, SchedulersMetrics, measure, number=11, needs="scheduler")

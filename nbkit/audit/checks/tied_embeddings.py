@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nbkit.audit.check import Check, CheckMetrics, TrainerCheckConfig
+from nbkit.audit.check import Check, Checked, CheckMetrics, TrainerCheckConfig
 from nbkit.experiment import param
 from nbkit.findings import Finding
 from nbkit.model_files import meta_model
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "tied-embeddings-lora", "modules_to_save ↔ tied embeddings"
 
@@ -31,9 +31,14 @@ class TiedEmbeddingsConfig(TrainerCheckConfig):
     ensure_weight_tying: bool = param(False, help="PEFT LoraConfig(ensure_weight_tying=True)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TiedEmbeddingsMetrics(CheckMetrics):
-    """The verdict on ``modules_to_save`` over tied embeddings."""
+    """Whether the model ties its embeddings, how many embeddings ``modules_to_save`` lists, and how many
+    trainable embedding copies PEFT makes of them (0 when nothing was wrapped)."""
+
+    tie_word_embeddings: bool
+    embeddings_saved: int
+    trainable_embedding_copies: int
 
 
 EMBEDDING_NAMES = ("embed_tokens", "lm_head", "wte", "embed_in", "embed_out", "word_embeddings")
@@ -143,7 +148,8 @@ def check_tied_embeddings(model_config, cfg: TiedEmbeddingsConfig, measured: dic
     )
 
 
-def finding(cfg: TiedEmbeddingsConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: TiedEmbeddingsConfig, ctx: AuditContext, live=None) -> Checked[TiedEmbeddingsMetrics]:
+    """PEFT applied as configured to the model's architecture on the meta device: is the tie kept?"""
     config = ctx.model_config()
     saved = [m.strip() for m in cfg.modules_to_save.split(",") if m.strip()]
     measured = None
@@ -152,9 +158,14 @@ def finding(cfg: TiedEmbeddingsConfig, ctx: AuditContext, live=None) -> Finding:
     ):
         targets = "all-linear" if cfg.target_linear else list(ctx.config.lora.target_modules)
         measured = wrap_and_compare(config, targets, saved, cfg.ensure_weight_tying)
-    return check_tied_embeddings(config, cfg, measured)
+    metrics = TiedEmbeddingsMetrics(
+        tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+        embeddings_saved=sum(m.split(".")[-1] in EMBEDDING_NAMES for m in saved),
+        trainable_embedding_copies=int(measured["trainable_embedding_copies"]) if measured else 0,
+    )
+    return Checked(check_tied_embeddings(config, cfg, measured), metrics)
 
 
 CHECK = Check.of(
-    SLUG, TITLE, TiedEmbeddingsConfig, TiedEmbeddingsMetrics, finding, number=16, needs="trainer"
+    SLUG, TITLE, TiedEmbeddingsConfig, TiedEmbeddingsMetrics, measure, number=16, needs="trainer"
 )

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nbkit.audit.check import Check, CheckMetrics, NotRunnable, TrainerCheckConfig
+from nbkit.audit.check import Check, Checked, CheckMetrics, NotRunnable, TrainerCheckConfig
 from nbkit.audit.sections import is_chat_type
 from nbkit.audit.sft import build_features
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "train-on-inputs", "train_on_inputs ↔ chat dataset"
 
@@ -35,9 +35,12 @@ class TrainOnInputsConfig(TrainerCheckConfig):
         return cls(examples=8)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainOnInputsMetrics(CheckMetrics):
-    """The verdict on ``train_on_inputs`` for the configured dataset types."""
+    """``train_on_inputs`` and how many of the configured datasets are conversations."""
+
+    train_on_inputs: bool
+    chat_datasets: int
 
 
 FIX = (
@@ -121,7 +124,8 @@ def check_train_on_inputs(cfg: TrainOnInputsConfig, share: tuple[float, int] | N
     )
 
 
-def finding(cfg: TrainOnInputsConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: TrainOnInputsConfig, ctx: AuditContext, live=None) -> Checked[TrainOnInputsMetrics]:
+    """``train_on_inputs`` against the dataset types; the prompt share of the trained tokens measured."""
     if not cfg.dataset_types.strip():
         raise NotRunnable("datasets[].type (the config names no dataset type)")
     share = None
@@ -132,7 +136,10 @@ def finding(cfg: TrainOnInputsConfig, ctx: AuditContext, live=None) -> Finding:
             share = prompt_share(tok, ex[: cfg.examples], ctx.config.template)
         except NotRunnable:  # the verdict comes from the config; the measured share needs a tokenizer
             share = None
-    return check_train_on_inputs(cfg, share)
+    metrics = TrainOnInputsMetrics(
+        train_on_inputs=cfg.train_on_inputs, chat_datasets=len(dataset_types(cfg)[1])
+    )
+    return Checked(check_train_on_inputs(cfg, share), metrics)
 
 
-CHECK = Check.of(SLUG, TITLE, TrainOnInputsConfig, TrainOnInputsMetrics, finding, number=14, needs="trainer")
+CHECK = Check.of(SLUG, TITLE, TrainOnInputsConfig, TrainOnInputsMetrics, measure, number=14, needs="trainer")

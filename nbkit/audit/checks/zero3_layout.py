@@ -14,12 +14,12 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckConfig, CheckMetrics
+from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.experiment import param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
-    from nbkit.audit.experiments import AuditContext
+    from nbkit.audit.context import AuditContext
 
 SLUG, TITLE = "zero3-layout", "ZeRO-3 ↔ GQA layout"
 
@@ -40,11 +40,19 @@ class Zero3LayoutConfig(CheckConfig):
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Zero3LayoutMetrics(CheckMetrics):
-    """The k/v projection's shape the layout is computed on."""
+    """The layout at this threshold and world size: what is persisted, each rank's parameter bytes, and
+    the k/v projection's shape it is computed on."""
 
-    kv_proj_shape: str | None = None
+    threshold: float
+    world_size: int
+    persisted_params: int
+    persisted_share_pct: float
+    param_bytes_per_rank: int
+    memory_saving_vs_ddp_x: float
+    kv_proj_shape: str
+    kv_tensors_with_groups_cut: int
 
 
 def deepspeed_default_threshold() -> float | None:
@@ -110,15 +118,19 @@ def zero3_layout(
     return rows
 
 
-def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3) -> Finding:
+def check_zero3(
+    model, *, threshold: float, world_size: int, zero_stage: int = 3
+) -> Checked[Zero3LayoutMetrics]:
     import plotly.graph_objects as go
 
     if zero_stage != 3:
-        return Finding(
-            SLUG,
-            TITLE,
-            "skipped",
-            f"zero_stage is {zero_stage}; parameter partitioning happens only at stage 3",
+        return Checked(
+            Finding(
+                SLUG,
+                TITLE,
+                "skipped",
+                f"zero_stage is {zero_stage}; parameter partitioning happens only at stage 3",
+            )
         )
     rows = zero3_layout(model, threshold, world_size)
     total = sum(r["bytes"] for r in rows)
@@ -128,36 +140,39 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
     kv_rows = [r for r in rows if r["name"].endswith(("k_proj.weight", "v_proj.weight"))]
     split = [r for r in kv_rows if r["kv groups cut by slices"]]
     dflt = deepspeed_default_threshold()
+    metrics = Zero3LayoutMetrics(
+        threshold=threshold,
+        world_size=world_size,
+        persisted_params=sum(r["persisted"] for r in rows),
+        persisted_share_pct=100.0 * pers / total,
+        param_bytes_per_rank=per_rank,
+        memory_saving_vs_ddp_x=total / per_rank,
+        kv_proj_shape=kv_rows[0]["shape"] if kv_rows else "none",
+        kv_tensors_with_groups_cut=len(split),
+    )
     figures: dict[str, Any] = {
-        "threshold": threshold,
+        **metrics.figures(),
         "deepspeed_default_threshold": dflt if dflt is not None else "deepspeed not installed",
-        "world_size": world_size,
         "params": len(rows),
-        "persisted_params": sum(r["persisted"] for r in rows),
-        "persisted_share_pct": 100.0 * pers / total,
-        "param_bytes_per_rank": per_rank,
         "param_bytes_unpartitioned": total,
-        "memory_saving_vs_ddp_x": total / per_rank,
-        "kv_proj_shape": kv_rows[0]["shape"] if kv_rows else None,
         "kv_proj_numel": kv_rows[0]["numel"] if kv_rows else None,
         "kv_proj_persisted": bool(kv_rows and kv_rows[0]["persisted"]),
-        "kv_tensors_with_groups_cut": len(split),
         "heads/kv_heads": f"{cfg.num_attention_heads}/"
         f"{getattr(cfg, 'num_key_value_heads', cfg.num_attention_heads)}",
     }
-    if figures["persisted_share_pct"] > 50:
+    if metrics.persisted_share_pct > 50:
         status = "fail"
         summary = (
-            f"threshold {threshold:g} persists {figures['persisted_share_pct']:.1f}% of parameter bytes on "
+            f"threshold {threshold:g} persists {metrics.persisted_share_pct:.1f}% of parameter bytes on "
             "every rank: "
-            f"ZeRO-3 saves only {figures['memory_saving_vs_ddp_x']:.2f}× over DDP at world size {world_size}"
+            f"ZeRO-3 saves only {metrics.memory_saving_vs_ddp_x:.2f}× over DDP at world size {world_size}"
         )
     else:
         status = "pass"
         summary = (
-            f"{figures['persisted_params']} small tensors persisted ({figures['persisted_share_pct']:.2f}% "
+            f"{metrics.persisted_params} small tensors persisted ({metrics.persisted_share_pct:.2f}% "
             "of bytes); "
-            f"{figures['memory_saving_vs_ddp_x']:.2f}× less parameter memory per rank at world size "
+            f"{metrics.memory_saving_vs_ddp_x:.2f}× less parameter memory per rank at world size "
             f"{world_size}"
         )
     if split:
@@ -181,7 +196,7 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
         barmode="stack",
         yaxis_title="bytes (fp32)",
     )
-    return Finding(
+    finding = Finding(
         SLUG,
         TITLE,
         status,
@@ -193,11 +208,13 @@ def check_zero3(model, *, threshold: float, world_size: int, zero_stage: int = 3
         else "keep the threshold small (DeepSpeed default 1e5)",
         figure=fig,
     )
+    return Checked(finding, metrics)
 
 
-def finding(cfg: Zero3LayoutConfig, ctx: AuditContext, live=None) -> Finding:
+def measure(cfg: Zero3LayoutConfig, ctx: AuditContext, live=None) -> Checked[Zero3LayoutMetrics]:
+    """DeepSpeed's persistence and partition rules applied to the model's real parameter shapes."""
     model, _ = ctx.model_and_tokenizer()
     return check_zero3(model, threshold=cfg.threshold, world_size=cfg.world_size, zero_stage=cfg.zero_stage)
 
 
-CHECK = Check.of(SLUG, TITLE, Zero3LayoutConfig, Zero3LayoutMetrics, finding, number=10, needs="deepspeed")
+CHECK = Check.of(SLUG, TITLE, Zero3LayoutConfig, Zero3LayoutMetrics, measure, number=10, needs="deepspeed")
