@@ -653,12 +653,15 @@ def _draw_token_count(rng: Any, value: float, n: int) -> tuple:
 # The spread of one unit of each noisy row, measured at defaults (bench/RESULTS.md has the commands).
 KISS_LOG_RATIO_SD = 0.3  # sd of one seed's log steps ratio KISS / over, SmolLM2-135M
 NOISE_CV = 0.6  # coefficient of variation of one pair's variance estimate, all parameters, SmolLM2-135M
-KURTOSIS_SPREAD = 40.0  # bootstrap standard error of the kurtosis rise × √responses, SmolLM2-135M
-CROSSING_SPREAD = 2.0  # bootstrap standard error of the crossings' log β ratio × √responses, SmolLM2-135M
+# Bootstrap standard error × √responses on SmolLM2-135M's scored responses: the kurtosis rise's falls
+# faster than 1/√n as the concentrated sampler's effective sample size grows (47 at 48 responses, 18 at
+# 160, 13 at 480): the value at 480 plans the full profile. The crossings' log β ratio's is steady (1.3).
+KURTOSIS_SPREAD = 12.8
+CROSSING_SPREAD = 1.3
 FLASH_LOG_SD = 0.05  # sd of one repetition's log time ratio on a GPU (assumed, see the design)
 KISS_FULL_MINUTES = 12.0
 SQRT_L_FULL_MINUTES = 8.0
-REWARD_FULL_MINUTES = 3.0
+REWARD_FULL_MINUTES = 2.0
 
 
 def _exact(effect: float, null: float, source: str, draw: Any = None) -> Design:
@@ -736,28 +739,28 @@ KURTOSIS_DESIGN = Design(
     null=0.0,
     unit="scored response",
     spread=KURTOSIS_SPREAD,
-    spread_source="measured: bootstrap standard error of the rise × √48 at defaults, SmolLM2-135M "
-    "(bench/RESULTS.md)",
+    spread_source="measured: bootstrap standard error of the rise × √480 over 480 scored responses, "
+    "SmolLM2-135M (bench/RESULTS.md)",
     draw=_draw_estimate(KURTOSIS_SPREAD),
     n=48,
     units=units_responses,
     full_n=REWARD_FULL_RESPONSES,
     full_minutes=REWARD_FULL_MINUTES,
-    full_minutes_source="extrapolated from the default run's seconds per scored response (bench/RESULTS.md)",
+    full_minutes_source="extrapolated from scoring 480 responses (bench/RESULTS.md)",
 )
 KL_DESIGN = Design(
     effect=0.0,
     null=math.log(2.0),
     unit="scored response",
     spread=CROSSING_SPREAD,
-    spread_source="measured: bootstrap standard error of the log β ratio × √48 at defaults, SmolLM2-135M "
-    "(bench/RESULTS.md)",
+    spread_source="measured: bootstrap standard error of the log β ratio × √n at 48, 160 and 480 scored "
+    "responses, SmolLM2-135M (bench/RESULTS.md)",
     draw=_draw_estimate(CROSSING_SPREAD),
     n=48,
     units=units_responses,
     full_n=REWARD_FULL_RESPONSES,
     full_minutes=REWARD_FULL_MINUTES,
-    full_minutes_source="extrapolated from the default run's seconds per scored response (bench/RESULTS.md)",
+    full_minutes_source="extrapolated from scoring 480 responses (bench/RESULTS.md)",
 )
 
 

@@ -115,6 +115,6 @@ def test_a_whole_config_s_audit_is_one_panel_sharing_the_models(ctx):
     result = panel.run()
     m = result.metrics
     assert m.file == "broken.yaml" and m.format == "nbkit" and m.failures == 2
-    assert [c.check for c in m.checks] == ["lora-binding", "data-schema"]
+    assert [c.check for c in m.checks] == ["data-schema", "lora-binding"]  # in the order asked
     assert m.data_schema is not None and m.data_schema.coerced_values == 2
     assert ctx.results["audit"] is result and "data-schema" not in ctx.checked  # the good config's stay apart

@@ -91,9 +91,7 @@ def _clear_grads(params) -> None:
 def _flat_grad(params) -> Any:
     import torch
 
-    return torch.cat(
-        [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
-    ).clone()
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
 
 
 @contextmanager
@@ -195,11 +193,12 @@ def noise_variance_by_length(
     micro-batch gradients: ½‖g_a − g_b‖² over disjoint pairs (its expectation is the trace of the
     gradient covariance). Why pairs: squared deviations from the shared sample mean are dependent
     (they sum to a fixed total), so resampling them overstates what 4 samples know; disjoint pairs
-    are independent draws, and the bootstrap resamples those. An odd last sample is left out.
+    are independent draws, and the slope's interval rests on their spread. An odd last sample is left
+    out.
 
-    ``twin``: (a copy of the model, its tensors matching ``params``): the samples of each length are
+    ``twin``: (a copy of the model, its tensors matching ``params``): the pairs of each length are
     shared between the two in threads; the start positions are drawn first, in the same order, so
-    each sample is the one the single-model run takes.
+    each pair is the one the single-model run takes.
     """
     import torch
     from tqdm.auto import tqdm
@@ -210,12 +209,18 @@ def noise_variance_by_length(
     for m, _ in pairs:
         m.eval()
 
-    def grads(m, ps, batches):
+    def pair_estimates(m, ps, pair_batches):
+        # One pair at a time: two flat gradients of every parameter are all that is held (a length's
+        # samples all at once would not fit in memory on a 135M model).
         out = []
-        for ids in batches:
-            _clear_grads(ps)
-            m(input_ids=ids.to(device), labels=ids.to(device)).loss.backward()
-            out.append(_flat_grad(ps))
+        for a, b in pair_batches:
+            g = []
+            for ids in (a, b):
+                _clear_grads(ps)
+                m(input_ids=ids.to(device), labels=ids.to(device)).loss.backward()
+                g.append(_flat_grad(ps))
+            out.append(float(((g[0] - g[1]) ** 2).sum()) / 2)
+            del g
         _clear_grads(ps)
         return out
 
@@ -227,14 +232,16 @@ def noise_variance_by_length(
         for _ in range(samples):
             starts = torch.randint(0, len(token_stream) - L, (micro_batch,), generator=gen)
             batches.append(torch.stack([token_stream[s : s + L] for s in starts.tolist()]))
-        # sample i goes to model i mod 2; put back in sample order
+        pair_batches = [(batches[2 * j], batches[2 * j + 1]) for j in range(samples // 2)]
+        # pair j goes to model j mod 2; put back in pair order
         parts = run_concurrently(
-            [functools.partial(grads, m, ps, batches[k :: len(pairs)]) for k, (m, ps) in enumerate(pairs)],
+            [
+                functools.partial(pair_estimates, m, ps, pair_batches[k :: len(pairs)])
+                for k, (m, ps) in enumerate(pairs)
+            ],
             len(pairs),
         )
-        ordered = [parts[i % len(pairs)][i // len(pairs)] for i in range(samples)]
-        g = torch.stack(ordered[: 2 * (samples // 2)])
-        out[L] = (((g[0::2] - g[1::2]) ** 2).sum(1) / 2).tolist()
+        out[L] = [parts[j % len(pairs)][j // len(pairs)] for j in range(len(pair_batches))]
     return out
 
 
@@ -312,13 +319,13 @@ def check_grad_accumulation(
         (ids[i : i + micro_batch_size], labels[i : i + micro_batch_size], mask[i : i + micro_batch_size])
         for i in range(0, n, micro_batch_size)
     ]
-    params = [p for p in model.parameters() if p.requires_grad]
-    if noise_params == "last_layer":
-        # A cheaper probe on big models: gradients of the last decoder layer only (autograd then
-        # stops there instead of running back through every layer and the embedding).
-        params = list(model.model.layers[-1].parameters())
+    # The accumulation identity holds for every parameter's gradient: the last decoder layer's shows it
+    # without holding G copies of every gradient. The noise fit reads ``noise_params`` (every parameter
+    # by default: the claim is about the gradient, not one layer's).
+    last = list(model.model.layers[-1].parameters())
+    params = [p for p in model.parameters() if p.requires_grad] if noise_params == "all" else last
     stream = text_token_stream(tokenizer, max_tokens=max(4000, 40 * max(lengths)))
-    twin = None
+    twin_model = None
     if (concurrent_workers(2, device) if workers is None else workers) >= 2:
         # A copy of the model (same weights; gradients land on its own tensors) computes half the
         # passes in a second thread; the figures are those of one model doing all of them.
@@ -327,22 +334,29 @@ def check_grad_accumulation(
         twin_model = copy.deepcopy(model)
         names = {id(p): n for n, p in model.named_parameters()}
         twin_by_name = dict(twin_model.named_parameters())
-        twin = (twin_model, [twin_by_name[names[id(p)]] for p in params])
-    with only_grad_for(model, params), only_grad_for(*twin) if twin else contextlib.nullcontext():
-        errs = accumulation_errors(model, batches, device, params, twin=twin)
-        devs = noise_variance_by_length(
-            model,
-            stream,
-            list(lengths),
-            micro_batch=noise_micro_batch,
-            samples=noise_samples,
-            device=device,
-            seed=seed,
-            params=params,
-            progress=progress,
-            twin=twin,
-        )
-    del twin
+
+    def twin_of(ps):
+        return None if twin_model is None else (twin_model, [twin_by_name[names[id(p)]] for p in ps])
+
+    for ps in (last, params):
+        twin = twin_of(ps)
+        with only_grad_for(model, ps), only_grad_for(*twin) if twin else contextlib.nullcontext():
+            if ps is last:
+                errs = accumulation_errors(model, batches, device, ps, twin=twin)
+            if ps is params:
+                devs = noise_variance_by_length(
+                    model,
+                    stream,
+                    list(lengths),
+                    micro_batch=noise_micro_batch,
+                    samples=noise_samples,
+                    device=device,
+                    seed=seed,
+                    params=ps,
+                    progress=progress,
+                    twin=twin,
+                )
+    twin_model = None  # the copy and its gradients go before the figures are built
     var = {L: sum(d) / len(d) for L, d in devs.items()}
     ls = sorted(var)
     slope, slope_lo, slope_hi = slope_interval(ls, [devs[L] for L in ls])

@@ -30,7 +30,7 @@ SLUG, TITLE = "reward-weights", "Sampling weights ↔ reward"
 
 
 # Responses scored in the full profile: what the kurtosis and KL claims need (their designs, audit.claims).
-REWARD_FULL_RESPONSES = 480
+REWARD_FULL_RESPONSES = 960
 
 
 @dataclass
