@@ -62,15 +62,16 @@ ctx.describe()
 #
 # The field notes say q/v rank-8 adapters (0.12 % trainable) converge in 890 steps where q/v/o
 # rank-64 (0.87 %) needs 2140 and 42.3 GB instead of 28.1 GB. Both variants are trained here on the
-# same small SFT task, each at its own learning rate, until both reach the validation-loss target (half
-# the untrained loss) or the step budget; each seed draws its own validation split, LoRA initialisation
-# and batch order, and gives one steps ratio KISS / over-parameterised. A crossing found at an evaluation
-# is located to the exact step by replaying the steps since the last one. The claim is decided on the
-# geometric mean of those ratios with an interval over seeds; the default run's seeds show the effect,
-# the full profile runs the seeds the claim needs. The trainable shares are counted by PEFT on the notes'
-# own model (DeepSeek-LLM-7B's architecture, on the meta device) and on this one; peak memory is the
-# device's (CUDA allocator peak, or tensor bytes of one optimiser step on CPU). The plot and table show
-# the first seed.
+# same small SFT task, each at its own learning rate (tuned on seeds never judged), until both reach the
+# validation-loss target (half the untrained loss) or the step budget; the validation loss is evaluated
+# after every step (with `eval_every` > 1 a crossing is located to the step by replaying the steps
+# since the evaluation before). Each seed draws its own validation split, LoRA initialisation and
+# batch order, and gives one steps ratio KISS / over-parameterised; the claim is decided on their
+# geometric mean with an interval over seeds — the default run's seeds show the effect, the full
+# profile runs the seeds the claim needs. The trainable shares are counted by PEFT on the notes' own
+# model (DeepSeek-LLM-7B's architecture, on the meta device) and on this one; peak memory is the
+# device's (CUDA allocator peak, or tensor bytes of one optimiser step on CPU). The plot and table
+# show the first seed.
 
 # %%
 kiss = experiments.show("kiss-lora", ctx)

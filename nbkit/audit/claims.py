@@ -651,16 +651,17 @@ def _draw_token_count(rng: Any, value: float, n: int) -> tuple:
 # -- designs ----------------------------------------------------------------------------------------
 
 # The spread of one unit of each noisy row, measured at defaults (bench/RESULTS.md has the commands).
-KISS_LOG_RATIO_SD = 0.3  # sd of one seed's log steps ratio KISS / over, SmolLM2-135M
-NOISE_CV = 0.6  # coefficient of variation of one pair's variance estimate, all parameters, SmolLM2-135M
+# sd of one seed's log steps ratio KISS / over, 8 seeds at defaults, SmolLM2-135M
+KISS_LOG_RATIO_SD = 0.31
+NOISE_CV = 0.27  # coefficient of variation of one pair's variance estimate, all parameters, SmolLM2-135M
 # Bootstrap standard error × √responses on SmolLM2-135M's scored responses: the kurtosis rise's falls
 # faster than 1/√n as the concentrated sampler's effective sample size grows (47 at 48 responses, 18 at
 # 160, 13 at 480): the value at 480 plans the full profile. The crossings' log β ratio's is steady (1.3).
 KURTOSIS_SPREAD = 12.8
 CROSSING_SPREAD = 1.3
 FLASH_LOG_SD = 0.05  # sd of one repetition's log time ratio on a GPU (assumed, see the design)
-KISS_FULL_MINUTES = 12.0
-SQRT_L_FULL_MINUTES = 8.0
+KISS_FULL_MINUTES = 7.0
+SQRT_L_FULL_MINUTES = 3.0
 REWARD_FULL_MINUTES = 2.0
 
 
@@ -701,13 +702,15 @@ KISS_DESIGN = Design(
     null=0.0,
     unit="seed",
     spread=KISS_LOG_RATIO_SD,
-    spread_source="measured: sd of the per-seed log steps ratio at defaults, SmolLM2-135M (bench/RESULTS.md)",
+    spread_source="measured: sd of the per-seed log steps ratio over 8 seeds at defaults, SmolLM2-135M "
+    "(bench/RESULTS.md)",
     draw=normal_units(KISS_LOG_RATIO_SD),
     n=4,
     units=units_kiss,
     full_n=KISS_FULL_SEEDS,
     full_minutes=KISS_FULL_MINUTES,
-    full_minutes_source="extrapolated from the default run's minutes per seed (bench/RESULTS.md)",
+    full_minutes_source="extrapolated from the CPU-minutes per seed of 8 seeds at defaults, two variants "
+    "side by side on 2 cores (bench/RESULTS.md)",
 )
 FLASH_DESIGN = Design(
     effect=FLASH_SPEEDUP,
@@ -725,14 +728,15 @@ SQRT_L_DESIGN = Design(
     null=-1.0,
     unit="gradient pair",
     spread=NOISE_CV,
-    spread_source="measured: coefficient of variation of one pair's variance estimate at defaults, all "
-    "parameters of SmolLM2-135M (bench/RESULTS.md)",
+    spread_source="measured: coefficient of variation of one pair's variance estimate, 8 pairs at each "
+    "default length, every parameter of SmolLM2-135M (bench/RESULTS.md)",
     draw=_draw_noise(NOISE_CV),
     n=4,
     units=units_sqrt_l,
     full_n=16,
     full_minutes=SQRT_L_FULL_MINUTES,
-    full_minutes_source="extrapolated from the default run's seconds per gradient sample (bench/RESULTS.md)",
+    full_minutes_source="extrapolated from the CPU-seconds per gradient sample over 64 samples "
+    "(bench/RESULTS.md)",
 )
 KURTOSIS_DESIGN = Design(
     effect=KURTOSIS_RISE,

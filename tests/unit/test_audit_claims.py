@@ -260,7 +260,7 @@ def test_operating_characteristics_of_every_measured_spec():
 
 
 def _kiss(ratios, model="smollm2"):
-    runs = tuple(KissRun(i, round(10 * math.exp(r)), 10, 10) for i, r in enumerate(ratios))
+    runs = tuple(KissRun(i, round(1000 * math.exp(r)), 1000, 1000) for i, r in enumerate(ratios))
     return KissMetrics(
         status="pass",
         model=model,

@@ -165,6 +165,6 @@ def test_an_unknown_override_is_one_line():
 
     ctx = AuditContext("cpu", config=GOOD)
     p = REGISTRY.panel("kiss-lora", ctx, widget=False, budget_steps=60)
-    assert p.params.budget_steps == 60 and p.params.kiss_lr == 1e-3
+    assert p.params.budget_steps == 60 and (p.params.kiss_lr, p.params.over_lr) == (3e-3, 1e-3)
     with pytest.raises(UsageError, match="KissConfig has no field stpes"):
         REGISTRY.panel("kiss-lora", ctx, widget=False, stpes=3)
