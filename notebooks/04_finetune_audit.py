@@ -101,9 +101,10 @@ labels = experiments.show("label-alignment", ctx)
 #
 # Which SDPA kernel the model's forward actually dispatches to (read from the profiler), and causal
 # attention throughput versus length per backend with the model's head layout on this device (on
-# CUDA in bf16, which the flash kernel needs). The backends are timed interleaved, twenty repetitions
-# each, with the machine's load average beside them. The field notes' tile sizes and 92.4 %
-# utilisation are kernel internals SDPA cannot show; their 3.8× speed-up is measured on a GPU.
+# CUDA in bf16, which the flash kernel needs). The backends are timed interleaved — twenty repetitions
+# each on CUDA, five elsewhere — with the machine's load average beside them. The field notes' tile
+# sizes and 92.4 % utilisation are kernel internals SDPA cannot show; their 3.8× speed-up is measured
+# on a GPU.
 
 # %%
 attention = experiments.show("attention", ctx)

@@ -210,17 +210,23 @@ def noise_variance_by_length(
         m.eval()
 
     def pair_estimates(m, ps, pair_batches):
-        # One pair at a time: two flat gradients of every parameter are all that is held (a length's
-        # samples all at once would not fit in memory on a 135M model).
+        # One pair at a time, and only one gradient copy held: the first sample's gradients are kept per
+        # parameter and the second's subtracted from them in place (a length's samples all at once, or
+        # flattened copies of every parameter's gradient, would not fit in memory on a 135M model).
         out = []
         for a, b in pair_batches:
-            g = []
-            for ids in (a, b):
-                _clear_grads(ps)
-                m(input_ids=ids.to(device), labels=ids.to(device)).loss.backward()
-                g.append(_flat_grad(ps))
-            out.append(float(((g[0] - g[1]) ** 2).sum()) / 2)
-            del g
+            _clear_grads(ps)
+            m(input_ids=a.to(device), labels=a.to(device)).loss.backward()
+            first = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in ps]
+            _clear_grads(ps)
+            m(input_ids=b.to(device), labels=b.to(device)).loss.backward()
+            total = 0.0
+            for p, g in zip(ps, first, strict=True):
+                if p.grad is not None:
+                    g.sub_(p.grad)
+                total += float(g.pow_(2).sum())
+            out.append(total / 2)
+            del first
         _clear_grads(ps)
         return out
 
