@@ -11,7 +11,8 @@ neighbouring points share their noise. The plateau's slope (≥ 10 logged losses
 an interval from the noise around the trend, widened for its lag-1 autocorrelation
 (:func:`slope_interval`); the eval curve's few points get Theil–Sen's rank interval
 (:func:`theil_sen_interval`), which one outlying evaluation cannot move; spikes are judged against a
-robust scale (the median absolute deviation) that the spikes themselves cannot inflate.
+robust scale (the median absolute deviation) that the spikes themselves cannot inflate, taken locally
+(a run's early losses are noisier than its late ones).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ LOSS, EVAL_LOSS, GRAD_NORM, LEARNING_RATE = "loss", "eval_loss", "grad_norm", "l
 
 # Spikes: a point against the median of the points logged just before it, in robust σ.
 WINDOW = 10  # logged points in the trailing median
+SCALE_WINDOW = 50  # logged points whose differences give a point's robust σ
 SPIKE_SIGMAS = 6.0
 SPIKE_REL = 0.10  # and at least this share of the median above it (a near-noiseless curve has σ ≈ 0)
 EXPLOSION_FACTOR = 5.0  # grad norm: at least this multiple of its trailing median
@@ -130,14 +132,25 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
-def trailing_jumps(y: np.ndarray, window: int = WINDOW) -> tuple[np.ndarray, np.ndarray, float]:
-    """(differences from the trailing median, the trailing medians, robust σ) for points ``window``… of
-    ``y``: each point minus the median of the ``window`` points before it; σ = 1.4826 × the median
-    absolute deviation of those differences (σ of a normal; a few spikes cannot inflate it)."""
+def trailing_jumps(y: np.ndarray, window: int = WINDOW) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(differences from the trailing median, the trailing medians, the local robust σ of each) for points
+    ``window``… of ``y``: each point minus the median of the ``window`` points before it; its σ is 1.4826 ×
+    the median absolute deviation of the differences of the :data:`SCALE_WINDOW` points before it (the σ
+    of a normal, which a few spikes cannot inflate; local, because a run's early losses are noisier than
+    its late ones). The first ``window`` differences share the scale of the first 2 × ``window``."""
 
     med = np.array([np.median(y[i - window : i]) for i in range(window, len(y))])
     diff = y[window:] - med
-    sigma = 1.4826 * float(np.median(np.abs(diff - np.median(diff)))) if len(diff) else float("nan")
+
+    def mad(d: np.ndarray) -> float:
+        return 1.4826 * float(np.median(np.abs(d - np.median(d))))
+
+    sigma = np.array(
+        [
+            mad(diff[: 2 * window]) if i < window else mad(diff[max(0, i - SCALE_WINDOW) : i])
+            for i in range(len(diff))
+        ]
+    )
     return diff, med, sigma
 
 
@@ -154,7 +167,8 @@ def _events(flagged: list[int]) -> list[list[int]]:
 
 SPIKE_RULE = (
     f"a spike is a logged loss above the median of the {WINDOW} losses logged before it by more than "
-    f"{SPIKE_SIGMAS:g} robust σ (1.4826 × the median absolute deviation of those differences over the run) "
+    f"{SPIKE_SIGMAS:g} robust σ (1.4826 × the median absolute deviation of those differences over the "
+    f"{SCALE_WINDOW} points before it) "
     f"and by more than {SPIKE_REL:.0%} of that median; found when any, clear when none among ≥ {MIN_POINTS} "
     "finite logged losses, undecided with fewer"
 )
@@ -173,7 +187,7 @@ def verdict_spikes(loss: Series | None) -> RunRow:
         )
     diff, med, sigma = trailing_jumps(f.values)
     flagged = [
-        i for i in range(len(diff)) if diff[i] > SPIKE_SIGMAS * sigma and diff[i] > SPIKE_REL * abs(med[i])
+        i for i in range(len(diff)) if diff[i] > SPIKE_SIGMAS * sigma[i] and diff[i] > SPIKE_REL * abs(med[i])
     ]
     events = []
     for ev in _events(flagged):
@@ -185,19 +199,19 @@ def verdict_spikes(loss: Series | None) -> RunRow:
                 "loss": float(f.values[peak + WINDOW]),
                 "median": float(med[peak]),
                 "ratio": float(f.values[peak + WINDOW] / med[peak]) if med[peak] else math.inf,
-                "sigmas": float(diff[peak] / sigma) if sigma > 0 else math.inf,
+                "sigmas": float(diff[peak] / sigma[peak]) if sigma[peak] > 0 else math.inf,
                 "points": len(ev),
             }
         )
-    figures = {"points": len(f), "robust_sigma": sigma, "spikes": events}
+    z = np.divide(diff, sigma, out=np.zeros_like(diff), where=sigma > 0)
+    figures = {"points": len(f), "largest_rise_sigmas": float(z.max()), "spikes": events}
     if not events:
         return RunRow(
             "loss-spikes",
             title,
             CLEAR,
-            f"no spike among {len(f)} logged losses (largest rise "
-            f"{_num(float(diff.max()) / sigma) if sigma > 0 else '0'} robust σ above its trailing median; "
-            f"σ = {_num(sigma)})",
+            f"no spike among {len(f)} logged losses (the largest rise is {z.max():.1f} robust σ above its "
+            "trailing median)",
             SPIKE_RULE,
             loss.source,
             figures=figures,
@@ -280,9 +294,9 @@ def verdict_nonfinite(curves: dict[str, Series]) -> RunRow:
 
 EXPLOSION_RULE = (
     f"an explosion is a logged grad norm more than {EXPLOSION_FACTOR:g}× the median of the {WINDOW} logged "
-    f"before it, more than {SPIKE_SIGMAS:g} robust σ above it on the log scale, and above the run's "
-    f"median grad norm; found when any, clear when none among ≥ {MIN_POINTS} finite positive grad norms, "
-    "undecided with fewer"
+    f"before it, more than {SPIKE_SIGMAS:g} robust σ (as for spikes) above it on the log scale, and above "
+    f"the run's median grad norm; found when any, clear when none among ≥ {MIN_POINTS} finite positive "
+    "grad norms, undecided with fewer"
 )
 
 
@@ -311,7 +325,7 @@ def verdict_explosions(grad: Series | None) -> RunRow:
     flagged = [
         i
         for i in range(len(diff))
-        if diff[i] > SPIKE_SIGMAS * sigma and diff[i] > floor and vals[i + WINDOW] > typical
+        if diff[i] > SPIKE_SIGMAS * sigma[i] and diff[i] > floor and vals[i + WINDOW] > typical
     ]
     events = []
     for ev in _events(flagged):
@@ -324,7 +338,7 @@ def verdict_explosions(grad: Series | None) -> RunRow:
                 "ratio": float(math.exp(diff[peak])),
             }
         )
-    figures = {"points": len(vals), "robust_sigma_log": sigma, "explosions": events}
+    figures = {"points": len(vals), "explosions": events}
     if not events:
         return RunRow(
             "grad-explosions",
