@@ -14,6 +14,7 @@ event files, then ``metrics.csv`` — and the others are said to hold it too.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.audit.formats import detect
+from nbkit.audit.safe_yaml import ConfigError, yaml_document
 from nbkit.diagnose.curves import EVAL_LOSS, GRAD_NORM, LEARNING_RATE, LOSS, Series, series
 from nbkit.diagnose.schedule import Schedule, read_args_text, schedule_from_values
 from nbkit.diagnose.setup import DiagnoseError, _detect, _read_trainer, trainer_values
@@ -308,10 +310,6 @@ def read_config(path: Path) -> Schedule:
 def _config_beside(paths: list[Path], notes: list[str]) -> Path | None:
     """The one trainer config at the run's top level (a file with a schedule or clipping key that reads as
     an axolotl YAML or a TrainingArguments JSON); None, with a note, when there are several."""
-    import json
-
-    from nbkit.audit.safe_yaml import ConfigError, yaml_document
-
     found = []
     for p in paths:
         try:

@@ -282,9 +282,10 @@ def diagnose_run(run_dir: str | Path, config: str | Path | None = None) -> Finis
 
 
 def finished_run(run_dir: str | Path = EXAMPLE_RUN, config: str | Path | None = None) -> FinishedRun:
-    """Notebook 04's "your finished run": the bundled example by default, or your run's folder. Displays its
+    """Notebook 04's "your finished run": the bundled example by default, or your run's folder, with its
+    trainer config when given (``""`` or None: beside the run, else what the Trainer recorded). Displays its
     report and pictures; ``.summary()`` is what to record."""
-    return diagnose_run(run_folder(run_dir), config)
+    return diagnose_run(run_folder(run_dir), config or None)
 
 
 def render(run: FinishedRun, fmt: str, *, plotly_js: str = PLOTLY_JS, inline_js: bool = False) -> str:

@@ -271,3 +271,32 @@ def test_bad_input_is_one_line_naming_the_file_and_exit_2(tmp_path, monkeypatch,
     assert rc == 2 and out == "" and len(lines) == 1 and lines[0].startswith("nbkit diagnose: error: "), err
     assert named in lines[0], (named, lines[0])
     assert "Traceback" not in err and not report.exists() and not (tmp_path / "ran").exists()
+
+
+# The cells notebook 04's "your finished run" section takes (parameters, then the one code cell).
+NOTEBOOK_PARAMETERS = (
+    'FINISHED_RUN = "finished_run"  # a finished run\'s folder, or the bundled example\n'
+    'FINISHED_RUN_CONFIG = ""  # its trainer config; "": one beside the run, else what its Trainer recorded\n'
+)
+NOTEBOOK_CELL = (
+    "finished = panels.finished_run(FINISHED_RUN, config=FINISHED_RUN_CONFIG)\n"
+    'nbkit.record("finished_run", finished.summary())\n'
+    "finished\n"
+)
+
+
+def test_the_notebook_cells_follow_the_notebook_rules_and_run(monkeypatch):
+    import importlib.util
+
+    import nbkit
+    from nbkit.audit import panels
+
+    spec = importlib.util.spec_from_file_location("cells", Path(__file__).with_name("test_notebook_cells.py"))
+    cells = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cells)
+    assert cells.offences("from nbkit.audit import panels\n" + NOTEBOOK_PARAMETERS + NOTEBOOK_CELL) == []
+    monkeypatch.delenv("NBKIT_RECORD_FILE", raising=False)
+    scope = {"panels": panels, "nbkit": nbkit}
+    exec(NOTEBOOK_PARAMETERS + NOTEBOOK_CELL, scope)
+    assert nbkit.record.recorded()["finished_run"]["exit_code"] == 1
+    assert scope["finished"].artefacts.path == EXAMPLE
