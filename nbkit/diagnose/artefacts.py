@@ -120,6 +120,15 @@ class Found:
         return bool(self.trainer_states or self.events or self.metrics or self.snapshots)
 
 
+def is_artefact(path: Path) -> bool:
+    """Whether ``path`` is named like one of a run's artefacts (a file that is read as part of its folder)."""
+    return (
+        path.name in (TRAINER_STATE, METRICS_CSV)
+        or path.name.startswith(EVENTS_PREFIX)
+        or path.suffix in SNAPSHOT_SUFFIXES
+    )
+
+
 def _latest_checkpoint(run_dir: Path) -> Path | None:
     found = []
     for p in run_dir.iterdir():

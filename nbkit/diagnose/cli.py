@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from nbkit.audit.cli import stdout_to_stderr
+from nbkit.diagnose.artefacts import is_artefact
 from nbkit.diagnose.diagnosis import diagnose
 from nbkit.diagnose.finished import diagnose_run
 from nbkit.diagnose.finished import render as render_run
@@ -152,8 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             "expected a file path",
             "nbkit diagnose",
         )
-    if Path(args.config).is_dir():
+    target = Path(args.config)
+    if target.is_dir():
         return _run_main(args)
+    if target.is_file() and is_artefact(target):
+        return main_error(
+            f"{target}: a run's artefact; give the run's folder: nbkit diagnose {target.parent}",
+            "nbkit diagnose",
+        )
     if args.trainer_config is not None:
         return main_error(
             f"--config: names a finished run's trainer config; {args.config} is not a run folder "

@@ -36,6 +36,7 @@ from nbkit.diagnose.run_figures import block_map, curves_figure
 from nbkit.diagnose.schedule import MODELLED, expected_lr, verdict_schedule
 from nbkit.diagnose.setup import EXAMPLES_DIR
 from nbkit.diagnose.snapshot import Memory, allocation_site, analyse
+from nbkit.record import to_jsonable
 from nbkit.report import INDEX_CSS, PLOTLY_JS, plotly_div
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class FinishedRun:
         return 1 if self.findings else 0
 
     def summary(self) -> dict[str, Any]:
-        """What a notebook records: each row's status by key, the findings, the exit code."""
+        """What a notebook records: each row's status by key, the findings, the exit code (no ledger rows)."""
         return {
             "statuses": {r.key: r.status for r in self.rows},
             "findings": [r.key for r in self.findings],
@@ -97,10 +98,8 @@ class FinishedRun:
         if sched is not None and sched.kind in MODELLED and sched.peak > 0 and LEARNING_RATE in a.curves:
             lr = a.curves[LEARNING_RATE]
             total = a.total_steps or int(lr.steps[-1])
-            offset = 0
             row = next((r for r in self.rows if r.key == "lr-schedule"), None)
-            if row is not None and "k − 1" in str(row.figures.get("alignment", "")):
-                offset = 1
+            offset = int(row.figures.get("offset", 0)) if row is not None else 0
             exp = expected_lr(sched.kind, sched.peak, sched.warmup(total), total)
             expected = (np.arange(len(exp)) + offset, exp)
         fig = curves_figure(
@@ -290,7 +289,8 @@ def finished_run(run_dir: str | Path = EXAMPLE_RUN, config: str | Path | None = 
 
 def render(run: FinishedRun, fmt: str, *, plotly_js: str = PLOTLY_JS, inline_js: bool = False) -> str:
     if fmt == "json":
-        return json.dumps(run.to_json(), indent=2, ensure_ascii=False, default=str)
+        # to_jsonable: numpy scalars as numbers, a non-finite figure as "inf"/"nan" (strict JSON for CI)
+        return json.dumps(to_jsonable(run.to_json()), indent=2, ensure_ascii=False, allow_nan=False)
     if fmt == "html":
         js = None
         if inline_js:

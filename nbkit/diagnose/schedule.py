@@ -189,9 +189,7 @@ def verdict_schedule(
     figures: dict[str, Any] = {
         "configured": {"kind": schedule.kind, "peak": schedule.peak, "warmup": warmup, "total": total},
         "max_deviation_over_peak": worst if math.isfinite(worst) else None,
-        "alignment": f"step k logs the schedule at k − {offset}"
-        if offset
-        else "step k logs the schedule at k",
+        "offset": offset,  # step k logs the schedule at k − offset
         "where": schedule.where,
     }
     if worst <= TOLERANCE:

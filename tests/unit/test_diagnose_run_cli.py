@@ -35,7 +35,11 @@ def test_the_bundled_run_is_found_in_the_package():
 def example_json(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "d.json"
     rc = main([str(EXAMPLE), "--format", "json", "--output", str(out)])
-    return rc, json.loads(out.read_text())
+
+    def strict(constant):
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    return rc, json.loads(out.read_text(), parse_constant=strict)
 
 
 def test_the_bundled_run_shows_its_planted_faults(example_json):
@@ -253,6 +257,10 @@ BAD = [
     ),
     ([EXAMPLE, "--no-audit"], "--no-audit: applies to a trainer config"),
     (["ok.yaml", "--config", "dup.yaml"], "--config: names a finished run's trainer config"),
+    (
+        ["bad_entry/trainer_state.json"],
+        "bad_entry/trainer_state.json: a run's artefact; give the run's folder",
+    ),
     ([EXAMPLE, "--format", "xml"], "--format: invalid choice: 'xml'"),
     ([EXAMPLE, "--output", "nowhere/report.html"], "--output"),
 ]
