@@ -390,10 +390,15 @@ def holm_levels(family: Sequence[ClaimSpec], readings: dict[str, Reading]) -> di
     return out
 
 
+def _plural(unit: str) -> str:
+    """English plural of a unit's name (seed → seeds, launch → launches)."""
+    return unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
+
+
 def _undecided(spec: ClaimSpec, oc: OperatingCharacteristics, profile: str) -> Verdict:
     d = spec.design
     assert d is not None  # a noisy spec always has one
-    need = f"n ≥ {d.full_n} {d.unit}s" if d.full_n else "a larger n than the full profile runs"
+    need = f"n ≥ {d.full_n} {_plural(d.unit)}" if d.full_n else "a larger n than the full profile runs"
     cost = f" (≈ {d.full_minutes:.0f} min on 2 cores)" if d.full_minutes else ""
     where = "run the full profile" if profile == DEFAULT and d.full_n else "no profile decides it yet"
     return Verdict(
