@@ -336,4 +336,4 @@ def test_explain_the_users_ds_config(tmp_path):
 def test_the_context_names_a_device_it_cannot_open():
     """The device lives in the context alone: a bad DEVICE is named there, before anything runs."""
     with pytest.raises(ValueError, match="DEVICE must be one of .* got 'tpu'"):
-        ZeroContext("tpu").torch_device
+        _ = ZeroContext("tpu").torch_device

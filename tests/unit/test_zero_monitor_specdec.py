@@ -139,3 +139,42 @@ def test_speculative_decoding_bad_model_path_is_one_usage_error(tmp_path, path, 
         path, match = str(tmp_path), "config.json"
     with pytest.raises(UsageError, match=match):
         run_specdec(SpecDecConfig(model_path=path, n_prompts=1, max_new_tokens=8), ZeroContext("cpu"))
+
+
+def test_fragmentation_cuda_path_with_fabricated_allocator_figures(monkeypatch):
+    """The CUDA branch on CPU: ``cuda_runs`` replaced by fabricated caching-allocator figures (shuffled run
+    order, one run per interval and seed), the metrics and the ledger row built from them."""
+    import torch
+
+    from nbkit.result import Result
+    from nbkit.zero import claims as zc
+    from nbkit.zero import experiments as ze
+    from nbkit.zero.config import FragmentationConfig
+    from nbkit.zero.fragmentation import run_order
+
+    cfg = FragmentationConfig()
+    gap = {50: 0.42, 200: 0.18}
+
+    def fake_cuda_runs(cfg, device, live=None):
+        runs = [
+            {"interval": i, "expandable_segments": e, "seed": s, "order": k, "max_inactive_split": 1e6,
+             "mean_gap_ratio": gap[i] + 0.01 * s, "alloc_retries": 0, "checkpoints": cfg.steps // i,
+             "gap_ratios": [gap[i]]}
+            for k, (s, e, i) in enumerate(run_order(cfg))
+        ]  # fmt: skip
+        return {"runs": runs, "figure": None, "model": "Llama-2-7B shapes, 2 layer(s)"}
+
+    monkeypatch.setattr(ze, "cuda_runs", fake_cuda_runs)
+    ctx = ZeroContext("cpu")
+    ctx._resolved = torch.device("cuda")  # a fabricated CUDA device: nothing touches it
+    out = ze.run_fragmentation(cfg, ctx)
+    m = out.metrics
+    assert not m.needs_cuda and len(m.runs) == 2 * 2 * cfg.seeds and m.intervals == (50, 200)
+    assert m.seed_means(50) == pytest.approx([0.42, 0.43, 0.44])
+    assert sorted(r.order for r in m.runs) == list(range(len(m.runs)))
+    spec = next(s for s in zc.REGISTRY.claims if s.key == "fragmentation")
+    reading = spec.read(m)
+    assert reading.args == ([pytest.approx(0.24)] * 3,) and "OOM rates not measured" in reading.measured
+    ctx.keep("fragmentation", Result(metrics=m))
+    row = next(r for r in zc.judge(ctx) if r.key == "fragmentation")
+    assert row.why.startswith("not decided at defaults: needs n ≥ 10 seeds")  # 3 seeds cannot decide it
