@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from nbkit.claims import DEFAULT
+from nbkit.errors import UsageError
 from nbkit.experiment import Context
 from nbkit.model_files import load_model, load_smollm2, load_tokenizer
 
@@ -51,8 +52,6 @@ class ZeroContext(Context):
         """The device type of ``world_size`` ranks: one GPU per rank, else — only when the context's
         device is ``auto`` — CPU ranks (gloo). A CUDA device named explicitly with too few GPUs is a
         usage error."""
-        from nbkit.errors import UsageError
-
         device = self.torch_device
         if device.type == "cuda" and self.gpus < world_size:
             if self.device != "auto":
