@@ -1186,9 +1186,10 @@ REGISTRY.claim(
             n=SpecDecConfig().n_prompts,
             units=lambda cfg: cfg.n_prompts,
             full_n=FULL_PROMPTS,
-            full_minutes=FULL_PROMPTS * 14 / 60 / 2,  # CPU-s per request ÷ 2 cores
+            full_minutes=FULL_PROMPTS * 14 / 60,
             full_minutes_source="extrapolated from one request's 14 CPU-s (greedy, prompt lookup and the "
-            "truncated draft, one timing each) measured on the shared 2-core machine, on 2 cores",
+            "truncated draft, one timing each, one thread: SpecDecConfig.cpu_threads) measured on the "
+            "shared 2-core machine",
         ),
     )
 )
