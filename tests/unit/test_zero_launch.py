@@ -99,7 +99,7 @@ def test_the_claims_read_what_the_real_ladder_writes(ladder):
     assert got is None and f"Ψ = {m.n_params:,} on 2 cpu rank(s)" in why
     # ... and in the field notes' setting (8 CUDA ranks, that Ψ) the same field of this real run is the
     # measurement
-    measured = m.peak["stage1"].measured
+    measured = m.stage_peak(1).measured
     assert len(measured) == 2 and min(measured) > 0
     as_if = dataclasses.replace(m, ranks_device="cuda", world_size=8)
     assert zc.field_note_peak_gb(as_if, 1, m.n_params)[0] == (min(measured) / 1e9, max(measured) / 1e9)
@@ -148,10 +148,12 @@ def test_killed_rank_is_named_and_nothing_is_left():
                 warm_up=False,
                 timeout_s=120,
             ),
+            ZeroContext("cpu"),
             on_start=pids.update,
             fail={"rank": 1, "step": 1, "how": "kill"},
         )
     assert not isinstance(info.value, RankTimeout)
+    assert info.value.ready_s is not None  # it died after every rank was up: the run's timeout was counting
     assert not _ranks_gone(pids)
 
 
@@ -172,10 +174,11 @@ def test_hung_rank_times_out_and_is_located():
                 warm_up=False,
                 timeout_s=35,
             ),
+            ZeroContext("cpu"),
             on_start=pids.update,
             fail={"rank": 1, "step": 1, "how": "hang"},
         )
-    assert info.value.rank == 1
+    assert info.value.rank == 1 and "after every rank was ready" in str(info.value)
     assert not _ranks_gone(pids)
 
 
@@ -195,6 +198,7 @@ def test_rank_exception_surfaces_its_traceback():
                 warm_up=False,
                 timeout_s=120,
             ),
+            ZeroContext("cpu"),
             fail={"rank": 0, "step": 0, "how": "raise"},
         )
     assert info.value.rank == 0
