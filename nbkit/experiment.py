@@ -102,8 +102,10 @@ def config_for(Config: type[C], smoke: bool = False, profile: str = DEFAULT, **o
     """``Config.smoke()`` when ``smoke``, else ``Config.full()`` in the full profile (a config whose
     claims need no more n than its defaults has no ``full()``), else ``Config()``; ``overrides`` applied.
 
-    An override the config has no field for is a :class:`UsageError` naming the config and its fields
-    (a notebook parameter spelt wrong must not be dropped silently).
+    An override of ``None`` keeps the preset's value: a notebook parameter left at ``None`` means "the
+    config's own value" (its SMOKE, default or full size), so a cell passes it without deciding by
+    SMOKE or PROFILE itself. An override the config has no field for is a :class:`UsageError` naming
+    the config and its fields (a notebook parameter spelt wrong must not be dropped silently).
     """
     if smoke:
         base = Config.smoke()  # type: ignore[attr-defined]
@@ -113,6 +115,7 @@ def config_for(Config: type[C], smoke: bool = False, profile: str = DEFAULT, **o
         base = Config()
     names = {f.name for f in dataclasses.fields(base)}
     unknown = sorted(set(overrides) - names)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
     if unknown:
         raise UsageError(
             f"{Config.__name__} has no field {', '.join(unknown)}; its fields: {', '.join(sorted(names))}"

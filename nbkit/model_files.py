@@ -323,6 +323,12 @@ def _smollm2_config() -> Any:
     built = cache_dir() / "smollm2-135m-instruct" / "config.json"
     if built.is_file():
         return read_config(built)
+    return smollm2_135m_config()
+
+
+def smollm2_135m_config() -> Any:
+    """SmolLM2-135M-Instruct's published architecture (its config.json values), built locally: the one
+    definition every part of nbkit counts or builds SmolLM2 from."""
     from transformers import LlamaConfig
 
     return LlamaConfig(

@@ -15,11 +15,15 @@ from typing import Any
 
 from nbkit.errors import UsageError
 from nbkit.experiment import param
+from nbkit.zero.prompts import NEUTRAL_PROMPTS
 
-DEVICES = ["auto", "cpu", "cuda"]
 PRECISIONS = ["bf16", "fp32", "fp16"]
 MODEL_PRESETS = ("Llama-2-7B", "SmolLM2-135M", "tiny Llama (ladder)")
 SPEC_METHODS = ["prompt_lookup", "truncated_draft"]
+# The full profile's n (each tied to what its claim's design needs: nbkit.zero.claims).
+FULL_LAUNCHES = 5
+FULL_SEEDS = 10
+FULL_PROMPTS = 100
 
 
 def _type_name(value: Any) -> str:
@@ -158,9 +162,20 @@ class LadderConfig(_Checked):
     micro_batch: int = param(2, min=1, max=32)
     seq_len: int = param(32, min=8, max=1024, step=8)
     seed: int = param(0, min=0, max=2**31 - 1, hidden=True)
-    device: str = param("auto", choices=DEVICES)
     timeout_s: float = param(300.0, min=30.0, max=3600.0)
     checkpoint: bool = param(True, label="checkpoint save→load round trip")
+    control: bool = param(
+        True,
+        label="positive control: stage 0 again at half the learning rate",
+        help="a rung whose math is changed on purpose: the loss comparison must see it, else it has no power",
+    )
+    launches: int = param(
+        1,
+        min=1,
+        max=10,
+        label="launches of stages 0–3 (the unit of the memory-saving rows)",
+        help="the first launch runs every rung; each further one reruns stages 0–3 only, with a fresh seed",
+    )
     overflow_step: int = param(
         -1, min=-1, max=200, label="fp16: provoke a gradient overflow at this step (-1 = none)"
     )
@@ -185,6 +200,11 @@ class LadderConfig(_Checked):
         return cls(steps=3, hidden_size=64, num_hidden_layers=2, sub_group_elements=20_000)
 
     @classmethod
+    def full(cls) -> LadderConfig:
+        """Enough launches for the memory-saving rows' interval across launches."""
+        return cls(launches=FULL_LAUNCHES)
+
+    @classmethod
     def fp16_drill(cls) -> LadderConfig:
         """fp16 at stage 2 with an overflow provoked at step 2 (the loss-scale check; needs CUDA ranks)."""
         return LossScaleConfig().ladder_config(2)
@@ -200,7 +220,6 @@ class LossScaleConfig(_Checked):
     world_size: int = param(2, min=1, max=256, label="ranks (at most one per local GPU)")
     hidden_size: int = param(64, min=32, max=8192, step=32)
     num_hidden_layers: int = param(2, min=1, max=128)
-    device: str = param("auto", choices=DEVICES)
     timeout_s: float = param(300.0, min=30.0, max=3600.0)
 
     def __post_init__(self):
@@ -227,7 +246,6 @@ class LossScaleConfig(_Checked):
             hidden_size=self.hidden_size,
             num_hidden_layers=self.num_hidden_layers,
             checkpoint=False,
-            device=self.device,
             timeout_s=self.timeout_s,
         )
 
@@ -252,7 +270,6 @@ class CrossoverConfig(_Checked):
         help="DeepSpeed's default 5e8 moves the crossover out: stages 1–2 hold that bucket on every rank",
     )
     model_path: str = param("", label="your architecture (HF dir / config.json)")
-    device: str = param("auto", choices=DEVICES)
 
     def __post_init__(self):
         super().__post_init__()
@@ -286,8 +303,12 @@ class FailureDrillConfig(_Checked):
     rank: int = param(1, min=0, max=7)
     step: int = param(1, min=0, max=10)
     world_size: int = param(2, min=2, max=8)
-    timeout_s: float = param(60.0, min=10.0, max=600.0)
-    device: str = param("auto", choices=DEVICES)
+    timeout_s: float = param(
+        60.0,
+        min=10.0,
+        max=600.0,
+        help="counted from the moment every rank reports ready (start-up and imports excluded)",
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -332,11 +353,15 @@ class FragmentationConfig(_Checked):
         label="runs per interval (seeds)",
         help="the claim's interval is across runs: one run's per-step gap ratios are not independent",
     )
-    device: str = param("auto", choices=DEVICES)
 
     @classmethod
     def smoke(cls) -> FragmentationConfig:
         return cls(intervals=(2, 5), steps=6, model="tiny Llama", seq_len=64, seeds=2)
+
+    @classmethod
+    def full(cls) -> FragmentationConfig:
+        """Enough seeds for the claim's interval across run pairs (expandable segments off only)."""
+        return cls(seeds=FULL_SEEDS, expandable_segments=(False,))
 
 
 @dataclass
@@ -350,13 +375,24 @@ class SpecDecConfig(_Checked):
     prompt_lookup_num_tokens: int = param(10, min=1, max=32)
     draft_layers: int = param(6, min=1, max=29)
     num_assistant_tokens: int = param(4, min=1, max=16)
-    n_prompts: int = param(3, min=1, max=3)
+    n_prompts: int = param(
+        3,
+        min=1,
+        max=len(NEUTRAL_PROMPTS),
+        help="requests from nbkit's neutral prompt set (one request per prompt)",
+    )
+    timings: int = param(
+        0,
+        min=0,
+        max=20,
+        help="timed generations per request and method, interleaved (greedy, each method, in turn); "
+        "0: 5 on CUDA, where the speedup claim is judged, 1 elsewhere (no claim judges CPU speed)",
+    )
     model_path: str = param(
         "",
         label="or your model (HF dir / hub id)",
         help="a local Hugging Face causal-LM directory with weights and tokenizer, or a hub id; '' = SmolLM2",
     )
-    device: str = param("auto", choices=DEVICES)
     # On shared CPU cores, OpenMP threads spinning against other processes make a forward much
     # slower and the timings noise; one thread gives stable tokens/s. 0 = torch's default.
     cpu_threads: int = param(1, min=0, max=64)
@@ -371,3 +407,8 @@ class SpecDecConfig(_Checked):
     @classmethod
     def smoke(cls) -> SpecDecConfig:
         return cls(n_prompts=1, max_new_tokens=16)
+
+    @classmethod
+    def full(cls) -> SpecDecConfig:
+        """Enough requests for the fallback rate's clustered interval and the speedup's."""
+        return cls(n_prompts=FULL_PROMPTS)

@@ -235,6 +235,7 @@ def test_registry_config_and_panel():
         reg["nope"]
     assert reg.slugs == ["double"] and reg.metrics_types() == {_M}
     assert exp.config(smoke=True).steps == 1 and exp.config(steps=3).steps == 3
+    assert exp.config(smoke=True, steps=None).steps == 1 and exp.config(steps=None).steps == 4  # the preset's
     with pytest.raises(UsageError, match="_Cfg has no field stpes"):
         config_for(_Cfg, stpes=3)
     a, b = _Cfg(), _Cfg()
