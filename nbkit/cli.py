@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from nbkit import __version__
 from nbkit.catalog import available_notebooks
 from nbkit.doctor import doctor_report
 from nbkit.errors import UsageError, main_error
@@ -262,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nbkit", description="Run and inspect the nbkit diagnostic workbook."
     )
+    parser.add_argument("--version", action="version", version=f"nbkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute notebooks headless (papermill) into runs/<timestamp>/")

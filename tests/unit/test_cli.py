@@ -1,4 +1,5 @@
-"""The `nbkit` command's dispatch: `audit` is an argparse subcommand that forwards every argument."""
+"""The `nbkit` command's dispatch: `audit` is an argparse subcommand that forwards every argument;
+`--version` prints the version."""
 
 import subprocess
 import sys
@@ -31,6 +32,20 @@ def test_audit_is_listed_with_the_other_subcommands():
     help_text = build_parser().format_help()
     for name in ("run", "sweep", "list", "doctor", "audit"):
         assert name in help_text
+
+
+def test_version_prints_the_installed_version(capsys):
+    import re
+    from pathlib import Path
+
+    import nbkit
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    assert capsys.readouterr().out.strip() == f"nbkit {declared}" == f"nbkit {nbkit.__version__}"
 
 
 def test_import_nbkit_stays_light():
