@@ -16,8 +16,8 @@ import nbformat
 import pytest
 
 from nbkit.claims import Claim
+from nbkit.execute import NotebookResult
 from nbkit.report import PLOTLY_JS, export_html, write_index
-from nbkit.runner import NotebookResult
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nbkit.runner import execute, resolve_notebook
+from nbkit.catalog import resolve_notebook
+from nbkit.execute import execute
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -100,8 +100,8 @@ def test_headless_kernel_keeps_one_output_per_live_figure_with_the_final_data(tm
     import nbformat
     from runner_notebooks import make_notebook
 
+    from nbkit.execute import execute
     from nbkit.live import PLOTLY_MIME
-    from nbkit.runner import execute
 
     src = make_notebook(tmp_path / "01_live.ipynb", body=REFRESHING_PANEL, parameters="SMOKE = False\n")
     (tmp_path / "out").mkdir()

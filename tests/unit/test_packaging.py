@@ -422,7 +422,7 @@ def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path)
         return out
 
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import nbkit.runner as r; print(r.packaged_notebooks_dir())"],
+        [str(venv / "bin" / "python"), "-c", "import nbkit.catalog as c; print(c.packaged_notebooks_dir())"],
         cwd=work,
         env=env,
         capture_output=True,

@@ -5,8 +5,10 @@ import json
 import nbformat
 import pytest
 
+from nbkit.catalog import resolve_notebook
 from nbkit.cli import main
-from nbkit.runner import RunError, check_parameters, parse_value, resolve_notebook
+from nbkit.errors import RunError
+from nbkit.params import check_parameters, parse_value
 
 
 def _notebook(path, body="import nbkit\nnbkit.record('n_squared', N * N)\n"):
@@ -39,7 +41,7 @@ def test_resolve_by_number_stem_and_theme(nb_dir):
 
 def test_a_parameter_whose_comment_holds_an_equals_sign_is_still_a_parameter(tmp_path):
     # papermill's parser drops any line with two "=" (only a logged warning): `-p MODEL ...` said "unknown".
-    from nbkit.runner import notebook_parameters
+    from nbkit.params import notebook_parameters
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -57,7 +59,8 @@ def test_a_parameter_whose_comment_holds_an_equals_sign_is_still_a_parameter(tmp
 def test_every_assignment_of_each_shipped_notebooks_parameters_cell_is_a_parameter():
     import ast
 
-    from nbkit.runner import available_notebooks, notebook_parameters
+    from nbkit.catalog import available_notebooks
+    from nbkit.params import notebook_parameters
 
     for path in available_notebooks(required=True):
         cell = next(
@@ -184,7 +187,7 @@ def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
 
 
 def test_core_shares_split_the_cores():
-    from nbkit.runner import core_shares
+    from nbkit.pool import core_shares
 
     assert core_shares(2, [0, 1]) == [[0], [1]]
     assert core_shares(2, [0, 1, 2, 3, 4]) == [[0, 1, 2], [3, 4]]
@@ -194,7 +197,8 @@ def test_core_shares_split_the_cores():
 def test_pool_workers_share_threads_not_cores(tmp_path, monkeypatch):
     from runner_notebooks import make_notebook
 
-    from nbkit.runner import run_notebooks, usable_cores
+    from nbkit.procs import usable_cores
+    from nbkit.runner import run_notebooks
 
     d = tmp_path / "notebooks"
     d.mkdir()
@@ -218,7 +222,8 @@ def test_pool_workers_share_threads_not_cores(tmp_path, monkeypatch):
 def test_longest_first_orders_by_the_newest_matching_history(tmp_path):
     import os
 
-    from nbkit.runner import Job, longest_first, previous_seconds
+    from nbkit.execute import Job
+    from nbkit.timings import longest_first, previous_seconds
 
     runs = tmp_path / "runs"
     for name, smoke, secs, mtime in (("old", False, {"01_a": 1, "02_b": 500}, 100),
@@ -241,7 +246,8 @@ def test_longest_first_orders_by_the_newest_matching_history(tmp_path):
 
 
 def test_a_first_run_orders_by_the_reference_seconds_beside_the_notebooks(tmp_path):
-    from nbkit.runner import REFERENCE_SECONDS, Job, longest_first, reference_seconds
+    from nbkit.execute import Job
+    from nbkit.timings import REFERENCE_SECONDS, longest_first, reference_seconds
 
     nbs = tmp_path / "nbs"
     nbs.mkdir()
@@ -258,7 +264,8 @@ def test_a_first_run_orders_by_the_reference_seconds_beside_the_notebooks(tmp_pa
 
 
 def test_the_shipped_reference_seconds_name_every_notebook_in_both_modes():
-    from nbkit.runner import REFERENCE_SECONDS, available_notebooks, notebooks_dir, reference_seconds
+    from nbkit.catalog import available_notebooks, notebooks_dir
+    from nbkit.timings import REFERENCE_SECONDS, reference_seconds
 
     paths = available_notebooks(required=True)
     assert (notebooks_dir() / REFERENCE_SECONDS).is_file()

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from nbkit import workspace
+from nbkit.catalog import notebooks_dir, packaged_notebooks_dir
 from nbkit.cli import main
 from nbkit.errors import UsageError
-from nbkit.runner import notebooks_dir, packaged_notebooks_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + ["reference_seconds.json"]
