@@ -47,7 +47,7 @@ from nbkit.device import device_report, pick_device
 from nbkit.errors import UsageError
 from nbkit.live import LiveFigure
 from nbkit.panels import Panel
-from nbkit.record import record
+from nbkit.record import record, summary_line
 from nbkit.result import Result
 
 __all__ = ["Context", "Experiment", "Registry", "Result", "config_for", "panel", "param"]
@@ -332,9 +332,11 @@ class Registry:
 
     def judge(self, ctx: Context) -> Ledger:
         """The claims ledger of ``ctx``: every registered claim judged on the results it kept (a claim
-        whose experiments did not run says "not measured"), recorded as ``claims``."""
+        whose experiments did not run says "not measured"), recorded as ``claims``; prints one line
+        naming every metric recorded so far."""
         rows = judge_specs(self.claims, ctx.results, ctx.profile)
         record("claims", rows)
+        print(summary_line())  # the one line saying what the notebook recorded (record itself is quiet)
         return rows
 
     def headline(self, ctx: Context) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.claims import as_claims
+from nbkit.record import METRIC_MIME
 from nbkit.runfolder import write_atomic
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -86,11 +87,14 @@ def _plotly_preprocessor():
     from nbconvert.preprocessors import Preprocessor
 
     class PlotlyToHTML(Preprocessor):
-        """Give every plotly mime output an HTML rendering (in memory; the .ipynb is not changed)."""
+        """Give every plotly mime output an HTML rendering and leave recorded metrics out (in memory; the
+        .ipynb is not changed)."""
 
         def preprocess(self, nb, resources):
             count = 0
             for cell in nb.cells:
+                if "outputs" in cell:  # a recorded metric is data for metrics.json, not something to read
+                    cell["outputs"] = [o for o in cell["outputs"] if METRIC_MIME not in o.get("data", {})]
                 for output in cell.get("outputs", []):
                     fig = output.get("data", {}).get(PLOTLY_MIME)
                     if fig is None:

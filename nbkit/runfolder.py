@@ -35,6 +35,8 @@ RUN_RECORD = "run.json"
 SWEEP_RECORD = "sweep.json"
 STATUS_FILE = "index.json"
 RECORD_VERSION = 1
+# The run folder a notebook's files are published into, as its kernel sees it (nbkit run, nbkit sweep).
+RUN_DIR_ENV = "NBKIT_RUN_DIR"
 
 OK, FAILED, INTERRUPTED, NOT_STARTED = "ok", "failed", "interrupted", "not started"
 

@@ -179,7 +179,7 @@ def run_notebooks(
         )
     write_state(final, ordered(), per_nb, date)
     tmp = make_tmp_beside(final)
-    queue = [Job(p, tmp / p.stem, per_nb[p.stem], kernel) for p in todo]
+    queue = [Job(p, tmp / p.stem, per_nb[p.stem], kernel, run_dir=final) for p in todo]
     if jobs > 1:
         queue = longest_first(queue, previous_seconds(final, smoke) or reference_seconds(paths, smoke))
     published: set[int] = set()

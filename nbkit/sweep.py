@@ -611,6 +611,7 @@ def _sweep_into(
             kernel,
             label=f"run {i + 1}/{len(per_run)} " + " ".join(f"{k}={per_run[i][k]!r}" for k in grid),
             plotly_js=f"../../{PLOTLY_JS}",
+            run_dir=final / "runs" / f"{i:03d}",
         )
         for i in todo
     ]
@@ -621,7 +622,7 @@ def _sweep_into(
         dest = final / "runs" / f"{i:03d}"
         staged = jobs_list[j].out_dir
         staged.mkdir(parents=True, exist_ok=True)
-        for leftover in staged.glob(".*"):  # a dead worker's metrics sink or kernel note: not part of the run
+        for leftover in staged.glob(".*"):  # a dead worker's kernel note: not part of the run
             leftover.unlink(missing_ok=True)
         rf.move_dir_in(staged, dest)
         r.output = dest / r.output.name if r.output else None

@@ -166,8 +166,8 @@ class LabServer:
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        # A real frontend is attached: panels must build widgets, and nothing is recorded to a sink.
-        for key in ("NBKIT_HEADLESS", "NBKIT_RECORD_FILE", "JUPYTER_TOKEN"):
+        # A real frontend is attached: panels must build widgets, and no run folder is being written.
+        for key in ("NBKIT_HEADLESS", "NBKIT_RUN_DIR", "JUPYTER_TOKEN"):
             env.pop(key, None)
         dirs = {
             "JUPYTER_CONFIG_DIR": "config",

@@ -167,12 +167,15 @@ def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
     d.mkdir()
     make_notebook(d / "01_alpha.ipynb")
     make_notebook(d / "02_old.ipynb", body=OLD_SHAPE_CLAIMS)
-    make_notebook(d / "03_none.ipynb", body="import nbkit\nnbkit.record('x', 1)\n")
+    make_notebook(
+        d / "03_none.ipynb", body="import os, nbkit\nnbkit.record('run_dir', os.environ['NBKIT_RUN_DIR'])\n"
+    )
     monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
     out = tmp_path / "runs" / "20260101-run"
     lines = []
     final, results = run_notebooks([], {"N": 5}, output=out, progress=False, jobs=2, log=lines.append)
     assert final == out.resolve() and [r.ok for r in results] == [True, True, True]
+    assert results[2].metrics["run_dir"] == str(final)  # the kernel knows the run it is published into
     assert any("2 at a time" in ln for ln in lines)
     page = (out / "index.html").read_text()
     title = re.search(r"<title>(.*)</title>", page).group(1)
