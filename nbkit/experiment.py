@@ -210,7 +210,8 @@ class Experiment(Generic[C, M]):
 
 class Registry:
     """A theme's experiments by slug, in registration order, and the claims and headline numbers
-    judged on them. ``summary`` names the experiment whose figure sums the theme up."""
+    judged on them. ``summary`` names the experiment whose figure sums the theme up: its panel's
+    figure output is marked so (``metadata["nbkit"]["summary"]``), and a run's index page shows it."""
 
     def __init__(self, theme: str, *, summary: str = "") -> None:
         self.theme = theme
@@ -317,8 +318,11 @@ class Registry:
         widget: bool | None = None,
         **overrides: Any,
     ) -> Panel:
-        """The panel of experiment ``slug`` in ``ctx`` (see :func:`panel`)."""
-        return panel(self[slug], ctx, smoke=smoke, widget=widget, **overrides)
+        """The panel of experiment ``slug`` in ``ctx`` (see :func:`panel`); its figure is marked as the
+        theme's summary when ``slug`` is :attr:`summary`."""
+        p = panel(self[slug], ctx, smoke=smoke, widget=widget, **overrides)
+        p.live.mark(summary=slug == self.summary)
+        return p
 
     def show(self, slug: str, ctx: Context, *, smoke: bool | None = None, **overrides: Any) -> Result[Any]:
         """The notebook cell's one call: display experiment ``slug``'s panel, run it once with the
@@ -383,7 +387,7 @@ def panel(
             yaxis=experiment.yaxis,
             widget=widget,
         )
-    return Panel(
+    built = Panel(
         cfg,
         run,
         title=experiment.title if title is None else title,
@@ -391,3 +395,5 @@ def panel(
         widget=widget,
         show_result=show_result or experiment.show_result,
     )
+    built.live.mark(experiment=experiment.slug)  # which experiment's figure the stored output is
+    return built
