@@ -35,10 +35,12 @@ from typing import Any, Generic, TypeVar
 from nbkit.claims import (
     DEFAULT,
     FULL,
+    HEADLINE_TOLERANCE,
     PROFILES,
     ClaimSpec,
     HeadlineSpec,
     Ledger,
+    headline_tolerances,
     headline_values,
     judge_specs,
     register_family,
@@ -345,9 +347,11 @@ class Registry:
 
     def headline(self, ctx: Context) -> dict[str, Any]:
         """The headline numbers of ``ctx`` (NaN for an experiment that did not run), recorded as
-        ``headline``."""
+        ``headline``, and beside them, as ``headline_tolerance``, how far each may move between two runs
+        (``{name: {"tolerance": t, "relative": bool}}``, what ``nbkit compare`` reads)."""
         values = headline_values(self.headline_specs, ctx.results)
         record("headline", values)
+        record(HEADLINE_TOLERANCE, headline_tolerances(self.headline_specs))
         return values
 
     def metrics_types(self) -> set[type]:
