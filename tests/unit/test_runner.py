@@ -189,6 +189,40 @@ def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
     assert "N=5" in page and "01_alpha.html" in page and "01_alpha.ipynb" in page
 
 
+def test_index_shows_each_theme_notebooks_summary_figure_and_headline_at_a_glance(tmp_path, monkeypatch):
+    """Above the ledger: one card per theme notebook that ran, its summary figure (the one its registry
+    marked, drawn from the executed notebook) and its headline numbers; a notebook with neither headline
+    nor claims gets no card; the figures stay in the notebooks' own pages."""
+    import re
+
+    from runner_notebooks import THEME, make_notebook
+
+    from nbkit.runner import run_notebooks
+
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    make_notebook(d / "00_intro.ipynb", body="import nbkit\nnbkit.record('x', 1)\n")
+    make_notebook(d / "01_toy.ipynb", body=THEME)
+    make_notebook(d / "02_toy.ipynb", body=THEME)
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+    out = tmp_path / "runs" / "glance"
+    final, results = run_notebooks([], {"N": 5}, output=out, progress=False)
+    assert all(r.ok for r in results), [r.error for r in results]
+    page = (final / "index.html").read_text()
+    glance = page.index("<div id='glance'>")
+    assert glance < page.index("<table id='ledger'")
+    cards = re.findall(r"<section class='nb' data-notebook='([^']+)'>", page)
+    assert cards == ["01_toy", "02_toy"]
+    draws = re.findall(r"Plotly.newPlot\('(glance-\d+)', (\[.*?\]), ", page)
+    assert [d[0] for d in draws] == ["glance-1", "glance-2"]
+    assert all('"b curve"' in d[1] and '"a curve"' not in d[1] for d in draws)  # the summary, not a's
+    assert "<th>total of b</th><td>7.5</td>" in page  # 0.5 * (1 + 2 + 3 + 4 + 5)
+    assert page.index("<script src='plotly.min.js'>") < page.index("<title>")
+    assert (final / "plotly.min.js").is_file()
+    assert len(page.encode()) < 200_000  # mailed: the figures' data and layout, no library
+    assert "b curve" in (final / "01_toy.html").read_text()  # still in the notebook's own page
+
+
 def test_core_shares_split_the_cores():
     from nbkit.pool import core_shares
 
