@@ -1,4 +1,4 @@
-"""The ``nbkit`` command: run, sweep, list, doctor, audit, init, lab.
+"""The ``nbkit`` command: run, sweep, compare, list, doctor, audit, diagnose, init, lab.
 
 Bad input (an unknown notebook or parameter, a value of the wrong type or outside its declared
 range, an unusable output path) is one line ``nbkit: error: …`` and exit 2, before anything runs.
@@ -21,6 +21,8 @@ from pathlib import Path
 
 from nbkit import __version__
 from nbkit.catalog import available_notebooks
+from nbkit.compare import add_command as add_compare
+from nbkit.compare import cmd_compare
 from nbkit.doctor import doctor_report
 from nbkit.errors import UsageError, main_error
 from nbkit.execute import skip_uri_grammar
@@ -346,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("args", nargs="*")
     diag.set_defaults(func=_cmd_diagnose)
 
+    add_compare(sub)
     add_commands(sub)  # init, lab
     return parser
 
@@ -410,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.func in (_cmd_run, _cmd_sweep, _cmd_list):
+    if args.func in (_cmd_run, _cmd_sweep, _cmd_list, cmd_compare):
         skip_uri_grammar()  # seconds off every notebook read; scoped to nbkit's own processes
     try:
         with terminate_as_interrupt():

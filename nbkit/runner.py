@@ -94,6 +94,7 @@ def _write_record(
             "notebooks": [{"name": p.stem, "path": str(p), "sha256": rf.source_hash(p)} for p in paths],
             "parameters": params,
             "parameters_sha256": rf.params_hash(params),
+            "packages": rf.package_versions(),
         },
     )
 

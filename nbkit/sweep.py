@@ -429,6 +429,7 @@ def _write_sweep_record(
             "notebook": {"name": path.stem, "path": str(path), "sha256": rf.source_hash(path)},
             "parameters": params,
             "parameters_sha256": rf.params_hash(params),
+            "packages": rf.package_versions(),
         },
     )
 
