@@ -24,7 +24,7 @@ from typing import Any
 
 from nbkit.record import read_notebook
 from nbkit.report import export_html
-from nbkit.runfolder import RUN_DIR_ENV, is_disk_error, output_error
+from nbkit.runfolder import LOG_DIR_ENV, RUN_DIR_ENV, is_disk_error, output_error
 
 
 # jsonschema (under nbformat, papermill, nbconvert) imports rfc3987_syntax when it is installed, for
@@ -138,13 +138,14 @@ def execute(
 
     ``plotly_js``: where the HTML page loads plotly.js from (see ``nbkit.report.export_html``).
     ``run_dir``: the folder the notebook's files are published into once it ends; its kernel sees it as
-    ``$NBKIT_RUN_DIR`` (notebook 00 reads the runs beside it).
+    ``$NBKIT_RUN_DIR`` (notebook 00 reads the runs beside it). The kernel writes the logs worth keeping
+    (a local LM server's) into ``out_dir`` (``$NBKIT_LOG_DIR``), so they are published with the notebook.
     """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     out_nb = out_dir / path.name
-    env = dict(HEADLESS_KERNEL_ENV)
+    env = {**HEADLESS_KERNEL_ENV, LOG_DIR_ENV: str(out_dir.resolve())}
     if run_dir is not None:
         env[RUN_DIR_ENV] = str(run_dir)
     watch: dict[str, Any] = {"pid_file": str(out_dir / KERNEL_PID_FILE)}

@@ -40,6 +40,10 @@ STATUS_FILE = "index.json"
 RECORD_VERSION = 1
 # The run folder a notebook's files are published into, as its kernel sees it (nbkit run, nbkit sweep).
 RUN_DIR_ENV = "NBKIT_RUN_DIR"
+# The folder a kernel of nbkit run/sweep writes the logs worth keeping into (its notebook's staging folder:
+# they are published into the run with the notebook); without it a log lives in the temp folder only as
+# long as what writes it.
+LOG_DIR_ENV = "NBKIT_LOG_DIR"
 
 OK, FAILED, INTERRUPTED, NOT_STARTED = "ok", "failed", "interrupted", "not started"
 

@@ -310,8 +310,13 @@ def test_the_shipped_reference_seconds_name_every_notebook_in_both_modes():
         assert set(reference_seconds(paths, smoke)) == {p.stem for p in paths}
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
+@pytest.mark.parametrize(
+    ("jobs", "how"), [(1, "SIGTERM"), (2, "SIGTERM"), (1, "Ctrl-C"), (2, "Ctrl-C")], ids=lambda v: str(v)
+)
+def test_sigterm_or_ctrl_c_keeps_the_run_folder_ends_the_kernels_and_leaves_no_temp_file(tmp_path, jobs, how):
+    """SIGTERM to nbkit, or Ctrl-C (SIGINT to the terminal's foreground process group): the run folder
+    stays, each running notebook is kept as far as it got, no kernel survives, and the temp folder holds
+    nothing of the run (kernel sockets, connection files)."""
     import os
     import signal
     import subprocess
@@ -327,13 +332,16 @@ def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
     make_notebook(d / "01_slow.ipynb", body=body)
     make_notebook(d / "02_slow.ipynb", body=body)
     out = tmp_path / "runs" / "r"
-    env = {**os.environ, "NBKIT_NOTEBOOKS": str(d)}
+    own_tmp = tmp_path / "tmp"  # this run's temp folder, apart from other jobs'
+    own_tmp.mkdir()
+    env = {**os.environ, "NBKIT_NOTEBOOKS": str(d), "TMPDIR": str(own_tmp)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "nbkit.cli", "run", "--all", "--jobs", str(jobs), "-q", "--output", str(out)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as a command started from a terminal has
     )
     try:
         # Every kernel busy in its cell (one at a time, or both with --jobs 2); one still starting
@@ -345,13 +353,21 @@ def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
         assert len(kernels) == jobs, "the notebooks never started"
         assert any(p.name.startswith(".r.tmp-") for p in out.parent.iterdir())
         assert json.loads((out / "index.json").read_text())["notebooks"][0]["status"] == "not started"
-        proc.send_signal(signal.SIGTERM)
+        assert list(own_tmp.glob("nbkit-kernel-*")), "the kernels' sockets are not in the run's temp folder"
+        if how == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert "terminated" in err and "Traceback" not in err
+    if how == "SIGTERM":
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert "terminated" in err and "Traceback" not in err
+    else:
+        assert proc.returncode == 130, err
+        assert "nbkit: interrupted" in err and "Traceback" not in err, err
     # The run folder stays, the staging folder goes; each notebook that was running is kept as far as it got.
     assert [p.name for p in out.parent.iterdir()] == ["r"]
     status = {e["name"]: e["status"] for e in json.loads((out / "index.json").read_text())["notebooks"]}
@@ -369,3 +385,4 @@ def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
     while any(alive(k) for k in kernels) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert not any(alive(k) for k in kernels), "a kernel survived"
+    assert sorted(p.name for p in own_tmp.iterdir()) == [], "the run left files in the temp folder"
