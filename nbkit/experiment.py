@@ -70,6 +70,7 @@ def param(
     log: bool = False,
     label: str | None = None,
     hidden: bool = False,
+    advanced: bool | None = None,
     default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
     **extra: Any,
 ) -> Any:
@@ -77,7 +78,10 @@ def param(
 
     ``min``/``max``/``step`` bound a slider, ``log`` makes it logarithmic, ``choices`` makes a dropdown
     (a multi-select when the value is a tuple), ``hidden`` keeps the field off the panel, ``help`` is
-    the field's one-line description. ``extra`` keys are kept as they are (a theme's own metadata).
+    the field's one-line description. ``advanced`` folds the control under the panel's one "advanced"
+    section (a multi-select grid is folded unless ``advanced=False``; see :func:`nbkit.panels.is_advanced`),
+    so the controls that change the lesson in view come first. ``extra`` keys are kept as they are (a
+    theme's own metadata).
     """
     meta: dict[str, Any] = {k: v for k, v in extra.items()}
     if help:
@@ -91,6 +95,8 @@ def param(
         meta["log"] = True
     if hidden:
         meta["hidden"] = True
+    if advanced is not None:
+        meta["advanced"] = bool(advanced)
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     if isinstance(default, (list, dict, set)):
