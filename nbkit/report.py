@@ -278,16 +278,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str, str]:
+def ledger_html(
+    rows: list[dict[str, Any]], columns: Sequence[str], colours: Mapping[str, str] = VERDICT_COLOURS
+) -> tuple[str, str]:
     """The claims ledger as HTML: the verdict filter's check boxes (counts per verdict) and the table
     (``id='ledger'``, one row per claim coloured by verdict); ``INDEX_JS`` wires the boxes to the rows.
-    Column widths come from ``LEDGER_COLUMNS`` (an unknown column takes an even share of what is left),
-    long values wrap, and ``why`` shows three lines until its row is clicked."""
-    counts = {v: sum(1 for row in rows if row["verdict"] == v) for v in VERDICT_COLOURS}
+    ``colours`` names the verdicts and their colours (a table whose rows say other words passes its own;
+    a word without a row gets no box). Column widths come from ``LEDGER_COLUMNS`` (an unknown column takes
+    an even share of what is left), long values wrap, and ``why`` shows three lines until its row is
+    clicked."""
+    counts = {v: sum(1 for row in rows if row["verdict"] == v) for v in colours}
     boxes = "".join(
         f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} "
         f"({counts[v]})</label>"
-        for v, colour in VERDICT_COLOURS.items()
+        for v, colour in colours.items()
+        if counts[v] or colours is VERDICT_COLOURS
     )
     known = sum(LEDGER_COLUMNS.get(c, 0) for c in columns)
     unknown = [c for c in columns if c not in LEDGER_COLUMNS]
@@ -296,7 +301,7 @@ def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str
     colgroup = "".join(f"<col style='width:{100 * widths[c] / total:.1f}%'>" for c in columns)
     body = "".join(
         f"<tr data-verdict='{_esc(row['verdict'])}' "
-        f"style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
+        f"style='background:{colours.get(row['verdict'], '#fff')}'>"
         + "".join(
             f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>"
             if c == "why"
