@@ -70,8 +70,9 @@ CASES = [
 
 @pytest.mark.parametrize(("make", "pattern"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_value_records_nothing(monkeypatch, make, pattern):
-    import nbkit.record as record_module
+    import sys
 
+    record_module = sys.modules["nbkit.record"]  # the package's `nbkit.record` is the function
     shown = []
     monkeypatch.setattr(record_module, "_display_metric", lambda name, data: shown.append((name, data)))
     nbkit.record("m", 1)  # an earlier good value of the same name must survive the bad one
