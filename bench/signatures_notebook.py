@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nbkit.runner import execute
+from nbkit.execute import execute
 
 TARGET_S = 180.0
 

@@ -417,6 +417,16 @@ def _undecided(
     return Verdict(INCONCLUSIVE, why)
 
 
+# The record beside ``headline`` that keeps each number's tolerance (a run's comparison reads both).
+HEADLINE_TOLERANCE = "headline_tolerance"
+
+
+def headline_tolerances(specs: Iterable[HeadlineSpec]) -> dict[str, dict[str, Any]]:
+    """``{name: {"tolerance": t, "relative": bool}}`` of each headline number: how far it may move between
+    two runs before a comparison reports it."""
+    return {s.name: {"tolerance": float(s.tolerance), "relative": bool(s.relative)} for s in specs}
+
+
 def headline_values(specs: Iterable[HeadlineSpec], results: Any) -> dict[str, Any]:
     """Each headline number from ``results`` (slug → ``Result``); NaN when its experiments did not run."""
     out: dict[str, Any] = {}

@@ -20,7 +20,7 @@ from nbkit.diagnose.artefacts import is_artefact
 from nbkit.diagnose.diagnosis import diagnose
 from nbkit.diagnose.finished import diagnose_run
 from nbkit.diagnose.finished import render as render_run
-from nbkit.diagnose.report import FORMATS, render
+from nbkit.diagnose.report import FORMATS
 from nbkit.errors import UsageError, main_error
 from nbkit.report import PLOTLY_JS, ensure_plotly_js
 from nbkit.runfolder import write_atomic
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         return main_error(str(exc), "nbkit diagnose")
     except RuntimeError as exc:  # as nbkit audit: e.g. --device cuda without CUDA (nbkit.device.pick_device)
         return main_error(str(exc).strip().splitlines()[0], "nbkit diagnose")
-    report = render(d, args.format)
+    report = d.render(args.format)
     if args.output is not None:
         args.output.write_text(report + "\n", encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)

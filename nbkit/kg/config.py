@@ -127,19 +127,27 @@ class _Training:
         min=0,
         max=256,
         label="negatives per positive (0 = all candidates)",
+        advanced=True,
     )
     decoder: str = param(
         "complex",
         help="decoder of the RGCN rungs (run_selection chooses it on validation)",
         choices=["distmult", "complex"],
+        advanced=True,
     )
     dropout: float = param(
-        0.5, help="RGCN input dropout (run_selection chooses it on validation)", min=0.0, max=0.9, step=0.05
+        0.5,
+        help="RGCN input dropout (run_selection chooses it on validation)",
+        min=0.0,
+        max=0.9,
+        step=0.05,
+        advanced=True,
     )
     type_aggr: str = param(
         "mean",
         help="how hetero SAGE combines edge types (run_selection chooses it on validation)",
         choices=["sum", "mean"],
+        advanced=True,
     )
     complex_dim: int = param(
         400,
@@ -148,6 +156,7 @@ class _Training:
         max=4000,
         step=8,
         label="rung 6 width",
+        advanced=True,
     )
     complex_n3: float = param(
         0.01,
@@ -155,6 +164,7 @@ class _Training:
         min=0.0,
         max=1.0,
         label="rung 6 N3 weight",
+        advanced=True,
     )
     complex_lr: float = param(
         0.2,
@@ -163,6 +173,7 @@ class _Training:
         max=2.0,
         log=True,
         label="rung 6 lr",
+        advanced=True,
     )
     complex_batch: int = param(
         1000,
@@ -170,10 +181,15 @@ class _Training:
         min=16,
         max=100_000,
         label="rung 6 batch",
+        advanced=True,
     )
-    eval_every: int = param(10, min=1, max=200)
+    eval_every: int = param(10, min=1, max=200, advanced=True)
     patience: int = param(
-        3, help="stop after this many validation checks without a new best MRR (0 = never)", min=0, max=100
+        3,
+        help="stop after this many validation checks without a new best MRR (0 = never)",
+        min=0,
+        max=100,
+        advanced=True,
     )
     seed: int = param(0, help="random seed of the first run (and of the split)", min=0, max=10_000)
 
@@ -230,7 +246,7 @@ class AblationConfig(_Training):
     The best rung is chosen on mean validation MRR; only that rung is scored on the test split.
     """
 
-    rungs: tuple = param((1, 2, 3, 4, 5, 6), choices=[1, 2, 3, 4, 5, 6], label="rungs")
+    rungs: tuple = param((1, 2, 3, 4, 5, 6), choices=[1, 2, 3, 4, 5, 6], label="rungs", advanced=False)
     seeds: int = param(
         3, help="seeds per rung (the reverse-edge claim needs >= 3 for an interval)", min=1, max=10
     )
@@ -291,9 +307,9 @@ class MinibatchConfig:
         choices=["dataset", "synthetic"],
         label="graph",
     )
-    entities: int = param(47_000, min=100, max=1_000_000, label="synthetic entities")
-    triples: int = param(2_250_000, min=1_000, max=20_000_000, label="synthetic triples")
-    clusters: int = param(200, min=2, max=10_000, label="synthetic clusters")
+    entities: int = param(47_000, min=100, max=1_000_000, label="synthetic entities", advanced=True)
+    triples: int = param(2_250_000, min=1_000, max=20_000_000, label="synthetic triples", advanced=True)
+    clusters: int = param(200, min=2, max=10_000, label="synthetic clusters", advanced=True)
     batch_size: int = param(512, min=16, max=65_536)
     fanout: int = param(10, min=-1, max=100, label="neighbours per node and hop (-1 = all)")
     num_negatives: int = param(
@@ -302,10 +318,11 @@ class MinibatchConfig:
         min=1,
         max=4096,
         label="negatives (both modes)",
+        advanced=True,
     )
     epochs: int = param(10, min=1, max=2000)
     max_seconds: float = param(30.0, min=5.0, max=7200.0, label="time budget per mode (s)")
-    eval_max_triples: int = param(0, min=0, max=1_000_000, label="evaluated triples (0 = all)")
+    eval_max_triples: int = param(0, min=0, max=1_000_000, label="evaluated triples (0 = all)", advanced=True)
     compare_full: bool = param(True, label="also train full-batch (same loss, same budget)")
     eval_points: int = param(
         0,
@@ -314,9 +331,10 @@ class MinibatchConfig:
         min=0,
         max=50,
         label="validation points in the budget",
+        advanced=True,
     )
-    hidden: int = param(64, min=8, max=512, step=8)
-    lr: float = param(0.005, min=1e-4, max=0.1, log=True)
+    hidden: int = param(64, min=8, max=512, step=8, advanced=True)
+    lr: float = param(0.005, min=1e-4, max=0.1, log=True, advanced=True)
     embed_lr: float = param(
         0.0,
         help="per-entity input tables: sparse gradients (only the rows a step touched) and Adagrad at this "
@@ -324,6 +342,7 @@ class MinibatchConfig:
         min=0.0,
         max=1.0,
         label="entity-table lr (Adagrad; 0 = Adam at lr)",
+        advanced=True,
     )
     input_init: str = param(
         "random",
@@ -331,10 +350,13 @@ class MinibatchConfig:
         "train neighbourhoods)",
         choices=["random", "structural"],
         label="entity-table start",
+        advanced=True,
     )
-    dropout: float = param(0.5, help="RGCN input dropout (both modes)", min=0.0, max=0.9, step=0.05)
+    dropout: float = param(
+        0.5, help="RGCN input dropout (both modes)", min=0.0, max=0.9, step=0.05, advanced=True
+    )
     # 1 thread wins on small graphs (per-op overhead); big mini-batch steps are large matmuls.
-    cpu_threads: int = param(1, min=0, max=256, label="CPU threads (0 = torch default)")
+    cpu_threads: int = param(1, min=0, max=256, label="CPU threads (0 = torch default)", advanced=True)
     seed: int = param(0, help="seed of the graph, the split and the first training run", min=0, max=10_000)
     seeds: int = param(
         1,
@@ -349,6 +371,7 @@ class MinibatchConfig:
         min=0,
         max=100,
         label="validation slice",
+        advanced=True,
     )
 
     @classmethod
@@ -375,7 +398,7 @@ class ScaleConfig(MinibatchConfig):
     source: str = param("synthetic", choices=["dataset", "synthetic"], label="graph")
     batch_size: int = _default(MinibatchConfig, "batch_size", 1024)
     fanout: int = _default(MinibatchConfig, "fanout", 2)
-    num_negatives: int = param(256, min=1, max=4096, label="negatives (both modes)")
+    num_negatives: int = param(256, min=1, max=4096, label="negatives (both modes)", advanced=True)
     epochs: int = param(1000, min=1, max=2000)
     lr: float = _default(MinibatchConfig, "lr", 0.01)
     embed_lr: float = _default(MinibatchConfig, "embed_lr", 0.01)
@@ -395,6 +418,7 @@ class ScaleConfig(MinibatchConfig):
         min=0,
         max=50,
         label="validation points in the budget",
+        advanced=True,
     )
     # cpu_threads stays MinibatchConfig's 1: on shared cores extra intra-op threads mostly spin.
 

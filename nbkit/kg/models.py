@@ -7,7 +7,11 @@ RGCNConv without pyg-lib loops over relations, which is fast at UMLS scale.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 # The torch modules are defined on first use (their base class, ``torch.nn.Module``, needs torch), so
@@ -213,9 +217,25 @@ def _cands(z, cand):
     return z if cand is None else z[cand]
 
 
+def remove_generated_modules() -> None:
+    """Remove the modules PyG generated into the temp folder for this process's message-passing classes.
+
+    ``torch_geometric.template.module_from_template`` writes each class's ``propagate`` as a temporary
+    ``<module>_<random>.py`` (``delete=False``) and imports it; nothing removes the file, so every process
+    that builds a GCN or RGCN layer left a few in the temp folder. Once imported they are not read again;
+    registered to run at exit.
+    """
+    tmp = Path(tempfile.gettempdir()).resolve()
+    for name, module in list(sys.modules.items()):
+        origin = Path(getattr(getattr(module, "__spec__", None), "origin", None) or "/")
+        if origin.parent.resolve() == tmp and origin.name.startswith(f"{name}_") and origin.suffix == ".py":
+            origin.unlink(missing_ok=True)
+
+
 @functools.cache
 def _definitions() -> dict[str, Any]:
     """Every torch module of this file, defined once, by name."""
+    atexit.register(remove_generated_modules)
 
     class NodeInput(_nn().Module):
         """Node inputs in global-id order.

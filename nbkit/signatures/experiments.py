@@ -788,8 +788,10 @@ def save_load_roundtrip(ctx: SignaturesContext, compiled: Result[CompileMetrics]
     """The first compiled program saved as JSON (its demos and instructions, to version with the code), loaded
     into a fresh module of the same kind, and both asked the first dev question: same demos, same answer?"""
     name, program = next(iter(compiled.data["programs"].items()))
-    saved = save_program(program, Path(tempfile.mkdtemp()) / "compiled.json")
-    loaded = load_program(ctx.module(compiled.metrics.module), saved)
+    with tempfile.TemporaryDirectory(prefix="nbkit-compiled-") as folder:  # the saved file is read back here
+        saved = save_program(program, Path(folder) / "compiled.json")
+        size = saved.stat().st_size
+        loaded = load_program(ctx.module(compiled.metrics.module), saved)
     probe = ctx.dev_examples(1)[:1]
     answers = [
         ctx.evaluate(p, probe, adapter=compiled.data["adapter"], label=label, progress=False).records[0][
@@ -799,7 +801,7 @@ def save_load_roundtrip(ctx: SignaturesContext, compiled: Result[CompileMetrics]
     ]
     return RoundtripMetrics(
         program=name,
-        bytes=saved.stat().st_size,
+        bytes=size,
         demos=demo_counts(loaded),
         same_demos=demo_counts(loaded) == demo_counts(program),
         same_answer=answers[0] == answers[1],

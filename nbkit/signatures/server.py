@@ -42,6 +42,7 @@ from typing import Any
 from nbkit.errors import UsageError
 from nbkit.model_files import smollm2_gguf_path
 from nbkit.procs import end_group, free_port, usable_cores
+from nbkit.runfolder import LOG_DIR_ENV
 
 SERVER_INSTALL = (
     'pip install "llama-cpp-python[server]"   '
@@ -275,6 +276,21 @@ class _Completions:
         return self.complete(prompt, max_tokens=max_tokens)
 
 
+def _log(log_dir: str | os.PathLike | None, name: str) -> dict[str, Any]:
+    """A pool server's log arguments: in ``log_dir`` when given (kept), else placed by :func:`log_place`."""
+    return {"log_path": Path(log_dir) / name} if log_dir else {"log_name": name}
+
+
+def log_place(name: str) -> tuple[Path, bool]:
+    """Where a server's log named ``name`` goes, and whether it is removed when the server stops: the
+    notebook's folder in the run ``nbkit run`` executes it for (``$NBKIT_LOG_DIR``: kept with the run),
+    else the temp folder, removed at stop (an error about the server quotes the log's last lines)."""
+    run = os.environ.get(LOG_DIR_ENV)
+    if run:
+        return Path(run) / name, False
+    return Path(tempfile.gettempdir()) / name, True
+
+
 class LocalLMServer(_Completions):
     """A llama-cpp-python OpenAI-compatible server on loopback, owned by this process (one request at a time).
 
@@ -295,6 +311,7 @@ class LocalLMServer(_Completions):
         startup_timeout: float = 90.0,
         extra_args: tuple[str, ...] = (),
         stock: bool = False,
+        log_name: str = "",
     ):
         if model_path is None:
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
@@ -307,10 +324,11 @@ class LocalLMServer(_Completions):
         # slower than one (bench/signatures_server.py measures it).
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2) - 1)
         self.model_alias = model_alias
-        self.log_path = (
-            Path(log_path)
+        # A log path given is the caller's to keep; else the run's folder keeps it, or stop() removes it.
+        self.log_path, self._temporary_log = (
+            (Path(log_path), False)
             if log_path
-            else Path(tempfile.gettempdir()) / f"nbkit-llama-server-{os.getpid()}.log"
+            else log_place(log_name or f"nbkit-llama-server-{os.getpid()}.log")
         )
         self.startup_timeout = startup_timeout
         self.extra_args = tuple(extra_args)
@@ -429,6 +447,8 @@ class LocalLMServer(_Completions):
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
+        if self._temporary_log:
+            self.log_path.unlink(missing_ok=True)
         _LIVE.discard(self)
 
     def __enter__(self) -> LocalLMServer:
@@ -480,9 +500,7 @@ class LlamaCppServer(LocalLMServer):
             or (isinstance(n_gpu_layers, int) and not isinstance(n_gpu_layers, bool) and n_gpu_layers >= 0)
         ):
             raise UsageError(f"n_gpu_layers must be an int >= 0, 'all' or 'auto', got {n_gpu_layers!r}")
-        kwargs.setdefault(
-            "log_path", Path(tempfile.gettempdir()) / f"nbkit-llama.cpp-server-{os.getpid()}.log"
-        )
+        kwargs.setdefault("log_name", f"nbkit-llama.cpp-server-{os.getpid()}.log")
         super().__init__(model_path, **kwargs)
         self.slots = slots
         self.n_gpu_layers = n_gpu_layers
@@ -699,7 +717,6 @@ class LocalLMPool(_Completions):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise UsageError(f"n_servers must be a positive int, got {n_servers!r}")
         self.kind = resolve_server_kind(kind)
-        log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir())
         common = dict(
             host=host,
             n_ctx=n_ctx,
@@ -715,7 +732,7 @@ class LocalLMPool(_Completions):
                     slots=slots,
                     n_gpu_layers=n_gpu_layers,
                     **common,
-                    log_path=log_dir / f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log",
+                    **_log(log_dir, f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log"),
                 )
                 for i in range(n)
             ]
@@ -725,7 +742,7 @@ class LocalLMPool(_Completions):
                     model_path,
                     **common,
                     stock=stock,
-                    log_path=log_dir / f"nbkit-llama-server-{os.getpid()}-{i}.log",
+                    **_log(log_dir, f"nbkit-llama-server-{os.getpid()}-{i}.log"),
                 )
                 for i in range(n)
             ]

@@ -124,7 +124,11 @@ class LadderConfig(_Checked):
     """Real DeepSpeed ranks at ZeRO stages 0–3 (± offload), measured bytes against the formula."""
 
     stages: tuple = param(
-        (0, 1, 2, 3), choices=[0, 1, 2, 3], label="ZeRO stages", nonempty="pick at least one ZeRO stage"
+        (0, 1, 2, 3),
+        choices=[0, 1, 2, 3],
+        label="ZeRO stages",
+        nonempty="pick at least one ZeRO stage",
+        advanced=False,
     )
     world_size: int = param(2, min=1, max=256, label="ranks (N)")
     steps: int = param(4, min=1, max=200)
@@ -132,7 +136,9 @@ class LadderConfig(_Checked):
     offload_optimizer: bool = param(False, label="offload optimizer (stages 1-3)")
     offload_param: bool = param(False, label="offload params (stage 3)")
     show_persistence: bool = param(
-        True, label="also run stage 3 at DeepSpeed's default persistence threshold"
+        True,
+        label="also run stage 3 at DeepSpeed's default persistence threshold",
+        advanced=True,
     )
     sub_group_elements: int = param(
         100_000,
@@ -140,6 +146,7 @@ class LadderConfig(_Checked):
         max=10**9,
         label="also run stage 3 with this sub_group_size (0 = skip)",
         help="a second stage-3 rung whose sub_group_size differs: does the per-rank shard change?",
+        advanced=True,
     )
     bucket_elements: int = param(
         200_000,
@@ -147,27 +154,30 @@ class LadderConfig(_Checked):
         max=500_000_000,
         label="reduce/allgather bucket (elements)",
         help="DeepSpeed's default is 5e8 (1 GB in bf16): it dwarfs a small model's states",
+        advanced=True,
     )
     model_path: str = param(
         "",
         label="your architecture (HF dir / config.json)",
         help="runs your model's architecture, scaled to hidden_size × num_hidden_layers; empty = the tiny "
         "Llama",
+        advanced=True,
     )
     # The default size makes the model states large enough that every ZeRO stage's per-rank peak
     # shows below stage 0's, while the ladder still fits the notebook's time budget
     # (bench/zero_peak.py measures it; bench/RESULTS.md keeps the figures).
-    hidden_size: int = param(256, min=32, max=8192, step=32)
-    num_hidden_layers: int = param(8, min=1, max=128)
-    micro_batch: int = param(2, min=1, max=32)
-    seq_len: int = param(32, min=8, max=1024, step=8)
+    hidden_size: int = param(256, min=32, max=8192, step=32, advanced=True)
+    num_hidden_layers: int = param(8, min=1, max=128, advanced=True)
+    micro_batch: int = param(2, min=1, max=32, advanced=True)
+    seq_len: int = param(32, min=8, max=1024, step=8, advanced=True)
     seed: int = param(0, min=0, max=2**31 - 1, hidden=True)
-    timeout_s: float = param(300.0, min=30.0, max=3600.0)
-    checkpoint: bool = param(True, label="checkpoint save→load round trip")
+    timeout_s: float = param(300.0, min=30.0, max=3600.0, advanced=True)
+    checkpoint: bool = param(True, label="checkpoint save→load round trip", advanced=True)
     control: bool = param(
         True,
         label="positive control: stage 0 again at half the learning rate",
         help="a rung whose math is changed on purpose: the loss comparison must see it, else it has no power",
+        advanced=True,
     )
     launches: int = param(
         1,
@@ -177,10 +187,18 @@ class LadderConfig(_Checked):
         help="the first launch runs every rung; each further one reruns stages 0–3 only, with a fresh seed",
     )
     overflow_step: int = param(
-        -1, min=-1, max=200, label="fp16: provoke a gradient overflow at this step (-1 = none)"
+        -1,
+        min=-1,
+        max=200,
+        label="fp16: provoke a gradient overflow at this step (-1 = none)",
+        advanced=True,
     )
     monitor_limit_mib: float = param(
-        1024.0, min=10.0, max=100000.0, label="alert when a rank's RSS exceeds (MiB)"
+        1024.0,
+        min=10.0,
+        max=100000.0,
+        label="alert when a rank's RSS exceeds (MiB)",
+        advanced=True,
     )
     warm_up: bool = param(
         True,
@@ -331,10 +349,14 @@ class FragmentationConfig(_Checked):
         choices=[1, 2, 5, 10, 20, 50, 100, 200],
         label="checkpoint every N steps",
         nonempty="pick at least one interval",
+        advanced=False,
     )
     steps: int = param(400, min=2, max=4000)
     expandable_segments: tuple = param(
-        (False, True), choices=[False, True], nonempty="pick expandable_segments False and/or True"
+        (False, True),
+        choices=[False, True],
+        nonempty="pick expandable_segments False and/or True",
+        advanced=False,
     )
     model: str = param(
         "Llama-2-7B",
@@ -369,12 +391,15 @@ class SpecDecConfig(_Checked):
     """Speculative decoding on SmolLM2 (or your model): prompt lookup and a layer-truncated draft."""
 
     methods: tuple = param(
-        ("prompt_lookup", "truncated_draft"), choices=SPEC_METHODS, nonempty="pick at least one method"
+        ("prompt_lookup", "truncated_draft"),
+        choices=SPEC_METHODS,
+        nonempty="pick at least one method",
+        advanced=False,
     )
     max_new_tokens: int = param(32, min=8, max=512)
-    prompt_lookup_num_tokens: int = param(10, min=1, max=32)
-    draft_layers: int = param(6, min=1, max=29)
-    num_assistant_tokens: int = param(4, min=1, max=16)
+    prompt_lookup_num_tokens: int = param(10, min=1, max=32, advanced=True)
+    draft_layers: int = param(6, min=1, max=29, advanced=True)
+    num_assistant_tokens: int = param(4, min=1, max=16, advanced=True)
     n_prompts: int = param(
         3,
         min=1,
@@ -387,6 +412,7 @@ class SpecDecConfig(_Checked):
         max=20,
         help="timed generations per request and method, interleaved (greedy, each method, in turn); "
         "0: 5 on CUDA, where the speedup claim is judged, 1 elsewhere (no claim judges CPU speed)",
+        advanced=True,
     )
     model_path: str = param(
         "",

@@ -202,6 +202,8 @@ def launch(
     ``startup_timeout_s`` bounds the start-up. ``on_progress`` gets every progress line (rank, rung,
     step, loss …) as ranks write them; ``on_start`` gets ``{rank: pid}`` once every rank is started
     (e.g. for a memory monitor). ``LaunchResult.ready_s`` is when the last rank reported ready.
+    ``out_dir`` keeps what the ranks write (JSON, progress, logs); without one they write into a
+    temporary folder removed when the launch ends (results and errors carry the logs' tails).
     """
     check_world_size(world_size, device)
     check_spec(spec, world_size)
@@ -209,7 +211,22 @@ def launch(
         port = free_port()
     else:
         check_port(port)
-    out = check_out_dir(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="nbkit-zero-"))
+    if out_dir is None:  # a folder of its own, gone when the launch ends (its results hold the logs' tails)
+        with tempfile.TemporaryDirectory(prefix="nbkit-zero-") as own:
+            return launch(
+                spec,
+                world_size=world_size,
+                device=device,
+                port=port,
+                timeout_s=timeout_s,
+                out_dir=own,
+                on_progress=on_progress,
+                poll_s=poll_s,
+                env=env,
+                on_start=on_start,
+                startup_timeout_s=startup_timeout_s,
+            )
+    out = check_out_dir(out_dir)
     for stale in (
         list(out.glob("rank*.json")) + list(out.glob("rank*.progress.jsonl")) + list(out.glob("rank*.log"))
     ):

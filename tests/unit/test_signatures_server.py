@@ -117,6 +117,33 @@ def test_launcher_maps_max_completion_tokens_to_max_tokens():
     assert "max_tokens" not in _run_asgi({"messages": []})["body"]
 
 
+def test_a_server_log_is_kept_with_the_run_or_removed_from_the_temp_folder(tmp_path, monkeypatch):
+    """Under `nbkit run` ($NBKIT_LOG_DIR: the notebook's folder in the run) the log stays with the run;
+    elsewhere it lives in the temp folder only while the server does (an error quotes its last lines)."""
+    import tempfile
+
+    model = tmp_path / "broken.gguf"
+    model.write_bytes(b"this is not a gguf file")
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
+    monkeypatch.delenv("NBKIT_LOG_DIR", raising=False)
+    server = srv.LocalLMServer(model, startup_timeout=60)
+    assert server.log_path.parent == own_tmp
+    with pytest.raises(srv.LMServerError, match="exited during start-up") as info:
+        server.start()
+    assert str(info.value).split(":\n", 1)[1].strip(), "the error quotes the log"
+    assert list(own_tmp.iterdir()) == []
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setenv("NBKIT_LOG_DIR", str(run))
+    server = srv.LocalLMServer(model, startup_timeout=60)
+    with pytest.raises(srv.LMServerError, match="exited during start-up"):
+        server.start()
+    assert [p.name for p in run.iterdir()] == [f"nbkit-llama-server-{os.getpid()}.log"]
+    assert list(own_tmp.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_real_server_enforces_limits_and_stops_cleanly(tmp_path):
     pytest.importorskip("llama_cpp")
