@@ -2,7 +2,7 @@
 
 :func:`resolve_models` decides each class from its bases (pydantic's own, or project base classes found
 in the run), links every model to its in-run parents, cuts inheritance cycles and fills each model's
-MRO; :class:`HierarchyIndex` tells, for the whole run, which models define a field, config key or method.
+MRO, and gives every model the run's :class:`~nbkit.pscheck.model.HierarchyIndex`.
 """
 
 from __future__ import annotations
@@ -10,43 +10,16 @@ from __future__ import annotations
 import ast
 
 from nbkit.pscheck.class_index import ClassIndex
-from nbkit.pscheck.model import ModelInfo, ModuleInfo, linearise
+from nbkit.pscheck.model import HierarchyIndex, ModelInfo, ModuleInfo, linearise
+
+# HierarchyIndex is re-exported: it lives with ModelInfo, whose lookups use it.
+__all__ = ["MAX_ANCESTORS", "HierarchyIndex", "resolve_models"]
 
 # Deeper hierarchies are reported as not checked: real ones are a few levels deep, and the MRO
 # tuples of an N-class chain hold N²/2 entries (5,000 levels: 12.5 M, about 100 MB).
 MAX_ANCESTORS = 5000
 MODEL_ROOTS = {"BaseModel", "RootModel", "GenericModel"}
 SETTINGS_ROOTS = {"BaseSettings"}
-
-
-class HierarchyIndex:
-    """Which models of a run define a given field, config key or method (one shared instance)."""
-
-    KINDS = ("fields", "config", "methods")
-
-    def __init__(self, models: list[ModelInfo]) -> None:
-        self.models = models
-        self._by_kind: dict[str, dict[str, list[ModelInfo]]] = {k: {} for k in self.KINDS}
-        for m in models:
-            for kind in self.KINDS:
-                table = self._by_kind[kind]
-                for name in getattr(m, kind):
-                    table.setdefault(name, []).append(m)
-        self._keys: dict[str, dict[str, list[tuple[ModelInfo, str]]]] = {}
-
-    def owners(self, kind: str, name: str) -> list[ModelInfo]:
-        return self._by_kind[kind].get(name, [])
-
-    def key_owners(self, direction: str, key: str) -> list[tuple[ModelInfo, str]]:
-        """``(model, field name)`` of every field read (``"input"``) or written (``"output"``) as ``key``."""
-        if direction not in self._keys:
-            table: dict[str, list[tuple[ModelInfo, str]]] = {}
-            for m in self.models:
-                for name, spec in m.fields.items():
-                    for k, _ in spec.keys(direction):
-                        table.setdefault(k, []).append((m, name))
-            self._keys[direction] = table
-        return self._keys[direction].get(key, [])
 
 
 def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -> list[ModelInfo]:
