@@ -20,6 +20,9 @@ __all__ = ["MAX_ANCESTORS", "HierarchyIndex", "resolve_models"]
 MAX_ANCESTORS = 5000
 MODEL_ROOTS = {"BaseModel", "RootModel", "GenericModel"}
 SETTINGS_ROOTS = {"BaseSettings"}
+# Pydantic v1's BaseSettings (v2 moved it to pydantic-settings): a v1 settings class is a model being
+# ported, and the migration rules must see its Config, validators and fields.
+V1_SETTINGS = frozenset({"pydantic.BaseSettings", "pydantic.env_settings.BaseSettings"})
 
 
 def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -> list[ModelInfo]:
@@ -63,7 +66,7 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
             elif (
                 root in MODEL_ROOTS
                 and (c.module.resolver.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q))
-            ) or (root in SETTINGS_ROOTS and q.startswith("pydantic_settings")):
+            ) or _is_settings_root(root, q):
                 continue
             elif c.module.resolver.canonical(node) in (
                 "Generic",
@@ -78,6 +81,10 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
                 c.unresolved_bases.append(q or ast.unparse(b))
     _link_hierarchy(models)
     return models
+
+
+def _is_settings_root(root: str, q: str) -> bool:
+    return root in SETTINGS_ROOTS and (q.startswith("pydantic_settings") or q in V1_SETTINGS)
 
 
 def _from_pydantic(q: str) -> bool:
@@ -99,7 +106,7 @@ def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -
             return
         if root in MODEL_ROOTS and (r.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q)):
             c.is_model = True
-        elif root in SETTINGS_ROOTS and q.startswith("pydantic_settings"):
+        elif _is_settings_root(root, q):
             c.is_model = c.is_settings = True
         elif found is not None and found.is_v1:
             c.is_v1 = True
