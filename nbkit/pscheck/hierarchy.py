@@ -11,6 +11,7 @@ import ast
 
 from nbkit.pscheck.class_index import ClassIndex
 from nbkit.pscheck.model import HierarchyIndex, ModelInfo, ModuleInfo, linearise
+from nbkit.pscheck.resolver import Resolver
 
 # HierarchyIndex is re-exported: it lives with ModelInfo, whose lookups use it.
 __all__ = ["MAX_ANCESTORS", "HierarchyIndex", "resolve_models"]
@@ -116,6 +117,35 @@ def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -
             c.is_settings = c.is_settings or found.is_settings
         if c.is_model:
             return
+    if _uses_v1_validators(c) and any(found is None and _external(b, q, r) for b, found, q in bases):
+        c.is_model = True  # its model base lives in a package outside the run (see _uses_v1_validators)
+
+
+def _uses_v1_validators(c: ModelInfo) -> bool:
+    """Whether ``c`` decorates a method with pydantic's own v1 ``@validator`` / ``@root_validator``.
+
+    They act only inside a pydantic model, so a class using them whose bases come from a package
+    outside the run (beanie's ``Document(LazyModel, ...)``, ``LazyModel`` being a model of the
+    ``lazy_model`` package) is taken for a model instead of being skipped. Only the v1 decorators
+    count: they are what a port must find, and v2-native code does not use them.
+    """
+    r = c.module.resolver
+    for v in c.validators:
+        if v.kind in ("validator", "root_validator"):
+            target = v.decorator.func if isinstance(v.decorator, ast.Call) else v.decorator
+            q = r.qualname(target) or ""
+            if q.rpartition(".")[0].startswith("pydantic") and not q.startswith("pydantic.v1"):
+                return True
+    return False
+
+
+def _external(base: ast.expr, q: str, r: Resolver) -> bool:
+    """A base imported from a package outside the run (not typing's, not abc's, not a builtin)."""
+    node = base.value if isinstance(base, ast.Subscript) else base
+    head = q.partition(".")[0]
+    if not q or "." not in q or head in ("typing", "typing_extensions", "abc", "collections", "builtins"):
+        return False
+    return r.canonical(node) not in ("Generic", "ABC", "object")
 
 
 def _link_hierarchy(models: list[ModelInfo]) -> None:

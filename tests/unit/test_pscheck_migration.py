@@ -25,6 +25,7 @@ from nbkit.pscheck.rules.pydantic_api import (  # noqa: E402
     DEPRECATED_MOVED_IN_V2,
     FIELD_PARAMS,
     MOVED_IN_V2,
+    MOVED_TO_PYDANTIC_EXTRA_TYPES,
     REDIRECT_TO_V1,
     REMOVED_IN_V2,
     V1_FIELD_REMOVED,
@@ -187,3 +188,29 @@ def test_hardcoded_migration_tables_match_installed_pydantic():
     assert migration.DEPRECATED_MOVED_IN_V2 == DEPRECATED_MOVED_IN_V2
     assert migration.REDIRECT_TO_V1 == REDIRECT_TO_V1
     assert set(migration.REMOVED_IN_V2) == REMOVED_IN_V2
+
+
+@pytest.mark.parametrize("key,fate", sorted(MOVED_TO_PYDANTIC_EXTRA_TYPES.items()))
+def test_names_moved_to_pydantic_extra_types_are_refused_or_deprecated_as_the_table_says(key, fate):
+    module, name = key.split(":")
+    if fate == "refused":
+        with pytest.raises(ImportError):
+            run(f"from {module} import {name}")
+        return
+    cls = run(f"from {module} import {name}")[name]
+    value = "red" if name == "Color" else "4000000000000002"
+    with pytest.warns(pydantic.warnings.PydanticDeprecatedSince20, match="pydantic_extra_types"):
+        pydantic.TypeAdapter(cls).validate_python(value)
+
+
+def test_a_class_whose_model_base_is_outside_the_run_is_a_model_when_it_uses_v1_validators():
+    """beanie's Document(LazyModel, ...): LazyModel is a model of another package."""
+    src = (
+        "from lazy_model import LazyModel\nfrom pydantic import root_validator, field_validator\n"
+        "class Document(LazyModel):\n    @root_validator(pre=True)\n    def fill(cls, values):\n"
+        "        return values\n\n    class Config:\n        orm_mode = True\n"
+        "class V2(LazyModel):\n    @field_validator('x')\n    def ok(cls, v):\n        return v\n\n"
+        "    class Config:\n        orm_mode = True\n"
+    )
+    found = sorted((d.code, d.line) for d in lint_source(src, select=["migration"]))
+    assert found == [("PSC014", 8), ("PSC015", 9), ("PSC017", 4)]

@@ -418,3 +418,13 @@ REMOVED_IN_V2 = frozenset(
     }
 )
 MOVED_TO_PYDANTIC_SETTINGS = frozenset({"pydantic:BaseSettings", "pydantic.env_settings:BaseSettings"})
+# v1 names whose v2 home is the pydantic-extra-types package (not in pydantic._migration's tables):
+# "module:name" -> whether v2 still imports it (deprecated on use) or refuses the import. Test-checked.
+MOVED_TO_PYDANTIC_EXTRA_TYPES = {
+    "pydantic:Color": "refused",
+    "pydantic.color:Color": "deprecated",
+    "pydantic:PaymentCardNumber": "deprecated",
+    "pydantic.types:PaymentCardNumber": "deprecated",
+    "pydantic.payment:PaymentCardNumber": "refused",
+    "pydantic.payment:PaymentCardBrand": "refused",
+}

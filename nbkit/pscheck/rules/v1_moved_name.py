@@ -16,12 +16,20 @@ from nbkit.pscheck.rule import BaseRule, RuleContext
 from nbkit.pscheck.rules.pydantic_api import (
     DEPRECATED_MOVED_IN_V2,
     MOVED_IN_V2,
+    MOVED_TO_PYDANTIC_EXTRA_TYPES,
     MOVED_TO_PYDANTIC_SETTINGS,
     REDIRECT_TO_V1,
     REMOVED_IN_V2,
 )
 
-_ALL = {*MOVED_IN_V2, *DEPRECATED_MOVED_IN_V2, *REDIRECT_TO_V1, *REMOVED_IN_V2, *MOVED_TO_PYDANTIC_SETTINGS}
+_ALL = {
+    *MOVED_IN_V2,
+    *DEPRECATED_MOVED_IN_V2,
+    *REDIRECT_TO_V1,
+    *REMOVED_IN_V2,
+    *MOVED_TO_PYDANTIC_SETTINGS,
+    *MOVED_TO_PYDANTIC_EXTRA_TYPES,
+}
 _NAMES = sorted({k.partition(":")[2] for k in _ALL})
 # ``pydantic.BaseSettings`` written out after ``import pydantic``: a text test first, so the syntax
 # tree is walked only in the few files that spell one.
@@ -34,6 +42,16 @@ def verdict(key: str) -> tuple[str, str] | None:
     if key in MOVED_TO_PYDANTIC_SETTINGS:
         tail = "moved to the pydantic-settings package (PydanticImportError in v2): import it from there"
         return tail, "error"
+    if key in MOVED_TO_PYDANTIC_EXTRA_TYPES:
+        if MOVED_TO_PYDANTIC_EXTRA_TYPES[key] == "refused":
+            return (
+                "moved to the pydantic-extra-types package (ImportError in v2): import it from there",
+                "error",
+            )
+        return (
+            "is deprecated in Pydantic v2 (a warning on use): import it from pydantic_extra_types",
+            "warning",
+        )
     if key in REMOVED_IN_V2:
         return "was removed in Pydantic v2 (PydanticImportError)", "error"
     if key in MOVED_IN_V2:
@@ -71,11 +89,13 @@ class Settings(BaseSettings):
     rationale = """Pydantic v2 keeps v1's import paths in a table (`pydantic._migration`), and this rule
 reads the same table: a *removed* name (`ConstrainedStr`, `pydantic.utils.deep_update`, ...) and
 `BaseSettings` (moved to the pydantic-settings package) raise `PydanticImportError` on import — an
-error; a *moved* one (`pydantic.generics.GenericModel`, `pydantic.error_wrappers.ValidationError`)
-is imported from its new place with a deprecation warning, and a few `pydantic.utils` helpers now
-import pydantic's frozen v1 copy. `GenericModel` is also reported where a model subclasses it: v2
-generic models are `BaseModel` subclasses with `Generic[T]`. Imports guarded by
-`try: ... except ImportError:` are the compatibility idiom and are not reported."""
+error, as does `from pydantic import Color` (`Color` and the payment-card types moved to pydantic-extra-
+types; `pydantic.color.Color` still imports, deprecated on use); a *moved* one
+(`pydantic.generics.GenericModel`, `pydantic.error_wrappers.ValidationError`) is imported from its new
+place with a deprecation warning, and a few `pydantic.utils` helpers now import pydantic's frozen v1
+copy. `GenericModel` is also reported where a model subclasses it: v2 generic models are `BaseModel`
+subclasses with `Generic[T]`. Imports guarded by `try: ... except ImportError:` are the compatibility
+idiom and are not reported."""
 
     def check_module(self, module: ModuleInfo, ctx: RuleContext) -> Iterator[Diagnostic]:
         if "pydantic" not in module.source:
