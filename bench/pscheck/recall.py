@@ -311,6 +311,52 @@ def site_lines(site: Site, root: Path) -> set[int]:
     return lines
 
 
+def _classes(path: Path) -> list[tuple[int, int]]:
+    """(first line, last line) of every class of the file but ``Config`` blocks."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        (n.lineno, n.end_lineno or n.lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ClassDef) and n.name != "Config"
+    ]
+
+
+def _owner(classes: list[tuple[int, int]], line: int) -> tuple[int, int] | None:
+    inside = [c for c in classes if c[0] <= line <= c[1]]
+    return max(inside, default=None)  # the innermost: it starts last
+
+
+def pair_model_config(sites: list[Site], root: Path) -> list[Site]:
+    """Join each inserted ``model_config = ...`` to the ``class Config`` removal of the same class.
+
+    bump-pydantic writes the new attribute where the class's fields end and deletes the nested
+    class further down; a blank line between them makes the two one rewrite in two runs.
+    """
+    out: list[Site] = []
+    for site in sites:
+        if site.removed or not any("model_config" in a for a in site.added):
+            out.append(site)
+            continue
+        classes = _classes(root / site.path)
+        owner = _owner(classes, site.anchor)
+        mate = next(
+            (
+                o
+                for o in sites
+                if o is not site
+                and o.path == site.path
+                and any(re.match(r"\s*class Config\b", t) for _, t in o.removed)
+                and _owner(classes, o.removed[0][0]) == owner
+            ),
+            None,
+        )
+        if mate is None or owner is None:
+            out.append(site)
+        else:
+            mate.added = site.added + mate.added
+    return out
+
+
 def merge(sites: list[Site]) -> list[Site]:
     """Join consecutive changes of one file whose lines overlap into one site.
 
@@ -405,7 +451,7 @@ def sites_of(lib: Library, diff: Path) -> tuple[list[Site], int]:
     for run in runs:
         run.lines = site_lines(run, lib.root)
     sites, dropped = [], 0
-    for site in merge(runs):
+    for site in pair_model_config(merge(runs), lib.root):
         if is_import_change(site, lib.root):
             if not moves_a_name(site):
                 dropped += 1

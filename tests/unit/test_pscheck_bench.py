@@ -171,3 +171,24 @@ def test_recall_kinds_of_other_sites(recall):
     assert not recall.moves_a_name(kept)
     insertion = recall.Site("t", "m.py", 9, added=["from pydantic_settings import BaseSettings"])
     assert not recall.moves_a_name(insertion)
+
+
+def test_recall_joins_an_inserted_model_config_to_its_config_class(recall, tmp_path):
+    """bump-pydantic adds ``model_config`` after the fields and deletes ``class Config`` below a blank
+    line: one rewrite, one site, flagged where pscheck reports the Config class."""
+    old = "class A(BaseModel):\n    x: int = 0\n\n    class Config:\n        extra = Extra.forbid\n"
+    diff = (
+        "--- pkg/m.py\n+++ pkg/m.py\n@@ -1,5 +1,3 @@\n class A(BaseModel):\n     x: int = 0\n"
+        '+    model_config = ConfigDict(extra="forbid")\n\x20\n'
+        "-    class Config:\n-        extra = Extra.forbid\n"
+    )
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(old)
+    (tmp_path / "m.diff").write_text(diff)
+    lib = recall.Library("t", "t", "0", "test", tmp_path, ["pkg"])
+    sites, _ = recall.sites_of(lib, tmp_path / "m.diff")
+    assert [(s.kind, s.anchor) for s in sites] == [("class Config", 4)]
+    recall.mark(
+        sites, {"diagnostics": [{"path": str(tmp_path / "pkg/m.py"), "line": 4, "code": "PSC014"}]}, lib, "m"
+    )
+    assert sites[0].flagged == {"m": ["PSC014"]}
