@@ -24,8 +24,9 @@ A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain mo
 * ``nbkit.kg.downstream``  - node embeddings -> logistic regression, 5-fold macro-F1;
 * ``nbkit.kg.checks``      - pitfall detectors returning ``nbkit.findings.Finding``.
 
-Importing any of them loads no torch, torch_geometric or pykeen: functions import them when called, and
-``models`` / ``neighbor_sampler`` define their torch subclasses on first use (module ``__getattr__``).
+``import nbkit.kg`` loads none of them. ``models`` defines its ``torch.nn.Module`` classes at module level and
+imports torch and torch_geometric at its top, as the modules that build and train models do through it;
+``neighbor_sampler`` defines its PyG sampler subclass on first use (module ``__getattr__``).
 """
 
 __all__ = [

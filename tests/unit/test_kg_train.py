@@ -176,14 +176,14 @@ def test_stacked_rgcn_conv_equals_pyg_rgcn_conv(num_bases, aggr, nodes):
     """Same parameters, same outputs and gradients as RGCNConv's per-relation loop."""
     from torch_geometric.nn import RGCNConv
 
-    from nbkit.kg.models import _stacked_rgcn_conv
+    from nbkit.kg.models import StackedRGCNConv
 
     g = torch.Generator().manual_seed(0)
     ei, et = torch.randint(0, nodes, (2, 300), generator=g), torch.randint(0, 7, (300,), generator=g)
     x = torch.randn(nodes, 16, generator=g, requires_grad=True)
     torch.manual_seed(1)
     ref = RGCNConv(16, 12, 7, num_bases=num_bases, aggr=aggr)
-    fast = _stacked_rgcn_conv()(16, 12, 7, num_bases=num_bases, aggr=aggr)
+    fast = StackedRGCNConv(16, 12, 7, num_bases=num_bases, aggr=aggr)
     fast.load_state_dict(ref.state_dict())
     ya, yb = ref(x, ei, et), fast(x, ei, et)
     assert torch.allclose(ya, yb, atol=1e-5)
