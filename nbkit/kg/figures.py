@@ -154,56 +154,61 @@ def selection_figure(groups: Sequence[tuple[str, list[dict[str, Any]], list[str]
     return fig
 
 
+CURVES_SHOWN = 10  # loss curves drawn per aggregation (the first seeds'); every seed's wobble is drawn
+
+
 def aggr_figure(
     runs: Sequence[tuple[str, int, list[float]]], wobble: dict[str, list[tuple[int, float]]]
 ) -> Any:
-    """Left: every run's training loss (log axis), coloured by aggregation; right: each seed's loss-curve
-    wobble per aggregation (what the claim compares)."""
+    """One panel per aggregation with its runs' training loss (log axis; the first seeds'), and each run's
+    loss-curve wobble per aggregation (what the claim compares; log axis, every seed)."""
     go, make_subplots = _go()
+    arms = ("mean", "add")
     fig = make_subplots(
         rows=1,
-        cols=2,
-        subplot_titles=("training loss per run", "loss-curve wobble per seed"),
-        horizontal_spacing=0.12,
+        cols=3,
+        subplot_titles=(*(f"aggr={a}: training loss per run" for a in arms), "loss-curve wobble per run"),
+        horizontal_spacing=0.08,
     )
     colour = {"mean": COLOURS[0], "add": COLOURS[1]}
-    shown: set[str] = set()
-    for aggr, seed, losses in runs:
+    for col, aggr in enumerate(arms, start=1):
+        for i, (_, seed, losses) in enumerate(r for r in runs if r[0] == aggr):
+            if i >= CURVES_SHOWN:
+                break
+            fig.add_trace(
+                go.Scatter(
+                    x=list(range(1, len(losses) + 1)),
+                    y=losses,
+                    name=f"aggr={aggr}",
+                    legendgroup=aggr,
+                    showlegend=i == 0,
+                    line=dict(color=colour[aggr], width=1.5),
+                    mode="lines",
+                    hovertext=f"seed {seed}",
+                ),
+                row=1,
+                col=col,
+            )
+        fig.update_yaxes(type="log", title_text="loss" if col == 1 else "", row=1, col=col)
+        fig.update_xaxes(title_text="epoch", row=1, col=col)
+    for aggr in arms:
         fig.add_trace(
-            go.Scatter(
-                x=list(range(1, len(losses) + 1)),
-                y=losses,
+            go.Box(
+                y=[w for _, w in wobble.get(aggr, [])],
+                text=[f"seed {s}" for s, _ in wobble.get(aggr, [])],
                 name=f"aggr={aggr}",
                 legendgroup=aggr,
-                showlegend=aggr not in shown,
-                line=dict(color=colour[aggr], width=1.5),
-                mode="lines",
-                hovertext=f"seed {seed}",
-            ),
-            row=1,
-            col=1,
-        )
-        shown.add(aggr)
-    for aggr, points in wobble.items():
-        fig.add_trace(
-            go.Bar(
-                x=[f"seed {s}" for s, _ in points],
-                y=[w for _, w in points],
-                name=f"aggr={aggr} wobble",
-                legendgroup=aggr,
                 showlegend=False,
+                boxpoints="all",
                 marker_color=colour[aggr],
             ),
             row=1,
-            col=2,
+            col=3,
         )
-    fig.update_yaxes(type="log", title_text="loss", row=1, col=1)
-    fig.update_xaxes(title_text="epoch", row=1, col=1)
-    fig.update_yaxes(title_text="wobble (RMS around the falling trend ÷ level)", row=1, col=2)
+    fig.update_yaxes(type="log", title_text="wobble (RMS around the falling trend ÷ level)", row=1, col=3)
     fig.update_layout(
-        title="RGCN aggr=mean vs add: loss per run (log) and loss-curve wobble per seed",
-        barmode="group",
-        height=380,
+        title="RGCN aggr=mean vs add: loss per run (log) and each run's loss-curve wobble",
+        height=400,
         legend=dict(groupclick="togglegroup"),
         **LAYOUT,
     )
