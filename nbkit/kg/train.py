@@ -193,9 +193,10 @@ class Loop:
         history["valid_mrr_select"].append(m["mrr_select"])
         if self.live is not None:
             self.live.add(f"{self.name} valid MRR", epoch, m["mrr"])
-        # mid-epoch: the last step's loss
-        last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[-1]
-        self.bar.set_postfix(loss=f"{last_loss:.3f}", valid_mrr=f"{m['mrr']:.3f}")
+        # mid-epoch: the last step's loss (none yet at a step-0 point)
+        losses = history["loss"] or history.get("step_loss")
+        shown = {"loss": f"{losses[-1]:.3f}"} if losses else {}
+        self.bar.set_postfix(**shown, valid_mrr=f"{m['mrr']:.3f}")
         if m["mrr_select"] > self.best_mrr:
             self.best_mrr, self.best_epoch, self.best_metrics = m["mrr_select"], epoch, m
             self.best_state = {k_: v.detach().clone() for k_, v in self.model.state_dict().items()}
