@@ -12,6 +12,7 @@ is a notebook section.
 from __future__ import annotations
 
 import dataclasses
+import html
 import statistics
 import tempfile
 import warnings
@@ -73,14 +74,16 @@ panel = REGISTRY.panel
 show = REGISTRY.show
 
 
-def _shown(text: str, table: Any = None) -> Any:
-    """What a panel shows under its figure: a line of text and a table (rounded)."""
+def _shown(*lines: str, table: Any = None, pre: str = "") -> Any:
+    """What a panel shows under its figure: a preformatted report, lines of text and a table (rounded);
+    the text is escaped (it carries file names, error messages and the dataset's own strings)."""
     from IPython.display import HTML
 
-    html = f"<p>{text}</p>" if text else ""
+    out = f"<pre>{html.escape(pre)}</pre>" if pre else ""
+    out += f"<p>{'<br>'.join(html.escape(line) for line in lines)}</p>" if lines else ""
     if table is not None:
-        html += table.round(4).to_html(index=False)
-    return HTML(html)
+        out += table.round(4).to_html(index=False)
+    return HTML(out)
 
 
 # -- load -----------------------------------------------------------------------------------------
@@ -132,12 +135,9 @@ _LEAKS = ("reversed_pair_share", "same_pair_other_relation_share")
 def _show_load(result: Result[LoadMetrics]) -> Any:
     m = result.metrics
     rdf = m.rdf_parser_comparison or {}
-    import html
-
-    text = f"<pre>{html.escape(result.data['report'])}</pre>split sizes: {m.split_sizes}" + (
-        f"<br>RDF parsers (N-Triples round trip, {m.rdf_roundtrip_kept} rows kept): {rdf}" if rdf else ""
-    )
-    return _shown(text, result.table)
+    rdf_line = f"RDF parsers (N-Triples round trip, {m.rdf_roundtrip_kept} rows kept): {rdf}" if rdf else ""
+    lines = [f"split sizes: {m.split_sizes}", *([rdf_line] if rdf else [])]
+    return _shown(*lines, table=result.table, pre=result.data["report"])
 
 
 # -- selection on validation ----------------------------------------------------------------------
@@ -223,7 +223,7 @@ def _show_selection(result: Result[SelectionMetrics]) -> Any:
     return _shown(
         f"chosen on the selecting half of the validation queries (candidates trained at seed {m.train_seed}, "
         f"a seed no later run uses; test split not read): {m.chosen}",
-        result.table,
+        table=result.table,
     )
 
 
@@ -330,7 +330,7 @@ def _show_ablation(result: Result[AblationMetrics]) -> Any:
     return _shown(
         f"best rung by validation MRR (selecting half): {LADDER[m.best_rung].label}; test (once, mean of "
         f"{m.seeds} seeds): MRR {m.test_mrr:.3f}, Hits@10 {m.test_hits_at_10:.3f}, AUC {m.test_auc:.3f}",
-        result.table,
+        table=result.table,
     )
 
 
@@ -410,7 +410,7 @@ def _show_aggr(result: Result[AggrMetrics]) -> Any:
         f"mean wobble {s.roughness_mean:.4f}, valid MRR {s.valid_mrr_mean:.3f}"
         for a, s in (("mean", m.mean), ("add", m.add))
     )
-    return _shown(f"learning rate {m.lr} (the ladder's) for both; {arms}", result.table)
+    return _shown(f"learning rate {m.lr} (the ladder's) for both; {arms}", table=result.table)
 
 
 # -- downstream -----------------------------------------------------------------------------------
@@ -495,7 +495,7 @@ def _show_downstream(result: Result[DownstreamMetrics]) -> Any:
     return _shown(
         f"macro-F1 {m.macro_f1:.3f} (random control {m.macro_f1_control:.3f}), mean of {m.seeds} embedding "
         f"run(s), {m.classes} classes{left}",
-        result.table,
+        table=result.table,
     )
 
 
@@ -642,7 +642,7 @@ def _show_minibatch(result: Result[MinibatchMetrics]) -> Any:
     graph = (
         f"graph: {m.sizes['entities']:,} entities, {m.sizes['train']:,} train triples (seed {m.graph_seed})"
     )
-    return _shown("<br>".join([graph, *lines]), result.table)
+    return _shown(graph, *lines, table=result.table)
 
 
 # -- pitfalls -------------------------------------------------------------------------------------
@@ -721,7 +721,7 @@ def _show_pitfalls(result: Result[PitfallMetrics]) -> Any:
         + (f"raised ({'; '.join(raised)})" if raised else "ran without error under add and mean")
         + f"; an out-of-range id after coalescing: {c.out_of_range_after_coalesce_error or 'no error'}"
     )
-    return _shown(text, result.table)
+    return _shown(text, table=result.table)
 
 
 # -- the registry ---------------------------------------------------------------------------------
