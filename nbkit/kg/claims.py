@@ -84,8 +84,8 @@ WOBBLE_LOG_RATIO_SD = 1.64
 MP_GAIN_SD = 0.0163  # per-seed judging-half MRR gain, RGCN − rung 6 (6 seeds)
 SCALE_GAIN_SD, SCALE_CEILING = 0.0058, 0.0714  # per-run MRR gain on the scale graph (5 runs), its ceiling
 SPREAD_SOURCE = "measured at the defaults (bench/RESULTS.md, KG claim designs)"
-# What the full profile's n costs, in minutes on 2 cores (per-unit cost measured at the defaults,
-# times the units the full profile adds: bench/RESULTS.md)
+# What each experiment costs at the full profile's n, in minutes on 2 cores: the CPU-s per unit measured
+# at the defaults times the full profile's units (bench/RESULTS.md)
 ABLATION_FULL_MINUTES = 23.0  # 40 seeds × 34 CPU-s per seed (six rungs)
 AGGR_FULL_MINUTES = 47.0  # 320 seeds × 8.7 CPU-s per seed (both arms)
 DOWNSTREAM_FULL_MINUTES = 2.5  # 14 seeds × 9.6 CPU-s per seed
@@ -375,6 +375,8 @@ REGISTRY.claim(
             unit="seed",
         ),
         design=Design(
+            # add twice as wobbly where the claim is true (a planning value: the notes give no figure), as
+            # wobbly where it is false; the bar, √2, lies midway on the log scale
             effect=math.log(2),
             null=0.0,
             unit="seed",
@@ -460,6 +462,8 @@ REGISTRY.claim(
             unit="seed",
         ),
         design=Design(
+            # planning values (the notes give no figure): "helps" at twice the smallest gain that counts,
+            # false at no gain; the threshold lies midway
             effect=2 * MP_MIN_GAIN,
             null=0.0,
             unit="seed",
@@ -623,6 +627,8 @@ REGISTRY.claim(
             unit="training run",
         ),
         design=Design(
+            # on the share of the ceiling: true when the curve climbs half-way (a planning value), false when
+            # it stays flat; the bar, a quarter, lies midway
             effect=0.5,
             null=0.0,
             unit="training run",
