@@ -154,12 +154,19 @@ class Context:
         self.closed = False
         self.results: dict[str, Result[Any]] = {}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> None:
         """The notebook's device line, the same in every theme: the resolved device and what the
-        machine offers (:func:`nbkit.device.device_report`), recorded as ``device``."""
+        machine offers, printed as one line and recorded as ``device``
+        (:func:`nbkit.device.device_report`)."""
         report = {"device": str(self.torch_device), **device_report()}
         record("device", report)
-        return report
+        gpus = ", ".join(f"{g['name']} ({g['memory_gib']:.0f} GiB)" for g in report["gpus"]) or "no GPU"
+        print(
+            f"device {report['device']} · torch {report['torch']} · {gpus} · "
+            f"{report['cpu_cores_usable']} of {report['cpu_cores_logical']} cores, "
+            f"{report['torch_threads']} torch threads · {report['ram_available_gib']:.1f} of "
+            f"{report['ram_total_gib']:.1f} GiB RAM free"
+        )
 
     def keep(self, slug: str, result: Result[M]) -> Result[M]:
         """Keep ``result`` as experiment ``slug``'s latest in this context; returns it."""
