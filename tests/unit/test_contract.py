@@ -356,3 +356,27 @@ def test_adding_an_experiment_and_its_claim_takes_four_declarations():
         assert row.why.startswith(
             "not decided at defaults: needs n ≥ 6 seeds (≈ 4 min on 2 cores) — run the full profile"
         )
+
+
+def test_describe_prints_one_device_line_and_records_it(monkeypatch, capsys):
+    """The device line every theme notebook prints, with a fabricated CUDA machine (the GPU path)."""
+    from nbkit import experiment, record
+
+    fake = {
+        "torch": "2.13.0+cu128",
+        "gpus": [{"index": 0, "name": "NVIDIA H200", "memory_gib": 139.8}],
+        "cpu_cores_usable": 16,
+        "cpu_cores_logical": 16,
+        "torch_threads": 16,
+        "ram_available_gib": 120.0,
+        "ram_total_gib": 128.0,
+    }
+    monkeypatch.setattr(experiment, "device_report", lambda: dict(fake))
+    ctx = Context("cpu")
+    assert ctx.describe() is None
+    line = capsys.readouterr().out.strip()
+    assert line == (
+        "device cpu · torch 2.13.0+cu128 · NVIDIA H200 (140 GiB) · 16 of 16 cores, 16 torch threads · "
+        "120.0 of 128.0 GiB RAM free"
+    )
+    assert record.recorded()["device"]["gpus"][0]["name"] == "NVIDIA H200"
