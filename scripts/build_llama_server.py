@@ -41,6 +41,8 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from nbkit.cache import cache_dir
+
 BINARY = "llama-server"
 # The llama.cpp options that decide what gets built; GGML_NATIVE stays at its default (ON), as in the
 # llama-cpp-python build, so both use the same CPU kernels on this machine.
@@ -151,9 +153,7 @@ def build(dest: Path, jobs: int, force: bool = False) -> Path:
     for tool in ("cmake", "c++"):
         if shutil.which(tool) is None:
             raise BuildError(f"`{tool}` is not on PATH (needed to build {BINARY})")
-    cache = (
-        Path(os.environ.get("NBKIT_CACHE_DIR") or Path.home() / ".cache" / "nbkit") / "llama-cpp-python-sdist"
-    )
+    cache = cache_dir("llama-cpp-python-sdist")
     work = Path(tempfile.mkdtemp(prefix="nbkit-llama-server-"))
     log_path = work / "build.log"
     start = time.perf_counter()
