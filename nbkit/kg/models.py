@@ -560,12 +560,18 @@ def _definitions() -> dict[str, Any]:
             return torch_cat((hr * rr - hi * ri, hi * rr + hr * ri)) @ _cands(z, cand).t()
 
         def score_heads(self, z, r, t, cand=None):
+            import torch
+
             tr, ti = self._parts(z[t])
             rr, ri = self._parts(self.rel[r])
-            # Re(<h, r, conj(t)>) = <h_re, t_re r_re + t_im r_im> + <h_im, t_im r_re - t_re r_im>: one matmul
-            # against every candidate's [Re, Im], as score_tails (two half-width products and their sum ran
-            # at twice its time)
-            return torch_cat((tr * rr + ti * ri, ti * rr - tr * ri)) @ _cands(z, cand).t()
+            if not torch.is_grad_enabled():
+                # Ranking: Re(<h, r, conj(t)>) = <h_re, t_re r_re + t_im r_im> + <h_im, t_im r_re - t_re r_im>
+                # is one matmul against every candidate's [Re, Im], as score_tails; the two half-width
+                # products and their sum take twice as long. Training keeps them: its recorded figures
+                # were computed with them, to the last bit.
+                return torch_cat((tr * rr + ti * ri, ti * rr - tr * ri)) @ _cands(z, cand).t()
+            zr, zi = self._parts(_cands(z, cand))
+            return (tr * rr + ti * ri) @ zr.t() + (ti * rr - tr * ri) @ zi.t()
 
     class ReciprocalComplExDecoder(ComplExDecoder):
         """ComplEx with reciprocal relations (Lacroix et al. 2018, "Canonical Tensor Decomposition for
