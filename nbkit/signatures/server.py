@@ -295,6 +295,7 @@ class LocalLMServer(_Completions):
         startup_timeout: float = 90.0,
         extra_args: tuple[str, ...] = (),
         stock: bool = False,
+        logits_all: bool | None = None,
     ):
         if model_path is None:
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
@@ -317,6 +318,11 @@ class LocalLMServer(_Completions):
         # stock=True: llama-cpp-python's own behaviour (max_completion_tokens ignored), to reproduce the
         # runaway.
         self.stock = stock
+        # llama-cpp-python's server computes the logits of every prompt token by default (logits_all), which
+        # only a request for logprobs reads: off (None, except for a stock server), a prompt's new tokens are
+        # processed about a tenth faster on SmolLM2 (its 49k-token head) and the answers are the same
+        # (bench/efficiency.py lm-token checks them against an in-process Llama, whose default is off).
+        self.logits_all = stock if logits_all is None else logits_all
         self.process: subprocess.Popen | None = None
         self._log_fh = None
 
@@ -351,6 +357,8 @@ class LocalLMServer(_Completions):
             str(self.n_threads),
             "--n_threads_batch",
             str(self.n_threads),
+            "--logits_all",
+            str(self.logits_all).lower(),
             *self.extra_args,
         ]
 

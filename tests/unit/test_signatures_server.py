@@ -642,7 +642,9 @@ def test_llama_server_alone_gives_llama_cpp_pythons_tokens(tmp_path):
             out.append({"tokens": tokens, "text": st.text, "finish": st.finish_reason})
         return out
 
-    with srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log") as today:
+    # logits_all: llama-cpp-python returns per-token logprobs only with every position's logits
+    today = srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log", logits_all=True)
+    with today:
         expected = answers(today)
     with srv.LlamaCppServer(n_threads=1, n_ctx=1024, slots=1, log_path=tmp_path / "batching.log") as batching:
         got = answers(batching)
