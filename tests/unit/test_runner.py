@@ -239,7 +239,8 @@ def test_timings_count_the_kernels_children_and_the_log_says_the_utilisation(tmp
         assert results[0].ok, results[0].error
         t = figures[name] = json.loads((final / "timings.json").read_text())
         assert t["cores"] == len(usable_cores()) and t["wall_s"] > 0
-        assert t["core_utilisation"] == pytest.approx(t["cpu_s"] / (t["wall_s"] * t["cores"]), abs=0.01)
+        # (the figures are stored rounded to 0.1 s: a short run's ratio of them is a few percent off)
+        assert t["core_utilisation"] == pytest.approx(t["cpu_s"] / (t["wall_s"] * t["cores"]), rel=0.1)
         assert f"core utilisation {t['core_utilisation']:.2f}" in lines[-1] and "CPU-s" in lines[-1]
     assert figures["busy"]["cpu_s"] - figures["idle"]["cpu_s"] >= 2.5
 
