@@ -568,11 +568,13 @@ def pair_lm_token(args) -> PairResult:
     kind = resolve_server_kind(session.server)
     prompts = dspy_prompts(4 if args.quick else 12)
     schema = _get_structured_outputs_response_format(signature_by_name("typed")).model_json_schema()
-    server_kwargs = dict(local_server_kwargs(session, "cpu", kind, 1), n_servers=1, n_threads=1)
-    handle = make_lm(
-        session.lm_model, max_tokens=session.max_tokens, server_kwargs=server_kwargs, cache="off"
-    )
+    logs = tempfile.mkdtemp(prefix="nbkit-efficiency-lm-")  # the server's log, removed at the end
+    server_kwargs = dict(local_server_kwargs(session, "cpu", kind, 1), n_servers=1, n_threads=1, log_dir=logs)
+    handle = None
     try:
+        handle = make_lm(
+            session.lm_model, max_tokens=session.max_tokens, server_kwargs=server_kwargs, cache="off"
+        )
         lm = handle.lm.copy(**schema_constraint(kind, schema))
         llama = Llama(
             model_path=str(smollm2_gguf_path()),
@@ -622,7 +624,11 @@ def pair_lm_token(args) -> PairResult:
             lambda: nbkit_run()[0] / n_ours, lambda: reference_run()[0] / n_theirs, args.repeats
         )
     finally:
-        handle.close()
+        if handle is not None:
+            handle.close()
+        import shutil
+
+        shutil.rmtree(logs, ignore_errors=True)
     return PairResult(
         "lm-token",
         "per completion token",
