@@ -2,7 +2,8 @@
 
     python scripts/build_llama_server.py [--dest DIR] [--jobs N] [--force]
 
-``make setup`` runs it after installing llama-cpp-python. It downloads the sdist of exactly the installed
+``make setup`` runs it after installing llama-cpp-python where the server is used (torch sees CUDA, or
+``make setup LLAMA_SERVER=1``). It downloads the sdist of exactly the installed
 llama-cpp-python version (``pip download --no-binary :all: --no-deps``), configures the vendored
 ``vendor/llama.cpp`` tree with CMake and builds only the ``llama-server`` target (static libraries, no web
 UI, no TLS), then installs the binary as ``DEST/llama-server`` (default: this interpreter's ``bin``)

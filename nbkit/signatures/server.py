@@ -2,9 +2,10 @@
 
 Two kinds of server, one lifecycle:
 
-* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` from the
-  llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots`` requests decode together in one
-  batch (continuous batching) and a request reuses the longest cached prompt prefix.
+* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` on CUDA or with
+  ``LLAMA_SERVER=1``, from the llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots``
+  requests decode together in one batch (continuous batching) and a request reuses the longest cached prompt
+  prefix.
 * ``LocalLMServer`` runs ``python -m nbkit.signatures.llama_server`` — llama-cpp-python's own server
   (``llama_cpp.server``) with launch-time fixes, see that module — which answers one request at a time.
   It is the fallback when the binary is absent (:func:`llama_server_binary`).
@@ -163,7 +164,7 @@ def resolve_server_kind(kind: str = "auto") -> str:
         raise LMServerError(
             f"the llama-server binary is not installed (looked beside {sys.executable}; ${LLAMA_SERVER_ENV} "
             "unset): "
-            "run `make setup` (it builds it) or `python scripts/build_llama_server.py`, or use server kind "
+            "run `make setup LLAMA_SERVER=1` or `python scripts/build_llama_server.py`, or use server kind "
             "'auto'"
         )
     return kind
@@ -502,7 +503,7 @@ class LlamaCppServer(LocalLMServer):
             raise LMServerError(
                 "the llama-server binary is not installed "
                 f"({self.binary or 'none found beside ' + sys.executable}); "
-                "run `make setup` or `python scripts/build_llama_server.py`"
+                "run `make setup LLAMA_SERVER=1` or `python scripts/build_llama_server.py`"
             )
 
     def server_args(self) -> list[str]:
