@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbkit.procs import usable_cores
+
 if TYPE_CHECKING:
     from nbkit.execute import Job
 
@@ -40,8 +42,6 @@ class RunClock:
     """
 
     def __init__(self) -> None:
-        from nbkit.procs import usable_cores
-
         self.cores = len(usable_cores())
         self.wall0, self.cpu0 = time.perf_counter(), cpu_seconds()
 
