@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from nbkit.cache import use_cache_dir
 from nbkit.execute import execute
 
 TARGET_S = 180.0
@@ -80,9 +81,7 @@ def figures(metrics: dict) -> dict[str, object]:
 def compare_servers(nb: Path, out: Path, smoke: bool) -> None:
     runs = {}
     for kind in ("llama-cpp-python", "llama-server"):
-        os.environ["NBKIT_CACHE_DIR"] = tempfile.mkdtemp(
-            prefix=f"nbkit-bench-03-{kind}-"
-        )  # cold, and never shared between the kinds
+        use_cache_dir(tempfile.mkdtemp(prefix=f"nbkit-bench-03-{kind}-"))  # cold, never shared between kinds
         runs[kind] = run(nb, out / kind, smoke, f"cold, {kind}", {"LM_SERVER": kind, "LM_CACHE": "memory"})
     a, b = (figures(runs[k]) for k in runs)
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
@@ -121,10 +120,8 @@ def main() -> None:
         compare_servers(nb, Path(args.out), args.smoke)
         return
     # The kernel inherits this process's environment: both runs share the cache folder.
-    os.environ["NBKIT_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="nbkit-bench-03-cache-")
-    print(
-        f"notebook 03 ({'SMOKE' if args.smoke else 'default'}), DSPy cache in {os.environ['NBKIT_CACHE_DIR']}"
-    )
+    cache = use_cache_dir(args.cache_dir or tempfile.mkdtemp(prefix="nbkit-bench-03-cache-"))
+    print(f"notebook 03 ({'SMOKE' if args.smoke else 'default'}), DSPy cache in {cache / 'dspy'}")
     m = run(nb, Path(args.out) / "cold", args.smoke, "cold")
     print(f"dev questions per module {m.get('dev_questions_evaluated')}; headline {m.get('headline')}")
     print(

@@ -32,7 +32,14 @@ from nbkit.params import check_parameters, notebook_parameters
 from nbkit.pool import execute_jobs
 from nbkit.publish import attach_screenshots, keep_unfinished, make_tmp_beside, prepare_output, write_state
 from nbkit.record import read_notebook
-from nbkit.timings import TIMINGS, longest_first, previous_seconds, reference_seconds
+from nbkit.timings import (
+    TIMINGS,
+    RunClock,
+    longest_first,
+    previous_seconds,
+    reference_seconds,
+    utilisation_line,
+)
 
 __all__ = ["run_notebooks"]
 
@@ -142,6 +149,7 @@ def run_notebooks(
         raise RunError(f"--profile must be default or full, got {profile!r}")
     if jobs < 1:
         raise RunError(f"--jobs must be at least 1, got {jobs}")
+    clock = RunClock()
     now = datetime.now()
     previous: dict[str, dict[str, Any]] = {}
     if resume is not None:
@@ -227,7 +235,9 @@ def run_notebooks(
             if r.ok and r.name in {j.path.stem for j in queue}
         }
     )
-    rf.write_json(final / TIMINGS, {"smoke": smoke, "jobs": jobs, "seconds": seconds})
+    usage = clock.figures()
+    rf.write_json(final / TIMINGS, {"smoke": smoke, "jobs": jobs, "seconds": seconds, **usage})
+    log(utilisation_line(usage))
     if all(r.ok for r in final_results):
         attach_screenshots(final, final)
     write_state(final, final_results, per_nb, date)

@@ -2,9 +2,10 @@
 
 Two kinds of server, one lifecycle:
 
-* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` from the
-  llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots`` requests decode together in one
-  batch (continuous batching) and a request reuses the longest cached prompt prefix.
+* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` on CUDA or with
+  ``LLAMA_SERVER=1``, from the llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots``
+  requests decode together in one batch (continuous batching) and a request reuses the longest cached prompt
+  prefix.
 * ``LocalLMServer`` runs ``python -m nbkit.signatures.llama_server`` — llama-cpp-python's own server
   (``llama_cpp.server``) with launch-time fixes, see that module — which answers one request at a time.
   It is the fallback when the binary is absent (:func:`llama_server_binary`).
@@ -164,7 +165,7 @@ def resolve_server_kind(kind: str = "auto") -> str:
         raise LMServerError(
             f"the llama-server binary is not installed (looked beside {sys.executable}; ${LLAMA_SERVER_ENV} "
             "unset): "
-            "run `make setup` (it builds it) or `python scripts/build_llama_server.py`, or use server kind "
+            "run `make setup LLAMA_SERVER=1` or `python scripts/build_llama_server.py`, or use server kind "
             "'auto'"
         )
     return kind
@@ -312,6 +313,7 @@ class LocalLMServer(_Completions):
         extra_args: tuple[str, ...] = (),
         stock: bool = False,
         log_name: str = "",
+        logits_all: bool | None = None,
     ):
         if model_path is None:
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
@@ -335,6 +337,11 @@ class LocalLMServer(_Completions):
         # stock=True: llama-cpp-python's own behaviour (max_completion_tokens ignored), to reproduce the
         # runaway.
         self.stock = stock
+        # llama-cpp-python's server computes the logits of every prompt token by default (logits_all), which
+        # only a request for logprobs reads: off (None, except for a stock server), a prompt's new tokens are
+        # processed about a tenth faster on SmolLM2 (its 49k-token head) and the answers are the same
+        # (bench/efficiency.py lm-token checks them against an in-process Llama, whose default is off).
+        self.logits_all = stock if logits_all is None else logits_all
         self.process: subprocess.Popen | None = None
         self._log_fh = None
 
@@ -369,6 +376,8 @@ class LocalLMServer(_Completions):
             str(self.n_threads),
             "--n_threads_batch",
             str(self.n_threads),
+            "--logits_all",
+            str(self.logits_all).lower(),
             *self.extra_args,
         ]
 
@@ -512,7 +521,7 @@ class LlamaCppServer(LocalLMServer):
             raise LMServerError(
                 "the llama-server binary is not installed "
                 f"({self.binary or 'none found beside ' + sys.executable}); "
-                "run `make setup` or `python scripts/build_llama_server.py`"
+                "run `make setup LLAMA_SERVER=1` or `python scripts/build_llama_server.py`"
             )
 
     def server_args(self) -> list[str]:

@@ -256,6 +256,36 @@ def test_pool_workers_share_threads_not_cores(tmp_path, monkeypatch):
     assert timings["smoke"] is False and set(timings["seconds"]) == {"01_a", "02_b"}
 
 
+def test_timings_count_the_kernels_children_and_the_log_says_the_utilisation(tmp_path, monkeypatch):
+    """A notebook whose kernel starts a process that burns 3 CPU-s against one that does not: the run's CPU
+    seconds differ by that much (a grandchild of this process, reaped by the kernel, is counted), and the
+    utilisation is CPU-s ÷ (wall × cores). The busy run goes first: the imports a first run pays in this
+    process add to its figure, so they cannot make up for a child that was not counted."""
+    from runner_notebooks import make_notebook
+
+    from nbkit.runner import run_notebooks, usable_cores
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3.0: pass"
+    figures = {}
+    for name, body in (
+        ("busy", f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {burn!r}])\n"),
+        ("idle", "pass\n"),
+    ):
+        d = tmp_path / name
+        d.mkdir()
+        make_notebook(d / "01_a.ipynb", body=body)
+        monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+        lines: list[str] = []
+        final, results = run_notebooks([], output=tmp_path / f"out-{name}", progress=False, log=lines.append)
+        assert results[0].ok, results[0].error
+        t = figures[name] = json.loads((final / "timings.json").read_text())
+        assert t["cores"] == len(usable_cores()) and t["wall_s"] > 0
+        # (the figures are stored rounded to 0.1 s: a short run's ratio of them is a few percent off)
+        assert t["core_utilisation"] == pytest.approx(t["cpu_s"] / (t["wall_s"] * t["cores"]), rel=0.1)
+        assert f"core utilisation {t['core_utilisation']:.2f}" in lines[-1] and "CPU-s" in lines[-1]
+    assert figures["busy"]["cpu_s"] - figures["idle"]["cpu_s"] >= 2.5
+
+
 def test_longest_first_orders_by_the_newest_matching_history(tmp_path):
     import os
 

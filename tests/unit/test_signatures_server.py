@@ -342,7 +342,8 @@ def test_local_model_alias_changes_with_the_model_file_and_settings(tmp_path):
 
 
 def test_cache_mode_and_directory(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NBKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("NBKIT_CACHE_DIR", raising=False)
     assert lm_mod.cache_dir() == tmp_path / "dspy"
     with pytest.raises(ValueError, match="cache must be one of"):
         lm_mod.make_lm("ollama_chat/llama3", cache="yes")
@@ -412,7 +413,8 @@ def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_pa
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NBKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("NBKIT_CACHE_DIR", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     base = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     try:
@@ -667,7 +669,9 @@ def test_llama_server_alone_gives_llama_cpp_pythons_tokens(tmp_path):
             out.append({"tokens": tokens, "text": st.text, "finish": st.finish_reason})
         return out
 
-    with srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log") as today:
+    # logits_all: llama-cpp-python returns per-token logprobs only with every position's logits
+    today = srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log", logits_all=True)
+    with today:
         expected = answers(today)
     with srv.LlamaCppServer(n_threads=1, n_ctx=1024, slots=1, log_path=tmp_path / "batching.log") as batching:
         got = answers(batching)
