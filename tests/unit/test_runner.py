@@ -263,7 +263,8 @@ def test_timings_count_the_kernels_children_and_the_log_says_the_utilisation(tmp
     process add to its figure, so they cannot make up for a child that was not counted."""
     from runner_notebooks import make_notebook
 
-    from nbkit.runner import run_notebooks, usable_cores
+    from nbkit.procs import usable_cores
+    from nbkit.runner import run_notebooks
 
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3.0: pass"
     figures = {}
