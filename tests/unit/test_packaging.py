@@ -25,6 +25,15 @@ def test_environment_yml_agrees_with_pyproject():
     assert rc.returncode == 0, rc.stderr
 
 
+def test_test_modules_have_unique_basenames():
+    # tests/ has no packages, so pytest imports each module by basename: two files with one name
+    # stop collection of the whole suite.
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        assert path.name not in seen, f"{path} and {seen[path.name]} share a basename"
+        seen[path.name] = path
+
+
 def test_four_themed_notebooks_exist():
     stems = [p.stem for p in NOTEBOOKS]
     for prefix in ("01_kg_gnn", "02_zero_ladder", "03_dspy_signatures", "04_finetune_audit"):
