@@ -43,7 +43,8 @@ class SessionConfig:
     server: str = param(
         "auto",
         choices=["auto", "llama-server", "llama-cpp-python"],
-        help="auto: llama.cpp's llama-server (batching) when make setup built it, else llama-cpp-python's",
+        help="auto: llama.cpp's batching llama-server on CUDA (when make setup built it), else "
+        "llama-cpp-python's: one request at a time, the same answers whatever the load",
     )
     slots: int = param(
         4, min=1, max=64, help="requests each llama-server decodes together (llama-cpp-python: always 1)"

@@ -173,7 +173,8 @@ class SignaturesContext(Context):
         """Start the LM (once): the local llama.cpp servers, or the client of any ``dspy.LM`` model."""
         if self._handle is None:
             cfg = self.session
-            kind = resolve_server_kind(cfg.server) if cfg.lm_model == LOCAL else cfg.server
+            on = self.torch_device.type
+            kind = resolve_server_kind(cfg.server, on) if cfg.lm_model == LOCAL else cfg.server
             kwargs = local_server_kwargs(cfg, self.torch_device.type, kind, len(usable_cores()))
             self._handle = make_lm(
                 cfg.lm_model,

@@ -429,10 +429,17 @@ def test_server_kind_is_the_binary_when_present_else_the_fallback(tmp_path, monk
         srv.resolve_server_kind("llama-server")
     binary = _fake_binary(tmp_path)
     monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
-    assert srv.llama_server_binary() == binary and srv.resolve_server_kind("auto") == "llama-server"
-    assert (
-        srv.resolve_server_kind("llama-cpp-python") == "llama-cpp-python"
-    )  # asked for explicitly: the fallback
+    assert srv.llama_server_binary() == binary
+    # On a CPU the unbatched servers, whose answers do not depend on which requests share a batch, even with
+    # the binary installed; on CUDA the batching binary; asked for by name, either.
+    assert srv.resolve_server_kind("auto", "cpu") == "llama-cpp-python"
+    assert srv.resolve_server_kind("auto", "cuda") == "llama-server"
+    assert srv.resolve_server_kind("llama-server", "cpu") == "llama-server"
+    assert srv.resolve_server_kind("llama-cpp-python", "cuda") == "llama-cpp-python"
+    monkeypatch.setattr(srv, "_cuda_available", lambda: False)
+    assert srv.resolve_server_kind("auto") == "llama-cpp-python"  # no device given: CUDA as torch sees it
+    monkeypatch.setattr(srv, "_cuda_available", lambda: True)
+    assert srv.resolve_server_kind("auto") == "llama-server"
 
 
 @pytest.mark.parametrize(
