@@ -193,8 +193,7 @@ def test_nbkit_run_with_a_dev_set_row_lacking_a_field_exits_2_naming_file_and_li
     make_notebook(
         nb_dir / "03_sig.ipynb",
         body="import pathlib\nfrom nbkit.signatures import experiments\n"
-        "experiments.check_user_contract(experiments.run_user_contract.config(SMOKE, signature=SIGNATURE, "
-        "dev_set=DEV_SET, metric=METRIC))\n"
+        "experiments.check_user_contract(SIGNATURE, DEV_SET, METRIC)\n"
         "pathlib.Path('ran.txt').write_text('ran')\n",
         parameters="SMOKE = False\nSIGNATURE = 'text -> sentiment'\nDEV_SET = ''\nMETRIC = 'exact'\n",
     )

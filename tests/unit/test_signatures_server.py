@@ -324,8 +324,9 @@ def test_cache_mode_and_directory(tmp_path, monkeypatch):
 def test_calls_summary_separates_served_and_cached_calls():
     from types import SimpleNamespace
 
-    from nbkit.signatures.experiments import SignaturesContext
+    from nbkit.signatures.config import SessionConfig
     from nbkit.signatures.metrics import LMCalls
+    from nbkit.signatures.serving import LMService
 
     history = [
         {"usage": {"completion_tokens": 40}, "timestamp": "1"},
@@ -333,8 +334,8 @@ def test_calls_summary_separates_served_and_cached_calls():
         {"usage": {"completion_tokens": 128}, "timestamp": "3"},
         {"usage": {}, "timestamp": "4"},
     ]
-    ctx = SignaturesContext(lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128), None, [], None)
-    assert ctx.calls_summary() == LMCalls(
+    service = LMService(SessionConfig(), lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128))
+    assert service.calls_summary() == LMCalls(
         calls=4,
         served=2,
         from_cache=2,
@@ -491,7 +492,7 @@ def test_llama_server_arguments_on_cpu_and_on_cuda(tmp_path, monkeypatch):
     """The CUDA path cannot run here; its arguments are what can be checked, through the same code as the CPU
     path."""
     from nbkit.signatures.config import SessionConfig
-    from nbkit.signatures.experiments import local_server_kwargs
+    from nbkit.signatures.serving import local_server_kwargs
 
     model, binary = _fake_model(tmp_path), _fake_binary(tmp_path)
     monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
