@@ -671,7 +671,7 @@ def clustered_rate_interval(
     z = float(stats.norm.ppf(0.5 + level / 2))
     centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
     half = z / (1 + z * z / n_eff) * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff))
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    return (max(0.0, round(centre - half, 12)), min(1.0, round(centre + half, 12)))
 
 
 def _intraclass(pairs: Sequence[tuple[int, int]], p: float, total: int) -> float:

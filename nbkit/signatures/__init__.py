@@ -2,8 +2,8 @@
 
 Submodules (import them directly; nothing heavy is imported here), in a newcomer's reading order:
 
-* ``config``      — one dataclass per experiment (fields via ``nbkit.experiment.param``, ``smoke()`` and, where a
-  claim needs more n, ``full()`` presets); ``SessionConfig``, the context's options.
+* ``config``      — one dataclass per experiment (fields via ``nbkit.experiment.param``, ``smoke()`` and,
+  where a claim needs more n, ``full()`` presets); ``SessionConfig``, the context's options.
 * ``context``     — ``SignaturesContext(DEVICE, smoke=, profile=, **options)``: data, splits, retrievers, the
   LM, module results evaluated once, every result by slug.
 * ``experiments`` — ``REGISTRY`` of ``run_x(cfg, ctx, live) -> Result[XMetrics]``; ``run``/``panel``/``show``.
@@ -14,7 +14,8 @@ Submodules (import them directly; nothing heavy is imported here), in a newcomer
 * ``serving``     — the context's LM: the local servers it starts, grammar copies, the accounting of calls.
 * ``server``      — local servers on loopback: llama-cpp-python's (``LocalLMServer``, the choice on a CPU) or
   llama.cpp's batching ``llama-server`` (``LlamaCppServer``, on CUDA), one per core behind a dispatcher
-  (``LocalLMPool``); ``llama_server`` is the launcher and supervisor (``python -m nbkit.signatures.llama_server``).
+  (``LocalLMPool``); ``llama_server`` is the launcher and supervisor
+  (``python -m nbkit.signatures.llama_server``).
 * ``lm``          — build a ``dspy.LM`` for the local servers or any LiteLLM/DSPy model; token-limit probes.
 * ``contracts``   — the field notes' ``MedicalDiagnosis`` signature, a typed version, and the contract
   checker.

@@ -214,32 +214,46 @@ def read_grammar(contracts: ContractsMetrics) -> Reading:
 
 
 # -- confidence in words ---------------------------------------------------------------------------
+def no_number(outcomes: Outcomes) -> Cluster:
+    """Per case: parsed answers that give no number where "confidence: [0-1]" asked for one (a word such as
+    'high', or no confidence at all), out of its parsed answers."""
+    by_case: dict[str, list[int]] = {}
+    for key, structural, items, word in zip(
+        outcomes.keys, outcomes.structural, outcomes.items, outcomes.not_numeric, strict=True
+    ):
+        if not structural:
+            by_case.setdefault(key.rsplit(":", 1)[0], []).append(1 if items == 0 or word else 0)
+    return [sum(v) for v in by_case.values()], [len(v) for v in by_case.values()]
+
+
 def verdict_confidence_in_words(
-    not_numeric: Sequence[int], answers: Sequence[int], level: float = 0.95
+    no_number: Sequence[int], answers: Sequence[int], level: float = 0.95
 ) -> Verdict:
     """Rule for "the model keeps answering 'high'" (an *always* claim, read as "in most answers"): holds when
-    the share of answers with a non-numeric confidence has a Wilson interval (clustered by case) at or above
-    WORDS (0.5); refuted when it lies below 0.5; else inconclusive. Per case: answers with a non-numeric
-    confidence, answers with diagnosis items."""
+    the share of parsed answers that give no number where the signature's "confidence: [0-1]" asks for one
+    has a Wilson interval (clustered by case) at or above WORDS (0.5); refuted when it lies below 0.5; else
+    inconclusive. Per case: answers without a number, parsed answers."""
     if sum(answers) == 0 or len(answers) < 2:
-        return Verdict(INCONCLUSIVE, "no parsed answer with diagnosis items: nothing to count")
+        return Verdict(INCONCLUSIVE, "no parsed answer: nothing to count")
     return decide_at_least(
-        clustered_rate_interval(not_numeric, answers, level),
+        clustered_rate_interval(no_number, answers, level),
         WORDS,
-        what="share of answers with a non-numeric confidence",
+        what="share of answers without a numeric confidence",
         n_hint=f"{sum(answers)} answers from {len(answers)} cases",
     )
 
 
 def read_confidence(contracts: ContractsMetrics) -> Reading:
     notes = contracts.field_notes_signature
-    counts: Cluster = case_counts(notes.outcomes, "not_numeric", among="items") if notes else ([], [])
+    counts: Cluster = no_number(notes.outcomes) if notes else ([], [])
     k, n = sum(counts[0]), sum(counts[1])
+    words = notes.answers_not_numeric if notes else 0
     where = f"{notes.adapter} adapter, {'+'.join(notes.splits)} cases" if notes else "not asked"
     return Reading(
         args=counts,
-        measured=f"{k} of {n} answers give a non-numeric confidence (field notes' string signature, {where})",
-        n=f"{n} parsed answers with diagnosis items from {len(counts[1])} cases"
+        measured=f"{k} of {n} parsed answers give no number for the confidence: {words} a word, "
+        f"{k - words} none at all (field notes' string signature, {where})",
+        n=f"{n} parsed answers from {len(counts[1])} cases"
         + (f", of {notes.questions} questions" if notes else ""),
         interval=_shown(counts),
     )
@@ -520,8 +534,9 @@ REGISTRY.claim(
         read=read_confidence,
         verdict=verdict_confidence_in_words,
         rule=Rule(
-            "'always' as 'in most answers': the share of answers with a non-numeric confidence, Wilson "
-            f"clustered by case, ≥ {WORDS} holds, < {WORDS} refutes",
+            "'always' as 'in most answers': the share of parsed answers giving no number where "
+            "'confidence: [0-1]' asks for one (a word, or nothing), Wilson clustered by case, "
+            f"≥ {WORDS} holds, < {WORDS} refutes",
             "wilson",
             "at least",
             WORDS,

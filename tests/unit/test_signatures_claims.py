@@ -137,7 +137,7 @@ def test_grammar_fixes_structure(chat, grammar, expected):
 @pytest.mark.parametrize(
     ("not_numeric", "expected"),
     [
-        ([2] * 45 + [0] * 5, HOLDS),  # 90 of 100 answers in words
+        ([2] * 45 + [0] * 5, HOLDS),  # 90 of 100 answers without a number
         ([1] + [0] * 49, REFUTED),  # 1 of 100: the model answers with numbers (an existence rule said holds)
         ([0] * NOTES, REFUTED),
         ([2] * 25 + [0] * 25, INCONCLUSIVE),  # half, in whole cases: straddles 0.5
@@ -149,6 +149,18 @@ def test_confidence_in_words_at_the_default_n(not_numeric, expected):
 
 def test_confidence_in_words_with_nothing_to_count():
     assert outcome(sc.verdict_confidence_in_words([], [], LEVEL)) == INCONCLUSIVE
+
+
+def test_an_answer_without_any_confidence_gives_no_number_too():
+    """'condition: gout, confidence: high' (a word) and 'gout' (no confidence at all) both give no number
+    where 'confidence: [0-1]' asked for one; an unparsed answer is not counted."""
+    o = Outcomes(
+        keys=("a:standard", "a:colloquial", "b:standard", "b:colloquial"),
+        structural=(0.0, 0.0, 0.0, 1.0),
+        items=(1, 0, 2, 0),
+        not_numeric=(1.0, 0.0, 0.0, 0.0),
+    )
+    assert sc.no_number(o) == ([2, 0], [2, 1])
 
 
 # -- compile claims: compile sets × cases ---------------------------------------------------------------
@@ -391,7 +403,7 @@ def test_judge_reads_every_row_from_a_contexts_results():
         "modules_serve_contract": INCONCLUSIVE,  # not decided at defaults
         "prompt_bounds_not_enforced": REFUTED,  # 0 of 190 parsed answers breach
         "grammar_fixes_structure": HOLDS,
-        "confidence_in_words": REFUTED,  # 0 of 100 answers in words
+        "confidence_in_words": REFUTED,  # every one of 100 answers gives a number
         "standard_only_gap": INCONCLUSIVE,
         "colloquial_mix_lifts": INCONCLUSIVE,
         "random_search_beats_bootstrap": INCONCLUSIVE,
@@ -413,10 +425,8 @@ def test_judge_reads_every_row_from_a_contexts_results():
         and rows["grammar_fixes_structure"].p_holds_if_true is None
     )
     assert "Holm" in rows["confidence_in_words"].why
-    assert (
-        "0 of 100 answers" in rows["confidence_in_words"].measured
-        and "50 cases" in rows["confidence_in_words"].n
-    )
+    assert "0 of 100 parsed answers give no number" in rows["confidence_in_words"].measured
+    assert "50 cases" in rows["confidence_in_words"].n
     assert "1 compile set(s) × 15 dev cases" in rows["standard_only_gap"].n
     assert "module chosen on 10 val questions" in rows["standard_only_gap"].n
     assert "+1.000" in rows["colloquial_mix_lifts"].measured
