@@ -202,6 +202,9 @@ class Design:
     ``units(cfg)`` counts the units an experiment config runs (a test holds ``units(Config()) == n``
     and ``units(Config.full()) == full_n``); ``full_minutes`` is what the full profile's n costs on
     2 cores, measured or extrapolated, ``full_minutes_source`` how it was obtained.
+    ``beyond_data`` says why no profile can run the n the rule needs, ``needed_n`` (the data holds fewer
+    units than that, e.g. 15 dev cases where 100 are needed): such a row reads "not decided" in every
+    profile, naming the n it needs, rather than a full profile that could not reach it.
     """
 
     effect: float
@@ -215,6 +218,8 @@ class Design:
     full_n: int | None = None
     full_minutes: float | None = None
     full_minutes_source: str = ""
+    needed_n: int | None = None
+    beyond_data: str = ""
 
 
 @dataclass(frozen=True)
@@ -396,6 +401,8 @@ def _undecided(spec: ClaimSpec, oc: OperatingCharacteristics, profile: str) -> V
     need = f"n ≥ {d.full_n} {d.unit}s" if d.full_n else "a larger n than the full profile runs"
     cost = f" (≈ {d.full_minutes:.0f} min on 2 cores)" if d.full_minutes else ""
     where = "run the full profile" if profile == DEFAULT and d.full_n else "no profile decides it yet"
+    if d.beyond_data:
+        need, cost, where = f"n ≥ {d.needed_n} {d.unit}s", "", f"{d.beyond_data}: no profile decides it"
     return Verdict(
         INCONCLUSIVE,
         f"not decided at {'defaults' if profile == DEFAULT else 'the full profile'}: needs {need}{cost} — "
