@@ -20,7 +20,7 @@ from nbkit.signatures.modules import MODULES
 from nbkit.signatures.retrieval import RETRIEVERS
 
 DEV_CASES = "dev cases (0 = all; x2 phrasings)"
-FULL_COMPILES = 8  # compile sets per condition in the full profile (see nbkit.signatures.designs)
+FULL_COMPILES = 12  # compile sets per condition in the full profile (see nbkit.signatures.designs)
 
 
 @dataclass
@@ -168,10 +168,11 @@ class CompileConfig:
     each compiled at every colloquial share of ``mixes`` (the share changes the wording, never the cases),
     then (optionally) BootstrapFewShotWithRandomSearch on each set at the largest share.
 
-    A compile claim's unit is the compile set: one compile stands for one draw of demos, so the full
-    profile compiles several and judges the interval over compile sets × cases. ``compile_size`` 10 makes
-    the notes' 10 % exactly one colloquial example. Random search scores each candidate on ``n_val``
-    validation cases (0 = all); it runs in the full profile, with DSPy's 16 candidates.
+    A compile claim's unit is the compile set as well as the case: one compile stands for one draw of
+    demos, so the full profile compiles FULL_COMPILES sets and judges the interval over compile sets ×
+    cases. ``compile_size`` 10 makes the notes' 10 % exactly one colloquial example. Random search (off by
+    default: its claim needs more dev cases than the data has, see ``nbkit.signatures.designs``) scores
+    DSPy's 16 candidates on ``n_val`` validation cases (0 = all).
     """
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
@@ -195,7 +196,7 @@ class CompileConfig:
 
     @classmethod
     def full(cls) -> CompileConfig:
-        return dataclasses.replace(cls(), compiles=FULL_COMPILES, random_search=True, n_val=0)
+        return dataclasses.replace(cls(), compiles=FULL_COMPILES, n_val=0)
 
 
 @dataclass

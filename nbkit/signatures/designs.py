@@ -17,18 +17,32 @@ from nbkit.claims import Design
 from nbkit.signatures.cases import load_cases, split_cases
 from nbkit.signatures.config import FULL_COMPILES
 
-# -- measured planning values (bench/signatures_spread.py; bench/RESULTS.md) -----------------------
-CLEAN_ICC = 0.5  # intraclass correlation of a case's two contract-clean flags
-BREACH_ICC = 0.3  # ... of a case's prompt-bound breaches
-WORDS_ICC = 0.5  # ... of a case's non-numeric confidences
-# Compile tables (hit@3 differences per compile set and case): sd of the compile-set effect, of the case
-# effect, and of what is left.
-GAP_SD = (0.10, 0.35, 0.30)
-LIFT_SD = (0.05, 0.15, 0.25)
-RS_SD = (0.08, 0.2, 0.3)
-SPREAD_SOURCE = "placeholder until measured"
-MODULES_FULL_MINUTES = 10.0
-COMPILE_FULL_MINUTES = 60.0
+# -- measured planning values (bench/signatures_spread.py --compiles 4 --rs-compiles 1, seed 0, cold;
+# bench/RESULTS.md) ------------------------------------------------------------------------------
+# Intraclass correlation of a case's two contract-clean flags, per module on the 50 train+val+dev cases:
+# predict 0.00, cot 0.04, hybrid 0.39; the largest is planned with.
+CLEAN_ICC = 0.39
+# ... of a case's prompt-bound breaches (100 of 383 parsed answers, 50 cases): 0.014, planned at 0.05.
+BREACH_ICC = 0.05
+# ... of a case's answers without a numeric confidence: all 96 parsed answers gave none, so no spread to
+# measure it from; assumed 0.5 (two phrasings of a case answered alike half the time beyond chance).
+WORDS_ICC = 0.5
+# Compile tables, hit@3 differences per compile set and dev case (4 compile sets × 15 cases): the sds of the
+# compile-set effect, the case effect and the residual, by two-way ANOVA. standard − colloquial of the
+# 0 % programs: 0.04, 0.33, 0.45. Colloquial hit@3 of the 10 % − the 0 % program: 0, 0, 0.28 — the two
+# effects estimated at 0 (clamped) are planned at 0.05, about what 4 × 15 cells can tell from 0.
+GAP_SD = (0.04, 0.33, 0.45)
+LIFT_SD = (0.05, 0.05, 0.28)
+# RS − BFS on one compile set (16 candidates scored on the 20 val questions), per dev case: cell sd 0.41;
+# one set cannot split it into a case effect and a residual, so it is split as standard − colloquial's is
+# (about a third of the variance the case's).
+RS_SD = (0.05, 0.24, 0.33)
+SPREAD_SOURCE = "bench/signatures_spread.py, seed 0, cold (bench/RESULTS.md)"
+# CPU seconds measured by the same run (servers + this process, on the shared 2-core machine): the modules
+# on the 50 train+val+dev cases; one BootstrapFewShot program compiled and scored on the dev questions.
+MODULES_FULL_CPU_S = 614
+BFS_PROGRAM_CPU_S = 110
+RS_PROGRAM_CPU_S = 1956
 DEFAULT_SEED = 0
 
 
@@ -56,7 +70,9 @@ def _clustered(rng: Any, rate: float, sizes: list[int], icc: float) -> tuple[lis
 
 
 # -- modules serve the contract --------------------------------------------------------------------
-CLEAN_TRUE, CLEAN_FALSE = 0.95, 0.65  # every module clean in 19 of 20 answers / one module in 13 of 20
+# A module that honours the contract breaks it in at most 1 answer in 50; one that does not, in 2 of 5:
+# the two sides of CLEAN (0.8), 0.2 from it on either hand (the notes give no figure).
+CLEAN_TRUE, CLEAN_FALSE = 0.98, 0.6
 
 
 def _draw_modules(rng: Any, value: float, n: int) -> tuple:
@@ -74,19 +90,24 @@ MODULES_CLEAN = Design(
     null=CLEAN_FALSE,
     unit="case",
     spread=CLEAN_ICC,
-    spread_source=f"intraclass correlation of a case's two contract-clean flags; {SPREAD_SOURCE}",
+    spread_source="intraclass correlation of a case's two contract-clean flags (the largest module's); "
+    + SPREAD_SOURCE,
     draw=_draw_modules,
     n=shipped_cases(("dev",)),
     units=_modules_units,
     full_n=shipped_cases(("train", "val", "dev")),
-    full_minutes=MODULES_FULL_MINUTES,
-    full_minutes_source="extrapolated: placeholder",
+    full_minutes=MODULES_FULL_CPU_S / 2 / 60,
+    full_minutes_source=f"measured: the modules section on the 50 cases took {MODULES_FULL_CPU_S} CPU-s, "
+    "over 2 cores",
 )
 
 
 # -- prompt bounds ---------------------------------------------------------------------------------
 NOTES_SPLITS = ("train", "val", "dev")  # ContractsConfig().field_notes_splits
-DEV_ANSWERS = 8  # parsed answers per dev case: 3 modules × 2 phrasings + the field notes' signature's 2
+# Parsed answers per dev case: 3 modules × 2 phrasings and the field notes' signature's 2, less about one
+# structural failure (383 of 430 requests parsed in the measuring run); per train or val case the field
+# notes' signature's 2.
+DEV_ANSWERS = 7
 OTHER_ANSWERS = 2  # the field notes' signature's two phrasings
 
 
@@ -104,7 +125,7 @@ PROMPT_BOUNDS = Design(
     null=0.0,
     unit="case",
     spread=BREACH_ICC,
-    spread_source=f"intraclass correlation of a case's breaches; {SPREAD_SOURCE}",
+    spread_source=f"intraclass correlation of a case's breaches, measured 0.014; {SPREAD_SOURCE}",
     draw=_draw_bounds,
     n=shipped_cases(NOTES_SPLITS),
     units=lambda cfg: shipped_cases(tuple(dict.fromkeys((*NOTES_SPLITS, *cfg.splits)))),
@@ -121,7 +142,8 @@ CONFIDENCE_WORDS = Design(
     null=0.1,
     unit="case",
     spread=WORDS_ICC,
-    spread_source=f"intraclass correlation of a case's non-numeric confidences; {SPREAD_SOURCE}",
+    spread_source="assumed: intraclass correlation 0.5 of a case's answers without a number (every parsed "
+    f"answer gave none in {SPREAD_SOURCE}: no spread to measure it from)",
     draw=_draw_words,
     n=shipped_cases(NOTES_SPLITS),
     units=lambda cfg: shipped_cases(tuple(cfg.field_notes_splits), cfg.n_dev),
@@ -130,7 +152,7 @@ CONFIDENCE_WORDS = Design(
 
 # -- compile claims --------------------------------------------------------------------------------
 def crossed_draw(sd: tuple[float, float, float], cases: int, *extra: Any) -> Any:
-    """A draw of a compile sets × ``cases`` table around the true value: a compile-set effect, a case
+    """A draw of ``n`` compile sets × ``cases`` table around the true value: a compile-set effect, a case
     effect and a residual with the sds ``sd``; ``extra`` follows the table in the verdict's arguments."""
 
     def draw(rng: Any, value: float, n: int) -> tuple:
@@ -141,35 +163,72 @@ def crossed_draw(sd: tuple[float, float, float], cases: int, *extra: Any) -> Any
     return draw
 
 
+def _case_draw(sd: tuple[float, float, float], compiles: int, *extra: Any) -> Any:
+    """The same table with ``n`` cases and ``compiles`` compile sets."""
+
+    def draw(rng: Any, value: float, n: int) -> tuple:
+        return crossed_draw(sd, n, *extra)(rng, value, compiles)
+
+    return draw
+
+
 def _compiles(cfg: Any) -> int:
     return cfg.compiles
 
 
-def _rs_compiles(cfg: Any) -> int:
-    return cfg.compiles if cfg.random_search else 0
+def _full_minutes(per_set_cpu_s: float) -> float:
+    return FULL_COMPILES * per_set_cpu_s / 2 / 60
 
 
-def _compile_design(
-    effect: float, sd: tuple[float, float, float], what: str, *extra: Any, **kw: Any
-) -> Design:
-    return Design(
-        effect=effect,
-        null=0.0,
-        unit="compile set",
-        spread=sum(s * s for s in sd) ** 0.5,
-        spread_source=f"sd of one compile set × case cell of {what} (compile set {sd[0]}, case {sd[1]}, "
-        f"residual {sd[2]}); {SPREAD_SOURCE}",
-        draw=crossed_draw(sd, shipped_cases(("dev",)), *extra),
-        full_n=FULL_COMPILES,
-        full_minutes=COMPILE_FULL_MINUTES,
-        full_minutes_source="extrapolated: placeholder",
-        **kw,
-    )
-
-
-GAP = _compile_design(0.92 - 0.65, GAP_SD, "standard − colloquial", n=1, units=_compiles)
-MIX_LIFT = _compile_design(0.92 - 0.65, LIFT_SD, "the 10 % mix's colloquial lift", n=1, units=_compiles)
-RANDOM_SEARCH = _compile_design((0.92 - 0.65) / 2, RS_SD, "RS − BFS", 16, n=0, units=_rs_compiles)
+GAP_CLAIMED = 0.92 - 0.65  # the notes' F1 gap (standard − colloquial)
+DEV_CASES = shipped_cases(("dev",))
+# Standard − colloquial: the case effect (0.33) does not shrink with more compile sets, so the dev cases
+# bound it: with FULL_COMPILES sets the rule needs about 100 dev cases (simulated), the data has 15.
+GAP = Design(
+    effect=GAP_CLAIMED,
+    null=0.0,
+    unit="dev case",
+    spread=sum(s * s for s in GAP_SD) ** 0.5,
+    spread_source=f"sd of one compile set × case cell of standard − colloquial (compile set {GAP_SD[0]}, "
+    f"case {GAP_SD[1]}, residual {GAP_SD[2]}); {SPREAD_SOURCE}",
+    draw=_case_draw(GAP_SD, FULL_COMPILES),
+    n=DEV_CASES,
+    units=lambda cfg: shipped_cases(("dev",), cfg.n_dev),
+    needed_n=100,
+    beyond_data=f"the shipped data has {DEV_CASES} dev cases (63 in all)",
+)
+MIX_LIFT = Design(
+    effect=GAP_CLAIMED,
+    null=0.0,
+    unit="compile set",
+    spread=sum(s * s for s in LIFT_SD) ** 0.5,
+    spread_source=f"sd of one compile set × case cell of the 10 % mix's colloquial lift (compile set "
+    f"{LIFT_SD[0]}, case {LIFT_SD[1]}, residual {LIFT_SD[2]}); {SPREAD_SOURCE}",
+    draw=crossed_draw(LIFT_SD, DEV_CASES),
+    n=1,
+    units=_compiles,
+    full_n=FULL_COMPILES,
+    full_minutes=_full_minutes(2 * BFS_PROGRAM_CPU_S),
+    full_minutes_source=f"extrapolated: {FULL_COMPILES} compile sets × 2 programs × {BFS_PROGRAM_CPU_S} "
+    "CPU-s measured per program, over 2 cores",
+)
+# RS − BFS: as standard − colloquial, the case effect bounds it: with FULL_COMPILES sets the rule needs
+# about 80 dev cases (simulated). Random search costs RS_PROGRAM_CPU_S per compile set, so no profile runs
+# it for a claim the data cannot decide; its panel does, at DSPy's documented 16 candidates.
+RANDOM_SEARCH = Design(
+    effect=GAP_CLAIMED,
+    null=0.0,
+    unit="dev case",
+    spread=sum(s * s for s in RS_SD) ** 0.5,
+    spread_source=f"sd of one compile set × case cell of RS − BFS, measured 0.41 on one set, split as "
+    f"standard − colloquial's (compile set {RS_SD[0]}, case {RS_SD[1]}, residual {RS_SD[2]}); "
+    + SPREAD_SOURCE,
+    draw=_case_draw(RS_SD, FULL_COMPILES, 16),
+    n=0,
+    units=lambda cfg: shipped_cases(("dev",), cfg.n_dev) if cfg.random_search else 0,
+    needed_n=80,
+    beyond_data=f"the shipped data has {DEV_CASES} dev cases (63 in all)",
+)
 
 
 # -- the token limit: exact figures ----------------------------------------------------------------

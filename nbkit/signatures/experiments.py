@@ -467,9 +467,9 @@ def run_compile(
                 ("random_search", max(cfg.mixes), {"valset": valset, "num_candidates": cfg.num_candidates})
             )
         for optimizer, mix, extra in todo:
-            compiled, programs_one = _compile_one(cfg, ctx, optimizer, seed, mix, adapter, **extra)
+            compiled, program = _compile_one(cfg, ctx, optimizer, seed, mix, adapter, **extra)
             runs.append(compiled)
-            programs[compiled.name] = programs_one
+            programs[compiled.name] = program
             if live is not None:
                 for s in ("standard", "colloquial"):
                     live.add(f"hit@3 {s}", compiled.name, getattr(compiled, s))

@@ -18,6 +18,7 @@ from nbkit.claims import (
     Verdict,
     family_size,
     operating_characteristics,
+    simulate,
 )
 from nbkit.experiment import Context
 from nbkit.result import Result
@@ -58,8 +59,10 @@ def test_the_shipped_sizes_are_what_the_configs_ask():
     assert designs.MODULES_CLEAN.units(config.ModulesConfig()) == DEV
     assert designs.MODULES_CLEAN.units(config.ModulesConfig.full()) == NOTES
     assert designs.CONFIDENCE_WORDS.units(config.ContractsConfig()) == NOTES
-    assert designs.GAP.units(config.CompileConfig()) == 1
-    assert designs.GAP.units(config.CompileConfig.full()) == config.FULL_COMPILES
+    assert designs.MIX_LIFT.units(config.CompileConfig()) == 1
+    assert designs.MIX_LIFT.units(config.CompileConfig.full()) == config.FULL_COMPILES
+    # standard − colloquial is bounded by the dev cases, which no profile adds to
+    assert designs.GAP.units(config.CompileConfig()) == designs.GAP.units(config.CompileConfig.full()) == DEV
     assert designs.RANDOM_SEARCH.units(config.CompileConfig()) == 0  # random search runs in the full profile
 
 
@@ -92,24 +95,24 @@ def test_modules_serve_contract_counts_a_case_not_a_question():
 
 
 # -- prompt bounds -------------------------------------------------------------------------------
-SIZES = designs._bounds_sizes(designs.PROMPT_BOUNDS.n)  # 15 dev cases × 8 parsed answers, 35 × 2
+SIZES = designs._bounds_sizes(designs.PROMPT_BOUNDS.n)  # 15 dev cases × 7 parsed answers, 35 × 2
 
 
 @pytest.mark.parametrize(
     ("breaches", "expected"),
     [
         ([1] + [0] * (len(SIZES) - 1), HOLDS),  # one breach is an existence proof
-        ([0] * len(SIZES), REFUTED),  # 0 of 190 with the upper bound under 5 %
+        ([0] * len(SIZES), REFUTED),  # 0 of 175 with the upper bound under 5 %
     ],
 )
 def test_observed_at_the_default_n(breaches, expected):
-    assert sum(SIZES) == 190
+    assert sum(SIZES) == 175
     assert outcome(sc.verdict_observed(breaches, SIZES, "breaches", LEVEL)) == expected
 
 
 def test_observed_cannot_refute_on_the_dev_answers_alone():
-    """0 breaches among the 120 dev answers alone cannot exclude a 5 % rate at the family's level."""
-    v = sc.verdict_observed([0] * DEV, [8] * DEV, "breaches", LEVEL)
+    """0 breaches among the 105 dev answers alone cannot exclude a 5 % rate at the family's level."""
+    v = sc.verdict_observed([0] * DEV, [7] * DEV, "breaches", LEVEL)
     assert v.verdict == INCONCLUSIVE and "n too small" in v.why
     assert outcome(sc.verdict_observed([], [], "breaches", LEVEL)) == INCONCLUSIVE
 
@@ -251,14 +254,28 @@ DECIDED_AT_DEFAULTS = {
 }
 
 
-def test_which_rows_decide_at_defaults_and_which_need_the_full_profile():
+FULL_PROFILE = {"modules_serve_contract", "colloquial_mix_lifts"}
+BEYOND_DATA = {"standard_only_gap": 100, "random_search_beats_bootstrap": 80}  # dev cases each needs
+
+
+def test_which_rows_decide_at_defaults_in_the_full_profile_or_not_with_this_data():
     measured = {k for k, s in SPECS.items() if s.kind == MEASURED}
     decided = {k for k in measured if operating_characteristics(SPECS[k], DEFAULT).decided}
     assert decided == DECIDED_AT_DEFAULTS
-    for key in measured - decided:
+    assert measured - decided == FULL_PROFILE | set(BEYOND_DATA)
+    for key in FULL_PROFILE:
         d = SPECS[key].design
-        assert d.full_n and d.full_minutes and d.full_minutes_source, key
-    assert operating_characteristics(SPECS["modules_serve_contract"], FULL).decided
+        assert d.full_n and d.full_minutes and d.full_minutes_source and not d.beyond_data, key
+        oc = operating_characteristics(SPECS[key], FULL)
+        assert oc.decided and oc.n == d.full_n, key
+    assert SPECS["modules_serve_contract"].design.full_n == NOTES
+    assert SPECS["colloquial_mix_lifts"].design.full_n == config.FULL_COMPILES
+    level = operating_characteristics(SPECS["standard_only_gap"], DEFAULT).level
+    for key, cases in BEYOND_DATA.items():
+        d = SPECS[key].design
+        assert (d.needed_n, d.full_n) == (cases, None) and f"{DEV} dev cases" in d.beyond_data
+        assert simulate(SPECS[key], cases, level).decided  # the n the row names is the n that decides it
+        assert not simulate(SPECS[key], DEV, level).decided  # ... which the data's dev cases are not
 
 
 @pytest.mark.parametrize("key", sorted(DECIDED_AT_DEFAULTS))
@@ -410,16 +427,15 @@ def test_judge_reads_every_row_from_a_contexts_results():
         "runaway_reproduced": HOLDS,
         "limit_enforced": HOLDS,
     }
-    for key in (
-        "modules_serve_contract",
-        "standard_only_gap",
-        "colloquial_mix_lifts",
-        "random_search_beats_bootstrap",
-    ):
+    for key in ("modules_serve_contract", "colloquial_mix_lifts"):
         assert (
             rows[key].why.startswith("not decided at defaults: needs n ≥")
-            and not rows[key].decided_at_defaults
+            and "run the full profile" in rows[key].why
         )
+        assert not rows[key].decided_at_defaults
+    for key, cases in BEYOND_DATA.items():
+        assert f"needs n ≥ {cases} dev cases — the shipped data has {DEV} dev cases" in rows[key].why
+        assert "no profile decides it" in rows[key].why
     assert (
         rows["grammar_fixes_structure"].kind == DEMONSTRATION
         and rows["grammar_fixes_structure"].p_holds_if_true is None
