@@ -188,3 +188,27 @@ def test_save_load_roundtrip_and_headline(ctx):
     assert headline["chat violation rate"] == 0.0 and headline["grammar violation rate"] is None
     assert headline["notebook seconds"] == history.metrics.seconds > 0
     assert headline["LM calls answered from cache"] == history.metrics.calls.from_cache
+
+
+def test_the_full_profile_runs_and_judges_its_rows():
+    """PROFILE="full": the modules on every train, val and dev case, twelve compile sets at both mixes; the
+    rows it can decide are judged, the ones the data cannot decide name the dev cases they need."""
+    from nbkit.signatures.config import FULL_COMPILES
+
+    ctx = SignaturesContext("cpu", profile="full", handle=LMHandle(echo_lm(), "dummy", 64))
+    try:
+        modules = experiments.run("modules", ctx).metrics
+        assert modules.splits == ("train", "val", "dev") and modules.cases == 50
+        experiments.run("contracts", ctx, adapters=("chat",))
+        compiled = experiments.run("compile", ctx).metrics
+        assert compiled.compiles == FULL_COMPILES and not compiled.random_search
+        assert len(compiled.of("bootstrap", 0.0)) == len(compiled.of("bootstrap", 0.1)) == FULL_COMPILES
+        rows = {r.key: r for r in claims.judge(ctx)}
+    finally:
+        ctx.close()
+    # DummyLM's one answer is contract-clean everywhere and the same for every program
+    assert rows["modules_serve_contract"].verdict == "holds" and "Holm" in rows["modules_serve_contract"].why
+    assert rows["colloquial_mix_lifts"].n.startswith(f"{FULL_COMPILES} compile set(s) × 15 dev cases")
+    assert "no interval" in rows["colloquial_mix_lifts"].why  # identical programs: no spread to judge
+    for key in ("standard_only_gap", "random_search_beats_bootstrap"):
+        assert rows[key].why.startswith("not decided at the full profile: needs n ≥")
