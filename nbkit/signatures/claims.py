@@ -34,6 +34,7 @@ from nbkit.claims import (
     fmt_interval,
 )
 from nbkit.signatures import designs
+from nbkit.signatures.designs import GAP_CLAIMED, NOTES_COLLOQUIAL_F1, NOTES_STANDARD_F1, RARE
 from nbkit.signatures.experiments import REGISTRY
 from nbkit.signatures.metrics import (
     CompileMetrics,
@@ -48,9 +49,7 @@ from nbkit.signatures.pairing import paired, paired_gain, shown_interval
 CLEAN = (
     0.8  # "a module serves the contract": at least 4 of 5 of its answers honour it (no figure in the notes)
 )
-RARE = 0.05  # "kept in practice": a breach rate below 5 %
 WORDS = 0.5  # "always answers 'high'" read as "in most answers"
-GAP_CLAIMED = 0.92 - 0.65  # the notes' F1 on standard vs colloquial questions
 GAP_MIN = GAP_CLAIMED / 2  # "much worse": at least half the notes' gap
 # The notes' remedy for that gap: a 10 % colloquial compile set and random search instead of plain
 # BootstrapFewShot. Each part "works" when it closes at least half the gap it is the remedy for.
@@ -553,7 +552,8 @@ REGISTRY.claim(
         key="standard_only_gap",
         claim="Compiled on standard questions only, a program does much worse on real users' (colloquial) "
         "questions",
-        field_note="F1 0.92 standard vs 0.65 colloquial (gap 0.27)",
+        field_note=f"F1 {NOTES_STANDARD_F1} standard vs {NOTES_COLLOQUIAL_F1} colloquial "
+        f"(gap {GAP_CLAIMED:.2f})",
         source=SOURCE_43,
         kind=MEASURED,
         reads=("compile",),

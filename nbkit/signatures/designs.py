@@ -120,8 +120,12 @@ def _draw_bounds(rng: Any, value: float, n: int) -> tuple:
     return (*_clustered(rng, value, _bounds_sizes(n), BREACH_ICC), "breaches")
 
 
+# "Kept in practice" is a breach rate below RARE (5 %): the claim is true at any rate above, so the design
+# draws at RARE itself, the hardest true rate to tell from 0.
+RARE = 0.05
+
 PROMPT_BOUNDS = Design(
-    effect=0.05,
+    effect=RARE,
     null=0.0,
     unit="case",
     spread=BREACH_ICC,
@@ -180,7 +184,10 @@ def _full_minutes(per_set_cpu_s: float) -> float:
     return FULL_COMPILES * per_set_cpu_s / 2 / 60
 
 
-GAP_CLAIMED = 0.92 - 0.65  # the notes' F1 gap (standard − colloquial)
+# The field notes' F1 with GPT-4 on standard vs colloquial questions (§4.3): the effect the three compile
+# claims are designed for, and (claims.py) the figure their rows show and their thresholds.
+NOTES_STANDARD_F1, NOTES_COLLOQUIAL_F1 = 0.92, 0.65
+GAP_CLAIMED = NOTES_STANDARD_F1 - NOTES_COLLOQUIAL_F1
 DEV_CASES = shipped_cases(("dev",))
 # Standard − colloquial: the case effect (0.33) does not shrink with more compile sets, so the dev cases
 # bound it: with FULL_COMPILES sets the rule needs about 100 dev cases (simulated), the data has 15.
