@@ -24,7 +24,7 @@
 # section is one experiment of `nbkit.signatures.experiments` (its config in `nbkit.signatures.config`), run in
 # the context the notebook opens (`nbkit.signatures.context`); the verdicts come from
 # `nbkit.signatures.claims`. `PROFILE = "full"` gives every claim the n it needs where the data allows it
-# (longer: the modules on every train, val and dev case, and twelve compile sets).
+# (longer: the modules on every train, val and dev case, and twenty compile sets).
 
 # %% tags=["parameters"]
 SMOKE = False
@@ -176,7 +176,7 @@ contracts = experiments.show("contracts", ctx)
 #
 # One compile is one draw of demos: a compile claim is about compiling, so its unit is the compile set
 # (each seed draws other training cases) as well as the case. The default run compiles one set, which shows
-# the programs but cannot decide the compile claims; the full profile compiles twelve, enough for the 10 %
+# the programs but cannot decide the compile claims; the full profile compiles twenty, enough for the 10 %
 # mix's claim. Standard − colloquial and random search vary most from case to case: they need more dev cases
 # than the data has, and their rows say how many. `BootstrapFewShotWithRandomSearch` runs from the panel
 # (`random_search`), at DSPy's documented 16 candidates scored on the **validation** cases (never the compile

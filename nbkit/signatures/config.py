@@ -20,7 +20,7 @@ from nbkit.signatures.modules import MODULES
 from nbkit.signatures.retrieval import RETRIEVERS
 
 DEV_CASES = "dev cases (0 = all; x2 phrasings)"
-FULL_COMPILES = 12  # compile sets per condition in the full profile (see nbkit.signatures.designs)
+FULL_COMPILES = 20  # compile sets per condition in the full profile (see nbkit.signatures.designs)
 
 
 @dataclass
@@ -179,7 +179,7 @@ class CompileConfig:
     compile_size: int = param(10, min=1, max=25)
     max_demos: int = param(2, min=0, max=8)
     mixes: tuple = param((0.0, 0.1), choices=[0.0, 0.1, 0.125, 0.25, 0.5, 1.0])
-    compiles: int = param(1, min=1, max=12, help="compile sets, one per seed: each program compiled on each")
+    compiles: int = param(1, min=1, max=40, help="compile sets, one per seed: each program compiled on each")
     module: str = param(
         "auto",
         choices=["auto", *MODULES],
