@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from nbkit.runner import execute
+from nbkit.cache import use_cache_dir
+from nbkit.execute import execute
 
 TARGET_S = 180.0
 
@@ -80,8 +81,7 @@ def cold_runs(nb: Path, out: Path, smoke: bool, params: dict[str, dict]) -> dict
     """One cold run per label (a fresh cache folder each, DSPy's cache in memory only)."""
     runs = {}
     for label, extra in params.items():
-        # the cache folder the signatures theme reads (cold, and never shared between the runs)
-        os.environ["NBKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"nbkit-bench-03-{label}-")
+        use_cache_dir(tempfile.mkdtemp(prefix=f"nbkit-bench-03-{label}-"))  # cold, never shared between runs
         runs[label] = run(nb, out / label, smoke, f"cold, {label}", {"LM_CACHE": "memory", **extra})
     return runs
 
@@ -135,10 +135,8 @@ def main() -> None:
         compare(cold_runs(nb, Path(args.out), args.smoke, {"first": {}, "second": {}}))
         return
     # The kernel inherits this process's environment: both runs share the cache folder.
-    os.environ["NBKIT_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="nbkit-bench-03-cache-")
-    print(
-        f"notebook 03 ({'SMOKE' if args.smoke else 'default'}), DSPy cache in {os.environ['NBKIT_CACHE_DIR']}"
-    )
+    cache = use_cache_dir(args.cache_dir or tempfile.mkdtemp(prefix="nbkit-bench-03-cache-"))
+    print(f"notebook 03 ({'SMOKE' if args.smoke else 'default'}), DSPy cache in {cache / 'dspy'}")
     m = run(nb, Path(args.out) / "cold", args.smoke, "cold")
     print(f"headline {m.get('headline')}")
     print(

@@ -22,6 +22,8 @@ import time
 
 from signatures_server import server_cpu_seconds  # this folder's token bench (run as a script: on sys.path)
 
+from nbkit.cache import use_cache_dir
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -35,7 +37,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     cache = args.cache_dir or tempfile.mkdtemp(prefix="nbkit-slots-cache-")
-    os.environ["NBKIT_CACHE_DIR"] = cache  # before DSPy is imported: its cache lives there
+    use_cache_dir(cache)  # before DSPy is imported: its cache lives there
 
     from nbkit.signatures import experiments
     from nbkit.signatures.context import SignaturesContext

@@ -28,6 +28,8 @@ import time
 
 from signatures_server import server_cpu_seconds  # this folder's token bench (run as a script: on sys.path)
 
+from nbkit.cache import use_cache_dir
+
 
 def icc(successes: list[int], trials: list[int]) -> float:
     """One-way ANOVA intraclass correlation of clustered 0/1 outcomes (in [0, 1]; 0 when all are equal)."""
@@ -104,7 +106,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
-    os.environ["NBKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="nbkit-spread-cache-")
+    use_cache_dir(tempfile.mkdtemp(prefix="nbkit-spread-cache-"))  # cold: a fresh cache folder
 
     from nbkit.signatures import claims, experiments
     from nbkit.signatures.claims import MIX, case_counts, compile_table, request_bounds

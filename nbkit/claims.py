@@ -358,7 +358,7 @@ def judge_specs(specs: Iterable[ClaimSpec], results: Any, profile: str = DEFAULT
         if spec.key not in readings:
             rows.append(spec.not_measured([x for x in spec.reads if x not in results], oc))
         elif oc is not None and not oc.decided:
-            rows.append(spec.row(readings[spec.key], _undecided(spec, oc, profile), oc))
+            rows.append(spec.row(readings[spec.key], _undecided(spec, oc, profile, readings[spec.key]), oc))
         else:
             rows.append(
                 spec.row(readings[spec.key], verdicts.get(spec.key) or spec.decide(readings[spec.key]), oc)
@@ -395,20 +395,44 @@ def holm_levels(family: Sequence[ClaimSpec], readings: dict[str, Reading]) -> di
     return out
 
 
-def _undecided(spec: ClaimSpec, oc: OperatingCharacteristics, profile: str) -> Verdict:
+def _plural(unit: str) -> str:
+    """English plural of a unit's name (seed → seeds, launch → launches)."""
+    return unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
+
+
+def _undecided(
+    spec: ClaimSpec, oc: OperatingCharacteristics, profile: str, reading: Reading | None = None
+) -> Verdict:
+    """Inconclusive, with the n the full profile needs — unless this run could not measure the row at
+    all (its verdict function says ``needs GPU``): more units on this machine would not help, so the row
+    says that first."""
     d = spec.design
     assert d is not None  # a noisy spec always has one
-    need = f"n ≥ {d.full_n} {d.unit}s" if d.full_n else "a larger n than the full profile runs"
+    need = f"n ≥ {d.full_n} {_plural(d.unit)}" if d.full_n else "a larger n than the full profile runs"
     cost = f" (≈ {d.full_minutes:.0f} min on 2 cores)" if d.full_minutes else ""
     where = "run the full profile" if profile == DEFAULT and d.full_n else "no profile decides it yet"
     if d.beyond_data:
-        need, cost, where = f"n ≥ {d.needed_n} {d.unit}s", "", f"{d.beyond_data}: no profile decides it"
-    return Verdict(
-        INCONCLUSIVE,
+        need, cost = f"n ≥ {d.needed_n} {_plural(d.unit)}", ""
+        where = f"{d.beyond_data}: no profile decides it"
+    why = (
         f"not decided at {'defaults' if profile == DEFAULT else 'the full profile'}: needs {need}{cost} — "
         f"{where}; at n = {oc.n} the rule holds a true claim with P = {oc.p_holds_if_true:.2f} and refutes a "
-        f"false one with P = {oc.p_refuted_if_false:.2f}",
+        f"false one with P = {oc.p_refuted_if_false:.2f}"
     )
+    own = spec.decide(reading) if reading is not None else None
+    if own is not None and own.verdict == NEEDS_GPU:
+        return Verdict(NEEDS_GPU, f"{own.why}; on CUDA, {why}")
+    return Verdict(INCONCLUSIVE, why)
+
+
+# The record beside ``headline`` that keeps each number's tolerance (a run's comparison reads both).
+HEADLINE_TOLERANCE = "headline_tolerance"
+
+
+def headline_tolerances(specs: Iterable[HeadlineSpec]) -> dict[str, dict[str, Any]]:
+    """``{name: {"tolerance": t, "relative": bool}}`` of each headline number: how far it may move between
+    two runs before a comparison reports it."""
+    return {s.name: {"tolerance": float(s.tolerance), "relative": bool(s.relative)} for s in specs}
 
 
 def headline_values(specs: Iterable[HeadlineSpec], results: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from nbkit.audit.experiments import REGISTRY, AuditContext, make_context
 from nbkit.audit.formats import Mapped, read_any
 from nbkit.device import device_report
 from nbkit.diagnose.diagnosis import diagnose
+from nbkit.diagnose.finished import finished_run
 from nbkit.errors import UsageError
 from nbkit.findings import Finding
 from nbkit.panels import Panel
@@ -27,6 +28,7 @@ __all__ = [
     "check_panel",
     "device_summary",
     "diagnose",
+    "finished_run",
     "model_summary",
     "open_audit",
     "read_trainer_config",

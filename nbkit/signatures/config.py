@@ -89,8 +89,12 @@ class TokenLimitConfig:
     """Does ``max_tokens`` reach the server? And the runaway on a *stock* llama-cpp-python server."""
 
     limit: int = param(16, min=4, max=128, help="the token limit each probe sends")
-    stock_n_ctx: int = param(256, min=64, max=4096, help="context of the stock server: bounds the runaway")
-    stock_server: bool = param(True, help="start a stock server and reproduce the runaway (local LM only)")
+    stock_n_ctx: int = param(
+        256, min=64, max=4096, help="context of the stock server: bounds the runaway", advanced=True
+    )
+    stock_server: bool = param(
+        True, help="start a stock server and reproduce the runaway (local LM only)", advanced=True
+    )
 
     @classmethod
     def smoke(cls) -> TokenLimitConfig:
@@ -101,7 +105,7 @@ class TokenLimitConfig:
 class RetrievalConfig:
     """Recall@k of each retriever; the one the HybridRetriever uses is chosen on the validation split."""
 
-    retrievers: tuple = param(RETRIEVERS, choices=RETRIEVERS)
+    retrievers: tuple = param(RETRIEVERS, choices=RETRIEVERS, advanced=False)
     k: int = param(3, min=1, max=10)
 
     @classmethod
@@ -115,7 +119,7 @@ class ModulesConfig:
     first ``n_dev``), both phrasings. Nothing is chosen on these answers: train and val may be asked too."""
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
-    modules: tuple = param(MODULES, choices=MODULES)
+    modules: tuple = param(MODULES, choices=MODULES, advanced=False)
     signature: str = param("typed", choices=SIGNATURES)
     adapter: str = param("auto", choices=["auto", *ADAPTERS])
     splits: tuple = param(("dev",), choices=["train", "val", "dev"], help="splits asked (never test)")
@@ -144,12 +148,15 @@ class ContractsConfig:
     """
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
-    adapters: tuple = param(("chat", "json_grammar"), choices=ADAPTERS)
+    adapters: tuple = param(("chat", "json_grammar"), choices=ADAPTERS, advanced=False)
     module: str = param("predict", choices=MODULES)
     signature: str = param("typed", choices=SIGNATURES)
-    field_notes_signature: bool = param(True, label="also the field notes' string signature")
+    field_notes_signature: bool = param(True, label="also the field notes' string signature", advanced=True)
     field_notes_adapter: str = param(
-        "auto", choices=["auto", *ADAPTERS], help="adapter for the field notes' signature"
+        "auto",
+        choices=["auto", *ADAPTERS],
+        help="adapter for the field notes' signature",
+        advanced=True,
     )
     field_notes_splits: tuple = param(
         ("train", "val", "dev"),
@@ -186,8 +193,10 @@ class CompileConfig:
         help="auto: the module with the best uncompiled hit@3 on the val cases (never dev)",
     )
     random_search: bool = False
-    num_candidates: int = param(16, min=1, max=32, help="random candidates (DSPy's default: 16)")
-    n_val: int = param(5, min=0, max=20, label="val cases for choices (0 = all; x2)")
+    num_candidates: int = param(
+        16, min=1, max=32, help="random candidates (DSPy's default: 16)", advanced=True
+    )
+    n_val: int = param(5, min=0, max=20, label="val cases for choices (0 = all; x2)", advanced=True)
     adapter: str = param("auto", choices=["auto", *ADAPTERS])
 
     @classmethod
@@ -213,7 +222,7 @@ class AskConfig:
     """Symptoms typed by the reader, answered by each chosen module."""
 
     symptoms: str = "my mom's blood pressure is high and she keeps getting dizzy, can she take aspirin?"
-    modules: tuple = param(("predict",), choices=MODULES)
+    modules: tuple = param(("predict",), choices=MODULES, advanced=False)
     signature: str = param("typed", choices=SIGNATURES)
     adapter: str = param("auto", choices=["auto", *ADAPTERS])
 

@@ -523,8 +523,10 @@ def run_roundtrip(
         raise UsageError("run the compile experiment first: the round trip saves its first program")
     compiled = ctx.results["compile"]
     name, program = next(iter(compiled.data["programs"].items()))
-    saved = save_program(program, Path(tempfile.mkdtemp()) / "compiled.json")
-    loaded = load_program(ctx.module(compiled.metrics.module), saved)
+    with tempfile.TemporaryDirectory(prefix="nbkit-compiled-") as folder:  # the saved file is read back here
+        saved = save_program(program, Path(folder) / "compiled.json")
+        size = saved.stat().st_size
+        loaded = load_program(ctx.module(compiled.metrics.module), saved)
     probe = ctx.dev_examples(1)[:1]
     answers = [
         ctx.evaluate(p, probe, adapter=compiled.data["adapter"], label=label, progress=False).records[0][
@@ -535,7 +537,7 @@ def run_roundtrip(
     demos = demo_counts(loaded)
     metrics = RoundtripMetrics(
         program=name,
-        bytes=saved.stat().st_size,
+        bytes=size,
         demos_bootstrapped=demos["bootstrapped"],
         demos_labeled=demos["labeled"],
         same_demos=demos == demo_counts(program),

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.cache import cache_dir as nbkit_cache_dir
 from nbkit.model_files import smollm2_gguf_path
 from nbkit.signatures.server import (
     LocalLMPool,
@@ -44,11 +45,8 @@ CACHE_MODES = ("memory", "disk", "off")
 
 
 def cache_dir():
-    """Where ``cache="disk"`` keeps DSPy's cache: ``$NBKIT_CACHE_DIR/dspy``, else ``~/.cache/nbkit/dspy``."""
-    from pathlib import Path
-
-    root = os.environ.get("NBKIT_CACHE_DIR") or Path.home() / ".cache" / "nbkit"
-    return Path(root) / "dspy"
+    """Where ``cache="disk"`` keeps DSPy's cache: ``dspy/`` in :func:`nbkit.cache.cache_dir`."""
+    return nbkit_cache_dir("dspy")
 
 
 def local_model_alias(

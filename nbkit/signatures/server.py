@@ -2,9 +2,10 @@
 
 Two kinds of server, one lifecycle:
 
-* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` from the
-  llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots`` requests decode together in one
-  batch (continuous batching) and a request reuses the longest cached prompt prefix.
+* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` on CUDA or with
+  ``LLAMA_SERVER=1``, from the llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots``
+  requests decode together in one batch (continuous batching) and a request reuses the longest cached prompt
+  prefix.
 * ``LocalLMServer`` runs ``python -m nbkit.signatures.llama_server`` — llama-cpp-python's own server
   (``llama_cpp.server``) with launch-time fixes, see that module — which answers one request at a time.
   It is what ``auto`` picks wherever the servers run on a CPU (reproducible answers, see
@@ -43,6 +44,7 @@ from typing import Any
 from nbkit.errors import UsageError
 from nbkit.model_files import smollm2_gguf_path
 from nbkit.procs import end_group, free_port, usable_cores
+from nbkit.runfolder import LOG_DIR_ENV
 
 SERVER_INSTALL = (
     'pip install "llama-cpp-python[server]"   '
@@ -175,7 +177,7 @@ def resolve_server_kind(kind: str = "auto", device_type: str | None = None) -> s
         raise LMServerError(
             f"the llama-server binary is not installed (looked beside {sys.executable}; ${LLAMA_SERVER_ENV} "
             "unset): "
-            "run `make setup` (it builds it) or `python scripts/build_llama_server.py`, or use server kind "
+            "run `make setup LLAMA_SERVER=1` or `python scripts/build_llama_server.py`, or use server kind "
             "'auto'"
         )
     return kind
@@ -295,6 +297,21 @@ class _Completions:
         return self.complete(prompt, max_tokens=max_tokens)
 
 
+def _log(log_dir: str | os.PathLike | None, name: str) -> dict[str, Any]:
+    """A pool server's log arguments: in ``log_dir`` when given (kept), else placed by :func:`log_place`."""
+    return {"log_path": Path(log_dir) / name} if log_dir else {"log_name": name}
+
+
+def log_place(name: str) -> tuple[Path, bool]:
+    """Where a server's log named ``name`` goes, and whether it is removed when the server stops: the
+    notebook's folder in the run ``nbkit run`` executes it for (``$NBKIT_LOG_DIR``: kept with the run),
+    else the temp folder, removed at stop (an error about the server quotes the log's last lines)."""
+    run = os.environ.get(LOG_DIR_ENV)
+    if run:
+        return Path(run) / name, False
+    return Path(tempfile.gettempdir()) / name, True
+
+
 class LocalLMServer(_Completions):
     """A llama-cpp-python OpenAI-compatible server on loopback, owned by this process (one request at a time).
 
@@ -315,6 +332,8 @@ class LocalLMServer(_Completions):
         startup_timeout: float = 90.0,
         extra_args: tuple[str, ...] = (),
         stock: bool = False,
+        log_name: str = "",
+        logits_all: bool | None = None,
     ):
         if model_path is None:
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
@@ -327,16 +346,22 @@ class LocalLMServer(_Completions):
         # slower than one (bench/signatures_server.py measures it).
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2) - 1)
         self.model_alias = model_alias
-        self.log_path = (
-            Path(log_path)
+        # A log path given is the caller's to keep; else the run's folder keeps it, or stop() removes it.
+        self.log_path, self._temporary_log = (
+            (Path(log_path), False)
             if log_path
-            else Path(tempfile.gettempdir()) / f"nbkit-llama-server-{os.getpid()}.log"
+            else log_place(log_name or f"nbkit-llama-server-{os.getpid()}.log")
         )
         self.startup_timeout = startup_timeout
         self.extra_args = tuple(extra_args)
         # stock=True: llama-cpp-python's own behaviour (max_completion_tokens ignored), to reproduce the
         # runaway.
         self.stock = stock
+        # llama-cpp-python's server computes the logits of every prompt token by default (logits_all), which
+        # only a request for logprobs reads: off (None, except for a stock server), a prompt's new tokens are
+        # processed about a tenth faster on SmolLM2 (its 49k-token head) and the answers are the same
+        # (bench/efficiency.py lm-token checks them against an in-process Llama, whose default is off).
+        self.logits_all = stock if logits_all is None else logits_all
         self.process: subprocess.Popen | None = None
         self._log_fh = None
 
@@ -371,6 +396,8 @@ class LocalLMServer(_Completions):
             str(self.n_threads),
             "--n_threads_batch",
             str(self.n_threads),
+            "--logits_all",
+            str(self.logits_all).lower(),
             *self.extra_args,
         ]
 
@@ -449,6 +476,8 @@ class LocalLMServer(_Completions):
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
+        if self._temporary_log:
+            self.log_path.unlink(missing_ok=True)
         _LIVE.discard(self)
 
     def __enter__(self) -> LocalLMServer:
@@ -500,9 +529,7 @@ class LlamaCppServer(LocalLMServer):
             or (isinstance(n_gpu_layers, int) and not isinstance(n_gpu_layers, bool) and n_gpu_layers >= 0)
         ):
             raise UsageError(f"n_gpu_layers must be an int >= 0, 'all' or 'auto', got {n_gpu_layers!r}")
-        kwargs.setdefault(
-            "log_path", Path(tempfile.gettempdir()) / f"nbkit-llama.cpp-server-{os.getpid()}.log"
-        )
+        kwargs.setdefault("log_name", f"nbkit-llama.cpp-server-{os.getpid()}.log")
         super().__init__(model_path, **kwargs)
         self.slots = slots
         self.n_gpu_layers = n_gpu_layers
@@ -514,7 +541,7 @@ class LlamaCppServer(LocalLMServer):
             raise LMServerError(
                 "the llama-server binary is not installed "
                 f"({self.binary or 'none found beside ' + sys.executable}); "
-                "run `make setup` or `python scripts/build_llama_server.py`"
+                "run `make setup LLAMA_SERVER=1` or `python scripts/build_llama_server.py`"
             )
 
     def server_args(self) -> list[str]:
@@ -720,7 +747,6 @@ class LocalLMPool(_Completions):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise UsageError(f"n_servers must be a positive int, got {n_servers!r}")
         self.kind = resolve_server_kind(kind)
-        log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir())
         common = dict(
             host=host,
             n_ctx=n_ctx,
@@ -736,7 +762,7 @@ class LocalLMPool(_Completions):
                     slots=slots,
                     n_gpu_layers=n_gpu_layers,
                     **common,
-                    log_path=log_dir / f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log",
+                    **_log(log_dir, f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log"),
                 )
                 for i in range(n)
             ]
@@ -746,7 +772,7 @@ class LocalLMPool(_Completions):
                     model_path,
                     **common,
                     stock=stock,
-                    log_path=log_dir / f"nbkit-llama-server-{os.getpid()}-{i}.log",
+                    **_log(log_dir, f"nbkit-llama-server-{os.getpid()}-{i}.log"),
                 )
                 for i in range(n)
             ]

@@ -97,4 +97,4 @@ def test_the_diagnose_section_shows_the_bundled_setup(metrics):
     d = metrics["diagnose"]
     assert d["couplings"]["gradient accumulation"] == "error" and d["couplings"]["LR schedule"] == "warning"
     assert d["couplings"]["gradient clipping"] == "warning" and d["exit_code"] == 1
-    assert d["fit"]["verdict"] == "refuted" and d["fit"]["fixes"]
+    assert d["fit"]["verdict"] == "does not fit" and d["fit"]["fixes"]

@@ -242,6 +242,7 @@ def test_registry_config_and_panel():
         reg["nope"]
     assert reg.slugs == ["double"] and reg.metrics_types() == {_M}
     assert exp.config(smoke=True).steps == 1 and exp.config(steps=3).steps == 3
+    assert exp.config(smoke=True, steps=None).steps == 1 and exp.config(steps=None).steps == 4  # the preset's
     with pytest.raises(UsageError, match="_Cfg has no field stpes"):
         config_for(_Cfg, stpes=3)
     a, b = _Cfg(), _Cfg()
@@ -401,3 +402,27 @@ def test_a_row_the_data_cannot_decide_names_the_n_it_needs():
             (row,) = reg.judge(ctx)
             assert row.verdict == INCONCLUSIVE and not row.decided_at_defaults
             assert "needs n ≥ 40 cases — the toy data holds 3 cases: no profile decides it" in row.why
+
+
+def test_describe_prints_one_device_line_and_records_it(monkeypatch, capsys):
+    """The device line every theme notebook prints, with a fabricated CUDA machine (the GPU path)."""
+    from nbkit import experiment, record
+
+    fake = {
+        "torch": "2.13.0+cu128",
+        "gpus": [{"index": 0, "name": "NVIDIA H200", "memory_gib": 139.8}],
+        "cpu_cores_usable": 16,
+        "cpu_cores_logical": 16,
+        "torch_threads": 16,
+        "ram_available_gib": 120.0,
+        "ram_total_gib": 128.0,
+    }
+    monkeypatch.setattr(experiment, "device_report", lambda: dict(fake))
+    ctx = Context("cpu")
+    assert ctx.describe() is None
+    line = capsys.readouterr().out.strip()
+    assert line == (
+        "device cpu · torch 2.13.0+cu128 · NVIDIA H200 (140 GiB) · 16 of 16 cores, 16 torch threads · "
+        "120.0 of 128.0 GiB RAM free"
+    )
+    assert record.recorded()["device"]["gpus"][0]["name"] == "NVIDIA H200"

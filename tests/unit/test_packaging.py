@@ -408,9 +408,7 @@ def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path)
     venv = _fresh_venv_reusing_this_one(tmp_path, wheel)
     work = tmp_path / "work"
     work.mkdir()
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBKIT_NOTEBOOKS", "NBKIT_RECORD_FILE")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBKIT_NOTEBOOKS", "NBKIT_RUN_DIR")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     nbkit_cmd = str(venv / "bin" / "nbkit")
 
@@ -422,7 +420,7 @@ def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path)
         return out
 
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import nbkit.runner as r; print(r.packaged_notebooks_dir())"],
+        [str(venv / "bin" / "python"), "-c", "import nbkit.catalog as c; print(c.packaged_notebooks_dir())"],
         cwd=work,
         env=env,
         capture_output=True,

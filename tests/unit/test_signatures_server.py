@@ -117,6 +117,33 @@ def test_launcher_maps_max_completion_tokens_to_max_tokens():
     assert "max_tokens" not in _run_asgi({"messages": []})["body"]
 
 
+def test_a_server_log_is_kept_with_the_run_or_removed_from_the_temp_folder(tmp_path, monkeypatch):
+    """Under `nbkit run` ($NBKIT_LOG_DIR: the notebook's folder in the run) the log stays with the run;
+    elsewhere it lives in the temp folder only while the server does (an error quotes its last lines)."""
+    import tempfile
+
+    model = tmp_path / "broken.gguf"
+    model.write_bytes(b"this is not a gguf file")
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
+    monkeypatch.delenv("NBKIT_LOG_DIR", raising=False)
+    server = srv.LocalLMServer(model, startup_timeout=60)
+    assert server.log_path.parent == own_tmp
+    with pytest.raises(srv.LMServerError, match="exited during start-up") as info:
+        server.start()
+    assert str(info.value).split(":\n", 1)[1].strip(), "the error quotes the log"
+    assert list(own_tmp.iterdir()) == []
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setenv("NBKIT_LOG_DIR", str(run))
+    server = srv.LocalLMServer(model, startup_timeout=60)
+    with pytest.raises(srv.LMServerError, match="exited during start-up"):
+        server.start()
+    assert [p.name for p in run.iterdir()] == [f"nbkit-llama-server-{os.getpid()}.log"]
+    assert list(own_tmp.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_real_server_enforces_limits_and_stops_cleanly(tmp_path):
     pytest.importorskip("llama_cpp")
@@ -315,7 +342,8 @@ def test_local_model_alias_changes_with_the_model_file_and_settings(tmp_path):
 
 
 def test_cache_mode_and_directory(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NBKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("NBKIT_CACHE_DIR", raising=False)
     assert lm_mod.cache_dir() == tmp_path / "dspy"
     with pytest.raises(ValueError, match="cache must be one of"):
         lm_mod.make_lm("ollama_chat/llama3", cache="yes")
@@ -386,7 +414,8 @@ def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_pa
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NBKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("NBKIT_CACHE_DIR", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     base = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     try:
@@ -648,7 +677,9 @@ def test_llama_server_alone_gives_llama_cpp_pythons_tokens(tmp_path):
             out.append({"tokens": tokens, "text": st.text, "finish": st.finish_reason})
         return out
 
-    with srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log") as today:
+    # logits_all: llama-cpp-python returns per-token logprobs only with every position's logits
+    today = srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log", logits_all=True)
+    with today:
         expected = answers(today)
     with srv.LlamaCppServer(n_threads=1, n_ctx=1024, slots=1, log_path=tmp_path / "batching.log") as batching:
         got = answers(batching)
