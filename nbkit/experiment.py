@@ -272,16 +272,6 @@ class Registry:
         self._headline[spec.name] = spec
         return spec
 
-    def experiment(
-        self, slug: str, title: str, Config: type[C], Metrics: type[M]
-    ) -> Callable[[Callable[[C, Any, Any], Result[M]]], Experiment[C, M]]:
-        """Decorator form of :meth:`register`, kept while the signatures theme still uses it."""
-
-        def register(run: Callable[[C, Any, Any], Result[M]]) -> Experiment[C, M]:
-            return self.register(Experiment(slug, title, Config, Metrics, run))
-
-        return register
-
     @property
     def claims(self) -> list[ClaimSpec]:
         return list(self._claims.values())

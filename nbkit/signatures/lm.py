@@ -166,7 +166,7 @@ def make_lm(
     ``cache`` (see :data:`CACHE_MODES`): ``"memory"`` answers identical requests once inside one run;
     ``"disk"`` also keeps DSPy's on-disk cache in :func:`cache_dir`, so a re-run with the same model,
     prompts and settings is answered from disk (the run records how many calls were, see
-    ``SignaturesContext.calls_summary``); ``"off"`` sends every request. The local model's name on the
+    ``serving.LMService.calls_summary``); ``"off"`` sends every request. The local model's name on the
     wire carries a fingerprint of its GGUF file and server settings (:func:`local_model_alias`), and the
     cache key includes that name, every message and every sampling setting — a changed model, prompt or
     setting misses.

@@ -8,7 +8,8 @@ Two kinds of server, one lifecycle:
   prefix.
 * ``LocalLMServer`` runs ``python -m nbkit.signatures.llama_server`` — llama-cpp-python's own server
   (``llama_cpp.server``) with launch-time fixes, see that module — which answers one request at a time.
-  It is the fallback when the binary is absent (:func:`llama_server_binary`).
+  It is what ``auto`` picks wherever the servers run on a CPU (reproducible answers, see
+  :func:`resolve_server_kind`) and wherever the binary is absent (:func:`llama_server_binary`).
 
 Each runs on 127.0.0.1 at a free port, in its own process group, with stdout/stderr in a log file, under
 a supervisor that ends it when the process that started it disappears (a SIGKILLed kernel). It waits for
@@ -154,13 +155,24 @@ def llama_server_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def resolve_server_kind(kind: str = "auto") -> str:
-    """``"llama-server"`` or ``"llama-cpp-python"``: ``auto`` is the binary when present, else the
-    fallback."""
+def resolve_server_kind(kind: str = "auto", device_type: str | None = None) -> str:
+    """``"llama-server"`` or ``"llama-cpp-python"`` for the servers of a run on ``device_type``.
+
+    ``auto`` is llama.cpp's batching ``llama-server`` only where the servers run on CUDA and the binary is
+    installed; everywhere else llama-cpp-python's server, one request at a time per server. Why: on a CPU
+    a request decoded in one batch with others may round differently from the same request alone, so which
+    requests happened to share a batch (timing, load) could change an answer and, through the demos a
+    compile keeps, a verdict; the unbatched servers give the same answers whatever the load. On CUDA the
+    batch is what makes the GPU worth using. ``device_type`` is where the servers run ("cpu"/"cuda"; None:
+    CUDA when torch sees it). Asked for by name, a kind is used as asked (``llama-server`` needs its
+    binary).
+    """
     if kind not in SERVER_KINDS:
         raise UsageError(f"server kind {kind!r}: expected one of {SERVER_KINDS}")
     if kind == "auto":
-        return "llama-server" if llama_server_binary() is not None else "llama-cpp-python"
+        binary = llama_server_binary()  # checked first: a bad $NBKIT_LLAMA_SERVER is an error on any device
+        on_cuda = _cuda_available() if device_type is None else device_type == "cuda"
+        return "llama-server" if on_cuda and binary is not None else "llama-cpp-python"
     if kind == "llama-server" and llama_server_binary() is None:
         raise LMServerError(
             f"the llama-server binary is not installed (looked beside {sys.executable}; ${LLAMA_SERVER_ENV} "
@@ -169,6 +181,14 @@ def resolve_server_kind(kind: str = "auto") -> str:
             "'auto'"
         )
     return kind
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 def schema_constraint(kind: str, schema: dict) -> dict:
@@ -702,7 +722,8 @@ class LocalLMPool(_Completions):
     others would (same model, same thread count — ``bench/signatures_server.py`` checks it).
 
     ``kind`` is ``"llama-server"`` (:class:`LlamaCppServer`) or ``"llama-cpp-python"``
-    (:class:`LocalLMServer`, always one slot); ``"auto"`` is the first when its binary is installed.
+    (:class:`LocalLMServer`, always one slot); ``"auto"`` is the first only on CUDA with its binary
+    installed (see :func:`resolve_server_kind`).
     """
 
     def __init__(

@@ -352,8 +352,9 @@ def test_cache_mode_and_directory(tmp_path, monkeypatch):
 def test_calls_summary_separates_served_and_cached_calls():
     from types import SimpleNamespace
 
-    from nbkit.signatures.experiments import SignaturesContext
+    from nbkit.signatures.config import SessionConfig
     from nbkit.signatures.metrics import LMCalls
+    from nbkit.signatures.serving import LMService
 
     history = [
         {"usage": {"completion_tokens": 40}, "timestamp": "1"},
@@ -361,8 +362,8 @@ def test_calls_summary_separates_served_and_cached_calls():
         {"usage": {"completion_tokens": 128}, "timestamp": "3"},
         {"usage": {}, "timestamp": "4"},
     ]
-    ctx = SignaturesContext(lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128), None, [], None)
-    assert ctx.calls_summary() == LMCalls(
+    service = LMService(SessionConfig(), lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128))
+    assert service.calls_summary() == LMCalls(
         calls=4,
         served=2,
         from_cache=2,
@@ -458,10 +459,17 @@ def test_server_kind_is_the_binary_when_present_else_the_fallback(tmp_path, monk
         srv.resolve_server_kind("llama-server")
     binary = _fake_binary(tmp_path)
     monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
-    assert srv.llama_server_binary() == binary and srv.resolve_server_kind("auto") == "llama-server"
-    assert (
-        srv.resolve_server_kind("llama-cpp-python") == "llama-cpp-python"
-    )  # asked for explicitly: the fallback
+    assert srv.llama_server_binary() == binary
+    # On a CPU the unbatched servers, whose answers do not depend on which requests share a batch, even with
+    # the binary installed; on CUDA the batching binary; asked for by name, either.
+    assert srv.resolve_server_kind("auto", "cpu") == "llama-cpp-python"
+    assert srv.resolve_server_kind("auto", "cuda") == "llama-server"
+    assert srv.resolve_server_kind("llama-server", "cpu") == "llama-server"
+    assert srv.resolve_server_kind("llama-cpp-python", "cuda") == "llama-cpp-python"
+    monkeypatch.setattr(srv, "_cuda_available", lambda: False)
+    assert srv.resolve_server_kind("auto") == "llama-cpp-python"  # no device given: CUDA as torch sees it
+    monkeypatch.setattr(srv, "_cuda_available", lambda: True)
+    assert srv.resolve_server_kind("auto") == "llama-server"
 
 
 @pytest.mark.parametrize(
@@ -513,7 +521,7 @@ def test_llama_server_arguments_on_cpu_and_on_cuda(tmp_path, monkeypatch):
     """The CUDA path cannot run here; its arguments are what can be checked, through the same code as the CPU
     path."""
     from nbkit.signatures.config import SessionConfig
-    from nbkit.signatures.experiments import local_server_kwargs
+    from nbkit.signatures.serving import local_server_kwargs
 
     model, binary = _fake_model(tmp_path), _fake_binary(tmp_path)
     monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
