@@ -9,7 +9,15 @@ PYTEST_ARGS ?=
 
 .PHONY: setup workbook smoke lab test test-fast sync lint clean
 
+# llama.cpp's own llama-server: notebook 03's LM server on CUDA (on CPU it serves with llama-cpp-python's pool).
+# Built only where it is used: with CUDA, or when asked for (make setup LLAMA_SERVER=1); LLAMA_SERVER=0 never.
+LLAMA_SERVER ?=
+CUDA_PRESENT = $(PY) -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null
+
 setup: $(STAMP)
+	@# Built once from the installed llama-cpp-python's sdist into $(VENV)/bin (an up-to-date binary is kept); a
+	@# failed build only warns. Here, not in the stamp's recipe, so LLAMA_SERVER=1 on a set-up .venv still builds it.
+	@if [ "$(LLAMA_SERVER)" = 1 ] || { [ "$(LLAMA_SERVER)" != 0 ] && $(CUDA_PRESENT); }; then $(PY) scripts/build_llama_server.py; fi
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,9 +25,6 @@ $(STAMP): pyproject.toml
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "$(TORCH_SPEC)"
 	$(PY) -m pip install -e ".[all,dev]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nbkit)"
-	@# llama.cpp's own llama-server (notebook 03's batching LM server), built once from the installed llama-cpp-python's
-	@# sdist into $(VENV)/bin; a failed build only warns, and notebook 03 then uses llama-cpp-python's server.
-	$(PY) scripts/build_llama_server.py
 	@# Convert SmolLM2's GGUF to the safetensors cache once, so notebooks load it fast instead of de-quantising it each time.
 	$(PY) -c "from nbkit.model_files import smollm2_dir; print('SmolLM2 cache:', smollm2_dir())"
 	touch $(STAMP)

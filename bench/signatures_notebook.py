@@ -3,12 +3,15 @@
     .venv/bin/python bench/signatures_notebook.py [--smoke] [--out runs/bench-03] [--cache-dir DIR]
         [--no-warm]
     .venv/bin/python bench/signatures_notebook.py --compare-servers [--smoke]
+    .venv/bin/python bench/signatures_notebook.py --twice [--smoke]
 
 ``--compare-servers`` runs the notebook cold once per local server kind — llama-cpp-python's server (one
 request at a time) and llama.cpp's batching ``llama-server`` — each with a fresh cache, and prints each
 wall time, how many recorded figures that depend on the answers (scores, violation counts, the compile table)
 differ between the two, and every claim whose verdict differs (batched kernels may round differently: the
-differences are counted, and each changed verdict is listed for an explanation).
+differences are counted, and each changed verdict is listed for an explanation). ``--twice`` runs the same
+parameters cold twice and compares them the same way: on a CPU the default servers answer one request at a
+time, so two runs must agree whatever the load.
 
 Target: a full default run — every dev question in both phrasings for each module — in about
 3 minutes on 2 cores. Two runs with the same DSPy disk cache (a fresh temporary folder unless
@@ -26,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from nbkit.runner import execute
+from nbkit.cache import use_cache_dir
+from nbkit.execute import execute
 
 TARGET_S = 180.0
 
@@ -39,7 +43,7 @@ def run(nb: Path, out: Path, smoke: bool, label: str, params: dict | None = None
     if not result.ok:
         raise SystemExit(f"notebook failed ({label}): {result.error}")
     m = result.metrics
-    calls = m.get("lm_calls", {})
+    calls = m.get("history", {}).get("calls", {})
     print(
         f"{label}: {wall:.0f} s wall, ratio to the 3-min target {wall / TARGET_S:.2f}; "
         f"LM calls served {calls.get('served')}, "
@@ -49,17 +53,12 @@ def run(nb: Path, out: Path, smoke: bool, label: str, params: dict | None = None
     return m
 
 
-FIGURES = (
-    "dev_score_by_module",
-    "contract_violations_by_kind",
-    "field_notes_signature_violations",
-    "compile_table",
-    "max_tokens_check",
-)
+FIGURES = ("modules", "contracts", "compile", "token_limit")
 
 
 def figures(metrics: dict) -> dict[str, object]:
-    """The recorded measurements that depend on the LM's answers, flattened to ``section/path`` keys."""
+    """The recorded measurements that depend on the LM's answers, flattened to ``section/path`` keys (lists
+    by position, a program or run by its name)."""
     out: dict[str, object] = {}
 
     def walk(prefix, value):
@@ -68,7 +67,8 @@ def figures(metrics: dict) -> dict[str, object]:
                 walk(f"{prefix}/{k}", v)
         elif isinstance(value, list):
             for i, v in enumerate(value):
-                walk(f"{prefix}/{v.get('program', i) if isinstance(v, dict) else i}", v)
+                name = (v.get("name") or v.get("module") or v.get("adapter")) if isinstance(v, dict) else None
+                walk(f"{prefix}/{name or i}", v)
         elif not (isinstance(value, str) or "seconds" in prefix or "tokens_per_s" in prefix):
             out[prefix] = value
 
@@ -77,27 +77,31 @@ def figures(metrics: dict) -> dict[str, object]:
     return out
 
 
-def compare_servers(nb: Path, out: Path, smoke: bool) -> None:
+def cold_runs(nb: Path, out: Path, smoke: bool, params: dict[str, dict]) -> dict[str, dict]:
+    """One cold run per label (a fresh cache folder each, DSPy's cache in memory only)."""
     runs = {}
-    for kind in ("llama-cpp-python", "llama-server"):
-        os.environ["NBKIT_CACHE_DIR"] = tempfile.mkdtemp(
-            prefix=f"nbkit-bench-03-{kind}-"
-        )  # cold, and never shared between the kinds
-        runs[kind] = run(nb, out / kind, smoke, f"cold, {kind}", {"LM_SERVER": kind, "LM_CACHE": "memory"})
-    a, b = (figures(runs[k]) for k in runs)
+    for label, extra in params.items():
+        use_cache_dir(tempfile.mkdtemp(prefix=f"nbkit-bench-03-{label}-"))  # cold, never shared between runs
+        runs[label] = run(nb, out / label, smoke, f"cold, {label}", {"LM_CACHE": "memory", **extra})
+    return runs
+
+
+def compare(runs: dict[str, dict]) -> None:
+    """How many answer-dependent figures and verdicts differ between two runs, each listed."""
+    (ka, ma), (kb, mb) = runs.items()
+    a, b = figures(ma), figures(mb)
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
     print(
-        "measured figures (scores, violation counts, compile table, token limits): "
-        f"{len(a.keys() | b.keys())}; "
-        f"differing: {len(differ)}"
+        f"measured figures (scores, outcomes, violation counts, compile programs, token limits): "
+        f"{len(a.keys() | b.keys())}; differing: {len(differ)}"
     )
     for key in differ[:40]:
-        print(f"  {key}: llama-cpp-python {a.get(key)}, llama-server {b.get(key)}")
-    va, vb = ({c["key"]: c["verdict"] for c in runs[k].get("claims", [])} for k in runs)
+        print(f"  {key}: {ka} {a.get(key)}, {kb} {b.get(key)}")
+    va, vb = ({c["key"]: c["verdict"] for c in m.get("claims", [])} for m in (ma, mb))
     changed = sorted(k for k in va.keys() | vb.keys() if va.get(k) != vb.get(k))
     print(f"claims: {len(va)}; verdicts changed: {len(changed)}")
     for key in changed:
-        print(f"  {key}: llama-cpp-python {va.get(key)} -> llama-server {vb.get(key)}")
+        print(f"  {key}: {ka} {va.get(key)} -> {kb} {vb.get(key)}")
 
 
 def main() -> None:
@@ -114,22 +118,30 @@ def main() -> None:
         action="store_true",
         help="cold runs with llama-cpp-python's server and with llama-server, compared",
     )
+    ap.add_argument(
+        "--twice",
+        action="store_true",
+        help="two cold runs of the same parameters (the default server kind), compared: answers and verdicts "
+        "must not depend on the machine's load",
+    )
     args = ap.parse_args()
     root = Path(__file__).resolve().parents[1]
     nb = root / "notebooks" / "03_dspy_signatures.ipynb"
     if args.compare_servers:
-        compare_servers(nb, Path(args.out), args.smoke)
+        kinds = {kind: {"LM_SERVER": kind} for kind in ("llama-cpp-python", "llama-server")}
+        compare(cold_runs(nb, Path(args.out), args.smoke, kinds))
+        return
+    if args.twice:
+        compare(cold_runs(nb, Path(args.out), args.smoke, {"first": {}, "second": {}}))
         return
     # The kernel inherits this process's environment: both runs share the cache folder.
-    os.environ["NBKIT_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="nbkit-bench-03-cache-")
-    print(
-        f"notebook 03 ({'SMOKE' if args.smoke else 'default'}), DSPy cache in {os.environ['NBKIT_CACHE_DIR']}"
-    )
+    cache = use_cache_dir(args.cache_dir or tempfile.mkdtemp(prefix="nbkit-bench-03-cache-"))
+    print(f"notebook 03 ({'SMOKE' if args.smoke else 'default'}), DSPy cache in {cache / 'dspy'}")
     m = run(nb, Path(args.out) / "cold", args.smoke, "cold")
-    print(f"dev questions per module {m.get('dev_questions_evaluated')}; headline {m.get('headline')}")
+    print(f"headline {m.get('headline')}")
     print(
         "server tokens/s, one stream (direct probe) "
-        f"{m.get('max_tokens_check', {}).get('lm_tokens_per_s_one_stream')}"
+        f"{m.get('token_limit', {}).get('lm_tokens_per_s_one_stream')}"
     )
     if not args.no_warm:
         warm = run(nb, Path(args.out) / "warm", args.smoke, "warm")

@@ -22,6 +22,8 @@ import time
 
 from signatures_server import server_cpu_seconds  # this folder's token bench (run as a script: on sys.path)
 
+from nbkit.cache import use_cache_dir
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -35,9 +37,10 @@ def main() -> None:
     )
     args = ap.parse_args()
     cache = args.cache_dir or tempfile.mkdtemp(prefix="nbkit-slots-cache-")
-    os.environ["NBKIT_CACHE_DIR"] = cache  # before DSPy is imported: its cache lives there
+    use_cache_dir(cache)  # before DSPy is imported: its cache lives there
 
     from nbkit.signatures import experiments
+    from nbkit.signatures.context import SignaturesContext
 
     smoke = args.smoke
     overrides = {"slots": args.slots} if args.slots else {}
@@ -47,17 +50,17 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.2f}; DSPy cache {cache}; {'SMOKE' if smoke else 'defaults'}"
         f"{' with ' + str(overrides) if overrides else ''}"
     )
-    ctx = experiments.SignaturesContext.open(smoke, **overrides)
+    ctx = SignaturesContext(smoke=smoke, **overrides)
     try:
         ctx.start_lm()
         if ctx.server is None:
             raise SystemExit("the LM is not served by local servers: no slots to measure")
-        print(ctx.serving(), flush=True)
+        print(ctx.llm.serving(), flush=True)
         print(
             f"{'section':14s} {'wall s':>7s} {'served':>6s} {'serving s':>9s} {'in slots':>8s} "
             f"{'fill':>5s} {'queued s':>8s} {'server CPU-s':>12s}"
         )
-        whole, cpu0, t00 = ctx.occupancy(), server_cpu_seconds(ctx.server), time.perf_counter()
+        whole, cpu0, t00 = ctx.llm.occupancy(), server_cpu_seconds(ctx.server), time.perf_counter()
 
         def line(name: str, wall: float, fill, cpu: float) -> str:
             return (
@@ -67,13 +70,13 @@ def main() -> None:
             )
 
         for slug in ("token_limit", "retrieval", "modules", "contracts", "compile", "ask"):
-            before, cpu, t0 = ctx.occupancy(), server_cpu_seconds(ctx.server), time.perf_counter()
-            experiments.run(slug, ctx, smoke=smoke)
+            before, cpu, t0 = ctx.llm.occupancy(), server_cpu_seconds(ctx.server), time.perf_counter()
+            experiments.run(slug, ctx)
             wall = time.perf_counter() - t0
-            fill = ctx.slot_fill(since=before)
+            fill = ctx.llm.slot_fill(since=before)
             cpu = server_cpu_seconds(ctx.server) - cpu
             print(line(slug, wall, fill, cpu), flush=True)
-        fill = ctx.slot_fill(since=whole)
+        fill = ctx.llm.slot_fill(since=whole)
         print(line("all", time.perf_counter() - t00, fill, server_cpu_seconds(ctx.server) - cpu0))
         print(f"capacity {fill.capacity} slots; load average {os.getloadavg()[0]:.2f}")
     finally:

@@ -6,7 +6,8 @@ once with ``--jobs N`` (default: the usable cores, at most 4). Prints
 * per notebook: seconds in each mode (papermill's own per-notebook duration);
 * per section (a notebook's markdown headings ``#``/``##``/``###``): the seconds of the code
   cells under it, from the sequential run (papermill records each cell's duration);
-* the wall time of each whole run, and the ratio sequential ÷ parallel (the speed-up).
+* the wall time of each whole run, its CPU seconds and core utilisation (the run's ``timings.json``:
+  CPU-s ÷ (wall × cores)), and the ratio sequential ÷ parallel (the speed-up).
 
 Goal: ``nbkit run --all`` at default parameters ≤ 600 s on 2 cores (``GOAL_S``).
 
@@ -17,6 +18,7 @@ Goal: ``nbkit run --all`` at default parameters ≤ 600 s on 2 cores (``GOAL_S``
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -108,12 +110,13 @@ def main() -> int:
     modes = [("sequential", 1), ("parallel", args.jobs)]
     if args.only:
         modes = [m for m in modes if m[0] == args.only]
-    walls, per_nb, dirs = {}, {}, {}
+    walls, per_nb, dirs, usage = {}, {}, {}, {}
     try:
         for mode, jobs in modes:
             dirs[mode] = base / mode
             walls[mode] = run_once(args.notebooks, dirs[mode], smoke=args.smoke, jobs=jobs, params=args.param)
             per_nb[mode] = notebook_times(dirs[mode])
+            usage[mode] = json.loads((dirs[mode] / "timings.json").read_text(encoding="utf-8"))
         names = sorted({n for times in per_nb.values() for n in times})
         header = f"{'notebook':<24}" + "".join(
             f"{m + (f' (--jobs {j})' if j > 1 else ''):>24}" for m, j in modes
@@ -123,6 +126,12 @@ def main() -> int:
             print(f"{name:<24}" + "".join(f"{per_nb[m].get(name, float('nan')):>23.1f}s" for m, _ in modes))
         print(f"{'sum of notebooks':<24}" + "".join(f"{sum(per_nb[m].values()):>23.1f}s" for m, _ in modes))
         print(f"{'wall time of the run':<24}" + "".join(f"{walls[m]:>23.1f}s" for m, _ in modes))
+        print(f"{'CPU seconds':<24}" + "".join(f"{usage[m]['cpu_s']:>23.1f}s" for m, _ in modes))
+        print(
+            f"{'core utilisation':<24}"
+            + "".join(f"{usage[m]['core_utilisation']:>24.2f}" for m, _ in modes)
+            + f"  (CPU-s ÷ (wall × {usage[modes[0][0]]['cores']} cores))"
+        )
 
         first = modes[0][0]
         print(f"\nper section ({first} run; seconds of the cells under each heading)")

@@ -23,6 +23,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     from nbkit.zero.config import LadderConfig
+    from nbkit.zero.context import ZeroContext
     from nbkit.zero.experiments import run_ladder
 
     t = time.perf_counter()
@@ -37,10 +38,11 @@ def main() -> int:
             hidden_size=64,
             num_hidden_layers=2,
             checkpoint=False,
-            device=args.device,
+            control=False,
             offload_optimizer=args.offload,
             offload_param=args.offload,
-        )
+        ),
+        ZeroContext(args.device),
     )
     wall = time.perf_counter() - t
     ok = True
@@ -49,7 +51,7 @@ def main() -> int:
         f"rank{'  (offload: formula + fp32 grad partition)' if args.offload else ''}"
     )
     key = "ratio_accounted" if args.offload else "ratio"  # offload: + DeepSpeed's fp32 grad partition
-    for stage in out.metrics.bytes_vs_formula:
+    for stage in (r.stage for r in out.metrics.formula_ratios):
         rows = [r for r in out.data["ladder"] if r["rung"] == stage]
         ratio = sum(r[key] for r in rows) / len(rows)
         per_rank = [f"{r[key]:.4f}" for r in rows]

@@ -81,6 +81,7 @@ def main() -> int:
     args = ap.parse_args()
     from nbkit.errors import UsageError
     from nbkit.zero.config import CrossoverConfig
+    from nbkit.zero.context import ZeroContext
     from nbkit.zero.experiments import run_crossover
 
     try:
@@ -89,7 +90,6 @@ def main() -> int:
             world_size=args.world_size,
             steps=args.steps,
             bucket_elements=args.bucket,
-            device=args.device,
         )
     except UsageError as exc:
         print(f"zero_peak: error: {exc}", file=sys.stderr)
@@ -121,7 +121,7 @@ def main() -> int:
             )
         print(f"  ({rows[0]['wall_s']:.0f} s)", flush=True)
 
-    out = run_crossover(cfg, on_size=report)
+    out = run_crossover(cfg, ZeroContext(args.device), on_size=report)
     worst = worst[0]
     for stage, size in out.metrics.crossover.items():
         print(

@@ -19,18 +19,19 @@ def main() -> int:
     ap.add_argument("--draft-layers", type=int, default=6)
     args = ap.parse_args()
     from nbkit.zero.config import SpecDecConfig
+    from nbkit.zero.context import ZeroContext
     from nbkit.zero.experiments import run_specdec
 
     out = run_specdec(
         SpecDecConfig(
             max_new_tokens=args.tokens,
             n_prompts=args.prompts,
-            device=args.device,
             draft_layers=args.draft_layers,
-        )
+        ),
+        ZeroContext(args.device),
     )
     ok = True
-    for method, s in out.metrics.summary.items():
+    for method, s in out.metrics.methods():
         ratio = s.speedup_measured / s.speedup_predicted
         within = abs(ratio - 1) <= 0.2
         ok &= within

@@ -202,6 +202,9 @@ class Design:
     ``units(cfg)`` counts the units an experiment config runs (a test holds ``units(Config()) == n``
     and ``units(Config.full()) == full_n``); ``full_minutes`` is what the full profile's n costs on
     2 cores, measured or extrapolated, ``full_minutes_source`` how it was obtained.
+    ``beyond_data`` says why no profile can run the n the rule needs, ``needed_n`` (the data holds fewer
+    units than that, e.g. 15 dev cases where 100 are needed): such a row reads "not decided" in every
+    profile, naming the n it needs, rather than a full profile that could not reach it.
     """
 
     effect: float
@@ -215,6 +218,8 @@ class Design:
     full_n: int | None = None
     full_minutes: float | None = None
     full_minutes_source: str = ""
+    needed_n: int | None = None
+    beyond_data: str = ""
 
 
 @dataclass(frozen=True)
@@ -353,7 +358,7 @@ def judge_specs(specs: Iterable[ClaimSpec], results: Any, profile: str = DEFAULT
         if spec.key not in readings:
             rows.append(spec.not_measured([x for x in spec.reads if x not in results], oc))
         elif oc is not None and not oc.decided:
-            rows.append(spec.row(readings[spec.key], _undecided(spec, oc, profile), oc))
+            rows.append(spec.row(readings[spec.key], _undecided(spec, oc, profile, readings[spec.key]), oc))
         else:
             rows.append(
                 spec.row(readings[spec.key], verdicts.get(spec.key) or spec.decide(readings[spec.key]), oc)
@@ -396,18 +401,44 @@ def holm_levels(family: Sequence[ClaimSpec], readings: dict[str, Reading]) -> di
     return out
 
 
-def _undecided(spec: ClaimSpec, oc: OperatingCharacteristics, profile: str) -> Verdict:
+def _plural(unit: str) -> str:
+    """English plural of a unit's name (seed → seeds, launch → launches)."""
+    return unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
+
+
+def _undecided(
+    spec: ClaimSpec, oc: OperatingCharacteristics, profile: str, reading: Reading | None = None
+) -> Verdict:
+    """Inconclusive, with the n the full profile needs — unless this run could not measure the row at
+    all (its verdict function says ``needs GPU``): more units on this machine would not help, so the row
+    says that first."""
     d = spec.design
     assert d is not None  # a noisy spec always has one
-    need = f"n ≥ {d.full_n} {d.unit}s" if d.full_n else "a larger n than the full profile runs"
+    need = f"n ≥ {d.full_n} {_plural(d.unit)}" if d.full_n else "a larger n than the full profile runs"
     cost = f" (≈ {d.full_minutes:.0f} min on 2 cores)" if d.full_minutes else ""
     where = "run the full profile" if profile == DEFAULT and d.full_n else "no profile decides it yet"
-    return Verdict(
-        INCONCLUSIVE,
+    if d.beyond_data:
+        need, cost = f"n ≥ {d.needed_n} {_plural(d.unit)}", ""
+        where = f"{d.beyond_data}: no profile decides it"
+    why = (
         f"not decided at {'defaults' if profile == DEFAULT else 'the full profile'}: needs {need}{cost} — "
         f"{where}; at n = {oc.n} the rule holds a true claim with P = {oc.p_holds_if_true:.2f} and refutes a "
-        f"false one with P = {oc.p_refuted_if_false:.2f}",
+        f"false one with P = {oc.p_refuted_if_false:.2f}"
     )
+    own = spec.decide(reading) if reading is not None else None
+    if own is not None and own.verdict == NEEDS_GPU:
+        return Verdict(NEEDS_GPU, f"{own.why}; on CUDA, {why}")
+    return Verdict(INCONCLUSIVE, why)
+
+
+# The record beside ``headline`` that keeps each number's tolerance (a run's comparison reads both).
+HEADLINE_TOLERANCE = "headline_tolerance"
+
+
+def headline_tolerances(specs: Iterable[HeadlineSpec]) -> dict[str, dict[str, Any]]:
+    """``{name: {"tolerance": t, "relative": bool}}`` of each headline number: how far it may move between
+    two runs before a comparison reports it."""
+    return {s.name: {"tolerance": float(s.tolerance), "relative": bool(s.relative)} for s in specs}
 
 
 def headline_values(specs: Iterable[HeadlineSpec], results: Any) -> dict[str, Any]:
@@ -647,6 +678,90 @@ def paired_rate_difference_interval(
     lower = d - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
     upper = d + math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
     return (lower, upper)
+
+
+def clustered_rate_interval(
+    successes: Sequence[int], trials: Sequence[int], level: float = 0.95
+) -> tuple[float, float]:
+    """Wilson interval of the pooled rate Σk / Σn of 0/1 outcomes that come in clusters (the two phrasings
+    of one case, the requests of one prompt): ``successes[i]`` of ``trials[i]`` in cluster ``i``.
+
+    Outcomes of one cluster share its cause, so they count for less than independent ones: the Wilson
+    interval is taken at the effective sample size n / deff, with Kish's design effect
+    deff = 1 + (m − 1)·ρ (m = Σn_i² / Σn_i, the size-weighted cluster size; ρ the one-way ANOVA
+    intraclass correlation of the clusters, clamped to [0, 1]; Donner & Klar 2000, §6). When every
+    outcome is the same (all 0 or all 1) ρ cannot be estimated and deff is 1. (nan, nan) with fewer than
+    two clusters. Written here because scipy's and statsmodels' Wilson intervals take whole counts, not
+    the fractional effective counts a design effect gives.
+    """
+    pairs = [(int(k), int(n)) for k, n in zip(successes, trials, strict=True) if int(n) > 0]
+    if any(not 0 <= k <= n for k, n in pairs):
+        raise ValueError("clustered_rate_interval: each cluster needs 0 <= successes <= trials")
+    g, total = len(pairs), sum(n for _, n in pairs)
+    if g < 2:
+        return (float("nan"), float("nan"))
+    from scipy import stats
+
+    p = sum(k for k, _ in pairs) / total
+    deff = 1.0 + (sum(n * n for _, n in pairs) / total - 1.0) * _intraclass(pairs, p, total)
+    n_eff = total / deff
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+    half = z / (1 + z * z / n_eff) * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff))
+    return (max(0.0, round(centre - half, 12)), min(1.0, round(centre + half, 12)))
+
+
+def _intraclass(pairs: Sequence[tuple[int, int]], p: float, total: int) -> float:
+    """The one-way ANOVA estimate of the intraclass correlation of clustered 0/1 outcomes, in [0, 1]."""
+    g = len(pairs)
+    if p in (0.0, 1.0) or total == g:
+        return 0.0
+    msb = sum(n * (k / n - p) ** 2 for k, n in pairs) / (g - 1)
+    msw = sum(k * (1 - k / n) for k, n in pairs) / (total - g)
+    n0 = (total - sum(n * n for _, n in pairs) / total) / (g - 1)
+    denominator = msb + (n0 - 1) * msw
+    return 0.0 if denominator <= 0 else min(1.0, max(0.0, (msb - msw) / denominator))
+
+
+def crossed_mean_interval(values: Sequence[Sequence[float]], level: float = 0.95) -> tuple[float, float]:
+    """Student-t interval of the grand mean of a table whose rows and columns are both random samples
+    (``values[i][j]``: compile ``i`` on case ``j``), so neither more compiles alone nor more cases alone
+    narrows it past what the other allows.
+
+    The two-way random-effects model y_ij = μ + a_i + b_j + e_ij gives Var(ȳ) = σ_a²/R + σ_b²/C +
+    σ_e²/(RC), estimated by (MS_rows + MS_cols − MS_resid) / (RC) with Satterthwaite's degrees of freedom,
+    and never below either one-way figure (MS_rows or MS_cols over RC). One row is the per-case t-interval
+    over columns; one column the t-interval over rows. (nan, nan) for a table with no spread or fewer
+    than two cells, and for a ragged one an error. Written here because neither scipy nor statsmodels
+    gives this interval for a crossed table without fitting a mixed model, which two or three rows cannot
+    support.
+    """
+    import numpy as np
+    from scipy import stats
+
+    y = np.asarray(values, dtype=float)
+    if y.ndim != 2:
+        raise ValueError("crossed_mean_interval needs a rows × columns table of equal-length rows")
+    r, c = y.shape
+    if r * c < 2 or not np.isfinite(y).all() or np.all(y == y.flat[0]):
+        return (float("nan"), float("nan"))
+    grand = float(y.mean())
+    terms = []  # (mean square, its degrees of freedom) of rows, columns, residual
+    if r > 1:
+        terms.append((c * float(((y.mean(axis=1) - grand) ** 2).sum()) / (r - 1), r - 1))
+    if c > 1:
+        terms.append((r * float(((y.mean(axis=0) - grand) ** 2).sum()) / (c - 1), c - 1))
+    if r > 1 and c > 1:
+        resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + grand
+        ms_e, df_e = float((resid**2).sum()) / ((r - 1) * (c - 1)), (r - 1) * (c - 1)
+        combined = terms[0][0] + terms[1][0] - ms_e
+        df = combined**2 / (terms[0][0] ** 2 / terms[0][1] + terms[1][0] ** 2 / terms[1][1] + ms_e**2 / df_e)
+        terms.append((combined, df))
+    ms, df = max(terms, key=lambda t: t[0])  # the largest estimate: never below a one-way figure
+    if ms <= 0:
+        return (float("nan"), float("nan"))
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(ms / (r * c))
+    return (grand - half, grand + half)
 
 
 # -- operating characteristics --------------------------------------------------------------------

@@ -28,7 +28,8 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "claims.md"
 def theme_specs(theme: str) -> list[ClaimSpec]:
     """The claim specs theme ``theme`` registers (importing its claims module registers them)."""
     module = importlib.import_module(f"nbkit.{theme}.claims")
-    return list(module.REGISTRY.claims)
+    registry = getattr(module, "REGISTRY", None)  # a theme not yet on specs has none: no section
+    return list(registry.claims) if registry is not None else []
 
 
 def _cell(text: object) -> str:

@@ -1,9 +1,9 @@
-"""The ``nbkit`` command: run, sweep, list, doctor, audit, init, lab.
+"""The ``nbkit`` command: run, sweep, compare, list, doctor, audit, diagnose, init, lab.
 
 Bad input (an unknown notebook or parameter, a value of the wrong type or outside its declared
 range, an unusable output path) is one line ``nbkit: error: …`` and exit 2, before anything runs.
-SIGTERM is handled like Ctrl-C: a run or sweep in progress ends its kernels and keeps, in its output
-folder, what had finished (``--resume DIR`` completes it).
+SIGTERM is handled like Ctrl-C: a run or sweep in progress interrupts its kernels, ends them and keeps, in
+its output folder, what had finished (``--resume DIR`` completes it).
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ import sys
 import time
 from pathlib import Path
 
+from nbkit import __version__
 from nbkit.catalog import available_notebooks
+from nbkit.compare import add_command as add_compare
+from nbkit.compare import cmd_compare
 from nbkit.doctor import doctor_report
 from nbkit.errors import UsageError, main_error
 from nbkit.execute import skip_uri_grammar
@@ -262,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nbkit", description="Run and inspect the nbkit diagnostic workbook."
     )
+    parser.add_argument("--version", action="version", version=f"nbkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute notebooks headless (papermill) into runs/<timestamp>/")
@@ -344,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("args", nargs="*")
     diag.set_defaults(func=_cmd_diagnose)
 
+    add_compare(sub)
     add_commands(sub)  # init, lab
     return parser
 
@@ -376,10 +381,13 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def terminate_as_interrupt():
+    """SIGTERM and Ctrl-C stop a run the same way: the kernels are interrupted first, then the run unwinds."""
+
     def _raise(signum, frame):
-        # What Ctrl-C does in a terminal: every process of ours gets SIGINT too, so a running
-        # kernel stops its cell and answers before papermill shuts it down (else it prints a
-        # traceback about a closed socket). Only our descendants: never our parent's group.
+        # What a terminal's Ctrl-C reaches is nbkit's process group; each kernel runs in a session of its
+        # own. So every process of ours gets SIGINT here, and a running kernel stops its cell and answers
+        # before papermill shuts it down (else it prints a traceback about a closed socket). Only our
+        # descendants: never our parent's group. Pool workers ignore SIGINT (the parent ends them).
         try:
             import psutil
 
@@ -391,24 +399,27 @@ def terminate_as_interrupt():
                 time.sleep(1.0)  # let an interrupted cell send its reply before the kernel is shut down
         except ImportError:
             pass
-        raise Terminated()
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
+    # A SIGINT ignored when nbkit started (a background job of a shell) stays ignored, as Python leaves it.
+    wanted = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) != signal.SIG_IGN else [])
     try:
-        previous = signal.signal(signal.SIGTERM, _raise)
+        previous = {sig: signal.signal(sig, _raise) for sig in wanted}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.func in (_cmd_run, _cmd_sweep, _cmd_list):
+    if args.func in (_cmd_run, _cmd_sweep, _cmd_list, cmd_compare):
         skip_uri_grammar()  # seconds off every notebook read; scoped to nbkit's own processes
     try:
         with terminate_as_interrupt():

@@ -24,7 +24,7 @@ from typing import Any
 
 from nbkit.record import read_notebook
 from nbkit.report import export_html
-from nbkit.runfolder import is_disk_error, output_error
+from nbkit.runfolder import LOG_DIR_ENV, RUN_DIR_ENV, is_disk_error, output_error
 
 
 # jsonschema (under nbformat, papermill, nbconvert) imports rfc3987_syntax when it is installed, for
@@ -132,17 +132,22 @@ def execute(
     progress: bool = True,
     timeout: int | None = None,
     plotly_js: str = "plotly.min.js",
+    run_dir: Path | None = None,
 ) -> NotebookResult:
     """Execute one notebook into ``out_dir`` (executed .ipynb + .html + recorded metrics).
 
     ``plotly_js``: where the HTML page loads plotly.js from (see ``nbkit.report.export_html``).
+    ``run_dir``: the folder the notebook's files are published into once it ends; its kernel sees it as
+    ``$NBKIT_RUN_DIR`` (notebook 00 reads the runs beside it). The kernel writes the logs worth keeping
+    (a local LM server's) into ``out_dir`` (``$NBKIT_LOG_DIR``), so they are published with the notebook.
     """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     out_nb = out_dir / path.name
-    sink = out_dir / f".{path.stem}.metrics.jsonl"
-    env = {**HEADLESS_KERNEL_ENV, "NBKIT_RECORD_FILE": str(sink)}
+    env = {**HEADLESS_KERNEL_ENV, LOG_DIR_ENV: str(out_dir.resolve())}
+    if run_dir is not None:
+        env[RUN_DIR_ENV] = str(run_dir)
     watch: dict[str, Any] = {"pid_file": str(out_dir / KERNEL_PID_FILE)}
     papermill_log = logging.getLogger("papermill")
     if not any(isinstance(f, _NotKernelDeath) for f in papermill_log.filters):
@@ -183,9 +188,8 @@ def execute(
         )
         error = dead or f"{path.stem}: {type(exc).__name__}: {exc}"
     finally:
-        for scratch in (sink, out_dir / KERNEL_PID_FILE):
-            with contextlib.suppress(OSError):  # a read-only or full disk is reported above, not here
-                scratch.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only or full disk is reported above, not here
+            (out_dir / KERNEL_PID_FILE).unlink(missing_ok=True)
     seconds = time.perf_counter() - start
     if not out_nb.is_file():
         return NotebookResult(
@@ -270,6 +274,7 @@ class Job:
     timeout: int | None = None
     label: str = ""
     plotly_js: str = "plotly.min.js"
+    run_dir: Path | None = None
 
 
 def run_job(job: Job, progress: bool) -> NotebookResult:
@@ -283,4 +288,5 @@ def run_job(job: Job, progress: bool) -> NotebookResult:
         progress=progress,
         timeout=job.timeout,
         plotly_js=job.plotly_js,
+        run_dir=job.run_dir,
     )

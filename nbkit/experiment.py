@@ -35,10 +35,12 @@ from typing import Any, Generic, TypeVar
 from nbkit.claims import (
     DEFAULT,
     FULL,
+    HEADLINE_TOLERANCE,
     PROFILES,
     ClaimSpec,
     HeadlineSpec,
     Ledger,
+    headline_tolerances,
     headline_values,
     judge_specs,
     register_family,
@@ -47,7 +49,7 @@ from nbkit.device import device_report, pick_device
 from nbkit.errors import UsageError
 from nbkit.live import LiveFigure
 from nbkit.panels import Panel
-from nbkit.record import record
+from nbkit.record import record, summary_line
 from nbkit.result import Result
 
 __all__ = ["Context", "Experiment", "Registry", "Result", "config_for", "panel", "param"]
@@ -68,6 +70,7 @@ def param(
     log: bool = False,
     label: str | None = None,
     hidden: bool = False,
+    advanced: bool | None = None,
     default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
     **extra: Any,
 ) -> Any:
@@ -75,7 +78,10 @@ def param(
 
     ``min``/``max``/``step`` bound a slider, ``log`` makes it logarithmic, ``choices`` makes a dropdown
     (a multi-select when the value is a tuple), ``hidden`` keeps the field off the panel, ``help`` is
-    the field's one-line description. ``extra`` keys are kept as they are (a theme's own metadata).
+    the field's one-line description. ``advanced`` folds the control under the panel's one "advanced"
+    section (a multi-select grid is folded unless ``advanced=False``; see :func:`nbkit.panels.is_advanced`),
+    so the controls that change the lesson in view come first. ``extra`` keys are kept as they are (a
+    theme's own metadata).
     """
     meta: dict[str, Any] = {k: v for k, v in extra.items()}
     if help:
@@ -89,6 +95,8 @@ def param(
         meta["log"] = True
     if hidden:
         meta["hidden"] = True
+    if advanced is not None:
+        meta["advanced"] = bool(advanced)
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     if isinstance(default, (list, dict, set)):
@@ -111,9 +119,11 @@ def config_for(
 
     ``values`` are what a context gives the config (a theme whose experiments read a user's own file,
     e.g. the audit's YAML): they replace ``Config()``'s defaults, the preset's own sizes (the fields
-    ``smoke()``/``full()`` change) win over them, and ``overrides`` win over both. An override or value
-    the config has no field for is a :class:`UsageError` naming the config and its fields (a notebook
-    parameter spelt wrong must not be dropped silently).
+    ``smoke()``/``full()`` change) win over them, and ``overrides`` win over both. An override of
+    ``None`` keeps the preset's value: a notebook parameter left at ``None`` means "the config's own
+    value" (its SMOKE, default or full size), so a cell passes it without deciding by SMOKE or PROFILE
+    itself. An override or value the config has no field for is a :class:`UsageError` naming the
+    config and its fields (a notebook parameter spelt wrong must not be dropped silently).
     """
     if smoke:
         preset = Config.smoke()  # type: ignore[attr-defined]
@@ -123,6 +133,7 @@ def config_for(
         preset = Config()
     names = {f.name for f in dataclasses.fields(preset)}
     unknown = sorted((set(overrides) | set(values or {})) - names)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
     if unknown:
         raise UsageError(
             f"{Config.__name__} has no field {', '.join(unknown)}; its fields: {', '.join(sorted(names))}"
@@ -158,12 +169,19 @@ class Context:
         self.closed = False
         self.results: dict[str, Result[Any]] = {}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> None:
         """The notebook's device line, the same in every theme: the resolved device and what the
-        machine offers (:func:`nbkit.device.device_report`), recorded as ``device``."""
+        machine offers, printed as one line and recorded as ``device``
+        (:func:`nbkit.device.device_report`)."""
         report = {"device": str(self.torch_device), **device_report()}
         record("device", report)
-        return report
+        gpus = ", ".join(f"{g['name']} ({g['memory_gib']:.0f} GiB)" for g in report["gpus"]) or "no GPU"
+        print(
+            f"device {report['device']} · torch {report['torch']} · {gpus} · "
+            f"{report['cpu_cores_usable']} of {report['cpu_cores_logical']} cores, "
+            f"{report['torch_threads']} torch threads · {report['ram_available_gib']:.1f} of "
+            f"{report['ram_total_gib']:.1f} GiB RAM free"
+        )
 
     def config_values(self, experiment: Experiment[Any, Any]) -> dict[str, Any]:
         """Values this context gives ``experiment``'s config before a notebook's overrides (see
@@ -238,7 +256,8 @@ class Experiment(Generic[C, M]):
 
 class Registry:
     """A theme's experiments by slug, in registration order, and the claims and headline numbers
-    judged on them. ``summary`` names the experiment whose figure sums the theme up."""
+    judged on them. ``summary`` names the experiment whose figure sums the theme up: its panel's
+    figure output is marked so (``metadata["nbkit"]["summary"]``), and a run's index page shows it."""
 
     def __init__(self, theme: str, *, summary: str = "") -> None:
         self.theme = theme
@@ -280,16 +299,6 @@ class Registry:
             )
         self._headline[spec.name] = spec
         return spec
-
-    def experiment(
-        self, slug: str, title: str, Config: type[C], Metrics: type[M]
-    ) -> Callable[[Callable[[C, Any, Any], Result[M]]], Experiment[C, M]]:
-        """Decorator form of :meth:`register`, kept while the signatures theme still uses it."""
-
-        def register(run: Callable[[C, Any, Any], Result[M]]) -> Experiment[C, M]:
-            return self.register(Experiment(slug, title, Config, Metrics, run))
-
-        return register
 
     @property
     def claims(self) -> list[ClaimSpec]:
@@ -350,8 +359,11 @@ class Registry:
         widget: bool | None = None,
         **overrides: Any,
     ) -> Panel:
-        """The panel of experiment ``slug`` in ``ctx`` (see :func:`panel`)."""
-        return panel(self[slug], ctx, smoke=smoke, widget=widget, **overrides)
+        """The panel of experiment ``slug`` in ``ctx`` (see :func:`panel`); its figure is marked as the
+        theme's summary when ``slug`` is :attr:`summary`."""
+        p = panel(self[slug], ctx, smoke=smoke, widget=widget, **overrides)
+        p.live.mark(summary=slug == self.summary)
+        return p
 
     def show(self, slug: str, ctx: Context, *, smoke: bool | None = None, **overrides: Any) -> Result[Any]:
         """The notebook cell's one call: display experiment ``slug``'s panel, run it once with the
@@ -365,16 +377,20 @@ class Registry:
 
     def judge(self, ctx: Context) -> Ledger:
         """The claims ledger of ``ctx``: every registered claim judged on the results it kept (a claim
-        whose experiments did not run says "not measured"), recorded as ``claims``."""
+        whose experiments did not run says "not measured"), recorded as ``claims``; prints one line
+        naming every metric recorded so far."""
         rows = judge_specs(self.claims, ctx.results, ctx.profile)
         record("claims", rows)
+        print(summary_line())  # the one line saying what the notebook recorded (record itself is quiet)
         return rows
 
     def headline(self, ctx: Context) -> dict[str, Any]:
         """The headline numbers of ``ctx`` (NaN for an experiment that did not run), recorded as
-        ``headline``."""
+        ``headline``, and beside them, as ``headline_tolerance``, how far each may move between two runs
+        (``{name: {"tolerance": t, "relative": bool}}``, what ``nbkit compare`` reads)."""
         values = headline_values(self.headline_specs, ctx.results)
         record("headline", values)
+        record(HEADLINE_TOLERANCE, headline_tolerances(self.headline_specs))
         return values
 
     def metrics_types(self) -> set[type]:
@@ -415,7 +431,7 @@ def panel(
             yaxis=experiment.yaxis,
             widget=widget,
         )
-    return Panel(
+    built = Panel(
         cfg,
         run,
         title=experiment.title if title is None else title,
@@ -423,3 +439,5 @@ def panel(
         widget=widget,
         show_result=show_result or experiment.show_result,
     )
+    built.live.mark(experiment=experiment.slug)  # which experiment's figure the stored output is
+    return built

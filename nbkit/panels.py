@@ -16,6 +16,10 @@ Field metadata steers the controls::
         lr: float = field(default=0.01, metadata={"min": 1e-4, "max": 1.0, "step": 1e-4})
         aggr: str = field(default="mean", metadata={"choices": ["mean", "add"]})
         rungs: tuple = field(default=(1, 2), metadata={"choices": [1, 2, 3, 4]})  # multi-select
+
+The controls that change the lesson in view come first; multi-select grids and fields marked
+``advanced`` are folded under one closed "advanced" section (:func:`is_advanced`). The defaults are the
+config's either way.
 """
 
 from __future__ import annotations
@@ -36,6 +40,15 @@ class PanelError(RuntimeError):
 def _field_choices(f: dataclasses.Field) -> list | None:
     choices = f.metadata.get("choices")
     return list(choices) if choices is not None else None
+
+
+def is_advanced(f: dataclasses.Field, value: Any) -> bool:
+    """Whether a field's control is folded under the panel's "advanced" section: as its ``advanced``
+    metadata says, else when it is a multi-select grid (a tuple of choices: what a sweep over settings
+    varies, not the lesson in view)."""
+    if "advanced" in f.metadata:
+        return bool(f.metadata["advanced"])
+    return isinstance(value, (list, tuple)) and _field_choices(f) is not None
 
 
 def build_control(f: dataclasses.Field, value: Any):
@@ -120,6 +133,7 @@ class Panel:
         self.error: str | None = None
         self.runs = 0
         self.controls: dict[str, Any] = {}
+        self.advanced: Any = None  # the closed "advanced" section, when the config has such settings
         self._box = None
         if self.widget:
             self._build_widgets()
@@ -178,21 +192,29 @@ class Panel:
     def _build_widgets(self):
         import ipywidgets as w
 
+        main, folded = [], []
         for f in dataclasses.fields(self.params):
             if f.metadata.get("hidden"):
                 continue
-            self.controls[f.name] = build_control(f, getattr(self.params, f.name))
+            value = getattr(self.params, f.name)
+            self.controls[f.name] = build_control(f, value)
+            (folded if is_advanced(f, value) else main).append(self.controls[f.name])
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.status = w.HTML(value="")
         self.output = w.Output()
         self.run_button.on_click(lambda _b: self._on_click())
         header = w.HTML(f"<b>{self.title}</b>") if self.title else w.HTML("")
-        controls = w.GridBox(
-            list(self.controls.values()), layout=w.Layout(grid_template_columns="repeat(2, 48%)")
-        )
-        self._box = w.VBox(
-            [header, controls, w.HBox([self.run_button, self.status]), self.live.figure, self.output]
-        )
+        columns = w.Layout(grid_template_columns="repeat(2, 48%)")
+        sections: list[Any] = [header, w.GridBox(main, layout=columns)]
+        if folded:  # one section, closed: the grids and knobs a first reading does not need
+            self.advanced = w.Accordion(
+                children=[w.GridBox(folded, layout=columns)],
+                titles=(f"advanced ({len(folded)} setting{'' if len(folded) == 1 else 's'})",),
+                selected_index=None,
+            )
+            self.advanced.add_class("nbkit-advanced")
+            sections.append(self.advanced)
+        self._box = w.VBox([*sections, w.HBox([self.run_button, self.status]), self.live.figure, self.output])
 
     def _on_click(self):
         self.run_button.disabled = True

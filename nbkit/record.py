@@ -1,25 +1,25 @@
 """Metrics a notebook run records, readable back from the executed notebook.
 
-``record(name, value)`` does three things:
+``record(name, value)`` does two things:
 
 * keeps the value in this process (``recorded()``), for code that calls theme functions directly;
-* displays it as a small output with the MIME type ``application/vnd.nbkit.metric+json`` (plus a
-  one-line text fallback), so the value is stored *inside* the executed ``.ipynb`` that papermill
-  writes and ``read_notebook(path)`` can read it back — no side files needed;
-* appends it to the JSON-lines file named by ``$NBKIT_RECORD_FILE`` when that is set (``nbkit run``
-  sets it), so a batch report does not have to parse notebooks.
+* displays it as an output with the MIME type ``application/vnd.nbkit.metric+json``, so the value is
+  stored *inside* the executed ``.ipynb`` that papermill writes and ``read_notebook(path)`` reads it
+  back (a run's ``metrics.json`` comes from there) — no side files needed. Its text fallback is empty:
+  a notebook shows its tables and figures, not a line per recorded number (the judging cell says once
+  what was recorded, :func:`summary_line`), and the HTML export leaves these outputs out.
 
 Values must be JSON-serialisable after conversion: numpy scalars/arrays, torch scalars and
 tensors, pandas frames/series, pydantic models and dataclasses are converted. A value that cannot be
 recorded faithfully is a :class:`~nbkit.errors.UsageError` naming the metric and the place inside
-the value, and nothing is recorded (not in this process, not in the sink): an unserialisable
+the value, and nothing is recorded (not in this process, not in the notebook): an unserialisable
 object, two dict keys that become the same JSON key (``{1: "a", "1": "b"}``), an integer too long
 for JSON output, a value that contains itself or nests deeper than ``MAX_DEPTH`` levels, or one
 whose JSON is over ``MAX_BYTES`` (record a summary; save big arrays to a file).
 
 ``nbkit.record`` is this module's ``record`` function (``import nbkit; nbkit.record(...)``); the
 readers are reachable from it as well, as the README writes them: ``nbkit.record.read_notebook``,
-``nbkit.record.read_jsonl``, ``nbkit.record.recorded``.
+``nbkit.record.recorded``.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def record(name: str, value: Any) -> Any:
     """Record metric ``name`` for this run and return the JSON form that was stored.
 
     Everything is checked before anything is stored: on a :class:`UsageError` the metric is
-    neither in :func:`recorded` nor in the sink nor displayed.
+    neither in :func:`recorded` nor displayed.
     """
     if not isinstance(name, str) or not name:
         raise UsageError(f"metric name must be a non-empty string, got {name!r}")
@@ -167,15 +167,6 @@ def record(name: str, value: Any) -> Any:
             f"{MAX_BYTES // 2**20} MiB limit on one metric; record a summary "
             f"(counts, means, quantiles) and save the full data to a file"
         )
-    sink = os.environ.get("NBKIT_RECORD_FILE")
-    if sink:
-        try:
-            with open(sink, "a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
-        except OSError as exc:
-            raise UsageError(
-                f"record({name!r}): cannot append to NBKIT_RECORD_FILE={sink}: {exc.strerror or exc}"
-            ) from None
     _RECORDED[name] = data
     _display_metric(name, data)
     return data
@@ -189,15 +180,21 @@ def _display_metric(name: str, data: Any) -> None:
         return
     if get_ipython() is None:
         return
-    text = json.dumps(data)
-    if len(text) > 120:
-        text = text[:117] + "..."
-    display({METRIC_MIME: {"name": name, "value": data}, "text/plain": f"recorded {name} = {text}"}, raw=True)
+    # An empty text fallback: frontends without a renderer for the metric type show nothing.
+    display({METRIC_MIME: {"name": name, "value": data}, "text/plain": ""}, raw=True)
 
 
 def recorded() -> dict[str, Any]:
     """Metrics recorded in this process so far (a copy)."""
     return dict(_RECORDED)
+
+
+def summary_line() -> str:
+    """One line naming every metric recorded in this process, in the order first recorded (what a
+    notebook's judging cell prints instead of a line per ``record`` call)."""
+    if not _RECORDED:
+        return "recorded nothing"
+    return f"recorded {len(_RECORDED)} metric(s): {', '.join(_RECORDED)}"
 
 
 def clear() -> None:
@@ -228,38 +225,9 @@ def read_notebook(path: str | os.PathLike[str]) -> dict[str, Any]:
     return metrics
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a ``$NBKIT_RECORD_FILE`` sink; later records of a name win."""
-    metrics: dict[str, Any] = {}
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise UsageError(f"cannot read metric records {path}: {exc.strerror or exc}") from None
-    with fh:
-        for line_no, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise UsageError(
-                    f"{path}:{line_no}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                    f"{exc.start + 1}); expected JSON lines written by nbkit.record"
-                ) from None
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                metrics[item["name"]] = item["value"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise UsageError(
-                    f"{path}:{line_no}: not a metric record ({type(exc).__name__}: {exc}); "
-                    f'expected {{"name": ..., "value": ...}}'
-                ) from None
-    return metrics
-
-
 # ``import nbkit`` binds ``nbkit.record`` to the function above (the package re-exports it), so the
 # module's readers are attached to it: ``nbkit.record.read_notebook(path)`` works as documented.
 record.read_notebook = read_notebook  # type: ignore[attr-defined]
-record.read_jsonl = read_jsonl  # type: ignore[attr-defined]
 record.recorded = recorded  # type: ignore[attr-defined]
 record.clear = clear  # type: ignore[attr-defined]
+record.summary_line = summary_line  # type: ignore[attr-defined]

@@ -6,10 +6,13 @@
   a ``Plotly.newPlot`` call, and the page loads plotly.js from ONE shared file beside the pages
   (``plotly.min.js``, copied from the plotly package) — no CDN, renders offline, one copy per run.
 * :func:`write_index` writes ``index.html``: the run's name and date; per notebook its status, wall
-  time, parameters and links; the run's **claims ledger** (every ``claims`` row every notebook
-  recorded, in the :class:`nbkit.claims.Claim` shape), verdicts colour-coded and filterable with a
-  few lines of inline JavaScript; each notebook's ``headline`` numbers; browser-tier screenshots.
-  Everything recorded stays in ``metrics.json``.
+  time, parameters and links; **at a glance**, each theme notebook's summary figure (the output its
+  theme's registry marked as the summary, :data:`nbkit.live.FIGURE_METADATA`, drawn from the figure
+  stored in the executed notebook with the run's one ``plotly.min.js``) beside its ``headline``
+  numbers; the run's **claims ledger** (every ``claims`` row every notebook recorded, in the
+  :class:`nbkit.claims.Claim` shape), verdicts colour-coded and filterable with a few lines of inline
+  JavaScript; browser-tier screenshots. Everything recorded stays in ``metrics.json``; the figures
+  stay in the notebooks.
 """
 
 from __future__ import annotations
@@ -17,14 +20,16 @@ from __future__ import annotations
 import html
 import json
 import shutil
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nbkit.claims import as_claims
-from nbkit.runfolder import write_atomic
+from nbkit.live import FIGURE_METADATA, PLOTLY_MIME
+from nbkit.record import METRIC_MIME
+from nbkit.runfolder import move_in, write_atomic
 
-PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_JS = "plotly.min.js"
 
 VERDICT_COLOURS = {
@@ -53,6 +58,15 @@ def ensure_plotly_js(folder: Path) -> Path:
 
             target.write_text(get_plotlyjs(), encoding="utf-8")
     return target
+
+
+def ensure_plotly_js_in(folder: Path) -> None:
+    """Put plotly.js into a run folder that lacks it, written beside it and renamed in (a reader never
+    sees half a file)."""
+    if (Path(folder) / PLOTLY_JS).is_file():
+        return
+    with tempfile.TemporaryDirectory(prefix=".plotly-", dir=folder) as staging:
+        move_in(ensure_plotly_js(Path(staging)).parent, Path(folder))
 
 
 def plotly_div(figure_json: Mapping[str, Any], div_id: str) -> str:
@@ -86,11 +100,14 @@ def _plotly_preprocessor():
     from nbconvert.preprocessors import Preprocessor
 
     class PlotlyToHTML(Preprocessor):
-        """Give every plotly mime output an HTML rendering (in memory; the .ipynb is not changed)."""
+        """Give every plotly mime output an HTML rendering and leave recorded metrics out (in memory; the
+        .ipynb is not changed)."""
 
         def preprocess(self, nb, resources):
             count = 0
             for cell in nb.cells:
+                if "outputs" in cell:  # a recorded metric is data for metrics.json, not something to read
+                    cell["outputs"] = [o for o in cell["outputs"] if METRIC_MIME not in o.get("data", {})]
                 for output in cell.get("outputs", []):
                     fig = output.get("data", {}).get(PLOTLY_MIME)
                     if fig is None:
@@ -146,6 +163,38 @@ def ledger_rows(notebook: str, recorded: Any) -> tuple[list[dict[str, str]], str
     return [{"notebook": notebook, **c.to_dict()} for c in claims], None
 
 
+def summary_figure(nb_path: Path | None) -> dict[str, Any] | None:
+    """The figure an executed notebook's theme marked as its summary (the last output so marked), as
+    plotly's JSON; None when there is none or the notebook cannot be read."""
+    if nb_path is None:
+        return None
+    try:
+        nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = None
+    for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
+        for output in cell.get("outputs", []) if isinstance(cell, dict) else []:
+            mark = (output.get("metadata") or {}).get(FIGURE_METADATA) or {}
+            figure = (output.get("data") or {}).get(PLOTLY_MIME)
+            if mark.get("summary") is True and isinstance(figure, dict):
+                found = figure
+    return found
+
+
+GLANCE_HEIGHT = 340  # px: two figures side by side and their numbers fit a laptop screen's first view
+
+
+def glance_figure(figure: Mapping[str, Any], div_id: str) -> str:
+    """A summary figure drawn at the glance's size: its own data and layout, the card's width, a height
+    of at most :data:`GLANCE_HEIGHT`."""
+    layout = dict(figure.get("layout") or {})
+    layout.pop("width", None)
+    layout["height"] = min(int(layout.get("height") or GLANCE_HEIGHT), GLANCE_HEIGHT)
+    layout["autosize"] = True
+    return plotly_div({**figure, "layout": layout}, div_id)
+
+
 def _headline_table(headline: Any) -> str:
     if headline is None:
         return "<p class='note'>no headline recorded</p>"
@@ -192,7 +241,10 @@ table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
 th{background:#f4f4f6}.note{color:#666;font-style:italic;margin:.2em 0}.failed{color:#a00;font-weight:bold}
 code{font-size:90%}#verdict-filter label{margin-right:1em;padding:2px 6px;border-radius:3px}
-figure{display:inline-block;margin:.5em}section.nb{margin-bottom:1.5em}
+figure{display:inline-block;margin:.5em}
+#glance{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
+#glance section{border:1px solid #ddd;border-radius:4px;padding:.4em .8em;min-width:0}
+#glance h3{margin:.2em 0}#glance table.headline{font-size:92%}
 #ledger{width:100%;table-layout:fixed}#ledger td{overflow-wrap:anywhere;line-height:1.35}
 #ledger tbody tr{cursor:pointer}
 #ledger td.why div{display:-webkit-box;-webkit-line-clamp:3;line-clamp:3;
@@ -226,16 +278,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str, str]:
+def ledger_html(
+    rows: list[dict[str, Any]], columns: Sequence[str], colours: Mapping[str, str] = VERDICT_COLOURS
+) -> tuple[str, str]:
     """The claims ledger as HTML: the verdict filter's check boxes (counts per verdict) and the table
     (``id='ledger'``, one row per claim coloured by verdict); ``INDEX_JS`` wires the boxes to the rows.
-    Column widths come from ``LEDGER_COLUMNS`` (an unknown column takes an even share of what is left),
-    long values wrap, and ``why`` shows three lines until its row is clicked."""
-    counts = {v: sum(1 for row in rows if row["verdict"] == v) for v in VERDICT_COLOURS}
+    ``colours`` names the verdicts and their colours (a table whose rows say other words passes its own;
+    a word without a row gets no box). Column widths come from ``LEDGER_COLUMNS`` (an unknown column takes
+    an even share of what is left), long values wrap, and ``why`` shows three lines until its row is
+    clicked."""
+    counts = {v: sum(1 for row in rows if row["verdict"] == v) for v in colours}
     boxes = "".join(
         f"<label style='background:{colour}'><input type='checkbox' value='{_esc(v)}' checked> {_esc(v)} "
         f"({counts[v]})</label>"
-        for v, colour in VERDICT_COLOURS.items()
+        for v, colour in colours.items()
+        if counts[v] or colours is VERDICT_COLOURS
     )
     known = sum(LEDGER_COLUMNS.get(c, 0) for c in columns)
     unknown = [c for c in columns if c not in LEDGER_COLUMNS]
@@ -244,7 +301,7 @@ def ledger_html(rows: list[dict[str, str]], columns: Sequence[str]) -> tuple[str
     colgroup = "".join(f"<col style='width:{100 * widths[c] / total:.1f}%'>" for c in columns)
     body = "".join(
         f"<tr data-verdict='{_esc(row['verdict'])}' "
-        f"style='background:{VERDICT_COLOURS.get(row['verdict'], '#fff')}'>"
+        f"style='background:{colours.get(row['verdict'], '#fff')}'>"
         + "".join(
             f"<td class='why'><div>{_esc(row.get(c, ''))}</div></td>"
             if c == "why"
@@ -274,6 +331,7 @@ def write_index(
     """Write ``run_dir/index.html`` (see the module docstring); ``results`` are NotebookResults."""
     results = list(results)
     summary, sections, ledger, notes = [], [], [], []
+    figures = 0
     for r in results:
         link = f"<a href='{_esc(r.name)}.html'>{_esc(r.name)}</a>" if r.html else _esc(r.name)
         nb_link = f" · <a href='{_esc(r.name)}.ipynb'>ipynb</a>" if r.output else ""
@@ -296,9 +354,18 @@ def write_index(
         ledger.extend(rows)
         if note:
             notes.append(note)
-        if r.ok:
+        if r.ok and (r.metrics.get("headline") is not None or r.metrics.get("claims") is not None):
+            figure = summary_figure(r.output)
+            if figure is not None:
+                figures += 1
+                drawn = glance_figure(figure, f"glance-{figures}")
+            else:
+                drawn = "<p class='note'>no summary figure recorded</p>"
             headline = _headline_table(r.metrics.get("headline"))
-            sections.append(f"<section class='nb'><h3>{_esc(r.name)}</h3>{headline}</section>")
+            sections.append(
+                f"<section class='nb' data-notebook='{_esc(r.name)}'><h3>{_esc(r.name)}</h3>"
+                f"{drawn}{headline}</section>"
+            )
     boxes, table = ledger_html(ledger, tuple(LEDGER_COLUMNS))
     notes_html = "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
     shots_dir = run_dir / "screenshots"
@@ -310,7 +377,16 @@ def write_index(
     )
     ok = sum(1 for r in results if r.ok)
     total_s = sum(r.seconds for r in results)
-    page = f"""<!doctype html><html><head><meta charset='utf-8'>
+    script = ""
+    if figures:
+        ensure_plotly_js_in(run_dir)
+        script = f"<script src='{PLOTLY_JS}'></script>"
+    glance = (
+        f"<div id='glance'>{''.join(sections)}</div>"
+        if sections
+        else "<p class='note'>no theme notebook finished</p>"
+    )
+    page = f"""<!doctype html><html><head><meta charset='utf-8'>{script}
 <title>nbkit run {_esc(name)} ({_esc(date)})</title>
 <style>{INDEX_CSS}</style></head><body>
 <h1>nbkit workbook run {_esc(name)}</h1>
@@ -320,6 +396,10 @@ def write_index(
 <table id='notebooks'><thead>
 <tr><th>notebook</th><th>status</th><th>seconds</th><th>parameters</th></tr></thead>
 <tbody>{"".join(summary)}</tbody></table>
+<h2>At a glance</h2>
+<p class='note'>Each theme notebook's summary figure and headline numbers; every figure is in the
+notebook's own page.</p>
+{glance}
 <h2>Claims ledger (<span id='ledger-count'>{len(ledger)}</span> of {len(ledger)} shown)</h2>
 <p class='note'>Each notebook's measured rows judged on an interval are one family: Holm–Bonferroni
 keeps the chance of any wrong decisive verdict among them at 5 %. P(holds | true) and
@@ -328,7 +408,6 @@ spread; a row that cannot reach 0.8 on both reads "not decided at defaults" and 
 profile (<code>nbkit run --profile full</code>).</p>
 <div id='verdict-filter'>{boxes}</div>{notes_html}
 {table}
-<h2>Headline figures</h2>{"".join(sections) or "<p class='note'>no notebook finished</p>"}
 {("<h2>Panel screenshots (browser tier)</h2>" + gallery) if gallery else ""}
 <script>{INDEX_JS}</script></body></html>"""
     index = run_dir / "index.html"

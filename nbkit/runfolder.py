@@ -5,7 +5,8 @@ whatever happens next:
 
 * ``run.json`` (``sweep.json`` for a sweep) records what was asked — each notebook's path and the
   SHA-256 of its source, the parameters (as Python literals) and a SHA-256 over them — so
-  ``--resume`` re-runs exactly that, and refuses when a notebook or the record changed since;
+  ``--resume`` re-runs exactly that, and refuses when a notebook or the record changed since; and the
+  versions of Python and the packages nbkit declares (``nbkit compare`` names those that differ);
 * ``index.json`` holds each notebook's status (``ok``, ``failed``, ``interrupted`` or ``not started``);
   ``index.html`` shows it;
 * each notebook runs into a hidden staging folder beside the run and its files are renamed into the
@@ -24,6 +25,8 @@ import errno
 import hashlib
 import json
 import os
+import platform
+import re
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -35,6 +38,12 @@ RUN_RECORD = "run.json"
 SWEEP_RECORD = "sweep.json"
 STATUS_FILE = "index.json"
 RECORD_VERSION = 1
+# The run folder a notebook's files are published into, as its kernel sees it (nbkit run, nbkit sweep).
+RUN_DIR_ENV = "NBKIT_RUN_DIR"
+# The folder a kernel of nbkit run/sweep writes the logs worth keeping into (its notebook's staging folder:
+# they are published into the run with the notebook); without it a log lives in the temp folder only as
+# long as what writes it.
+LOG_DIR_ENV = "NBKIT_LOG_DIR"
 
 OK, FAILED, INTERRUPTED, NOT_STARTED = "ok", "failed", "interrupted", "not started"
 
@@ -137,6 +146,29 @@ def params_from_literals(literals: Mapping[str, str], where: str) -> dict[str, A
             out[key] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             raise ResumeError(f"{where}: parameter {key} = {text!r} is not a Python literal") from None
+    return out
+
+
+def package_versions() -> dict[str, str]:
+    """Python's version, nbkit's and that of every package nbkit declares (its core and every extra; not
+    its development tools): what a run's figures may depend on, recorded so two runs can be compared.
+    A declared package that is absent reads "not installed"."""
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    try:
+        out["nbkit"] = metadata.version("nbkit")
+        declared = metadata.requires("nbkit") or []
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        declared = []
+    for requirement in declared:
+        name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+        if name is None or 'extra == "dev"' in requirement or name.group(0) == "nbkit":
+            continue
+        try:
+            out[name.group(0)] = metadata.version(name.group(0))
+        except metadata.PackageNotFoundError:
+            out[name.group(0)] = "not installed"
     return out
 
 

@@ -11,8 +11,8 @@ which ``nbkit`` turns into the same ``KeyboardInterrupt``) ends its kernels and 
 ``jobs > 1`` runs notebooks in worker processes (``nbkit.pool``), longest first (``nbkit.timings``).
 The run's parts, each in its own module: finding notebooks (``nbkit.catalog``), checking parameters
 (``nbkit.params``), executing one notebook (``nbkit.execute``), the worker pool (``nbkit.pool``) and
-publishing into the run folder (``nbkit.publish``). This module plans a run and drives them; it
-re-exports their public names, so ``from nbkit.runner import ...`` keeps working.
+publishing into the run folder (``nbkit.publish``). This module plans a run and drives them; import
+each part's names from its own module.
 """
 
 from __future__ import annotations
@@ -25,62 +25,23 @@ from pathlib import Path
 from typing import Any
 
 import nbkit.runfolder as rf
-from nbkit.catalog import available_notebooks, notebooks_dir, packaged_notebooks_dir, resolve_notebook
+from nbkit.catalog import available_notebooks, resolve_notebook
 from nbkit.errors import RunError
-from nbkit.execute import (
-    HEADLESS_KERNEL_ENV,
-    KERNEL_PID_FILE,
-    Job,
-    NotebookResult,
-    execute,
-    kernel_exists,
-    kernel_manager_with_env,
-    run_job,
-    skip_uri_grammar,
-)
-from nbkit.params import check_parameters, declared_choices, declared_range, notebook_parameters, parse_value
-from nbkit.pool import THREAD_ENV, core_shares, execute_jobs, share_threads
-from nbkit.procs import end_processes, usable_cores
+from nbkit.execute import Job, NotebookResult, kernel_exists
+from nbkit.params import check_parameters, notebook_parameters
+from nbkit.pool import execute_jobs
 from nbkit.publish import attach_screenshots, keep_unfinished, make_tmp_beside, prepare_output, write_state
 from nbkit.record import read_notebook
-from nbkit.timings import REFERENCE_SECONDS, TIMINGS, longest_first, previous_seconds, reference_seconds
+from nbkit.timings import (
+    TIMINGS,
+    RunClock,
+    longest_first,
+    previous_seconds,
+    reference_seconds,
+    utilisation_line,
+)
 
-__all__ = [
-    "HEADLESS_KERNEL_ENV",
-    "KERNEL_PID_FILE",
-    "REFERENCE_SECONDS",
-    "THREAD_ENV",
-    "TIMINGS",
-    "Job",
-    "NotebookResult",
-    "RunError",
-    "available_notebooks",
-    "check_parameters",
-    "core_shares",
-    "declared_choices",
-    "declared_range",
-    "end_processes",
-    "execute",
-    "execute_jobs",
-    "keep_unfinished",
-    "kernel_exists",
-    "kernel_manager_with_env",
-    "longest_first",
-    "make_tmp_beside",
-    "notebook_parameters",
-    "notebooks_dir",
-    "packaged_notebooks_dir",
-    "parse_value",
-    "prepare_output",
-    "previous_seconds",
-    "reference_seconds",
-    "resolve_notebook",
-    "run_job",
-    "run_notebooks",
-    "share_threads",
-    "skip_uri_grammar",
-    "usable_cores",
-]
+__all__ = ["run_notebooks"]
 
 
 def _plan_new(
@@ -140,6 +101,7 @@ def _write_record(
             "notebooks": [{"name": p.stem, "path": str(p), "sha256": rf.source_hash(p)} for p in paths],
             "parameters": params,
             "parameters_sha256": rf.params_hash(params),
+            "packages": rf.package_versions(),
         },
     )
 
@@ -187,6 +149,7 @@ def run_notebooks(
         raise RunError(f"--profile must be default or full, got {profile!r}")
     if jobs < 1:
         raise RunError(f"--jobs must be at least 1, got {jobs}")
+    clock = RunClock()
     now = datetime.now()
     previous: dict[str, dict[str, Any]] = {}
     if resume is not None:
@@ -225,7 +188,7 @@ def run_notebooks(
         )
     write_state(final, ordered(), per_nb, date)
     tmp = make_tmp_beside(final)
-    queue = [Job(p, tmp / p.stem, per_nb[p.stem], kernel) for p in todo]
+    queue = [Job(p, tmp / p.stem, per_nb[p.stem], kernel, run_dir=final) for p in todo]
     if jobs > 1:
         queue = longest_first(queue, previous_seconds(final, smoke) or reference_seconds(paths, smoke))
     published: set[int] = set()
@@ -272,7 +235,9 @@ def run_notebooks(
             if r.ok and r.name in {j.path.stem for j in queue}
         }
     )
-    rf.write_json(final / TIMINGS, {"smoke": smoke, "jobs": jobs, "seconds": seconds})
+    usage = clock.figures()
+    rf.write_json(final / TIMINGS, {"smoke": smoke, "jobs": jobs, "seconds": seconds, **usage})
+    log(utilisation_line(usage))
     if all(r.ok for r in final_results):
         attach_screenshots(final, final)
     write_state(final, final_results, per_nb, date)

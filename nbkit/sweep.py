@@ -161,7 +161,7 @@ def remote_execute(
     The notebook runs from its own folder where the worker sees it (same machine or a shared
     filesystem, so relative paths in it work), else from a copy of the bytes sent along.
     """
-    with tempfile.TemporaryDirectory(prefix="nbkit-sweep-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="nbkit-sweep-", dir=_worker_space()) as tmp:
         src = Path(nb_dir) / nb_name
         if not src.is_file() or src.read_bytes() != nb_bytes:
             src = Path(tmp) / "in" / nb_name
@@ -172,6 +172,18 @@ def remote_execute(
         r = execute(src, out, parameters, kernel=kernel, progress=False, timeout=timeout, plotly_js=plotly_js)
         files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
         return {"ok": r.ok, "seconds": r.seconds, "error": r.error, "metrics": r.metrics, "files": files}
+
+
+def _worker_space() -> str | None:
+    """The Dask worker's own local directory: Dask removes it when the worker ends, and purges it at the next
+    worker's start when the worker was killed (which can run no clean-up of its own); None outside a
+    worker (the system temp folder)."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().local_directory)
+    except (ImportError, ValueError):
+        return None
 
 
 def execute_on_cluster(
@@ -429,6 +441,7 @@ def _write_sweep_record(
             "notebook": {"name": path.stem, "path": str(path), "sha256": rf.source_hash(path)},
             "parameters": params,
             "parameters_sha256": rf.params_hash(params),
+            "packages": rf.package_versions(),
         },
     )
 
@@ -611,6 +624,7 @@ def _sweep_into(
             kernel,
             label=f"run {i + 1}/{len(per_run)} " + " ".join(f"{k}={per_run[i][k]!r}" for k in grid),
             plotly_js=f"../../{PLOTLY_JS}",
+            run_dir=final / "runs" / f"{i:03d}",
         )
         for i in todo
     ]
@@ -621,7 +635,7 @@ def _sweep_into(
         dest = final / "runs" / f"{i:03d}"
         staged = jobs_list[j].out_dir
         staged.mkdir(parents=True, exist_ok=True)
-        for leftover in staged.glob(".*"):  # a dead worker's metrics sink or kernel note: not part of the run
+        for leftover in staged.glob(".*"):  # a dead worker's kernel note: not part of the run
             leftover.unlink(missing_ok=True)
         rf.move_dir_in(staged, dest)
         r.output = dest / r.output.name if r.output else None

@@ -1,23 +1,66 @@
 """How long each notebook took, kept to start the longest first on a pool.
 
-Each run folder holds ``timings.json`` (the seconds of each notebook that ended ok); the notebooks'
-folder ships ``reference_seconds.json`` for a machine's first run. Only the order these give is used,
-so figures from another machine still serve, and a missing or unreadable file is an ordering hint
-lost, never an error.
+Each run folder holds ``timings.json`` (the seconds of each notebook that ended ok, and the run's wall
+time, CPU seconds and cores: :class:`RunClock`); the notebooks' folder ships ``reference_seconds.json``
+for a machine's first run. Only the order these give is used, so figures from another machine still
+serve, and a missing or unreadable file is an ordering hint lost, never an error.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from nbkit.procs import usable_cores
 
 if TYPE_CHECKING:
     from nbkit.execute import Job
 
 
-TIMINGS = "timings.json"  # in each run folder: {"smoke": bool, "jobs": N, "seconds": {notebook: seconds}}
+# in each run folder: {"smoke": bool, "jobs": N, "seconds": {notebook: seconds}, "wall_s", "cpu_s", "cores",
+# "core_utilisation"} (the last four: RunClock.figures)
+TIMINGS = "timings.json"
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of every child it has waited for, theirs included
+    (the kernels, their LM servers and ranks, the pool's workers: each is reaped by whatever started it)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+class RunClock:
+    """Wall time, CPU seconds and cores of a run, from when it is made to :meth:`figures`.
+
+    The core utilisation is CPU seconds ÷ (wall seconds × usable cores): 1.0 keeps every core busy the
+    whole run; a run that leaves a core idle while one notebook finishes reads lower. A process that
+    outlived its parent without being waited for is not counted (the runner ends and reaps what it starts).
+    """
+
+    def __init__(self) -> None:
+        self.cores = len(usable_cores())
+        self.wall0, self.cpu0 = time.perf_counter(), cpu_seconds()
+
+    def figures(self) -> dict[str, float | int]:
+        wall, cpu = time.perf_counter() - self.wall0, cpu_seconds() - self.cpu0
+        return {
+            "wall_s": round(wall, 1),
+            "cpu_s": round(cpu, 1),
+            "cores": self.cores,
+            "core_utilisation": round(cpu / (wall * self.cores), 3) if wall > 0 else 0.0,
+        }
+
+
+def utilisation_line(figures: dict[str, Any]) -> str:
+    """The one line ``nbkit run`` prints about a run's use of the cores."""
+    return (
+        f"core utilisation {figures['core_utilisation']:.2f}: {figures['cpu_s']:,.0f} CPU-s over "
+        f"{figures['wall_s']:,.0f} s wall × {figures['cores']} cores"
+    )
 
 
 def _seconds_table(path: Path, pick: Callable[[dict], Any]) -> dict[str, float] | None:

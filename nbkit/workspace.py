@@ -23,6 +23,7 @@ from pathlib import Path
 
 import nbkit.catalog as catalog
 from nbkit.errors import UsageError, main_error
+from nbkit.runfolder import RUN_DIR_ENV
 
 MANIFEST = ".nbkit-init.json"
 COPIED = ("[0-9][0-9]_*.ipynb", "reference_seconds.json")
@@ -170,11 +171,11 @@ def kernel_python(env: dict[str, str] | None = None) -> str | None:
 
 def run_folders() -> list[Path]:
     """Folders that may hold earlier ``nbkit run`` outputs (``<folder>/<stamp>/NN_name.ipynb``), for
-    notebook 00's table: the folder the current run is being written into when ``nbkit run`` executes
-    this kernel (its record sink lies inside it), then ``runs/`` here and beside the notebooks' folder."""
+    notebook 00's table: the folder beside the run this kernel is being written into when ``nbkit run``
+    executes it (``$NBKIT_RUN_DIR``), then ``runs/`` here and beside the notebooks' folder."""
     found: list[Path] = []
-    sink = os.environ.get("NBKIT_RECORD_FILE")
-    candidates = [Path(sink).resolve().parent.parent] if sink else []
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    candidates = [Path(run_dir).resolve().parent] if run_dir else []
     candidates += [Path.cwd() / "runs", Path.cwd().parent / "runs"]
     for folder in candidates:
         if folder.is_dir() and folder.resolve() not in found:

@@ -20,10 +20,15 @@
 # What a 135M model can and cannot do is part of the result: the contract checks (parse errors, missing
 # fields, out-of-range or non-numeric confidence, reasoning over 50 words) are counted, not hidden.
 #
-# Run it top to bottom; every panel's default run also executes headless (`nbkit run 03 --smoke`).
+# Run it top to bottom; every panel's default run also executes headless (`nbkit run 03 --smoke`). Each
+# section is one experiment of `nbkit.signatures.experiments` (its config in `nbkit.signatures.config`), run in
+# the context the notebook opens (`nbkit.signatures.context`); the verdicts come from
+# `nbkit.signatures.claims`. `PROFILE = "full"` gives every claim the n it needs where the data allows it
+# (longer: the modules on every train, val and dev case, and twenty compile sets).
 
 # %% tags=["parameters"]
 SMOKE = False
+PROFILE = "default"  # "full": every claim's n large enough to decide it (longer)
 DEVICE = "auto"
 SEED = 0
 LM_MODEL = "local"  # the SmolLM2-135M llama.cpp servers nbkit starts, or any dspy.LM model string
@@ -31,7 +36,7 @@ LM_API_BASE = ""  # for a remote/other server; ignored for "local"
 LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key itself)
 MAX_TOKENS = 128
 SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core
-LM_SERVER = "auto"  # choices: auto, llama-server, llama-cpp-python
+LM_SERVER = "auto"  # auto (llama-cpp-python on a CPU, llama-server on CUDA), llama-server, llama-cpp-python
 LM_CACHE = "disk"  # disk: a re-run with the same model, prompts, settings is answered from cache; memory; off
 ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
 SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class
@@ -44,29 +49,25 @@ import nbkit
 # This notebook needs pip install 'nbkit[signatures]': one line here if anything is missing.
 nbkit.require("signatures")
 
-from IPython.display import display
-
-from nbkit.claims import claims_frame
-from nbkit.signatures import claims, experiments, panels
+from nbkit.signatures import claims, context, experiments
 
 # A bad SIGNATURE / DEV_SET / METRIC stops the run here, before any data is read or any LM starts.
-experiments.check_user_contract(
-    experiments.run_user_contract.config(SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC)
-)
-# The data is loaded and validated now (cheap, fails fast); the LM starts in the token-limit cell below.
-ctx = experiments.SignaturesContext.open(
-    SMOKE,
+experiments.check_user_contract(SIGNATURE, DEV_SET, METRIC)
+# The data is loaded and validated now (cheap, fails fast); the LM starts in the token-limit section below.
+ctx = context.SignaturesContext(
+    DEVICE,
+    smoke=SMOKE,
+    profile=PROFILE,
+    seed=SEED,
     lm_model=LM_MODEL,
     api_base=LM_API_BASE,
     api_key_env=LM_API_KEY_ENV,
     max_tokens=MAX_TOKENS,
-    seed=SEED,
-    device=DEVICE,
     servers=SERVERS,
     server=LM_SERVER,
     cache=LM_CACHE,
 )
-experiments.device_report()
+ctx.describe()
 
 # %% [markdown]
 # ## Data: symptoms → diagnoses, in a clinician's words and a patient's
@@ -75,14 +76,13 @@ experiments.device_report()
 # diagnoses from a 49-condition knowledge base and a rationale (guideline or classic presentation).
 # Every case is phrased twice: **standard** ("hypertension, which drug") and **colloquial** ("my mom's
 # blood pressure is high and she keeps getting dizzy, can she take aspirin?"). Splits are by case, fixed
-# by `SEED`, so both phrasings of a case are always on the same side: choices (the retriever, random
-# search's candidates) are made on **val**, programs are compared on **dev**, **test** is touched once.
+# by `SEED`, so both phrasings of a case are always on the same side: choices (the retriever, the compiled
+# module, random search's candidates) are made on **val**, programs are compared on **dev**, **test** is
+# touched once. The two phrasings of a case share its clinical content, so the claims count a case, not a
+# question, as the unit that varies.
 
 # %%
-data = experiments.run("data", ctx, smoke=SMOKE)
-nbkit.record("dataset", data.metrics)
-display(data.table)
-data.metrics
+data = experiments.show("data", ctx)
 
 # %% [markdown]
 # ## Example-first: five good answers, then the signature
@@ -94,35 +94,30 @@ data.metrics
 # is kept as written, for comparison.
 
 # %%
-signature = experiments.run("signature", ctx, smoke=SMOKE)
-display(signature.table)
-signature.metrics
+signature = experiments.show("signature", ctx)
 
 # %% [markdown]
 # ## The local LM: start it, and check that `max_tokens` reaches it
 #
-# nbkit starts llama.cpp's own OpenAI-compatible `llama-server` (built by `make setup`) — one
-# single-threaded server per usable core, each decoding 4 requests together in one batch and reusing
-# cached prompt prefixes, behind one loopback dispatcher; DSPy sends as many requests at once as there are
-# slots. Without the binary (`LM_SERVER="llama-cpp-python"`, or a failed build) it is llama-cpp-python's
-# server, one request at a time each. Own process groups, log files, stopped at the end of this notebook
-# or when the kernel exits.
+# On a CPU nbkit starts llama-cpp-python's OpenAI-compatible server — one single-threaded server per usable
+# core, each answering one request at a time, behind one loopback dispatcher; DSPy sends as many requests
+# at once as there are servers. Unbatched, an answer never depends on which other requests were in flight,
+# so two runs give the same answers whatever the machine's load. On CUDA (or with
+# `LM_SERVER="llama-server"`) it is llama.cpp's own `llama-server`, decoding 4 requests together in one batch
+# (built by `make setup`). Own process groups, log files, stopped at the end of this notebook or when the
+# kernel exits.
 #
 # The field notes' team saw a DSPy request run ~3,800 tokens despite a token limit. Reproduced here, not
 # asserted: DSPy 3.4's native engine sends the limit as `max_completion_tokens` (captured on the wire by a
 # throwaway loopback listener); a **stock** llama-cpp-python server only knows `max_tokens` and drops
 # unknown fields, so it generates until EOS or a full context. The probe starts a stock server with a
 # small context (which bounds the runaway; the reported 3,800 came from a 4,096-token context) and sends
-# it the same DSPy request. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same
+# it the same DSPy request; when the context fills before the answer ends, the tokens that filled it are
+# reported, marked as imputed. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same
 # request through it, and raw requests with either field, must stay within the limit.
 
 # %%
-ctx.start_lm()
-nbkit.record("device", ctx.device)  # where the local retriever encoders (and a CUDA llama.cpp build) run
-token_limit = panels.panel("token_limit", ctx, smoke=SMOKE).display().run()
-nbkit.record("max_tokens_check", token_limit.metrics)
-print(ctx.serving())
-token_limit.table
+token_limit = experiments.show("token_limit", ctx)
 
 # %% [markdown]
 # ## Retrieval for the HybridRetriever: chosen on validation
@@ -133,68 +128,62 @@ token_limit.table
 # split** becomes the HybridRetriever's; its test recall is computed once, after the choice.
 
 # %%
-retrieval = panels.panel("retrieval", ctx, smoke=SMOKE).display().run()
-nbkit.record("retrieval", retrieval.metrics)
-retrieval.table
+retrieval = experiments.show("retrieval", ctx)
 
 # %% [markdown]
 # ## Modules behind one signature
 #
 # `dspy.Predict`, `dspy.ChainOfThought` and `HybridRetriever` (retrieve 3 knowledge-base entries, then
-# predict with them as context) all serve the typed signature on **every dev question in both phrasings**.
-# Score: hit@3 — an acceptable diagnosis among the top three predicted conditions. "mentions expected (any
+# predict with them as context) all serve the typed signature on **every dev question in both phrasings**
+# (in the full profile also every train and val question: nothing is chosen on these answers). Score:
+# hit@3 — an acceptable diagnosis among the top three predicted conditions. "mentions expected (any
 # format)" counts answers that name an acceptable diagnosis anywhere, parsed or not: what the model knows,
-# format aside. The claims table compares each module with Predict question by question (Newcombe's paired
-# interval).
+# format aside. The claims table asks whether every module honours the contract, each module's clean rate
+# counted by case.
 #
 # Adapter `auto` = `json_grammar` on the local server: DSPy's JSONAdapter plus the signature's JSON schema
 # sent as `response_format`, which llama.cpp compiles into a decoding grammar. The next section shows why.
 
 # %%
-modules = panels.panel("modules", ctx, smoke=SMOKE, adapter=ADAPTER).display().run()
-nbkit.record("dev_questions_evaluated", modules.metrics.dev_questions_evaluated)
-nbkit.record("dev_score_by_module", modules.metrics.scores)
-modules.table
+modules = experiments.show("modules", ctx, adapter=ADAPTER)
 
 # %% [markdown]
 # ## Contract failures per adapter
 #
 # The same Predict module under `ChatAdapter` (fallback off, so a ChatAdapter failure shows as itself) and
 # `json_grammar` (schema enforced while decoding); `JSONAdapter` alone (schema in the prompt only) is one
-# more choice in the panel — off by default (in an earlier run on this model every such answer ran to
-# `max_tokens` without closing the JSON; this run does not measure it). Every breach is counted by kind, with
-# the raw LM text of one example per kind.
+# more choice in the panel, off by default. Every breach is counted by kind, with the raw LM text of one
+# example per kind.
 # A grammar can force the contract's *shape*; the bounds (confidence in [0, 1], reasoning ≤ 50 words) are
 # not in it and are counted after parsing. Last, the field notes' string signature as written (`diagnosis`
 # is a string of "condition: [name], confidence: [0-1]" items), where the field notes saw "high" instead of
 # a number: under the grammar its two strings always parse, so what is counted is what the model writes. It is
 # asked on every train, val and dev case (never test; nothing is chosen on these answers), enough answers for
-# "the model keeps to numbers" to be decidable.
+# "the model answers in words" to be decided either way.
 
 # %%
-contracts = panels.panel("contracts", ctx, smoke=SMOKE).display().run()
-nbkit.record("contract_violation_rate", contracts.metrics.violation_rate)
-nbkit.record("contract_violations_by_kind", contracts.metrics.violations_by_kind)
-nbkit.record("field_notes_signature_violations", contracts.metrics.field_notes_signature)
-display(contracts.table)
-contracts.data["examples"]
+contracts = experiments.show("contracts", ctx)
 
 # %% [markdown]
 # ## Compiling, and the colloquial share of the compile set
 #
 # The compiled module is chosen on the **validation** questions: the module whose uncompiled hit@3 there is
 # highest (Predict in SMOKE; the panel's `module` control fixes one), so the dev questions that judge the
-# compile claims play no part in the choice. `BootstrapFewShot` compiled on sets that differ only in wording
-# (0 % vs 50 % colloquial phrasings of the same training cases), and — outside SMOKE —
-# `BootstrapFewShotWithRandomSearch`, whose candidates are scored on the **validation** split (never the
-# compile set). Every program is scored on the same dev questions, per slice. While bootstrapping, the
-# metric also demands a clean contract, so a demo teaches the format.
+# compile claims play no part in the choice. `BootstrapFewShot` is compiled on sets of 10 training cases that
+# differ only in wording: 0 % colloquial, and the notes' remedy, 10 % (one colloquial phrasing of the same
+# ten cases). Every program is scored on the same dev questions, per slice. While bootstrapping, the metric
+# also demands a clean contract, so a demo teaches the format.
+#
+# One compile is one draw of demos: a compile claim is about compiling, so its unit is the compile set
+# (each seed draws other training cases) as well as the case. The default run compiles one set, which shows
+# the programs but cannot decide the compile claims; the full profile compiles twenty, enough for the 10 %
+# mix's claim. Standard − colloquial and random search vary most from case to case: they need more dev cases
+# than the data has, and their rows say how many. `BootstrapFewShotWithRandomSearch` runs from the panel
+# (`random_search`), at DSPy's documented 16 candidates scored on the **validation** cases (never the compile
+# set).
 
 # %%
-compiled = panels.panel("compile", ctx, smoke=SMOKE, adapter=ADAPTER).display().run()
-nbkit.record("compile_gain_by_slice", compiled.metrics.gains)
-nbkit.record("compile_table", compiled.metrics.table)
-compiled.table
+compiled = experiments.show("compile", ctx, adapter=ADAPTER)
 
 # %% [markdown]
 # ### Save and load a compiled program
@@ -203,9 +192,7 @@ compiled.table
 # fresh module of the same kind must give the same demos and the same answer.
 
 # %%
-roundtrip = experiments.save_load_roundtrip(ctx, compiled)
-nbkit.record("save_load_roundtrip", roundtrip)
-roundtrip
+roundtrip = experiments.show("roundtrip", ctx)
 
 # %% [markdown]
 # ## Ask the modules
@@ -213,21 +200,7 @@ roundtrip
 # Type symptoms, pick modules, press Run: each module's structured answer and its contract check.
 
 # %%
-ask = panels.panel("ask", ctx, smoke=SMOKE, adapter=ADAPTER).display().run()
-ask.table
-
-# %% [markdown]
-# ## History viewer
-#
-# `inspect_history` of the context's LM: the exact prompt DSPy built, the raw response, and the
-# completion tokens of the last calls against `max_tokens`. `lm_slots` records how full the local servers'
-# slots were while they served (1.0: every slot of every server decoding; `bench/signatures_slots.py` gives
-# the same per section).
-
-# %%
-history = panels.panel("history", ctx, smoke=SMOKE).display().run()
-nbkit.record("lm_calls", history.metrics.calls)  # served by the LM in this run vs answered from DSPy's cache
-nbkit.record("lm_slots", history.metrics.slots)  # how full the local servers' slots were while serving
+ask = experiments.show("ask", ctx, adapter=ADAPTER)
 
 # %% [markdown]
 # ## Your own contract
@@ -242,34 +215,36 @@ nbkit.record("lm_slots", history.metrics.slots)  # how full the local servers' s
 # ```
 
 # %%
-user_panel = panels.panel(
-    "user_contract", ctx, smoke=SMOKE, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC, adapter=ADAPTER
+user = experiments.show(
+    "user_contract", ctx, signature=SIGNATURE, dev_set=DEV_SET, metric=METRIC, adapter=ADAPTER
 )
-user = user_panel.display().run()
-nbkit.record("user_contract", user.metrics)
-user.table
+
+# %% [markdown]
+# ## History viewer
+#
+# `inspect_history` of the context's LM: the exact prompt DSPy built, the raw response, and the
+# completion tokens of the last calls against `max_tokens`. Recorded with it: the LM calls of the whole run
+# (served by the LM in this run vs answered from DSPy's cache), how full the local servers' slots were
+# while they served (1.0: every slot of every server decoding; `bench/signatures_slots.py` gives the same
+# per section), and the run's seconds.
+
+# %%
+history = experiments.show("history", ctx)
 
 # %% [markdown]
 # ## Claims table
 #
 # Each claim from the field notes, the value this run measured, and a verdict from a two-sided rule
-# (`nbkit/signatures/claims.py`, each rule with its tolerance). Differences between programs are judged
-# on Newcombe's paired interval over the same dev questions (it keeps its width when no question differs);
-# when it straddles the tolerance the row says "inconclusive — n too small" and names n. The field notes
-# measured F1 with GPT-4 on their own data; here the score is hit@3 on this project's cases with a 135M
-# local model.
+# (`nbkit/signatures/claims.py`, each rule with its tolerance; `docs/claims.md` lists them with their
+# designs). The unit is the case (a rate's Wilson interval is clustered by case), and for a compile claim the
+# compile set × case table. A row whose design cannot decide at the default n says so ("not decided at
+# defaults") with the n and the minutes the full profile needs; the decisive rows are one family (Holm). The
+# field notes measured F1 with GPT-4 on their own data; here the score is hit@3 on this project's cases with
+# a 135M local model. First the servers stop.
 
 # %%
-rows = claims.claims(
-    modules=modules.metrics,
-    contracts=contracts.metrics,
-    compiled=compiled.metrics,
-    token_limit=token_limit.metrics,
-    history=history.metrics,
-)
-nbkit.record("claims", rows)
-ctx.close()  # stops the local servers
-seconds = ctx.seconds()
-nbkit.record("notebook_seconds", seconds)
-nbkit.record("headline", experiments.headline(modules.metrics, contracts.metrics, history.metrics, seconds))
-claims_frame(rows)
+ctx.close()
+
+# %%
+claims.headline(ctx)
+claims.judge(ctx)

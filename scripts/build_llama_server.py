@@ -2,7 +2,8 @@
 
     python scripts/build_llama_server.py [--dest DIR] [--jobs N] [--force]
 
-``make setup`` runs it after installing llama-cpp-python. It downloads the sdist of exactly the installed
+``make setup`` runs it after installing llama-cpp-python where the server is used (torch sees CUDA, or
+``make setup LLAMA_SERVER=1``). It downloads the sdist of exactly the installed
 llama-cpp-python version (``pip download --no-binary :all: --no-deps``), configures the vendored
 ``vendor/llama.cpp`` tree with CMake and builds only the ``llama-server`` target (static libraries, no web
 UI, no TLS), then installs the binary as ``DEST/llama-server`` (default: this interpreter's ``bin``)
@@ -40,6 +41,8 @@ import tempfile
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from nbkit.cache import cache_dir
 
 BINARY = "llama-server"
 # The llama.cpp options that decide what gets built; GGML_NATIVE stays at its default (ON), as in the
@@ -151,9 +154,7 @@ def build(dest: Path, jobs: int, force: bool = False) -> Path:
     for tool in ("cmake", "c++"):
         if shutil.which(tool) is None:
             raise BuildError(f"`{tool}` is not on PATH (needed to build {BINARY})")
-    cache = (
-        Path(os.environ.get("NBKIT_CACHE_DIR") or Path.home() / ".cache" / "nbkit") / "llama-cpp-python-sdist"
-    )
+    cache = cache_dir("llama-cpp-python-sdist")
     work = Path(tempfile.mkdtemp(prefix="nbkit-llama-server-"))
     log_path = work / "build.log"
     start = time.perf_counter()

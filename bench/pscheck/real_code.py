@@ -325,7 +325,7 @@ def rule_groups(src: Path) -> dict[str, str]:
     )
     out = {}
     for line in proc.stdout.splitlines():
-        m = re.match(r"^(\S+)\s+\S+\s+\S+?( \((\w+)(?:, opt-in)?\))?:", line)
+        m = re.match(r"^(\S+)\s+\S+\s+\S+?( \((\w+)(?:, opt-in)?\))?(?: \(also in [\w, ]+\))*:", line)
         if m:
             out[m.group(1)] = m.group(3) or "default"
     return out

@@ -158,8 +158,8 @@ class CouplingStatus:
 @dataclass(frozen=True)
 class DiagnoseMetrics:
     """The diagnosis of a setup: its exit code (0 clean, 1 findings), each coupled setting's status, the
-    fit verdict with the predicted per-rank peak (NaN and "" when nothing was predicted) and the changes
-    that make it fit."""
+    fit in words (fits / does not fit / may not fit / not judged / not predicted) with the predicted
+    per-rank peak (NaN when nothing was predicted) and the changes that make it fit."""
 
     exit_code: int
     couplings: tuple[CouplingStatus, ...]
@@ -181,7 +181,7 @@ def run_diagnose(cfg: DiagnoseConfig, ctx: AuditContext, live=None) -> Result[Di
     metrics = DiagnoseMetrics(
         exit_code=d.exit_code,
         couplings=tuple(CouplingStatus(c.setting, c.status) for c in d.couplings),
-        fit_verdict=d.fit.verdict if d.fit is not None else "",
+        fit_verdict=d.fit_answer,
         predicted_peak_gib=d.fit.peak_gib if d.fit is not None else math.nan,
         fit_fixes=tuple(str(x["change"]) for x in d.fit.fixes) if d.fit is not None else (),
     )

@@ -5,4 +5,9 @@ wrong.
 files set by the rules of transformers' DeepSpeed integration and DeepSpeed itself; ``fit`` predicts
 each rank's peak with notebook 02's memory model; ``diagnosis`` adds the audit's checks and builds the
 claims; ``report`` renders text, JSON or HTML; ``cli`` is the command.
+
+A finished run's folder (``nbkit diagnose RUN_DIR``): ``artefacts`` finds and reads what the run left,
+``curves`` and ``schedule`` judge its logged curves, ``snapshot`` reads a CUDA memory snapshot without
+running it and ``memory`` judges it, ``run_figures`` draws them, ``finished`` puts the rows (``rows``)
+together and renders them.
 """

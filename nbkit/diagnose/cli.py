@@ -1,9 +1,12 @@
 """``nbkit diagnose CONFIG [--model M] [--nodes N] [--gpus-per-node N] [--gpu-memory GiB] [--format
-text|json|html] [--output FILE]``.
+text|json|html] [--output FILE]`` for a setup before launch, and ``nbkit diagnose RUN_DIR [--config
+TRAINER_CONFIG] [--format text|json|html] [--output FILE]`` for a finished run: a folder holding run
+artefacts (``trainer_state.json``, TensorBoard event files, a Lightning ``metrics.csv``, CUDA memory
+snapshots) is recognised as one.
 
 Exit codes as ``nbkit audit``: 0 clean, 1 findings (a coupling error or warning, a peak that does not
-fit or may not, an audit check that failed), 2 bad input — one line naming the file and key, nothing
-written.
+fit or may not, an audit check that failed; for a run, a row whose rule establishes a problem), 2 bad
+input — one line naming the file and key, nothing written.
 """
 
 from __future__ import annotations
@@ -13,9 +16,14 @@ import sys
 from pathlib import Path
 
 from nbkit.audit.cli import stdout_to_stderr
+from nbkit.diagnose.artefacts import is_artefact
 from nbkit.diagnose.diagnosis import diagnose
-from nbkit.diagnose.report import FORMATS, render
+from nbkit.diagnose.finished import diagnose_run
+from nbkit.diagnose.finished import render as render_run
+from nbkit.diagnose.report import FORMATS
 from nbkit.errors import UsageError, main_error
+from nbkit.report import PLOTLY_JS, ensure_plotly_js
+from nbkit.runfolder import write_atomic
 
 
 def _gib(text: str) -> float:
@@ -52,12 +60,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = _Parser(
         prog="nbkit diagnose",
-        description="Will this training setup start, will it fit, which settings disagree across its files.",
+        description="Will this training setup start, will it fit, which settings disagree across its files; "
+        "or, given a finished run's folder, what went wrong in it.",
     )
     ap.add_argument(
         "config",
-        help="the trainer config: an axolotl YAML or a TRL SFTConfig / TrainingArguments JSON (its "
-        "'deepspeed' key is followed)",
+        help="CONFIG | RUN_DIR: the trainer config: an axolotl YAML or a TRL SFTConfig / TrainingArguments "
+        "JSON (its 'deepspeed' key is followed); or a finished run's folder (trainer_state.json, "
+        "checkpoint-*/, TensorBoard events, a Lightning metrics.csv, CUDA memory snapshots *.pickle/*.pkl)",
+    )
+    ap.add_argument(
+        "--config",
+        dest="trainer_config",
+        metavar="TRAINER_CONFIG",
+        help="with RUN_DIR: the run's trainer config (axolotl YAML or TrainingArguments JSON), for its LR "
+        "schedule and max_grad_norm (default: a trainer config beside the run, else the arguments the "
+        "Trainer recorded in its TensorBoard events)",
     )
     ap.add_argument(
         "--model",
@@ -83,6 +101,44 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+# Options of the setup form that mean nothing for a finished run (dest → flag).
+SETUP_ONLY = {
+    "model": "--model",
+    "nodes": "--nodes",
+    "gpus_per_node": "--gpus-per-node",
+    "gpu_memory": "--gpu-memory",
+    "checks": "--checks",
+    "no_audit": "--no-audit",
+}
+
+
+def _run_main(args) -> int:
+    """``nbkit diagnose RUN_DIR``: every artefact read (a bad one: exit 2 whatever the others hold), then
+    the rows."""
+
+    given = [flag for dest, flag in SETUP_ONLY.items() if getattr(args, dest) not in (None, False)]
+    if given or args.device != "auto":
+        flag = given[0] if given else "--device"
+        return main_error(
+            f"{flag}: applies to a trainer config, not to a finished run's folder ({args.config})",
+            "nbkit diagnose",
+        )
+    try:
+        with stdout_to_stderr():
+            run = diagnose_run(args.config, args.trainer_config)
+            if args.format == "html" and args.output is not None:
+                ensure_plotly_js(args.output.parent)
+            report = render_run(run, args.format, plotly_js=PLOTLY_JS, inline_js=args.output is None)
+    except UsageError as exc:
+        return main_error(str(exc), "nbkit diagnose")
+    if args.output is not None:
+        write_atomic(args.output, report + "\n")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(report)
+    return run.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Diagnose; returns the exit code (0 clean, 1 findings, 2 bad input)."""
 
@@ -95,6 +151,20 @@ def main(argv: list[str] | None = None) -> int:
             f"--output {args.output}: "
             f"{'is a directory' if args.output.is_dir() else 'its folder does not exist'}; "
             "expected a file path",
+            "nbkit diagnose",
+        )
+    target = Path(args.config)
+    if target.is_dir():
+        return _run_main(args)
+    if target.is_file() and is_artefact(target):
+        return main_error(
+            f"{target}: a run's artefact; give the run's folder: nbkit diagnose {target.parent}",
+            "nbkit diagnose",
+        )
+    if args.trainer_config is not None:
+        return main_error(
+            f"--config: names a finished run's trainer config; {args.config} is not a run folder "
+            "(give the trainer config as CONFIG)",
             "nbkit diagnose",
         )
     try:
@@ -114,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         return main_error(str(exc), "nbkit diagnose")
     except RuntimeError as exc:  # as nbkit audit: e.g. --device cuda without CUDA (nbkit.device.pick_device)
         return main_error(str(exc).strip().splitlines()[0], "nbkit diagnose")
-    report = render(d, args.format)
+    report = d.render(args.format)
     if args.output is not None:
         args.output.write_text(report + "\n", encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)

@@ -1,10 +1,11 @@
 """One diagnosis of a training setup: coupling, fit and the audit's checks, as data (``diagnose(...) ->
 Diagnosis``).
 
-The same object backs the command's three formats (:mod:`nbkit.diagnose.report`) and the notebook
-(``Diagnosis`` renders itself as the HTML ledger). Its ``claims()`` are the ledger rows in nbkit's one
-``Claim`` shape: each coupling (agree/auto → holds, error/warning → refuted, not checked →
-inconclusive), the fit verdict, and each audit check that ran.
+The same object backs the command's three formats and the notebook: :meth:`Diagnosis.to_dict` is the one
+document (JSON) that :mod:`nbkit.diagnose.report` renders as text or HTML, answer first — will it start
+(the coupling errors that stop the job), will it fit (the predicted peak against the GPU, the cheapest
+change that fits) — then one row per coupled setting (error / warning / ok / not checked), the fit (fits /
+does not fit / may not fit / not judged) and each audit check that ran (its own pass / warn / fail).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from nbkit.audit.context import AuditContext
 from nbkit.audit.formats import read_any
 from nbkit.audit.registry import REGISTRY, run_audit
-from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim
+from nbkit.claims import HOLDS, INCONCLUSIVE, REFUTED
 from nbkit.device import pick_device
 from nbkit.diagnose import fit as F
 from nbkit.diagnose.coupling import (
@@ -32,27 +33,25 @@ from nbkit.diagnose.coupling import (
     resolved_flag,
 )
 from nbkit.diagnose.fit import accuracy, gib_text
-from nbkit.diagnose.report import html_fragment
+from nbkit.diagnose.report import html_fragment, render
 from nbkit.diagnose.setup import Setup, read_setup
 from nbkit.errors import UsageError
 from nbkit.findings import Finding
 from nbkit.zero.dsconfig import memory_plan
 
-_COUPLING_VERDICT = {
-    AGREE: HOLDS,
-    AUTO: HOLDS,
-    ABSENT: HOLDS,
-    ERROR: REFUTED,
-    WARNING: REFUTED,
-    UNCHECKED: INCONCLUSIVE,
+# What a coupling row says: the job stops (error), it runs but trains otherwise (warning), or it is
+# consistent (agree, "auto" filled, absent on both sides).
+COUPLING_ANSWER = {
+    AGREE: "ok",
+    AUTO: "ok",
+    ABSENT: "ok",
+    ERROR: "error",
+    WARNING: "warning",
+    UNCHECKED: "not checked",
 }
-_AUDIT_VERDICT = {
-    "pass": HOLDS,
-    "fail": REFUTED,
-    "error": REFUTED,
-    "warn": INCONCLUSIVE,
-    "needs_gpu": NEEDS_GPU,
-}
+# What the fit row says: the fit verdict in words (inconclusive: the GPU lies inside the model's error).
+FIT_ANSWER = {HOLDS: "fits", REFUTED: "does not fit", INCONCLUSIVE: "may not fit"}
+AUDIT_ANSWER = {"pass": "pass", "fail": "fail", "error": "fail", "warn": "warn", "needs_gpu": "needs GPU"}
 
 
 @dataclass
@@ -126,34 +125,67 @@ class Diagnosis:
         """0 clean, 1 findings (as ``nbkit audit``); bad input never gets here (exit 2 before)."""
         return 1 if any(self.problems.values()) else 0
 
-    def claims(self) -> list[Claim]:
+    @property
+    def fit_answer(self) -> str:
+        """fits / does not fit / may not fit, "not judged" without a GPU's memory, "not predicted" without a
+        model."""
+        if self.fit is None:
+            return "not predicted"
+        if self.fit.gpu_gib is None:
+            return "not judged"
+        return FIT_ANSWER[self.fit.verdict]
 
-        rows = []
-        for c in self.couplings:
-            rows.append(
-                Claim(
-                    claim=f"{c.setting}: trainer config and ds_config couple",
-                    field_note="",
-                    measured=f"{c.trainer} | {c.deepspeed} → {c.resolved}",
-                    verdict=_COUPLING_VERDICT[c.status],
-                    rule=c.rule,
-                    n="exact (the files' values)",
-                    why=f"{c.status}: {c.why}",
-                    key=f"coupling:{c.setting}",
-                    source="coupling",
-                )
-            )
+    def answer(self) -> dict[str, Any]:
+        """What the user came for: the coupling errors that stop the job at start and the warnings (one
+        line each), the fit in words with the predicted peak against the GPU, and the cheapest change that
+        fits (the first of the fixes, which come cheapest first)."""
+        f = self.fit
+        if f is None:
+            line = self.fit_skipped
+        elif f.gpu_gib is None:
+            line = f"predicted {gib_text(f.peak_gib)} GiB per rank (give --gpu-memory to judge it)"
+        else:
+            line = f"predicted {gib_text(f.peak_gib)} GiB per rank against the GPU's {f.gpu_gib:g} GiB"
+        return {
+            "starts": not any(c.status == ERROR for c in self.couplings),
+            "stops": [_one_line(c) for c in self.couplings if c.status == ERROR],
+            "warnings": [f"{c.setting}: {c.why}" for c in self.couplings if c.status == WARNING],
+            "fit": self.fit_answer,
+            "fit_line": line,
+            "fix": None
+            if f is None or not f.fixes
+            else {"change": f.fixes[0]["change"], "predicted_peak_gib": f.fixes[0]["predicted_peak_gib"]},
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The table: each coupled setting, the fit and each audit check that ran; ``verdict`` says error /
+        warning / ok / not checked, fits / does not fit / may not fit / not judged, or the check's own
+        pass / warn / fail."""
+        rows = [
+            {
+                "source": "coupling",
+                "key": f"coupling:{c.setting}",
+                "claim": f"{c.setting}: the trainer config and the ds_config agree",
+                "measured": f"{c.trainer} | {c.deepspeed} → {c.resolved}",
+                "verdict": COUPLING_ANSWER[c.status],
+                "rule": c.rule,
+                "n": "exact (the files' values)",
+                "why": f"{c.status}: {c.why}",
+            }
+            for c in self.couplings
+        ]
         if self.fit is not None:
             f = self.fit
             rows.append(
-                Claim(
-                    claim=f"each rank's peak fits in {f.gpu_gib:g} GiB"
+                {
+                    "source": "fit",
+                    "key": "fit",
+                    "claim": f"each rank's peak fits in {f.gpu_gib:g} GiB"
                     if f.gpu_gib
                     else "each rank's peak (no --gpu-memory given)",
-                    field_note="",
-                    measured=f"predicted {gib_text(f.peak_gib)} GiB ({f.plan})",
-                    verdict=f.verdict,
-                    rule=f"fits when predicted ÷ {f.ratio[0]} ≤ GPU memory; does not when predicted ÷ "
+                    "measured": f"predicted {gib_text(f.peak_gib)} GiB ({f.plan})",
+                    "verdict": self.fit_answer,
+                    "rule": f"fits when predicted ÷ {f.ratio[0]} ≤ GPU memory; does not when predicted ÷ "
                     f"{f.ratio[1]} > it "
                     + (
                         "(the memory model's measured predicted ÷ measured range at this stage, CPU scale)"
@@ -161,29 +193,64 @@ class Diagnosis:
                         else "(the stage's measured full-fine-tuning range widened by a stated "
                         f"{f.adapter_tolerance:.0%} each way: adapters not measured)"
                     ),
-                    n="1 prediction (GPU scale: not measured)",
-                    why=f.why,
-                    key="fit",
-                    source="fit",
-                )
+                    "n": "1 prediction (GPU scale: not measured)",
+                    "why": f.why,
+                }
             )
-        for fd in self.findings:
-            if fd.status == "skipped":
-                continue
-            rows.append(
-                Claim(
-                    claim=f"audit check {fd.check}: {fd.title}",
-                    field_note="",
-                    measured=fd.summary,
-                    verdict=_AUDIT_VERDICT[fd.status],
-                    rule="the audit check's own rule (nbkit audit)",
-                    n="the check's own n",
-                    why=fd.fix or fd.summary or fd.status,
-                    key=f"audit:{fd.check}",
-                    source="audit",
-                )
-            )
+        rows += [
+            {
+                "source": "audit",
+                "key": f"audit:{fd.check}",
+                "claim": f"audit check {fd.check}: {fd.title}",
+                "measured": fd.summary,
+                "verdict": AUDIT_ANSWER[fd.status],
+                "rule": "the audit check's own rule (nbkit audit)",
+                "n": "the check's own n",
+                "why": fd.fix or fd.summary or fd.status,
+            }
+            for fd in self.findings
+            if fd.status != "skipped"
+        ]
         return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one document the three formats render: the setup, the answer, each coupling, the fit, the
+        audit, the table's rows, the problem counts and the exit code."""
+        s = self.setup
+        fit: dict[str, Any] = {"skipped": self.fit_skipped}
+        if self.fit is not None:
+            fit = self.fit.to_dict()
+            fit["verdict"] = self.fit_answer
+            fit["fixes"] = [{**x, "verdict": FIT_ANSWER[x["verdict"]]} for x in fit["fixes"]]
+        return {
+            "config": str(s.config_path),
+            "format": s.fmt,
+            "deepspeed": s.ds_source or None,
+            "model": s.model_spec or None,
+            "model_note": s.model_note,
+            "world": {
+                "nodes": s.nodes,
+                "gpus_per_node": s.gpus_per_node,
+                "world_size": s.world_size,
+                "note": s.world_note,
+            },
+            "gpu_memory_gib": s.gpu_memory_gib,
+            "answer": self.answer(),
+            "couplings": [{**c.to_dict(), "verdict": COUPLING_ANSWER[c.status]} for c in self.couplings],
+            "fit": fit,
+            "audit": {
+                "note": self.audit_note,
+                "findings": [f.to_dict(with_table=False) for f in self.findings],
+                "lines": [f.to_text() for f in self.findings],
+            },
+            "rows": self.rows(),
+            "problems": self.problems,
+            "exit_code": self.exit_code,
+        }
+
+    def render(self, fmt: str) -> str:
+        """The report as ``text``, ``json`` or ``html`` (:mod:`nbkit.diagnose.report`)."""
+        return render(self.to_dict(), fmt)
 
     def summary(self) -> dict[str, Any]:
         """What a notebook records: the problem counts, each coupling's status, the fit's verdict and peak,
@@ -195,15 +262,20 @@ class Diagnosis:
             "fit": None
             if self.fit is None
             else {
-                "verdict": self.fit.verdict,
+                "verdict": self.fit_answer,
                 "predicted_peak_gib": self.fit.peak_gib,
                 "fixes": [x["change"] for x in self.fit.fixes],
             },
         }
 
     def _repr_html_(self) -> str:
+        return html_fragment(self.to_dict())
 
-        return html_fragment(self)
+
+def _one_line(c: Coupling) -> str:
+    """A coupling error in one line: the setting, why, and what it resolves to when that says more than
+    that the job stops."""
+    return f"{c.setting}: {c.why}" + ("" if c.resolved == "(the job stops)" else f" ({c.resolved})")
 
 
 def fit_of(setup: Setup) -> tuple[Fit | None, str]:

@@ -1,156 +1,170 @@
-"""The diagnosis as text (default), JSON (for CI) or an HTML page with the claims ledger.
+"""The diagnosis as text (default), JSON (for CI) or an HTML page, each leading with its answer.
 
-The ledger is nbkit's own (:func:`nbkit.report.ledger_html`, the table of a run's index page): one
-row per claim — each coupled setting, the fit, each audit check that ran — with its measured or
-predicted value, verdict and why.
+First what the user came for: **will it start** (the errors that stop the job at start, one line each)
+and **will it fit** (each rank's predicted peak against the GPU, and the cheapest change that fits, with
+its figure); then the table — each coupled setting (error / warning / ok), the fit (fits / does not fit)
+and each audit check that ran (its own pass / warn / fail) — then the fit's details.
+
+All three are rendered from one document, the diagnosis's JSON (``Diagnosis.to_dict()``), so they say the
+same; this module reads that document only (the diagnosis renders itself through it, not the other way).
+The table is nbkit's ledger (:func:`nbkit.report.ledger_html`), coloured and filtered by these words.
 """
 
 from __future__ import annotations
 
 import html
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from nbkit.diagnose.fit import gib_text
 from nbkit.report import INDEX_CSS, INDEX_JS, ledger_html
 
-if TYPE_CHECKING:
-    from nbkit.diagnose.diagnosis import Diagnosis
-
 FORMATS = ("text", "json", "html")
 COLUMNS = ("source", "claim", "measured", "verdict", "rule", "n", "why")
-_MARK = {
-    "agree": "ok  ",
-    "auto": "auto",
-    "absent": "—   ",
-    "error": "ERR ",
-    "warning": "WARN",
-    "not checked": "??  ",
+
+# What each row says, and its colour in the HTML table: a coupling, the fit, an audit check.
+ROW_COLOURS = {
+    "error": "#f6d3d0",
+    "warning": "#fbecc5",
+    "ok": "#d7f0d9",
+    "not checked": "#e3e3ea",
+    "does not fit": "#f6d3d0",
+    "may not fit": "#fbecc5",
+    "fits": "#d7f0d9",
+    "not judged": "#e3e3ea",
+    "fail": "#f6d3d0",
+    "warn": "#fbecc5",
+    "pass": "#d7f0d9",
+    "needs GPU": "#e3e3ea",
 }
 
 
 def _gib(x: float) -> str:
-
     return gib_text(x / 2**30)
 
 
-def header(d: Diagnosis) -> str:
-    s = d.setup
+def header(doc: Mapping[str, Any]) -> str:
+    w = doc["world"]
     return (
-        f"{s.config_path} ({s.fmt}) · deepspeed: {s.ds_source or 'none named'} · model: "
-        f"{s.model_spec or s.model_note} · "
-        f"{s.nodes} node(s) × {s.gpus_per_node} GPU(s) = {s.world_size} ({s.world_note})"
-        + (f" · GPU {s.gpu_memory_gib:g} GiB" if s.gpu_memory_gib else "")
+        f"{doc['config']} ({doc['format']}) · deepspeed: {doc['deepspeed'] or 'none named'} · model: "
+        f"{doc['model'] or doc['model_note']} · "
+        f"{w['nodes']} node(s) × {w['gpus_per_node']} GPU(s) = {w['world_size']} ({w['note']})"
+        + (f" · GPU {doc['gpu_memory_gib']:g} GiB" if doc["gpu_memory_gib"] else "")
     )
 
 
-def fit_lines(d: Diagnosis) -> list[str]:
-    if d.fit is None:
-        return [f"  {d.fit_skipped}"]
-    f = d.fit
-    p = f.parts
+def answer_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Will it start, will it fit: the first lines of every format."""
+    a = doc["answer"]
+    stops, warns = a["stops"], a["warnings"]
+    if not doc["couplings"]:
+        start = "will it start: not checked — no ds_config named, nothing coupled"
+    elif stops:
+        start = f"will it start: no — {len(stops)} error(s) stop the job at start"
+    else:
+        start = "will it start: yes — no setting the two files state stops the job"
+    lines = [start, *(f"  ✘ {s}" for s in stops)]
+    if warns:
+        lines.append(f"  and {len(warns)} warning(s): it runs, but trains otherwise:")
+        lines += [f"  ! {w}" for w in warns]
+    fit = f"will it fit: {a['fit']}" + (f" — {a['fit_line']}" if a["fit_line"] else "")
+    if a["fix"] is not None:
+        fit += f"; cheapest fix: {a['fix']['change']} → {gib_text(a['fix']['predicted_peak_gib'])} GiB"
+    return [*lines, fit]
+
+
+def fit_lines(doc: Mapping[str, Any]) -> list[str]:
+    f = doc["fit"]
+    if "skipped" in f:
+        return [f"  {f['skipped']}"]
+    p = f["parts_bytes"]
     lines = [
-        f"  plan: {f.plan}",
-        f"  predicted peak per rank: {_gib(f.peak_gib * 2**30)} GiB = params {_gib(p['params'])} + grads "
-        f"{_gib(p['grads'])} + optimizer "
-        f"{_gib(p['optimizer'])} + buckets {_gib(p['buffers'])} + activations {_gib(p['activations'])} + "
-        "gathered "
-        f"{_gib(p['gathered'])} + step temporaries {_gib(p['step_temporaries'])} GiB (peak at the "
-        f"{p['phase']})",
-        f"  verdict: {f.verdict} — {f.why}",
+        f"  plan: {f['plan']}",
+        f"  predicted peak per rank: {gib_text(f['predicted_peak_gib'])} GiB = params {_gib(p['params'])} + "
+        f"grads {_gib(p['grads'])} + optimizer {_gib(p['optimizer'])} + buckets {_gib(p['buffers'])} + "
+        f"activations {_gib(p['activations'])} + gathered {_gib(p['gathered'])} + step temporaries "
+        f"{_gib(p['step_temporaries'])} GiB (peak at the {f['phase']})",
+        f"  verdict: {f['verdict']} — {f['why']}",
     ]
-    acc = f.to_dict()["accuracy"]
+    acc = f["accuracy"]
+    lo, hi = acc["pred_over_meas"]
     band = (
-        f"predicted ÷ measured {f.ratio[0]}–{f.ratio[1]} at this stage, measured at CPU scale"
-        if f.adapter_tolerance is None
-        else f"band {f.ratio[0]}–{f.ratio[1]}: this stage's full-fine-tuning range, measured at CPU scale, "
-        "widened by a stated "
-        f"{f.adapter_tolerance:.0%} each way (no adapter run measured)"
+        f"predicted ÷ measured {lo}–{hi} at this stage, measured at CPU scale"
+        if acc["adapter_tolerance"] is None
+        else f"band {lo}–{hi}: this stage's full-fine-tuning range, measured at CPU scale, widened by a "
+        f"stated {acc['adapter_tolerance']:.0%} each way (no adapter run measured)"
     )
     lines.append(
         f"  accuracy: {band} ({acc['scale']}; {acc['command']}); on GPUs the figure is a prediction (not "
         f"measured: {acc['not_measured']})"
     )
-    for n in f.notes:
-        lines.append(f"  note: {n}")
-    if f.fixes:
+    lines += [f"  note: {n}" for n in f["notes"]]
+    if f["fixes"]:
         lines.append("  changes that make it fit (cheapest first):")
-        for x in f.fixes:
-            lines.append(f"    - {x['change']}: {_gib(x['predicted_peak_gib'] * 2**30)} GiB ({x['why']})")
+        lines += [
+            f"    - {x['change']}: {gib_text(x['predicted_peak_gib'])} GiB ({x['why']})" for x in f["fixes"]
+        ]
     return lines
 
 
-def text(d: Diagnosis) -> str:
-    out = [f"nbkit diagnose: {header(d)}", "", "coupling (trainer config ↔ ds_config):"]
-    if not d.couplings:
-        out.append("  no ds_config named: nothing coupled")
-    for c in d.couplings:
-        out.append(f"  {_MARK[c.status]} {c.setting}: {c.trainer}  |  {c.deepspeed}  →  {c.resolved}")
-        if c.status in ("error", "warning", "not checked"):
-            out.append(f"       {c.why}  [rule: {c.rule}]")
-    out += ["", "will it fit:"] + fit_lines(d) + ["", f"audit ({d.audit_note}):"]
-    out += [f"  {f.to_text()}" for f in d.findings]
-    pr = d.problems
-    out += [
+def text(doc: Mapping[str, Any]) -> str:
+    out = [
+        f"nbkit diagnose: {header(doc)}",
         "",
-        "summary: " + ", ".join(f"{v} {k}" for k, v in pr.items() if v)
-        if any(pr.values())
-        else "summary: clean",
+        *answer_lines(doc),
+        "",
+        "coupling (trainer config ↔ ds_config):",
     ]
+    if not doc["couplings"]:
+        out.append("  no ds_config named: nothing coupled")
+    for c in doc["couplings"]:
+        out.append(
+            f"  {c['verdict']:<11} {c['setting']}: {c['trainer']}  |  {c['deepspeed']}  →  {c['resolved']}"
+        )
+        if c["verdict"] != "ok":
+            out.append(f"              {c['why']}  [rule: {c['rule']}]")
+    out += ["", "will it fit:", *fit_lines(doc), "", f"audit ({doc['audit']['note']}):"]
+    out += [f"  {line}" for line in doc["audit"]["lines"]]
+    pr = doc["problems"]
+    out += ["", "summary: " + (", ".join(f"{v} {k}" for k, v in pr.items() if v) or "clean")]
     return "\n".join(out)
 
 
-def to_json(d: Diagnosis) -> dict[str, Any]:
-    s = d.setup
-    return {
-        "config": str(s.config_path),
-        "format": s.fmt,
-        "deepspeed": s.ds_source or None,
-        "model": s.model_spec or None,
-        "model_note": s.model_note,
-        "world": {
-            "nodes": s.nodes,
-            "gpus_per_node": s.gpus_per_node,
-            "world_size": s.world_size,
-            "note": s.world_note,
-        },
-        "gpu_memory_gib": s.gpu_memory_gib,
-        "couplings": [c.to_dict() for c in d.couplings],
-        "fit": d.fit.to_dict() if d.fit is not None else {"skipped": d.fit_skipped},
-        "audit": {"note": d.audit_note, "findings": [f.to_dict(with_table=False) for f in d.findings]},
-        "claims": [c.to_dict() for c in d.claims()],
-        "problems": d.problems,
-        "exit_code": d.exit_code,
-    }
-
-
-def html_fragment(d: Diagnosis) -> str:
-    """The ledger and the fit details as an HTML fragment (the notebook's display, the page's body)."""
-
-    rows = [c.to_dict() for c in d.claims()]
-    boxes, table = ledger_html(rows, COLUMNS)
-    fit = "<br>".join(html.escape(x.strip()) for x in fit_lines(d))
+def html_fragment(doc: Mapping[str, Any]) -> str:
+    """The answer, the table and the fit's details as HTML (the notebook's display, the page's body)."""
+    esc = html.escape
+    first, *rest = answer_lines(doc)
+    fit_at = next(i for i, line in enumerate(rest) if line.startswith("will it fit:"))
+    start_items = "".join(f"<li>{esc(x.strip())}</li>" for x in rest[:fit_at])
+    answer = (
+        f"<div id='answer'><h2>{esc(first)}</h2>{f'<ul>{start_items}</ul>' if start_items else ''}"
+        f"<h2>{esc(rest[fit_at])}</h2></div>"
+    )
+    rows = doc["rows"]
+    boxes, table = ledger_html(rows, COLUMNS, ROW_COLOURS)
+    details = "<br>".join(esc(x.strip()) for x in fit_lines(doc))
     return (
-        f"<p>{html.escape(header(d))}</p><p>claims: <span id='ledger-count'>{len(rows)}</span> of "
-        f"{len(rows)} shown</p>"
+        f"<p>{esc(header(doc))}</p>{answer}<h3>Every setting, the fit and the audit</h3>"
+        f"<p>rows: <span id='ledger-count'>{len(rows)}</span> of {len(rows)} shown</p>"
         f"<div id='verdict-filter'>{boxes}</div>{table}"
-        f"<h3>Will it fit</h3><p>{fit}</p><p><b>summary:</b> {html.escape(json.dumps(d.problems))}</p>"
+        f"<h3>Will it fit: the details</h3><p>{details}</p>"
+        f"<p><b>summary:</b> {esc(json.dumps(doc['problems']))}</p>"
     )
 
 
-def html_page(d: Diagnosis) -> str:
-
+def html_page(doc: Mapping[str, Any]) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>nbkit diagnose "
-        f"{html.escape(str(d.setup.config_path))}</title>"
-        f"<style>{INDEX_CSS}</style></head><body><h1>nbkit diagnose</h1>{html_fragment(d)}"
+        f"{html.escape(str(doc['config']))}</title>"
+        f"<style>{INDEX_CSS}</style></head><body><h1>nbkit diagnose</h1>{html_fragment(doc)}"
         f"<script>{INDEX_JS}</script></body></html>"
     )
 
 
-def render(d: Diagnosis, fmt: str) -> str:
+def render(doc: Mapping[str, Any], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(to_json(d), indent=2, ensure_ascii=False, default=str)
+        return json.dumps(doc, indent=2, ensure_ascii=False, default=str)
     if fmt == "html":
-        return html_page(d)
-    return text(d)
+        return html_page(doc)
+    return text(doc)

@@ -1,16 +1,17 @@
 """Knowledge-graph GNNs: typed biomedical KGs, reverse relations, RGCN, honest link-prediction metrics.
 
-A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain modules.
+A newcomer's path: notebook 01 -> ``context`` -> ``experiments`` -> ``claims`` -> the domain modules.
 
-* ``nbkit.kg.config``      - one dataclass per experiment (widget metadata, ``smoke()`` presets), ``Chosen``
-  (what the selection chose on validation) and ``TrainConfig``;
-* ``nbkit.kg.experiments`` - ``REGISTRY``, ``KGContext`` (device, datasets, splits, cached per context) and
-  ``run_x(cfg, ctx, live) -> Result[XMetrics]``: load, selection (on validation), ablation, aggr,
-  downstream, mini-batch / scale, pitfalls;
+* ``nbkit.kg.config``      - one dataclass per experiment (widget metadata, ``smoke()`` and ``full()``
+  presets), ``Chosen`` (what the selection chose on validation) and ``TrainConfig``;
+* ``nbkit.kg.context``     - ``KGContext`` (device, datasets, splits, the fixed AUC negatives, cached per
+  context; every result it ran, by slug);
+* ``nbkit.kg.experiments`` - ``REGISTRY`` and ``run_x(cfg, ctx, live) -> Result[XMetrics]``: load, selection
+  (on validation), ablation, aggr, downstream, mini-batch / scale, pitfalls; ``run`` / ``panel`` / ``show``;
 * ``nbkit.kg.metrics``     - the frozen metrics dataclasses the experiments return and the claims read;
-* ``nbkit.kg.claims``      - the field notes' claims, two-sided ``verdict_*`` functions,
-  ``claims() -> list[Claim]``;
-* ``nbkit.kg.panels``      - ``panel(slug, ctx, ...)``: the generic experiment panel for notebook 01;
+* ``nbkit.kg.claims``      - the field notes' claims as declared specs, two-sided ``verdict_*`` functions,
+  ``judge(ctx)`` and ``headline(ctx)``; ``field_notes`` - the notes' figures, written once;
+* ``nbkit.kg.figures``     - the figures the experiments end with (losses and MRRs on axes of their own);
 * ``nbkit.kg.triples``     - readers returning one typed triples table plus a ``LoadReport`` (files, RDF,
   PyKEEN's bundled UMLS and Kinships); ``hetionet`` (download and reader), ``synthetic`` (the seeded
   generator), ``datasets`` (``load_dataset``: a name or a path), ``rdf_bench`` (pyoxigraph vs rdflib);
@@ -24,15 +25,18 @@ A newcomer's path: notebook 01 -> ``panels`` -> ``experiments`` -> the domain mo
 * ``nbkit.kg.downstream``  - node embeddings -> logistic regression, 5-fold macro-F1;
 * ``nbkit.kg.checks``      - pitfall detectors returning ``nbkit.findings.Finding``.
 
-Importing any of them loads no torch, torch_geometric or pykeen: functions import them when called, and
-``models`` / ``neighbor_sampler`` define their torch subclasses on first use (module ``__getattr__``).
+``import nbkit.kg`` loads none of them. ``models`` defines its ``torch.nn.Module`` classes at module level and
+imports torch and torch_geometric at its top, as the modules that build and train models do through it;
+``neighbor_sampler`` defines its PyG sampler subclass on first use (module ``__getattr__``).
 """
 
 __all__ = [
     "config",
+    "context",
     "experiments",
     "claims",
-    "panels",
+    "figures",
+    "field_notes",
     "triples",
     "graph",
     "models",

@@ -1,18 +1,18 @@
-"""The KG experiments: ``REGISTRY``, the :class:`KGContext` they share, and one ``run(cfg, ctx, live)``
-per config of ``config.py``, each returning ``Result[XMetrics]`` with a frozen metrics dataclass.
+"""The KG experiments: ``REGISTRY`` and one ``run(cfg, ctx, live)`` per config of ``config.py``, each
+returning ``Result[XMetrics]`` with a frozen metrics dataclass, a table and a figure.
 
-The context resolves the device once (``ctx.torch_device``) and caches datasets, splits and the
-fixed AUC negatives per (dataset file, seed), so the sections of notebook 01 share them. Choices are
-made on the VALIDATION split only (:func:`run_selection`, whose :class:`~nbkit.kg.config.Chosen` the
-later experiments take as config overrides; the ablation's best rung); the test split is scored
-once, at the end of :func:`run_ablation`, for the chosen rung. A run the selection trained that the
-ablation would train again identically (same split, rung, seed and settings) is kept in the context
-and reused, not retrained.
+Choices are made on the SELECTING half of the validation queries only (:func:`run_selection`, whose
+:class:`~nbkit.kg.config.Chosen` the later experiments take as config overrides; every run's epoch; the
+ablation's best rung), with training seeds no judged run uses; the judging half scores what the claims
+compare, and the test split is scored once, at the end of :func:`run_ablation`, for the chosen rung.
+``run``, ``panel`` and ``show`` are the registry's own methods: ``show("ablation", ctx, **overrides)``
+is a notebook section.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
 import statistics
 import tempfile
 import warnings
@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbkit.claims import fmt_interval, mean_interval
-from nbkit.device import device_report, memory_probe, watch_peak
+from nbkit.device import memory_probe, watch_peak
 from nbkit.errors import UsageError
-from nbkit.experiment import Context, Experiment, Registry
+from nbkit.experiment import Experiment, Registry
 from nbkit.findings import findings_frame
-from nbkit.kg import checks
+from nbkit.kg import checks, figures
 from nbkit.kg import graph as kgg
 from nbkit.kg import triples as kgt
 from nbkit.kg.config import (
+    SELECTION_SEED_OFFSET,
     AblationConfig,
     AggrConfig,
     Chosen,
@@ -39,9 +40,10 @@ from nbkit.kg.config import (
     SelectionConfig,
     TrainConfig,
 )
-from nbkit.kg.datasets import load_dataset
+from nbkit.kg.context import KGContext
 from nbkit.kg.downstream import downstream_check, downstream_skip_reason
-from nbkit.kg.ladder import LADDER, config_read_by
+from nbkit.kg.field_notes import DOWNSTREAM_F1
+from nbkit.kg.ladder import LADDER
 from nbkit.kg.metrics import (
     AblationMetrics,
     AggrMetrics,
@@ -55,94 +57,33 @@ from nbkit.kg.metrics import (
     RungMetrics,
     SelectionMetrics,
 )
-from nbkit.kg.ranking import cluster_oracle_mrr, eval_negatives, score_test
+from nbkit.kg.ranking import cluster_oracle_mrr, score_test
 from nbkit.kg.rdf_bench import compare_rdf_parsers
 from nbkit.kg.synthetic import synthetic_kg
 from nbkit.kg.train import train_rung
-from nbkit.record import record
 from nbkit.result import Result
 
 if TYPE_CHECKING:
-    from nbkit.kg.graph import KGSplit
-    from nbkit.kg.triples import KGTriples
     from nbkit.live import LiveFigure
 
-__all__ = [
-    "REGISTRY",
-    "KGContext",
-    "device_report",
-    "run",
-    "record_each",
-    "ablation_summary",
-    "downstream_summary",
-    "minibatch_summary",
-    "scale_summary",
-    "loss_roughness",
-]
+__all__ = ["REGISTRY", "loss_roughness", "panel", "run", "show"]
 
-EVAL_NEGATIVES_SEED = 12345  # the fixed AUC negatives: the same pairs for every rung and seed
-REGISTRY = Registry("kg")
-# A registered experiment run headless by slug (its SMOKE preset or defaults, then overrides): what a
-# panel's Run button runs, without the panel.
+REGISTRY = Registry("kg", summary="ablation")
 run = REGISTRY.run
+panel = REGISTRY.panel
+show = REGISTRY.show
 
 
-# -- the context ----------------------------------------------------------------------------------
-def _stamp(dataset: str):
-    """Cache key part that changes when a dataset FILE changes (bundled names never do)."""
-    p = Path(dataset).expanduser()
-    if p.is_file():
-        st = p.stat()
-        return (str(p.resolve()), st.st_mtime_ns, st.st_size)
-    return dataset
+def _shown(*lines: str, table: Any = None, pre: str = "") -> Any:
+    """What a panel shows under its figure: a preformatted report, lines of text and a table (rounded);
+    the text is escaped (it carries file names, error messages and the dataset's own strings)."""
+    from IPython.display import HTML
 
-
-class KGContext(Context):
-    """What notebook 01's experiments share: the device, loaded datasets and splits, the fixed AUC
-    negatives, and the runs the selection trained (for the ablation to reuse). Cached per context."""
-
-    def kg(self, dataset: str) -> KGTriples:
-        """The triples table of ``dataset``."""
-        return self.cached(("kg", _stamp(dataset)), lambda: load_dataset(dataset))
-
-    def split(self, dataset: str, seed: int = 0) -> KGSplit:
-        """The split of ``dataset`` (per seed; a shipped split column wins)."""
-        return self.cached(
-            ("split", _stamp(dataset), seed), lambda: kgg.split_kg(self.kg(dataset), seed=seed)
-        )
-
-    def negatives(self, dataset: str, seed: int, which: str):
-        """One filtered corruption per ``which`` triple, fixed: the AUC of every rung is on the same pairs."""
-        key = ("negatives", _stamp(dataset), seed, which)
-        return self.cached(key, lambda: eval_negatives(self.split(dataset, seed), which, EVAL_NEGATIVES_SEED))
-
-    @property
-    def selection_runs(self) -> dict[tuple, tuple]:
-        """Runs trained by :func:`run_selection`, by :meth:`selection_key`:
-        (epoch cap, (result, model, graph))."""
-        return self.cached("selection_runs", dict)
-
-    @staticmethod
-    def selection_key(dataset: str, split_seed: int, rung: int, tc: TrainConfig) -> tuple:
-        read = dataclasses.replace(config_read_by(LADDER[rung], tc), epochs=0)
-        return (dataset, _stamp(dataset), split_seed, rung, dataclasses.astuple(read))
-
-    def reusable(self, dataset: str, split_seed: int, rung: int, tc: TrainConfig):
-        """A selection run that is exactly what ``train_rung(rung, tc)`` would compute, or None.
-
-        Same dataset file, split, rung and every TrainConfig field the rung reads but ``epochs``; and
-        either the same ``epochs``, or the stored run ended by early stopping (patience) before
-        ``tc.epochs``: training is seeded, so a longer epoch cap would have followed the same steps and
-        stopped at the same epoch. A time budget (``max_seconds``) or an interrupted run is never reused.
-        """
-        hit = self.selection_runs.get(self.selection_key(dataset, split_seed, rung, tc))
-        if hit is None or tc.max_seconds is not None:
-            return None
-        cap, (res, model, graph) = hit
-        stopped_early = res.epochs_run < cap
-        if res.interrupted or not (cap == tc.epochs or (stopped_early and res.epochs_run < tc.epochs)):
-            return None
-        return res, model, graph
+    out = f"<pre>{html.escape(pre)}</pre>" if pre else ""
+    out += f"<p>{'<br>'.join(html.escape(line) for line in lines)}</p>" if lines else ""
+    if table is not None:
+        out += table.round(4).to_html(index=False)
+    return HTML(out)
 
 
 # -- load -----------------------------------------------------------------------------------------
@@ -176,29 +117,41 @@ def run_load(cfg: LoadConfig, ctx: KGContext, live: LiveFigure | None = None) ->
         leakage_test_same_pair_other_relation_share=leak["test"]["same_pair_other_relation_share"],
         **rdf,
     )
+    table = pd.DataFrame(leak).T.reset_index(names="split")
+    fig = figures.bars_figure(
+        "leakage: evaluation triples a model can answer by lookup in train",
+        [f"{s}: {k.replace('_share', '').replace('_', ' ')}" for s in ("valid", "test") for k in _LEAKS],
+        [leak[s][k] for s in ("valid", "test") for k in _LEAKS],
+        "share of the split's triples",
+        marker_color=[figures.COLOURS[i % 2] for i in range(2 * len(_LEAKS))],
+    )
     data = {"kg": kg, "split": split, "hetero": hetero, "report": str(kg.report)}
-    return Result(metrics=metrics, table=pd.DataFrame(leak).T, data=data)
+    return Result(metrics=metrics, table=table, figure=fig, data=data)
+
+
+_LEAKS = ("reversed_pair_share", "same_pair_other_relation_share")
+
+
+def _show_load(result: Result[LoadMetrics]) -> Any:
+    m = result.metrics
+    rdf = m.rdf_parser_comparison or {}
+    rdf_line = f"RDF parsers (N-Triples round trip, {m.rdf_roundtrip_kept} rows kept): {rdf}" if rdf else ""
+    lines = [f"split sizes: {m.split_sizes}", *([rdf_line] if rdf else [])]
+    return _shown(*lines, table=result.table, pre=result.data["report"])
 
 
 # -- selection on validation ----------------------------------------------------------------------
-def run_selection(
-    cfg: SelectionConfig, ctx: KGContext, live: LiveFigure | None = None
-) -> Result[SelectionMetrics]:
-    """Choose the RGCN rungs' decoder and dropout (on rung 5) and hetero SAGE's edge-type aggregation
-    (on rung 2; rung 3 uses the same encoder) by VALIDATION MRR; prints the validation figures it chose
-    on. The test split is not read.
-    """
-    import pandas as pd
-
-    device = ctx.torch_device
-    split = ctx.split(cfg.dataset, cfg.seed)
-    valid_negs = ctx.negatives(
-        cfg.dataset, cfg.seed, "valid"
-    )  # AUC too, so the ablation can reuse a run as is
-    base = cfg.train_config()
-    rows = []
-    kept = ctx.selection_runs
-    kept.clear()
+def _selection_groups(
+    cfg: SelectionConfig,
+) -> list[tuple[str, int, dict[str, Any], list[dict[str, Any]], str]]:
+    """(what, rung, fixed settings, candidates, prefix of the Chosen fields) per choice. The RGCN grid
+    and rung 6's have the same number of candidates at the defaults (2 each)."""
+    rgcn = [
+        {"decoder": d, "dropout": p, "rgcn_hidden": w}
+        for d in cfg.decoders
+        for p in cfg.dropouts
+        for w in cfg.rgcn_hiddens
+    ]
     complex_grid = [
         {"complex_dim": d, "complex_n3": w, "complex_lr": lr, "complex_batch": b}
         for d in cfg.complex_dims
@@ -206,64 +159,91 @@ def run_selection(
         for lr in cfg.complex_lrs
         for b in cfg.complex_batches
     ]
-    groups = (
-        ("decoder, dropout", 5, [{"decoder": d, "dropout": p} for d in cfg.decoders for p in cfg.dropouts]),
-        ("type_aggr", 2, [{"type_aggr": a} for a in cfg.type_aggrs]),
-        # rung 6: every candidate early-stopped on validation (patience), validated every
-        # complex_eval_every epochs
-        ("complex dim, N3, lr, batch", 6, complex_grid),
-    )
-    chosen: dict[str, Any] = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(Chosen)}
-    for what, rung, candidates in groups:
+    return [
+        ("RGCN (rung 5), aggr=mean", 5, {"aggr": "mean"}, rgcn, ""),
+        ("RGCN (rung 5), aggr=add", 5, {"aggr": "add"}, rgcn, "add_"),
+        ("hetero SAGE edge-type aggregation (rung 2)", 2, {}, [{"type_aggr": a} for a in cfg.type_aggrs], ""),
+        ("rung 6: ComplEx-N3", 6, {}, complex_grid, ""),
+    ]
+
+
+def run_selection(
+    cfg: SelectionConfig, ctx: KGContext, live: LiveFigure | None = None
+) -> Result[SelectionMetrics]:
+    """Choose, each on the SELECTING half of the validation queries (every candidate early-stopped on
+    it): the RGCN rungs' decoder, dropout and width with ``aggr="mean"``, and again with ``aggr="add"``
+    (the aggr experiment's other arm); hetero SAGE's edge-type aggregation (rung 2; rung 3 uses the same
+    encoder); rung 6's width, N3 weight, learning rate and batch. Candidates train at seed
+    ``cfg.seed + SELECTION_SEED_OFFSET``: no judged run replays one. The test split is not read."""
+    import pandas as pd
+
+    device = ctx.torch_device
+    split = ctx.split(cfg.dataset, cfg.seed)
+    seed = cfg.seed + SELECTION_SEED_OFFSET
+    base = cfg.train_config(seed=seed)
+    rows: list[dict[str, Any]] = []
+    chosen: dict[str, Any] = dataclasses.asdict(Chosen())
+    shown = []
+    for what, rung, fixed, candidates, prefix in _selection_groups(cfg):
+        group = []
         for cand in candidates:
-            name = f"rung {rung} " + " ".join(f"{k}={v}" for k, v in cand.items())
-            tc = dataclasses.replace(base, **cand)
-            res, model, graph = train_rung(
-                split, LADDER[rung], tc, device=device, live=live, valid_negs=valid_negs, trace_prefix=name
+            name = f"rung {rung} " + " ".join(f"{k}={v}" for k, v in {**fixed, **cand}.items())
+            res, _, _ = train_rung(
+                split,
+                LADDER[rung],
+                dataclasses.replace(base, **fixed, **cand),
+                device=device,
+                live=live,
+                trace_prefix=name,
             )
-            if tc.max_seconds is None and not res.interrupted:
-                kept[ctx.selection_key(cfg.dataset, cfg.seed, rung, tc)] = (tc.epochs, (res, model, graph))
-            rows.append(
+            group.append(
                 {
                     "choice": what,
                     "rung": rung,
                     **cand,
-                    "valid_mrr": res.metrics["valid_mrr"],
+                    "valid_mrr_select": res.metrics["valid_mrr_select"],
                     "best_epoch": res.best_epoch,
-                    "train_s": round(res.train_seconds, 1),
+                    "epochs": res.epochs_run,
+                    "chosen": False,
                 }
             )
-        group = [r for r in rows if r["choice"] == what]
         if group:
-            best = max(group, key=lambda r: r["valid_mrr"])
-            chosen.update({k: best[k] for k in candidates[0]})
+            best = max(group, key=lambda r: r["valid_mrr_select"])
+            best["chosen"] = True
+            chosen.update({prefix + k: best[k] for k in candidates[0]})
+            shown.append((what, group, list(candidates[0])))
+        rows += group
     table = pd.DataFrame(rows)
-    lines = [
-        f"chosen on validation MRR ({split.sizes()['valid']} validation triples, seed {cfg.seed}; test split "
-        "not read):"
-    ]
-    for what, _, candidates in groups:
-        figures = ", ".join(
-            f"{' '.join(str(r[k]) for k in candidates[0])}: {r['valid_mrr']:.4f}"
-            for r in rows
-            if r["choice"] == what
-        )
-        if figures:
-            values = ", ".join(str(chosen[k]) for k in candidates[0])
-            lines.append(f"  {what} = {values}  (validation MRR {figures})")
-    text = "\n".join(lines)
-    print(text)
-    return Result(
-        metrics=SelectionMetrics(chosen=Chosen(**chosen), validation=rows), table=table, data={"text": text}
+    metrics = SelectionMetrics(chosen=Chosen(**chosen), train_seed=seed, validation=rows)
+    return Result(metrics=metrics, table=table, figure=figures.selection_figure(shown))
+
+
+def _show_selection(result: Result[SelectionMetrics]) -> Any:
+    m = result.metrics
+    return _shown(
+        f"chosen on the selecting half of the validation queries (candidates trained at seed {m.train_seed}, "
+        f"a seed no later run uses; test split not read): {m.chosen}",
+        table=result.table,
     )
 
 
 # -- the ablation ladder --------------------------------------------------------------------------
+_HALVES = (
+    "valid_mrr",
+    "valid_hits_at_10",
+    "valid_auc",
+    "valid_mrr_select",
+    "valid_mrr_judge",
+    "valid_auc_judge",
+)
+
+
 def run_ablation(
     cfg: AblationConfig, ctx: KGContext, live: LiveFigure | None = None
 ) -> Result[AblationMetrics]:
-    """Every rung on the same split and budget over ``cfg.seeds`` seeds (validation figures per seed);
-    the best rung by mean validation MRR is then scored on the test split — the one look at it."""
+    """Every rung on the same split and budget over ``cfg.seeds`` seeds, each run trained here (its
+    epoch chosen on the selecting half of the validation queries); the best rung by mean MRR on that
+    half is then scored on the test split — the one look at it."""
     import pandas as pd
 
     if not cfg.rungs:
@@ -280,54 +260,23 @@ def run_ablation(
     for key in sorted(cfg.rungs):
         for s in seeds:
             # Only the first seed streams curves: one pair per rung keeps the figure readable.
-            stream = live if s == seeds[0] else None
-            tc = cfg.train_config(seed=s)
-            res = ctx.reusable(cfg.dataset, cfg.seed, key, tc)
-            if (
-                res is not None
-            ):  # run_selection trained exactly this run: replay its curves instead of retraining
-                _replay(stream, f"rung {key}", res[0].history)
-            else:
-                res = train_rung(
-                    split,
-                    LADDER[key],
-                    tc,
-                    device=device,
-                    live=stream,
-                    valid_negs=valid_negs,
-                    trace_prefix=f"rung {key}",
-                )
+            res = train_rung(
+                split,
+                LADDER[key],
+                cfg.train_config(seed=s),
+                device=device,
+                live=live if s == seeds[0] else None,
+                valid_negs=valid_negs,
+                trace_prefix=f"rung {key}",
+            )
             runs.setdefault(key, []).append(res)
             interrupted = res[0].interrupted
             if interrupted:
                 break
         if interrupted:
             break
-    rung_metrics: dict[str, RungMetrics] = {}
-    rows = []
-    measured = ("valid_mrr", "valid_hits_at_10", "valid_auc", "valid_mrr_select", "valid_mrr_judge")
-    for key, rs in runs.items():
-        per_seed = {m: [r.metrics[m] for r, _, _ in rs] for m in measured}
-        ci = mean_interval(per_seed["valid_mrr"])
-        rm = RungMetrics(
-            **{m: statistics.fmean(v) for m, v in per_seed.items()},
-            **{f"{m}_per_seed": v for m, v in per_seed.items()},
-            valid_mrr_interval=list(ci),
-            train_s=statistics.fmean(r.train_seconds for r, _, _ in rs),
-            epochs=rs[0][0].epochs_run,
-        )
-        rung_metrics[str(key)] = rm
-        rows.append(
-            {
-                "rung": key,
-                "label": LADDER[key].label,
-                "seeds": len(rs),
-                **{m: getattr(rm, m) for m in measured},
-                "valid_mrr_95%": fmt_interval(ci, level=None),
-                "train_s": round(rm.train_s, 1),
-            }
-        )
-    best = max(runs, key=lambda k: rung_metrics[str(k)].valid_mrr)
+    rungs = tuple(_rung_metrics(key, [r for r, _, _ in rs]) for key, rs in runs.items())
+    best = max(rungs, key=lambda r: r.valid_mrr_select).rung
     test_negs = ctx.negatives(cfg.dataset, cfg.seed, "test")
     tests = [score_test(split, r, model, graph, negatives=test_negs) for r, model, graph in runs[best]]
     test = {k: statistics.fmean(t[k] for t in tests) for k in tests[0]}
@@ -340,21 +289,49 @@ def run_ablation(
         test_hits_at_10=test["test_hits_at_10"],
         test_mean_rank=test["test_mean_rank"],
         test_auc=test["test_auc"],
-        test_mrr_per_seed=[t["test_mrr"] for t in tests],
-        rung_metrics=rung_metrics,
+        test_mrr_per_seed=tuple(t["test_mrr"] for t in tests),
+        rungs=rungs,
         interrupted=interrupted,
     )
-    return Result(metrics=metrics, table=pd.DataFrame(rows), data={"runs": runs, "label": LADDER[best].label})
+    rows = [
+        {
+            "rung": r.rung,
+            "label": LADDER[r.rung].label,
+            "seeds": len(r.valid_mrr_per_seed),
+            **{m: getattr(r, m) for m in _HALVES},
+            "valid_mrr_interval": r.valid_mrr_interval,
+            "epochs": r.epochs,
+            "train_s": round(r.train_s, 1),
+        }
+        for r in rungs
+    ]
+    curves = [(f"rung {k}", rs[0][0].history) for k, rs in runs.items()]
+    fig = figures.ladder_figure(rows, curves, len(seeds))
+    table = pd.DataFrame(rows).assign(
+        valid_mrr_interval=[fmt_interval(r["valid_mrr_interval"], level=None) for r in rows]
+    )
+    return Result(metrics=metrics, table=table, figure=fig, data={"runs": runs, "label": LADDER[best].label})
 
 
-def _replay(live, name: str, history: dict) -> None:
-    """Stream a finished run's loss and validation curves to ``live`` (as train_rung would have)."""
-    if live is None:
-        return
-    for epoch, loss in zip(history["epoch"], history["loss"], strict=True):
-        live.add(f"{name} loss", epoch, loss)
-    for epoch, mrr in zip(history["valid_epoch"], history["valid_mrr"], strict=True):
-        live.add(f"{name} valid MRR", epoch, mrr)
+def _rung_metrics(key: int, results: list) -> RungMetrics:
+    per_seed = {m: tuple(r.metrics[m] for r in results) for m in _HALVES}
+    return RungMetrics(
+        rung=key,
+        **{m: statistics.fmean(v) for m, v in per_seed.items()},
+        **{f"{m}_per_seed": v for m, v in per_seed.items()},
+        valid_mrr_interval=mean_interval(per_seed["valid_mrr"]),
+        train_s=statistics.fmean(r.train_seconds for r in results),
+        epochs=results[0].epochs_run,
+    )
+
+
+def _show_ablation(result: Result[AblationMetrics]) -> Any:
+    m = result.metrics
+    return _shown(
+        f"best rung by validation MRR (selecting half): {LADDER[m.best_rung].label}; test (once, mean of "
+        f"{m.seeds} seeds): MRR {m.test_mrr:.3f}, Hits@10 {m.test_hits_at_10:.3f}, AUC {m.test_auc:.3f}",
+        table=result.table,
+    )
 
 
 # -- aggr -----------------------------------------------------------------------------------------
@@ -381,36 +358,59 @@ AGGR_RUNG = 5  # the RGCN rung the aggr experiment trains
 
 
 def run_aggr(cfg: AggrConfig, ctx: KGContext, live: LiveFigure | None = None) -> Result[AggrMetrics]:
-    """The RGCN rung with ``aggr='mean'`` and ``'add'`` on the same seeds: loss roughness, divergence,
-    validation MRR per run (a diverging run is recorded, not raised)."""
+    """The RGCN rung with ``aggr='mean'`` and ``'add'`` on the same seeds, each with its own decoder,
+    dropout and width (``cfg.arm``), both at the ladder's learning rate: loss-curve wobble, divergence
+    (a non-finite loss, recorded, not raised) and validation MRR per run."""
     import pandas as pd
 
     device = ctx.torch_device
     split = ctx.split(cfg.dataset, cfg.seed)
-    runs = []
+    runs, curves = [], []
     for aggr in ("mean", "add"):
         for s in range(cfg.seed, cfg.seed + cfg.seeds):
-            tc = cfg.train_config(aggr=aggr, seed=s)
             try:
                 res, _, _ = train_rung(
-                    split, LADDER[AGGR_RUNG], tc, device=device, live=live, trace_prefix=f"{aggr} s{s}"
+                    split,
+                    LADDER[AGGR_RUNG],
+                    cfg.arm(aggr, s),
+                    device=device,
+                    live=live,
+                    trace_prefix=f"{aggr} s{s}",
                 )
-                rough = loss_roughness(res.history["loss"])
-                runs.append(AggrRun(aggr, s, res.metrics["valid_mrr"], rough, diverged=False))
             except FloatingPointError:
                 runs.append(AggrRun(aggr, s, float("nan"), float("nan"), diverged=True))
-    summary = {}
-    for aggr in ("mean", "add"):
-        ok = [r for r in runs if r.aggr == aggr and not r.diverged]
-        mrrs = [r.valid_mrr for r in ok]
-        summary[aggr] = AggrSummary(
-            valid_mrr_mean=statistics.fmean(mrrs) if mrrs else float("nan"),
-            valid_mrr_std=statistics.stdev(mrrs) if len(mrrs) > 1 else float("nan"),
-            roughness=statistics.fmean(r.roughness for r in ok) if ok else float("nan"),
-            diverged=sum(r.diverged for r in runs if r.aggr == aggr),
-        )
-    metrics = AggrMetrics(runs=runs, summary=summary, seeds=cfg.seeds)
-    return Result(metrics=metrics, table=pd.DataFrame([dataclasses.asdict(r) for r in runs]))
+                continue
+            rough = loss_roughness(res.history["loss"])
+            runs.append(AggrRun(aggr, s, res.metrics["valid_mrr"], rough, diverged=False))
+            curves.append((aggr, s, list(res.history["loss"])))
+    arms = {a: _aggr_summary(cfg.arm(a, cfg.seed), [r for r in runs if r.aggr == a]) for a in ("mean", "add")}
+    metrics = AggrMetrics(runs=tuple(runs), mean=arms["mean"], add=arms["add"], seeds=cfg.seeds, lr=cfg.lr)
+    wobble = {a: [(r.seed, r.roughness) for r in runs if r.aggr == a and not r.diverged] for a in arms}
+    fig = figures.aggr_figure(curves, wobble)
+    return Result(metrics=metrics, table=pd.DataFrame([dataclasses.asdict(r) for r in runs]), figure=fig)
+
+
+def _aggr_summary(tc: TrainConfig, runs: list[AggrRun]) -> AggrSummary:
+    ok = [r for r in runs if not r.diverged]
+    return AggrSummary(
+        decoder=tc.decoder,
+        dropout=tc.dropout,
+        width=tc.rgcn_hidden or tc.hidden,
+        valid_mrr_mean=statistics.fmean(r.valid_mrr for r in ok) if ok else float("nan"),
+        roughness_mean=statistics.fmean(r.roughness for r in ok) if ok else float("nan"),
+        diverged=sum(r.diverged for r in runs),
+        runs=len(runs),
+    )
+
+
+def _show_aggr(result: Result[AggrMetrics]) -> Any:
+    m = result.metrics
+    arms = "; ".join(
+        f"{a}: {s.decoder}, dropout {s.dropout}, width {s.width} — diverged {s.diverged} of {s.runs}, "
+        f"mean wobble {s.roughness_mean:.4f}, valid MRR {s.valid_mrr_mean:.3f}"
+        for a, s in (("mean", m.mean), ("add", m.add))
+    )
+    return _shown(f"learning rate {m.lr} (the ladder's) for both; {arms}", table=result.table)
 
 
 # -- downstream -----------------------------------------------------------------------------------
@@ -423,7 +423,6 @@ def run_downstream(
     with fewer than two usable classes (an untyped file) the result says why it was skipped instead of
     failing."""
     import pandas as pd
-    import plotly.graph_objects as go
 
     split = ctx.split(cfg.dataset, cfg.seed)
     labels = {e: t for t in split.entity_types for e in split.entities[t]}
@@ -442,43 +441,42 @@ def run_downstream(
         )
         for s in seeds
     ]
-    per_seed = {k: [o[k]["macro_f1"] for o in outs] for k in ("trained", "random_control")}
+    per_seed = {k: tuple(o[k]["macro_f1"] for o in outs) for k in ("trained", "random_control")}
     first = outs[0]["trained"]
+    dropped = first["dropped_small_classes"]
     metrics = DownstreamMetrics(
         macro_f1=statistics.fmean(per_seed["trained"]),
         macro_f1_control=statistics.fmean(per_seed["random_control"]),
         seed_scores=per_seed["trained"],
         control_seed_scores=per_seed["random_control"],
-        fold_scores=[o["trained"]["fold_scores"] for o in outs],
-        control_fold_scores=[o["random_control"]["fold_scores"] for o in outs],
+        fold_scores=tuple(tuple(o["trained"]["fold_scores"]) for o in outs),
+        control_fold_scores=tuple(tuple(o["random_control"]["fold_scores"]) for o in outs),
         seeds=len(outs),
         classes=first["classes"],
         samples=first["samples"],
-        dropped_small_classes=first["dropped_small_classes"],
+        dropped_classes=tuple(f"{c} ({n})" for c, n in dropped.items()),
+        dropped_entities=sum(dropped.values()),
         link_valid_mrr_untyped=statistics.fmean(o["link_valid_mrr_untyped"] for o in outs),
         train_seconds=sum(o["train_seconds"] for o in outs),
     )
-    names = ["trained embeddings", "random control"]
-    vals = [metrics.macro_f1, metrics.macro_f1_control]
     errs = [statistics.stdev(per_seed[k]) if len(outs) > 1 else 0.0 for k in ("trained", "random_control")]
-    fig = go.Figure(go.Bar(x=names, y=vals, error_y=dict(type="data", array=errs), name="macro-F1"))
-    fig.add_hline(y=0.82, line_dash="dash", annotation_text="field notes: 0.82")
-    fig.update_layout(
-        title=f"5-fold macro-F1, mean of {len(outs)} embedding run(s) ± sd across runs, {first['classes']} "
-        "classes "
+    fig = figures.bars_figure(
+        f"5-fold macro-F1, mean of {len(outs)} embedding run(s) ± sd across runs, {first['classes']} classes "
         "(node type NOT an input)",
-        yaxis_title="macro-F1",
-        yaxis_range=[0, 1],
-        template="plotly_white",
-        height=360,
+        ["trained embeddings", "random control"],
+        [metrics.macro_f1, metrics.macro_f1_control],
+        "macro-F1",
+        error_y=dict(type="data", array=errs),
+        name="macro-F1",
     )
+    fig.add_hline(y=DOWNSTREAM_F1, line_dash="dash", annotation_text=f"field notes: {DOWNSTREAM_F1}")
+    fig.update_layout(yaxis_range=[0, 1])
     table = pd.DataFrame(
         [
             {
                 "embeddings": k,
                 "seed": s,
                 **{m: o[k][m] for m in ("macro_f1", "macro_f1_std", "classes", "samples")},
-                "dropped": o[k]["dropped_small_classes"],
             }
             for k in ("trained", "random_control")
             for s, o in zip(seeds, outs, strict=True)
@@ -487,21 +485,26 @@ def run_downstream(
     return Result(metrics=metrics, table=table, figure=fig)
 
 
+def _show_downstream(result: Result[DownstreamMetrics]) -> Any:
+    m = result.metrics
+    if m.skipped:
+        return _shown(f"skipped: {m.skipped}")
+    left = (
+        f"; left out (fewer entities than folds): {', '.join(m.dropped_classes)}" if m.dropped_classes else ""
+    )
+    return _shown(
+        f"macro-F1 {m.macro_f1:.3f} (random control {m.macro_f1_control:.3f}), mean of {m.seeds} embedding "
+        f"run(s), {m.classes} classes{left}",
+        table=result.table,
+    )
+
+
 # -- mini-batch -----------------------------------------------------------------------------------
 MINIBATCH_RUNG = 5  # the RGCN rung the mini-batch experiments train
 
 
-def run_minibatch(
-    cfg: MinibatchConfig, ctx: KGContext, live: LiveFigure | None = None
-) -> Result[MinibatchMetrics]:
-    """Rung 5 trained on neighbour-sampled subgraphs and (if asked) on the whole graph, with the SAME
-    loss (batches of positives against shared pools of sampled negatives), epochs and time budget:
-    differences in time and memory come from message passing. Validation MRR, steps, edges per step
-    and peak memory per mode. The scale experiment is this run on ``ScaleConfig``."""
-    import pandas as pd
-
-    device = ctx.torch_device
-    ceiling = None
+def _minibatch_split(cfg: MinibatchConfig, ctx: KGContext):
+    """The graph's split and, on a synthetic graph, the MRR ceiling of its clusters (else None)."""
     if cfg.source == "synthetic":
         kg = synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters)
         split = kgg.split_kg(kg, seed=cfg.seed)
@@ -514,37 +517,53 @@ def run_minibatch(
             f"{(cfg.eval_slice + 1) * cfg.eval_max_triples} validation triples; this split has "
             f"{len(split.valid)}"
         )
-    if cfg.source == "synthetic":
-        ceiling = cluster_oracle_mrr(
-            split, kg.clusters, "valid", cfg.eval_max_triples, sample_slice=cfg.eval_slice
-        )
-    base = TrainConfig(
+    if cfg.source != "synthetic":
+        return split, None
+    return split, cluster_oracle_mrr(
+        split, kg.clusters, "valid", cfg.eval_max_triples, sample_slice=cfg.eval_slice
+    )
+
+
+def _minibatch_config(cfg: MinibatchConfig) -> TrainConfig:
+    return TrainConfig(
         epochs=cfg.epochs,
         hidden=cfg.hidden,
         lr=cfg.lr,
         dropout=cfg.dropout,
         seed=cfg.seed,
         eval_every=max(1, cfg.epochs // 5),
-        max_seconds=cfg.max_seconds,
+        max_steps=cfg.max_steps,
+        eval_every_steps=cfg.max_steps // cfg.eval_points if cfg.max_steps and cfg.eval_points else 0,
         eval_max_triples=cfg.eval_max_triples,
         cpu_threads=cfg.cpu_threads or None,
         batch_size=cfg.batch_size,
         num_negatives=cfg.num_negatives,
         embed_lr=cfg.embed_lr,
         input_init=cfg.input_init,
-        eval_every_seconds=cfg.max_seconds / cfg.eval_points if cfg.eval_points else None,
         eval_slice=cfg.eval_slice,
     )
+
+
+def run_minibatch(
+    cfg: MinibatchConfig, ctx: KGContext, live: LiveFigure | None = None
+) -> Result[MinibatchMetrics]:
+    """Rung 5 trained on neighbour-sampled subgraphs and (if asked) on the whole graph, with the SAME
+    loss (batches of positives against shared pools of sampled negatives), epochs and step budget:
+    differences in time and memory come from message passing. Validation MRR, steps, edges per step
+    and peak memory per mode and training seed. The scale experiment is this run on ``ScaleConfig``."""
+    import pandas as pd
+
+    device = ctx.torch_device
+    split, ceiling = _minibatch_split(cfg, ctx)
+    base = _minibatch_config(cfg)
     modes = [("mini-batch", dataclasses.replace(base, num_neighbors=(cfg.fanout,) * base.layers))]
     if cfg.compare_full:
         modes.append(("full graph", dataclasses.replace(base, full_graph=True)))
     probe = memory_probe(device)
-    rows = []
-    # per mode, one (first, last) pair per seed: the first and last curve point's per-query reciprocal ranks
-    # (nbkit.kg.claims.scale_claim judges the rise across seeds: the training runs are the independent unit)
-    reciprocal_ranks: dict[str, list] = {}
+    rows, curves = [], []
     seeds = range(cfg.seed, cfg.seed + cfg.seeds)  # training seeds; the graph and split stay cfg.seed's
     for (name, tc), s in ((m, s) for m in modes for s in seeds):
+        label = name if cfg.seeds == 1 else f"{name} seed {s}"
         with watch_peak(probe) as peak:
             res, _, graph = train_rung(
                 split,
@@ -552,24 +571,31 @@ def run_minibatch(
                 dataclasses.replace(tc, seed=s),
                 device=device,
                 live=live if s == cfg.seed else None,
-                trace_prefix=name if s == cfg.seed else f"{name} seed {s}",
+                trace_prefix=label,
             )
-        # with a known ceiling: what a perfect model reaches on this graph (same validation sample)
-        rows.append(
-            _minibatch_row(name, s, res, graph, split, peak, None if ceiling is None else round(ceiling, 5))
-        )
-        rr = res.history.get("valid_reciprocal_ranks", [])
-        reciprocal_ranks.setdefault(name, []).append((rr[0], rr[-1]) if rr else ([], []))
+        rows.append(_minibatch_row(name, s, res, graph, split, peak, ceiling))
+        curves.append((label, res.history))
         if res.interrupted:
             break
-    metrics = MinibatchMetrics(rows=rows, sizes=split.sizes(), reciprocal_ranks=reciprocal_ranks)
+    metrics = MinibatchMetrics(rows=tuple(rows), sizes=split.sizes(), graph_seed=cfg.seed)
     table = pd.DataFrame([_row_dict(r) for r in rows])
-    return Result(metrics=metrics, table=table)
+    title = (
+        f"rung 5 mini-batch on a synthetic graph of {split.num_nodes:,} entities (seed {cfg.seed}): "
+        "loss per step (log) and validation MRR"
+        if cfg.source == "synthetic"
+        else "rung 5: sampled vs full-graph message passing, same loss: loss per step (log) and "
+        "validation MRR"
+    )
+    fig = figures.curves_figure(title, curves, ceiling=ceiling)
+    return Result(metrics=metrics, table=table, figure=fig)
 
 
 def _row_dict(row: MinibatchRow) -> dict[str, Any]:
-    """A table row: the row's fields, without ``ceiling_mrr`` where no ceiling is known."""
+    """A table row: the row's fields (curves shortened to their ends), without ``ceiling_mrr`` where no
+    ceiling is known."""
     d = dataclasses.asdict(row)
+    d["curve_valid_mrr"] = " → ".join(f"{v:.4f}" for v in row.curve_valid_mrr)
+    d["curve_steps"] = " → ".join(str(v) for v in row.curve_steps)
     if row.ceiling_mrr is None:
         del d["ceiling_mrr"]
     return d
@@ -591,9 +617,8 @@ def _minibatch_row(name: str, seed: int, res, graph, split, peak, ceiling_mrr: f
         steps=steps,
         train_s=round(res.train_seconds, 1),
         steps_per_s=round(steps / max(res.train_seconds - eval_s, 1e-9), 2),
-        curve_steps=list(h["valid_step"]),
-        curve_train_s=list(h["valid_train_s"]),
-        curve_valid_mrr=[round(m, 5) for m in h["valid_mrr"]],
+        curve_steps=tuple(h["valid_step"]),
+        curve_valid_mrr=tuple(h["valid_mrr"]),
         edges_per_step=int(sum(h["sampled_edges"]) / max(len(h["sampled_edges"]), 1)),
         nodes_per_step=int(nodes),
         nodes_fraction=round(nodes / split.num_nodes, 4),
@@ -604,6 +629,20 @@ def _minibatch_row(name: str, seed: int, res, graph, split, peak, ceiling_mrr: f
         interrupted=res.interrupted,
         ceiling_mrr=ceiling_mrr,
     )
+
+
+def _show_minibatch(result: Result[MinibatchMetrics]) -> Any:
+    m = result.metrics
+    lines = [
+        f"{row.mode} (seed {row.seed}): {row.steps} steps, {row.steps_per_s} steps/s, encoder on "
+        f"{row.nodes_fraction:.0%} of the nodes per step, peak memory growth "
+        f"{row.peak_memory_growth_mb:.0f} MB ({row.memory_measured_as}), validation MRR {row.valid_mrr:.4f}"
+        for row in m.rows
+    ]
+    graph = (
+        f"graph: {m.sizes['entities']:,} entities, {m.sizes['train']:,} train triples (seed {m.graph_seed})"
+    )
+    return _shown(graph, *lines, table=result.table)
 
 
 # -- pitfalls -------------------------------------------------------------------------------------
@@ -661,22 +700,52 @@ def run_pitfalls(
     # (e) coalesce: does RGCNConv raise IndexError without it?
     coalesce = checks.coalesce_experiment(seed=cfg.seed)
     metrics = PitfallMetrics(
-        pitfall_findings=[f.to_dict(with_table=False) for f in findings], coalesce_experiment=coalesce
+        pitfall_findings=[f.to_dict(with_table=False) for f in findings], coalesce=coalesce
     )
-    return Result(metrics=metrics, table=findings_frame(findings), data={"findings": findings})
+    fig = figures.bars_figure(
+        f"coalesce (PyG {coalesce.pyg_version}): RGCNConv's output change once duplicate edges are "
+        "coalesced away (an error would show as no bar)",
+        ["aggr=add", "aggr=mean"],
+        [coalesce.max_abs_diff_add, coalesce.max_abs_diff_mean],
+        "max |output change|",
+        marker_color=figures.COLOURS[:2],
+    )
+    return Result(metrics=metrics, table=findings_frame(findings), figure=fig, data={"findings": findings})
+
+
+def _show_pitfalls(result: Result[PitfallMetrics]) -> Any:
+    c = result.metrics.coalesce
+    raised = [f"{a}: {e}" for a, e in (("add", c.error_add), ("mean", c.error_mean)) if e]
+    text = (
+        f"coalesce: {c.edges} unsorted edges with {c.edges - c.distinct_typed_edges} exact duplicates "
+        + (f"raised ({'; '.join(raised)})" if raised else "ran without error under add and mean")
+        + f"; an out-of-range id after coalescing: {c.out_of_range_after_coalesce_error or 'no error'}"
+    )
+    return _shown(text, table=result.table)
 
 
 # -- the registry ---------------------------------------------------------------------------------
-_CURVES = {"xaxis": "epoch", "yaxis": "loss / valid MRR"}  # what the training panels stream
-REGISTRY.register(Experiment("load", "Load, split and leakage", LoadConfig, LoadMetrics, run_load))
+_CURVES = {"xaxis": "epoch", "yaxis": "loss, valid MRR (while it runs)"}  # what the training panels stream
+REGISTRY.register(
+    Experiment(
+        "load",
+        "Load, split and leakage",
+        LoadConfig,
+        LoadMetrics,
+        run_load,
+        figure_title="leakage",
+        show_result=_show_load,
+    )
+)
 REGISTRY.register(
     Experiment(
         "selection",
-        "Choices made on the validation split",
+        "Choices made on the validation split (selecting half)",
         SelectionConfig,
         SelectionMetrics,
         run_selection,
-        figure_title="selection: train loss and validation MRR per candidate",
+        figure_title="selection: each candidate while it trains",
+        show_result=_show_selection,
         **_CURVES,
     )
 )
@@ -687,7 +756,8 @@ REGISTRY.register(
         AblationConfig,
         AblationMetrics,
         run_ablation,
-        figure_title="ablation ladder: train loss and validation MRR (first seed)",
+        figure_title="ablation ladder: each rung's first seed while it trains",
+        show_result=_show_ablation,
         **_CURVES,
     )
 )
@@ -698,7 +768,8 @@ REGISTRY.register(
         DownstreamConfig,
         DownstreamMetrics,
         run_downstream,
-        figure_title="downstream: macro-F1",
+        figure_title="downstream: the embedding run while it trains",
+        show_result=_show_downstream,
         **_CURVES,
     )
 )
@@ -709,7 +780,8 @@ REGISTRY.register(
         AggrConfig,
         AggrMetrics,
         run_aggr,
-        figure_title="RGCN aggr=mean vs add: loss per seed",
+        figure_title="RGCN aggr=mean vs add: each run while it trains",
+        show_result=_show_aggr,
         **_CURVES,
     )
 )
@@ -720,7 +792,8 @@ REGISTRY.register(
         MinibatchConfig,
         MinibatchMetrics,
         run_minibatch,
-        figure_title="rung 5: sampled vs full-graph message passing, same loss",
+        figure_title="rung 5: sampled vs full-graph message passing while it trains",
+        show_result=_show_minibatch,
         **_CURVES,
     )
 )
@@ -731,7 +804,8 @@ REGISTRY.register(
         ScaleConfig,
         MinibatchMetrics,
         run_minibatch,
-        figure_title="rung 5 mini-batch on a Hetionet-sized graph",
+        figure_title="rung 5 mini-batch on a Hetionet-sized graph while it trains",
+        show_result=_show_minibatch,
         **_CURVES,
     )
 )
@@ -742,63 +816,7 @@ REGISTRY.register(
         PitfallConfig,
         PitfallMetrics,
         run_pitfalls,
+        figure_title="pitfalls",
+        show_result=_show_pitfalls,
     )
 )
-
-
-# -- what the notebook prints and records ---------------------------------------------------------
-def record_each(metrics, *names: str) -> None:
-    """``nbkit.record(name, value)`` for each named field of ``metrics`` (every field when none are named)."""
-    for name in names or [f.name for f in dataclasses.fields(metrics)]:
-        record(name, getattr(metrics, name))
-
-
-def ablation_summary(result: Result[AblationMetrics]) -> str:
-    """The chosen rung and its one look at the test split."""
-    m = result.metrics
-    return (
-        f"best rung by validation MRR: {LADDER[m.best_rung].label}; test (once, mean of {m.seeds} seeds): "
-        f"MRR {m.test_mrr:.3f}, Hits@10 {m.test_hits_at_10:.3f}, AUC {m.test_auc:.3f}"
-    )
-
-
-def downstream_summary(result: Result[DownstreamMetrics]) -> str:
-    """Why the downstream check was skipped, or its macro-F1 next to the random control."""
-    m = result.metrics
-    if m.skipped:
-        return f"skipped: {m.skipped}"
-    return (
-        f"macro-F1 {m.macro_f1:.3f} (random control {m.macro_f1_control:.3f}), mean of {m.seeds} embedding "
-        "run(s), "
-        f"{m.classes} classes"
-    )
-
-
-def minibatch_summary(result: Result[MinibatchMetrics]) -> str:
-    """One line per mode and seed: speed, the share of the graph one step's encoder runs on, memory, MRR."""
-    return "\n".join(
-        f"{row.mode:>10}: {row.steps_per_s} steps/s, encoder on {row.nodes_fraction:.0%} of the nodes per "
-        f"step, peak memory growth {row.peak_memory_growth_mb:.0f} MB, validation MRR {row.valid_mrr:.3f}"
-        for row in result.metrics.rows
-    )
-
-
-def scale_summary(result: Result[MinibatchMetrics]) -> str:
-    """The scale run: the graph, the first run's speed, memory and MRR against the ceiling, every run's
-    curve."""
-    m = result.metrics
-    row = m.rows[0]
-    ceiling = f" (ceiling {row.ceiling_mrr:.4f})" if row.ceiling_mrr is not None else ""
-    lines = [
-        f"synthetic graph: {m.sizes['entities']:,} entities, {m.sizes['train']:,} train triples; "
-        f"{row.steps} steps in {row.train_s} s, {row.edges_per_step:,} of {row.message_graph_edges:,} "
-        f"message edges and {row.nodes_fraction:.0%} of the nodes per step ({row.steps_per_s} steps/s), "
-        f"peak memory growth {row.peak_memory_growth_mb:.0f} MB ({row.memory_measured_as}); validation MRR "
-        f"{row.valid_mrr:.4f} on {row.evaluated_triples} sampled validation triples{ceiling}"
-    ]
-    for run_row in m.rows:
-        curve = ", ".join(
-            f"{s:.0f} s: {v:.4f}" for s, v in zip(run_row.curve_train_s, run_row.curve_valid_mrr, strict=True)
-        )
-        lines.append(f"learning curve, seed {run_row.seed} (training seconds -> validation MRR): {curve}")
-    return "\n".join(lines)

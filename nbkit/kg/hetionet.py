@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
+from nbkit.cache import cache_dir as nbkit_cache_dir
 from nbkit.kg.triples import KGFormatError, KGTriples, LoadReport, finalize
 
 HETIONET_URLS = {
@@ -17,7 +17,7 @@ HETIONET_V1_COUNTS = {"nodes": 47031, "edges": 2250197}
 
 
 def hetionet_cache_dir() -> Path:
-    return Path(os.environ.get("NBKIT_CACHE", Path.home() / ".cache" / "nbkit")) / "hetionet-v1.0"
+    return nbkit_cache_dir("hetionet-v1.0")
 
 
 def download_hetionet(cache_dir=None, *, timeout: float = 60.0) -> dict[str, Path]:

@@ -113,50 +113,6 @@ class RungResult:
         }
 
 
-def config_read_by(rung: Rung, cfg: TrainConfig) -> TrainConfig:
-    """``cfg`` with every field that ``rung``'s training never reads set to its default: two configs equal
-    under this train the same model (``experiments`` reuses a run instead of training it twice).
-    Rung 6 reads only its own ``complex_*`` fields and the loop's (epochs, patience, seed, ...)."""
-    ignored = set()
-    if rung.encoder == "none":
-        ignored |= {
-            "hidden",
-            "lr",
-            "weight_decay",
-            "layers",
-            "num_negatives",
-            "aggr",
-            "num_bases",
-            "dropout",
-            "decoder",
-            "type_aggr",
-            "eval_every",
-            "batch_size",
-            "num_neighbors",
-            "full_graph",
-            "eval_every_seconds",
-            "embed_lr",
-            "input_init",
-        }
-    else:
-        ignored |= {
-            "complex_dim",
-            "complex_lr",
-            "complex_n3",
-            "complex_batch",
-            "complex_init",
-            "complex_eval_every",
-        }
-        if rung.encoder != "rgcn":
-            ignored |= {"aggr", "num_bases", "dropout"}
-        if rung.encoder != "hetero_sage":
-            ignored |= {"type_aggr"}
-        if rung.decoder != "relational":
-            ignored |= {"decoder"}
-    default = TrainConfig()
-    return replace(cfg, **{k: getattr(default, k) for k in ignored})
-
-
 # ---------------------------------------------------------------------------------------------
 # graph inputs and the model of a rung
 # ---------------------------------------------------------------------------------------------
@@ -217,8 +173,9 @@ def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph,
         raise ValueError(
             f"embed_lr must be >= 0 (0 = the entity tables train with Adam at lr), got {cfg.embed_lr!r}"
         )
+    width = rung_width(rung, cfg)
     node_input = models.NodeInput(
-        split, cfg.hidden, rung.typed, features=features, sparse=cfg.embed_lr > 0 and cfg.batch_size > 0
+        split, width, rung.typed, features=features, sparse=cfg.embed_lr > 0 and cfg.batch_size > 0
     )
     if cfg.input_init == "structural":
         node_input.init_from(
@@ -234,7 +191,7 @@ def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph,
         )
     elif rung.encoder == "rgcn":
         enc = models.RGCNEncoder(
-            cfg.hidden,
+            width,
             graph.num_relations,
             cfg.layers,
             num_bases=cfg.num_bases,
@@ -246,5 +203,15 @@ def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph,
     name = cfg.decoder if rung.decoder == "relational" else rung.decoder
     if name not in models.DECODERS:
         raise ValueError(f"decoder must be one of {sorted(models.DECODERS)}, got {name!r}")
-    dec = models.DECODERS[name](split.num_relations, cfg.hidden)
+    dec = models.DECODERS[name](split.num_relations, width)
     return models.LinkPredictor(node_input, enc, dec)
+
+
+def rung_width(rung: Rung, cfg: TrainConfig) -> int:
+    """The width a rung's model runs at: ``cfg.rgcn_hidden`` for the RGCN rungs when set (their own
+    width, chosen on validation like rung 6's), else ``cfg.hidden``; rung 6 has ``cfg.complex_dim``."""
+    if rung.encoder == "none":
+        return cfg.complex_dim
+    if rung.encoder == "rgcn" and cfg.rgcn_hidden:
+        return cfg.rgcn_hidden
+    return cfg.hidden

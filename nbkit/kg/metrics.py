@@ -1,14 +1,13 @@
 """What the KG experiments measure: one frozen dataclass per experiment (``Result[XMetrics].metrics``).
 
-Their field names are the keys notebook 01 records; :mod:`nbkit.kg.claims` reads these fields (never
-dict keys), so a claim cannot wait on a value no experiment writes. Kept apart from
+Notebook 01 records each under its experiment's slug; :mod:`nbkit.kg.claims` reads these typed fields
+(never dict keys), so a claim cannot wait on a value no experiment writes. Kept apart from
 :mod:`nbkit.kg.experiments` so that judging results does not load what produces them.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nbkit.kg.config import Chosen
 
@@ -17,6 +16,7 @@ __all__ = [
     "AggrMetrics",
     "AggrRun",
     "AggrSummary",
+    "CoalesceMetrics",
     "DownstreamMetrics",
     "LoadMetrics",
     "MinibatchMetrics",
@@ -43,9 +43,12 @@ class LoadMetrics:
 
 @dataclass(frozen=True)
 class SelectionMetrics:
-    """What was chosen on validation, and every candidate's validation row it was chosen on."""
+    """What was chosen on the selecting half of the validation queries, the training seed of every
+    candidate (never a judged seed), and one row per candidate: its group, rung, settings, the selecting
+    half's MRR it was chosen on and its best epoch."""
 
     chosen: Chosen
+    train_seed: int
     validation: list
 
 
@@ -53,27 +56,32 @@ class SelectionMetrics:
 class RungMetrics:
     """One rung of the ablation over its seeds: validation means, per-seed figures, the MRR interval.
 
-    ``valid_mrr_select`` / ``valid_mrr_judge``: two disjoint halves of the validation queries
-    (``train.query_halves``), so the claims can choose between rungs on one half and judge on the other."""
+    ``*_select`` / ``*_judge``: two disjoint halves of the validation triples
+    (:func:`nbkit.kg.ranking.query_halves`). Every run's epoch was chosen on the selecting half, and the
+    ablation's best rung is too; the judging half scores runs none of those choices looked at."""
 
+    rung: int
     valid_mrr: float
     valid_hits_at_10: float
     valid_auc: float
     valid_mrr_select: float
     valid_mrr_judge: float
-    valid_mrr_per_seed: list
-    valid_hits_at_10_per_seed: list
-    valid_auc_per_seed: list
-    valid_mrr_select_per_seed: list
-    valid_mrr_judge_per_seed: list
-    valid_mrr_interval: list
+    valid_auc_judge: float
+    valid_mrr_per_seed: tuple[float, ...]
+    valid_hits_at_10_per_seed: tuple[float, ...]
+    valid_auc_per_seed: tuple[float, ...]
+    valid_mrr_select_per_seed: tuple[float, ...]
+    valid_mrr_judge_per_seed: tuple[float, ...]
+    valid_auc_judge_per_seed: tuple[float, ...]
+    valid_mrr_interval: tuple[float, float]
     train_s: float
     epochs: int
 
 
 @dataclass(frozen=True)
 class AblationMetrics:
-    """The best rung by mean validation MRR, its test figures (mean over seeds), every rung's metrics."""
+    """The best rung by mean validation MRR (selecting half), its test figures (mean over seeds), every
+    rung's metrics (in rung order)."""
 
     best_rung: int
     seeds: int
@@ -83,19 +91,27 @@ class AblationMetrics:
     test_hits_at_10: float
     test_mean_rank: float
     test_auc: float
-    test_mrr_per_seed: list
-    rung_metrics: dict  # str(rung) -> RungMetrics
+    test_mrr_per_seed: tuple[float, ...]
+    rungs: tuple[RungMetrics, ...]
     interrupted: bool
+
+    def rung(self, key: int) -> RungMetrics | None:
+        """Rung ``key``'s metrics, or None when the ablation did not run it."""
+        return next((r for r in self.rungs if r.rung == key), None)
 
 
 @dataclass(frozen=True)
 class AggrSummary:
-    """One aggregation over its seeds (runs that diverged are counted, not averaged)."""
+    """One aggregation over its seeds (runs that diverged are counted, not averaged), with the choices it
+    ran with."""
 
+    decoder: str
+    dropout: float
+    width: int
     valid_mrr_mean: float
-    valid_mrr_std: float
-    roughness: float
+    roughness_mean: float
     diverged: int
+    runs: int
 
 
 @dataclass(frozen=True)
@@ -111,28 +127,33 @@ class AggrRun:
 
 @dataclass(frozen=True)
 class AggrMetrics:
-    """Per run (aggr, seed): validation MRR, loss roughness, divergence; and a summary per aggregation."""
+    """Per run (aggr, seed): validation MRR, loss-curve wobble, divergence; a summary per aggregation;
+    the learning rate both ran at (the ladder's)."""
 
-    runs: list[AggrRun]
-    summary: dict  # "mean" / "add" -> AggrSummary
+    runs: tuple[AggrRun, ...]
+    mean: AggrSummary
+    add: AggrSummary
     seeds: int
+    lr: float
 
 
 @dataclass(frozen=True)
 class DownstreamMetrics:
     """Macro-F1 of the untyped embeddings and of a random control, per seed and fold; or why it was
-    skipped."""
+    skipped. ``dropped_classes``: the classes (node types) with fewer members than folds, left out of
+    the F1 (``name (members)``), and how many entities they hold."""
 
     macro_f1: float = float("nan")
     macro_f1_control: float = float("nan")
-    seed_scores: list = field(default_factory=list)
-    control_seed_scores: list = field(default_factory=list)
-    fold_scores: list = field(default_factory=list)
-    control_fold_scores: list = field(default_factory=list)
+    seed_scores: tuple[float, ...] = ()
+    control_seed_scores: tuple[float, ...] = ()
+    fold_scores: tuple[tuple[float, ...], ...] = ()
+    control_fold_scores: tuple[tuple[float, ...], ...] = ()
     seeds: int = 0
     classes: int = 0
     samples: int = 0
-    dropped_small_classes: dict = field(default_factory=dict)
+    dropped_classes: tuple[str, ...] = ()
+    dropped_entities: int = 0
     link_valid_mrr_untyped: float = float("nan")
     train_seconds: float = 0.0
     skipped: str | None = None  # why the check could not run (fewer than two usable classes)
@@ -140,7 +161,9 @@ class DownstreamMetrics:
 
 @dataclass(frozen=True)
 class MinibatchRow:
-    """One (mode, training seed) run of the mini-batch experiment: its figures and learning curve."""
+    """One (mode, training seed) run of the mini-batch experiment: its figures and learning curve.
+    The curve's points score the same validation queries, so ``curve_valid_mrr[-1] − curve_valid_mrr[0]``
+    is what the run gained between them."""
 
     mode: str  # "mini-batch" or "full graph"
     seed: int
@@ -150,10 +173,9 @@ class MinibatchRow:
     epochs: int
     steps: int
     train_s: float
-    steps_per_s: float  # training steps per second of training (validation time excluded)
-    curve_steps: list  # the learning curve: validation MRR after how many steps / seconds of training
-    curve_train_s: list
-    curve_valid_mrr: list
+    steps_per_s: float  # training steps per second of training (validation excluded)
+    curve_steps: tuple[int, ...]  # the learning curve: validation MRR after how many steps of training
+    curve_valid_mrr: tuple[float, ...]
     edges_per_step: int
     nodes_per_step: int
     nodes_fraction: float  # how much of the graph one step's encoder runs on (1.0 = every node)
@@ -167,18 +189,31 @@ class MinibatchRow:
 
 @dataclass(frozen=True)
 class MinibatchMetrics:
-    """One row per (mode, training seed) and the graph's sizes; ``reciprocal_ranks[mode]``: per seed, the
-    first and last curve point's per-query reciprocal ranks (what the scale claim judges)."""
+    """One row per (mode, training seed), the graph's sizes and its seed."""
 
-    rows: list[MinibatchRow]
+    rows: tuple[MinibatchRow, ...]
     sizes: dict
-    reciprocal_ranks: dict = field(default_factory=dict, repr=False)
+    graph_seed: int
 
-    @property
-    def scale_row(self) -> dict:
-        """The first run's row with the graph's sizes as ``graph_*`` (what notebook 01 records for the
-        scale run)."""
-        return {**dataclasses.asdict(self.rows[0]), **{f"graph_{k}": v for k, v in self.sizes.items()}}
+
+@dataclass(frozen=True)
+class CoalesceMetrics:
+    """Does PyG's ``RGCNConv`` raise on unsorted edges with exact duplicates, without ``coalesce``
+    (:func:`nbkit.kg.checks.coalesce_experiment`)? ``error_*`` is "" where it ran;
+    ``max_abs_diff_*`` how far its output moves once the duplicates are coalesced away (NaN where it
+    raised); ``out_of_range_*`` what an edge id past the node count does, raw and after coalescing."""
+
+    pyg_version: str
+    edges: int
+    distinct_typed_edges: int
+    edges_after_coalesce: int
+    pairs_with_several_relations: int
+    error_add: str
+    error_mean: str
+    max_abs_diff_add: float
+    max_abs_diff_mean: float
+    out_of_range_error: str
+    out_of_range_after_coalesce_error: str
 
 
 @dataclass(frozen=True)
@@ -186,4 +221,4 @@ class PitfallMetrics:
     """Every pitfall detector's finding (broken input, then its clean twin) and the coalesce experiment."""
 
     pitfall_findings: list
-    coalesce_experiment: dict
+    coalesce: CoalesceMetrics

@@ -97,19 +97,49 @@ def _batch_filter(index, start: int, stop: int):
 
 def filtered_ranks(score_all, triples, filt: dict, side: str, index=None):
     """Realistic filtered ranks (ties averaged) of the true entity among all entities (``index``: the
-    filter index of these triples, when the caller has it — see :func:`_filter_index`)."""
+    filter index of these triples, when the caller has it — see :func:`_filter_index`).
+
+    Rank = 1 + (entities scoring above the true one) + ½ (entities tying with it), counted over the
+    entities that are neither the true one nor another known true answer. Both counts are taken over
+    every entity, then what the excluded ones contributed is subtracted: ``score_all`` is only read
+    (no copy of it is masked), and a few (query, entity) pairs are looked up instead of a second pass.
+    """
+    import torch
 
     h, r, t = triples.t()
-    true_ent = t if side == "tail" else h
-    scores = score_all.clone()
-    target = scores.gather(1, true_ent.unsqueeze(1))
+    true_ent = (t if side == "tail" else h).to(score_all.device)
+    n_q, n_e = score_all.shape
+    target = score_all.gather(1, true_ent.unsqueeze(1))
+    greater = (score_all > target).sum(1)
+    equal = (score_all == target).sum(1)
     rows, cols = index if index is not None else _filter_index(triples, filt, side)
-    if len(rows):
-        scores[rows, cols] = float("-inf")
-    scores.scatter_(1, true_ent.unsqueeze(1), float("-inf"))  # the true entity itself is not a competitor
-    greater = (scores > target).sum(1).float()
-    equal = (scores == target).sum(1).float()  # ties with OTHER entities: averaged (half counted)
-    return greater + 1 + equal / 2
+    # the excluded pairs: each query's other known true answers and its true entity, each pair once
+    rows = torch.cat([rows.to(score_all.device), torch.arange(n_q, device=score_all.device)])
+    pair = torch.unique(rows * n_e + torch.cat([cols.to(score_all.device), true_ent]))
+    rows, cols = pair // n_e, pair % n_e
+    excluded, at = score_all[rows, cols], target[rows, 0]
+    greater = greater.index_add(0, rows, -(excluded > at).long())
+    equal = equal.index_add(0, rows, -(excluded == at).long())
+    return greater.float() + 1 + equal.float() / 2
+
+
+# Queries scored at once while ranking: a block of about this many scores (4 bytes each) stays in a core's
+# share of the cache while both counts read it; one [1,024 × 47k] block (188 MB) ran at about half the
+# speed on a 2-core EPYC, and building it page by page cost as much again.
+SCORE_BLOCK = 1 << 21
+
+
+def _side_ranks(decoder, z, triples, side: str, index, device, rows: int):
+    """Filtered ranks of one side's queries of ``triples``, ``rows`` queries scored at a time (same order)."""
+    import torch
+
+    out = []
+    for lo in range(0, len(triples), rows):
+        part = triples[lo : lo + rows]
+        h, r, t = (x.to(device) for x in part.t())
+        scores = decoder.score_tails(z, h, r) if side == "tail" else decoder.score_heads(z, r, t)
+        out.append(filtered_ranks(scores, part, None, side, _batch_filter(index, lo, lo + len(part))).cpu())
+    return torch.cat(out) if out else torch.zeros(0)
 
 
 def eval_sample(n: int, max_triples: int = 0, sample_seed: int = 12345, sample_slice: int = 0):
@@ -193,23 +223,15 @@ def evaluate(
     tails, heads = filt if filt is not None else true_index(split)
     with torch.no_grad():
         z = model.embed(graph)
+        # on CPU a cache-sized block of queries at a time; an accelerator takes the whole batch
+        rows = max(1, SCORE_BLOCK // max(1, z.size(0))) if device.type == "cpu" else batch_size
         ranks = []
         for start in range(0, len(trip), batch_size):
             b = trip[start : start + batch_size]
-            h, r, t = (x.to(device) for x in b.t())
-            st = model.decoder.score_tails(z, h, r).cpu()
-            sh = model.decoder.score_heads(z, r, t).cpu()
             stop = start + len(b)
-            ranks.append(
-                filtered_ranks(
-                    st, b, tails, "tail", _batch_filter(_filter_index(trip, tails, "tail"), start, stop)
-                )
-            )
-            ranks.append(
-                filtered_ranks(
-                    sh, b, heads, "head", _batch_filter(_filter_index(trip, heads, "head"), start, stop)
-                )
-            )
+            for side, known in (("tail", tails), ("head", heads)):  # a batch's tail queries, then its heads
+                index = _batch_filter(_filter_index(trip, known, side), start, stop)
+                ranks.append(_side_ranks(model.decoder, z, b, side, index, device, rows))
         ranks = torch.cat(ranks)
         out = {
             "mrr": float((1.0 / ranks).mean()),

@@ -1,8 +1,10 @@
 """Training one rung: full batch, mini-batch on sampled neighbourhoods, and rung 6's own loop.
 
-Every loop keeps the epoch with the best validation MRR (:class:`Loop` holds that state), stops early
-on validation (``patience``) or at a time budget, and returns ``(RungResult, model, graph)`` with
-validation figures only; the test split is scored once, elsewhere (:func:`nbkit.kg.ranking.score_test`).
+Every loop keeps the epoch with the best MRR on the SELECTING half of the validation queries
+(:func:`nbkit.kg.ranking.query_halves`; :class:`Loop` holds that state), stops early on that half
+(``patience``) or at a step or time budget, and returns ``(RungResult, model, graph)`` with validation
+figures only — the MRR and AUC of each half apart, so the other half judges a run its own choices never
+looked at; the test split is scored once, elsewhere (:func:`nbkit.kg.ranking.score_test`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from nbkit.kg import neighbor_sampler
 from nbkit.kg.config import TrainConfig
 from nbkit.kg.graph import KGSplit
 from nbkit.kg.ladder import NEGATIVES, ModelGraph, Rung, RungResult, build_model, model_graph
-from nbkit.kg.ranking import evaluate, true_index
+from nbkit.kg.ranking import eval_sample, evaluate, query_halves, true_index
 
 FULL_SCORE_MAX_NODES = 20000
 
@@ -141,8 +143,9 @@ class Loop:
     """The state one training loop carries: where it reports (``name``, the live figure, the progress
     bar), what it recorded (``history``), the best validation point so far and its clock.
 
-    ``best_*`` is the validation point with the highest MRR: its epoch (a fraction of one for mid-epoch
-    points of the mini-batch loop), the weights then (restored at the end) and its figures."""
+    ``best_*`` is the validation point with the highest MRR on the selecting half of the validation
+    queries: its epoch (a fraction of one for mid-epoch points of the mini-batch loop), the weights then
+    (restored at the end) and its figures."""
 
     name: str
     cfg: TrainConfig
@@ -153,7 +156,13 @@ class Loop:
     live: Any = None
     bar: Any = None
     history: dict[str, list] = field(
-        default_factory=lambda: {"epoch": [], "loss": [], "valid_epoch": [], "valid_mrr": []}
+        default_factory=lambda: {
+            "epoch": [],
+            "loss": [],
+            "valid_epoch": [],
+            "valid_mrr": [],
+            "valid_mrr_select": [],
+        }
     )
     start: float = field(default_factory=time.perf_counter)
     best_mrr: float = -1.0
@@ -162,8 +171,8 @@ class Loop:
     best_metrics: dict | None = None
 
     def validate(self, epoch: float, per_query: bool = False) -> None:
-        """Validation MRR at ``epoch`` (recorded, plotted); a new best keeps the weights and figures.
-        ``per_query``: also keep this point's per-query reciprocal ranks in
+        """Validation MRR at ``epoch`` (recorded, plotted); a new best MRR on the selecting half keeps the
+        weights and figures. ``per_query``: also keep this point's per-query reciprocal ranks in
         ``history["valid_reciprocal_ranks"]``."""
         cfg, history = self.cfg, self.history
         m = evaluate(
@@ -173,24 +182,28 @@ class Loop:
             "valid",
             filt=self.filt,
             max_triples=cfg.eval_max_triples,
-            per_query=per_query,
+            per_query=True,
             sample_slice=cfg.eval_slice,
         )
+        ranks = m.pop("reciprocal_ranks")
         if per_query:
-            history.setdefault("valid_reciprocal_ranks", []).append(m.pop("reciprocal_ranks"))
+            history.setdefault("valid_reciprocal_ranks", []).append(ranks)
         history["valid_epoch"].append(epoch)
         history["valid_mrr"].append(m["mrr"])
+        history["valid_mrr_select"].append(m["mrr_select"])
         if self.live is not None:
             self.live.add(f"{self.name} valid MRR", epoch, m["mrr"])
-        # mid-epoch: the last step's loss
-        last_loss = (history["loss"] or history.get("step_loss") or [float("nan")])[-1]
-        self.bar.set_postfix(loss=f"{last_loss:.3f}", valid_mrr=f"{m['mrr']:.3f}")
-        if m["mrr"] > self.best_mrr:
-            self.best_mrr, self.best_epoch, self.best_metrics = m["mrr"], epoch, m
+        # mid-epoch: the last step's loss (none yet at a step-0 point)
+        losses = history["loss"] or history.get("step_loss")
+        shown = {"loss": f"{losses[-1]:.3f}"} if losses else {}
+        self.bar.set_postfix(**shown, valid_mrr=f"{m['mrr']:.3f}")
+        if m["mrr_select"] > self.best_mrr:
+            self.best_mrr, self.best_epoch, self.best_metrics = m["mrr_select"], epoch, m
             self.best_state = {k_: v.detach().clone() for k_, v in self.model.state_dict().items()}
 
     def patience_spent(self) -> bool:
-        """Early stopping on validation: ``cfg.patience`` evaluations in a row without a new best MRR."""
+        """Early stopping on the selecting half: ``cfg.patience`` evaluations in a row without a new best
+        MRR there."""
         since_best = sum(1 for e in self.history["valid_epoch"] if e > self.best_epoch)
         return self.cfg.patience > 0 and since_best >= self.cfg.patience
 
@@ -208,31 +221,30 @@ class Loop:
         return self.cfg.max_seconds is not None and time.perf_counter() - self.start > self.cfg.max_seconds
 
     def finish(self, rung: Rung, valid_negs, interrupted: bool) -> tuple[RungResult, Any, ModelGraph]:
-        """Restore the best-validation weights and score them on the validation split; package the result.
-        Without ``valid_negs`` (no AUC to add) the figures of that validation are those weights' scores as
-        they stand (evaluation is deterministic): reused, not recomputed — on a big graph one evaluation is
-        a full-graph forward pass."""
+        """Restore the best weights (chosen on the selecting half) and package the result: that point's
+        validation figures (evaluation is deterministic, so they are reused, not recomputed — on a big
+        graph one evaluation is a full-graph forward pass), plus the AUC on ``valid_negs`` over all
+        validation triples and over each half apart (:func:`auc_halves`)."""
         seconds = time.perf_counter() - self.start
         cfg, model = self.cfg, self.model
         if self.best_state is not None:
             model.load_state_dict(self.best_state)
-        if valid_negs is None and self.best_metrics is not None:
-            m = self.best_metrics
+        if self.best_metrics is not None:
+            m = dict(self.best_metrics)
         else:
-            # per_query: the MRR of each half of the validation queries too (``valid_mrr_select`` /
-            # ``valid_mrr_judge``), so a choice between runs can be made on one half and judged on the other
             m = evaluate(
                 model,
                 self.graph,
                 self.split,
                 "valid",
-                negatives=valid_negs,
                 filt=self.filt,
                 max_triples=cfg.eval_max_triples,
                 per_query=True,
                 sample_slice=cfg.eval_slice,
             )
             m.pop("reciprocal_ranks")
+        if valid_negs is not None:
+            m.update(auc_halves(model, self.graph, self.split, valid_negs, cfg))
         metrics = {f"valid_{k}": v for k, v in m.items()}
         res = RungResult(
             rung.key,
@@ -246,6 +258,38 @@ class Loop:
             cfg.seed,
         )
         return res, model, self.graph
+
+
+def auc_halves(model, graph: ModelGraph, split: KGSplit, negatives, cfg: TrainConfig) -> dict[str, float]:
+    """The field notes' AUC: each validation triple's score against its fixed negative (one filtered
+    corruption per triple), over every evaluated triple (``auc``) and over each half of
+    :func:`~nbkit.kg.ranking.query_halves` apart (``auc_select``, ``auc_judge``): the halves are split by
+    triple, so the judging half's AUC rests on triples no choice of the run looked at."""
+    import torch
+    from sklearn.metrics import roc_auc_score
+
+    triples = split.valid
+    idx = eval_sample(len(triples), cfg.eval_max_triples, sample_slice=cfg.eval_slice)
+    if idx is not None:
+        triples, negatives = triples[idx], negatives[idx]
+    model.eval()
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        z = model.embed(graph)
+        pos = model.decoder(z, *(x.to(device) for x in triples.t())).cpu()
+        neg = model.decoder(z, *(x.to(device) for x in negatives.t())).cpu()
+    # query_halves orders queries as evaluate does: per batch of 1,024 triples, their tail queries, then
+    # their head queries (the same triples): a triple's half is its tail query's.
+    _, judge_q = query_halves(len(triples))
+    n, bs = len(triples), 1024
+    judge = torch.cat([judge_q[2 * lo : 2 * lo + min(bs, n - lo)] for lo in range(0, n, bs)])
+
+    def auc(mask) -> float:
+        y = torch.cat([torch.ones(int(mask.sum())), torch.zeros(int(mask.sum()))])
+        return float(roc_auc_score(y.numpy(), torch.cat([pos[mask], neg[mask]]).numpy()))
+
+    everything = torch.ones(n, dtype=torch.bool)
+    return {"auc": auc(everything), "auc_select": auc(~judge), "auc_judge": auc(judge)}
 
 
 def _epoch_bar(name: str, cfg: TrainConfig, progress: bool):
@@ -474,8 +518,10 @@ def _minibatch_optimizers(model, cfg: TrainConfig) -> list:
 def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_negs, features, trace_prefix):
     """Mini-batch twin of ``_train_rung``: neighbour-sampled subgraphs (or, with ``cfg.full_graph``, the
     whole message graph) for training, the full message graph for validation embeddings; same model,
-    metrics and best-epoch rule. Under ``cfg.max_seconds`` the budget counts training time only
-    (validation excluded); ``cfg.eval_every_seconds`` adds mid-epoch validation points."""
+    metrics and best-epoch rule. ``cfg.max_steps`` is a budget in steps (the same work on any machine),
+    ``cfg.max_seconds`` one in training time (validation excluded); ``cfg.eval_every_steps`` adds a
+    validation point before the first step and every that many steps, ``cfg.eval_every_seconds`` one
+    every that many seconds of training: a learning curve inside one epoch."""
     import torch
     from torch_geometric.data import Data
     from tqdm.auto import tqdm
@@ -518,6 +564,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
         "loss": [],
         "valid_epoch": [],
         "valid_mrr": [],
+        "valid_mrr_select": [],
         "step_loss": [],
         "sampled_nodes": [],
         "sampled_edges": [],
@@ -528,7 +575,7 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
     loop = Loop(name, cfg, split, model, eval_graph, filt, live, history=history)
     eval_s = 0.0  # seconds spent validating: steps/s counts training only
     last_eval = 0.0
-    out_of_time = False
+    budget_spent = False
 
     def validate(epoch_mark):
         nonlocal eval_s, last_eval
@@ -542,9 +589,17 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
         history["eval_s"].append(round(eval_s, 2))
 
     # Under a time budget the step count is unknown: the bar then shows steps and rate, not an ETA.
-    total = None if cfg.max_seconds is not None else cfg.epochs * steps
-    bar = tqdm(total=total, desc=f"{name} (mini-batch)", unit="step", disable=not progress, leave=False)
+    total = cfg.epochs * steps if not cfg.max_steps else min(cfg.epochs * steps, cfg.max_steps)
+    bar = tqdm(
+        total=None if cfg.max_seconds is not None else total,
+        desc=f"{name} (mini-batch)",
+        unit="step",
+        disable=not progress,
+        leave=False,
+    )
     loop.bar = bar
+    if cfg.eval_every_steps:
+        validate(0.0)  # the curve's step-0 point: what the model scores before any training
     with _Stoppable(bar) as run:
         for epoch in range(1, cfg.epochs + 1):
             model.train()
@@ -584,17 +639,23 @@ def _train_rung_minibatch(split, rung, cfg, device, *, live, progress, valid_neg
                     live.add(f"{name} loss", epoch - 1 + (i + 1) / steps, losses[-1])
                 bar.update(1)
                 trained = time.perf_counter() - loop.start - eval_s
-                if cfg.max_seconds is not None and trained > cfg.max_seconds:
-                    out_of_time = True
+                done = len(history["step_loss"])
+                if (cfg.max_seconds is not None and trained > cfg.max_seconds) or (
+                    cfg.max_steps and done >= cfg.max_steps
+                ):
+                    budget_spent = True
                     break
-                if cfg.eval_every_seconds and trained - last_eval >= cfg.eval_every_seconds and i + 1 < steps:
+                if i + 1 < steps and (
+                    (cfg.eval_every_steps and done % cfg.eval_every_steps == 0)
+                    or (cfg.eval_every_seconds and trained - last_eval >= cfg.eval_every_seconds)
+                ):
                     validate(epoch - 1 + (i + 1) / steps)  # mid-epoch point of the learning curve
             history["epoch"].append(epoch)
             history["loss"].append(sum(losses) / len(losses))
-            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs or out_of_time:
+            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs or budget_spent:
                 validate(epoch - 1 + len(losses) / steps)
                 if loop.patience_spent():
                     break
-            if out_of_time:
+            if budget_spent:
                 break
     return loop.finish(rung, valid_negs, run.interrupted)

@@ -138,6 +138,7 @@ def _main(argv: Sequence[str] | None) -> int:
             for rule in registry:
                 group = group_of(rule)
                 flag = "" if group == "default" else f" ({group}, opt-in)"
+                flag += "".join(f" (also in {g})" for g in rule.also_in)
                 print(f"{rule.code}  {rule.severity:<7}  {rule.name}{flag}: {rule.summary}")
             sys.stdout.flush()
         except BrokenPipeError:

@@ -36,6 +36,7 @@ def render_rules() -> str:
             if r.code.startswith("PSP")
             else (group if group == "default" else f"{group} (opt-in)")
         )
+        tier += "".join(f", also `{g}`" for g in r.also_in)
         summary = r.summary.replace("|", "\\|")
         out.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {tier} | {summary} |")
     out.append("")
@@ -46,6 +47,7 @@ def render_rules() -> str:
             f"**`{r.name}`** — severity **{r.severity}**"
             + (" — strict only" if r.strict_only else "")
             + (f" — opt-in group `{r.group}` (`--extend-select {r.group}`)" if r.group != "default" else "")
+            + "".join(f" — also in opt-in group `{g}` (`--select {g}`)" for g in r.also_in)
             + f". {r.summary}",
             "",
             "Bad:",

@@ -2,7 +2,7 @@
 
 :func:`resolve_models` decides each class from its bases (pydantic's own, or project base classes found
 in the run), links every model to its in-run parents, cuts inheritance cycles and fills each model's
-MRO; :class:`HierarchyIndex` tells, for the whole run, which models define a field, config key or method.
+MRO, and gives every model the run's :class:`~nbkit.pscheck.model.HierarchyIndex`.
 """
 
 from __future__ import annotations
@@ -10,43 +10,20 @@ from __future__ import annotations
 import ast
 
 from nbkit.pscheck.class_index import ClassIndex
-from nbkit.pscheck.model import ModelInfo, ModuleInfo, linearise
+from nbkit.pscheck.model import HierarchyIndex, ModelInfo, ModuleInfo, linearise
+from nbkit.pscheck.resolver import Resolver
+
+# HierarchyIndex is re-exported: it lives with ModelInfo, whose lookups use it.
+__all__ = ["MAX_ANCESTORS", "HierarchyIndex", "resolve_models"]
 
 # Deeper hierarchies are reported as not checked: real ones are a few levels deep, and the MRO
 # tuples of an N-class chain hold N²/2 entries (5,000 levels: 12.5 M, about 100 MB).
 MAX_ANCESTORS = 5000
 MODEL_ROOTS = {"BaseModel", "RootModel", "GenericModel"}
 SETTINGS_ROOTS = {"BaseSettings"}
-
-
-class HierarchyIndex:
-    """Which models of a run define a given field, config key or method (one shared instance)."""
-
-    KINDS = ("fields", "config", "methods")
-
-    def __init__(self, models: list[ModelInfo]) -> None:
-        self.models = models
-        self._by_kind: dict[str, dict[str, list[ModelInfo]]] = {k: {} for k in self.KINDS}
-        for m in models:
-            for kind in self.KINDS:
-                table = self._by_kind[kind]
-                for name in getattr(m, kind):
-                    table.setdefault(name, []).append(m)
-        self._keys: dict[str, dict[str, list[tuple[ModelInfo, str]]]] = {}
-
-    def owners(self, kind: str, name: str) -> list[ModelInfo]:
-        return self._by_kind[kind].get(name, [])
-
-    def key_owners(self, direction: str, key: str) -> list[tuple[ModelInfo, str]]:
-        """``(model, field name)`` of every field read (``"input"``) or written (``"output"``) as ``key``."""
-        if direction not in self._keys:
-            table: dict[str, list[tuple[ModelInfo, str]]] = {}
-            for m in self.models:
-                for name, spec in m.fields.items():
-                    for k, _ in spec.keys(direction):
-                        table.setdefault(k, []).append((m, name))
-            self._keys[direction] = table
-        return self._keys[direction].get(key, [])
+# Pydantic v1's BaseSettings (v2 moved it to pydantic-settings): a v1 settings class is a model being
+# ported, and the migration rules must see its Config, validators and fields.
+V1_SETTINGS = frozenset({"pydantic.BaseSettings", "pydantic.env_settings.BaseSettings"})
 
 
 def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -> list[ModelInfo]:
@@ -90,7 +67,7 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
             elif (
                 root in MODEL_ROOTS
                 and (c.module.resolver.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q))
-            ) or (root in SETTINGS_ROOTS and q.startswith("pydantic_settings")):
+            ) or _is_settings_root(root, q):
                 continue
             elif c.module.resolver.canonical(node) in (
                 "Generic",
@@ -105,6 +82,10 @@ def resolve_models(modules: list[ModuleInfo], index: ClassIndex | None = None) -
                 c.unresolved_bases.append(q or ast.unparse(b))
     _link_hierarchy(models)
     return models
+
+
+def _is_settings_root(root: str, q: str) -> bool:
+    return root in SETTINGS_ROOTS and (q.startswith("pydantic_settings") or q in V1_SETTINGS)
 
 
 def _from_pydantic(q: str) -> bool:
@@ -126,7 +107,7 @@ def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -
             return
         if root in MODEL_ROOTS and (r.is_pydantic(node, *MODEL_ROOTS) or _from_pydantic(q)):
             c.is_model = True
-        elif root in SETTINGS_ROOTS and q.startswith("pydantic_settings"):
+        elif _is_settings_root(root, q):
             c.is_model = c.is_settings = True
         elif found is not None and found.is_v1:
             c.is_v1 = True
@@ -136,6 +117,35 @@ def _decide(c: ModelInfo, bases: list[tuple[ast.expr, ModelInfo | None, str]]) -
             c.is_settings = c.is_settings or found.is_settings
         if c.is_model:
             return
+    if _uses_v1_validators(c) and any(found is None and _external(b, q, r) for b, found, q in bases):
+        c.is_model = True  # its model base lives in a package outside the run (see _uses_v1_validators)
+
+
+def _uses_v1_validators(c: ModelInfo) -> bool:
+    """Whether ``c`` decorates a method with pydantic's own v1 ``@validator`` / ``@root_validator``.
+
+    They act only inside a pydantic model, so a class using them whose bases come from a package
+    outside the run (beanie's ``Document(LazyModel, ...)``, ``LazyModel`` being a model of the
+    ``lazy_model`` package) is taken for a model instead of being skipped. Only the v1 decorators
+    count: they are what a port must find, and v2-native code does not use them.
+    """
+    r = c.module.resolver
+    for v in c.validators:
+        if v.kind in ("validator", "root_validator"):
+            target = v.decorator.func if isinstance(v.decorator, ast.Call) else v.decorator
+            q = r.qualname(target) or ""
+            if q.rpartition(".")[0].startswith("pydantic") and not q.startswith("pydantic.v1"):
+                return True
+    return False
+
+
+def _external(base: ast.expr, q: str, r: Resolver) -> bool:
+    """A base imported from a package outside the run (not typing's, not abc's, not a builtin)."""
+    node = base.value if isinstance(base, ast.Subscript) else base
+    head = q.partition(".")[0]
+    if not q or "." not in q or head in ("typing", "typing_extensions", "abc", "collections", "builtins"):
+        return False
+    return r.canonical(node) not in ("Generic", "ABC", "object")
 
 
 def _link_hierarchy(models: list[ModelInfo]) -> None:

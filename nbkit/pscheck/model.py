@@ -2,7 +2,8 @@
 
 :class:`ModelInfo` is one class: its fields, config and validators and, once
 :func:`~nbkit.pscheck.hierarchy.resolve_models` has decided it is a Pydantic model and linked it, its
-in-run parents and MRO. :class:`ModuleInfo` is one parsed file. :mod:`nbkit.pscheck.reader` builds
+in-run parents and MRO; :class:`HierarchyIndex` tells, for the whole run, which models define a field,
+config key or method. :class:`ModuleInfo` is one parsed file. :mod:`nbkit.pscheck.reader` builds
 them; rules (and plugins) read them.
 """
 
@@ -10,17 +11,22 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nbkit.pscheck.field import FieldSpec, ValidatorSpec, is_ellipsis
 from nbkit.pscheck.literals import literal_value
 from nbkit.pscheck.resolver import Resolver
 
-if TYPE_CHECKING:
-    from nbkit.pscheck.hierarchy import HierarchyIndex
-
 # FieldSpec, ValidatorSpec and is_ellipsis are re-exported: plugins reach every model type from here.
-__all__ = ["FieldSpec", "ModelInfo", "ModuleInfo", "ValidatorSpec", "is_ellipsis", "linearise"]
+__all__ = [
+    "FieldSpec",
+    "HierarchyIndex",
+    "ModelInfo",
+    "ModuleInfo",
+    "ValidatorSpec",
+    "is_ellipsis",
+    "linearise",
+]
 
 
 @dataclass(eq=False, repr=False)  # identity semantics: models are compared with `is`/`in`
@@ -150,6 +156,36 @@ def linearise(model: ModelInfo) -> tuple[ModelInfo, ...]:
         out.append(m)
         stack.extend(reversed(m.parents))
     return tuple(out)
+
+
+class HierarchyIndex:
+    """Which models of a run define a given field, config key or method (one shared instance)."""
+
+    KINDS = ("fields", "config", "methods")
+
+    def __init__(self, models: list[ModelInfo]) -> None:
+        self.models = models
+        self._by_kind: dict[str, dict[str, list[ModelInfo]]] = {k: {} for k in self.KINDS}
+        for m in models:
+            for kind in self.KINDS:
+                table = self._by_kind[kind]
+                for name in getattr(m, kind):
+                    table.setdefault(name, []).append(m)
+        self._keys: dict[str, dict[str, list[tuple[ModelInfo, str]]]] = {}
+
+    def owners(self, kind: str, name: str) -> list[ModelInfo]:
+        return self._by_kind[kind].get(name, [])
+
+    def key_owners(self, direction: str, key: str) -> list[tuple[ModelInfo, str]]:
+        """``(model, field name)`` of every field read (``"input"``) or written (``"output"``) as ``key``."""
+        if direction not in self._keys:
+            table: dict[str, list[tuple[ModelInfo, str]]] = {}
+            for m in self.models:
+                for name, spec in m.fields.items():
+                    for k, _ in spec.keys(direction):
+                        table.setdefault(k, []).append((m, name))
+            self._keys[direction] = table
+        return self._keys[direction].get(key, [])
 
 
 @dataclass

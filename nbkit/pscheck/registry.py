@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from nbkit.pscheck.diagnostic import UNREADABLE, Diagnostic
-from nbkit.pscheck.rule import GROUPS, OPT_IN_GROUPS, SEVERITIES, BaseRule, RuleContext, group_of
+from nbkit.pscheck.rule import GROUPS, OPT_IN_GROUPS, SEVERITIES, BaseRule, RuleContext, group_of, groups_of
 from nbkit.pscheck.rules import BUILTIN_RULES
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "RuleContext",
     "RuleRegistry",
     "group_of",
+    "groups_of",
 ]
 
 ENTRY_POINT_GROUP = "nbkit.pscheck.rules"
@@ -91,7 +92,9 @@ class RuleRegistry:
         ``ignore`` removes; ``strict`` adds the strict group. Each item is a group name
         (``default``, ``migration``, ``strict``, ``all``; any case), an exact code, or a code
         prefix (``PSC0``). A prefix reaches only default rules: an opt-in rule is switched on by
-        its exact code or its group's name, never by accident through a prefix.
+        its exact code or its group's name, never by accident through a prefix. A group also
+        selects the rules that are ``also_in`` it (``migration`` holds the default group's v1-API
+        rules too).
         """
         sel = _normalise(select)
         ign = _normalise(ignore)
@@ -111,7 +114,7 @@ class RuleRegistry:
     def _matches(rule: BaseRule, items: list[str], prefix_opt_in: bool) -> bool:
         g = group_of(rule)
         for item in items:
-            if item == "all" or item == g or item == rule.code:
+            if item == "all" or item == g or item in rule.also_in or item == rule.code:
                 return True
             if item not in GROUPS and rule.code.startswith(item) and (prefix_opt_in or g == "default"):
                 return True

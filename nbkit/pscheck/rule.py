@@ -67,6 +67,9 @@ class BaseRule:
     summary: ClassVar[str] = ""  # one line: what is wrong
     strict_only: ClassVar[bool] = False  # enabled by --strict (or by selecting the code)
     group: ClassVar[str] = "default"  # "default" or an opt-in group ("migration"); strict_only means "strict"
+    # Opt-in groups that select this rule too: the default group's v1-API rules are also "migration",
+    # so that --select migration alone lists every place a v1-to-v2 port must touch.
+    also_in: ClassVar[tuple[str, ...]] = ()
     bad: ClassVar[str] = ""
     good: ClassVar[str] = ""
     rationale: ClassVar[str] = ""
@@ -100,6 +103,8 @@ class BaseRule:
             raise ValueError(
                 f"rule {cls.code}: group must be 'default' or one of {OPT_IN_GROUPS}, got {cls.group!r}"
             )
+        if any(g not in OPT_IN_GROUPS or g == cls.group for g in cls.also_in):
+            raise ValueError(f"rule {cls.code}: also_in must name other opt-in groups {OPT_IN_GROUPS}")
         if cls.severity not in SEVERITIES:
             raise ValueError(f"rule {cls.code}: severity must be one of {SEVERITIES}, got {cls.severity!r}")
 
@@ -107,3 +112,8 @@ class BaseRule:
 def group_of(rule: BaseRule) -> str:
     """The group a rule belongs to: ``strict`` for strict-only rules, else its ``group``."""
     return "strict" if rule.strict_only else (rule.group or "default")
+
+
+def groups_of(rule: BaseRule) -> tuple[str, ...]:
+    """Every group that selects ``rule``: its own (:func:`group_of`), then those it is ``also_in``."""
+    return (group_of(rule), *rule.also_in)

@@ -1,12 +1,11 @@
 """One dataclass per experiment of notebook 03, its fields written with :func:`nbkit.experiment.param`, each
-with a ``smoke()`` preset.
+with a ``smoke()`` preset and, where a claim needs more n than the defaults give, a ``full()`` one.
 
-``SessionConfig`` describes what :class:`~nbkit.signatures.experiments.SignaturesContext` loads and starts
-(the data, and the local SmolLM2 llama.cpp servers or any ``dspy.LM`` model); the experiment configs below
-describe one panel each. ``n_dev = 0`` means *every* dev case, each asked in both phrasings (standard and
-colloquial): the default run decides the module comparisons on all of them (≥ 30 questions per module), SMOKE
-on two cases. A config is built one way: ``experiment.config(smoke, **overrides)`` or
-``panel(..., smoke=SMOKE, **overrides)``.
+``SessionConfig`` holds the options of :class:`~nbkit.signatures.context.SignaturesContext` (the data, and
+the local SmolLM2 llama.cpp servers or any ``dspy.LM`` model; the device is the context's own); the
+experiment configs below describe one panel each. ``n_dev = 0`` means *every* dev case, each asked in both
+phrasings (standard and colloquial). A config is built one way, by the context's smoke and profile:
+``experiments.show(slug, ctx, **overrides)``.
 """
 
 from __future__ import annotations
@@ -21,11 +20,13 @@ from nbkit.signatures.modules import MODULES
 from nbkit.signatures.retrieval import RETRIEVERS
 
 DEV_CASES = "dev cases (0 = all; x2 phrasings)"
+FULL_COMPILES = 20  # compile sets per condition in the full profile (see nbkit.signatures.designs)
 
 
 @dataclass
 class SessionConfig:
-    """The LM and the data every experiment shares (not a panel: it starts servers)."""
+    """The options of a :class:`~nbkit.signatures.context.SignaturesContext`: the LM and the data every
+    experiment shares (not a panel: it starts servers)."""
 
     lm_model: str = param(
         "local",
@@ -34,8 +35,7 @@ class SessionConfig:
     api_base: str = param("", help="for a remote/other server; ignored for 'local'")
     api_key_env: str = param("", help="name of the environment variable holding the key (never the key)")
     max_tokens: int = param(128, min=8, max=1024)
-    seed: int = 0
-    device: str = param("auto", choices=["auto", "cpu", "cuda"])
+    seed: int = param(0, help="fixes the splits (by case) and every compile set")
     n_ctx: int = param(2048, min=256, max=8192)
     servers: int = param(
         0, min=0, max=64, help="local llama.cpp servers, one thread each; 0 = one per usable core"
@@ -43,7 +43,8 @@ class SessionConfig:
     server: str = param(
         "auto",
         choices=["auto", "llama-server", "llama-cpp-python"],
-        help="auto: llama.cpp's llama-server (batching) when make setup built it, else llama-cpp-python's",
+        help="auto: llama.cpp's batching llama-server on CUDA (when make setup built it), else "
+        "llama-cpp-python's: one request at a time, the same answers whatever the load",
     )
     slots: int = param(
         4, min=1, max=64, help="requests each llama-server decodes together (llama-cpp-python: always 1)"
@@ -88,8 +89,12 @@ class TokenLimitConfig:
     """Does ``max_tokens`` reach the server? And the runaway on a *stock* llama-cpp-python server."""
 
     limit: int = param(16, min=4, max=128, help="the token limit each probe sends")
-    stock_n_ctx: int = param(256, min=64, max=4096, help="context of the stock server: bounds the runaway")
-    stock_server: bool = param(True, help="start a stock server and reproduce the runaway (local LM only)")
+    stock_n_ctx: int = param(
+        256, min=64, max=4096, help="context of the stock server: bounds the runaway", advanced=True
+    )
+    stock_server: bool = param(
+        True, help="start a stock server and reproduce the runaway (local LM only)", advanced=True
+    )
 
     @classmethod
     def smoke(cls) -> TokenLimitConfig:
@@ -100,7 +105,7 @@ class TokenLimitConfig:
 class RetrievalConfig:
     """Recall@k of each retriever; the one the HybridRetriever uses is chosen on the validation split."""
 
-    retrievers: tuple = param(RETRIEVERS, choices=RETRIEVERS)
+    retrievers: tuple = param(RETRIEVERS, choices=RETRIEVERS, advanced=False)
     k: int = param(3, min=1, max=10)
 
     @classmethod
@@ -110,16 +115,22 @@ class RetrievalConfig:
 
 @dataclass
 class ModulesConfig:
-    """Every module behind one signature, on the same dev questions."""
+    """Every module behind one signature, on the same questions: every case of ``splits`` (of dev the
+    first ``n_dev``), both phrasings. Nothing is chosen on these answers: train and val may be asked too."""
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
-    modules: tuple = param(MODULES, choices=MODULES)
+    modules: tuple = param(MODULES, choices=MODULES, advanced=False)
     signature: str = param("typed", choices=SIGNATURES)
     adapter: str = param("auto", choices=["auto", *ADAPTERS])
+    splits: tuple = param(("dev",), choices=["train", "val", "dev"], help="splits asked (never test)")
 
     @classmethod
     def smoke(cls) -> ModulesConfig:
         return dataclasses.replace(cls(), n_dev=2)
+
+    @classmethod
+    def full(cls) -> ModulesConfig:
+        return dataclasses.replace(cls(), splits=("train", "val", "dev"))
 
 
 @dataclass
@@ -137,12 +148,15 @@ class ContractsConfig:
     """
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
-    adapters: tuple = param(("chat", "json_grammar"), choices=ADAPTERS)
+    adapters: tuple = param(("chat", "json_grammar"), choices=ADAPTERS, advanced=False)
     module: str = param("predict", choices=MODULES)
     signature: str = param("typed", choices=SIGNATURES)
-    field_notes_signature: bool = param(True, label="also the field notes' string signature")
+    field_notes_signature: bool = param(True, label="also the field notes' string signature", advanced=True)
     field_notes_adapter: str = param(
-        "auto", choices=["auto", *ADAPTERS], help="adapter for the field notes' signature"
+        "auto",
+        choices=["auto", *ADAPTERS],
+        help="adapter for the field notes' signature",
+        advanced=True,
     )
     field_notes_splits: tuple = param(
         ("train", "val", "dev"),
@@ -157,32 +171,50 @@ class ContractsConfig:
 
 @dataclass
 class CompileConfig:
-    """BootstrapFewShot on compile sets that differ in their colloquial share, then (optionally) random
-    search.
+    """BootstrapFewShot on ``compiles`` compile sets (one per seed, each drawing its own training cases),
+    each compiled at every colloquial share of ``mixes`` (the share changes the wording, never the cases),
+    then (optionally) BootstrapFewShotWithRandomSearch on each set at the largest share.
 
-    Random search scores each candidate on ``n_val`` validation cases: a few cases are enough to pick among
-    the programs that the dev questions then compare, and every val case costs two LM calls per candidate.
+    A compile claim's unit is the compile set as well as the case: one compile stands for one draw of
+    demos, so the full profile compiles FULL_COMPILES sets and judges the interval over compile sets ×
+    cases. ``compile_size`` 10 makes the notes' 10 % exactly one colloquial example. Random search (off by
+    default: its claim needs more dev cases than the data has, see ``nbkit.signatures.designs``) scores
+    DSPy's 16 candidates on ``n_val`` validation cases (0 = all).
     """
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
-    compile_size: int = param(6, min=1, max=25)
+    compile_size: int = param(10, min=1, max=25)
     max_demos: int = param(2, min=0, max=8)
-    mixes: tuple = param((0.0, 0.5), choices=[0.0, 0.125, 0.25, 0.5, 1.0])
+    mixes: tuple = param((0.0, 0.1), choices=[0.0, 0.1, 0.125, 0.25, 0.5, 1.0])
+    compiles: int = param(1, min=1, max=40, help="compile sets, one per seed: each program compiled on each")
     module: str = param(
         "auto",
         choices=["auto", *MODULES],
         help="auto: the module with the best uncompiled hit@3 on the val cases (never dev)",
     )
-    random_search: bool = True
-    num_candidates: int = param(1, min=1, max=8)
-    n_val: int = param(5, min=0, max=20, label="val cases for random search (0 = all; x2)")
+    random_search: bool = False
+    num_candidates: int = param(
+        16, min=1, max=32, help="random candidates (DSPy's default: 16)", advanced=True
+    )
+    n_val: int = param(5, min=0, max=20, label="val cases for choices (0 = all; x2)", advanced=True)
     adapter: str = param("auto", choices=["auto", *ADAPTERS])
 
     @classmethod
     def smoke(cls) -> CompileConfig:
-        return dataclasses.replace(
-            cls(), n_dev=2, compile_size=2, max_demos=1, module="predict", random_search=False
-        )
+        return dataclasses.replace(cls(), n_dev=2, compile_size=2, max_demos=1, module="predict")
+
+    @classmethod
+    def full(cls) -> CompileConfig:
+        return dataclasses.replace(cls(), compiles=FULL_COMPILES, n_val=0)
+
+
+@dataclass
+class RoundtripConfig:
+    """The compile experiment's first program saved as JSON and loaded into a fresh module."""
+
+    @classmethod
+    def smoke(cls) -> RoundtripConfig:
+        return cls()
 
 
 @dataclass
@@ -190,7 +222,7 @@ class AskConfig:
     """Symptoms typed by the reader, answered by each chosen module."""
 
     symptoms: str = "my mom's blood pressure is high and she keeps getting dizzy, can she take aspirin?"
-    modules: tuple = param(("predict",), choices=MODULES)
+    modules: tuple = param(("predict",), choices=MODULES, advanced=False)
     signature: str = param("typed", choices=SIGNATURES)
     adapter: str = param("auto", choices=["auto", *ADAPTERS])
 

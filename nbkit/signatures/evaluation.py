@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from nbkit.signatures.contracts import (
     check_contract,
     diagnoses_of,
 )
+from nbkit.signatures.metrics import AnswerBounds, Outcomes, ViolationCounts
 
 ADAPTERS = ("chat", "json", "json_grammar")
 STRUCTURAL = {PARSE_ERROR, MISSING_FIELD}  # the answer's shape is broken: nothing to score
@@ -117,41 +119,47 @@ class EvalResult:
         """Share of examples with at least one contract violation."""
         return _mean([1.0 if r["violations"] else 0.0 for r in self.records])
 
-    def violation_counts(self) -> dict[str, int]:
+    def violation_counts(self) -> ViolationCounts:
+        """Contract violations by kind over every answer."""
         counts = dict.fromkeys(VIOLATION_KINDS, 0)
         for r in self.records:
             for kind in r["violations"]:
                 counts[kind] = counts.get(kind, 0) + 1
-        return counts
+        return ViolationCounts(**counts)
 
-    def questions(self) -> dict[str, list]:
-        """Per-question outcomes, keyed ``case_id:slice`` so two programs pair up question by question:
-        ``hit`` (hit@3), ``clean`` (no contract violation), ``structural`` (parse error or missing field),
-        ``bound_breaches`` (the prompt-only bounds a parsed answer breaks, by kind: the claims count each
-        request once when two experiments sent the same one)."""
-        return {
-            "keys": [f"{r['case_id']}:{r['slice']}" for r in self.records],
-            "hit": [float(r["score"]) for r in self.records],
-            "clean": [0.0 if r["violations"] else 1.0 for r in self.records],
-            "structural": [1.0 if STRUCTURAL & set(r["violations"]) else 0.0 for r in self.records],
-            "bound_breaches": [
-                [] if STRUCTURAL & set(r["violations"]) else [k for k in r["violations"] if k in BOUNDS]
-                for r in self.records
-            ],
-        }
+    def outcomes(self) -> Outcomes:
+        """Every answer, question by question (keyed ``case_id:slice``, so two programs pair up question by
+        question and the two phrasings of a case group into one case): hit@3, no contract violation, a
+        structural failure, the prompt-only bounds a parsed answer breaks, its diagnosis items and whether
+        an item's confidence is not a number (the last three only for parsed answers)."""
+        structural = [bool(STRUCTURAL & set(r["violations"])) for r in self.records]
+        parsed = list(zip(self.records, structural, strict=True))
+        return Outcomes(
+            keys=tuple(f"{r['case_id']}:{r['slice']}" for r in self.records),
+            hit=tuple(float(r["score"]) for r in self.records),
+            clean=tuple(0.0 if r["violations"] else 1.0 for r in self.records),
+            structural=tuple(1.0 if s else 0.0 for s in structural),
+            bound_breaches=tuple(
+                () if s else tuple(k for k in r["violations"] if k in BOUNDS) for r, s in parsed
+            ),
+            items=tuple(0 if s else int(r.get("items", 0)) for r, s in parsed),
+            not_numeric=tuple(
+                0.0 if s else float(CONFIDENCE_NOT_NUMERIC in r["violations"]) for r, s in parsed
+            ),
+        )
 
-    def bounds(self) -> dict[str, int]:
+    def bounds(self) -> AnswerBounds:
         """Breaches of the prompt-only bounds among *parsed* answers (a parse failure has no bounds to
         breach)."""
         parsed = [r for r in self.records if not STRUCTURAL & set(r["violations"])]
-        return {
-            "parsed_answers": len(parsed),
-            "diagnosis_items": sum(int(r.get("items", 0)) for r in parsed),
-            "answers_over_bounds": sum(1 for r in parsed if BOUNDS & set(r["violations"])),
-            "reasoning_over_50_words": sum(r["violations"].count(REASONING_TOO_LONG) for r in parsed),
-            "confidence_out_of_range": sum(r["violations"].count(CONFIDENCE_OUT_OF_RANGE) for r in parsed),
-            "confidence_not_numeric": sum(r["violations"].count(CONFIDENCE_NOT_NUMERIC) for r in parsed),
-        }
+        return AnswerBounds(
+            parsed_answers=len(parsed),
+            diagnosis_items=sum(int(r.get("items", 0)) for r in parsed),
+            answers_over_bounds=sum(1 for r in parsed if BOUNDS & set(r["violations"])),
+            reasoning_over_50_words=sum(r["violations"].count(REASONING_TOO_LONG) for r in parsed),
+            confidence_out_of_range=sum(r["violations"].count(CONFIDENCE_OUT_OF_RANGE) for r in parsed),
+            confidence_not_numeric=sum(r["violations"].count(CONFIDENCE_NOT_NUMERIC) for r in parsed),
+        )
 
     @property
     def tokens_per_s(self) -> float:
@@ -316,7 +324,7 @@ def violation_table(results: dict[str, EvalResult]):
     """Violations by kind (rows) for each labelled result (columns)."""
     import pandas as pd
 
-    return pd.DataFrame({label: res.violation_counts() for label, res in results.items()})
+    return pd.DataFrame({label: dataclasses.asdict(res.violation_counts()) for label, res in results.items()})
 
 
 def violation_examples(result: EvalResult, per_kind: int = 1) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.cache import cache_dir as nbkit_cache_dir
 from nbkit.model_files import smollm2_gguf_path
 from nbkit.signatures.server import (
     LocalLMPool,
@@ -44,11 +45,8 @@ CACHE_MODES = ("memory", "disk", "off")
 
 
 def cache_dir():
-    """Where ``cache="disk"`` keeps DSPy's cache: ``$NBKIT_CACHE_DIR/dspy``, else ``~/.cache/nbkit/dspy``."""
-    from pathlib import Path
-
-    root = os.environ.get("NBKIT_CACHE_DIR") or Path.home() / ".cache" / "nbkit"
-    return Path(root) / "dspy"
+    """Where ``cache="disk"`` keeps DSPy's cache: ``dspy/`` in :func:`nbkit.cache.cache_dir`."""
+    return nbkit_cache_dir("dspy")
 
 
 def local_model_alias(
@@ -168,7 +166,7 @@ def make_lm(
     ``cache`` (see :data:`CACHE_MODES`): ``"memory"`` answers identical requests once inside one run;
     ``"disk"`` also keeps DSPy's on-disk cache in :func:`cache_dir`, so a re-run with the same model,
     prompts and settings is answered from disk (the run records how many calls were, see
-    ``SignaturesContext.calls_summary``); ``"off"`` sends every request. The local model's name on the
+    ``serving.LMService.calls_summary``); ``"off"`` sends every request. The local model's name on the
     wire carries a fingerprint of its GGUF file and server settings (:func:`local_model_alias`), and the
     cache key includes that name, every message and every sampling setting — a changed model, prompt or
     setting misses.

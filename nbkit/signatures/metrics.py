@@ -1,19 +1,81 @@
-"""What each experiment of notebook 03 measured: one frozen dataclass per experiment.
+"""What each experiment of notebook 03 measured: one frozen dataclass per experiment, typed all the way down.
 
 ``experiments.py`` fills them (``Result[XMetrics].metrics``), ``claims.py`` reads their fields, and the
-notebook records them as they are (``nbkit.record`` turns a dataclass into the JSON object of its
-fields, in field order). The field names are the keys the notebook has always recorded, so a run's
-``metrics.json`` keeps its shape.
+notebook records them under the experiment's slug (``nbkit.record`` turns a dataclass into the JSON object
+of its fields, in field order).
 
-Per-question outcomes (``questions``) stay plain dicts of equal-length lists (``keys``, ``hit``,
-``clean``, ``structural``, ``bound_breaches``): they are columns that :func:`claims.paired` and
-:func:`claims.by_slice` pair up by question, not named measurements.
+A program's answers are kept question by question (:class:`Outcomes`, keyed ``case_id:slice``), so two
+programs pair up question by question and the two phrasings of a case group into one case: the case is
+what varies from one question to the next, not the phrasing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """One program's answers, question by question, in one order: ``keys`` (``case_id:slice``), ``hit``
+    (hit@3, or a user's metric), ``clean`` (no contract violation), ``structural`` (a parse error or a
+    missing field), ``bound_breaches`` (the prompt-only bounds a parsed answer breaks, by kind), ``items``
+    (diagnosis items in the answer) and ``not_numeric`` (an item's confidence is not a number)."""
+
+    keys: tuple[str, ...] = ()
+    hit: tuple[float, ...] = ()
+    clean: tuple[float, ...] = ()
+    structural: tuple[float, ...] = ()
+    bound_breaches: tuple[tuple[str, ...], ...] = ()
+    items: tuple[int, ...] = ()
+    not_numeric: tuple[float, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def values(self, what: str = "hit") -> dict[str, float]:
+        """``what`` by question key."""
+        return dict(zip(self.keys, getattr(self, what), strict=True))
+
+    def cases(self) -> list[str]:
+        """The cases these questions come from, in first-seen order."""
+        return list(dict.fromkeys(k.rsplit(":", 1)[0] for k in self.keys))
+
+    def slice_values(self, slice_name: str, what: str = "hit") -> dict[str, float]:
+        """``what`` by case, for the questions of one phrasing (``standard`` or ``colloquial``)."""
+        return {k.rsplit(":", 1)[0]: v for k, v in self.values(what).items() if k.endswith(f":{slice_name}")}
+
+    def by_case(self, what: str = "hit") -> dict[str, list[float]]:
+        """``what`` grouped by case (both phrasings of a case together)."""
+        out: dict[str, list[float]] = {}
+        for k, v in self.values(what).items():
+            out.setdefault(k.rsplit(":", 1)[0], []).append(v)
+        return out
+
+
+@dataclass(frozen=True)
+class AnswerBounds:
+    """Breaches of the prompt-only bounds among *parsed* answers (a parse failure has no bounds to
+    breach)."""
+
+    parsed_answers: int = 0
+    diagnosis_items: int = 0
+    answers_over_bounds: int = 0
+    reasoning_over_50_words: int = 0
+    confidence_out_of_range: int = 0
+    confidence_not_numeric: int = 0
+
+
+@dataclass(frozen=True)
+class ViolationCounts:
+    """Contract violations by kind, over every answer."""
+
+    parse_error: int = 0
+    missing_field: int = 0
+    confidence_not_numeric: int = 0
+    confidence_out_of_range: int = 0
+    no_diagnosis: int = 0
+    too_many_diagnoses: int = 0
+    reasoning_over_50_words: int = 0
 
 
 @dataclass(frozen=True)
@@ -44,10 +106,13 @@ class SignatureMetrics:
 @dataclass(frozen=True)
 class TokenLimitMetrics:
     """Completion tokens per token-limit probe; the ``nbkit_*`` and ``stock_*`` fields need the local server
-    (None with a remote model), the ``stock_*`` ones also ``stock_server``."""
+    (None with a remote model), the ``stock_*`` ones also ``stock_server``. ``stock_dspy_tokens`` is what
+    the stock server generated for DSPy's request: counted when it stopped by itself, else (its context
+    filled, ``stock_tokens_imputed``) the tokens that fill the context, n_ctx − prompt, a lower bound."""
 
     limit: int
-    dspy_wire_fields: dict[str, Any]
+    dspy_limit_fields: tuple[str, ...]
+    served_by: str = ""
     nbkit_max_tokens: int | None = None
     nbkit_max_completion_tokens: int | None = None
     lm_tokens_per_s_one_stream: float | None = None
@@ -56,71 +121,109 @@ class TokenLimitMetrics:
     stock_n_ctx: int | None = None
     stock_context_full: bool | None = None
     stock_dspy_tokens: int | None = None
+    stock_tokens_imputed: bool | None = None
     stock_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class RecallAt:
+    """Recall@k of one retriever on one split, per phrasing."""
+
+    retriever: str
+    split: str
+    standard: float
+    colloquial: float
 
 
 @dataclass(frozen=True)
 class RetrievalMetrics:
     """Recall@k per retriever on validation, the one chosen there, and its recall on test (computed once)."""
 
+    k: int
     chosen: str
     chosen_on: str
     val_cases: int
     test_cases: int
-    val: dict[str, dict[str, float]]
-    test_of_chosen: dict[str, float]
+    val: tuple[RecallAt, ...]
+    test_of_chosen: RecallAt
+
+
+@dataclass(frozen=True)
+class ModuleRun:
+    """One module behind the signature: hit@3 overall and per phrasing, answers naming an acceptable
+    diagnosis in any format, contract violations, bound breaches, and every answer."""
+
+    module: str
+    questions: int
+    hit_at_3: float
+    standard: float | None
+    colloquial: float | None
+    mentions_expected: float
+    contract_violation_rate: float
+    bounds: AnswerBounds
+    outcomes: Outcomes
 
 
 @dataclass(frozen=True)
 class ModulesMetrics:
-    """Each module behind one signature on the same dev questions: scores by slice, per-question outcomes,
-    bounds."""
+    """Each module behind one signature on the same questions (``splits``' cases, both phrasings)."""
 
     adapter: str
     signature: str
-    dev_questions_evaluated: dict[str, int]
-    scores: dict[str, dict[str, float]]
-    questions: dict[str, dict[str, list]]
-    bounds: dict[str, dict[str, int]]
+    splits: tuple[str, ...]
+    cases: int
+    runs: tuple[ModuleRun, ...]
+
+    def run(self, module: str) -> ModuleRun | None:
+        return next((r for r in self.runs if r.module == module), None)
+
+
+@dataclass(frozen=True)
+class AdapterRun:
+    """One module under one adapter: its violation rate, violations by kind, bound breaches, answers."""
+
+    adapter: str
+    violation_rate: float
+    violations: ViolationCounts
+    bounds: AnswerBounds
+    outcomes: Outcomes
 
 
 @dataclass(frozen=True)
 class FieldNotesAnswers:
-    """The field notes' string signature, asked on ``splits``: violations by kind over every answer, then the
-    prompt-only bounds among parsed answers (the last three kinds above are recounted over parsed answers
-    only), and per answer whether any of its diagnosis items gives a non-numeric confidence."""
+    """The field notes' string signature, asked on ``splits``: violations by kind over every answer, the
+    prompt-only bounds among parsed answers, and every answer (``outcomes``: whether it parsed, its items,
+    whether an item's confidence is not a number)."""
 
     adapter: str
-    splits: list[str]
+    splits: tuple[str, ...]
     questions: int
     violation_rate: float
-    parse_error: int
-    missing_field: int
-    confidence_not_numeric: int
-    confidence_out_of_range: int
-    no_diagnosis: int
-    too_many_diagnoses: int
-    reasoning_over_50_words: int
-    parsed_answers: int
-    diagnosis_items: int
-    answers_over_bounds: int
+    violations: ViolationCounts
+    bounds: AnswerBounds
     answers_with_items: int
     answers_not_numeric: int
+    outcomes: Outcomes
 
 
 @dataclass(frozen=True)
 class ContractsMetrics:
-    """One module under each adapter on the same dev questions: violation rate, violations by kind,
-    outcomes."""
+    """One module under each adapter on the same dev questions, then the field notes' string signature."""
 
     module: str
     signature: str
-    dev_questions_evaluated: int
-    violation_rate: dict[str, float]
-    violations_by_kind: dict[str, dict[str, int]]
-    questions: dict[str, dict[str, list]]
-    bounds: dict[str, dict[str, int]]
+    questions: int
+    runs: tuple[AdapterRun, ...]
     field_notes_signature: FieldNotesAnswers | None = None
+
+    def run(self, adapter: str) -> AdapterRun | None:
+        return next((r for r in self.runs if r.adapter == adapter), None)
+
+
+@dataclass(frozen=True)
+class ModuleScore:
+    module: str
+    hit_at_3: float
 
 
 @dataclass(frozen=True)
@@ -130,41 +233,86 @@ class ModuleChoice:
 
     split: str
     questions: int
-    hit_at_3: dict[str, float]
+    scores: tuple[ModuleScore, ...]
 
 
 @dataclass(frozen=True)
-class RandomSearchRun:
-    """BootstrapFewShotWithRandomSearch, when it ran: its program's name, candidates' val scores, their
-    number."""
+class Candidate:
+    """One of random search's candidate programs: its seed (-2 labelled demos only, -1 unshuffled
+    bootstrap, ≥ 0 shuffled) and its validation score."""
 
-    ran: bool = False
-    program: str = ""
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    val_questions: int = 0
-    num_candidates: int = 0
+    seed: int
+    val_score: float
+
+
+@dataclass(frozen=True)
+class CompiledRun:
+    """One program on the dev questions: ``optimizer`` ``uncompiled``, ``bootstrap`` (BootstrapFewShot) or
+    ``random_search`` (BootstrapFewShotWithRandomSearch, its candidates scored on validation);
+    ``compile_seed`` picks the compile set's cases and order (one seed, one compile set, both mixes);
+    ``colloquial_share`` is the mix asked for, ``colloquial_in_compile_set`` what it gave."""
+
+    name: str
+    optimizer: str
+    compile_seed: int
+    colloquial_share: float
+    compile_set: int
+    colloquial_in_compile_set: int
+    demos_bootstrapped: int
+    demos_labeled: int
+    colloquial_demos: int
+    standard: float | None
+    colloquial: float | None
+    contract_violation_rate: float
+    outcomes: Outcomes
+    candidates: tuple[Candidate, ...] = ()
 
 
 @dataclass(frozen=True)
 class CompileMetrics:
-    """Every compiled program (and the uncompiled baseline) on the same dev questions, by slice."""
+    """Every compiled program (and the uncompiled baseline) on the same dev questions, by slice:
+    ``compiles`` compile sets (seeds), each compiled at every mix, and with random search when it ran."""
 
     module: str
     module_chosen_on: ModuleChoice | None
     adapter: str
-    dev_questions_evaluated: int
-    table: list[dict[str, Any]]
-    gains: dict[str, dict[str, float | None]]
-    questions: dict[str, dict[str, list]]
-    random_search: RandomSearchRun
+    dev_questions: int
+    compiles: int
+    mixes: tuple[float, ...]
+    random_search: bool
+    num_candidates: int
+    val_questions: int
+    programs: tuple[CompiledRun, ...]
     seconds: float
+
+    def of(self, optimizer: str, share: float | None = None) -> list[CompiledRun]:
+        """The programs of one optimizer (and one colloquial share), in compile-seed order."""
+        return [
+            p
+            for p in self.programs
+            if p.optimizer == optimizer and (share is None or abs(p.colloquial_share - share) < 1e-9)
+        ]
+
+
+@dataclass(frozen=True)
+class RoundtripMetrics:
+    """A compiled program saved to JSON and loaded into a fresh module: its size, demos, and whether the
+    loaded program has the same demos and gives the same answer."""
+
+    program: str
+    bytes: int
+    demos_bootstrapped: int
+    demos_labeled: int
+    same_demos: bool
+    same_answer: bool
 
 
 @dataclass(frozen=True)
 class AskMetrics:
     """Whether each asked module's answer honoured the contract."""
 
-    contract_holds: dict[str, bool]
+    modules: tuple[str, ...]
+    contract_holds: tuple[bool, ...]
 
 
 @dataclass(frozen=True)
@@ -198,10 +346,35 @@ class SlotFill:
 
 @dataclass(frozen=True)
 class HistoryMetrics:
-    """The context's LM calls so far, and how full the local servers' slots were (None for a remote LM)."""
+    """The context's LM calls so far, how full the local servers' slots were (None for a remote LM), and
+    the seconds since the context was opened."""
 
     calls: LMCalls
     slots: SlotFill | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class PairedScore:
+    """One module against Predict on a user's dev set, question by question."""
+
+    module: str
+    verdict: str
+    why: str
+    interval: str
+    n: int
+
+
+@dataclass(frozen=True)
+class AdapterScore:
+    adapter: str
+    violation_rate: float
+
+
+@dataclass(frozen=True)
+class ModuleUserScore:
+    module: str
+    score: float
 
 
 @dataclass(frozen=True)
@@ -215,18 +388,6 @@ class UserContractMetrics:
     dev_set: str | None = None
     metric: str | None = None
     examples: int | None = None
-    violation_rate: dict[str, float] | None = None
-    score: dict[str, float] | None = None
-    vs_predict: dict[str, dict[str, Any]] | None = None
-
-
-@dataclass(frozen=True)
-class RoundtripMetrics:
-    """A compiled program saved to JSON and loaded into a fresh module: its size, demos, and whether the
-    loaded program has the same demos and gives the same answer."""
-
-    program: str
-    bytes: int
-    demos: dict[str, int]
-    same_demos: bool
-    same_answer: bool
+    violation_rate: tuple[AdapterScore, ...] = field(default_factory=tuple)
+    score: tuple[ModuleUserScore, ...] = field(default_factory=tuple)
+    vs_predict: tuple[PairedScore, ...] = field(default_factory=tuple)

@@ -2,12 +2,14 @@
 
 Two kinds of server, one lifecycle:
 
-* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` from the
-  llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots`` requests decode together in one
-  batch (continuous batching) and a request reuses the longest cached prompt prefix.
+* ``LlamaCppServer`` runs llama.cpp's own ``llama-server`` binary (built by ``make setup`` on CUDA or with
+  ``LLAMA_SERVER=1``, from the llama-cpp-python sdist, see ``scripts/build_llama_server.py``): ``slots``
+  requests decode together in one batch (continuous batching) and a request reuses the longest cached prompt
+  prefix.
 * ``LocalLMServer`` runs ``python -m nbkit.signatures.llama_server`` — llama-cpp-python's own server
   (``llama_cpp.server``) with launch-time fixes, see that module — which answers one request at a time.
-  It is the fallback when the binary is absent (:func:`llama_server_binary`).
+  It is what ``auto`` picks wherever the servers run on a CPU (reproducible answers, see
+  :func:`resolve_server_kind`) and wherever the binary is absent (:func:`llama_server_binary`).
 
 Each runs on 127.0.0.1 at a free port, in its own process group, with stdout/stderr in a log file, under
 a supervisor that ends it when the process that started it disappears (a SIGKILLed kernel). It waits for
@@ -42,6 +44,7 @@ from typing import Any
 from nbkit.errors import UsageError
 from nbkit.model_files import smollm2_gguf_path
 from nbkit.procs import end_group, free_port, usable_cores
+from nbkit.runfolder import LOG_DIR_ENV
 
 SERVER_INSTALL = (
     'pip install "llama-cpp-python[server]"   '
@@ -152,21 +155,40 @@ def llama_server_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def resolve_server_kind(kind: str = "auto") -> str:
-    """``"llama-server"`` or ``"llama-cpp-python"``: ``auto`` is the binary when present, else the
-    fallback."""
+def resolve_server_kind(kind: str = "auto", device_type: str | None = None) -> str:
+    """``"llama-server"`` or ``"llama-cpp-python"`` for the servers of a run on ``device_type``.
+
+    ``auto`` is llama.cpp's batching ``llama-server`` only where the servers run on CUDA and the binary is
+    installed; everywhere else llama-cpp-python's server, one request at a time per server. Why: on a CPU
+    a request decoded in one batch with others may round differently from the same request alone, so which
+    requests happened to share a batch (timing, load) could change an answer and, through the demos a
+    compile keeps, a verdict; the unbatched servers give the same answers whatever the load. On CUDA the
+    batch is what makes the GPU worth using. ``device_type`` is where the servers run ("cpu"/"cuda"; None:
+    CUDA when torch sees it). Asked for by name, a kind is used as asked (``llama-server`` needs its
+    binary).
+    """
     if kind not in SERVER_KINDS:
         raise UsageError(f"server kind {kind!r}: expected one of {SERVER_KINDS}")
     if kind == "auto":
-        return "llama-server" if llama_server_binary() is not None else "llama-cpp-python"
+        binary = llama_server_binary()  # checked first: a bad $NBKIT_LLAMA_SERVER is an error on any device
+        on_cuda = _cuda_available() if device_type is None else device_type == "cuda"
+        return "llama-server" if on_cuda and binary is not None else "llama-cpp-python"
     if kind == "llama-server" and llama_server_binary() is None:
         raise LMServerError(
             f"the llama-server binary is not installed (looked beside {sys.executable}; ${LLAMA_SERVER_ENV} "
             "unset): "
-            "run `make setup` (it builds it) or `python scripts/build_llama_server.py`, or use server kind "
+            "run `make setup LLAMA_SERVER=1` or `python scripts/build_llama_server.py`, or use server kind "
             "'auto'"
         )
     return kind
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 def schema_constraint(kind: str, schema: dict) -> dict:
@@ -275,6 +297,21 @@ class _Completions:
         return self.complete(prompt, max_tokens=max_tokens)
 
 
+def _log(log_dir: str | os.PathLike | None, name: str) -> dict[str, Any]:
+    """A pool server's log arguments: in ``log_dir`` when given (kept), else placed by :func:`log_place`."""
+    return {"log_path": Path(log_dir) / name} if log_dir else {"log_name": name}
+
+
+def log_place(name: str) -> tuple[Path, bool]:
+    """Where a server's log named ``name`` goes, and whether it is removed when the server stops: the
+    notebook's folder in the run ``nbkit run`` executes it for (``$NBKIT_LOG_DIR``: kept with the run),
+    else the temp folder, removed at stop (an error about the server quotes the log's last lines)."""
+    run = os.environ.get(LOG_DIR_ENV)
+    if run:
+        return Path(run) / name, False
+    return Path(tempfile.gettempdir()) / name, True
+
+
 class LocalLMServer(_Completions):
     """A llama-cpp-python OpenAI-compatible server on loopback, owned by this process (one request at a time).
 
@@ -295,6 +332,8 @@ class LocalLMServer(_Completions):
         startup_timeout: float = 90.0,
         extra_args: tuple[str, ...] = (),
         stock: bool = False,
+        log_name: str = "",
+        logits_all: bool | None = None,
     ):
         if model_path is None:
             model_path = smollm2_gguf_path()  # raises ModelFileMissing with the install command
@@ -307,16 +346,22 @@ class LocalLMServer(_Completions):
         # slower than one (bench/signatures_server.py measures it).
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2) - 1)
         self.model_alias = model_alias
-        self.log_path = (
-            Path(log_path)
+        # A log path given is the caller's to keep; else the run's folder keeps it, or stop() removes it.
+        self.log_path, self._temporary_log = (
+            (Path(log_path), False)
             if log_path
-            else Path(tempfile.gettempdir()) / f"nbkit-llama-server-{os.getpid()}.log"
+            else log_place(log_name or f"nbkit-llama-server-{os.getpid()}.log")
         )
         self.startup_timeout = startup_timeout
         self.extra_args = tuple(extra_args)
         # stock=True: llama-cpp-python's own behaviour (max_completion_tokens ignored), to reproduce the
         # runaway.
         self.stock = stock
+        # llama-cpp-python's server computes the logits of every prompt token by default (logits_all), which
+        # only a request for logprobs reads: off (None, except for a stock server), a prompt's new tokens are
+        # processed about a tenth faster on SmolLM2 (its 49k-token head) and the answers are the same
+        # (bench/efficiency.py lm-token checks them against an in-process Llama, whose default is off).
+        self.logits_all = stock if logits_all is None else logits_all
         self.process: subprocess.Popen | None = None
         self._log_fh = None
 
@@ -351,6 +396,8 @@ class LocalLMServer(_Completions):
             str(self.n_threads),
             "--n_threads_batch",
             str(self.n_threads),
+            "--logits_all",
+            str(self.logits_all).lower(),
             *self.extra_args,
         ]
 
@@ -429,6 +476,8 @@ class LocalLMServer(_Completions):
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
+        if self._temporary_log:
+            self.log_path.unlink(missing_ok=True)
         _LIVE.discard(self)
 
     def __enter__(self) -> LocalLMServer:
@@ -480,9 +529,7 @@ class LlamaCppServer(LocalLMServer):
             or (isinstance(n_gpu_layers, int) and not isinstance(n_gpu_layers, bool) and n_gpu_layers >= 0)
         ):
             raise UsageError(f"n_gpu_layers must be an int >= 0, 'all' or 'auto', got {n_gpu_layers!r}")
-        kwargs.setdefault(
-            "log_path", Path(tempfile.gettempdir()) / f"nbkit-llama.cpp-server-{os.getpid()}.log"
-        )
+        kwargs.setdefault("log_name", f"nbkit-llama.cpp-server-{os.getpid()}.log")
         super().__init__(model_path, **kwargs)
         self.slots = slots
         self.n_gpu_layers = n_gpu_layers
@@ -494,7 +541,7 @@ class LlamaCppServer(LocalLMServer):
             raise LMServerError(
                 "the llama-server binary is not installed "
                 f"({self.binary or 'none found beside ' + sys.executable}); "
-                "run `make setup` or `python scripts/build_llama_server.py`"
+                "run `make setup LLAMA_SERVER=1` or `python scripts/build_llama_server.py`"
             )
 
     def server_args(self) -> list[str]:
@@ -675,7 +722,8 @@ class LocalLMPool(_Completions):
     others would (same model, same thread count — ``bench/signatures_server.py`` checks it).
 
     ``kind`` is ``"llama-server"`` (:class:`LlamaCppServer`) or ``"llama-cpp-python"``
-    (:class:`LocalLMServer`, always one slot); ``"auto"`` is the first when its binary is installed.
+    (:class:`LocalLMServer`, always one slot); ``"auto"`` is the first only on CUDA with its binary
+    installed (see :func:`resolve_server_kind`).
     """
 
     def __init__(
@@ -699,7 +747,6 @@ class LocalLMPool(_Completions):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise UsageError(f"n_servers must be a positive int, got {n_servers!r}")
         self.kind = resolve_server_kind(kind)
-        log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir())
         common = dict(
             host=host,
             n_ctx=n_ctx,
@@ -715,7 +762,7 @@ class LocalLMPool(_Completions):
                     slots=slots,
                     n_gpu_layers=n_gpu_layers,
                     **common,
-                    log_path=log_dir / f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log",
+                    **_log(log_dir, f"nbkit-llama.cpp-server-{os.getpid()}-{i}.log"),
                 )
                 for i in range(n)
             ]
@@ -725,7 +772,7 @@ class LocalLMPool(_Completions):
                     model_path,
                     **common,
                     stock=stock,
-                    log_path=log_dir / f"nbkit-llama-server-{os.getpid()}-{i}.log",
+                    **_log(log_dir, f"nbkit-llama-server-{os.getpid()}-{i}.log"),
                 )
                 for i in range(n)
             ]

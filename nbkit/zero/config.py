@@ -15,11 +15,15 @@ from typing import Any
 
 from nbkit.errors import UsageError
 from nbkit.experiment import param
+from nbkit.zero.prompts import NEUTRAL_PROMPTS
 
-DEVICES = ["auto", "cpu", "cuda"]
 PRECISIONS = ["bf16", "fp32", "fp16"]
 MODEL_PRESETS = ("Llama-2-7B", "SmolLM2-135M", "tiny Llama (ladder)")
 SPEC_METHODS = ["prompt_lookup", "truncated_draft"]
+# The full profile's n (each tied to what its claim's design needs: nbkit.zero.claims).
+FULL_LAUNCHES = 5
+FULL_SEEDS = 10
+FULL_PROMPTS = 100
 
 
 def _type_name(value: Any) -> str:
@@ -120,7 +124,11 @@ class LadderConfig(_Checked):
     """Real DeepSpeed ranks at ZeRO stages 0–3 (± offload), measured bytes against the formula."""
 
     stages: tuple = param(
-        (0, 1, 2, 3), choices=[0, 1, 2, 3], label="ZeRO stages", nonempty="pick at least one ZeRO stage"
+        (0, 1, 2, 3),
+        choices=[0, 1, 2, 3],
+        label="ZeRO stages",
+        nonempty="pick at least one ZeRO stage",
+        advanced=False,
     )
     world_size: int = param(2, min=1, max=256, label="ranks (N)")
     steps: int = param(4, min=1, max=200)
@@ -128,7 +136,9 @@ class LadderConfig(_Checked):
     offload_optimizer: bool = param(False, label="offload optimizer (stages 1-3)")
     offload_param: bool = param(False, label="offload params (stage 3)")
     show_persistence: bool = param(
-        True, label="also run stage 3 at DeepSpeed's default persistence threshold"
+        True,
+        label="also run stage 3 at DeepSpeed's default persistence threshold",
+        advanced=True,
     )
     sub_group_elements: int = param(
         100_000,
@@ -136,6 +146,7 @@ class LadderConfig(_Checked):
         max=10**9,
         label="also run stage 3 with this sub_group_size (0 = skip)",
         help="a second stage-3 rung whose sub_group_size differs: does the per-rank shard change?",
+        advanced=True,
     )
     bucket_elements: int = param(
         200_000,
@@ -143,29 +154,51 @@ class LadderConfig(_Checked):
         max=500_000_000,
         label="reduce/allgather bucket (elements)",
         help="DeepSpeed's default is 5e8 (1 GB in bf16): it dwarfs a small model's states",
+        advanced=True,
     )
     model_path: str = param(
         "",
         label="your architecture (HF dir / config.json)",
         help="runs your model's architecture, scaled to hidden_size × num_hidden_layers; empty = the tiny "
         "Llama",
+        advanced=True,
     )
     # The default size makes the model states large enough that every ZeRO stage's per-rank peak
     # shows below stage 0's, while the ladder still fits the notebook's time budget
     # (bench/zero_peak.py measures it; bench/RESULTS.md keeps the figures).
-    hidden_size: int = param(256, min=32, max=8192, step=32)
-    num_hidden_layers: int = param(8, min=1, max=128)
-    micro_batch: int = param(2, min=1, max=32)
-    seq_len: int = param(32, min=8, max=1024, step=8)
+    hidden_size: int = param(256, min=32, max=8192, step=32, advanced=True)
+    num_hidden_layers: int = param(8, min=1, max=128, advanced=True)
+    micro_batch: int = param(2, min=1, max=32, advanced=True)
+    seq_len: int = param(32, min=8, max=1024, step=8, advanced=True)
     seed: int = param(0, min=0, max=2**31 - 1, hidden=True)
-    device: str = param("auto", choices=DEVICES)
-    timeout_s: float = param(300.0, min=30.0, max=3600.0)
-    checkpoint: bool = param(True, label="checkpoint save→load round trip")
+    timeout_s: float = param(300.0, min=30.0, max=3600.0, advanced=True)
+    checkpoint: bool = param(True, label="checkpoint save→load round trip", advanced=True)
+    control: bool = param(
+        True,
+        label="positive control: stage 0 again at half the learning rate",
+        help="a rung whose math is changed on purpose: the loss comparison must see it, else it has no power",
+        advanced=True,
+    )
+    launches: int = param(
+        1,
+        min=1,
+        max=10,
+        label="launches of stages 0–3 (the unit of the memory-saving rows)",
+        help="the first launch runs every rung; each further one reruns stages 0–3 only, with a fresh seed",
+    )
     overflow_step: int = param(
-        -1, min=-1, max=200, label="fp16: provoke a gradient overflow at this step (-1 = none)"
+        -1,
+        min=-1,
+        max=200,
+        label="fp16: provoke a gradient overflow at this step (-1 = none)",
+        advanced=True,
     )
     monitor_limit_mib: float = param(
-        1024.0, min=10.0, max=100000.0, label="alert when a rank's RSS exceeds (MiB)"
+        1024.0,
+        min=10.0,
+        max=100000.0,
+        label="alert when a rank's RSS exceeds (MiB)",
+        advanced=True,
     )
     warm_up: bool = param(
         True,
@@ -185,6 +218,11 @@ class LadderConfig(_Checked):
         return cls(steps=3, hidden_size=64, num_hidden_layers=2, sub_group_elements=20_000)
 
     @classmethod
+    def full(cls) -> LadderConfig:
+        """Enough launches for the memory-saving rows' interval across launches."""
+        return cls(launches=FULL_LAUNCHES)
+
+    @classmethod
     def fp16_drill(cls) -> LadderConfig:
         """fp16 at stage 2 with an overflow provoked at step 2 (the loss-scale check; needs CUDA ranks)."""
         return LossScaleConfig().ladder_config(2)
@@ -200,7 +238,6 @@ class LossScaleConfig(_Checked):
     world_size: int = param(2, min=1, max=256, label="ranks (at most one per local GPU)")
     hidden_size: int = param(64, min=32, max=8192, step=32)
     num_hidden_layers: int = param(2, min=1, max=128)
-    device: str = param("auto", choices=DEVICES)
     timeout_s: float = param(300.0, min=30.0, max=3600.0)
 
     def __post_init__(self):
@@ -227,7 +264,6 @@ class LossScaleConfig(_Checked):
             hidden_size=self.hidden_size,
             num_hidden_layers=self.num_hidden_layers,
             checkpoint=False,
-            device=self.device,
             timeout_s=self.timeout_s,
         )
 
@@ -252,7 +288,6 @@ class CrossoverConfig(_Checked):
         help="DeepSpeed's default 5e8 moves the crossover out: stages 1–2 hold that bucket on every rank",
     )
     model_path: str = param("", label="your architecture (HF dir / config.json)")
-    device: str = param("auto", choices=DEVICES)
 
     def __post_init__(self):
         super().__post_init__()
@@ -286,8 +321,12 @@ class FailureDrillConfig(_Checked):
     rank: int = param(1, min=0, max=7)
     step: int = param(1, min=0, max=10)
     world_size: int = param(2, min=2, max=8)
-    timeout_s: float = param(60.0, min=10.0, max=600.0)
-    device: str = param("auto", choices=DEVICES)
+    timeout_s: float = param(
+        60.0,
+        min=10.0,
+        max=600.0,
+        help="counted from the moment every rank reports ready (start-up and imports excluded)",
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -310,10 +349,14 @@ class FragmentationConfig(_Checked):
         choices=[1, 2, 5, 10, 20, 50, 100, 200],
         label="checkpoint every N steps",
         nonempty="pick at least one interval",
+        advanced=False,
     )
     steps: int = param(400, min=2, max=4000)
     expandable_segments: tuple = param(
-        (False, True), choices=[False, True], nonempty="pick expandable_segments False and/or True"
+        (False, True),
+        choices=[False, True],
+        nonempty="pick expandable_segments False and/or True",
+        advanced=False,
     )
     model: str = param(
         "Llama-2-7B",
@@ -332,11 +375,15 @@ class FragmentationConfig(_Checked):
         label="runs per interval (seeds)",
         help="the claim's interval is across runs: one run's per-step gap ratios are not independent",
     )
-    device: str = param("auto", choices=DEVICES)
 
     @classmethod
     def smoke(cls) -> FragmentationConfig:
         return cls(intervals=(2, 5), steps=6, model="tiny Llama", seq_len=64, seeds=2)
+
+    @classmethod
+    def full(cls) -> FragmentationConfig:
+        """Enough seeds for the claim's interval across run pairs (expandable segments off only)."""
+        return cls(seeds=FULL_SEEDS, expandable_segments=(False,))
 
 
 @dataclass
@@ -344,19 +391,34 @@ class SpecDecConfig(_Checked):
     """Speculative decoding on SmolLM2 (or your model): prompt lookup and a layer-truncated draft."""
 
     methods: tuple = param(
-        ("prompt_lookup", "truncated_draft"), choices=SPEC_METHODS, nonempty="pick at least one method"
+        ("prompt_lookup", "truncated_draft"),
+        choices=SPEC_METHODS,
+        nonempty="pick at least one method",
+        advanced=False,
     )
     max_new_tokens: int = param(32, min=8, max=512)
-    prompt_lookup_num_tokens: int = param(10, min=1, max=32)
-    draft_layers: int = param(6, min=1, max=29)
-    num_assistant_tokens: int = param(4, min=1, max=16)
-    n_prompts: int = param(3, min=1, max=3)
+    prompt_lookup_num_tokens: int = param(10, min=1, max=32, advanced=True)
+    draft_layers: int = param(6, min=1, max=29, advanced=True)
+    num_assistant_tokens: int = param(4, min=1, max=16, advanced=True)
+    n_prompts: int = param(
+        3,
+        min=1,
+        max=len(NEUTRAL_PROMPTS),
+        help="requests from nbkit's neutral prompt set (one request per prompt)",
+    )
+    timings: int = param(
+        0,
+        min=0,
+        max=20,
+        help="timed generations per request and method, interleaved (greedy, each method, in turn); "
+        "0: 5 on CUDA, where the speedup claim is judged, 1 elsewhere (no claim judges CPU speed)",
+        advanced=True,
+    )
     model_path: str = param(
         "",
         label="or your model (HF dir / hub id)",
         help="a local Hugging Face causal-LM directory with weights and tokenizer, or a hub id; '' = SmolLM2",
     )
-    device: str = param("auto", choices=DEVICES)
     # On shared CPU cores, OpenMP threads spinning against other processes make a forward much
     # slower and the timings noise; one thread gives stable tokens/s. 0 = torch's default.
     cpu_threads: int = param(1, min=0, max=64)
@@ -371,3 +433,8 @@ class SpecDecConfig(_Checked):
     @classmethod
     def smoke(cls) -> SpecDecConfig:
         return cls(n_prompts=1, max_new_tokens=16)
+
+    @classmethod
+    def full(cls) -> SpecDecConfig:
+        """Enough requests for the fallback rate's clustered interval and the speedup's."""
+        return cls(n_prompts=FULL_PROMPTS)

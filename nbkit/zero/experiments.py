@@ -1,12 +1,12 @@
-"""The ZeRO theme's experiments: ``run_x(cfg, ctx, live) -> Result[XMetrics]``, registered in ``REGISTRY``.
+"""The ZeRO theme's experiments: ``run_x(cfg, ctx, live) -> Result[XMetrics]``, each registered with
+``REGISTRY.register(Experiment(...))``.
 
-One experiment per config in ``config.py``; its metrics dataclass is in ``metrics.py``. They share a
-:class:`ZeroContext` (the devices resolved once, how many ranks this machine runs for the user's plan,
-a loaded speculative-decoding model) and hand a ``torch.device`` (or, to rank processes, its type) down
-to the domain modules: ``memory`` (formula and estimators), ``ladder``/``launch``/``worker`` (real
-DeepSpeed ranks), ``fragmentation`` (CUDA caching allocator), ``specdec`` (assisted generation).
-
-``ctx`` may be left out when a run is called directly (a bench, a test): a fresh context is made.
+One experiment per config in ``config.py``; its metrics dataclass is in ``metrics.py``; they share a
+:class:`nbkit.zero.context.ZeroContext` (the device, resolved once, the ranks this machine runs for the
+user's plan, a loaded speculative-decoding model) and hand a ``torch.device`` (or, to rank processes,
+its type) down to the domain modules: ``memory`` (formula and estimators), ``ladder``/``launch``/
+``worker`` (real DeepSpeed ranks), ``fragmentation`` (CUDA caching allocator), ``specdec`` (assisted
+generation). What a notebook cell shows of a run is its experiment's ``show_result``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from nbkit.device import device_report, pick_device
 from nbkit.errors import UsageError
-from nbkit.experiment import Context, Experiment, Registry
-from nbkit.model_files import load_model, load_smollm2, load_tokenizer, tiny_llama_config
+from nbkit.experiment import Experiment, Registry
+from nbkit.model_files import smollm2_135m_config, tiny_llama_config
 from nbkit.result import Result
 from nbkit.zero.config import (
     CrossoverConfig,
@@ -31,24 +30,28 @@ from nbkit.zero.config import (
     MemoryConfig,
     SpecDecConfig,
 )
+from nbkit.zero.context import ZeroContext
 from nbkit.zero.dsconfig import explain, memory_plan, validate_ds_config
 from nbkit.zero.fragmentation import cpu_accounting, cuda_runs
-from nbkit.zero.ladder import ladder_spec, summarize
+from nbkit.zero.ladder import ladder_spec, stage_rungs, summarize
 from nbkit.zero.launch import RankFailed, RankTimeout, launch
 from nbkit.zero.memory import (
+    GB,
     config_from_path,
+    formula_bytes,
     llama2_7b_config,
     memory_figure,
     memory_table,
     model_size,
-    smollm2_135m_config,
 )
 from nbkit.zero.metrics import (
     CrossoverMetrics,
     CrossoverRow,
     DsConfigMetrics,
     FailureDrillMetrics,
+    FieldNoteFigures,
     FragmentationMetrics,
+    FragmentationRun,
     LadderMetrics,
     LossScaleMetrics,
     LossScaleStep,
@@ -58,6 +61,7 @@ from nbkit.zero.metrics import (
     Persistence,
     RungPeak,
     SpecDecMetrics,
+    StageRatio,
     SubGroup,
 )
 from nbkit.zero.monitor import MemoryMonitor, offload_headroom, process_tree_rss
@@ -67,75 +71,28 @@ from nbkit.zero.specdec import measure_specdec
 if TYPE_CHECKING:
     from nbkit.live import LiveFigure
 
-REGISTRY = Registry("zero")
-# A registered experiment run headless by slug (its SMOKE preset or defaults, then overrides): what a
-# panel's Run button runs, without the panel.
+REGISTRY = Registry("zero", summary="ladder")
+# A registered experiment by slug in a context: headless (run), as a panel (panel), or the notebook
+# cell's one call (show: panel, run, record).
 run = REGISTRY.run
+show = REGISTRY.show
+panel = REGISTRY.panel
 
-CPU_RANKS = 2  # rank processes a CPU ladder starts at most: each holds a full runtime and a core
-
-
-class ZeroContext(Context):
-    """What notebook 02's experiments share: each requested device resolved once, the user's plan of
-    ``world_size`` GPUs (how many ranks this machine runs for it), and the speculative-decoding model."""
-
-    def __init__(self, device: str = "auto", world_size: int = 2) -> None:
-        super().__init__(device)
-        self.world_size = world_size
-
-    @property
-    def torch_device(self) -> Any:
-        """The ``torch.device`` of the context's own device (see :meth:`device_for`)."""
-        return self.device_for()
-
-    def device_for(self, name: str | None = None) -> Any:
-        """The ``torch.device`` of ``name`` (default: the context's), resolved once per name."""
-        name = self.device if name is None else name
-        return self.cached(("device", name), lambda: pick_device(name))
-
-    def gpus(self, name: str | None = None) -> int:
-        """Local CUDA devices usable for ``name`` (0 unless it resolves to CUDA)."""
-        import torch
-
-        return torch.cuda.device_count() if self.device_for(name).type == "cuda" else 0
-
-    @property
-    def ranks(self) -> int:
-        """Ranks this machine runs for the plan (see :func:`local_ranks`)."""
-        return local_ranks(self.world_size, self.device, ctx=self)
-
-    @property
-    def drill_ranks(self) -> int:
-        """Ranks of the failure drill and the size sweep: the ladder's, at least two."""
-        return max(2, self.ranks)
-
-    @property
-    def drill_rank(self) -> int:
-        """The rank the failure drill kills: the last one."""
-        return self.drill_ranks - 1
-
-    def device_report(self) -> dict[str, Any]:
-        """What this machine offers (torch build, CUDA, GPU, cores, RAM)."""
-        return device_report()
-
-    def causal_lm(self, model_path: str, device: Any) -> tuple[Any, Any]:
-        """(model, tokenizer) of ``model_path`` ('' = SmolLM2) on ``device``, loaded once per context."""
-
-        def load() -> tuple[Any, Any]:
-            if model_path:
-                return load_model(model_path, device), load_tokenizer(model_path)
-            return load_smollm2(device)
-
-        return self.cached(("causal_lm", model_path, str(device)), load)
+FIELD_NOTES_WORLD = 8  # the field notes' 8 × A100 80 GB
+CUDA_TIMINGS = 5  # interleaved timings per request where the speedup is judged
 
 
-def _ctx(ctx: ZeroContext | None) -> ZeroContext:
-    return ctx if ctx is not None else ZeroContext()
+class Shown:
+    """Several things shown one after another under a panel (tables, figures, lines of text)."""
 
+    def __init__(self, *items: Any) -> None:
+        self.items = [i for i in items if i is not None and not (isinstance(i, str) and not i)]
 
-def unless_smoke(smoke: bool, **overrides: Any) -> dict[str, Any]:
-    """``overrides`` for a full run, nothing under SMOKE (the smoke preset keeps its own sizes)."""
-    return {} if smoke else overrides
+    def _ipython_display_(self) -> None:
+        from IPython.display import Markdown, display
+
+        for item in self.items:
+            display(Markdown(item) if isinstance(item, str) else item)
 
 
 # -- the memory model -----------------------------------------------------------------------------
@@ -154,11 +111,45 @@ def preset_size(name: str):
     return model_size(PRESET_CONFIGS[name](), name)
 
 
+def field_note_figures() -> FieldNoteFigures:
+    """The paper's per-card model-state figures for the field notes' Llama-2-7B on 8 cards (bf16 Adam),
+    Ψ counted on the meta device: what the notes' GB claims are held against, whatever model the
+    memory panel shows."""
+    psi = model_size(llama2_7b_config()).n_params
+    total = {s: formula_bytes(psi, FIELD_NOTES_WORLD, s)["total"] / GB for s in (0, 1, 3)}
+    return FieldNoteFigures(
+        n_params=psi,
+        world_size=FIELD_NOTES_WORLD,
+        stage0_gb=total[0],
+        stage1_gb=total[1],
+        stage3_gb=total[3],
+        optimizer_gb=12 * psi / GB,
+        adam_moments_gb=8 * psi / GB,
+        fp32_master_gb=4 * psi / GB,
+        stage3_params_gb=2 * psi / FIELD_NOTES_WORLD / GB,
+    )
+
+
+def _plan(cfg: MemoryConfig) -> dict[str, Any]:
+    """The stage, precision and offload the memory model runs: the user's ds_config's (a config
+    DeepSpeed would reject fails here, named) or the panel's controls."""
+    if cfg.ds_config:
+        plan = memory_plan(validate_ds_config(cfg.ds_config))
+        plan["ds_config"] = cfg.ds_config
+        return plan
+    return {
+        "stage": None,
+        "precision": cfg.precision,
+        "offload_optimizer": cfg.offload_optimizer,
+        "offload_param": cfg.offload_param,
+    }
+
+
 def run_memory_model(
-    cfg: MemoryConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+    cfg: MemoryConfig, ctx: ZeroContext, live: LiveFigure | None = None
 ) -> Result[MemoryMetrics]:
-    """Model-state bytes per device by the paper's formula beside DeepSpeed's estimators, and the CPU
-    headroom a full ZeRO-3 offload of one node would need here."""
+    """Model-state bytes per device by the paper's formula beside DeepSpeed's estimators, the CPU
+    headroom a full ZeRO-3 offload of one node would need here, and the field notes' 7B figures."""
     if cfg.model_path:
         size = model_size(config_from_path(cfg.model_path, where="MemoryConfig.model_path"), cfg.model_path)
     else:
@@ -168,16 +159,7 @@ def run_memory_model(
             f"MemoryConfig.world_size: {cfg.world_size} GPUs is not a whole number of nodes of "
             f"gpus_per_node={cfg.gpus_per_node}"
         )
-    plan: dict[str, Any] = {
-        "stage": None,
-        "precision": cfg.precision,
-        "offload_optimizer": cfg.offload_optimizer,
-        "offload_param": cfg.offload_param,
-    }
-    if cfg.ds_config:
-        # a config DeepSpeed would reject fails here, named
-        plan = memory_plan(validate_ds_config(cfg.ds_config))
-        plan["ds_config"] = cfg.ds_config
+    plan = _plan(cfg)
     table = memory_table(
         size,
         cfg.world_size,
@@ -213,6 +195,7 @@ def run_memory_model(
         world_size=cfg.world_size,
         gpus_per_node=gpus,
         nodes=n_nodes,
+        field_notes=field_note_figures(),
         model_name=size.name,
         offload_headroom=OffloadHeadroom(**headroom),
     )
@@ -222,7 +205,7 @@ def run_memory_model(
 def plan_summary(m: MemoryMetrics) -> str:
     """One line on what the user's ds_config costs per GPU (empty without a ds_config)."""
     p = m.plan
-    if p.get("stage") is None:
+    if p["stage"] is None:
         return ""
     return (
         f"your ds_config: stage {p['stage']}, {p['precision']}, offload optimizer {p['offload_optimizer']}, "
@@ -244,11 +227,16 @@ def headroom_summary(m: MemoryMetrics) -> str:
     )
 
 
+def show_memory(result: Result[MemoryMetrics]) -> Shown:
+    """The per-stage table (GiB), what your ds_config costs, and whether a full offload fits here."""
+    return Shown(result.table.round(2), plan_summary(result.metrics), headroom_summary(result.metrics))
+
+
 # -- the ds_config --------------------------------------------------------------------------------
 
 
 def run_ds_config(
-    cfg: DsConfigConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+    cfg: DsConfigConfig, ctx: ZeroContext, live: LiveFigure | None = None
 ) -> Result[DsConfigMetrics]:
     """The user's ds_config (or the field notes' with its launch line) explained key by key; the batch
     identity's inputs at ``world_size`` GPUs. A config DeepSpeed would reject fails here, named."""
@@ -263,31 +251,13 @@ def run_ds_config(
     return Result(metrics=metrics, table=table)
 
 
+def show_ds_config(result: Result[DsConfigMetrics]) -> Shown:
+    """The problems found (one line each), then every key with what it does."""
+    findings = "\n".join(f"* {f}" for f in result.metrics.findings)
+    return Shown(findings, result.table.style.set_properties(**{"text-align": "left"}))
+
+
 # -- the ladder -----------------------------------------------------------------------------------
-
-
-def local_ranks(world_size: int, device: str = "auto", *, ctx: ZeroContext | None = None) -> int:
-    """Ranks this machine runs for a plan of ``world_size`` GPUs: one per local GPU when there are at
-    least two, else ``CPU_RANKS`` CPU ranks (never more than the plan); the memory model and the
-    ds_config check keep the plan's full ``world_size``."""
-    gpus = _ctx(ctx).gpus(device)
-    return max(1, min(world_size, gpus if gpus >= 2 else CPU_RANKS))
-
-
-def ladder_device(cfg: LadderConfig, ctx: ZeroContext | None = None) -> str:
-    """The ranks' device type: one GPU per rank, else — only when the user said ``auto`` — CPU ranks."""
-    ctx = _ctx(ctx)
-    device = ctx.device_for(cfg.device)
-    if device.type == "cuda":
-        gpus = ctx.gpus(cfg.device)
-        if gpus < cfg.world_size:
-            if cfg.device != "auto":
-                raise UsageError(
-                    f"LadderConfig.world_size: {cfg.world_size} ranks need {cfg.world_size} GPUs "
-                    f"(one per rank); this machine has {gpus}"
-                )
-            return "cpu"
-    return device.type
 
 
 def _loss_scale_history(rows: list[dict[str, Any]]) -> list[LossScaleStep]:
@@ -298,39 +268,14 @@ def _loss_scale_history(rows: list[dict[str, Any]]) -> list[LossScaleStep]:
     return []
 
 
-def _model_states(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Per rung, the model-state bytes a rank holds (mean over ranks)."""
-    by_rung: dict[str, list[float]] = {}
-    for r in rows:
-        by_rung.setdefault(r["rung"], []).append(r["measured_bytes"])
-    return {rung: sum(v) / len(v) for rung, v in by_rung.items()}
-
-
-def run_ladder(
-    cfg: LadderConfig,
-    ctx: ZeroContext | None = None,
-    live: LiveFigure | None = None,
-    *,
-    on_progress=None,
-    on_start=None,
-    fail: dict | None = None,
-) -> Result[LadderMetrics]:
-    """Launch ``world_size`` DeepSpeed ranks once; every rung runs inside them; return rows, ratios, checks.
-
-    ``fail`` (``{"rank", "step", "how"}``) makes one rank fail on purpose (the failure drill).
-    """
-    import pandas as pd
+def _launch_ladder(cfg: LadderConfig, spec: dict[str, Any], device: str, live, **hooks):
+    """One launch of ``spec``'s rungs under a memory monitor: (launch result, monitor, alerts)."""
     from tqdm.auto import tqdm
 
-    device = ladder_device(cfg, ctx)
-    if device == "cpu" and cfg.precision == "fp16":
-        raise UsageError(
-            "LadderConfig.precision: DeepSpeed's CPU accelerator has no fp16; use bf16 or fp32, or CUDA ranks"
-        )
-    spec = ladder_spec(cfg, device, fail=fail)  # every rung's ds_config is validated before a rank starts
     bar = tqdm(
         total=len(spec["rungs"]) * cfg.steps * cfg.world_size, desc="ZeRO ladder (rank-steps)", leave=False
     )
+    on_progress, on_start = hooks.get("on_progress"), hooks.get("on_start")
 
     def progress(d):
         bar.update(1)
@@ -370,16 +315,52 @@ def run_ladder(
             )
     finally:
         bar.close()
+    return res, monitor, alerts
+
+
+def _peaks(peak: dict[str, dict[str, Any]], launch: int) -> list[RungPeak]:
+    return [RungPeak(rung=rung, launch=launch, **p) for rung, p in peak.items()]
+
+
+def run_ladder(
+    cfg: LadderConfig,
+    ctx: ZeroContext,
+    live: LiveFigure | None = None,
+    *,
+    on_progress=None,
+    on_start=None,
+    fail: dict | None = None,
+) -> Result[LadderMetrics]:
+    """Launch ``world_size`` DeepSpeed ranks once with every rung; then ``launches − 1`` more launches
+    of stages 0–3 alone, each with a fresh seed (the memory-saving rows' unit); return rows, ratios,
+    checks. ``fail`` (``{"rank", "step", "how"}``) makes one rank fail on purpose (the failure drill)."""
+    import pandas as pd
+
+    device = ctx.ranks_device(cfg.world_size)
+    if device == "cpu" and cfg.precision == "fp16":
+        raise UsageError(
+            "LadderConfig.precision: DeepSpeed's CPU accelerator has no fp16; use bf16 or fp32, or CUDA ranks"
+        )
+    spec = ladder_spec(cfg, device, fail=fail)  # every rung's ds_config is validated before a rank starts
+    res, monitor, alerts = _launch_ladder(cfg, spec, device, live, on_progress=on_progress, on_start=on_start)
     out = summarize(res.rows(), spec, wall_s=res.wall_s)
+    peaks = _peaks(out["peak"], 0)
+    wall = res.wall_s
+    for launch_ in range(1, cfg.launches):
+        again = dict(spec, rungs=stage_rungs(cfg), seed=cfg.seed + launch_, checkpoint=False)
+        more, _mon, _alerts = _launch_ladder(cfg, again, device, None)
+        peaks += _peaks(summarize(more.rows(), again)["peak"], launch_)
+        wall += more.wall_s
     checks = out["checks"]
     rows = out["ladder"]
     metrics = LadderMetrics(
-        bytes_vs_formula=out["bytes_vs_formula"],
-        wall_s=res.wall_s,
+        formula_ratios=[StageRatio(k, v) for k, v in out["bytes_vs_formula"].items()],
+        wall_s=wall,
         ranks_device=device,
         loss_max_rel_diff=checks["loss_max_rel_diff"],
         loss_tolerance=checks.get("loss_tolerance"),
-        loss_agree=checks["loss_agree"],
+        loss_rungs=checks["loss_rungs"],
+        control_rel_diff=checks["control_rel_diff"],
         replicas_in_sync=checks["replicas_in_sync"],
         checkpoint_round_trip_ok=checks["checkpoint_round_trip_ok"],
         rss_peak_bytes={k: max(ys) for k, (_xs, ys) in monitor.series().items()},
@@ -387,26 +368,89 @@ def run_ladder(
         monitor_alerts=alerts,
         world_size=cfg.world_size,
         steps=cfg.steps,
+        micro_batch=cfg.micro_batch,
+        seq_len=cfg.seq_len,
+        bucket_elements=cfg.bucket_elements,
         precision=cfg.precision,
         overflow_step=cfg.overflow_step,
         loss_scale_history=_loss_scale_history(rows),
         sub_group=sub_group_comparison(rows),
         persistence=Persistence(**out["persistence"]) if out["persistence"] else None,
-        peak={rung: RungPeak(**p) for rung, p in out["peak"].items()},
-        model_states=_model_states(rows),
+        peaks=peaks,
+        launches=cfg.launches,
         n_params=rows[0]["n_params"] if rows else 0,
     )
     table = pd.DataFrame([{k: v for k, v in row.items() if k not in ("local_losses",)} for row in rows])
     data = {
         "ladder": rows,
         "checks": checks,
+        "ready_s": res.ready_s,
         "checkpoint_table": pd.DataFrame(checks.get("checkpoint_detail") or {}).T,
         "loss_figure": out["loss_figure"],
         "time_figure": out["time_figure"],
         "waterfall_figure": out["waterfall_figure"],
         "memory_timeline": monitor.figure("Rank RSS during the ladder (sampler thread)"),
+        **ladder_tables(table),
     }
     return Result(metrics=metrics, table=table, figure=out["figure"], data=data)
+
+
+BYTES_COLUMNS = (
+    "rung",
+    "rank",
+    "params_bytes",
+    "grads_bytes",
+    "optimizer_bytes",
+    "buffers_bytes",
+    "formula_bytes",
+    "ratio",
+    "optimizer_class",
+    "peak_bytes",
+    "step_s_median",
+)
+PEAK_COLUMNS = (
+    "rung",
+    "rank",
+    "baseline_bytes",
+    "init_peak_bytes",
+    "peak_bytes",
+    "predicted_peak_bytes",
+    "peak_over_predicted",
+    "activation_bytes",
+    "deepspeed_estimate_bytes",
+)
+STAGE3_COLUMNS = (
+    "rung",
+    "rank",
+    "persistence_threshold",
+    "sub_group_size",
+    "n_sub_groups",
+    "params_bytes",
+    "optimizer_bytes",
+    "formula_params",
+)
+
+
+def ladder_tables(table) -> dict[str, Any]:
+    """The ladder's views a reader looks at: bytes against the formula, where each rank's peak goes,
+    the stage-3 rungs (persistence threshold, sub-groups), and measured ÷ formula per stage."""
+    if table.empty:
+        return {"bytes_table": table, "peak_table": table, "stage3_table": table}
+    return {
+        "bytes_table": table[list(BYTES_COLUMNS)],
+        "peak_table": table[list(PEAK_COLUMNS)],
+        "stage3_table": table[table["stage"] == 3][list(STAGE3_COLUMNS)],
+    }
+
+
+def show_ladder(result: Result[LadderMetrics]) -> Shown:
+    """How long the ranks took, and each rank's model-state bytes against the formula."""
+    m = result.metrics
+    line = (
+        f"ladder: {len(result.table)} rank-rungs on {m.ranks_device} in {m.wall_s:.1f} s "
+        f"({m.launches} launch{'es' if m.launches > 1 else ''})"
+    )
+    return Shown(line, result.data["bytes_table"])
 
 
 def sub_group_comparison(rows: list[dict[str, Any]]) -> SubGroup | None:
@@ -423,22 +467,22 @@ def sub_group_comparison(rows: list[dict[str, Any]]) -> SubGroup | None:
     return SubGroup(
         shard_bytes_default=shard(base),
         shard_bytes_small=shard(small),
-        n_sub_groups_default=base[0]["n_sub_groups"],
+        n_sub_groups_default=max(r["n_sub_groups"] for r in base),
         n_sub_groups_small=small[0]["n_sub_groups"],
         sub_group_size_default=base[0]["sub_group_size"] or 1e9,
         sub_group_size_small=small[0]["sub_group_size"],
+        n_sub_groups_small_min=min(r["n_sub_groups"] for r in small),
     )
 
 
 def run_crossover(
-    cfg: CrossoverConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None, *, on_size=None
+    cfg: CrossoverConfig, ctx: ZeroContext, live: LiveFigure | None = None, *, on_size=None
 ) -> Result[CrossoverMetrics]:
     """One ladder launch (stages 0–3) per model size; per stage and size the measured and predicted per-rank
     peak, and the smallest size from which each ZeRO stage saves ≥ 2 % of stage 0's peak growth on every rank
     at that size and every larger one (``metrics.crossover``). No sizes: nothing runs."""
     import pandas as pd
 
-    ctx = _ctx(ctx)
     rows: list[dict[str, Any]] = []
     device = None
     for hidden, layers in cfg.parsed_sizes():
@@ -451,33 +495,24 @@ def run_crossover(
                 show_persistence=False,
                 sub_group_elements=0,
                 checkpoint=False,
+                control=False,
                 hidden_size=hidden,
                 num_hidden_layers=layers,
                 bucket_elements=cfg.bucket_elements,
                 model_path=cfg.model_path,
-                device=cfg.device,
                 timeout_s=3600,
             ),
             ctx,
         )
         device = lad.metrics.ranks_device
-        peak = {rung: dataclasses.asdict(p) for rung, p in lad.metrics.peak.items()}
+        peak = {p.rung: dataclasses.asdict(p) for p in lad.metrics.peaks}
         new = crossover_rows(f"{hidden}x{layers}", lad.data["ladder"], peak)
         for r in new:
             r["wall_s"] = lad.metrics.wall_s
         rows += new
         if on_size is not None:
             on_size(new)
-    if not rows:
-        empty = CrossoverMetrics(
-            crossover={},
-            ranks_device=None,
-            bucket_elements=cfg.bucket_elements,
-            world_size=cfg.world_size,
-            sizes=cfg.sizes,
-        )
-        return Result(metrics=empty, data={"rows": []})
-    crossover = crossover_sizes(rows)
+    crossover = crossover_sizes(rows) if rows else {}
     metrics = CrossoverMetrics(
         crossover=crossover,
         ranks_device=device,
@@ -486,8 +521,17 @@ def run_crossover(
         sizes=cfg.sizes,
         rows=[CrossoverRow(**r) for r in rows],
     )
+    if not rows:
+        return Result(metrics=metrics, data={"rows": []})
     figure = crossover_figure(rows, crossover, cfg.bucket_elements)
     return Result(metrics=metrics, table=pd.DataFrame(rows), figure=figure, data={"rows": rows})
+
+
+def show_crossover(result: Result[CrossoverMetrics]) -> Any:
+    """The sweep's figure, or one line saying no size was asked for."""
+    if not result.metrics.rows:
+        return Shown('no size sweep in this run (set `CROSSOVER_SIZES`, e.g. `"256x8,512x8"`)')
+    return result.figure
 
 
 # -- silent failures ------------------------------------------------------------------------------
@@ -499,7 +543,7 @@ NO_FP16 = (
 
 
 def run_loss_scale_drill(
-    cfg: LossScaleConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+    cfg: LossScaleConfig, ctx: ZeroContext, live: LiveFigure | None = None
 ) -> Result[LossScaleMetrics]:
     """fp16 dynamic loss scaling with a provoked overflow (default: stage 2, overflow at step 2).
 
@@ -508,8 +552,7 @@ def run_loss_scale_drill(
     GPU nothing is launched and the result says so (``not_measured``); on GPUs the per-step history
     (scale, overflow, skipped) is in the metrics.
     """
-    ctx = _ctx(ctx)
-    gpus = ctx.gpus(cfg.device)
+    gpus = ctx.gpus
     if gpus == 0:
         metrics = LossScaleMetrics(
             ranks_device="cpu", loss_scale_history=[], not_measured=NO_FP16, precision="fp16", world_size=0
@@ -526,11 +569,21 @@ def run_loss_scale_drill(
     return Result(metrics=metrics, table=lad.table, figure=lad.figure, data=lad.data)
 
 
+def show_loss_scale(result: Result[LossScaleMetrics]) -> Shown:
+    """Rank 0's fp16 loss-scale history, or why it was not measured."""
+    m = result.metrics
+    steps = ", ".join(
+        f"step {h.step}: {h.scale:g}{' overflow' if h.overflow else ''}{' skipped' if h.skipped else ''}"
+        for h in m.loss_scale_history
+    )
+    return Shown(f"fp16 loss-scale history: {steps or m.not_measured or 'none recorded'}")
+
+
 def run_failure_drill(
-    cfg: FailureDrillConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+    cfg: FailureDrillConfig, ctx: ZeroContext, live: LiveFigure | None = None
 ) -> Result[FailureDrillMetrics]:
-    """Kill/raise/hang one rank mid-run: the launcher must name it, within the timeout, and leave no
-    process."""
+    """Kill/raise/hang one rank mid-run: the launcher must name it, within the timeout (counted from the
+    moment every rank is ready), and leave no process."""
     import psutil
 
     pids: dict[int, int] = {}
@@ -540,11 +593,11 @@ def run_failure_drill(
         steps=cfg.step + 2,
         show_persistence=False,
         sub_group_elements=0,
+        control=False,
         hidden_size=64,
         num_hidden_layers=2,
         checkpoint=False,
         warm_up=False,
-        device=cfg.device,
         timeout_s=max(30.0, cfg.timeout_s),
     )
     t = time.perf_counter()
@@ -569,20 +622,31 @@ def run_failure_drill(
         seconds_to_report=elapsed,
         timeout_s=lcfg.timeout_s,
         leftover_processes=survivors,
+        ready_s=getattr(caught, "ready_s", None),
     )
     return Result(metrics=metrics, data={"traceback_tail": caught.traceback_tail[-600:] if caught else ""})
+
+
+def show_failure_drill(result: Result[FailureDrillMetrics]) -> Shown:
+    """What the launcher said, how fast, and what it left behind."""
+    m = result.metrics
+    ready = f" (every rank ready after {m.ready_s:.1f} s)" if m.ready_s is not None else ""
+    return Shown(
+        f"`{m.message}`",
+        f"reported in {m.seconds_to_report:.1f} s{ready}; leftover processes: {m.leftover_processes}",
+    )
 
 
 # -- fragmentation --------------------------------------------------------------------------------
 
 
 def run_fragmentation(
-    cfg: FragmentationConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+    cfg: FragmentationConfig, ctx: ZeroContext, live: LiveFigure | None = None
 ) -> Result[FragmentationMetrics]:
     """Gap ratio per step vs checkpoint interval (CUDA); on CPU the figures are named unavailable."""
     import pandas as pd
 
-    device = _ctx(ctx).device_for(cfg.device)
+    device = ctx.torch_device
     if device.type != "cuda":
         out = cpu_accounting(cfg)
         metrics = FragmentationMetrics(
@@ -593,80 +657,104 @@ def run_fragmentation(
         )
         return Result(metrics=metrics, figure=out["figure"], data=out)
     out = cuda_runs(cfg, device, live=live)
-    keys = (
-        "interval",
-        "expandable_segments",
-        "seed",
-        "mean_gap_ratio",
-        "max_inactive_split",
-        "alloc_retries",
-        "checkpoints",
-    )
-    summary = [{k: r[k] for k in keys} for r in out["runs"]]
-    means: dict[
-        str, list[float]
-    ] = {}  # per "<interval>/<expandable>": each seed's mean gap ratio (the claim's unit)
-    for r in out["runs"]:
-        means.setdefault(f"{r['interval']}/{r['expandable_segments']}", []).append(r["mean_gap_ratio"])
+    runs = [
+        FragmentationRun(**{f.name: r[f.name] for f in dataclasses.fields(FragmentationRun)})
+        for r in out["runs"]
+    ]
     metrics = FragmentationMetrics(
         needs_cuda=False,
         steps=cfg.steps,
         seeds=cfg.seeds,
-        runs=summary,
+        runs=runs,
         model=out["model"],
-        gap_ratio_means=means,
+        intervals=tuple(int(i) for i in cfg.intervals),
         gap_ratios={
             f"{r['interval']}/{r['expandable_segments']}": r["gap_ratios"]
             for r in out["runs"]
             if r["seed"] == cfg.seed
         },
     )
-    return Result(metrics=metrics, table=pd.DataFrame(summary), figure=out["figure"], data=out)
+    table = pd.DataFrame([dataclasses.asdict(r) for r in runs])
+    return Result(metrics=metrics, table=table, figure=out["figure"], data=out)
 
 
 def unavailable_summary(m: FragmentationMetrics) -> str:
     """The figures a CPU cannot measure, one per line with the reason."""
     lines = ["needs CUDA — not measurable here:"]
-    lines += [f"  {name}: {why}" for name, why in (m.unavailable or {}).items()]
+    lines += [f"* {name}: {why}" for name, why in (m.unavailable or {}).items()]
     return "\n".join(lines)
+
+
+def show_fragmentation(result: Result[FragmentationMetrics]) -> Any:
+    """On CUDA every run (interval, allocator setting, seed, its place in the run order); on CPU the
+    figures that need CUDA, with the reason."""
+    if result.metrics.needs_cuda:
+        return Shown(unavailable_summary(result.metrics))
+    return result.table
 
 
 # -- speculative decoding -------------------------------------------------------------------------
 
 
 def run_specdec(
-    cfg: SpecDecConfig, ctx: ZeroContext | None = None, live: LiveFigure | None = None
+    cfg: SpecDecConfig, ctx: ZeroContext, live: LiveFigure | None = None
 ) -> Result[SpecDecMetrics]:
-    """Greedy generation with and without speculation on SmolLM2 or ``cfg.model_path``: acceptance,
-    fallbacks, speedups, identity. A bad model path is a UsageError before anything is timed; the model
-    is loaded once per context."""
+    """Greedy generation with and without speculation on SmolLM2 or ``cfg.model_path``, one request per
+    prompt of nbkit's neutral set: acceptance, fallbacks, speedups (interleaved timings), identity. A
+    bad model path is a UsageError before anything is timed; the model is loaded once per context."""
     import torch
 
-    ctx = _ctx(ctx)
-    device = ctx.device_for(cfg.device)
+    device = ctx.torch_device
+    if not cfg.timings:
+        cfg = dataclasses.replace(cfg, timings=CUDA_TIMINGS if device.type == "cuda" else 1)
     threads = torch.get_num_threads()
     if cfg.cpu_threads and device.type == "cpu":
         torch.set_num_threads(cfg.cpu_threads)
     try:
-        model, tok = ctx.causal_lm(cfg.model_path, device)
+        model, tok = ctx.causal_lm(cfg.model_path)
         out = measure_specdec(cfg, device, model, tok, live=live)
     finally:
         torch.set_num_threads(threads)
+    summary = {k: MethodSummary(**v) for k, v in out["summary"].items()}
     metrics = SpecDecMetrics(
-        summary={k: MethodSummary(**s) for k, s in out["summary"].items()}, device=str(device)
+        prompt_lookup=summary.get("prompt_lookup"),
+        truncated_draft=summary.get("truncated_draft"),
+        device=str(device),
+        dtype=out["dtype"],
+        timings=out["timings"],
+        loadavg=out["loadavg"],
+        draft_layers=cfg.draft_layers if "truncated_draft" in cfg.methods else 0,
+        target_layers=int(model.config.num_hidden_layers),
     )
     return Result(metrics=metrics, table=out["table"], figure=out["figure"], data=out)
 
 
-for _exp in (
+def show_specdec(result: Result[SpecDecMetrics]) -> Any:
+    """One row per request and method: throughputs, acceptance, rounds and fallbacks, identity."""
+    return result.table.round(3)
+
+
+REGISTRY.register(
     Experiment(
         "memory",
         "ZeRO memory model: paper formula vs DeepSpeed's estimator",
         MemoryConfig,
         MemoryMetrics,
         run_memory_model,
-    ),
-    Experiment("ds_config", "Your ds_config, key by key", DsConfigConfig, DsConfigMetrics, run_ds_config),
+        show_result=show_memory,
+    )
+)
+REGISTRY.register(
+    Experiment(
+        "ds_config",
+        "Your ds_config, key by key",
+        DsConfigConfig,
+        DsConfigMetrics,
+        run_ds_config,
+        show_result=show_ds_config,
+    )
+)
+REGISTRY.register(
     Experiment(
         "ladder",
         "ZeRO ladder: real DeepSpeed ranks",
@@ -676,28 +764,40 @@ for _exp in (
         figure_title="ZeRO ladder: loss per step (streamed from rank 0)",
         xaxis="step",
         yaxis="loss",
-    ),
+        show_result=show_ladder,
+    )
+)
+REGISTRY.register(
     Experiment(
         "crossover",
         "Where ZeRO starts to pay: per-rank peak vs model size",
         CrossoverConfig,
         CrossoverMetrics,
         run_crossover,
-    ),
+        show_result=show_crossover,
+    )
+)
+REGISTRY.register(
     Experiment(
         "loss_scale",
         "fp16 loss scaling: a provoked overflow",
         LossScaleConfig,
         LossScaleMetrics,
         run_loss_scale_drill,
-    ),
+        show_result=show_loss_scale,
+    )
+)
+REGISTRY.register(
     Experiment(
         "failure_drill",
         "Failure drill: a rank dies mid-run",
         FailureDrillConfig,
         FailureDrillMetrics,
         run_failure_drill,
-    ),
+        show_result=show_failure_drill,
+    )
+)
+REGISTRY.register(
     Experiment(
         "fragmentation",
         "Fragmentation vs checkpoint interval",
@@ -707,16 +807,19 @@ for _exp in (
         figure_title="allocator gap ratio per step",
         xaxis="step",
         yaxis="(reserved − allocated) / reserved",
-    ),
+        show_result=show_fragmentation,
+    )
+)
+REGISTRY.register(
     Experiment(
         "specdec",
         "Speculative decoding on SmolLM2 (assisted generation)",
         SpecDecConfig,
         SpecDecMetrics,
         run_specdec,
-        figure_title="speculative speedup per prompt",
-        xaxis="prompt",
+        figure_title="speculative speedup per request",
+        xaxis="request",
         yaxis="× tokens/s",
-    ),
-):
-    REGISTRY.register(_exp)
+        show_result=show_specdec,
+    )
+)

@@ -4,14 +4,16 @@ On CUDA the caching allocator reports reserved vs allocated bytes, inactive spli
 allocation retries; ``cuda_runs`` trains a Llama (by default Llama-2-7B's layer shapes — hidden
 4096, MLP 11008, vocabulary 32000 — ``num_hidden_layers`` deep, in bf16 with AdamW), saves a
 checkpoint every ``interval`` steps (the field notes compare 50 with 200), and samples those figures
-every step, with and without ``expandable_segments``. The gap ratio is ``nbkit.device.gap_ratio``:
-(reserved − allocated) / reserved, the one definition nbkit uses.
+every step, with and without ``expandable_segments``. A checkpoint first copies the model and
+optimizer state into fresh buffers on the GPU (as a ZeRO stack gathers its state before saving),
+so it allocates through the caching allocator; each seed's runs go in a shuffled order. The gap ratio is
+``nbkit.device.gap_ratio``: (reserved − allocated) / reserved, the one definition nbkit uses.
 
 What a GPU run with the default ``FragmentationConfig`` measures: 400 steps, checkpoints every 50
 and every 200 steps, the 2-layer 7B-shaped model (≈0.67 B parameters, ≈8 GiB of bf16 weights and
 Adam states, so it fits one GPU without ZeRO), batch 4 × up to 512 tokens of varying length; per
 step the gap ratio, inactive split bytes and allocation retries. The field notes' 37 % / 4 % OOM
-rates need many long runs and are not measured.
+rates are not measured: a rate of out-of-memory failures needs many long runs near the memory limit.
 
 On CPU there is no caching allocator: every such figure is reported as unavailable (by
 ``nbkit.device``'s CPU probe, with the reason), and the run shows what a CPU can account for —
@@ -54,8 +56,48 @@ def build_model(cfg, device):
     return model, 512
 
 
+def checkpoint_on_device(model, opt, path) -> int:
+    """Save a checkpoint the way a ZeRO stack does: first gather the state into fresh buffers on the
+    training device — as DeepSpeed's ``stage3_gather_16bit_weights_on_model_save`` gathers the 16-bit
+    weights and ``state_dict`` consolidation copies the optimizer state — then write those to ``path``
+    and free them. The copies go through the device's allocator (on CUDA: the caching allocator), the
+    path by which checkpointing can fragment it; a bare ``torch.save`` of the live tensors copies them
+    to the host and allocates nothing on the device. Returns the bytes copied on the device."""
+    import torch
+
+    with torch.no_grad():
+        weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        state = {
+            i: {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in s.items()}
+            for i, s in enumerate(opt.state.values())
+        }
+    copied = sum(t.numel() * t.element_size() for t in weights.values())
+    copied += sum(
+        v.numel() * v.element_size() for s in state.values() for v in s.values() if torch.is_tensor(v)
+    )
+    torch.save({"model": weights, "opt": state}, path)
+    del weights, state
+    return copied
+
+
+def run_order(cfg) -> list[tuple[int, bool, int]]:
+    """(seed, expandable_segments, interval) of every run: seed by seed, each seed's runs in an order
+    shuffled by that seed, so no interval always runs first and run order (a warmer allocator, a
+    fuller disk cache) cannot masquerade as the interval's effect."""
+    import random
+
+    order = []
+    for k in range(cfg.seeds):
+        seed = cfg.seed + k
+        runs = [(seed, bool(e), int(i)) for e in cfg.expandable_segments for i in cfg.intervals]
+        random.Random(seed).shuffle(runs)
+        order += runs
+    return order
+
+
 def train_with_checkpoints(cfg, interval: int, device, sample, ckpt_dir) -> list[dict[str, Any]]:
-    """``cfg.steps`` AdamW steps, ``torch.save`` every ``interval`` steps, ``sample()`` after each step."""
+    """``cfg.steps`` AdamW steps, a device-side checkpoint (:func:`checkpoint_on_device`) every
+    ``interval`` steps, ``sample()`` after each step."""
     import torch
 
     model, vocab = build_model(cfg, device)
@@ -72,7 +114,7 @@ def train_with_checkpoints(cfg, interval: int, device, sample, ckpt_dir) -> list
         opt.zero_grad(set_to_none=True)
         saved = (step + 1) % interval == 0
         if saved:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, f"{ckpt_dir}/ckpt.pt")
+            checkpoint_on_device(model, opt, f"{ckpt_dir}/ckpt.pt")
         series.append(dict(sample(), step=step, checkpoint=saved))
     del model, opt
     return series
@@ -132,51 +174,50 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
     runs = []
     with tempfile.TemporaryDirectory(prefix="nbkit-frag-") as ckpt_dir:
         try:
-            for expandable in cfg.expandable_segments:
+            for order, (seed, expandable, interval) in enumerate(run_order(cfg)):
                 torch.cuda.empty_cache()
                 torch.cuda.memory._set_allocator_settings(
                     f"expandable_segments:{'True' if expandable else 'False'}"
                 )
-                for interval, seed in ((i, cfg.seed + k) for i in cfg.intervals for k in range(cfg.seeds)):
-                    torch.cuda.empty_cache()
-                    torch.cuda.reset_peak_memory_stats(device)
-                    base_retries = torch.cuda.memory_stats(device).get("num_alloc_retries", 0)
+                torch.cuda.reset_peak_memory_stats(device)
+                base_retries = torch.cuda.memory_stats(device).get("num_alloc_retries", 0)
 
-                    def sample(base_retries=base_retries):
-                        s = probe.snapshot().figures
-                        return {
-                            "gap_ratio": gap_ratio(s),
-                            "inactive_split": s["inactive_split"],
-                            "num_alloc_retries": s["num_alloc_retries"] - base_retries,
-                            "reserved": s["reserved"],
-                        }
+                def sample(base_retries=base_retries):
+                    s = probe.snapshot().figures
+                    return {
+                        "gap_ratio": gap_ratio(s),
+                        "inactive_split": s["inactive_split"],
+                        "num_alloc_retries": s["num_alloc_retries"] - base_retries,
+                        "reserved": s["reserved"],
+                    }
 
-                    t = time.perf_counter()
-                    series = train_with_checkpoints(
-                        dataclasses.replace(cfg, seed=seed), int(interval), device, sample, ckpt_dir
+                t = time.perf_counter()
+                series = train_with_checkpoints(
+                    dataclasses.replace(cfg, seed=seed), interval, device, sample, ckpt_dir
+                )
+                if live is not None and seed == cfg.seed:
+                    live.extend(
+                        f"every {interval} · expandable={expandable}",
+                        [s["step"] for s in series],
+                        [s["gap_ratio"] for s in series],
                     )
-                    if live is not None and seed == cfg.seed:
-                        live.extend(
-                            f"every {interval} · expandable={expandable}",
-                            [s["step"] for s in series],
-                            [s["gap_ratio"] for s in series],
-                        )
-                        live.flush()
-                    ratios = [s["gap_ratio"] for s in series]
-                    runs.append(
-                        {
-                            "interval": int(interval),
-                            "expandable_segments": bool(expandable),
-                            "seed": seed,
-                            "series": series,
-                            "gap_ratios": ratios,
-                            "mean_gap_ratio": sum(ratios) / len(ratios),
-                            "checkpoints": sum(s["checkpoint"] for s in series),
-                            "max_inactive_split": max(s["inactive_split"] for s in series),
-                            "alloc_retries": series[-1]["num_alloc_retries"],
-                            "wall_s": time.perf_counter() - t,
-                        }
-                    )
+                    live.flush()
+                ratios = [s["gap_ratio"] for s in series]
+                runs.append(
+                    {
+                        "interval": interval,
+                        "expandable_segments": expandable,
+                        "seed": seed,
+                        "order": order,
+                        "series": series,
+                        "gap_ratios": ratios,
+                        "mean_gap_ratio": sum(ratios) / len(ratios),
+                        "checkpoints": sum(s["checkpoint"] for s in series),
+                        "max_inactive_split": max(s["inactive_split"] for s in series),
+                        "alloc_retries": series[-1]["num_alloc_retries"],
+                        "wall_s": time.perf_counter() - t,
+                    }
+                )
         finally:
             torch.cuda.memory._set_allocator_settings("expandable_segments:False")
     fig = go.Figure()

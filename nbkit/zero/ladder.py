@@ -24,6 +24,12 @@ from nbkit.zero.peak import measured_waterfall, predict_activation_bytes, predic
 # Stage-3 parameters smaller than this stay whole on every rank; it is DeepSpeed's default (1e5).
 DS_DEFAULT_PERSISTENCE = 100_000
 LOSS_TOLERANCE = {"fp32": 1e-4, "bf16": 0.02, "fp16": 0.02}
+CONTROL_RUNG, CONTROL_LR_SCALE = "stage0_control", 0.5
+
+
+def stage_rungs(cfg) -> list[dict[str, Any]]:
+    """Stages 0–3 alone (each at persistence threshold 0): what a replicate launch reruns."""
+    return [r for r in ladder_rungs(cfg) if r["name"] == f"stage{r['stage']}"]
 
 
 def ladder_rungs(cfg) -> list[dict[str, Any]]:
@@ -38,6 +44,19 @@ def ladder_rungs(cfg) -> list[dict[str, Any]]:
                 "offload_optimizer": bool(cfg.offload_optimizer and s >= 1),
                 "offload_param": bool(cfg.offload_param and s == 3),
                 "param_persistence_threshold": 0,
+            }
+        )
+    if 0 in cfg.stages and cfg.control:
+        # The loss comparison's positive control: stage 0 with its update changed on purpose (half the
+        # learning rate), as a wrong-gradient bug would change it; the comparison must tell it apart.
+        rungs.append(
+            {
+                "name": CONTROL_RUNG,
+                "stage": 0,
+                "offload_optimizer": False,
+                "offload_param": False,
+                "param_persistence_threshold": 0,
+                "lr_scale": CONTROL_LR_SCALE,
             }
         )
     if 3 in cfg.stages and cfg.show_persistence:
@@ -147,16 +166,14 @@ def ladder_spec(cfg, device: str, *, fail: dict | None = None) -> dict[str, Any]
     return spec
 
 
-def write_spec(
-    cfg, path: str | Path, *, out_dir: str | Path | None = None, device: str | None = None
-) -> Path:
+def write_spec(cfg, path: str | Path, *, out_dir: str | Path | None = None, device: str = "auto") -> Path:
     """Write the ranks' spec JSON for an external launcher (torchrun, ``deepspeed``).
 
     ``out_dir`` (default: the spec's folder) is where each rank writes ``rank<R>.json``; on a cluster
-    put it on a shared file system. ``device`` defaults to the config's (``auto`` resolves per rank).
+    put it on a shared file system. ``device``: the ranks' device (``auto`` resolves per rank).
     """
     path = Path(path)
-    spec = ladder_spec(cfg, device or cfg.device)
+    spec = ladder_spec(cfg, device)
     spec["out_dir"] = str(Path(out_dir) if out_dir is not None else path.parent.resolve())
     path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
     return path
@@ -302,7 +319,7 @@ def summarize(
         table[-1]["peak_over_predicted"] = r["peak_bytes"] / table[-1]["predicted_peak_bytes"]
     by_stage: dict[int, list[float]] = {}
     for t in table:
-        if t["stage"] != 3 or t["rung"] == "stage3":
+        if t["rung"] == f"stage{t['stage']}":
             by_stage.setdefault(t["stage"], []).append(t["ratio"])
     # the rule is "every rank within ±5 %": each stage reports its worst rank, not a mean that averages an
     # outlier away
@@ -342,28 +359,37 @@ def peak_summary(table: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         d["measured"].append(t["peak_bytes"])
         d["growth"].append(t["peak_bytes"] - t["baseline_bytes"])
         d["predicted"].append(t["predicted_peak_bytes"])
+        d.setdefault("states", []).append(t["measured_bytes"])
+    for d in out.values():
+        states = d.pop("states")
+        d["model_states"] = sum(states) / len(states)
     return out
 
 
+def _max_rel_diff(ref: list[float], curve: list[float]) -> float:
+    return max((abs(a - b) / max(abs(a), 1e-12) for a, b in zip(ref, curve, strict=False)), default=0.0)
+
+
 def loss_agreement(table: list[dict[str, Any]], precision: str) -> dict[str, Any]:
-    """ZeRO does not change the math: every rung's mean-loss curve matches the first rung's."""
+    """ZeRO does not change the math: every rung's mean-loss curve matches the first rung's; the
+    positive control (stage 0 at half the learning rate) is compared with the same reference apart."""
     curves = {}
     for t in table:
         if t["rank"] == 0:
             curves[t["rung"]] = t["losses"]
+    control = curves.pop(CONTROL_RUNG, None)
     if not curves:
-        return {"loss_max_rel_diff": None, "loss_agree": None}
+        return {"loss_max_rel_diff": None, "loss_agree": None, "loss_rungs": 0, "control_rel_diff": None}
     ref_name, ref = next(iter(curves.items()))
-    worst = 0.0
-    for _name, c in curves.items():
-        for a, b in zip(ref, c, strict=False):
-            worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
+    worst = max(_max_rel_diff(ref, c) for c in curves.values())
     tol = LOSS_TOLERANCE.get(precision, 0.02)
     return {
         "loss_reference": ref_name,
         "loss_max_rel_diff": worst,
         "loss_tolerance": tol,
         "loss_agree": worst <= tol,
+        "loss_rungs": len(curves),
+        "control_rel_diff": None if control is None else _max_rel_diff(ref, control),
     }
 
 

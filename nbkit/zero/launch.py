@@ -41,7 +41,10 @@ class LaunchError(UsageError):
 
 
 class RankFailed(RuntimeError):
-    """A rank died or reported an error; ``rank``, ``reason`` and ``traceback_tail`` say which and why."""
+    """A rank died or reported an error; ``rank``, ``reason`` and ``traceback_tail`` say which and why;
+    ``ready_s`` when every rank had reported ready (None: the failure came during start-up)."""
+
+    ready_s: float | None = None
 
     def __init__(self, rank: int, reason: str, traceback_tail: str = "", partial: dict | None = None):
         self.rank, self.reason, self.traceback_tail = rank, reason, traceback_tail
@@ -160,6 +163,7 @@ class LaunchResult:
     out_dir: Path
     world_size: int
     logs: dict[int, str] = field(default_factory=dict)
+    ready_s: float | None = None
 
     def rows(self) -> list[dict[str, Any]]:
         return [r for rank in sorted(self.ranks) for r in self.ranks[rank]]
@@ -189,11 +193,17 @@ def launch(
     poll_s: float = 0.25,
     env: dict[str, str] | None = None,
     on_start: Callable[[dict[int, int]], None] | None = None,
+    startup_timeout_s: float = 600.0,
 ) -> LaunchResult:
     """Run ``nbkit.zero.worker`` on ``world_size`` ranks; return their JSON, or raise naming the rank.
 
-    ``on_progress`` gets every progress line (rank, rung, step, loss …) as ranks write them;
-    ``on_start`` gets ``{rank: pid}`` once every rank is started (e.g. for a memory monitor).
+    ``timeout_s`` counts from the moment every rank has reported ready (imports and the process group
+    up), so a start-up slowed by a loaded machine is not taken for a hang; until then
+    ``startup_timeout_s`` bounds the start-up. ``on_progress`` gets every progress line (rank, rung,
+    step, loss …) as ranks write them; ``on_start`` gets ``{rank: pid}`` once every rank is started
+    (e.g. for a memory monitor). ``LaunchResult.ready_s`` is when the last rank reported ready.
+    ``out_dir`` keeps what the ranks write (JSON, progress, logs); without one they write into a
+    temporary folder removed when the launch ends (results and errors carry the logs' tails).
     """
     check_world_size(world_size, device)
     check_spec(spec, world_size)
@@ -201,7 +211,22 @@ def launch(
         port = free_port()
     else:
         check_port(port)
-    out = check_out_dir(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="nbkit-zero-"))
+    if out_dir is None:  # a folder of its own, gone when the launch ends (its results hold the logs' tails)
+        with tempfile.TemporaryDirectory(prefix="nbkit-zero-") as own:
+            return launch(
+                spec,
+                world_size=world_size,
+                device=device,
+                port=port,
+                timeout_s=timeout_s,
+                out_dir=own,
+                on_progress=on_progress,
+                poll_s=poll_s,
+                env=env,
+                on_start=on_start,
+                startup_timeout_s=startup_timeout_s,
+            )
+    out = check_out_dir(out_dir)
     for stale in (
         list(out.glob("rank*.json")) + list(out.glob("rank*.progress.jsonl")) + list(out.glob("rank*.log"))
     ):
@@ -227,11 +252,11 @@ def launch(
     ranks = Ranks()
     procs = ranks.procs
     offsets = {r: 0 for r in range(world_size)}
+    ready: set[int] = set()
+    ready_at: list[float] = []
     t0 = time.perf_counter()
 
     def pump_progress():
-        if on_progress is None:
-            return
         for r in range(world_size):
             p = out / f"rank{r}.progress.jsonl"
             if not p.exists():
@@ -242,54 +267,71 @@ def launch(
             complete = chunk[: chunk.rfind("\n") + 1]
             offsets[r] += len(complete.encode("utf-8"))
             for line in complete.splitlines():
-                if line.strip():
-                    on_progress(dict(json.loads(line), rank=r))
+                if not line.strip():
+                    continue
+                d = json.loads(line)
+                if d.get("ready"):
+                    ready.add(r)
+                    if len(ready) == world_size and not ready_at:
+                        ready_at.append(time.perf_counter())
+                elif on_progress is not None:
+                    on_progress(dict(d, rank=r))
 
-    with ranks:  # leaving it (a result, an error, Ctrl-C) kills and reaps every rank's group
-        for r in range(world_size):
-            ranks.start(
-                r,
-                [sys.executable, "-m", "nbkit.zero.worker", str(spec_path)],
-                dict(base_env, RANK=str(r), LOCAL_RANK=str(r)),
-                log=out / f"rank{r}.log",
-            )
-        if on_start is not None:
-            on_start({r: p.pid for r, p in procs.items()})
-        while True:
-            pump_progress()
-            codes = ranks.poll()
-            # The first rank to fail is the cause; the others usually die of the broken collective.
-            bad = ranks.failed(first=lambda k: (_first_failure_time(out, k), k))
-            if bad:
-                r = bad.rank
-                raise RankFailed(
+    try:
+        with ranks:  # leaving it (a result, an error, Ctrl-C) kills and reaps every rank's group
+            for r in range(world_size):
+                ranks.start(
                     r,
-                    _reason(bad.code) + _reported_error(out, r),
-                    _tail(out / f"rank{r}.log"),
-                    _partial(out, world_size),
+                    [sys.executable, "-m", "nbkit.zero.worker", str(spec_path)],
+                    dict(base_env, RANK=str(r), LOCAL_RANK=str(r)),
+                    log=out / f"rank{r}.log",
                 )
-            if ranks.all_done():
-                break
-            if time.perf_counter() - t0 > timeout_s:
-                waiting = [r for r, c in codes.items() if c is None]
-                where = _dump_stacks({r: procs[r] for r in waiting}, out)
-                stuck = [r for r in waiting if where.get(r) and not _in_collective(where[r])]
-                suspect = stuck[0] if stuck else waiting[0]
-                detail = "; ".join(f"rank {r} in {where.get(r) or '?'}" for r in waiting)
-                raise RankTimeout(
-                    suspect,
-                    f"timed out after {timeout_s:.0f} s; rank(s) {waiting} still running were killed"
-                    + (
-                        f"; rank {suspect} was stuck outside any collective"
-                        if stuck
-                        else "; all waiting in collectives"
+            if on_start is not None:
+                on_start({r: p.pid for r, p in procs.items()})
+            while True:
+                pump_progress()
+                codes = ranks.poll()
+                # The first rank to fail is the cause; the others usually die of the broken collective.
+                bad = ranks.failed(first=lambda k: (_first_failure_time(out, k), k))
+                if bad:
+                    r = bad.rank
+                    raise RankFailed(
+                        r,
+                        _reason(bad.code) + _reported_error(out, r),
+                        _tail(out / f"rank{r}.log"),
+                        _partial(out, world_size),
                     )
-                    + f" [{detail}]",
-                    _tail(out / f"rank{suspect}.log"),
-                    _partial(out, world_size),
-                )
-            time.sleep(poll_s)
-        pump_progress()
+                if ranks.all_done():
+                    break
+                now = time.perf_counter()
+                if (ready_at and now - ready_at[0] > timeout_s) or (
+                    not ready_at and now - t0 > startup_timeout_s
+                ):
+                    limit = timeout_s if ready_at else startup_timeout_s
+                    phase = "after every rank was ready" if ready_at else "of start-up"
+                    waiting = [r for r, c in codes.items() if c is None]
+                    where = _dump_stacks({r: procs[r] for r in waiting}, out)
+                    stuck = [r for r in waiting if where.get(r) and not _in_collective(where[r])]
+                    suspect = stuck[0] if stuck else waiting[0]
+                    detail = "; ".join(f"rank {r} in {where.get(r) or '?'}" for r in waiting)
+                    raise RankTimeout(
+                        suspect,
+                        f"timed out after {limit:.0f} s {phase}; rank(s) {waiting} still running were killed"
+                        + (
+                            f"; rank {suspect} was stuck outside any collective"
+                            if stuck
+                            else "; all waiting in collectives"
+                        )
+                        + f" [{detail}]",
+                        _tail(out / f"rank{suspect}.log"),
+                        _partial(out, world_size),
+                    )
+                time.sleep(poll_s)
+            pump_progress()
+    except RankFailed as exc:
+        exc.ready_s = ready_at[0] - t0 if ready_at else None
+        raise
+
     results: dict[int, list[dict[str, Any]]] = {}
     for r in range(world_size):
         data = json.loads((out / f"rank{r}.json").read_text())
@@ -302,6 +344,7 @@ def launch(
         out,
         world_size,
         {r: _tail(out / f"rank{r}.log") for r in range(world_size)},
+        ready_at[0] - t0 if ready_at else None,
     )
 
 

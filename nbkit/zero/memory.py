@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.errors import UsageError
-from nbkit.model_files import tiny_llama_config
+from nbkit.model_files import smollm2_135m_config, tiny_llama_config
 
 STAGES = (0, 1, 2, 3)
 GIB = 2**30
@@ -55,21 +55,6 @@ def llama2_7b_config(num_hidden_layers: int = 32):
         max_position_embeddings=4096,
         rms_norm_eps=1e-5,
         tie_word_embeddings=False,
-    )
-
-
-def smollm2_135m_config():
-    """SmolLM2-135M-Instruct's architecture (its config.json values), built locally."""
-    from transformers import LlamaConfig
-
-    return LlamaConfig(
-        vocab_size=49152,
-        hidden_size=576,
-        intermediate_size=1536,
-        num_hidden_layers=30,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-        tie_word_embeddings=True,
     )
 
 

@@ -33,8 +33,26 @@ class OffloadHeadroom:
 
 
 @dataclass(frozen=True)
+class FieldNoteFigures:
+    """The paper's per-card model-state figures (decimal GB) for the field notes' model and cluster —
+    Llama-2-7B (Ψ counted on the meta device) on 8 cards, bf16 mixed-precision Adam — whatever model
+    the memory panel shows: the arithmetic the notes' GB claims are held against."""
+
+    n_params: int
+    world_size: int
+    stage0_gb: float
+    stage1_gb: float
+    stage3_gb: float
+    optimizer_gb: float
+    adam_moments_gb: float
+    fp32_master_gb: float
+    stage3_params_gb: float
+
+
+@dataclass(frozen=True)
 class MemoryMetrics:
-    """The memory model (paper formula beside DeepSpeed's estimators) for one architecture and plan."""
+    """The memory model (paper formula beside DeepSpeed's estimators) for one architecture and plan,
+    and the same formula for the field notes' own model (``field_notes``)."""
 
     n_params: int
     largest_layer_params: int
@@ -42,6 +60,7 @@ class MemoryMetrics:
     world_size: int
     gpus_per_node: int
     nodes: int
+    field_notes: FieldNoteFigures
     model_name: str = ""
     offload_headroom: OffloadHeadroom | None = None
 
@@ -79,6 +98,8 @@ class SubGroup:
     n_sub_groups_small: int
     sub_group_size_default: float
     sub_group_size_small: float
+    # the smallest count over ranks: the knob "acted" only if every rank formed more sub-groups
+    n_sub_groups_small_min: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,29 +117,44 @@ class Persistence:
 
 @dataclass(frozen=True)
 class RungPeak:
-    """One rung's per-rank peaks (bytes, one entry per rank): measured, growth above the rank's baseline,
-    predicted; DeepSpeed's device estimate for the stage (None where it has none).
+    """One rung of one launch: per-rank peaks (bytes, one entry per rank) — measured, growth above the
+    rank's baseline, predicted —, DeepSpeed's device estimate for the stage (None where it has none),
+    and the model-state bytes a rank holds (mean over ranks).
 
     ``measured`` is what the ranks' device reports: CUDA's peak allocated bytes on GPU ranks, the
-    process RSS on CPU ranks (see ``LadderMetrics.ranks_device``)."""
+    process RSS on CPU ranks (see ``LadderMetrics.ranks_device``). ``launch`` 0 is the launch that ran
+    every rung; 1, 2, … rerun stages 0–3 only (``LadderConfig.launches``)."""
 
+    rung: str
     stage: int
     measured: list[float]
     growth: list[float]
     predicted: list[float]
     deepspeed_estimate: float | None = None
+    model_states: float = 0.0
+    launch: int = 0
+
+
+@dataclass(frozen=True)
+class StageRatio:
+    """Measured ÷ formula model-state bytes of one stage, at its rank farthest from 1."""
+
+    stage: str
+    ratio: float
 
 
 @dataclass(frozen=True)
 class LadderMetrics:
     """Real DeepSpeed ranks at ZeRO stages 0–3: bytes against the formula, the checks, per-rank peaks."""
 
-    bytes_vs_formula: dict[str, float] = field(default_factory=dict)
+    formula_ratios: list[StageRatio] = field(default_factory=list)
     wall_s: float = 0.0
     ranks_device: str = "cpu"
     loss_max_rel_diff: float | None = None
     loss_tolerance: float | None = None
-    loss_agree: bool | None = None
+    loss_rungs: int = 0
+    # the positive control: stage 0 again at half the learning rate, against stage 0 (None: not run)
+    control_rel_diff: float | None = None
     replicas_in_sync: bool | None = None
     checkpoint_round_trip_ok: bool | None = None
     rss_peak_bytes: dict[str, int] = field(default_factory=dict)
@@ -126,25 +162,50 @@ class LadderMetrics:
     monitor_alerts: list[dict[str, Any]] = field(default_factory=list)
     world_size: int = 2
     steps: int = 0
+    micro_batch: int = 2
+    seq_len: int = 32
+    bucket_elements: int = 0
     precision: str = "bf16"
     overflow_step: int = -1
     loss_scale_history: list[LossScaleStep] = field(default_factory=list)
     sub_group: SubGroup | None = None
     persistence: Persistence | None = None
-    peak: dict[str, RungPeak] = field(default_factory=dict)
-    model_states: dict[str, float] = field(default_factory=dict)
+    peaks: list[RungPeak] = field(default_factory=list)
+    launches: int = 1
     n_params: int = 0
 
-    def stage_peak(self, stage: int) -> RungPeak | None:
-        """The per-rank peaks of the rung ``stage<k>`` (stage 3 at persistence threshold 0), if it ran."""
-        return self.peak.get(f"stage{stage}")
+    def stage_peak(self, stage: int, launch: int = 0) -> RungPeak | None:
+        """The per-rank peaks of rung ``stage<k>`` (stage 3 at persistence threshold 0) in ``launch``."""
+        return next((p for p in self.peaks if p.rung == f"stage{stage}" and p.launch == launch), None)
 
     def stage_states(self, stage: int) -> float | None:
         """The model-state bytes a rank holds at rung ``stage<k>`` (mean over ranks), if it ran."""
-        return self.model_states.get(f"stage{stage}")
+        peak = self.stage_peak(stage)
+        return None if peak is None else peak.model_states
+
+    def growth_ratios(self, stage: int) -> list[float]:
+        """Per launch: the mean over ranks of each rank's peak growth at ``stage`` ÷ its growth at
+        stage 0 — one value per launch, the unit the memory-saving rows replicate."""
+        out = []
+        for launch in range(self.launches):
+            base, this = self.stage_peak(0, launch), self.stage_peak(stage, launch)
+            if base and this:
+                ratios = [a / b for a, b in zip(this.growth, base.growth, strict=True) if b]
+                out.append(sum(ratios) / len(ratios))
+        return out
+
+    def estimate_ratios(self, stage: int) -> list[float]:
+        """Per launch: the mean over ranks of each rank's peak growth at ``stage`` ÷ DeepSpeed's device
+        estimate for that stage (empty where DeepSpeed has no estimator)."""
+        out = []
+        for launch in range(self.launches):
+            this = self.stage_peak(stage, launch)
+            if this and this.deepspeed_estimate:
+                out.append(sum(this.growth) / len(this.growth) / this.deepspeed_estimate)
+        return out
 
     def for_record(self) -> dict[str, Any]:
-        """The fields the notebook records as ``ladder_metrics`` (the loss-scale history is the drill's)."""
+        """The fields the notebook records (the loss-scale history is the drill's)."""
         return _fields_except(self, "loss_scale_history")
 
 
@@ -172,38 +233,59 @@ class FailureDrillMetrics:
     seconds_to_report: float
     timeout_s: float
     leftover_processes: list[int] = field(default_factory=list)
+    # seconds from launch until every rank reported ready (start-up; the timeout counts after it)
+    ready_s: float | None = None
+
+
+@dataclass(frozen=True)
+class FragmentationRun:
+    """One training run of the fragmentation experiment (CUDA): its checkpoint interval, allocator
+    setting and seed, its place in the run order, and the allocator's figures over its steps."""
+
+    interval: int
+    expandable_segments: bool
+    seed: int
+    order: int
+    mean_gap_ratio: float
+    max_inactive_split: float
+    alloc_retries: int
+    checkpoints: int
 
 
 @dataclass(frozen=True)
 class FragmentationMetrics:
-    """Allocator gap ratio vs checkpoint interval. CUDA fills ``seeds``/``runs``/``model``/``gap_ratio_means``
-    (per ``"<interval>/<expandable>"``, each seed's mean gap ratio) and ``gap_ratios`` (the first seed's
-    per-step series); CPU fills ``tensor_bytes_peak`` and names the ``unavailable`` figures."""
+    """Allocator gap ratio vs checkpoint interval. CUDA fills ``seeds``/``runs``/``model`` and
+    ``gap_ratios`` (the first seed's per-step series, per ``"<interval>/<expandable>"``); CPU fills
+    ``tensor_bytes_peak`` and names the ``unavailable`` figures."""
 
     needs_cuda: bool
     steps: int
     tensor_bytes_peak: dict[str, int] | None = None
     unavailable: dict[str, str] | None = None
     seeds: int | None = None
-    runs: list[dict[str, Any]] | None = None
+    runs: list[FragmentationRun] = field(default_factory=list)
     model: str | None = None
-    gap_ratio_means: dict[str, list[float]] = field(default_factory=dict)
+    intervals: tuple[int, ...] = ()
     gap_ratios: dict[str, list[float]] = field(default_factory=dict)
 
     def seed_means(self, interval: int, expandable: bool = False) -> list[float]:
-        """Each seed's mean gap ratio when checkpointing every ``interval`` steps (empty when not run)."""
-        return self.gap_ratio_means.get(f"{interval}/{expandable}") or []
+        """Each seed's mean gap ratio when checkpointing every ``interval`` steps, in seed order (empty
+        when not run)."""
+        runs = [r for r in self.runs if r.interval == interval and r.expandable_segments == expandable]
+        return [r.mean_gap_ratio for r in sorted(runs, key=lambda r: r.seed)]
 
     def for_record(self) -> dict[str, Any]:
         """What the notebook records: the fields this device filled, without the per-step series."""
         cpu = ("needs_cuda", "steps", "tensor_bytes_peak", "unavailable")
-        cuda = ("needs_cuda", "steps", "seeds", "runs", "model", "gap_ratio_means")
+        cuda = ("needs_cuda", "steps", "seeds", "runs", "model", "intervals")
         return {k: getattr(self, k) for k in (cpu if self.needs_cuda else cuda)}
 
 
 @dataclass(frozen=True)
 class MethodSummary:
-    """One speculative method over the prompts: throughput, acceptance, fallback, identity to greedy."""
+    """One speculative method over its requests: throughput, acceptance, fallback, identity to greedy;
+    per request (one per prompt) the speedup (median over interleaved timings), verification rounds
+    and fallback rounds — the unit the rate and speedup claims take."""
 
     tok_s_baseline: float
     tok_s_speculative: float
@@ -220,19 +302,28 @@ class MethodSummary:
     all_identical: bool
     n_prompts: int
     speedups: list[float] = field(default_factory=list)
-    fallback_rates: list[float] = field(default_factory=list)
+    rounds_per_prompt: list[int] = field(default_factory=list)
+    fallback_rounds_per_prompt: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class SpecDecMetrics:
-    """Speculative decoding: one summary per method, and the device it ran on."""
+    """Speculative decoding: each method's summary (None when it did not run), the device and dtype it
+    ran in, the timings per request and method, and the 1-minute load average at the start and end."""
 
-    summary: dict[str, MethodSummary]
+    prompt_lookup: MethodSummary | None
+    truncated_draft: MethodSummary | None
     device: str
+    dtype: str = ""
+    timings: int = 1
+    loadavg: tuple[float, float] = (float("nan"), float("nan"))
+    draft_layers: int = 0
+    target_layers: int = 0
 
-    def method(self, name: str) -> MethodSummary | None:
-        """The summary of the method ``name`` (``prompt_lookup``, ``truncated_draft``) if it ran."""
-        return self.summary.get(name)
+    def methods(self) -> list[tuple[str, MethodSummary]]:
+        """(name, summary) of each method that ran."""
+        pairs = (("prompt_lookup", self.prompt_lookup), ("truncated_draft", self.truncated_draft))
+        return [(name, s) for name, s in pairs if s is not None]
 
 
 @dataclass(frozen=True)

@@ -18,20 +18,13 @@ so the predicted vs measured ratio is itself a finding.
 from __future__ import annotations
 
 import copy
+import os
+import statistics
 import time
 from typing import Any
 
 from nbkit.errors import UsageError
-
-DEFAULT_PROMPTS = (
-    "Rewrite this Python function with type hints, keeping every line otherwise identical:\n"
-    "def moving_average(values, window):\n    result = []\n    for i in range(len(values) - window + 1):\n"
-    "        chunk = values[i:i + window]\n        result.append(sum(chunk) / window)\n    return result\n",
-    "Repeat the following list exactly, then add one more item in the same style:\n"
-    "- The cat sat on the mat.\n- The dog sat on the log.\n- The frog sat on the bog.\n- The goat sat on "
-    "the boat.\n",
-    "Explain in two sentences what gradient checkpointing trades off during training.",
-)
+from nbkit.zero.prompts import NEUTRAL_PROMPTS
 
 
 class _CallLog:
@@ -114,13 +107,132 @@ def _generate(model, inputs, **kw):
         return out, time.perf_counter() - t
 
 
+def _counts(calls: list[tuple[int, int]], n_prompt: int, total_len: int) -> dict[str, int]:
+    """Verification rounds, proposed and accepted candidates, and fallback rounds (first candidate
+    rejected: the target's own token is used) from the target's calls (cache start, input length)."""
+    proposed = accepted = fallback = rounds = 0
+    for j, (start, length) in enumerate(calls):
+        cands = max(length - (n_prompt - start) if j == 0 else length - 1, 0)
+        nxt = calls[j + 1][0] if j + 1 < len(calls) else total_len - 1
+        acc = max(0, min(cands, nxt - (start + length - cands)))
+        if cands:
+            rounds += 1
+            proposed += cands
+            accepted += acc
+            fallback += acc == 0
+    return {"rounds": rounds, "proposed": proposed, "accepted": accepted, "fallback_rounds": fallback}
+
+
+def _median(xs: list[float]) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+def _prompt_text(tok, prompt: str) -> str:
+    if getattr(tok, "chat_template", None):
+        return tok.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+    return prompt
+
+
+def _request(model, draft, cfg, inputs, n_prompt: int) -> dict[str, Any]:
+    """One request: greedy, then each method, ``cfg.timings`` times in turn (interleaved, so a load
+    change hits every arm alike); token counts from the first turn (greedy decoding repeats itself)."""
+    import torch
+
+    common = {"max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.max_new_tokens}
+    seconds: dict[str, list[float]] = {"greedy": [], **{m: [] for m in cfg.methods}}
+    first: dict[str, Any] = {}
+    for turn in range(cfg.timings):
+        for arm in seconds:
+            kw = dict(common)
+            if arm == "prompt_lookup":
+                kw["prompt_lookup_num_tokens"] = cfg.prompt_lookup_num_tokens
+            elif arm == "truncated_draft":
+                kw["assistant_model"] = draft
+            log = _CallLog(model)
+            dlog = _CallLog(draft) if arm == "truncated_draft" else None
+            try:
+                out, secs = _generate(model, inputs, **kw)
+            finally:
+                log.close()
+                if dlog:
+                    dlog.close()
+            seconds[arm].append(secs)
+            if turn == 0:
+                first[arm] = (out, log, dlog)
+    base, base_log, _ = first["greedy"]
+    times = base_log.times[1:]
+    target_step_s = sorted(times)[len(times) // 2] if times else None
+    rows = {}
+    for method in cfg.methods:
+        spec, log, dlog = first[method]
+        counts = _counts(log.calls, n_prompt, spec.shape[1])
+        alpha = counts["accepted"] / counts["proposed"] if counts["proposed"] else 0.0
+        gamma = counts["proposed"] / counts["rounds"] if counts["rounds"] else 0.0
+        c = 0.0
+        if dlog and dlog.times and target_step_s:
+            c = sorted(dlog.times)[len(dlog.times) // 2] / target_step_s
+        new_spec, new_base = spec.shape[1] - n_prompt, base.shape[1] - n_prompt
+        # per turn: the speculative run's tokens/s over the greedy run's of the same turn
+        ratios = [
+            (new_spec / s) / (new_base / b) for s, b in zip(seconds[method], seconds["greedy"], strict=True)
+        ]
+        rows[method] = {
+            "new_tokens": int(new_spec),
+            "tok_s_baseline": new_base / _median(seconds["greedy"]),
+            "tok_s_speculative": new_spec / _median(seconds[method]),
+            "speedup_measured": _median(ratios),
+            "speedup_turns": ratios,
+            "acceptance_rate": alpha,
+            "mean_candidates": gamma,
+            "draft_cost_ratio": c,
+            "speedup_predicted": leviathan_speedup(alpha, gamma, c) if counts["rounds"] else 1.0,
+            "fallback_rate": counts["fallback_rounds"] / counts["rounds"] if counts["rounds"] else None,
+            **counts,
+            "target_calls_baseline": new_base,
+            "target_calls_speculative": len(log.calls),
+            "identical": bool(spec.shape == base.shape and torch.equal(spec, base)),
+        }
+    return rows
+
+
+def _summary(g) -> dict[str, Any]:
+    """One method over its requests: throughputs (means of the per-request medians), pooled acceptance
+    and fallback, and the per-request figures each claim takes as its unit."""
+    proposed, rounds = int(g["proposed"].sum()), int(g["rounds"].sum())
+    return {
+        "tok_s_baseline": float(g["tok_s_baseline"].mean()),
+        "tok_s_speculative": float(g["tok_s_speculative"].mean()),
+        "speedup_measured": float(g["speedup_measured"].mean()),
+        "speedup_predicted": float(g["speedup_predicted"].mean()),
+        "acceptance_rate": float(g["accepted"].sum() / proposed) if proposed else 0.0,
+        "fallback_rate": float(g["fallback_rounds"].sum() / rounds) if rounds else None,
+        "rounds": rounds,
+        "fallback_rounds": int(g["fallback_rounds"].sum()),
+        "proposed": proposed,
+        "accepted": int(g["accepted"].sum()),
+        "new_tokens": int(g["new_tokens"].sum()),
+        "target_calls_speculative": int(g["target_calls_speculative"].sum()),
+        "all_identical": bool(g["identical"].all()),
+        "n_prompts": int(len(g)),
+        "speedups": [float(x) for x in g["speedup_measured"]],
+        "rounds_per_prompt": [int(x) for x in g["rounds"]],
+        "fallback_rounds_per_prompt": [int(x) for x in g["fallback_rounds"]],
+    }
+
+
 def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
-    """For each prompt: greedy baseline, then each speculative method; acceptance from the target's calls.
+    """For each request (prompt): greedy and each speculative method, timed ``cfg.timings`` times in
+    turn; acceptance, rounds and fallbacks from the target's own calls; the load average at the start
+    and the end (timings on a loaded machine are loaded figures).
 
     Per row: ``target_calls_speculative`` (forward passes of the target) against ``new_tokens``,
     ``rounds`` (verification calls with candidates) and ``fallback_rounds`` (rounds whose first
     candidate was rejected, so the target's own token was used) — the counts behind the rates.
     """
+    import pandas as pd
+    import plotly.graph_objects as go
     import torch
     from tqdm.auto import tqdm
 
@@ -128,127 +240,26 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
     model.generation_config.pad_token_id = (
         tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     )
-    prompts = list(cfg.prompts) or list(DEFAULT_PROMPTS[: cfg.n_prompts])
+    prompts = list(cfg.prompts) or list(NEUTRAL_PROMPTS[: cfg.n_prompts])
     draft = truncated_draft(model, cfg.draft_layers) if "truncated_draft" in cfg.methods else None
     if draft is not None:
         draft.generation_config.num_assistant_tokens = cfg.num_assistant_tokens
         draft.generation_config.num_assistant_tokens_schedule = "constant"
         draft.generation_config.assistant_confidence_threshold = 0.0
-    rows = []
-    common = {"max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.max_new_tokens}
     # Warm up once so the first timed call does not pay one-off allocation costs.
     _generate(model, tok("warm up", return_tensors="pt").to(device), max_new_tokens=4)
-    for i, prompt in enumerate(tqdm(prompts, desc="speculative decoding", leave=False)):
-        text = (
-            tok.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-            )
-            if getattr(tok, "chat_template", None)
-            else prompt
-        )
-        inputs = tok(text, return_tensors="pt").to(device)
-        n_prompt = inputs["input_ids"].shape[1]
-        log = _CallLog(model)
-        try:
-            base, base_s = _generate(model, inputs, **common)
-        finally:
-            log.close()
-        target_step_s = sorted(log.times[1:])[len(log.times[1:]) // 2] if len(log.times) > 1 else None
-        new_base = base.shape[1] - n_prompt
-        for method in cfg.methods:
-            kw = dict(common)
-            if method == "prompt_lookup":
-                kw["prompt_lookup_num_tokens"] = cfg.prompt_lookup_num_tokens
-            else:
-                kw["assistant_model"] = draft
-            log = _CallLog(model)
-            dlog = _CallLog(draft) if method == "truncated_draft" else None
-            try:
-                spec, spec_s = _generate(model, inputs, **kw)
-            finally:
-                log.close()
-                if dlog:
-                    dlog.close()
-            calls = log.calls
-            proposed = accepted = fallback = rounds = 0
-            for j, (start, length) in enumerate(calls):
-                cands = length - (n_prompt - start) if j == 0 else length - 1
-                cands = max(cands, 0)
-                if j + 1 < len(calls):
-                    acc = max(0, min(cands, calls[j + 1][0] - (start + length - cands)))
-                else:
-                    acc = max(0, min(cands, spec.shape[1] - (start + length - cands) - 1))
-                if cands:
-                    rounds += 1
-                    proposed += cands
-                    accepted += acc
-                    fallback += acc == 0
-            alpha = accepted / proposed if proposed else 0.0
-            gamma = proposed / rounds if rounds else 0.0
-            if method == "truncated_draft" and dlog and dlog.times and target_step_s:
-                c = (sorted(dlog.times)[len(dlog.times) // 2]) / target_step_s
-            else:
-                c = 0.0
-            predicted = leviathan_speedup(alpha, gamma, c) if rounds else 1.0
-            new_spec = spec.shape[1] - n_prompt
-            row = {
-                "prompt": i,
-                "method": method,
-                "new_tokens": int(new_spec),
-                "tok_s_baseline": new_base / base_s,
-                "tok_s_speculative": new_spec / spec_s,
-                "speedup_measured": (new_spec / spec_s) / (new_base / base_s),
-                "acceptance_rate": alpha,
-                "mean_candidates": gamma,
-                "draft_cost_ratio": c,
-                "speedup_predicted": predicted,
-                "fallback_rate": fallback / rounds if rounds else None,
-                "rounds": rounds,
-                "fallback_rounds": fallback,
-                "proposed": proposed,
-                "accepted": accepted,
-                "target_calls_baseline": new_base,
-                "target_calls_speculative": len(calls),
-                "identical": bool(spec.shape == base.shape and torch.equal(spec, base)),
-            }
-            rows.append(row)
+    load_start = os.getloadavg()[0]
+    rows = []
+    for i, prompt in enumerate(tqdm(prompts, desc="speculative decoding (requests)", leave=False)):
+        inputs = tok(_prompt_text(tok, prompt), return_tensors="pt").to(device)
+        for method, row in _request(model, draft, cfg, inputs, inputs["input_ids"].shape[1]).items():
+            rows.append({"prompt": i, "method": method, **row})
             if live is not None:
                 live.add(f"{method}: measured", i, row["speedup_measured"])
                 live.add(f"{method}: predicted", i, row["speedup_predicted"])
                 live.flush()
-    import pandas as pd
-
     table = pd.DataFrame(rows)
-    summary = {}
-    for method, g in table.groupby("method"):
-        summary[method] = {
-            "tok_s_baseline": float(g["tok_s_baseline"].mean()),
-            "tok_s_speculative": float(g["tok_s_speculative"].mean()),
-            "speedup_measured": float(g["speedup_measured"].mean()),
-            "speedup_predicted": float(g["speedup_predicted"].mean()),
-            # pooled over prompts: accepted ÷ proposed candidates
-            "acceptance_rate": float(g["accepted"].sum() / g["proposed"].sum())
-            if g["proposed"].sum()
-            else 0.0,
-            "fallback_rate": float(g["fallback_rounds"].sum() / g["rounds"].sum())
-            if g["rounds"].sum()
-            else None,
-            "rounds": int(g["rounds"].sum()),
-            "fallback_rounds": int(g["fallback_rounds"].sum()),
-            "proposed": int(g["proposed"].sum()),
-            "accepted": int(g["accepted"].sum()),
-            "new_tokens": int(g["new_tokens"].sum()),
-            "target_calls_speculative": int(g["target_calls_speculative"].sum()),
-            "all_identical": bool(g["identical"].all()),
-            "n_prompts": int(len(g)),
-            "speedups": [float(x) for x in g["speedup_measured"]],
-            # per prompt (the independent unit: one prompt's rounds share its text), prompts with rounds only
-            "fallback_rates": [
-                float(f / r) for f, r in zip(g["fallback_rounds"], g["rounds"], strict=True) if r
-            ],
-        }
-    import plotly.graph_objects as go
-
+    summary = {method: _summary(g) for method, g in table.groupby("method")}
     fig = go.Figure()
     for method, s in summary.items():
         fig.add_bar(
@@ -258,8 +269,16 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
         )
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_layout(
-        title=f"Speculative decoding speedup on {device.type} (SmolLM2-135M target)",
+        title=f"Speculative decoding speedup on {device.type} ({type(model).__name__} target)",
         yaxis_title="× tokens/s vs greedy",
         barmode="group",
     )
-    return {"table": table, "summary": summary, "figure": fig, "device": str(device)}
+    return {
+        "table": table.drop(columns=["speedup_turns"]),
+        "summary": summary,
+        "figure": fig,
+        "device": str(device),
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "loadavg": (load_start, os.getloadavg()[0]),
+        "timings": cfg.timings,
+    }

@@ -226,7 +226,9 @@ def run_rung(rung: dict, spec: dict, rank: int, world: int, progress_fh, device)
     # DeepSpeed's own FusedAdam/CPUAdam: one kernel updates in place, whereas the single-tensor and
     # foreach paths allocate sqrt/division temporaries as large as the (flat) fp32 partition —
     # 8Ψ/N bytes at the step's peak, which no deployment with DeepSpeed's optimizers pays.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.get("lr", 3e-3), weight_decay=0.0, fused=True)
+    # A rung's lr_scale changes its update on purpose (the loss comparison's positive control).
+    lr = spec.get("lr", 3e-3) * float(rung.get("lr_scale", 1.0))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True)
     t0 = time.perf_counter()
     engine, _opt, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=cfg)
     init_s = time.perf_counter() - t0
@@ -577,6 +579,10 @@ def main(argv: list[str] | None = None) -> int:
             timeout=timedelta(seconds=float(spec.get("collective_timeout_s", 120))),
         )
         with open(out_dir / f"rank{rank}.progress.jsonl", "a", encoding="utf-8") as progress_fh:
+            # Imports and the process group are up: the launcher's run timeout counts from the moment
+            # every rank has said so, so a slow start-up on a loaded machine is not read as a hang.
+            progress_fh.write(json.dumps({"ready": True}) + "\n")
+            progress_fh.flush()
             if spec.get("warm_up", True):
                 # The first DeepSpeed engine of a process grows the runtime once (communication
                 # buffers, kernels, lazily imported modules); pay that before any measured rung, so

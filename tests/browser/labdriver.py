@@ -166,8 +166,8 @@ class LabServer:
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        # A real frontend is attached: panels must build widgets, and nothing is recorded to a sink.
-        for key in ("NBKIT_HEADLESS", "NBKIT_RECORD_FILE", "JUPYTER_TOKEN"):
+        # A real frontend is attached: panels must build widgets, and no run folder is being written.
+        for key in ("NBKIT_HEADLESS", "NBKIT_RUN_DIR", "JUPYTER_TOKEN"):
             env.pop(key, None)
         dirs = {
             "JUPYTER_CONFIG_DIR": "config",
@@ -655,8 +655,10 @@ class PanelView:
             r"""value = [...el.querySelector('select').selectedOptions].map(o => o.textContent); }
               else if (el.classList.contains('widget-text')) { kind = 'text'; """
             r"""value = el.querySelector('input').value; }
-              return {kind, label: label.trim(), value, visible: vis(el)};
+              return {kind, label: label.trim(), value, visible: vis(el),
+                      advanced: !!el.closest('.nbkit-advanced')};
             });
+            const folded = root.querySelector('.nbkit-advanced');
             const btn = [...root.querySelectorAll('.widget-button')]"""
             r""".find(b => b.textContent.trim() === 'Run');
             const gd = window.__nbkit.plotOf(root);
@@ -666,6 +668,7 @@ class PanelView:
             return {
               title: (root.querySelector(':scope > .widget-html') || {}).innerText || '',
               controls, run_visible: vis(btn), run_disabled: btn ? btn.disabled : null, status,
+              advanced_title: folded ? folded.innerText.split('\n')[0].trim() : null,
               graph_visible: vis(gd) && !!(gd && gd.querySelector('.main-svg')),
               traces: window.__nbkit.traces(gd),
               output_text: out ? out.innerText : '',
@@ -709,6 +712,11 @@ class PanelView:
         else:
             raise LabError(f"{self.nb.name}: panel {self.k}: cannot set a {kind} control")
         # The widget model syncs to the kernel asynchronously; give the comm message a moment.
+        self.page.wait_for_timeout(300)
+
+    def open_advanced(self) -> None:
+        """Open the panel's closed "advanced" section the way a user does: click its title."""
+        self.root.locator(".nbkit-advanced").get_by_text(re.compile(r"^advanced \(")).first.click()
         self.page.wait_for_timeout(300)
 
     def options(self, idx: int) -> list[str]:

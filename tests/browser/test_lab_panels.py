@@ -75,8 +75,10 @@ def assert_renders(nb, k: int) -> dict:
     where = f"{nb.name}: panel {k} ({d['title'] or 'untitled'})"
     assert d["run_visible"], f"{where}: Run button not visible"
     assert d["controls"], f"{where}: no controls rendered"
-    hidden = [c["label"] for c in d["controls"] if not c["visible"]]
+    hidden = [c["label"] for c in d["controls"] if not c["visible"] and not c["advanced"]]
     assert not hidden, f"{where}: controls not visible: {hidden}"
+    shown = [c["label"] for c in d["controls"] if c["visible"] and c["advanced"]]
+    assert not shown, f"{where}: the advanced section is open at first: {shown}"
     assert d["graph_visible"], f"{where}: the plotly graph did not render (traces seen: {d['traces']})"
     errors = nb.widget_errors()
     assert not errors, f"{where}: widget rendering errors: {errors}"
@@ -241,7 +243,16 @@ def test_generated_panels_render_respond_and_fail_readably(open_notebook, lab_ro
     # Panel 2 streams into its live figure.
     assert nb.panel(2).traces() == [{"type": "scatter", "name": "bytes", "x": [0, 1, 2], "y": [1, 2, 4]}]
 
-    # Panel 1 gets exactly what the workbook notebooks get.
+    # Panel 1 gets exactly what the workbook notebooks get; its multi-select grid is folded under the
+    # closed "advanced" section until opened.
+    folded = nb.panel(1).describe()
+    assert folded["advanced_title"] == "advanced (1 setting)"
+    assert [(c["label"], c["advanced"], c["visible"]) for c in folded["controls"]] == [
+        ("lr", False, True),
+        ("epochs", False, True),
+        ("optimizers", True, False),
+    ]
+    nb.panel(1).open_advanced()
     before_change = nb.panel(1).describe()["controls"]
     assert candidate_changes(before_change)[:2] == [
         (2, "multiselect", ["sgd"], ["sgd", "adam"]),

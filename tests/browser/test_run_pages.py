@@ -1,8 +1,10 @@
-"""A run's pages in a real browser, offline: the index page's claims ledger and an exported figure.
+"""A run's pages in a real browser, offline: the index page's claims ledger, its figures at a glance and
+an exported figure.
 
-No kernel: the run folder is built from fabricated results with ``nbkit.report`` (what ``nbkit run``
-calls), so this checks the page itself. Every request that is not a local file is refused, so a
-page that needed a CDN would show it here.
+Most tests need no kernel: the run folder is built from fabricated results with ``nbkit.report`` (what
+``nbkit run`` calls), so they check the page itself. The glance test runs a real ``nbkit run`` of small
+theme notebooks (or checks the run folder ``$NBKIT_INDEX_RUN`` names, e.g. a ``make workbook`` run). Every
+request that is not a local file is refused, so a page that needed a CDN would show it here.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import nbformat
 import pytest
 
 from nbkit.claims import Claim
+from nbkit.execute import NotebookResult
 from nbkit.report import PLOTLY_JS, export_html, write_index
-from nbkit.runner import NotebookResult
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -163,5 +165,110 @@ def test_index_ledger_fits_a_laptop_screen_and_a_row_opens_on_click(chromium, tm
         if shots:  # keep the two screenshots for a person to look at
             for png in tmp_path.glob("ledger-*.png"):
                 shutil.copy2(png, Path(shots) / png.name)
+    finally:
+        context.close()
+
+
+def _theme_notebooks_that_ran(run: Path) -> list[str]:
+    """The notebooks of a run folder that are ok and recorded a headline or claims (a theme notebook)."""
+    status = json.loads((run / "index.json").read_text())["notebooks"]
+    metrics = json.loads((run / "metrics.json").read_text())
+    return [
+        e["name"]
+        for e in status
+        if e["status"] == "ok" and {"headline", "claims"} & set(metrics.get(e["name"], {}))
+    ]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """``$NBKIT_INDEX_RUN`` when set, else a fresh ``nbkit run`` of two small theme notebooks and one that
+    is not a theme's."""
+    given = os.environ.get("NBKIT_INDEX_RUN")
+    if given:
+        return Path(given).resolve()
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "runner_notebooks", Path(__file__).resolve().parents[1] / "unit" / "runner_notebooks.py"
+    )
+    notebooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(notebooks)
+    from nbkit.runner import run_notebooks
+
+    d = tmp_path_factory.mktemp("notebooks")
+    notebooks.make_notebook(d / "00_intro.ipynb", body="import nbkit\nnbkit.record('x', 1)\n")
+    notebooks.make_notebook(d / "01_toy.ipynb", body=notebooks.THEME)
+    notebooks.make_notebook(d / "02_toy.ipynb", body=notebooks.THEME)
+    previous = os.environ.get("NBKIT_NOTEBOOKS")
+    os.environ["NBKIT_NOTEBOOKS"] = str(d)
+    try:
+        final, results = run_notebooks(
+            [], {"N": 6}, output=tmp_path_factory.mktemp("runs") / "glance", progress=False
+        )
+    finally:
+        if previous is None:
+            os.environ.pop("NBKIT_NOTEBOOKS")
+        else:
+            os.environ["NBKIT_NOTEBOOKS"] = previous
+    assert all(r.ok for r in results), [r.error for r in results]
+    return final
+
+
+@pytest.mark.timeout(600)
+def test_index_shows_one_summary_figure_per_theme_notebook_on_a_laptop_screen(
+    chromium, finished_run, tmp_path
+):
+    """At 1366×768, offline: one drawn figure per theme notebook that ran, above the ledger, none wider
+    than the screen; the first row of figures starts on the first screen, side by side."""
+    themes = _theme_notebooks_that_ran(finished_run)
+    assert themes, f"{finished_run}: no theme notebook ran"
+    context = chromium.new_context(viewport=LAPTOP)
+    refused: list[str] = []
+    context.route(
+        "**/*",
+        lambda r: (
+            r.continue_()
+            if r.request.url.startswith("file://")
+            else (refused.append(r.request.url), r.abort())
+        ),
+    )
+    try:
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto((finished_run / "index.html").as_uri())
+        cards = page.locator("#glance section.nb")
+        assert [cards.nth(i).get_attribute("data-notebook") for i in range(cards.count())] == themes
+        page.wait_for_function(
+            f"document.querySelectorAll('#glance .js-plotly-plot .main-svg').length >= {len(themes)}"
+        )
+        plots = page.locator("#glance .js-plotly-plot")
+        assert plots.count() == len(themes), "one summary figure per theme notebook that ran"
+        for i in range(plots.count()):
+            box = plots.nth(i).bounding_box()
+            assert box["width"] > 300 and box["height"] > 200, box
+            assert box["x"] + box["width"] <= LAPTOP["width"], box
+            assert (
+                page.evaluate(f"document.querySelectorAll('#glance .js-plotly-plot')[{i}].data.length") >= 1
+            )
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= LAPTOP["width"], f"the page is {width}px wide on a {LAPTOP['width']}px screen"
+        first = cards.first.bounding_box()
+        assert first["y"] < LAPTOP["height"], f"the glance starts below the first screen ({first['y']}px)"
+        if cards.count() > 1:
+            assert cards.nth(1).bounding_box()["y"] == first["y"], "two cards side by side on a laptop"
+        assert cards.first.bounding_box()["y"] < page.locator("#ledger").bounding_box()["y"]
+        shot = tmp_path / "index-glance-1366.png"
+        page.screenshot(path=str(shot))
+        from PIL import Image
+
+        with Image.open(shot) as img:
+            assert img.size == (LAPTOP["width"], LAPTOP["height"])
+            colours = img.convert("RGB").getcolors(maxcolors=1 << 16)
+            assert colours is None or len(colours) > 50, "the first screen is (almost) blank"
+        assert not refused, f"requests that are not local files: {refused}"
+        shots = os.environ.get("NBKIT_LEDGER_SHOTS")
+        if shots:
+            shutil.copy2(shot, Path(shots) / shot.name)
     finally:
         context.close()

@@ -97,4 +97,4 @@ def test_the_diagnose_section_shows_the_bundled_setup(metrics):
     levels = {c["setting"]: c["status"] for c in d["couplings"]}
     assert levels["gradient accumulation"] == "error" and levels["LR schedule"] == "warning"
     assert levels["gradient clipping"] == "warning" and d["exit_code"] == 1
-    assert d["fit_verdict"] == "refuted" and d["fit_fixes"]
+    assert d["fit_verdict"] == "does not fit" and d["fit_fixes"]

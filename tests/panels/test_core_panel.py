@@ -70,3 +70,42 @@ def test_returned_figure_replaces_panel_figure():
     panel = Panel(CurveParams(), bars, widget=True)
     panel.click()
     assert list(panel.live.figure.data[0].y) == [5, 1]
+
+
+@dataclass
+class GridParams:
+    steps: int = field(default=5, metadata={"min": 1, "max": 50})
+    rungs: tuple = field(default=(1, 2, 3), metadata={"choices": [1, 2, 3, 4], "advanced": False})
+    rates: tuple = field(default=(0.1, 0.5), metadata={"choices": [0.1, 0.2, 0.5]})
+    patience: int = field(default=4, metadata={"min": 0, "max": 20, "advanced": True})
+    hidden_knob: int = field(default=1, metadata={"hidden": True})
+
+
+def run_grid(params: GridParams, live):
+    for step in range(params.steps):
+        live.add("loss", step, sum(params.rates) / (step + 1))
+    return {"rungs": params.rungs, "rates": params.rates, "patience": params.patience}
+
+
+def test_grids_and_advanced_knobs_fold_under_one_closed_section_with_the_same_defaults():
+    import ipywidgets as w
+
+    panel = Panel(GridParams(), run_grid, title="grid", widget=True)
+    main = panel._box.children[1]
+    assert [c.description for c in main.children] == ["steps", "rungs"]  # the lesson in view
+    assert isinstance(panel.advanced, w.Accordion) and panel.advanced.selected_index is None  # closed
+    assert panel.advanced.titles == ("advanced (2 settings)",)
+    assert [c.description for c in panel.advanced.children[0].children] == ["rates", "patience"]
+    assert panel.run() == {"rungs": (1, 2, 3), "rates": (0.1, 0.5), "patience": 4}  # defaults unchanged
+    panel.controls["rates"].value = (0.2,)
+    panel.controls["patience"].value = 7
+    assert panel.run() == {"rungs": (1, 2, 3), "rates": (0.2,), "patience": 7}  # folded controls still act
+    assert Panel(CurveParams(), run_curve, widget=True).advanced is None  # nothing to fold: no section
+
+
+def test_param_writes_the_advanced_metadata():
+    from nbkit.experiment import param
+
+    assert param(3, advanced=True).metadata["advanced"] is True
+    assert param((1,), choices=[1, 2], advanced=False).metadata["advanced"] is False
+    assert "advanced" not in param(3).metadata

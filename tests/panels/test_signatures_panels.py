@@ -4,10 +4,10 @@ import pytest
 
 dspy = pytest.importorskip("dspy")
 
+from nbkit.errors import UsageError  # noqa: E402
 from nbkit.result import Result  # noqa: E402
-from nbkit.signatures import experiments, panels  # noqa: E402
-from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases  # noqa: E402
-from nbkit.signatures.experiments import SignaturesContext  # noqa: E402
+from nbkit.signatures import claims, experiments  # noqa: E402
+from nbkit.signatures.context import SignaturesContext  # noqa: E402
 from nbkit.signatures.lm import LMHandle  # noqa: E402
 
 
@@ -24,53 +24,62 @@ def echo_lm():
 
 @pytest.fixture
 def ctx():
-    kb = load_knowledge_base()
-    cases = load_cases(kb=kb)
-    s = SignaturesContext(LMHandle(echo_lm(), "dummy", 64), kb, cases, split_cases(cases, 0))
+    s = SignaturesContext("cpu", handle=LMHandle(echo_lm(), "dummy", 64))
     yield s
     s.close()
 
 
 def test_modules_panel_click_updates_figure(ctx):
-    p = panels.panel("modules", ctx, widget=True)
+    p = experiments.panel("modules", ctx, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["modules"].value = ("predict", "hybrid")
     p.click()
     assert p.error is None, p.error
     assert isinstance(p.result, Result)
     assert list(p.live.figure.data[0].x) == ["predict", "hybrid"]
-    assert p.result.metrics.dev_questions_evaluated == {"predict": 2, "hybrid": 2}
+    assert [(r.module, r.questions) for r in p.result.metrics.runs] == [("predict", 2), ("hybrid", 2)]
     p.controls["modules"].value = ("cot",)
     p.click()
     assert list(p.live.figure.data[0].x) == ["cot"]
 
 
 def test_modules_default_evaluates_every_dev_question(ctx):
-    result = panels.panel("modules", ctx, widget=False).run(modules=("predict",))
+    result = experiments.panel("modules", ctx, widget=False).run(modules=("predict",))
     n = 2 * len(ctx.splits.dev)
-    assert n >= 30 and result.metrics.dev_questions_evaluated == {"predict": n}
-    assert len(set(result.metrics.questions["predict"]["keys"])) == n
+    assert n >= 30 and [(r.module, r.questions) for r in result.metrics.runs] == [("predict", n)]
+    assert len(set(result.metrics.run("predict").outcomes.keys)) == n and result.metrics.cases == n // 2
+
+
+def test_modules_full_profile_asks_every_case_outside_test(ctx):
+    """The full profile's modules: every train, val and dev case, both phrasings (test is never asked)."""
+    result = experiments.panel("modules", ctx, widget=False).run(
+        modules=("predict",), splits=("train", "val", "dev")
+    )
+    n = len(ctx.splits.train) + len(ctx.splits.val) + len(ctx.splits.dev)
+    assert result.metrics.cases == n and result.metrics.run("predict").questions == 2 * n
+    test_ids = {c["id"] for c in ctx.splits.test}
+    assert not test_ids & {k.rsplit(":", 1)[0] for k in result.metrics.run("predict").outcomes.keys}
 
 
 def test_contracts_panel_counts_by_adapter(ctx):
-    p = panels.panel("contracts", ctx, widget=True)
+    p = experiments.panel("contracts", ctx, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["adapters"].value = ("chat",)
     p.click()
     assert p.error is None, p.error
     assert list(p.live.figure.data[0].x) == ["chat"]
-    assert p.result.metrics.violation_rate["chat"] == 0.0
+    assert p.result.metrics.run("chat").violation_rate == 0.0
     assert p.result.metrics.field_notes_signature.violation_rate == 0.0
-    assert "json_grammar" not in p.result.metrics.violation_rate  # no local server: no grammar
+    assert p.result.metrics.run("json_grammar") is None  # no local server: no grammar
     # the field notes' signature is asked on train + val + the dev cases shown, and judged per answer
     notes = p.result.metrics.field_notes_signature
-    assert notes.splits == ["train", "val", "dev"]
+    assert notes.splits == ("train", "val", "dev")
     assert notes.questions == 2 * (len(ctx.splits.train) + len(ctx.splits.val) + 1)
     assert notes.answers_with_items == notes.questions and notes.answers_not_numeric == 0
 
 
 def test_compile_panel_runs_mixes(ctx):
-    p = panels.panel("compile", ctx, widget=True)
+    p = experiments.panel("compile", ctx, widget=True)
     p.controls["n_dev"].value = 1
     p.controls["compile_size"].value = 2
     p.controls["max_demos"].value = 1
@@ -80,31 +89,51 @@ def test_compile_panel_runs_mixes(ctx):
     p.click()
     assert p.error is None, p.error
     assert list(p.live.figure.data[0].x) == ["uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"]
-    assert set(p.result.metrics.gains) == {"BFS 0% colloquial", "BFS 50% colloquial"}
-    assert set(p.result.metrics.questions) == {"uncompiled", "BFS 0% colloquial", "BFS 50% colloquial"}
+    assert [r.name for r in p.result.metrics.programs] == [
+        "uncompiled",
+        "BFS 0% colloquial",
+        "BFS 50% colloquial",
+    ]
+    assert all(len(r.outcomes) == 2 for r in p.result.metrics.programs)
+
+
+def test_compile_sets_one_per_seed_each_at_every_mix(ctx):
+    """compiles=2: each compile set (one per seed) compiled at both mixes; the 10 % mix of a 10-example set is
+    one colloquial example, and a set's two mixes share its cases."""
+    result = experiments.panel("compile", ctx, widget=False).run(n_dev=1, compiles=2, module="predict")
+    m = result.metrics
+    assert [(r.optimizer, r.compile_seed, r.colloquial_share) for r in m.programs[1:]] == [
+        ("bootstrap", 0, 0.0),
+        ("bootstrap", 0, 0.1),
+        ("bootstrap", 1, 0.0),
+        ("bootstrap", 1, 0.1),
+    ]
+    assert [r.colloquial_in_compile_set for r in m.of("bootstrap", 0.1)] == [1, 1]
+    assert all(r.compile_set == 10 for r in m.programs[1:]) and m.compiles == 2
 
 
 def test_compile_module_is_chosen_on_validation_questions(ctx):
     """module='auto' (the default) scores every module uncompiled on the val questions, never on dev."""
     from nbkit.signatures.modules import MODULES
 
-    result = panels.panel("compile", ctx, widget=False).run(
+    result = experiments.panel("compile", ctx, widget=False).run(
         n_dev=1, compile_size=2, max_demos=1, mixes=(0.0,), random_search=False, n_val=2
     )
     on = result.metrics.module_chosen_on
-    assert on.split == "val" and on.questions == 4 and set(on.hit_at_3) == set(MODULES)
-    assert result.metrics.module == max(MODULES, key=lambda k: (on.hit_at_3[k], -MODULES.index(k)))
+    assert on.split == "val" and on.questions == 4 and {x.module for x in on.scores} == set(MODULES)
+    hit = {s.module: s.hit_at_3 for s in on.scores}
+    assert result.metrics.module == max(MODULES, key=lambda k: (hit[k], -MODULES.index(k)))
 
 
 def test_retrieval_is_chosen_on_validation(ctx):
-    result = panels.panel("retrieval", ctx, widget=False).run(retrievers=("bm25",))
+    result = experiments.panel("retrieval", ctx, widget=False).run(retrievers=("bm25",))
     assert result.metrics.chosen == "bm25" == ctx.retriever_kind
     assert result.metrics.chosen_on == "val" and result.metrics.val_cases == len(ctx.splits.val)
     assert list(result.table["split"]) == ["val", "test (chosen, once)"]
 
 
 def test_ask_panel_shows_structured_answer_and_bad_input(ctx):
-    p = panels.panel("ask", ctx, widget=True)
+    p = experiments.panel("ask", ctx, widget=True)
     p.controls["symptoms"].value = "big toe is red and swollen"
     p.controls["modules"].value = ("predict", "cot")
     p.click()
@@ -117,8 +146,8 @@ def test_ask_panel_shows_structured_answer_and_bad_input(ctx):
 
 
 def test_history_panel_reports_calls(ctx):
-    panels.panel("ask", ctx, widget=True).click()
-    h = panels.panel("history", ctx, widget=True)
+    experiments.panel("ask", ctx, widget=True).click()
+    h = experiments.panel("history", ctx, widget=True)
     h.click()
     assert h.error is None, h.error
     assert "gout" in h.result.data["text"] and len(h.live.figure.data) == 2
@@ -141,23 +170,45 @@ def test_data_and_signature_experiments(ctx):
 
 
 def test_save_load_roundtrip_and_headline(ctx):
-    compiled = panels.panel("compile", ctx, smoke=True, widget=False).run(n_dev=1, mixes=(0.0,))
-    roundtrip = experiments.save_load_roundtrip(ctx, compiled)
+    with pytest.raises(UsageError, match="run the compile experiment first"):
+        experiments.run("roundtrip", ctx)
+    experiments.panel("compile", ctx, smoke=True, widget=False).run(n_dev=1, mixes=(0.0,))
+    roundtrip = experiments.run("roundtrip", ctx).metrics
     assert roundtrip.program == "BFS 0% colloquial" and roundtrip.bytes > 0
     assert (
         roundtrip.same_demos and roundtrip.same_answer
     )  # DummyLM answers alike: the loaded program is the same
-    modules = panels.panel("modules", ctx, smoke=True, widget=False).run(modules=("predict", "cot"))
-    contracts = panels.panel("contracts", ctx, smoke=True, widget=False).run(
+    experiments.panel("modules", ctx, smoke=True, widget=False).run(modules=("predict", "cot"))
+    experiments.panel("contracts", ctx, smoke=True, widget=False).run(
         adapters=("chat",), field_notes_signature=False
     )
-    history = panels.panel("history", ctx, widget=False).run()
-    headline = experiments.headline(modules.metrics, contracts.metrics, history.metrics, 1.5)
-    assert headline["dev questions per module"] == 4 and [k for k in headline if k.startswith("best")] == [
-        "best hit@3 (predict)"
-    ]
+    history = experiments.panel("history", ctx, widget=False).run()
+    headline = claims.headline(ctx)
+    assert headline["dev questions per module"] == 4 and 0 <= headline["best module's hit@3"] <= 1
     assert headline["chat violation rate"] == 0.0 and headline["grammar violation rate"] is None
-    assert (
-        headline["notebook seconds"] == 1.5
-        and headline["LM calls answered from cache"] == history.metrics.calls.from_cache
-    )
+    assert headline["notebook seconds"] == history.metrics.seconds > 0
+    assert headline["LM calls answered from cache"] == history.metrics.calls.from_cache
+
+
+def test_the_full_profile_runs_and_judges_its_rows():
+    """PROFILE="full": the modules on every train, val and dev case, twelve compile sets at both mixes; the
+    rows it can decide are judged, the ones the data cannot decide name the dev cases they need."""
+    from nbkit.signatures.config import FULL_COMPILES
+
+    ctx = SignaturesContext("cpu", profile="full", handle=LMHandle(echo_lm(), "dummy", 64))
+    try:
+        modules = experiments.run("modules", ctx).metrics
+        assert modules.splits == ("train", "val", "dev") and modules.cases == 50
+        experiments.run("contracts", ctx, adapters=("chat",))
+        compiled = experiments.run("compile", ctx).metrics
+        assert compiled.compiles == FULL_COMPILES and not compiled.random_search
+        assert len(compiled.of("bootstrap", 0.0)) == len(compiled.of("bootstrap", 0.1)) == FULL_COMPILES
+        rows = {r.key: r for r in claims.judge(ctx)}
+    finally:
+        ctx.close()
+    # DummyLM's one answer is contract-clean everywhere and the same for every program
+    assert rows["modules_serve_contract"].verdict == "holds" and "Holm" in rows["modules_serve_contract"].why
+    assert rows["colloquial_mix_lifts"].n.startswith(f"{FULL_COMPILES} compile set(s) × 15 dev cases")
+    assert "no interval" in rows["colloquial_mix_lifts"].why  # identical programs: no spread to judge
+    for key in ("standard_only_gap", "random_search_beats_bootstrap"):
+        assert rows[key].why.startswith("not decided at the full profile: needs n ≥")

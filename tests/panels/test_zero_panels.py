@@ -10,8 +10,8 @@ def _ys(panel):
 
 
 def test_memory_panel_reacts_to_world_size():
-    from nbkit.zero.panels import ZeroContext
-    from nbkit.zero.panels import panel as zero_panel
+    from nbkit.zero.context import ZeroContext
+    from nbkit.zero.experiments import panel as zero_panel
 
     panel = zero_panel("memory", ZeroContext(), widget=True)
     panel.controls["model"].value = "SmolLM2-135M"
@@ -28,8 +28,8 @@ def test_memory_panel_reacts_to_world_size():
 
 @pytest.mark.slow
 def test_ladder_panel_click_runs_ranks_and_streams_losses():
-    from nbkit.zero.panels import ZeroContext
-    from nbkit.zero.panels import panel as zero_panel
+    from nbkit.zero.context import ZeroContext
+    from nbkit.zero.experiments import panel as zero_panel
 
     panel = zero_panel(
         "ladder",
@@ -42,7 +42,7 @@ def test_ladder_panel_click_runs_ranks_and_streams_losses():
         hidden_size=64,
         num_hidden_layers=2,
         checkpoint=False,
-        device="cpu",
+        control=False,
         timeout_s=200,
     )
     panel.controls["steps"].value = 2
@@ -58,10 +58,10 @@ def test_ladder_panel_click_runs_ranks_and_streams_losses():
 
 
 def test_bad_input_becomes_one_readable_line():
-    from nbkit.zero.panels import ZeroContext
-    from nbkit.zero.panels import panel as zero_panel
+    from nbkit.zero.context import ZeroContext
+    from nbkit.zero.experiments import panel as zero_panel
 
-    panel = zero_panel("ladder", ZeroContext("cpu"), widget=True, device="cpu")
+    panel = zero_panel("ladder", ZeroContext("cpu"), widget=True)
     panel.controls["stages"].value = ()
     panel.click()
     assert panel.error and "pick at least one ZeRO stage" in panel.error
@@ -73,8 +73,8 @@ def test_bad_input_becomes_one_readable_line():
 def test_crossover_panel_names_a_bad_size_and_the_memory_panel_takes_a_ds_config(tmp_path):
     import json
 
-    from nbkit.zero.panels import ZeroContext
-    from nbkit.zero.panels import panel as zero_panel
+    from nbkit.zero.context import ZeroContext
+    from nbkit.zero.experiments import panel as zero_panel
 
     ctx = ZeroContext()
     panel = zero_panel("crossover", ctx, widget=True)
@@ -99,11 +99,13 @@ def test_crossover_panel_names_a_bad_size_and_the_memory_panel_takes_a_ds_config
 
 def test_every_zero_experiment_has_a_panel_and_an_unknown_field_is_named():
     from nbkit.errors import UsageError
-    from nbkit.zero.panels import REGISTRY, ZeroContext
-    from nbkit.zero.panels import panel as zero_panel
+    from nbkit.zero.context import ZeroContext
+    from nbkit.zero.experiments import REGISTRY
+    from nbkit.zero.experiments import panel as zero_panel
 
     ctx = ZeroContext("cpu")
     for slug in REGISTRY.slugs:
         assert zero_panel(slug, ctx, smoke=True, widget=False).params == REGISTRY[slug].Config.smoke()
+        assert REGISTRY[slug].show_result is not None, slug  # what the cell used to print, under the panel
     with pytest.raises(UsageError, match="LadderConfig has no field stepz"):
         zero_panel("ladder", ctx, stepz=3)

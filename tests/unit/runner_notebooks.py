@@ -34,6 +34,54 @@ nbkit.record('claims', [
 """
 
 
+# A theme in one cell: two experiments, the second its summary; each run returns a finished figure of N
+# points; the headline numbers carry their tolerances; one exact claim on b's total (RATE moves it).
+THEME = """
+from dataclasses import dataclass
+import plotly.graph_objects as go
+import nbkit
+from nbkit.claims import ARITHMETIC, ClaimSpec, HeadlineSpec, Reading, Rule, decide_at_least
+from nbkit.experiment import Context, Experiment, Registry, Result, param
+
+@dataclass
+class Cfg:
+    n: int = param(3, min=1, max=100)
+    rate: float = param(0.5, min=0.0, max=1.0)
+
+    @classmethod
+    def smoke(cls):
+        return cls()
+
+@dataclass(frozen=True)
+class Met:
+    total: float
+
+def _run(title):
+    def run(cfg, ctx, live):
+        ys = [cfg.rate * (i + 1) for i in range(cfg.n)]
+        fig = go.Figure(go.Scatter(x=list(range(cfg.n)), y=ys, name=title), layout={"title": title})
+        return Result(Met(sum(ys)), figure=fig)
+    return run
+
+REG = Registry("toy", summary="b")
+REG.register(Experiment("a", "experiment a", Cfg, Met, _run("a curve")))
+REG.register(Experiment("b", "experiment b", Cfg, Met, _run("b curve")))
+REG.headline_number(HeadlineSpec("total of b", ("b",), lambda b: b.total, tolerance=0.1))
+REG.headline_number(HeadlineSpec("total of a", ("a",), lambda a: a.total, tolerance=0.05, relative=True))
+REG.claim(ClaimSpec(
+    key="b_total", claim="b's points sum to at least 2", field_note="2", source="toy", kind=ARITHMETIC,
+    reads=("b",), read=lambda b: Reading((b.total,), f"{b.total:g}", "1 sum"),
+    verdict=lambda total: decide_at_least(total, 2.0, what="b's total"),
+    rule=Rule("total ≥ 2", "exact", "at least", 2.0),
+))
+ctx = Context("cpu", smoke=SMOKE)
+REG.show("a", ctx, n=N)
+REG.show("b", ctx, n=N, rate=RATE)
+REG.headline(ctx)
+REG.judge(ctx)
+"""
+
+
 def make_notebook(path, body: str = RECORDING, parameters: str = PARAMETERS):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

@@ -102,7 +102,8 @@ def test_failed_build_warns_names_the_step_and_setup_goes_on(
     import shutil
     import subprocess
 
-    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NBKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("NBKIT_CACHE_DIR", raising=False)
     monkeypatch.setattr(b, "installed_version", lambda: "1.2.3")
     if setup == "no_llama":
         monkeypatch.setattr(

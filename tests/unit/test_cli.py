@@ -1,4 +1,5 @@
-"""The `nbkit` command's dispatch: `audit` is an argparse subcommand that forwards every argument."""
+"""The `nbkit` command's dispatch: `audit` is an argparse subcommand that forwards every argument;
+`--version` prints the version."""
 
 import subprocess
 import sys
@@ -33,6 +34,20 @@ def test_audit_is_listed_with_the_other_subcommands():
         assert name in help_text
 
 
+def test_version_prints_the_installed_version(capsys):
+    import re
+    from pathlib import Path
+
+    import nbkit
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    assert capsys.readouterr().out.strip() == f"nbkit {declared}" == f"nbkit {nbkit.__version__}"
+
+
 def test_import_nbkit_stays_light():
     """`import nbkit` (and the CLI module) must not pull in torch, plotly, papermill or pandas."""
     code = (
@@ -50,8 +65,9 @@ def test_own_run_examples_name_real_parameters():
     """`nbkit doctor`'s "diagnose your own" lines use parameters the notebooks really declare."""
     import shlex
 
+    from nbkit.catalog import resolve_notebook
     from nbkit.cli import OWN_RUN_EXAMPLES
-    from nbkit.runner import notebook_parameters, resolve_notebook
+    from nbkit.params import notebook_parameters
 
     assert set(OWN_RUN_EXAMPLES) == {"kg", "zero", "signatures", "audit"}
     for line in OWN_RUN_EXAMPLES.values():
@@ -67,9 +83,9 @@ def test_runner_import_leaves_sys_modules_alone():
     """Importing nbkit's runner from a user's program must not hide jsonschema's optional grammar;
     only nbkit's own `run`/`sweep`/`list` processes skip it (start-up cost)."""
     code = (
-        "import sys, nbkit.cli, nbkit.runner; a = 'rfc3987_syntax' in sys.modules and "
+        "import sys, nbkit.cli, nbkit.execute; a = 'rfc3987_syntax' in sys.modules and "
         "sys.modules['rfc3987_syntax'] is None; "
-        "nbkit.runner.skip_uri_grammar(); b = sys.modules.get('rfc3987_syntax', 1) is None; print(a, b)"
+        "nbkit.execute.skip_uri_grammar(); b = sys.modules.get('rfc3987_syntax', 1) is None; print(a, b)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

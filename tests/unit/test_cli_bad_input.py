@@ -173,7 +173,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_happens(argv, env, expected, t
 
 def test_relative_path_parameters_are_made_absolute(tmp_path, monkeypatch):
     """Kernels run in notebooks/: a path the user gives from their directory must still be found."""
-    from nbkit.runner import parse_value
+    from nbkit.params import parse_value
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()

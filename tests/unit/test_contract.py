@@ -31,6 +31,7 @@ from nbkit.claims import (
     mean_interval,
     normal_units,
     operating_characteristics,
+    simulate,
 )
 from nbkit.errors import UsageError
 from nbkit.experiment import Context, Experiment, Registry, Result, config_for, panel, param
@@ -127,7 +128,8 @@ def test_every_measured_row_decides_at_defaults_or_in_the_full_profile(theme):
     """Every measured spec has a design whose n is what its experiment's default config runs; simulated
     at that n its own verdict function reaches P(holds | true) ≥ 0.8 and P(refuted | false) ≥ 0.8 with
     P(wrong decisive) ≤ 0.05 under each — or the full profile's config gives it an n that does, with the
-    minutes that costs stated."""
+    minutes that costs stated, or (``beyond_data``) the data holds fewer units than the n that would, which
+    the row names."""
     experiments, _ = _theme(theme)
     reg = experiments.REGISTRY
     for spec in reg.claims:
@@ -138,6 +140,11 @@ def test_every_measured_row_decides_at_defaults_or_in_the_full_profile(theme):
         Config = reg[spec.reads[0]].Config
         assert d.units(Config()) == d.n, f"{spec.key}: the design's n is not what {Config.__name__}() runs"
         if operating_characteristics(spec, DEFAULT).decided:
+            continue
+        if d.beyond_data:  # the data holds fewer units than any profile would need: the needed n is real
+            assert d.needed_n and d.needed_n > d.n and not d.full_n, spec.key
+            level = operating_characteristics(spec, DEFAULT).level
+            assert simulate(spec, d.needed_n, level).decided, f"{spec.key}: not decided at n = {d.needed_n}"
             continue
         assert d.full_n and d.full_minutes and d.full_minutes_source, f"{spec.key}: no full profile"
         assert d.units(Config.full()) == d.full_n, f"{spec.key}: {Config.__name__}.full() does not run full_n"
@@ -235,6 +242,7 @@ def test_registry_config_and_panel():
         reg["nope"]
     assert reg.slugs == ["double"] and reg.metrics_types() == {_M}
     assert exp.config(smoke=True).steps == 1 and exp.config(steps=3).steps == 3
+    assert exp.config(smoke=True, steps=None).steps == 1 and exp.config(steps=None).steps == 4  # the preset's
     with pytest.raises(UsageError, match="_Cfg has no field stpes"):
         config_for(_Cfg, stpes=3)
     a, b = _Cfg(), _Cfg()
@@ -373,3 +381,66 @@ def test_adding_an_experiment_and_its_claim_takes_four_declarations():
         assert row.why.startswith(
             "not decided at defaults: needs n ≥ 6 seeds (≈ 4 min on 2 cores) — run the full profile"
         )
+
+
+def test_a_row_the_data_cannot_decide_names_the_n_it_needs():
+    """A design whose needed n is more than the data holds (``beyond_data``) reads not decided in every
+    profile, naming that n and why, never a verdict it cannot support."""
+    reg = Registry("toy")
+    reg.register(Experiment("toy", "A toy", ToyConfig, ToyMetrics, run_toy))
+    wide = Design(
+        effect=0.5,
+        null=0.1,
+        unit="case",
+        spread=0.5,
+        spread_source="assumed",
+        draw=normal_units(0.5),
+        n=3,
+        units=lambda cfg: cfg.seeds,
+        needed_n=40,
+        beyond_data="the toy data holds 3 cases",
+    )
+    reg.claim(
+        ClaimSpec(
+            key="toy_gain",
+            claim="the toy gains at least 0.3",
+            field_note="0.3",
+            source="§0",
+            kind=MEASURED,
+            reads=("toy",),
+            read=read_toy,
+            verdict=verdict_toy,
+            rule=Rule("t-interval of the per-seed gain ≥ 0.3 holds, < 0.3 refutes", "t", "at least", 0.3),
+            design=wide,
+        )
+    )
+    for profile in (DEFAULT, FULL):
+        with Context(profile=profile) as ctx:
+            reg.run("toy", ctx)
+            (row,) = reg.judge(ctx)
+            assert row.verdict == INCONCLUSIVE and not row.decided_at_defaults
+            assert "needs n ≥ 40 cases — the toy data holds 3 cases: no profile decides it" in row.why
+
+
+def test_describe_prints_one_device_line_and_records_it(monkeypatch, capsys):
+    """The device line every theme notebook prints, with a fabricated CUDA machine (the GPU path)."""
+    from nbkit import experiment, record
+
+    fake = {
+        "torch": "2.13.0+cu128",
+        "gpus": [{"index": 0, "name": "NVIDIA H200", "memory_gib": 139.8}],
+        "cpu_cores_usable": 16,
+        "cpu_cores_logical": 16,
+        "torch_threads": 16,
+        "ram_available_gib": 120.0,
+        "ram_total_gib": 128.0,
+    }
+    monkeypatch.setattr(experiment, "device_report", lambda: dict(fake))
+    ctx = Context("cpu")
+    assert ctx.describe() is None
+    line = capsys.readouterr().out.strip()
+    assert line == (
+        "device cpu · torch 2.13.0+cu128 · NVIDIA H200 (140 GiB) · 16 of 16 cores, 16 torch threads · "
+        "120.0 of 128.0 GiB RAM free"
+    )
+    assert record.recorded()["device"]["gpus"][0]["name"] == "NVIDIA H200"

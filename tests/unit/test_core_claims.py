@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from nbkit.claims import (
@@ -16,6 +17,8 @@ from nbkit.claims import (
     as_claims,
     bootstrap_interval,
     claims_frame,
+    clustered_rate_interval,
+    crossed_mean_interval,
     decide_at_least,
     decide_at_most,
     decide_close,
@@ -157,6 +160,8 @@ def test_no_public_interval_function_gives_a_zero_width_interval_from_a_tied_sam
         "bootstrap_interval": lambda f: f([0.0, 0.0, 0.0]),
         "rate_interval": lambda f: f(0, 3),
         "paired_rate_difference_interval": lambda f: f([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),
+        "clustered_rate_interval": lambda f: f([0, 0, 0], [2, 2, 2]),
+        "crossed_mean_interval": lambda f: f([[0.0, 0.0, 0.0]]),
     }
     public = {
         n
@@ -229,3 +234,33 @@ def test_holm_keeps_a_needs_gpu_row_out_of_the_family():
     out = holm_levels([gpu, b], {"gpu": borderline, "b": borderline})
     assert out["gpu"].verdict == NEEDS_GPU
     assert out["b"].verdict == HOLDS and "95.00% interval" in out["b"].why
+
+
+def test_clustered_rate_interval_counts_a_cluster_for_less_than_its_outcomes():
+    """Two phrasings of a case that always agree carry one case's information: the interval is the
+    Wilson interval of the cases (deff 2); outcomes that vary within cases as much as between them keep
+    the pooled n (deff 1); all-equal outcomes give the pooled Wilson interval (ρ cannot be estimated)."""
+    agree = clustered_rate_interval([2] * 10 + [0] * 5, [2] * 15)
+    assert agree == pytest.approx(rate_interval(10, 15), abs=1e-9)
+    independent = clustered_rate_interval([1] * 20 + [2] * 5 + [0] * 5, [2] * 30)
+    assert independent == pytest.approx(rate_interval(30, 60), abs=1e-9)
+    assert clustered_rate_interval([0] * 15, [2] * 15) == pytest.approx(rate_interval(0, 30), abs=1e-9)
+    assert all(math.isnan(x) for x in clustered_rate_interval([1], [2]))  # one cluster: no interval
+    with pytest.raises(ValueError):
+        clustered_rate_interval([3], [2])
+
+
+def test_crossed_mean_interval_is_limited_by_rows_and_by_columns():
+    """One row is the t-interval over columns; a shared row effect (a compile that helps every case)
+    widens the interval beyond what the cells alone would say; no spread gives no interval."""
+    rng = np.random.default_rng(0)
+    row = rng.normal(0.3, 0.4, 15)
+    assert crossed_mean_interval([list(row)]) == pytest.approx(mean_interval(list(row)), abs=1e-9)
+    cases = rng.normal(0.0, 0.1, 15)
+    table = [list(0.3 + shift + cases + rng.normal(0, 0.05, 15)) for shift in (-0.3, 0.0, 0.3)]
+    lo, hi = crossed_mean_interval(table)
+    cells = mean_interval([v for r in table for v in r])
+    assert hi - lo > 3 * (cells[1] - cells[0])  # the 3 compiles, not the 45 cells, limit it
+    assert all(math.isnan(x) for x in crossed_mean_interval([[0.5, 0.5], [0.5, 0.5]]))
+    with pytest.raises(ValueError):
+        crossed_mean_interval([[0.1, 0.2], [0.3]])

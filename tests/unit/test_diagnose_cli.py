@@ -37,7 +37,11 @@ def test_the_bundled_example_shows_its_mistakes_and_does_not_fit(example_json):
         by["zero_optimization.reduce_bucket_size"]["resolved"] == "auto → 16,777,216"
     )  # 4096² from the model's hidden_size
     fit = d["fit"]
-    assert fit["verdict"] == "refuted" and fit["fixes"] and all(x["verdict"] == "holds" for x in fit["fixes"])
+    assert (
+        fit["verdict"] == "does not fit"
+        and fit["fixes"]
+        and all(x["verdict"] == "fits" for x in fit["fixes"])
+    )
     assert (
         fit["accuracy"]["command"].startswith(".venv/bin/python bench/zero_peak.py")
         and "prediction" in fit["accuracy"]["gpu"]
@@ -57,11 +61,12 @@ def test_report_shapes(example_json, tmp_path, capsys):
         "couplings",
         "fit",
         "audit",
-        "claims",
+        "answer",
+        "rows",
         "problems",
         "exit_code",
     } <= set(d)
-    assert all(set(c) >= {"claim", "measured", "verdict", "rule", "n", "why"} for c in d["claims"])
+    assert all(set(c) >= {"claim", "measured", "verdict", "rule", "n", "why"} for c in d["rows"])
     assert main(EXAMPLE) == 1
     text = capsys.readouterr().out
     for section in (
@@ -69,7 +74,7 @@ def test_report_shapes(example_json, tmp_path, capsys):
         "will it fit:",
         "accuracy: predicted ÷ measured",
         "changes that make it fit",
-        "ERR  gradient accumulation",
+        "error       gradient accumulation",
         "summary:",
     ):
         assert section in text, section
@@ -77,7 +82,44 @@ def test_report_shapes(example_json, tmp_path, capsys):
     assert main([*EXAMPLE, "--format", "html", "--output", str(page)]) == 1
     html = page.read_text()
     assert html.startswith("<!doctype html>") and "<table id='ledger'>" in html
-    assert html.count("<tr data-verdict=") == len(d["claims"]) and "id='verdict-filter'" in html
+    assert html.count("<tr data-verdict=") == len(d["rows"]) and "id='verdict-filter'" in html
+
+
+def test_the_report_leads_with_its_answer_in_every_format(example_json, tmp_path, capsys):
+    """Will it start (the errors that stop the job, one line each), will it fit (the predicted peak against
+    the GPU, the cheapest fix with its figure), then the table whose rows say error / warning / ok and
+    fits / does not fit: the same words in text, JSON and HTML."""
+    _, d = example_json
+    a = d["answer"]
+    assert a["starts"] is False and [s.split(":")[0] for s in a["stops"]] == [
+        "gradient accumulation",
+        "batch identity at deepspeed.initialize",
+    ]
+    assert a["fit"] == "does not fit" and a["fit_line"].startswith("predicted 134.5 GiB per rank")
+    assert a["fix"] == {
+        "change": d["fit"]["fixes"][0]["change"],
+        "predicted_peak_gib": d["fit"]["fixes"][0]["predicted_peak_gib"],
+    }
+    by = {r["key"]: r["verdict"] for r in d["rows"]}
+    assert by["coupling:gradient accumulation"] == "error" and by["coupling:LR schedule"] == "warning"
+    assert by["coupling:learning rate"] == "ok" and by["fit"] == "does not fit"
+    assert {r["verdict"] for r in d["rows"]} <= {"error", "warning", "ok", "not checked", "does not fit"}
+    assert main(EXAMPLE) == 1
+    text = capsys.readouterr().out.splitlines()
+    assert text[2] == "will it start: no — 2 error(s) stop the job at start"
+    assert text[3] == f"  ✘ {a['stops'][0]}" and text[4] == f"  ✘ {a['stops'][1]}"
+    fit_line = next(i for i, line in enumerate(text) if line.startswith("will it fit: "))
+    assert fit_line < text.index("coupling (trainer config ↔ ds_config):")
+    assert text[fit_line] == (
+        f"will it fit: does not fit — {a['fit_line']}; cheapest fix: {a['fix']['change']} → 43.5 GiB"
+    )
+    page = tmp_path / "answer.html"
+    assert main([*EXAMPLE, "--format", "html", "--output", str(page)]) == 1
+    html = page.read_text()
+    answer = html.index("<div id='answer'>")
+    assert answer < html.index("<table id='ledger'>") and "will it fit: does not fit" in html[answer:]
+    assert "data-verdict='error'" in html and "data-verdict='does not fit'" in html
+    assert "data-verdict='refuted'" not in html and "data-verdict='holds'" not in html
 
 
 def test_nbkit_diagnose_dispatches(capsys):
@@ -228,7 +270,7 @@ def test_the_audit_runs_on_the_same_config_and_its_failure_is_a_finding(tmp_path
         "status"
     ] == "fail"
     assert d["problems"] == {"coupling errors": 0, "coupling warnings": 0, "fit": 0, "audit failures": 1}
-    assert [c["verdict"] for c in d["claims"] if c["key"] == "audit:train-on-inputs"] == ["refuted"]
+    assert [c["verdict"] for c in d["rows"] if c["key"] == "audit:train-on-inputs"] == ["fail"]
     (tmp_path / "a.yaml").write_text(
         (tmp_path / "a.yaml").read_text().replace("train_on_inputs: true", "train_on_inputs: false")
     )

@@ -147,7 +147,7 @@ def test_device_name_and_report_without_torch(monkeypatch):
 def test_a_missing_extra_shows_as_one_line_in_the_executed_notebook(tmp_path):
     """In a real kernel: the cell's error output is the one line (IPython uses _render_traceback_),
     and `nbkit run` reports the notebook's failure naming the extra."""
-    from nbkit.runner import execute
+    from nbkit.execute import execute
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [

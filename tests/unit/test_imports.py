@@ -2,7 +2,9 @@
 
 An import of an nbkit module inside a function is how cycles hid (a module that needs another at
 run time but cannot import it at load time); heavy third-party libraries (torch, deepspeed, dspy,
-transformers, torch_geometric) stay lazy, behind ``TYPE_CHECKING`` for hints.
+transformers, torch_geometric) stay lazy, behind ``TYPE_CHECKING`` for hints, except that a theme
+module defining torch classes may import torch at its top (``import nbkit`` stays instant:
+``tests/unit/test_packaging.py`` holds that).
 """
 
 from __future__ import annotations

@@ -197,13 +197,14 @@ def test_an_untyped_file_skips_the_downstream_section_and_says_why(tmp_path):
     from nbkit.kg import claims
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import DownstreamConfig
+    from nbkit.kg.context import KGContext
 
     p = tmp_path / "untyped.tsv"
     kgsyn.synthetic_kg(60, 400, seed=0).df[["head", "relation", "tail"]].to_csv(p, sep="\t", index=False)
-    res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1), ex.KGContext("cpu"))
+    res = ex.run_downstream(DownstreamConfig(dataset=str(p), epochs=1), KGContext("cpu"))
     assert res.metrics.skipped.startswith("the labels (node types) give 1 class(es)")
-    row = claims.claims(downstream=res)[1]
-    assert row.verdict == "inconclusive" and "node types" in row.why
+    v = claims.verdict_f1(*claims.read_f1(res.metrics).args)
+    assert v.verdict == "inconclusive" and "node types" in v.why
 
 
 def _untyped_file(tmp_path, kind):
@@ -227,9 +228,10 @@ def test_a_users_untyped_file_runs_every_section_that_applies(tmp_path, kind):
     claim run; the downstream section says why it is skipped; no crash."""
     from nbkit.kg import claims
     from nbkit.kg import experiments as ex
+    from nbkit.kg.context import KGContext
 
     path = _untyped_file(tmp_path, kind)
-    ctx = ex.KGContext("cpu")
+    ctx = KGContext("cpu", smoke=True)
     common = {"dataset": path, "hidden": 16, "complex_dim": 32}
     load = ex.run("load", ctx, dataset=path, compare_rdf=False)
     assert load.metrics.split_sizes["node_types"] == 1 and load.metrics.split_sizes["valid"] > 0
@@ -238,19 +240,16 @@ def test_a_users_untyped_file_runs_every_section_that_applies(tmp_path, kind):
     sel = ex.run(
         "selection",
         ctx,
-        smoke=True,
         **common,
         complex_dims=(32,),
         complex_n3s=(0.01,),
-        dropouts=(0.5,),
+        rgcn_hiddens=(16,),
         type_aggrs=("mean",),
     )
-    abl = ex.run(
-        "ablation", ctx, smoke=True, **{**common, **sel.metrics.chosen.overrides()}, rungs=(2, 3, 5, 6)
-    )
-    down = ex.run("downstream", ctx, smoke=True, **common)
-    rows = {r.key: r for r in claims.claims(ablation=abl, downstream=down)}
-    assert down.metrics.skipped and "node types" in rows["downstream_f1"].why
+    abl = ex.run("ablation", ctx, **{**common, **sel.metrics.chosen.overrides()}, rungs=(2, 3, 5, 6))
+    down = ex.run("downstream", ctx, **common)
+    rows = {r.key: r for r in claims.judge(ctx)}
+    assert down.metrics.skipped and "node types" in rows["downstream_f1"].measured
     assert rows["message_passing_helps"].n == "2 seeds" and rows["message_passing_helps"].measured.startswith(
         "rung 5 (RGCN)"
     )
@@ -276,10 +275,11 @@ def test_a_validation_slice_the_split_cannot_hold_is_a_usage_error(over, match):
     for that slice is refused before training, naming the key and the sizes."""
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import ScaleConfig
+    from nbkit.kg.context import KGContext
 
-    cfg = ScaleConfig(entities=200, triples=3000, clusters=4, max_seconds=5.0, epochs=1, hidden=16, **over)
+    cfg = ScaleConfig(entities=200, triples=3000, clusters=4, max_steps=5, epochs=1, hidden=16, **over)
     with pytest.raises(UsageError, match=match):
-        ex.run_minibatch(cfg, ex.KGContext("cpu"))
+        ex.run_minibatch(cfg, KGContext("cpu"))
 
 
 def test_evaluation_slices_never_share_a_triple():

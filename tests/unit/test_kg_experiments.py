@@ -1,7 +1,7 @@
-"""The KG registry, its context and what notebook 01 prints and records, on fabricated results."""
+"""The KG registry, its context, the configs' profiles and what each panel shows under its figure, on
+fabricated results."""
 
 import dataclasses
-import math
 
 import pytest
 
@@ -9,6 +9,7 @@ from nbkit.errors import UsageError
 from nbkit.experiment import config_for
 from nbkit.kg import config as c
 from nbkit.kg import experiments as ex
+from nbkit.kg.context import KGContext
 from nbkit.kg.metrics import AblationMetrics, DownstreamMetrics, MinibatchMetrics, MinibatchRow
 from nbkit.result import Result
 
@@ -25,25 +26,72 @@ def test_the_registry_holds_every_section_of_notebook_01():
         "pitfalls",
     ]
     assert ex.REGISTRY["scale"].Config is c.ScaleConfig and ex.REGISTRY["scale"].run is ex.run_minibatch
+    assert ex.run == ex.REGISTRY.run and ex.show == ex.REGISTRY.show and ex.panel == ex.REGISTRY.panel
+    assert all(e.show_result is not None for e in ex.REGISTRY)
 
 
 @pytest.mark.parametrize("Config", [c.AblationConfig, c.DownstreamConfig, c.AggrConfig, c.SelectionConfig])
 def test_what_the_selection_chose_is_a_set_of_fields_of_the_later_configs(Config):
-    chosen = c.Chosen(decoder="distmult", dropout=0.3, type_aggr="sum", complex_dim=64)
+    chosen = c.Chosen(
+        decoder="distmult", dropout=0.3, rgcn_hidden=128, add_decoder="complex", type_aggr="sum"
+    )
     cfg = config_for(Config, True, dataset="synthetic", **chosen.overrides())
-    assert (cfg.decoder, cfg.dropout, cfg.type_aggr, cfg.complex_dim) == ("distmult", 0.3, "sum", 64)
+    assert (cfg.decoder, cfg.dropout, cfg.rgcn_hidden, cfg.type_aggr) == ("distmult", 0.3, 128, "sum")
     assert cfg.epochs == Config.smoke().epochs  # the SMOKE preset under the overrides
+
+
+def test_each_aggr_arm_runs_with_its_own_choices_at_the_ladders_learning_rate():
+    cfg = config_for(
+        c.AggrConfig,
+        **c.Chosen(
+            decoder="complex",
+            dropout=0.5,
+            rgcn_hidden=64,
+            add_decoder="distmult",
+            add_dropout=0.3,
+            add_rgcn_hidden=128,
+        ).overrides(),
+    )
+    mean, add = cfg.arm("mean", 4), cfg.arm("add", 4)
+    assert (mean.aggr, mean.decoder, mean.dropout, mean.rgcn_hidden, mean.seed) == (
+        "mean",
+        "complex",
+        0.5,
+        64,
+        4,
+    )
+    assert (add.aggr, add.decoder, add.dropout, add.rgcn_hidden, add.seed) == ("add", "distmult", 0.3, 128, 4)
+    assert mean.lr == add.lr == c.AblationConfig().lr
+
+
+def test_the_selection_trains_at_seeds_no_judged_run_uses():
+    for Config in (c.AblationConfig, c.AggrConfig, c.DownstreamConfig, c.ScaleConfig):
+        field = next(f for f in dataclasses.fields(Config) if f.name == "seeds")
+        assert field.metadata["max"] <= c.SEEDS_MAX < c.SELECTION_SEED_OFFSET
+        assert Config.full().seeds <= c.SEEDS_MAX
+
+
+def test_the_full_profile_changes_only_the_units():
+    for Config in (c.AblationConfig, c.AggrConfig, c.DownstreamConfig, c.ScaleConfig):
+        assert dataclasses.replace(Config.full(), seeds=Config().seeds) == Config()
+
+
+def test_the_scale_run_has_a_step_budget_on_a_graph_its_defaults_were_not_chosen_on():
+    s = c.ScaleConfig()
+    assert s.max_steps == 90 and s.eval_points == 2 and s.seed == 1
+    tc = ex._minibatch_config(s)
+    assert (tc.max_steps, tc.eval_every_steps, tc.max_seconds) == (90, 45, None)
 
 
 def test_an_unknown_override_is_a_usage_error_before_anything_runs():
     with pytest.raises(UsageError, match="LoadConfig has no field datset"):
-        ex.run("load", ex.KGContext("cpu"), datset="umls")
+        ex.run("load", KGContext("cpu"), datset="umls")
     with pytest.raises(UsageError, match="kg has no experiment 'ladder'"):
-        ex.run("ladder", ex.KGContext("cpu"))
+        ex.run("ladder", KGContext("cpu"))
 
 
 def test_each_context_caches_its_own_split():
-    a, b = ex.KGContext("cpu"), ex.KGContext("cpu")
+    a, b = KGContext("cpu"), KGContext("cpu")
     split = a.split("synthetic", 0)
     assert a.split("synthetic", 0) is split and a.kg("synthetic") is a.kg("synthetic")
     assert b.split("synthetic", 0) is not split
@@ -62,9 +110,8 @@ def _row(seed, **extra):
         steps=40,
         train_s=5.1,
         steps_per_s=7.8,
-        curve_steps=[10, 40],
-        curve_train_s=[1.0, 5.0],
-        curve_valid_mrr=[0.004, 0.0123],
+        curve_steps=(0, 20, 40),
+        curve_valid_mrr=(0.001, 0.004, 0.0123),
         edges_per_step=1200,
         nodes_per_step=750,
         nodes_fraction=0.25,
@@ -77,24 +124,31 @@ def _row(seed, **extra):
     return MinibatchRow(**{**fields, **extra})
 
 
-def test_the_scale_row_and_summary():
-    m = MinibatchMetrics(rows=[_row(0, ceiling_mrr=0.03), _row(1)], sizes={"entities": 3000, "train": 16_000})
-    row = m.scale_row
-    assert row["graph_entities"] == 3000 and row["graph_train"] == 16_000 and row["seed"] == 0
-    text = ex.scale_summary(Result(metrics=m))
-    assert text.startswith("synthetic graph: 3,000 entities, 16,000 train triples; 40 steps in 5.1 s")
-    assert "(ceiling 0.0300)" in text and text.count("learning curve, seed") == 2 and "5 s: 0.0123" in text
-    assert "mini-batch: 7.8 steps/s, encoder on 25% of the nodes" in ex.minibatch_summary(Result(metrics=m))
-    assert "scale_row" not in {f.name for f in dataclasses.fields(m)}  # a view, not a recorded field
+def _html(shown) -> str:
+    return shown.data
 
 
-def test_downstream_and_ablation_summaries():
-    assert (
-        ex.downstream_summary(Result(metrics=DownstreamMetrics(skipped="one class"))) == "skipped: one class"
+def test_what_the_panels_show_under_their_figures():
+    import pandas as pd
+
+    m = MinibatchMetrics(
+        rows=(_row(1, ceiling_mrr=0.03), _row(2)), sizes={"entities": 3000, "train": 16_000}, graph_seed=1
     )
-    assert math.isnan(DownstreamMetrics(skipped="x").macro_f1)
-    done = DownstreamMetrics(macro_f1=0.8, macro_f1_control=0.3, seeds=2, classes=9)
-    assert ex.downstream_summary(Result(metrics=done)).startswith("macro-F1 0.800 (random control 0.300)")
+    table = pd.DataFrame([ex._row_dict(r) for r in m.rows])
+    text = _html(ex._show_minibatch(Result(metrics=m, table=table)))
+    assert text.startswith("<p>graph: 3,000 entities, 16,000 train triples (seed 1)")
+    assert "mini-batch (seed 1): 40 steps, 7.8 steps/s, encoder on 25% of the nodes" in text
+    assert table["curve_valid_mrr"][0] == "0.0010 → 0.0040 → 0.0123" and "ceiling_mrr" in table
+    assert "ceiling_mrr" not in ex._row_dict(_row(2))
+    skipped = _html(ex._show_downstream(Result(metrics=DownstreamMetrics(skipped="one class"))))
+    assert skipped == "<p>skipped: one class</p>"
+    done = DownstreamMetrics(
+        macro_f1=0.8, macro_f1_control=0.3, seeds=2, classes=9, dropped_classes=("X (2)",)
+    )
+    text = _html(ex._show_downstream(Result(metrics=done, table=pd.DataFrame([{"a": 1}]))))
+    assert (
+        text.startswith("<p>macro-F1 0.800 (random control 0.300)") and "left out" in text and "X (2)" in text
+    )
     abl = AblationMetrics(
         best_rung=6,
         seeds=2,
@@ -104,23 +158,10 @@ def test_downstream_and_ablation_summaries():
         test_hits_at_10=0.95,
         test_mean_rank=1.5,
         test_auc=0.97,
-        test_mrr_per_seed=[0.9, 0.9],
-        rung_metrics={},
+        test_mrr_per_seed=(0.9, 0.9),
+        rungs=(),
         interrupted=False,
     )
-    text = ex.ablation_summary(Result(metrics=abl))
-    assert (
-        text.startswith("best rung by validation MRR: 6 ComplEx-N3")
-        and "MRR 0.900, Hits@10 0.950, AUC 0.970" in text
-    )
-
-
-def test_record_each_records_fields_under_their_own_names(monkeypatch):
-    seen = []
-    monkeypatch.setattr(ex, "record", lambda name, value: seen.append((name, value)))
-    m = DownstreamMetrics(skipped="x")
-    ex.record_each(m, "skipped", "seeds")
-    assert seen == [("skipped", "x"), ("seeds", 0)]
-    seen.clear()
-    ex.record_each(m)
-    assert [n for n, _ in seen] == [f.name for f in dataclasses.fields(m)]
+    text = _html(ex._show_ablation(Result(metrics=abl, table=pd.DataFrame([{"rung": 6}]))))
+    assert "best rung by validation MRR (selecting half): 6 ComplEx-N3" in text
+    assert "MRR 0.900, Hits@10 0.950, AUC 0.970" in text and "<table" in text

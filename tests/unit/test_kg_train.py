@@ -26,6 +26,53 @@ def test_filtered_ranks_average_ties_and_filter_known_triples():
     assert kgranking.filtered_ranks(scores, trip, {(0, 0): [1, 2]}, "tail").item() == 2.5
 
 
+def test_filtered_ranks_equal_ranking_with_the_excluded_entities_masked():
+    """Counting over every entity and subtracting the excluded ones gives the ranks of masking them away:
+    many ties, duplicate filter entries, and the true entity listed among its own known answers."""
+    for seed in range(10):
+        g = torch.Generator().manual_seed(seed)
+        n_e, n_q = 30, 25
+        scores = torch.randint(0, 5, (n_q, n_e), generator=g).float()
+        heads, tails = (torch.randint(0, n_e, (n_q,), generator=g) for _ in range(2))
+        trip = torch.stack([heads, torch.zeros(n_q, dtype=torch.long), tails], 1)
+        filt: dict = {}
+        for h, r, t in trip.tolist():
+            filt.setdefault((h, r), []).extend([t, *torch.randint(0, n_e, (4,), generator=g).tolist()])
+        masked = scores.clone()
+        target = scores.gather(1, trip[:, 2:])
+        for i, (h, r, t) in enumerate(trip.tolist()):
+            masked[i, filt[(h, r)]] = float("-inf")
+            masked[i, t] = float("-inf")
+        expected = (masked > target).sum(1) + 1 + (masked == target).sum(1) / 2
+        assert torch.equal(kgranking.filtered_ranks(scores, trip, filt, "tail"), expected.float())
+
+
+def test_evaluate_ranks_the_same_in_blocks_of_queries(split, monkeypatch):
+    cfg = kgtrain.TrainConfig(epochs=2, hidden=8, seed=0, decoder="complex")
+    _, model, graph = kgtrain.train_rung(split, kgladder.LADDER[5], cfg, progress=False)
+    whole = kgranking.evaluate(model, graph, split, "valid", per_query=True, batch_size=16)
+    monkeypatch.setattr(kgranking, "SCORE_BLOCK", 3 * split.num_nodes)  # 3 queries at a time
+    blocks = kgranking.evaluate(model, graph, split, "valid", per_query=True, batch_size=16)
+    assert blocks["reciprocal_ranks"] == whole["reciprocal_ranks"] and blocks["mrr"] == whole["mrr"]
+
+
+def test_complex_head_scores_ranking_and_training_agree():
+    """Ranking (no autograd) scores the heads in one matmul, training in two half-width products: the
+    same numbers up to float rounding."""
+    from nbkit.kg.models import ComplExDecoder
+
+    torch.manual_seed(0)
+    dec = ComplExDecoder(3, 16)
+    z, r, t = torch.randn(40, 16), torch.tensor([0, 1, 2, 1]), torch.tensor([5, 7, 9, 39])
+    trained = dec.score_heads(z, r, t)
+    with torch.no_grad():
+        ranked = dec.score_heads(z, r, t)
+    assert trained.requires_grad and not ranked.requires_grad
+    assert torch.allclose(ranked, trained.detach(), atol=1e-5)
+    brute = torch.stack([dec(z, torch.arange(40), r[i].repeat(40), t[i].repeat(40)) for i in range(4)])
+    assert torch.allclose(ranked, brute.detach(), atol=1e-5)
+
+
 def test_true_index_is_built_once_per_split(split):
     first = kgranking.true_index(split)
     assert (
@@ -80,19 +127,20 @@ def test_eval_negatives_are_fixed_and_not_true(split):
 def test_ablation_runs_every_rung_chooses_on_validation_and_beats_chance():
     from nbkit.kg import experiments as ex
     from nbkit.kg.config import AblationConfig
+    from nbkit.kg.context import KGContext
 
-    ctx = ex.KGContext("cpu")
+    ctx = KGContext("cpu")
     cfg = AblationConfig(
         dataset="synthetic", rungs=(1, 2, 3, 4, 5), seeds=2, epochs=30, hidden=16, eval_every=10, lr=0.02
     )
     res = ex.run_ablation(cfg, ctx)
     table = res.table
     assert list(table["rung"]) == [1, 2, 3, 4, 5] and set(table["seeds"]) == {2}
-    for col in ("valid_mrr", "valid_hits_at_10", "valid_auc"):
+    for col in ("valid_mrr", "valid_hits_at_10", "valid_auc", "valid_mrr_judge", "valid_auc_judge"):
         assert table[col].between(0, 1).all(), col
-    rm = res.metrics.rung_metrics
-    best = str(res.metrics.best_rung)
-    assert rm[best].valid_mrr == max(m.valid_mrr for m in rm.values())
+    rungs = res.metrics.rungs
+    # the best rung is chosen on the selecting half of the validation queries
+    assert res.metrics.rung(res.metrics.best_rung).valid_mrr_select == max(r.valid_mrr_select for r in rungs)
     # only the chosen rung was scored on the test split, once per seed
     scored = [r for rs in res.data["runs"].values() for r, _, _ in rs if r.test_metrics]
     assert {r.rung for r in scored} == {res.metrics.best_rung} and len(scored) == 2
@@ -176,14 +224,14 @@ def test_stacked_rgcn_conv_equals_pyg_rgcn_conv(num_bases, aggr, nodes):
     """Same parameters, same outputs and gradients as RGCNConv's per-relation loop."""
     from torch_geometric.nn import RGCNConv
 
-    from nbkit.kg.models import _stacked_rgcn_conv
+    from nbkit.kg.models import StackedRGCNConv
 
     g = torch.Generator().manual_seed(0)
     ei, et = torch.randint(0, nodes, (2, 300), generator=g), torch.randint(0, 7, (300,), generator=g)
     x = torch.randn(nodes, 16, generator=g, requires_grad=True)
     torch.manual_seed(1)
     ref = RGCNConv(16, 12, 7, num_bases=num_bases, aggr=aggr)
-    fast = _stacked_rgcn_conv()(16, 12, 7, num_bases=num_bases, aggr=aggr)
+    fast = StackedRGCNConv(16, 12, 7, num_bases=num_bases, aggr=aggr)
     fast.load_state_dict(ref.state_dict())
     ya, yb = ref(x, ei, et), fast(x, ei, et)
     assert torch.allclose(ya, yb, atol=1e-5)
@@ -279,71 +327,72 @@ def test_minibatch_validates_inside_the_time_budget(split):
     assert h["valid_epoch"][0] == pytest.approx(1 / steps) and h["valid_epoch"][-1] == 1
 
 
-def test_ablation_reuses_the_selection_run_it_would_retrain():
-    """Rung 6's chosen candidate on the first seed is the ablation's first rung-6 run: reused only when
-    it is exactly what retraining would give (stopped early by patience, or the same epoch cap)."""
-    import dataclasses
+def test_minibatch_has_a_step_budget_with_a_step_0_point(split):
+    cfg = kgtrain.TrainConfig(
+        epochs=5,
+        hidden=8,
+        batch_size=16,
+        num_negatives=8,
+        num_neighbors=(5, 5),
+        eval_every=100,
+        max_steps=12,
+        eval_every_steps=4,
+        eval_max_triples=20,
+    )
+    res, _, _ = kgtrain.train_rung(split, kgladder.LADDER[5], cfg, progress=False)
+    h = res.history
+    # the budget is work, not time: exactly 12 steps on any machine, validated before the first and every 4
+    assert len(h["step_loss"]) == 12 and h["valid_step"] == [0, 4, 8, 12]
+    again, _, _ = kgtrain.train_rung(split, kgladder.LADDER[5], cfg, progress=False)
+    assert again.history["valid_mrr"] == h["valid_mrr"]  # deterministic by seed
 
+
+def test_the_epoch_is_chosen_on_the_selecting_half_and_the_auc_reported_per_half(split):
+    from nbkit.kg.ranking import eval_negatives
+
+    cfg = kgtrain.TrainConfig(epochs=30, hidden=16, eval_every=3, patience=2, lr=0.02, seed=0)
+    negs = eval_negatives(split, "valid", 12345)
+    res, model, graph = kgtrain.train_rung(split, kgladder.LADDER[5], cfg, progress=False, valid_negs=negs)
+    h = res.history
+    best = max(range(len(h["valid_mrr_select"])), key=lambda i: (h["valid_mrr_select"][i], -i))
+    assert res.best_epoch == h["valid_epoch"][best]
+    assert res.metrics["valid_mrr_select"] == h["valid_mrr_select"][best]
+    halves = kgtrain.auc_halves(model, graph, split, negs, cfg)
+    assert halves == {k: res.metrics[f"valid_{k}"] for k in ("auc", "auc_select", "auc_judge")}
+    assert len({round(v, 9) for v in halves.values()}) == 3  # two disjoint halves, each its own AUC
+
+
+def test_the_selection_never_trains_a_run_a_later_experiment_is_judged_on():
+    """The candidates train at seed + SELECTION_SEED_OFFSET; the ablation trains every run itself, at
+    seeds seed .. seed + seeds - 1."""
     from nbkit.kg import experiments as ex
-    from nbkit.kg.config import AblationConfig, SelectionConfig
+    from nbkit.kg.config import SELECTION_SEED_OFFSET, AblationConfig, SelectionConfig
+    from nbkit.kg.context import KGContext
 
-    ctx = ex.KGContext("cpu")
-    common = dict(
-        dataset="synthetic",
-        hidden=16,
-        complex_dims=(32,),
-        complex_n3s=(0.01,),
-        decoders=("distmult",),
-        dropouts=(0.3,),
-        type_aggrs=("mean",),
-        eval_every=5,
-        patience=1,
+    ctx = KGContext("cpu")
+    common = dict(dataset="synthetic", hidden=16, eval_every=5, patience=1)
+    sel = ex.run_selection(
+        SelectionConfig(
+            epochs=20,
+            complex_dims=(32,),
+            complex_n3s=(0.01,),
+            decoders=("distmult",),
+            rgcn_hiddens=(16,),
+            type_aggrs=("mean",),
+            **common,
+        ),
+        ctx,
     )
-    sel = ex.run_selection(SelectionConfig(epochs=200, **common), ctx)
-    chosen = sel.metrics.chosen
-    rung6 = next(r for r in sel.metrics.validation if r["rung"] == 6)
-    names = {f.name for f in dataclasses.fields(AblationConfig)}
-    ab_cfg = AblationConfig(
-        rungs=(6,),
-        seeds=2,
-        epochs=300,
-        **{k: v for k, v in common.items() if k in names},
-        **chosen.overrides(),
+    assert sel.metrics.train_seed == SELECTION_SEED_OFFSET
+    assert [r["choice"] for r in sel.metrics.validation] == [
+        "RGCN (rung 5), aggr=mean",
+        "RGCN (rung 5), aggr=add",
+        "hetero SAGE edge-type aggregation (rung 2)",
+        "rung 6: ComplEx-N3",
+    ]
+    assert all(r["chosen"] for r in sel.metrics.validation)  # one candidate each: each chosen
+    res = ex.run_ablation(
+        AblationConfig(rungs=(6,), seeds=2, epochs=20, **common, **sel.metrics.chosen.overrides()), ctx
     )
-    first = ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0))
-    assert (
-        first is not None and first[0].epochs_run < 200 and first[0].best_epoch == rung6["best_epoch"]
-    )  # stopped by patience
-    fresh, _, _ = kgtrain.train_rung(
-        ctx.split("synthetic", 0),
-        kgladder.LADDER[6],
-        ab_cfg.train_config(seed=0),
-        progress=False,
-        valid_negs=ctx.negatives("synthetic", 0, "valid"),
-    )
-    assert fresh.metrics == first[0].metrics and fresh.epochs_run == first[0].epochs_run
-    # a shorter cap than where it stopped, another seed, or a time budget: trained, not reused
-    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, epochs=first[0].epochs_run)) is None
-    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=1)) is None
-    assert ctx.reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0, max_seconds=60.0)) is None
-    # another context has not seen the selection: nothing to reuse there
-    assert ex.KGContext("cpu").reusable("synthetic", 0, 6, ab_cfg.train_config(seed=0)) is None
-    res = ex.run_ablation(ab_cfg, ctx)
-    runs = res.data["runs"][6]
-    assert runs[0][0] is first[0] and runs[1][0] is not first[0] and runs[1][0].seed == 1
-
-
-def test_config_read_by_ignores_only_what_the_rung_never_reads():
-    a, b = (
-        kgtrain.TrainConfig(decoder="complex", dropout=0.5),
-        kgtrain.TrainConfig(decoder="distmult", dropout=0.3),
-    )
-    assert kgladder.config_read_by(kgladder.LADDER[6], a) == kgladder.config_read_by(kgladder.LADDER[6], b)
-    assert kgladder.config_read_by(kgladder.LADDER[5], a) != kgladder.config_read_by(kgladder.LADDER[5], b)
-    c = kgtrain.TrainConfig(complex_n3=0.03)
-    assert kgladder.config_read_by(kgladder.LADDER[6], c) != kgladder.config_read_by(
-        kgladder.LADDER[6], kgtrain.TrainConfig()
-    )
-    assert kgladder.config_read_by(kgladder.LADDER[2], c) == kgladder.config_read_by(
-        kgladder.LADDER[2], kgtrain.TrainConfig()
-    )
+    assert [r.seed for r, _, _ in res.data["runs"][6]] == [0, 1]
+    assert {k[0] for k in ctx._cache} <= {"kg", "split", "negatives"}  # no trained run kept for reuse

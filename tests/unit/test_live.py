@@ -100,8 +100,8 @@ def test_headless_kernel_keeps_one_output_per_live_figure_with_the_final_data(tm
     import nbformat
     from runner_notebooks import make_notebook
 
+    from nbkit.execute import execute
     from nbkit.live import PLOTLY_MIME
-    from nbkit.runner import execute
 
     src = make_notebook(tmp_path / "01_live.ipynb", body=REFRESHING_PANEL, parameters="SMOKE = False\n")
     (tmp_path / "out").mkdir()
@@ -115,3 +115,29 @@ def test_headless_kernel_keeps_one_output_per_live_figure_with_the_final_data(tm
     assert trace["y"] == [1.0 / (i + 1) for i in range(57)]
     assert all("text/html" not in o.get("data", {}) for o in cell.outputs)  # no embedded plotly.js
     assert result.output.stat().st_size < 200_000
+
+
+def test_a_registry_marks_each_panel_figure_with_its_experiment_and_its_summary(tmp_path):
+    """The stored figure output of every experiment a notebook shows says which experiment it is, and the
+    theme's summary experiment's says so (what the run's index page looks for)."""
+    import nbformat
+    from runner_notebooks import THEME, make_notebook
+
+    from nbkit.execute import execute
+    from nbkit.live import FIGURE_METADATA, PLOTLY_MIME
+
+    src = make_notebook(tmp_path / "01_theme.ipynb", body=THEME)
+    (tmp_path / "out").mkdir()
+    result = execute(src, tmp_path / "out", {"N": 4}, progress=False)
+    assert result.ok, result.error
+    figures = [
+        o
+        for c in nbformat.read(result.output, as_version=4).cells
+        for o in c.get("outputs", [])
+        if PLOTLY_MIME in o.get("data", {})
+    ]
+    assert [o["metadata"][FIGURE_METADATA] for o in figures] == [
+        {"experiment": "a", "summary": False},
+        {"experiment": "b", "summary": True},
+    ]
+    assert figures[1]["data"][PLOTLY_MIME]["data"][0]["y"] == [0.5, 1.0, 1.5, 2.0]  # the finished figure

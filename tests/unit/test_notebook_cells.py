@@ -47,7 +47,7 @@ def offences(source: str) -> list[str]:
                         f"line {node.lineno}: from {mod} import {a.name} "
                         f"({target} is not a notebook-facing module)"
                     )
-    return out
+    return sorted(out, key=lambda o: int(o.split(":")[0].split()[1]))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -25,6 +25,15 @@ def test_environment_yml_agrees_with_pyproject():
     assert rc.returncode == 0, rc.stderr
 
 
+def test_test_modules_have_unique_basenames():
+    # tests/ has no packages, so pytest imports each module by basename: two files with one name
+    # stop collection of the whole suite.
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        assert path.name not in seen, f"{path} and {seen[path.name]} share a basename"
+        seen[path.name] = path
+
+
 def test_four_themed_notebooks_exist():
     stems = [p.stem for p in NOTEBOOKS]
     for prefix in ("01_kg_gnn", "02_zero_ladder", "03_dspy_signatures", "04_finetune_audit"):
@@ -408,9 +417,7 @@ def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path)
     venv = _fresh_venv_reusing_this_one(tmp_path, wheel)
     work = tmp_path / "work"
     work.mkdir()
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBKIT_NOTEBOOKS", "NBKIT_RECORD_FILE")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBKIT_NOTEBOOKS", "NBKIT_RUN_DIR")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     nbkit_cmd = str(venv / "bin" / "nbkit")
 
@@ -422,7 +429,7 @@ def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path)
         return out
 
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import nbkit.runner as r; print(r.packaged_notebooks_dir())"],
+        [str(venv / "bin" / "python"), "-c", "import nbkit.catalog as c; print(c.packaged_notebooks_dir())"],
         cwd=work,
         env=env,
         capture_output=True,

@@ -206,7 +206,15 @@ def test_rule_groups_select_like_ruff(kw, want):
 def test_default_group_holds_only_non_advice_rules():
     groups = {r.code: ("strict" if r.strict_only else r.group) for r in RuleRegistry.default()}
     assert groups["PSC002"] == "migration"
-    assert {c for c, g in groups.items() if g == "migration"} == {"PSC002"}
+    own = {c for c, g in groups.items() if g == "migration"}
+    assert own == {"PSC002", "PSC022", "PSC023", "PSC024", "PSC025"}
+    # The default group's v1-API rules are selected by "migration" too, and stay default rules.
+    also = {r.code for r in RuleRegistry.default() if "migration" in r.also_in}
+    assert also == {"PSC014", "PSC015", "PSC017", "PSC018", "PSC019"}
+    assert all(groups[c] == "default" for c in also)
+    selected = {r.code for r in RuleRegistry.default().select(["migration"])}
+    assert selected == own | also
+    assert {r.code for r in RuleRegistry.default().select()}.isdisjoint(own)
 
 
 @pytest.mark.parametrize(

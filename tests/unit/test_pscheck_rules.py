@@ -401,6 +401,85 @@ class O(BaseModel):
 """,
         [3, 5, 6],
     ),
+    # migration rules (v1 forms a port must touch)
+    (
+        "PSC002",
+        """
+from typing import Any
+class M(BaseModel):
+    a: Any
+    b: object
+    c: Annotated[Any, Field(description="x")]
+    d: Any = None
+    e: Any = Field(...)
+    f: Any = ...
+    g: "Any"
+""",
+        [4, 5, 6, 10],
+    ),
+    (
+        "PSC022",
+        """
+from sqlmodel import Field as SQLField
+class M(BaseModel):
+    a: str = Field("", regex="x")
+    b: list = Field(default_factory=list, max_items=3)
+    c: Annotated[str, Field(const=True)] = "c"
+    d: int = Field(0, example=1, description="d", examples=[1])
+    e: int = Field(0, **{"ge": 0})
+    f: str = SQLField("", regex="x")
+""",
+        [4, 5, 6, 7],
+    ),
+    (
+        "PSC023",
+        """
+import pydantic
+from pydantic import BaseSettings
+from pydantic.generics import GenericModel
+from pydantic.typing import NoneType
+from pydantic.utils import deep_update, to_lower_camel
+try:
+    from pydantic import BaseSettings as Fallback
+except ImportError:
+    from pydantic_settings import BaseSettings as Fallback
+from pydantic_settings import BaseSettings as Fine
+class G(GenericModel):
+    a: int = 0
+class S(pydantic.BaseSettings):
+    a: int = 0
+""",
+        [3, 4, 5, 6, 6, 12, 14],
+    ),
+    (
+        "PSC024",
+        """
+class M(BaseModel):
+    __root__: list[int]
+class N(BaseModel):
+    _root: list[int] = []
+""",
+        [3],
+    ),
+    (
+        "PSC025",
+        """
+class A(str):
+    @classmethod
+    def __get_validators__(cls):
+        yield cls
+    def __modify_schema__(cls, schema):
+        pass
+class Both(str):
+    @classmethod
+    def __get_validators__(cls):
+        yield cls
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        return handler(str)
+""",
+        [3, 6],
+    ),
     # strict rules
     (
         "PSC101",

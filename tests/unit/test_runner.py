@@ -5,8 +5,10 @@ import json
 import nbformat
 import pytest
 
+from nbkit.catalog import resolve_notebook
 from nbkit.cli import main
-from nbkit.runner import RunError, check_parameters, parse_value, resolve_notebook
+from nbkit.errors import RunError
+from nbkit.params import check_parameters, parse_value
 
 
 def _notebook(path, body="import nbkit\nnbkit.record('n_squared', N * N)\n"):
@@ -39,7 +41,7 @@ def test_resolve_by_number_stem_and_theme(nb_dir):
 
 def test_a_parameter_whose_comment_holds_an_equals_sign_is_still_a_parameter(tmp_path):
     # papermill's parser drops any line with two "=" (only a logged warning): `-p MODEL ...` said "unknown".
-    from nbkit.runner import notebook_parameters
+    from nbkit.params import notebook_parameters
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -57,7 +59,8 @@ def test_a_parameter_whose_comment_holds_an_equals_sign_is_still_a_parameter(tmp
 def test_every_assignment_of_each_shipped_notebooks_parameters_cell_is_a_parameter():
     import ast
 
-    from nbkit.runner import available_notebooks, notebook_parameters
+    from nbkit.catalog import available_notebooks
+    from nbkit.params import notebook_parameters
 
     for path in available_notebooks(required=True):
         cell = next(
@@ -164,12 +167,15 @@ def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
     d.mkdir()
     make_notebook(d / "01_alpha.ipynb")
     make_notebook(d / "02_old.ipynb", body=OLD_SHAPE_CLAIMS)
-    make_notebook(d / "03_none.ipynb", body="import nbkit\nnbkit.record('x', 1)\n")
+    make_notebook(
+        d / "03_none.ipynb", body="import os, nbkit\nnbkit.record('run_dir', os.environ['NBKIT_RUN_DIR'])\n"
+    )
     monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
     out = tmp_path / "runs" / "20260101-run"
     lines = []
     final, results = run_notebooks([], {"N": 5}, output=out, progress=False, jobs=2, log=lines.append)
     assert final == out.resolve() and [r.ok for r in results] == [True, True, True]
+    assert results[2].metrics["run_dir"] == str(final)  # the kernel knows the run it is published into
     assert any("2 at a time" in ln for ln in lines)
     page = (out / "index.html").read_text()
     title = re.search(r"<title>(.*)</title>", page).group(1)
@@ -183,8 +189,42 @@ def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
     assert "N=5" in page and "01_alpha.html" in page and "01_alpha.ipynb" in page
 
 
+def test_index_shows_each_theme_notebooks_summary_figure_and_headline_at_a_glance(tmp_path, monkeypatch):
+    """Above the ledger: one card per theme notebook that ran, its summary figure (the one its registry
+    marked, drawn from the executed notebook) and its headline numbers; a notebook with neither headline
+    nor claims gets no card; the figures stay in the notebooks' own pages."""
+    import re
+
+    from runner_notebooks import THEME, make_notebook
+
+    from nbkit.runner import run_notebooks
+
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    make_notebook(d / "00_intro.ipynb", body="import nbkit\nnbkit.record('x', 1)\n")
+    make_notebook(d / "01_toy.ipynb", body=THEME)
+    make_notebook(d / "02_toy.ipynb", body=THEME)
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+    out = tmp_path / "runs" / "glance"
+    final, results = run_notebooks([], {"N": 5}, output=out, progress=False)
+    assert all(r.ok for r in results), [r.error for r in results]
+    page = (final / "index.html").read_text()
+    glance = page.index("<div id='glance'>")
+    assert glance < page.index("<table id='ledger'")
+    cards = re.findall(r"<section class='nb' data-notebook='([^']+)'>", page)
+    assert cards == ["01_toy", "02_toy"]
+    draws = re.findall(r"Plotly.newPlot\('(glance-\d+)', (\[.*?\]), ", page)
+    assert [d[0] for d in draws] == ["glance-1", "glance-2"]
+    assert all('"b curve"' in d[1] and '"a curve"' not in d[1] for d in draws)  # the summary, not a's
+    assert "<th>total of b</th><td>7.5</td>" in page  # 0.5 * (1 + 2 + 3 + 4 + 5)
+    assert page.index("<script src='plotly.min.js'>") < page.index("<title>")
+    assert (final / "plotly.min.js").is_file()
+    assert len(page.encode()) < 200_000  # mailed: the figures' data and layout, no library
+    assert "b curve" in (final / "01_toy.html").read_text()  # still in the notebook's own page
+
+
 def test_core_shares_split_the_cores():
-    from nbkit.runner import core_shares
+    from nbkit.pool import core_shares
 
     assert core_shares(2, [0, 1]) == [[0], [1]]
     assert core_shares(2, [0, 1, 2, 3, 4]) == [[0, 1, 2], [3, 4]]
@@ -194,7 +234,8 @@ def test_core_shares_split_the_cores():
 def test_pool_workers_share_threads_not_cores(tmp_path, monkeypatch):
     from runner_notebooks import make_notebook
 
-    from nbkit.runner import run_notebooks, usable_cores
+    from nbkit.procs import usable_cores
+    from nbkit.runner import run_notebooks
 
     d = tmp_path / "notebooks"
     d.mkdir()
@@ -215,10 +256,42 @@ def test_pool_workers_share_threads_not_cores(tmp_path, monkeypatch):
     assert timings["smoke"] is False and set(timings["seconds"]) == {"01_a", "02_b"}
 
 
+def test_timings_count_the_kernels_children_and_the_log_says_the_utilisation(tmp_path, monkeypatch):
+    """A notebook whose kernel starts a process that burns 3 CPU-s against one that does not: the run's CPU
+    seconds differ by that much (a grandchild of this process, reaped by the kernel, is counted), and the
+    utilisation is CPU-s ÷ (wall × cores). The busy run goes first: the imports a first run pays in this
+    process add to its figure, so they cannot make up for a child that was not counted."""
+    from runner_notebooks import make_notebook
+
+    from nbkit.procs import usable_cores
+    from nbkit.runner import run_notebooks
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3.0: pass"
+    figures = {}
+    for name, body in (
+        ("busy", f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {burn!r}])\n"),
+        ("idle", "pass\n"),
+    ):
+        d = tmp_path / name
+        d.mkdir()
+        make_notebook(d / "01_a.ipynb", body=body)
+        monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+        lines: list[str] = []
+        final, results = run_notebooks([], output=tmp_path / f"out-{name}", progress=False, log=lines.append)
+        assert results[0].ok, results[0].error
+        t = figures[name] = json.loads((final / "timings.json").read_text())
+        assert t["cores"] == len(usable_cores()) and t["wall_s"] > 0
+        # (the figures are stored rounded to 0.1 s: a short run's ratio of them is a few percent off)
+        assert t["core_utilisation"] == pytest.approx(t["cpu_s"] / (t["wall_s"] * t["cores"]), rel=0.1)
+        assert f"core utilisation {t['core_utilisation']:.2f}" in lines[-1] and "CPU-s" in lines[-1]
+    assert figures["busy"]["cpu_s"] - figures["idle"]["cpu_s"] >= 2.5
+
+
 def test_longest_first_orders_by_the_newest_matching_history(tmp_path):
     import os
 
-    from nbkit.runner import Job, longest_first, previous_seconds
+    from nbkit.execute import Job
+    from nbkit.timings import longest_first, previous_seconds
 
     runs = tmp_path / "runs"
     for name, smoke, secs, mtime in (("old", False, {"01_a": 1, "02_b": 500}, 100),
@@ -241,7 +314,8 @@ def test_longest_first_orders_by_the_newest_matching_history(tmp_path):
 
 
 def test_a_first_run_orders_by_the_reference_seconds_beside_the_notebooks(tmp_path):
-    from nbkit.runner import REFERENCE_SECONDS, Job, longest_first, reference_seconds
+    from nbkit.execute import Job
+    from nbkit.timings import REFERENCE_SECONDS, longest_first, reference_seconds
 
     nbs = tmp_path / "nbs"
     nbs.mkdir()
@@ -258,7 +332,8 @@ def test_a_first_run_orders_by_the_reference_seconds_beside_the_notebooks(tmp_pa
 
 
 def test_the_shipped_reference_seconds_name_every_notebook_in_both_modes():
-    from nbkit.runner import REFERENCE_SECONDS, available_notebooks, notebooks_dir, reference_seconds
+    from nbkit.catalog import available_notebooks, notebooks_dir
+    from nbkit.timings import REFERENCE_SECONDS, reference_seconds
 
     paths = available_notebooks(required=True)
     assert (notebooks_dir() / REFERENCE_SECONDS).is_file()
@@ -266,8 +341,13 @@ def test_the_shipped_reference_seconds_name_every_notebook_in_both_modes():
         assert set(reference_seconds(paths, smoke)) == {p.stem for p in paths}
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
+@pytest.mark.parametrize(
+    ("jobs", "how"), [(1, "SIGTERM"), (2, "SIGTERM"), (1, "Ctrl-C"), (2, "Ctrl-C")], ids=lambda v: str(v)
+)
+def test_sigterm_or_ctrl_c_keeps_the_run_folder_ends_the_kernels_and_leaves_no_temp_file(tmp_path, jobs, how):
+    """SIGTERM to nbkit, or Ctrl-C (SIGINT to the terminal's foreground process group): the run folder
+    stays, each running notebook is kept as far as it got, no kernel survives, and the temp folder holds
+    nothing of the run (kernel sockets, connection files)."""
     import os
     import signal
     import subprocess
@@ -283,13 +363,16 @@ def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
     make_notebook(d / "01_slow.ipynb", body=body)
     make_notebook(d / "02_slow.ipynb", body=body)
     out = tmp_path / "runs" / "r"
-    env = {**os.environ, "NBKIT_NOTEBOOKS": str(d)}
+    own_tmp = tmp_path / "tmp"  # this run's temp folder, apart from other jobs'
+    own_tmp.mkdir()
+    env = {**os.environ, "NBKIT_NOTEBOOKS": str(d), "TMPDIR": str(own_tmp)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "nbkit.cli", "run", "--all", "--jobs", str(jobs), "-q", "--output", str(out)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as a command started from a terminal has
     )
     try:
         # Every kernel busy in its cell (one at a time, or both with --jobs 2); one still starting
@@ -301,13 +384,21 @@ def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
         assert len(kernels) == jobs, "the notebooks never started"
         assert any(p.name.startswith(".r.tmp-") for p in out.parent.iterdir())
         assert json.loads((out / "index.json").read_text())["notebooks"][0]["status"] == "not started"
-        proc.send_signal(signal.SIGTERM)
+        assert list(own_tmp.glob("nbkit-kernel-*")), "the kernels' sockets are not in the run's temp folder"
+        if how == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert "terminated" in err and "Traceback" not in err
+    if how == "SIGTERM":
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert "terminated" in err and "Traceback" not in err
+    else:
+        assert proc.returncode == 130, err
+        assert "nbkit: interrupted" in err and "Traceback" not in err, err
     # The run folder stays, the staging folder goes; each notebook that was running is kept as far as it got.
     assert [p.name for p in out.parent.iterdir()] == ["r"]
     status = {e["name"]: e["status"] for e in json.loads((out / "index.json").read_text())["notebooks"]}
@@ -325,3 +416,4 @@ def test_sigterm_keeps_the_run_folder_and_ends_the_kernels(tmp_path, jobs):
     while any(alive(k) for k in kernels) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert not any(alive(k) for k in kernels), "a kernel survived"
+    assert sorted(p.name for p in own_tmp.iterdir()) == [], "the run left files in the temp folder"

@@ -9,7 +9,7 @@ import pytest
 from runner_notebooks import make_notebook
 
 from nbkit.cli import main
-from nbkit.runner import RunError
+from nbkit.errors import RunError
 from nbkit.sweep import parse_grid, scalar_metrics
 
 FAILS_AT_N_4 = "import nbkit\nif N == 4:\n    raise ValueError('N=4 is cursed')\n" + (

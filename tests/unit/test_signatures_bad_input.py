@@ -1,6 +1,7 @@
 """Bad input to the DSPy theme's entry points: one clear UsageError naming the file, line or key
 (table-driven)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -124,6 +125,21 @@ def test_bad_model_path(tmp_path, make, pattern):
         srv.LocalLMServer(make(tmp_path))
 
 
+def test_the_context_takes_the_sessions_options_and_nothing_else():
+    """``SignaturesContext(DEVICE, smoke=, profile=, **options)``: an unknown option is one UsageError naming
+    SessionConfig's fields (the device is the context's own, not an option); a bad profile too."""
+    from nbkit.signatures.config import SessionConfig
+    from nbkit.signatures.context import SignaturesContext
+
+    assert "device" not in {f.name for f in dataclasses.fields(SessionConfig)}
+    with pytest.raises(UsageError, match="SessionConfig has no field lm_modle"):
+        SignaturesContext("cpu", lm_modle="local")
+    with pytest.raises(UsageError, match="profile must be one of"):
+        SignaturesContext("cpu", profile="fast")
+    ctx = SignaturesContext("cpu", seed=3, server="llama-cpp-python")
+    assert ctx.options.seed == ctx.seed == 3 and not ctx.llm.started  # the LM starts on first use
+
+
 def test_bad_pool_size_and_config_override():
     with pytest.raises(UsageError, match="n_servers must be a positive int, got 0"):
         srv.LocalLMPool(0)
@@ -193,8 +209,7 @@ def test_nbkit_run_with_a_dev_set_row_lacking_a_field_exits_2_naming_file_and_li
     make_notebook(
         nb_dir / "03_sig.ipynb",
         body="import pathlib\nfrom nbkit.signatures import experiments\n"
-        "experiments.check_user_contract(experiments.run_user_contract.config(SMOKE, signature=SIGNATURE, "
-        "dev_set=DEV_SET, metric=METRIC))\n"
+        "experiments.check_user_contract(SIGNATURE, DEV_SET, METRIC)\n"
         "pathlib.Path('ran.txt').write_text('ran')\n",
         parameters="SMOKE = False\nSIGNATURE = 'text -> sentiment'\nDEV_SET = ''\nMETRIC = 'exact'\n",
     )

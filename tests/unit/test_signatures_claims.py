@@ -1,24 +1,52 @@
-"""Every verdict function of notebook 03 driven through every outcome, on fabricated measurements of the
-types the experiments return (``run_modules`` / ``run_contracts`` / ``run_compile`` / ``run_token_limit`` /
-``run_history``, :mod:`nbkit.signatures.metrics`)."""
+"""Every verdict function of notebook 03 driven through every outcome at the n the notebook really has, on
+fabricated measurements of the types the experiments return (:mod:`nbkit.signatures.metrics`); each spec's
+operating characteristics asserted; the ledger judged from a context's results."""
 
 import dataclasses
 
 import pytest
 
-from nbkit.claims import HOLDS, INCONCLUSIVE, REFUTED, Claim, Verdict, claims_frame
+from nbkit.claims import (
+    DEFAULT,
+    DEMONSTRATION,
+    FAMILY_ALPHA,
+    FULL,
+    HOLDS,
+    INCONCLUSIVE,
+    MEASURED,
+    REFUTED,
+    Verdict,
+    family_size,
+    operating_characteristics,
+    simulate,
+)
+from nbkit.experiment import Context
+from nbkit.result import Result
 from nbkit.signatures import claims as sc
+from nbkit.signatures import config, designs
+from nbkit.signatures.experiments import REGISTRY
 from nbkit.signatures.metrics import (
+    AdapterRun,
+    AnswerBounds,
+    CompiledRun,
     CompileMetrics,
     ContractsMetrics,
     FieldNotesAnswers,
     HistoryMetrics,
     LMCalls,
     ModuleChoice,
+    ModuleRun,
     ModulesMetrics,
-    RandomSearchRun,
+    Outcomes,
     TokenLimitMetrics,
+    ViolationCounts,
 )
+
+SPECS = {s.key: s for s in REGISTRY.claims}
+# The level a noisy row is judged at when Holm has to take it first: Bonferroni over the notebook's family.
+LEVEL = 1 - FAMILY_ALPHA / family_size(REGISTRY.claims)
+DEV = designs.shipped_cases(("dev",))  # 15 dev cases at the default seed
+NOTES = designs.shipped_cases(("train", "val", "dev"))  # 50: the field notes' signature, the full modules
 
 
 def outcome(verdict):
@@ -26,82 +54,71 @@ def outcome(verdict):
     return verdict.verdict
 
 
-def shipped_sizes() -> dict[str, int]:
-    """The n notebook 03 really has at its defaults, from the shipped cases and the experiments' configs:
-    dev questions per program, dev cases, distinct bound-checked requests, field-notes-signature questions."""
-    from nbkit.signatures import config as cfg
-    from nbkit.signatures.cases import load_cases, split_cases
-    from nbkit.signatures.modules import MODULES
-
-    splits = split_cases(load_cases(), cfg.SessionConfig().seed)
-    dev_q = 2 * len(splits.dev)
-    contracts = cfg.ContractsConfig()
-    # modules (auto → json_grammar) + contracts' adapters; contracts' predict/json_grammar is the modules'
-    # request
-    requests = len(MODULES) * dev_q + sum(1 for a in contracts.adapters if a != "json_grammar") * dev_q
-    notes_q = 2 * sum(len(getattr(splits, name)) for name in contracts.field_notes_splits)
-    return {
-        "dev_questions": dev_q,
-        "dev_cases": len(splits.dev),
-        "requests": requests,
-        "notes_questions": notes_q,
-    }
+def test_the_shipped_sizes_are_what_the_configs_ask():
+    assert (DEV, NOTES) == (15, 50)
+    assert designs.MODULES_CLEAN.units(config.ModulesConfig()) == DEV
+    assert designs.MODULES_CLEAN.units(config.ModulesConfig.full()) == NOTES
+    assert designs.CONFIDENCE_WORDS.units(config.ContractsConfig()) == NOTES
+    assert designs.MIX_LIFT.units(config.CompileConfig()) == 1
+    assert designs.MIX_LIFT.units(config.CompileConfig.full()) == config.FULL_COMPILES
+    # standard − colloquial is bounded by the dev cases, which no profile adds to
+    assert designs.GAP.units(config.CompileConfig()) == designs.GAP.units(config.CompileConfig.full()) == DEV
+    assert designs.RANDOM_SEARCH.units(config.CompileConfig()) == 0  # random search runs in the full profile
 
 
-N = shipped_sizes()
-
-
-def test_the_shipped_n_can_decide_the_existence_rules():
-    """At 0 breaches the rules refute from min_n_to_refute() answers on; the default run has more (if most
-    parse)."""
-    assert sc.min_n_to_refute() == 73
-    assert N == {"dev_questions": 30, "dev_cases": 15, "requests": 120, "notes_questions": 100}
-    assert N["requests"] >= sc.min_n_to_refute() and N["notes_questions"] >= sc.min_n_to_refute()
+# -- modules serve the contract ----------------------------------------------------------------------
+def _modules_clean(*per_module):
+    """(module, clean per case, 2 per case) from per-case clean counts."""
+    return tuple((f"m{i}", list(k), [2] * len(k)) for i, k in enumerate(per_module))
 
 
 @pytest.mark.parametrize(
     ("clean", "expected"),
     [
-        ({"predict": (30, 30), "cot": (30, 30), "hybrid": (29, 30)}, HOLDS),  # lowest Wilson bound 0.83
-        ({"predict": (30, 30), "cot": (10, 30), "hybrid": (30, 30)}, REFUTED),
-        (
-            {"predict": (30, 30), "cot": (26, 30), "hybrid": (30, 30)},
-            INCONCLUSIVE,
-        ),  # 26/30: [0.70, 0.95] straddles 0.8
-        ({}, INCONCLUSIVE),
+        (_modules_clean([2] * NOTES, [2] * NOTES, [2] * 49 + [1]), HOLDS),  # lowest bound ≥ 0.8
+        (_modules_clean([2] * NOTES, [1] * 40 + [2] * 10, [2] * NOTES), REFUTED),  # 60/100 clean
+        (_modules_clean([2] * NOTES, [2] * 38 + [1] * 12, [2] * NOTES), INCONCLUSIVE),  # 88/100 straddles
+        ((), INCONCLUSIVE),
     ],
 )
-def test_modules_serve_contract(clean, expected):
-    assert {q for q, _ in clean.values()} <= set(range(N["dev_questions"] + 1))
-    assert outcome(sc.verdict_modules_serve_contract(clean)) == expected
+def test_modules_serve_contract_at_the_full_profiles_n(clean, expected):
+    assert outcome(sc.verdict_modules_serve_contract(clean, LEVEL)) == expected
 
 
-def test_modules_serve_contract_judges_every_module_not_the_worst_point_rate():
-    # 4/5 has the lower point rate but a wide interval; 18/30 ([0.42, 0.75]) lies wholly below 0.8 and refutes
-    assert outcome(sc.verdict_modules_serve_contract({"a": (4, 5), "b": (18, 30)})) == REFUTED
+def test_modules_serve_contract_counts_a_case_not_a_question():
+    """The same 25 of 30 clean answers: scattered over cases they carry more information than in whole
+    cases (a case's two phrasings breaking together count as one case's worth)."""
+    scattered = _modules_clean([2] * 10 + [1] * 5, [2] * 15, [2] * 15)
+    paired = _modules_clean([2] * 12 + [0] * 2 + [1], [2] * 15, [2] * 15)
+    assert sum(scattered[0][1]) == sum(paired[0][1]) == 25
+    assert sc.clustered_rate_interval(*scattered[0][1:])[1] < sc.clustered_rate_interval(*paired[0][1:])[1]
+
+
+# -- prompt bounds -------------------------------------------------------------------------------
+SIZES = designs._bounds_sizes(designs.PROMPT_BOUNDS.n)  # 15 dev cases × 7 parsed answers, 35 × 2
 
 
 @pytest.mark.parametrize(
-    ("k", "n", "expected"),
+    ("breaches", "expected"),
     [
-        (1, N["requests"], HOLDS),
-        (0, N["requests"], REFUTED),
-        (0, N["notes_questions"], REFUTED),
-        (0, N["dev_questions"], INCONCLUSIVE),  # dev alone (the old n of the confidence claim) cannot refute
-        (0, 72, INCONCLUSIVE),
-        (0, 0, INCONCLUSIVE),
+        ([1] + [0] * (len(SIZES) - 1), HOLDS),  # one breach is an existence proof
+        ([0] * len(SIZES), REFUTED),  # 0 of 175 with the upper bound under 5 %
     ],
 )
-def test_observed(k, n, expected):
-    verdict, interval = sc.verdict_observed(k, n, "breaches"), sc.observed_interval(k, n)
-    assert verdict.verdict == expected
-    assert (interval == "") == (n == 0)
-    if expected == INCONCLUSIVE and n:
-        assert "needs ≥ 73 answers" in verdict.why
+def test_observed_at_the_default_n(breaches, expected):
+    assert sum(SIZES) == 175
+    assert outcome(sc.verdict_observed(breaches, SIZES, "breaches", LEVEL)) == expected
 
 
-D = N["dev_questions"]
-C = N["dev_cases"]
+def test_observed_cannot_refute_on_the_dev_answers_alone():
+    """0 breaches among the 105 dev answers alone cannot exclude a 5 % rate at the family's level."""
+    v = sc.verdict_observed([0] * DEV, [7] * DEV, "breaches", LEVEL)
+    assert v.verdict == INCONCLUSIVE and "n too small" in v.why
+    assert outcome(sc.verdict_observed([], [], "breaches", LEVEL)) == INCONCLUSIVE
+
+
+# -- the grammar: a demonstration ----------------------------------------------------------------------
+D = 2 * DEV
 
 
 @pytest.mark.parametrize(
@@ -109,93 +126,108 @@ C = N["dev_cases"]
     [
         ([1.0] * D, [0.0] * D, HOLDS),
         ([0.0] * D, [1.0] * D, REFUTED),
-        (
-            [0.0] * D,
-            [0.0] * D,
-            INCONCLUSIVE,
-        ),  # no discordant question: the interval keeps its width (the bootstrap said refuted)
+        ([0.0] * D, [0.0] * D, INCONCLUSIVE),  # no discordant question: the interval keeps its width
         ([1.0] + [0.0] * (D - 1), [0.0] * D, INCONCLUSIVE),
         ([1.0], [0.0], INCONCLUSIVE),  # one question cannot decide
     ],
 )
 def test_grammar_fixes_structure(chat, grammar, expected):
     assert outcome(sc.verdict_grammar_fixes_structure(chat, grammar)) == expected
+    assert SPECS["grammar_fixes_structure"].kind == DEMONSTRATION
+
+
+# -- confidence in words: a rate rule for an "always" claim --------------------------------------------
+@pytest.mark.parametrize(
+    ("not_numeric", "expected"),
+    [
+        ([2] * 45 + [0] * 5, HOLDS),  # 90 of 100 answers without a number
+        ([1] + [0] * 49, REFUTED),  # 1 of 100: the model answers with numbers (an existence rule said holds)
+        ([0] * NOTES, REFUTED),
+        ([2] * 25 + [0] * 25, INCONCLUSIVE),  # half, in whole cases: straddles 0.5
+    ],
+)
+def test_confidence_in_words_at_the_default_n(not_numeric, expected):
+    assert outcome(sc.verdict_confidence_in_words(not_numeric, [2] * NOTES, LEVEL)) == expected
+
+
+def test_confidence_in_words_with_nothing_to_count():
+    assert outcome(sc.verdict_confidence_in_words([], [], LEVEL)) == INCONCLUSIVE
+
+
+def test_an_answer_without_any_confidence_gives_no_number_too():
+    """'condition: gout, confidence: high' (a word) and 'gout' (no confidence at all) both give no number
+    where 'confidence: [0-1]' asked for one; an unparsed answer is not counted."""
+    o = Outcomes(
+        keys=("a:standard", "a:colloquial", "b:standard", "b:colloquial"),
+        structural=(0.0, 0.0, 0.0, 1.0),
+        items=(1, 0, 2, 0),
+        not_numeric=(1.0, 0.0, 0.0, 0.0),
+    )
+    assert sc.no_number(o) == ([2, 0], [2, 1])
+
+
+# -- compile claims: compile sets × cases ---------------------------------------------------------------
+K = config.FULL_COMPILES
+
+
+def _table(value, rows=K, cols=DEV, wobble=0.5):
+    """A rows × cols table of per-case differences around ``value``: a checkerboard of ±wobble."""
+    return [[value + (wobble if (i + j) % 2 else -wobble) for j in range(cols)] for i in range(rows)]
 
 
 @pytest.mark.parametrize(
-    ("standard", "colloquial", "expected", "why"),
+    ("fn", "value", "expected"),
     [
-        ([1.0] * C, [0.0] * C, HOLDS, "≥"),
-        ([0.0] * C, [1.0] * C, REFUTED, "<"),
-        ([1.0] * C, [1.0] * C, INCONCLUSIVE, "straddles"),  # equal slices at n=15 cannot exclude a 0.10 gap
-        ([1.0] * 4, [0.0] * 4, HOLDS, "≥"),  # 4 cases, all one way: the interval is honest at small n
-        ([0.0] * C, [0.0] * C, INCONCLUSIVE, "floor"),
+        (sc.verdict_colloquial_gap, 0.6, HOLDS),
+        (sc.verdict_colloquial_gap, -0.2, REFUTED),
+        (sc.verdict_colloquial_gap, sc.GAP_MIN, INCONCLUSIVE),
+        (sc.verdict_mix_lifts_colloquial, 0.6, HOLDS),
+        (sc.verdict_mix_lifts_colloquial, -0.2, REFUTED),
+        (sc.verdict_mix_lifts_colloquial, sc.LIFT_MIN, INCONCLUSIVE),
     ],
 )
-def test_colloquial_gap(standard, colloquial, expected, why):
-    verdict = sc.verdict_colloquial_gap(standard, colloquial)
-    assert verdict.verdict == expected and why in verdict.why
-    assert (sc.paired_interval(standard, colloquial, floor=True) == "") == (why == "floor")
+def test_compile_verdicts_at_the_full_profiles_n(fn, value, expected):
+    assert outcome(fn(_table(value), LEVEL)) == expected
 
 
-@pytest.mark.parametrize(
-    ("mixed", "standard_only", "expected"),
-    [
-        ([1.0] * C, [0.0] * C, HOLDS),
-        ([0.0] * C, [1.0] * C, REFUTED),
-        ([1.0] + [0.0] * (C - 1), [0.0] * C, INCONCLUSIVE),
-        ([0.0] * C, [0.0] * C, INCONCLUSIVE),
-    ],
-)
-def test_mix_lifts_colloquial(mixed, standard_only, expected):
-    assert outcome(sc.verdict_mix_lifts_colloquial(mixed, standard_only)) == expected
+def test_compile_verdicts_need_a_table_with_spread():
+    assert outcome(sc.verdict_colloquial_gap([], LEVEL)) == INCONCLUSIVE
+    tied = sc.verdict_mix_lifts_colloquial([[0.0] * DEV] * K, LEVEL)  # identical programs: no interval
+    assert tied.verdict == INCONCLUSIVE and "no interval" in tied.why
 
 
-@pytest.mark.parametrize(
-    ("a", "b", "expected"),
-    [
-        ([1.0] * D, [0.0] * D, HOLDS),
-        ([0.0] * D, [1.0] * D, REFUTED),
-        ([1.0] * D, [1.0] * D, INCONCLUSIVE),
-        ([1.0, 0.0, 0.0, 0.0, 1.0] * (D // 5), [0.0, 0.0, 1.0, 0.0, 0.0] * (D // 5), INCONCLUSIVE),
-    ],
-)
-def test_program_beats(a, b, expected):
-    verdict, interval = sc.verdict_program_beats(a, b, "hit@3 a − b"), sc.paired_interval(a, b, floor=True)
-    assert verdict.verdict == expected
-    assert interval.startswith("[")
-    if expected == INCONCLUSIVE:
-        assert "straddles" in verdict.why
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "expected"),
-    [
-        ([0.9, 0.8] * 16, [0.1, 0.2] * 16, HOLDS),
-        ([0.1, 0.2] * 16, [0.9, 0.8] * 16, REFUTED),
-        ([0.5] * 32, [0.5] * 32, INCONCLUSIVE),
-        ([0.9] * 4, [0.1] * 4, INCONCLUSIVE),
-    ],
-)
-def test_program_beats_on_a_non_binary_metric(a, b, expected):
-    """A user's metric with fractional scores: paired bootstrap, ≥ MIN_PAIRS pairs, no verdict from a
-    spread-less sample."""
-    assert outcome(sc.verdict_program_beats(a, b, "score a − b")) == expected
+def test_one_compile_set_cannot_stand_for_compiling():
+    """A compile-set effect shared by every case: one set's 15 cases look decisive, the table of sets does
+    not (the compile set is a unit)."""
+    one = [[0.5 + (0.1 if j % 2 else -0.1) for j in range(DEV)]]
+    assert outcome(sc.verdict_colloquial_gap(one, LEVEL)) == HOLDS
+    shifted = one + [[v - 0.6 for v in one[0]]] + [[v + 0.1 for v in one[0]]]
+    assert outcome(sc.verdict_colloquial_gap(shifted, LEVEL)) == INCONCLUSIVE
 
 
 @pytest.mark.parametrize(("candidates", "expected"), [(1, INCONCLUSIVE), (16, REFUTED)])
 def test_random_search_refuted_only_at_its_documented_budget(candidates, expected):
-    verdict = sc.verdict_random_search_beats([0.0] * D, [1.0] * D, candidates)
-    assert verdict.verdict == expected
-    assert outcome(sc.verdict_random_search_beats([1.0] * D, [0.0] * D, 1)) == HOLDS
-    assert outcome(sc.verdict_random_search_beats([1.0] * D, [1.0] * D, 16)) == INCONCLUSIVE
+    assert outcome(sc.verdict_random_search_beats(_table(-0.2), candidates, LEVEL)) == expected
+    assert outcome(sc.verdict_random_search_beats(_table(0.6), 1, LEVEL)) == HOLDS
+    assert outcome(sc.verdict_random_search_beats(_table(sc.RS_GAIN), 16, LEVEL)) == INCONCLUSIVE
+    assert config.CompileConfig().num_candidates == sc.RS_CANDIDATES  # the documented budget is the default
+    assert dataclasses.fields(config.CompileConfig)[8].metadata["max"] >= sc.RS_CANDIDATES
 
 
+# -- the token limit -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("tokens", "expected"), [(230, HOLDS), (16, REFUTED), (30, INCONCLUSIVE), (None, INCONCLUSIVE)]
+    ("tokens", "imputed", "expected", "why"),
+    [
+        (213, False, HOLDS, "213 tokens"),
+        (190, True, HOLDS, "≥ 190 (its context of 256 filled)"),
+        (17, False, HOLDS, "ignored"),
+        (16, False, REFUTED, "kept the limit"),
+        (None, False, INCONCLUSIVE, "not measured"),
+    ],
 )
-def test_runaway(tokens, expected):
-    assert sc.verdict_runaway(tokens, 16, 256).verdict == expected
+def test_runaway(tokens, imputed, expected, why):
+    v = sc.verdict_runaway(tokens, 16, 256, imputed)
+    assert v.verdict == expected and why in v.why
 
 
 @pytest.mark.parametrize(
@@ -213,235 +245,229 @@ def test_limit_enforced(longest, calls, probes, expected):
     assert sc.verdict_limit_enforced(longest, 128, calls, probes, 16).verdict == expected
 
 
-def test_pairing_is_by_question_not_by_position():
-    a = {"keys": ["c1:standard", "c2:standard", "c3:standard"], "hit": [1.0, 0.0, 1.0]}
-    b = {"keys": ["c3:standard", "c1:standard"], "hit": [0.0, 1.0]}
-    assert sc.paired(a, b) == ([1.0, 1.0], [1.0, 0.0])
-    q = {
-        "keys": ["c1:standard", "c1:colloquial", "c2:colloquial", "c2:standard"],
-        "hit": [1.0, 0.0, 1.0, 0.0],
-    }
-    assert sc.by_slice(q) == ([1.0, 0.0], [0.0, 1.0])
+# -- operating characteristics -------------------------------------------------------------------------
+DECIDED_AT_DEFAULTS = {
+    "prompt_bounds_not_enforced",
+    "confidence_in_words",
+    "runaway_reproduced",
+    "limit_enforced",
+}
 
 
-def _questions(n, hit, structural=0.0, breaches=0):
-    keys = [f"c{i}:{s}" for i in range(n) for s in ("standard", "colloquial")]
+FULL_PROFILE = {"modules_serve_contract", "colloquial_mix_lifts"}
+BEYOND_DATA = {"standard_only_gap": 150, "random_search_beats_bootstrap": 80}  # dev cases each needs
+
+
+def test_which_rows_decide_at_defaults_in_the_full_profile_or_not_with_this_data():
+    measured = {k for k, s in SPECS.items() if s.kind == MEASURED}
+    decided = {k for k in measured if operating_characteristics(SPECS[k], DEFAULT).decided}
+    assert decided == DECIDED_AT_DEFAULTS
+    assert measured - decided == FULL_PROFILE | set(BEYOND_DATA)
+    for key in FULL_PROFILE:
+        d = SPECS[key].design
+        assert d.full_n and d.full_minutes and d.full_minutes_source and not d.beyond_data, key
+        oc = operating_characteristics(SPECS[key], FULL)
+        assert oc.decided and oc.n == d.full_n, key
+    assert SPECS["modules_serve_contract"].design.full_n == NOTES
+    assert SPECS["colloquial_mix_lifts"].design.full_n == config.FULL_COMPILES
+    level = operating_characteristics(SPECS["standard_only_gap"], DEFAULT).level
+    for key, cases in BEYOND_DATA.items():
+        d = SPECS[key].design
+        assert (d.needed_n, d.full_n) == (cases, None) and f"{DEV} dev cases" in d.beyond_data
+        assert simulate(SPECS[key], cases, level).decided  # the n the row names is the n that decides it
+        assert not simulate(SPECS[key], DEV, level).decided  # ... which the data's dev cases are not
+
+
+@pytest.mark.parametrize("key", sorted(DECIDED_AT_DEFAULTS))
+def test_decided_rows_reach_the_bar(key):
+    oc = operating_characteristics(SPECS[key], DEFAULT)
+    assert oc.p_holds_if_true >= 0.8 and oc.p_refuted_if_false >= 0.8
+    assert oc.p_refuted_if_true <= 0.05 and oc.p_holds_if_false <= 0.05
+
+
+def test_the_old_rules_could_not_decide():
+    """The compile claims at one compile set: whatever the truth, the default run cannot decide them."""
+    for key in ("standard_only_gap", "colloquial_mix_lifts"):
+        oc = operating_characteristics(SPECS[key], DEFAULT)
+        assert oc.p_holds_if_true < 0.8 or oc.p_refuted_if_false < 0.8, key
+
+
+# -- the ledger from a context's results --------------------------------------------------------------
+def _outcomes(n_cases, hit=0.0, structural=0.0, breaches=0, not_numeric=0.0, prefix="c"):
+    keys = [f"{prefix}{i}:{s}" for i in range(n_cases) for s in ("standard", "colloquial")]
     hits = hit if isinstance(hit, list) else [hit] * len(keys)
-    over = [
-        [] if structural else (["reasoning_over_50_words"] if i < breaches else []) for i in range(len(keys))
-    ]
-    return {
-        "keys": keys,
-        "hit": hits,
-        "clean": [1.0 - structural] * len(keys),
-        "structural": [structural] * len(keys),
-        "bound_breaches": over,
-    }
+    return Outcomes(
+        keys=tuple(keys),
+        hit=tuple(hits),
+        clean=tuple([1.0 - structural] * len(keys)),
+        structural=tuple([structural] * len(keys)),
+        bound_breaches=tuple(
+            () if structural else (("reasoning_over_50_words",) if i < breaches else ())
+            for i in range(len(keys))
+        ),
+        items=tuple([0 if structural else 2] * len(keys)),
+        not_numeric=tuple([not_numeric] * len(keys)),
+    )
 
 
-def _modules(questions, adapter="json_grammar"):
-    evaluated = {m: len(q["keys"]) for m, q in questions.items()}
+def _module_run(name, o):
+    return ModuleRun(name, len(o), 0.0, 0.0, 0.0, 0.0, 0.0, AnswerBounds(), o)
+
+
+def _modules(**runs):
     return ModulesMetrics(
-        adapter=adapter,
-        signature="typed",
-        dev_questions_evaluated=evaluated,
-        scores={},
-        questions=questions,
-        bounds={},
+        "json_grammar", "typed", ("dev",), DEV, tuple(_module_run(k, v) for k, v in runs.items())
     )
 
 
-def _contracts(questions, field_notes=None):
-    return ContractsMetrics(
-        module="predict",
-        signature="typed",
-        dev_questions_evaluated=0,
-        violation_rate={},
-        violations_by_kind={},
-        questions=questions,
-        bounds={},
-        field_notes_signature=field_notes,
-    )
+def _adapter(name, o):
+    return AdapterRun(name, 0.0, ViolationCounts(), AnswerBounds(), o)
 
 
-def _notes(**fields):
-    counts = {f.name: 0 for f in dataclasses.fields(FieldNotesAnswers) if f.type == "int"}
+def _notes(o):
     return FieldNotesAnswers(
-        **{**counts, "adapter": "json_grammar", "splits": ["dev"], "violation_rate": 0.0, **fields}
+        "json_grammar", ("train", "val", "dev"), len(o), 0.0, ViolationCounts(), AnswerBounds(), len(o), 0, o
     )
 
 
-def _compiled(questions, **fields):
-    base = {
-        "module": "predict",
-        "module_chosen_on": None,
-        "adapter": "json_grammar",
-        "dev_questions_evaluated": 0,
-        "table": [],
-        "gains": {},
-        "questions": questions,
-        "random_search": RandomSearchRun(),
-        "seconds": 0.0,
-    }
-    return CompileMetrics(**{**base, **fields})
+def _program(name, optimizer, seed, share, o):
+    return CompiledRun(name, optimizer, seed, share, 10, int(10 * share), 1, 1, 0, 0.0, 0.0, 0.0, o)
+
+
+def _compiled(*programs, compiles=1):
+    return CompileMetrics(
+        "predict",
+        ModuleChoice("val", 10, ()),
+        "json_grammar",
+        2 * DEV,
+        compiles,
+        (0.0, 0.1),
+        False,
+        0,
+        0,
+        programs,
+        0.0,
+    )
 
 
 def _token_limit(**fields):
-    return TokenLimitMetrics(
-        **{
-            "limit": 16,
-            "dspy_wire_fields": {"max_completion_tokens": 16},
-            "stock_dspy_tokens": 230,
-            "stock_n_ctx": 256,
-            **fields,
-        }
-    )
+    base = {
+        "limit": 16,
+        "dspy_limit_fields": ("max_completion_tokens",),
+        "stock_dspy_tokens": 213,
+        "stock_n_ctx": 256,
+    }
+    return TokenLimitMetrics(**{**base, **fields})
 
 
 def _history(**fields):
     calls = {
-        "calls": 0,
-        "served": 0,
+        "calls": 300,
+        "served": 300,
         "from_cache": 0,
-        "completion_tokens": 0,
-        "max_completion_tokens": 0,
+        "completion_tokens": 9000,
+        "max_completion_tokens": 128,
         "over_max_tokens": 0,
         "max_tokens": 128,
     }
-    return HistoryMetrics(calls=LMCalls(**{**calls, **fields}))
+    return HistoryMetrics(calls=LMCalls(**{**calls, **fields}), seconds=12.0)
 
 
 def test_bounds_count_each_request_once():
-    """The modules' predict under the grammar and the contracts' json_grammar are one request per question."""
-    n = N["dev_cases"]
-    modules = _modules(
-        {"predict": _questions(n, 0.0, breaches=2), "cot": _questions(n, 0.0), "hybrid": _questions(n, 0.0)}
+    """The modules' predict under the grammar and the contracts' json_grammar are one request per question;
+    the field notes' signature's answers count too, grouped by case."""
+    modules = _modules(predict=_outcomes(DEV, breaches=2), cot=_outcomes(DEV), hybrid=_outcomes(DEV))
+    contracts = ContractsMetrics(
+        "predict",
+        "typed",
+        2 * DEV,
+        (
+            _adapter("chat", _outcomes(DEV, structural=1.0)),
+            _adapter("json_grammar", _outcomes(DEV, breaches=2)),
+        ),
+        _notes(_outcomes(NOTES, prefix="n")),
     )
-    contracts = _contracts({"chat": _questions(n, 0.0, 1.0), "json_grammar": _questions(n, 0.0, breaches=2)})
-    b = sc.request_bounds(modules, contracts)
-    assert (
-        b["requests"] == N["requests"]
-        and b["parsed_answers"] == 3 * N["dev_questions"]
-        and b["answers_over_bounds"] == 2
-    )
-    assert b["reasoning_over_50_words"] == 2
-    clean = _modules({m: _questions(n, 0.0) for m in ("predict", "cot", "hybrid")})
-    parsed = sc.request_bounds(clean, _contracts({"chat": _questions(n, 0.0)}))["parsed_answers"]
-    assert (
-        sc.verdict_observed(0, parsed, "breaches").verdict == REFUTED
-    )  # 120 distinct parsed answers, none breaching
+    (breaches, answers), requests = sc.request_bounds(modules, contracts)
+    assert requests == 4 * 2 * DEV + 2 * NOTES and sum(answers) == 3 * 2 * DEV + 2 * NOTES
+    assert sum(breaches) == 2 and len(answers) == DEV + NOTES
 
 
-def test_claims_rows_from_recorded_metrics():
-    n = 16
-    std_only = [1.0 if k.endswith("standard") else 0.0 for k in _questions(n, 0.0)["keys"]]
-    modules = _modules(
-        {"predict": _questions(n, 0.0, breaches=3), "cot": _questions(n, 0.0), "hybrid": _questions(n, 1.0)}
-    )
-    notes = _notes(
-        confidence_not_numeric=2,
-        diagnosis_items=40,
-        answers_not_numeric=1,
-        answers_with_items=90,
-        questions=100,
-        splits=["train", "val", "dev"],
-    )
-    contracts = _contracts(
-        {"chat": _questions(n, 0.0, 1.0), "json_grammar": _questions(n, 0.0, 0.0, breaches=3)}, notes
+def test_judge_reads_every_row_from_a_contexts_results():
+    std_only = [1.0 if k.endswith("standard") else 0.0 for k in _outcomes(DEV).keys]
+    modules = _modules(predict=_outcomes(DEV), cot=_outcomes(DEV), hybrid=_outcomes(DEV))
+    contracts = ContractsMetrics(
+        "predict",
+        "typed",
+        2 * DEV,
+        (_adapter("chat", _outcomes(DEV, structural=1.0)), _adapter("json_grammar", _outcomes(DEV))),
+        _notes(_outcomes(NOTES, not_numeric=0.0, prefix="n")),
     )
     compiled = _compiled(
-        {
-            "BFS 0% colloquial": _questions(n, std_only),
-            "BFS 50% colloquial": _questions(n, 1.0),
-            "RS 50% colloquial": _questions(n, 1.0),
-        },
-        module="hybrid",
-        module_chosen_on=ModuleChoice(
-            split="val", questions=10, hit_at_3={"predict": 0.0, "cot": 0.0, "hybrid": 0.2}
-        ),
-        random_search=RandomSearchRun(
-            ran=True, program="RS 50% colloquial", val_questions=18, num_candidates=1
-        ),
+        _program("BFS 0% colloquial", "bootstrap", 0, 0.0, _outcomes(DEV, std_only)),
+        _program("BFS 10% colloquial", "bootstrap", 0, 0.1, _outcomes(DEV, 1.0)),
     )
-    token_limit = _token_limit()
-    history = _history(calls=300, served=300, completion_tokens=9000, max_completion_tokens=128)
-    rows = sc.claims(
-        modules=modules, contracts=contracts, compiled=compiled, token_limit=token_limit, history=history
-    )
-    assert all(isinstance(r, Claim) and r.n and r.rule for r in rows)
-    verdicts = {r.key: r.verdict for r in rows}
-    assert verdicts == {
-        "modules_serve_contract": HOLDS,
-        "cot_beats_predict": INCONCLUSIVE,
-        "hybrid_beats_predict": HOLDS,
-        "prompt_bounds_not_enforced": HOLDS,
+    with Context() as ctx:
+        for slug, m in (
+            ("modules", modules),
+            ("contracts", contracts),
+            ("compile", compiled),
+            ("token_limit", _token_limit()),
+            ("history", _history()),
+        ):
+            ctx.keep(slug, Result(metrics=m))
+        rows = {r.key: r for r in sc.judge(ctx)}
+    assert {k: r.verdict for k, r in rows.items()} == {
+        "modules_serve_contract": INCONCLUSIVE,  # not decided at defaults
+        "prompt_bounds_not_enforced": REFUTED,  # 0 of 190 parsed answers breach
         "grammar_fixes_structure": HOLDS,
-        "confidence_in_words": HOLDS,
-        "standard_only_gap": HOLDS,
-        "colloquial_mix_lifts": HOLDS,
+        "confidence_in_words": REFUTED,  # every one of 100 answers gives a number
+        "standard_only_gap": INCONCLUSIVE,
+        "colloquial_mix_lifts": INCONCLUSIVE,
         "random_search_beats_bootstrap": INCONCLUSIVE,
         "runaway_reproduced": HOLDS,
         "limit_enforced": HOLDS,
     }
-    by = {r.key: r for r in rows}
-    assert "32 paired dev questions" in by["hybrid_beats_predict"].n
-    assert (
-        "3 of 96 parsed answers" in by["prompt_bounds_not_enforced"].measured
-    )  # 32 × 3 modules, the grammar's duplicates not counted
-    assert (
-        "1 of 90 answers" in by["confidence_in_words"].measured
-        and "train+val+dev" in by["confidence_in_words"].n
-    )
-    assert "module chosen on 10 val questions" in by["standard_only_gap"].n
-    assert (
-        "reasoning step" in by["cot_beats_predict"].field_note
-        and "knowledge base" in by["hybrid_beats_predict"].field_note
-    )
-    assert list(claims_frame(rows).columns)[:4] == ["claim", "field_note", "measured", "verdict"]
-    # compiling not run (SMOKE without it): no compile rows, the rest stays
-    assert not {"standard_only_gap", "colloquial_mix_lifts"} & {
-        r.key
-        for r in sc.claims(
-            modules=modules, contracts=contracts, compiled=None, token_limit=token_limit, history=history
+    for key in ("modules_serve_contract", "colloquial_mix_lifts"):
+        assert (
+            rows[key].why.startswith("not decided at defaults: needs n ≥")
+            and "run the full profile" in rows[key].why
         )
-    }
-
-
-def test_a_run_answered_from_cache_says_so_in_the_limit_claim():
-    """A warm re-run: the limit claim counts only calls the LM served in this run and names the cached
-    ones."""
-    modules = _modules({"predict": _questions(16, 0.0)})
-    contracts = _contracts({})
-
-    def row(history, token_limit=None):
-        token_limit = token_limit or _token_limit()
-        rows = sc.claims(
-            modules=modules, contracts=contracts, compiled=None, token_limit=token_limit, history=history
-        )
-        return next(r for r in rows if r.key == "limit_enforced")
-
-    warm = row(_history(calls=300, served=4, from_cache=296, completion_tokens=60, max_completion_tokens=16))
+        assert not rows[key].decided_at_defaults
+    for key, cases in BEYOND_DATA.items():
+        assert f"needs n ≥ {cases} dev cases — with" in rows[key].why
+        assert f"the shipped data has {DEV} dev cases" in rows[key].why
+        assert "no profile decides it" in rows[key].why
     assert (
-        warm.verdict == HOLDS
-        and "over 4 calls served" in warm.measured
-        and "296 more answered from DSPy's cache" in warm.measured
+        rows["grammar_fixes_structure"].kind == DEMONSTRATION
+        and rows["grammar_fixes_structure"].p_holds_if_true is None
     )
-    all_cached = _history(calls=300, served=0, from_cache=300)
-    assert row(all_cached).verdict == INCONCLUSIVE and "all answered from cache" in row(all_cached).why
-    probed = _token_limit(
-        nbkit_max_tokens=16, nbkit_max_completion_tokens=16, dspy_through_session=16
-    )  # the cell's uncached probes
-    assert row(all_cached, probed).verdict == HOLDS and "3 limit probes" in row(all_cached, probed).n
+    assert "Holm" in rows["confidence_in_words"].why
+    assert "0 of 100 parsed answers give no number" in rows["confidence_in_words"].measured
+    assert "50 cases" in rows["confidence_in_words"].n
+    assert "1 compile set(s) × 15 dev cases" in rows["standard_only_gap"].n
+    assert "module chosen on 10 val questions" in rows["standard_only_gap"].n
+    assert "+1.000" in rows["colloquial_mix_lifts"].measured
 
 
-def test_claims_read_only_typed_metrics():
-    """A claim that reads a field the experiments do not write fails here, not silently on a machine nobody
-    has."""
-    with pytest.raises(AttributeError):
-        sc.claims(
-            modules={"questions": {}},
-            contracts=_contracts({}),
-            compiled=None,
-            token_limit=_token_limit(),
-            history=_history(),
-        )
+def test_a_warm_run_counts_only_the_calls_it_served():
+    warm = _history(calls=300, served=4, from_cache=296, completion_tokens=60, max_completion_tokens=16)
+    r = sc.read_limit(_token_limit(), warm)
+    assert "over 4 calls served" in r.measured and "296 more answered from DSPy's cache" in r.measured
+    cold = sc.read_limit(
+        _token_limit(nbkit_max_tokens=16, nbkit_max_completion_tokens=16, dspy_through_session=16),
+        _history(served=0, from_cache=300, calls=300, max_completion_tokens=0),
+    )
+    assert sc.verdict_limit_enforced(*cold.args).verdict == HOLDS and "3 limit probes" in cold.n
+    assert (
+        sc.verdict_limit_enforced(
+            *sc.read_limit(_token_limit(), _history(served=0, from_cache=300, max_completion_tokens=0)).args
+        ).verdict
+        == INCONCLUSIVE
+    )
+
+
+def test_the_runaway_row_marks_an_imputed_count():
+    r = sc.read_runaway(
+        _token_limit(stock_dspy_tokens=190, stock_tokens_imputed=True, stock_context_full=True)
+    )
+    assert "imputed: the context of 256 filled" in r.measured and sc.verdict_runaway(*r.args).verdict == HOLDS

@@ -68,7 +68,7 @@ def test_garbage_answers_are_counted_not_raised(kb, splits):
         build_module("predict", typed_medical_diagnosis_signature()), examples, lm=lm, kb=kb, progress=False
     )
     assert res.violation_rate == 1.0 and res.score == 0.0
-    assert res.violation_counts()["missing_field"] == len(examples)
+    assert res.violation_counts().missing_field == len(examples)
     shown = evaluation.violation_examples(res)
     assert shown and "python" in shown[0]["raw LM text"]
     assert set(res.score_by_slice()) == {"standard", "colloquial"}

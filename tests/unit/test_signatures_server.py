@@ -117,6 +117,33 @@ def test_launcher_maps_max_completion_tokens_to_max_tokens():
     assert "max_tokens" not in _run_asgi({"messages": []})["body"]
 
 
+def test_a_server_log_is_kept_with_the_run_or_removed_from_the_temp_folder(tmp_path, monkeypatch):
+    """Under `nbkit run` ($NBKIT_LOG_DIR: the notebook's folder in the run) the log stays with the run;
+    elsewhere it lives in the temp folder only while the server does (an error quotes its last lines)."""
+    import tempfile
+
+    model = tmp_path / "broken.gguf"
+    model.write_bytes(b"this is not a gguf file")
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
+    monkeypatch.delenv("NBKIT_LOG_DIR", raising=False)
+    server = srv.LocalLMServer(model, startup_timeout=60)
+    assert server.log_path.parent == own_tmp
+    with pytest.raises(srv.LMServerError, match="exited during start-up") as info:
+        server.start()
+    assert str(info.value).split(":\n", 1)[1].strip(), "the error quotes the log"
+    assert list(own_tmp.iterdir()) == []
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setenv("NBKIT_LOG_DIR", str(run))
+    server = srv.LocalLMServer(model, startup_timeout=60)
+    with pytest.raises(srv.LMServerError, match="exited during start-up"):
+        server.start()
+    assert [p.name for p in run.iterdir()] == [f"nbkit-llama-server-{os.getpid()}.log"]
+    assert list(own_tmp.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_real_server_enforces_limits_and_stops_cleanly(tmp_path):
     pytest.importorskip("llama_cpp")
@@ -315,7 +342,8 @@ def test_local_model_alias_changes_with_the_model_file_and_settings(tmp_path):
 
 
 def test_cache_mode_and_directory(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NBKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("NBKIT_CACHE_DIR", raising=False)
     assert lm_mod.cache_dir() == tmp_path / "dspy"
     with pytest.raises(ValueError, match="cache must be one of"):
         lm_mod.make_lm("ollama_chat/llama3", cache="yes")
@@ -324,8 +352,9 @@ def test_cache_mode_and_directory(tmp_path, monkeypatch):
 def test_calls_summary_separates_served_and_cached_calls():
     from types import SimpleNamespace
 
-    from nbkit.signatures.experiments import SignaturesContext
+    from nbkit.signatures.config import SessionConfig
     from nbkit.signatures.metrics import LMCalls
+    from nbkit.signatures.serving import LMService
 
     history = [
         {"usage": {"completion_tokens": 40}, "timestamp": "1"},
@@ -333,8 +362,8 @@ def test_calls_summary_separates_served_and_cached_calls():
         {"usage": {"completion_tokens": 128}, "timestamp": "3"},
         {"usage": {}, "timestamp": "4"},
     ]
-    ctx = SignaturesContext(lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128), None, [], None)
-    assert ctx.calls_summary() == LMCalls(
+    service = LMService(SessionConfig(), lm_mod.LMHandle(SimpleNamespace(history=history), "dummy", 128))
+    assert service.calls_summary() == LMCalls(
         calls=4,
         served=2,
         from_cache=2,
@@ -385,7 +414,8 @@ def test_disk_cache_answers_a_rerun_and_misses_on_another_model_or_prompt(tmp_pa
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    monkeypatch.setenv("NBKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NBKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("NBKIT_CACHE_DIR", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     base = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     try:
@@ -429,10 +459,17 @@ def test_server_kind_is_the_binary_when_present_else_the_fallback(tmp_path, monk
         srv.resolve_server_kind("llama-server")
     binary = _fake_binary(tmp_path)
     monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
-    assert srv.llama_server_binary() == binary and srv.resolve_server_kind("auto") == "llama-server"
-    assert (
-        srv.resolve_server_kind("llama-cpp-python") == "llama-cpp-python"
-    )  # asked for explicitly: the fallback
+    assert srv.llama_server_binary() == binary
+    # On a CPU the unbatched servers, whose answers do not depend on which requests share a batch, even with
+    # the binary installed; on CUDA the batching binary; asked for by name, either.
+    assert srv.resolve_server_kind("auto", "cpu") == "llama-cpp-python"
+    assert srv.resolve_server_kind("auto", "cuda") == "llama-server"
+    assert srv.resolve_server_kind("llama-server", "cpu") == "llama-server"
+    assert srv.resolve_server_kind("llama-cpp-python", "cuda") == "llama-cpp-python"
+    monkeypatch.setattr(srv, "_cuda_available", lambda: False)
+    assert srv.resolve_server_kind("auto") == "llama-cpp-python"  # no device given: CUDA as torch sees it
+    monkeypatch.setattr(srv, "_cuda_available", lambda: True)
+    assert srv.resolve_server_kind("auto") == "llama-server"
 
 
 @pytest.mark.parametrize(
@@ -484,7 +521,7 @@ def test_llama_server_arguments_on_cpu_and_on_cuda(tmp_path, monkeypatch):
     """The CUDA path cannot run here; its arguments are what can be checked, through the same code as the CPU
     path."""
     from nbkit.signatures.config import SessionConfig
-    from nbkit.signatures.experiments import local_server_kwargs
+    from nbkit.signatures.serving import local_server_kwargs
 
     model, binary = _fake_model(tmp_path), _fake_binary(tmp_path)
     monkeypatch.setenv(srv.LLAMA_SERVER_ENV, str(binary))
@@ -640,7 +677,9 @@ def test_llama_server_alone_gives_llama_cpp_pythons_tokens(tmp_path):
             out.append({"tokens": tokens, "text": st.text, "finish": st.finish_reason})
         return out
 
-    with srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log") as today:
+    # logits_all: llama-cpp-python returns per-token logprobs only with every position's logits
+    today = srv.LocalLMServer(n_threads=1, n_ctx=1024, log_path=tmp_path / "today.log", logits_all=True)
+    with today:
         expected = answers(today)
     with srv.LlamaCppServer(n_threads=1, n_ctx=1024, slots=1, log_path=tmp_path / "batching.log") as batching:
         got = answers(batching)

@@ -7,10 +7,9 @@ import pytest
 
 dspy = pytest.importorskip("dspy")
 
-from nbkit.signatures import panels  # noqa: E402
+from nbkit.signatures import experiments  # noqa: E402
 from nbkit.signatures import user_contract as uc  # noqa: E402
-from nbkit.signatures.cases import load_cases, load_knowledge_base, split_cases  # noqa: E402
-from nbkit.signatures.experiments import SignaturesContext  # noqa: E402
+from nbkit.signatures.context import SignaturesContext  # noqa: E402
 from nbkit.signatures.lm import LMHandle  # noqa: E402
 
 ROWS = [
@@ -27,11 +26,7 @@ def dev_set(tmp_path):
 
 
 def session_answering(answer):
-    kb = load_knowledge_base()
-    cases = load_cases(kb=kb)
-    return SignaturesContext(
-        LMHandle(dspy.utils.DummyLM({"question": answer}), "dummy", 64), kb, cases, split_cases(cases, 0)
-    )
+    return SignaturesContext("cpu", handle=LMHandle(dspy.utils.DummyLM({"question": answer}), "dummy", 64))
 
 
 def test_string_signature_dev_set_and_metrics(dev_set):
@@ -53,7 +48,7 @@ def test_string_signature_dev_set_and_metrics(dev_set):
 
 def test_run_user_contract_scores_and_compares_modules(dev_set):
     session = session_answering({"answer": "paris", "reasoning": "r"})
-    result = panels.panel(
+    result = experiments.panel(
         "user_contract",
         session,
         widget=False,
@@ -64,19 +59,21 @@ def test_run_user_contract_scores_and_compares_modules(dev_set):
     ).run()
     m = result.metrics
     assert m.ran and m.examples == 12
-    assert m.score == {"predict": 0.5, "cot": 0.5}  # "paris" is right on the 6 odd rows
-    assert m.violation_rate == {"chat": 0.0}
+    assert [(s.module, s.score) for s in m.score] == [("predict", 0.5), ("cot", 0.5)]  # right on 6 odd rows
+    assert [(a.adapter, a.violation_rate) for a in m.violation_rate] == [("chat", 0.0)]
     # identical answers on 12 rows: no discordant pair, so Newcombe's interval straddles the 0.05 gain (a
     # bootstrap said "refuted")
-    assert m.vs_predict["cot"]["verdict"] == "inconclusive" and m.vs_predict["cot"]["n"] == 12
-    assert m.vs_predict["cot"]["interval"].startswith("[")
-    not_given = panels.panel("user_contract", session, widget=False).run()  # nothing given: not run, said so
+    (cot,) = m.vs_predict
+    assert (cot.module, cot.verdict, cot.n) == ("cot", "inconclusive", 12) and cot.interval.startswith("[")
+    not_given = experiments.panel(
+        "user_contract", session, widget=False
+    ).run()  # nothing given: not run, said so
     assert not not_given.metrics.ran and "set SIGNATURE and DEV_SET" in not_given.metrics.why
 
 
 def test_unparseable_answers_are_counted_as_violations(dev_set):
     session = session_answering({"nonsense": "x"})
-    p = panels.panel(
+    p = experiments.panel(
         "user_contract",
         session,
         widget=False,
@@ -86,7 +83,8 @@ def test_unparseable_answers_are_counted_as_violations(dev_set):
         adapters=("chat",),
     )
     m = p.run().metrics
-    assert m.violation_rate == {"chat": 1.0} and m.score == {"predict": 0.0}
+    assert [(a.adapter, a.violation_rate) for a in m.violation_rate] == [("chat", 1.0)]
+    assert [(s.module, s.score) for s in m.score] == [("predict", 0.0)]
 
 
 def test_the_grammar_follows_the_module_signature_so_chain_of_thought_may_reason(dev_set, monkeypatch):
@@ -94,7 +92,7 @@ def test_the_grammar_follows_the_module_signature_so_chain_of_thought_may_reason
     fields alone forbade it, and every CoT answer was counted as missing a field (seen on the real
     SmolLM2)."""
     session = session_answering({"answer": "paris", "reasoning": "r"})
-    session.handle.server = types.SimpleNamespace(
+    session.llm.handle.server = types.SimpleNamespace(
         kind="llama-cpp-python"
     )  # as with the local llama.cpp pool: json_grammar sends a schema
     seen = {}
@@ -107,7 +105,7 @@ def test_the_grammar_follows_the_module_signature_so_chain_of_thought_may_reason
         }
 
     monkeypatch.setattr(uc, "evaluate", fake_evaluate)
-    p = panels.panel(
+    p = experiments.panel(
         "user_contract",
         session,
         widget=False,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from nbkit import workspace
+from nbkit.catalog import notebooks_dir, packaged_notebooks_dir
 from nbkit.cli import main
 from nbkit.errors import UsageError
-from nbkit.runner import notebooks_dir, packaged_notebooks_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + ["reference_seconds.json"]
@@ -225,14 +225,13 @@ def test_nbkit_lab_serves_the_folder_with_this_environments_kernel(tmp_path):
 
 def test_run_folders_find_the_runs_beside_the_current_run_and_here(tmp_path, monkeypatch):
     runs = tmp_path / "elsewhere" / "runs"
-    (runs / ".20260101-000000.tmp-x").mkdir(parents=True)
-    monkeypatch.setenv(
-        "NBKIT_RECORD_FILE", str(runs / ".20260101-000000.tmp-x" / ".00_start_here.metrics.jsonl")
-    )
+    runs.mkdir(parents=True)
+    # `nbkit run` names the folder the notebook is published into; it need not exist yet.
+    monkeypatch.setenv("NBKIT_RUN_DIR", str(runs / "20260101-000000"))
     (tmp_path / "nb" / "runs").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "nb")
     assert workspace.run_folders() == [runs.resolve(), (tmp_path / "nb" / "runs").resolve()]
-    monkeypatch.delenv("NBKIT_RECORD_FILE")
+    monkeypatch.delenv("NBKIT_RUN_DIR")
     monkeypatch.chdir(tmp_path)
     assert workspace.run_folders() == []
 

@@ -1,19 +1,24 @@
-"""Every ZeRO verdict function through every outcome it can return, fed the typed metrics the real
-(CPU) and GPU paths return — GPU-only fields filled with fabricated CUDA-like values."""
+"""Every ZeRO verdict function through every outcome it can return at the notebook's real n, fed what
+the specs read off typed metrics shaped like the real (CPU) and GPU paths — GPU-only fields filled with
+fabricated CUDA-like values — and each spec's operating characteristics."""
 
 import dataclasses
 import math
 
 import pytest
 
-from nbkit.claims import HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, Claim
+from nbkit.claims import DEFAULT, FULL, HOLDS, INCONCLUSIVE, NEEDS_GPU, REFUTED, operating_characteristics
+from nbkit.result import Result
 from nbkit.zero import claims as zc
+from nbkit.zero.context import ZeroContext
+from nbkit.zero.experiments import field_note_figures
 from nbkit.zero.metrics import (
     CrossoverMetrics,
     CrossoverRow,
     DsConfigMetrics,
     FailureDrillMetrics,
     FragmentationMetrics,
+    FragmentationRun,
     LadderMetrics,
     LossScaleMetrics,
     LossScaleStep,
@@ -22,76 +27,95 @@ from nbkit.zero.metrics import (
     Persistence,
     RungPeak,
     SpecDecMetrics,
+    StageRatio,
     SubGroup,
 )
 
 PSI_7B = 6_738_415_616
-SUB_GROUP = SubGroup(
-    shard_bytes_default=1000,
-    shard_bytes_small=1000,
-    n_sub_groups_default=1,
-    n_sub_groups_small=7,
-    sub_group_size_default=1e9,
-    sub_group_size_small=100_000,
-)
+SPECS = {s.key: s for s in zc.REGISTRY.claims}
+SUB_GROUP = SubGroup(1000, 1000, 1, 7, 1e9, 100_000, 7)
+
+
+def _verdict(key, *metrics):
+    spec = SPECS[key]
+    return spec.decide(spec.read(*metrics))
+
+
+def _peak(growth0=(20e6, 21e6), growth_k=(10e6, 11e6), estimate=5e6, launch=0):
+    """Shaped like ``run_ladder(...).metrics.peaks`` of one launch (ladder.peak_summary)."""
+
+    def rung(stage, growth, est):
+        return RungPeak(
+            rung=f"stage{stage}",
+            stage=stage,
+            measured=[5e8 + g for g in growth],
+            growth=list(growth),
+            predicted=[5e8] * len(growth),
+            deepspeed_estimate=est,
+            model_states=16e6 / (4 if stage == 3 else 1),
+            launch=launch,
+        )
+
+    return [
+        rung(0, growth0, None),
+        rung(1, growth_k, None),
+        rung(2, growth_k, estimate),
+        rung(3, growth_k, estimate),
+    ]
 
 
 def _ladder(**over):
-    """Shaped like ``run_ladder(...).metrics`` on 2 CPU ranks."""
+    """Shaped like ``run_ladder(...).metrics`` on 2 CPU ranks, one launch."""
     m = {
-        "bytes_vs_formula": {"stage0": 1.0, "stage1": 1.01, "stage2": 1.03, "stage3": 0.99},
-        "wall_s": 40.0,
+        "formula_ratios": [StageRatio("stage0", 1.0), StageRatio("stage1", 1.01), StageRatio("stage2", 1.03)],
         "ranks_device": "cpu",
         "loss_max_rel_diff": 0.004,
         "loss_tolerance": 0.02,
-        "loss_agree": True,
+        "loss_rungs": 6,
+        "control_rel_diff": 0.05,
         "replicas_in_sync": True,
         "checkpoint_round_trip_ok": True,
-        "rss_peak_bytes": {},
-        "monitor_samples": 10,
-        "monitor_alerts": [],
         "world_size": 2,
-        "steps": 8,
-        "precision": "bf16",
-        "overflow_step": -1,
-        "loss_scale_history": [],
+        "steps": 4,
         "sub_group": SUB_GROUP,
+        "peaks": _peak(),
+        "n_params": 4_800_000,
     }
     m.update(over)
     return LadderMetrics(**m)
 
 
-def _sg(**over):
-    return _ladder(sub_group=dataclasses.replace(SUB_GROUP, **over))
-
-
 def _memory():
     return MemoryMetrics(
-        n_params=PSI_7B, largest_layer_params=131_072_000, plan={}, world_size=8, gpus_per_node=8, nodes=1
+        n_params=PSI_7B,
+        largest_layer_params=131_072_000,
+        plan={},
+        world_size=8,
+        gpus_per_node=8,
+        nodes=1,
+        field_notes=field_note_figures(),
     )
 
 
-def _ds(train_batch_size=128, micro_batch=2, grad_accum=4, world_size=8):
-    return DsConfigMetrics(
-        train_batch_size=train_batch_size,
-        micro_batch=micro_batch,
-        grad_accum=grad_accum,
-        world_size=world_size,
-    )
+def _gpu_ladder(stage1_gb, stage3_gb, micro_batch=2):
+    """Fabricated CUDA ladder metrics in the field notes' setting: Llama-2-7B on 8 GPU ranks, each rank's
+    peak (CUDA's peak allocated bytes) as ``run_ladder`` would record it."""
+
+    def rung(stage, gb):
+        return RungPeak(f"stage{stage}", stage, [gb * 1e9] * 8, [gb * 1e9 - 1e9] * 8, [gb * 1e9] * 8)
+
+    peaks = [rung(0, 80.0), rung(1, stage1_gb), rung(3, stage3_gb)]
+    return _ladder(peaks=peaks, ranks_device="cuda", world_size=8, n_params=PSI_7B, micro_batch=micro_batch)
 
 
-def _scale(device="cpu", precision="fp16", history=(), not_measured=None, world_size=1):
-    """Shaped like ``run_loss_scale_drill(...).metrics``."""
-    return LossScaleMetrics(
-        ranks_device=device,
-        loss_scale_history=list(history),
-        not_measured=not_measured,
-        precision=precision,
-        world_size=world_size,
-    )
-
-
-CPU_FRAG = FragmentationMetrics(needs_cuda=True, steps=6, tensor_bytes_peak={}, unavailable={})
+def test_the_field_notes_figures_are_the_memory_models_arithmetic():
+    assert _verdict("stage0_peak", _memory()).verdict == REFUTED  # 78 < 0.85 × 16Ψ = 107.8 GB
+    assert _verdict("optimizer_gb", _memory()).verdict == REFUTED  # 12Ψ = 80.9 GB
+    assert _verdict("stage3_params_gb", _memory()).verdict == HOLDS  # 2Ψ/8 = 1.68 GB
+    assert "fp32 master 27 GB" in SPECS["optimizer_gb"].read(_memory()).measured
+    assert {SPECS[k].kind for k in ("stage0_peak", "optimizer_gb", "stage3_params_gb", "batch_identity")} == {
+        "arithmetic"
+    }
 
 
 @pytest.mark.parametrize(
@@ -99,61 +123,32 @@ CPU_FRAG = FragmentationMetrics(needs_cuda=True, steps=6, tensor_bytes_peak={}, 
     [
         ((78.0, 107.8), REFUTED),  # a peak below its own model states
         ((52.0, 37.1), NEEDS_GPU),  # above the model states: the rest needs the GPUs
-        ((32.0, 13.5, (31.0, 33.0)), HOLDS),  # a GPU measurement inside ±15 %
+        ((32.0, 13.5, (31.0, 33.0)), HOLDS),  # every rank inside ±15 %
         ((32.0, 13.5, (60.0, 61.0)), REFUTED),  # ... far outside
-        ((32.0, 13.5, (30.0, 40.0)), INCONCLUSIVE),  # ... straddling the band's edge
+        ((32.0, 13.5, (30.0, 40.0)), INCONCLUSIVE),  # ... the ranks' range straddles the band's edge
     ],
 )
 def test_verdict_peak_claim(args, verdict):
     assert zc.verdict_peak_claim(*args).verdict == verdict
 
 
-def test_field_note_peak_is_read_from_the_ladder_only_in_the_field_notes_setting():
-    peak = {"stage1": RungPeak(stage=1, measured=[50e9, 54e9], growth=[1.0, 1.0], predicted=[1.0, 1.0])}
-    gpu8 = _ladder(peak=peak, ranks_device="cuda", world_size=8, n_params=PSI_7B)
-    assert zc.field_note_peak_gb(gpu8, 1, PSI_7B) == ((50.0, 54.0), "2 ranks")
-    cpu2 = _ladder(peak=peak, n_params=4_800_000)
-    got, why = zc.field_note_peak_gb(cpu2, 1, PSI_7B)
-    assert got is None and "Ψ = 4,800,000 on 2 cpu rank(s)" in why
-    assert zc.field_note_peak_gb(gpu8, 3, PSI_7B)[0] is None  # stage 3 did not run
-    # wired into the row: the measured peak decides it, and without it the row says what the ladder ran
-    # instead
-    args = (_scale(), _drill(), CPU_FRAG, SpecDecMetrics(summary={}, device="cpu"))
-    row = {c.key: c for c in zc.claims(_memory(), _ds(64), gpu8, *args)}["stage1_peak"]
-    assert row.verdict == HOLDS and "measured peak 50–54 GB" in row.measured
-    row = {c.key: c for c in zc.claims(_memory(), _ds(64), cpu2, *args)}["stage1_peak"]
-    assert row.verdict == NEEDS_GPU and "4,800,000 on 2 cpu" in row.why
-
-
-def _gpu_ladder(stage1_gb, stage3_gb):
-    """Fabricated CUDA-like ladder metrics in the field notes' setting: Llama-2-7B on 8 GPU ranks,
-    each rank's peak (CUDA's peak allocated bytes) as ``run_ladder`` would record it."""
-
-    def rung(stage, gb):
-        return RungPeak(
-            stage=stage, measured=[gb * 1e9] * 8, growth=[gb * 1e9 - 1e9] * 8, predicted=[gb * 1e9] * 8
-        )
-
-    peak = {"stage0": rung(0, 80.0), "stage1": rung(1, stage1_gb), "stage3": rung(3, stage3_gb)}
-    return _ladder(peak=peak, ranks_device="cuda", world_size=8, n_params=PSI_7B)
-
-
 @pytest.mark.parametrize(
     ("stage1_gb", "stage3_gb", "verdicts"),
-    [
-        (52.0, 31.0, (HOLDS, HOLDS)),  # the field notes' 52 / 32 GB per card, measured
-        (75.0, 70.0, (REFUTED, REFUTED)),  # far above the claims
-    ],
+    [(52.0, 31.0, (HOLDS, HOLDS)), (75.0, 70.0, (REFUTED, REFUTED))],
 )
 def test_stage1_and_stage3_peak_rows_are_decided_by_a_gpu_ladder(stage1_gb, stage3_gb, verdicts):
-    """The GPU path end to end on CPU: the ladder's typed per-rank peaks decide the stage-1/3 peak rows."""
-    args = (_scale(), _drill(), CPU_FRAG, SpecDecMetrics(summary={}, device="cpu"))
-    rows = {c.key: c for c in zc.claims(_memory(), _ds(), _gpu_ladder(stage1_gb, stage3_gb), *args)}
-    assert (rows["stage1_peak"].verdict, rows["stage3_peak"].verdict) == verdicts
-    assert "8 ranks" in rows["stage3_peak"].n
-    # on CPU ranks the same rows wait for that run and say so
-    cpu = {c.key: c for c in zc.claims(_memory(), _ds(), _ladder(peak=_peak(), n_params=623_744), *args)}
-    assert cpu["stage1_peak"].verdict == cpu["stage3_peak"].verdict == NEEDS_GPU
+    """The GPU path end to end on CPU: the ladder's typed per-rank peaks decide the stage-1/3 rows."""
+    lad = _gpu_ladder(stage1_gb, stage3_gb)
+    assert (
+        _verdict("stage1_peak", _memory(), lad).verdict,
+        _verdict("stage3_peak", _memory(), lad).verdict,
+    ) == verdicts
+    assert "range over 8 ranks" in SPECS["stage3_peak"].read(_memory(), lad).n
+    # not the notes' micro-batch, or CPU ranks: the rows say what would decide them
+    other = _gpu_ladder(52.0, 31.0, micro_batch=4)
+    assert _verdict("stage1_peak", _memory(), other).verdict == NEEDS_GPU
+    cpu = _verdict("stage1_peak", _memory(), _ladder())
+    assert cpu.verdict == NEEDS_GPU and "4,800,000 on 2 cpu" in cpu.why
 
 
 @pytest.mark.parametrize(
@@ -167,9 +162,9 @@ def test_verdict_formula_figure(claimed, formula, verdict):
 @pytest.mark.parametrize(
     ("ds", "verdict"),
     [
-        (_ds(64), HOLDS),
-        (_ds(128), REFUTED),
-        (_ds(128, grad_accum=None), INCONCLUSIVE),
+        (DsConfigMetrics(64, 2, 4, 8), HOLDS),
+        (DsConfigMetrics(128, 2, 4, 8), REFUTED),
+        (DsConfigMetrics(128, 2, None, 8), INCONCLUSIVE),
     ],
 )
 def test_verdict_batch_identity(ds, verdict):
@@ -177,76 +172,51 @@ def test_verdict_batch_identity(ds, verdict):
 
 
 @pytest.mark.parametrize(
-    ("m", "verdict"),
+    ("sg", "verdict"),
     [
-        (_sg(shard_bytes_small=1500), HOLDS),
-        (_sg(), REFUTED),
-        (_sg(shard_bytes_small=1030), INCONCLUSIVE),
-        (_sg(n_sub_groups_small=1), INCONCLUSIVE),
-        (_ladder(sub_group=None), INCONCLUSIVE),
+        (dataclasses.replace(SUB_GROUP, shard_bytes_small=1500), HOLDS),
+        (SUB_GROUP, REFUTED),
+        (dataclasses.replace(SUB_GROUP, shard_bytes_small=1030), INCONCLUSIVE),
+        (dataclasses.replace(SUB_GROUP, n_sub_groups_small=1), INCONCLUSIVE),
+        (dataclasses.replace(SUB_GROUP, n_sub_groups_small_min=1), INCONCLUSIVE),  # one rank did not act
+        (None, INCONCLUSIVE),
     ],
 )
-def test_verdict_sub_group_size(m, verdict):
-    assert zc.verdict_sub_group_size(m).verdict == verdict
+def test_verdict_sub_group_size(sg, verdict):
+    assert zc.verdict_sub_group_size(sg).verdict == verdict
 
 
 @pytest.mark.parametrize(
-    ("m", "verdict"),
+    ("ratios", "verdict"),
     [
-        (_ladder(), HOLDS),
-        (_ladder(bytes_vs_formula={"stage0": 1.0, "stage2": 1.2}), REFUTED),
-        (_ladder(bytes_vs_formula={}), INCONCLUSIVE),
+        ([StageRatio("stage0", 1.0), StageRatio("stage1", 1.03)], HOLDS),
+        ([StageRatio("stage0", 1.0), StageRatio("stage2", 1.2)], REFUTED),
+        ([], INCONCLUSIVE),
     ],
 )
-def test_verdict_bytes_formula(m, verdict):
-    assert zc.verdict_bytes_formula(m).verdict == verdict
+def test_verdict_bytes_formula(ratios, verdict):
+    assert zc.verdict_bytes_formula(ratios).verdict == verdict
 
 
 def test_bytes_vs_formula_reports_each_stages_worst_rank():
     from nbkit.zero.ladder import summarize
 
-    def row(
-        rung, stage, rank, params
-    ):  # a rank row as worker.run_rung writes it (stage 0, bf16: formula 16 B per parameter)
+    def row(rung, stage, rank, params):  # a rank row as worker.run_rung writes it (stage 0, bf16)
         return {
-            "rung": rung,
-            "stage": stage,
-            "rank": rank,
-            "world_size": 2,
-            "n_params": 1000,
-            "precision": "bf16",
-            "offload_optimizer": False,
-            "offload_param": False,
-            "param_persistence_threshold": 0,
-            "bytes": {"params": params, "grads": 2000, "optimizer": 12000},
-            "peak_bytes": 10**6,
-            "peak_kind": "rss",
-            "step_s": [0.1],
-            "init_s": 1.0,
-            "mean_losses": [1.0],
-            "losses": [1.0],
-            "eval_loss": 1.0,
-            "param_checksum": 1.0,
-            "optimizer_class": "x",
-            "baseline_bytes": 10**5,
-            "activation_bytes": 0,
-            "init_peak_bytes": 10**5,
-        }
+            "rung": rung, "stage": stage, "rank": rank, "world_size": 2, "n_params": 1000,
+            "precision": "bf16", "offload_optimizer": False, "offload_param": False,
+            "param_persistence_threshold": 0, "bytes": {"params": params, "grads": 2000, "optimizer": 12000},
+            "peak_bytes": 10**6, "peak_kind": "rss", "step_s": [0.1], "init_s": 1.0, "mean_losses": [1.0],
+            "losses": [1.0], "eval_loss": 1.0, "param_checksum": 1.0, "optimizer_class": "x",
+            "baseline_bytes": 10**5, "activation_bytes": 0, "init_peak_bytes": 10**5,
+        }  # fmt: skip
 
     spec = {
         "precision": "bf16",
         "model": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1},
         "micro_batch": 1,
         "seq_len": 8,
-        "rungs": [
-            {
-                "name": "stage0",
-                "stage": 0,
-                "offload_optimizer": False,
-                "offload_param": False,
-                "param_persistence_threshold": 0,
-            }
-        ],
+        "rungs": [{"name": "stage0", "stage": 0, "param_persistence_threshold": 0}],
         "bucket_elements": 1000,
         "steps": 1,
         "seed": 0,
@@ -254,59 +224,44 @@ def test_bytes_vs_formula_reports_each_stages_worst_rank():
     # rank 0 exact, rank 1 holds 1,600 B too many (+10 %): the mean (+5 %) would pass, the worst rank does not
     out = summarize([row("stage0", 0, 0, 2000), row("stage0", 0, 1, 3600)], spec)
     assert out["bytes_vs_formula"] == {"stage0": pytest.approx(1.10)}
-    assert zc.verdict_bytes_formula(_ladder(bytes_vs_formula=out["bytes_vs_formula"])).verdict == REFUTED
+    lad = _ladder(formula_ratios=[StageRatio(k, v) for k, v in out["bytes_vs_formula"].items()])
+    assert _verdict("bytes_formula", lad).verdict == REFUTED
 
 
 @pytest.mark.parametrize(
-    ("m", "verdict"),
+    ("args", "verdict", "why"),
     [
-        (_ladder(), HOLDS),
-        (_ladder(loss_max_rel_diff=0.3), REFUTED),
-        (_ladder(bytes_vs_formula={"stage0": 1.0}), INCONCLUSIVE),
+        ((0.004, 0.02, 0.05, 6), HOLDS, "control differs"),
+        ((0.3, 0.02, 0.05, 6), REFUTED, "> 0.02"),
+        ((0.004, 0.02, 0.01, 6), INCONCLUSIVE, "cannot see a changed update"),  # no power
+        ((0.004, 0.02, None, 6), INCONCLUSIVE, "no positive control"),
+        ((0.0, 0.02, 0.05, 1), INCONCLUSIVE, "fewer than two rungs"),
     ],
 )
-def test_verdict_loss_agreement(m, verdict):
-    assert zc.verdict_loss_agreement(m).verdict == verdict
+def test_verdict_loss_agreement_needs_its_positive_control(args, verdict, why):
+    v = zc.verdict_loss_agreement(*args)
+    assert v.verdict == verdict and why in v.why
 
 
 @pytest.mark.parametrize(
-    ("m", "verdict"),
-    [
-        (_ladder(), HOLDS),
-        (_ladder(replicas_in_sync=False), REFUTED),
-        (_ladder(world_size=1), INCONCLUSIVE),
-        (_ladder(replicas_in_sync=None), INCONCLUSIVE),
-    ],
+    ("args", "verdict"),
+    [((True, 2), HOLDS), ((False, 2), REFUTED), ((True, 1), INCONCLUSIVE), ((None, 2), INCONCLUSIVE)],
 )
-def test_verdict_replicas(m, verdict):
-    assert zc.verdict_replicas(m).verdict == verdict
+def test_verdict_replicas(args, verdict):
+    assert zc.verdict_replicas(*args).verdict == verdict
 
 
-@pytest.mark.parametrize(
-    ("m", "verdict"),
-    [
-        (_ladder(), HOLDS),
-        (_ladder(checkpoint_round_trip_ok=False), REFUTED),
-        (_ladder(checkpoint_round_trip_ok=None), INCONCLUSIVE),
-    ],
-)
-def test_verdict_checkpoint(m, verdict):
-    assert zc.verdict_checkpoint(m).verdict == verdict
+@pytest.mark.parametrize(("ok", "verdict"), [(True, HOLDS), (False, REFUTED), (None, INCONCLUSIVE)])
+def test_verdict_checkpoint(ok, verdict):
+    assert zc.verdict_checkpoint(ok).verdict == verdict
 
 
 def _drill(**over):
     """Shaped like ``run_failure_drill(...).metrics``."""
-    m = {
-        "detected": True,
-        "reported_rank": 1,
-        "expected_rank": 1,
-        "how": "kill",
-        "timed_out": False,
-        "message": "rank 1 failed: killed by SIGKILL",
-        "seconds_to_report": 3.2,
-        "timeout_s": 60.0,
-        "leftover_processes": [],
-    }
+    m = dict(
+        detected=True, reported_rank=1, expected_rank=1, how="kill", timed_out=False,
+        message="rank 1 failed: killed by SIGKILL", seconds_to_report=3.2, timeout_s=60.0, ready_s=9.0,
+    )  # fmt: skip
     m.update(over)
     return FailureDrillMetrics(**m)
 
@@ -324,6 +279,10 @@ def _drill(**over):
 )
 def test_verdict_failure_drill(m, verdict):
     assert zc.verdict_failure_drill(m).verdict == verdict
+
+
+def _scale(device="cpu", precision="fp16", history=(), not_measured=None, world_size=1):
+    return LossScaleMetrics(device, list(history), not_measured, precision, world_size)
 
 
 def _history(overflow=True, skipped=True, drop=True, provoked=True):
@@ -355,57 +314,46 @@ def test_verdict_loss_scale(m, verdict):
 
 @pytest.mark.parametrize(("gpus", "ranks"), [(0, None), (1, 1), (2, 2), (4, 2)])
 def test_loss_scale_drill_runs_on_the_gpus_there_are(monkeypatch, gpus, ranks):
-    """0 GPUs: nothing launched, the result says it needs one GPU; 1 GPU: one rank; 2+: the drill's 2
-    ranks."""
+    """0 GPUs: nothing launched, the result says it needs one GPU; 1 GPU: one rank; 2+: the drill's 2."""
     import torch
 
-    from nbkit.result import Result
     from nbkit.zero import experiments as ze
     from nbkit.zero.config import LossScaleConfig
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
-    monkeypatch.setattr(ze, "pick_device", lambda name="auto": torch.device("cuda" if gpus else "cpu"))
+    ctx = ZeroContext("auto")
+    ctx._resolved = torch.device("cuda" if gpus else "cpu")  # a fabricated CUDA machine
     launched = []
 
     def fake_ladder(cfg, ctx=None, live=None):
         launched.append(cfg)
-        assert (
-            ze.ladder_device(cfg) == "cuda"
-        )  # one GPU per rank: the ranks really run on CUDA, not on the CPU fallback
-        return Result(
-            metrics=_ladder(
-                ranks_device="cuda",
-                precision=cfg.precision,
-                world_size=cfg.world_size,
-                loss_scale_history=_history(),
-            )
-        )
+        assert ctx.ranks_device(cfg.world_size) == "cuda"  # one GPU per rank: really on CUDA
+        return Result(metrics=_ladder(ranks_device="cuda", precision=cfg.precision, world_size=cfg.world_size,
+                                      loss_scale_history=_history()))  # fmt: skip
 
     monkeypatch.setattr(ze, "run_ladder", fake_ladder)
-    out = ze.run_loss_scale_drill(LossScaleConfig.smoke(), ze.ZeroContext())
-    assert isinstance(out.metrics, LossScaleMetrics)
+    out = ze.run_loss_scale_drill(LossScaleConfig.smoke(), ctx)
     if ranks is None:
         assert launched == [] and "needs one CUDA GPU" in out.metrics.not_measured
-        v = zc.verdict_loss_scale(out.metrics)
-        assert v.verdict == NEEDS_GPU and "one GPU is enough" in v.why
+        assert zc.verdict_loss_scale(out.metrics).verdict == NEEDS_GPU
     else:
         assert [c.world_size for c in launched] == [ranks] and launched[0].precision == "fp16"
         assert zc.verdict_loss_scale(out.metrics).verdict == HOLDS
 
 
 def _frag(a, b):
-    """Shaped like ``run_fragmentation(...).metrics`` on CUDA: per "<interval>/<expandable>", each seed's
-    mean gap
-    ratio (FragmentationConfig.seeds = 3 in the notebook), and the first seed's per-step series."""
-    return FragmentationMetrics(
-        needs_cuda=False,
-        steps=400,
-        seeds=len(a),
-        runs=[],
-        model="Llama-2-7B shapes, 2 layer(s)",
-        gap_ratio_means={"50/False": a, "200/False": b, "50/True": a, "200/True": b},
-        gap_ratios={"50/False": [a[0]] * 400, "200/False": [b[0]] * 400},
-    )
+    """Shaped like ``run_fragmentation(...).metrics`` on CUDA: each seed's mean gap ratio per interval
+    (expandable segments off), runs in a shuffled order."""
+    runs = [
+        FragmentationRun(interval, False, seed, order=2 * seed + k, mean_gap_ratio=g, max_inactive_split=0,
+                         alloc_retries=0, checkpoints=400 // interval)
+        for seed, pair in enumerate(zip(a, b, strict=True))
+        for k, (interval, g) in enumerate(zip((50, 200), pair, strict=True))
+    ]  # fmt: skip
+    return FragmentationMetrics(needs_cuda=False, steps=400, seeds=len(a), runs=runs, intervals=(50, 200))
+
+
+CPU_FRAG = FragmentationMetrics(needs_cuda=True, steps=6, tensor_bytes_peak={}, unavailable={})
 
 
 @pytest.mark.parametrize(
@@ -415,250 +363,175 @@ def _frag(a, b):
         (_frag([0.20, 0.21, 0.19], [0.18, 0.17, 0.19]), REFUTED, "< 0.12"),
         (_frag([0.20, 0.50, 0.35], [0.18, 0.17, 0.19]), INCONCLUSIVE, "n too small"),
         (_frag([0.42], [0.18]), INCONCLUSIVE, "one run"),  # one run's per-step values are not independent
-        (
-            FragmentationMetrics(needs_cuda=False, steps=6, runs=[], gap_ratio_means={"2/False": [0.1] * 3}),
-            INCONCLUSIVE,
-            "not both run",
-        ),
+        (FragmentationMetrics(needs_cuda=False, steps=6, intervals=(2,)), INCONCLUSIVE, "not measured"),
         (CPU_FRAG, NEEDS_GPU, "CUDA"),
     ],
 )
-def test_verdict_fragmentation(m, verdict, why):
-    v = zc.verdict_fragmentation(m)
+def test_verdict_fragmentation_at_three_seeds(m, verdict, why):
+    v = _verdict("fragmentation", m)
     assert v.verdict == verdict and why in v.why
 
 
-def _spec(**over):
-    """One method's summary, shaped like ``run_specdec(...).metrics.summary[method]``."""
-    s = {
-        "tok_s_baseline": 10.0,
-        "tok_s_speculative": 15.0,
-        "speedup_measured": 1.5,
-        "speedup_predicted": 2.0,
-        "acceptance_rate": 0.6,
-        "fallback_rate": 0.07,
-        "rounds": 400,
-        "fallback_rounds": 28,
-        "proposed": 1000,
-        "accepted": 600,
-        "new_tokens": 144,
-        "target_calls_speculative": 60,
-        "all_identical": True,
-        "n_prompts": 3,
-        "speedups": [1.8, 1.85, 1.79],
-        "fallback_rates": [0.07, 0.068, 0.072],
-    }
-    s.update(over)
-    return MethodSummary(**s)
-
-
-# per-prompt rates over the notebook's SPEC_PROMPTS = 3 prompts: the prompt, not the round, is the
-# independent unit
-@pytest.mark.parametrize(
-    ("s", "verdict", "why"),
-    [
-        (_spec(), HOLDS, "within"),
-        (_spec(fallback_rounds=200, fallback_rates=[0.5, 0.52, 0.48]), REFUTED, "outside"),
-        (_spec(fallback_rates=[0.0, 0.2, 0.1]), INCONCLUSIVE, "n too small"),
-        (_spec(rounds=130, fallback_rounds=9, fallback_rates=[0.07]), INCONCLUSIVE, "one prompt"),
-        (_spec(rounds=0, fallback_rounds=0, fallback_rates=[]), INCONCLUSIVE, "no verification rounds"),
-    ],
-)
-def test_verdict_fallback_rate(s, verdict, why):
-    v = zc.verdict_fallback_rate(s)
-    assert v.verdict == verdict and why in v.why
-
-
-def _persistence(measured, predicted=1_048_576, threshold=100_000):
-    """Shaped like ``run_ladder(...).metrics.persistence`` (ladder.persistence_summary), 2 ranks."""
-    return _ladder(
-        persistence=Persistence(
-            threshold=threshold,
-            tensors=75,
-            tensors_kept_whole=17,
-            elements_kept_whole=predicted // 2,
-            largest_tensor=131_072,
-            predicted_extra_bytes=predicted,
-            measured_extra_bytes=list(measured),
-        )
-    )
-
-
-@pytest.mark.parametrize(
-    ("m", "verdict"),
-    [
-        (_persistence([1_048_576, 1_048_576]), HOLDS),
-        (_persistence([0, 0]), REFUTED),  # DeepSpeed kept nothing whole that the rule keeps
-        (_persistence([1_048_576, 0]), INCONCLUSIVE),  # ranks disagree
-        (_persistence([0, 0], predicted=0), INCONCLUSIVE),  # nothing under the threshold at this size
-        (_persistence([4096, 4096], predicted=0), REFUTED),
-        (_ladder(), INCONCLUSIVE),
-    ],
-)
-def test_verdict_persistence(m, verdict):
-    assert zc.verdict_persistence(m).verdict == verdict
-
-
-@pytest.mark.parametrize(
-    ("s", "device", "verdict"),
-    [
-        (_spec(), "cuda:0", HOLDS),
-        (_spec(speedups=[1.0, 1.05, 1.02]), "cuda", REFUTED),
-        (_spec(speedups=[1.0, 2.6, 1.8]), "cuda", INCONCLUSIVE),
-        (_spec(), "cpu", NEEDS_GPU),
-    ],
-)
-def test_verdict_speedup(s, device, verdict):
-    assert zc.verdict_speedup(s, device).verdict == verdict
-
-
-@pytest.mark.parametrize(
-    ("summary", "verdict"),
-    [
-        ({"prompt_lookup": _spec(all_identical=False)}, HOLDS),
-        ({"prompt_lookup": _spec()}, REFUTED),
-        ({}, INCONCLUSIVE),
-    ],
-)
-def test_verdict_lossless(summary, verdict):
-    assert zc.verdict_lossless(summary).verdict == verdict
-
-
-def test_claims_table_from_cpu_and_gpu_shaped_metrics():
-    memory, ds = _memory(), _ds()
-    spec_cpu = SpecDecMetrics(summary={"prompt_lookup": _spec(), "truncated_draft": _spec()}, device="cpu")
-    cpu = zc.claims(memory, ds, _ladder(), _scale(not_measured="x"), _drill(), CPU_FRAG, spec_cpu)
-    by = {c.key: c for c in cpu}
-    assert all(isinstance(c, Claim) for c in cpu)
-    assert by["stage0_peak"].verdict == REFUTED and by["stage3_params_gb"].verdict == HOLDS
-    assert by["optimizer_gb"].verdict == REFUTED and by["batch_identity"].verdict == REFUTED
-    assert by["sub_group_size"].verdict == REFUTED and by["fallback_rate"].verdict == HOLDS
-    assert by["optimizer_gb"].measured.endswith("(formula, not measured)") and by[
-        "stage3_params_gb"
-    ].measured.endswith("(formula, not measured)")
-    assert {
-        by[k].verdict for k in ("loss_scale", "fragmentation", "speedup", "stage1_peak", "stage3_peak")
-    } == {NEEDS_GPU}
-    gpu = zc.claims(
-        memory,
-        ds,
-        _ladder(ranks_device="cuda"),
-        _scale("cuda", history=_history(), world_size=2),
-        _drill(),
-        _frag([0.42, 0.43, 0.41], [0.18, 0.19, 0.18]),
-        dataclasses.replace(spec_cpu, device="cuda"),
-    )
-    by = {c.key: c for c in gpu}
+def test_fragmentation_decides_only_in_the_full_profile_and_the_audit_api_is_kept():
+    spec = SPECS["fragmentation"]
     assert (
-        by["loss_scale"].verdict == HOLDS
-        and by["fragmentation"].verdict == HOLDS
-        and by["speedup"].verdict == HOLDS
+        not operating_characteristics(spec, DEFAULT).decided and operating_characteristics(spec, FULL).decided
     )
-    head = zc.headline(memory, _ladder(peak=_peak(), model_states={"stage0": 16e6, "stage3": 4e6}), spec_cpu)
-    assert len(head) == 6 and head["worst_measured_over_formula"] == 1.03
-    assert head["stage3_over_stage0_model_states"] == 0.25 and head[
-        "stage3_over_stage0_peak_growth"
-    ] == pytest.approx(10.5 / 20.5)
+    # the audit's check calls the one verdict with its own label
+    assert zc.verdict_gap_difference([0.3, 0.31, 0.29], what="gap(10) − gap(200)").verdict == HOLDS
 
 
-def _peak(growth0=(20e6, 21e6), growth_k=(10e6, 11e6), estimate=5e6):
-    """Shaped like ``run_ladder(...).metrics.peak`` (ladder.peak_summary)."""
-
-    def rung(stage, growth, est):
-        return RungPeak(
-            stage=stage,
-            measured=[5e8 + g for g in growth],
-            growth=list(growth),
-            predicted=[5e8] * len(growth),
-            deepspeed_estimate=est,
-        )
-
-    return {
-        "stage0": rung(0, growth0, None),
-        "stage1": rung(1, growth_k, None),
-        "stage2": rung(2, growth_k, estimate),
-        "stage3": rung(3, growth_k, estimate),
-    }
-
-
-@pytest.mark.parametrize(
-    ("m", "stage", "verdict"),
-    [
-        (_ladder(peak=_peak()), 3, HOLDS),
-        (_ladder(peak=_peak(growth_k=(22e6, 23e6))), 1, REFUTED),
-        (_ladder(peak=_peak(growth_k=(15e6, 21e6))), 2, INCONCLUSIVE),
-        (_ladder(peak={}), 1, INCONCLUSIVE),
-    ],
-)
-def test_verdict_zero_saves_memory(m, stage, verdict):
-    assert zc.verdict_zero_saves_memory(m, stage).verdict == verdict
-
-
-@pytest.mark.parametrize(
-    ("m", "stage", "verdict"),
-    [
-        (_ladder(peak=_peak()), 2, HOLDS),
-        (_ladder(peak=_peak(estimate=50e6)), 3, REFUTED),
-        (_ladder(peak=_peak(growth_k=(5e6, 6e6), estimate=5.2e6)), 3, INCONCLUSIVE),
-        (_ladder(peak=_peak()), 1, INCONCLUSIVE),  # DeepSpeed has no stage-1 estimator
-    ],
-)
-def test_verdict_estimator_underpredicts(m, stage, verdict):
-    assert zc.verdict_estimator_underpredicts(m, stage).verdict == verdict
-
-
-def test_memory_claims_rows():
-    rows = {c.key: c for c in zc.memory_claims(_ladder(peak=_peak(), n_params=623_744))}
-    assert [
-        rows[k].verdict
-        for k in ("zero1_saves", "zero2_saves", "zero3_saves", "estimator2_under", "estimator3_under")
-    ] == [HOLDS] * 5
-    assert "×2.0–2.2" in rows["estimator2_under"].measured
-
-
-def test_saved_activations_counts_what_backward_keeps_and_the_meta_prediction_is_close():
+def test_fragmentation_order_is_shuffled_per_seed_and_checkpoints_copy_on_the_device(tmp_path):
     import torch
 
-    from nbkit.model_files import tiny_llama
-    from nbkit.zero.peak import SavedActivations, predict_activation_bytes
+    from nbkit.zero.config import FragmentationConfig
+    from nbkit.zero.fragmentation import checkpoint_on_device, run_order
 
-    model = tiny_llama(seed=0, hidden_size=64, intermediate_size=128, num_hidden_layers=2)
-    ids = torch.randint(0, 256, (2, 16))
-    with SavedActivations(model) as acts:
-        model(input_ids=ids, labels=ids)
-    with SavedActivations(model) as twice:
-        model(input_ids=torch.cat([ids, ids]), labels=torch.cat([ids, ids]))
-    assert acts.bytes > 0 and twice.bytes == pytest.approx(2 * acts.bytes, rel=0.1)  # linear in the batch
-    with torch.no_grad(), SavedActivations(model) as none:
-        model(input_ids=ids)
-    assert none.bytes == 0  # nothing is saved without autograd: parameters never count
-    predicted = predict_activation_bytes(
-        {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}, 2, 16, "fp32"
-    )
-    assert predicted == pytest.approx(
-        acts.bytes, rel=0.35
-    )  # meta takes the math attention path (see nbkit.zero.peak)
+    order = run_order(FragmentationConfig(seeds=6, expandable_segments=(False,)))
+    firsts = {order[2 * k][2] for k in range(6)}
+    assert firsts == {50, 200} and sorted(order) == sorted((s, False, i) for s in range(6) for i in (50, 200))
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 4)).sum().backward()
+    opt.step()
+    copied = checkpoint_on_device(model, opt, tmp_path / "c.pt")
+    assert copied == 20 * 4 * 3 + 2 * 4  # weights + both Adam moments (fp32) + a step counter per tensor
+    assert set(torch.load(tmp_path / "c.pt")) == {"model", "opt"}
+
+
+def _method(fallback, rounds, speedups=(1.8, 1.85, 1.79), identical=True):
+    """One method's summary, shaped like ``run_specdec(...).metrics.truncated_draft``."""
+    return MethodSummary(
+        tok_s_baseline=10.0, tok_s_speculative=15.0, speedup_measured=1.5, speedup_predicted=2.0,
+        acceptance_rate=0.6, fallback_rate=sum(fallback) / sum(rounds), rounds=sum(rounds),
+        fallback_rounds=sum(fallback), proposed=1000, accepted=600, new_tokens=144,
+        target_calls_speculative=60, all_identical=identical, n_prompts=len(rounds), speedups=list(speedups),
+        rounds_per_prompt=list(rounds), fallback_rounds_per_prompt=list(fallback),
+    )  # fmt: skip
+
+
+def _specdec(method, device="cpu"):
+    return SpecDecMetrics(
+        prompt_lookup=method, truncated_draft=method, device=device, dtype="float32", timings=5,
+        loadavg=(1.0, 1.2), draft_layers=6, target_layers=30,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fallback", "rounds", "verdict", "why"),
+    [
+        ([1, 0, 1, 0] * 25, [8] * 100, HOLDS, "within"),  # 6 % over 100 requests (the full profile)
+        ([2, 1, 2, 2] * 25, [8] * 100, REFUTED, "outside"),  # 22 %
+        ([0, 1, 2], [8, 8, 8], INCONCLUSIVE, "overlaps"),  # 3 requests (the defaults): no decision
+        ([29, 28, 30], [30, 30, 30], REFUTED, "outside"),  # the truncated draft: almost every round
+        ([1], [8], INCONCLUSIVE, "one request"),
+        ([], [], INCONCLUSIVE, "no verification rounds"),
+    ],
+)
+def test_verdict_fallback_rate_is_clustered_by_request(fallback, rounds, verdict, why):
+    v = zc.verdict_fallback_rate(fallback, rounds)
+    assert v.verdict == verdict and why in v.why
+
+
+def test_the_clustered_interval_is_never_narrower_than_wilson_and_widens_with_clustering():
+    from nbkit.claims import rate_interval
+
+    even = zc.clustered_rate_interval([2] * 10, [20] * 10)
+    assert even == pytest.approx(rate_interval(20, 200))  # no between-request spread: Wilson itself
+    lumpy = zc.clustered_rate_interval([10, 0] * 5, [20] * 10)
+    assert lumpy[1] - lumpy[0] > even[1] - even[0] + 0.1
+    assert all(map(math.isnan, zc.clustered_rate_interval([0], [8])))
+    lo, hi = zc.clustered_rate_interval([0, 0, 0], [8, 8, 8])
+    assert lo == 0 and hi > 0  # all tied at 0: a positive width, never (0, 0)
+
+
+def test_fallback_row_names_the_truncated_draft():
+    row = SPECS["fallback_rate"].read(_specdec(_method([28, 29], [30, 30])))
+    assert "SmolLM2 truncated to 6 of 30 layers, not Medusa heads" in row.measured
+    assert "Medusa" in SPECS["fallback_rate"].claim
+
+
+@pytest.mark.parametrize(
+    ("speedups", "device", "verdict"),
+    [
+        ([1.8, 1.85, 1.79, 1.82, 1.81], "cuda:0", HOLDS),
+        ([1.0, 1.05, 1.02, 1.01, 1.03], "cuda", REFUTED),
+        ([1.0, 2.6, 1.8], "cuda", INCONCLUSIVE),
+        ([1.8, 1.85, 1.79], "cpu", NEEDS_GPU),
+    ],
+)
+def test_verdict_speedup(speedups, device, verdict):
+    assert zc.verdict_speedup(speedups, device).verdict == verdict
+
+
+def test_speedup_row_records_the_load_average_and_the_timings():
+    row = SPECS["speedup"].read(_specdec(_method([1, 1], [8, 8]), device="cuda"))
+    assert "load average 1.0 → 1.2" in row.measured and "5 interleaved timings" in row.n
+
+
+@pytest.mark.parametrize(
+    ("identical", "verdict"), [([False, True], HOLDS), ([True, True], REFUTED), ([], INCONCLUSIVE)]
+)
+def test_verdict_lossless(identical, verdict):
+    assert zc.verdict_lossless(identical).verdict == verdict
+
+
+@pytest.mark.parametrize(
+    ("p", "verdict"),
+    [
+        (Persistence(100_000, 75, 17, 524_288, 131_072, 1_048_576, [1_048_576, 1_048_576]), HOLDS),
+        (Persistence(100_000, 75, 17, 524_288, 131_072, 1_048_576, [0, 0]), REFUTED),
+        (Persistence(100_000, 75, 17, 524_288, 131_072, 1_048_576, [1_048_576, 0]), INCONCLUSIVE),
+        (Persistence(100_000, 75, 0, 0, 131_072, 0, [0, 0]), INCONCLUSIVE),
+        (Persistence(100_000, 75, 0, 0, 131_072, 0, [4096, 4096]), REFUTED),
+        (None, INCONCLUSIVE),
+    ],
+)
+def test_verdict_persistence(p, verdict):
+    assert zc.verdict_persistence(p).verdict == verdict
+
+
+def _launches(ratio_k, n, estimate=5e6):
+    """``n`` launches whose stage-k growth is ``ratio_k`` × stage 0's (a little spread by launch)."""
+    peaks = []
+    for launch in range(n):
+        k = ratio_k + 0.01 * (launch - (n - 1) / 2)
+        peaks += _peak(growth_k=(20e6 * k, 21e6 * k), estimate=estimate, launch=launch)
+    return _ladder(peaks=peaks, launches=n)
+
+
+@pytest.mark.parametrize(
+    ("ladder", "verdict"),
+    [
+        (_launches(0.67, 5), HOLDS),  # the full profile's 5 launches
+        (_launches(1.10, 5), REFUTED),
+        (_launches(0.97, 5), INCONCLUSIVE),
+        (_launches(0.67, 1), INCONCLUSIVE),  # the defaults' one launch: a range, no interval
+    ],
+)
+def test_verdict_zero_saves_memory_across_launches(ladder, verdict):
+    assert _verdict("zero1_saves", ladder).verdict == verdict
+    assert "range over the ranks of launch 0" in SPECS["zero1_saves"].read(ladder).measured
+
+
+@pytest.mark.parametrize(
+    ("ladder", "verdict"),
+    [
+        (_launches(0.67, 5, estimate=1e6), HOLDS),  # growth ≈ 14 × the estimate
+        (_launches(0.67, 5, estimate=10e6), REFUTED),  # ≈ × 1.4: the magnitude of this run's ladder
+        (_launches(0.67, 1, estimate=10e6), INCONCLUSIVE),
+        (_ladder(peaks=_peak(estimate=None)), INCONCLUSIVE),
+    ],
+)
+def test_verdict_estimator_tests_the_notes_magnitude(ladder, verdict):
+    assert _verdict("estimator2_under", ladder).verdict == verdict
+    assert zc.UNDERPREDICT == pytest.approx(13 / 0.77 / 2)
 
 
 def _sweep(stage3_min_max):
     """Stage-3 rows of ``run_crossover(...).metrics.rows`` at two sizes."""
     return [
-        CrossoverRow(
-            size=s,
-            n_params=n,
-            stage=3,
-            predicted_mib=1.0,
-            measured_mib=1.0,
-            pred_over_meas=1.0,
-            growth_mib=1.0,
-            growth_pred_over_meas=1.0,
-            growth_vs_stage0_min=lo,
-            growth_vs_stage0_max=hi,
-            model_states_mib=1.0,
-            model_states_share=0.5,
-            predicted_phase="backward",
-            measured_phase="forward_backward",
-        )
+        CrossoverRow(s, n, 3, 1.0, 1.0, 1.0, 1.0, 1.0, lo, hi, 1.0, 0.5, "backward", "forward_backward")
         for (s, n), (lo, hi) in zip(
             (("256x8", 4_000_000), ("512x8", 19_000_000)), stage3_min_max, strict=True
         )
@@ -668,29 +541,64 @@ def _sweep(stage3_min_max):
 @pytest.mark.parametrize(
     ("rows", "verdict"),
     [
-        (_sweep([(1.01, 1.03), (0.80, 0.85)]), "holds"),
-        (_sweep([(1.01, 1.03), (0.99, 1.02)]), "refuted"),
-        (_sweep([(0.90, 0.95), (0.97, 0.99)]), "inconclusive"),
-        ([], "inconclusive"),
+        (_sweep([(1.01, 1.03), (0.80, 0.85)]), HOLDS),
+        (_sweep([(1.01, 1.03), (0.99, 1.02)]), REFUTED),
+        (_sweep([(0.90, 0.95), (0.97, 0.99)]), INCONCLUSIVE),
+        ([], INCONCLUSIVE),
     ],
 )
 def test_verdict_crossover(rows, verdict):
-    from nbkit.zero.claims import verdict_crossover
+    assert zc.verdict_crossover(rows, 3).verdict == verdict
+    sweep = CrossoverMetrics({}, "cpu", 200_000, 2, "256x8,512x8", rows)
+    assert _verdict("zero3_crossover", sweep).verdict == verdict
 
-    assert verdict_crossover(rows, 3).verdict == verdict
+
+def test_operating_characteristics_of_every_measured_spec():
+    """Decided at defaults: the exact figures and flags; decided only in the full profile: the noisy rows
+    (fragmentation, fallback, speedup, the memory-saving and estimator rows across launches)."""
+    noisy = {"fragmentation", "fallback_rate", "speedup", "zero1_saves", "zero2_saves", "zero3_saves",
+             "estimator2_under", "estimator3_under"}  # fmt: skip
+    for spec in zc.REGISTRY.claims:
+        if spec.kind != "measured":
+            continue
+        at_defaults = operating_characteristics(spec, DEFAULT)
+        assert spec.noisy == (spec.key in noisy), spec.key
+        if spec.noisy:
+            assert not at_defaults.decided and at_defaults.p_holds_if_true < 0.5, spec.key
+            full = operating_characteristics(spec, FULL)
+            assert full.decided and full.p_refuted_if_true <= 0.05 and full.p_holds_if_false <= 0.05, spec.key
+        else:
+            assert at_defaults.p_holds_if_true == 1.0 and at_defaults.p_refuted_if_false == 1.0, spec.key
 
 
-def test_crossover_rows_join_the_claims_table():
-    from nbkit.zero.claims import memory_claims
-
-    sweep = CrossoverMetrics(
-        crossover={},
-        ranks_device="cpu",
-        bucket_elements=200_000,
-        world_size=2,
-        sizes="256x8,512x8",
-        rows=_sweep([(1.01, 1.03), (0.80, 0.85)]),
-    )
-    rows = memory_claims(LadderMetrics(), sweep)
-    assert [r.key for r in rows][:3] == ["zero1_crossover", "zero2_crossover", "zero3_crossover"]
-    assert rows[2].verdict == "holds" and "512x8" in rows[2].why
+def test_the_ledger_from_cpu_shaped_metrics():
+    """Every row of the notebook's ledger on CPU-shaped metrics: kinds, GPU rows, undecided rows."""
+    ctx = ZeroContext("cpu")
+    for slug, m in (
+        ("memory", _memory()),
+        ("ds_config", DsConfigMetrics(128, 2, 4, 8)),
+        ("ladder", _ladder()),
+        ("crossover", CrossoverMetrics({}, None, 200_000, 2, "")),
+        ("loss_scale", _scale(not_measured="x")),
+        ("failure_drill", _drill()),
+        ("fragmentation", CPU_FRAG),
+        ("specdec", _specdec(_method([29, 28, 30], [30, 30, 30]))),
+    ):
+        ctx.keep(slug, Result(metrics=m))
+    rows = {r.key: r for r in zc.judge(ctx)}
+    assert len(rows) == 26
+    assert rows["batch_identity"].verdict == REFUTED and rows["sub_group_size"].verdict == REFUTED
+    assert rows["loss_agree"].verdict == HOLDS and rows["failure_drill"].verdict == HOLDS
+    assert {rows[k].verdict for k in ("loss_scale", "fragmentation", "speedup", "stage1_peak")} == {NEEDS_GPU}
+    # a GPU row this machine cannot measure says so first, then what n it needs on CUDA
+    assert "on CUDA, not decided at defaults: needs n ≥ 10 seeds" in rows["fragmentation"].why
+    assert rows["fragmentation"].decided_at_defaults is False
+    for key in ("fallback_rate", "zero1_saves", "estimator3_under"):
+        assert rows[key].verdict == INCONCLUSIVE and rows[key].why.startswith("not decided at defaults"), key
+        assert rows[key].decided_at_defaults is False
+    assert "needs n ≥ 5 launches" in rows["zero1_saves"].why
+    assert rows["stage0_peak"].kind == "arithmetic" and rows["stage0_peak"].p_holds_if_true is None
+    head = zc.headline(ctx)
+    assert head["model_params_billion"] == pytest.approx(6.738, abs=1e-3)
+    assert head["stage3_over_stage0_model_states"] == 0.25 and head["worst_measured_over_formula"] == 1.03
+    assert head["stage3_over_stage0_peak_growth"] == pytest.approx((10 / 20 + 11 / 21) / 2)

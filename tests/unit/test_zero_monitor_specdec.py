@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from nbkit.zero.context import ZeroContext
 from nbkit.zero.monitor import MemoryMonitor
 from nbkit.zero.specdec import leviathan_speedup
 
@@ -47,7 +48,7 @@ def test_fragmentation_on_cpu_says_needs_cuda():
     from nbkit.zero.config import FragmentationConfig
     from nbkit.zero.experiments import run_fragmentation
 
-    out = run_fragmentation(FragmentationConfig(steps=2, device="cpu"))
+    out = run_fragmentation(FragmentationConfig(steps=2), ZeroContext("cpu"))
     assert out.metrics.needs_cuda is True
     assert "inactive_split" in out.metrics.unavailable
     # real tensor accounting of one AdamW step: Adam's two moments equal 2× the parameter bytes
@@ -71,11 +72,11 @@ def test_fragmentation_on_cuda_measures_gap_ratio():
             expandable_segments=(False,),
             model="tiny Llama",
             seq_len=64,
-            device="cuda",
-        )
+        ),
+        ZeroContext("cuda"),
     )
     assert out.metrics.needs_cuda is False
-    assert out.metrics.runs[0]["checkpoints"] == 3
+    assert out.metrics.runs[0].checkpoints == 3
     assert set(out.metrics.gap_ratios) == {"2/False"} and len(out.metrics.gap_ratios["2/False"]) == 6
 
 
@@ -88,19 +89,21 @@ def test_speculative_decoding_saves_target_passes_on_a_self_repeating_prompt():
 
     repeat = "Copy this list exactly:\n" + "- alpha beta gamma delta epsilon\n" * 6
     out = run_specdec(
-        SpecDecConfig(methods=("prompt_lookup",), prompts=(repeat,), max_new_tokens=24, device="cpu")
+        SpecDecConfig(methods=("prompt_lookup",), prompts=(repeat,), max_new_tokens=24),
+        ZeroContext("cpu"),
     )
-    s = out.metrics.summary["prompt_lookup"]
+    s = out.metrics.prompt_lookup
     assert s.all_identical
     assert s.acceptance_rate > 0 and s.accepted > 0
     assert s.target_calls_speculative < s.new_tokens
     assert s.rounds > 0 and 0 <= s.fallback_rounds <= s.rounds
-    # one prompt: one per-prompt fallback rate (the claim's unit), and the claim says one prompt decides
-    # nothing
-    assert s.fallback_rates == [s.fallback_rounds / s.rounds]
+    # one request: its rounds and fallbacks (the claim's cluster), and one request decides nothing
+    assert s.rounds_per_prompt == [s.rounds] and s.fallback_rounds_per_prompt == [s.fallback_rounds]
+    assert out.metrics.timings == 1 and len(out.metrics.loadavg) == 2  # CPU: timed once, load recorded
     from nbkit.zero.claims import verdict_fallback_rate
 
-    assert verdict_fallback_rate(s).verdict == "inconclusive" and "one prompt" in verdict_fallback_rate(s).why
+    v = verdict_fallback_rate(s.fallback_rounds_per_prompt, s.rounds_per_prompt)
+    assert v.verdict == "inconclusive" and "one request" in v.why
 
 
 def test_speculative_decoding_runs_a_users_model_directory(tmp_path):
@@ -118,11 +121,12 @@ def test_speculative_decoding_runs_a_users_model_directory(tmp_path):
     ).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     out = run_specdec(
-        SpecDecConfig(model_path=str(tmp_path), draft_layers=1, n_prompts=1, max_new_tokens=8, device="cpu")
+        SpecDecConfig(model_path=str(tmp_path), draft_layers=1, n_prompts=1, max_new_tokens=8),
+        ZeroContext("cpu"),
     )
-    s = out.metrics.summary
-    assert set(s) == {"prompt_lookup", "truncated_draft"}
-    assert s["truncated_draft"].all_identical and s["truncated_draft"].rounds > 0
+    s = out.metrics
+    assert s.prompt_lookup is not None and s.truncated_draft is not None
+    assert s.truncated_draft.all_identical and s.truncated_draft.rounds > 0
 
 
 @pytest.mark.parametrize("path, match", [("does/not/exist", "does/not/exist"), ("", None)])
@@ -134,4 +138,43 @@ def test_speculative_decoding_bad_model_path_is_one_usage_error(tmp_path, path, 
     if not path:  # a directory without config.json
         path, match = str(tmp_path), "config.json"
     with pytest.raises(UsageError, match=match):
-        run_specdec(SpecDecConfig(model_path=path, n_prompts=1, max_new_tokens=8, device="cpu"))
+        run_specdec(SpecDecConfig(model_path=path, n_prompts=1, max_new_tokens=8), ZeroContext("cpu"))
+
+
+def test_fragmentation_cuda_path_with_fabricated_allocator_figures(monkeypatch):
+    """The CUDA branch on CPU: ``cuda_runs`` replaced by fabricated caching-allocator figures (shuffled run
+    order, one run per interval and seed), the metrics and the ledger row built from them."""
+    import torch
+
+    from nbkit.result import Result
+    from nbkit.zero import claims as zc
+    from nbkit.zero import experiments as ze
+    from nbkit.zero.config import FragmentationConfig
+    from nbkit.zero.fragmentation import run_order
+
+    cfg = FragmentationConfig()
+    gap = {50: 0.42, 200: 0.18}
+
+    def fake_cuda_runs(cfg, device, live=None):
+        runs = [
+            {"interval": i, "expandable_segments": e, "seed": s, "order": k, "max_inactive_split": 1e6,
+             "mean_gap_ratio": gap[i] + 0.01 * s, "alloc_retries": 0, "checkpoints": cfg.steps // i,
+             "gap_ratios": [gap[i]]}
+            for k, (s, e, i) in enumerate(run_order(cfg))
+        ]  # fmt: skip
+        return {"runs": runs, "figure": None, "model": "Llama-2-7B shapes, 2 layer(s)"}
+
+    monkeypatch.setattr(ze, "cuda_runs", fake_cuda_runs)
+    ctx = ZeroContext("cpu")
+    ctx._resolved = torch.device("cuda")  # a fabricated CUDA device: nothing touches it
+    out = ze.run_fragmentation(cfg, ctx)
+    m = out.metrics
+    assert not m.needs_cuda and len(m.runs) == 2 * 2 * cfg.seeds and m.intervals == (50, 200)
+    assert m.seed_means(50) == pytest.approx([0.42, 0.43, 0.44])
+    assert sorted(r.order for r in m.runs) == list(range(len(m.runs)))
+    spec = next(s for s in zc.REGISTRY.claims if s.key == "fragmentation")
+    reading = spec.read(m)
+    assert reading.args == ([pytest.approx(0.24)] * 3,) and "OOM rates not measured" in reading.measured
+    ctx.keep("fragmentation", Result(metrics=m))
+    row = next(r for r in zc.judge(ctx) if r.key == "fragmentation")
+    assert row.why.startswith("not decided at defaults: needs n ≥ 10 seeds")  # 3 seeds cannot decide it

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from nbkit.errors import UsageError
+from nbkit.zero.context import ZeroContext
 
 LLAMA_70B = {
     "model_type": "llama",
@@ -53,7 +54,8 @@ def test_memory_model_reads_stage_offload_and_precision_from_the_users_ds_config
             gpus_per_node=8,
             offload_optimizer=False,
             precision="fp32",
-        )
+        ),
+        ZeroContext("cpu"),
     )
     plan = out.metrics.plan
     assert (plan["stage"], plan["precision"], plan["offload_optimizer"], plan["offload_param"]) == (
@@ -69,7 +71,8 @@ def test_memory_model_reads_stage_offload_and_precision_from_the_users_ds_config
     assert plan["formula_cpu_gib"] * 2**30 == pytest.approx(12 * psi / 16)
     # DeepSpeed's CPU estimate is per node: 8 GPUs of 16 share one host
     one_node = run_memory_model(
-        MemoryConfig(model_path=str(llama70b), ds_config=ds, world_size=16, gpus_per_node=16)
+        MemoryConfig(model_path=str(llama70b), ds_config=ds, world_size=16, gpus_per_node=16),
+        ZeroContext("cpu"),
     )
     two = out.table.set_index("stage").loc[3, "deepspeed_cpu_gib_per_node"]
     one = one_node.table.set_index("stage").loc[3, "deepspeed_cpu_gib_per_node"]
@@ -82,11 +85,14 @@ def test_presets_hf_dir_and_bare_config_json_name_the_architecture(llama70b):
     from nbkit.zero.experiments import run_memory_model
 
     assert (
-        run_memory_model(MemoryConfig(model_path="SmolLM2-135M")).metrics.n_params
-        == run_memory_model(MemoryConfig(model_path=str(smollm2_dir()))).metrics.n_params
+        run_memory_model(MemoryConfig(model_path="SmolLM2-135M"), ZeroContext("cpu")).metrics.n_params
+        == run_memory_model(MemoryConfig(model_path=str(smollm2_dir())), ZeroContext("cpu")).metrics.n_params
         == 134_515_008
     )
-    assert run_memory_model(MemoryConfig(model_path="Llama-2-7B")).metrics.n_params == 6_738_415_616
+    assert (
+        run_memory_model(MemoryConfig(model_path="Llama-2-7B"), ZeroContext("cpu")).metrics.n_params
+        == 6_738_415_616
+    )
 
 
 @pytest.mark.parametrize(
@@ -115,7 +121,7 @@ def test_a_ds_config_deepspeed_would_reject_is_named_by_file_and_key(tmp_path, c
     from nbkit.zero.experiments import run_memory_model
 
     with pytest.raises(UsageError, match=match):
-        run_memory_model(MemoryConfig(ds_config=_ds(tmp_path, cfg)))
+        run_memory_model(MemoryConfig(ds_config=_ds(tmp_path, cfg)), ZeroContext("cpu"))
 
 
 def test_world_size_must_be_whole_nodes():
@@ -123,7 +129,7 @@ def test_world_size_must_be_whole_nodes():
     from nbkit.zero.experiments import run_memory_model
 
     with pytest.raises(UsageError, match="MemoryConfig.world_size: 12 GPUs is not a whole number of nodes"):
-        run_memory_model(MemoryConfig(world_size=12, gpus_per_node=8))
+        run_memory_model(MemoryConfig(world_size=12, gpus_per_node=8), ZeroContext("cpu"))
 
 
 def test_the_ladder_runs_the_users_architecture_scaled(llama70b):
@@ -154,10 +160,10 @@ def test_the_ladder_runs_the_users_architecture_scaled(llama70b):
 
 
 def test_local_ranks_cap_the_plan_to_this_machine():
-    from nbkit.zero.experiments import CPU_RANKS, local_ranks
+    from nbkit.zero.context import CPU_RANKS
 
-    assert local_ranks(1, "cpu") == 1
-    assert local_ranks(64, "cpu") == CPU_RANKS
+    assert ZeroContext("cpu", world_size=1).ranks == 1
+    assert ZeroContext("cpu", world_size=64).ranks == CPU_RANKS
 
 
 def test_step_temporaries_and_the_phase_that_wins():

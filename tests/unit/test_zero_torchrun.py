@@ -32,7 +32,6 @@ def test_two_node_torchrun_stage3_halves_the_parameters(tmp_path):
         hidden_size=64,
         num_hidden_layers=2,
         checkpoint=False,
-        device="cpu",
     )
     spec = write_spec(cfg, tmp_path / "spec.json")
     port = free_port()

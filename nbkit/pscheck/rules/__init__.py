@@ -33,7 +33,11 @@ from nbkit.pscheck.rules.shadows_basemodel_attribute import ShadowsBaseModelAttr
 from nbkit.pscheck.rules.unknown_config_key import UnknownConfigKey
 from nbkit.pscheck.rules.v1_config_class import V1ConfigClass
 from nbkit.pscheck.rules.v1_config_key import V1ConfigKey
+from nbkit.pscheck.rules.v1_custom_root import V1CustomRoot
+from nbkit.pscheck.rules.v1_custom_type_hook import V1CustomTypeHook
+from nbkit.pscheck.rules.v1_field_argument import V1FieldArgument
 from nbkit.pscheck.rules.v1_method_call import V1MethodCall
+from nbkit.pscheck.rules.v1_moved_name import V1MovedName
 from nbkit.pscheck.rules.v1_validator import V1Validator
 from nbkit.pscheck.rules.validator_unknown_field import ValidatorUnknownField
 
@@ -63,4 +67,8 @@ BUILTIN_RULES: tuple[type[BaseRule], ...] = (
     FieldNameShadowsType,
     FieldPositionalDefault,
     DefaultInsideAnnotated,
+    V1FieldArgument,
+    V1MovedName,
+    V1CustomRoot,
+    V1CustomTypeHook,
 )

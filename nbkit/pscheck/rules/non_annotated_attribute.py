@@ -18,6 +18,7 @@ class NonAnnotatedAttribute(BaseRule):
     code = "PSC019"
     name = "non-annotated-attribute"
     severity = "error"
+    also_in = ("migration",)
     summary = "A plain class attribute (`x = 1`, `x = Field(...)`) in a model body."
     bad = """
 from pydantic import BaseModel

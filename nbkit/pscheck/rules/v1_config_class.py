@@ -16,6 +16,7 @@ class V1ConfigClass(BaseRule):
     code = "PSC014"
     name = "v1-config-class"
     severity = "warning"
+    also_in = ("migration",)
     summary = "A Pydantic v1 `class Config:` inside a v2 model."
     bad = """
 from pydantic import BaseModel

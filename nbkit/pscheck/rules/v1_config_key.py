@@ -22,6 +22,7 @@ class V1ConfigKey(BaseRule):
     code = "PSC015"
     name = "v1-config-key"
     severity = "error"
+    also_in = ("migration",)
     summary = "A config key renamed or removed in v2 (`orm_mode`, `allow_population_by_field_name`, ...)."
     bad = """
 from pydantic import BaseModel, ConfigDict

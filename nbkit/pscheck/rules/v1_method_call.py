@@ -56,6 +56,7 @@ class V1MethodCall(BaseRule):
     code = "PSC018"
     name = "v1-method-call"
     severity = "warning"
+    also_in = ("migration",)
     summary = "A Pydantic v1 method (`parse_raw`, `parse_obj`, `.dict()`, `.json()`...) called on a v2 model."
     bad = """
 from pydantic import BaseModel

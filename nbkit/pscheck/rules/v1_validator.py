@@ -16,6 +16,7 @@ class V1Validator(BaseRule):
     code = "PSC017"
     name = "v1-validator"
     severity = "warning"
+    also_in = ("migration",)
     summary = "Pydantic v1 `@validator` / `@root_validator` in a v2 model."
     bad = """
 from pydantic import BaseModel, validator

@@ -1,0 +1,301 @@
+"""A finished run's diagnosis: ``nbkit diagnose RUN_DIR`` and notebook 04's "your finished run".
+
+:func:`diagnose_run` reads every artefact of the run folder (:mod:`nbkit.diagnose.artefacts`), judges
+the curves (:mod:`~nbkit.diagnose.curves`, :mod:`~nbkit.diagnose.schedule`) and each memory snapshot
+(:mod:`~nbkit.diagnose.memory`), and returns a :class:`FinishedRun`: its rows, its pictures, and the
+report as text, JSON or an HTML page. In Jupyter the object displays its report and figures. Its rows
+are a diagnosis of the user's run, not field-note claims: they never enter the claims ledger.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nbkit.diagnose.artefacts import RunArtefacts, read_run
+from nbkit.diagnose.curves import (
+    EVAL_LOSS,
+    GRAD_NORM,
+    LEARNING_RATE,
+    LOSS,
+    verdict_clipping,
+    verdict_explosions,
+    verdict_nonfinite,
+    verdict_overfitting,
+    verdict_plateau,
+    verdict_spikes,
+)
+from nbkit.diagnose.memory import memory_rows
+from nbkit.diagnose.rows import FOUND, RunRow
+from nbkit.diagnose.run_figures import block_map, curves_figure
+from nbkit.diagnose.schedule import MODELLED, expected_lr, verdict_schedule
+from nbkit.diagnose.setup import EXAMPLES_DIR
+from nbkit.diagnose.snapshot import Memory, allocation_site, analyse
+from nbkit.record import to_jsonable
+from nbkit.report import INDEX_CSS, PLOTLY_JS, plotly_div
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+EXAMPLE_RUN = (
+    "finished_run"  # nbkit/diagnose/examples/finished_run: a tiny CPU run and a constructed snapshot
+)
+STATUS_COLOURS = {
+    "found": "#f6d3d0",
+    "clear": "#d7f0d9",
+    "undecided": "#fbecc5",
+    "not checked": "#eeeeee",
+    "figure": "#ffffff",
+}
+
+
+def run_folder(name: str | Path) -> Path:
+    """``name`` as a path when it is a folder, else the bundled example run of that name."""
+    p = Path(name)
+    if p.is_dir() or not (EXAMPLES_DIR / p).is_dir():
+        return p
+    return EXAMPLES_DIR / p
+
+
+@dataclass
+class FinishedRun:
+    """One finished run's diagnosis: what was read, the rows, and the pictures."""
+
+    artefacts: RunArtefacts
+    rows: list[RunRow]
+    memories: list[tuple[str, list[Memory]]] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[RunRow]:
+        return [r for r in self.rows if r.status == FOUND]
+
+    @property
+    def exit_code(self) -> int:
+        """0 nothing found, 1 findings (undecided rows and figures never count); bad input never gets here."""
+        return 1 if self.findings else 0
+
+    def summary(self) -> dict[str, Any]:
+        """What a notebook records: each row's status by key, the findings, the exit code (no ledger rows)."""
+        return {
+            "statuses": {r.key: r.status for r in self.rows},
+            "findings": [r.key for r in self.findings],
+            "exit_code": self.exit_code,
+        }
+
+    # -- pictures ---------------------------------------------------------------------------------------
+
+    def figures(self) -> list[go.Figure]:
+        """The curves (when any were logged) and one block map per snapshot and device."""
+        a = self.artefacts
+        out = []
+        sched = a.schedule
+        expected = None
+        if sched is not None and sched.kind in MODELLED and sched.peak > 0 and LEARNING_RATE in a.curves:
+            lr = a.curves[LEARNING_RATE]
+            total = a.total_steps or int(lr.steps[-1])
+            row = next((r for r in self.rows if r.key == "lr-schedule"), None)
+            offset = int(row.figures.get("offset", 0)) if row is not None else 0
+            exp = expected_lr(sched.kind, sched.peak, sched.warmup(total), total)
+            expected = (np.arange(len(exp)) + offset, exp)
+        fig = curves_figure(
+            a.curves, self.rows, max_grad_norm=sched.max_grad_norm if sched else None, expected_lr=expected
+        )
+        if fig is not None:
+            out.append(fig)
+        for (path, snap), (_, memories) in zip(a.snapshots, self.memories, strict=True):
+            for m in memories:
+                f = block_map(snap, m.device, allocation_site)
+                f.update_layout(title=f"{a.rel(path)} · {f.layout.title.text}")
+                out.append(f)
+        return out
+
+    # -- the report --------------------------------------------------------------------------------------
+
+    def header(self) -> list[str]:
+        a = self.artefacts
+        lines = [f"nbkit diagnose: finished run {a.path}", "read:"]
+        lines += [f"  {x}" for x in a.read]
+        if a.schedule is not None:
+            s = a.schedule
+            lines.append(
+                f"schedule from {s.source}: {s.kind}, learning_rate {s.peak:g}, warmup_steps "
+                f"{s.warmup_steps:g}"
+                + (f", warmup_ratio {s.warmup_ratio:g}" if s.warmup_ratio else "")
+                + (
+                    f", max_grad_norm {s.max_grad_norm:g}"
+                    if s.max_grad_norm is not None
+                    else ", max_grad_norm not set"
+                )
+            )
+        if a.total_steps:
+            lines.append(f"total steps: {a.total_steps} ({a.total_where})")
+        lines += [f"note: {n}" for n in a.notes]
+        return lines
+
+    def text(self) -> str:
+        out = self.header()
+        curve_rows = [r for r in self.rows if r.key.split(":")[0] in CURVE_KEYS]
+        if curve_rows:
+            out += ["", "curves:"]
+            for name, s in self.artefacts.curves.items():
+                out.append(
+                    f"  {name}: {len(s)} points, steps {int(s.steps[0])}–{int(s.steps[-1])} ({s.source})"
+                )
+            out += [f"  {r.to_text()}" for r in curve_rows]
+        for (path, _), _mem in zip(self.artefacts.snapshots, self.memories, strict=True):
+            src = self.artefacts.rel(path)
+            out += ["", f"memory ({src}):"]
+            out += [f"  {r.to_text()}" for r in self.rows if r.source == src]
+        found = self.findings
+        out += [
+            "",
+            f"summary: {len(found)} finding{'s' if len(found) != 1 else ''} "
+            f"({', '.join(r.title for r in found)})"
+            if found
+            else "summary: nothing found",
+        ]
+        return "\n".join(out)
+
+    def to_json(self) -> dict[str, Any]:
+        a = self.artefacts
+        s = a.schedule
+        return {
+            "run": str(a.path),
+            "read": a.read,
+            "notes": a.notes,
+            "schedule": None
+            if s is None
+            else {
+                "source": s.source,
+                "lr_scheduler_type": s.kind,
+                "learning_rate": s.peak,
+                "warmup_steps": s.warmup_steps,
+                "warmup_ratio": s.warmup_ratio,
+                "max_steps": s.max_steps,
+                "max_grad_norm": s.max_grad_norm,
+                "where": s.where,
+            },
+            "total_steps": a.total_steps,
+            "curves": {
+                k: {
+                    "source": v.source,
+                    "points": len(v),
+                    "first_step": int(v.steps[0]),
+                    "last_step": int(v.steps[-1]),
+                }
+                for k, v in a.curves.items()
+            },
+            "rows": [r.to_dict() for r in self.rows],
+            "findings": [r.key for r in self.findings],
+            "exit_code": self.exit_code,
+        }
+
+    def table_html(self) -> str:
+        head = "".join(f"<th>{c}</th>" for c in ("status", "row", "what was found", "rule", "read from"))
+        body = "".join(
+            f"<tr style='background:{STATUS_COLOURS[r.status]}'><td><b>{html.escape(r.status)}</b></td>"
+            f"<td>{html.escape(r.title)}</td><td>{html.escape(r.measured)}"
+            + (f"<br><i>fix: {html.escape(r.fix)}</i>" if r.fix and r.status == FOUND else "")
+            + f"</td><td><small>{html.escape(r.rule)}</small></td>"
+            f"<td><small>{html.escape(r.source)}</small></td></tr>"
+            for r in self.rows
+        )
+        found = self.findings
+        summary = (
+            f"{len(found)} finding{'s' if len(found) != 1 else ''}: {', '.join(r.title for r in found)}"
+            if found
+            else "nothing found"
+        )
+        return (
+            "<pre>" + html.escape("\n".join(self.header())) + "</pre>"
+            f"<p><b>summary:</b> {html.escape(summary)}</p><table><tr>{head}</tr>{body}</table>"
+        )
+
+    def html_page(self, plotly_js: str = PLOTLY_JS, inline_js: str | None = None) -> str:
+        """A page with the rows and the pictures; plotly.js from ``plotly_js`` beside it, or inline."""
+        figs = "".join(plotly_div(f.to_plotly_json(), f"run-fig-{i}") for i, f in enumerate(self.figures()))
+        script = (
+            f"<script>{inline_js}</script>"
+            if inline_js is not None
+            else f"<script src='{plotly_js}'></script>"
+        )
+        return (
+            "<!doctype html><html><head><meta charset='utf-8'>"
+            f"{script}<title>nbkit diagnose {html.escape(str(self.artefacts.path))}</title>"
+            f"<style>{INDEX_CSS}</style></head><body><h1>nbkit diagnose: a finished run</h1>"
+            f"{self.table_html()}{figs}</body></html>"
+        )
+
+    def _repr_html_(self) -> str:
+        return self.table_html()
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import HTML, display
+
+        display(HTML(self.table_html()))
+        for f in self.figures():
+            display(f)
+
+
+CURVE_KEYS = (
+    "loss-spikes",
+    "non-finite",
+    "grad-explosions",
+    "clipping",
+    "overfitting",
+    "lr-schedule",
+    "plateau",
+)
+
+
+def diagnose_run(run_dir: str | Path, config: str | Path | None = None) -> FinishedRun:
+    """Read the run in ``run_dir`` (and ``config``, a trainer config naming its schedule and clipping) and
+    judge it. Bad input in any artefact: :class:`nbkit.diagnose.setup.DiagnoseError` naming the file."""
+
+    a = read_run(run_dir, config)
+    c = a.curves
+    rows: list[RunRow] = []
+    if c:
+        sched = a.schedule
+        clip_where = sched.where.get("max_grad_norm", "") if sched else ""
+        rows += [
+            verdict_spikes(c.get(LOSS)),
+            verdict_nonfinite(c),
+            verdict_explosions(c.get(GRAD_NORM)),
+            verdict_clipping(c.get(GRAD_NORM), sched.max_grad_norm if sched else None, clip_where),
+            verdict_overfitting(c.get(LOSS), c.get(EVAL_LOSS)),
+            verdict_schedule(c.get(LEARNING_RATE), sched, a.total_steps, a.total_where),
+            verdict_plateau(c.get(LOSS), c.get(LEARNING_RATE)),
+        ]
+    memories = []
+    for path, snap in a.snapshots:
+        ms = analyse(snap)
+        memories.append((a.rel(path), ms))
+        rows += memory_rows(ms, a.rel(path))
+    return FinishedRun(a, rows, memories)
+
+
+def finished_run(run_dir: str | Path = EXAMPLE_RUN, config: str | Path | None = None) -> FinishedRun:
+    """Notebook 04's "your finished run": the bundled example by default, or your run's folder, with its
+    trainer config when given (``""`` or None: beside the run, else what the Trainer recorded). Displays its
+    report and pictures; ``.summary()`` is what to record."""
+    return diagnose_run(run_folder(run_dir), config or None)
+
+
+def render(run: FinishedRun, fmt: str, *, plotly_js: str = PLOTLY_JS, inline_js: bool = False) -> str:
+    if fmt == "json":
+        # to_jsonable: numpy scalars as numbers, a non-finite figure as "inf"/"nan" (strict JSON for CI)
+        return json.dumps(to_jsonable(run.to_json()), indent=2, ensure_ascii=False, allow_nan=False)
+    if fmt == "html":
+        js = None
+        if inline_js:
+            from plotly.offline import get_plotlyjs
+
+            js = get_plotlyjs()
+        return run.html_page(plotly_js, js)
+    return run.text()

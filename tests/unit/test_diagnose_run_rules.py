@@ -1,0 +1,360 @@
+"""Each finished-run rule driven through each outcome (found / clear / undecided / not checked) on curves of a
+run's real length (60–300 logged steps, 5–30 evaluations), and the fragmentation rule on snapshots in
+torch's documented layout."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nbkit.diagnose.curves import (
+    EVAL_LOSS,
+    GRAD_NORM,
+    LOSS,
+    Series,
+    slope_interval,
+    theil_sen_interval,
+    verdict_clipping,
+    verdict_explosions,
+    verdict_nonfinite,
+    verdict_overfitting,
+    verdict_plateau,
+    verdict_spikes,
+)
+from nbkit.diagnose.memory import expandable_row, verdict_fragmentation
+from nbkit.diagnose.rows import CLEAR, FOUND, NOT_CHECKED, UNDECIDED, RunRow
+from nbkit.diagnose.schedule import Schedule, expected_lr, verdict_schedule
+from nbkit.diagnose.snapshot import GIB, MIB, analyse, size_text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "make_finished_run_example", ROOT / "scripts" / "make_finished_run_example.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _s(name, values, steps=None, source="test"):
+    values = np.asarray(values, dtype=float)
+    steps = np.arange(1, len(values) + 1) if steps is None else np.asarray(steps)
+    return Series(name, steps.astype(np.int64), values, source)
+
+
+def _loss(n=200, noise=0.03, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    return 0.6 + 2.0 * np.exp(-t / 40) + noise * rng.standard_normal(n)
+
+
+# -- slopes --------------------------------------------------------------------------------------------------
+
+
+def test_slope_interval_covers_the_true_slope_and_widens_for_autocorrelated_residuals():
+    rng = np.random.default_rng(1)
+    x = np.arange(100.0)
+    white = 0.5 * x + rng.standard_normal(100)
+    s = slope_interval(x, white)
+    assert s.lo < 0.5 < s.hi and s.n_eff > 60
+    ar = np.zeros(100)
+    for i in range(1, 100):
+        ar[i] = 0.9 * ar[i - 1] + rng.standard_normal()
+    wide = slope_interval(x, 0.5 * x + ar)
+    assert wide.n_eff < 20 and (wide.hi - wide.lo) > 3 * (s.hi - s.lo)
+    assert math.isinf(slope_interval(x[:2], white[:2]).hi)
+
+
+def test_theil_sen_ignores_one_outlying_evaluation():
+    x = np.arange(0, 100, 10.0)
+    y = 1.0 + 0.01 * x
+    y[3] = 9.0
+    s = theil_sen_interval(x, y)
+    assert s.slope == pytest.approx(0.01) and s.lo > 0
+
+
+# -- spikes, non-finite, explosions, clipping ----------------------------------------------------------------
+
+
+def test_spikes_clear_found_undecided():
+    clean = _loss()
+    assert verdict_spikes(_s(LOSS, clean)).status == CLEAR
+    spiked = clean.copy()
+    spiked[119] += 1.5  # step 120
+    row = verdict_spikes(_s(LOSS, spiked))
+    assert row.status == FOUND and row.steps == (120,) and "step 120" in row.measured
+    assert row.figures["spikes"][0]["ratio"] > 2
+    assert verdict_spikes(_s(LOSS, clean[:15])).status == UNDECIDED
+    assert verdict_spikes(None).status == NOT_CHECKED
+
+
+def test_a_sustained_jump_is_one_spike_at_its_start():
+    y = _loss(200)
+    y[100:] += 2.0
+    row = verdict_spikes(_s(LOSS, y))
+    assert row.status == FOUND and row.steps[0] == 101 and len(row.steps) == 1
+
+
+def test_nonfinite_found_and_clear():
+    y = _loss(100)
+    g = np.full(100, 0.8)
+    assert verdict_nonfinite({LOSS: _s(LOSS, y), GRAD_NORM: _s(GRAD_NORM, g)}).status == CLEAR
+    g[40] = np.inf
+    y[60] = np.nan
+    row = verdict_nonfinite({LOSS: _s(LOSS, y), GRAD_NORM: _s(GRAD_NORM, g)})
+    assert row.status == FOUND and row.figures["first_step"] == 41 and set(row.steps) == {41, 61}
+    assert verdict_nonfinite({}).status == NOT_CHECKED
+
+
+def test_explosions_clear_found_undecided_and_not_on_tiny_norms():
+    rng = np.random.default_rng(2)
+    g = np.exp(rng.normal(0, 0.2, 300))
+    assert verdict_explosions(_s(GRAD_NORM, g)).status == CLEAR
+    g2 = g.copy()
+    g2[150] *= 40
+    row = verdict_explosions(_s(GRAD_NORM, g2))
+    assert row.status == FOUND and row.steps == (151,)
+    assert verdict_explosions(_s(GRAD_NORM, g[:10])).status == UNDECIDED
+    # A memorising run's norms fall to 1e-7: a 50× flicker there is not an explosion.
+    tiny = np.concatenate([g[:150], 1e-7 * g[150:]])
+    tiny[250] *= 50
+    assert verdict_explosions(_s(GRAD_NORM, tiny)).status == CLEAR
+
+
+def test_clipping_found_clear_undecided_not_checked():
+    rng = np.random.default_rng(3)
+    g = _s(GRAD_NORM, np.exp(rng.normal(0, 0.3, 200)))
+    assert verdict_clipping(g, 0.3).status == FOUND
+    assert verdict_clipping(g, 3.0).status == CLEAR
+    assert verdict_clipping(g, 1.0).status == UNDECIDED  # about half the steps
+    assert verdict_clipping(g, None).status == NOT_CHECKED
+    assert verdict_clipping(g, 0.0).status == NOT_CHECKED  # clipping off
+    assert verdict_clipping(None, 1.0).status == NOT_CHECKED
+
+
+# -- overfitting ---------------------------------------------------------------------------------------------
+
+
+def _train(n=300):
+    return _s(
+        LOSS, 0.2 + 2.0 * np.exp(-np.arange(n) / 60) + 0.02 * np.random.default_rng(4).standard_normal(n)
+    )
+
+
+def test_overfitting_found_at_the_onset():
+    steps = np.arange(20, 301, 20)
+    ev = 0.8 + 1e-5 * (steps - 120) ** 2 + 0.005 * np.random.default_rng(5).standard_normal(len(steps))
+    row = verdict_overfitting(_train(), _s(EVAL_LOSS, ev, steps))
+    assert row.status == FOUND and row.steps == (120,) and "onset at step 120" in row.measured
+    assert row.figures["relative_rise"][1] > 0.02
+
+
+def test_overfitting_clear_when_the_eval_loss_keeps_falling_or_stays_within_the_band():
+    steps = np.arange(20, 301, 20)
+    assert verdict_overfitting(_train(), _s(EVAL_LOSS, 2.0 - steps / 1000, steps)).status == CLEAR
+    flat = np.concatenate([2.0 - steps[:5] / 200, 1.5 + 0.001 * np.sin(np.arange(10))])
+    row = verdict_overfitting(_train(), _s(EVAL_LOSS, flat, steps))
+    assert row.status == CLEAR and row.figures["relative_rise"][2] < 0.02
+
+
+def test_overfitting_undecided_with_few_evaluations_after_the_lowest_or_without_a_falling_train_loss():
+    steps = np.arange(20, 301, 20)
+    late = np.concatenate([2.0 - steps[:-2] / 1000, [1.9, 1.95]])
+    assert verdict_overfitting(_train(), _s(EVAL_LOSS, late, steps)).status == UNDECIDED
+    ev = 0.8 + 1e-5 * (steps - 120) ** 2
+    rising_train = _s(LOSS, np.linspace(1.0, 2.0, 300))
+    row = verdict_overfitting(rising_train, _s(EVAL_LOSS, ev, steps))
+    assert row.status == UNDECIDED and "not falling" in row.measured
+    assert verdict_overfitting(_train(), None).status == NOT_CHECKED
+
+
+# -- plateau -------------------------------------------------------------------------------------------------
+
+
+def _lr(kind, n=300):
+    return _s("learning_rate", expected_lr(kind, 1e-3, 10, n)[1:])
+
+
+def test_plateau_found_on_a_flat_loss_at_a_constant_lr_and_clear_while_improving_or_rising():
+    rng = np.random.default_rng(6)
+    t = np.arange(300)
+    converged = 0.5 + 2.0 * np.exp(-t / 20) + 0.01 * rng.standard_normal(300)  # flat from about step 100
+    row = verdict_plateau(_s(LOSS, converged), _lr("constant_with_warmup"))
+    assert row.status == FOUND and "plateau from step" in row.measured
+    improving = 0.5 + 2.0 * np.exp(-t / 200) + 0.01 * rng.standard_normal(300)
+    assert verdict_plateau(_s(LOSS, improving), _lr("constant_with_warmup")).status == CLEAR
+    rising = 0.5 + t / 300 + 0.01 * rng.standard_normal(300)
+    row = verdict_plateau(_s(LOSS, rising), None)
+    assert row.status == CLEAR and "rising" in row.measured
+
+
+def test_a_loss_flattening_as_a_decaying_schedule_ends_is_not_a_plateau():
+    """The same shape — falling, then flat over the last 40 % — under a cosine schedule: the flat part is the
+    schedule's tail, left out, and the window before it is still improving."""
+    rng = np.random.default_rng(7)
+    t = np.arange(300)
+    loss = 0.5 + 1.5 * np.clip(1 - t / 180, 0, 1) ** 2 + 0.005 * rng.standard_normal(300)
+    row = verdict_plateau(_s(LOSS, loss), _lr("cosine"))
+    assert row.status == CLEAR and "left out" in row.measured
+    assert verdict_plateau(_s(LOSS, loss), _lr("constant_with_warmup")).status == FOUND
+
+
+def test_plateau_undecided_on_a_noisy_short_window_and_not_checked_without_a_loss():
+    rng = np.random.default_rng(8)
+    noisy = 1.0 - np.arange(60) / 3000 + 0.3 * rng.standard_normal(60)
+    assert verdict_plateau(_s(LOSS, noisy), None).status == UNDECIDED
+    assert verdict_plateau(_s(LOSS, noisy[:8]), None).status == UNDECIDED
+    assert verdict_plateau(None, None).status == NOT_CHECKED
+
+
+# -- the learning rate as configured -------------------------------------------------------------------------
+
+
+def _schedule(kind="linear", peak=1e-3, warmup=10.0, clip=1.0):
+    return Schedule(
+        kind,
+        peak,
+        warmup,
+        0.0,
+        0,
+        clip,
+        {"lr_scheduler_type": "cfg lr_scheduler_type", "learning_rate": "cfg learning_rate"},
+        "cfg.json",
+    )
+
+
+@pytest.mark.parametrize("offset", [0, 1], ids=["transformers-4", "transformers-5"])
+def test_schedule_clear_when_the_logged_lr_follows_the_config(offset):
+    exp = expected_lr("linear", 1e-3, 10, 200)
+    steps = np.arange(1, 201)
+    lr = _s("learning_rate", exp[steps - offset], steps)
+    row = verdict_schedule(lr, _schedule(), 200, "max_steps")
+    assert row.status == CLEAR, row.measured
+
+
+def test_schedule_found_names_the_schedule_the_run_followed():
+    steps = np.arange(1, 201)
+    lr = _s("learning_rate", expected_lr("cosine", 1e-3, 10, 200)[steps - 1], steps)
+    row = verdict_schedule(lr, _schedule("linear"), 200, "max_steps")
+    assert row.status == FOUND and "cosine with 10 warmup steps" in row.measured
+    lr = _s("learning_rate", expected_lr("linear", 1e-3, 50, 200)[steps - 1], steps)
+    row = verdict_schedule(lr, _schedule("linear", warmup=10), 200, "max_steps")
+    assert row.status == FOUND and "linear with 50 warmup steps" in row.measured
+
+
+def test_schedule_not_checked_or_undecided():
+    lr = _s("learning_rate", [1e-3, 1e-3])
+    assert verdict_schedule(lr, None, 2, "").status == NOT_CHECKED
+    assert verdict_schedule(None, _schedule(), 2, "").status == NOT_CHECKED
+    assert verdict_schedule(lr, _schedule("polynomial"), 2, "").status == NOT_CHECKED
+    assert verdict_schedule(_s("learning_rate", [1e-3]), _schedule(), 2, "").status == UNDECIDED
+
+
+def test_warmup_resolves_as_transformers_does():
+    assert _schedule(warmup=10).warmup(200) == 10
+    assert _schedule(warmup=0.1).warmup(200) == 20  # transformers ≥ 5: a float < 1 is a ratio
+    assert Schedule("linear", 1e-3, 0, 0.05, 0, None).warmup(200) == 10  # transformers 4's warmup_ratio
+
+
+# -- memory --------------------------------------------------------------------------------------------------
+
+
+def test_fragmentation_found_clear_undecided():
+    mk = _script()
+    frag = mk.fragmented_snapshot()
+    frag["device_traces"] = [[]]
+    (m,) = analyse(frag)
+    row = verdict_fragmentation(m)
+    assert row.status == FOUND and row.figures["largest_share"] < 0.25 and row.figures["stranded_share"] > 0.1
+    assert "expandable_segments:True" in expandable_row(m, row, "").measured
+    # A few per cent free: ordinary slack.
+    slack = mk.snapshot(
+        [[("a", 1900 * MIB, "activations"), ("f", 60 * MIB, None), ("a", 88 * MIB, "logits")]] * 2
+    )
+    (m,) = analyse(slack)
+    clear = verdict_fragmentation(m)
+    assert clear.status == CLEAR and "no advice" in expandable_row(m, clear, "").measured
+    # Much free, but in one block: a large request fits.
+    one_hole = mk.snapshot(
+        [[("a", 1000 * MIB, "activations"), ("f", 900 * MIB, None), ("a", 148 * MIB, "logits")]]
+        + [[("a", 2000 * MIB, "weights"), ("f", 48 * MIB, None)]]
+    )
+    (m,) = analyse(one_hole)
+    assert verdict_fragmentation(m).status == CLEAR
+    # 15 % free, the largest block 35 % of it: between the bands.
+    mid = mk.snapshot(
+        [
+            [
+                ("a", 800 * MIB, "activations"),
+                ("f", 210 * MIB, None),
+                ("a", 800 * MIB, "activations"),
+                ("f", 200 * MIB, None),
+                ("a", 38 * MIB, "logits"),
+            ],
+            [("a", 1800 * MIB, "weights"), ("f", 190 * MIB, None), ("a", 58 * MIB, "logits")],
+        ]
+    )
+    (m,) = analyse(mid)
+    undecided = verdict_fragmentation(m)
+    assert undecided.status == UNDECIDED, undecided.measured
+    assert "no advice" in expandable_row(m, undecided, "").measured
+
+
+def test_an_oom_asking_less_than_the_allocator_held_is_fragmentation_even_with_little_free():
+    mk = _script()
+    snap = mk.snapshot([[("a", 1950 * MIB, "activations"), ("f", 50 * MIB, None), ("a", 48 * MIB, "logits")]])
+    seg = snap["segments"][0]
+    snap["device_traces"] = [
+        [
+            {
+                "action": "segment_alloc",
+                "addr": seg["address"],
+                "size": seg["total_size"],
+                "stream": 0,
+                "frames": [],
+            },
+            *(
+                {"action": "alloc", "addr": b["address"], "size": b["size"], "stream": 0, "frames": []}
+                for b in seg["blocks"]
+            ),
+            {
+                "action": "free_completed",
+                "addr": seg["blocks"][1]["address"],
+                "size": 50 * MIB,
+                "stream": 0,
+                "frames": [],
+            },
+            {"action": "oom", "size": 40 * MIB, "device_free": 0, "stream": 0, "frames": []},
+        ]
+    ]
+    (m,) = analyse(snap)
+    row = verdict_fragmentation(m)
+    assert row.status == FOUND and row.measured.startswith("an OOM was recorded asking for 40 MiB")
+
+
+def test_expandable_segments_already_on_is_said_so():
+    mk = _script()
+    frag = mk.fragmented_snapshot()
+    for seg in frag["segments"]:
+        seg["is_expandable"] = True
+    (m,) = analyse(frag)
+    row = verdict_fragmentation(m)
+    assert row.status == FOUND and expandable_row(m, row, "").measured.startswith("already on")
+
+
+def test_sizes_read_as_the_issue_asks():
+    assert size_text(int(1.57 * GIB)) == "1.57 GiB"
+    assert size_text(8 * GIB) == "8.00 GiB"
+    assert size_text(96 * MIB) == "96 MiB"
+    assert size_text(1000) == "<1 MiB" and size_text(0) == "0 MiB"
+
+
+def test_a_row_refuses_an_unknown_status():
+    with pytest.raises(ValueError):
+        RunRow("k", "t", "maybe", "m")
