@@ -43,6 +43,8 @@ DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: a bundled exampl
 DIAGNOSE_NODES = 1  # range: 1..4096
 DIAGNOSE_GPUS_PER_NODE = 8  # range: 1..64
 DIAGNOSE_GPU_MEMORY = 80.0  # GiB of one GPU
+FINISHED_RUN = "finished_run"  # a finished run's folder, or the bundled example
+FINISHED_RUN_CONFIG = ""  # its trainer config; "": one beside the run, else what its Trainer recorded
 THREADS = 1  # torch intra-op threads (0 keeps torch's default); independent computations run side by side
 
 # %%
@@ -255,6 +257,23 @@ diagnosis = experiments.show(
     gpus_per_node=DIAGNOSE_GPUS_PER_NODE,
     gpu_memory_gib=DIAGNOSE_GPU_MEMORY,
 )
+
+# %% [markdown]
+# ## Your finished run: `nbkit diagnose RUN_DIR` (`finished-run`)
+#
+# After the run, its own records say what went wrong: `FINISHED_RUN` is a run's folder — the Hugging
+# Face Trainer's `trainer_state.json` (in its checkpoints too), TensorBoard event files, a Lightning
+# `metrics.csv`, CUDA memory snapshots (`torch.cuda.memory._dump_snapshot`, read with a restricted
+# unpickler) — or the bundled example, a 150-step run whose learning rate departs from its cosine
+# schedule and whose snapshot recorded an out-of-memory with the memory free in split segments. Each
+# row says what it read and the rule it applied: loss spikes against the local noise, non-finite values,
+# grad-norm explosions and clipping, the onset of overfitting, the learning rate actually logged against
+# the schedule the config asks for, a plateau, and the snapshot's fragmentation and allocation sites.
+# These rows diagnose your run; they are not claims of the field notes and stay out of the ledger.
+# The same report from the shell: `nbkit diagnose RUN_DIR`.
+
+# %%
+finished = experiments.show("finished-run", ctx, run_dir=FINISHED_RUN, config=FINISHED_RUN_CONFIG)
 
 # %% [markdown]
 # ## A deliberately broken configuration (`audit`)

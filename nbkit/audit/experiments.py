@@ -5,7 +5,8 @@ maps a config file (the audit's YAML, an axolotl YAML, a TRL / TrainingArguments
 JSON) onto the audit and runs every check it allows in a context of its own that shares the notebook's
 loaded models (a deliberately broken config, ``broken.yaml``, by default); ``trainer-config`` does the
 same for a user's trainer config and its five trainer checks (14–18); ``diagnose`` is ``nbkit diagnose``
-on a whole training setup (the trainer config, its DeepSpeed JSON, the model and the cluster). Each
+on a whole training setup (the trainer config, its DeepSpeed JSON, the model and the cluster) and
+``finished-run`` is ``nbkit diagnose RUN_DIR`` on a finished run's logs and memory snapshots. Each
 returns typed metrics like a check, so a claim can read a whole config's audit. ``run``, ``panel`` and
 ``show`` are the registry's own.
 """
@@ -22,6 +23,7 @@ from nbkit.audit.context import AuditContext
 from nbkit.audit.formats import read_any
 from nbkit.audit.registry import REGISTRY, TRAINER_CHECKS, run_audit
 from nbkit.diagnose.diagnosis import diagnose
+from nbkit.diagnose.finished import FinishedRun, finished_run
 from nbkit.experiment import Experiment, param
 from nbkit.findings import Finding
 from nbkit.result import Result
@@ -193,6 +195,57 @@ def show_diagnosis(result: Result[DiagnoseMetrics]) -> Any:
     return result.data
 
 
+@dataclass
+class FinishedRunConfig:
+    """``nbkit diagnose RUN_DIR [--config CONFIG]``: a finished run's folder (the bundled example by bare
+    name) and its trainer config ("" : one beside the run, else what its Trainer recorded)."""
+
+    run_dir: str = param(
+        "finished_run",
+        help="a finished run's folder: trainer_state.json, TensorBoard events, Lightning metrics.csv, "
+        "CUDA memory snapshots (the bundled example by bare name)",
+    )
+    config: str = param("", help="its trainer config ('' = one beside the run, else what the Trainer recorded)")
+
+    @classmethod
+    def smoke(cls):
+        return cls()
+
+
+@dataclass(frozen=True)
+class RunRowStatus:
+    """One row of a finished run's diagnosis: its key and status (found / ok / not judged)."""
+
+    key: str
+    status: str
+
+
+@dataclass(frozen=True)
+class FinishedRunMetrics:
+    """A finished run's diagnosis: its exit code (0 nothing found, 1 findings), each row's status and the
+    keys of the rows that found something. These rows diagnose the user's run; they are not claims."""
+
+    exit_code: int
+    rows: tuple[RunRowStatus, ...]
+    findings: tuple[str, ...]
+
+
+def run_finished(cfg: FinishedRunConfig, ctx: AuditContext, live=None) -> Result[FinishedRunMetrics]:
+    """Read and judge the finished run ``cfg.run_dir`` (bad input: a :class:`UsageError` naming the file)."""
+    run = finished_run(cfg.run_dir, cfg.config or None)
+    metrics = FinishedRunMetrics(
+        exit_code=run.exit_code,
+        rows=tuple(RunRowStatus(r.key, r.status) for r in run.rows),
+        findings=tuple(r.key for r in run.findings),
+    )
+    return Result(metrics=metrics, data=run)
+
+
+def show_finished(result: Result[FinishedRunMetrics]) -> FinishedRun:
+    """The report and pictures as ``nbkit diagnose RUN_DIR --format html`` shows them."""
+    return result.data
+
+
 REGISTRY.register(
     Experiment(
         "audit",
@@ -221,6 +274,17 @@ REGISTRY.register(
         DiagnoseMetrics,
         run_diagnose,
         show_result=show_diagnosis,
+    )
+)
+
+REGISTRY.register(
+    Experiment(
+        "finished-run",
+        "Your finished run: nbkit diagnose RUN_DIR",
+        FinishedRunConfig,
+        FinishedRunMetrics,
+        run_finished,
+        show_result=show_finished,
     )
 )
 

@@ -98,3 +98,10 @@ def test_the_diagnose_section_shows_the_bundled_setup(metrics):
     assert levels["gradient accumulation"] == "error" and levels["LR schedule"] == "warning"
     assert levels["gradient clipping"] == "warning" and d["exit_code"] == 1
     assert d["fit_verdict"] == "does not fit" and d["fit_fixes"]
+
+
+@pytest.mark.slow
+def test_the_finished_run_section_diagnoses_the_bundled_run(metrics):
+    f = metrics["finished-run"]
+    assert f["exit_code"] == 1 and "fragmentation" in f["findings"]
+    assert {r["key"]: r["status"] for r in f["rows"]}["non-finite"] == "clear"

@@ -281,30 +281,17 @@ def test_bad_input_is_one_line_naming_the_file_and_exit_2(tmp_path, monkeypatch,
     assert "Traceback" not in err and not report.exists() and not (tmp_path / "ran").exists()
 
 
-# The cells notebook 04's "your finished run" section takes (parameters, then the one code cell).
-NOTEBOOK_PARAMETERS = (
-    'FINISHED_RUN = "finished_run"  # a finished run\'s folder, or the bundled example\n'
-    'FINISHED_RUN_CONFIG = ""  # its trainer config; "": one beside the run, else what its Trainer recorded\n'
-)
-NOTEBOOK_CELL = (
-    "finished = panels.finished_run(FINISHED_RUN, config=FINISHED_RUN_CONFIG)\n"
-    'nbkit.record("finished_run", finished.summary())\n'
-    "finished\n"
-)
+def test_notebook_04s_experiment_reads_the_bundled_run_and_a_missing_folder_is_one_usage_error(tmp_path):
+    """Notebook 04's "your finished run" section: the registered ``finished-run`` experiment, its rows
+    typed as metrics (a diagnosis of the user's run, never ledger rows)."""
+    from nbkit.audit import experiments
+    from nbkit.audit.context import AuditContext
+    from nbkit.errors import UsageError
 
-
-def test_the_notebook_cells_follow_the_notebook_rules_and_run(monkeypatch):
-    import importlib.util
-
-    import nbkit
-    from nbkit.audit import panels
-
-    spec = importlib.util.spec_from_file_location("cells", Path(__file__).with_name("test_notebook_cells.py"))
-    cells = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cells)
-    assert cells.offences("from nbkit.audit import panels\n" + NOTEBOOK_PARAMETERS + NOTEBOOK_CELL) == []
-    monkeypatch.delenv("NBKIT_RECORD_FILE", raising=False)
-    scope = {"panels": panels, "nbkit": nbkit}
-    exec(NOTEBOOK_PARAMETERS + NOTEBOOK_CELL, scope)
-    assert nbkit.record.recorded()["finished_run"]["exit_code"] == 1
-    assert scope["finished"].artefacts.path == EXAMPLE
+    ctx = AuditContext("cpu", model="tiny", progress=False)
+    result = experiments.run("finished-run", ctx)
+    assert result.metrics.exit_code == 1 and result.data.artefacts.path == EXAMPLE
+    assert set(result.metrics.findings) == {r.key for r in result.data.findings} >= {"fragmentation"}
+    assert {r.key: r.status for r in result.metrics.rows}["non-finite"] == "clear"
+    with pytest.raises(UsageError, match="no_run"):
+        experiments.run("finished-run", ctx, run_dir=str(tmp_path / "no_run"))
