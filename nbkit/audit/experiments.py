@@ -205,7 +205,9 @@ class FinishedRunConfig:
         help="a finished run's folder: trainer_state.json, TensorBoard events, Lightning metrics.csv, "
         "CUDA memory snapshots (the bundled example by bare name)",
     )
-    config: str = param("", help="its trainer config ('' = one beside the run, else what the Trainer recorded)")
+    config: str = param(
+        "", help="its trainer config ('' = one beside the run, else what the Trainer recorded)"
+    )
 
     @classmethod
     def smoke(cls):
