@@ -74,6 +74,13 @@ def missing(table: pd.DataFrame) -> list[str]:
     return table.loc[~table["ok"], "what"].tolist()
 
 
+def _device_type(recorded: Any) -> str:
+    """ "cpu" or "cuda" from a notebook's recorded ``device`` (``{"device": "cuda:0", ...}``; a run recorded
+    before it was a mapping holds the bare string)."""
+    name = recorded.get("device", "?") if isinstance(recorded, dict) else recorded
+    return str(name if name is not None else "?").split(":")[0]
+
+
 def machine_line(device: str, report: dict[str, Any]) -> str:
     """One line on the machine: device, torch, CUDA, cores and RAM."""
     dev = report["device"]
@@ -121,7 +128,7 @@ def measured_runs(runs_dirs: Sequence[Path]) -> pd.DataFrame:
                 "notebook": executed.stem,
                 "run": executed.parent.name,
                 "mode": "smoke" if meta.get("parameters", {}).get("SMOKE") else "full",
-                "device": str(metrics.get("device", "?")).split(":")[0],
+                "device": _device_type(metrics.get("device")),
                 "seconds": round(float(meta["duration"]), 1),
             }
         )

@@ -48,7 +48,7 @@ SEED = 0  # range: 0..
 import nbkit
 
 device = nbkit.start.device_name(DEVICE)  # also without torch: nbkit's core alone runs this notebook
-nbkit.record("device", str(device))
+nbkit.record("device", {"device": str(device)})  # the key the theme notebooks record it under
 
 # %% [markdown]
 # ## Is this machine ready?

@@ -95,10 +95,10 @@ class AuditContext(Context):
             return result
         return super().keep(slug, result)
 
-    def describe(self) -> dict[str, Any]:
-        """The device line (recorded as ``device``) and the audited model's name, size, head layout
-        and pad/eos ids (recorded as ``model``: what a reader checks first)."""
-        report = super().describe()
+    def describe(self) -> None:
+        """The device line (recorded as ``device``) and a line with the audited model's name, size, head
+        layout and pad/eos ids (recorded as ``model``: what a reader checks first)."""
+        super().describe()
         model, tok = self.model_and_tokenizer()
         summary = {
             "name": self.config.model.name,
@@ -109,7 +109,10 @@ class AuditContext(Context):
             "eos_id": tok.eos_token_id,
         }
         record("model", summary)
-        return {**report, "model": summary}
+        print(
+            f"model {summary['name']} · {summary['params']:,} parameters · "
+            f"{summary['heads']} attention heads, {summary['kv_heads']} key/value heads · pad id {summary['pad_id']}, eos id {summary['eos_id']}"
+        )
 
     def model_and_tokenizer(self, name: str = ""):
         """(model, tokenizer) of ``name`` (default: the config's model), loaded once.

@@ -101,13 +101,14 @@ def run_load(cfg: LoadConfig, ctx: KGContext, live: LiveFigure | None = None) ->
     summary = kgg.hetero_summary(hetero)
     leak = kgg.leakage_meter(split)
     rdf: dict[str, Any] = {}
+    parse_seconds: dict[str, float] = {}  # stays empty without compare_rdf: the figure has no parse panel
     if cfg.compare_rdf:
         with tempfile.TemporaryDirectory(prefix="nbkit_kg_") as tmp:
             nt_path = kgt.write_ntriples(kg, Path(tmp) / "kg.nt")
-            rdf["rdf_parser_comparison"] = {
-                k: v for k, v in compare_rdf_parsers(nt_path).items() if k != "file"
-            }
+            comparison = {k: v for k, v in compare_rdf_parsers(nt_path).items() if k != "file"}
+            rdf["rdf_parser_comparison"] = comparison
             rdf["rdf_roundtrip_kept"] = kgt.load_rdf(nt_path).report.rows_kept
+            parse_seconds = {"pyoxigraph": comparison["pyoxigraph_s"], "rdflib": comparison["rdflib_s"]}
     metrics = LoadMetrics(
         load_report=kg.report.summary(),
         split_sizes=split.sizes(),
@@ -118,12 +119,10 @@ def run_load(cfg: LoadConfig, ctx: KGContext, live: LiveFigure | None = None) ->
         **rdf,
     )
     table = pd.DataFrame(leak).T.reset_index(names="split")
-    fig = figures.bars_figure(
-        "leakage: evaluation triples a model can answer by lookup in train",
+    fig = figures.load_figure(
         [f"{s}: {k.replace('_share', '').replace('_', ' ')}" for s in ("valid", "test") for k in _LEAKS],
         [leak[s][k] for s in ("valid", "test") for k in _LEAKS],
-        "share of the split's triples",
-        marker_color=[figures.COLOURS[i % 2] for i in range(2 * len(_LEAKS))],
+        parse_seconds,
     )
     data = {"kg": kg, "split": split, "hetero": hetero, "report": str(kg.report)}
     return Result(metrics=metrics, table=table, figure=fig, data=data)

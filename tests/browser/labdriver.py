@@ -547,8 +547,11 @@ class NotebookPage:
         )
         return CellResult(i, error is None, error, time.monotonic() - start)
 
-    def run_until_first_panel(self, timeout_s: float, *, all_cells: bool = False) -> list[CellResult]:
-        """Run code cells top to bottom until one shows a panel (or all, with ``all_cells``).
+    def run_until_first_panel(
+        self, timeout_s: float, *, all_cells: bool = False, drawn: bool = False
+    ) -> list[CellResult]:
+        """Run code cells top to bottom until one shows a panel (with ``drawn``: a panel whose figure has
+        points; a panel that only shows a table does not count), or all cells with ``all_cells``.
 
         A cell that raises stops the run with LabError naming the cell and the error.
         """
@@ -561,8 +564,13 @@ class NotebookPage:
             if not r.ok:
                 raise LabError(f"{self.name}: cell {i} ({self.cell_info(i)['first']!r}) raised {r.error}")
             if not all_cells and self.panel_count() > 0:
-                break
+                if not drawn or any(self._panel_drew(k) for k in range(self.panel_count())):
+                    break
         return results
+
+    def _panel_drew(self, k: int) -> bool:
+        traces = self.panel(k).traces() or []
+        return any(len(t.get(key) or []) for t in traces for key in ("x", "y", "z", "values"))
 
     def widgets_shown_as_text(self) -> list[str]:
         """Widget reprs rendered as plain text ('VBox(...)'): no widget manager drew them."""

@@ -69,12 +69,14 @@ def write_synthetic_notebook(path: Path, body: str = SYNTHETIC_PANEL) -> Path:
     return path
 
 
-def assert_renders(nb, k: int) -> dict:
-    """Panel k shows its controls, Run button and graph, and no widget failed to render."""
+def assert_renders(nb, k: int, *, fixed_ok: bool = False) -> dict:
+    """Panel k shows its controls, Run button and graph, and no widget failed to render. With
+    ``fixed_ok`` a panel that draws nothing may have no controls: an experiment whose config has no field
+    (notebook 03's signature, derived from the shipped examples)."""
     d = nb.panel(k).describe()
     where = f"{nb.name}: panel {k} ({d['title'] or 'untitled'})"
     assert d["run_visible"], f"{where}: Run button not visible"
-    assert d["controls"], f"{where}: no controls rendered"
+    assert d["controls"] or (fixed_ok and not has_points(d["traces"])), f"{where}: no controls rendered"
     hidden = [c["label"] for c in d["controls"] if not c["visible"] and not c["advanced"]]
     assert not hidden, f"{where}: controls not visible: {hidden}"
     shown = [c["label"] for c in d["controls"] if c["visible"] and c["advanced"]]
@@ -307,7 +309,7 @@ def test_workbook_panels_render_respond_and_fail_readably(
     )
     prepare_notebook(source, lab_root / source.stem, {"SMOKE": True})
     nb = open_notebook(f"{source.stem}/{source.name}")
-    cells = nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=all_cells)
+    cells = nb.run_until_first_panel(CELL_TIMEOUT_S, all_cells=all_cells, drawn=True)
     print(
         f"{source.stem}: cells run in the browser (index: seconds): "
         + ", ".join(f"{c.index}: {c.seconds:.1f}" for c in cells)
@@ -324,9 +326,11 @@ def test_workbook_panels_render_respond_and_fail_readably(
             pytrace=False,
         )
 
-    for k in range(nb.panel_count()):
-        assert_renders(nb, k)
-    exercise_first_panel(nb, source.stem, save_screenshot)
+    drawn = [k for k in range(nb.panel_count()) if has_points(assert_renders(nb, k, fixed_ok=True)["traces"])]
+    # A panel that only shows a table (notebook 03's cases and signature) has nothing to redraw: the
+    # generic checks take the first panel whose default run drew a figure.
+    assert drawn, f"{source.name}: no panel's default run drew a figure"
+    exercise_first_panel(nb, source.stem, save_screenshot, k=drawn[0])
 
 
 # Patch every Panel's run function (test set-up through the kernel; the panel code is untouched).

@@ -11,14 +11,14 @@ from nbkit.audit.checks.ddp_eval import DdpEvalConfig
 def test_ddp_eval_scenarios_count_allreduce_and_catch_reducer_error():
     from nbkit.audit.checks.ddp_eval import check_ddp_eval
 
-    good = check_ddp_eval(DdpEvalConfig(no_grad=True), steps=4)
+    good = check_ddp_eval(DdpEvalConfig(no_grad=True), steps=4).finding
     assert good.status == "pass" and good.figures["ranks_agree"]
     rows = {r["scenario"]: r for r in good.table}
     assert rows["no_grad"]["allreduce_eval"] == 0 and rows["no_grad"]["error"] is None
     assert rows["backward_find_unused"]["allreduce_eval"] > 0
     assert rows["backward_no_sync"]["allreduce_eval"] == 0
     assert "Expected to have finished reduction" in rows["backward"]["error"]
-    bad = check_ddp_eval(DdpEvalConfig(no_grad=False, backward=True), steps=4)
+    bad = check_ddp_eval(DdpEvalConfig(no_grad=False, backward=True), steps=4).finding
     assert bad.status == "fail" and "Expected to have finished reduction" in bad.summary
 
 

@@ -96,7 +96,13 @@ def test_measured_runs_and_the_workbook_table(tmp_path):
     (nbs / "reference_seconds.json").write_text(json.dumps({"smoke": {"01_a": 9.5}, "full": {}}))
     runs = tmp_path / "runs"
     _notebook(runs / "20260101-000000" / "01_a.ipynb", title="A", duration=12.34, smoke=True, device="cuda:0")
-    _notebook(runs / "20260102-000000" / "01_a.ipynb", title="A", duration=7.0, smoke=True, device="cuda:0")
+    _notebook(
+        runs / "20260102-000000" / "01_a.ipynb",
+        title="A",
+        duration=7.0,
+        smoke=True,
+        device={"device": "cuda:0", "torch": "2.13.0"},
+    )  # as Context.describe records it
     _notebook(runs / "20260103-000000" / "01_a.ipynb", title="A", duration=30.0, smoke=False)
     _notebook(runs / "20260104-000000" / "01_a.ipynb", title="A")  # not executed by papermill: skipped
 

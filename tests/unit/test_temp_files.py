@@ -12,8 +12,8 @@ def test_a_process_that_built_pyg_layers_removes_their_generated_modules_at_exit
         "import tempfile, pathlib\n"
         "from nbkit.kg import models\n"
         "from torch_geometric.nn import GCNConv, RGCNConv\n"
-        "models.RGCNEncoder\n"  # nbkit's own layers are defined (and the clean-up registered)
-        "models._stacked_rgcn_conv()(4, 4, 2)\n"
+        "models.RGCNEncoder\n"  # the clean-up is registered when models is imported
+        "models.StackedRGCNConv(4, 4, 2)\n"
         "GCNConv(4, 4); RGCNConv(4, 4, 2)\n"
         "print(sorted(p.name for p in pathlib.Path(tempfile.gettempdir()).iterdir()))\n"
     )
