@@ -111,7 +111,8 @@ class AuditContext(Context):
         record("model", summary)
         print(
             f"model {summary['name']} · {summary['params']:,} parameters · "
-            f"{summary['heads']} attention heads, {summary['kv_heads']} key/value heads · pad id {summary['pad_id']}, eos id {summary['eos_id']}"
+            f"{summary['heads']} attention heads, {summary['kv_heads']} key/value heads · "
+            f"pad id {summary['pad_id']}, eos id {summary['eos_id']}"
         )
 
     def model_and_tokenizer(self, name: str = ""):
