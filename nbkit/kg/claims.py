@@ -38,8 +38,6 @@ from nbkit.claims import (
 from nbkit.kg.config import (
     ABLATION_FULL_SEEDS,
     AGGR_FULL_SEEDS,
-    DOWNSTREAM_FULL_SEEDS,
-    SCALE_FULL_SEEDS,
     AblationConfig,
     AggrConfig,
     DownstreamConfig,
@@ -88,8 +86,6 @@ SPREAD_SOURCE = "measured at the defaults (bench/RESULTS.md, KG claim designs)"
 # at the defaults times the full profile's units (bench/RESULTS.md)
 ABLATION_FULL_MINUTES = 23.0  # 40 seeds × 34 CPU-s per seed (six rungs)
 AGGR_FULL_MINUTES = 47.0  # 320 seeds × 8.7 CPU-s per seed (both arms)
-DOWNSTREAM_FULL_MINUTES = 2.5  # 14 seeds × 9.6 CPU-s per seed
-SCALE_FULL_MINUTES = 2.6  # 5 runs × 31 CPU-s per run (validations and the graph included)
 FULL_SOURCE = (
     "extrapolated from the CPU-s per seed measured at the defaults on the shared 2-core machine (load 14–23; "
     "bench/RESULTS.md, KG claim designs)"
@@ -275,9 +271,6 @@ REGISTRY.claim(
             draw=_f1_draw,
             n=DownstreamConfig().seeds,
             units=_seeds,
-            full_n=DOWNSTREAM_FULL_SEEDS,
-            full_minutes=DOWNSTREAM_FULL_MINUTES,
-            full_minutes_source=FULL_SOURCE,
         ),
     )
 )
@@ -637,9 +630,6 @@ REGISTRY.claim(
             draw=_curve_draw,
             n=ScaleConfig().seeds,
             units=_seeds,
-            full_n=SCALE_FULL_SEEDS,
-            full_minutes=SCALE_FULL_MINUTES,
-            full_minutes_source=FULL_SOURCE,
         ),
     )
 )
