@@ -732,7 +732,7 @@ def pair_zero_step(args) -> PairResult:
     from nbkit.zero.monitor import MemoryMonitor, process_tree_rss
 
     world = 2
-    lc = LadderConfig(stages=(2,), world_size=world, checkpoint=False, show_persistence=False)
+    lc = LadderConfig(launches=1, stages=(2,), world_size=world, checkpoint=False, show_persistence=False)
     steps = 8 if args.quick else 20
     out = Path(tempfile.mkdtemp(prefix="nbkit-efficiency-zero-"))
     spec = dict(ladder_spec(lc, "cpu"), steps=steps, out_dir=str(out), repeats=args.repeats)

@@ -29,6 +29,7 @@ def main() -> int:
     t = time.perf_counter()
     out = run_ladder(
         LadderConfig(
+            launches=1,
             stages=(0, 1, 2, 3),
             world_size=args.world_size,
             steps=args.steps,

@@ -106,8 +106,8 @@ ds = experiments.show("ds_config", ctx, ds_config=DS_CONFIG, world_size=WORLD_SI
 # (grads), `single_partition_of_fp32_groups` / `fp32_partitioned_groups_flat` + `optimizer.state`
 # (optimizer states) — plus the loss of every step, a checkpoint save → load round trip, and a
 # shared-batch eval loss and weight checksum. A rank that fails is named with its traceback; a hang
-# is killed at the timeout. In the full profile further launches rerun stages 0–3 with fresh seeds:
-# the launch is the unit of the memory-saving rows.
+# is killed at the timeout. Four further launches rerun stages 0–3 with fresh seeds (five in all, the n
+# the memory-saving and estimator rows need to decide): the launch is the unit of those rows.
 
 # %%
 lad = experiments.show(

@@ -34,7 +34,6 @@ from nbkit.claims import (
     normal_units,
 )
 from nbkit.zero.config import (
-    FULL_LAUNCHES,
     FULL_PROMPTS,
     FULL_SEEDS,
     CrossoverConfig,
@@ -1252,10 +1251,6 @@ LAUNCH_SOURCE = (
     "measured: between-launch spread of the per-launch ratio at the ladder's defaults, 2 CPU ranks "
     "(bench/RESULTS.md)"
 )
-FULL_LAUNCH_MINUTES = 2 * 35 / 60 * (FULL_LAUNCHES - 1) / 2
-FULL_LAUNCH_SOURCE = (
-    "extrapolated: ≈ 35 CPU-s per extra launch of stages 0–3 (measured ladder: 55 CPU-s for 7 rungs)"
-)
 
 
 def _launch_design(effect: float, null: float, spread: float) -> Design:
@@ -1268,9 +1263,6 @@ def _launch_design(effect: float, null: float, spread: float) -> Design:
         draw=normal_units(spread),
         n=LadderConfig().launches,
         units=lambda cfg: cfg.launches,
-        full_n=FULL_LAUNCHES,
-        full_minutes=FULL_LAUNCH_MINUTES,
-        full_minutes_source=FULL_LAUNCH_SOURCE,
     )
 
 

@@ -20,8 +20,9 @@ from nbkit.zero.prompts import NEUTRAL_PROMPTS
 PRECISIONS = ["bf16", "fp32", "fp16"]
 MODEL_PRESETS = ("Llama-2-7B", "SmolLM2-135M", "tiny Llama (ladder)")
 SPEC_METHODS = ["prompt_lookup", "truncated_draft"]
-# The full profile's n (each tied to what its claim's design needs: nbkit.zero.claims).
-FULL_LAUNCHES = 5
+# The n each claim's design needs (nbkit.zero.claims): the ladder's launches at the defaults (four replicate
+# launches of stages 0–3 cost about 130 CPU-s), the other two in the full profile.
+LAUNCHES = 5
 FULL_SEEDS = 10
 FULL_PROMPTS = 100
 
@@ -180,7 +181,7 @@ class LadderConfig(_Checked):
         advanced=True,
     )
     launches: int = param(
-        1,
+        LAUNCHES,
         min=1,
         max=10,
         label="launches of stages 0–3 (the unit of the memory-saving rows)",
@@ -215,12 +216,7 @@ class LadderConfig(_Checked):
 
     @classmethod
     def smoke(cls) -> LadderConfig:
-        return cls(steps=3, hidden_size=64, num_hidden_layers=2, sub_group_elements=20_000)
-
-    @classmethod
-    def full(cls) -> LadderConfig:
-        """Enough launches for the memory-saving rows' interval across launches."""
-        return cls(launches=FULL_LAUNCHES)
+        return cls(steps=3, hidden_size=64, num_hidden_layers=2, sub_group_elements=20_000, launches=1)
 
     @classmethod
     def fp16_drill(cls) -> LadderConfig:
@@ -254,6 +250,7 @@ class LossScaleConfig(_Checked):
     def ladder_config(self, world_size: int) -> LadderConfig:
         """The one-rung fp16 ladder this drill runs on ``world_size`` ranks."""
         return LadderConfig(
+            launches=1,
             stages=(self.stage,),
             world_size=world_size,
             precision="fp16",

@@ -488,6 +488,7 @@ def run_crossover(
     for hidden, layers in cfg.parsed_sizes():
         lad = run_ladder(
             LadderConfig(
+                launches=1,
                 stages=(0, 1, 2, 3),
                 world_size=cfg.world_size,
                 steps=cfg.steps,
@@ -588,6 +589,7 @@ def run_failure_drill(
 
     pids: dict[int, int] = {}
     lcfg = LadderConfig(
+        launches=1,
         stages=(2,),
         world_size=cfg.world_size,
         steps=cfg.step + 2,

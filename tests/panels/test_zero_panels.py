@@ -44,6 +44,7 @@ def test_ladder_panel_click_runs_ranks_and_streams_losses():
         checkpoint=False,
         control=False,
         timeout_s=200,
+        launches=1,
     )
     panel.controls["steps"].value = 2
     panel.click()

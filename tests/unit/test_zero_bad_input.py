@@ -240,7 +240,7 @@ def test_fp16_on_cpu_ranks_is_refused_before_launch(monkeypatch):
 
     monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: (_ for _ in ()).throw(AssertionError("spawned")))
     with pytest.raises(UsageError, match="DeepSpeed's CPU accelerator has no fp16"):
-        run_ladder(LadderConfig(precision="fp16"), ZeroContext("cpu"))
+        run_ladder(LadderConfig(launches=1, precision="fp16"), ZeroContext("cpu"))
 
 
 def test_spec_json_round_trips(tmp_path):

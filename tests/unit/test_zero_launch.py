@@ -55,6 +55,7 @@ def _verdict(key, *metrics):
 def ladder():
     return run_ladder(
         LadderConfig(
+            launches=1,
             stages=(0, 1, 2, 3),
             world_size=2,
             steps=2,
@@ -137,6 +138,7 @@ def test_killed_rank_is_named_and_nothing_is_left():
     with pytest.raises(RankFailed, match="rank 1 failed: killed by SIGKILL") as info:
         run_ladder(
             LadderConfig(
+                launches=1,
                 stages=(1,),
                 world_size=2,
                 steps=3,
@@ -163,6 +165,7 @@ def test_hung_rank_times_out_and_is_located():
     with pytest.raises(RankTimeout, match="rank 1 was stuck outside any collective") as info:
         run_ladder(
             LadderConfig(
+                launches=1,
                 stages=(0,),
                 world_size=2,
                 steps=3,
@@ -187,6 +190,7 @@ def test_rank_exception_surfaces_its_traceback():
     with pytest.raises(RankFailed) as info:
         run_ladder(
             LadderConfig(
+                launches=1,
                 stages=(2,),
                 world_size=2,
                 steps=2,
@@ -210,6 +214,7 @@ def test_rank_exception_surfaces_its_traceback():
 def test_offload_rungs_run_and_account_for_fp32_grad_partition():
     out = run_ladder(
         LadderConfig(
+            launches=1,
             stages=(2, 3),
             world_size=2,
             steps=1,
@@ -271,6 +276,7 @@ def test_silent_failure_checks_catch_a_broken_run(sabotage, metric, key):
 
     out = run_ladder(
         LadderConfig(
+            launches=1,
             stages=(1,),
             world_size=2,
             steps=1,

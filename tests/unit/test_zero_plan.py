@@ -138,7 +138,9 @@ def test_the_ladder_runs_the_users_architecture_scaled(llama70b):
     from nbkit.zero.ladder import ladder_model, model_config
     from nbkit.zero.memory import model_size
 
-    big = ladder_model(LadderConfig(model_path=str(llama70b), hidden_size=256, num_hidden_layers=2))["config"]
+    big = ladder_model(
+        LadderConfig(launches=1, model_path=str(llama70b), hidden_size=256, num_hidden_layers=2)
+    )["config"]
     # head size 128 and 8 query heads per key-value head, as in the 70B; MLP ratio 3.5; vocabulary kept
     assert (
         big["num_attention_heads"],
@@ -146,7 +148,9 @@ def test_the_ladder_runs_the_users_architecture_scaled(llama70b):
         big["intermediate_size"],
         big["vocab_size"],
     ) == (8, 1, 896, 32000)
-    small = ladder_model(LadderConfig(model_path=str(smollm2_dir()), hidden_size=192, num_hidden_layers=2))
+    small = ladder_model(
+        LadderConfig(launches=1, model_path=str(smollm2_dir()), hidden_size=192, num_hidden_layers=2)
+    )
     c = small["config"]
     assert (
         c["num_attention_heads"],
@@ -156,7 +160,7 @@ def test_the_ladder_runs_the_users_architecture_scaled(llama70b):
     ) == (3, 1, 512, True)
     assert model_size(model_config(small)).n_params == 10_224_576
     with pytest.raises(UsageError, match="LadderConfig.model_path: .*no such file"):
-        ladder_model(LadderConfig(model_path="/nonexistent/model"))
+        ladder_model(LadderConfig(launches=1, model_path="/nonexistent/model"))
 
 
 def test_local_ranks_cap_the_plan_to_this_machine():

@@ -23,6 +23,7 @@ def test_two_node_torchrun_stage3_halves_the_parameters(tmp_path):
     from nbkit.zero.ladder import write_spec
 
     cfg = LadderConfig(
+        launches=1,
         stages=(3,),
         world_size=2,
         steps=1,
