@@ -453,11 +453,11 @@ def pair_lora_step(args) -> PairResult:
     import random
 
     import torch
+    from nbkit.audit.panels import open_audit
     from peft import get_peft_model
 
     from nbkit.audit.checks.kiss import KISS, KissConfig, VariantTrainer, _sft_batches
     from nbkit.audit.checks.lora_binding import lora_config
-    from nbkit.audit.panels import open_audit
 
     one_thread()
     kc = KissConfig()
