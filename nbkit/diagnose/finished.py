@@ -79,14 +79,6 @@ class FinishedRun:
         """0 nothing found, 1 findings (undecided rows and figures never count); bad input never gets here."""
         return 1 if self.findings else 0
 
-    def summary(self) -> dict[str, Any]:
-        """What a notebook records: each row's status by key, the findings, the exit code (no ledger rows)."""
-        return {
-            "statuses": {r.key: r.status for r in self.rows},
-            "findings": [r.key for r in self.findings],
-            "exit_code": self.exit_code,
-        }
-
     # -- pictures ---------------------------------------------------------------------------------------
 
     def figures(self) -> list[go.Figure]:
@@ -283,7 +275,8 @@ def diagnose_run(run_dir: str | Path, config: str | Path | None = None) -> Finis
 def finished_run(run_dir: str | Path = EXAMPLE_RUN, config: str | Path | None = None) -> FinishedRun:
     """Notebook 04's "your finished run": the bundled example by default, or your run's folder, with its
     trainer config when given (``""`` or None: beside the run, else what the Trainer recorded). Displays its
-    report and pictures; ``.summary()`` is what to record."""
+    report and pictures (notebook 04 runs it as the audit's ``finished-run`` experiment, whose typed
+    metrics are what it records)."""
     return diagnose_run(run_folder(run_dir), config or None)
 
 

@@ -564,13 +564,9 @@ class NotebookPage:
             if not r.ok:
                 raise LabError(f"{self.name}: cell {i} ({self.cell_info(i)['first']!r}) raised {r.error}")
             if not all_cells and self.panel_count() > 0:
-                if not drawn or any(self._panel_drew(k) for k in range(self.panel_count())):
+                if not drawn or any(has_points(self.panel(k).traces()) for k in range(self.panel_count())):
                     break
         return results
-
-    def _panel_drew(self, k: int) -> bool:
-        traces = self.panel(k).traces() or []
-        return any(len(t.get(key) or []) for t in traces for key in ("x", "y", "z", "values"))
 
     def widgets_shown_as_text(self) -> list[str]:
         """Widget reprs rendered as plain text ('VBox(...)'): no widget manager drew them."""
@@ -779,6 +775,11 @@ class PanelView:
         }
         self.page.screenshot(path=str(path), clip=clip, animations="disabled")
         return path
+
+
+def has_points(traces) -> bool:
+    """Whether any of a figure's traces holds data (what a panel's run drew)."""
+    return any(len(t.get(k) or []) for t in traces or [] for k in ("x", "y", "z", "values"))
 
 
 def candidate_changes(controls: list[dict]) -> list[tuple[int, str, Any, Any]]:

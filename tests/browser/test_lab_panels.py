@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from labdriver import ROOT, LabError, candidate_changes, prepare_notebook
+from labdriver import ROOT, LabError, candidate_changes, has_points, prepare_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -85,10 +85,6 @@ def assert_renders(nb, k: int, *, fixed_ok: bool = False) -> dict:
     errors = nb.widget_errors()
     assert not errors, f"{where}: widget rendering errors: {errors}"
     return d
-
-
-def has_points(traces) -> bool:
-    return any(len(t.get(k) or []) for t in traces or [] for k in ("x", "y", "z", "values"))
 
 
 def assert_failure_is_one_readable_line(view, expected: str) -> None:
