@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -71,14 +72,18 @@ def kernel_exists(name: str) -> bool:
 # Set for the kernel of every headless run: no widget frontend (live figures keep one output each,
 # updated in place) and plotly's mime type only for figures a cell displays itself (no plotly.js
 # embedded in the notebook; the HTML page loads it once).
-HEADLESS_KERNEL_ENV = {"NBKIT_HEADLESS": "1", "PLOTLY_RENDERER": "plotly_mimetype"}
+HEADLESS_KERNEL_ENV = {"NBKIT_HEADLESS": "1", "PLOTLY_RENDERER": "plotly_mimetype", "PYTHONFAULTHANDLER": "1"}
 
 
 def kernel_manager_with_env(extra: dict[str, str], watch: dict[str, Any] | None = None):
     """A jupyter_client kernel manager class whose kernels start with ``extra`` added to the environment.
 
     ``watch``: filled with the kernel's ``process`` once it starts (and its pid written to
-    ``watch["pid_file"]`` when given), so a dead kernel's exit status can be reported.
+    ``watch["pid_file"]`` when given), so a dead kernel's exit status can be reported. With
+    ``watch["log_file"]`` the kernel's own stdout and stderr (not its cells' output, which reaches the
+    notebook) go to that file: ipykernel's and tornado's messages, a native library writing to fd 2
+    before the kernel captures it. Without it they would be interleaved with the run's own progress and
+    errors, e.g. the ZMQ traceback a kernel can print while it is shut down on SIGTERM.
     """
     from jupyter_client import AsyncKernelManager
     from traitlets import default
@@ -101,7 +106,13 @@ def kernel_manager_with_env(extra: dict[str, str], watch: dict[str, Any] | None 
         # jupyter_client types this coroutine as a plain function returning None.
         async def start_kernel(self, **kw):  # type: ignore[override]
             kw["env"] = {**kw.get("env", os.environ), **extra}
-            started = await super().start_kernel(**kw)
+            log = watch.get("log_file") if watch is not None else None
+            if log is None:
+                started = await super().start_kernel(**kw)
+            else:
+                # The child holds its own copy of the descriptor; this process's closes once it started.
+                with open(log, "ab") as fh:
+                    started = await super().start_kernel(**{**kw, "stdout": fh, "stderr": fh})
             process = getattr(self.provisioner, "process", None)
             if watch is not None and process is not None:
                 watch["process"] = process  # its exit status names how a dead kernel died
@@ -114,6 +125,7 @@ def kernel_manager_with_env(extra: dict[str, str], watch: dict[str, Any] | None 
                                 "pid": process.pid,
                                 "connection_file": self.connection_file,
                                 "ipc": self.ip if self.transport == "ipc" else None,
+                                "log": watch.get("log_file"),
                             }
                         ),
                         encoding="utf-8",
@@ -139,7 +151,8 @@ def execute(
     ``plotly_js``: where the HTML page loads plotly.js from (see ``nbkit.report.export_html``).
     ``run_dir``: the folder the notebook's files are published into once it ends; its kernel sees it as
     ``$NBKIT_RUN_DIR`` (notebook 00 reads the runs beside it). The kernel writes the logs worth keeping
-    (a local LM server's) into ``out_dir`` (``$NBKIT_LOG_DIR``), so they are published with the notebook.
+    (a local LM server's) into ``out_dir`` (``$NBKIT_LOG_DIR``), so they are published with the notebook;
+    the kernel's own stdout and stderr (outside its cells) become ``NAME.kernel.log`` there, when it wrote any.
     """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
@@ -148,7 +161,10 @@ def execute(
     env = {**HEADLESS_KERNEL_ENV, LOG_DIR_ENV: str(out_dir.resolve())}
     if run_dir is not None:
         env[RUN_DIR_ENV] = str(run_dir)
-    watch: dict[str, Any] = {"pid_file": str(out_dir / KERNEL_PID_FILE)}
+    # The kernel's own messages are written in the temp folder, not on the output's disk: a kernel must not
+    # hold a file open there (a full disk would fail its writes; a disk could not be remounted read-only).
+    kernel_log = Path(tempfile.gettempdir()) / f"nbkit-kernel-{uuid.uuid4().hex[:12]}.log"
+    watch: dict[str, Any] = {"pid_file": str(out_dir / KERNEL_PID_FILE), "log_file": str(kernel_log)}
     papermill_log = logging.getLogger("papermill")
     if not any(isinstance(f, _NotKernelDeath) for f in papermill_log.filters):
         papermill_log.addFilter(_NotKernelDeath())
@@ -182,7 +198,7 @@ def execute(
         error = f"{path.stem}: {type(exc).__name__}: {exc}"
     except Exception as exc:
         dead = (
-            _kernel_death(path, out_nb, watch.get("process"))
+            _kernel_death(path, out_nb, watch.get("process"), _last_message(kernel_log))
             if type(exc).__name__ == "DeadKernelError"
             else None
         )
@@ -190,6 +206,7 @@ def execute(
     finally:
         with contextlib.suppress(OSError):  # a read-only or full disk is reported above, not here
             (out_dir / KERNEL_PID_FILE).unlink(missing_ok=True)
+        keep_kernel_log(kernel_log, out_dir, path.stem)
     seconds = time.perf_counter() - start
     if not out_nb.is_file():
         return NotebookResult(
@@ -211,11 +228,14 @@ def execute(
 
 
 KERNEL_PID_FILE = ".kernel.pid"  # in a notebook's staging folder while its kernel runs
+# NAME.kernel.log: the kernel's own messages, published with the notebook when there were any.
+KERNEL_LOG_SUFFIX = ".kernel.log"
 
 
-def _kernel_death(path: Path, out_nb: Path, process) -> str | None:
+def _kernel_death(path: Path, out_nb: Path, process, said: str = "") -> str | None:
     """``NAME: kernel died (signal 9, SIGKILL) in cell N ('…')`` when the notebook's kernel died, else
-    None."""
+    None; ``said``: what it last wrote to its own log (``_last_message``), where a crash says why (the
+    kernel's fault handler writes "Fatal Python error: …" there)."""
     if process is None:
         return None
     try:
@@ -231,7 +251,44 @@ def _kernel_death(path: Path, out_nb: Path, process) -> str | None:
             how = f"signal {-code}"
     else:
         how = f"exit status {code}"
-    return f"{path.stem}: kernel died ({how}){_running_cell(out_nb)}"
+    if said:
+        said = f"; it last said {said!r} ({path.stem}{KERNEL_LOG_SUFFIX})"
+    return f"{path.stem}: kernel died ({how}){_running_cell(out_nb)}{said}"
+
+
+def keep_kernel_log(log: Path, out_dir: Path, stem: str) -> Path | None:
+    """Move the kernel's own log into ``out_dir`` as ``STEM.kernel.log`` (published with the notebook)
+    when the kernel wrote anything, else remove it; returns where it now is."""
+    try:
+        if not log.is_file():
+            return None
+        if log.stat().st_size == 0:
+            log.unlink()
+            return None
+        target = out_dir / f"{stem}{KERNEL_LOG_SUFFIX}"
+        try:
+            shutil.copyfile(log, target)
+        except OSError:  # the output's disk refused it: the run reports that itself
+            return None
+        finally:
+            log.unlink()
+        return target
+    except OSError:
+        return None
+
+
+def _last_message(log: Path) -> str:
+    """The line of the kernel's own log that says most about how it ended, or "" when it said nothing."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return ""
+    said = [ln for ln in lines if ln]
+    if not said:
+        return ""
+    # The first line of the last message block: a fault handler's "Fatal Python error: …" comes before
+    # its stack, which would otherwise be all that shows.
+    return next((ln for ln in reversed(said) if ln.startswith("Fatal Python error")), said[-1])[:120]
 
 
 def _running_cell(out_nb: Path) -> str:
@@ -252,7 +309,9 @@ def _running_cell(out_nb: Path) -> str:
         return ""
     cell = reached[-1]
     first = cell.source.strip().splitlines()[:1]
-    number = cell.get("execution_count") or f"#{nb.cells.index(cell)}"
+    # Its place among the code cells, which is the execution count papermill's linear run gives it: the
+    # count itself is missing when the kernel died before it replied.
+    number = [c for c in nb.cells if c.cell_type == "code"].index(cell) + 1
     return f" in cell {number}" + (f" ({first[0][:60]!r})" if first else "")
 
 

@@ -22,7 +22,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from nbkit.execute import KERNEL_PID_FILE, Job, NotebookResult, run_job, skip_uri_grammar
+from nbkit.execute import KERNEL_PID_FILE, Job, NotebookResult, keep_kernel_log, run_job, skip_uri_grammar
 from nbkit.procs import exit_reason, kill_group, usable_cores
 from nbkit.runfolder import INTERRUPTED, OutputError, is_disk_error, output_error
 
@@ -194,6 +194,8 @@ class _WorkerPool:
         leftovers = [info.get("connection_file")] + (glob.glob(f"{info['ipc']}-*") if info.get("ipc") else [])
         for path in filter(None, leftovers):
             Path(path).unlink(missing_ok=True)
+        if info.get("log"):
+            keep_kernel_log(Path(info["log"]), job.out_dir, job.path.stem)
         pid_file.unlink(missing_ok=True)
 
     def stop(

@@ -485,3 +485,23 @@ def test_a_real_file_system_refusing_writes_mid_run(small_disk, tmp_path, fault)
     status = _status(out)
     assert status["01_a"]["status"] == "ok" and status["03_c"]["status"] == "not started", status
     assert not (out / "03_c.ipynb").exists()
+
+
+def test_a_crashed_kernel_names_its_signal_and_what_it_last_said_and_a_quiet_kernel_leaves_no_log(tmp_path):
+    """The kernel's own stdout and stderr go to NAME.kernel.log in the run folder, not into the run's
+    output: a segfault's "Fatal Python error" (the kernel's fault handler writes it there) is quoted in
+    the notebook's error; a kernel that wrote nothing of its own leaves no file."""
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    make_notebook(d / "01_crash.ipynb", body="import ctypes\nctypes.string_at(0)\n")
+    make_notebook(d / "02_quiet.ipynb")
+    out = tmp_path / "runs" / "r"
+    proc = _nbkit(["run", "--all", "-q", "--output", str(out)], d)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 1, err
+    assert "01_crash: kernel died (signal 11, SIGSEGV) in cell 2" in err, err
+    assert "it last said 'Fatal Python error: Segmentation fault' (01_crash.kernel.log)" in err, err
+    assert "Traceback" not in err and "Fatal Python error" not in err.replace("it last said 'Fatal", ""), err
+    assert "Fatal Python error" in (out / "01_crash.kernel.log").read_text()
+    assert _status(out)["02_quiet"]["status"] == "ok"
+    assert not (out / "02_quiet.kernel.log").exists()
