@@ -152,7 +152,7 @@ def execute(
     ``run_dir``: the folder the notebook's files are published into once it ends; its kernel sees it as
     ``$NBKIT_RUN_DIR`` (notebook 00 reads the runs beside it). The kernel writes the logs worth keeping
     (a local LM server's) into ``out_dir`` (``$NBKIT_LOG_DIR``), so they are published with the notebook;
-    the kernel's own stdout and stderr (outside its cells) become ``NAME.kernel.log`` there, when it wrote any.
+    the kernel's own stdout and stderr (outside its cells) become ``NAME.kernel.log`` there, if any.
     """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
