@@ -193,10 +193,11 @@ def verdict_f1(
 
     The folds of one run share its embedding and most of their training data, so they are not
     independent draws: the interval is across seeds (Student t, at ``level``). Rule: refuted when the
-    F1 interval lies wholly below 0.82 − 0.05, or the interval of the paired margin over the control
-    lies wholly below +0.10 (no better than structure-free embeddings); holds when the F1 interval lies
-    wholly at or above 0.77 AND the margin interval wholly at or above 0.10; otherwise inconclusive —
-    always so with one seed, or when the check was skipped (``skipped`` says why).
+    F1 interval lies wholly below the field note's figure less its tolerance (``DOWNSTREAM_F1 − F1_TOL``),
+    or the interval of the paired margin over the control lies wholly below ``F1_MARGIN`` (no better than
+    structure-free embeddings); holds when the F1 interval lies wholly at or above ``DOWNSTREAM_F1 −
+    F1_TOL`` AND the margin interval wholly at or above ``F1_MARGIN``; otherwise inconclusive — always so
+    with one seed, or when the check was skipped (``skipped`` says why).
     """
     if skipped:
         return Verdict(INCONCLUSIVE, f"not measured: {skipped}")
