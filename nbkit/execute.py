@@ -25,7 +25,7 @@ from typing import Any
 
 from nbkit.record import read_notebook
 from nbkit.report import export_html
-from nbkit.runfolder import LOG_DIR_ENV, RUN_DIR_ENV, is_disk_error, output_error
+from nbkit.runfolder import KERNEL_LOG_SUFFIX, LOG_DIR_ENV, RUN_DIR_ENV, is_disk_error, output_error
 
 
 # jsonschema (under nbformat, papermill, nbconvert) imports rfc3987_syntax when it is installed, for
@@ -228,8 +228,6 @@ def execute(
 
 
 KERNEL_PID_FILE = ".kernel.pid"  # in a notebook's staging folder while its kernel runs
-# NAME.kernel.log: the kernel's own messages, published with the notebook when there were any.
-KERNEL_LOG_SUFFIX = ".kernel.log"
 
 
 def _kernel_death(path: Path, out_nb: Path, process, said: str = "") -> str | None:

@@ -28,7 +28,7 @@ from typing import Any
 from nbkit.claims import as_claims
 from nbkit.live import FIGURE_METADATA, PLOTLY_MIME
 from nbkit.record import METRIC_MIME
-from nbkit.runfolder import move_in, write_atomic
+from nbkit.runfolder import KERNEL_LOG_SUFFIX, move_in, write_atomic
 
 PLOTLY_JS = "plotly.min.js"
 
@@ -335,6 +335,8 @@ def write_index(
     for r in results:
         link = f"<a href='{_esc(r.name)}.html'>{_esc(r.name)}</a>" if r.html else _esc(r.name)
         nb_link = f" · <a href='{_esc(r.name)}.ipynb'>ipynb</a>" if r.output else ""
+        if (run_dir / f"{r.name}{KERNEL_LOG_SUFFIX}").is_file():  # what its kernel wrote outside the cells
+            nb_link += f" · <a href='{_esc(r.name)}{KERNEL_LOG_SUFFIX}'>kernel log</a>"
         kind = getattr(r, "status", "") or ("ok" if r.ok else "failed")
         status = (
             "ok"

@@ -44,6 +44,9 @@ RUN_DIR_ENV = "NBKIT_RUN_DIR"
 # they are published into the run with the notebook); without it a log lives in the temp folder only as
 # long as what writes it.
 LOG_DIR_ENV = "NBKIT_LOG_DIR"
+# NAME.kernel.log: what a notebook's kernel wrote outside its cells, published with the notebook when there
+# was anything.
+KERNEL_LOG_SUFFIX = ".kernel.log"
 
 OK, FAILED, INTERRUPTED, NOT_STARTED = "ok", "failed", "interrupted", "not started"
 

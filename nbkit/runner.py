@@ -196,6 +196,10 @@ def run_notebooks(
     def publish_one(i: int, r: NotebookResult) -> None:
         job = queue[i]
         moved = rf.move_in(job.out_dir, final)
+        kernel_log = f"{job.path.stem}{rf.KERNEL_LOG_SUFFIX}"
+        if kernel_log not in moved:  # an earlier attempt's (before --resume) does not describe this one
+            with contextlib.suppress(OSError):
+                (final / kernel_log).unlink(missing_ok=True)
         r.output = moved.get(job.path.name) or (
             final / job.path.name if r.output and (final / job.path.name).is_file() else None
         )

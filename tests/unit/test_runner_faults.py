@@ -487,13 +487,20 @@ def test_a_real_file_system_refusing_writes_mid_run(small_disk, tmp_path, fault)
     assert not (out / "03_c.ipynb").exists()
 
 
-def test_a_crashed_kernel_names_its_signal_and_what_it_last_said_and_a_quiet_kernel_leaves_no_log(tmp_path):
+def test_a_crashed_kernel_names_its_signal_and_what_it_last_said_and_a_quiet_kernel_leaves_no_log(
+    tmp_path, monkeypatch
+):
     """The kernel's own stdout and stderr go to NAME.kernel.log in the run folder, not into the run's
     output: a segfault's "Fatal Python error" (the kernel's fault handler writes it there) is quoted in
     the notebook's error; a kernel that wrote nothing of its own leaves no file."""
     d = tmp_path / "notebooks"
     d.mkdir()
-    make_notebook(d / "01_crash.ipynb", body="import ctypes\nctypes.string_at(0)\n")
+    # Crashes on its first run only, so that --resume re-runs it to the end.
+    make_notebook(
+        d / "01_crash.ipynb",
+        body="import ctypes, pathlib\nif not pathlib.Path('crashed').exists():\n"
+        "    pathlib.Path('crashed').touch()\n    ctypes.string_at(0)\n",
+    )
     make_notebook(d / "02_quiet.ipynb")
     out = tmp_path / "runs" / "r"
     proc = _nbkit(["run", "--all", "-q", "--output", str(out)], d)
@@ -505,3 +512,10 @@ def test_a_crashed_kernel_names_its_signal_and_what_it_last_said_and_a_quiet_ker
     assert "Fatal Python error" in (out / "01_crash.kernel.log").read_text()
     assert _status(out)["02_quiet"]["status"] == "ok"
     assert not (out / "02_quiet.kernel.log").exists()
+    index = (out / "index.html").read_text()
+    assert "href='01_crash.kernel.log'" in index and "02_quiet.kernel.log" not in index
+    # Resumed, the notebook runs to its end with a quiet kernel: the crashed attempt's log goes with it.
+    monkeypatch.setenv("NBKIT_NOTEBOOKS", str(d))
+    assert main(["run", "--resume", str(out), "-q"]) == 0
+    assert _status(out)["01_crash"]["status"] == "ok"
+    assert not (out / "01_crash.kernel.log").exists() and "kernel.log" not in (out / "index.html").read_text()
