@@ -254,25 +254,16 @@ def _kernel_death(path: Path, out_nb: Path, process, said: str = "") -> str | No
     return f"{path.stem}: kernel died ({how}){_running_cell(out_nb)}{said}"
 
 
-def keep_kernel_log(log: Path, out_dir: Path, stem: str) -> Path | None:
+def keep_kernel_log(log: Path, out_dir: Path, stem: str) -> None:
     """Move the kernel's own log into ``out_dir`` as ``STEM.kernel.log`` (published with the notebook)
-    when the kernel wrote anything, else remove it; returns where it now is."""
+    when the kernel wrote anything; the temp folder keeps nothing of it either way."""
     try:
-        if not log.is_file():
-            return None
-        if log.stat().st_size == 0:
-            log.unlink()
-            return None
-        target = out_dir / f"{stem}{KERNEL_LOG_SUFFIX}"
-        try:
-            shutil.copyfile(log, target)
-        except OSError:  # the output's disk refused it: the run reports that itself
-            return None
-        finally:
-            log.unlink()
-        return target
-    except OSError:
-        return None
+        if log.stat().st_size > 0:
+            shutil.copyfile(log, out_dir / f"{stem}{KERNEL_LOG_SUFFIX}")
+    except OSError:  # no log (the kernel never started), or the output's disk refused it (the run says so)
+        pass
+    with contextlib.suppress(OSError):
+        log.unlink(missing_ok=True)
 
 
 def _last_message(log: Path) -> str:
