@@ -453,15 +453,15 @@ def pair_lora_step(args) -> PairResult:
     import random
 
     import torch
-    from nbkit.audit.panels import open_audit
     from peft import get_peft_model
 
     from nbkit.audit.checks.kiss import KISS, KissConfig, VariantTrainer, _sft_batches
     from nbkit.audit.checks.lora_binding import lora_config
+    from nbkit.audit.context import AuditContext
 
     one_thread()
     kc = KissConfig()
-    ctx = open_audit("good_smollm2.yaml", model="smollm2", device="cpu", threads=1)
+    ctx = AuditContext("cpu", config="good_smollm2.yaml", model="smollm2", threads=1)
     base, tok = ctx.model_and_tokenizer("smollm2")
     examples, _ = ctx.examples(kc.val_size + kc.batch_size, "kiss-lora")
     seed = ctx.config.model.seed
@@ -473,7 +473,7 @@ def pair_lora_step(args) -> PairResult:
     steps = 2 if args.quick else 5  # per repeat and side
 
     trainer = VariantTrainer(
-        base, tok, KISS, train_ex, val_ex, template, batch_size=kc.batch_size, lr=kc.lr, target=None,
+        base, tok, KISS, train_ex, val_ex, template, batch_size=kc.batch_size, lr=kc.kiss_lr, target=None,
         device=device, seed=seed,
     )  # fmt: skip
     trainer.advance(1)  # its first step measures the peak memory (not a training step's cost): excluded
@@ -481,7 +481,7 @@ def pair_lora_step(args) -> PairResult:
     torch.manual_seed(seed)  # as VariantTrainer: the same LoRA initialisation
     ref = get_peft_model(copy.deepcopy(base), lora_config(KISS.r, KISS.alpha, KISS.targets, 0.0)).to(device)
     ref.train()
-    opt = torch.optim.AdamW([p for p in ref.parameters() if p.requires_grad], lr=kc.lr)
+    opt = torch.optim.AdamW([p for p in ref.parameters() if p.requires_grad], lr=kc.kiss_lr)
     batches = _sft_batches(tok, train_ex, template, kc.batch_size, seed)
     ref_losses: list[float] = []
 
@@ -527,7 +527,7 @@ def pair_lora_step(args) -> PairResult:
         a,
         b,
         "transformers + peft loop",
-        f"an AdamW step (lr {kc.lr}) of LoRA q/v r8 on SmolLM2-135M ({next(base.parameters()).dtype}), "
+        f"an AdamW step (lr {kc.kiss_lr}) of LoRA q/v r8 on SmolLM2-135M ({next(base.parameters()).dtype}), "
         f"batches of {kc.batch_size} SFT examples (first batch {shape[0]} × {shape[1]} tokens), the same "
         f"batch sequence on both sides; {steps} steps per repeat; 1 thread",
         f"the same LoRA initialisation and batches: the losses of 2 steps agree within {gap:.1e}",
@@ -552,9 +552,9 @@ def pair_lm_token(args) -> PairResult:
     from nbkit.model_files import smollm2_gguf_path
     from nbkit.signatures.config import SessionConfig
     from nbkit.signatures.contracts import signature_by_name
-    from nbkit.signatures.experiments import local_server_kwargs
     from nbkit.signatures.lm import make_lm
     from nbkit.signatures.server import resolve_server_kind, schema_constraint
+    from nbkit.signatures.serving import local_server_kwargs
 
     sys.path.insert(0, str(Path(__file__).parent))
     from signatures_server import dspy_prompts

@@ -34,6 +34,41 @@ def test_test_modules_have_unique_basenames():
         seen[path.name] = path
 
 
+def test_bench_and_scripts_import_only_what_nbkit_has():
+    # The benches import nbkit inside the pair or step they run, so a renamed or removed name surfaces only
+    # when someone runs that bench; this reads every such import and resolves it.
+    import ast
+    import importlib
+
+    def resolves(name: str) -> bool:
+        """``name`` is an nbkit module, or an attribute of one."""
+        module, _, attr = name.rpartition(".")
+        try:
+            importlib.import_module(name)
+            return True
+        except ModuleNotFoundError:
+            return (
+                bool(module)
+                and module.startswith("nbkit")
+                and resolves(module)
+                and attr in dir(importlib.import_module(module))
+            )
+
+    missing = []
+    for path in sorted([*(ROOT / "bench").glob("*.py"), *(ROOT / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            missing += [
+                f"{path.name}:{node.lineno}: {n}" for n in names if n.startswith("nbkit") and not resolves(n)
+            ]
+    assert not missing, missing
+
+
 def test_four_themed_notebooks_exist():
     stems = [p.stem for p in NOTEBOOKS]
     for prefix in ("01_kg_gnn", "02_zero_ladder", "03_dspy_signatures", "04_finetune_audit"):
