@@ -284,16 +284,15 @@ def bars_figure(title: str, names: Sequence[str], values: Sequence[float], yaxis
 def load_figure(names: Sequence[str], shares: Sequence[float], parse_seconds: dict[str, float]) -> Any:
     """The load panel: the leakage shares of the evaluation splits and, when the KG was written as
     N-Triples and parsed back (``compare_rdf``), each parser's seconds on a panel of its own."""
-    go, make_subplots = _go()
     colours = [COLOURS[i % 2] for i in range(len(names))]
-    leak = go.Bar(x=list(names), y=list(shares), marker_color=colours, name="leakage")
     title = "leakage: evaluation triples a model can answer by lookup in train"
     if not parse_seconds:
         return bars_figure(title, names, shares, "share of the split's triples", marker_color=colours)
+    go, make_subplots = _go()
     fig = make_subplots(
         rows=1, cols=2, column_widths=[0.7, 0.3], subplot_titles=("leakage", "N-Triples parse time")
     )
-    fig.add_trace(leak, row=1, col=1)
+    fig.add_trace(go.Bar(x=list(names), y=list(shares), marker_color=colours, name="leakage"), row=1, col=1)
     fig.add_trace(
         go.Bar(x=list(parse_seconds), y=list(parse_seconds.values()), marker_color=COLOURS[2], name="parse"),
         row=1,
