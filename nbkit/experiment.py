@@ -35,15 +35,16 @@ from typing import Any, Generic, TypeVar
 from nbkit.claims import (
     DEFAULT,
     FULL,
-    HEADLINE_TOLERANCE,
+    HEADLINE_SPEC,
     PROFILES,
     ClaimSpec,
     HeadlineSpec,
     Ledger,
-    headline_tolerances,
+    Replicates,
+    decided,
+    headline_specs,
     headline_values,
-    judge_specs,
-    register_family,
+    judge,
 )
 from nbkit.device import device_report, pick_device
 from nbkit.errors import UsageError
@@ -52,7 +53,7 @@ from nbkit.panels import Panel
 from nbkit.record import record, summary_line
 from nbkit.result import Result
 
-__all__ = ["Context", "Experiment", "Registry", "Result", "config_for", "panel", "param"]
+__all__ = ["Context", "Experiment", "Registry", "Replicates", "Result", "config_for", "panel", "param"]
 
 C = TypeVar("C")
 M = TypeVar("M")
@@ -112,10 +113,12 @@ def config_for(
     profile: str = DEFAULT,
     *,
     values: dict[str, Any] | None = None,
+    replicates: Replicates | None = None,
     **overrides: Any,
 ) -> C:
-    """``Config.smoke()`` when ``smoke``, else ``Config.full()`` in the full profile (a config whose
-    claims need no more n than its defaults has no ``full()``), else ``Config()``; ``overrides`` applied.
+    """``Config.smoke()`` when ``smoke``, else in the full profile ``Config()`` at the budget its
+    experiment's ``replicates`` declares for it (and the other fields it sets), else ``Config()``;
+    ``overrides`` applied.
 
     ``values`` are what a context gives the config (a theme whose experiments read a user's own file,
     e.g. the audit's YAML): they replace ``Config()``'s defaults, the preset's own sizes (the fields
@@ -127,8 +130,11 @@ def config_for(
     """
     if smoke:
         preset = Config.smoke()  # type: ignore[attr-defined]
-    elif profile == FULL and hasattr(Config, "full"):
-        preset = Config.full()  # type: ignore[attr-defined]
+    elif profile == FULL and replicates is not None:
+        preset = dataclasses.replace(
+            Config(),  # type: ignore[type-var]
+            **{replicates.field: replicates.full, **replicates.full_also},
+        )
     else:
         preset = Config()
     names = {f.name for f in dataclasses.fields(preset)}
@@ -240,6 +246,8 @@ class Experiment(Generic[C, M]):
     yaxis: str = ""
     # What its panel shows under the figure once a run ends (default: the result's table).
     show_result: Callable[[Result[M]], Any] | None = None
+    # How it replicates (unit, budget per profile, cost), for an experiment whose claims are noisy.
+    replicates: Replicates | None = None
 
     def config(
         self,
@@ -251,7 +259,7 @@ class Experiment(Generic[C, M]):
     ) -> C:
         """This experiment's config: its SMOKE preset, full profile or defaults, with a context's
         ``values`` and ``overrides`` (see :func:`config_for`)."""
-        return config_for(self.Config, smoke, profile, values=values, **overrides)
+        return config_for(self.Config, smoke, profile, values=values, replicates=self.replicates, **overrides)
 
 
 class Registry:
@@ -274,6 +282,12 @@ class Registry:
             raise TypeError(
                 f"{self.theme}: experiment {experiment.slug!r} needs dataclasses for Config and Metrics"
             )
+        rep = experiment.replicates
+        if rep is not None and rep.field not in {f.name for f in dataclasses.fields(experiment.Config)}:
+            raise TypeError(
+                f"{self.theme}: experiment {experiment.slug!r} replicates over {rep.field!r}, which "
+                f"{experiment.Config.__name__} has no field for"
+            )
         self._experiments[experiment.slug] = experiment
         return experiment
 
@@ -285,7 +299,6 @@ class Registry:
         if unknown:
             raise ValueError(f"{self.theme}: claim {spec.key!r} reads unregistered experiment(s) {unknown}")
         self._claims[spec.key] = spec
-        register_family(self._claims.values())
         return spec
 
     def headline_number(self, spec: HeadlineSpec) -> HeadlineSpec:
@@ -307,6 +320,11 @@ class Registry:
     @property
     def headline_specs(self) -> list[HeadlineSpec]:
         return list(self._headline.values())
+
+    @property
+    def sizes(self) -> dict[str, Replicates]:
+        """Each replicating experiment's :class:`Replicates`, by slug (what a claim's design is sized by)."""
+        return {e.slug: e.replicates for e in self._experiments.values() if e.replicates is not None}
 
     def __getitem__(self, slug: str) -> Experiment[Any, Any]:
         try:
@@ -348,7 +366,9 @@ class Registry:
             values=ctx.config_values(experiment),
             **overrides,
         )
-        return ctx.keep(slug, experiment.run(cfg, ctx, live))
+        result = experiment.run(cfg, ctx, live)
+        result.config = cfg
+        return ctx.keep(slug, result)
 
     def panel(
         self,
@@ -377,20 +397,33 @@ class Registry:
 
     def judge(self, ctx: Context) -> Ledger:
         """The claims ledger of ``ctx``: every registered claim judged on the results it kept (a claim
-        whose experiments did not run says "not measured"), recorded as ``claims``; prints one line
-        naming every metric recorded so far."""
-        rows = judge_specs(self.claims, ctx.results, ctx.profile)
+        whose experiments did not run says "not measured"; a smoke context's rows are measured, not
+        judged), recorded as ``claims``; prints one line naming every metric recorded so far."""
+        rows = judge(self.claims, ctx.results, self.sizes, profile=ctx.profile, smoke=ctx.smoke)
         record("claims", rows)
         print(summary_line())  # the one line saying what the notebook recorded (record itself is quiet)
         return rows
 
+    def stopper(self, slug: str, ctx: Context, cfg: Any) -> Callable[[Any], bool]:
+        """For experiment ``slug``'s replicate loop in ``ctx`` at config ``cfg``: ``stop(metrics)`` says,
+        after a replicate, whether every claim it feeds that its budget can decide has been decided
+        (:func:`nbkit.claims.judge.decided`) — then the loop stops. Never in a smoke run (nothing is
+        judged there)."""
+        specs, sizes = self.claims, self.sizes
+
+        def stop(metrics: Any) -> bool:
+            return not ctx.smoke and decided(specs, slug, metrics, ctx.results, sizes, cfg)
+
+        return stop
+
     def headline(self, ctx: Context) -> dict[str, Any]:
         """The headline numbers of ``ctx`` (NaN for an experiment that did not run), recorded as
-        ``headline``, and beside them, as ``headline_tolerance``, how far each may move between two runs
-        (``{name: {"tolerance": t, "relative": bool}}``, what ``nbkit compare`` reads)."""
+        ``headline``, and beside them, as ``headline_spec``, each number's words, unit and how far it may
+        move between two runs (``{name: {"label", "unit", "help", "tolerance", "relative"}}``, what the run
+        page and ``nbkit compare`` read)."""
         values = headline_values(self.headline_specs, ctx.results)
         record("headline", values)
-        record(HEADLINE_TOLERANCE, headline_tolerances(self.headline_specs))
+        record(HEADLINE_SPEC, headline_specs(self.headline_specs))
         return values
 
     def metrics_types(self) -> set[type]:
@@ -400,7 +433,7 @@ class Registry:
 
 def panel(
     experiment: Experiment[C, M],
-    ctx: Any,
+    ctx: Context,
     *,
     smoke: bool | None = None,
     widget: bool | None = None,
@@ -414,14 +447,13 @@ def panel(
     ``Config.full()``; ``overrides`` set fields (an unknown one is a
     :class:`UsageError`). ``panel(...).run()`` runs exactly what the button runs, headless.
     """
-    smoke = getattr(ctx, "smoke", False) if smoke is None else smoke
-    values = ctx.config_values(experiment) if isinstance(ctx, Context) else None
-    cfg = experiment.config(smoke, getattr(ctx, "profile", DEFAULT), values=values, **overrides)
+    smoke = ctx.smoke if smoke is None else smoke
+    cfg = experiment.config(smoke, ctx.profile, values=ctx.config_values(experiment), **overrides)
 
     def run(params: C, live: Any = None) -> Result[M]:
         result = experiment.run(params, ctx, live)
-        keep = getattr(ctx, "keep", None)  # a plain object stands in for a context in some tests
-        return keep(experiment.slug, result) if keep is not None else result
+        result.config = params
+        return ctx.keep(experiment.slug, result)
 
     figure = None
     if experiment.figure_title or experiment.xaxis or experiment.yaxis:

@@ -23,3 +23,5 @@ class Result(Generic[M]):
     table: Any = None
     figure: Any = None
     data: Any = None
+    # The config that ran (set by the registry): what a claim's design reads its budget from.
+    config: Any = None

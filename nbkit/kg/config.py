@@ -5,8 +5,8 @@ Each experiment config carries widget metadata on its fields (written with
 the SMOKE run of notebook 01 is ``Experiment.config(smoke=True, ...)``, the same code path at a size
 that runs in seconds. ``dataset`` is a bundled name (``umls``, ``kinships``, ``synthetic``,
 ``hetionet``) or a path to a triples / RDF file. The device is not a config field: it belongs to the
-:class:`nbkit.kg.context.KGContext` the experiments run in, resolved there once. ``full()`` is the full
-profile's preset where a claim needs more units (seeds, runs) than the defaults give.
+:class:`nbkit.kg.context.KGContext` the experiments run in, resolved there once. The full profile's budgets
+are declared where each experiment is registered (``Replicates`` in :mod:`nbkit.kg.experiments`).
 
 :class:`Chosen` is what the selection experiment chose on the SELECTING half of the validation queries;
 the ablation, downstream and aggr configs take it as overrides (``Chosen.overrides()``), by name,
@@ -26,13 +26,13 @@ SEEDS_MAX = 400
 # ... and the offset of the selection's training seed: a judged experiment runs seeds seed ..
 # seed + SEEDS_MAX - 1, so a run a choice was made on is never one of the runs that judge it.
 SELECTION_SEED_OFFSET = 1000
-# The units each claim's design needs to decide (nbkit.kg.claims; the spreads they rest on are measured
-# in bench/RESULTS.md): downstream and scale decide at their defaults (about 110 and 60 CPU-s more than
-# three seeds), the ablation and aggr rows in the full profile.
-ABLATION_FULL_SEEDS = 40
-AGGR_FULL_SEEDS = 320
-DOWNSTREAM_SEEDS = 14
-SCALE_SEEDS = 5
+# Each replicating experiment's budget: the most seeds (training runs) a profile spends on it; its
+# replicate loop stops as soon as every claim reading it is decided (nbkit.kg.claims; the designs and
+# the spreads they rest on: docs/claims.md, bench/RESULTS.md).
+ABLATION_SEEDS, ABLATION_FULL_SEEDS = 3, 40
+AGGR_SEEDS, AGGR_FULL_SEEDS = 3, 320
+DOWNSTREAM_SEEDS, DOWNSTREAM_FULL_SEEDS = 14, 14
+SCALE_SEEDS, SCALE_FULL_SEEDS = 5, 5
 
 DATASET_HELP = (
     "umls | kinships | synthetic | hetionet | a path to a .csv/.tsv/.parquet/.nt/.ttl(.gz) triples file"
@@ -297,31 +297,32 @@ class AblationConfig(_Training):
     """The ablation ladder: every rung on the same split and budget, over ``seeds`` seeds.
 
     The best rung is chosen on mean validation MRR of the selecting half of the validation queries;
-    only that rung is scored on the test split. ``full()`` runs the seeds the message-passing claim needs.
+    only that rung is scored on the test split.
     """
 
     rungs: tuple = param((1, 2, 3, 4, 5, 6), choices=[1, 2, 3, 4, 5, 6], label="rungs", advanced=False)
-    seeds: int = param(3, help="seeds per rung (the claims' intervals are across them)", min=1, max=SEEDS_MAX)
+    seeds: int = param(
+        ABLATION_SEEDS,
+        help="the most seeds per rung (the claims' intervals are across them; stops once they are decided)",
+        min=1,
+        max=SEEDS_MAX,
+    )
     epochs: int = param(100, min=1, max=2000)
 
     @classmethod
     def smoke(cls) -> AblationConfig:
         return cls(epochs=10, eval_every=5, seeds=2)
 
-    @classmethod
-    def full(cls) -> AblationConfig:
-        return cls(seeds=ABLATION_FULL_SEEDS)
-
 
 @dataclass
 class AggrConfig(_Training):
     """RGCN ``aggr='mean'`` vs ``'add'`` on the same seeds, each aggregation with its own decoder, dropout
     and width (``Chosen``: chosen on validation with that aggregation), both at the ladder's learning
-    rate: divergence, loss-curve wobble, validation MRR. ``full()`` runs the seeds the claim needs."""
+    rate: divergence, loss-curve wobble, validation MRR."""
 
     seeds: int = param(
-        3,
-        help="seeds per aggregation (the claim's exact test and interval are across them)",
+        AGGR_SEEDS,
+        help="the most seeds per aggregation (the claim's exact test and interval are across them)",
         min=1,
         max=SEEDS_MAX,
         label="seeds per aggr",
@@ -344,10 +345,6 @@ class AggrConfig(_Training):
     @classmethod
     def smoke(cls) -> AggrConfig:
         return cls(epochs=8, eval_every=4, seeds=2)
-
-    @classmethod
-    def full(cls) -> AggrConfig:
-        return cls(seeds=AGGR_FULL_SEEDS)
 
     def arm(self, aggr: str, seed: int) -> TrainConfig:
         """The training config of one run of arm ``aggr`` ("mean" or "add"): that arm's own choices."""

@@ -22,12 +22,16 @@ from typing import TYPE_CHECKING, Any
 from nbkit.claims import fmt_interval, mean_interval
 from nbkit.device import memory_probe, watch_peak
 from nbkit.errors import UsageError
-from nbkit.experiment import Experiment, Registry
+from nbkit.experiment import Experiment, Registry, Replicates
 from nbkit.findings import findings_frame
 from nbkit.kg import checks, figures
 from nbkit.kg import graph as kgg
 from nbkit.kg import triples as kgt
 from nbkit.kg.config import (
+    ABLATION_FULL_SEEDS,
+    AGGR_FULL_SEEDS,
+    DOWNSTREAM_FULL_SEEDS,
+    SCALE_FULL_SEEDS,
     SELECTION_SEED_OFFSET,
     AblationConfig,
     AggrConfig,
@@ -253,18 +257,20 @@ def run_ablation(
     device = ctx.torch_device
     split = ctx.split(cfg.dataset, cfg.seed)
     valid_negs = ctx.negatives(cfg.dataset, cfg.seed, "valid")
-    seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
+    stop = REGISTRY.stopper("ablation", ctx, cfg)
     runs: dict[int, list] = {}
     interrupted = False
-    for key in sorted(cfg.rungs):
-        for s in seeds:
+    # Seed by seed, every rung: after each seed the claims this ablation feeds are judged at their looks,
+    # and the ladder stops once all of them are decided (at most cfg.seeds seeds).
+    for s in range(cfg.seed, cfg.seed + cfg.seeds):
+        for key in sorted(cfg.rungs):
             # Only the first seed streams curves: one pair per rung keeps the figure readable.
             res = train_rung(
                 split,
                 LADDER[key],
                 cfg.train_config(seed=s),
                 device=device,
-                live=live if s == seeds[0] else None,
+                live=live if s == cfg.seed else None,
                 valid_negs=valid_negs,
                 trace_prefix=f"rung {key}",
             )
@@ -272,16 +278,16 @@ def run_ablation(
             interrupted = res[0].interrupted
             if interrupted:
                 break
-        if interrupted:
+        if interrupted or stop(_ablation_metrics(runs, interrupted=False)):
             break
-    rungs = tuple(_rung_metrics(key, [r for r, _, _ in rs]) for key, rs in runs.items())
-    best = max(rungs, key=lambda r: r.valid_mrr_select).rung
+    # Interrupted (Ctrl-C in a panel): what finished is kept, the seed cut short included, and flagged.
+    partial = _ablation_metrics(runs, interrupted)
+    best = partial.best_rung
     test_negs = ctx.negatives(cfg.dataset, cfg.seed, "test")
     tests = [score_test(split, r, model, graph, negatives=test_negs) for r, model, graph in runs[best]]
     test = {k: statistics.fmean(t[k] for t in tests) for k in tests[0]}
-    metrics = AblationMetrics(
-        best_rung=best,
-        seeds=len(seeds),
+    metrics = dataclasses.replace(
+        partial,
         test_mrr=test["test_mrr"],
         test_hits_at_1=test["test_hits_at_1"],
         test_hits_at_3=test["test_hits_at_3"],
@@ -289,9 +295,8 @@ def run_ablation(
         test_mean_rank=test["test_mean_rank"],
         test_auc=test["test_auc"],
         test_mrr_per_seed=tuple(t["test_mrr"] for t in tests),
-        rungs=rungs,
-        interrupted=interrupted,
     )
+    rungs = metrics.rungs
     rows = [
         {
             "rung": r.rung,
@@ -305,11 +310,31 @@ def run_ablation(
         for r in rungs
     ]
     curves = [(f"rung {k}", rs[0][0].history) for k, rs in runs.items()]
-    fig = figures.ladder_figure(rows, curves, len(seeds))
+    fig = figures.ladder_figure(rows, curves, metrics.seeds)
     table = pd.DataFrame(rows).assign(
         valid_mrr_interval=[fmt_interval(r["valid_mrr_interval"], level=None) for r in rows]
     )
     return Result(metrics=metrics, table=table, figure=fig, data={"runs": runs, "label": LADDER[best].label})
+
+
+def _ablation_metrics(runs: dict[int, list], interrupted: bool) -> AblationMetrics:
+    """The ablation's metrics from the seeds trained so far (test figures NaN: the test split is scored
+    once, at the end, for the best rung)."""
+    rungs = tuple(_rung_metrics(key, [r for r, _, _ in rs]) for key, rs in sorted(runs.items()))
+    nan = float("nan")
+    return AblationMetrics(
+        best_rung=max(rungs, key=lambda r: r.valid_mrr_select).rung,
+        seeds=min(len(rs) for rs in runs.values()),
+        test_mrr=nan,
+        test_hits_at_1=nan,
+        test_hits_at_3=nan,
+        test_hits_at_10=nan,
+        test_mean_rank=nan,
+        test_auc=nan,
+        test_mrr_per_seed=(),
+        rungs=rungs,
+        interrupted=interrupted,
+    )
 
 
 def _rung_metrics(key: int, results: list) -> RungMetrics:
@@ -364,9 +389,11 @@ def run_aggr(cfg: AggrConfig, ctx: KGContext, live: LiveFigure | None = None) ->
 
     device = ctx.torch_device
     split = ctx.split(cfg.dataset, cfg.seed)
+    stop = REGISTRY.stopper("aggr", ctx, cfg)
     runs, curves = [], []
-    for aggr in ("mean", "add"):
-        for s in range(cfg.seed, cfg.seed + cfg.seeds):
+    # Seed by seed, both arms; stops once the claim it feeds is decided (at most cfg.seeds seeds).
+    for s in range(cfg.seed, cfg.seed + cfg.seeds):
+        for aggr in ("mean", "add"):
             try:
                 res, _, _ = train_rung(
                     split,
@@ -382,11 +409,19 @@ def run_aggr(cfg: AggrConfig, ctx: KGContext, live: LiveFigure | None = None) ->
             rough = loss_roughness(res.history["loss"])
             runs.append(AggrRun(aggr, s, res.metrics["valid_mrr"], rough, diverged=False))
             curves.append((aggr, s, list(res.history["loss"])))
-    arms = {a: _aggr_summary(cfg.arm(a, cfg.seed), [r for r in runs if r.aggr == a]) for a in ("mean", "add")}
-    metrics = AggrMetrics(runs=tuple(runs), mean=arms["mean"], add=arms["add"], seeds=cfg.seeds, lr=cfg.lr)
+        if stop(_aggr_metrics(cfg, runs)):
+            break
+    metrics = _aggr_metrics(cfg, runs)
+    arms = {"mean": metrics.mean, "add": metrics.add}
     wobble = {a: [(r.seed, r.roughness) for r in runs if r.aggr == a and not r.diverged] for a in arms}
     fig = figures.aggr_figure(curves, wobble)
     return Result(metrics=metrics, table=pd.DataFrame([dataclasses.asdict(r) for r in runs]), figure=fig)
+
+
+def _aggr_metrics(cfg: AggrConfig, runs: list[AggrRun]) -> AggrMetrics:
+    arms = {a: _aggr_summary(cfg.arm(a, cfg.seed), [r for r in runs if r.aggr == a]) for a in ("mean", "add")}
+    seeds = len({r.seed for r in runs})
+    return AggrMetrics(runs=tuple(runs), mean=arms["mean"], add=arms["add"], seeds=seeds, lr=cfg.lr)
 
 
 def _aggr_summary(tc: TrainConfig, runs: list[AggrRun]) -> AggrSummary:
@@ -429,35 +464,25 @@ def run_downstream(
     if reason:
         return Result(metrics=DownstreamMetrics(skipped=reason), table=pd.DataFrame([{"skipped": reason}]))
     device = ctx.torch_device
-    seeds = range(cfg.seed, cfg.seed + cfg.seeds)
-    outs = [
-        downstream_check(
-            split,
-            cfg.train_config(seed=s),
-            labels=labels,
-            device=device,
-            live=live if s == cfg.seed else None,
+    stop = REGISTRY.stopper("downstream", ctx, cfg)
+    outs: list[dict] = []
+    # One embedding run per seed; stops once the claims it feeds are decided (at most cfg.seeds seeds).
+    for s in range(cfg.seed, cfg.seed + cfg.seeds):
+        outs.append(
+            downstream_check(
+                split,
+                cfg.train_config(seed=s),
+                labels=labels,
+                device=device,
+                live=live if s == cfg.seed else None,
+            )
         )
-        for s in seeds
-    ]
-    per_seed = {k: tuple(o[k]["macro_f1"] for o in outs) for k in ("trained", "random_control")}
+        if stop(_downstream_metrics(outs)):
+            break
+    seeds = range(cfg.seed, cfg.seed + len(outs))
+    metrics = _downstream_metrics(outs)
+    per_seed = {"trained": metrics.seed_scores, "random_control": metrics.control_seed_scores}
     first = outs[0]["trained"]
-    dropped = first["dropped_small_classes"]
-    metrics = DownstreamMetrics(
-        macro_f1=statistics.fmean(per_seed["trained"]),
-        macro_f1_control=statistics.fmean(per_seed["random_control"]),
-        seed_scores=per_seed["trained"],
-        control_seed_scores=per_seed["random_control"],
-        fold_scores=tuple(tuple(o["trained"]["fold_scores"]) for o in outs),
-        control_fold_scores=tuple(tuple(o["random_control"]["fold_scores"]) for o in outs),
-        seeds=len(outs),
-        classes=first["classes"],
-        samples=first["samples"],
-        dropped_classes=tuple(f"{c} ({n})" for c, n in dropped.items()),
-        dropped_entities=sum(dropped.values()),
-        link_valid_mrr_untyped=statistics.fmean(o["link_valid_mrr_untyped"] for o in outs),
-        train_seconds=sum(o["train_seconds"] for o in outs),
-    )
     errs = [statistics.stdev(per_seed[k]) if len(outs) > 1 else 0.0 for k in ("trained", "random_control")]
     fig = figures.bars_figure(
         f"5-fold macro-F1, mean of {len(outs)} embedding run(s) ± sd across runs, {first['classes']} classes "
@@ -482,6 +507,27 @@ def run_downstream(
         ]
     )
     return Result(metrics=metrics, table=table, figure=fig)
+
+
+def _downstream_metrics(outs: list[dict]) -> DownstreamMetrics:
+    per_seed = {k: tuple(o[k]["macro_f1"] for o in outs) for k in ("trained", "random_control")}
+    first = outs[0]["trained"]
+    dropped = first["dropped_small_classes"]
+    return DownstreamMetrics(
+        macro_f1=statistics.fmean(per_seed["trained"]),
+        macro_f1_control=statistics.fmean(per_seed["random_control"]),
+        seed_scores=per_seed["trained"],
+        control_seed_scores=per_seed["random_control"],
+        fold_scores=tuple(tuple(o["trained"]["fold_scores"]) for o in outs),
+        control_fold_scores=tuple(tuple(o["random_control"]["fold_scores"]) for o in outs),
+        seeds=len(outs),
+        classes=first["classes"],
+        samples=first["samples"],
+        dropped_classes=tuple(f"{c} ({n})" for c, n in dropped.items()),
+        dropped_entities=sum(dropped.values()),
+        link_valid_mrr_untyped=statistics.fmean(o["link_valid_mrr_untyped"] for o in outs),
+        train_seconds=sum(o["train_seconds"] for o in outs),
+    )
 
 
 def _show_downstream(result: Result[DownstreamMetrics]) -> Any:
@@ -560,21 +606,28 @@ def run_minibatch(
         modes.append(("full graph", dataclasses.replace(base, full_graph=True)))
     probe = memory_probe(device)
     rows, curves = [], []
-    seeds = range(cfg.seed, cfg.seed + cfg.seeds)  # training seeds; the graph and split stay cfg.seed's
-    for (name, tc), s in ((m, s) for m in modes for s in seeds):
-        label = name if cfg.seeds == 1 else f"{name} seed {s}"
-        with watch_peak(probe) as peak:
-            res, _, graph = train_rung(
-                split,
-                LADDER[MINIBATCH_RUNG],
-                dataclasses.replace(tc, seed=s),
-                device=device,
-                live=live if s == cfg.seed else None,
-                trace_prefix=label,
-            )
-        rows.append(_minibatch_row(name, s, res, graph, split, peak, ceiling))
-        curves.append((label, res.history))
-        if res.interrupted:
+    stop = REGISTRY.stopper("scale" if isinstance(cfg, ScaleConfig) else "minibatch", ctx, cfg)
+    interrupted = False
+    # Training seed by seed (the graph and split stay cfg.seed's), every mode; stops once the claims it
+    # feeds are decided (at most cfg.seeds seeds).
+    for s in range(cfg.seed, cfg.seed + cfg.seeds):
+        for name, tc in modes:
+            label = name if cfg.seeds == 1 else f"{name} seed {s}"
+            with watch_peak(probe) as peak:
+                res, _, graph = train_rung(
+                    split,
+                    LADDER[MINIBATCH_RUNG],
+                    dataclasses.replace(tc, seed=s),
+                    device=device,
+                    live=live if s == cfg.seed else None,
+                    trace_prefix=label,
+                )
+            rows.append(_minibatch_row(name, s, res, graph, split, peak, ceiling))
+            curves.append((label, res.history))
+            interrupted = res.interrupted
+            if interrupted:
+                break
+        if interrupted or stop(MinibatchMetrics(rows=tuple(rows), sizes=split.sizes(), graph_seed=cfg.seed)):
             break
     metrics = MinibatchMetrics(rows=tuple(rows), sizes=split.sizes(), graph_seed=cfg.seed)
     table = pd.DataFrame([_row_dict(r) for r in rows])
@@ -724,6 +777,8 @@ def _show_pitfalls(result: Result[PitfallMetrics]) -> Any:
 
 
 # -- the registry ---------------------------------------------------------------------------------
+# CPU-s per unit on 2 cores, each at the defaults: bench/RESULTS.md, "KG claim designs".
+COSTS = "measured at the defaults on the shared 2-core machine (bench/RESULTS.md, KG claim designs)"
 _CURVES = {"xaxis": "epoch", "yaxis": "loss, valid MRR (while it runs)"}  # what the training panels stream
 REGISTRY.register(
     Experiment(
@@ -756,6 +811,9 @@ REGISTRY.register(
         AblationMetrics,
         run_ablation,
         figure_title="ablation ladder: each rung's first seed while it trains",
+        replicates=Replicates(
+            "seed", "seeds", full=ABLATION_FULL_SEEDS, cost_s=33.5, cost_source=COSTS, least=3
+        ),
         show_result=_show_ablation,
         **_CURVES,
     )
@@ -768,6 +826,9 @@ REGISTRY.register(
         DownstreamMetrics,
         run_downstream,
         figure_title="downstream: the embedding run while it trains",
+        replicates=Replicates(
+            "seed", "seeds", full=DOWNSTREAM_FULL_SEEDS, cost_s=9.6, cost_source=COSTS, least=3
+        ),
         show_result=_show_downstream,
         **_CURVES,
     )
@@ -780,6 +841,7 @@ REGISTRY.register(
         AggrMetrics,
         run_aggr,
         figure_title="RGCN aggr=mean vs add: each run while it trains",
+        replicates=Replicates("seed", "seeds", full=AGGR_FULL_SEEDS, cost_s=8.7, cost_source=COSTS, least=3),
         show_result=_show_aggr,
         **_CURVES,
     )
@@ -804,6 +866,9 @@ REGISTRY.register(
         MinibatchMetrics,
         run_minibatch,
         figure_title="rung 5 mini-batch on a Hetionet-sized graph while it trains",
+        replicates=Replicates(
+            "training run", "seeds", full=SCALE_FULL_SEEDS, cost_s=31.1, cost_source=COSTS, least=3
+        ),
         show_result=_show_minibatch,
         **_CURVES,
     )

@@ -1,75 +1,126 @@
-"""The core verdict deciders reach every outcome; Claim rows validate; intervals behave."""
+"""The claims core: a rule's data decides (every kind through every outcome, its words and verdict moving
+together), intervals never collapse, sequential looks keep their error rate, designs are honest, and the
+judge runs rows as data (Holm, smoke, needs GPU, undecided designs, the n that ran)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from nbkit.claims import (
+    CLUSTER,
+    EXACT,
     HOLDS,
     INCONCLUSIVE,
+    LOG_T,
+    MEASURED,
     NEEDS_GPU,
+    NOT_JUDGED,
+    OWN,
     REFUTED,
+    WILSON,
     Claim,
-    Verdict,
+    ClaimSpec,
+    Plan,
+    Reading,
+    Replicates,
     as_claims,
+    at_least,
+    at_most,
     bootstrap_interval,
     claims_frame,
     clustered_rate_interval,
     crossed_mean_interval,
-    decide_at_least,
-    decide_at_most,
-    decide_close,
+    decided,
+    exact_at_least,
+    exact_at_most,
+    exact_within,
+    flag,
+    judge,
     mean_interval,
-    needs_gpu,
     paired_rate_difference_interval,
     rate_interval,
+    within,
 )
+from nbkit.claims.design import simulate
+from nbkit.claims.judge import holm
+from nbkit.claims.sequential import boundaries, looks, nominal_levels
+
+# -- every generic kind, through every outcome, its threshold moving verdict and words together ----------
+
+KINDS = [
+    # (make(threshold) -> rule, sample that holds, sample that refutes, sample that straddles)
+    (
+        lambda t: at_least(t, "gain", unit="seed", claimed=2 * t, null=0.0),
+        [0.30, 0.31, 0.29, 0.30],
+        [0.01, 0.02, 0.00, 0.01],
+        [0.0, 0.4, 0.1, 0.3],
+    ),
+    (
+        lambda t: at_most(t, "ratio", unit="launch", claimed=t / 2, null=2 * t),
+        [0.05, 0.06, 0.05],
+        [0.31, 0.30, 0.29],
+        [0.0, 0.3, 0.1],
+    ),
+    (
+        lambda t: within(t, 0.05, "rate", unit="request"),
+        [0.15, 0.151, 0.149, 0.15],
+        [0.4, 0.41, 0.39],
+        [0.1, 0.3, 0.2],
+    ),
+    (lambda t: exact_at_least(t, "count"), 0.3, 0.0, math.nan),
+    (lambda t: exact_at_most(t, "F1"), 0.05, 0.3, math.nan),
+    (lambda t: exact_within(t, 0.01, "share", relative=True), 0.15, 0.2, math.nan),
+]
 
 
-@pytest.mark.parametrize(
-    "value, expected",
-    [
-        ((0.3, 0.5), HOLDS),
-        (0.2, HOLDS),
-        ((0.05, 0.15), REFUTED),
-        ((0.1, 0.3), INCONCLUSIVE),
-        ((math.nan, 1.0), INCONCLUSIVE),
-    ],
-)
-def test_decide_at_least(value, expected):
-    assert decide_at_least(value, 0.2).verdict == expected
+@pytest.mark.parametrize("make, holds, refuted, open_", KINDS)
+def test_every_generic_kind_reaches_every_outcome_and_moves_with_its_threshold(make, holds, refuted, open_):
+    rule = make(0.15)
+    assert rule.decide(holds, 0.95).verdict == HOLDS
+    assert rule.decide(refuted, 0.95).verdict == REFUTED
+    assert rule.decide(open_, 0.95).verdict == INCONCLUSIVE
+    # the same data under a threshold moved past it: the verdict and the rule's words change together
+    moved = make(0.45 if rule.kind != "at most" else 0.01)
+    assert moved.decide(holds, 0.95).verdict != HOLDS
+    assert moved.text != rule.text and moved.bar != rule.bar
+    assert rule.fmt(rule.band[0] if math.isfinite(rule.band[0]) else rule.band[1]) in rule.text
 
 
-@pytest.mark.parametrize(
-    "value, expected", [((0.0, 0.1), HOLDS), ((0.3, 0.4), REFUTED), ((0.1, 0.3), INCONCLUSIVE)]
-)
-def test_decide_at_most(value, expected):
-    assert decide_at_most(value, 0.2).verdict == expected
+def test_a_flag_reaches_every_outcome():
+    rule = flag("the op", holds="it raises", refuted="it runs")
+    assert rule.decide(True).verdict == HOLDS and rule.decide(True).why == "it raises"
+    assert rule.decide(False).verdict == REFUTED
+    assert rule.decide(None).verdict == INCONCLUSIVE
+    assert "holds if it raises" in rule.text
 
 
-@pytest.mark.parametrize(
-    "value, expected",
-    [((0.95, 1.05), HOLDS), (1.3, REFUTED), ((0.5, 0.7), REFUTED), ((1.05, 1.2), INCONCLUSIVE)],
-)
-def test_decide_close_relative(value, expected):
-    assert decide_close(value, 1.0, 0.1, relative=True).verdict == expected
+def test_a_rule_refuses_design_points_on_the_wrong_side():
+    with pytest.raises(ValueError, match="claimed value"):
+        at_least(0.5, "x", unit="seed", claimed=0.1, null=0.0)
+    with pytest.raises(ValueError, match="false value"):
+        at_least(0.5, "x", unit="seed", claimed=1.0, null=0.7)
+    with pytest.raises(ValueError, match="unit of replication"):
+        at_least(0.5, "x", claimed=1.0, null=0.0)
+    assert within(1.0, 0.1, "x", unit="u").false_values() == pytest.approx((0.8, 1.2))
+    assert within(2.0, 0.1, "x", relative=True, unit="u").false_values() == pytest.approx((1.6, 2.4))
 
 
-def test_straddle_names_what_would_decide():
-    v = decide_at_least((0.1, 0.3), 0.2, what="gain", n_hint="about 12 seeds would decide it")
-    assert v.verdict == INCONCLUSIVE and "n too small" in v.why and "12 seeds" in v.why
-
-
-def test_needs_gpu_is_explicit():
-    v = needs_gpu("flash-attention throughput")
-    assert isinstance(v, Verdict) and v.verdict == NEEDS_GPU
-    assert (
-        v.why.startswith("flash-attention throughput is measured only on a CUDA device")
-        and "this run had none" in v.why
+def test_the_estimators_read_their_own_kind_of_sample():
+    assert LOG_T.interval([2.0, 2.2, 1.8, 2.1], 0.95)[0] > 1.5
+    assert math.isnan(LOG_T.interval([2.0, -1.0], 0.95)[0])  # a ratio must be positive
+    assert WILSON.interval([1, 1, 0, 1], 0.95) == pytest.approx(rate_interval(3, 4))
+    assert CLUSTER.interval([(1, 2), (2, 2), (0, 2)], 0.95) == pytest.approx(
+        clustered_rate_interval([1, 2, 0], [2, 2, 2])
     )
+    assert EXACT.interval(3.0, 0.95) == (3.0, 3.0)
+
+
+# -- intervals -------------------------------------------------------------------------------------------
 
 
 def _paired(both, only_a, only_b, neither):
@@ -88,72 +139,33 @@ def test_paired_rate_difference_matches_a_published_example():
 
 @pytest.mark.parametrize("n", [15, 30])
 def test_paired_rate_difference_keeps_its_width_without_discordant_pairs(n):
-    """The case the paired bootstrap gets wrong: equal outcomes on every item give a zero-width bootstrap
-    interval, Newcombe's interval stays wide at the n the notebooks have."""
     for cells in ((n, 0, 0, 0), (0, 0, 0, n), (n // 2, 0, 0, n - n // 2)):
         a, b = _paired(*cells)
         assert all(map(math.isnan, bootstrap_interval((a, b), paired=True)))  # never a zero width
         lo, hi = paired_rate_difference_interval(a, b)
-        assert lo < -0.05 and hi > 0.05 and lo == pytest.approx(-hi)  # cannot exclude a 0.05 gain either way
+        assert lo < -0.05 and hi > 0.05 and lo == pytest.approx(-hi)
 
 
-def test_paired_rate_difference_edges():
-    lo, hi = paired_rate_difference_interval(*_paired(0, 15, 0, 0))  # a wins everywhere
-    assert 0.7 < lo < hi <= 1.0
-    assert all(math.isnan(x) for x in paired_rate_difference_interval([], []))
-    with pytest.raises(ValueError, match="0/1 outcomes"):
-        paired_rate_difference_interval([0.5, 1.0], [0.0, 1.0])
-    with pytest.raises(ValueError, match="equal lengths"):
-        paired_rate_difference_interval([1.0], [1.0, 0.0])
-
-
-def test_claim_rejects_unknown_verdict_and_empty_rule():
-    common = dict(claim="c", field_note="1", measured="2", rule="r", n="3 seeds", why="w")
-    with pytest.raises(ValueError, match="verdict must be one of"):
-        Claim(verdict="maybe", **common)
-    with pytest.raises(ValueError, match="'rule' must not be empty"):
-        Claim(verdict=HOLDS, **{**common, "rule": " "})
-
-
-def test_claims_roundtrip_through_record():
-    from nbkit.record import record
-
-    row = Claim.from_verdict(
-        decide_at_least(0.5, 0.2), claim="c", field_note="0.2", measured="0.5", rule="≥ 0.2", n="1 run"
-    )
-    stored = record("claims", [row])
-    back = as_claims(stored)
-    assert back == [row]
-    frame = claims_frame(stored)
-    assert (
-        list(frame.columns)[:4] == ["claim", "field_note", "measured", "verdict"]
-        and frame.loc[0, "verdict"] == HOLDS
-    )
-    with pytest.raises(ValueError, match="claims row 0: missing field"):
-        as_claims([{"claim": "x"}])
-
-
-def test_intervals():
+def test_intervals_and_their_edges():
     lo, hi = mean_interval([1.0, 2.0, 3.0])
     assert lo < 2.0 < hi
     assert all(math.isnan(x) for x in mean_interval([1.0]))
     assert all(math.isnan(x) for x in mean_interval([2.0, 2.0, 2.0]))  # tied units: no interval
-    lo, hi = mean_interval([2.0, 2.0, 2.0], resolution=0.1)  # ... unless the resolution is known
-    assert lo < 2.0 < hi
-    lo, hi = bootstrap_interval([0, 1] * 50)
-    assert 0.35 < lo < 0.5 < hi < 0.65
-    lo, hi = bootstrap_interval(([1.0] * 30 + [0.0] * 30, [0.0] * 60), paired=True)
-    assert 0.3 < lo < 0.5 < hi < 0.7
-    lo, hi = rate_interval(7, 100)
-    assert lo < 0.07 < hi
+    assert mean_interval([2.0, 2.0, 2.0], resolution=0.1)[0] < 2.0  # ... unless the resolution is known
+    assert all(math.isnan(x) for x in mean_interval([math.nan, 0.2, 0.4]))  # never a quietly dropped unit
     assert all(math.isnan(x) for x in rate_interval(0, 0))
+    assert all(math.isnan(x) for x in rate_interval(5, 3))  # impossible counts: no interval, no crash
+    assert all(math.isnan(x) for x in rate_interval(math.nan, 3))
+    assert all(math.isnan(x) for x in clustered_rate_interval([3], [2]))
+    assert all(math.isnan(x) for x in clustered_rate_interval([1], [2]))  # one cluster
+    agree = clustered_rate_interval([2] * 10 + [0] * 5, [2] * 15)
+    assert agree == pytest.approx(rate_interval(10, 15), abs=1e-9)  # two phrasings that agree: one case
 
 
 def test_no_public_interval_function_gives_a_zero_width_interval_from_a_tied_sample():
-    """Every public ``*interval*`` function of nbkit.claims on three tied zeros: NaNs or a positive width."""
     import inspect
 
-    from nbkit import claims
+    from nbkit.claims import intervals
 
     calls = {
         "mean_interval": lambda f: f([0.0, 0.0, 0.0]),
@@ -165,94 +177,16 @@ def test_no_public_interval_function_gives_a_zero_width_interval_from_a_tied_sam
     }
     public = {
         n
-        for n, f in vars(claims).items()
-        if "interval" in n and not n.startswith(("_", "fmt")) and inspect.isfunction(f)
+        for n, f in vars(intervals).items()
+        if n.endswith("interval") and not n.startswith(("_", "fmt")) and inspect.isfunction(f)
     }
     assert public == set(calls), "a new interval function needs a tied-sample case here"
     for name, call in calls.items():
-        lo, hi = call(getattr(claims, name))
+        lo, hi = call(getattr(intervals, name))
         assert (math.isnan(lo) and math.isnan(hi)) or hi > lo, name
 
 
-def _spec(key, effect=1.0):
-    from nbkit.claims import ClaimSpec, Design, Reading, Rule, normal_units
-
-    def read(m) -> Reading:
-        return Reading(args=(list(m),), measured="", n=f"{len(m)} seeds")
-
-    def verdict(values, level=0.95):
-        """t-interval of the values ≥ 0 holds, < 0 refutes."""
-        return decide_at_least(mean_interval(values, level), 0.0, what="mean")
-
-    design = Design(effect, -effect, "seed", 0.1, "assumed", normal_units(0.1), 3, lambda c: 3)
-    return ClaimSpec(
-        key,
-        "c",
-        "f",
-        "§",
-        "measured",
-        ("x",),
-        read,
-        verdict,
-        Rule("r", "t", "at least", 0.0, unit="seed"),
-        design,
-    )
-
-
-def test_holm_settles_the_clear_rows_first_then_relaxes_the_level():
-    """Holm's step-down over interval verdicts: B decides at 95 % but not at 97.5 %; it is settled only
-    because A decided first at 97.5 % and the family then shrank to one."""
-    from nbkit.claims import Reading, holm_levels
-
-    a, b = _spec("a"), _spec("b")
-    clear = Reading(args=([1.0, 1.1, 0.9],), measured="", n="3")
-    borderline = Reading(args=([0.2, 0.35, 0.1, 0.3, 0.0],), measured="", n="5")
-    assert b.decide(borderline, 0.95).verdict == HOLDS and b.decide(borderline, 0.975).verdict == INCONCLUSIVE
-    out = holm_levels([a, b], {"a": clear, "b": borderline})
-    assert out["a"].verdict == HOLDS and "97.50% interval" in out["a"].why
-    assert out["b"].verdict == HOLDS and "95.00% interval" in out["b"].why
-    c = _spec("c")
-    out = holm_levels([b, c], {"b": borderline, "c": borderline})
-    assert {v.verdict for v in out.values()} == {INCONCLUSIVE}
-    assert all("Holm over 2 rows" in v.why for v in out.values())
-
-
-def test_holm_keeps_a_needs_gpu_row_out_of_the_family():
-    """A row whose verdict function says "needs GPU" (no CUDA in this run) keeps that verdict, and the
-    family Holm corrects for is the rows that were tested: here one, at 95 %."""
-    import dataclasses
-
-    from nbkit.claims import NEEDS_GPU, Reading, holm_levels, needs_gpu
-
-    def gpu_only(values, level=0.95):
-        """Needs a GPU on this machine."""
-        return needs_gpu("a CUDA kernel")
-
-    b = _spec("b")
-    gpu = dataclasses.replace(_spec("gpu"), verdict=gpu_only)
-    borderline = Reading(args=([0.2, 0.35, 0.1, 0.3, 0.0],), measured="", n="5")
-    out = holm_levels([gpu, b], {"gpu": borderline, "b": borderline})
-    assert out["gpu"].verdict == NEEDS_GPU
-    assert out["b"].verdict == HOLDS and "95.00% interval" in out["b"].why
-
-
-def test_clustered_rate_interval_counts_a_cluster_for_less_than_its_outcomes():
-    """Two phrasings of a case that always agree carry one case's information: the interval is the
-    Wilson interval of the cases (deff 2); outcomes that vary within cases as much as between them keep
-    the pooled n (deff 1); all-equal outcomes give the pooled Wilson interval (ρ cannot be estimated)."""
-    agree = clustered_rate_interval([2] * 10 + [0] * 5, [2] * 15)
-    assert agree == pytest.approx(rate_interval(10, 15), abs=1e-9)
-    independent = clustered_rate_interval([1] * 20 + [2] * 5 + [0] * 5, [2] * 30)
-    assert independent == pytest.approx(rate_interval(30, 60), abs=1e-9)
-    assert clustered_rate_interval([0] * 15, [2] * 15) == pytest.approx(rate_interval(0, 30), abs=1e-9)
-    assert all(math.isnan(x) for x in clustered_rate_interval([1], [2]))  # one cluster: no interval
-    with pytest.raises(ValueError):
-        clustered_rate_interval([3], [2])
-
-
 def test_crossed_mean_interval_is_limited_by_rows_and_by_columns():
-    """One row is the t-interval over columns; a shared row effect (a compile that helps every case)
-    widens the interval beyond what the cells alone would say; no spread gives no interval."""
     rng = np.random.default_rng(0)
     row = rng.normal(0.3, 0.4, 15)
     assert crossed_mean_interval([list(row)]) == pytest.approx(mean_interval(list(row)), abs=1e-9)
@@ -260,7 +194,188 @@ def test_crossed_mean_interval_is_limited_by_rows_and_by_columns():
     table = [list(0.3 + shift + cases + rng.normal(0, 0.05, 15)) for shift in (-0.3, 0.0, 0.3)]
     lo, hi = crossed_mean_interval(table)
     cells = mean_interval([v for r in table for v in r])
-    assert hi - lo > 3 * (cells[1] - cells[0])  # the 3 compiles, not the 45 cells, limit it
-    assert all(math.isnan(x) for x in crossed_mean_interval([[0.5, 0.5], [0.5, 0.5]]))
-    with pytest.raises(ValueError):
-        crossed_mean_interval([[0.1, 0.2], [0.3]])
+    assert hi - lo > 3 * (cells[1] - cells[0])
+
+
+# -- sequential looks --------------------------------------------------------------------------------------
+
+
+def test_boundaries_are_gsdesigns_obrien_fleming_spending():
+    """gsDesign's sfLDOF boundaries for 5 equally spaced looks, two-sided α 0.05 (Jennison & Turnbull
+    table 7.6's Lan–DeMets O'Brien–Fleming row: 4.877, 3.357, 2.680, 2.290, 2.031)."""
+    assert boundaries(0.05, (1, 2, 3, 4, 5), 5) == pytest.approx((4.877, 3.357, 2.680, 2.290, 2.031), abs=1e-3)
+    assert boundaries(0.05, (7,), 7) == pytest.approx((1.96,), abs=1e-3)  # one look: a fixed interval
+    assert looks(2, 6) == (2, 3, 4, 5, 6) and len(looks(3, 400)) == 20 and looks(3, 400)[-1] == 400
+
+
+def test_repeated_intervals_keep_the_error_rate_however_often_they_are_looked_at():
+    """Under a true mean exactly at the bar, a t rule looked at after every unit up to 30 may hold or refute
+    only by a wrong verdict: with the repeated intervals that happens at most α of the time; with a plain
+    95 % interval at every look, far more often."""
+    rule = at_least(0.0, "x", unit="seed", claimed=1.0, null=-1.0)
+    rng = np.random.default_rng(1)
+    at = looks(3, 30, most=30)
+    levels = nominal_levels(0.05, at, 30)
+    wrong_rci = wrong_naive = 0
+    runs = 800
+    for _ in range(runs):
+        x = list(rng.normal(0.0, 1.0, 30))
+        wrong_rci += any(rule.decide(x[:n], lev).verdict == HOLDS for n, lev in zip(at, levels, strict=True))
+        wrong_naive += any(rule.decide(x[:n], 0.95).verdict == HOLDS for n in at)
+    assert wrong_rci / runs <= 0.025 + 0.012  # one side of a two-sided 5 %, plus Monte-Carlo error
+    assert wrong_naive / runs > 0.06
+
+
+# -- designs -----------------------------------------------------------------------------------------------
+
+
+def test_a_spread_measured_on_few_units_is_planned_at_its_upper_bound():
+    assert Plan(1.0, 6, "m").planning_spread == pytest.approx(math.sqrt(5 / 2.3425), rel=1e-3)
+    assert Plan(1.0, 100, "m").planning_spread < 1.1
+    assert Plan(1.0, 0, "assumed").planning_spread == 1.0
+
+
+def test_a_design_is_simulated_at_the_budget_that_ran_and_stops_early_when_clear():
+    rule = at_least(0.5, "gain", unit="seed", claimed=1.0, null=0.0)
+    plan = Plan(0.5, 0, "assumed")
+    small = simulate("k", rule, plan, budget=3, least=3, level=0.95, sequential=False, sims=500)
+    large = simulate("k", rule, plan, budget=20, least=3, level=0.95, sequential=True, sims=500)
+    assert small.p_holds_if_true < 0.8 and not small.decided
+    assert large.decided and large.mean_units_true < 15 and large.mean_units_false < 15
+    far = dataclasses.replace(rule, claimed=5.0)
+    clear = simulate("k", far, plan, budget=20, least=3, level=0.95, sequential=True, sims=500)
+    assert clear.mean_units_true < 0.5 * large.mean_units_true  # a clear effect stops after a few units
+
+
+# -- the judge -----------------------------------------------------------------------------------------------
+
+
+def _spec(key, *, noisy=True, **kw):
+    def read(m):
+        return Reading(list(m.values), f"{len(m.values)} values")
+
+    base = dict(
+        key=key,
+        claim="c",
+        source=OWN,
+        field_note="",
+        kind=MEASURED,
+        reads=("x",),
+        read=read,
+        rule=at_least(0.0, "mean", unit="seed", claimed=1.0, null=-1.0),
+        plan=Plan(0.3, 0, "assumed") if noisy else None,
+    )
+    if not noisy:
+        base["rule"] = exact_at_least(0.0, "count")
+    base.update(kw)
+    return ClaimSpec(**base)
+
+
+def _results(values, seeds=None):
+    cfg = SimpleNamespace(seeds=seeds or len(values))
+    return {"x": SimpleNamespace(metrics=SimpleNamespace(values=values), config=cfg)}
+
+
+SIZES = {"x": Replicates("seed", "seeds", full=30, cost_s=60, cost_source="m", least=3)}
+
+
+def test_holm_settles_the_clear_rows_first_then_relaxes_the_level():
+    a, b = _spec("a"), _spec("b")
+    clear, borderline = [1.0, 1.1, 0.9], [0.2, 0.35, 0.1, 0.3, 0.0]
+    assert b.decide(borderline, 0.95).verdict == HOLDS and b.decide(borderline, 0.975).verdict == INCONCLUSIVE
+    readings = {"a": Reading(clear, ""), "b": Reading(borderline, "")}
+    from nbkit.claims.judge import size
+
+    sized = {k: size(s, readings[k], {}, {}, 0.975) for k, s in (("a", a), ("b", b))}
+    out = holm([a, b], readings, sized, 0.05)
+    assert out["a"].verdict.verdict == HOLDS and out["a"].level == pytest.approx(0.975)
+    assert out["b"].verdict.verdict == HOLDS and out["b"].level == pytest.approx(0.95)
+    c = _spec("c")
+    readings["c"] = Reading(borderline, "")
+    sized["c"] = sized["b"]
+    out = holm([b, c], readings, sized, 0.05)
+    assert {j.verdict.verdict for j in out.values()} == {INCONCLUSIVE}
+
+
+def test_the_judge_runs_rows_as_data():
+    rows = judge([_spec("k")], _results([1.0, 1.2, 0.9, 1.1, 1.0, 0.95]), SIZES)
+    (row,) = rows
+    assert row.verdict == HOLDS and row.units < 6 and row.budget == 6 and not row.exact  # its deciding look
+    assert row.p_holds_if_true is not None and row.decided and "sequential" in row.design
+    assert row.interval.endswith(f"({row.level * 100:.3g}%)") and row.level > 0.95  # its look's repeated interval
+    assert "Holm" in row.why
+    exact = judge([_spec("e", noisy=False, read=lambda m: Reading(2.0, "2"))], _results([1.0]))
+    assert exact[0].verdict == HOLDS and exact[0].exact and exact[0].p_holds_if_true is None
+
+
+def test_a_smoke_run_measures_and_never_judges():
+    (row,) = judge([_spec("k")], _results([1.0, 1.2, 0.9]), SIZES, smoke=True)
+    assert row.verdict == NOT_JUDGED and row.why == "smoke size: not judged" and row.measured == "3 values"
+
+
+def test_an_undecided_design_says_what_the_full_profile_runs():
+    (row,) = judge([_spec("k", plan=Plan(3.0, 0, "assumed"))], _results([1.0, -2.0, 3.0]), SIZES)
+    assert row.verdict == INCONCLUSIVE and not row.decided
+    assert "not decided at defaults" in row.why and "the full profile runs up to 30 seeds" in row.why
+    assert "≈ 30 min on 2 cores" in row.why
+
+
+def test_the_oc_is_at_the_budget_that_ran():
+    spec = _spec("k", plan=Plan(3.0, 0, "assumed"))
+    few = judge([spec], _results([1.0, 1.1, 0.9]), SIZES)[0]
+    many = judge([spec], _results([1.0, 1.1, 0.9], seeds=30), SIZES)[0]
+    assert few.budget == 3 and many.budget == 30
+    assert many.p_holds_if_true > few.p_holds_if_true
+
+
+def test_needs_gpu_and_missing_rows_leave_the_family():
+    gpu = _spec("g", read=lambda m: Reading([], "not measured", needs_gpu="a CUDA kernel"))
+    gone = _spec("m", read=lambda m: Reading([], "not measured", missing="the drill did not run"))
+    rows = judge([gpu, gone, _spec("z", reads=("absent",))], _results([1.0]), SIZES)
+    assert [r.verdict for r in rows] == [NEEDS_GPU, INCONCLUSIVE, INCONCLUSIVE]
+    assert "CUDA" in rows[0].why and "the drill did not run" in rows[1].why and "run absent" in rows[2].why
+
+
+def test_a_replicate_loop_stops_once_its_decidable_rows_are_decided():
+    specs = [_spec("k")]
+    cfg = SimpleNamespace(seeds=20)
+    assert not decided(specs, "x", SimpleNamespace(values=[1.0, 1.1]), {}, SIZES, cfg)  # before the first look
+    assert decided(specs, "x", SimpleNamespace(values=[1.0, 1.1, 0.9, 1.05, 1.0]), {}, SIZES, cfg)
+    assert not decided(specs, "x", SimpleNamespace(values=[0.1, -0.1, 0.2]), {}, SIZES, cfg)
+    hopeless = [_spec("k", plan=Plan(30.0, 0, "assumed"))]  # no budget decides it: it does not hold the loop
+    assert not decided(hopeless, "x", SimpleNamespace(values=[1.0, 1.1, 0.9]), {}, SIZES, cfg)
+
+
+def test_a_spec_is_checked_when_declared():
+    with pytest.raises(ValueError, match="needs a Plan"):
+        _spec("k", plan=None)
+    with pytest.raises(ValueError, match="bespoke verdict needs its reason"):
+        _spec("k", verdict=lambda s, level: None)
+    with pytest.raises(ValueError, match="project's own claim"):
+        _spec("k", source="§1")
+
+
+# -- the row -----------------------------------------------------------------------------------------------
+
+
+def test_claim_rejects_unknown_verdict_and_empty_rule():
+    common = dict(claim="c", field_note="1", measured="2", rule="r", n="3 seeds", why="w")
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        Claim(verdict="maybe", **common)
+    with pytest.raises(ValueError, match="'rule' must not be empty"):
+        Claim(verdict=HOLDS, **{**common, "rule": " "})
+
+
+def test_claims_roundtrip_through_record_and_read_older_rows():
+    from nbkit.record import record
+
+    (row,) = judge([_spec("k")], _results([1.0, 1.2, 0.9, 1.1]), SIZES)
+    stored = record("claims", [row])
+    assert as_claims(stored) == [row]
+    frame = claims_frame(stored)
+    assert frame.loc[0, "verdict"] == HOLDS
+    old = {k: "x" for k in ("claim", "field_note", "measured", "rule", "n", "why")}
+    (back,) = as_claims([{**old, "verdict": HOLDS, "decided_at_defaults": "False", "p_holds_if_true": 0.9}])
+    assert back.decided is False and back.exact is False
+    with pytest.raises(ValueError, match="claims row 0: missing field"):
+        as_claims([{"claim": "x"}])
