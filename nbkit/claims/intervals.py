@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 NAN = (float("nan"), float("nan"))
+# A spread this small relative to the values is float rounding, not a spread: equal units stay equal.
+TIE = 1e-9
 
 
 def fmt_interval(interval: tuple[float, float], digits: int = 3, level: float | None = 0.95) -> str:
@@ -47,7 +49,10 @@ def mean_interval(
     if n < 2 or not all(math.isfinite(x) for x in xs):
         return NAN
     mean = math.fsum(xs) / n
-    sd = max(math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1)), resolution / math.sqrt(12))
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    if sd <= TIE * max(1.0, abs(mean)):  # units equal but for float rounding: no spread at all
+        sd = 0.0
+    sd = max(sd, resolution / math.sqrt(12))
     if sd == 0:
         return NAN
     half = t_quantile(level, n - 1) * sd / math.sqrt(n)

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from nbkit.experiment import param
 
 # The most training seeds an experiment runs (every ``seeds`` field's cap, the full profile's included) ...
-SEEDS_MAX = 400
+SEEDS_MAX = 600
 # ... and the offset of the selection's training seed: a judged experiment runs seeds seed ..
 # seed + SEEDS_MAX - 1, so a run a choice was made on is never one of the runs that judge it.
 SELECTION_SEED_OFFSET = 1000
 # Each replicating experiment's budget: the most seeds (training runs) a profile spends on it; its
 # replicate loop stops as soon as every claim reading it is decided (nbkit.kg.claims; the designs and
 # the spreads they rest on: docs/claims.md, bench/RESULTS.md).
-ABLATION_SEEDS, ABLATION_FULL_SEEDS = 3, 40
-AGGR_SEEDS, AGGR_FULL_SEEDS = 3, 320
-DOWNSTREAM_SEEDS, DOWNSTREAM_FULL_SEEDS = 14, 14
-SCALE_SEEDS, SCALE_FULL_SEEDS = 5, 5
+ABLATION_SEEDS, ABLATION_FULL_SEEDS = 4, 80
+AGGR_SEEDS, AGGR_FULL_SEEDS = 3, 560
+DOWNSTREAM_SEEDS, DOWNSTREAM_FULL_SEEDS = 14, 30
+SCALE_SEEDS, SCALE_FULL_SEEDS = 8, 8
 
 DATASET_HELP = (
     "umls | kinships | synthetic | hetionet | a path to a .csv/.tsv/.parquet/.nt/.ttl(.gz) triples file"
