@@ -201,9 +201,10 @@ def test_crossed_mean_interval_is_limited_by_rows_and_by_columns():
 
 
 def test_boundaries_are_gsdesigns_obrien_fleming_spending():
-    """gsDesign's sfLDOF boundaries for 5 equally spaced looks, two-sided α 0.05 (Jennison & Turnbull
-    table 7.6's Lan–DeMets O'Brien–Fleming row: 4.877, 3.357, 2.680, 2.290, 2.031)."""
-    assert boundaries(0.05, (1, 2, 3, 4, 5), 5) == pytest.approx((4.877, 3.357, 2.680, 2.290, 2.031), abs=1e-3)
+    """R gsDesign's ``gsDesign(k = 5, test.type = 2, alpha = 0.025, sfu = sfLDOF)`` boundaries for 5
+    equally spaced looks: 4.877, 3.357, 2.680, 2.290, 2.031."""
+    published = (4.877, 3.357, 2.680, 2.290, 2.031)
+    assert boundaries(0.05, (1, 2, 3, 4, 5), 5) == pytest.approx(published, abs=1e-3)
     assert boundaries(0.05, (7,), 7) == pytest.approx((1.96,), abs=1e-3)  # one look: a fixed interval
     assert looks(2, 6) == (2, 3, 4, 5, 6) and len(looks(3, 400)) == 20 and looks(3, 400)[-1] == 400
 
@@ -300,9 +301,10 @@ def test_holm_settles_the_clear_rows_first_then_relaxes_the_level():
 def test_the_judge_runs_rows_as_data():
     rows = judge([_spec("k")], _results([1.0, 1.2, 0.9, 1.1, 1.0, 0.95]), SIZES)
     (row,) = rows
-    assert row.verdict == HOLDS and row.units < 6 and row.budget == 6 and not row.exact  # its deciding look
+    assert row.verdict == HOLDS and row.units < 6 and row.budget == 6  # judged at its deciding look
+    assert not row.exact
     assert row.p_holds_if_true is not None and row.decided and "sequential" in row.design
-    assert row.interval.endswith(f"({row.level * 100:.3g}%)") and row.level > 0.95  # its look's repeated interval
+    assert row.interval.endswith(f"({row.level * 100:.3g}%)") and row.level > 0.95  # its look's interval
     assert "Holm" in row.why
     exact = judge([_spec("e", noisy=False, read=lambda m: Reading(2.0, "2"))], _results([1.0]))
     assert exact[0].verdict == HOLDS and exact[0].exact and exact[0].p_holds_if_true is None
@@ -339,7 +341,8 @@ def test_needs_gpu_and_missing_rows_leave_the_family():
 def test_a_replicate_loop_stops_once_its_decidable_rows_are_decided():
     specs = [_spec("k")]
     cfg = SimpleNamespace(seeds=20)
-    assert not decided(specs, "x", SimpleNamespace(values=[1.0, 1.1]), {}, SIZES, cfg)  # before the first look
+    early = SimpleNamespace(values=[1.0, 1.1])  # before the first look
+    assert not decided(specs, "x", early, {}, SIZES, cfg)
     assert decided(specs, "x", SimpleNamespace(values=[1.0, 1.1, 0.9, 1.05, 1.0]), {}, SIZES, cfg)
     assert not decided(specs, "x", SimpleNamespace(values=[0.1, -0.1, 0.2]), {}, SIZES, cfg)
     hopeless = [_spec("k", plan=Plan(30.0, 0, "assumed"))]  # no budget decides it: it does not hold the loop
