@@ -28,6 +28,7 @@ by slug), the way ruff keeps rules and peft keeps tuners.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -164,16 +165,25 @@ class Context:
     the n its claims are judged at.
     """
 
-    def __init__(self, device: str = "auto", *, smoke: bool = False, profile: str = DEFAULT) -> None:
+    def __init__(
+        self, device: str = "auto", *, smoke: bool = False, profile: str = DEFAULT, scheduler: str = ""
+    ) -> None:
         if profile not in PROFILES:
             raise UsageError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
         self.device = device
         self.smoke = smoke
         self.profile = profile
+        # A Dask scheduler's address: independent replicates run as tasks there (nbkit.replicates).
+        self.scheduler = scheduler
         self._cache: dict[Hashable, Any] = {}
         self._resolved: Any = None
+        self._on_close: list[Callable[[], Any]] = []
         self.closed = False
         self.results: dict[str, Result[Any]] = {}
+        # Per experiment: where its units ran besides this process and the CPU-seconds they took there,
+        # and (ran) where it ran, its wall time and CPU-seconds in all.
+        self.elsewhere: dict[str, tuple[str, float]] = {}
+        self.ran: dict[str, dict[str, Any]] = {}
 
     def describe(self) -> None:
         """The notebook's device line, the same in every theme: the resolved device and what the
@@ -220,7 +230,19 @@ class Context:
         else:
             self._cache.pop(key, None)
 
+    def on_close(self, release: Callable[[], Any]) -> None:
+        """Call ``release()`` when this context closes (a worker pool, a server it started)."""
+        self._on_close.append(release)
+
+    def ran_elsewhere(self, slug: str, where: str, cpu_s: float) -> None:
+        """Add ``cpu_s`` CPU-seconds that experiment ``slug``'s units took in ``where`` (worker processes,
+        a Dask cluster) to its account."""
+        _, before = self.elsewhere.get(slug, (where, 0.0))
+        self.elsewhere[slug] = (where, before + cpu_s)
+
     def close(self) -> None:
+        while self._on_close:
+            self._on_close.pop()()
         self._cache.clear()
         self.closed = True
 
@@ -366,9 +388,7 @@ class Registry:
             values=ctx.config_values(experiment),
             **overrides,
         )
-        result = experiment.run(cfg, ctx, live)
-        result.config = cfg
-        return ctx.keep(slug, result)
+        return run_kept(experiment, cfg, ctx, live)
 
     def panel(
         self,
@@ -393,6 +413,7 @@ class Registry:
         p.display()
         result = p.run()
         record(slug, result.metrics)
+        record("ran", ctx.ran)  # where each experiment ran and what it cost, for the run's index
         return result
 
     def judge(self, ctx: Context) -> Ledger:
@@ -431,6 +452,22 @@ class Registry:
         return {e.Metrics for e in self}
 
 
+def run_kept(experiment: Experiment[C, M], cfg: C, ctx: Context, live: Any) -> Result[M]:
+    """Run ``experiment`` at ``cfg`` in ``ctx`` and keep its result there with the config that ran, and, in
+    ``ctx.ran``, where it ran, its wall time and its CPU-seconds (this process's and its units' elsewhere)."""
+    ctx.elsewhere.pop(experiment.slug, None)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = experiment.run(cfg, ctx, live)
+    result.config = cfg
+    where, cpu_elsewhere = ctx.elsewhere.get(experiment.slug, ("", 0.0))
+    ctx.ran[experiment.slug] = {
+        "where": f"this process and {where}" if where else "this process",
+        "wall_s": round(time.perf_counter() - wall, 1),
+        "cpu_s": round(time.process_time() - cpu + cpu_elsewhere, 1),
+    }
+    return ctx.keep(experiment.slug, result)
+
+
 def panel(
     experiment: Experiment[C, M],
     ctx: Context,
@@ -451,9 +488,7 @@ def panel(
     cfg = experiment.config(smoke, ctx.profile, values=ctx.config_values(experiment), **overrides)
 
     def run(params: C, live: Any = None) -> Result[M]:
-        result = experiment.run(params, ctx, live)
-        result.config = params
-        return ctx.keep(experiment.slug, result)
+        return run_kept(experiment, params, ctx, live)
 
     figure = None
     if experiment.figure_title or experiment.xaxis or experiment.yaxis:

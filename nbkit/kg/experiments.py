@@ -12,6 +12,7 @@ is a notebook section.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import statistics
 import tempfile
@@ -65,6 +66,7 @@ from nbkit.kg.ranking import cluster_oracle_mrr, score_test
 from nbkit.kg.rdf_bench import compare_rdf_parsers
 from nbkit.kg.synthetic import synthetic_kg
 from nbkit.kg.train import train_rung
+from nbkit.replicates import replicate, where
 from nbkit.result import Result
 
 if TYPE_CHECKING:
@@ -254,32 +256,30 @@ def run_ablation(
     unknown = [k for k in cfg.rungs if k not in LADDER]
     if unknown:
         raise UsageError(f"AblationConfig.rungs: unknown rung(s) {unknown}; the ladder has {sorted(LADDER)}")
-    device = ctx.torch_device
     split = ctx.split(cfg.dataset, cfg.seed)
-    valid_negs = ctx.negatives(cfg.dataset, cfg.seed, "valid")
     stop = REGISTRY.stopper("ablation", ctx, cfg)
-    runs: dict[int, list] = {}
-    interrupted = False
+    seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
+    at = where(ctx)
+    if at.mode == "this process":
+
+        def one(s: int) -> dict[int, tuple]:
+            # Only the first seed streams curves: one pair per rung keeps the figure readable.
+            return ablation_seed(cfg, s, ctx=ctx, live=live if s == cfg.seed else None)
+
+    else:
+        one = functools.partial(ablation_seed, cfg)
     # Seed by seed, every rung: after each seed the claims this ablation feeds are judged at their looks,
     # and the ladder stops once all of them are decided (at most cfg.seeds seeds).
-    for s in range(cfg.seed, cfg.seed + cfg.seeds):
-        for key in sorted(cfg.rungs):
-            # Only the first seed streams curves: one pair per rung keeps the figure readable.
-            res = train_rung(
-                split,
-                LADDER[key],
-                cfg.train_config(seed=s),
-                device=device,
-                live=live if s == cfg.seed else None,
-                valid_negs=valid_negs,
-                trace_prefix=f"rung {key}",
-            )
-            runs.setdefault(key, []).append(res)
-            interrupted = res[0].interrupted
-            if interrupted:
-                break
-        if interrupted or stop(_ablation_metrics(runs, interrupted=False)):
-            break
+    per_seed = replicate(
+        seeds,
+        one,
+        stop=lambda done: _interrupted(done) or stop(_ablation_metrics(_by_rung(done), False)),
+        at=at,
+        ctx=ctx,
+        slug="ablation",
+    )
+    runs = _by_rung(per_seed)
+    interrupted = _interrupted(per_seed)
     # Interrupted (Ctrl-C in a panel): what finished is kept, the seed cut short included, and flagged.
     partial = _ablation_metrics(runs, interrupted)
     best = partial.best_rung
@@ -315,6 +315,54 @@ def run_ablation(
         valid_mrr_interval=[fmt_interval(r["valid_mrr_interval"], level=None) for r in rows]
     )
     return Result(metrics=metrics, table=table, figure=fig, data={"runs": runs, "label": LADDER[best].label})
+
+
+def ablation_seed(
+    cfg: AblationConfig, seed: int, ctx: KGContext | None = None, live=None
+) -> dict[int, tuple]:
+    """One seed of the ablation: every rung trained on the same split, ``{rung: (result, model, graph)}``,
+    in ``ctx`` (a worker process: its own context, made once). A rung interrupted by Ctrl-C ends the seed
+    there."""
+    ctx = ctx or _worker_context()
+    split = ctx.split(cfg.dataset, cfg.seed)
+    valid_negs = ctx.negatives(cfg.dataset, cfg.seed, "valid")
+    out: dict[int, tuple] = {}
+    for key in sorted(cfg.rungs):
+        out[key] = train_rung(
+            split,
+            LADDER[key],
+            cfg.train_config(seed=seed),
+            device=ctx.torch_device,
+            live=live,
+            progress=ctx is not _WORKER.get("ctx"),  # a worker's bars would interleave on one stream
+            valid_negs=valid_negs,
+            trace_prefix=f"rung {key}",
+        )
+        if out[key][0].interrupted:
+            break
+    return out
+
+
+# A worker process's own context (replicates.py): made on its first unit, kept for the next ones.
+_WORKER: dict[str, KGContext] = {}
+
+
+def _worker_context() -> KGContext:
+    if "ctx" not in _WORKER:
+        _WORKER["ctx"] = KGContext("cpu")
+    return _WORKER["ctx"]
+
+
+def _by_rung(per_seed: list[dict[int, tuple]]) -> dict[int, list]:
+    runs: dict[int, list] = {}
+    for seed in per_seed:
+        for key, res in seed.items():
+            runs.setdefault(key, []).append(res)
+    return runs
+
+
+def _interrupted(per_seed: list[dict[int, tuple]]) -> bool:
+    return any(res[0].interrupted for seed in per_seed for res in seed.values())
 
 
 def _ablation_metrics(runs: dict[int, list], interrupted: bool) -> AblationMetrics:

@@ -1,0 +1,163 @@
+"""Independent replicates of an experiment (its seeds), in order, in parallel where there is room.
+
+An experiment whose units are independent — each a function of its seed alone, ``one(unit)`` a
+module-level function so it pickles — hands them to :func:`replicate`: they run in order and after each
+unit ``stop(results so far)`` says whether the claims they feed are decided (the registry's stopper).
+Where they run:
+
+* **in this process**, one after another, when the context has one usable core (a ``--jobs`` run gives
+  each kernel its share), its device is not the CPU, or the units want the live figure;
+* **in worker processes**, one per usable core, when it has more: each worker builds what a unit needs
+  once (its own context) and runs units with one torch thread, as a unit does in this process;
+* **on a Dask cluster** when the context names a scheduler (``nbkit run --scheduler tcp://HOST:PORT``, or a
+  notebook's ``DASK_SCHEDULER`` parameter): each unit is a task.
+
+Results are taken in unit order and the stop rule sees the same prefix in every mode; units that ran past
+the stopping point are dropped. Each unit is deterministic by its seed and runs one thread wherever it
+runs, so the results — and the ledger — are the same serially, in processes or on Dask.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from nbkit.errors import RunError
+
+U = TypeVar("U")
+R = TypeVar("R")
+
+SCHEDULER_ENV = "NBKIT_DASK_SCHEDULER"  # set by `nbkit run --scheduler`; a notebook parameter wins
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a replicate loop runs: ``"this process"``, ``"processes"`` (``workers`` of them) or
+    ``"dask"`` (at ``address``)."""
+
+    mode: str
+    workers: int = 1
+    address: str = ""
+
+    def __str__(self) -> str:
+        if self.mode == "dask":
+            return f"Dask at {self.address}"
+        if self.mode == "processes":
+            return f"{self.workers} worker processes"
+        return "this process"
+
+
+def where(ctx: Any, *, parallel: bool = True) -> Where:
+    """Where ``ctx``'s replicate loops run (see the module docstring); ``parallel=False`` keeps them in
+    this process (units that stream to a live figure)."""
+    address = getattr(ctx, "scheduler", "") or os.environ.get(SCHEDULER_ENV, "")
+    if address and parallel:
+        return Where("dask", address=address)
+    from nbkit.procs import usable_cores
+
+    cores = len(usable_cores())
+    on_cpu = str(getattr(ctx, "device", "cpu")) in ("cpu", "auto") and str(ctx.torch_device) == "cpu"
+    if parallel and cores > 1 and on_cpu:
+        return Where("processes", workers=cores)
+    return Where("this process")
+
+
+def replicate(
+    units: Sequence[U],
+    one: Callable[[U], R],
+    *,
+    stop: Callable[[list[R]], bool],
+    at: Where,
+    ctx: Any,
+    slug: str,
+    worker_setup: tuple[Callable[..., None], tuple] | None = None,
+) -> list[R]:
+    """``one(unit)`` for the units in order until ``stop(results)`` after a unit says so (or they run out);
+    the results, in unit order. Outside this process the units' own CPU-seconds are added to ``ctx``'s
+    account of experiment ``slug`` (:meth:`nbkit.experiment.Context.ran_elsewhere`); ``worker_setup``
+    (``initializer, initargs``) prepares each worker process once. A unit that fails fails the loop with
+    its own error."""
+    results: list[R] = []
+    if at.mode == "this process":
+        for unit in units:
+            results.append(one(unit))
+            if stop(results):
+                break
+        return results
+    timed = functools.partial(_timed, one)
+    if at.mode == "dask":
+        client = dask_client(at.address)
+        submit = lambda u: client.submit(timed, u, pure=False)  # noqa: E731
+        width = max(1, sum(client.nthreads().values()))
+    else:
+        init, args = worker_setup or (_nothing, ())
+        pool = worker_pool(ctx, at.workers, init, args)
+        submit = lambda u: pool.submit(timed, u)  # noqa: E731
+        width = at.workers
+    pending: dict[int, Any] = {}
+    nxt = 0
+    try:
+        while len(results) < len(units):
+            while nxt < len(units) and len(pending) < width:
+                pending[nxt] = submit(units[nxt])
+                nxt += 1
+            result, cpu_s = pending.pop(len(results)).result()
+            ctx.ran_elsewhere(slug, str(at), cpu_s)
+            results.append(result)
+            if stop(results):
+                break
+    finally:
+        for future in pending.values():  # units past the stopping point: not needed
+            future.cancel()
+    return results
+
+
+def _timed(one: Callable[[U], R], unit: U) -> tuple[R, float]:
+    """``one(unit)`` and the CPU-seconds it took in the process that ran it."""
+    start = time.process_time()
+    return one(unit), time.process_time() - start
+
+
+def _nothing() -> None:
+    return None
+
+
+def worker_pool(ctx: Any, workers: int, initializer: Callable[..., None], initargs: tuple = ()) -> Any:
+    """A pool of ``workers`` processes kept for the life of ``ctx`` (started once, closed with it), each
+    set up by ``initializer(*initargs)``: a fresh interpreter (spawn), so a worker never inherits the
+    kernel's threads or CUDA state."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    def start() -> Any:
+        pool = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=initializer,
+            initargs=initargs,
+        )
+        ctx.on_close(pool.shutdown)
+        return pool
+
+    return ctx.cached(("worker pool", workers, initializer, initargs), start)
+
+
+def dask_client(address: str, timeout_s: float = 20.0) -> Any:
+    """A ``dask.distributed.Client`` for ``address``, or a RunError saying why there is none."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise RunError(
+            "a Dask scheduler needs dask.distributed: pip install 'nbkit-workbook[cluster]'"
+        ) from None
+    try:
+        return Client(address, timeout=timeout_s, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise RunError(
+            f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({type(exc).__name__}: "
+            f"{exc})"
+        ) from None
