@@ -456,15 +456,16 @@ def read_lax_coercion(audit: ConfigAuditMetrics) -> Reading:
 
 
 def verdict_mask_leak(classes: Sequence[LeakClass], clean_examples: int, clean_failing: int) -> Verdict:
-    """The field notes' two asserts — ``len(input_ids) == len(labels)`` and "the unmasked labels decode
-    exactly to the target" — catch template/mask leaks.
+    """The field notes' two asserts — ``len(input_ids) == len(labels)`` and "the positions whose label is
+    not -100 are exactly the target tokens' positions" — catch template/mask leaks.
 
-    Judged per leak class on leaking variants of the examples (end-of-turn masked by pad == eos, a
-    target cut by truncation, prompt tokens trained, the mask boundary off by one, a BPE merge across the
-    prompt/target boundary, labels shifted one position, a training template other than the one
-    inference renders) and on the clean examples. Holds when every leaking example of every class fails
-    an assert and every clean one passes both; refuted when a leak passes both (a class they miss) or a
-    clean example fails (a false alarm); inconclusive when no leaking example could be built."""
+    Judged per leak class a check of one training example can see, on leaking variants of the examples
+    (end-of-turn masked by pad == eos, a target cut by truncation, prompt tokens trained, the mask
+    boundary off by one, labels shifted one position), and on the clean examples. Holds when every
+    leaking example of every class fails an assert and every clean one passes both; refuted when a leak
+    passes both (a class they miss) or a clean example fails (a false alarm); inconclusive when no
+    leaking example could be built. The leaks no per-example check can see (a BPE merge across the
+    boundary, a training template inference does not render) are reported beside it, not judged."""
     built = [c for c in classes if c.examples > 0]
     if not built:
         return Verdict(INCONCLUSIVE, "no leaking example could be built from this data and template")
@@ -485,13 +486,14 @@ def verdict_mask_leak(classes: Sequence[LeakClass], clean_examples: int, clean_f
 
 def read_mask_leak(mask: LossMaskMetrics) -> Reading:
     per_class = ", ".join(
-        f"{c.name} {c.caught}/{c.examples} (length {c.length_fires}, decode {c.decode_fires})"
+        f"{c.name} {c.caught}/{c.examples} (length {c.caught_by_length}, positions {c.caught_by_positions})"
         for c in mask.leak_classes
     )
+    unseen = ", ".join(f"{u.name} {u.examples} examples (caught {u.caught})" for u in mask.unseen_leaks)
     return Reading(
         args=(mask.leak_classes, mask.clean_examples, mask.clean_failing),
-        measured=f"caught {per_class}; clean failing {mask.clean_failing}/{mask.clean_examples} "
-        f"[{mask.model}]",
+        measured=f"caught {per_class}; clean failing {mask.clean_failing}/{mask.clean_examples}; not "
+        f"visible in one example, not judged: {unseen} [{mask.model}]",
         n=f"{mask.clean_examples} examples × {len(mask.leak_classes)} leak classes (exact counts)",
     )
 
@@ -1053,7 +1055,8 @@ REGISTRY.claim(
 REGISTRY.claim(
     ClaimSpec(
         key="mask-leak",
-        claim="len(input_ids)==len(labels) and decoded labels == target catch template/mask leaks",
+        claim="len(input_ids)==len(labels) and non -100 label positions == the target tokens' positions "
+        "catch template/mask leaks",
         field_note="the check catches leaks",
         source="§3.2",
         kind=MEASURED,
@@ -1061,8 +1064,8 @@ REGISTRY.claim(
         read=read_mask_leak,
         verdict=verdict_mask_leak,
         rule=Rule(
-            "every leaking example of every class fails an assert and every clean one passes both holds; a "
-            "leak passing both, or a clean example failing, refutes",
+            "every leaking example of every class a per-example check can see fails an assert and every "
+            "clean one passes both holds; a leak passing both, or a clean example failing, refutes",
             "flag",
         ),
         design=_exact(1.0, 0.0, "counts of leaking examples the asserts catch, per class", _draw_mask_leak),
