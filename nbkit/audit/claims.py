@@ -373,8 +373,8 @@ def verdict_op_dtype(result: str, expected: str) -> Verdict:
 
 def read_baddbmm(dtypes: DtypesMetrics) -> Reading:
     return Reading(
-        args=(dtypes.baddbmm_fp32_inputs_under_autocast, "torch.float32"),
-        measured=f"{dtypes.baddbmm_fp32_inputs_under_autocast} ({dtypes.device}, "
+        args=(dtypes.baddbmm_fp32_inputs_under_autocast.shown, "torch.float32"),
+        measured=f"{dtypes.baddbmm_fp32_inputs_under_autocast.shown} ({dtypes.device}, "
         f"{dtypes.autocast_dtype} autocast)",
         n="one op call on this torch build (deterministic)",
     )
@@ -390,9 +390,9 @@ def verdict_index_add_keeps(result: str, low: str) -> Verdict:
 
 def read_index_add(dtypes: DtypesMetrics) -> Reading:
     return Reading(
-        args=(dtypes.index_add_fp32_source, dtypes.autocast_dtype),
-        measured=f"float32 source: {dtypes.index_add_fp32_source[:70]} ({dtypes.autocast_dtype} source: "
-        f"{dtypes.index_add_low_source})",
+        args=(dtypes.index_add_fp32_source.shown, dtypes.autocast_dtype),
+        measured=f"float32 source: {dtypes.index_add_fp32_source.shown[:70]} ({dtypes.autocast_dtype} "
+        f"source: {dtypes.index_add_low_source.shown})",
         n="one op call on this torch build (deterministic)",
     )
 
@@ -407,8 +407,8 @@ def verdict_index_copy_recast(result: str) -> Verdict:
 
 def read_index_copy(dtypes: DtypesMetrics) -> Reading:
     return Reading(
-        args=(dtypes.index_copy_fp32_source,),
-        measured=dtypes.index_copy_fp32_source[:70],
+        args=(dtypes.index_copy_fp32_source.shown,),
+        measured=dtypes.index_copy_fp32_source.shown[:70],
         n="one op call on this torch build (deterministic)",
     )
 
