@@ -630,11 +630,12 @@ def verdict_eval_backward(error_without_head: str, error_with_head: str) -> Verd
 
 
 def read_eval_backward(ddp: DdpEvalMetrics) -> Reading:
-    bare, head = ddp.of("backward_no_head"), ddp.of("backward")
+    head = ddp.unused_head
+    bare, with_head = (head.error_every_parameter_used, head.error) if head else ("", "")
     return Reading(
-        args=(bare.error, head.error),
-        measured=f"without the value head: {bare.error[:60] or 'no error'}; with it: "
-        f"{head.error[:60] or 'no error'} [tiny Llama, 2 ranks]",
+        args=(bare, with_head),
+        measured=f"without the value head: {bare[:60] or 'no error'}; with it: "
+        f"{with_head[:60] or 'no error'} [tiny Llama, 2 ranks]",
         n=f"2 ranks × {ddp.train_steps} steps, with and without the value head",
     )
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nbkit.audit import claims as C
-from nbkit.audit.checks.ddp_eval import DdpEvalMetrics, EvalScenario
+from nbkit.audit.checks.ddp_eval import DdpEvalMetrics, EvalScenario, UnusedHeadError
 from nbkit.audit.checks.grad_accumulation import GradAccumulationConfig, GradAccumulationMetrics
 from nbkit.audit.checks.kiss import KISS_FULL_SEEDS, KissConfig, KissMetrics, KissRun
 from nbkit.audit.checks.loss_mask import LEAK_CLASSES, LeakClass
@@ -304,17 +304,21 @@ def _kiss(ratios, model="smollm2"):
 def _ddp():
     err = "Expected to have finished reduction in the prior iteration"
     scenarios = (
-        EvalScenario("grad_no_backward", 6, 0.0, ""),
-        EvalScenario("backward", 2, 1.0, err),
-        EvalScenario("backward_no_head", 6, 3.0, ""),
+        EvalScenario("no_grad", False, 6, 0.0, 0.0, 0.0, ""),
+        EvalScenario("grad_no_backward", False, 6, 0.0, 0.0, 0.0, ""),
+        EvalScenario("backward", False, 6, 3.0, 0.15, 0.0, ""),
+        EvalScenario("value_head_backward", True, 2, 1.0, math.nan, 0.0, err),
     )
     return DdpEvalMetrics(
         scenario="no_grad",
         train_steps=6,
         eval_interval=2,
+        learning_rate=0.01,
         allreduce_per_train_step=1.0,
+        control_update=0.05,
         ranks_agree=True,
         scenarios=scenarios,
+        unused_head=UnusedHeadError(err, "", ""),
     )
 
 
