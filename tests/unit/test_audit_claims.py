@@ -12,7 +12,7 @@ import pytest
 from nbkit.audit import claims as C
 from nbkit.audit.checks.ddp_eval import DdpEvalMetrics, EvalScenario, UnusedHeadError
 from nbkit.audit.checks.grad_accumulation import GradAccumulationConfig, GradAccumulationMetrics
-from nbkit.audit.checks.kiss import KISS_FULL_SEEDS, KissConfig, KissMetrics, KissRun
+from nbkit.audit.checks.kiss import KISS_FULL_SEEDS, KissConfig, KissMetrics, KissRun, LoraCounts
 from nbkit.audit.checks.loss_mask import LEAK_CLASSES, LeakClass
 from nbkit.audit.checks.reward_weights import REWARD_FULL_RESPONSES, RewardWeightsConfig
 from nbkit.audit.context import AuditContext
@@ -294,6 +294,8 @@ def _kiss(ratios, model="smollm2"):
         notes_kiss_share_pct=0.0569,
         notes_over_share_pct=0.678,
         notes_param_ratio=12.0,
+        notes_counts=LoraCounts(3_932_160, 6_914_297_856, 47_185_920, 6_957_551_616, 4096, 4096, 30),
+        llama_ratio_range=(12.0, 40 / 3),
         peak_ratio_kiss_vs_over=0.87,
         peak_measured_as="tensor bytes",
         budget_steps=60,
