@@ -87,6 +87,14 @@ def test_label_alignment_per_language(tiny):
     # trimming the byte-level leading space can only help the English boundaries
     assert f.figures["en_boundary_f1_pct"] >= f.figures["en_untrimmed_offsets_f1_pct"]
     assert f.figures["zh_chars_per_token"] < f.figures["en_chars_per_token"]
+    # the span counts the F1 is made of, in total and per sentence (the unit an interval clusters by)
+    for lang in (m.en, m.zh):
+        assert len(lang.spans_per_sentence) == len(lang.kept_per_sentence) == lang.sentences
+        assert sum(lang.spans_per_sentence) == lang.spans and sum(lang.kept_per_sentence) == lang.spans_kept
+        assert sum(lang.returned_per_sentence) == lang.spans_returned
+        assert all(0 <= k <= g for k, g in zip(lang.kept_per_sentence, lang.spans_per_sentence, strict=True))
+        f1 = 200 * lang.spans_kept / (lang.spans + lang.spans_returned)
+        assert lang.boundary_f1_pct == pytest.approx(f1)
 
 
 def test_jsonl_report_locates_every_fault():
