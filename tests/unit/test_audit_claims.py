@@ -239,6 +239,18 @@ def test_reward_weights_check_writes_both_samplers_and_the_crossings():
     assert math.isfinite(m.crossing_log_ratio) and m.crossing_log_ratio_se > 0
 
 
+def test_a_bootstrap_without_spread_gives_no_standard_error():
+    """Every resample giving the same figure is no evidence of precision: NaN, which the rules read as
+    inconclusive, never a zero-width interval that decides."""
+    from nbkit.audit.checks.reward_weights import bootstrap_se
+
+    assert math.isnan(bootstrap_se(np.full(1000, 2.0))) and math.isnan(bootstrap_se(np.array([2.0])))
+    assert bootstrap_se(np.array([1.0, 2.0, 3.0])) == pytest.approx(1.0)
+    se = bootstrap_se(np.full(1000, C.KURTOSIS_THRESHOLD + 1))
+    assert v(C.verdict_kurtosis_rises(C.KURTOSIS_THRESHOLD + 1, se)) == INC
+    assert v(C.verdict_kl_threshold(0.0, bootstrap_se(np.zeros(1000)))) == INC
+
+
 def test_scheduler_and_ddp_verdicts():
     assert v(C.verdict_warmup_first_stage_only(0)) == H and v(C.verdict_warmup_first_stage_only(1)) == R
     assert v(C.verdict_eval_allreduce(3.0)) == H and v(C.verdict_eval_allreduce(0.0)) == R
