@@ -174,10 +174,6 @@ class Check(Experiment):
             values_from=values_from,
         )
 
-    def lacks_section(self, audit: AuditConfig) -> bool:
-        """The audit config has no section this check reads."""
-        return bool(self.needs) and getattr(audit, self.needs) is None
-
     def switched_off(self, audit: AuditConfig) -> bool:
         """The check's section is there but switches it off (``kiss`` without a training budget):
         :func:`nbkit.audit.registry.run_audit` leaves such a check out, a notebook's panel runs it with

@@ -77,9 +77,10 @@ TRAINER_CHECKS = (
 def run_check(
     check: Check, ctx: AuditContext, live=None, *, catch: bool = True, **overrides: Any
 ) -> Result[Any]:
-    """Run one check in ``ctx`` as a notebook's panel runs it (:meth:`CheckRegistry.run`: the values its
-    section of ``ctx.config`` sets, ``overrides``, a config without its section a skipped finding),
-    keeping the result in ``ctx``; with ``catch`` an exception is an ``error`` finding of one line."""
+    """Run one check in ``ctx`` as a notebook's panel runs it (:meth:`nbkit.experiment.Registry.run`:
+    the values its section of ``ctx.config`` sets, ``overrides``, a config without its section a skipped
+    finding), keeping the result in ``ctx``; with ``catch`` an exception is an ``error`` finding of one
+    line."""
     t0 = time.perf_counter()
     try:
         return REGISTRY.run(check.slug, ctx, live=live, **overrides)
