@@ -117,9 +117,10 @@ def show_finding(result: Result[Any]) -> Any:
 class Check(Experiment):
     """One audit check: an experiment with its ``number`` and the audit-config section it ``needs``.
 
-    ``needs`` names the section the check reads; when a YAML config lacks it (or the section switches
-    the check off, as ``kiss`` with no training budget does) :func:`nbkit.audit.registry.run_audit`
-    reports the check as skipped, naming the section. ``values_from(audit)`` gives the check's config
+    ``needs`` names the section the check reads; when a YAML config lacks it the check's run is a
+    skipped finding naming the section, whichever way it is run (a notebook's panel, ``nbkit audit``).
+    A section that switches the check off (``kiss`` with no training budget) leaves it out of
+    :func:`nbkit.audit.registry.run_audit`. ``values_from(audit)`` gives the check's config
     values from an :class:`~nbkit.audit.config.AuditConfig` (default ``Config.audit_values``); the
     audit's context hands them to the one config builder (:func:`nbkit.experiment.config_for`).
     """
@@ -147,9 +148,12 @@ class Check(Experiment):
         def run(cfg: Any, ctx: Any, live: Any = None) -> Result[Any]:
             t0 = time.perf_counter()
             try:
+                # The config's own verdict on running first: every path (a notebook's panel, nbkit audit)
+                # reaches this run, so a config without the check's section is skipped on each alike.
+                section_values(ctx.config, needs, values_from or Config.audit_values)
                 checked = measure(cfg, ctx, live)
             except NotRunnable as exc:
-                checked = Checked(Finding(slug, title, "skipped", f"not run: needs {exc}"))
+                checked = Checked(skipped(slug, title, str(exc)))
             if checked.metrics is not None and not isinstance(checked.metrics, Metrics):
                 raise TypeError(
                     f"check {slug!r} measured {type(checked.metrics).__name__}, not {Metrics.__name__}"
@@ -170,19 +174,40 @@ class Check(Experiment):
             values_from=values_from,
         )
 
-    def lacks_section(self, audit: AuditConfig) -> bool:
-        """The audit config has no section this check reads, or the section switches it off."""
-        if not self.needs:
-            return False
-        section = getattr(audit, self.needs)
-        return section is None or not getattr(section, "enabled", True)
+    def switched_off(self, audit: AuditConfig) -> bool:
+        """The check's section is there but switches it off (``kiss`` without a training budget):
+        :func:`nbkit.audit.registry.run_audit` leaves such a check out, a notebook's panel runs it with
+        its own defaults."""
+        section = getattr(audit, self.needs) if self.needs else None
+        return section is not None and not getattr(section, "enabled", True)
 
     def audit_values(self, audit: AuditConfig) -> dict[str, Any]:
         """The config values this check takes from the audit config (``values_from``, else
-        ``Config.audit_values``); none when the config lacks the check's section."""
-        if self.lacks_section(audit):
+        ``Config.audit_values``); none when the check cannot run on it (its run says why) or the
+        section switches it off (the check's own defaults)."""
+        try:
+            return section_values(audit, self.needs, self.values_from or self.Config.audit_values)
+        except NotRunnable:
             return {}
-        return self.values_from(audit) if self.values_from is not None else self.Config.audit_values(audit)
+
+
+def skipped(slug: str, title: str, needs: str) -> Finding:
+    """The one "skipped" finding: check ``slug`` did not run, and ``needs`` says what it lacks."""
+    return Finding(slug, title, "skipped", f"not run: needs {needs}")
+
+
+def section_values(
+    audit: AuditConfig, needs: str, values: Callable[[AuditConfig], dict[str, Any]]
+) -> dict[str, Any]:
+    """A check's config values from its section of ``audit`` (``values(audit)``); :class:`NotRunnable`
+    naming the section when the config lacks it (or naming the value, from ``values``, when the section
+    holds one the check does not run); none when the section switches the check off."""
+    section = getattr(audit, needs) if needs else None
+    if needs and section is None:
+        raise NotRunnable(f"the config's '{needs}' section")
+    if section is not None and not getattr(section, "enabled", True):
+        return {}
+    return values(audit)
 
 
 class CheckRegistry(Registry):

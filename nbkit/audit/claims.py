@@ -373,8 +373,8 @@ def verdict_op_dtype(result: str, expected: str) -> Verdict:
 
 def read_baddbmm(dtypes: DtypesMetrics) -> Reading:
     return Reading(
-        args=(dtypes.baddbmm_fp32_inputs_under_autocast, "torch.float32"),
-        measured=f"{dtypes.baddbmm_fp32_inputs_under_autocast} ({dtypes.device}, "
+        args=(dtypes.baddbmm_fp32_inputs_under_autocast.shown, "torch.float32"),
+        measured=f"{dtypes.baddbmm_fp32_inputs_under_autocast.shown} ({dtypes.device}, "
         f"{dtypes.autocast_dtype} autocast)",
         n="one op call on this torch build (deterministic)",
     )
@@ -390,9 +390,9 @@ def verdict_index_add_keeps(result: str, low: str) -> Verdict:
 
 def read_index_add(dtypes: DtypesMetrics) -> Reading:
     return Reading(
-        args=(dtypes.index_add_fp32_source, dtypes.autocast_dtype),
-        measured=f"float32 source: {dtypes.index_add_fp32_source[:70]} ({dtypes.autocast_dtype} source: "
-        f"{dtypes.index_add_low_source})",
+        args=(dtypes.index_add_fp32_source.shown, dtypes.autocast_dtype),
+        measured=f"float32 source: {dtypes.index_add_fp32_source.shown[:70]} ({dtypes.autocast_dtype} "
+        f"source: {dtypes.index_add_low_source.shown})",
         n="one op call on this torch build (deterministic)",
     )
 
@@ -407,8 +407,8 @@ def verdict_index_copy_recast(result: str) -> Verdict:
 
 def read_index_copy(dtypes: DtypesMetrics) -> Reading:
     return Reading(
-        args=(dtypes.index_copy_fp32_source,),
-        measured=dtypes.index_copy_fp32_source[:70],
+        args=(dtypes.index_copy_fp32_source.shown,),
+        measured=dtypes.index_copy_fp32_source.shown[:70],
         n="one op call on this torch build (deterministic)",
     )
 
@@ -456,15 +456,16 @@ def read_lax_coercion(audit: ConfigAuditMetrics) -> Reading:
 
 
 def verdict_mask_leak(classes: Sequence[LeakClass], clean_examples: int, clean_failing: int) -> Verdict:
-    """The field notes' two asserts — ``len(input_ids) == len(labels)`` and "the unmasked labels decode
-    exactly to the target" — catch template/mask leaks.
+    """The field notes' two asserts — ``len(input_ids) == len(labels)`` and "the positions whose label is
+    not -100 are exactly the target tokens' positions" — catch template/mask leaks.
 
-    Judged per leak class on leaking variants of the examples (end-of-turn masked by pad == eos, a
-    target cut by truncation, prompt tokens trained, the mask boundary off by one, a BPE merge across the
-    prompt/target boundary, labels shifted one position, a training template other than the one
-    inference renders) and on the clean examples. Holds when every leaking example of every class fails
-    an assert and every clean one passes both; refuted when a leak passes both (a class they miss) or a
-    clean example fails (a false alarm); inconclusive when no leaking example could be built."""
+    Judged per leak class a check of one training example can see, on leaking variants of the examples
+    (end-of-turn masked by pad == eos, a target cut by truncation, prompt tokens trained, the mask
+    boundary off by one, labels shifted one position), and on the clean examples. Holds when every
+    leaking example of every class fails an assert and every clean one passes both; refuted when a leak
+    passes both (a class they miss) or a clean example fails (a false alarm); inconclusive when no
+    leaking example could be built. The leaks no per-example check can see (a BPE merge across the
+    boundary, a training template inference does not render) are reported beside it, not judged."""
     built = [c for c in classes if c.examples > 0]
     if not built:
         return Verdict(INCONCLUSIVE, "no leaking example could be built from this data and template")
@@ -485,13 +486,14 @@ def verdict_mask_leak(classes: Sequence[LeakClass], clean_examples: int, clean_f
 
 def read_mask_leak(mask: LossMaskMetrics) -> Reading:
     per_class = ", ".join(
-        f"{c.name} {c.caught}/{c.examples} (length {c.length_fires}, decode {c.decode_fires})"
+        f"{c.name} {c.caught}/{c.examples} (length {c.caught_by_length}, positions {c.caught_by_positions})"
         for c in mask.leak_classes
     )
+    unseen = ", ".join(f"{u.name} {u.examples} examples (caught {u.caught})" for u in mask.unseen_leaks)
     return Reading(
         args=(mask.leak_classes, mask.clean_examples, mask.clean_failing),
-        measured=f"caught {per_class}; clean failing {mask.clean_failing}/{mask.clean_examples} "
-        f"[{mask.model}]",
+        measured=f"caught {per_class}; clean failing {mask.clean_failing}/{mask.clean_examples}; not "
+        f"visible in one example, not judged: {unseen} [{mask.model}]",
         n=f"{mask.clean_examples} examples × {len(mask.leak_classes)} leak classes (exact counts)",
     )
 
@@ -628,11 +630,12 @@ def verdict_eval_backward(error_without_head: str, error_with_head: str) -> Verd
 
 
 def read_eval_backward(ddp: DdpEvalMetrics) -> Reading:
-    bare, head = ddp.of("backward_no_head"), ddp.of("backward")
+    head = ddp.unused_head
+    bare, with_head = (head.error_every_parameter_used, head.error) if head else ("", "")
     return Reading(
-        args=(bare.error, head.error),
-        measured=f"without the value head: {bare.error[:60] or 'no error'}; with it: "
-        f"{head.error[:60] or 'no error'} [tiny Llama, 2 ranks]",
+        args=(bare, with_head),
+        measured=f"without the value head: {bare[:60] or 'no error'}; with it: "
+        f"{with_head[:60] or 'no error'} [tiny Llama, 2 ranks]",
         n=f"2 ranks × {ddp.train_steps} steps, with and without the value head",
     )
 
@@ -1053,7 +1056,8 @@ REGISTRY.claim(
 REGISTRY.claim(
     ClaimSpec(
         key="mask-leak",
-        claim="len(input_ids)==len(labels) and decoded labels == target catch template/mask leaks",
+        claim="len(input_ids)==len(labels) and non -100 label positions == the target tokens' positions "
+        "catch template/mask leaks",
         field_note="the check catches leaks",
         source="§3.2",
         kind=MEASURED,
@@ -1061,8 +1065,8 @@ REGISTRY.claim(
         read=read_mask_leak,
         verdict=verdict_mask_leak,
         rule=Rule(
-            "every leaking example of every class fails an assert and every clean one passes both holds; a "
-            "leak passing both, or a clean example failing, refutes",
+            "every leaking example of every class a per-example check can see fails an assert and every "
+            "clean one passes both holds; a leak passing both, or a clean example failing, refutes",
             "flag",
         ),
         design=_exact(1.0, 0.0, "counts of leaking examples the asserts catch, per class", _draw_mask_leak),

@@ -1,13 +1,22 @@
 """One rank of the ddp-eval check (run as ``python -m nbkit.audit.ddp_worker``; spawned by
 nbkit.audit.checks.ddp_eval).
 
-Each scenario wraps a fresh tiny Llama with a value head (LM loss + value loss in training, as in
-RLHF/PPO-style fine-tunes) in DDP, registers a communication hook that counts all-reduces, trains
-for ``--steps`` steps and evaluates every ``--eval-interval`` steps in the scenario's way.
-``backward_no_head`` is the ``backward`` scenario on the same Llama without the value head, so every
-parameter gets a gradient from the eval backward: it tells a reducer error the eval backward causes
-from one the value head's unused parameters cause. The result is printed as one JSON line prefixed
-``NBKIT_DDP_RESULT``.
+Each scenario wraps a fresh tiny Llama (the same initial weights in every scenario) in DDP, registers
+a communication hook that counts all-reduces, and trains with the common loop — ``backward``,
+``step``, ``zero_grad`` — for ``--steps`` steps, evaluating every ``--eval-interval`` steps in the
+scenario's way. Training batches come from one generator and evaluation batches from another, so
+every scenario trains on the same batches and its final weights differ from the ``no_grad`` control's
+only through what its evaluation left behind: an eval backward's gradients stay in ``.grad`` until the
+next training step adds its own and steps on both.
+
+The first four scenarios evaluate the LM alone (every parameter gets a gradient from an eval
+backward): ``no_grad`` (the control), ``grad_no_backward`` (a forward with gradients enabled),
+``backward`` and ``backward_no_sync`` (a backward inside ``ddp.no_sync()``). The ``value_head_*``
+scenarios train the LM with a value head (LM loss + value loss, as RLHF/PPO-style fine-tunes do) and
+evaluate the LM loss alone, which leaves the head without a gradient: ``value_head_no_grad`` is their
+control, ``value_head_backward`` the eval backward DDP's reducer refuses (an error of its own, apart
+from the pollution), ``value_head_find_unused`` the same with ``find_unused_parameters=True``.
+The result is printed as one JSON line prefixed ``NBKIT_DDP_RESULT``.
 """
 
 from __future__ import annotations
@@ -24,9 +33,13 @@ SCENARIOS = (
     "grad_no_backward",
     "backward",
     "backward_no_sync",
-    "backward_find_unused",
-    "backward_no_head",
+    "value_head_no_grad",
+    "value_head_backward",
+    "value_head_find_unused",
 )
+# Each scenario's control: the no_grad evaluation of the same model.
+CONTROL = {name: "value_head_no_grad" if name.startswith("value_head") else "no_grad" for name in SCENARIOS}
+LR = 1e-2
 
 
 def _model(seed: int, value_head: bool = True):
@@ -54,18 +67,25 @@ def _model(seed: int, value_head: bool = True):
     return WithValueHead()
 
 
-def run_scenario(name: str, steps: int, interval: int, seed: int) -> dict:
+def _flat(module):
+    import torch
+
+    return torch.cat([p.detach().reshape(-1).clone() for p in module.parameters()])
+
+
+def run_scenario(name: str, steps: int, interval: int, seed: int) -> tuple[dict, object]:
+    """One scenario on this rank: its counts and error, and its final weights (flat)."""
     import contextlib
 
     import torch
+    import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(seed)
-    ddp = DDP(
-        _model(seed, value_head=name != "backward_no_head"),
-        find_unused_parameters=(name == "backward_find_unused"),
-    )
+    head = name.startswith("value_head")
+    ddp = DDP(_model(seed, value_head=head), find_unused_parameters=name.endswith("find_unused"))
+    start = _flat(ddp.module)
     calls = {"train": 0, "eval": 0}
     phase = {"now": "train"}
 
@@ -74,14 +94,16 @@ def run_scenario(name: str, steps: int, interval: int, seed: int) -> dict:
         return allreduce_hook(None, bucket)
 
     ddp.register_comm_hook(None, counting_hook)
-    opt = torch.optim.SGD(ddp.parameters(), lr=1e-2)
-    gen = torch.Generator().manual_seed(seed + torch.distributed.get_rank())
+    opt = torch.optim.SGD(ddp.parameters(), lr=LR)
+    rank = dist.get_rank()
+    train_gen = torch.Generator().manual_seed(seed + rank)
+    eval_gen = torch.Generator().manual_seed(seed + 1000 + rank)
     error = None
     done = 0
     try:
         for step in range(1, steps + 1):
             phase["now"] = "train"
-            ids = torch.randint(3, 128, (2, 12), generator=gen)
+            ids = torch.randint(3, 128, (2, 12), generator=train_gen)
             lm_loss, value = ddp(ids)
             (lm_loss + value.pow(2).mean()).backward()
             opt.step()
@@ -89,28 +111,45 @@ def run_scenario(name: str, steps: int, interval: int, seed: int) -> dict:
             done = step
             if step % interval == 0:
                 phase["now"] = "eval"
-                ids = torch.randint(3, 128, (2, 12), generator=gen)
-                if name == "no_grad":
+                ids = torch.randint(3, 128, (2, 12), generator=eval_gen)
+                ddp.eval()
+                if name.endswith("no_grad"):
                     with torch.no_grad():
                         ddp(ids)
                 elif name == "grad_no_backward":
                     ddp(ids)
                 else:
-                    # Eval has no value targets: the diagnostic backward runs through the LM loss only.
+                    # Eval has no value targets: a diagnostic backward runs through the LM loss only, and
+                    # its gradients stay in .grad (the loop zeroes them after the next step, not here).
                     ctx = ddp.no_sync() if name == "backward_no_sync" else contextlib.nullcontext()
                     with ctx:
                         lm_loss, _ = ddp(ids)
                         lm_loss.backward()
-                    opt.zero_grad(set_to_none=True)
+                ddp.train()
     except RuntimeError as exc:
         error = str(exc).strip().splitlines()[0]
-    return {
+    end = _flat(ddp.module)
+    row = {
         "scenario": name,
+        "value_head": head,
         "train_steps_done": done,
         "allreduce_train": calls["train"],
         "allreduce_eval": calls["eval"],
         "error": error,
+        "update": float((end - start).abs().max()),
     }
+    return row, end
+
+
+def replica_spread(weights) -> float:
+    """The largest difference of one weight between the ranks (0 when the replicas agree), by two
+    reductions outside DDP (the counting hook sees only DDP's own)."""
+    import torch.distributed as dist
+
+    hi, lo = weights.clone(), -weights
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    dist.all_reduce(lo, op=dist.ReduceOp.MAX)
+    return float((hi + lo).max())
 
 
 def main(argv=None) -> int:
@@ -134,10 +173,22 @@ def main(argv=None) -> int:
         "gloo", rank=a.rank, world_size=a.world_size, timeout=datetime.timedelta(seconds=a.timeout)
     )
     results = []
+    final = {}
     try:
-        for name in a.scenarios.split(","):
-            results.append(run_scenario(name, a.steps, a.eval_interval, a.seed))
+        # Controls first, so every scenario's weights have theirs to be compared with.
+        names = a.scenarios.split(",")
+        for name in sorted(names, key=lambda n: n != CONTROL[n]):
+            row, weights = run_scenario(name, a.steps, a.eval_interval, a.seed)
             dist.barrier()
+            final[name] = weights
+            control = final.get(CONTROL[name])  # a control is compared with itself: 0
+            # A run an error stopped is not compared: its weights stop where the error struck.
+            row["max_abs_dw"] = (
+                float((weights - control).abs().max()) if control is not None and not row["error"] else None
+            )
+            row["replicas_max_abs_diff"] = replica_spread(weights)
+            results.append(row)
+        results.sort(key=lambda r: names.index(r["scenario"]))
     finally:
         print("NBKIT_DDP_RESULT " + json.dumps({"rank": a.rank, "results": results}), flush=True)
         dist.destroy_process_group()

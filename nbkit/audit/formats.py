@@ -48,7 +48,7 @@ class Mapped:
         return "\n".join(lines)
 
 
-class _Builder:
+class MappingBuilder:
     """Collects the audit config dict and the key table while a mapper walks a file."""
 
     def __init__(
@@ -103,7 +103,7 @@ class _Builder:
             self.note(key, "not covered", (reasons or {}).get(key, "no audit check reads it"))
 
 
-def _base_model(b: _Builder, key: str, base: Path | None = None, override: str | None = None) -> str:
+def map_base_model(b: MappingBuilder, key: str, base: Path | None = None, override: str | None = None) -> str:
     """Map the file's base-model key onto ``model.name``; returns why no model can be loaded ("" when one
     can).
 
@@ -153,7 +153,7 @@ def _base_model(b: _Builder, key: str, base: Path | None = None, override: str |
 
 
 def _scheduler(
-    b: _Builder, lr_key: str, kind_key: str, warm_steps_key: str, warm_ratio_key: str, total_key: str
+    b: MappingBuilder, lr_key: str, kind_key: str, warm_steps_key: str, warm_ratio_key: str, total_key: str
 ):
     """A warmup + decay scheduler section from the common trainer keys."""
     kinds = {
@@ -211,7 +211,7 @@ def _scheduler(
         b.put(lr_key, "scheduler", "base_lr", float(b.typed(lr_key, (int, float), "a positive number")))
 
 
-def _deepspeed(b: _Builder, ds: dict[str, Any], prefix: str = ""):
+def _deepspeed(b: MappingBuilder, ds: dict[str, Any], prefix: str = ""):
     """The deepspeed section (and train batch keys) from a ds_config dict."""
     zero = ds.get("zero_optimization") or {}
     if not isinstance(zero, dict):
@@ -294,7 +294,7 @@ def detect(path: Path, data: dict[str, Any]) -> str:
     return "nbkit"
 
 
-def map_peft(b: _Builder) -> str:
+def map_peft(b: MappingBuilder) -> str:
     d = b.data
     if str(d.get("peft_type", "LORA")).upper() != "LORA":
         raise ConfigError(
@@ -328,7 +328,7 @@ def map_peft(b: _Builder) -> str:
             b.typed("ensure_weight_tying", bool, "true or false"),
         )
     b.cfg.setdefault("trainer", {}).setdefault("tool", "peft")
-    why = _base_model(b, "base_model_name_or_path", b.base, b.model)
+    why = map_base_model(b, "base_model_name_or_path", b.base, b.model)
     b.rest_not_covered(
         {"peft_type": "LORA is the adapter the audit checks", "task_type": "the audit trains causal LMs"}
     )
@@ -344,7 +344,7 @@ RETIRED_TRAINING_ARGS = {
 }
 
 
-def map_trl(b: _Builder) -> str:
+def map_trl(b: MappingBuilder) -> str:
     d = b.data
     for key, (new, since) in RETIRED_TRAINING_ARGS.items():
         if d.get(key) is not None and new not in d:
@@ -418,7 +418,7 @@ def map_trl(b: _Builder) -> str:
     if isinstance(d.get("deepspeed"), dict):
         _deepspeed(b, d["deepspeed"], "deepspeed.")
         b.seen.add("deepspeed")
-    why = _base_model(b, "model_name_or_path", b.base, b.model)
+    why = map_base_model(b, "model_name_or_path", b.base, b.model)
     b.rest_not_covered(
         {
             "assistant_only_loss": "the loss-mask checks read axolotl's masking keys; TRL's generation-block "
@@ -430,12 +430,12 @@ def map_trl(b: _Builder) -> str:
     return why
 
 
-def map_deepspeed(b: _Builder) -> str:
+def map_deepspeed(b: MappingBuilder) -> str:
     _deepspeed(b, b.data)
-    return _base_model(b, "", None, b.model)
+    return map_base_model(b, "", None, b.model)
 
 
-def map_axolotl(b: _Builder, base: Path) -> str:
+def map_axolotl(b: MappingBuilder, base: Path) -> str:
     d = b.data
     adapter = d.get("adapter")
     if adapter is not None and adapter not in ("lora", "qlora"):
@@ -492,14 +492,14 @@ def map_axolotl(b: _Builder, base: Path) -> str:
         ds_path = (base / d["deepspeed"]) if not Path(d["deepspeed"]).is_absolute() else Path(d["deepspeed"])
         if not ds_path.is_file():
             raise ConfigError(f"{b.where('deepspeed')}: key 'deepspeed': {ds_path} is not a file")
-        sub = _Builder(str(ds_path), _read_json(ds_path))
+        sub = MappingBuilder(str(ds_path), _read_json(ds_path))
         _deepspeed(sub, sub.data, "deepspeed:")
         for section, values in sub.cfg.items():
             b.cfg.setdefault(section, {}).update(values)
         b.keys += sub.keys
         b.note("deepspeed", "audited", f"{ds_path.name} read (its keys are listed as deepspeed:…)")
     _axolotl_trainer(b)
-    why = _base_model(b, "base_model", base, b.model)
+    why = map_base_model(b, "base_model", base, b.model)
     b.rest_not_covered({"roles_to_train": "the chat-template-eot check reads train_on_eos and eot_tokens"})
     return why
 
@@ -514,7 +514,7 @@ AXOLOTL_ATTENTION = {
 }
 
 
-def _names(b: _Builder, key: str) -> list[str]:
+def _names(b: MappingBuilder, key: str) -> list[str]:
     value = b.data[key]
     value = [value] if isinstance(value, str) else value
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -522,7 +522,7 @@ def _names(b: _Builder, key: str) -> list[str]:
     return value
 
 
-def _axolotl_trainer(b: _Builder) -> None:
+def _axolotl_trainer(b: MappingBuilder) -> None:
     """The trainer section from axolotl's keys: datasets' types and masking, modules_to_save, packing,
     attention, eval batch."""
     d = b.data
@@ -628,15 +628,15 @@ def read_any(path: str | Path, fmt: str | None = None, model: str | None = None)
             else load_config(path)
         )
         if model is not None:
-            b = _Builder(str(path), {}, None, None, model)
-            _base_model(b, "", None, model)
+            b = MappingBuilder(str(path), {}, None, None, model)
+            map_base_model(b, "", None, model)
             config.model.name = b.cfg["model"]["name"]
         elif config.model.name not in ("tiny", "smollm2"):
-            b = _Builder(str(path), {"model.name": config.model.name}, None, path.parent)
-            _base_model(b, "model.name", path.parent)
+            b = MappingBuilder(str(path), {"model.name": config.model.name}, None, path.parent)
+            map_base_model(b, "model.name", path.parent)
             config.model.name = b.cfg["model"]["name"]
         return Mapped(config, "nbkit")
-    b = _Builder(str(path), data, lines, path.parent, model)
+    b = MappingBuilder(str(path), data, lines, path.parent, model)
     why = (
         {"peft": map_peft, "trl": map_trl, "deepspeed": map_deepspeed}[fmt](b)
         if fmt != "axolotl"

@@ -3,7 +3,8 @@
 ``REGISTRY`` holds the eighteen checks (one module each under :mod:`nbkit.audit.checks`) by slug and by
 number; :mod:`nbkit.audit.experiments` adds the experiments that run several of them and judges the
 claims. :func:`run_audit` is what ``nbkit audit`` and ``nbkit diagnose`` run: each selected check with
-the values its section of the context's config sets, a missing section reported as skipped.
+the values its section of the context's config sets, a missing section reported as skipped (by the
+check's own run: a notebook's panel reports it the same way).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbkit.audit.check import Check, CheckRegistry, NotRunnable, finding_result
+from nbkit.audit.check import Check, CheckRegistry, finding_result, skipped
 from nbkit.audit.checks import (
     attention,
     chat_template_eot,
@@ -35,7 +36,7 @@ from nbkit.audit.checks import (
 )
 from nbkit.audit.context import STATUSES, AuditContext
 from nbkit.errors import UsageError
-from nbkit.findings import Finding, error_finding, findings_frame
+from nbkit.findings import error_finding, findings_frame
 from nbkit.result import Result
 
 if TYPE_CHECKING:
@@ -76,29 +77,20 @@ TRAINER_CHECKS = (
 def run_check(
     check: Check, ctx: AuditContext, live=None, *, catch: bool = True, **overrides: Any
 ) -> Result[Any]:
-    """Run one check in ``ctx`` with the values its section of ``ctx.config`` sets (and ``overrides``),
-    keeping the result in ``ctx``: a missing section is a skipped finding that names it, an input the
-    check does not run a skipped finding that names what it needs, and (with ``catch``) an exception an
-    ``error`` finding of one line."""
-    model = ctx.config.model.name
-    if check.lacks_section(ctx.config):
-        f = Finding(
-            check.slug, check.title, "skipped", f"not run: needs the config's '{check.needs}' section"
-        )
-        return ctx.keep(check.slug, finding_result(f, None, model))
+    """Run one check in ``ctx`` as a notebook's panel runs it (:meth:`nbkit.experiment.Registry.run`:
+    the values its section of ``ctx.config`` sets, ``overrides``, a config without its section a skipped
+    finding), keeping the result in ``ctx``; with ``catch`` an exception is an ``error`` finding of one
+    line."""
     t0 = time.perf_counter()
     try:
-        cfg = check.config(ctx.smoke, ctx.profile, values=ctx.config_values(check), **overrides)
-        return ctx.keep(check.slug, check.run(cfg, ctx, live))
-    except NotRunnable as exc:  # the audit config's value is one the check does not run
-        f = Finding(check.slug, check.title, "skipped", f"not run: needs {exc}")
+        return REGISTRY.run(check.slug, ctx, live=live, **overrides)
     except KeyboardInterrupt:
         raise
     except Exception as exc:
         if not catch:
             raise
         f = error_finding(check.slug, check.title, exc, seconds=time.perf_counter() - t0)
-    return ctx.keep(check.slug, finding_result(f, None, model))
+    return ctx.keep(check.slug, finding_result(f, None, ctx.config.model.name))
 
 
 @dataclass(frozen=True)
@@ -123,7 +115,15 @@ def run_audit(ctx: AuditContext, checks: list[str] | None = None) -> Result[Audi
     findings = []
     for slug in bar:
         bar.set_postfix_str(slug)
-        findings.append(run_check(REGISTRY.check(slug), ctx).data)
+        check = REGISTRY.check(slug)
+        if check.switched_off(ctx.config):  # a training check the config did not opt in to (minutes)
+            why = f"the config's '{check.needs}' section to switch it on"
+            result = ctx.keep(
+                slug, finding_result(skipped(slug, check.title, why), None, ctx.config.model.name)
+            )
+        else:
+            result = run_check(check, ctx)
+        findings.append(result.data)
     counts = {s: sum(f.status == s for f in findings) for s in STATUSES}
     summary = AuditSummary([f.to_dict(with_table=False) for f in findings], counts)
     return Result(metrics=summary, table=findings_frame(findings), data=findings)

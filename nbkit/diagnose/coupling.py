@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.diagnose.setup import Setup, Value
-from nbkit.zero.dsconfig import _offload_on
+from nbkit.zero.dsconfig import offload_on as _offload_on
 
 AGREE, AUTO, ABSENT, ERROR, WARNING, UNCHECKED = "agree", "auto", "absent", "error", "warning", "not checked"
 STATUSES = (AGREE, AUTO, ABSENT, ERROR, WARNING, UNCHECKED)

@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbkit.audit.formats import AXOLOTL_ATTENTION, _base_model, _Builder, detect
+from nbkit.audit.formats import AXOLOTL_ATTENTION, detect
+from nbkit.audit.formats import MappingBuilder as _Builder
+from nbkit.audit.formats import map_base_model as _base_model
 from nbkit.audit.safe_yaml import ConfigError, yaml_document
 from nbkit.diagnose.fit import Adapter
 from nbkit.errors import UsageError, read_json_object, read_text
 from nbkit.model_files import resolve_model
-from nbkit.zero.dsconfig import DSConfigError, _check_scalars
+from nbkit.zero.dsconfig import DSConfigError
+from nbkit.zero.dsconfig import check_scalars as _check_scalars
 
 
 class DiagnoseError(UsageError):

@@ -215,46 +215,52 @@ def read_grammar(contracts: ContractsMetrics) -> Reading:
 
 
 # -- confidence in words ---------------------------------------------------------------------------
-def no_number(outcomes: Outcomes) -> Cluster:
-    """Per case: parsed answers that give no number where "confidence: [0-1]" asked for one (a word such as
-    'high', or no confidence at all), out of its parsed answers."""
+def words_among_given(outcomes: Outcomes) -> Cluster:
+    """Per case: parsed answers that give their confidence as a word (such as 'high'), out of its parsed
+    answers that give a confidence at all — an answer with none (a bare condition name) is not
+    counted: it shows nothing about words against numbers."""
     by_case: dict[str, list[int]] = {}
-    for key, structural, items, word in zip(
-        outcomes.keys, outcomes.structural, outcomes.items, outcomes.not_numeric, strict=True
+    for key, structural, numbers, words in zip(
+        outcomes.keys,
+        outcomes.structural,
+        outcomes.confidence_numbers,
+        outcomes.confidence_words,
+        strict=True,
     ):
-        if not structural:
-            by_case.setdefault(key.rsplit(":", 1)[0], []).append(1 if items == 0 or word else 0)
+        if not structural and numbers + words:
+            by_case.setdefault(key.rsplit(":", 1)[0], []).append(1 if words else 0)
     return [sum(v) for v in by_case.values()], [len(v) for v in by_case.values()]
 
 
-def verdict_confidence_in_words(
-    no_number: Sequence[int], answers: Sequence[int], level: float = 0.95
-) -> Verdict:
-    """Rule for "the model keeps answering 'high'" (an *always* claim, read as "in most answers"): holds when
-    the share of parsed answers that give no number where the signature's "confidence: [0-1]" asks for one
-    has a Wilson interval (clustered by case) at or above WORDS (0.5); refuted when it lies below 0.5; else
-    inconclusive. Per case: answers without a number, parsed answers."""
+def verdict_confidence_in_words(words: Sequence[int], answers: Sequence[int], level: float = 0.95) -> Verdict:
+    """Rule for "the model keeps answering 'high'" (an *always* claim, read as "in most answers"): among
+    the parsed answers that give a confidence at all, holds when the share giving it as a word where the
+    signature's "confidence: [0-1]" asks for a number has a Wilson interval (clustered by case) at or
+    above WORDS (0.5); refuted when it lies below 0.5; else inconclusive — also when fewer than two
+    cases give one. Per case: answers with a word, answers with a confidence."""
     if sum(answers) == 0 or len(answers) < 2:
-        return Verdict(INCONCLUSIVE, "no parsed answer: nothing to count")
+        return Verdict(
+            INCONCLUSIVE, "fewer than two cases' answers give a confidence at all: nothing to count"
+        )
     return decide_at_least(
-        clustered_rate_interval(no_number, answers, level),
+        clustered_rate_interval(words, answers, level),
         WORDS,
-        what="share of answers without a numeric confidence",
-        n_hint=f"{sum(answers)} answers from {len(answers)} cases",
+        what="share of answers giving their confidence as a word",
+        n_hint=f"{sum(answers)} answers with a confidence from {len(answers)} cases",
     )
 
 
 def read_confidence(contracts: ContractsMetrics) -> Reading:
     notes = contracts.field_notes_signature
-    counts: Cluster = no_number(notes.outcomes) if notes else ([], [])
+    counts: Cluster = words_among_given(notes.outcomes) if notes else ([], [])
     k, n = sum(counts[0]), sum(counts[1])
-    words = notes.answers_not_numeric if notes else 0
+    parsed = sum(1 for s in notes.outcomes.structural if not s) if notes else 0
     where = f"{notes.adapter} adapter, {'+'.join(notes.splits)} cases" if notes else "not asked"
     return Reading(
         args=counts,
-        measured=f"{k} of {n} parsed answers give no number for the confidence: {words} a word, "
-        f"{k - words} none at all (field notes' string signature, {where})",
-        n=f"{n} parsed answers from {len(counts[1])} cases"
+        measured=f"{k} of {n} answers giving a confidence give it as a word; {parsed - n} of {parsed} parsed "
+        f"answers give none at all (field notes' string signature, {where})",
+        n=f"{n} answers with a confidence from {len(counts[1])} cases"
         + (f", of {notes.questions} questions" if notes else ""),
         interval=_shown(counts),
     )
@@ -536,8 +542,8 @@ REGISTRY.claim(
         read=read_confidence,
         verdict=verdict_confidence_in_words,
         rule=Rule(
-            "'always' as 'in most answers': the share of parsed answers giving no number where "
-            "'confidence: [0-1]' asks for one (a word, or nothing), Wilson clustered by case, "
+            "'always' as 'in most answers': among parsed answers giving a confidence, the share giving it "
+            "as a word where 'confidence: [0-1]' asks for a number, Wilson clustered by case, "
             f"≥ {WORDS} holds, < {WORDS} refutes",
             "wilson",
             "at least",

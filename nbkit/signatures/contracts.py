@@ -237,6 +237,49 @@ def diagnoses_of(outputs: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
+# A confidence an answer gives outside a "condition: X, confidence: Y" item: a value written after the word
+# (``confidence: 80%``, ``probability high``) or a likelihood word before it (``high confidence``). The
+# bracketed range the signature's description shows ("confidence: [0-1]"), echoed back, is no value.
+_LIKELIHOOD_WORDS = (
+    r"very\s+high|very\s+low|high|medium|moderate|low|certain|likely|unlikely|possible|probable"
+)
+_CONFIDENCE_WORD = r"(?P<keyword>confidence|certainty|probability|likelihood)"
+_VALUE_AFTER = re.compile(
+    rf"\b{_CONFIDENCE_WORD}\b(?:\s+(?:level|score))?\s*(?:[:=]|\bis\b|\bof\b)?\s*[(\[]?\s*"
+    rf"(?:(?P<number>\d*\.?\d+\s*%?)(?!\s*[-–]\s*1\b)|(?P<word>{_LIKELIHOOD_WORDS})\b)",
+    re.I,
+)
+_WORD_BEFORE = re.compile(rf"\b(?P<word>{_LIKELIHOOD_WORDS})\s+{_CONFIDENCE_WORD}\b", re.I)
+
+
+def confidence_values(outputs: dict[str, Any]) -> list[Any]:
+    """Every confidence value an answer carries: each diagnosis item's (a typed item's number, or the text
+    after "confidence:" in a parsed "condition: X, confidence: Y" item); where the field notes' string
+    answer has no such item, the values its text gives around the word confidence (or certainty,
+    probability, likelihood): a number or a likelihood word after it, a likelihood word before it.
+    Empty: the answer gives no confidence at all (a bare condition name)."""
+    values = [d.get("confidence") for d in diagnoses_of(outputs)]
+    values = [v for v in values if v is not None and str(v).strip() != ""]
+    if values or "diagnosis" not in outputs:
+        return values
+    text = str(outputs.get("diagnosis") or "")
+    after = list(_VALUE_AFTER.finditer(text))
+    taken = {m.start("keyword") for m in after}  # "high confidence: 0.8" is one value, the number
+    found = [(m.start(), m.group("number") or m.group("word")) for m in after]
+    found += [
+        (m.start(), m.group("word")) for m in _WORD_BEFORE.finditer(text) if m.start("keyword") not in taken
+    ]
+    return [value.strip() for _, value in sorted(found)]
+
+
+def confidence_kinds(outputs: dict[str, Any]) -> tuple[int, int]:
+    """(numbers, words) among the confidence values an answer carries (:func:`confidence_values`): a
+    value that reads as a number (``0.8``, ``80%``) is a number, any other a word."""
+    values = confidence_values(outputs)
+    numbers = sum(1 for v in values if _as_float(v) is not None and not math.isnan(_as_float(v) or 0.0))
+    return numbers, len(values) - numbers
+
+
 def check_contract(
     outputs: dict[str, Any] | None,
     error: BaseException | None = None,

@@ -24,6 +24,7 @@ from nbkit.signatures.contracts import (
     REASONING_TOO_LONG,
     VIOLATION_KINDS,
     check_contract,
+    confidence_kinds,
     diagnoses_of,
 )
 from nbkit.signatures.metrics import AnswerBounds, Outcomes, ViolationCounts
@@ -130,8 +131,9 @@ class EvalResult:
     def outcomes(self) -> Outcomes:
         """Every answer, question by question (keyed ``case_id:slice``, so two programs pair up question by
         question and the two phrasings of a case group into one case): hit@3, no contract violation, a
-        structural failure, the prompt-only bounds a parsed answer breaks, its diagnosis items and whether
-        an item's confidence is not a number (the last three only for parsed answers)."""
+        structural failure, the prompt-only bounds a parsed answer breaks, its diagnosis items, whether
+        an item's confidence is not a number, and how many confidence values it gives as numbers and as
+        words (the last five only for parsed answers)."""
         structural = [bool(STRUCTURAL & set(r["violations"])) for r in self.records]
         parsed = list(zip(self.records, structural, strict=True))
         return Outcomes(
@@ -146,6 +148,8 @@ class EvalResult:
             not_numeric=tuple(
                 0.0 if s else float(CONFIDENCE_NOT_NUMERIC in r["violations"]) for r, s in parsed
             ),
+            confidence_numbers=tuple(0 if s else r.get("confidence_kinds", (0, 0))[0] for r, s in parsed),
+            confidence_words=tuple(0 if s else r.get("confidence_kinds", (0, 0))[1] for r, s in parsed),
         )
 
     def bounds(self) -> AnswerBounds:
@@ -244,6 +248,7 @@ def evaluate_program(
             "score": float(is_hit(outputs or {}, list(example.conditions), kb)),
             "mentions_expected": float(mentions_expected(answer_text, list(example.conditions), kb)),
             "items": len(diagnoses_of(outputs or {})),
+            "confidence_kinds": confidence_kinds(outputs or {}),
             "violations": [v.kind for v in violations],
             "violation_details": [v.detail for v in violations],
             "raw": (getattr(error, "lm_response", None) or "")[:600] if error is not None else "",

@@ -313,6 +313,10 @@ def _field_notes_answers(cfg: ContractsConfig, ctx: SignaturesContext) -> tuple[
         answers_with_items=sum(with_items),
         answers_not_numeric=int(sum(v for v, w in zip(outcomes.not_numeric, with_items, strict=True) if w)),
         outcomes=outcomes,
+        answers_with_confidence=sum(
+            1 for n, w in zip(outcomes.confidence_numbers, outcomes.confidence_words, strict=True) if n + w
+        ),
+        answers_confidence_in_words=sum(1 for w in outcomes.confidence_words if w),
     )
     return answers, notes
 

@@ -19,7 +19,10 @@ class Outcomes:
     """One program's answers, question by question, in one order: ``keys`` (``case_id:slice``), ``hit``
     (hit@3, or a user's metric), ``clean`` (no contract violation), ``structural`` (a parse error or a
     missing field), ``bound_breaches`` (the prompt-only bounds a parsed answer breaks, by kind), ``items``
-    (diagnosis items in the answer) and ``not_numeric`` (an item's confidence is not a number)."""
+    (diagnosis items in the answer), ``not_numeric`` (an item's confidence is not a number), and the
+    confidence values the answer carries at all (:func:`nbkit.signatures.contracts.confidence_values`:
+    in its items, or in its text around the word), as numbers (``confidence_numbers``) and as words
+    such as 'high' (``confidence_words``); an answer with neither gives no confidence."""
 
     keys: tuple[str, ...] = ()
     hit: tuple[float, ...] = ()
@@ -28,6 +31,8 @@ class Outcomes:
     bound_breaches: tuple[tuple[str, ...], ...] = ()
     items: tuple[int, ...] = ()
     not_numeric: tuple[float, ...] = ()
+    confidence_numbers: tuple[int, ...] = ()
+    confidence_words: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -193,7 +198,7 @@ class AdapterRun:
 class FieldNotesAnswers:
     """The field notes' string signature, asked on ``splits``: violations by kind over every answer, the
     prompt-only bounds among parsed answers, and every answer (``outcomes``: whether it parsed, its items,
-    whether an item's confidence is not a number)."""
+    whether an item's confidence is not a number, its confidence values as numbers and as words)."""
 
     adapter: str
     splits: tuple[str, ...]
@@ -203,6 +208,9 @@ class FieldNotesAnswers:
     bounds: AnswerBounds
     answers_with_items: int
     answers_not_numeric: int
+    # parsed answers that carry a confidence value at all, and those that give one as a word
+    answers_with_confidence: int
+    answers_confidence_in_words: int
     outcomes: Outcomes
 
 

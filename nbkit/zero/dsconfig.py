@@ -144,7 +144,7 @@ def _positive_int(value: Any, where: str, *, minimum: int = 1) -> int:
     return value
 
 
-def _offload_on(section: Any) -> bool:
+def offload_on(section: Any) -> bool:
     """``offload_*: {device: none}`` (or null) is DeepSpeed's way of saying "no offload"."""
     return (
         isinstance(section, dict)
@@ -320,7 +320,7 @@ DS_OPTIMIZERS = {
 DS_SCHEDULERS = {"LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"}
 
 
-def _check_scalars(cfg: dict, source: str) -> None:
+def check_scalars(cfg: dict, source: str) -> None:
     """Types and ranges DeepSpeed's own parsing coerces or lets through (they fail later, in a rank)."""
     for key in (
         "train_batch_size",
@@ -378,7 +378,7 @@ def _validate_sections(cfg: dict, source: str) -> None:
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
     from pydantic import ValidationError
 
-    _check_scalars(cfg, source)
+    check_scalars(cfg, source)
     models = {
         "zero_optimization": DeepSpeedZeroConfig,
         "fp16": DeepSpeedFP16Config,
@@ -401,12 +401,12 @@ def _validate_sections(cfg: dict, source: str) -> None:
     if cfg.get("fp16", {}).get("enabled") and cfg.get("bf16", {}).get("enabled"):
         raise DSConfigError(f"{source}: fp16.enabled and bf16.enabled are both true; pick one")
     zero = cfg.get("zero_optimization", {})
-    if _offload_on(zero.get("offload_param")) and zero.get("stage", 0) != 3:
+    if offload_on(zero.get("offload_param")) and zero.get("stage", 0) != 3:
         raise DSConfigError(
             f"{source}: zero_optimization.offload_param needs stage 3 (got stage {zero.get('stage', 0)}); "
             f"DeepSpeed rejects it"
         )
-    if _offload_on(zero.get("offload_optimizer")) and zero.get("stage", 0) == 0:
+    if offload_on(zero.get("offload_optimizer")) and zero.get("stage", 0) == 0:
         raise DSConfigError(
             f"{source}: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (got stage 0)"
         )
@@ -473,8 +473,8 @@ def memory_plan(cfg: dict) -> dict[str, Any]:
     return {
         "stage": stage,
         "precision": precision,
-        "offload_optimizer": stage >= 1 and _offload_on(zero.get("offload_optimizer")),
-        "offload_param": stage == 3 and _offload_on(zero.get("offload_param")),
+        "offload_optimizer": stage >= 1 and offload_on(zero.get("offload_optimizer")),
+        "offload_param": stage == 3 and offload_on(zero.get("offload_param")),
     }
 
 

@@ -136,6 +136,29 @@ class RungPeak:
 
 
 @dataclass(frozen=True)
+class EstimatorCheck:
+    """DeepSpeed's device estimate for one stage beside what the ladder's ranks held.
+
+    The estimators count model states only (``estimate_zero{2,3}_model_states_mem_needs``: parameters,
+    gradients, optimizer states and, at stage 3, the largest layer's gather), so what any run answers is
+    their scope: ``states_over_estimate``, the model-state tensor bytes a rank holds (mean over ranks)
+    ÷ the estimate — exact bytes, the same on any device — and whether a rank's peak grows past the
+    estimate: ``growth_over_estimate``, per launch the mean over ranks of peak growth ÷ the estimate
+    (the factor measured ÷ estimated; above 1, the estimate leaves something out). How far past is the
+    workload's (its activations and buffers against its model states) and a card's memory only on
+    CUDA ranks: ``per_card`` is False on CPU ranks, whose peak is the process RSS, never a card's."""
+
+    stage: int
+    n_params: int
+    estimate_bytes: float
+    model_states_bytes: float
+    states_over_estimate: float
+    growth_over_estimate: tuple[float, ...]
+    measured_as: str
+    per_card: bool
+
+
+@dataclass(frozen=True)
 class StageRatio:
     """Measured ÷ formula model-state bytes of one stage, at its rank farthest from 1."""
 
@@ -203,6 +226,24 @@ class LadderMetrics:
             if this and this.deepspeed_estimate:
                 out.append(sum(this.growth) / len(this.growth) / this.deepspeed_estimate)
         return out
+
+    def estimator_check(self, stage: int) -> EstimatorCheck | None:
+        """DeepSpeed's estimate at ``stage`` against the model states and peaks the ranks held (None where
+        the stage did not run or DeepSpeed has no estimator for it)."""
+        peak = self.stage_peak(stage)
+        if peak is None or not peak.deepspeed_estimate:
+            return None
+        cuda = self.ranks_device == "cuda"
+        return EstimatorCheck(
+            stage=stage,
+            n_params=self.n_params,
+            estimate_bytes=peak.deepspeed_estimate,
+            model_states_bytes=peak.model_states,
+            states_over_estimate=peak.model_states / peak.deepspeed_estimate,
+            growth_over_estimate=tuple(self.estimate_ratios(stage)),
+            measured_as="CUDA peak allocated bytes" if cuda else f"process RSS ({self.ranks_device} ranks)",
+            per_card=cuda,
+        )
 
     def for_record(self) -> dict[str, Any]:
         """The fields the notebook records (the loss-scale history is the drill's)."""

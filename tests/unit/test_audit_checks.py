@@ -87,6 +87,14 @@ def test_label_alignment_per_language(tiny):
     # trimming the byte-level leading space can only help the English boundaries
     assert f.figures["en_boundary_f1_pct"] >= f.figures["en_untrimmed_offsets_f1_pct"]
     assert f.figures["zh_chars_per_token"] < f.figures["en_chars_per_token"]
+    # the span counts the F1 is made of, in total and per sentence (the unit an interval clusters by)
+    for lang in (m.en, m.zh):
+        assert len(lang.spans_per_sentence) == len(lang.kept_per_sentence) == lang.sentences
+        assert sum(lang.spans_per_sentence) == lang.spans and sum(lang.kept_per_sentence) == lang.spans_kept
+        assert sum(lang.returned_per_sentence) == lang.spans_returned
+        assert all(0 <= k <= g for k, g in zip(lang.kept_per_sentence, lang.spans_per_sentence, strict=True))
+        f1 = 200 * lang.spans_kept / (lang.spans + lang.spans_returned)
+        assert lang.boundary_f1_pct == pytest.approx(f1)
 
 
 def test_jsonl_report_locates_every_fault():
@@ -234,7 +242,11 @@ def test_dtype_transitions_and_op_probes(tiny):
     model, tok = tiny
     checked = check_dtype_transitions(model, tok, device=CPU)
     f, m = checked.finding, checked.metrics
-    assert m.index_add_fp32_source.startswith("RuntimeError") and m.index_add_low_source == "torch.bfloat16"
+    # the notes' table row (bf16 cache, bf16 source) keeps bf16; their prose's float32 source raises, plain
+    # and under autocast, rather than promoting
+    assert m.index_add_low_source.dtype == "torch.bfloat16" and not m.index_add_low_source.error
+    for raised in (m.index_add_fp32_source, m.index_add_fp32_source_under_autocast):
+        assert raised.dtype == "" and raised.error.startswith("RuntimeError"), raised
     assert m.kv_cache_values_dtype == "torch.bfloat16" and m.device == "cpu"
     assert f.figures["modules_traced"] > 10
     assert f.figures["kv_cache_values_dtype"] == "torch.bfloat16"
@@ -374,16 +386,46 @@ def test_kiss_comparison_on_tiny(tiny):
         )
 
 
-def test_kiss_notes_model_shares_are_peft_counts_of_deepseek_7b():
+def test_kiss_notes_model_counts_are_peft_counts_of_deepseek_7b():
     """PEFT's count on DeepSeek-LLM-7B's architecture (meta device): 30 layers × 2 modules × 8 × (4096 +
     4096) for KISS, 30 × 3 × 64 × 8192 for the over-parameterised LoRA; about 6.9 B parameters."""
-    from nbkit.audit.checks.kiss import notes_model_shares
+    from nbkit.audit.checks.kiss import notes_model_counts
 
-    kiss, over, ratio = notes_model_shares()
+    c = notes_model_counts()
     total = 6_910_365_696  # embeddings and LM head 2 × 102400 × 4096, 30 × 202,383,360 per layer, final norm
-    assert kiss == pytest.approx(100 * 3_932_160 / (total + 3_932_160))
-    assert over == pytest.approx(100 * 47_185_920 / (total + 47_185_920))
-    assert ratio == pytest.approx(12.0)
+    assert (c.kiss_trainable, c.kiss_total) == (3_932_160, total + 3_932_160)
+    assert (c.over_trainable, c.over_total) == (47_185_920, total + 47_185_920)
+    assert (c.hidden_size, c.kv_dim, c.layers) == (4096, 4096, 30)
+    assert c.kiss_share_pct == pytest.approx(100 * 3_932_160 / (total + 3_932_160))
+    assert c.param_ratio == 12.0
+
+
+def test_the_lora_ratio_range_of_llama_attention():
+    """Over / KISS trainable parameters on any Llama-style attention: 8·(5d + d_kv) / (3d + d_kv), from 12
+    (d_kv = d, DeepSeek-LLM-7B's count above) towards 40/3 (d_kv → 0); PEFT's count on a grouped-query
+    shape lies inside."""
+    from peft import get_peft_model
+    from transformers import LlamaConfig
+
+    from nbkit.audit.checks.kiss import KISS, OVER, llama_param_ratio_range
+    from nbkit.audit.checks.lora_binding import lora_config
+    from nbkit.model_files import meta_model
+
+    lo, hi = llama_param_ratio_range()
+    assert lo == pytest.approx(12.0) and hi == pytest.approx(40 / 3)
+    gqa = LlamaConfig(
+        hidden_size=512,
+        intermediate_size=1024,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        vocab_size=1000,
+    )
+    k, o = (
+        get_peft_model(meta_model(gqa), lora_config(v.r, v.alpha, v.targets)).get_nb_trainable_parameters()[0]
+        for v in (KISS, OVER)
+    )
+    assert lo < o / k < hi and o / k == pytest.approx(8 * (5 + 0.25) / (3 + 0.25))
 
 
 def test_run_audit_turns_a_crash_into_an_error_finding(monkeypatch):

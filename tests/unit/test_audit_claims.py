@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from nbkit.audit import claims as C
-from nbkit.audit.checks.ddp_eval import DdpEvalMetrics, EvalScenario
+from nbkit.audit.checks.ddp_eval import DdpEvalMetrics, EvalScenario, UnusedHeadError
 from nbkit.audit.checks.grad_accumulation import GradAccumulationConfig, GradAccumulationMetrics
-from nbkit.audit.checks.kiss import KISS_FULL_SEEDS, KissConfig, KissMetrics, KissRun
+from nbkit.audit.checks.kiss import KISS_FULL_SEEDS, KissConfig, KissMetrics, KissRun, LoraCounts
 from nbkit.audit.checks.loss_mask import LEAK_CLASSES, LeakClass
 from nbkit.audit.checks.reward_weights import REWARD_FULL_RESPONSES, RewardWeightsConfig
 from nbkit.audit.context import AuditContext
@@ -152,34 +152,57 @@ def _classes(missed=None, examples=160):
 
 def test_mask_leak_every_outcome():
     assert v(C.verdict_mask_leak(_classes(), 160, 0)) == H
-    refuted = C.verdict_mask_leak(_classes({"shifted_labels": 160, "boundary_merge": 12}), 160, 0)
+    refuted = C.verdict_mask_leak(_classes({"shifted_labels": 160, "target_truncated": 12}), 160, 0)
     assert (
-        v(refuted) == R and "shifted_labels 160/160" in refuted.why and "boundary_merge 12/160" in refuted.why
+        v(refuted) == R
+        and "shifted_labels 160/160" in refuted.why
+        and "target_truncated 12/160" in refuted.why
     )
     assert v(C.verdict_mask_leak(_classes(), 160, 3)) == R  # false alarms on clean examples
     assert v(C.verdict_mask_leak(_classes(examples=0), 160, 0)) == INC
 
 
 def test_the_field_notes_asserts_on_real_leaks():
-    """On the bundled SFT examples and the tiny model's tokenizer (pad == eos, ChatML): the decode assert
-    catches every leak that changes the trained tokens; a label shift, a training template inference
-    does not render, and a BPE merge across the boundary (where the hand-written template's trailing
-    space makes one) pass both asserts."""
-    from nbkit.audit.checks.loss_mask import probe_field_note_asserts
+    """On the bundled SFT examples and the tiny model's tokenizer (pad == eos, ChatML): the positional
+    assert catches every leak a training example shows, a label shift included (it moves the trained
+    positions, not the trained tokens); the length assert none (trainers cut inputs and labels alike). A
+    training template inference does not render and a BPE merge across the boundary (where the
+    hand-written template's trailing space makes one) leave the example consistent in itself: they are
+    counted apart, and no assert catches them."""
+    from nbkit.audit.checks.loss_mask import UNSEEN_LEAKS, probe_field_note_asserts
     from nbkit.audit.config import TemplateSection
     from nbkit.audit.sft import make_sft_examples, tiny_tokenizer
 
     probe = probe_field_note_asserts(tiny_tokenizer(), make_sft_examples(24), TemplateSection())
     assert probe["clean_examples"] == 24 and probe["clean_failing"] == 0
     leaks = probe["leaks"]
-    for cls in ("eot_masked_by_pad", "target_truncated", "prompt_trained", "mask_off_by_one"):
+    assert set(leaks) == set(LEAK_CLASSES) and set(probe["unseen"]) == set(UNSEEN_LEAKS)
+    for cls in LEAK_CLASSES:
         assert leaks[cls]["examples"] == 24 and leaks[cls]["caught"] == 24, cls
-        assert leaks[cls]["length_fires"] == 0 and leaks[cls]["decode_fires"] == 24, cls
-    for cls in ("shifted_labels", "inference_template"):
-        assert leaks[cls]["examples"] == 24 and leaks[cls]["caught"] == 0, cls
-    assert leaks["boundary_merge"]["caught"] == 0 and leaks["boundary_merge"]["examples"] > 0
+        assert leaks[cls]["caught_by_length"] == 0 and leaks[cls]["caught_by_positions"] == 24, cls
+    unseen = probe["unseen"]
+    assert unseen["inference_template"] == {"examples": 24, "caught": 0}
+    assert unseen["boundary_merge"]["caught"] == 0 and unseen["boundary_merge"]["examples"] > 0
     classes = tuple(LeakClass(c, **leaks[c]) for c in LEAK_CLASSES)
-    assert v(C.verdict_mask_leak(classes, 24, 0)) == R
+    assert v(C.verdict_mask_leak(classes, 24, 0)) == H
+
+
+def test_the_positional_assert_reads_positions_not_text():
+    """Labels shifted one place decode to the same text; the positional assert still fails them. A
+    clean example passes, a length mismatch fails the length assert only."""
+    from nbkit.audit.checks.loss_mask import field_note_asserts
+    from nbkit.audit.config import TemplateSection
+    from nbkit.audit.sft import build_features, make_sft_examples, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    clean = build_features(tok, make_sft_examples(1)[0], TemplateSection())
+    assert field_note_asserts(tok, clean) == (True, True)
+    labels = clean["labels"]
+    shifted = {**clean, "labels": labels[1:] + [-100]}
+    trained = [t for t in labels if t != -100]
+    assert [t for t in shifted["labels"] if t != -100] == trained  # the same tokens, so the same text
+    assert field_note_asserts(tok, shifted) == (True, False)
+    assert field_note_asserts(tok, {**clean, "labels": labels + [-100]}) == (False, True)
 
 
 RESPONSES = RewardWeightsConfig().examples  # the notebook's default scored responses
@@ -214,6 +237,18 @@ def test_reward_weights_check_writes_both_samplers_and_the_crossings():
     assert m.ess_concentrated < m.ess_configured and m.kurtosis_rise_se > 0
     assert 0 < m.kl_crossing_beta < 64 and 0 < m.shrink_crossing_beta < 64
     assert math.isfinite(m.crossing_log_ratio) and m.crossing_log_ratio_se > 0
+
+
+def test_a_bootstrap_without_spread_gives_no_standard_error():
+    """Every resample giving the same figure is no evidence of precision: NaN, which the rules read as
+    inconclusive, never a zero-width interval that decides."""
+    from nbkit.audit.checks.reward_weights import bootstrap_se
+
+    assert math.isnan(bootstrap_se(np.full(1000, 2.0))) and math.isnan(bootstrap_se(np.array([2.0])))
+    assert bootstrap_se(np.array([1.0, 2.0, 3.0])) == pytest.approx(1.0)
+    se = bootstrap_se(np.full(1000, C.KURTOSIS_THRESHOLD + 1))
+    assert v(C.verdict_kurtosis_rises(C.KURTOSIS_THRESHOLD + 1, se)) == INC
+    assert v(C.verdict_kl_threshold(0.0, bootstrap_se(np.zeros(1000)))) == INC
 
 
 def test_scheduler_and_ddp_verdicts():
@@ -271,6 +306,8 @@ def _kiss(ratios, model="smollm2"):
         notes_kiss_share_pct=0.0569,
         notes_over_share_pct=0.678,
         notes_param_ratio=12.0,
+        notes_counts=LoraCounts(3_932_160, 6_914_297_856, 47_185_920, 6_957_551_616, 4096, 4096, 30),
+        llama_ratio_range=(12.0, 40 / 3),
         peak_ratio_kiss_vs_over=0.87,
         peak_measured_as="tensor bytes",
         budget_steps=60,
@@ -281,17 +318,21 @@ def _kiss(ratios, model="smollm2"):
 def _ddp():
     err = "Expected to have finished reduction in the prior iteration"
     scenarios = (
-        EvalScenario("grad_no_backward", 6, 0.0, ""),
-        EvalScenario("backward", 2, 1.0, err),
-        EvalScenario("backward_no_head", 6, 3.0, ""),
+        EvalScenario("no_grad", False, 6, 0.0, 0.0, 0.0, ""),
+        EvalScenario("grad_no_backward", False, 6, 0.0, 0.0, 0.0, ""),
+        EvalScenario("backward", False, 6, 3.0, 0.15, 0.0, ""),
+        EvalScenario("value_head_backward", True, 2, 1.0, math.nan, 0.0, err),
     )
     return DdpEvalMetrics(
         scenario="no_grad",
         train_steps=6,
         eval_interval=2,
+        learning_rate=0.01,
         allreduce_per_train_step=1.0,
+        control_update=0.05,
         ranks_agree=True,
         scenarios=scenarios,
+        unused_head=UnusedHeadError(err, "", ""),
     )
 
 
@@ -385,7 +426,9 @@ def test_claims_read_the_fields_the_real_checks_fill():
     ]
     unmeasured = {k: rows[k].why for k in fed if "not measured" in rows[k].why}
     assert not unmeasured, unmeasured
-    assert rows["lax-coercion"].verdict == H and rows["mask-leak"].verdict == R
+    # the notes' positional assert catches every leak a training example shows
+    assert rows["lax-coercion"].verdict == H and rows["mask-leak"].verdict == H
+    assert "inference_template" in rows["mask-leak"].measured  # counted apart, not judged
     assert "fragmentation" not in ctx.results and ctx.checked["fragmentation"].status == "needs_gpu"
 
 

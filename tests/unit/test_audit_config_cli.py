@@ -125,6 +125,49 @@ def test_missing_section_is_skipped_and_says_what_it_needs(capsys):
     assert f.status == "skipped" and "not run: needs the config's 'sampling' section" in f.summary
 
 
+def test_a_config_without_the_section_gives_one_status_on_every_path():
+    """No scheduler section: what nbkit audit runs (run_check), what a notebook's cell runs
+    (REGISTRY.run, a panel's run) and a whole audit all skip the check with one finding naming the
+    section, and measure nothing."""
+    from nbkit.audit.context import AuditContext
+    from nbkit.audit.experiments import REGISTRY
+    from nbkit.audit.registry import run_audit, run_check
+
+    cfg = load_config(GOOD).model_copy(update={"scheduler": None})
+    check = REGISTRY.check("schedulers")
+    paths = {
+        "run_check": lambda ctx: run_check(check, ctx).data,
+        "REGISTRY.run": lambda ctx: REGISTRY.run("schedulers", ctx).data,
+        "panel": lambda ctx: REGISTRY.panel("schedulers", ctx, widget=False).run().data,
+        "run_audit": lambda ctx: run_audit(ctx, ["schedulers"]).data[0],
+    }
+    for path, run in paths.items():
+        ctx = AuditContext("cpu", config=cfg, progress=False)
+        f = run(ctx)
+        assert (f.status, f.summary) == ("skipped", "not run: needs the config's 'scheduler' section"), path
+        assert "schedulers" not in ctx.results and ctx.checked["schedulers"] is f, path
+    # with the section, every path runs the check itself
+    ctx = AuditContext("cpu", config=GOOD, progress=False)
+    assert REGISTRY.run("schedulers", ctx).data.status == run_check(check, ctx).data.status == "pass"
+
+
+def test_a_value_the_check_does_not_run_is_skipped_on_every_path():
+    """A checkpoint interval the fragmentation experiment does not run: skipped by a notebook's cell as by
+    nbkit audit, naming the intervals it takes."""
+    from nbkit.audit.context import AuditContext
+    from nbkit.audit.experiments import REGISTRY
+    from nbkit.audit.registry import run_check
+
+    good = load_config(GOOD)
+    cfg = good.model_copy(update={"checkpoint": good.checkpoint.model_copy(update={"interval": 500})})
+    for run in (
+        lambda c: REGISTRY.run("fragmentation", c),
+        lambda c: run_check(REGISTRY.check("fragmentation"), c),
+    ):
+        f = run(AuditContext("cpu", config=cfg, progress=False)).data
+        assert f.status == "skipped" and "every 500 steps" in f.summary
+
+
 def test_check_configs_come_from_the_audit_config_and_smoke_sizes_win():
     from nbkit.audit.checks.kiss import KissConfig
     from nbkit.audit.checks.reward_weights import RewardWeightsConfig
@@ -133,7 +176,8 @@ def test_check_configs_come_from_the_audit_config_and_smoke_sizes_win():
 
     kiss = REGISTRY.check("kiss-lora")
     # a YAML kiss section without a budget leaves the check to its own defaults (nbkit audit skips it)
-    assert kiss.lacks_section(load_config(GOOD)) and kiss.audit_values(load_config(GOOD)) == {}
+    assert kiss.switched_off(load_config(GOOD))
+    assert kiss.audit_values(load_config(GOOD)) == {}
     opted = load_config(GOOD).model_copy(
         update={"kiss": load_config(GOOD).kiss.model_copy(update={"budget_steps": 9})}
     )

@@ -138,32 +138,38 @@ def test_grammar_fixes_structure(chat, grammar, expected):
 
 # -- confidence in words: a rate rule for an "always" claim --------------------------------------------
 @pytest.mark.parametrize(
-    ("not_numeric", "expected"),
+    ("words", "expected"),
     [
-        ([2] * 45 + [0] * 5, HOLDS),  # 90 of 100 answers without a number
+        ([2] * 45 + [0] * 5, HOLDS),  # 90 of 100 answers giving a confidence give a word
         ([1] + [0] * 49, REFUTED),  # 1 of 100: the model answers with numbers (an existence rule said holds)
         ([0] * NOTES, REFUTED),
         ([2] * 25 + [0] * 25, INCONCLUSIVE),  # half, in whole cases: straddles 0.5
     ],
 )
-def test_confidence_in_words_at_the_default_n(not_numeric, expected):
-    assert outcome(sc.verdict_confidence_in_words(not_numeric, [2] * NOTES, LEVEL)) == expected
+def test_confidence_in_words_at_the_default_n(words, expected):
+    assert outcome(sc.verdict_confidence_in_words(words, [2] * NOTES, LEVEL)) == expected
 
 
 def test_confidence_in_words_with_nothing_to_count():
     assert outcome(sc.verdict_confidence_in_words([], [], LEVEL)) == INCONCLUSIVE
-
-
-def test_an_answer_without_any_confidence_gives_no_number_too():
-    """'condition: gout, confidence: high' (a word) and 'gout' (no confidence at all) both give no number
-    where 'confidence: [0-1]' asked for one; an unparsed answer is not counted."""
-    o = Outcomes(
-        keys=("a:standard", "a:colloquial", "b:standard", "b:colloquial"),
-        structural=(0.0, 0.0, 0.0, 1.0),
-        items=(1, 0, 2, 0),
-        not_numeric=(1.0, 0.0, 0.0, 0.0),
+    # no answer gives a confidence at all (bare condition names): nothing shows words against numbers
+    assert outcome(sc.verdict_confidence_in_words(*sc.words_among_given(_outcomes(NOTES)), LEVEL)) == (
+        INCONCLUSIVE
     )
-    assert sc.no_number(o) == ([2, 0], [2, 1])
+
+
+def test_only_answers_that_give_a_confidence_are_counted():
+    """'condition: gout, confidence: high' gives a word, 'gout (0.8)' … a number, 'gout' nothing: the
+    denominator is the answers that give one; an unparsed answer is not counted."""
+    o = Outcomes(
+        keys=("a:standard", "a:colloquial", "b:standard", "b:colloquial", "c:standard"),
+        structural=(0.0, 0.0, 0.0, 1.0, 0.0),
+        items=(1, 0, 2, 0, 1),
+        not_numeric=(1.0, 0.0, 0.0, 0.0, 0.0),
+        confidence_numbers=(0, 0, 2, 0, 1),
+        confidence_words=(1, 0, 0, 0, 1),
+    )
+    assert sc.words_among_given(o) == ([1, 0, 1], [1, 1, 1])
 
 
 # -- compile claims: compile sets × cases ---------------------------------------------------------------
@@ -293,7 +299,7 @@ def test_the_old_rules_could_not_decide():
 
 
 # -- the ledger from a context's results --------------------------------------------------------------
-def _outcomes(n_cases, hit=0.0, structural=0.0, breaches=0, not_numeric=0.0, prefix="c"):
+def _outcomes(n_cases, hit=0.0, structural=0.0, breaches=0, not_numeric=0.0, prefix="c", numbers=0, words=0):
     keys = [f"{prefix}{i}:{s}" for i in range(n_cases) for s in ("standard", "colloquial")]
     hits = hit if isinstance(hit, list) else [hit] * len(keys)
     return Outcomes(
@@ -307,6 +313,8 @@ def _outcomes(n_cases, hit=0.0, structural=0.0, breaches=0, not_numeric=0.0, pre
         ),
         items=tuple([0 if structural else 2] * len(keys)),
         not_numeric=tuple([not_numeric] * len(keys)),
+        confidence_numbers=tuple([0 if structural else numbers] * len(keys)),
+        confidence_words=tuple([0 if structural else words] * len(keys)),
     )
 
 
@@ -326,7 +334,17 @@ def _adapter(name, o):
 
 def _notes(o):
     return FieldNotesAnswers(
-        "json_grammar", ("train", "val", "dev"), len(o), 0.0, ViolationCounts(), AnswerBounds(), len(o), 0, o
+        "json_grammar",
+        ("train", "val", "dev"),
+        len(o),
+        0.0,
+        ViolationCounts(),
+        AnswerBounds(),
+        len(o),
+        0,
+        0,
+        0,
+        o,
     )
 
 
@@ -400,7 +418,7 @@ def test_judge_reads_every_row_from_a_contexts_results():
         "typed",
         2 * DEV,
         (_adapter("chat", _outcomes(DEV, structural=1.0)), _adapter("json_grammar", _outcomes(DEV))),
-        _notes(_outcomes(NOTES, not_numeric=0.0, prefix="n")),
+        _notes(_outcomes(NOTES, not_numeric=0.0, prefix="n", numbers=2)),
     )
     compiled = _compiled(
         _program("BFS 0% colloquial", "bootstrap", 0, 0.0, _outcomes(DEV, std_only)),
@@ -442,7 +460,7 @@ def test_judge_reads_every_row_from_a_contexts_results():
         and rows["grammar_fixes_structure"].p_holds_if_true is None
     )
     assert "Holm" in rows["confidence_in_words"].why
-    assert "0 of 100 parsed answers give no number" in rows["confidence_in_words"].measured
+    assert "0 of 100 answers giving a confidence give it as a word" in rows["confidence_in_words"].measured
     assert "50 cases" in rows["confidence_in_words"].n
     assert "1 compile set(s) × 15 dev cases" in rows["standard_only_gap"].n
     assert "module chosen on 10 val questions" in rows["standard_only_gap"].n

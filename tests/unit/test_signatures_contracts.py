@@ -83,6 +83,33 @@ def test_field_notes_string_signature_items_are_parsed_and_checked():
     assert kinds(v) == [c.NO_DIAGNOSIS]
 
 
+@pytest.mark.parametrize(
+    ("diagnosis", "kinds_"),
+    [
+        ("condition: [Hypertension], confidence: [0.7]; condition: anxiety, confidence: high", (1, 1)),
+        ("Gout", (0, 0)),  # a bare condition name gives no confidence at all
+        ("1. Gout\n2. Pseudogout", (0, 0)),
+        ("Gout (high confidence), cellulitis (low confidence)", (0, 2)),
+        ("Gout - confidence: 80%; septic arthritis, probability 0.1", (2, 0)),
+        ("Gout, confidence: moderate", (0, 1)),
+        ("Gout — high confidence: 0.9", (1, 0)),  # one value, the number
+        ("Gout (confidence: [0-1])", (0, 0)),  # the description's range echoed back is no value
+        ("Gout; a confidence score cannot be given", (0, 0)),
+    ],
+)
+def test_confidence_values_an_answer_carries(diagnosis, kinds_):
+    """(numbers, words) among the confidences an answer gives: in its items, or around the word."""
+    assert c.confidence_kinds({"diagnosis": diagnosis, "reasoning": "x"}) == kinds_
+
+
+def test_typed_answers_give_numbers_and_unparsed_ones_nothing():
+    typed = {
+        "diagnoses": [{"condition": "gout", "confidence": 0.8}, {"condition": "flu", "confidence": None}]
+    }
+    assert c.confidence_kinds(typed) == (1, 0)
+    assert c.confidence_kinds({}) == (0, 0)
+
+
 def test_percent_confidence_is_read_as_a_fraction():
     out = {"diagnoses": [{"condition": "gout", "confidence": "80%"}], "reasoning": "x"}
     assert c.check_contract(out) == []

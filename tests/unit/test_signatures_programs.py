@@ -74,6 +74,31 @@ def test_garbage_answers_are_counted_not_raised(kb, splits):
     assert set(res.score_by_slice()) == {"standard", "colloquial"}
 
 
+def test_the_outcomes_say_which_answers_give_a_confidence_and_how(kb, splits):
+    """The field notes' string signature: an answer giving 'high', one giving 0.8, one a bare name."""
+    from nbkit.signatures.contracts import medical_diagnosis_signature
+
+    examples = to_examples(splits.dev[:2])  # two cases × two phrasings
+    texts = ["condition: gout, confidence: high", "condition: gout, confidence: 0.8", "gout", "gout"]
+    lm = dspy.utils.DummyLM([{"diagnosis": t, "reasoning": "x"} for t in texts])
+    res = evaluation.evaluate_program(
+        build_module("predict", medical_diagnosis_signature()),
+        examples,
+        lm=lm,
+        kb=kb,
+        progress=False,
+        output_fields=("diagnosis", "reasoning"),
+    )
+    o = res.outcomes()
+    assert sorted(zip(o.confidence_numbers, o.confidence_words, strict=True)) == [
+        (0, 0),
+        (0, 0),
+        (0, 1),
+        (1, 0),
+    ]
+    assert sum(o.items) == 2 and o.structural == (0.0,) * 4
+
+
 def test_metric_demands_a_clean_contract_only_while_bootstrapping(kb, splits):
     example = to_examples(splits.dev[:1], slices=("standard",))[0]
     metric = evaluation.make_metric(kb)

@@ -528,6 +528,23 @@ def test_verdict_estimator_tests_the_notes_magnitude(ladder, verdict):
     assert zc.UNDERPREDICT == pytest.approx(13 / 0.77 / 2)
 
 
+def test_the_estimator_check_says_what_a_run_answers():
+    """The estimate beside the model states the ranks held (exact bytes on any device) and, per launch,
+    the factor measured ÷ estimated; a CPU rank's RSS is never a card's memory, a CUDA rank's peak is."""
+    cpu = _launches(0.67, 3, estimate=8e6)
+    e = cpu.estimator_check(2)
+    assert (e.stage, e.n_params, e.estimate_bytes) == (2, 4_800_000, 8e6)
+    assert e.model_states_bytes == 16e6 and e.states_over_estimate == 2.0
+    assert e.growth_over_estimate == tuple(cpu.estimate_ratios(2)) and len(e.growth_over_estimate) == 3
+    assert not e.per_card and e.measured_as == "process RSS (cpu ranks)"
+    cuda = dataclasses.replace(cpu, ranks_device="cuda").estimator_check(3)
+    assert (
+        cuda.per_card and cuda.measured_as == "CUDA peak allocated bytes" and cuda.model_states_bytes == 4e6
+    )
+    assert cpu.estimator_check(1) is None  # DeepSpeed has no stage-1 estimator
+    assert _ladder(peaks=[]).estimator_check(2) is None  # the stage did not run
+
+
 def _sweep(stage3_min_max):
     """Stage-3 rows of ``run_crossover(...).metrics.rows`` at two sizes."""
     return [

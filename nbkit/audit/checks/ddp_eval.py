@@ -1,9 +1,12 @@
-"""Evaluation between training steps under DDP — all-reduce counts and reducer errors.
+"""Evaluation between training steps under DDP — all-reduce counts, polluted weights, reducer errors.
 
 Two gloo ranks on 127.0.0.1 run as subprocesses (``nbkit.audit.ddp_worker``) with a hard timeout,
 so a desynchronised collective can never hang the caller: a timeout is reported as a finding.
-The tiny model is used whatever the config's model: the behaviour measured is DDP's reducer, which
-does not depend on model size.
+Each eval scenario trains with the common loop (backward, step, zero_grad) from the same weights on
+the same batches as a ``no_grad``-eval control, so what an evaluation leaves in the gradients shows as
+weights that differ from the control's. The tiny model is used whatever the config's model: the
+behaviour measured is DDP's reducer and the optimiser's use of ``.grad``, which do not depend on model
+size.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
-from nbkit.audit.ddp_worker import SCENARIOS
+from nbkit.audit.ddp_worker import CONTROL, LR, SCENARIOS
 from nbkit.experiment import param
 from nbkit.findings import Finding
 from nbkit.procs import Ranks, exit_reason, free_port
@@ -57,26 +60,48 @@ class DdpEvalConfig(CheckConfig):
 
 @dataclass(frozen=True)
 class EvalScenario:
-    """One eval scenario on two ranks: training steps done, gradient all-reduces beyond what training
-    alone needs, and the reducer error it raised ("" when none)."""
+    """One eval scenario on two ranks: training steps done, all-reduces beyond what training alone needs
+    (those an evaluation triggers), the largest weight difference from its control's weights after the
+    last step (``max_abs_dw``: NaN for a run an error stopped, or without its control), the largest
+    difference of one weight between the ranks, and the reducer error it raised ("" when none)."""
 
     name: str
+    value_head: bool
     train_steps_done: int
     extra_allreduces: float
+    max_abs_dw: float
+    replicas_max_abs_diff: float
     error: str
+
+
+@dataclass(frozen=True)
+class UnusedHeadError:
+    """The reducer error of its own: an eval backward through the LM loss while a value head trained with
+    it gets no gradient. ``error`` is what DDP raises then ("" when none), ``error_with_find_unused``
+    the same with ``find_unused_parameters=True``, ``error_every_parameter_used`` the eval backward of
+    the LM alone (every parameter gets a gradient)."""
+
+    error: str
+    error_with_find_unused: str
+    error_every_parameter_used: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class DdpEvalMetrics(CheckMetrics):
-    """The configured eval scenario and every scenario's extra all-reduces and reducer error, on two
-    ranks whose results agree (or not)."""
+    """The configured eval scenario and every scenario's extra all-reduces, weights against the
+    ``no_grad`` control's and reducer error, on two ranks whose results agree (or not); how far training
+    itself moved the control's weights (``control_update``: the largest change of one weight, the scale
+    a polluted weight is read against); the unused value head's reducer error apart."""
 
     scenario: str
     train_steps: int
     eval_interval: int
+    learning_rate: float
     allreduce_per_train_step: float
+    control_update: float
     ranks_agree: bool
     scenarios: tuple[EvalScenario, ...]
+    unused_head: UnusedHeadError | None
 
     def of(self, name: str) -> EvalScenario:
         """The scenario ``name`` (every launch runs them all)."""
@@ -149,15 +174,21 @@ def run_ranks(
 
 
 def configured_scenario(eval_cfg) -> str:
+    """The scenario a config's eval section describes (a value head matters only where an eval backward
+    leaves it without a gradient)."""
     if eval_cfg.no_grad:
-        return "no_grad"
+        return "value_head_no_grad" if eval_cfg.value_head else "no_grad"
     if not eval_cfg.backward:
         return "grad_no_backward"
     if eval_cfg.no_sync:
         return "backward_no_sync"
-    if eval_cfg.find_unused_parameters:
-        return "backward_find_unused"
-    return "backward" if eval_cfg.value_head else "backward_no_head"
+    if not eval_cfg.value_head:
+        return "backward"
+    return "value_head_find_unused" if eval_cfg.find_unused_parameters else "value_head_backward"
+
+
+def _nan(x) -> float:
+    return float(x) if x is not None else float("nan")
 
 
 def check_ddp_eval(
@@ -190,11 +221,16 @@ def check_ddp_eval(
         return Checked(Finding(SLUG, TITLE, "error", res["crash"], {"scenario": mine}))
     r0 = res["ranks"][0]
     by = {r["scenario"]: r for r in r0}
-    ref = by.get("no_grad")
-    per_step = ref["allreduce_train"] / max(ref["train_steps_done"], 1) if ref else None
+    # all-reduces per training step, from each model's control (its evaluation adds none)
+    per_step = {
+        name: by[ref]["allreduce_train"] / max(by[ref]["train_steps_done"], 1)
+        for name, ref in CONTROL.items()
+        if ref in by
+    }
     rows = []
     for r in r0:
-        expected = per_step * r["train_steps_done"] if per_step is not None else None
+        step = per_step.get(r["scenario"])
+        expected = step * r["train_steps_done"] if step is not None else None
         rows.append(
             {
                 **r,
@@ -207,38 +243,65 @@ def check_ddp_eval(
     m = next(r for r in rows if r["scenario"] == mine)
     figures: dict[str, Any] = {
         "scenario": mine,
-        "allreduce_per_train_step": per_step,
+        "allreduce_per_train_step": per_step.get(mine),
         "train_steps": steps,
         "eval_interval": eval_cfg.interval,
         "allreduce_eval": m["allreduce_eval"],
         "extra_allreduce": m["extra_allreduce"],
-        "error": m["error"],
+        "max_abs_dw_vs_no_grad": m["max_abs_dw"],
     }
     for r in rows:
         figures[f"{r['scenario']}: extra all-reduces"] = r["extra_allreduce"]
+        figures[f"{r['scenario']}: max |Δw| vs no_grad"] = r["max_abs_dw"]
         if r["error"]:
             figures[f"{r['scenario']}: error"] = r["error"][:90]
     figures["error"] = (m["error"] or "")[:200] or None
     agree = all(a == b for a, b in zip(res["ranks"][0], res["ranks"][1], strict=False))
     figures["ranks_agree"] = agree
+    control = by.get("no_grad")
+    errors = {name: (by[name]["error"] or "") if name in by else None for name in SCENARIOS}
     metrics = DdpEvalMetrics(
         scenario=mine,
         train_steps=steps,
         eval_interval=eval_cfg.interval,
-        allreduce_per_train_step=float(per_step) if per_step is not None else float("nan"),
+        learning_rate=LR,
+        allreduce_per_train_step=_nan(per_step.get("no_grad")),
+        control_update=_nan(control["update"] if control else None),
         ranks_agree=agree,
         scenarios=tuple(
             EvalScenario(
                 r["scenario"],
+                bool(r["value_head"]),
                 r["train_steps_done"],
-                float(r["extra_allreduce"]) if r["extra_allreduce"] is not None else float("nan"),
+                _nan(r["extra_allreduce"]),
+                _nan(r["max_abs_dw"]),
+                _nan(r["replicas_max_abs_diff"]),
                 r["error"] or "",
             )
             for r in rows
         ),
+        unused_head=UnusedHeadError(
+            errors["value_head_backward"],
+            errors["value_head_find_unused"],
+            errors["backward"],
+        )
+        if None not in (errors["value_head_backward"], errors["value_head_find_unused"], errors["backward"])
+        else None,
     )
+    dw = m["max_abs_dw"]
     if m["error"]:
         status, summary = "fail", f"scenario '{mine}': {m['error'][:160]}"
+    elif dw:
+        status, summary = (
+            "fail",
+            f"scenario '{mine}': evaluation's gradients reach the next training step — weights differ from "
+            f"a no_grad evaluation's by up to {dw:.3g} after {steps} steps ("
+            + (
+                f"{m['extra_allreduce']:.0f} extra all-reduce(s))"
+                if m["extra_allreduce"]
+                else "no extra all-reduce: no_sync keeps them local until the next step reduces them)"
+            ),
+        )
     elif m["extra_allreduce"]:
         status, summary = (
             "warn",
@@ -248,8 +311,9 @@ def check_ddp_eval(
     else:
         status, summary = (
             "pass",
-            f"scenario '{mine}': evaluation adds no all-reduce and no reducer error ({per_step:.0f} "
-            "all-reduce bucket(s) per training step)",
+            f"scenario '{mine}': evaluation adds no all-reduce, leaves the weights as a no_grad evaluation "
+            f"does and raises no reducer error ({per_step.get(mine, 0):.0f} all-reduce bucket(s) per "
+            "training step)",
         )
     fig = go.Figure()
     fig.add_bar(
@@ -278,8 +342,9 @@ def check_ddp_eval(
         summary,
         figures,
         rows,
-        fix="evaluate under torch.no_grad(); a diagnostic backward belongs inside ddp.no_sync(), or set "
-        "find_unused_parameters=True",
+        fix="evaluate under torch.no_grad(); a diagnostic backward needs its gradients zeroed before the "
+        "next training step (no_sync only keeps them local), and find_unused_parameters=True where it leaves "
+        "parameters without a gradient",
         figure=fig,
     )
     return Checked(finding, metrics)

@@ -32,17 +32,35 @@ class DtypesConfig(CheckConfig):
         return {"autocast_dtype": audit.train.autocast_dtype}
 
 
+@dataclass(frozen=True)
+class OpOutcome:
+    """One op call on this torch build and device: the dtype it returned, or the error it raised (the
+    other is "")."""
+
+    case: str
+    dtype: str
+    error: str
+
+    @property
+    def shown(self) -> str:
+        """The dtype, or the error when it raised."""
+        return self.dtype or self.error
+
+
 @dataclass(frozen=True, kw_only=True)
 class DtypesMetrics(CheckMetrics):
-    """The result dtype (or the error) of the field notes' ops under low-precision autocast on this device,
-    the KV cache's dtypes after an autocast forward, and the module outputs upcast without a declaration."""
+    """What the field notes' ops do under low precision on this device (each call's result dtype or
+    error: ``index_add_`` with a source of the cache's own dtype — the notes' table row — and with a
+    float32 source, plain and under autocast — the notes' prose), the KV cache's dtypes after an
+    autocast forward, and the module outputs upcast without a declaration."""
 
     device: str
     autocast_dtype: str
-    baddbmm_fp32_inputs_under_autocast: str
-    index_add_low_source: str
-    index_add_fp32_source: str
-    index_copy_fp32_source: str
+    baddbmm_fp32_inputs_under_autocast: OpOutcome
+    index_add_low_source: OpOutcome
+    index_add_fp32_source: OpOutcome
+    index_add_fp32_source_under_autocast: OpOutcome
+    index_copy_fp32_source: OpOutcome
     kv_cache_keys_dtype: str
     kv_cache_values_dtype: str
     logits_dtype: str
@@ -178,7 +196,12 @@ def op_dtype_probes(device, low) -> list[dict[str, Any]]:
         with torch.autocast(device_type=d.type, dtype=low):
             return torch.zeros(4, 3, device=d, dtype=low).index_add_(0, idx, b32(2, 3))
 
-    probe("index_add_", f"{low} cache, float32 source, under autocast", add_auto)
+    probe(
+        "index_add_",
+        f"{low} cache, float32 source, under {low} autocast",
+        add_auto,
+        "index_add_fp32_source_under_autocast",
+    )
     probe(
         "index_copy_",
         f"{low} cache, {low} source",
@@ -232,13 +255,16 @@ def check_dtype_transitions(
         for cls, c in sorted(by_class.items())
         for k, v in c.items()
     ]
-    probed = {row["key"]: row["result dtype"] or row["error"] for row in ops if row["key"]}
+    probed = {
+        row["key"]: OpOutcome(row["case"], row["result dtype"], row["error"]) for row in ops if row["key"]
+    }
     metrics = DtypesMetrics(
         device=str(device),
         autocast_dtype=lowname,
         baddbmm_fp32_inputs_under_autocast=probed["baddbmm_fp32_inputs_under_autocast"],
         index_add_low_source=probed["index_add_low_source"],
         index_add_fp32_source=probed["index_add_fp32_source"],
+        index_add_fp32_source_under_autocast=probed["index_add_fp32_source_under_autocast"],
         index_copy_fp32_source=probed["index_copy_fp32_source"],
         kv_cache_keys_dtype=kv_keys,
         kv_cache_values_dtype=kv_values,

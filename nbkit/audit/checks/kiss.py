@@ -141,10 +141,38 @@ class KissRun:
         return math.log((self.kiss_steps or budget) / (self.over_steps or budget))
 
 
+@dataclass(frozen=True)
+class LoraCounts:
+    """PEFT's exact parameter counts of both variants on one architecture (built on the meta device):
+    trainable and total (base + adapters) per variant, and the shape the counts follow from."""
+
+    kiss_trainable: int
+    kiss_total: int
+    over_trainable: int
+    over_total: int
+    hidden_size: int
+    kv_dim: int
+    layers: int
+
+    @property
+    def kiss_share_pct(self) -> float:
+        return 100.0 * self.kiss_trainable / self.kiss_total
+
+    @property
+    def over_share_pct(self) -> float:
+        return 100.0 * self.over_trainable / self.over_total
+
+    @property
+    def param_ratio(self) -> float:
+        return self.over_trainable / self.kiss_trainable
+
+
 @dataclass(frozen=True, kw_only=True)
 class KissMetrics(CheckMetrics):
-    """Trainable shares of both variants on the trained model and on the field notes' model, the peak
-    memory ratio of one optimiser step, and each seed's steps to the validation target."""
+    """Trainable shares of both variants on the trained model and on the field notes' model (with PEFT's
+    exact counts there, ``notes_counts``), the over/KISS trainable-parameter ratio any Llama-style
+    attention allows (``llama_ratio_range``, :func:`llama_param_ratio_range`), the peak memory ratio of
+    one optimiser step, and each seed's steps to the validation target."""
 
     kiss_trainable_share_pct: float
     over_trainable_share_pct: float
@@ -153,6 +181,8 @@ class KissMetrics(CheckMetrics):
     notes_kiss_share_pct: float
     notes_over_share_pct: float
     notes_param_ratio: float
+    notes_counts: LoraCounts
+    llama_ratio_range: tuple[float, float]
     peak_ratio_kiss_vs_over: float
     peak_measured_as: str
     budget_steps: int
@@ -610,17 +640,59 @@ def compare_lora_variants(
     return Comparison(finding, runs, done)
 
 
-def notes_model_shares() -> tuple[float, float, float]:
-    """(KISS share %, over-parameterised share %, their parameter ratio) of the field notes' model, with
-    PEFT's own count on its architecture built on the meta device (no weights are loaded)."""
+def notes_model_counts() -> LoraCounts:
+    """PEFT's own count of both variants on the field notes' model's architecture, built on the meta
+    device (no weights are loaded)."""
     from peft import get_peft_model
 
+    config = notes_model_config()
     counts = []
     for v in (KISS, OVER):
-        wrapped = get_peft_model(meta_model(notes_model_config()), lora_config(v.r, v.alpha, v.targets, 0.0))
+        wrapped = get_peft_model(meta_model(config), lora_config(v.r, v.alpha, v.targets, 0.0))
         counts.append(wrapped.get_nb_trainable_parameters())
     (k, k_total), (o, o_total) = counts
-    return 100.0 * k / k_total, 100.0 * o / o_total, o / k
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    return LoraCounts(
+        kiss_trainable=k,
+        kiss_total=k_total,
+        over_trainable=o,
+        over_total=o_total,
+        hidden_size=config.hidden_size,
+        kv_dim=config.hidden_size // heads * kv_heads,
+        layers=config.num_hidden_layers,
+    )
+
+
+# Input + output width of each attention projection a variant adapts, in units of the hidden size d, as a
+# function of x = d_kv / d (the key/value width over the hidden size): q and o map d → d, k and v d → d_kv.
+ATTENTION_WIDTHS = {
+    "q_proj": lambda x: 2.0,
+    "k_proj": lambda x: 1.0 + x,
+    "v_proj": lambda x: 1.0 + x,
+    "o_proj": lambda x: 2.0,
+}
+
+
+def llama_param_ratio_range(kiss: LoraVariant = KISS, over: LoraVariant = OVER) -> tuple[float, float]:
+    """The trainable-parameter ratio over / KISS on any Llama-style attention, as (lowest, highest).
+
+    A rank-r LoRA on a d_in → d_out projection trains r·(d_in + d_out) parameters, in every layer alike,
+    so the ratio depends on the ranks, the targets and x = d_kv / d alone — not on the depth or width.
+    It is monotone in x, so its range over every shape (x from one key/value head towards 0 up to full
+    multi-head attention, 1) lies between its values at x = 0 and x = 1; the end at 0 is a supremum.
+    Written here because it is a closed form of PEFT's count, which needs a model per shape."""
+    unknown = sorted(set(kiss.targets + over.targets) - set(ATTENTION_WIDTHS))
+    if unknown:
+        raise ValueError(f"no Llama attention width for {unknown}; known: {sorted(ATTENTION_WIDTHS)}")
+
+    def ratio(x: float) -> float:
+        def per_layer(v: LoraVariant) -> float:
+            return v.r * sum(ATTENTION_WIDTHS[t](x) for t in v.targets)
+
+        return per_layer(over) / per_layer(kiss)
+
+    ends = (ratio(0.0), ratio(1.0))
+    return (min(ends), max(ends))
 
 
 def measure(cfg: KissConfig, ctx: AuditContext, live=None) -> Checked[KissMetrics]:
@@ -653,16 +725,18 @@ def measure(cfg: KissConfig, ctx: AuditContext, live=None) -> Checked[KissMetric
         runs.append(KissRun(seed, c.kiss.steps_to_target, c.over.steps_to_target, c.steps_trained))
         first = first or c
     assert first is not None
-    notes = ctx.shared.cached(("notes-model-shares",), notes_model_shares)
+    notes = ctx.shared.cached(("notes-model-counts",), notes_model_counts)
     kiss, over = first.kiss, first.over
     metrics = KissMetrics(
         kiss_trainable_share_pct=kiss.share_pct,
         over_trainable_share_pct=over.share_pct,
         param_ratio_over_vs_kiss=over.trainable / kiss.trainable,
         notes_model=NOTES_MODEL,
-        notes_kiss_share_pct=notes[0],
-        notes_over_share_pct=notes[1],
-        notes_param_ratio=notes[2],
+        notes_kiss_share_pct=notes.kiss_share_pct,
+        notes_over_share_pct=notes.over_share_pct,
+        notes_param_ratio=notes.param_ratio,
+        notes_counts=notes,
+        llama_ratio_range=llama_param_ratio_range(),
         peak_ratio_kiss_vs_over=kiss.peak_bytes / over.peak_bytes
         if kiss.peak_bytes and over.peak_bytes
         else float("nan"),
@@ -677,8 +751,8 @@ def measure(cfg: KissConfig, ctx: AuditContext, live=None) -> Checked[KissMetric
         {
             "model": metrics.model,
             "seeds": len(runs),
-            f"{NOTES_MODEL} KISS share %": notes[0],
-            f"{NOTES_MODEL} over share %": notes[1],
+            f"{NOTES_MODEL} KISS share %": notes.kiss_share_pct,
+            f"{NOTES_MODEL} over share %": notes.over_share_pct,
         }
     )
     if ratios:

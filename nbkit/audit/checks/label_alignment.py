@@ -40,7 +40,10 @@ class LabelAlignmentConfig(CheckConfig):
 class LanguageAlignment:
     """One language's span labels after the round trip: how many, the share whose both boundaries are
     token boundaries, the exact boundary F1 with the offsets trimmed of whitespace and as the tokenizer
-    returns them, and characters per token."""
+    returns them, and characters per token. The counts the F1 is made of are kept too, in total and per
+    sentence (a sentence's spans share its text, so an interval over spans clusters them by sentence):
+    gold spans, spans the round trip gives back (``spans_returned``) and gold spans it gives back exactly
+    (``spans_kept``, trimmed offsets)."""
 
     spans: int
     sentences: int
@@ -48,6 +51,11 @@ class LanguageAlignment:
     boundary_f1_pct: float
     untrimmed_offsets_f1_pct: float
     chars_per_token: float
+    spans_kept: int
+    spans_returned: int
+    spans_per_sentence: tuple[int, ...]
+    kept_per_sentence: tuple[int, ...]
+    returned_per_sentence: tuple[int, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +156,7 @@ def check_label_alignment(
             "tokens": 0,
         }
     )
+    per_sentence: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     langs_of: dict[str, LanguageAlignment] = {}
     table = []
     for row in rows:
@@ -162,6 +171,7 @@ def check_label_alignment(
         agg["examples"] += 1
         agg["chars"] += len(row["text"])
         agg["tokens"] += rt["n_tokens"]
+        per_sentence[lang].append((len(rt["gold"]), rt["tp"], len(rt["back"])))
         for s, e, lab in rt["gold"]:
             if (s, e, lab) not in rt["back"]:
                 got = [b for b in rt["back"] if b[0] < e and b[1] > s]
@@ -197,6 +207,11 @@ def check_label_alignment(
             boundary_f1_pct=figures[f"{lang}_boundary_f1_pct"],
             untrimmed_offsets_f1_pct=figures[f"{lang}_untrimmed_offsets_f1_pct"],
             chars_per_token=figures[f"{lang}_chars_per_token"],
+            spans_kept=int(a["tp"]),
+            spans_returned=int(a["back"]),
+            spans_per_sentence=tuple(g for g, _, _ in per_sentence[lang]),
+            kept_per_sentence=tuple(k for _, k, _ in per_sentence[lang]),
+            returned_per_sentence=tuple(b for _, _, b in per_sentence[lang]),
         )
     worst = min(langs, key=lambda lg: figures[f"{lg}_boundary_f1_pct"]) if langs else None
     if worst is None:

@@ -45,60 +45,88 @@ class LossMaskConfig(CheckConfig):
 @dataclass(frozen=True)
 class LeakClass:
     """The field notes' two asserts on the leaking examples of one class: how many examples leak this
-    way, how many fail at least one assert (``caught``), and how often each assert fires."""
+    way, how many fail at least one assert (``caught``), and how many each assert catches."""
 
     name: str
     examples: int
     caught: int
-    length_fires: int
-    decode_fires: int
+    caught_by_length: int
+    caught_by_positions: int
 
     @property
     def missed(self) -> int:
         return self.examples - self.caught
 
 
+@dataclass(frozen=True)
+class UnseenLeak:
+    """A leak no check of one training example can see: the example is consistent in itself (its labels
+    are its target tokens, in place), and the leak lies between it and something else — the whole text's
+    own tokenisation, or the template inference renders. How many examples leak this way, and how many
+    of them the field notes' asserts catch (none, as the example gives them nothing to catch)."""
+
+    name: str
+    examples: int
+    caught: int
+    against: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class LossMaskMetrics(CheckMetrics):
     """The configured template's examples (how many train on the wrong tokens, and why), and what the
-    field notes' two asserts catch: on leaking examples of each class, and on the clean ones."""
+    field notes' two asserts catch: on leaking examples of each class a per-example check can see
+    (``leak_classes``), and on the clean ones; the leaks no per-example check can see are
+    ``unseen_leaks``, counted apart."""
 
     examples: int
     length_mismatch: int
-    decode_mismatch: int
+    position_mismatch: int
     eot_masked: int
     truncated: int
     boundary_merge: int
     pad_equals_eos: bool
     leak_classes: tuple[LeakClass, ...]
+    unseen_leaks: tuple[UnseenLeak, ...]
     clean_examples: int
     clean_failing: int
 
 
-# The leaks the SFT path and its collators produce. The first four change which tokens are trained; the
-# last three train the right tokens in the wrong place: a BPE merge across the prompt/target boundary
-# (the target tokenised alone is not what inference sees), labels shifted by one position (a collator
-# that shifts them before the model shifts again), and a training template other than the chat
-# template inference renders.
+# The leaks the SFT path and its collators produce. The first five change which tokens are trained or
+# where (a per-example check can see them): the end-of-turn token masked because pad == eos, a target cut
+# by truncation, prompt tokens trained, the mask boundary one token early, labels shifted by one
+# position (a collator that shifts them before the model shifts again).
 LEAK_CLASSES = (
     "eot_masked_by_pad",
     "target_truncated",
     "prompt_trained",
     "mask_off_by_one",
-    "boundary_merge",
     "shifted_labels",
-    "inference_template",
 )
+# The other two train the right tokens in the right place of an example that is consistent in itself: a
+# BPE merge across the prompt/target boundary (the target tokenised alone is not what the whole text
+# tokenises to), and a training template other than the chat template inference renders.
+UNSEEN_LEAKS = {
+    "boundary_merge": "the whole text's own tokenisation",
+    "inference_template": "the chat template inference renders",
+}
+
+
+def target_positions(tokenizer, features: dict[str, Any]) -> dict[int, int]:
+    """Where the target's tokens sit in the example: position → token id, the target tokenised alone
+    placed right after the prompt's ``n_prompt`` tokens (whatever the labels say)."""
+    target = tokenizer(features["target_text"], add_special_tokens=False)["input_ids"]
+    return {features["n_prompt"] + j: t for j, t in enumerate(target)}
 
 
 def field_note_asserts(tokenizer, features: dict[str, Any]) -> tuple[bool, bool]:
-    """The field notes' two checks, as written: (``len(input_ids) == len(labels)``, the tokens with a
-    label other than -100 decode exactly to the target text)."""
+    """The field notes' two checks (§3.2), as written: (``len(input_ids) == len(labels)``, the positions
+    whose label is not -100 are exactly the target tokens' positions — each labelled with its target
+    token, which the inputs hold there too)."""
     ids, labels = features["input_ids"], features["labels"]
-    trained = [lab for lab in labels if lab != -100]
-    return len(ids) == len(labels), tokenizer.decode(trained, skip_special_tokens=False) == features[
-        "target_text"
-    ]
+    trained = {i: lab for i, lab in enumerate(labels) if lab != -100}
+    expected = target_positions(tokenizer, features)
+    in_place = all(i < len(ids) and ids[i] == t for i, t in expected.items())
+    return len(ids) == len(labels), trained == expected and in_place
 
 
 def leaking_variants(tokenizer, example: dict[str, Any], template) -> dict[str, dict[str, Any]]:
@@ -167,8 +195,12 @@ def hand_written_template(template):
 
 def probe_field_note_asserts(tokenizer, examples: list[dict[str, Any]], template) -> dict[str, Any]:
     """Run the field notes' two asserts on clean examples and on leaking variants of each class:
-    ``{"leaks": {class: counts}, "clean_examples": n, "clean_failing": k}``."""
-    leaks = {c: {"examples": 0, "caught": 0, "length_fires": 0, "decode_fires": 0} for c in LEAK_CLASSES}
+    ``{"leaks": {class: counts}, "unseen": {class: counts}, "clean_examples": n, "clean_failing": k}``
+    (``unseen``: the classes no per-example check can see, :data:`UNSEEN_LEAKS`)."""
+    leaks = {
+        c: {"examples": 0, "caught": 0, "caught_by_length": 0, "caught_by_positions": 0} for c in LEAK_CLASSES
+    }
+    unseen = {c: {"examples": 0, "caught": 0} for c in UNSEEN_LEAKS}
     clean_n = clean_failing = 0
     for ex in examples:
         clean = build_features(
@@ -177,21 +209,23 @@ def probe_field_note_asserts(tokenizer, examples: list[dict[str, Any]], template
         clean_n += 1
         clean_failing += not all(field_note_asserts(tokenizer, clean))
         for cls, feats in leaking_variants(tokenizer, ex, template).items():
-            length_ok, decode_ok = field_note_asserts(tokenizer, feats)
-            row = leaks[cls]
+            length_ok, positions_ok = field_note_asserts(tokenizer, feats)
+            row = leaks[cls] if cls in leaks else unseen[cls]
             row["examples"] += 1
-            row["length_fires"] += not length_ok
-            row["decode_fires"] += not decode_ok
-            row["caught"] += not (length_ok and decode_ok)
-    return {"leaks": leaks, "clean_examples": clean_n, "clean_failing": clean_failing}
+            row["caught"] += not (length_ok and positions_ok)
+            if cls in leaks:
+                row["caught_by_length"] += not length_ok
+                row["caught_by_positions"] += not positions_ok
+    return {"leaks": leaks, "unseen": unseen, "clean_examples": clean_n, "clean_failing": clean_failing}
 
 
 def check_loss_mask(
     tokenizer, examples: list[dict[str, Any]], template, *, max_examples: int | None = None
 ) -> Checked[LossMaskMetrics]:
-    """For each example: len(input_ids) == len(labels); unmasked labels decode exactly to the
-    target text; the end-of-turn token is trained on (not masked) even though pad == eos; and the
-    prompt/target split tokenises the same as the whole text (no BPE merge across the boundary).
+    """For each example: len(input_ids) == len(labels); the positions with a label other than -100 are
+    exactly the target tokens' positions; the end-of-turn token is trained on (not masked) even though
+    pad == eos; and the prompt/target split tokenises the same as the whole text (no BPE merge across
+    the boundary).
     """
     import plotly.graph_objects as go
 
@@ -215,7 +249,7 @@ def check_loss_mask(
     counts = {
         "examples": 0,
         "length_mismatch": 0,
-        "decode_mismatch": 0,
+        "position_mismatch": 0,
         "eot_masked": 0,
         "truncated": 0,
         "boundary_merge": 0,
@@ -226,10 +260,9 @@ def check_loss_mask(
         f = build_features(tokenizer, ex, template)
         counts["examples"] += 1
         ids, labels = f["input_ids"], f["labels"]
-        trained = [lab for lab in labels if lab != -100]
-        decoded = tokenizer.decode(trained, skip_special_tokens=False)
+        length_ok, positions_ok = field_note_asserts(tokenizer, f)
         problems = []
-        if len(ids) != len(labels):
+        if not length_ok:
             counts["length_mismatch"] += 1
             problems.append(f"len(input_ids)={len(ids)} != len(labels)={len(labels)}")
         if f["n_prompt"] + f["n_target"] > template.max_length:
@@ -238,9 +271,14 @@ def check_loss_mask(
                 f"truncated at max_length={template.max_length}: "
                 f"{max(0, template.max_length - f['n_prompt'])} of {f['n_target']} target tokens kept"
             )
-        if decoded != f["target_text"]:
-            counts["decode_mismatch"] += 1
-            problems.append(f"labels decode to {decoded!r:.60}, target is {f['target_text']!r:.60}")
+        if not positions_ok:
+            counts["position_mismatch"] += 1
+            trained = [i for i, lab in enumerate(labels) if lab != -100]
+            decoded = tokenizer.decode([labels[i] for i in trained], skip_special_tokens=False)
+            problems.append(
+                f"labels train positions {_span(trained)}, the target's tokens sit at "
+                f"{_span(sorted(target_positions(tokenizer, f)))} (labels decode to {decoded!r:.60})"
+            )
         eot_positions = [i for i in range(f["n_prompt"], len(ids)) if ids[i] == eot_id]
         if eot_positions and any(labels[i] == -100 for i in eot_positions):
             counts["eot_masked"] += 1
@@ -259,18 +297,22 @@ def check_loss_mask(
     figures: dict[str, Any] = dict(counts)
     figures["pad_equals_eos"] = pad_eq_eos
     # The field notes' claim is that their two asserts catch leaks: judged on leaking variants of these
-    # examples.
+    # examples, the leaks no per-example check can see counted apart.
     probe = probe_field_note_asserts(tokenizer, examples[: max_examples or len(examples)], template)
     figures["field_note_asserts"] = probe
     metrics = LossMaskMetrics(
         examples=counts["examples"],
         length_mismatch=counts["length_mismatch"],
-        decode_mismatch=counts["decode_mismatch"],
+        position_mismatch=counts["position_mismatch"],
         eot_masked=counts["eot_masked"],
         truncated=counts["truncated"],
         boundary_merge=counts["boundary_merge"],
         pad_equals_eos=pad_eq_eos,
         leak_classes=tuple(LeakClass(name, **probe["leaks"][name]) for name in LEAK_CLASSES),
+        unseen_leaks=tuple(
+            UnseenLeak(name, **probe["unseen"][name], against=against)
+            for name, against in UNSEEN_LEAKS.items()
+        ),
         clean_examples=probe["clean_examples"],
         clean_failing=probe["clean_failing"],
     )
@@ -278,19 +320,13 @@ def check_loss_mask(
     figures["trained_share_of_tokens_pct"] = (
         (100.0 * sum(1 for lab in shown[1] if lab != -100) / len(shown[1])) if shown else 0.0
     )
-    bad = counts["length_mismatch"] + counts["decode_mismatch"] + counts["eot_masked"] + counts["truncated"]
-    if bad:
-        worst = max(
-            ("length_mismatch", "decode_mismatch", "eot_masked", "truncated"), key=lambda k: counts[k]
-        )
+    kinds = ("length_mismatch", "position_mismatch", "eot_masked", "truncated")
+    if any(counts[k] for k in kinds):
+        worst = max(kinds, key=lambda k: counts[k])
         status = "fail"
         summary = (
             f"{len(table)} of {counts['examples']} examples train on the wrong tokens: "
-            + ", ".join(
-                f"{k}={counts[k]}"
-                for k in ("length_mismatch", "decode_mismatch", "eot_masked", "truncated")
-                if counts[k]
-            )
+            + ", ".join(f"{k}={counts[k]}" for k in kinds if counts[k])
             + f" (most: {worst})"
         )
     elif counts["boundary_merge"]:
@@ -302,7 +338,7 @@ def check_loss_mask(
     else:
         status = "pass"
         summary = (
-            f"all {counts['examples']} examples: lengths match, labels decode exactly to the target, "
+            f"all {counts['examples']} examples: lengths match, labels train exactly the target's positions, "
             f"end-of-turn token trained (pad == eos: {pad_eq_eos})"
         )
     fig = go.Figure()
@@ -332,6 +368,15 @@ def check_loss_mask(
         figure=fig,
     )
     return Checked(finding, metrics)
+
+
+def _span(positions: list[int]) -> str:
+    """Positions as ``a–b`` when contiguous, else the list (shortened)."""
+    if not positions:
+        return "none"
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        return f"{positions[0]}–{positions[-1]}"
+    return str(positions[:8])[:-1] + (", …]" if len(positions) > 8 else "]")
 
 
 def measure(cfg: LossMaskConfig, ctx: AuditContext, live=None) -> Checked[LossMaskMetrics]:

@@ -68,7 +68,8 @@ class RewardWeightsMetrics(CheckMetrics):
     """KL, kurtosis and effective sample size of the configured and the concentrated sampler on the
     same scored responses; the kurtosis rise with its bootstrap standard error; the β at which KL crosses
     its threshold and the β at which the CI shrink crosses its own (NaN when one never does below β =
-    64), and the bootstrap standard error of the log of their ratio."""
+    64), and the bootstrap standard error of the log of their ratio (each standard error NaN where the
+    resamples show no spread: :func:`bootstrap_se`)."""
 
     beta: float
     gamma: float
@@ -203,7 +204,9 @@ def bootstrap_figures(rewards, log_prior, *, concentrated, gamma: float, edges, 
     """Over ``BOOTSTRAP`` resamples of the responses: the standard error of the kurtosis rise from
     uniform to the ``concentrated`` sampler, and of the log ratio of the two rules' β crossings (KL,
     CI shrink; :func:`crossings`). Resamples where a figure is undefined (every response the same, a
-    rule that never flags) are left out of its standard error."""
+    rule that never flags) are left out of its standard error. A standard error of 0 (every resample
+    gave the same figure: responses too few or too alike for the bootstrap to see any spread) is NaN,
+    not 0: a zero-width interval would decide on nothing."""
     import numpy as np
 
     n = len(rewards)
@@ -214,10 +217,19 @@ def bootstrap_figures(rewards, log_prior, *, concentrated, gamma: float, edges, 
     kl_b, shrink_b = crossings(rewards, log_prior, gamma, edges, *thresholds, idx)
     ratio = np.log(kl_b / shrink_b)
     ratio = ratio[np.isfinite(ratio)]
-    return (
-        float(rise.std(ddof=1)) if rise.size > 1 else float("nan"),
-        float(ratio.std(ddof=1)) if ratio.size > 1 else float("nan"),
-    )
+    return bootstrap_se(rise), bootstrap_se(ratio)
+
+
+def bootstrap_se(values) -> float:
+    """The standard deviation of the bootstrap figures; NaN below two of them, or where they spread no
+    more than float rounding of their size does (every resample gave the same figure)."""
+    import numpy as np
+
+    if values.size < 2:
+        return float("nan")
+    se = float(values.std(ddof=1))
+    rounding = 64 * np.finfo(float).eps * float(np.abs(values).max())
+    return se if se > rounding else float("nan")
 
 
 def check_sampling(
