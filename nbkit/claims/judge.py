@@ -474,7 +474,7 @@ def _row(
     return Claim(
         claim=spec.claim,
         field_note=spec.field_note,
-        measured=NOT_MEASURED if reading is None or missing else reading.measured,
+        measured=NOT_MEASURED if reading is None else reading.measured,
         verdict=verdict.verdict,
         rule=rule.text + (f" [{spec.bespoke}]" if spec.bespoke else ""),
         n=n,

@@ -435,35 +435,55 @@ def run_aggr(cfg: AggrConfig, ctx: KGContext, live: LiveFigure | None = None) ->
     (a non-finite loss, recorded, not raised) and validation MRR per run."""
     import pandas as pd
 
-    device = ctx.torch_device
-    split = ctx.split(cfg.dataset, cfg.seed)
     stop = REGISTRY.stopper("aggr", ctx, cfg)
-    runs, curves = [], []
+    at = where(ctx)
+    one = (
+        (lambda s: aggr_seed(cfg, s, ctx=ctx, live=live))
+        if at.mode == "this process"
+        else functools.partial(aggr_seed, cfg)
+    )
     # Seed by seed, both arms; stops once the claim it feeds is decided (at most cfg.seeds seeds).
-    for s in range(cfg.seed, cfg.seed + cfg.seeds):
-        for aggr in ("mean", "add"):
-            try:
-                res, _, _ = train_rung(
-                    split,
-                    LADDER[AGGR_RUNG],
-                    cfg.arm(aggr, s),
-                    device=device,
-                    live=live,
-                    trace_prefix=f"{aggr} s{s}",
-                )
-            except FloatingPointError:
-                runs.append(AggrRun(aggr, s, float("nan"), float("nan"), diverged=True))
-                continue
-            rough = loss_roughness(res.history["loss"])
-            runs.append(AggrRun(aggr, s, res.metrics["valid_mrr"], rough, diverged=False))
-            curves.append((aggr, s, list(res.history["loss"])))
-        if stop(_aggr_metrics(cfg, runs)):
-            break
+    per_seed = replicate(
+        list(range(cfg.seed, cfg.seed + cfg.seeds)),
+        one,
+        stop=lambda done: stop(_aggr_metrics(cfg, [r for seed in done for r, _ in seed])),
+        at=at,
+        ctx=ctx,
+        slug="aggr",
+    )
+    runs = [r for seed in per_seed for r, _ in seed]
+    curves = [(r.aggr, r.seed, curve) for seed in per_seed for r, curve in seed if curve is not None]
     metrics = _aggr_metrics(cfg, runs)
     arms = {"mean": metrics.mean, "add": metrics.add}
     wobble = {a: [(r.seed, r.roughness) for r in runs if r.aggr == a and not r.diverged] for a in arms}
     fig = figures.aggr_figure(curves, wobble)
     return Result(metrics=metrics, table=pd.DataFrame([dataclasses.asdict(r) for r in runs]), figure=fig)
+
+
+def aggr_seed(cfg: AggrConfig, seed: int, ctx: KGContext | None = None, live=None) -> list[tuple]:
+    """One seed of both arms: ``[(AggrRun, loss curve or None when it diverged)]`` (mean, then add)."""
+    ctx = ctx or _worker_context()
+    split = ctx.split(cfg.dataset, cfg.seed)
+    out: list[tuple] = []
+    for aggr in ("mean", "add"):
+        try:
+            res, _, _ = train_rung(
+                split,
+                LADDER[AGGR_RUNG],
+                cfg.arm(aggr, seed),
+                device=ctx.torch_device,
+                live=live,
+                progress=ctx is not _WORKER.get("ctx"),
+                trace_prefix=f"{aggr} s{seed}",
+            )
+        except FloatingPointError:
+            out.append((AggrRun(aggr, seed, float("nan"), float("nan"), diverged=True), None))
+            continue
+        rough = loss_roughness(res.history["loss"])
+        out.append(
+            (AggrRun(aggr, seed, res.metrics["valid_mrr"], rough, diverged=False), list(res.history["loss"]))
+        )
+    return out
 
 
 def _aggr_metrics(cfg: AggrConfig, runs: list[AggrRun]) -> AggrMetrics:
@@ -511,22 +531,22 @@ def run_downstream(
     reason = downstream_skip_reason(labels)
     if reason:
         return Result(metrics=DownstreamMetrics(skipped=reason), table=pd.DataFrame([{"skipped": reason}]))
-    device = ctx.torch_device
     stop = REGISTRY.stopper("downstream", ctx, cfg)
-    outs: list[dict] = []
+    at = where(ctx)
+    one = (
+        (lambda s: downstream_seed(cfg, s, ctx=ctx, live=live if s == cfg.seed else None))
+        if at.mode == "this process"
+        else functools.partial(downstream_seed, cfg)
+    )
     # One embedding run per seed; stops once the claims it feeds are decided (at most cfg.seeds seeds).
-    for s in range(cfg.seed, cfg.seed + cfg.seeds):
-        outs.append(
-            downstream_check(
-                split,
-                cfg.train_config(seed=s),
-                labels=labels,
-                device=device,
-                live=live if s == cfg.seed else None,
-            )
-        )
-        if stop(_downstream_metrics(outs)):
-            break
+    outs = replicate(
+        list(range(cfg.seed, cfg.seed + cfg.seeds)),
+        one,
+        stop=lambda done: stop(_downstream_metrics(done)),
+        at=at,
+        ctx=ctx,
+        slug="downstream",
+    )
     seeds = range(cfg.seed, cfg.seed + len(outs))
     metrics = _downstream_metrics(outs)
     per_seed = {"trained": metrics.seed_scores, "random_control": metrics.control_seed_scores}
@@ -555,6 +575,21 @@ def run_downstream(
         ]
     )
     return Result(metrics=metrics, table=table, figure=fig)
+
+
+def downstream_seed(cfg: DownstreamConfig, seed: int, ctx: KGContext | None = None, live=None) -> dict:
+    """One embedding run (seed) and its downstream classifiers (:func:`downstream_check`)."""
+    ctx = ctx or _worker_context()
+    split = ctx.split(cfg.dataset, cfg.seed)
+    labels = {e: t for t in split.entity_types for e in split.entities[t]}
+    return downstream_check(
+        split,
+        cfg.train_config(seed=seed),
+        labels=labels,
+        device=ctx.torch_device,
+        live=live,
+        progress=ctx is not _WORKER.get("ctx"),
+    )
 
 
 def _downstream_metrics(outs: list[dict]) -> DownstreamMetrics:
@@ -597,7 +632,14 @@ MINIBATCH_RUNG = 5  # the RGCN rung the mini-batch experiments train
 
 
 def _minibatch_split(cfg: MinibatchConfig, ctx: KGContext):
-    """The graph's split and, on a synthetic graph, the MRR ceiling of its clusters (else None)."""
+    """The graph's split and, on a synthetic graph, the MRR ceiling of its clusters (else None); kept in
+    ``ctx`` (every seed of the experiment, in this process or a worker, trains on the same graph)."""
+    key = ("minibatch split", cfg.source, cfg.dataset, cfg.entities, cfg.triples, cfg.clusters, cfg.seed)
+    key += (cfg.eval_max_triples, cfg.eval_slice)
+    return ctx.cached(key, lambda: _make_minibatch_split(cfg, ctx))
+
+
+def _make_minibatch_split(cfg: MinibatchConfig, ctx: KGContext):
     if cfg.source == "synthetic":
         kg = synthetic_kg(cfg.entities, cfg.triples, seed=cfg.seed, num_clusters=cfg.clusters)
         split = kgg.split_kg(kg, seed=cfg.seed)
@@ -646,37 +688,33 @@ def run_minibatch(
     and peak memory per mode and training seed. The scale experiment is this run on ``ScaleConfig``."""
     import pandas as pd
 
-    device = ctx.torch_device
     split, ceiling = _minibatch_split(cfg, ctx)
-    base = _minibatch_config(cfg)
-    modes = [("mini-batch", dataclasses.replace(base, num_neighbors=(cfg.fanout,) * base.layers))]
-    if cfg.compare_full:
-        modes.append(("full graph", dataclasses.replace(base, full_graph=True)))
-    probe = memory_probe(device)
-    rows, curves = [], []
-    stop = REGISTRY.stopper("scale" if isinstance(cfg, ScaleConfig) else "minibatch", ctx, cfg)
-    interrupted = False
+    slug = "scale" if isinstance(cfg, ScaleConfig) else "minibatch"
+    stop = REGISTRY.stopper(slug, ctx, cfg)
+    at = where(ctx)
+    one = (
+        (lambda s: minibatch_seed(cfg, s, ctx=ctx, live=live if s == cfg.seed else None))
+        if at.mode == "this process"
+        else functools.partial(minibatch_seed, cfg)
+    )
+
+    def metrics_of(done: list[list[tuple]]) -> MinibatchMetrics:
+        return MinibatchMetrics(
+            rows=tuple(r for seed in done for r, _ in seed), sizes=split.sizes(), graph_seed=cfg.seed
+        )
+
     # Training seed by seed (the graph and split stay cfg.seed's), every mode; stops once the claims it
     # feeds are decided (at most cfg.seeds seeds).
-    for s in range(cfg.seed, cfg.seed + cfg.seeds):
-        for name, tc in modes:
-            label = name if cfg.seeds == 1 else f"{name} seed {s}"
-            with watch_peak(probe) as peak:
-                res, _, graph = train_rung(
-                    split,
-                    LADDER[MINIBATCH_RUNG],
-                    dataclasses.replace(tc, seed=s),
-                    device=device,
-                    live=live if s == cfg.seed else None,
-                    trace_prefix=label,
-                )
-            rows.append(_minibatch_row(name, s, res, graph, split, peak, ceiling))
-            curves.append((label, res.history))
-            interrupted = res.interrupted
-            if interrupted:
-                break
-        if interrupted or stop(MinibatchMetrics(rows=tuple(rows), sizes=split.sizes(), graph_seed=cfg.seed)):
-            break
+    per_seed = replicate(
+        list(range(cfg.seed, cfg.seed + cfg.seeds)),
+        one,
+        stop=lambda done: any(r.interrupted for seed in done for r, _ in seed) or stop(metrics_of(done)),
+        at=at,
+        ctx=ctx,
+        slug=slug,
+    )
+    rows = [r for seed in per_seed for r, _ in seed]
+    curves = [c for seed in per_seed for _, c in seed]
     metrics = MinibatchMetrics(rows=tuple(rows), sizes=split.sizes(), graph_seed=cfg.seed)
     table = pd.DataFrame([_row_dict(r) for r in rows])
     title = (
@@ -688,6 +726,35 @@ def run_minibatch(
     )
     fig = figures.curves_figure(title, curves, ceiling=ceiling)
     return Result(metrics=metrics, table=table, figure=fig)
+
+
+def minibatch_seed(cfg: MinibatchConfig, seed: int, ctx: KGContext | None = None, live=None) -> list[tuple]:
+    """One training seed of every mode on the experiment's graph: ``[(MinibatchRow, (label, history))]``;
+    a mode interrupted by Ctrl-C ends the seed there."""
+    ctx = ctx or _worker_context()
+    split, ceiling = _minibatch_split(cfg, ctx)
+    base = _minibatch_config(cfg)
+    modes = [("mini-batch", dataclasses.replace(base, num_neighbors=(cfg.fanout,) * base.layers))]
+    if cfg.compare_full:
+        modes.append(("full graph", dataclasses.replace(base, full_graph=True)))
+    probe = memory_probe(ctx.torch_device)
+    out: list[tuple] = []
+    for name, tc in modes:
+        label = name if cfg.seeds == 1 else f"{name} seed {seed}"
+        with watch_peak(probe) as peak:
+            res, _, graph = train_rung(
+                split,
+                LADDER[MINIBATCH_RUNG],
+                dataclasses.replace(tc, seed=seed),
+                device=ctx.torch_device,
+                live=live,
+                progress=ctx is not _WORKER.get("ctx"),
+                trace_prefix=label,
+            )
+        out.append((_minibatch_row(name, seed, res, graph, split, peak, ceiling), (label, res.history)))
+        if res.interrupted:
+            break
+    return out
 
 
 def _row_dict(row: MinibatchRow) -> dict[str, Any]:

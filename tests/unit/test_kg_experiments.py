@@ -65,17 +65,19 @@ def test_each_aggr_arm_runs_with_its_own_choices_at_the_ladders_learning_rate():
 
 
 def test_the_selection_trains_at_seeds_no_judged_run_uses():
-    for Config in (c.AblationConfig, c.AggrConfig, c.DownstreamConfig, c.ScaleConfig):
+    for slug in ("ablation", "aggr", "downstream", "scale"):
+        Config = ex.REGISTRY[slug].Config
         field = next(f for f in dataclasses.fields(Config) if f.name == "seeds")
         assert field.metadata["max"] <= c.SEEDS_MAX < c.SELECTION_SEED_OFFSET
-        assert getattr(Config, "full", Config)().seeds <= c.SEEDS_MAX
+        assert ex.REGISTRY[slug].config(False, "full").seeds <= c.SEEDS_MAX
 
 
-def test_the_full_profile_changes_only_the_units():
-    for Config in (c.AblationConfig, c.AggrConfig):
-        assert dataclasses.replace(Config.full(), seeds=Config().seeds) == Config()
-    # downstream and scale decide at their defaults: the full profile runs them as they are
-    assert not hasattr(c.DownstreamConfig, "full") and not hasattr(c.ScaleConfig, "full")
+def test_the_full_profile_changes_only_the_budget():
+    for slug in ("ablation", "aggr", "downstream", "scale"):
+        e = ex.REGISTRY[slug]
+        full = e.config(False, "full")
+        assert full.seeds == e.replicates.full >= e.Config().seeds
+        assert dataclasses.replace(full, seeds=e.Config().seeds) == e.Config()
 
 
 def test_the_scale_run_has_a_step_budget_on_a_graph_its_defaults_were_not_chosen_on():
