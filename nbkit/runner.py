@@ -28,7 +28,7 @@ import nbkit.runfolder as rf
 from nbkit.catalog import available_notebooks, resolve_notebook
 from nbkit.errors import RunError
 from nbkit.execute import Job, NotebookResult, kernel_exists
-from nbkit.params import check_parameters, notebook_parameters
+from nbkit.params import ParameterError, check_given, notebook_parameters
 from nbkit.pool import execute_jobs
 from nbkit.publish import attach_screenshots, keep_unfinished, make_tmp_beside, prepare_output, write_state
 from nbkit.record import read_notebook
@@ -61,9 +61,17 @@ def _plan_new(
             wanted["PROFILE"] = profile
         # A parameter given for several notebooks need only exist in those that declare it, but
         # must exist in at least one (checked below) — a typo must not pass silently.
-        per_nb[p.stem] = check_parameters(
+        per_nb[p.stem] = check_given(
             p, {k: v for k, v in wanted.items() if k in declared or len(paths) == 1}, declared
         )
+        # The values its parameters cell sets itself (a user's copy may have been edited) are checked too:
+        # the notebook's first cell would stop on them, after its kernel started.
+        try:
+            check_given(p, {k: d["default"] for k, d in declared.items() if k not in wanted}, declared)
+        except ParameterError as exc:
+            raise ParameterError(
+                f"{exc} (the value its parameters cell sets; give another with -p)"
+            ) from None
     for key in given:
         if not any(key in per_nb[p.stem] for p in paths):
             raise RunError(f"unknown parameter {key!r}: no selected notebook declares it")

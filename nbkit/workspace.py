@@ -23,6 +23,7 @@ from pathlib import Path
 
 import nbkit.catalog as catalog
 from nbkit.errors import UsageError, main_error
+from nbkit.extras import install_line
 from nbkit.runfolder import RUN_DIR_ENV
 
 MANIFEST = ".nbkit-init.json"
@@ -39,8 +40,8 @@ def source_files() -> list[Path]:
     files = sorted(p for pattern in COPIED for p in root.glob(pattern))
     if not any(p.suffix == ".ipynb" for p in files):
         raise UsageError(
-            f"no notebooks came with this nbkit (looked in {root}); reinstall it: pip install "
-            "--force-reinstall nbkit"
+            f"no notebooks came with this nbkit (looked in {root}); reinstall it: "
+            f"{install_line()} --force-reinstall"
         )
     return files
 
@@ -133,7 +134,7 @@ def lab_command(
 
     if find_spec("jupyterlab") is None:
         raise UsageError(
-            f"JupyterLab is not installed in this environment ({sys.executable}); pip install nbkit brings it"
+            f"JupyterLab is not installed in this environment ({sys.executable}); {install_line()} brings it"
         )
     cmd = [
         sys.executable,
@@ -191,12 +192,24 @@ def add_commands(sub) -> None:
     init_p = sub.add_parser(
         "init", help="copy the workbook's notebooks into DIR (default ./notebooks) to open and edit"
     )
-    init_p.add_argument("dir", nargs="?", default="notebooks", metavar="DIR")
+    init_p.add_argument(
+        "dir",
+        nargs="?",
+        default="notebooks",
+        metavar="DIR",
+        help="the folder for your copies (created if missing; default ./notebooks, where `nbkit run` looks)",
+    )
     init_p.set_defaults(func=cmd_init)
     lab = sub.add_parser(
         "lab", help="start JupyterLab in DIR (default ./notebooks, else .) with this environment's kernel"
     )
-    lab.add_argument("dir", nargs="?", default=None, metavar="DIR")
+    lab.add_argument(
+        "dir",
+        nargs="?",
+        default=None,
+        metavar="DIR",
+        help="the folder JupyterLab opens (default ./notebooks when it exists, else the current folder)",
+    )
     lab.add_argument(
         "--port", type=int, help="the server's port (default: JupyterLab's, 8888 or the next free one)"
     )

@@ -8,7 +8,7 @@ import pytest
 from nbkit.catalog import resolve_notebook
 from nbkit.cli import main
 from nbkit.errors import RunError
-from nbkit.params import check_parameters, parse_value
+from nbkit.params import check_given, parse_value
 
 
 def _notebook(path, body="import nbkit\nnbkit.record('n_squared', N * N)\n"):
@@ -72,13 +72,13 @@ def test_every_assignment_of_each_shipped_notebooks_parameters_cell_is_a_paramet
 
 def test_parameter_checks(nb_dir):
     path = nb_dir / "01_alpha.ipynb"
-    assert check_parameters(path, {"N": 5, "RATE": 1}) == {"N": 5, "RATE": 1}
+    assert check_given(path, {"N": 5, "RATE": 1}) == {"N": 5, "RATE": 1}
     with pytest.raises(RunError, match="unknown parameter 'EPOCHS'"):
-        check_parameters(path, {"EPOCHS": 3})
+        check_given(path, {"EPOCHS": 3})
     with pytest.raises(RunError, match="parameter N expects int .*got 'abc'"):
-        check_parameters(path, {"N": "abc"})
+        check_given(path, {"N": "abc"})
     with pytest.raises(RunError, match="SMOKE expects bool"):
-        check_parameters(path, {"SMOKE": 1})
+        check_given(path, {"SMOKE": 1})
 
 
 def test_parse_value():
@@ -144,7 +144,7 @@ def test_bad_requests_exit_2_with_one_message(nb_dir, tmp_path, capsys):
 def test_list_shows_parameters(nb_dir, capsys):
     assert main(["list", "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert listed["01_alpha"]["N"] == {"type": "int", "default": 3, "help": ""}
+    assert listed["01_alpha"]["N"] == {"type": "int", "default": 3, "help": "", "takes": ""}
 
 
 # -- index page, --jobs, interruption ----------------------------------------------------------------
