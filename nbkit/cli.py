@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import re
 import shutil
 import signal
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 from nbkit import __version__
-from nbkit.catalog import available_notebooks, packaged_notebooks_dir
+from nbkit.catalog import available_notebooks
 from nbkit.compare import add_command as add_compare
 from nbkit.compare import cmd_compare
 from nbkit.doctor import doctor_report
@@ -29,7 +30,7 @@ from nbkit.execute import skip_uri_grammar
 from nbkit.extras import DIST, install_line
 from nbkit.params import notebook_parameters, notes_removed, parse_value, takes
 from nbkit.runfolder import OutputError
-from nbkit.runner import run_notebooks
+from nbkit.runner import packaged_fallback, run_notebooks
 from nbkit.sweep import MAX_RUNS, run_sweep
 from nbkit.workspace import add_commands
 
@@ -166,7 +167,15 @@ def _cmd_list(args) -> int:
     if args.format == "json":
         print(json.dumps(out, indent=2, default=str))
         return 0
-    print(f"notebooks in {notebooks[0].parent}{_packaged_note(notebooks[0].parent)}")
+    packaged = packaged_fallback(notebooks)
+    print(
+        f"notebooks in {notebooks[0].parent}"
+        + (
+            " (the ones nbkit came with: none in this folder; `nbkit init` copies them here)"
+            if packaged
+            else ""
+        )
+    )
     rows = [
         (
             name,
@@ -196,13 +205,6 @@ LIST_HEADER = ("parameter", "type", "default", "takes")
 def _shown(default) -> str:
     text = repr(default)
     return text if len(text) <= 32 else text[:31] + "…"
-
-
-def _packaged_note(folder: Path) -> str:
-    """Said where the notebooks are the ones nbkit came with (no copies here): ``nbkit init`` makes them."""
-    if folder.resolve() != packaged_notebooks_dir().resolve() or Path.cwd().resolve() == folder.resolve():
-        return ""
-    return " (the ones nbkit came with: no notebooks here; `nbkit init` copies them here to edit)"
 
 
 # One "diagnose my own …" line per theme: what a user points nbkit at (printed by `nbkit doctor`).
@@ -469,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with terminate_as_interrupt():
             return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (`nbkit list | head`): what it wanted was printed; say nothing more. stdout is
+        # pointed at /dev/null so the interpreter's own flush at exit does not fail again (Python's advice).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt as exc:
         # The interrupted cell's error is left on an asyncio task of nbclient's; asyncio would log it
         # with two tracebacks when the task is collected. The run is over: say it once, here.
