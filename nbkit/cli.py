@@ -357,11 +357,15 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser(
         "list", help="notebooks and their parameters: type, default and the values each takes"
     )
-    lst.add_argument("--format", choices=["text", "json"], default="text")
+    lst.add_argument(
+        "--format", choices=["text", "json"], default="text", help="text: aligned columns; json: for tools"
+    )
     lst.set_defaults(func=_cmd_list)
 
     doc = sub.add_parser("doctor", help="what is present, what is missing, how to get it")
-    doc.add_argument("--format", choices=["text", "json"], default="text")
+    doc.add_argument(
+        "--format", choices=["text", "json"], default="text", help="text: one line each; json: for tools"
+    )
     doc.add_argument(
         "--build-cache", action="store_true", help="also convert SmolLM2's GGUF to the safetensors cache"
     )
