@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip wheel setuptools
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "$(TORCH_SPEC)"
+	@# A distribution named `nbkit` (the package index's unrelated one, or this project's earlier name) owns the
+	@# same `nbkit` package and command as nbkit-workbook: it goes first.
+	@$(PY) -m pip uninstall --quiet --yes nbkit 2>/dev/null || true
 	$(PY) -m pip install -e ".[all,dev]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nbkit)"
 	@# Convert SmolLM2's GGUF to the safetensors cache once, so notebooks load it fast instead of de-quantising it each time.

@@ -8,7 +8,8 @@ nbformat only when a table is built.
 
 from nbkit import start
 from nbkit.extras import require
+from nbkit.params import check_parameters
 from nbkit.record import record, recorded
 
-__all__ = ["record", "recorded", "require", "start", "__version__"]
+__all__ = ["check_parameters", "record", "recorded", "require", "start", "__version__"]
 __version__ = "0.1.0"

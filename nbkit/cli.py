@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import re
 import shutil
 import signal
@@ -26,9 +27,10 @@ from nbkit.compare import cmd_compare
 from nbkit.doctor import doctor_report
 from nbkit.errors import UsageError, main_error
 from nbkit.execute import skip_uri_grammar
-from nbkit.params import notebook_parameters, parse_value
+from nbkit.extras import DIST, install_line
+from nbkit.params import notebook_parameters, notes_removed, parse_value, takes
 from nbkit.runfolder import OutputError
-from nbkit.runner import run_notebooks
+from nbkit.runner import packaged_fallback, run_notebooks
 from nbkit.sweep import MAX_RUNS, run_sweep
 from nbkit.workspace import add_commands
 
@@ -57,7 +59,7 @@ def parse_params(pairs: list[list[str]] | None) -> dict:
     return params
 
 
-_USAGE_RAISED = re.compile(r" raised (UsageError|MissingExtra): (.*)", re.S)
+_USAGE_RAISED = re.compile(r" raised (UsageError|MissingExtra|ParameterError): (.*)", re.S)
 
 
 def _cmd_run(args) -> int:
@@ -97,7 +99,8 @@ def _cmd_run(args) -> int:
     # A notebook that stopped on a UsageError (bad user input it read, e.g. a DEV_SET row lacking a
     # field) is a usage error like a bad -p: its one-line message, exit 2; a new run that produced
     # nothing else is removed (nothing written, as for a bad -p).
-    # MissingExtra (a theme's extra not installed) is a UsageError too: the fix is one pip line.
+    # MissingExtra (a theme's extra not installed) is a UsageError too: the fix is one pip line; so is a
+    # ParameterError from the notebook's own first-cell check.
     usage = [m for r in failed if (m := _USAGE_RAISED.search(r.error or ""))]
     if usage and len(usage) == len(failed):
         if args.resume is None and not any(r.ok for r in results):
@@ -154,18 +157,54 @@ def _cmd_sweep(args) -> int:
 def _cmd_list(args) -> int:
     out = {}
     try:
-        for nb in available_notebooks(required=True):
-            out[nb.stem] = notebook_parameters(nb)
+        notebooks = available_notebooks(required=True)
+        for nb in notebooks:
+            out[nb.stem] = {
+                name: {**info, "takes": takes(info)} for name, info in notebook_parameters(nb).items()
+            }
     except UsageError as exc:
         return main_error(str(exc))
     if args.format == "json":
         print(json.dumps(out, indent=2, default=str))
         return 0
-    for name, params in out.items():
-        print(name)
-        for key, info in params.items():
-            print(f"    {key:<14} {info['type']:<6} default={info['default']!r}")
+    packaged = packaged_fallback(notebooks)
+    print(
+        f"notebooks in {notebooks[0].parent}"
+        + (
+            " (the ones nbkit came with: none in this folder; `nbkit init` copies them here)"
+            if packaged
+            else ""
+        )
+    )
+    rows = [
+        (
+            name,
+            key,
+            info["type"],
+            _shown(info["default"]),
+            info["takes"] or ("True or False" if info["type"] == "bool" else "any"),
+            notes_removed(info["help"]),
+        )
+        for name, params in out.items()
+        for key, info in params.items()
+    ]
+    # One width per column over every notebook, so the columns line up down the whole listing.
+    widths = [max([len(r[i + 1]) for r in rows] + [len(h)]) for i, h in enumerate(LIST_HEADER)]
+    for name in out:
+        print(f"\n{name}")
+        print("  " + "  ".join(h.ljust(w) for h, w in zip(LIST_HEADER, widths, strict=True)).rstrip())
+        for row in (r for r in rows if r[0] == name):
+            line = "  " + "  ".join(c.ljust(w) for c, w in zip(row[1:5], widths, strict=True))
+            print(line.rstrip() + (f"  # {row[5]}" if row[5] else ""))
     return 0
+
+
+LIST_HEADER = ("parameter", "type", "default", "takes")
+
+
+def _shown(default) -> str:
+    text = repr(default)
+    return text if len(text) <= 32 else text[:31] + "…"
 
 
 # One "diagnose my own …" line per theme: what a user points nbkit at (printed by `nbkit doctor`).
@@ -248,7 +287,7 @@ def _cmd_doctor(args) -> int:
 def _cmd_audit(args) -> int:
     if audit_cli is None:
         return main_error(
-            f"the audit theme is not available ({_AUDIT_MISSING}); install with: pip install 'nbkit[audit]'"
+            f"the audit theme is not available ({_AUDIT_MISSING}); install with: {install_line('audit')}"
         )
     return int(audit_cli.main(list(args.args)) or 0)
 
@@ -256,7 +295,7 @@ def _cmd_audit(args) -> int:
 def _cmd_diagnose(args) -> int:
     if diagnose_cli is None:
         return main_error(
-            f"nbkit diagnose is not available ({_AUDIT_MISSING}); install with: pip install 'nbkit[audit]'"
+            f"nbkit diagnose is not available ({_AUDIT_MISSING}); install with: {install_line('audit')}"
         )
     return int(diagnose_cli.main(list(args.args)) or 0)
 
@@ -265,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nbkit", description="Run and inspect the nbkit diagnostic workbook."
     )
-    parser.add_argument("--version", action="version", version=f"nbkit {__version__}")
+    parser.add_argument("--version", action="version", version=f"nbkit {__version__} (pip package {DIST})")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute notebooks headless (papermill) into runs/<timestamp>/")
@@ -285,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         choices=("default", "full"),
         default="default",
-        help="full: each claim's n large enough to decide it (PROFILE='full'; longer, see docs/claims.md)",
+        help="full: each claim's n large enough to decide it (PROFILE='full'; much longer than the default)",
     )
     run.set_defaults(func=_cmd_run, parser=run)
 
@@ -315,12 +354,18 @@ def build_parser() -> argparse.ArgumentParser:
     _common_run_options(sweep, output_help="output directory (default runs/sweep-<notebook>-<timestamp>)")
     sweep.set_defaults(func=_cmd_sweep)
 
-    lst = sub.add_parser("list", help="notebooks and their parameters")
-    lst.add_argument("--format", choices=["text", "json"], default="text")
+    lst = sub.add_parser(
+        "list", help="notebooks and their parameters: type, default and the values each takes"
+    )
+    lst.add_argument(
+        "--format", choices=["text", "json"], default="text", help="text: aligned columns; json: for tools"
+    )
     lst.set_defaults(func=_cmd_list)
 
     doc = sub.add_parser("doctor", help="what is present, what is missing, how to get it")
-    doc.add_argument("--format", choices=["text", "json"], default="text")
+    doc.add_argument(
+        "--format", choices=["text", "json"], default="text", help="text: one line each; json: for tools"
+    )
     doc.add_argument(
         "--build-cache", action="store_true", help="also convert SmolLM2's GGUF to the safetensors cache"
     )
@@ -340,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     # As audit: every argument (--help included) goes to nbkit.diagnose.cli.main.
     diag = sub.add_parser(
         "diagnose",
-        help="a whole training setup: nbkit diagnose CONFIG [--gpus-per-node N] [--nodes N] "
-        "[--gpu-memory GiB] [--format text|json|html]",
+        help="a training setup before it runs (nbkit diagnose CONFIG [--gpus-per-node N] [--nodes N] "
+        "[--gpu-memory GiB]), or a finished run (nbkit diagnose RUN_DIR); --format text|json|html",
         add_help=False,
         prefix_chars="+",
     )
@@ -371,7 +416,13 @@ def _common_run_options(p: argparse.ArgumentParser, output_help: str) -> None:
         help="run N notebooks at once, longest first, each with its share of the cores as thread counts",
     )
     p.add_argument("--output", type=Path, help=output_help)
-    p.add_argument("--kernel", default="python3")
+    p.add_argument(
+        "--kernel",
+        default="python3",
+        metavar="NAME",
+        help="the Jupyter kernel that runs the notebooks (default python3: this environment's, as `make "
+        "setup` or `python -m ipykernel install --sys-prefix` registers it)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bar")
 
 
@@ -424,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with terminate_as_interrupt():
             return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (`nbkit list | head`): what it wanted was printed; say nothing more. stdout is
+        # pointed at /dev/null so the interpreter's own flush at exit does not fail again (Python's advice).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt as exc:
         # The interrupted cell's error is left on an asyncio task of nbclient's; asyncio would log it
         # with two tracebacks when the task is collected. The run is over: say it once, here.

@@ -529,9 +529,9 @@ def add_command(sub) -> None:
         help="what changed between two runs (or two sweeps): verdicts, rows, notebooks, headline numbers, "
         "parameters, package versions; exit 1 when a verdict or a row changed",
     )
-    p.add_argument("run_a", type=Path, metavar="RUN_A")
-    p.add_argument("run_b", type=Path, metavar="RUN_B")
-    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("run_a", type=Path, metavar="RUN_A", help="the earlier run's folder (or sweep's)")
+    p.add_argument("run_b", type=Path, metavar="RUN_B", help="the run (or sweep) to compare it with")
+    p.add_argument("--format", choices=FORMATS, default="text", help="how the report is written")
     p.add_argument("--output", type=Path, help="write the report to this file instead of stdout")
     p.set_defaults(func=cmd_compare)
 

@@ -56,12 +56,14 @@ def device_name(choice: str = "auto") -> str:
     try:
         import torch  # noqa: F401
     except ImportError:
+        from nbkit.extras import install_line
+
         wanted = choice.strip().lower() if isinstance(choice, str) else choice
         if wanted in ("auto", "cpu"):
             return "cpu"
         raise RuntimeError(
             f"DEVICE={choice!r} but torch is not installed here; a theme's extra brings it "
-            "(pip install 'nbkit[kg]', …) or install your own CUDA build of torch"
+            f"({install_line('kg')}, …) or install your own CUDA build of torch"
         ) from None
     return str(pick_device(choice))
 

@@ -12,7 +12,7 @@ from importlib import metadata
 from importlib.util import find_spec
 
 from nbkit.device import device_report
-from nbkit.extras import problems, requirements, status
+from nbkit.extras import install_line, problems, requirements, status
 from nbkit.model_files import model_files_status, smollm2_dir
 
 
@@ -72,5 +72,5 @@ def doctor_report(build_cache: bool = False) -> dict:
             "fix": None if "python3" in specs else f"{sys.executable} -m ipykernel install --sys-prefix",
         }
     except ImportError:
-        report["kernel"]["python3"] = {"ok": False, "fix": "pip install nbkit (it brings ipykernel)"}
+        report["kernel"]["python3"] = {"ok": False, "fix": f"{install_line()} (it brings ipykernel)"}
     return report

@@ -1,12 +1,13 @@
 """Which of nbkit's optional parts (its pip extras) this environment has, and one line when one is missing.
 
-``pip install nbkit`` brings the harness (the runner, the report, notebook 00, ``pscheck``); each
-theme's notebook needs its extra (``nbkit[kg]``, ``nbkit[zero]``, ``nbkit[signatures]``,
-``nbkit[audit]``; ``nbkit[all]`` for every one). The requirements are read from nbkit's own
-installed metadata (what pyproject.toml declared when it was installed), so this module holds no
-second copy of the dependency list. A theme notebook's first code cell calls ``nbkit.require("kg")``:
-with the extra incomplete it stops there with one line naming the extra and what is missing,
-instead of an ImportError deep in a later cell.
+nbkit is installed as the distribution ``nbkit-workbook`` (:data:`DIST`; the package index's ``nbkit`` is
+another project); the import package and the command stay ``nbkit``. ``pip install nbkit-workbook`` brings
+the harness (the runner, the report, notebook 00, ``pscheck``); each theme's notebook needs its extra
+(``nbkit-workbook[kg]``, ``[zero]``, ``[signatures]``, ``[audit]``; ``nbkit-workbook[all]`` for every one).
+The requirements are read from the distribution's own installed metadata (what pyproject.toml declared
+when it was installed), so this module holds no second copy of the dependency list. A theme notebook's
+first code cell calls ``nbkit.require("kg")``: with the extra incomplete it stops there with one line
+naming the extra and what is missing, instead of an ImportError deep in a later cell.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from nbkit.errors import UsageError
 
-DIST = "nbkit"
+# The distribution nbkit is installed as: every install command nbkit prints names it (install_line).
+DIST = "nbkit-workbook"
 # Extras that are not a part of the workbook a user picks: `all` is their union, `dev` the test tools.
 NOT_PARTS = ("all", "dev")
 
@@ -52,9 +54,10 @@ def _requirement_lines() -> tuple[str, ...]:
 
 
 def requirements(lines: tuple[str, ...] | None = None) -> dict[str, list]:
-    """``{"core": [Requirement…], "kg": [...], …}``: nbkit's requirements by extra, ``nbkit[x,y]``
+    """``{"core": [Requirement…], "kg": [...], …}``: nbkit's requirements by extra, ``nbkit-workbook[x,y]``
     self-references expanded. ``lines`` (Requires-Dist strings) replaces the installed metadata."""
     from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
 
     parsed = [Requirement(line) for line in (_requirement_lines() if lines is None else lines)]
     names = sorted({extra for r in parsed if r.marker for extra in _extras_named(str(r.marker))})
@@ -69,13 +72,13 @@ def requirements(lines: tuple[str, ...] | None = None) -> dict[str, list]:
             and r.marker.evaluate({"extra": extra})
             and not r.marker.evaluate({"extra": ""})
         ]
-    # `all = ["nbkit[kg,zero]"]` names other extras of nbkit: replace each by their requirements.
+    # `all = ["nbkit-workbook[kg,zero]"]` names other extras of nbkit: replace each by their requirements.
     for extra in names:
         expanded, seen = [], {extra}
         pending = list(out[extra])
         while pending:
             r = pending.pop(0)
-            if r.name.lower() == DIST:
+            if canonicalize_name(r.name) == canonicalize_name(DIST):
                 for sub in sorted(r.extras - seen):
                     seen.add(sub)
                     pending.extend(out.get(sub, []))
@@ -106,8 +109,9 @@ def problems(reqs) -> list[str]:
     return out
 
 
-def install_line(extra: str) -> str:
-    return f"pip install 'nbkit[{extra}]'" if extra != "core" else "pip install nbkit"
+def install_line(extra: str = "core") -> str:
+    """The pip command that installs ``extra`` (``core``: nbkit alone)."""
+    return f"pip install '{DIST}[{extra}]'" if extra != "core" else f"pip install {DIST}"
 
 
 def status(lines: tuple[str, ...] | None = None) -> dict[str, dict]:
@@ -127,17 +131,17 @@ def status(lines: tuple[str, ...] | None = None) -> dict[str, dict]:
 
 
 def require(extra: str, lines: tuple[str, ...] | None = None) -> None:
-    """Stop with one line (``MissingExtra``, a UsageError) unless every package of ``nbkit[extra]`` is
-    installed at a version it accepts. Called first thing in a theme notebook."""
+    """Stop with one line (``MissingExtra``, a UsageError) unless every package of
+    ``nbkit-workbook[extra]`` is installed at a version it accepts. Called first thing in a theme notebook."""
     reqs = requirements(lines)
     if extra not in reqs or extra in ("core", *NOT_PARTS):
         known = (
             ", ".join(e for e in reqs if e not in ("core", *NOT_PARTS))
-            or "(none: nbkit's metadata is not found)"
+            or f"(none: {DIST}'s metadata is not found)"
         )
-        raise UsageError(f"nbkit has no extra {extra!r}; its extras: {known}")
+        raise UsageError(f"{DIST} has no extra {extra!r}; its extras: {known}")
     missing = problems(reqs[extra])
     if missing:
         raise MissingExtra(
-            f"this notebook needs nbkit[{extra}]: {', '.join(missing)}; install with: {install_line(extra)}"
+            f"this notebook needs {DIST}[{extra}]: {', '.join(missing)}; install with: {install_line(extra)}"
         )

@@ -5,7 +5,8 @@ Each worker, and the kernel it starts, gets its share of the usable cores as thr
 are *not* pinned to a core: a notebook that runs several single-threaded processes (notebook 03's
 one-llama.cpp-server-per-core pool, notebook 02's ranks) then uses a core the other worker leaves
 idle, where pinning would leave it idle while a long notebook queues on the other. A worker that
-dies fails only its own notebook, and its kernel is ended.
+dies fails only its own notebook, and its kernel is ended. While notebooks run, a progress line per
+running notebook (its cell, section and elapsed time) is printed every ``PROGRESS_EVERY_S`` seconds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from typing import Any
 from nbkit.execute import KERNEL_PID_FILE, Job, NotebookResult, keep_kernel_log, run_job, skip_uri_grammar
 from nbkit.procs import exit_reason, kill_group, usable_cores
 from nbkit.runfolder import INTERRUPTED, OutputError, is_disk_error, output_error
+
+# A pool's workers run with no progress bar of their own (their bars would interleave): the pool says
+# where each running notebook is, at least this often.
+PROGRESS_EVERY_S = 10.0
 
 # Thread-pool sizes the numeric libraries read at start-up; a pool worker's kernel gets its share.
 THREAD_ENV = (
@@ -65,6 +70,7 @@ def execute_jobs(
     log: Callable[[str], Any] = print,
     on_done: Callable[[int, NotebookResult], Any] | None = None,
     results: list[NotebookResult | None] | None = None,
+    progress_every: float = PROGRESS_EVERY_S,
 ) -> list[NotebookResult | None]:
     """Execute ``jobs`` one after another (``n_jobs`` 1) or ``n_jobs`` at a time, each in its own
     worker process.
@@ -73,7 +79,8 @@ def execute_jobs(
     kernel dies, is a failed result, not an exception. ``on_done(i, result)`` is called in this
     process as each job ends (the run folder publishes it then). An interrupt (or an exception from
     ``on_done``) ends the workers and their kernels before it propagates; pass ``results`` (a list
-    of None, one per job) to see, afterwards, which jobs had ended.
+    of None, one per job) to see, afterwards, which jobs had ended. ``progress``: one notebook at a time
+    shows papermill's bar; several log a line per running notebook every ``progress_every`` seconds.
     """
     results = [None] * len(jobs) if results is None else results
     if n_jobs <= 1 or len(jobs) <= 1:
@@ -85,7 +92,7 @@ def execute_jobs(
             if on_done is not None:
                 on_done(i, r)
         return results
-    pool = _WorkerPool(jobs, min(n_jobs, len(jobs)), log)
+    pool = _WorkerPool(jobs, min(n_jobs, len(jobs)), log, progress_every if progress else None)
     try:
         pool.run(results, on_done)
     except BaseException:
@@ -103,8 +110,11 @@ class _WorkerPool:
     goes on. A worker is forked (papermill and nbconvert already imported) and started per notebook.
     """
 
-    def __init__(self, jobs: Sequence[Job], n: int, log: Callable[[str], Any]):
-        self.jobs, self.n, self.log = list(jobs), n, log
+    def __init__(
+        self, jobs: Sequence[Job], n: int, log: Callable[[str], Any], progress_every: float | None = None
+    ):
+        self.jobs, self.n, self.log, self.progress_every = list(jobs), n, log, progress_every
+        self.started: dict[int, float] = {}  # job index -> when its worker started (monotonic)
         self.shares = core_shares(n)
         # fork: workers start with papermill and nbconvert already imported (importing them costs
         # seconds per worker with spawn). This process has no kernel or thread of its own yet; spawn where
@@ -120,9 +130,14 @@ class _WorkerPool:
             self.log(f"▶ queued {job.label or job.path.stem}  parameters={job.parameters}")
         queue = list(range(len(self.jobs)))
         free = list(range(self.n))
+        next_report = time.monotonic() + (self.progress_every or 0.0)
         while queue or self.running:
             while queue and free:
                 self._start(queue.pop(0), free.pop(0))
+            if self.progress_every is not None and time.monotonic() >= next_report:
+                for i in sorted(self.running):
+                    self.log(self._progress_line(i))
+                next_report = time.monotonic() + self.progress_every
             waitables = {}
             for i, (proc, conn, _slot) in self.running.items():
                 waitables[conn] = i
@@ -150,6 +165,15 @@ class _WorkerPool:
         proc.start()
         send.close()
         self.running[i] = (proc, recv, slot)
+        self.started[i] = time.monotonic()
+
+    def _progress_line(self, i: int) -> str:
+        """``  … NAME 1:05: cell 7 of 22 (3. The ladder)``: where job ``i``'s notebook is, from the notebook
+        papermill saves as each cell starts (it marks that cell running)."""
+        job = self.jobs[i]
+        elapsed = int(time.monotonic() - self.started.get(i, time.monotonic()))
+        where = running_cell(job.out_dir / job.path.name) or "starting its kernel"
+        return f"  … {job.label or job.path.stem} {elapsed // 60}:{elapsed % 60:02d}: {where}"
 
     def _collect(self, i: int) -> NotebookResult | None:
         """The job's result once its worker sent it or died; None while it still runs."""
@@ -247,6 +271,32 @@ def _interrupt_then_wait(pid: int, settle_s: float = 5.0) -> None:
         while time.monotonic() < deadline and kernel.children():
             time.sleep(0.1)
         time.sleep(0.5)  # the unwinding after the last child ended (temporary folders, files)
+
+
+def running_cell(notebook: Path) -> str:
+    """``cell N of M (section)`` for the cell papermill marked running in ``notebook`` (the section: the
+    last heading above it); once every code cell is done, that its page is being written; "" before the
+    first cell starts (or while the file is being saved)."""
+    try:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    code, section, done = 0, "", 0
+    total = sum(c.get("cell_type") == "code" for c in cells)
+    for cell in cells:
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        if cell.get("cell_type") == "markdown":
+            headings = [ln.lstrip("#").strip() for ln in text.splitlines() if ln.startswith("#")]
+            section = headings[-1] if headings else section
+        elif cell.get("cell_type") == "code":
+            code += 1
+            status = cell.get("metadata", {}).get("papermill", {}).get("status")
+            if status == "running":
+                shown = section if len(section) <= 60 else section[:59] + "…"
+                return f"cell {code} of {total}" + (f" ({shown})" if shown else "")
+            done += status == "completed"
+    return f"all {total} cells done, writing its page" if total and done == total else ""
 
 
 def _staged(job: Job) -> Path | None:

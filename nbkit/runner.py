@@ -18,6 +18,7 @@ each part's names from its own module.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Sequence
 from datetime import datetime
@@ -25,23 +26,22 @@ from pathlib import Path
 from typing import Any
 
 import nbkit.runfolder as rf
-from nbkit.catalog import available_notebooks, resolve_notebook
+from nbkit.catalog import available_notebooks, notebooks_dir, packaged_notebooks_dir, resolve_notebook
 from nbkit.errors import RunError
 from nbkit.execute import Job, NotebookResult, kernel_exists
-from nbkit.params import check_parameters, notebook_parameters
+from nbkit.params import ParameterError, check_given, notebook_parameters
 from nbkit.pool import execute_jobs
 from nbkit.publish import attach_screenshots, keep_unfinished, make_tmp_beside, prepare_output, write_state
 from nbkit.record import read_notebook
-from nbkit.timings import (
-    TIMINGS,
-    RunClock,
-    longest_first,
-    previous_seconds,
-    reference_seconds,
-    utilisation_line,
-)
+from nbkit.timings import TIMINGS, RunClock, expected_seconds, longest_first, utilisation_line
 
 __all__ = ["run_notebooks"]
+
+
+def say(line: str) -> None:
+    """A line of a run's progress, flushed: a run's output is often a pipe or a log file (``make smoke |
+    tee``), where a buffered line would arrive minutes late."""
+    print(line, flush=True)
 
 
 def _plan_new(
@@ -61,13 +61,32 @@ def _plan_new(
             wanted["PROFILE"] = profile
         # A parameter given for several notebooks need only exist in those that declare it, but
         # must exist in at least one (checked below) — a typo must not pass silently.
-        per_nb[p.stem] = check_parameters(
+        per_nb[p.stem] = check_given(
             p, {k: v for k, v in wanted.items() if k in declared or len(paths) == 1}, declared
         )
+        # The values its parameters cell sets itself (a user's copy may have been edited) are checked too:
+        # the notebook's first cell would stop on them, after its kernel started.
+        try:
+            check_given(p, {k: d["default"] for k, d in declared.items() if k not in wanted}, declared)
+        except ParameterError as exc:
+            raise ParameterError(
+                f"{exc} (the value its parameters cell sets; give another with -p)"
+            ) from None
     for key in given:
         if not any(key in per_nb[p.stem] for p in paths):
             raise RunError(f"unknown parameter {key!r}: no selected notebook declares it")
     return paths, per_nb
+
+
+def packaged_fallback(paths: Sequence[Path]) -> Path | None:
+    """The folder of the notebooks nbkit came with, when ``paths`` are those because no notebooks were found
+    here (no ``$NBKIT_NOTEBOOKS``, none in ./notebooks or .): a run from the wrong folder says which copies it
+    ran. None otherwise."""
+    packaged = packaged_notebooks_dir().resolve()
+    if os.environ.get("NBKIT_NOTEBOOKS") or notebooks_dir().resolve() != packaged:
+        return None
+    here = {Path.cwd().resolve(), (Path.cwd() / "notebooks").resolve()}
+    return packaged if packaged not in here and any(p.parent.resolve() == packaged for p in paths) else None
 
 
 def _plan_resume(folder: Path | str) -> tuple[Path, list[Path], dict[str, dict[str, Any]], dict[str, Any]]:
@@ -132,7 +151,7 @@ def run_notebooks(
     kernel: str = "python3",
     progress: bool = True,
     jobs: int = 1,
-    log=print,
+    log=say,
     resume: Path | str | None = None,
 ) -> tuple[Path, list[NotebookResult]]:
     """Execute notebooks into ``output`` (default ``runs/<timestamp>``); returns the run folder and
@@ -163,6 +182,12 @@ def run_notebooks(
         previous = rf.read_status(final)
     else:
         paths, per_nb = _plan_new(specs, parameters, smoke, profile)
+        packaged = packaged_fallback(paths)
+        if packaged is not None:
+            log(
+                f"notebooks: the ones nbkit came with, in {packaged} (none in this folder; `nbkit init` "
+                "copies them here to open and edit)"
+            )
     if not kernel_exists(kernel):
         raise RunError(
             f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)"
@@ -190,7 +215,7 @@ def run_notebooks(
     tmp = make_tmp_beside(final)
     queue = [Job(p, tmp / p.stem, per_nb[p.stem], kernel, run_dir=final) for p in todo]
     if jobs > 1:
-        queue = longest_first(queue, previous_seconds(final, smoke) or reference_seconds(paths, smoke))
+        queue = longest_first(queue, expected_seconds(final, paths, smoke))
     published: set[int] = set()
 
     def publish_one(i: int, r: NotebookResult) -> None:

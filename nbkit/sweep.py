@@ -48,7 +48,7 @@ from nbkit.catalog import resolve_notebook
 from nbkit.claims import as_claims
 from nbkit.errors import RunError
 from nbkit.execute import Job, NotebookResult, execute, kernel_exists
-from nbkit.params import check_parameters, notebook_parameters, parse_value
+from nbkit.params import check_given, notebook_parameters, parse_value
 from nbkit.pool import execute_jobs
 from nbkit.publish import keep_unfinished, make_tmp_beside, prepare_output
 from nbkit.record import read_notebook
@@ -122,10 +122,10 @@ def plan_sweep(
         raise RunError(f"the grid makes {n} runs (more than {MAX_RUNS}); pass --yes if you mean it")
     declared = notebook_parameters(path)
     base = {**fixed, **({"SMOKE": True} if smoke else {})}
-    check_parameters(path, base, declared)
+    check_given(path, base, declared)
     for key, values in grid.items():  # each value once: the same checks as `nbkit run -p`
         for v in values:
-            check_parameters(path, {key: v}, declared)
+            check_given(path, {key: v}, declared)
     return path, grid, [{**base, **combo} for combo in combinations(grid)]
 
 
@@ -137,7 +137,9 @@ def connect(address: str, timeout_s: float = 10.0):
     try:
         from distributed import Client
     except ImportError:
-        raise RunError("--scheduler needs dask.distributed: pip install 'nbkit[cluster]'") from None
+        from nbkit.extras import install_line
+
+        raise RunError(f"--scheduler needs dask.distributed: {install_line('cluster')}") from None
     try:
         return Client(address, timeout=timeout_s, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -109,6 +110,18 @@ def reference_seconds(paths: Sequence[Path], smoke: bool) -> dict[str, float]:
             _seconds_table(folder / REFERENCE_SECONDS, lambda d: d.get("smoke" if smoke else "full")) or {}
         )
     return out
+
+
+def expected_seconds(final: Path, paths: Sequence[Path], smoke: bool) -> dict[str, float]:
+    """How long each notebook of ``paths`` is expected to take, for the order of a ``--jobs`` run: the newest
+    earlier run's seconds beside ``final`` (:func:`previous_seconds`), and for a notebook that run did not
+    time (a partial run) the reference seconds, scaled by how this machine compared with the reference on
+    the notebooks both timed (the median ratio), so the two kinds of figure order together."""
+    previous = previous_seconds(final, smoke)
+    reference = reference_seconds(paths, smoke)
+    ratios = [previous[k] / reference[k] for k in previous.keys() & reference.keys() if reference[k] > 0]
+    scale = statistics.median(ratios) if ratios else 1.0
+    return {**{k: v * scale for k, v in reference.items()}, **previous}
 
 
 def longest_first(jobs: Sequence[Job], seconds: dict[str, float]) -> list[Job]:

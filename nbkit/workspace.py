@@ -1,10 +1,13 @@
 """A user's own copy of the workbook: ``nbkit init DIR`` and ``nbkit lab DIR``.
 
 ``init`` copies the notebooks that came with nbkit (and ``reference_seconds.json``) into DIR, so a
-user can open and edit their own copies; ``nbkit run`` started in DIR then runs those copies. It
-writes a manifest (``.nbkit-init.json``: each file's SHA-256 as copied) so a later ``init`` (after
-upgrading nbkit) can tell a copy nobody touched, which it updates, from one the user changed, which
-it refuses to overwrite: one error naming every changed file, exit 2, nothing written.
+user can open and edit their own copies; ``nbkit run`` started in DIR then runs those copies. The
+copies are plain notebooks: the jupytext pairing the repository keeps (``formats: ipynb,py:percent``)
+is left out, so opening one in JupyterLab never writes a ``.py`` twin into the user's folder. ``init``
+writes a manifest (``.nbkit-init.json``: each file's SHA-256 as written, and each notebook's
+fingerprint: its cells' types and sources) so a later ``init`` (after upgrading nbkit) can tell
+apart a copy the user has only run (outputs, execution counts and metadata differ, the sources are
+those it copied), which it updates, from one they edited, which it keeps and names.
 
 ``lab`` starts JupyterLab in DIR with this environment's Python as the notebooks' kernel: it runs
 JupyterLab with the same interpreter, and prefers this environment's kernel specs over a per-user
@@ -23,14 +26,15 @@ from pathlib import Path
 
 import nbkit.catalog as catalog
 from nbkit.errors import UsageError, main_error
+from nbkit.extras import install_line
 from nbkit.runfolder import RUN_DIR_ENV
 
 MANIFEST = ".nbkit-init.json"
 COPIED = ("[0-9][0-9]_*.ipynb", "reference_seconds.json")
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def source_files() -> list[Path]:
@@ -39,10 +43,38 @@ def source_files() -> list[Path]:
     files = sorted(p for pattern in COPIED for p in root.glob(pattern))
     if not any(p.suffix == ".ipynb" for p in files):
         raise UsageError(
-            f"no notebooks came with this nbkit (looked in {root}); reinstall it: pip install "
-            "--force-reinstall nbkit"
+            f"no notebooks came with this nbkit (looked in {root}); reinstall it: "
+            f"{install_line()} --force-reinstall"
         )
     return files
+
+
+def plain_copy(src: Path) -> bytes:
+    """What ``init`` writes for ``src``: a notebook without jupytext's pairing (the file itself for anything
+    else)."""
+    return _unpaired(src.read_bytes()) if src.suffix == ".ipynb" else src.read_bytes()
+
+
+def _unpaired(notebook: bytes) -> bytes:
+    """A notebook's JSON (outputs and all) without jupytext's pairing metadata."""
+    nb = json.loads(notebook)
+    nb.get("metadata", {}).pop("jupytext", None)
+    # nbformat's own layout (indent 1, sorted keys, a final newline), so the copy diffs like a notebook.
+    return (json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def fingerprint(data: bytes) -> str | None:
+    """A notebook's cells, their types and sources only (what running it, or JupyterLab saving it, leaves
+    alone); None when ``data`` is not a notebook's JSON."""
+    try:
+        cells = json.loads(data)["cells"]
+        shape = [
+            [c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list) else c["source"]]
+            for c in cells
+        ]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return _sha256(json.dumps(shape).encode("utf-8"))
 
 
 @dataclass
@@ -51,6 +83,9 @@ class InitResult:
     copied: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    # Run, not edited, but still paired by an older init: the pairing is taken out, the outputs kept.
+    unpaired: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # edited (or not written by init): left as they are
 
 
 def init(target: Path | str) -> InitResult:
@@ -68,42 +103,54 @@ def init(target: Path | str) -> InitResult:
         )
     manifest_path = target / MANIFEST
     recorded: dict[str, str] = {}
+    recorded_sources: dict[str, str] = {}
     if manifest_path.is_file():
         try:
-            recorded = dict(json.loads(manifest_path.read_text(encoding="utf-8")).get("files", {}))
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            recorded = dict(manifest.get("files", {}))
+            recorded_sources = dict(manifest.get("sources", {}))
         except (ValueError, AttributeError, TypeError):
             raise UsageError(
                 f"{manifest_path}: not the JSON object nbkit init writes; remove it and run nbkit init again"
             ) from None
     result = InitResult(target)
-    changed = []
+    writes: dict[str, bytes] = {}
+    files_now, sources_now = dict(recorded), dict(recorded_sources)
     for src in files:
+        new = plain_copy(src)
         dest = target / src.name
+        mine = dest.read_bytes() if dest.is_file() else None
+        ours = fingerprint(mine) if mine is not None and src.suffix == ".ipynb" else None
         if not dest.exists():
             result.copied.append(src.name)
-        elif dest.is_file() and dest.read_bytes() == src.read_bytes():
+            writes[src.name] = new
+        elif mine == new:
             result.unchanged.append(src.name)
-        elif dest.is_file() and recorded.get(src.name) == _sha256(dest):
-            result.updated.append(src.name)  # as init left it: a newer nbkit may replace it
+        elif ours is not None and ours == fingerprint(new):
+            # Only run (or saved by JupyterLab) and its sources are nbkit's current ones: the outputs stay.
+            if "jupytext" in json.loads(mine or b"{}").get("metadata", {}):
+                result.unpaired.append(src.name)  # copied by an older init, which kept the pairing
+                writes[src.name] = _unpaired(mine or b"{}")
+            else:
+                result.unchanged.append(src.name)
+        elif mine is not None and (
+            recorded.get(src.name) == _sha256(mine)
+            or (ours is not None and recorded_sources.get(src.name) == ours)
+        ):
+            result.updated.append(src.name)  # as init left it, or only run since: a newer nbkit replaces it
+            writes[src.name] = new
         else:
-            changed.append(dest)
-    if changed:
-        names = ", ".join(str(p) for p in changed)
-        raise UsageError(
-            f"{names}: changed since nbkit init copied it (or not written by nbkit init); nothing was "
-            "copied — "
-            "move your version aside, or init into another folder"
-        )
+            result.kept.append(src.name)
+            continue
+        files_now[src.name] = _sha256(writes.get(src.name, new))
+        if src.suffix == ".ipynb":
+            sources_now[src.name] = fingerprint(new) or ""
     try:
         target.mkdir(parents=True, exist_ok=True)
-        for src in files:
-            if src.name in result.copied or src.name in result.updated:
-                _write_atomically(target / src.name, src.read_bytes())
-        hashes = {src.name: _sha256(src) for src in files}
-        _write_atomically(
-            manifest_path,
-            (json.dumps({"written_by": "nbkit init", "files": hashes}, indent=2) + "\n").encode(),
-        )
+        for name, data in writes.items():
+            _write_atomically(target / name, data)
+        manifest = {"written_by": "nbkit init", "files": files_now, "sources": sources_now}
+        _write_atomically(manifest_path, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     except OSError as exc:
         raise UsageError(f"{target}: cannot write the notebooks there ({exc.strerror or exc})") from None
     return result
@@ -133,7 +180,7 @@ def lab_command(
 
     if find_spec("jupyterlab") is None:
         raise UsageError(
-            f"JupyterLab is not installed in this environment ({sys.executable}); pip install nbkit brings it"
+            f"JupyterLab is not installed in this environment ({sys.executable}); {install_line()} brings it"
         )
     cmd = [
         sys.executable,
@@ -191,12 +238,24 @@ def add_commands(sub) -> None:
     init_p = sub.add_parser(
         "init", help="copy the workbook's notebooks into DIR (default ./notebooks) to open and edit"
     )
-    init_p.add_argument("dir", nargs="?", default="notebooks", metavar="DIR")
+    init_p.add_argument(
+        "dir",
+        nargs="?",
+        default="notebooks",
+        metavar="DIR",
+        help="the folder for your copies (created if missing; default ./notebooks, where `nbkit run` looks)",
+    )
     init_p.set_defaults(func=cmd_init)
     lab = sub.add_parser(
         "lab", help="start JupyterLab in DIR (default ./notebooks, else .) with this environment's kernel"
     )
-    lab.add_argument("dir", nargs="?", default=None, metavar="DIR")
+    lab.add_argument(
+        "dir",
+        nargs="?",
+        default=None,
+        metavar="DIR",
+        help="the folder JupyterLab opens (default ./notebooks when it exists, else the current folder)",
+    )
     lab.add_argument(
         "--port", type=int, help="the server's port (default: JupyterLab's, 8888 or the next free one)"
     )
@@ -209,9 +268,19 @@ def cmd_init(args) -> int:
         res = init(args.dir)
     except UsageError as exc:
         return main_error(str(exc))
-    for verb, names in (("copied", res.copied), ("updated", res.updated), ("already there", res.unchanged)):
+    for verb, names in (
+        ("copied", res.copied),
+        ("updated", res.updated),
+        ("already there", res.unchanged),
+        ("already there, its JupyterLab pairing with a .py file taken out", res.unpaired),
+    ):
         if names:
             print(f"{verb}: {', '.join(names)}")
+    if res.kept:
+        print(
+            f"kept as you edited them: {', '.join(res.kept)} (this nbkit's version is not copied over yours; "
+            "to get it, move yours aside and run nbkit init again)"
+        )
     print(
         f"your notebooks are in {res.target}; open them with: nbkit lab {res.target}   (or run one: cd "
         f"{res.target} && nbkit run 00)"

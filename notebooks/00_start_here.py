@@ -31,9 +31,9 @@
 # `nbkit run --all --smoke --jobs 2` runs every notebook quickly, two at a time, and writes
 # `runs/<timestamp>/index.html`: each notebook's status, time and parameters, its headline numbers,
 # and the **claims ledger** of the whole run (every verdict, filterable). **In class**: after
-# `pip install 'nbkit[all]'`, `nbkit init DIR` copies the notebooks into DIR and `nbkit lab DIR` opens
+# `pip install 'nbkit-workbook[all]'`, `nbkit init DIR` copies the notebooks into DIR and `nbkit lab DIR` opens
 # JupyterLab there with that environment's kernel (in a clone of the repository: `make lab`). A
-# theme notebook whose extra is missing says so in its first cell (`pip install 'nbkit[kg]'`, …).
+# theme notebook whose extra is missing says so in its first cell (`pip install 'nbkit-workbook[kg]'`, …).
 #
 # **Comparing settings**: `nbkit sweep 02 --smoke --grid WORLD_SIZE=1,2 --output runs/ws` runs a
 # notebook once per combination of the grid and writes `comparison.csv` and `comparison.html`
@@ -41,12 +41,13 @@
 
 # %% tags=["parameters"]
 SMOKE = False
-DEVICE = "auto"
+DEVICE = "auto"  # choices: auto, cpu, cuda, <cuda:N>
 SEED = 0  # range: 0..
 
 # %%
 import nbkit
 
+nbkit.check_parameters(globals(), "00_start_here")  # a value the cell above does not take: one line here, before any work
 device = nbkit.start.device_name(DEVICE)  # also without torch: nbkit's core alone runs this notebook
 nbkit.record("device", {"device": str(device)})  # the key the theme notebooks record it under
 

@@ -32,16 +32,17 @@
 
 # %% tags=["parameters"]
 SMOKE = False
-PROFILE = "default"  # "full": every claim's n large enough to decide it (longer)
-DEVICE = "auto"
-SEED = 0
+PROFILE = "default"  # "full": every claim's n large enough to decide it (longer); choices: default, full
+DEVICE = "auto"  # choices: auto, cpu, cuda, <cuda:N>
+SEED = 0  # range: 0..
 # DATASET: "umls" / "kinships" (bundled in PyKEEN's wheel), "synthetic", "hetionet", or a triples / RDF file
-DATASET = "umls"
+DATASET = "umls"  # choices: umls, kinships, synthetic, hetionet, <path>
 
 # %%
 import nbkit
 
-nbkit.require("kg")  # this notebook needs pip install 'nbkit[kg]': one line here if anything is missing
+nbkit.check_parameters(globals(), "01_kg_gnn")  # a value the cell above does not take: one line here, before any work
+nbkit.require("kg")  # this notebook needs pip install 'nbkit-workbook[kg]': one line here if anything is missing
 
 from nbkit.kg import claims, context, experiments
 

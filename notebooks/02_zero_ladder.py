@@ -33,27 +33,28 @@
 
 # %% tags=["parameters"]
 SMOKE = False
-PROFILE = "default"  # "full": every claim's n large enough to decide it (longer)
-DEVICE = "auto"
-SEED = 0
-WORLD_SIZE = 8
-GPUS_PER_NODE = 8
-PRECISION = "bf16"
-LADDER_STEPS = None  # None: the ladder's own (4; SMOKE 3)
-HIDDEN_SIZE = None  # None: the ladder's own (256; SMOKE 64)
-NUM_LAYERS = None  # None: the ladder's own (8; SMOKE 2)
-SPEC_PROMPTS = None  # None: speculative decoding's own request count (3; SMOKE 1; full profile 100)
-SPEC_NEW_TOKENS = None  # None: its own (32; SMOKE 16)
+PROFILE = "default"  # "full": every claim's n large enough to decide it (longer); choices: default, full
+DEVICE = "auto"  # choices: auto, cpu, cuda, <cuda:N>
+SEED = 0  # range: 0..
+WORLD_SIZE = 8  # GPUs in your plan; range: 1..65536
+GPUS_PER_NODE = 8  # range: 1..64
+PRECISION = "bf16"  # choices: bf16, fp16, fp32
+LADDER_STEPS = None  # None: the ladder's own (4; SMOKE 3); type: int; range: 1..200
+HIDDEN_SIZE = None  # None: the ladder's own (256; SMOKE 64); type: int; range: 32..8192
+NUM_LAYERS = None  # None: the ladder's own (8; SMOKE 2); type: int; range: 1..128
+SPEC_PROMPTS = None  # None: speculative decoding's own request count (3; SMOKE 1; full profile 100); type: int; range: 1..150
+SPEC_NEW_TOKENS = None  # None: its own (32; SMOKE 16); type: int; range: 8..512
 SPEC_MODEL = ""  # speculative decoding's target: empty for SmolLM2, or a causal-LM dir (weights) or hub id
-MONITOR_LIMIT_MIB = 450.0
-MODEL = ""
-DS_CONFIG = ""
-CROSSOVER_SIZES = ""  # a size sweep, e.g. "256x8,512x8,1024x8" (minutes per size on CPU); empty skips it
+MONITOR_LIMIT_MIB = 450.0  # range: 10..100000
+MODEL = ""  # your model: a Hugging Face model directory, a config.json or a hub id; empty: Llama-2-7B
+DS_CONFIG = ""  # your ds_config.json (a file; empty: the field notes' config); choices: "", <path>
+CROSSOVER_SIZES = ""  # a size sweep, e.g. "256x8,512x8,1024x8" (minutes per size on CPU); empty skips it; choices: "", <sizes>
 
 # %%
 import nbkit
 
-nbkit.require("zero")  # this notebook needs pip install 'nbkit[zero]': one line here if anything is missing
+nbkit.check_parameters(globals(), "02_zero_ladder")  # a value the cell above does not take: one line here, before any work
+nbkit.require("zero")  # this notebook needs pip install 'nbkit-workbook[zero]': one line here if anything is missing
 
 from nbkit.zero import claims, context, experiments
 

@@ -28,25 +28,26 @@
 
 # %% tags=["parameters"]
 SMOKE = False
-PROFILE = "default"  # "full": every claim's n large enough to decide it (longer)
-DEVICE = "auto"
-SEED = 0
+PROFILE = "default"  # "full": every claim's n large enough to decide it (longer); choices: default, full
+DEVICE = "auto"  # choices: auto, cpu, cuda, <cuda:N>
+SEED = 0  # range: 0..
 LM_MODEL = "local"  # the SmolLM2-135M llama.cpp servers nbkit starts, or any dspy.LM model string
 LM_API_BASE = ""  # for a remote/other server; ignored for "local"
 LM_API_KEY_ENV = ""  # name of the env variable holding the key (never the key itself)
-MAX_TOKENS = 128
-SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core
-LM_SERVER = "auto"  # auto (llama-cpp-python on a CPU, llama-server on CUDA), llama-server, llama-cpp-python
-LM_CACHE = "disk"  # disk: a re-run with the same model, prompts, settings is answered from cache; memory; off
-ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; or chat / json / json_grammar
-SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class
-DEV_SET = ""  # JSONL with every field of SIGNATURE, one example per line
-METRIC = "exact"  # exact, contains, or module:function
+MAX_TOKENS = 128  # range: 8..1024
+SERVERS = 0  # local llama.cpp servers, one thread each; 0: one per usable core; range: 0..64
+LM_SERVER = "auto"  # auto: llama-cpp-python on a CPU, llama-server on CUDA; choices: auto, llama-server, llama-cpp-python
+LM_CACHE = "disk"  # disk: a re-run with the same model, prompts, settings is answered from cache; choices: disk, memory, off
+ADAPTER = "auto"  # auto: json_grammar on the local server, chat otherwise; choices: auto, chat, json, json_grammar
+SIGNATURE = ""  # your own contract: a DSPy string signature such as "question -> answer", or module:Class; choices: "", <signature>, <module:name>
+DEV_SET = ""  # JSONL with every field of SIGNATURE, one example per line; choices: "", <path>
+METRIC = "exact"  # exact, contains, or your module:function; choices: exact, contains, <module:name>
 
 # %%
 import nbkit
 
-# This notebook needs pip install 'nbkit[signatures]': one line here if anything is missing.
+nbkit.check_parameters(globals(), "03_dspy_signatures")  # a value the cell above does not take: one line here, before any work
+# This notebook needs pip install 'nbkit-workbook[signatures]': one line here if anything is missing.
 nbkit.require("signatures")
 
 from nbkit.signatures import claims, context, experiments

@@ -29,28 +29,27 @@
 
 # %% tags=["parameters"]
 SMOKE = False
-PROFILE = "default"  # "full": every claim's n large enough to decide it (longer)
-DEVICE = "auto"
-SEED = 0
-MODEL = "smollm2"  # "smollm2" (real model) or "tiny" (random GQA Llama, seconds)
-CONFIG = "good_smollm2.yaml"  # under nbkit/audit/examples/, or a path
-BROKEN_CONFIG = "broken.yaml"
-TRAINER_CONFIG = (
-    "axolotl_smollm2.yml"  # axolotl YAML, SFTConfig/TrainingArguments JSON, PEFT or DeepSpeed JSON
-)
+PROFILE = "default"  # "full": every claim's n large enough to decide it (longer); choices: default, full
+DEVICE = "auto"  # choices: auto, cpu, cuda, <cuda:N>
+SEED = 0  # range: 0..
+MODEL = "smollm2"  # "smollm2" (real model) or "tiny" (random GQA Llama, seconds); choices: smollm2, tiny
+CONFIG = "good_smollm2.yaml"  # an audit config bundled in nbkit/audit/examples/, or yours; choices: good_smollm2.yaml, good.yaml, broken.yaml, invalid.yaml, <path>
+BROKEN_CONFIG = "broken.yaml"  # the deliberately broken one; choices: broken.yaml, good_smollm2.yaml, good.yaml, invalid.yaml, <path>
+TRAINER_CONFIG = "axolotl_smollm2.yml"  # axolotl YAML, SFTConfig/TrainingArguments JSON, PEFT or DeepSpeed JSON; choices: axolotl_smollm2.yml, <path>
 TRAINER_MODEL = ""  # replaces its base model: a Hugging Face dir, a config.json, a Hub id, "smollm2", "tiny"
-DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: a bundled example, an axolotl YAML or TRL JSON
+DIAGNOSE_CONFIG = "axolotl_fft.yaml"  # nbkit diagnose's setup: a bundled example, your axolotl YAML or TRL JSON; choices: axolotl_fft.yaml, axolotl_lora.yaml, <path>
 DIAGNOSE_NODES = 1  # range: 1..4096
 DIAGNOSE_GPUS_PER_NODE = 8  # range: 1..64
 DIAGNOSE_GPU_MEMORY = 80.0  # GiB of one GPU
-FINISHED_RUN = "finished_run"  # a finished run's folder, or the bundled example
-FINISHED_RUN_CONFIG = ""  # its trainer config; "": one beside the run, else what its Trainer recorded
-THREADS = 1  # torch intra-op threads (0 keeps torch's default); independent computations run side by side
+FINISHED_RUN = "finished_run"  # a finished run's folder, or the bundled example; choices: finished_run, <dir>
+FINISHED_RUN_CONFIG = ""  # its trainer config; "": one beside the run, else what its Trainer recorded; choices: "", <path>
+THREADS = 1  # torch intra-op threads (0 keeps torch's default); independent computations run side by side; range: 0..
 
 # %%
 import nbkit
 
-nbkit.require("audit")  # this notebook needs pip install 'nbkit[audit]': one line here if anything is missing
+nbkit.check_parameters(globals(), "04_finetune_audit")  # a value the cell above does not take: one line here, before any work
+nbkit.require("audit")  # this notebook needs pip install 'nbkit-workbook[audit]': one line here if anything is missing
 
 from nbkit.audit import claims, context, experiments
 

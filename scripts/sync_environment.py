@@ -36,7 +36,7 @@ def pyproject_requirements() -> list[str]:
     project = data["project"]
     reqs = list(project["dependencies"])
     for _extra, items in project["optional-dependencies"].items():
-        reqs.extend(r for r in items if not r.startswith("nbkit["))
+        reqs.extend(r for r in items if not r.startswith(f"{project['name']}["))  # `all` names the others
     seen, out = set(), []
     for r in reqs:
         if r not in seen:

@@ -137,14 +137,15 @@ def availability() -> dict[str, str]:
     """Tool -> reason it cannot run ('' when it can)."""
     why = {"pscheck": ""}
     if importlib.util.find_spec("mypy") is None:
-        why["mypy"] = "mypy is not installed (pip install 'nbkit[dev]' or pip install mypy)"
+        why["mypy"] = "mypy is not installed (pip install 'nbkit-workbook[dev]' or pip install mypy)"
     elif importlib.util.find_spec("pydantic") is None:
         why["mypy"] = "pydantic is not installed, so the pydantic.mypy plugin cannot load"
     else:
         why["mypy"] = ""
     if importlib.util.find_spec("flake8") is None or importlib.util.find_spec("flake8_pydantic") is None:
         why["flake8-pydantic"] = (
-            "flake8-pydantic is not installed (pip install 'nbkit[dev]' or pip install flake8-pydantic)"
+            "flake8-pydantic is not installed (pip install 'nbkit-workbook[dev]' or pip install "
+            "flake8-pydantic)"
         )
     else:
         why["flake8-pydantic"] = ""

@@ -265,6 +265,21 @@ class LossScaleConfig(_Checked):
         )
 
 
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """(hidden, layers) of each item of a comma-separated ``HIDDENxLAYERS`` list (``"256x8,512x8"``); empty:
+    none. A malformed item is a UsageError naming it. Also the check of notebook 02's ``CROSSOVER_SIZES``
+    before a run starts (``nbkit.params``)."""
+    out: list[tuple[int, int]] = []
+    if not text.strip():
+        return out
+    for item in text.split(","):
+        h, _, layers = item.strip().partition("x")
+        if not (h.isdigit() and layers.isdigit() and int(h) >= 32 and int(layers) >= 1):
+            raise UsageError(f"item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ 32, e.g. 512x8")
+        out.append((int(h), int(layers)))
+    return out
+
+
 @dataclass
 class CrossoverConfig(_Checked):
     """A sweep of model sizes: each stage's measured per-rank peak against Ψ, and where ZeRO starts to pay."""
@@ -292,18 +307,10 @@ class CrossoverConfig(_Checked):
 
     def parsed_sizes(self) -> list[tuple[int, int]]:
         """(hidden, layers) per size; an empty ``sizes`` asks for none."""
-        out: list[tuple[int, int]] = []
-        if not self.sizes.strip():
-            return out
-        for item in self.sizes.split(","):
-            h, _, layers = item.strip().partition("x")
-            if not (h.isdigit() and layers.isdigit() and int(h) >= 32 and int(layers) >= 1):
-                raise UsageError(
-                    f"CrossoverConfig.sizes: item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ "
-                    f"32, e.g. 512x8"
-                )
-            out.append((int(h), int(layers)))
-        return out
+        try:
+            return parse_sizes(self.sizes)
+        except UsageError as exc:
+            raise UsageError(f"CrossoverConfig.sizes: {exc}") from None
 
     @classmethod
     def smoke(cls) -> CrossoverConfig:

@@ -45,7 +45,8 @@ def test_version_prints_the_installed_version(capsys):
     assert exc.value.code == 0
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     declared = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
-    assert capsys.readouterr().out.strip() == f"nbkit {declared}" == f"nbkit {nbkit.__version__}"
+    assert capsys.readouterr().out.strip() == f"nbkit {declared} (pip package nbkit-workbook)"
+    assert declared == nbkit.__version__
 
 
 def test_import_nbkit_stays_light():
@@ -91,3 +92,21 @@ def test_runner_import_leaves_sys_modules_alone():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_every_option_and_argument_has_help_and_diagnose_names_both_forms():
+    """`--help` explains each argument of run/sweep/list/doctor/init/lab/compare (the positional ones and
+    --kernel included), and the top-level line for diagnose names its CONFIG and RUN_DIR forms."""
+    import argparse
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    silent = []
+    for name in ("run", "sweep", "list", "doctor", "init", "lab", "compare"):
+        for action in subparsers.choices[name]._actions:
+            if not action.help and not isinstance(action, argparse._HelpAction):
+                silent.append(f"{name} {action.metavar or '/'.join(action.option_strings) or action.dest}")
+    assert not silent, f"no help text: {silent}"
+    (diagnose,) = [a for a in subparsers._choices_actions if a.dest == "diagnose"]
+    assert "CONFIG" in diagnose.help and "RUN_DIR" in diagnose.help
+    assert "docs/" not in subparsers.choices["run"].format_help()  # a pip user has no docs/ folder

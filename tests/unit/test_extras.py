@@ -22,7 +22,7 @@ LINES = (
     'nbkit-no-such-dist-for-tests>=1; extra == "kg"',
     'pyyaml>=99; extra == "zero"',
     'pydantic>=2; extra == "audit"',
-    'nbkit[kg,audit]; extra == "all"',
+    'nbkit-workbook[kg,audit]; extra == "all"',
     'pytest>=1; extra == "dev"',
 )
 
@@ -39,10 +39,10 @@ def test_requirements_group_by_extra_and_expand_all():
     [
         (
             "kg",
-            "this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed); install with: pip "
-            "install 'nbkit[kg]'",
+            "this notebook needs nbkit-workbook[kg]: nbkit-no-such-dist-for-tests (not installed); install "
+            "with: pip install 'nbkit-workbook[kg]'",
         ),
-        ("zero", "nbkit[zero]: pyyaml"),  # installed, but older than the extra needs
+        ("zero", "nbkit-workbook[zero]: pyyaml"),  # installed, but older than the extra needs
     ],
     ids=["not-installed", "too-old"],
 )
@@ -72,11 +72,11 @@ def test_status_lists_each_part_with_its_fix():
     st = extras.status(LINES)
     assert set(st) == {"core", "kg", "zero", "audit"}
     assert st["core"]["ok"] and st["audit"]["ok"]
-    assert not st["kg"]["ok"] and st["kg"]["fix"] == "pip install 'nbkit[kg]'"
+    assert not st["kg"]["ok"] and st["kg"]["fix"] == "pip install 'nbkit-workbook[kg]'"
 
 
 def test_this_environment_has_every_extra_of_its_installed_metadata():
-    """The test environment is `make setup`'s (nbkit[all,dev]): every part is present."""
+    """The test environment is `make setup`'s (nbkit-workbook[all,dev]): every part is present."""
     st = extras.status()
     assert {"core", "kg", "zero", "signatures", "audit"} <= set(st)
     assert all(info["ok"] for info in st.values()), {k: v["missing"] for k, v in st.items() if not v["ok"]}
@@ -92,8 +92,8 @@ THEME_EXTRA = {
 
 @pytest.mark.parametrize("stem, extra", THEME_EXTRA.items())
 def test_theme_notebook_requires_its_extra_before_anything_else(stem, extra):
-    """The first code cell after the parameters starts with `import nbkit; nbkit.require("<extra>")`:
-    nothing the extra brings is imported before the check."""
+    """The first code cell after the parameters starts with `import nbkit`, the check of the parameters
+    (nbkit's core only) and `nbkit.require("<extra>")`: nothing the extra brings is imported before it."""
     import tomllib
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
@@ -101,8 +101,9 @@ def test_theme_notebook_requires_its_extra_before_anything_else(stem, extra):
     nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert "parameters" in code[0].metadata.get("tags", [])
-    first, second = ast.parse(code[1].source).body[:2]
+    first, check, second = ast.parse(code[1].source).body[:3]
     assert isinstance(first, ast.Import) and [a.name for a in first.names] == ["nbkit"]
+    assert ast.unparse(check) == f"nbkit.check_parameters(globals(), '{stem}')"
     assert ast.unparse(second) == f"nbkit.require('{extra}')"
 
 
@@ -121,14 +122,14 @@ def test_doctor_reports_extras_and_a_missing_extra_is_not_a_failure(monkeypatch,
         "ok": False,
         "missing": ["nbkit-no-such-dist-for-tests (not installed)"],
         "packages": ["nbkit-no-such-dist-for-tests"],
-        "fix": "pip install 'nbkit[testsonly]'",
+        "fix": "pip install 'nbkit-workbook[testsonly]'",
     }
     assert report["extras"]["kg"]["ok"] and report["packages"]["kg"]["pykeen"]["ok"]
     assert not any("testsonly" in m or "no-such-dist" in m for m in report["missing"])
     assert code == (0 if not report["missing"] else 1)
     main(["doctor"])
     text = capsys.readouterr().out
-    assert "✘ testsonly" in text and "fix: pip install 'nbkit[testsonly]'" in text
+    assert "✘ testsonly" in text and "fix: pip install 'nbkit-workbook[testsonly]'" in text
 
 
 def test_device_name_and_report_without_torch(monkeypatch):
@@ -162,8 +163,8 @@ def test_a_missing_extra_shows_as_one_line_in_the_executed_notebook(tmp_path):
     result = execute(src, tmp_path / "out", {}, progress=False)
     assert not result.ok
     assert (
-        "raised MissingExtra: this notebook needs nbkit[kg]: nbkit-no-such-dist-for-tests (not installed)"
-        in result.error
+        "raised MissingExtra: this notebook needs nbkit-workbook[kg]: nbkit-no-such-dist-for-tests (not "
+        "installed)" in result.error
     )
     executed = nbformat.read(result.output, as_version=4)
     (error,) = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
@@ -185,4 +186,4 @@ def test_nbkit_run_exits_2_when_a_notebook_misses_its_extra(tmp_path, monkeypatc
     monkeypatch.setenv("NBKIT_NOTEBOOKS", str(tmp_path / "nbs"))
     assert main(["run", "01", "--quiet", "--output", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert "this notebook needs nbkit[kg]" in err and "Traceback" not in err
+    assert "this notebook needs nbkit-workbook[kg]" in err and "Traceback" not in err

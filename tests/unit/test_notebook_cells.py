@@ -100,3 +100,15 @@ def test_the_rule_catches_a_definition_and_a_deep_import():
         "def show(x):\n    return x\nfrom nbkit.kg.config import preset\nimport nbkit.device\nf = lambda: 1\n"
     )
     assert [o.split(":")[0] for o in offences(bad)] == ["line 4", "line 6", "line 7", "line 8"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_code_cell_checks_the_notebooks_own_parameters(path):
+    """Right after the parameters cell, before any work: `nbkit.check_parameters(globals(), "<its stem>")`,
+    so papermill and JupyterLab users meet a bad value as the same one line `nbkit run` prints."""
+    import nbformat
+
+    code = [c for c in nbformat.read(path.with_suffix(".ipynb"), as_version=4).cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", []), "the parameters cell is the first code cell"
+    calls = [ast.unparse(s) for s in ast.parse(code[1].source).body]
+    assert calls[:2] == ["import nbkit", f"nbkit.check_parameters(globals(), '{path.stem}')"], calls[:3]

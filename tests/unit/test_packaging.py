@@ -1,6 +1,7 @@
 """The repo's promises about itself: environment.yml agrees with pyproject, notebooks follow the rules."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,67 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 STANDARD_KEYS = {"SMOKE", "DEVICE", "SEED"}
+
+
+# -- the distribution's name: the package index's `nbkit` is another project ---------------------------
+
+DIST = "nbkit-workbook"
+# Where a user reads an install command: the README, docs/, the notebooks, and every message nbkit (or a
+# bench or script) prints.
+INSTALL_TEXTS = ["README.md", "docs/*.md", "notebooks/*.py", "nbkit/**/*.py", "bench/**/*.py", "scripts/*.py"]
+PIP_INSTALL = re.compile(r"pip install\b([^\n`]*)")
+# A requirement naming the old distribution: `nbkit`, `'nbkit[all]'`, `"nbkit @ git+…"` (not `-e .`, a path).
+OLD_REQUIREMENT = re.compile(r"""(?:^|\s)["']?nbkit(?:\[[^\]]*\])?(?=["'\s;)]|$| @)""")
+OLD_EXTRA = re.compile(r"(?<![\w.-])nbkit\[")  # `nbkit[kg]` named as what to install, anywhere
+OLD_WHEEL = re.compile(r"\bnbkit-\d[\w.]*-py3")
+
+
+def _install_texts() -> list[Path]:
+    return sorted({p for pattern in INSTALL_TEXTS for p in ROOT.glob(pattern) if p.is_file()})
+
+
+def test_every_install_command_names_this_projects_distribution():
+    """pyproject's name is nbkit-workbook, and no install command a user can read (README, docs, notebooks,
+    nbkit's messages) names the package index's unrelated `nbkit`; the README and notebook 00 show the
+    right one."""
+    import tomllib
+
+    from nbkit.extras import DIST as declared_dist
+    from nbkit.extras import install_line
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"] == DIST == declared_dist
+    assert install_line("all") == f"pip install '{DIST}[all]'" and install_line() == f"pip install {DIST}"
+    wrong, seen = [], 0
+    for path in _install_texts():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            where = f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}"
+            for command in PIP_INSTALL.findall(line):
+                seen += DIST in command
+                if OLD_REQUIREMENT.search(command):
+                    wrong.append(where)
+            if OLD_EXTRA.search(line) or OLD_WHEEL.search(line):
+                wrong.append(where)
+    assert not wrong, "install commands naming the package index's `nbkit`:\n" + "\n".join(wrong)
+    assert seen >= 3
+    for shown in ("README.md", "notebooks/00_start_here.py"):
+        assert f"pip install '{DIST}[all]'" in (ROOT / shown).read_text(encoding="utf-8"), shown
+    assert "nbkit_workbook-0.1.0-py3-none-any.whl" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_install_check_catches_each_old_form():
+    for text in (
+        "pip install 'nbkit[all]'",
+        "pip install nbkit",
+        'pip install "nbkit @ git+https://x/nbkit"',
+    ):
+        (command,) = PIP_INSTALL.findall(text)
+        assert OLD_REQUIREMENT.search(command), text
+    for text in ("pip install 'nbkit-workbook[all]'", "pip install -e '.[all,dev]'", "pip install ./nbkit"):
+        (command,) = PIP_INSTALL.findall(text)
+        assert not OLD_REQUIREMENT.search(command), text
+    assert OLD_EXTRA.search("needs nbkit[kg]") and not OLD_EXTRA.search("needs nbkit-workbook[kg]")
+    assert OLD_WHEEL.search("dist/nbkit-0.1.0-py3-none-any.whl")
+    assert not OLD_WHEEL.search("dist/nbkit_workbook-0.1.0-py3-none-any.whl")
 
 
 def test_environment_yml_agrees_with_pyproject():
@@ -179,7 +241,7 @@ def wheel(tmp_path_factory) -> Path:
         env=_pip_env(),
     )
     assert rc.returncode == 0, rc.stderr[-3000:]
-    (built,) = out.glob("nbkit-*.whl")
+    (built,) = out.glob("nbkit_workbook-*.whl")
     return built
 
 
@@ -220,7 +282,7 @@ def test_sdist_carries_the_notebooks_the_wheel_is_built_from(tmp_path):
         text=True,
     )
     assert rc.returncode == 0, rc.stderr[-3000:]
-    (sdist,) = (tmp_path / "dist").glob("nbkit-*.tar.gz")
+    (sdist,) = (tmp_path / "dist").glob("nbkit_workbook-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {f"notebooks/{nb.name}" for nb in NOTEBOOKS} | {
@@ -251,7 +313,7 @@ def test_core_requirements_leave_torch_and_model_libraries_to_the_extras(wheel):
     }
     assert {"papermill", "ipykernel", "jupyterlab", "pydantic", "packaging"} <= core
     for extra in ("kg", "zero", "audit"):
-        assert "torch" in {r.name for r in reqs[extra]}, f"nbkit[{extra}] must bring torch"
+        assert "torch" in {r.name for r in reqs[extra]}, f"nbkit-workbook[{extra}] must bring torch"
     every = {r.name for extra in ("kg", "zero", "signatures", "audit", "cluster") for r in reqs[extra]}
     assert {r.name for r in reqs["all"]} == every
 
@@ -261,7 +323,7 @@ PSCHECK_IMPORTS = "nbkit.pscheck"
 
 
 def test_notebook_00_and_pscheck_import_only_core_packages(wheel):
-    """`pip install nbkit` alone runs notebook 00 and pscheck: every module they import at top level
+    """`pip install nbkit-workbook` alone runs notebook 00 and pscheck: every module they import at top level
     comes from the core requirements (checked by importing them with the extras' packages hidden)."""
     from nbkit.extras import requirements
 
@@ -366,9 +428,9 @@ def _resolver_plan(python: Path, wheel: Path, spec: str) -> subprocess.Completed
 
 @pytest.mark.parametrize("torch_version, kept", [(FAKE_CUDA_TORCH, True), ("2.3.1+cu121", False)])
 def test_installing_nbkit_all_keeps_the_users_torch(wheel, tmp_path, torch_version, kept):
-    """pip's plan for `pip install nbkit[all]` into an environment that already has every requirement
-    and its own CUDA build of torch installs nbkit alone. The control (a torch below the floor) shows
-    the same check sees a plan that would replace torch: offline, pip can only fail on it."""
+    """pip's plan for `pip install 'nbkit-workbook[all]'` into an environment that already has every
+    requirement and its own CUDA build of torch installs nbkit alone. The control (a torch below the
+    floor) shows the same check sees a plan that would replace torch: offline, pip can only fail on it."""
     import json
 
     from packaging.requirements import Requirement
@@ -381,11 +443,11 @@ def test_installing_nbkit_all_keeps_the_users_torch(wheel, tmp_path, torch_versi
     versions["torch"] = torch_version
     assert Requirement("torch>=2.4").specifier.contains(FAKE_CUDA_TORCH)
     python = _env_with(tmp_path, versions)
-    plan = _resolver_plan(python, wheel, "nbkit[all]")
+    plan = _resolver_plan(python, wheel, "nbkit-workbook[all]")
     if kept:
         assert plan.returncode == 0, plan.stderr[-3000:]
         installs = [item["metadata"]["name"] for item in json.loads(plan.stdout)["install"]]
-        assert installs == ["nbkit"], f"pip would also install {installs}"
+        assert installs == ["nbkit-workbook"], f"pip would also install {installs}"
     else:
         assert plan.returncode != 0 and "No matching distribution found for torch" in plan.stderr, (
             plan.stderr[-3000:]
@@ -444,9 +506,9 @@ def _input_path(run_dir: Path, stem: str) -> Path:
 
 @pytest.mark.slow
 def test_installed_wheel_runs_the_workbook_outside_the_checkout(wheel, tmp_path):
-    """What a user of `pip install nbkit[all]` does, in a folder that is not a clone: `nbkit run 00`
-    runs the notebook that came in the wheel, `nbkit init` copies the notebooks, and `nbkit run 02
-    --smoke` there runs the user's copy. Nothing is written into the installed package."""
+    """What a user of `pip install 'nbkit-workbook[all]'` does, in a folder that is not a clone: `nbkit
+    run 00` runs the notebook that came in the wheel, `nbkit init` copies the notebooks, and `nbkit run
+    02 --smoke` there runs the user's copy. Nothing is written into the installed package."""
     import os
 
     venv = _fresh_venv_reusing_this_one(tmp_path, wheel)

@@ -8,7 +8,7 @@ import pytest
 from nbkit.catalog import resolve_notebook
 from nbkit.cli import main
 from nbkit.errors import RunError
-from nbkit.params import check_parameters, parse_value
+from nbkit.params import check_given, parse_value
 
 
 def _notebook(path, body="import nbkit\nnbkit.record('n_squared', N * N)\n"):
@@ -72,13 +72,13 @@ def test_every_assignment_of_each_shipped_notebooks_parameters_cell_is_a_paramet
 
 def test_parameter_checks(nb_dir):
     path = nb_dir / "01_alpha.ipynb"
-    assert check_parameters(path, {"N": 5, "RATE": 1}) == {"N": 5, "RATE": 1}
+    assert check_given(path, {"N": 5, "RATE": 1}) == {"N": 5, "RATE": 1}
     with pytest.raises(RunError, match="unknown parameter 'EPOCHS'"):
-        check_parameters(path, {"EPOCHS": 3})
+        check_given(path, {"EPOCHS": 3})
     with pytest.raises(RunError, match="parameter N expects int .*got 'abc'"):
-        check_parameters(path, {"N": "abc"})
+        check_given(path, {"N": "abc"})
     with pytest.raises(RunError, match="SMOKE expects bool"):
-        check_parameters(path, {"SMOKE": 1})
+        check_given(path, {"SMOKE": 1})
 
 
 def test_parse_value():
@@ -144,7 +144,7 @@ def test_bad_requests_exit_2_with_one_message(nb_dir, tmp_path, capsys):
 def test_list_shows_parameters(nb_dir, capsys):
     assert main(["list", "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert listed["01_alpha"]["N"] == {"type": "int", "default": 3, "help": ""}
+    assert listed["01_alpha"]["N"] == {"type": "int", "default": 3, "help": "", "takes": ""}
 
 
 # -- index page, --jobs, interruption ----------------------------------------------------------------
@@ -420,3 +420,105 @@ def test_sigterm_or_ctrl_c_keeps_the_run_folder_ends_the_kernels_and_leaves_no_t
         time.sleep(0.3)
     assert not any(alive(k) for k in kernels), "a kernel survived"
     assert sorted(p.name for p in own_tmp.iterdir()) == [], "the run left files in the temp folder"
+
+
+def test_a_partial_earlier_run_keeps_the_reference_order_for_the_notebooks_it_did_not_time(tmp_path):
+    """An earlier run that timed only 02 (this machine: twice the reference) must not push the notebooks
+    it did not time to file order: they keep their reference seconds, scaled the same way."""
+    from nbkit.execute import Job
+    from nbkit.timings import REFERENCE_SECONDS, expected_seconds, longest_first
+
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    paths = [nbs / f"{n}.ipynb" for n in ("00_c", "01_a", "02_b", "03_d")]
+    (nbs / REFERENCE_SECONDS).write_text(
+        json.dumps({"smoke": {"00_c": 10, "01_a": 80, "02_b": 50, "03_d": 30}, "full": {}})
+    )
+    runs = tmp_path / "runs"
+    (runs / "partial").mkdir(parents=True)
+    (runs / "partial" / "timings.json").write_text(json.dumps({"smoke": True, "seconds": {"02_b": 100.0}}))
+    seconds = expected_seconds(runs / "next", paths, smoke=True)
+    assert seconds == {"00_c": 20.0, "01_a": 160.0, "02_b": 100.0, "03_d": 60.0}
+    order = [j.path.stem for j in longest_first([Job(p, tmp_path, {}) for p in paths], seconds)]
+    assert order == ["01_a", "02_b", "03_d", "00_c"]
+    # no earlier run: the reference alone; no reference either: file order
+    assert expected_seconds(tmp_path / "elsewhere" / "x", paths, smoke=True)["01_a"] == 80.0
+    assert expected_seconds(tmp_path / "elsewhere" / "x", paths, smoke=False) == {}
+
+
+def test_running_cell_names_the_cell_and_its_section(tmp_path):
+    from nbkit.pool import running_cell
+
+    def cell(kind, source, status=None):
+        meta = {"papermill": {"status": status}} if status else {}
+        return {"cell_type": kind, "source": source, "metadata": meta}
+
+    nb = tmp_path / "01_x.ipynb"
+    cells = [
+        cell("markdown", "# Title\n\nintro"),
+        cell("code", "SEED = 0", "completed"),
+        cell("markdown", ["## 2. The ladder: ", "real ranks\n", "text"]),
+        cell("code", "run()", "running"),
+        cell("code", "more()", "pending"),
+    ]
+    assert running_cell(nb) == ""  # not saved yet
+    nb.write_text(json.dumps({"cells": cells}))
+    assert running_cell(nb) == "cell 2 of 3 (2. The ladder: real ranks)"
+    cells[3]["metadata"]["papermill"]["status"] = "completed"
+    cells[4]["metadata"] = {"papermill": {"status": "completed"}}
+    nb.write_text(json.dumps({"cells": cells}))
+    assert running_cell(nb) == "all 3 cells done, writing its page"
+    nb.write_text('{"cells": [')  # caught half-written
+    assert running_cell(nb) == ""
+
+
+def test_a_pool_says_where_each_running_notebook_is(tmp_path):
+    """With several notebooks at once there is no progress bar: every interval, one line per running
+    notebook names it, its cell and section, and the time since it started."""
+    import re
+
+    from runner_notebooks import make_notebook
+
+    from nbkit.execute import Job
+    from nbkit.pool import execute_jobs
+
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    jobs = []
+    for name in ("01_a", "02_b"):
+        make_notebook(d / f"{name}.ipynb", body="import time\ntime.sleep(8)\n")
+        jobs.append(Job(d / f"{name}.ipynb", tmp_path / "out" / name, {}))
+    lines: list[str] = []
+    results = execute_jobs(jobs, n_jobs=2, progress=True, log=lines.append, progress_every=1.0)
+    assert all(r.ok for r in results), [r.error for r in results]
+    for name in ("01_a", "02_b"):
+        mine = [ln for ln in lines if ln.startswith(f"  … {name} ")]
+        assert all(re.fullmatch(rf"  … {name} \d+:\d\d: .+", ln) for ln in mine), mine
+        assert sum("cell 2 of 2 (Section one)" in ln for ln in mine) >= 2, lines
+    quiet: list[str] = []
+    execute_jobs(jobs, n_jobs=2, progress=False, log=quiet.append, progress_every=1.0)
+    assert not [ln for ln in quiet if ln.startswith("  … ")]
+
+
+def test_a_run_from_a_folder_without_notebooks_names_the_ones_it_used(tmp_path, monkeypatch):
+    from runner_notebooks import make_notebook
+
+    import nbkit.catalog
+    import nbkit.runner
+    from nbkit.runner import run_notebooks
+
+    packaged = tmp_path / "site-packages" / "nbkit" / "notebooks"
+    packaged.mkdir(parents=True)
+    make_notebook(packaged / "01_alpha.ipynb", body="pass\n")
+    for module in (nbkit.catalog, nbkit.runner):
+        monkeypatch.setattr(module, "packaged_notebooks_dir", lambda: packaged)
+    monkeypatch.delenv("NBKIT_NOTEBOOKS", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    lines: list[str] = []
+    final, results = run_notebooks(["01"], output=work / "runs" / "r", progress=False, log=lines.append)
+    assert results[0].ok, results[0].error
+    assert f"notebooks: the ones nbkit came with, in {packaged.resolve()} (none in this folder" in lines[0]
+    monkeypatch.chdir(packaged)  # there, or with a notebooks folder here: nothing to say
+    assert nbkit.runner.packaged_fallback([packaged / "01_alpha.ipynb"]) is None

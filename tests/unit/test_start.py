@@ -17,7 +17,7 @@ REPORT = {
     "device": {"torch": None, "cuda_available": False, "cpu_cores_usable": 2, "ram_total_gib": 7.8},
     "packages": {
         "core": {"pandas": {"ok": True, "version": "2.2.3"}},
-        "kg": {"pykeen": {"ok": False, "why": "not installed", "fix": "pip install 'nbkit[kg]'"}},
+        "kg": {"pykeen": {"ok": False, "why": "not installed", "fix": "pip install 'nbkit-workbook[kg]'"}},
     },
     "models": {"smollm2-gguf": {"ok": True, "path": "/m/smollm2.gguf"}},
     "binaries": {"chromium": {"ok": False, "optional": True, "why": "only the browser tier", "fix": "apt"}},
@@ -40,7 +40,7 @@ def test_readiness_rows_and_what_is_missing():
     ]
     assert list(table["detail"]) == [
         "2.2.3",
-        "pip install 'nbkit[kg]'",
+        "pip install 'nbkit-workbook[kg]'",
         "/m/smollm2.gguf",
         "only the browser tier; fix: apt",
         "/k/python3",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -11,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from nbkit import workspace
@@ -27,9 +29,15 @@ def test_init_copies_every_notebook_and_records_what_it_copied(tmp_path, capsys)
     assert main(["init", str(target)]) == 0
     assert sorted(p.name for p in target.iterdir() if not p.name.startswith(".")) == sorted(SHIPPED)
     for name in SHIPPED:
-        assert (target / name).read_bytes() == (ROOT / "notebooks" / name).read_bytes()
+        shipped = ROOT / "notebooks" / name
+        assert (target / name).read_bytes() == workspace.plain_copy(shipped)
+        if name.endswith(".ipynb"):  # the same notebook, without the repository's jupytext pairing
+            copy, original = (nbformat.read(p, as_version=4) for p in (target / name, shipped))
+            assert "jupytext" in original.metadata and "jupytext" not in copy.metadata
+            assert copy.cells == original.cells and copy.metadata.kernelspec == original.metadata.kernelspec
     manifest = json.loads((target / workspace.MANIFEST).read_text())
     assert sorted(manifest["files"]) == sorted(SHIPPED)
+    assert sorted(manifest["sources"]) == sorted(n for n in SHIPPED if n.endswith(".ipynb"))
     assert f"nbkit lab {target}" in capsys.readouterr().out
     # Again: nothing to do, nothing refused.
     res = workspace.init(target)
@@ -47,21 +55,107 @@ def test_init_defaults_to_notebooks_here_which_nbkit_run_then_uses(tmp_path, mon
     assert notebooks_dir().resolve() == (tmp_path / "notebooks").resolve()
 
 
-def test_init_refuses_to_overwrite_a_changed_notebook_and_writes_nothing(tmp_path, capsys):
+def _edit_first_code_cell(path: Path, text: str = "# my note\n") -> None:
+    nb = nbformat.read(path, as_version=4)
+    code = next(
+        c for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])
+    )
+    code.source = text + code.source
+    nbformat.write(nb, path)
+
+
+def _run_in_place(path: Path) -> None:
+    """What running a notebook in JupyterLab and its autosave leave: outputs, counts, kernel metadata."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        cell.execution_count = i + 1
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"ran {i}\n")]
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7"}
+    nbformat.write(nb, path)
+
+
+def test_init_keeps_an_edited_notebook_names_it_and_does_the_rest(tmp_path, capsys):
     target = tmp_path / "mine"
     workspace.init(target)
     edited = target / SHIPPED[1]
-    edited.write_text(edited.read_text() + " ")
-    (target / SHIPPED[2]).unlink()  # would be copied, but the refusal writes nothing
-    assert main(["init", str(target)]) == 2
-    err = capsys.readouterr().err
-    assert (
-        err.count("\n") == 1
-        and err.startswith("nbkit: error: ")
-        and str(edited) in err
-        and "Traceback" not in err
-    )
-    assert not (target / SHIPPED[2]).exists()
+    _edit_first_code_cell(edited)
+    before = edited.read_bytes()
+    (target / SHIPPED[2]).unlink()
+    assert main(["init", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert f"kept as you edited them: {SHIPPED[1]} (" in out and f"copied: {SHIPPED[2]}" in out
+    assert edited.read_bytes() == before and (target / SHIPPED[2]).is_file()
+
+
+def test_init_keeps_a_notebook_it_did_not_write(tmp_path, capsys):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / SHIPPED[0]).write_text("{}")  # a notebook of the same name that nbkit init did not write
+    assert main(["init", str(target)]) == 0
+    assert f"kept as you edited them: {SHIPPED[0]}" in capsys.readouterr().out
+    assert (target / SHIPPED[0]).read_text() == "{}"
+
+
+def test_a_notebook_only_run_keeps_its_outputs_and_does_not_block_init(tmp_path, capsys):
+    """Running a copy (outputs, counts, metadata saved) is not editing it: a later init leaves it as run
+    and still updates or copies the others; one copied by an older init with the jupytext pairing has the
+    pairing taken out, its outputs kept."""
+    target = tmp_path / "mine"
+    workspace.init(target)
+    ran, paired = target / SHIPPED[1], target / SHIPPED[2]
+    _run_in_place(ran)
+    paired.write_bytes((ROOT / "notebooks" / SHIPPED[2]).read_bytes())  # as the older init copied it
+    _run_in_place(paired)
+    ran_bytes = ran.read_bytes()
+    (target / SHIPPED[0]).unlink()
+    assert main(["init", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "kept" not in out and f"copied: {SHIPPED[0]}" in out
+    assert SHIPPED[1] in out.split("already there: ")[1].splitlines()[0]
+    assert f"pairing with a .py file taken out: {SHIPPED[2]}" in out
+    assert ran.read_bytes() == ran_bytes
+    unpaired = nbformat.read(paired, as_version=4)
+    assert "jupytext" not in unpaired.metadata
+    assert all(c.outputs for c in unpaired.cells if c.cell_type == "code"), "the outputs were dropped"
+
+
+def test_init_updates_a_notebook_only_run_since_an_older_init_copied_it(tmp_path):
+    """After upgrading nbkit: a copy whose sources are those the older init wrote, run since (outputs),
+    is replaced by the new version; an edited one is not."""
+    target = tmp_path / "mine"
+    workspace.init(target)
+    name, edited_name = SHIPPED[1], SHIPPED[2]
+    for n in (name, edited_name):  # what an older nbkit's init wrote: other sources, recorded as such
+        _edit_first_code_cell(target / n, "# an older version of this cell\n")
+    manifest = json.loads((target / workspace.MANIFEST).read_text())
+    for n in (name, edited_name):
+        data = (target / n).read_bytes()
+        manifest["files"][n] = hashlib.sha256(data).hexdigest()
+        manifest["sources"][n] = workspace.fingerprint(data)
+    (target / workspace.MANIFEST).write_text(json.dumps(manifest))
+    _run_in_place(target / name)
+    _edit_first_code_cell(target / edited_name, "# the user's own line\n")
+    res = workspace.init(target)
+    assert res.updated == [name] and res.kept == [edited_name]
+    assert (target / name).read_bytes() == workspace.plain_copy(ROOT / "notebooks" / name)
+    assert "the user's own line" in (target / edited_name).read_text()
+
+
+def test_opening_a_copy_in_jupyterlab_writes_no_py_twin(tmp_path):
+    """jupytext's contents manager (what JupyterLab saves through here) pairs a notebook whose metadata
+    asks for it: a copy made by init does not; the repository's own notebook, copied as is, would."""
+    from jupytext import TextFileContentsManager
+
+    target = tmp_path / "mine"
+    workspace.init(target)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    name = SHIPPED[2]
+    (raw / name).write_bytes((ROOT / "notebooks" / name).read_bytes())
+    for folder, twin in ((target, False), (raw, True)):
+        cm = TextFileContentsManager(root_dir=str(folder))
+        cm.save(cm.get(name), name)
+        assert (folder / name).with_suffix(".py").exists() == twin, folder
 
 
 def test_init_updates_a_copy_nobody_changed_since_an_older_init(tmp_path):
@@ -73,13 +167,11 @@ def test_init_updates_a_copy_nobody_changed_since_an_older_init(tmp_path):
     manifest = json.loads((target / workspace.MANIFEST).read_text())
     name = SHIPPED[0]
     (target / name).write_bytes(old)
-    import hashlib
-
     manifest["files"][name] = hashlib.sha256(old).hexdigest()
     (target / workspace.MANIFEST).write_text(json.dumps(manifest))
     res = workspace.init(target)
     assert res.updated == [name]
-    assert (target / name).read_bytes() == (ROOT / "notebooks" / name).read_bytes()
+    assert (target / name).read_bytes() == workspace.plain_copy(ROOT / "notebooks" / name)
 
 
 def test_init_leaves_other_files_alone(tmp_path):
@@ -103,23 +195,15 @@ def _bad_manifest(tmp_path):
     return d
 
 
-def _existing_foreign_notebook(tmp_path):
-    d = tmp_path / "d"
-    d.mkdir()
-    (d / SHIPPED[0]).write_text("{}")  # a notebook of the same name that nbkit init did not write
-    return d
-
-
 @pytest.mark.parametrize(
     "make_target, expected",
     [
         (_a_file, "is a file; give a folder"),
         (lambda t: _a_file(t) / "sub", "which is a file"),
         (_bad_manifest, "not the JSON object nbkit init writes"),
-        (_existing_foreign_notebook, "changed since nbkit init copied it"),
         (lambda t: packaged_notebooks_dir(), "holds the notebooks nbkit came with"),
     ],
-    ids=["dir-is-a-file", "dir-under-a-file", "bad-manifest", "foreign-notebook", "the-packaged-folder"],
+    ids=["dir-is-a-file", "dir-under-a-file", "bad-manifest", "the-packaged-folder"],
 )
 def test_init_bad_input_is_one_line_exit_2(tmp_path, capsys, make_target, expected):
     target = make_target(tmp_path)
