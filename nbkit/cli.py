@@ -29,6 +29,7 @@ from nbkit.errors import UsageError, main_error
 from nbkit.execute import skip_uri_grammar
 from nbkit.extras import DIST, install_line
 from nbkit.params import notebook_parameters, notes_removed, parse_value, takes
+from nbkit.replicates import SCHEDULER_ENV
 from nbkit.runfolder import OutputError
 from nbkit.runner import packaged_fallback, run_notebooks
 from nbkit.sweep import MAX_RUNS, run_sweep
@@ -70,6 +71,13 @@ def _cmd_run(args) -> int:
         return main_error(f"--all runs every notebook; do not also name {' '.join(args.notebooks)}")
     if args.resume is not None and args.all:
         return main_error("--resume DIR re-runs DIR's notebooks; do not also pass --all")
+    if args.scheduler:
+        if not re.match(r"^(tcp|tls|inproc|ucx)://\S+$", args.scheduler):
+            return main_error(
+                f"--scheduler {args.scheduler!r}: expected a Dask address such as tcp://host:8786"
+            )
+        # The kernels inherit it: each notebook's replicate loops send their units there (nbkit.replicates).
+        os.environ[SCHEDULER_ENV] = args.scheduler
     try:
         params = parse_params(args.param)
         run_dir, results = run_notebooks(
@@ -324,7 +332,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         choices=("default", "full"),
         default="default",
-        help="full: each claim's n large enough to decide it (PROFILE='full'; much longer than the default)",
+        help="full: each claim's budget large enough to decide it (PROFILE='full'; much longer than the "
+        "default)",
+    )
+    run.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run independent replicates (seeds) as tasks on this Dask distributed scheduler "
+        "(tcp://host:8786); the notebooks themselves run here",
     )
     run.set_defaults(func=_cmd_run, parser=run)
 

@@ -18,7 +18,8 @@ comment as the parameter's help text)::
 accepted values (``""`` is the empty text); a token in angle brackets accepts every value of a shape
 (:data:`SHAPES`): ``<path>`` an existing file, ``<dir>`` an existing folder (relative paths are taken
 from the notebook's folder, where its kernel runs), ``<cuda:N>``, ``<module:name>``, ``<signature>``
-(a DSPy string signature) and ``<sizes>`` (``HIDDENxLAYERS`` sizes, comma-separated). ``type: T``
+(a DSPy string signature), ``<sizes>`` (``HIDDENxLAYERS`` sizes, comma-separated) and ``<dask>`` (a
+Dask scheduler's address). ``type: T``
 (int, float, str, bool or list) is the type of a parameter whose default is ``None``, which it also
 accepts; without it such a parameter takes any value. A value outside is a :class:`ParameterError`
 (a :class:`~nbkit.errors.UsageError`: exit 2, nothing run).
@@ -322,6 +323,10 @@ SHAPES: dict[str, tuple[str, Callable[[Any, Path], str | None]]] = {
     "module:name": ("an importable 'module:name'", _matching(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")),
     "signature": ("a DSPy string signature such as 'question -> answer'", _matching(r".*\S.*->.*\S.*")),
     "sizes": ("comma-separated HIDDENxLAYERS sizes such as '256x8,512x8'", _sizes),
+    "dask": (
+        "a Dask scheduler's address such as 'tcp://host:8786'",
+        _matching(r"(tcp|tls|inproc|ucx)://\S+"),
+    ),
 }
 
 

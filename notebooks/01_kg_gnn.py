@@ -27,8 +27,9 @@
 # downstream F1 of 0.82; `aggr="mean"` is more stable than `"add"`; `coalesce()` prevents an `IndexError`
 # in `RGCNConv`. Each is re-measured below (over several seeds where the figure is noisy) and judged in
 # the claims table, next to the question the ablation rests on: does message passing help here at all?
-# A row the default number of seeds cannot decide says so, with the n the full profile
-# (`PROFILE = "full"`) runs.
+# Each experiment over seeds stops adding seeds once the rows it feeds are decided (each looks again after
+# every seed, on intervals that stay valid however often they are looked at); a row its budget cannot decide
+# says so, with the budget the full profile (`PROFILE = "full"`) runs.
 
 # %% tags=["parameters"]
 SMOKE = False
@@ -37,6 +38,9 @@ DEVICE = "auto"  # choices: auto, cpu, cuda, <cuda:N>
 SEED = 0  # range: 0..
 # DATASET: "umls" / "kinships" (bundled in PyKEEN's wheel), "synthetic", "hetionet", or a triples / RDF file
 DATASET = "umls"  # choices: umls, kinships, synthetic, hetionet, <path>
+# DASK_SCHEDULER: "" runs independent seeds here (in worker processes when the kernel has several cores), or
+# a Dask scheduler's address (tcp://host:8786) to run them as tasks there
+DASK_SCHEDULER = ""  # choices: "", <dask>
 
 # %%
 import nbkit
@@ -46,7 +50,7 @@ nbkit.require("kg")  # this notebook needs pip install 'nbkit-workbook[kg]': one
 
 from nbkit.kg import claims, context, experiments
 
-ctx = context.KGContext(DEVICE, smoke=SMOKE, profile=PROFILE)  # what the sections share
+ctx = context.KGContext(DEVICE, smoke=SMOKE, profile=PROFILE, scheduler=DASK_SCHEDULER)  # what the sections share
 ctx.describe()
 
 # %% [markdown]

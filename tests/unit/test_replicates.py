@@ -1,0 +1,65 @@
+"""Independent replicates run in order and stop on the same prefix in this process, in worker processes and
+on a Dask cluster: the same results whichever way they ran, their CPU-seconds counted where they ran."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from nbkit.experiment import Context
+from nbkit.replicates import Where, replicate, where
+
+
+def unit(seed: int) -> float:
+    """A deterministic unit of work: a function of its seed alone (module-level, so it pickles)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return float(sum(math.sin(x) for x in rng.random(20_000)))
+
+
+def stop_after_four(done: list[float]) -> bool:
+    return len(done) >= 4
+
+
+def _run(at: Where, ctx: Context) -> list[float]:
+    return replicate(list(range(10)), unit, stop=stop_after_four, at=at, ctx=ctx, slug="x")
+
+
+def test_in_processes_the_same_results_and_the_same_stop_as_serially():
+    with Context("cpu") as ctx:
+        serial = _run(Where("this process"), ctx)
+        parallel = _run(Where("processes", workers=2), ctx)
+    assert serial == parallel and len(serial) == 4
+    assert ctx.elsewhere["x"][0] == "2 worker processes" and ctx.elsewhere["x"][1] > 0
+
+
+def test_on_a_dask_cluster_the_same_results():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as c:
+        with Context("cpu", scheduler=c.scheduler_address) as ctx:
+            at = where(ctx)
+            assert at.mode == "dask" and at.address == c.scheduler_address
+            on_dask = _run(at, ctx)
+    with Context("cpu") as ctx:
+        assert on_dask == _run(Where("this process"), ctx)
+
+
+def test_where_a_loop_runs():
+    ctx = Context("cpu")
+    assert where(ctx, parallel=False).mode == "this process"
+    assert where(Context("cpu", scheduler="tcp://h:1")).mode == "dask"
+    from nbkit.procs import usable_cores
+
+    assert where(ctx).mode == ("processes" if len(usable_cores()) > 1 else "this process")
+
+
+def test_a_failing_unit_fails_the_loop_with_its_own_error():
+    def bad(seed: int) -> float:
+        raise ValueError(f"unit {seed} failed")
+
+    with pytest.raises(ValueError, match="unit 0 failed"), Context("cpu") as ctx:
+        replicate([0, 1], bad, stop=stop_after_four, at=Where("this process"), ctx=ctx, slug="x")
