@@ -64,7 +64,7 @@ sync: setup
 ## harness, and each theme's claims and metrics: a claim reading a field its metrics lack fails here);
 ## pscheck on nbkit's own pydantic schemas.
 FORMATTED := nbkit tests bench scripts
-TYPED := $(addprefix nbkit/,$(addsuffix .py,experiment result claims claims_doc errors record procs runfolder \
+TYPED := $(wildcard nbkit/claims/*.py) $(addprefix nbkit/,$(addsuffix .py,experiment result replicates errors record procs runfolder \
 	runner catalog params execute pool timings publish)) \
 	$(foreach t,kg zero signatures audit,nbkit/$(t)/claims.py) \
 	$(foreach t,kg zero signatures,nbkit/$(t)/metrics.py)
@@ -74,7 +74,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check $(FORMATTED)
 	$(VENV)/bin/mypy $(TYPED)
 	$(VENV)/bin/pscheck nbkit
-	$(PY) -m nbkit.claims_doc --check
+	$(PY) -m nbkit.claims.doc --check
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

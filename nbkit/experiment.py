@@ -134,7 +134,7 @@ def config_for(
     elif profile == FULL and replicates is not None:
         preset = dataclasses.replace(
             Config(),  # type: ignore[type-var]
-            **{replicates.field: replicates.full, **replicates.full_also},
+            **{replicates.config_field: replicates.full, **replicates.full_also},
         )
     else:
         preset = Config()
@@ -305,9 +305,11 @@ class Registry:
                 f"{self.theme}: experiment {experiment.slug!r} needs dataclasses for Config and Metrics"
             )
         rep = experiment.replicates
-        if rep is not None and rep.field not in {f.name for f in dataclasses.fields(experiment.Config)}:
+        if rep is not None and rep.config_field not in {
+            f.name for f in dataclasses.fields(experiment.Config)
+        }:
             raise TypeError(
-                f"{self.theme}: experiment {experiment.slug!r} replicates over {rep.field!r}, which "
+                f"{self.theme}: experiment {experiment.slug!r} replicates over {rep.config_field!r}, which "
                 f"{experiment.Config.__name__} has no field for"
             )
         self._experiments[experiment.slug] = experiment

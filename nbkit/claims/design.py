@@ -162,9 +162,8 @@ def simulate(
     args = (key, rule, plan, verdict, head, budget, least, level, sequential, sims, DESIGN_VERSION)
     path = cache_dir("designs", f"{fingerprint(*args)}.json")
     try:
-        return OC(
-            **{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(path.read_text()).items()}
-        )
+        kept: dict[str, Any] = json.loads(path.read_text())
+        return OC(**{k: tuple(v) if isinstance(v, list) else v for k, v in kept.items()})  # type: ignore[arg-type]
     except (OSError, ValueError, TypeError):
         pass
     oc = _simulate(key, rule, plan, budget, least, level, sequential, verdict, head, sims)
@@ -233,7 +232,7 @@ def _simulate(
         budget=budget,
         looks=at,
         level=level,
-        true_value=float(points[0]),  # type: ignore[arg-type]
+        true_value=float(points[0]),
         false_values=tuple(float(x) for x in points[1:]),  # type: ignore[arg-type]
         p_holds_if_true=true[0],
         p_refuted_if_false=min(f[1] for f in falses),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.claims.design import simulate
-from nbkit.claims.judge import FAMILY_ALPHA, ClaimSpec, Replicates, replicates_of
+from nbkit.claims.judge import FAMILY_ALPHA, ClaimSpec, replicates_of
 from nbkit.claims.rules import plural
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
@@ -46,13 +46,12 @@ def design_cells(spec: ClaimSpec, registry: Any, level: float) -> list[str]:
         return ["exact", ""]
     assert spec.plan is not None
     found = replicates_of(spec, registry.sizes)
+    if found is None:
+        return [f"fixed: the {plural(spec.rule.unit)} the run has", ""]
+    slug, rep = found
+    experiment = registry[slug]
     cells = []
     for profile in ("default", "full"):
-        rep: Replicates | None = found[1] if found else None
-        if rep is None:
-            cells.append(f"fixed: {spec.rule.unit} count of the run" if profile == "default" else "")
-            continue
-        experiment = registry[found[0]]
         budget = rep.budget(experiment.config(False, profile))
         oc = simulate(
             spec.key,

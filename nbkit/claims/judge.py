@@ -50,14 +50,14 @@ FAMILY_ALPHA = 0.05  # the family-wise error rate of one notebook's decisive row
 @dataclass(frozen=True)
 class Replicates:
     """How an experiment replicates, declared once where it is registered: its ``unit`` (seed, launch,
-    case…); ``field``, the config field that holds its budget — the most units a run spends — whose
+    case…); ``config_field``, the config field that holds its budget — the most units a run spends — whose
     default is the default profile's budget; ``full``, the full profile's; ``full_also``, other fields
     the full profile sets; ``cost_s``, what one unit costs in CPU-seconds on 2 cores and
     ``cost_source`` where that was measured; ``least``, the fewest units its figure needs (also its
     first look); ``sequential``: its replicate loop stops once every row reading it is decided."""
 
     unit: str
-    field: str
+    config_field: str
     full: int
     cost_s: float
     cost_source: str
@@ -66,7 +66,7 @@ class Replicates:
     full_also: Mapping[str, Any] = field(default_factory=dict)
 
     def budget(self, cfg: Any) -> int:
-        return int(getattr(cfg, self.field))
+        return int(getattr(cfg, self.config_field))
 
     def minutes(self, units: int) -> float:
         return units * self.cost_s / 60
