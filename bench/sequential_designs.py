@@ -1,0 +1,123 @@
+"""What the sequential designs cost: every noisy row's expected units under its claimed and its false value at
+both profiles, and the full profile's expected cost against the fixed-n plan it replaces.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py [--markdown]
+
+Each replicating experiment runs until every row it feeds is decided, so its expected units under a value are
+at least the largest of its rows' expected units there (the figure used); its cost is that times its CPU-s per
+unit (``Replicates.cost_s``, measured on 2 cores). The reference is the full profile of the fixed-n plan
+(every unit run, whatever the data), as its designs declared it at commit 0eab162 (their ``full_n`` and
+``full_minutes``: ``git show 0eab162:nbkit/kg/claims.py`` and the other themes' claims and designs).
+Experiments whose units need a GPU (fragmentation, the speedup's timings) are listed but not summed: no CPU
+run spends them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from nbkit.claims.design import simulate
+from nbkit.claims.judge import family_level, replicates_of
+
+THEMES = ("kg", "zero", "signatures", "audit")
+# The fixed-n plan's full profile at 0eab162, per experiment: (units, minutes on 2 cores).
+FIXED_PLAN = {
+    ("kg", "ablation"): (40, 23.0),
+    ("kg", "aggr"): (320, 47.0),
+    ("zero", "specdec"): (100, 100 * 14 / 60),
+    ("signatures", "compile"): (20, 43.0),
+    ("audit", "kiss-lora"): (12, 7.0),
+    ("audit", "grad-accumulation"): (16, 3.0),
+    ("audit", "reward-weights"): (960, 2.0),
+}
+GPU_ONLY = {("zero", "fragmentation"), ("zero", "specdec-speedup")}
+
+
+def rows(theme: str) -> list[dict]:
+    registry = importlib.import_module(f"nbkit.{theme}.claims").REGISTRY
+    level = family_level(registry.claims)
+    out = []
+    for spec in registry.claims:
+        found = replicates_of(spec, registry.sizes) if spec.noisy else None
+        if found is None:
+            continue
+        slug, rep = found
+        entry = {"theme": theme, "key": spec.key, "experiment": slug, "cost_s": rep.cost_s, "unit": rep.unit}
+        for profile in ("default", "full"):
+            budget = rep.budget(registry[slug].config(False, profile))
+            oc = simulate(
+                spec.key,
+                spec.rule,
+                spec.plan,
+                budget=budget,
+                least=min(rep.least, budget),
+                level=level,
+                sequential=rep.sequential and spec.rule.estimator.replicated,
+                verdict=spec.verdict,
+                head=spec.head,
+            )
+            entry[profile] = (budget, oc)
+        out.append(entry)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--markdown", action="store_true", help="the tables as markdown (bench/RESULTS.md)")
+    args = parser.parse_args(argv)
+    table = [r for theme in THEMES for r in rows(theme)]
+    print(
+        "| theme | row | unit | default: budget · P(holds) · P(refuted) · E[units] true / false | full: same |"
+    )
+    print("|---|---|---|---|---|")
+    for r in table:
+        cells = []
+        for profile in ("default", "full"):
+            budget, oc = r[profile]
+            mark = "" if oc.decided else " (not decided)"
+            cells.append(
+                f"{budget} · {oc.p_holds_if_true:.2f} · {oc.p_refuted_if_false:.2f} · "
+                f"{oc.mean_units_true:.1f} / {oc.mean_units_false:.1f}{mark}"
+            )
+        print(f"| {r['theme']} | `{r['key']}` | {r['unit']} | {cells[0]} | {cells[1]} |")
+    experiments: dict[tuple[str, str], dict] = {}
+    for r in table:
+        e = experiments.setdefault(
+            (r["theme"], r["experiment"]), {"cost_s": r["cost_s"], "true": 0.0, "false": 0.0}
+        )
+        _, oc = r["full"]
+        e["true"] = max(e["true"], oc.mean_units_true)
+        e["false"] = max(e["false"], oc.mean_units_false)
+    print()
+    print(
+        "| experiment | CPU-s per unit | full profile, expected units true / false | minutes true / false "
+        "| fixed-n plan: units, minutes |"
+    )
+    print("|---|---|---|---|---|")
+    total = {"true": 0.0, "false": 0.0, "fixed": 0.0}
+    for (theme, slug), e in experiments.items():
+        minutes = {h: e[h] * e["cost_s"] / 60 for h in ("true", "false")}
+        fixed = FIXED_PLAN.get((theme, slug))
+        gpu = (theme, slug) in GPU_ONLY
+        if not gpu:
+            total["true"] += minutes["true"]
+            total["false"] += minutes["false"]
+            total["fixed"] += fixed[1] if fixed else 0.0
+        print(
+            f"| {theme}/{slug}{' (GPU, not summed)' if gpu else ''} | {e['cost_s']:g} | {e['true']:.1f} / "
+            f"{e['false']:.1f} | {minutes['true']:.1f} / {minutes['false']:.1f} | "
+            f"{f'{fixed[0]}, {fixed[1]:.1f}' if fixed else '—'} |"
+        )
+    mean = (total["true"] + total["false"]) / 2
+    print()
+    print(
+        f"full profile, expected: {total['true']:.0f} min if every claim is true, {total['false']:.0f} min if every "
+        f"claim is false; the fixed-n plan: {total['fixed']:.0f} min; ratio {mean / total['fixed']:.2f} "
+        "(mean of the two against the fixed plan)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
