@@ -1,7 +1,7 @@
 """What the sequential designs cost: every noisy row's expected units under its claimed and its false value at
 both profiles, and the full profile's expected cost against the fixed-n plan it replaces.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py [--markdown]
+    PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py     # markdown tables, for bench/RESULTS.md
 
 Each replicating experiment runs until every row it feeds is decided, so its expected units under a value are
 at least the largest of its rows' expected units there (the figure used); its cost is that times its CPU-s per
@@ -63,12 +63,11 @@ def rows(theme: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--markdown", action="store_true", help="the tables as markdown (bench/RESULTS.md)")
-    args = parser.parse_args(argv)
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args(argv)
     table = [r for theme in THEMES for r in rows(theme)]
     print(
-        "| theme | row | unit | default: budget · P(holds) · P(refuted) · E[units] true / false | full: same |"
+        "| theme | row | unit | default: budget · P(holds) · P(refuted) · E[units] true / false "
+        "| full: same |"
     )
     print("|---|---|---|---|---|")
     for r in table:
@@ -112,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     mean = (total["true"] + total["false"]) / 2
     print()
     print(
-        f"full profile, expected: {total['true']:.0f} min if every claim is true, {total['false']:.0f} min if every "
-        f"claim is false; the fixed-n plan: {total['fixed']:.0f} min; ratio {mean / total['fixed']:.2f} "
+        f"full profile, expected: {total['true']:.0f} min if every claim is true, {total['false']:.0f} min if "
+        f"every claim is false; the fixed-n plan: {total['fixed']:.0f} min; ratio {mean / total['fixed']:.2f} "
         "(mean of the two against the fixed plan)"
     )
     return 0
