@@ -111,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     mean = (total["true"] + total["false"]) / 2
     print()
     print(
-        f"full profile, expected: {total['true']:.0f} min if every claim is true, {total['false']:.0f} min if "
-        f"every claim is false; the fixed-n plan: {total['fixed']:.0f} min; ratio {mean / total['fixed']:.2f} "
+        f"full profile, expected: {total['true']:.0f} min if every claim is true, "
+        f"{total['false']:.0f} min if every claim is false; the fixed-n plan: {total['fixed']:.0f} min; "
+        f"ratio {mean / total['fixed']:.2f} "
         "(mean of the two against the fixed plan)"
     )
     return 0
