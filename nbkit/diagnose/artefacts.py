@@ -30,7 +30,7 @@ from typing import Any
 
 from nbkit.audit.formats import detect
 from nbkit.audit.safe_yaml import ConfigError, yaml_document
-from nbkit.diagnose.curves import HF_TRAINER, LIGHTNING, TENSORBOARD, Series, series
+from nbkit.diagnose.curves import HF_TRAINER, LIGHTNING, TENSORBOARD, Series, plural, series
 from nbkit.diagnose.logs import (
     HISTORY_SUFFIXES,
     METRICS_CSV,
@@ -509,7 +509,8 @@ def _trainer_states(root: Path, states: list, read: list[str]) -> tuple[Logged |
             f"; {m['skipped_entries']} holding none of the series skipped" if m["skipped_entries"] else ""
         )
         read.append(
-            f"{path.relative_to(root)}: {m['logged_entries']} log entries to step {m.get('global_step')}"
+            f"{path.relative_to(root)}: {plural(m['logged_entries'], 'log entry', 'log entries')} to step "
+            f"{m.get('global_step')}"
             + skipped
             + (
                 " (used)"

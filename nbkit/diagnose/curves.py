@@ -55,7 +55,7 @@ MIN_POINTS = 20  # fewer logged points than this: no robust scale, undecided
 
 BAND = 0.02  # relative change over a window that counts as "no change" (overfitting, plateau, progress)
 STEP_BAND = 0.05  # the later evaluations' median above the lowest: a step up (overfitting)
-STEP_SIGMAS = 3.0  # … and above the evaluations' own noise by this many σ (the lowest is the luckiest)
+STEP_FALSE = 0.05  # … and above what the luckiest of the evaluations' noise gives a flat curve this often
 PLATEAU_TAIL = 0.25  # the window: this share of the run's logged steps
 PLATEAU_MIN_POINTS = 10
 PROGRESS_SHARE = 0.10  # progress: the first and last this share of the logged losses …
@@ -180,6 +180,25 @@ def theil_sen_interval(x: np.ndarray, y: np.ndarray, level: float = LEVEL) -> Sl
         return Slope(float("nan"), -math.inf, math.inf, len(x), float(len(x)))
     res = stats.theilslopes(y, x, alpha=level)
     return Slope(float(res.slope), float(res.low_slope), float(res.high_slope), len(x), float(len(x)))
+
+
+def median_bounds(x: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """(median, lower, upper): one-sided ``level`` bounds of the median from order statistics (the k-th
+    smallest with P(Binomial(n, ½) < k) ≤ 1 − ``level``; the same from the top), for the two one-sided
+    questions a rule asks — is it above a floor, is it below it. (−∞, ∞) with fewer than five values."""
+
+    from scipy import stats
+
+    x = np.sort(np.asarray(x, dtype=float))
+    n = len(x)
+    med = float(np.median(x)) if n else float("nan")
+    # The k-th smallest bounds the median from below when k − 1 or fewer lie below it with chance ≤ 1 − level.
+    k = 0
+    while n and stats.binom.cdf(k, n, 0.5) <= 1 - level:
+        k += 1
+    if k == 0:
+        return med, -math.inf, math.inf
+    return med, float(x[k - 1]), float(x[n - k])
 
 
 def median_interval(x: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
@@ -621,12 +640,15 @@ OVERFIT_RULE = (
     "judged per eval set (the HF Trainer's eval_<set>_loss for each of a dict of eval datasets; each val / "
     "valid / eval loss, or validation dataloader, a Lightning or TensorBoard run logs); onset = the step "
     "of the lowest eval loss; the eval loss steps up after it when the median of the later evaluations "
-    f"lies above the lowest by more than {STEP_BAND:.0%} and {STEP_SIGMAS:g} σ of the evaluations' own "
-    f"noise (distribution-free {LEVEL:.0%} interval of that median, ≥ 6 later evaluations), or rises "
+    f"lies above the lowest by more than {STEP_BAND:.0%} and by more than Φ⁻¹(1 − {STEP_FALSE:g}/n) σ, σ "
+    "their own scatter (1.4826 × their median absolute deviation) and n the evaluations (the lowest of n "
+    f"flat noisy evaluations lies that far below their level with chance ≤ {STEP_FALSE:.0%}), the median's "
+    f"one-sided {LEVEL:.0%} order-statistic bound, ≥ 5 later evaluations; or rises "
     f"through them (the Theil–Sen line on the log eval loss from the onset, its {LEVEL:.0%} interval "
     f"above +{BAND:.0%} over the span); found when it steps up or rises while the training loss's "
     f"Theil–Sen slope over the same steps lies below 0; clear when the lowest eval loss is the last or "
-    "both lie below their bands (with fewer than 6 later evaluations: every one below its floor); "
+    "both lie below their floors (with fewer than 5 later evaluations: every one within "
+    f"{STEP_BAND:.0%} of the lowest); "
     "undecided otherwise or with fewer than 3 evaluations after the onset"
 )
 
@@ -699,14 +721,27 @@ def verdict_overfitting(
     logy = np.log(e.values)
     x, ly = e.steps[m:], logy[m:]
     span = float(x[-1] - x[0])
-    s = theil_sen_interval(x, ly)
+    # The trend through the later evaluations only: a line from the lowest point rises by the lowest's luck.
+    s = theil_sen_interval(x[1:], ly[1:])
     rise = (s.slope * span, s.lo * span, s.hi * span)  # log-ratios, last vs onset along the line
     later = ly[1:] - ly[0]  # each later evaluation against the lowest, as a log-ratio (≥ 0)
-    level, level_lo, level_hi = median_interval(later)
+    level, level_lo, level_hi = median_bounds(later)
+    # The later evaluations' own scatter: the lowest one is the luckiest draw, and what says it was not
+    # luck is the rest sitting further above it than they scatter among themselves.
+    # … and at least the whole curve's scatter between neighbouring evaluations (a few later points can
+    # happen to agree).
     d = np.diff(logy)
-    noise = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
-    step_floor = max(math.log1p(STEP_BAND), STEP_SIGMAS * noise)
-    intercept = float(np.median(ly - s.slope * (x - x[0])))  # Theil–Sen's line through the onset's step
+    noise = max(
+        1.4826 * float(np.median(np.abs(later - np.median(later)))),
+        1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2),
+    )
+    # The lowest of n evaluations lies below their level by more than Φ⁻¹(1 − 0.05/n) σ with chance ≤ 5 %
+    # (Bonferroni over the n draws): a step smaller than that could be the minimum's own luck.
+    from scipy import stats
+
+    luck = float(stats.norm.isf(STEP_FALSE / len(e)))
+    step_floor = max(math.log1p(STEP_BAND), luck * noise)
+    intercept = float(np.median(ly[1:] - s.slope * (x[1:] - x[0])))  # the line, at the onset's step
     fitted_start, fitted_end = math.exp(intercept), math.exp(intercept + s.slope * span)
     figures |= {
         "last_eval_step": int(x[-1]),
@@ -719,11 +754,11 @@ def verdict_overfitting(
         f"the eval loss is lowest at step {onset} ({_num(lowest)}); the {plural(after, 'evaluation')} to "
         f"step {int(x[-1])} sit a median {_ratio(level)} above it"
         + (
-            f" ({LEVEL:.0%} interval {_ratio(level_lo)}–{_ratio(level_hi)})"
+            f" (one-sided {LEVEL:.0%} bounds {_ratio(level_lo)} and {_ratio(level_hi)})"
             if math.isfinite(level_lo)
-            else " (too few for an interval)"
+            else " (too few for a bound)"
         )
-        + f", the evaluations' own noise ±{math.expm1(noise):.1%}; along the fitted line it goes "
+        + f", scattering ±{math.expm1(noise):.1%} among themselves; along the fitted line it goes "
         f"{_num(fitted_start)} → {_num(fitted_end)} ({_ratio(rise[0])}, interval {_ratio(rise[1])}–"
         f"{_ratio(rise[2])})"
     )
@@ -773,7 +808,7 @@ def verdict_overfitting(
             figures=figures,
         )
     # Too few later evaluations to bound their median: clear only if every one lies within the floor.
-    below = level_hi < step_floor if math.isfinite(level_hi) else float(later.max()) < step_floor
+    below = level_hi < step_floor if math.isfinite(level_hi) else float(later.max()) < math.log1p(STEP_BAND)
     if rise[2] < math.log1p(BAND) and below:
         return RunRow(key, title, CLEAR, text, OVERFIT_RULE, source, figures=figures)
     return RunRow(key, title, UNDECIDED, text, OVERFIT_RULE, source, figures=figures)
