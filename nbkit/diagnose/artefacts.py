@@ -657,6 +657,12 @@ def read_run(
         read.append(f"{rel(p)}: memory snapshot, {len(snap['segments'])} segments")
     notes += [f"set aside: {x}" for x in found.set_aside]
     curves = choose(sources, overrides, notes)
+    if sources and not curves:
+        logged = sorted({n for src in sources for n in src.names})
+        notes.append(
+            f"no series recognised among {', '.join(logged[:12])}{', …' if len(logged) > 12 else ''}: name "
+            "them with --series KIND=NAME (KIND: loss, eval_loss, learning_rate, grad_norm)"
+        )
     used = {s.logged for s in curves.values()}
     unread = sorted(
         {n for src in sources for n in src.names if loss_like(n) and n not in used and n not in named}

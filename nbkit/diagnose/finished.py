@@ -178,7 +178,7 @@ class FinishedRun:
     def text(self, width: int | None = None) -> str:
         """The report as text, the summary first, every line wrapped at ``width`` (the terminal's)."""
         width = width or terminal_width()
-        out = [f"nbkit diagnose: finished run {self.artefacts.path}"]
+        out = wrap(f"nbkit diagnose: finished run {self.artefacts.path}", width, "", "  ")
         out += wrap(f"summary: {self.summary()}", width, "", "  ")
         out.append("")
         for line in self.header():

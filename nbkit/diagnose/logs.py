@@ -6,9 +6,10 @@ client).
 Every reader returns a :class:`Logged`: each logged name's ``{step: value}``, kept whole — a non-finite
 value is kept wherever it is written (``nan``, ``NaN``, ``inf``, ``-inf``, ``Infinity``; JSON's
 ``NaN``/``Infinity`` literals), and only an empty cell (a CSV) or ``null`` / a missing key (JSONL) is a
-value not logged. Which names are series is :mod:`nbkit.diagnose.names`' business, not the reader's: a
-cell that is not a number is refused only in a column read as a series (one line naming the file, line
-and column), and rows that hold none of the series are skipped and counted.
+value not logged; a step logged twice keeps its last value unless the earlier one was non-finite. Which
+names are series is :mod:`nbkit.diagnose.names`' business, not the reader's: a cell that is not a number
+is refused only in a column read as a series (one line naming the file, line and column), and rows that
+hold none of the series are skipped and counted.
 """
 
 from __future__ import annotations
@@ -149,7 +150,11 @@ def read_history(path: Path, where: str, is_series: Callable[[str], bool]) -> Lo
             raise DiagnoseError(f"{path}:{line} {step_col}: empty on a row that logs {logged[0]}")
         step = _step(f"{path}:{line} {step_col}", raw_step)
         for name, v in values.items():
-            points.setdefault(name, {})[step] = v
+            into = points.setdefault(name, {})
+            # A repeated step keeps its last value, except that a non-finite one is never hidden by a later
+            # row (Lightning logs a skipped step's NaN and the next batch at the same global step).
+            if math.isfinite(into.get(step, 0.0)):
+                into[step] = v
     if step_col is None:
         raise DiagnoseError(f"{path}: empty; expected a logged history (a header with a step column)")
     out = Logged(where, convention, points, rows=rows, skipped=skipped, names=names - set(STEP_COLUMNS))
@@ -248,9 +253,10 @@ def _client(uri: str):
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
+        from nbkit.extras import install_line
+
         raise DiagnoseError(
-            f"{uri}: an MLflow tracking store; reading it needs MLflow's client: pip install "
-            "'nbkit[mlflow]' (mlflow-skinny)"
+            f"{uri}: an MLflow tracking store; reading it needs MLflow's client: {install_line('mlflow')}"
         ) from None
     # MLflow 3 refuses to open a ./mlruns file store unless told to: reading a user's existing store is
     # exactly what is asked here (nothing is written to it).
