@@ -230,6 +230,20 @@ def resolution(values: np.ndarray) -> float:
     return float(gaps.min()) if len(gaps) else 0.0
 
 
+# The median absolute residual of normal noise from its running median of three is 0.315 σ (simulated
+# with a million draws; no closed form is needed here).
+_MED3_RESIDUAL = 0.315
+
+
+def _scatter(y: np.ndarray) -> float:
+    """A curve's noise σ that its trend and a single step leave alone: the median absolute residual of each
+    interior point from the median of it and its two neighbours, ÷ :data:`_MED3_RESIDUAL`."""
+    if len(y) < 3:
+        return 0.0
+    med3 = np.median(np.stack([y[:-2], y[1:-1], y[2:]]), axis=0)
+    return float(np.median(np.abs(y[1:-1] - med3))) / _MED3_RESIDUAL
+
+
 def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%".replace("-", "−") if math.isfinite(x) else ("+∞" if x > 0 else "−∞")
 
@@ -728,13 +742,9 @@ def verdict_overfitting(
     level, level_lo, level_hi = median_bounds(later)
     # The later evaluations' own scatter: the lowest one is the luckiest draw, and what says it was not
     # luck is the rest sitting further above it than they scatter among themselves.
-    # … and at least the whole curve's scatter between neighbouring evaluations (a few later points can
-    # happen to agree).
-    d = np.diff(logy)
-    noise = max(
-        1.4826 * float(np.median(np.abs(later - np.median(later)))),
-        1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2),
-    )
+    # … and at least the whole curve's scatter around its neighbours (a few later points can happen to
+    # agree; a smooth descent to the lowest is no scatter).
+    noise = max(1.4826 * float(np.median(np.abs(later - np.median(later)))), _scatter(logy))
     # The lowest of n evaluations lies below their level by more than Φ⁻¹(1 − 0.05/n) σ with chance ≤ 5 %
     # (Bonferroni over the n draws): a step smaller than that could be the minimum's own luck.
     from scipy import stats
