@@ -49,6 +49,7 @@ from nbkit.diagnose.names import (
     EVAL_WORDS,
     KIND_WORDS,
     KINDS,
+    OTHER_LOSS,
     TRAIN_WORDS,
     classify,
     loss_like,
@@ -484,6 +485,7 @@ class RunArtefacts:
     precision: str | None = None  # "fp16", "bf16", "fp32"; None not known
     precision_where: str = ""
     unread: list[str] = field(default_factory=list)  # loss-like names the pattern list does not read
+    others: list[Series] = field(default_factory=list)  # those names' series: checked for NaN, no other rule
 
     def rel(self, p: Path) -> str:
         try:
@@ -591,7 +593,8 @@ def read_run(
     named = {name for _, name in overrides}
 
     def is_series(name: str) -> bool:
-        return name in named or classify(name) is not None
+        # loss-like names too: no rule but the non-finite one reads them, and it reads every loss logged
+        return name in named or classify(name) is not None or loss_like(name)
 
     text = str(run_dir)
     if is_tracking_uri(text):
@@ -664,6 +667,12 @@ def read_run(
             "them with --series KIND=NAME (KIND: loss, eval_loss, learning_rate, grad_norm)"
         )
     used = {s.logged for s in curves.values()}
+    others = [
+        series(OTHER_LOSS, src.points[n], f"{src.where}: {n}", logged=n, convention=src.convention)
+        for src in sources
+        for n in sorted(src.points)
+        if loss_like(n) and n not in named and src.points[n]
+    ]
     unread = sorted(
         {n for src in sources for n in src.names if loss_like(n) and n not in used and n not in named}
     )
@@ -712,4 +721,5 @@ def read_run(
         precision=precision[0],
         precision_where=precision[1],
         unread=unread,
+        others=others,
     )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nbkit.claims import rate_interval
-from nbkit.diagnose.names import EVAL_LOSS, GRAD_NORM, KIND_WORDS, LEARNING_RATE, LOSS
+from nbkit.diagnose.names import EVAL_LOSS, GRAD_NORM, KIND_WORDS, LEARNING_RATE, LOSS, OTHER_LOSS
 from nbkit.diagnose.rows import CLEAR, FOUND, NOT_CHECKED, UNDECIDED, RunRow
 
 __all__ = ["EVAL_LOSS", "GRAD_NORM", "LEARNING_RATE", "LOSS"]
@@ -98,6 +98,8 @@ class Series:
     @property
     def what(self) -> str:
         """The series in words: "eval loss (eval set squad)"."""
+        if self.kind == OTHER_LOSS:
+            return self.logged
         return KIND_WORDS.get(self.kind, self.kind) + (
             f" (eval set {self.eval_set})" if self.eval_set else ""
         )
@@ -422,7 +424,7 @@ def verdict_nonfinite(
     present = [
         s
         for s in (curves.values() if isinstance(curves, dict) else curves)
-        if s.kind in (LOSS, EVAL_LOSS, GRAD_NORM)
+        if s.kind in (LOSS, EVAL_LOSS, GRAD_NORM, OTHER_LOSS)
     ]
     if not present:
         return RunRow("non-finite", title, NOT_CHECKED, "no loss or grad norm logged", NONFINITE_RULE)
@@ -442,7 +444,8 @@ def verdict_nonfinite(
             source,
         )
     parts = [
-        f"{s.what} ({s.logged or s.kind}) at {plural(len(steps), 'step')}, first at step {int(steps[0])}"
+        f"{s.what}{f' ({s.logged})' if s.logged != s.what else ''} at "
+        f"{plural(len(steps), 'step')}, first at step {int(steps[0])}"
         + (
             f" ({', '.join(str(int(x)) for x in steps[:8])}{'…' if len(steps) > 8 else ''})"
             if len(steps) > 1

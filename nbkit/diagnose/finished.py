@@ -310,7 +310,7 @@ def diagnose_run(
     a = read_run(run_dir, config, series_names=series_names, run_id=run_id)
     c = a.curves
     rows: list[RunRow] = []
-    if c:
+    if c or a.others:
         sched = a.schedule
         clip = sched.max_grad_norm if sched else None
         clip_where = sched.where.get("max_grad_norm", "") if sched else ""
@@ -318,7 +318,7 @@ def diagnose_run(
         evals = a.of(EVAL_LOSS)
         rows += [
             verdict_spikes(train),
-            verdict_nonfinite(c, a.precision, a.precision_where),
+            verdict_nonfinite([*c.values(), *a.others], a.precision, a.precision_where),
             verdict_explosions(c.get(GRAD_NORM), clip),
             verdict_clipping(c.get(GRAD_NORM), clip, clip_where),
             *([verdict_overfitting(train, e) for e in evals] or [verdict_overfitting(train, None)]),

@@ -250,6 +250,15 @@ def mlflow_store(path: Path) -> Path | None:
 
 
 def _client(uri: str):
+    if uri.startswith("file:"):
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        # MLflow's file store creates a missing root: a mistyped path must not leave a new store behind.
+        if not Path(url2pathname(urlparse(uri).path)).is_dir():
+            raise DiagnoseError(
+                f"{uri}: no such folder; expected an MLflow tracking store (a mlruns/ folder)"
+            )
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
@@ -261,6 +270,9 @@ def _client(uri: str):
     # MLflow 3 refuses to open a ./mlruns file store unless told to: reading a user's existing store is
     # exactly what is asked here (nothing is written to it).
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    # A server that does not answer is one line after seconds, not minutes of MLflow's default retries.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     return MlflowClient(tracking_uri=uri)
 
 

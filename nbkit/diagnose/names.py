@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 LOSS, EVAL_LOSS, GRAD_NORM, LEARNING_RATE = "loss", "eval_loss", "grad_norm", "learning_rate"
 KINDS = (LOSS, EVAL_LOSS, LEARNING_RATE, GRAD_NORM)
+OTHER_LOSS = "other_loss"  # a loss-like name no kind reads (a GAN's gen/disc losses): checked for NaN only
 KIND_WORDS = {
     LOSS: "train loss",
     EVAL_LOSS: "eval loss",

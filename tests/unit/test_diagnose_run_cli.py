@@ -274,6 +274,8 @@ BAD = [
     ([EXAMPLE, "--series", "loss=nothing_logged"], "--series loss=nothing_logged: no artefact read logs"),
     (["ok.yaml", "--series", "loss=x"], "--series: applies to a finished run's folder"),
     ([EXAMPLE, "--run-id", "abc"], "--run-id abc: "),
+    (["file:///nonexistent/mlruns"], "file:///nonexistent/mlruns: no such folder"),
+    (["http://127.0.0.1:9"], "http://127.0.0.1:9: not a readable MLflow tracking store"),
     ([EXAMPLE, "--format", "xml"], "--format: invalid choice: 'xml'"),
     ([EXAMPLE, "--output", "nowhere/report.html"], "--output"),
 ]

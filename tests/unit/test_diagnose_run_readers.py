@@ -335,6 +335,22 @@ def test_csv_non_finite_spellings_are_kept_and_an_empty_cell_is_not_logged(tmp_p
     assert row.status == FOUND and row.figures["loss:train_loss"] == [20, 30, 40, 50]
 
 
+def test_every_loss_logged_is_checked_for_non_finite_values_even_one_no_rule_reads(tmp_path):
+    """A GAN's two losses (train_disc_loss, train_gen_loss) are neither the training loss nor an eval
+    loss, but a NaN in either is still found (a Lightning run that went NaN from its first step)."""
+    run = tmp_path / "lightning_logs" / "version_0"
+    run.mkdir(parents=True)
+    rows = ["step,epoch,train_disc_loss,train_gen_loss"] + [
+        f"{s},0,{'nan' if s >= 3 else 1.2},{'nan' if s >= 1 else 0.7}" for s in range(40)
+    ]
+    (run / "metrics.csv").write_text("\n".join(rows) + "\n")
+    d = diagnose_run(tmp_path)
+    row = _by(d)["non-finite"]
+    assert row.status == FOUND and row.figures["first_step"] == 1, row.measured
+    assert "train_gen_loss at 39 steps" in row.measured
+    assert d.artefacts.unread == ["train_disc_loss", "train_gen_loss"]
+
+
 def test_data_sets_and_lfs_pointers_beside_a_run_are_set_aside(hf_runs, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(hf_runs["clean"], run)
