@@ -34,6 +34,7 @@ from nbkit.diagnose.curves import HF_TRAINER, LIGHTNING, TENSORBOARD, Series, pl
 from nbkit.diagnose.logs import (
     HISTORY_SUFFIXES,
     METRICS_CSV,
+    NON_FINITE,
     Logged,
     history_header,
     is_lfs_pointer,
@@ -206,8 +207,6 @@ def _number(path: Path, where: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, str):
-        from nbkit.diagnose.logs import NON_FINITE
-
         nf = NON_FINITE.get(value.strip().lower())
         if nf is not None:
             return nf
@@ -257,6 +256,9 @@ def read_trainer_state(path: Path, is_series: Callable[[str], bool]) -> tuple[Lo
             continue
         step = entry.get("step")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            if not any(classify(k) is not None for k in logged):
+                skipped += 1  # only loss-like metrics no rule reads (predict_loss, test_loss) and no step
+                continue
             raise DiagnoseError(
                 f"{path}: log_history[{i}].step: expected a whole number ≥ 0 (the entry logs {logged[0]}), "
                 f"got {step!r}"

@@ -25,6 +25,7 @@ from typing import Any
 from nbkit.diagnose.curves import EXPORT, LIGHTNING, MLFLOW
 from nbkit.diagnose.names import STEP_COLUMNS
 from nbkit.diagnose.setup import DiagnoseError
+from nbkit.extras import install_line
 
 HISTORY_SUFFIXES = (".csv", ".jsonl", ".ndjson")
 METRICS_CSV = "metrics.csv"  # Lightning's CSVLogger
@@ -262,8 +263,6 @@ def _client(uri: str):
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
-        from nbkit.extras import install_line
-
         raise DiagnoseError(
             f"{uri}: an MLflow tracking store; reading it needs MLflow's client: {install_line('mlflow')}"
         ) from None
