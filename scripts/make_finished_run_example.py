@@ -48,10 +48,13 @@ def train_tiny(
     lr_jump: float = 30.0,
     optim: str = "adamw_torch",
     save_steps: int | None = None,
+    seen_eval: bool = False,
     seed: int = 0,
 ) -> Path:
     """Train the tiny classifier with transformers' Trainer into ``out`` (TensorBoard events under
-    ``out/runs/``); returns ``out``."""
+    ``out/runs/``); returns ``out``. ``seen_eval``: evaluate on a dict of two eval datasets, ``heldout``
+    (fresh examples) and ``seen`` (the first training examples), as the Trainer does for each of
+    ``eval_dataset={name: dataset}`` (``eval_<name>_loss``)."""
 
     import torch
     from torch import nn
@@ -117,9 +120,8 @@ def train_tiny(
         disable_tqdm=True,
         log_level="error",
     )
-    trainer = Trainer(
-        model=Tiny(), args=args, train_dataset=train, eval_dataset=evaluation, callbacks=[LRJump()]
-    )
+    evals = {"heldout": evaluation, "seen": train[:eval_size]} if seen_eval else evaluation
+    trainer = Trainer(model=Tiny(), args=args, train_dataset=train, eval_dataset=evals, callbacks=[LRJump()])
     trainer.remove_callback(PrinterCallback)  # the logs go to trainer_state.json and TensorBoard, not stdout
     trainer.train()
     trainer.save_state()

@@ -1,8 +1,9 @@
 """``nbkit diagnose CONFIG [--model M] [--nodes N] [--gpus-per-node N] [--gpu-memory GiB] [--format
 text|json|html] [--output FILE]`` for a setup before launch, and ``nbkit diagnose RUN_DIR [--config
-TRAINER_CONFIG] [--format text|json|html] [--output FILE]`` for a finished run: a folder holding run
-artefacts (``trainer_state.json``, TensorBoard event files, a Lightning ``metrics.csv``, CUDA memory
-snapshots) is recognised as one.
+TRAINER_CONFIG] [--series KIND=NAME …] [--run-id RUN] [--format text|json|html] [--output FILE]`` for a
+finished run: a folder holding run artefacts (``trainer_state.json``, TensorBoard event files, a CSV or
+JSONL history with a step column such as Lightning's ``metrics.csv`` or a W&B export, an MLflow
+``mlruns/`` store, CUDA memory snapshots), one such file, or an MLflow tracking URI is recognised as one.
 
 Exit codes as ``nbkit audit``: 0 clean, 1 findings (a coupling error or warning, a peak that does not
 fit or may not, an audit check that failed; for a run, a row whose rule establishes a problem), 2 bad
@@ -16,10 +17,12 @@ import sys
 from pathlib import Path
 
 from nbkit.audit.cli import stdout_to_stderr
-from nbkit.diagnose.artefacts import is_artefact
+from nbkit.diagnose.artefacts import is_artefact as is_run_file
 from nbkit.diagnose.diagnosis import diagnose
 from nbkit.diagnose.finished import diagnose_run
 from nbkit.diagnose.finished import render as render_run
+from nbkit.diagnose.logs import is_tracking_uri
+from nbkit.diagnose.names import parse_override
 from nbkit.diagnose.report import FORMATS
 from nbkit.errors import UsageError, main_error
 from nbkit.report import PLOTLY_JS, ensure_plotly_js
@@ -38,6 +41,13 @@ def _gib(text: str) -> float:
             f"expected the memory of one GPU in GiB (a number > 0, e.g. 80), got {text!r}"
         )
     return value
+
+
+def _series(text: str) -> tuple[str, str]:
+    try:
+        return parse_override(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _count(text: str) -> int:
@@ -67,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
         "config",
         help="CONFIG | RUN_DIR: the trainer config: an axolotl YAML or a TRL SFTConfig / TrainingArguments "
         "JSON (its 'deepspeed' key is followed); or a finished run's folder (trainer_state.json, "
-        "checkpoint-*/, TensorBoard events, a Lightning metrics.csv, CUDA memory snapshots *.pickle/*.pkl)",
+        "checkpoint-*/, TensorBoard events, a CSV or JSONL history with a step column such as Lightning's "
+        "metrics.csv or a W&B export, an MLflow mlruns/ store, CUDA memory snapshots *.pickle/*.pkl), one "
+        "such file, or an MLflow tracking URI",
     )
     ap.add_argument(
         "--config",
@@ -76,6 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="with RUN_DIR: the run's trainer config (axolotl YAML or TrainingArguments JSON), for its LR "
         "schedule and max_grad_norm (default: a trainer config beside the run, else the arguments the "
         "Trainer recorded in its TensorBoard events)",
+    )
+    ap.add_argument(
+        "--series",
+        type=_series,
+        action="append",
+        default=[],
+        metavar="KIND=NAME",
+        help="with RUN_DIR: read the logged series NAME as KIND (loss, eval_loss, learning_rate, grad_norm), "
+        "instead of the names recognised by their words (train_loss_step, val_loss, eval_<set>_loss, "
+        "lr-AdamW, grad_norm…); repeat eval_loss=NAME for several eval sets",
+    )
+    ap.add_argument(
+        "--run-id",
+        metavar="RUN",
+        help="with an MLflow tracking store or URI holding several runs: the run's id or name",
     )
     ap.add_argument(
         "--model",
@@ -125,7 +152,7 @@ def _run_main(args) -> int:
         )
     try:
         with stdout_to_stderr():
-            run = diagnose_run(args.config, args.trainer_config)
+            run = diagnose_run(args.config, args.trainer_config, series_names=args.series, run_id=args.run_id)
             if args.format == "html" and args.output is not None:
                 ensure_plotly_js(args.output.parent)
             report = render_run(run, args.format, plotly_js=PLOTLY_JS, inline_js=args.output is None)
@@ -154,13 +181,14 @@ def main(argv: list[str] | None = None) -> int:
             "nbkit diagnose",
         )
     target = Path(args.config)
-    if target.is_dir():
+    if target.is_dir() or is_tracking_uri(args.config) or (target.is_file() and is_run_file(target)):
         return _run_main(args)
-    if target.is_file() and is_artefact(target):
-        return main_error(
-            f"{target}: a run's artefact; give the run's folder: nbkit diagnose {target.parent}",
-            "nbkit diagnose",
-        )
+    for flag, given in (("--series", args.series), ("--run-id", args.run_id)):
+        if given:
+            return main_error(
+                f"{flag}: applies to a finished run's folder, not to a trainer config ({args.config})",
+                "nbkit diagnose",
+            )
     if args.trainer_config is not None:
         return main_error(
             f"--config: names a finished run's trainer config; {args.config} is not a run folder "

@@ -1,31 +1,49 @@
-"""Rules on a finished run's logged curves: loss spikes, non-finite values, grad-norm explosions, clipping,
-overfitting onset and plateau.
+"""Rules on a run's logged curves: loss spikes, non-finite values, grad-norm explosions, clipping,
+overfitting onset (per eval set), plateau, and progress over the run.
 
 Every rule is a named ``verdict_*`` function returning a :class:`~nbkit.diagnose.rows.RunRow` whose
 status is ``found`` (the rule establishes the problem), ``clear`` (the same rule establishes there is
 none) or ``undecided`` (the data cannot tell), with the rule in words. The thresholds are fixed here,
-never fitted to the run they judge.
+never fitted to the run they judge. Each takes a :class:`Series` or the points logged so far as
+``(step, value)`` pairs (a callback judging a run while it trains), so a partial series is judged by the
+same rule as a finished one.
 
 A curve's points are one run's logged steps: they are not independent replicates of anything, and
 neighbouring points share their noise. The plateau's slope (≥ 10 logged losses) therefore comes with
 an interval from the noise around the trend, widened for its lag-1 autocorrelation
 (:func:`slope_interval`); the eval curve's few points get Theil–Sen's rank interval
-(:func:`theil_sen_interval`), which one outlying evaluation cannot move; spikes are judged against a
-robust scale (the median absolute deviation) that the spikes themselves cannot inflate, taken locally
-(a run's early losses are noisier than its late ones).
+(:func:`theil_sen_interval`), which one outlying evaluation cannot move, and the level of the
+evaluations after the lowest one a distribution-free interval of their median; spikes are judged against
+a robust scale (the median absolute deviation) that the spikes themselves cannot inflate, taken locally
+(a run's early losses are noisier than its late ones) and never below the logging resolution (a loss
+logged to 4 decimals moves in steps of 0.0001, which is not noise of zero).
+
+Changes of a positive loss are ratios (a log-ratio shown as ×r or ±%, from fitted start and end values),
+so no change reads below −100 %. A loss that is ~0 or changes sign by design (an RL objective such as TRL's
+GRPO loss) has no ratio: the rules that need one say so instead of judging it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from nbkit.claims import rate_interval
+from nbkit.diagnose.names import EVAL_LOSS, GRAD_NORM, KIND_WORDS, LEARNING_RATE, LOSS, OTHER_LOSS
 from nbkit.diagnose.rows import CLEAR, FOUND, NOT_CHECKED, UNDECIDED, RunRow
 
-LOSS, EVAL_LOSS, GRAD_NORM, LEARNING_RATE = "loss", "eval_loss", "grad_norm", "learning_rate"
+__all__ = ["EVAL_LOSS", "GRAD_NORM", "LEARNING_RATE", "LOSS"]
+
+# The libraries whose logging conventions a series follows (its ``convention``): rules that depend on
+# one say which they assume.
+HF_TRAINER = "HF Trainer"
+LIGHTNING = "Lightning"
+TENSORBOARD = "TensorBoard"
+MLFLOW = "MLflow"
+EXPORT = "CSV/JSONL export"
 
 # Spikes: a point against the median of the points logged just before it, in robust σ.
 WINDOW = 10  # logged points in the trailing median
@@ -35,35 +53,77 @@ SPIKE_REL = 0.10  # and at least this share of the median above it (a near-noise
 EXPLOSION_FACTOR = 5.0  # grad norm: at least this multiple of its trailing median
 MIN_POINTS = 20  # fewer logged points than this: no robust scale, undecided
 
-BAND = 0.02  # relative change over a window that counts as "no change" (overfitting, plateau)
+BAND = 0.02  # relative change over a window that counts as "no change" (overfitting, plateau, progress)
+STEP_BAND = 0.05  # the later evaluations' median above the lowest: a step up (overfitting)
+STEP_FALSE = 0.05  # … and above what the luckiest of the evaluations' noise gives a flat curve this often
 PLATEAU_TAIL = 0.25  # the window: this share of the run's logged steps
 PLATEAU_MIN_POINTS = 10
+PROGRESS_SHARE = 0.10  # progress: the first and last this share of the logged losses …
+PROGRESS_MIN = 8  # … at least this many each (a median interval at 97.5 % needs 7)
 DECAYED = 0.5  # the LR below this share of its peak: a decaying schedule's tail
 CLIP_MOST = 0.5  # clipping active on more than this share of steps: the clip sets the step size
+# torch's GradScaler starts at 2**16 and halves the scale at each overflow, skipping that step: a model whose
+# gradients fit fp16 overflows at most ~16 times before the scale settles, at the run's first steps.
+FP16_WARMUP_STEPS = 20
 LEVEL = 0.95
 
 
 @dataclass(frozen=True, eq=False)
 class Series:
-    """One logged curve: ``steps`` (optimizer steps, ascending, unique) and ``values``, from ``source``."""
+    """One logged curve: ``steps`` (optimizer steps, ascending, unique) and ``values`` of one ``kind``
+    (:data:`~nbkit.diagnose.names.KINDS`), read from ``source``; ``logged`` is its name as logged,
+    ``eval_set`` the eval set it belongs to ('' for the run's one eval loss), ``convention`` the library
+    whose logging convention it follows (:data:`HF_TRAINER`, :data:`LIGHTNING`, …; '' unknown)."""
 
-    name: str
+    kind: str
     steps: np.ndarray
     values: np.ndarray
     source: str
+    logged: str = ""
+    eval_set: str = ""
+    convention: str = ""
 
     def finite(self) -> Series:
         keep = np.isfinite(self.values)
-        return Series(self.name, self.steps[keep], self.values[keep], self.source)
+        return Series(
+            self.kind,
+            self.steps[keep],
+            self.values[keep],
+            self.source,
+            self.logged,
+            self.eval_set,
+            self.convention,
+        )
+
+    @property
+    def what(self) -> str:
+        """The series in words: "eval loss (eval set squad)"."""
+        if self.kind == OTHER_LOSS:
+            return self.logged
+        return KIND_WORDS.get(self.kind, self.kind) + (
+            f" (eval set {self.eval_set})" if self.eval_set else ""
+        )
 
     def __len__(self) -> int:
         return len(self.steps)
 
 
-def series(name: str, points: dict[int, float], source: str) -> Series:
+def series(kind: str, points: dict[int, float], source: str, **kw: str) -> Series:
     """A :class:`Series` from ``{step: value}`` (steps sorted; a repeated step keeps its last value)."""
     steps = np.array(sorted(points), dtype=np.int64)
-    return Series(name, steps, np.array([points[s] for s in steps], dtype=float), source)
+    return Series(kind, steps, np.array([points[s] for s in steps], dtype=float), source, **kw)
+
+
+def as_series(kind: str, s: Series | Iterable[tuple[int, float]] | None, source: str = "") -> Series | None:
+    """``s`` as a :class:`Series`: a Series as it is, or the ``(step, value)`` pairs logged so far."""
+    if s is None or isinstance(s, Series):
+        return s
+    return series(kind, {int(step): float(v) for step, v in s}, source or "logged so far")
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    """``n`` and the word in number: 1 evaluation, 3 evaluations (``many``: an irregular plural)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 @dataclass(frozen=True)
@@ -124,20 +184,107 @@ def theil_sen_interval(x: np.ndarray, y: np.ndarray, level: float = LEVEL) -> Sl
     return Slope(float(res.slope), float(res.low_slope), float(res.high_slope), len(x), float(len(x)))
 
 
+def median_bounds(x: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """(median, lower, upper): one-sided ``level`` bounds of the median from order statistics (the k-th
+    smallest with P(Binomial(n, ½) < k) ≤ 1 − ``level``; the same from the top), for the two one-sided
+    questions a rule asks — is it above a floor, is it below it. (−∞, ∞) with fewer than five values."""
+
+    from scipy import stats
+
+    x = np.sort(np.asarray(x, dtype=float))
+    n = len(x)
+    med = float(np.median(x)) if n else float("nan")
+    # The k-th smallest bounds the median from below when k − 1 or fewer lie below it with chance ≤ 1 − level.
+    k = 0
+    while n and stats.binom.cdf(k, n, 0.5) <= 1 - level:
+        k += 1
+    if k == 0:
+        return med, -math.inf, math.inf
+    return med, float(x[k - 1]), float(x[n - k])
+
+
+def median_interval(x: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """(median, lo, hi): the distribution-free order-statistic interval of the median (scipy's
+    ``quantile_test``), which assumes nothing about the values' spread; (−∞, ∞) with fewer than six
+    values, where no pair of order statistics reaches ``level``."""
+
+    from scipy import stats
+
+    x = np.asarray(x, dtype=float)
+    med = float(np.median(x)) if len(x) else float("nan")
+    if len(x) < 6:
+        return med, -math.inf, math.inf
+    ci = stats.quantile_test(x, q=med, p=0.5).confidence_interval(level)
+    lo, hi = float(ci.low), float(ci.high)
+    return med, (lo if math.isfinite(lo) else -math.inf), (hi if math.isfinite(hi) else math.inf)
+
+
+def resolution(values: np.ndarray) -> float:
+    """The logging resolution: the smallest step between distinct logged values (1e-4 for a loss logged
+    to 4 decimals, as the HF Trainer rounds its ``loss``); 0 with fewer than two distinct values."""
+    u = np.unique(np.asarray(values, dtype=float)[np.isfinite(values)])
+    if len(u) < 2:
+        return 0.0
+    gaps = np.diff(u)
+    # Float round-off splits one decimal step into neighbours a few ulps apart: ignore gaps below 1e-9 of
+    # the values' scale.
+    gaps = gaps[gaps > 1e-9 * float(np.max(np.abs(u)))]
+    return float(gaps.min()) if len(gaps) else 0.0
+
+
+# The median absolute residual of normal noise from its running median of three is 0.315 σ (simulated
+# with a million draws; no closed form is needed here).
+_MED3_RESIDUAL = 0.315
+
+
+def _scatter(y: np.ndarray) -> float:
+    """A curve's noise σ that its trend and a single step leave alone: the median absolute residual of each
+    interior point from the median of it and its two neighbours, ÷ :data:`_MED3_RESIDUAL`."""
+    if len(y) < 3:
+        return 0.0
+    med3 = np.median(np.stack([y[:-2], y[1:-1], y[2:]]), axis=0)
+    return float(np.median(np.abs(y[1:-1] - med3))) / _MED3_RESIDUAL
+
+
 def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%".replace("-", "−") if math.isfinite(x) else ("+∞" if x > 0 else "−∞")
+
+
+def _ratio(log_ratio: float) -> str:
+    """A log-ratio as the factor it multiplies by: ×0.91 (never below ×0, so never below −100 %)."""
+    if not math.isfinite(log_ratio):
+        return "×∞" if log_ratio > 0 else "×0"
+    r = math.exp(log_ratio)
+    return f"×{r:.3f}" if 0.9 < r < 1.1 else f"×{r:.2f}" if r >= 0.1 else f"×{r:.2g}"
 
 
 def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
-def trailing_jumps(y: np.ndarray, window: int = WINDOW) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _nonpositive(s: Series, what: str) -> str | None:
+    """Why a ratio rule cannot judge ``s``: its values ≤ 0 (an RL objective that is ~0 or changes sign by
+    design), or None."""
+    bad = s.values <= 0
+    if not bad.any():
+        return None
+    i = int(np.argmax(bad))
+    return (
+        f"the {what} takes values ≤ 0 ({int(bad.sum())} of {len(s)}, e.g. {_num(float(s.values[i]))} at "
+        f"step {int(s.steps[i])}): a change relative to its level is undefined for a loss that is ~0 or "
+        "changes sign by design (an RL objective such as TRL's GRPO loss; judge such a run by its reward)"
+    )
+
+
+def trailing_jumps(
+    y: np.ndarray, window: int = WINDOW, floor: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(differences from the trailing median, the trailing medians, the local robust σ of each) for points
     ``window``… of ``y``: each point minus the median of the ``window`` points before it; its σ is 1.4826 ×
     the median absolute deviation of the differences of the :data:`SCALE_WINDOW` points before it (the σ
     of a normal, which a few spikes cannot inflate; local, because a run's early losses are noisier than
-    its late ones). The first ``window`` differences share the scale of the first 2 × ``window``."""
+    its late ones), never below ``floor`` (the logging resolution: a quantised curve's σ is not 0). The
+    first ``window`` differences share the scale of the first 2 × ``window``."""
 
     med = np.array([np.median(y[i - window : i]) for i in range(window, len(y))])
     diff = y[window:] - med
@@ -151,7 +298,7 @@ def trailing_jumps(y: np.ndarray, window: int = WINDOW) -> tuple[np.ndarray, np.
             for i in range(len(diff))
         ]
     )
-    return diff, med, sigma
+    return diff, med, np.maximum(sigma, floor)
 
 
 def _events(flagged: list[int]) -> list[list[int]]:
@@ -166,26 +313,37 @@ def _events(flagged: list[int]) -> list[list[int]]:
 
 
 SPIKE_RULE = (
-    f"a spike is a logged loss above the median of the {WINDOW} losses logged before it by more than "
-    f"{SPIKE_SIGMAS:g} robust σ (1.4826 × the median absolute deviation of those differences over the "
-    f"{SCALE_WINDOW} points before it) "
+    f"a spike is a logged training loss above the median of the {WINDOW} losses logged before it by more "
+    f"than {SPIKE_SIGMAS:g} robust σ (1.4826 × the median absolute deviation of those differences over the "
+    f"{SCALE_WINDOW} points before it, never below the logging resolution: the smallest step between "
+    "logged values, 0.0001 for the HF Trainer's loss rounded to 4 decimals) "
     f"and by more than {SPIKE_REL:.0%} of that median; found when any, clear when none among ≥ {MIN_POINTS} "
-    "finite logged losses, undecided with fewer"
+    "finite logged losses, undecided with fewer; not checked for a loss that takes values ≤ 0"
 )
 
 
-def verdict_spikes(loss: Series | None) -> RunRow:
+def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
     """Loss spikes by robust deviation from a trailing median (:data:`SPIKE_RULE`)."""
 
     title = "loss spikes"
+    loss = as_series(LOSS, loss)
     if loss is None:
         return RunRow("loss-spikes", title, NOT_CHECKED, "no training loss logged", SPIKE_RULE)
     f = loss.finite()
     if len(f) < MIN_POINTS:
         return RunRow(
-            "loss-spikes", title, UNDECIDED, f"only {len(f)} finite logged losses", SPIKE_RULE, loss.source
+            "loss-spikes",
+            title,
+            UNDECIDED,
+            f"only {plural(len(f), 'finite logged loss', 'finite logged losses')}",
+            SPIKE_RULE,
+            loss.source,
         )
-    diff, med, sigma = trailing_jumps(f.values)
+    why = _nonpositive(f, "training loss")
+    if why:
+        return RunRow("loss-spikes", title, NOT_CHECKED, why, SPIKE_RULE, loss.source)
+    q = resolution(f.values)
+    diff, med, sigma = trailing_jumps(f.values, floor=q)
     flagged = [
         i for i in range(len(diff)) if diff[i] > SPIKE_SIGMAS * sigma[i] and diff[i] > SPIKE_REL * abs(med[i])
     ]
@@ -198,13 +356,18 @@ def verdict_spikes(loss: Series | None) -> RunRow:
                 "peak_step": int(f.steps[peak + WINDOW]),
                 "loss": float(f.values[peak + WINDOW]),
                 "median": float(med[peak]),
-                "ratio": float(f.values[peak + WINDOW] / med[peak]) if med[peak] else math.inf,
-                "sigmas": float(diff[peak] / sigma[peak]) if sigma[peak] > 0 else math.inf,
+                "ratio": float(f.values[peak + WINDOW] / med[peak]),
+                "sigmas": float(diff[peak] / sigma[peak]),
                 "points": len(ev),
             }
         )
     z = np.divide(diff, sigma, out=np.zeros_like(diff), where=sigma > 0)
-    figures = {"points": len(f), "largest_rise_sigmas": float(z.max()), "spikes": events}
+    figures = {
+        "points": len(f),
+        "largest_rise_sigmas": float(z.max()),
+        "resolution": q,
+        "spikes": events,
+    }
     if not events:
         return RunRow(
             "loss-spikes",
@@ -228,7 +391,7 @@ def verdict_spikes(loss: Series | None) -> RunRow:
         "loss-spikes",
         title,
         FOUND,
-        f"{len(events)} spike{'s' if len(events) > 1 else ''}: " + "; ".join(parts) + more,
+        f"{plural(len(events), 'spike')}: " + "; ".join(parts) + more,
         SPIKE_RULE,
         loss.source,
         steps=tuple(int(e["step"]) for e in events),
@@ -239,27 +402,39 @@ def verdict_spikes(loss: Series | None) -> RunRow:
 
 
 NONFINITE_RULE = (
-    "found when any logged training loss, eval loss or grad norm is NaN or ±inf; clear when every logged "
-    "value is finite"
+    "found when any logged training loss, eval loss or grad norm is NaN or ±inf (as written in the log: "
+    "nan, NaN, inf, Infinity; an empty cell is a value not logged), except non-finite grad norms only "
+    f"within the first {FP16_WARMUP_STEPS} steps of an fp16 run, which are torch's GradScaler warming up "
+    "its loss scale (benign: those steps are skipped); undecided for that pattern when the run's precision "
+    "is not known; clear when every logged value is finite"
+)
+_HF_FILTER_NOTE = (
+    " (the HF Trainer's logging_nan_inf_filter, on by default, replaces a non-finite step loss by the "
+    "logging window's mean, so a NaN step can hide in its loss; its grad norm is logged unfiltered)"
 )
 
 
-def verdict_nonfinite(curves: dict[str, Series]) -> RunRow:
-    """Non-finite loss, eval loss or grad norm at any logged step."""
+def verdict_nonfinite(
+    curves: dict[str, Series] | Iterable[Series], precision: str | None = None, where: str = ""
+) -> RunRow:
+    """Non-finite loss, eval loss or grad norm at any logged step; ``precision`` ("fp16", "bf16", "fp32"
+    or None: not known) and ``where`` it was read tell a GradScaler's warm-up from a fault."""
 
     title = "non-finite loss or grad norm"
-    present = [curves[k] for k in (LOSS, EVAL_LOSS, GRAD_NORM) if k in curves]
+    present = [
+        s
+        for s in (curves.values() if isinstance(curves, dict) else curves)
+        if s.kind in (LOSS, EVAL_LOSS, GRAD_NORM, OTHER_LOSS)
+    ]
     if not present:
         return RunRow("non-finite", title, NOT_CHECKED, "no loss or grad norm logged", NONFINITE_RULE)
-    bad = {s.name: s.steps[~np.isfinite(s.values)] for s in present}
-    bad = {k: v for k, v in bad.items() if len(v)}
-    source = ", ".join(sorted({s.source for s in present}))
-    note = (
-        " (the HF Trainer's logging_nan_inf_filter, on by default, replaces a non-finite step loss by the "
-        "logging window's mean, so a NaN step can hide in the loss; the grad norm is logged unfiltered)"
-    )
+    bad = [(s, s.steps[~np.isfinite(s.values)]) for s in present]
+    bad = [(s, steps) for s, steps in bad if len(steps)]
+    source = ", ".join(dict.fromkeys(s.source for s in present))
+    hf = any(s.kind == LOSS and s.convention == HF_TRAINER for s in present)
+    note = _HF_FILTER_NOTE if hf else ""
     if not bad:
-        counts = ", ".join(f"{len(s)} {s.name}" for s in present)
+        counts = ", ".join(f"{len(s)} {s.what}" for s in present)
         return RunRow(
             "non-finite",
             title,
@@ -269,26 +444,59 @@ def verdict_nonfinite(curves: dict[str, Series]) -> RunRow:
             source,
         )
     parts = [
-        f"{name} at {len(steps)} step{'s' if len(steps) > 1 else ''}, first at step {int(steps[0])}"
+        f"{s.what}{f' ({s.logged})' if s.logged != s.what else ''} at "
+        f"{plural(len(steps), 'step')}, first at step {int(steps[0])}"
         + (
-            f" ({', '.join(str(int(s)) for s in steps[:8])}{'…' if len(steps) > 8 else ''})"
+            f" ({', '.join(str(int(x)) for x in steps[:8])}{'…' if len(steps) > 8 else ''})"
             if len(steps) > 1
             else ""
         )
-        for name, steps in bad.items()
+        for s, steps in bad
     ]
-    first = min(int(v[0]) for v in bad.values())
+    first = min(int(steps[0]) for _, steps in bad)
+    text = "non-finite " + "; ".join(parts)
+    figures = {f"{s.kind}:{s.logged}": [int(x) for x in steps] for s, steps in bad} | {"first_step": first}
+    steps = tuple(sorted({int(x) for _, v in bad for x in v[:50]}))
+    warmup = all(s.kind == GRAD_NORM for s, _ in bad) and all(int(v[-1]) <= FP16_WARMUP_STEPS for _, v in bad)
+    if warmup and precision == "fp16":
+        return RunRow(
+            "non-finite",
+            title,
+            CLEAR,
+            f"{text}, only within the first {FP16_WARMUP_STEPS} steps of this fp16 run ({where}): torch's "
+            "GradScaler warming up its loss scale, skipping those steps (benign)",
+            NONFINITE_RULE,
+            source,
+            figures=figures | {"fp16_warmup": True},
+        )
+    if warmup and precision is None:
+        return RunRow(
+            "non-finite",
+            title,
+            UNDECIDED,
+            f"{text}, only within the first {FP16_WARMUP_STEPS} steps: in an fp16 run that is torch's "
+            "GradScaler warming up its loss scale (benign), otherwise a fault; the run's precision is not "
+            "known here (pass --config with its fp16/bf16 setting)",
+            NONFINITE_RULE,
+            source,
+            steps=steps,
+            figures=figures,
+        )
+    fix = "lower the learning rate; check the batch at the first non-finite step"
+    if precision == "fp16":
+        fix += "; past the loss scaler's warm-up, fp16 overflows point at bf16 (same range as fp32)"
+    elif precision != "bf16":
+        fix += "; if the run used fp16, bf16 (same range as fp32) removes overflows"
     return RunRow(
         "non-finite",
         title,
         FOUND,
-        "non-finite " + "; ".join(parts),
+        text + note,
         NONFINITE_RULE,
         source,
-        steps=tuple(sorted({int(s) for v in bad.values() for s in v[:50]})),
-        figures={k: [int(s) for s in v] for k, v in bad.items()} | {"first_step": first},
-        fix="lower the learning rate or use bf16 instead of fp16; check the batch at the first non-finite "
-        "step",
+        steps=steps,
+        figures=figures,
+        fix=fix,
     )
 
 
@@ -300,10 +508,14 @@ EXPLOSION_RULE = (
 )
 
 
-def verdict_explosions(grad: Series | None) -> RunRow:
-    """Grad-norm explosions: the spike rule on log(grad norm), with a multiple floor."""
+def verdict_explosions(
+    grad: Series | Sequence[tuple[int, float]] | None, max_grad_norm: float | None = None
+) -> RunRow:
+    """Grad-norm explosions: the spike rule on log(grad norm), with a multiple floor. ``max_grad_norm``
+    (None: not known; ≤ 0: clipping off) shapes the advice, never the verdict."""
 
     title = "grad-norm explosions"
+    grad = as_series(GRAD_NORM, grad)
     if grad is None:
         return RunRow("grad-explosions", title, NOT_CHECKED, "no grad norm logged", EXPLOSION_RULE)
     f = grad.finite()
@@ -314,11 +526,12 @@ def verdict_explosions(grad: Series | None) -> RunRow:
             "grad-explosions",
             title,
             UNDECIDED,
-            f"only {len(vals)} finite positive grad norms logged",
+            f"only {plural(len(vals), 'finite positive grad norm')} logged",
             EXPLOSION_RULE,
             grad.source,
         )
-    diff, med, sigma = trailing_jumps(np.log(vals))
+    logv = np.log(vals)
+    diff, med, sigma = trailing_jumps(logv, floor=resolution(logv))
     floor = math.log(EXPLOSION_FACTOR)
     # A 50× jump of a norm that stays far below the run's usual size (a memorising run's 1e-7) is noise.
     typical = float(np.median(vals))
@@ -355,33 +568,49 @@ def verdict_explosions(grad: Series | None) -> RunRow:
         f"{_num(e['median'])}"
         for e in events[:5]
     ]
+    if max_grad_norm is not None and max_grad_norm > 0:
+        fix = (
+            f"clipping was on (max_grad_norm {max_grad_norm:g}), so these steps' updates were clipped: the "
+            "logged norm is before clipping; lower the learning rate or find the batches at those steps"
+        )
+    elif max_grad_norm is not None:
+        fix = "clipping is off: set max_grad_norm (e.g. 1.0); lower the learning rate around those steps"
+    else:
+        fix = (
+            "lower the learning rate around those steps; if clipping was off, set max_grad_norm (its setting "
+            "is not known here: pass --config)"
+        )
     return RunRow(
         "grad-explosions",
         title,
         FOUND,
-        f"{len(events)} explosion{'s' if len(events) > 1 else ''}: "
+        f"{plural(len(events), 'explosion')}: "
         + "; ".join(parts)
         + (f"; and {len(events) - 5} more" if len(events) > 5 else ""),
         EXPLOSION_RULE,
         grad.source,
         steps=tuple(int(e["step"]) for e in events),
         figures=figures,
-        fix="set max_grad_norm (gradient clipping) if it is off; lower the learning rate around those steps",
+        fix=fix,
     )
 
 
 CLIP_RULE = (
-    "clipping is active at a logged step when its grad norm (the Trainer logs the norm before clipping) "
-    f"exceeds max_grad_norm; found when the Wilson {LEVEL:.0%} interval of the active share lies above "
-    f"{CLIP_MOST:.0%} (the clip, not the LR schedule, then sets most update sizes), clear when it lies "
-    "below, undecided when it straddles"
+    "clipping is active at a logged step when its grad norm exceeds max_grad_norm (the logged norm taken "
+    "as before clipping: what the HF Trainer logs, Lightning's grad_norm() and torch's clip_grad_norm_ "
+    f"return); found when the Wilson {LEVEL:.0%} interval of the active share lies above {CLIP_MOST:.0%} "
+    "(the clip, not the LR schedule, then sets most update sizes), clear when it lies below, undecided "
+    "when it straddles"
 )
 
 
-def verdict_clipping(grad: Series | None, max_grad_norm: float | None, where: str = "") -> RunRow:
+def verdict_clipping(
+    grad: Series | Sequence[tuple[int, float]] | None, max_grad_norm: float | None, where: str = ""
+) -> RunRow:
     """How often clipping was active, when ``max_grad_norm`` is known (never assumed)."""
 
     title = "gradient clipping activity"
+    grad = as_series(GRAD_NORM, grad)
     if max_grad_norm is None:
         return RunRow(
             "clipping",
@@ -404,8 +633,8 @@ def verdict_clipping(grad: Series | None, max_grad_norm: float | None, where: st
     k = int(active.sum())
     lo, hi = rate_interval(k, n, LEVEL)
     text = (
-        f"clipping active at {k} of {n} logged steps ({k / n:.0%}, {LEVEL:.0%} interval {lo:.0%}–{hi:.0%}) "
-        f"at max_grad_norm {max_grad_norm:g} ({where})"
+        f"clipping active at {k} of {plural(n, 'logged step')} ({k / n:.0%}, {LEVEL:.0%} interval "
+        f"{lo:.0%}–{hi:.0%}) at max_grad_norm {max_grad_norm:g} ({where})"
     )
     if k:
         text += f"; first at step {int(f.steps[active][0])}"
@@ -425,35 +654,69 @@ def verdict_clipping(grad: Series | None, max_grad_norm: float | None, where: st
 
 
 OVERFIT_RULE = (
-    "onset = the step of the lowest eval loss; found when the eval loss's rise from there to the last "
-    f"evaluation (Theil–Sen slope × span with its {LEVEL:.0%} interval, relative to the lowest eval "
-    f"loss) lies above +{BAND:.0%} while the training loss's slope over the same steps lies "
-    f"below 0; clear when the lowest eval loss is the last or that rise lies below +{BAND:.0%}; undecided "
-    "otherwise or with fewer than 3 evaluations after the onset"
+    "judged per eval set (the HF Trainer's eval_<set>_loss for each of a dict of eval datasets; each val / "
+    "valid / eval loss, or validation dataloader, a Lightning or TensorBoard run logs); onset = the step "
+    "of the lowest eval loss; the eval loss steps up after it when the median of the later evaluations "
+    f"lies above the lowest by more than {STEP_BAND:.0%} and by more than Φ⁻¹(1 − {STEP_FALSE:g}/n) σ, σ "
+    "their own scatter (1.4826 × their median absolute deviation) and n the evaluations (the lowest of n "
+    f"flat noisy evaluations lies that far below their level with chance ≤ {STEP_FALSE:.0%}), the median's "
+    f"one-sided {LEVEL:.0%} order-statistic bound, ≥ 5 later evaluations; or rises "
+    f"through them (the Theil–Sen line on the log eval loss from the onset, its {LEVEL:.0%} interval "
+    f"above +{BAND:.0%} over the span); found when it steps up or rises while the training loss's "
+    f"Theil–Sen slope over the same steps lies below 0; clear when the lowest eval loss is the last or "
+    "both lie below their floors (with fewer than 5 later evaluations: every one within "
+    f"{STEP_BAND:.0%} of the lowest); "
+    "undecided otherwise or with fewer than 3 evaluations after the onset"
 )
 
 
-def verdict_overfitting(train: Series | None, eval_loss: Series | None) -> RunRow:
-    """Overfitting onset: eval loss bottoms out and rises while the training loss still falls."""
+def _keep_best(convention: str, logged: str, onset: int) -> str:
+    """Where to keep the best checkpoint, in the convention of the library that logged the eval loss."""
+    if convention == LIGHTNING:
+        return (
+            f"keep the checkpoint nearest step {onset} (ModelCheckpoint(monitor={logged!r}, mode='min'), or "
+            f"EarlyStopping on it), stop earlier, or add data / regularisation"
+        )
+    if convention == HF_TRAINER:
+        return (
+            f"keep the checkpoint nearest step {onset} (load_best_model_at_end with metric_for_best_model="
+            f"{logged!r}), stop earlier, or add data / regularisation"
+        )
+    return f"keep the checkpoint nearest step {onset}, stop earlier, or add data / regularisation"
 
-    title = "overfitting onset"
+
+def verdict_overfitting(
+    train: Series | Sequence[tuple[int, float]] | None,
+    eval_loss: Series | Sequence[tuple[int, float]] | None,
+) -> RunRow:
+    """Overfitting onset on one eval set: its loss bottoms out and steps up or rises while the training
+    loss still falls (:data:`OVERFIT_RULE`)."""
+
+    train = as_series(LOSS, train)
+    eval_loss = as_series(EVAL_LOSS, eval_loss)
+    which = eval_loss.eval_set if eval_loss is not None else ""
+    key = "overfitting" + (f":{which}" if which else "")
+    title = "overfitting onset" + (f" (eval set {which})" if which else "")
     if eval_loss is None:
-        return RunRow("overfitting", title, NOT_CHECKED, "no eval loss logged", OVERFIT_RULE)
+        return RunRow(key, title, NOT_CHECKED, "no eval loss logged", OVERFIT_RULE)
     e = eval_loss.finite()
     source = eval_loss.source + (
         f", {train.source}" if train is not None and train.source != eval_loss.source else ""
     )
     if len(e) < 4:
         return RunRow(
-            "overfitting", title, UNDECIDED, f"only {len(e)} evaluations logged", OVERFIT_RULE, source
+            key, title, UNDECIDED, f"only {plural(len(e), 'evaluation')} logged", OVERFIT_RULE, source
         )
+    why = _nonpositive(e, "eval loss")
+    if why:
+        return RunRow(key, title, NOT_CHECKED, why, OVERFIT_RULE, source)
     m = int(np.argmin(e.values))
     onset, lowest = int(e.steps[m]), float(e.values[m])
     after = len(e) - 1 - m
     figures: dict = {"onset_step": onset, "lowest_eval_loss": lowest, "evaluations_after": after}
     if after == 0:
         return RunRow(
-            "overfitting",
+            key,
             title,
             CLEAR,
             f"the eval loss is lowest at the last evaluation (step {onset}, {_num(lowest)}): no onset",
@@ -463,36 +726,61 @@ def verdict_overfitting(train: Series | None, eval_loss: Series | None) -> RunRo
         )
     if after < 3:
         return RunRow(
-            "overfitting",
+            key,
             title,
             UNDECIDED,
-            f"the eval loss is lowest at step {onset} ({_num(lowest)}) with only {after} evaluation"
-            f"{'s' if after > 1 else ''} after it",
+            f"the eval loss is lowest at step {onset} ({_num(lowest)}) with only "
+            f"{plural(after, 'evaluation')} after it",
             OVERFIT_RULE,
             source,
             figures=figures,
         )
-    x, y = e.steps[m:], e.values[m:]
+    logy = np.log(e.values)
+    x, ly = e.steps[m:], logy[m:]
     span = float(x[-1] - x[0])
-    s = theil_sen_interval(x, y)
-    scale = abs(lowest) or float(np.mean(np.abs(y))) or 1.0
-    rise = (s.slope * span / scale, s.lo * span / scale, s.hi * span / scale)
-    per_k = 1000.0
+    # The trend through the later evaluations only: a line from the lowest point rises by the lowest's luck.
+    s = theil_sen_interval(x[1:], ly[1:])
+    rise = (s.slope * span, s.lo * span, s.hi * span)  # log-ratios, last vs onset along the line
+    later = ly[1:] - ly[0]  # each later evaluation against the lowest, as a log-ratio (≥ 0)
+    level, level_lo, level_hi = median_bounds(later)
+    # The later evaluations' own scatter: the lowest one is the luckiest draw, and what says it was not
+    # luck is the rest sitting further above it than they scatter among themselves.
+    # … and at least the whole curve's scatter around its neighbours (a few later points can happen to
+    # agree; a smooth descent to the lowest is no scatter).
+    noise = max(1.4826 * float(np.median(np.abs(later - np.median(later)))), _scatter(logy))
+    # The lowest of n evaluations lies below their level by more than Φ⁻¹(1 − 0.05/n) σ with chance ≤ 5 %
+    # (Bonferroni over the n draws): a step smaller than that could be the minimum's own luck.
+    from scipy import stats
+
+    luck = float(stats.norm.isf(STEP_FALSE / len(e)))
+    step_floor = max(math.log1p(STEP_BAND), luck * noise)
+    intercept = float(np.median(ly[1:] - s.slope * (x[1:] - x[0])))  # the line, at the onset's step
+    fitted_start, fitted_end = math.exp(intercept), math.exp(intercept + s.slope * span)
     figures |= {
-        "eval_slope_per_1000_steps": [s.slope * per_k, s.lo * per_k, s.hi * per_k],
-        "relative_rise": list(rise),
         "last_eval_step": int(x[-1]),
+        "log_rise": list(rise),
+        "later_median_log_ratio": [level, level_lo, level_hi],
+        "eval_noise_log": noise,
+        "step_floor_log": step_floor,
     }
     text = (
-        f"the eval loss is lowest at step {onset} ({_num(lowest)}); over the {after} evaluations to step "
-        f"{int(x[-1])} it changes by {_pct(rise[0])} ({LEVEL:.0%} interval {_pct(rise[1])} to "
-        f"{_pct(rise[2])}; slope {_num(s.slope * per_k)} per 1000 steps, interval {_num(s.lo * per_k)} "
-        f"to {_num(s.hi * per_k)})"
+        f"the eval loss is lowest at step {onset} ({_num(lowest)}); the {plural(after, 'evaluation')} to "
+        f"step {int(x[-1])} sit a median {_ratio(level)} above it"
+        + (
+            f" (one-sided {LEVEL:.0%} bounds {_ratio(level_lo)} and {_ratio(level_hi)})"
+            if math.isfinite(level_lo)
+            else " (too few for a bound)"
+        )
+        + f", scattering ±{math.expm1(noise):.1%} among themselves; along the fitted line it goes "
+        f"{_num(fitted_start)} → {_num(fitted_end)} ({_ratio(rise[0])}, interval {_ratio(rise[1])}–"
+        f"{_ratio(rise[2])})"
     )
-    if rise[1] > BAND:
+    steps_up = level_lo > step_floor
+    rises = rise[1] > math.log1p(BAND)
+    if steps_up or rises:
         if train is None:
             return RunRow(
-                "overfitting",
+                key,
                 title,
                 UNDECIDED,
                 text + "; no training loss to compare",
@@ -503,26 +791,27 @@ def verdict_overfitting(train: Series | None, eval_loss: Series | None) -> RunRo
         t = train.finite()
         keep = (t.steps >= onset) & (t.steps <= x[-1])
         ts = theil_sen_interval(t.steps[keep], t.values[keep])
+        per_k = 1000.0
         figures["train_slope_per_1000_steps"] = [ts.slope * per_k, ts.lo * per_k, ts.hi * per_k]
         trend = (
             f"the training loss over the same steps: slope {_num(ts.slope * per_k)} per 1000 steps "
             f"(interval {_num(ts.lo * per_k)} to {_num(ts.hi * per_k)})"
         )
         if ts.hi < 0:
+            how = "steps up and stays up" if steps_up else "rises"
             return RunRow(
-                "overfitting",
+                key,
                 title,
                 FOUND,
-                f"onset at step {onset}: {text}, while {trend}",
+                f"onset at step {onset}, then the eval loss {how}: {text}, while {trend}",
                 OVERFIT_RULE,
                 source,
                 steps=(onset,),
                 figures=figures,
-                fix=f"keep the checkpoint nearest step {onset} (load_best_model_at_end with "
-                "metric_for_best_model='eval_loss'), stop earlier, or add data / regularisation",
+                fix=_keep_best(eval_loss.convention, eval_loss.logged or "eval_loss", onset),
             )
         return RunRow(
-            "overfitting",
+            key,
             title,
             UNDECIDED,
             f"{text}, but {trend} — not falling, so not the overfitting pattern (see the spike and "
@@ -531,33 +820,48 @@ def verdict_overfitting(train: Series | None, eval_loss: Series | None) -> RunRo
             source,
             figures=figures,
         )
-    if rise[2] < BAND:
-        return RunRow("overfitting", title, CLEAR, text, OVERFIT_RULE, source, figures=figures)
-    return RunRow("overfitting", title, UNDECIDED, text, OVERFIT_RULE, source, figures=figures)
+    # Too few later evaluations to bound their median: clear only if every one lies within the floor.
+    below = level_hi < step_floor if math.isfinite(level_hi) else float(later.max()) < math.log1p(STEP_BAND)
+    if rise[2] < math.log1p(BAND) and below:
+        return RunRow(key, title, CLEAR, text, OVERFIT_RULE, source, figures=figures)
+    return RunRow(key, title, UNDECIDED, text, OVERFIT_RULE, source, figures=figures)
 
 
 PLATEAU_RULE = (
     f"window = the last {PLATEAU_TAIL:.0%} of the logged steps, ending where the logged LR last stood at ≥ "
     f"{DECAYED:.0%} of its peak (a decaying schedule's tail, where a flattening loss is the schedule ending, "
-    f"is left out); found (plateau) when the {LEVEL:.0%} interval of the training loss's relative change "
-    "over the window (slope × span ÷ mean loss; interval from the noise around the trend, widened for its "
-    f"autocorrelation) lies within ±{BAND:.0%}; clear when it lies below −{BAND:.0%} (still improving) or "
-    f"above +{BAND:.0%} (rising: not a plateau); undecided otherwise or with fewer than "
-    f"{PLATEAU_MIN_POINTS} points in the window"
+    f"is left out); found (plateau) when the {LEVEL:.0%} interval of the training loss's change over the "
+    "window (the slope of log loss × span: end over start of the fitted line; interval from the noise "
+    f"around the trend, widened for its autocorrelation) lies within ±{BAND:.0%}; clear when it lies below "
+    f"−{BAND:.0%} (still improving) or above +{BAND:.0%} (rising: not a plateau); undecided otherwise or "
+    f"with fewer than {PLATEAU_MIN_POINTS} points in the window; not checked for a loss that takes values ≤ 0"
 )
 
 
-def verdict_plateau(train: Series | None, lr: Series | None = None) -> RunRow:
+def verdict_plateau(
+    train: Series | Sequence[tuple[int, float]] | None,
+    lr: Series | Sequence[tuple[int, float]] | None = None,
+) -> RunRow:
     """A plateau: no improvement over the last part of training while the LR was still high."""
 
     title = "plateau"
+    train = as_series(LOSS, train)
+    lr = as_series(LEARNING_RATE, lr)
     if train is None:
         return RunRow("plateau", title, NOT_CHECKED, "no training loss logged", PLATEAU_RULE)
     t = train.finite()
     if len(t) < PLATEAU_MIN_POINTS:
         return RunRow(
-            "plateau", title, UNDECIDED, f"only {len(t)} finite logged losses", PLATEAU_RULE, train.source
+            "plateau",
+            title,
+            UNDECIDED,
+            f"only {plural(len(t), 'finite logged loss', 'finite logged losses')}",
+            PLATEAU_RULE,
+            train.source,
         )
+    why = _nonpositive(t, "training loss")
+    if why:
+        return RunRow("plateau", title, NOT_CHECKED, why, PLATEAU_RULE, train.source)
     first, last = int(t.steps[0]), int(t.steps[-1])
     end, tail_note = last, ""
     source = train.source
@@ -582,21 +886,27 @@ def verdict_plateau(train: Series | None, lr: Series | None = None) -> RunRow:
             "plateau",
             title,
             UNDECIDED,
-            f"only {len(x)} logged losses in the window (steps {math.floor(start) + 1}–{end}){tail_note}",
+            f"only {plural(len(x), 'logged loss', 'logged losses')} in the window "
+            f"(steps {math.floor(start) + 1}–{end}){tail_note}",
             PLATEAU_RULE,
             source,
             figures=figures,
         )
-    s = slope_interval(x, y)
+    ly = np.log(y)
+    s = slope_interval(x, ly)
     span = float(x[-1] - x[0])
-    level = float(np.mean(np.abs(y))) or 1.0
-    rel = (s.slope * span / level, s.lo * span / level, s.hi * span / level)
-    figures["relative_change"] = list(rel)
+    rel = (s.slope * span, s.lo * span, s.hi * span)  # log-ratios: fitted end over fitted start
+    centre = float(ly.mean()) + s.slope * (x[0] - float(x.mean()))
+    fit0, fit1 = math.exp(centre), math.exp(centre + s.slope * span)
+    figures["log_change"] = list(rel)
+    figures["fitted"] = [fit0, fit1]
     text = (
-        f"over steps {int(x[0])}–{int(x[-1])} ({len(x)} logged losses) the training loss changes by "
-        f"{_pct(rel[0])} ({LEVEL:.0%} interval {_pct(rel[1])} to {_pct(rel[2])}){tail_note}"
+        f"over steps {int(x[0])}–{int(x[-1])} ({len(x)} logged losses) the fitted training loss goes "
+        f"{_num(fit0)} → {_num(fit1)} ({_ratio(rel[0])}, {LEVEL:.0%} interval {_ratio(rel[1])}–"
+        f"{_ratio(rel[2])}){tail_note}"
     )
-    if rel[1] > -BAND and rel[2] < BAND:
+    band = math.log1p(BAND)
+    if rel[1] > -band and rel[2] < band:
         return RunRow(
             "plateau",
             title,
@@ -609,12 +919,79 @@ def verdict_plateau(train: Series | None, lr: Series | None = None) -> RunRow:
             fix="stop earlier (the last part of the budget bought nothing), or raise the learning rate / "
             "change the schedule if the loss is still above where it should be",
         )
-    if rel[2] < -BAND:
+    if rel[2] < -band:
         return RunRow(
             "plateau", title, CLEAR, f"still improving: {text}", PLATEAU_RULE, source, figures=figures
         )
-    if rel[1] > BAND:
+    if rel[1] > band:
         return RunRow(
             "plateau", title, CLEAR, f"rising, not a plateau: {text}", PLATEAU_RULE, source, figures=figures
         )
     return RunRow("plateau", title, UNDECIDED, text, PLATEAU_RULE, source, figures=figures)
+
+
+PROGRESS_RULE = (
+    f"the training loss's level at the end of the run against its start: the median of the last "
+    f"{PROGRESS_SHARE:.0%} of the logged losses over the median of the first {PROGRESS_SHARE:.0%} (at least "
+    f"{PROGRESS_MIN} each), with an interval from the two medians' distribution-free intervals (each at "
+    f"{math.sqrt(LEVEL):.1%}, so both hold together at {LEVEL:.0%}; a spike or a heavy tail cannot widen "
+    f"them); found (no progress) when the interval lies above ×{1 - BAND:g} (the loss fell by less than "
+    f"{BAND:.0%}, or rose), clear when it lies below, undecided when it straddles or with fewer than "
+    f"{2 * PROGRESS_MIN} finite logged losses; not checked for a loss that takes values ≤ 0"
+)
+
+
+def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunRow:
+    """No progress over the run: the training loss ends where it started (:data:`PROGRESS_RULE`)."""
+
+    title = "progress over the run"
+    train = as_series(LOSS, train)
+    if train is None:
+        return RunRow("progress", title, NOT_CHECKED, "no training loss logged", PROGRESS_RULE)
+    t = train.finite()
+    if len(t) < 2 * PROGRESS_MIN:
+        return RunRow(
+            "progress",
+            title,
+            UNDECIDED,
+            f"only {plural(len(t), 'finite logged loss', 'finite logged losses')}",
+            PROGRESS_RULE,
+            train.source,
+        )
+    why = _nonpositive(t, "training loss")
+    if why:
+        return RunRow("progress", title, NOT_CHECKED, why, PROGRESS_RULE, train.source)
+    w = max(PROGRESS_MIN, round(PROGRESS_SHARE * len(t)))
+    a, b = np.log(t.values[:w]), np.log(t.values[-w:])
+    joint = math.sqrt(LEVEL)
+    ma, a_lo, a_hi = median_interval(a, joint)
+    mb, b_lo, b_hi = median_interval(b, joint)
+    diff, lo, hi = mb - ma, b_lo - a_hi, b_hi - a_lo
+    s0, s1 = int(t.steps[w - 1]), int(t.steps[-w])
+    figures = {"log_change": [diff, lo, hi], "window_points": w, "start": math.exp(ma), "end": math.exp(mb)}
+    if np.ptp(t.values) == 0:
+        text = f"all {len(t)} logged losses are {_num(float(t.values[0]))}: the loss never moved"
+    else:
+        text = (
+            f"the training loss goes from {_num(math.exp(ma))} (median of the first {w} logged, to step "
+            f"{s0}) to {_num(math.exp(mb))} (the last {w}, from step {s1}): {_ratio(diff)} "
+            f"({LEVEL:.0%} interval {_ratio(lo)}–{_ratio(hi)})"
+        )
+    band = math.log1p(-BAND)
+    if lo > band:
+        return RunRow(
+            "progress",
+            title,
+            FOUND,
+            text,
+            PROGRESS_RULE,
+            train.source,
+            steps=(int(t.steps[0]),),
+            figures=figures,
+            fix="check that the optimizer steps the parameters being trained (requires_grad, its param "
+            "groups, a frozen base with no adapter attached), that the learning rate is not ~0, and that "
+            "the labels reach the loss (all -100 / masked labels give a constant loss)",
+        )
+    if hi < band:
+        return RunRow("progress", title, CLEAR, text, PROGRESS_RULE, train.source, figures=figures)
+    return RunRow("progress", title, UNDECIDED, text, PROGRESS_RULE, train.source, figures=figures)

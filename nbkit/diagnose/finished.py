@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,15 +24,17 @@ from nbkit.diagnose.curves import (
     GRAD_NORM,
     LEARNING_RATE,
     LOSS,
+    plural,
     verdict_clipping,
     verdict_explosions,
     verdict_nonfinite,
     verdict_overfitting,
     verdict_plateau,
+    verdict_progress,
     verdict_spikes,
 )
 from nbkit.diagnose.memory import memory_rows
-from nbkit.diagnose.rows import FOUND, RunRow
+from nbkit.diagnose.rows import CLEAR, FIGURE, FOUND, NOT_CHECKED, UNDECIDED, RunRow, terminal_width, wrap
 from nbkit.diagnose.run_figures import block_map, curves_figure
 from nbkit.diagnose.schedule import MODELLED, expected_lr, verdict_schedule
 from nbkit.diagnose.setup import EXAMPLES_DIR
@@ -108,10 +111,51 @@ class FinishedRun:
 
     # -- the report --------------------------------------------------------------------------------------
 
+    def counts(self) -> dict[str, int]:
+        """Rows by status (figures, which judge nothing, left out)."""
+        out = {st: 0 for st in (FOUND, CLEAR, UNDECIDED, NOT_CHECKED)}
+        for r in self.rows:
+            if r.status != FIGURE:
+                out[r.status] += 1
+        return out
+
+    def summary(self) -> str:
+        """The answer in one sentence: what was found (each with its first step), then the other rows."""
+        c = self.counts()
+        rest = ", ".join(
+            f"{n} {word}"
+            for n, word in (
+                (c[CLEAR], "clear"),
+                (c[UNDECIDED], "cannot tell"),
+                (c[NOT_CHECKED], "not checked"),
+            )
+            if n
+        )
+        found = self.findings
+        if not found:
+            return f"nothing found ({rest or 'no rule applied'})"
+        what = "; ".join(r.label + (f" (from step {r.steps[0]})" if r.steps else "") for r in found)
+        return f"{plural(len(found), 'problem')} found: {what}" + (f" — and {rest}" if rest else "")
+
     def header(self) -> list[str]:
+        """What was read, as what: the artefacts, each series with the name it was logged under, the
+        schedule and precision, and the notes."""
         a = self.artefacts
-        lines = [f"nbkit diagnose: finished run {a.path}", "read:"]
+        lines = ["read:"]
         lines += [f"  {x}" for x in a.read]
+        if a.curves:
+            lines.append("series (read as ← logged as, in which artefact):")
+            for s in a.curves.values():
+                convention = f", {s.convention} convention" if s.convention else ""
+                lines.append(
+                    f"  {s.what} ← {s.source}{convention}: {plural(len(s), 'point')}, steps "
+                    f"{int(s.steps[0])}–{int(s.steps[-1])}"
+                )
+        if a.unread:
+            lines.append(
+                f"  loss-like series not read: {', '.join(a.unread[:12])}"
+                f"{', …' if len(a.unread) > 12 else ''} (name one with --series KIND=NAME)"
+            )
         if a.schedule is not None:
             s = a.schedule
             lines.append(
@@ -124,33 +168,33 @@ class FinishedRun:
                     else ", max_grad_norm not set"
                 )
             )
+        if a.precision_where:
+            lines.append(f"precision: {a.precision or 'decided at launch (auto)'} ({a.precision_where})")
         if a.total_steps:
             lines.append(f"total steps: {a.total_steps} ({a.total_where})")
         lines += [f"note: {n}" for n in a.notes]
         return lines
 
-    def text(self) -> str:
-        out = self.header()
+    def text(self, width: int | None = None) -> str:
+        """The report as text, the summary first, every line wrapped at ``width`` (the terminal's)."""
+        width = width or terminal_width()
+        out = wrap(f"nbkit diagnose: finished run {self.artefacts.path}", width, "", "  ")
+        out += wrap(f"summary: {self.summary()}", width, "", "  ")
+        out.append("")
+        for line in self.header():
+            indent = len(line) - len(line.lstrip())
+            out += wrap(line.strip(), width, " " * indent, " " * (indent + 4))
         curve_rows = [r for r in self.rows if r.key.split(":")[0] in CURVE_KEYS]
         if curve_rows:
             out += ["", "curves:"]
-            for name, s in self.artefacts.curves.items():
-                out.append(
-                    f"  {name}: {len(s)} points, steps {int(s.steps[0])}–{int(s.steps[-1])} ({s.source})"
-                )
-            out += [f"  {r.to_text()}" for r in curve_rows]
+            for r in curve_rows:
+                out += r.text_lines(width)
         for (path, _), _mem in zip(self.artefacts.snapshots, self.memories, strict=True):
             src = self.artefacts.rel(path)
             out += ["", f"memory ({src}):"]
-            out += [f"  {r.to_text()}" for r in self.rows if r.source == src]
-        found = self.findings
-        out += [
-            "",
-            f"summary: {len(found)} finding{'s' if len(found) != 1 else ''} "
-            f"({', '.join(r.title for r in found)})"
-            if found
-            else "summary: nothing found",
-        ]
+            for r in self.rows:
+                if r.source == src:
+                    out += r.text_lines(width)
         return "\n".join(out)
 
     def to_json(self) -> dict[str, Any]:
@@ -158,6 +202,7 @@ class FinishedRun:
         s = a.schedule
         return {
             "run": str(a.path),
+            "summary": {"text": self.summary(), "findings": [r.label for r in self.findings]} | self.counts(),
             "read": a.read,
             "notes": a.notes,
             "schedule": None
@@ -173,8 +218,15 @@ class FinishedRun:
                 "where": s.where,
             },
             "total_steps": a.total_steps,
+            "precision": a.precision,
+            "precision_where": a.precision_where,
+            "unread_loss_like": a.unread,
             "curves": {
                 k: {
+                    "kind": v.kind,
+                    "logged": v.logged,
+                    "eval_set": v.eval_set,
+                    "convention": v.convention,
                     "source": v.source,
                     "points": len(v),
                     "first_step": int(v.steps[0]),
@@ -191,21 +243,18 @@ class FinishedRun:
         head = "".join(f"<th>{c}</th>" for c in ("status", "row", "what was found", "rule", "read from"))
         body = "".join(
             f"<tr style='background:{STATUS_COLOURS[r.status]}'><td><b>{html.escape(r.status)}</b></td>"
-            f"<td>{html.escape(r.title)}</td><td>{html.escape(r.measured)}"
+            f"<td>{html.escape(r.label)}</td><td>{html.escape(r.measured)}"
             + (f"<br><i>fix: {html.escape(r.fix)}</i>" if r.fix and r.status == FOUND else "")
             + f"</td><td><small>{html.escape(r.rule)}</small></td>"
             f"<td><small>{html.escape(r.source)}</small></td></tr>"
             for r in self.rows
         )
-        found = self.findings
-        summary = (
-            f"{len(found)} finding{'s' if len(found) != 1 else ''}: {', '.join(r.title for r in found)}"
-            if found
-            else "nothing found"
-        )
         return (
-            "<pre>" + html.escape("\n".join(self.header())) + "</pre>"
-            f"<p><b>summary:</b> {html.escape(summary)}</p><table><tr>{head}</tr>{body}</table>"
+            f"<p id='answer'><b>summary:</b> {html.escape(self.summary())}</p>"
+            f"<table><tr>{head}</tr>{body}</table>"
+            "<details><summary>what was read, as what</summary><pre>"
+            + html.escape("\n".join(self.header()))
+            + "</pre></details>"
         )
 
     def html_page(self, plotly_js: str = PLOTLY_JS, inline_js: str | None = None) -> str:
@@ -242,27 +291,40 @@ CURVE_KEYS = (
     "overfitting",
     "lr-schedule",
     "plateau",
+    "progress",
 )
 
 
-def diagnose_run(run_dir: str | Path, config: str | Path | None = None) -> FinishedRun:
-    """Read the run in ``run_dir`` (and ``config``, a trainer config naming its schedule and clipping) and
-    judge it. Bad input in any artefact: :class:`nbkit.diagnose.setup.DiagnoseError` naming the file."""
+def diagnose_run(
+    run_dir: str | Path,
+    config: str | Path | None = None,
+    *,
+    series_names: Iterable[tuple[str, str]] = (),
+    run_id: str | None = None,
+) -> FinishedRun:
+    """Read the run in ``run_dir`` (and ``config``, a trainer config naming its schedule, clipping and
+    precision; ``series_names``, ``(kind, name)`` pairs naming series; ``run_id``, the run of an MLflow
+    store) and judge it. Bad input in any artefact: :class:`nbkit.diagnose.setup.DiagnoseError` naming the
+    file."""
 
-    a = read_run(run_dir, config)
+    a = read_run(run_dir, config, series_names=series_names, run_id=run_id)
     c = a.curves
     rows: list[RunRow] = []
-    if c:
+    if c or a.others:
         sched = a.schedule
+        clip = sched.max_grad_norm if sched else None
         clip_where = sched.where.get("max_grad_norm", "") if sched else ""
+        train = c.get(LOSS)
+        evals = a.of(EVAL_LOSS)
         rows += [
-            verdict_spikes(c.get(LOSS)),
-            verdict_nonfinite(c),
-            verdict_explosions(c.get(GRAD_NORM)),
-            verdict_clipping(c.get(GRAD_NORM), sched.max_grad_norm if sched else None, clip_where),
-            verdict_overfitting(c.get(LOSS), c.get(EVAL_LOSS)),
+            verdict_spikes(train),
+            verdict_nonfinite([*c.values(), *a.others], a.precision, a.precision_where),
+            verdict_explosions(c.get(GRAD_NORM), clip),
+            verdict_clipping(c.get(GRAD_NORM), clip, clip_where),
+            *([verdict_overfitting(train, e) for e in evals] or [verdict_overfitting(train, None)]),
             verdict_schedule(c.get(LEARNING_RATE), sched, a.total_steps, a.total_where),
-            verdict_plateau(c.get(LOSS), c.get(LEARNING_RATE)),
+            verdict_plateau(train, c.get(LEARNING_RATE)),
+            verdict_progress(train),
         ]
     memories = []
     for path, snap in a.snapshots:

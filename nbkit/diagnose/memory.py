@@ -33,7 +33,8 @@ FRAGMENTATION_RULE = (
 
 
 def _dev(m: Memory, several: bool) -> str:
-    return f"cuda:{m.device} " if several else ""
+    """The device a row is about, as its title's qualifier (only when the snapshot holds several)."""
+    return f" (cuda:{m.device})" if several else ""
 
 
 def totals_row(m: Memory, source: str, several: bool = False) -> RunRow:
@@ -47,7 +48,7 @@ def totals_row(m: Memory, source: str, several: bool = False) -> RunRow:
     )
     return RunRow(
         f"memory-totals{':' + str(m.device) if several else ''}",
-        f"{_dev(m, several)}memory: reserved / allocated / free",
+        f"memory: reserved / allocated / free{_dev(m, several)}",
         FIGURE,
         text,
         "sums over the snapshot's segments (reserved) and blocks by state (allocated: active_allocated; "
@@ -70,7 +71,7 @@ def verdict_fragmentation(m: Memory, source: str = "", several: bool = False) ->
     """Fragmentation of the large pool (:data:`FRAGMENTATION_RULE`)."""
 
     key = f"fragmentation{':' + str(m.device) if several else ''}"
-    title = f"{_dev(m, several)}fragmentation"
+    title = f"fragmentation{_dev(m, several)}"
     pool = m.large
     oom = None
     if m.trace is not None:
@@ -150,7 +151,7 @@ def split_row(m: Memory, source: str, several: bool = False) -> RunRow:
         )
     return RunRow(
         f"split-blocks{':' + str(m.device) if several else ''}",
-        f"{_dev(m, several)}inactive split blocks per segment",
+        f"inactive split blocks per segment{_dev(m, several)}",
         FIGURE,
         text,
         "per large segment, its inactive blocks when it also holds active ones",
@@ -173,10 +174,12 @@ def split_row(m: Memory, source: str, several: bool = False) -> RunRow:
 
 def sites_row(m: Memory, source: str, several: bool = False) -> RunRow:
     key = f"allocation-sites{':' + str(m.device) if several else ''}"
-    title = f"{_dev(m, several)}allocation sites holding the most memory"
+    title = f"allocation sites holding the most memory{_dev(m, several)}"
     rule = (
         "live blocks grouped by their innermost Python frame outside torch (the model or training-loop line "
-        "that asked), by bytes held"
+        "that asked), else their first Python frame, else their first frame outside torch's stack unwinder "
+        "and the caching allocator (a C++-only stack), else 'allocated outside Python (backward, C++)'; by "
+        "bytes held"
     )
     if not m.frames_recorded:
         return RunRow(
@@ -209,7 +212,7 @@ def expandable_row(m: Memory, fragmentation: RunRow, source: str, several: bool 
     """The ``expandable_segments:True`` advice, given only where the snapshot shows fragmentation."""
 
     key = f"expandable-segments{':' + str(m.device) if several else ''}"
-    title = f"{_dev(m, several)}expandable_segments"
+    title = f"expandable_segments{_dev(m, several)}"
     on = m.expandable or m.settings_expandable is True
     rule = "advised only when the fragmentation row is found and the snapshot's segments are not expandable"
     if fragmentation.status != FOUND:
@@ -247,7 +250,7 @@ def expandable_row(m: Memory, fragmentation: RunRow, source: str, several: bool 
 
 def trace_row(m: Memory, source: str, several: bool = False) -> RunRow:
     key = f"trace-peak{':' + str(m.device) if several else ''}"
-    title = f"{_dev(m, several)}peak over the recorded history"
+    title = f"peak over the recorded history{_dev(m, several)}"
     rule = (
         "device_traces replayed: active bytes = the snapshot's end state minus the recorded net, then "
         "+ alloc, − free_completed; reserved likewise from segment_alloc/free (map/unmap)"

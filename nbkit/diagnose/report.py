@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbkit.diagnose.fit import gib_text
+from nbkit.diagnose.rows import terminal_width, wrap
 from nbkit.report import INDEX_CSS, INDEX_JS, ledger_html
 
 FORMATS = ("text", "json", "html")
@@ -108,9 +109,19 @@ def fit_lines(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def text(doc: Mapping[str, Any]) -> str:
+def summary(doc: Mapping[str, Any]) -> str:
+    """The problems counted, or clean: the line every text report leads with."""
+    pr = doc["problems"]
+    return "summary: " + (", ".join(f"{v} {k}" for k, v in pr.items() if v) or "clean")
+
+
+def text(doc: Mapping[str, Any], width: int | None = None) -> str:
+    """The report as text: the summary, will it start, will it fit, then the details; every line wrapped
+    at ``width`` (the terminal's), its continuation indented under it."""
     out = [
-        f"nbkit diagnose: {header(doc)}",
+        f"nbkit diagnose: {doc['config']}",
+        summary(doc),
+        header(doc),
         "",
         *answer_lines(doc),
         "",
@@ -126,9 +137,12 @@ def text(doc: Mapping[str, Any]) -> str:
             out.append(f"              {c['why']}  [rule: {c['rule']}]")
     out += ["", "will it fit:", *fit_lines(doc), "", f"audit ({doc['audit']['note']}):"]
     out += [f"  {line}" for line in doc["audit"]["lines"]]
-    pr = doc["problems"]
-    out += ["", "summary: " + (", ".join(f"{v} {k}" for k, v in pr.items() if v) or "clean")]
-    return "\n".join(out)
+    width = width or terminal_width()
+    wrapped = []
+    for line in out:
+        indent = " " * (len(line) - len(line.lstrip()))
+        wrapped += wrap(line.strip(), width, indent, indent + "    ") if line.strip() else [""]
+    return "\n".join(wrapped)
 
 
 def html_fragment(doc: Mapping[str, Any]) -> str:
@@ -145,11 +159,11 @@ def html_fragment(doc: Mapping[str, Any]) -> str:
     boxes, table = ledger_html(rows, COLUMNS, ROW_COLOURS)
     details = "<br>".join(esc(x.strip()) for x in fit_lines(doc))
     return (
-        f"<p>{esc(header(doc))}</p>{answer}<h3>Every setting, the fit and the audit</h3>"
+        f"<p><b>{esc(summary(doc))}</b></p><p>{esc(header(doc))}</p>{answer}"
+        "<h3>Every setting, the fit and the audit</h3>"
         f"<p>rows: <span id='ledger-count'>{len(rows)}</span> of {len(rows)} shown</p>"
         f"<div id='verdict-filter'>{boxes}</div>{table}"
         f"<h3>Will it fit: the details</h3><p>{details}</p>"
-        f"<p><b>summary:</b> {esc(json.dumps(doc['problems']))}</p>"
     )
 
 

@@ -275,22 +275,49 @@ def _is_torch_internal(filename: str) -> bool:
     return "/torch/" in f or f.startswith("torch/")
 
 
+# Frames of torch's own stack capture and of the caching allocator: every allocation passes through them, so
+# they name no site.
+_UNWINDER = (
+    "torch::unwind::",
+    "torch::CapturedTraceback::",
+    "torch::cuda::(anonymous namespace)::gather",
+    "c10::cuda::CUDACachingAllocator::",
+    "c10::CachingDeviceAllocator::",
+)
+OUTSIDE_PYTHON = "allocated outside Python (backward, C++)"
+
+
+def _cpython_frame(filename: str, name: str) -> bool:
+    """The interpreter's own C frames (``Objects/call.c`` ``_PyObject_MakeTPCall``): never the site."""
+    return filename.endswith(".c") or name.startswith(("_Py", "Py", "pyrun", "pymain", "slot_tp_"))
+
+
 def allocation_site(frames: list[dict]) -> str:
-    """The innermost Python frame outside torch itself: where the program asked for the memory.
+    """Where the program asked for the memory: the innermost Python frame outside torch itself, else the
+    first Python frame; a stack without one (``context="all"`` records C++ frames too; the autograd
+    engine's thread has no Python) is named by its first frame outside torch's unwinder and the caching
+    allocator (``at::native::empty_cuda (C++)``), else :data:`OUTSIDE_PYTHON`.
 
     A snapshot lists frames innermost first (``_memory_viz`` reverses them for its flame graphs); the
-    first frames are torch's own (``nn/modules/linear.py``, ``optim/adamw.py``), the one that names the
-    model or the training loop comes next. Without a Python frame the first frame is used."""
+    first Python frames are torch's own (``nn/modules/linear.py``, ``optim/adamw.py``), the one that names
+    the model or the training loop comes next."""
 
+    if not frames:
+        return "<no frames recorded>"
     py = [f for f in frames if str(f.get("filename", "")).endswith(".py")]
     chosen = next((f for f in py if not _is_torch_internal(str(f["filename"]))), py[0] if py else None)
-    if chosen is None:
-        chosen = frames[0] if frames else None
-    if chosen is None:
-        return "<no frames recorded>"
-    name = str(chosen.get("filename", "?")).replace("\\", "/")
-    short = "/".join(name.split("/")[-2:])
-    return f"{short}:{chosen.get('line', '?')} ({chosen.get('name', '?')})"
+    if chosen is not None:
+        name = str(chosen.get("filename", "?")).replace("\\", "/")
+        short = "/".join(name.split("/")[-2:])
+        return f"{short}:{chosen.get('line', '?')} ({chosen.get('name', '?')})"
+    for f in frames:
+        fname, func = str(f.get("filename", "")), str(f.get("name", ""))
+        if not func or func == "??" or func.startswith(_UNWINDER) or _cpython_frame(fname, func):
+            continue
+        # A C++ frame's name carries its whole signature: the qualified name is enough to recognise it.
+        backward = any("torch::autograd::Engine" in str(g.get("name", "")) for g in frames)
+        return f"{func.split('(')[0] or func} (C++{', in backward' if backward else ''}: no Python frame)"
+    return OUTSIDE_PYTHON
 
 
 def _replay(entries: list[dict], end_active: int, end_reserved: int) -> Trace:

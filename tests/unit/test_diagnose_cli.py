@@ -85,7 +85,7 @@ def test_report_shapes(example_json, tmp_path, capsys):
     assert html.count("<tr data-verdict=") == len(d["rows"]) and "id='verdict-filter'" in html
 
 
-def test_the_report_leads_with_its_answer_in_every_format(example_json, tmp_path, capsys):
+def test_the_report_leads_with_its_answer_in_every_format(example_json, tmp_path, capsys, monkeypatch):
     """Will it start (the errors that stop the job, one line each), will it fit (the predicted peak against
     the GPU, the cheapest fix with its figure), then the table whose rows say error / warning / ok and
     fits / does not fit: the same words in text, JSON and HTML."""
@@ -104,10 +104,12 @@ def test_the_report_leads_with_its_answer_in_every_format(example_json, tmp_path
     assert by["coupling:gradient accumulation"] == "error" and by["coupling:LR schedule"] == "warning"
     assert by["coupling:learning rate"] == "ok" and by["fit"] == "does not fit"
     assert {r["verdict"] for r in d["rows"]} <= {"error", "warning", "ok", "not checked", "does not fit"}
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per row here; wrapping has its own test
     assert main(EXAMPLE) == 1
     text = capsys.readouterr().out.splitlines()
-    assert text[2] == "will it start: no — 2 error(s) stop the job at start"
-    assert text[3] == f"  ✘ {a['stops'][0]}" and text[4] == f"  ✘ {a['stops'][1]}"
+    assert text[1] == "summary: " + ", ".join(f"{v} {k}" for k, v in d["problems"].items() if v)
+    assert text[4] == "will it start: no — 2 error(s) stop the job at start"
+    assert text[5] == f"  ✘ {a['stops'][0]}" and text[6] == f"  ✘ {a['stops'][1]}"
     fit_line = next(i for i, line in enumerate(text) if line.startswith("will it fit: "))
     assert fit_line < text.index("coupling (trainer config ↔ ds_config):")
     assert text[fit_line] == (
@@ -120,6 +122,20 @@ def test_the_report_leads_with_its_answer_in_every_format(example_json, tmp_path
     assert answer < html.index("<table id='ledger'>") and "will it fit: does not fit" in html[answer:]
     assert "data-verdict='error'" in html and "data-verdict='does not fit'" in html
     assert "data-verdict='refuted'" not in html and "data-verdict='holds'" not in html
+
+
+def test_text_rows_wrap_at_the_terminal_width_under_their_indent(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(EXAMPLE) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80 or all(
+        " " not in line.strip() for line in lines if len(line) > 80
+    )  # only a single unbreakable word (a path) may run past the width
+    assert lines[1].startswith("summary: ")
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(EXAMPLE) == 1
+    wide = capsys.readouterr().out.splitlines()
+    assert len(wide) < len(lines) and max(len(line) for line in wide) > 80
 
 
 def test_nbkit_diagnose_dispatches(capsys):

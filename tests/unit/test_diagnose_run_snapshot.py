@@ -201,10 +201,48 @@ def test_allocation_sites_skip_torchs_own_frames():
             {"filename": "/home/me/proj/model.py", "line": 42, "name": "forward"},
         ]
     ) == ("proj/model.py:42 (forward)")
-    assert allocation_site(
-        [{"filename": "CUDACachingAllocator.cpp", "line": 9, "name": "malloc"}]
-    ).startswith("CUDACachingAllocator.cpp:9")
     assert allocation_site([]) == "<no frames recorded>"
+
+
+# A stack recorded with context="all": torch's unwinder, the caching allocator, then the op (the layout
+# torch.cuda.memory._record_memory_history(stacks="all") writes; frames innermost first).
+UNWINDER = [
+    {"filename": "??", "line": 0, "name": "torch::unwind::unwind()"},
+    {"filename": "??", "line": 0, "name": "torch::CapturedTraceback::gather(bool, bool, bool)"},
+    {
+        "filename": "memory_snapshot.cpp",
+        "line": 0,
+        "name": "torch::cuda::(anonymous namespace)::gather_with_cpp()",
+    },
+    {
+        "filename": "",
+        "line": 0,
+        "name": "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, "
+        "signed char, unsigned long, CUstream_st*)",
+    },
+]
+OP = {"filename": "??", "line": 0, "name": "at::native::mm_out_cuda(at::Tensor const&, at::Tensor const&)"}
+ENGINE = {"filename": "??", "line": 0, "name": "torch::autograd::Engine::evaluate_function(...)"}
+CPYTHON = {
+    "filename": "/usr/local/src/conda/python-3.11/Objects/call.c",
+    "line": 0,
+    "name": "_PyObject_MakeTPCall",
+}
+
+
+def test_a_site_is_its_first_python_frame_else_the_first_frame_past_the_unwinder_else_outside_python():
+    train = {"filename": "/home/me/proj/train.py", "line": 88, "name": "train_step"}
+    assert allocation_site([*UNWINDER, OP, CPYTHON, train]) == "proj/train.py:88 (train_step)"
+    assert allocation_site([*UNWINDER, OP, CPYTHON]) == "at::native::mm_out_cuda (C++: no Python frame)"
+    assert (
+        allocation_site([*UNWINDER, OP, ENGINE])
+        == "at::native::mm_out_cuda (C++, in backward: no Python frame)"
+    )
+    assert allocation_site(UNWINDER) == "allocated outside Python (backward, C++)"
+    assert allocation_site([*UNWINDER, CPYTHON, {"filename": "??", "line": 0, "name": "??"}]) == (
+        "allocated outside Python (backward, C++)"
+    )
+    assert "torch::unwind" not in allocation_site([*UNWINDER, OP])
     mk = _script()
     bare = mk.snapshot([[("a", 100 * MIB, None), ("f", 10 * MIB, None)]])
     (m,) = analyse(bare)

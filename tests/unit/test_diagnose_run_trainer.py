@@ -85,8 +85,8 @@ def test_a_tiny_noisy_dataset_for_many_epochs_overfits(runs):
     rows = _by(diagnose_run(runs["overfit"]))
     row = rows["overfitting"]
     assert row.status == FOUND and row.steps[0] <= 40, row.measured
-    lo, hi = row.figures["eval_slope_per_1000_steps"][1:]
-    assert 0 < lo < hi
+    level, lo, hi = row.figures["later_median_log_ratio"]
+    assert 0 < lo < level < hi or row.figures["log_rise"][1] > 0
     assert rows["loss-spikes"].status == CLEAR and rows["lr-schedule"].status == CLEAR
 
 
@@ -127,7 +127,7 @@ def test_trainer_state_from_the_top_level_or_the_latest_checkpoint_and_tensorboa
     shutil.copytree(runs["clean"], no_top)
     (no_top / "trainer_state.json").unlink()
     b = read_run(no_top)
-    assert b.curves["loss"].source == "checkpoint-60/trainer_state.json"
+    assert b.curves["loss"].source == "checkpoint-60/trainer_state.json: loss"
     tb_only = tmp_path / "tb_only"
     shutil.copytree(
         runs["clean"], tb_only, ignore=shutil.ignore_patterns("checkpoint-*", "trainer_state.json")

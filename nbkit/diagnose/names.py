@@ -1,0 +1,138 @@
+"""What a logged name is: the pattern list ``nbkit diagnose RUN_DIR`` reads a run's series by.
+
+Trackers and users spell the same quantity many ways — the HF Trainer's ``loss`` and ``eval_<set>_loss``,
+Lightning's ``train_loss_step`` or ``val_loss_epoch``, a TensorBoard loop's ``Loss/train``, a W&B export's
+``train/loss`` — so a name is read by its words, not matched against a fixed list. A name is split into
+lower-case words at ``/ _ - .`` and spaces (``train/loss_step`` → train, loss, step), and it is:
+
+========================  =======================================================================
+train loss                the word ``loss`` with only train words (train, training) and aggregation
+                          words (step, batch, epoch, total, mean, avg): ``loss``, ``train_loss``,
+                          ``train/loss_step``, ``train_loss_batch``, ``Loss/train``, ``training_loss``
+eval loss                 the word ``loss``, one eval word (eval, evaluation, val, valid, validation,
+                          dev) and only aggregation words: ``eval_loss``, ``val_loss_epoch``,
+                          ``loss/val``, ``validation/loss``; one eval set each:
+                          ``eval_<set>_loss`` (the HF Trainer's name for each set of a dict of eval
+                          datasets; ``eval/<set>_loss`` in its TensorBoard events) and Lightning's
+                          ``…/dataloader_idx_<k>`` (one per validation dataloader)
+learning rate             ``lr`` or ``learning rate`` with only train and aggregation words
+                          (``learning_rate``, ``train/lr``), and Lightning's LearningRateMonitor
+                          ``lr-<Optimizer>`` (its first parameter group)
+grad norm                 ``grad``/``gradient`` and ``norm`` with only train, aggregation and
+                          norm-order words (2, 0, l2, total): ``grad_norm``, ``train/grad_norm``,
+                          Lightning's ``grad_2.0_norm_total``; never a per-parameter norm
+step (CSV / JSONL)        the column giving each row's optimizer step, first found of
+                          ``trainer/global_step`` (Lightning's W&B logger), ``train/global_step``
+                          (the HF Trainer's W&B logger), ``global_step``, ``step``, ``Step``,
+                          ``_step`` (W&B's own row counter), ``iteration``, ``iter``, and
+                          ``epoch`` last (a Keras CSVLogger's one row per epoch)
+========================  =======================================================================
+
+Names with other words — a loss component (``loss_kl``, ``val_loss_auto_0``), ``test_loss`` (the test split,
+evaluated once after training), ``predict_loss`` — are not read; the report lists the loss-like ones, and
+``--series KIND=NAME`` names any logged series as one of these kinds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+LOSS, EVAL_LOSS, GRAD_NORM, LEARNING_RATE = "loss", "eval_loss", "grad_norm", "learning_rate"
+KINDS = (LOSS, EVAL_LOSS, LEARNING_RATE, GRAD_NORM)
+OTHER_LOSS = "other_loss"  # a loss-like name no kind reads (a GAN's gen/disc losses): checked for NaN only
+KIND_WORDS = {
+    LOSS: "train loss",
+    EVAL_LOSS: "eval loss",
+    LEARNING_RATE: "learning rate",
+    GRAD_NORM: "grad norm",
+}
+
+TRAIN_WORDS = frozenset({"train", "training"})
+EVAL_WORDS = frozenset({"eval", "evaluation", "val", "valid", "validation", "dev"})
+AGG_WORDS = frozenset({"step", "batch", "epoch", "total", "mean", "avg"})
+NORM_ORDER_WORDS = frozenset({"2", "0", "l2", "total"})
+# The step column of a CSV or JSONL history, in order of preference: the trainer's own optimizer step first,
+# W&B's row counter (it counts log calls, not optimizer steps) only when nothing better is there.
+STEP_COLUMNS = (
+    "trainer/global_step",
+    "train/global_step",
+    "global_step",
+    "step",
+    "Step",
+    "_step",
+    "iteration",
+    "iter",
+    "epoch",
+)
+LIGHTNING_LR = re.compile(r"^lr-[^/]+(/pg1)?$")
+_HF_EVAL_SET = re.compile(r"^eval[/_](.+)_loss$")
+_DATALOADER = re.compile(r"^(.*)[/_]dataloader_idx_(\d+)$")
+_SPLIT = re.compile(r"[/_\-.\s]+")
+
+
+@dataclass(frozen=True)
+class Named:
+    """What a logged name was read as: its kind, its eval set ('' for the run's one eval loss) and how it
+    aggregates ('step', 'epoch' or '' — Lightning's ``_step``/``_epoch`` suffixes)."""
+
+    kind: str
+    eval_set: str = ""
+    agg: str = ""
+
+
+def words(name: str) -> list[str]:
+    return [w for w in _SPLIT.split(name.lower()) if w]
+
+
+def _agg(ws: list[str]) -> str:
+    return "epoch" if "epoch" in ws else "step" if ("step" in ws or "batch" in ws) else ""
+
+
+def classify(name: str) -> Named | None:
+    """The kind ``name`` is read as (see the module's table), or None."""
+
+    if LIGHTNING_LR.match(name):
+        return Named(LEARNING_RATE)
+    m = _DATALOADER.match(name)
+    if m:
+        inner = classify(m.group(1))
+        if inner is not None and inner.kind == EVAL_LOSS:
+            return Named(EVAL_LOSS, f"dataloader_idx_{m.group(2)}", inner.agg)
+        return None
+    ws = words(name)
+    rest = set(ws) - AGG_WORDS
+    if "loss" in rest:
+        rest.discard("loss")
+        if rest <= TRAIN_WORDS:
+            return Named(LOSS, "", _agg(ws))
+        evals = rest & EVAL_WORDS
+        if len(evals) == 1 and rest == evals:
+            return Named(EVAL_LOSS, "", _agg(ws))
+        m = _HF_EVAL_SET.match(name.lower())
+        return Named(EVAL_LOSS, m.group(1)) if m else None
+    if rest - TRAIN_WORDS <= {"lr"} and "lr" in rest:
+        return Named(LEARNING_RATE)
+    if rest - TRAIN_WORDS == {"learning", "rate"}:
+        return Named(LEARNING_RATE)
+    if {"grad", "gradient", "grads"} & rest and "norm" in rest:
+        other = rest - TRAIN_WORDS - NORM_ORDER_WORDS - {"grad", "gradient", "grads", "norm"}
+        if not other:
+            return Named(GRAD_NORM)
+    return None
+
+
+def loss_like(name: str) -> bool:
+    """A name with the word loss that :func:`classify` does not read (listed so a user can name it)."""
+    return "loss" in words(name) and classify(name) is None
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """``KIND=NAME`` of ``--series`` as (kind, name); ValueError with what was expected."""
+    kind, sep, name = text.partition("=")
+    kind = kind.strip()
+    if not sep or not name or kind not in KINDS:
+        raise ValueError(
+            f"expected KIND=NAME with KIND one of {', '.join(KINDS)} and NAME a logged series, got {text!r}"
+        )
+    return kind, name
