@@ -54,6 +54,7 @@ from nbkit.claims.judge import (
     headline_specs,
     headline_values,
     judge,
+    run_family,
 )
 from nbkit.claims.ledger import (
     ARITHMETIC,
@@ -163,6 +164,7 @@ __all__ = [
     "paired_rate_difference_interval",
     "plural",
     "rate_interval",
+    "run_family",
     "simulate",
     "within",
 ]

@@ -19,6 +19,8 @@ A smoke run's rows carry what was measured and no verdict.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -261,12 +263,11 @@ def decide_at(spec: ClaimSpec, reading: Reading, sized: Sized, level: float) -> 
     sample = reading.sample
     if not sized.sequential:
         return Judged(spec.decide(sample, level), level, sized.units, _interval(spec, sample, level))
-    at = looks(sized.least, sized.budget)
-    levels = nominal_levels(round(1 - level, 12), at, sized.budget)
+    # A look's boundary depends only on the looks before it: the looks that ran are enough.
+    at = tuple(n for n in looks(sized.least, sized.budget) if n <= sized.units)
+    levels = nominal_levels(round(1 - level, 12), at, sized.budget) if at else ()
     last: Judged | None = None
     for n, lev in zip(at, levels, strict=True):
-        if n > sized.units:
-            break
         part = spec.head(sample, n)
         v = spec.decide(part, lev)
         last = Judged(v, lev, n, _interval(spec, part, lev))
@@ -313,6 +314,48 @@ def holm(
         j = decide_at(spec, readings[spec.key], sized[spec.key], 1 - alpha / len(open_))
         why = f"{j.verdict.why} — not decisive at the family-wise level (Holm over {len(family)} rows)"
         out[spec.key] = Judged(Verdict(INCONCLUSIVE, why), j.level, j.units, j.interval)
+    return out
+
+
+def alpha_needed(
+    spec: ClaimSpec, reading: Reading, sized: Sized, alpha: float = FAMILY_ALPHA
+) -> float | None:
+    """The smallest α at which the row decides (holds or refuted at level 1 − α), to a few per cent: the
+    p-value of its decision, which a run of several notebooks needs to judge all their rows as one Holm
+    family (:func:`run_family`); None when it does not decide even at ``alpha`` alone."""
+    if decide_at(spec, reading, sized, 1 - alpha).verdict.verdict not in (HOLDS, REFUTED):
+        return None
+    lo, hi = 1e-9, alpha  # decisive at hi; bisect on the log scale
+    for _ in range(14):
+        mid = math.sqrt(lo * hi)
+        if decide_at(spec, reading, sized, 1 - mid).verdict.verdict in (HOLDS, REFUTED):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def run_family(rows: Sequence[Claim], alpha: float = FAMILY_ALPHA) -> list[Claim]:
+    """The rows of a whole run — several notebooks, each judged by its own Holm family — judged as one
+    family: Holm's step-down over every decisive noisy row's :attr:`~nbkit.claims.Claim.alpha_needed`. A row
+    that is decisive in its notebook but not in the run's family reads inconclusive, saying so; every other
+    row is returned as it is."""
+    family = [r for r in rows if r.alpha_needed is not None and r.verdict in (HOLDS, REFUTED)]
+    m = len(family)
+    keep: set[int] = set()
+    for i, r in enumerate(sorted(family, key=lambda r: r.alpha_needed)):  # type: ignore[arg-type, return-value]
+        if r.alpha_needed > alpha / (m - i):  # type: ignore[operator]
+            break
+        keep.add(id(r))
+    out = []
+    for r in rows:
+        if r in family and id(r) not in keep:
+            why = (
+                f"{r.why} — but not decisive in this run's family of {m} decisive rows across its notebooks "
+                f"(Holm at α = {alpha:g}; this row decides only at α ≥ {r.alpha_needed:.3g})"
+            )
+            r = dataclasses.replace(r, verdict=INCONCLUSIVE, why=why)
+        out.append(r)
     return out
 
 
@@ -392,7 +435,10 @@ def judge(
         if r is None or _unmeasured(r):
             rows.append(_row(spec, r, _unmeasured_verdict(spec, r, results), missing=_missing(spec, r)))
         elif spec.key in judged:
-            rows.append(_row(spec, r, judged[spec.key].verdict, sized.get(spec.key), judged[spec.key]))
+            row = _row(spec, r, judged[spec.key].verdict, sized.get(spec.key), judged[spec.key])
+            if row.verdict in (HOLDS, REFUTED):
+                row = dataclasses.replace(row, alpha_needed=alpha_needed(spec, r, sized[spec.key], alpha))
+            rows.append(row)
         elif spec.key in sized:
             j = decide_at(spec, r, sized[spec.key], level)
             rows.append(_row(spec, r, _undecided(spec, sized[spec.key], j, profile), sized[spec.key], j))

@@ -50,8 +50,10 @@ class Claim:
     row stops when its verdict is reached); ``p_holds_if_true`` and ``p_refuted_if_false``, its operating
     characteristics at that budget, simulated at ``true_value`` (the claimed value) and ``false_value``
     (the rule's false value); ``decided`` whether both reach the bar a verdict needs; ``design`` the
-    design in one line (expected units under each value, the spread it was planned with). An ``exact``
-    row (a count, a flag, a formula) has no operating characteristics: it is exact.
+    design in one line (expected units under each value, the spread it was planned with);
+    ``alpha_needed`` the smallest family-wise α at which a decisive noisy row still decides (what a run of
+    several notebooks judges them on as one family). An ``exact`` row (a count, a flag, a formula) has no
+    operating characteristics: it is exact.
     """
 
     claim: str
@@ -75,6 +77,7 @@ class Claim:
     false_value: str = ""
     decided: bool = True
     design: str = ""
+    alpha_needed: float | None = None
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -101,6 +104,7 @@ _TYPED = {
     "budget": int,
     "p_holds_if_true": float,
     "p_refuted_if_false": float,
+    "alpha_needed": float,
     "exact": bool,
     "decided": bool,
 }

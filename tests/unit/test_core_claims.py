@@ -44,6 +44,7 @@ from nbkit.claims import (
     mean_interval,
     paired_rate_difference_interval,
     rate_interval,
+    run_family,
     within,
 )
 from nbkit.claims.design import simulate
@@ -382,3 +383,27 @@ def test_claims_roundtrip_through_record_and_read_older_rows():
     assert back.decided is False and back.exact is False
     with pytest.raises(ValueError, match="claims row 0: missing field"):
         as_claims([{"claim": "x"}])
+
+
+def test_a_runs_notebooks_are_judged_as_one_family():
+    """alpha_needed is the smallest α at which a row decides; a run of several notebooks re-judges their
+    decisive rows by Holm over all of them, so a row decisive only in its own notebook's family reads
+    inconclusive in the run, saying so."""
+    (row,) = judge([_spec("k")], _results([1.0, 1.2, 0.9, 1.1, 1.0, 0.95]), SIZES)
+    assert row.verdict == HOLDS and 0 < row.alpha_needed < 0.05
+    spec = _spec("k")
+    from nbkit.claims.judge import decide_at, size
+
+    reading = Reading([1.0, 1.2, 0.9, 1.1, 1.0, 0.95], "")
+    sized = size(spec, reading, _results(reading.sample), SIZES, 0.95)
+    assert decide_at(spec, reading, sized, 1 - row.alpha_needed).verdict.verdict == HOLDS
+    assert decide_at(spec, reading, sized, 1 - row.alpha_needed / 1.2).verdict.verdict == INCONCLUSIVE
+    strong = dataclasses.replace(row, key="strong", alpha_needed=1e-6)
+    weak = dataclasses.replace(row, key="weak", alpha_needed=0.03)
+    weaker = dataclasses.replace(row, key="weaker", alpha_needed=0.04)
+    exact = dataclasses.replace(row, key="exact", alpha_needed=None)
+    out = {r.key: r for r in run_family([strong, weak, weaker, exact])}
+    assert out["strong"].verdict == HOLDS and out["exact"].verdict == HOLDS  # 1e-6 ≤ 0.05 / 3
+    assert out["weak"].verdict == INCONCLUSIVE and "family of 3 decisive rows" in out["weak"].why  # > 0.05/2
+    assert out["weaker"].verdict == INCONCLUSIVE
+    assert run_family([weak])[0].verdict == HOLDS  # alone, 0.03 ≤ 0.05
