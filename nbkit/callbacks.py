@@ -10,7 +10,8 @@ arrive::
     from nbkit.callbacks import LightningDiagnoseCallback   # lightning.Trainer
     trainer = lightning.Trainer(..., callbacks=[LightningDiagnoseCallback()])
 
-Each new finding is printed as one line (``nbkit: step 120 · FOUND loss spikes: …``); in Jupyter the loss
+Each new finding is printed as one line, with the step the run had reached (``nbkit: step 120 · FOUND loss
+spikes: 1 spike: step 97: …``); in Jupyter the loss
 and eval losses, the learning rate, the grad norm and, on a GPU, the CUDA memory are drawn live
 (:class:`nbkit.live.LiveFigure`: widgets in a live kernel, one refreshed output each when headless).
 ``stop_on_nonfinite=True`` stops training at the end of the first step whose training loss (or an eval
@@ -22,8 +23,10 @@ The rules cost more the longer the run, so they are applied only while the time 
 the first non-finite value always); recording a logged value costs microseconds. Non-finite losses are
 seen at the step they happen: the HF Trainer's ``logging_nan_inf_filter`` (on by default) keeps a NaN step
 out of the logged loss, so the HF callback reads each training step's loss from the model's output, and
-the Lightning callback from the training step's. Reading it is one device-to-host copy per step with
-``stop_on_nonfinite``, one per logged step without it.
+the Lightning callback from the training step's: one device-to-host copy per step with
+``stop_on_nonfinite``; without it, one per :data:`PENDING_LOSSES` steps for the HF Trainer (a
+non-finite step is then reported up to that many steps later, and training goes on) and one per
+``log_every_n_steps`` for Lightning (whose loss curve these are).
 
 transformers and lightning are imported when a callback class is first used, never by ``import nbkit``.
 """
@@ -64,7 +67,7 @@ LINE_CHARS = 300  # a finding's printed line is cut here; callback.rows keeps th
 PENDING_LOSSES = 64  # per-step losses held on the device at most before they are read in one copy
 LIVE_POINTS = 1000  # a live trace draws every point up to this many, then every 2nd, 4th …
 GIB = 2**30
-EVENT_KEYS = ("loss-spikes", "grad-explosions")  # rows whose every new step is a new finding
+EVENT_KEYS = ("loss-spikes", "grad-explosions")  # rows of events: each further event is a new finding
 
 # An eval loss as Lightning users and the HF Trainer name it: val_loss, val/loss, valid_loss_epoch,
 # loss/val, eval_loss, eval_<set>_loss (the HF Trainer's dict of eval datasets), validation/loss.
@@ -247,6 +250,7 @@ class Watch:
         self.clip_where = ""
         self.memory_device: Any = None
         self.rule_seconds = 0.0
+        self.last_cost = 0.0  # seconds the last judgement took
         self.judged = 0
         self.started = time.monotonic()
         self.stop_step: int | None = None
@@ -349,8 +353,9 @@ class Watch:
         return curves, {k: c.series() for k, c in self.evals.items() if c.steps}
 
     def maybe_judge(self, force: bool = False) -> None:
-        """Apply the rules now when forced, or when their time so far is within the budget."""
-        if not force and self.rule_seconds > RULE_BUDGET * (time.monotonic() - self.started):
+        """Apply the rules now when forced, or when their time so far and one more judgement as long as
+        the last stay within the budget (the first judgement is made at once)."""
+        if not force and self.rule_seconds + self.last_cost > RULE_BUDGET * (time.monotonic() - self.started):
             return
         t0 = time.perf_counter()
         curves, evals = self.curves()
@@ -366,7 +371,8 @@ class Watch:
             )
             self.judged += 1
             self._announce()
-        self.rule_seconds += time.perf_counter() - t0
+        self.last_cost = time.perf_counter() - t0
+        self.rule_seconds += self.last_cost
 
     def _announce(self) -> None:
         """One line per new finding: a row newly found, or a row of events (spikes, explosions) with more
@@ -380,10 +386,9 @@ class Watch:
             if count <= self.announced.get(row.key, 0):
                 continue
             self.announced[row.key] = count
-            at = row.steps[-1] if events and row.steps else (row.steps[0] if row.steps else self.last_step())
             stopped = row.key == "non-finite" and self.stop_step is not None
             line = (
-                f"nbkit: step {at} · FOUND {row.title}"
+                f"nbkit: step {self.last_step()} · FOUND {row.title}"
                 + (", training stopped (stop_on_nonfinite)" if stopped else "")
                 + f": {row.measured}"
             )
@@ -474,7 +479,7 @@ class _StepLosses:
 
     def add(self, step: int, loss: Any) -> None:
         self.steps.append(step)
-        self.losses.append(loss.detach().reshape(()).float())
+        self.losses.append(loss.detach())  # the rest (shape, dtype, the copy) once per read
 
     def read(self) -> list[tuple[int, float]]:
         """Every (step, loss) kept, in order; empties the store."""
@@ -482,7 +487,7 @@ class _StepLosses:
             return []
         import torch
 
-        values = torch.stack(self.losses).cpu().tolist()
+        values = torch.stack([x.reshape(()) for x in self.losses]).float().cpu().tolist()
         out = list(zip(self.steps, values, strict=True))
         self.steps, self.losses = [], []
         return out
@@ -571,7 +576,7 @@ def _hf_class() -> type:
 
         def on_step_end(self, args, state, control, **kwargs):
             self._step = int(state.global_step) + 1
-            if self.watch.stop_on_nonfinite or control.should_log or len(self._losses) >= PENDING_LOSSES:
+            if self.watch.stop_on_nonfinite or len(self._losses) >= PENDING_LOSSES:
                 self.watch.step_losses(self._losses.read())
             if self.watch.should_stop:
                 control.should_training_stop = True
@@ -682,12 +687,10 @@ def _lightning_class() -> type:
             if hasattr(loss, "detach"):
                 self._losses.add(self._step, loss * int(trainer.accumulate_grad_batches))
             stepped = int(trainer.global_step) == self._step  # the step's last micro-batch is done
-            if stepped and (
-                self.watch.stop_on_nonfinite
-                or self._logs_at(trainer, self._step)
-                or len(self._losses) >= PENDING_LOSSES
-            ):
+            logs = stepped and self._logs_at(trainer, self._step)
+            if stepped and (logs or self.watch.stop_on_nonfinite or len(self._losses) >= PENDING_LOSSES):
                 self._read_losses()
+            if logs:
                 _memory(self.watch, self._step)
                 self.watch.maybe_judge()
             if self.watch.should_stop:

@@ -310,7 +310,9 @@ def test_one_line_per_new_finding_events_counted():
             w.maybe_judge(force=True)
     spikes = [line for line in lines if "FOUND loss spikes" in line]
     assert len(spikes) == 2  # the spike at 80 once (judged three times), the one at 150 when it came
-    assert spikes[0].startswith("nbkit: step 80 ") and spikes[1].startswith("nbkit: step 150 ")
+    assert spikes[0].startswith("nbkit: step 100 · FOUND loss spikes: 1 spike: step 80: ")
+    assert spikes[1].startswith("nbkit: step 200 · FOUND loss spikes: 2 spikes: step 80: ")
+    assert "step 150: " in spikes[1]
 
 
 def test_the_rules_wait_while_their_time_exceeds_the_budget():
@@ -354,3 +356,25 @@ def test_importing_the_callbacks_imports_neither_trainer_library():
         "assert not {'transformers', 'lightning', 'torch'} & set(sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- notebook 04's section ---------------------------------------------------------------------------------
+
+
+def test_notebook_04s_watched_run_trains_and_reports_what_the_callback_judged():
+    import json
+
+    from nbkit.audit import context, experiments
+    from nbkit.record import to_jsonable
+
+    ctx = context.AuditContext("cpu", smoke=True, model="tiny", progress=False, threads=1)
+    result = experiments.run("watched-run", ctx)
+    m = result.metrics
+    assert m.steps_run == m.max_steps == 40 and m.stopped_at is None
+    statuses = {r.key: r.status for r in m.rows}
+    assert statuses["lr-schedule"] == CLEAR and statuses["non-finite"] == CLEAR
+    assert set(m.findings) == {k for k, s in statuses.items() if s == FOUND}
+    assert {"train loss", "eval loss", "learning rate (configured)"} <= {t.name for t in result.figure.data}
+    assert m.seconds_per_step > 0 and m.rule_seconds > 0
+    json.dumps(to_jsonable(m), allow_nan=False)  # what the notebook records
+    assert "learning rate as configured" in result.data.table_html()
