@@ -58,6 +58,7 @@ from nbkit.diagnose.curves import (
 )
 from nbkit.diagnose.rows import FOUND, RunRow
 from nbkit.diagnose.schedule import Schedule, configured_curve, verdict_schedule
+from nbkit.live import LiveFigure, in_kernel
 
 # The two callback classes are built on first use (the module's __getattr__ below).
 __all__ = ["RULE_BUDGET", "DiagnoseCallback", "LightningDiagnoseCallback", "Watch", "judge"]  # noqa: F822
@@ -165,8 +166,6 @@ class _Panel:
     without a given figure, the learning rate, the grad norm (log scale) and, on a GPU, CUDA memory."""
 
     def __init__(self, figure: Any, memory_device: Any, title_note: str) -> None:
-        from nbkit.live import LiveFigure
-
         self.given = figure is not None
         self.loss = (
             figure if figure is not None else LiveFigure(f"loss · {title_note}", xaxis="step", height=300)
@@ -270,8 +269,6 @@ class Watch:
     ) -> None:
         """A run starts: what is known of its schedule and clipping; the panel when drawing."""
         import scipy.stats  # noqa: F401  (the rules' intervals: imported here, not inside the first judgement)
-
-        from nbkit.live import in_kernel
 
         self.reset()
         self.schedule, self.total, self.total_where = schedule, total, total_where
@@ -729,3 +726,7 @@ def __getattr__(name: str) -> Any:
     if name == "LightningDiagnoseCallback":
         return _lightning_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), "DiagnoseCallback", "LightningDiagnoseCallback"])

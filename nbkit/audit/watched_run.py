@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from nbkit.audit.sft import make_sft_examples, tiny_tokenizer
+from nbkit.callbacks import DiagnoseCallback
+from nbkit.diagnose.artefacts import RunArtefacts
+from nbkit.diagnose.finished import FinishedRun
+from nbkit.diagnose.rows import FOUND
 from nbkit.experiment import param
+from nbkit.model_files import tiny_llama
 from nbkit.result import Result
 
 SCHEDULES = ("constant_with_warmup", "linear", "cosine", "inverse_sqrt")
@@ -115,10 +121,7 @@ def step_clock() -> Any:
 
 def build_trainer(cfg: WatchedRunConfig, callbacks: list[Any], output_dir: str | Path, seed: int = 0):
     """The HF Trainer of the watched run (CPU, fp32, nothing saved or reported), its callbacks given."""
-    from transformers import Trainer, TrainingArguments
-
-    from nbkit.audit.sft import make_sft_examples, tiny_tokenizer
-    from nbkit.model_files import tiny_llama
+    from transformers import PrinterCallback, Trainer, TrainingArguments
 
     tokenizer = tiny_tokenizer()
     records = make_sft_examples(cfg.train_examples + cfg.eval_examples, seed=seed)
@@ -140,24 +143,22 @@ def build_trainer(cfg: WatchedRunConfig, callbacks: list[Any], output_dir: str |
         seed=seed,
         disable_tqdm=True,
     )
-    return Trainer(
+    trainer = Trainer(
         model=model,
         args=args,
         train_dataset=_examples(tokenizer, records[: cfg.train_examples]),
         eval_dataset=_examples(tokenizer, records[cfg.train_examples :]),
         callbacks=callbacks,
     )
+    # Without a progress bar the Trainer prints every log as a dict; the callback's lines are what to read.
+    trainer.remove_callback(PrinterCallback)
+    return trainer
 
 
 def run_watched(cfg: WatchedRunConfig, ctx: Any, live=None) -> Result[WatchedRunMetrics]:
     """Train the tiny run with the callback (the loss and eval loss drawn into ``live`` as they come);
     the result's data is the finished run's report on the callback's rows, its figure the run's curves."""
     import tempfile
-
-    from nbkit.callbacks import DiagnoseCallback
-    from nbkit.diagnose.artefacts import RunArtefacts
-    from nbkit.diagnose.finished import FinishedRun
-    from nbkit.diagnose.rows import FOUND
 
     callback = DiagnoseCallback(stop_on_nonfinite=cfg.stop_on_nonfinite, figure=live)
     clock = step_clock()
