@@ -451,7 +451,7 @@ class _WatchingCallback:
     def curves(self) -> dict[str, Series]:
         """The series the rules read: loss, grad norm, LR, and each eval set's loss under its metric name."""
         curves, evals = self.watch.curves()
-        return curves | {s.name: s for s in evals.values()}
+        return curves | {(f"eval_{name}_loss" if name else EVAL_LOSS): s for name, s in evals.items()}
 
     @property
     def rule_seconds(self) -> float:

@@ -11,6 +11,7 @@ of long ones), so the two cannot drift apart unnoticed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -291,7 +292,7 @@ def _fits(lr: Series, kind: str, peak: float, warmup: int, total: int) -> bool:
     probe = lr
     if len(lr) > PROBE_POINTS:
         pick = np.unique(np.linspace(0, len(lr) - 1, PROBE_POINTS).astype(np.int64))
-        probe = Series(lr.name, lr.steps[pick], lr.values[pick], lr.source)
+        probe = dataclasses.replace(lr, steps=lr.steps[pick], values=lr.values[pick])
     if _fit(probe, kind, peak, warmup, total, options)[0] > TOLERANCE:
         return False
     return _fit(lr, kind, peak, warmup, total, options)[0] <= TOLERANCE
