@@ -275,6 +275,25 @@ diagnosis = experiments.show(
 finished = experiments.show("finished-run", ctx, run_dir=FINISHED_RUN, config=FINISHED_RUN_CONFIG)
 
 # %% [markdown]
+# ### While it trains: `nbkit.callbacks` (`watched-run`)
+#
+# The same rules need not wait for the run to end. `DiagnoseCallback` (in `nbkit.callbacks`; for
+# Lightning, `LightningDiagnoseCallback`) applies them to the curves logged so far as each log arrives,
+# prints one line per new finding, draws the loss and eval loss (and, outside a panel, the learning rate
+# against the configured schedule, the grad norm, and CUDA memory on a GPU) live, and with
+# `stop_on_nonfinite=True` stops training at the first step whose loss is NaN or infinite — read from the
+# model's own output, since the Trainer's `logging_nan_inf_filter` keeps such a step out of the logged
+# loss. Add it to your own run with `Trainer(..., callbacks=[DiagnoseCallback(stop_on_nonfinite=True)])`.
+# Here a randomly initialised tiny Llama learns the bundled SFT task from 16 examples on the CPU: it
+# memorises them, and the callback names the step where the eval loss turned up while the training loss
+# kept falling. Raise `learning_rate` far above 1e-2 to watch spikes and grad-norm explosions named as
+# they come. The table is the callback's last judgement, the figure the run's curves with its findings
+# marked.
+
+# %%
+watched = experiments.show("watched-run", ctx)
+
+# %% [markdown]
 # ## A deliberately broken configuration (`audit`)
 #
 # `broken.yaml` hides one fault per section (unmatched LoRA target and a rank above the k/v width,

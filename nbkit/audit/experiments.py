@@ -6,7 +6,8 @@ JSON) onto the audit and runs every check it allows in a context of its own that
 loaded models (a deliberately broken config, ``broken.yaml``, by default); ``trainer-config`` does the
 same for a user's trainer config and its five trainer checks (14–18); ``diagnose`` is ``nbkit diagnose``
 on a whole training setup (the trainer config, its DeepSpeed JSON, the model and the cluster) and
-``finished-run`` is ``nbkit diagnose RUN_DIR`` on a finished run's logs and memory snapshots. Each
+``finished-run`` is ``nbkit diagnose RUN_DIR`` on a finished run's logs and memory snapshots, and
+``watched-run`` the same rules applied while a tiny HF Trainer run trains (:mod:`nbkit.callbacks`). Each
 returns typed metrics like a check, so a claim can read a whole config's audit. ``run``, ``panel`` and
 ``show`` are the registry's own.
 """
@@ -22,6 +23,7 @@ from nbkit.audit.config import config_file
 from nbkit.audit.context import AuditContext
 from nbkit.audit.formats import read_any
 from nbkit.audit.registry import REGISTRY, TRAINER_CHECKS, run_audit
+from nbkit.audit.watched_run import WatchedRunConfig, WatchedRunMetrics, run_watched, show_watched
 from nbkit.diagnose.diagnosis import diagnose
 from nbkit.diagnose.finished import FinishedRun, finished_run
 from nbkit.experiment import Experiment, param
@@ -287,6 +289,20 @@ REGISTRY.register(
         FinishedRunMetrics,
         run_finished,
         show_result=show_finished,
+    )
+)
+
+REGISTRY.register(
+    Experiment(
+        "watched-run",
+        "Your run while it trains: nbkit.callbacks",
+        WatchedRunConfig,
+        WatchedRunMetrics,
+        run_watched,
+        figure_title="a tiny HF Trainer run, watched (loss and eval loss)",
+        xaxis="step",
+        yaxis="loss",
+        show_result=show_watched,
     )
 )
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from nbkit.diagnose.artefacts import RunArtefacts, read_run
 from nbkit.diagnose.curves import (
     EVAL_LOSS,
@@ -36,7 +34,7 @@ from nbkit.diagnose.curves import (
 from nbkit.diagnose.memory import memory_rows
 from nbkit.diagnose.rows import CLEAR, FIGURE, FOUND, NOT_CHECKED, UNDECIDED, RunRow, terminal_width, wrap
 from nbkit.diagnose.run_figures import block_map, curves_figure
-from nbkit.diagnose.schedule import MODELLED, expected_lr, verdict_schedule
+from nbkit.diagnose.schedule import expected_curve, verdict_schedule
 from nbkit.diagnose.setup import EXAMPLES_DIR
 from nbkit.diagnose.snapshot import Memory, allocation_site, analyse
 from nbkit.record import to_jsonable
@@ -89,14 +87,7 @@ class FinishedRun:
         a = self.artefacts
         out = []
         sched = a.schedule
-        expected = None
-        if sched is not None and sched.kind in MODELLED and sched.peak > 0 and LEARNING_RATE in a.curves:
-            lr = a.curves[LEARNING_RATE]
-            total = a.total_steps or int(lr.steps[-1])
-            row = next((r for r in self.rows if r.key == "lr-schedule"), None)
-            offset = int(row.figures.get("offset", 0)) if row is not None else 0
-            exp = expected_lr(sched.kind, sched.peak, sched.warmup(total), total)
-            expected = (np.arange(len(exp)) + offset, exp)
+        expected = expected_curve(next((r for r in self.rows if r.key == "lr-schedule"), None))
         fig = curves_figure(
             a.curves, self.rows, max_grad_norm=sched.max_grad_norm if sched else None, expected_lr=expected
         )

@@ -3,6 +3,11 @@ snapshot's segments as a map of allocated and free blocks.
 
 Quantities with different units get their own axes (loss and eval loss share one; the grad norm, on a
 log scale, and the learning rate each have theirs), all on the same step axis.
+
+A long run's curves are drawn thinned (:func:`thin`): a million points per curve would make a page of
+tens of megabytes that no browser draws smoothly, while a screen is a few thousand pixels wide. Each of
+:data:`DRAW_BUCKETS` equal step ranges keeps its first, last, lowest and highest point, so every spike and
+dip stays visible at its height, and the steps a row flagged and every non-finite value are always kept.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 FLAG = "#c22"
+DRAW_BUCKETS = 1000  # equal step ranges a long curve is drawn in (four points each at most)
 STATE_COLOURS = {"active_allocated": "#3a6fb0", "pending": "#e39b2d", "inactive": "#d8d8d8"}
 MAX_SEGMENTS = 40
 
@@ -31,6 +37,44 @@ def _at(s: Series, steps: tuple[int, ...]) -> tuple[list[int], list[float]]:
             xs.append(int(st))
             ys.append(float(s.values[i]) if np.isfinite(s.values[i]) else float("nan"))
     return xs, ys
+
+
+def thin(steps: np.ndarray, values: np.ndarray, keep=(), buckets: int = DRAW_BUCKETS) -> np.ndarray:
+    """Indices of the points of a curve to draw: all of them when there are at most 4 × ``buckets``; else,
+    in each of ``buckets`` equal ranges of steps, the first, last, lowest and highest finite point, and
+    always the non-finite points and those at the steps in ``keep``. Hand-written because plotly draws
+    every point it is given (its WebGL traces included) and neither numpy nor pandas has a min/max
+    decimation; vectorised, so a million points take milliseconds."""
+
+    steps = np.asarray(steps)
+    values = np.asarray(values, dtype=float)
+    n = len(steps)
+    if n <= 4 * buckets:
+        return np.arange(n)
+    span = int(steps[-1]) - int(steps[0]) + 1
+    bucket = (steps.astype(np.int64) - int(steps[0])) * buckets // span
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    ends = np.r_[starts[1:], n] - 1
+    of = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+    finite = np.isfinite(values)
+    low = np.where(finite, values, np.inf)
+    high = np.where(finite, values, -np.inf)
+
+    def first_where(hit: np.ndarray) -> np.ndarray:  # the first index of each bucket where ``hit`` holds
+        idx = np.flatnonzero(hit)
+        return idx[np.r_[True, of[idx][1:] != of[idx][:-1]]]
+
+    lowest = first_where(low == np.minimum.reduceat(low, starts)[of])
+    highest = first_where(high == np.maximum.reduceat(high, starts)[of])
+    wanted = np.asarray(sorted({int(k) for k in keep}), dtype=steps.dtype)
+    at = np.searchsorted(steps, wanted)
+    at = at[(at < n) & (steps[np.minimum(at, n - 1)] == wanted)]
+    return np.unique(np.concatenate([starts, ends, lowest, highest, np.flatnonzero(~finite), at]))
+
+
+def _drawn(steps: np.ndarray, values: np.ndarray, keep=()) -> tuple[np.ndarray, np.ndarray]:
+    idx = thin(steps, values, keep, DRAW_BUCKETS)
+    return np.asarray(steps)[idx], np.asarray(values)[idx]
 
 
 def curves_figure(
@@ -65,6 +109,8 @@ def curves_figure(
     )
     row_of = {p: i + 1 for i, p in enumerate(panels)}
     by = {r.key: r for r in rows}
+    flagged = {st for r in rows if r.status == FOUND for st in r.steps}
+    longest = max(len(s) for s in curves.values())
 
     def marks(s: Series, row_key: str, panel: str, label: str) -> None:
         r = by.get(row_key)
@@ -84,9 +130,10 @@ def curves_figure(
 
     if LOSS in curves:
         s = curves[LOSS]
+        x, y = _drawn(s.steps, s.values, flagged)
         fig.add_scatter(
-            x=s.steps,
-            y=s.values,
+            x=x,
+            y=y,
             name="train loss",
             mode="lines",
             line={"width": 1.2},
@@ -110,9 +157,8 @@ def curves_figure(
             )
     if EVAL_LOSS in curves:
         s = curves[EVAL_LOSS]
-        fig.add_scatter(
-            x=s.steps, y=s.values, name="eval loss", mode="lines+markers", row=row_of["loss"], col=1
-        )
+        x, y = _drawn(s.steps, s.values, flagged)
+        fig.add_scatter(x=x, y=y, name="eval loss", mode="lines+markers", row=row_of["loss"], col=1)
         marks(s, "overfitting", "loss", "overfitting onset")
     nonfinite = by.get("non-finite")
     if nonfinite is not None and nonfinite.status == FOUND:
@@ -120,9 +166,10 @@ def curves_figure(
             fig.add_vline(x=st, line_color=FLAG, line_dash="dot", opacity=0.6)
     if GRAD_NORM in curves:
         s = curves[GRAD_NORM]
+        x, y = _drawn(s.steps, s.values, flagged)
         fig.add_scatter(
-            x=s.steps,
-            y=s.values,
+            x=x,
+            y=y,
             name="grad norm",
             mode="lines",
             line={"width": 1.2},
@@ -142,18 +189,20 @@ def curves_figure(
         fig.update_yaxes(type="log", row=row_of[GRAD_NORM], col=1)
     if LEARNING_RATE in curves:
         s = curves[LEARNING_RATE]
+        x, y = _drawn(s.steps, s.values, flagged)
         fig.add_scatter(
-            x=s.steps,
-            y=s.values,
+            x=x,
+            y=y,
             name="learning rate (logged)",
             mode="lines",
             row=row_of[LEARNING_RATE],
             col=1,
         )
         if expected_lr is not None:
+            ex, ey = _drawn(*expected_lr)
             fig.add_scatter(
-                x=expected_lr[0],
-                y=expected_lr[1],
+                x=ex,
+                y=ey,
                 name="learning rate (configured)",
                 mode="lines",
                 line={"dash": "dot", "color": "#555"},
@@ -162,7 +211,13 @@ def curves_figure(
             )
         marks(s, "lr-schedule", LEARNING_RATE, "LR departs from the config")
     fig.update_xaxes(title_text="step", row=len(panels), col=1)
-    fig.update_layout(height=260 * len(panels) + 80, title="the run's curves", legend={"orientation": "h"})
+    title = "the run's curves"
+    if longest > 4 * DRAW_BUCKETS:
+        title += (
+            f"<br><sup>{longest:,} logged points: each curve drawn as the first, last, lowest and highest "
+            f"point of {DRAW_BUCKETS} equal step ranges, flagged steps kept</sup>"
+        )
+    fig.update_layout(height=260 * len(panels) + 80, title=title, legend={"orientation": "h"})
     return fig
 
 

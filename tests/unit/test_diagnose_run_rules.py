@@ -253,7 +253,7 @@ def test_schedule_not_checked_or_undecided():
     lr = _s("learning_rate", [1e-3, 1e-3])
     assert verdict_schedule(lr, None, 2, "").status == NOT_CHECKED
     assert verdict_schedule(None, _schedule(), 2, "").status == NOT_CHECKED
-    assert verdict_schedule(lr, _schedule("polynomial"), 2, "").status == NOT_CHECKED
+    assert verdict_schedule(lr, _schedule("reduce_lr_on_plateau"), 2, "").status == NOT_CHECKED
     assert verdict_schedule(_s("learning_rate", [1e-3]), _schedule(), 2, "").status == UNDECIDED
 
 
