@@ -1,10 +1,13 @@
-"""Build step: the wheel carries the workbook's notebooks as package data (``nbkit/notebooks/``).
+"""Build step: the wheel carries the workbook's notebooks as package data (``nbkit/notebooks/``), and the
+field notes' page (``nbkit/docs/field-notes.md``).
 
 ``notebooks/`` at the repository root stays their one copy in git; this copies its ``NN_name.ipynb``
 files and ``reference_seconds.json`` into the built package, so ``nbkit run`` and ``nbkit init``
-work in an environment that installed the wheel and has no checkout. setuptools' package-data can
-only name files inside a package folder, hence this small ``build_py`` step. Everything else about
-the build is declared in pyproject.toml.
+work in an environment that installed the wheel and has no checkout. ``docs/field-notes.md`` is
+copied the same way: a ledger row cites the notes' sections, and a user without a checkout reads
+there what they are (``nbkit doctor`` prints its path). setuptools' package-data can only name files
+inside a package folder, hence this small ``build_py`` step. Everything else about the build is
+declared in pyproject.toml.
 """
 
 from pathlib import Path
@@ -14,6 +17,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 PACKAGED = ("[0-9][0-9]_*.ipynb", "reference_seconds.json")
+PAGES = ("field-notes.md",)  # from docs/ into nbkit/docs/
 
 
 class BuildPyWithNotebooks(build_py):
@@ -30,6 +34,15 @@ class BuildPyWithNotebooks(build_py):
         target = Path(self.build_lib) / "nbkit" / "notebooks"
         self.mkpath(str(target))
         for src in found:
+            self.copy_file(str(src), str(target / src.name))
+        pages = [ROOT / "docs" / name for name in PAGES]
+        if not all(p.is_file() for p in pages):
+            raise SystemExit(
+                f"nbkit build: {', '.join(str(p) for p in pages)} must exist; the wheel carries them"
+            )
+        target = Path(self.build_lib) / "nbkit" / "docs"
+        self.mkpath(str(target))
+        for src in pages:
             self.copy_file(str(src), str(target / src.name))
 
 

@@ -25,6 +25,15 @@ def packaged_notebooks_dir() -> Path:
     return installed if _holds_notebooks(installed) else package.parent / "notebooks"
 
 
+def field_notes_page() -> Path:
+    """The page that says what the field notes are and where each ledger row's claim comes from: the
+    wheel's ``nbkit/docs/field-notes.md`` (setup.py copies it there), or the source checkout's
+    ``docs/field-notes.md`` (its one copy in git) for an editable install."""
+    package = Path(__file__).resolve().parent
+    installed = package / "docs" / "field-notes.md"
+    return installed if installed.is_file() else package.parent / "docs" / "field-notes.md"
+
+
 def notebooks_dir() -> Path:
     """Where the workbook's notebooks live: $NBKIT_NOTEBOOKS; ./notebooks; the current folder when it
     holds NN_name.ipynb notebooks (an ``nbkit init`` folder, or a kernel running in the notebooks'

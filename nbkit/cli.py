@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from nbkit import __version__
-from nbkit.catalog import available_notebooks
+from nbkit.catalog import available_notebooks, field_notes_page
 from nbkit.compare import add_command as add_compare
 from nbkit.compare import cmd_compare
 from nbkit.doctor import doctor_report
@@ -256,7 +256,14 @@ def _cmd_doctor(args) -> int:
     if args.format == "json":
         print(
             json.dumps(
-                {**report, "missing": missing, "own_run_examples": OWN_RUN_EXAMPLES}, indent=2, default=str
+                {
+                    **report,
+                    "missing": missing,
+                    "own_run_examples": OWN_RUN_EXAMPLES,
+                    "field_notes": str(field_notes_page()),
+                },
+                indent=2,
+                default=str,
             )
         )
     else:
@@ -286,6 +293,7 @@ def _cmd_doctor(args) -> int:
                 fix = "" if info["ok"] else f"  — {info.get('why', 'missing')}; fix: {info.get('fix')}"
                 print(f"{mark} {section}/{name} {detail}{fix}")
         print("all present" if not missing else f"missing: {', '.join(missing)}")
+        print(f"where each claim of the ledgers comes from (the field notes): {field_notes_page()}")
         print("diagnose your own run:")
         for theme, line in OWN_RUN_EXAMPLES.items():
             print(f"  [{theme}] {line}")

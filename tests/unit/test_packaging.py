@@ -59,7 +59,9 @@ def test_every_install_command_names_this_projects_distribution():
     assert seen >= 3
     for shown in ("README.md", "notebooks/00_start_here.py"):
         assert f"pip install '{DIST}[all]'" in (ROOT / shown).read_text(encoding="utf-8"), shown
-    assert "nbkit_workbook-0.1.0-py3-none-any.whl" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "nbkit_workbook-0.1.0-py3-none-any.whl" in (ROOT / "docs" / "development.md").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_the_install_check_catches_each_old_form():
@@ -191,7 +193,8 @@ def test_import_nbkit_is_instant_and_light():
 
 # -- the wheel: notebooks as package data, honest extras, the user's torch kept ----------------------
 
-WHEEL_SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "nbkit", "notebooks")
+WHEEL_SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "nbkit", "notebooks", "docs")
+FIELD_NOTES = ROOT / "docs" / "field-notes.md"  # the page the ledgers' sources point to: in the wheel too
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info", "build")
 
 
@@ -267,6 +270,7 @@ def test_wheel_carries_the_notebooks_and_every_data_file(wheel):
             z.read("nbkit/notebooks/reference_seconds.json")
             == (ROOT / "notebooks" / "reference_seconds.json").read_bytes()
         )
+        assert z.read("nbkit/docs/field-notes.md") == FIELD_NOTES.read_bytes()
         missing = [f for f in _tracked_package_data() if f not in names]
         assert not missing, f"package data left out of the wheel: {missing}"
         # The paired py:percent scripts stay in the repository: the wheel carries one copy, the .ipynb.
@@ -287,6 +291,7 @@ def test_sdist_carries_the_notebooks_the_wheel_is_built_from(tmp_path):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {f"notebooks/{nb.name}" for nb in NOTEBOOKS} | {
         "notebooks/reference_seconds.json",
+        "docs/field-notes.md",
         "setup.py",
     } <= names
 
@@ -497,6 +502,24 @@ def _fresh_venv_reusing_this_one(tmp: Path, wheel: Path) -> Path:
     )
     assert rc.returncode == 0, rc.stderr[-3000:]
     return venv
+
+
+def test_installed_wheel_finds_its_field_notes_page(wheel, tmp_path):
+    """Outside a checkout, `nbkit doctor` points at the wheel's copy of docs/field-notes.md."""
+    import os
+
+    venv = _fresh_venv_reusing_this_one(tmp_path, wheel)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import nbkit.catalog as c; print(c.field_notes_page())"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    page = Path(out)
+    assert page.is_relative_to(venv) and page.read_bytes() == FIELD_NOTES.read_bytes(), page
 
 
 def _input_path(run_dir: Path, stem: str) -> Path:
