@@ -41,7 +41,7 @@ def pick_device(choice: str = "auto"):
         if not torch.cuda.is_available():
             raise RuntimeError(
                 f"DEVICE={choice!r} but CUDA is not available here (torch {torch.__version__}); "
-                "use DEVICE='auto' or 'cpu', or install a CUDA build of torch (see README)"
+                "use DEVICE='auto' or 'cpu', or install a CUDA build of torch (docs/gpu.md)"
             )
         dev = torch.device(wanted)
         if dev.index is not None and dev.index >= torch.cuda.device_count():

@@ -18,7 +18,7 @@ for JSON output, a value that contains itself or nests deeper than ``MAX_DEPTH``
 whose JSON is over ``MAX_BYTES`` (record a summary; save big arrays to a file).
 
 ``nbkit.record`` is this module's ``record`` function (``import nbkit; nbkit.record(...)``); the
-readers are reachable from it as well, as the README writes them: ``nbkit.record.read_notebook``,
+readers are reachable from it as well, as ``docs/from-code.md`` writes them: ``nbkit.record.read_notebook``,
 ``nbkit.record.recorded``.
 """
 

@@ -11,21 +11,21 @@
 # %% [markdown]
 # # Start here — the nbkit diagnostic workbook
 #
-# Four notebooks, each a set of widget panels that run **real** experiments on this machine (CPU
-# scale; the same code runs on a GPU with bigger parameters). Open one, run it top to bottom, then
-# change a panel's controls and press **Run**.
+# Four themed notebooks beside this one, each a set of widget panels that run **real** experiments on this
+# machine (CPU scale; the same code runs on a GPU with bigger parameters). Open one, run it top to bottom,
+# then change a panel's controls and press **Run**. Each ends in a **claims ledger**: the field notes' claims
+# (what they are: `docs/field-notes.md`, whose path `nbkit doctor` prints), each re-measured here and judged
+# holds, refuted or inconclusive.
 #
-# | notebook | what it diagnoses | CPU, `SMOKE=True` | CPU, full | GPU |
-# |---|---|---|---|---|
-# | [01_kg_gnn](01_kg_gnn.ipynb) | a typed biomedical knowledge graph (UMLS) in PyTorch Geometric: reverse relations, RGCN, relation-specific negatives, leakage, honest filtered MRR/Hits@k | 118 s | not measured | not measured |
-# | [02_zero_ladder](02_zero_ladder.ipynb) | DeepSpeed ZeRO stages 0–3 (+ offload): measured per-rank memory vs the paper's formula, loss curves, fragmentation, speculative decoding | 84 s | not measured | not measured |
-# | [03_dspy_signatures](03_dspy_signatures.ipynb) | DSPy signatures as testable contracts on a real local LM (SmolLM2-135M): modules behind one signature, compiling, distribution shift | 146 s | not measured | not measured |
-# | [04_finetune_audit](04_finetune_audit.ipynb) | the coupling checks of a LoRA/SFT run (adapters, tokenizer, masking, accumulation, dtypes, schedulers, DDP) and `pscheck`, a Pydantic v2 schema linter | 53 s | not measured | not measured |
+# | notebook | what it diagnoses |
+# |---|---|
+# | [01_kg_gnn](01_kg_gnn.ipynb) | a typed biomedical knowledge graph (UMLS) in PyTorch Geometric: reverse relations, RGCN, relation-specific negatives, leakage, honest filtered MRR/Hits@k |
+# | [02_zero_ladder](02_zero_ladder.ipynb) | DeepSpeed ZeRO stages 0–3 (+ offload): measured per-rank memory vs the paper's formula, loss curves, fragmentation, speculative decoding |
+# | [03_dspy_signatures](03_dspy_signatures.ipynb) | DSPy signatures as testable contracts on a real local LM (SmolLM2-135M): modules behind one signature, compiling, distribution shift |
+# | [04_finetune_audit](04_finetune_audit.ipynb) | the coupling checks of a LoRA/SFT run (adapters, tokenizer, masking, accumulation, dtypes, schedulers, DDP), your finished or running training run, and `pscheck`, a Pydantic v2 schema linter |
 #
-# The `SMOKE=True` times are wall-clock seconds measured by `nbkit run --all --smoke` on the 2-core
-# development machine (no GPU, cores shared with other jobs; the whole check took 7 min). "not
-# measured" means nobody has timed it yet. The table further down shows the times measured **on
-# this machine** by its own last `nbkit run`s.
+# How long each takes — measured on a 2-core machine, and on this machine by its own last `nbkit run`s — is in
+# the table further down.
 #
 # **Before class** (instructor): `nbkit doctor` says what is missing and how to get it;
 # `nbkit run --all --smoke --jobs 2` runs every notebook quickly, two at a time, and writes

@@ -48,7 +48,7 @@ from nbkit.runfolder import LOG_DIR_ENV
 
 SERVER_INSTALL = (
     'pip install "llama-cpp-python[server]"   '
-    "(the CPU build compiles llama.cpp from source; see README for CUDA wheels)"
+    "(the CPU build compiles llama.cpp from source; docs/gpu.md has the CUDA build)"
 )
 # A llama-server binary to use instead of the one make setup built; "none": never.
 LLAMA_SERVER_ENV = "NBKIT_LLAMA_SERVER"

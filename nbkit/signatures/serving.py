@@ -6,7 +6,7 @@ server, one request at a time each, wherever they run on a CPU, so an answer nev
 shared a batch; llama.cpp's batching ``llama-server`` with ``slots`` requests each on CUDA or when asked for
 (``server.resolve_server_kind``). DSPy then evaluates with as many threads as the servers have slots, so every
 slot stays busy (see ``server.LocalLMPool``). On CUDA one server offloads every layer instead
-(``--n-gpu-layers``; the fallback needs a CUDA build of llama-cpp-python, see README). Any other
+(``--n-gpu-layers``; the fallback needs a CUDA build of llama-cpp-python, docs/gpu.md). Any other
 ``lm_model`` is a ``dspy.LM`` model string, reached with four requests at once.
 
 For ``json_grammar`` it keeps one copy of the LM per signature that sends the signature's JSON schema
