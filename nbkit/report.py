@@ -278,8 +278,9 @@ def claim_rows(recorded: Any) -> list[dict[str, Any]]:
 
 def as_not_judged(row: Mapping[str, Any]) -> dict[str, Any]:
     """A smoke run's row as the ledger shows it: what was measured, no verdict (an older run judged its
-    smoke rows; their verdicts are not findings and are not shown)."""
-    if row["verdict"] == NOT_JUDGED:
+    smoke rows; their verdicts are not findings and are not shown). A row that needs a GPU was not
+    measured at all and still says so."""
+    if row["verdict"] in (NOT_JUDGED, "needs GPU"):
         return dict(row)
     return {**row, "verdict": NOT_JUDGED, "why": SMOKE_WHY}
 
@@ -435,6 +436,8 @@ margin:.6em 0;font-size:105%}
 #answer{font-size:118%;margin:.6em 0}
 #notebooks td.count,#notebooks th.count{text-align:right;white-space:nowrap}
 #notebooks td.params{font-size:85%;color:#444}
+#numbers{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:0 1.5em}
+#numbers h3{margin:.3em 0 0 0}table.headline{width:100%}
 table.headline td.value{white-space:nowrap;font-variant-numeric:tabular-nums}
 table.headline td.help{color:#555;font-size:90%}
 #glance section{border:1px solid #ddd;border-radius:4px;padding:.4em .8em;margin:0 0 1em 0;overflow-x:auto}
@@ -626,7 +629,7 @@ def _headline_table(rows: list[tuple[str, str, str]]) -> str:
         "<table class='headline'>"
         + "".join(
             f"<tr><th>{_esc(label)}</th><td class='value'>{_esc(value)}</td>"
-            + (f"<td class='help'>{_esc(help_)}</td>" if help_ else "<td class='help'></td>")
+            + (f"<td class='help'>{_esc(help_)}</td>" if any(h for _, _, h in rows) else "")
             + "</tr>"
             for label, value, help_ in rows
         )
@@ -718,7 +721,8 @@ def write_index(
     ``parameters`` each notebook's (a notebook with ``SMOKE`` true ran at smoke size)."""
     results = list(results)
     smoke = [r.name for r in results if is_smoke(parameters.get(r.name))]
-    table, headlines, sections, ledger, notes = [], [], [], [], []
+    table: list[tuple[dict[str, int], str, str]] = []
+    headlines, sections, ledger, notes = [], [], [], []
     figures = 0
     for r in results:
         link = f"<a href='{_esc(r.name)}.html'>{_esc(r.name)}</a>" if r.html else _esc(r.name)
@@ -744,14 +748,13 @@ def write_index(
         if note and r.ok:
             notes.append(note)
         tally = {v: sum(1 for x in rows if x["verdict"] == v) for v in VERDICT_COLOURS}
-        undecided = len(rows) - sum(tally.values()) + tally["inconclusive"]
-        counts = "".join(
-            f"<td class='count'>{n or ''}</td>"
-            for n in (tally["holds"], tally["refuted"], undecided, tally["needs GPU"], tally[NOT_JUDGED])
-        )
+        tally["undecided"] = len(rows) - sum(tally.values()) + tally["inconclusive"]
         table.append(
-            f"<tr><td>{link}{nb_link}</td><td>{status}</td>{counts}<td class='count'>{r.seconds:.0f}</td>"
-            f"<td class='params'><code>{params}</code></td></tr>"
+            (
+                tally,
+                f"<tr><td>{link}{nb_link}</td><td>{status}</td>",
+                f"<td class='count'>{r.seconds:.0f}</td><td class='params'><code>{params}</code></td></tr>",
+            )
         )
         theme = r.ok and (r.metrics.get("headline") is not None or r.metrics.get("claims") is not None)
         numbers = headline_rows(r.metrics.get("headline"), r.metrics.get(HEADLINE_SPEC)) if r.ok else []
@@ -786,8 +789,23 @@ def write_index(
         else "<p class='note'>no theme notebook finished</p>"
     )
     banner = smoke_banner(smoke, len(results)) if smoke else ""
-    heads = "".join(
-        f"<th class='count'>{h}</th>" for h in ("hold", "refuted", "undecided", "need GPU", "not judged")
+    # The counts a run has: what it judged (hold, refuted, undecided), what needs a GPU, what was not judged.
+    judged = any(t["holds"] + t["refuted"] + t["undecided"] for t, _, _ in table)
+    shown = [
+        (key, head)
+        for key, head, present in (
+            ("holds", "hold", judged),
+            ("refuted", "refuted", judged),
+            ("undecided", "undecided", judged),
+            ("needs GPU", "need GPU", any(t["needs GPU"] for t, _, _ in table)),
+            (NOT_JUDGED, "not judged", any(t[NOT_JUDGED] for t, _, _ in table)),
+        )
+        if present
+    ]
+    heads = "".join(f"<th class='count'>{head}</th>" for _, head in shown)
+    notebooks = "".join(
+        start + "".join(f"<td class='count'>{t[key] or ''}</td>" for key, _ in shown) + end
+        for t, start, end in table
     )
     page = f"""<!doctype html><html><head><meta charset='utf-8'>{script}
 <title>nbkit run {_esc(name)} ({_esc(date)})</title>
@@ -798,9 +816,9 @@ def write_index(
 {banner}<p id='answer'>{_esc(answer_sentence(results, ledger, smoke))}</p>
 <table id='notebooks'><thead>
 <tr><th>notebook</th><th>status</th>{heads}<th class='count'>seconds</th><th>parameters</th></tr></thead>
-<tbody>{"".join(table)}</tbody></table>
+<tbody>{notebooks}</tbody></table>
 <h2>Headline numbers</h2>
-{"".join(headlines) or "<p class='note'>no headline numbers recorded</p>"}
+<div id='numbers'>{"".join(headlines) or "<p class='note'>no headline numbers recorded</p>"}</div>
 <h2>Summary figures</h2>
 <p class='note'>Each theme notebook's summary figure; every figure is in the notebook's own page.</p>
 {glance}

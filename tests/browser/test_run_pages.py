@@ -309,7 +309,8 @@ def test_the_index_answers_first_and_each_notebooks_ledger_fits_one_screen(lapto
     smoke = [e["name"] for e in status if _is_smoke(record, e["name"])]
     if smoke:
         assert page.locator("#smoke-banner").is_visible(), "a smoke run without its banner"
-        assert set(verdicts) <= {NOT_JUDGED}, f"a smoke run's ledger shows verdicts: {set(verdicts)}"
+        shown = set(verdicts) - {NOT_JUDGED, "needs GPU"}  # a row that needs a GPU was not measured
+        assert not shown, f"a smoke run's ledger shows verdicts: {shown}"
     for name in (e["name"] for e in status if e["status"] == "ok" and "claims" in metrics.get(e["name"], {})):
         group = page.locator(f"#ledger tbody.nb[data-notebook='{name}']")
         height = group.bounding_box()["height"]
