@@ -513,7 +513,7 @@ def ledger_html(
 
     def one(row: Mapping[str, Any]) -> str:
         colour = colours.get(row["verdict"], "#fff")
-        attrs = f"class='row' data-verdict='{_esc(row['verdict'])}' style='background:{colour}'"
+        attrs = f"data-verdict='{_esc(row['verdict'])}' class='row' style='background:{colour}'"
         if "notebook" in row:
             attrs += f" data-notebook='{_esc(row['notebook'])}'"
         if details is not None:
