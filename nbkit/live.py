@@ -6,6 +6,10 @@ VS Code) it drives a ``plotly.graph_objects.FigureWidget`` in place; headless (p
 kernel, refreshes ONE display output through a display id (``update_display``, which nbclient
 applies to the stored output), so the executed notebook holds each figure once, in its final state.
 
+A figure with nothing to draw (no trace holds a point: a drill that only runs on CUDA, an experiment
+whose result is text) is never shown as an empty frame: its output is one line naming it and saying so
+(:func:`figure_bundle`; the HTML export applies the same rule to figures a notebook displays itself).
+
 Headless outputs are plotly's own mime bundle (``application/vnd.plotly.v1+json`` + a text line)
 published raw: displaying the ``go.Figure`` object instead would go through plotly's renderers,
 which ignore the display id (every refresh became a new output) and, with the ``notebook``
@@ -135,15 +139,15 @@ def no_figure_bundle(title: str, why: str) -> dict[str, Any]:
     }
 
 
-def figure_bundle(fig, why_empty: str = NOTHING_PLOTTED) -> dict[str, Any]:
+def figure_bundle(fig) -> dict[str, Any]:
     """The raw display bundle of a static figure: plotly's mime type plus a one-line text fallback; a
-    figure with nothing to draw is one line saying so (``why_empty``) instead of an empty frame."""
+    figure with nothing to draw is one line saying so instead of an empty frame."""
     # to_json handles numpy/pandas trace data; the mime payload must be plain JSON.
     payload = json.loads(fig.to_json())
     payload.setdefault("config", {})
     title = fig.layout.title.text or ""
     if nothing_to_draw(payload):
-        return no_figure_bundle(title, why_empty)
+        return no_figure_bundle(title, NOTHING_PLOTTED)
     return {PLOTLY_MIME: payload, "text/plain": f"<plotly figure {title!r}: {len(fig.data)} trace(s)>"}
 
 

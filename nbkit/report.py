@@ -444,7 +444,7 @@ table.headline td.help{color:#555;font-size:90%}
 #glance h3{margin:.2em 0}
 #ledger{width:100%;table-layout:fixed}
 #ledger th{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-#ledger td{line-height:1.35;overflow-wrap:normal;word-break:normal}
+#ledger td{line-height:1.35;overflow-wrap:break-word}
 #ledger tr.row td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;padding:2px 6px}
 #ledger tbody tr.row{cursor:pointer}
 #ledger tr.group th{background:#eef0f4;font-weight:600}
@@ -574,7 +574,8 @@ def ledger_html(
 
 def summary_figure(nb_path: Path | None) -> dict[str, Any] | None:
     """The figure an executed notebook's theme marked as its summary (the last output so marked), as
-    plotly's JSON; None when there is none or the notebook cannot be read."""
+    plotly's JSON (without traces when it was stored as the line saying it had nothing to draw); None when
+    there is none or the notebook cannot be read."""
     if nb_path is None:
         return None
     try:
@@ -585,9 +586,10 @@ def summary_figure(nb_path: Path | None) -> dict[str, Any] | None:
     for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
         for output in cell.get("outputs", []) if isinstance(cell, dict) else []:
             mark = (output.get("metadata") or {}).get(FIGURE_METADATA) or {}
-            figure = (output.get("data") or {}).get(PLOTLY_MIME)
-            if mark.get("summary") is True and isinstance(figure, dict):
-                found = figure
+            if mark.get("summary") is True:
+                figure = (output.get("data") or {}).get(PLOTLY_MIME)
+                # marked but stored as one line: the figure had nothing to draw
+                found = figure if isinstance(figure, dict) else {"data": [], "layout": {}}
     return found
 
 
@@ -596,7 +598,10 @@ def glance_figure(figure: Mapping[str, Any], div_id: str) -> str:
     full width otherwise, as on the notebook's page; a figure with nothing to draw is one line."""
     if nothing_to_draw(figure):
         title = figure_title(figure)
-        return f"<p class='note'>{_esc(f'{title}: ' if title else '')}{_esc(NOTHING_PLOTTED)}</p>"
+        return (
+            f"<p class='note'>{_esc(title or 'the summary figure')}: nothing to draw in this run (the "
+            "notebook's page says why)</p>"
+        )
     return plotly_div(figure, div_id)
 
 
