@@ -141,7 +141,7 @@ class MemoryMonitor:
             fig.add_scatter(x=xs, y=[y / 2**20 for y in ys], mode="lines", name=name)
         # One line per distinct limit, naming every series it bounds: ranks sharing a limit would otherwise
         # write their labels over each other; neighbouring limits put theirs at alternate ends.
-        limits: dict[int, list[str]] = {}
+        limits: dict[float, list[str]] = {}
         for th in self.thresholds:
             limits.setdefault(th.limit_bytes, []).append(th.series)
         for i, (limit, names) in enumerate(sorted(limits.items())):
