@@ -36,9 +36,7 @@ $(STAMP): pyproject.toml
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; [ $$n -lt 1 ] && n=1; echo $$n)
 
 ## The main job: every notebook, default parameters, headless → runs/<timestamp>/ (executed .ipynb, HTML, index.html).
-## Panel screenshots from the browser tier (skipped without chromium) are attached to the index page.
 workbook: setup
-	-$(VENV)/bin/pytest tests/browser -q -k workbook_panels -p no:cacheprovider
 	$(VENV)/bin/nbkit run --all --jobs $(JOBS)
 
 ## What an instructor runs before class: every notebook with SMOKE=True

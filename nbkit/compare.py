@@ -10,13 +10,14 @@ Reported:
 * claims rows whose verdict changed, named by their ``key``, with both measured values and intervals;
 * rows present in one run only (a unit ok in both, a key in one);
 * units ok in one run only (failed, interrupted, not started or absent in the other);
-* headline numbers that moved beyond the tolerance the theme stated (``headline_tolerance``, recorded
-  beside ``headline``; a number without one is compared exactly);
+* headline numbers that moved beyond the tolerance the theme stated (``headline_spec``, recorded
+  beside ``headline``; an older run's ``headline_tolerance``; a number without one is compared exactly);
 * parameters and package versions that differ.
 
 Exit 1 when a verdict changed, a row exists in one run only or a unit is ok in one run only; parameter,
 version and headline differences are reported with exit 0; a folder that is not a run or an unreadable
-record is one line, exit 2 (:class:`~nbkit.errors.UsageError`).
+record is one line, exit 2 (:class:`~nbkit.errors.UsageError`). So is a smoke run against a default one:
+a smoke run's measurements are not judged, so it has no verdicts to set beside a default run's.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbkit.claims import HEADLINE_TOLERANCE, as_claims
+from nbkit.claims import HEADLINE_SPEC, HEADLINE_TOLERANCE
 from nbkit.errors import UsageError, main_error
 from nbkit.record import read_notebook
-from nbkit.report import INDEX_CSS
+from nbkit.report import INDEX_CSS, claim_rows, is_smoke
 from nbkit.runfolder import OK, RUN_RECORD, STATUS_FILE, SWEEP_RECORD, write_atomic
 
 FORMATS = ("text", "json", "html")
@@ -248,6 +249,7 @@ def compare(run_a: Path | str, run_b: Path | str) -> Comparison:
         raise UsageError(
             f"{a.path} is a {a.kind} folder and {b.path} a {b.kind} folder; compare like with like"
         )
+    _same_size(a, b)
     out = Comparison(a.path, b.path, a.kind)
     for key in sorted(set(a.settings) | set(b.settings)):
         va, vb = a.settings.get(key, "not recorded"), b.settings.get(key, "not recorded")
@@ -272,6 +274,25 @@ def compare(run_a: Path | str, run_b: Path | str) -> Comparison:
         if va != vb:
             out.packages.append({"package": package, "a": va, "b": vb})
     return out
+
+
+def _smoke(folder: Folder, unit: Unit) -> bool:
+    return folder.settings.get("smoke") == "True" or is_smoke(unit.parameters)
+
+
+def _same_size(a: Folder, b: Folder) -> None:
+    """Refuse a smoke run against a default one (a UsageError naming which is which): a smoke run's rows
+    are measured, never judged, so a change of verdict between them would mean nothing."""
+    for name in _ordered(a.units, b.units):
+        ua, ub = a.units.get(name), b.units.get(name)
+        if ua is None or ub is None or _smoke(a, ua) == _smoke(b, ub):
+            continue
+        smoke, other = (a.path, b.path) if _smoke(a, ua) else (b.path, a.path)
+        which = "" if a.kind == "run" and len(a.units) == 1 else f" ({name})"
+        raise UsageError(
+            f"{smoke} is a smoke run and {other} is not{which}: a smoke run's measurements are not judged, "
+            "so it has no verdicts to compare with; compare two smoke runs, or two runs without --smoke"
+        )
 
 
 def _ordered(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -306,14 +327,10 @@ def _rows(unit: Unit, folder: Path) -> dict[str, dict[str, Any]]:
     if recorded is None:
         return {}
     try:
-        claims = as_claims(recorded) if isinstance(recorded, list) else None
-    except (TypeError, ValueError) as exc:
+        rows = claim_rows(recorded)
+    except ValueError as exc:
         raise UsageError(f"{folder}: {unit.name}'s claims are not in the Claim shape ({exc})") from None
-    if claims is None:
-        raise UsageError(
-            f"{folder}: {unit.name}'s claims are a {type(recorded).__name__}, not a list of rows"
-        )
-    return {c.key or c.claim: c.to_dict() for c in claims}
+    return {r["key"] or r["claim"]: r for r in rows}
 
 
 def _claims(out: Comparison, name: str, ua: Unit, ub: Unit, pa: Path, pb: Path) -> None:
@@ -380,13 +397,19 @@ def _headline(out: Comparison, name: str, ua: Unit, ub: Unit) -> None:
 
 
 def _tolerances(unit: Unit) -> dict[str, dict[str, Any]]:
-    raw = unit.metrics.get(HEADLINE_TOLERANCE)
+    """Each headline number's tolerance: from ``headline_spec``, else from an older run's
+    ``headline_tolerance``."""
+    raw = unit.metrics.get(HEADLINE_SPEC)
+    if not isinstance(raw, dict):
+        raw = unit.metrics.get(HEADLINE_TOLERANCE)
     if not isinstance(raw, dict):
         return {}
     return {
         k: {"tolerance": float(v.get("tolerance", 0.0)), "relative": bool(v.get("relative", False))}
         for k, v in raw.items()
-        if isinstance(v, dict) and isinstance(v.get("tolerance", 0.0), (int, float))
+        if isinstance(v, dict)
+        and isinstance(v.get("tolerance", 0.0), (int, float))
+        and not isinstance(v.get("tolerance", 0.0), bool)
     }
 
 
@@ -422,7 +445,7 @@ def _value(v: Any) -> str:
 
 def _side(row: Mapping[str, Any]) -> str:
     interval = f" {row['interval']}" if row.get("interval") else ""
-    return f"{row['measured']}{interval} (n {row['n']})"
+    return f"{row.get('measured') or 'not recorded'}{interval} (n {row.get('n') or 'not recorded'})"
 
 
 def lines(c: Comparison) -> list[tuple[str, list[str]]]:
@@ -463,7 +486,7 @@ def lines(c: Comparison) -> list[tuple[str, list[str]]]:
     ]
 
 
-def _verdict_line(c: Comparison) -> str:
+def _verdict_line(c: Comparison, where: str = "above") -> str:
     if c.exit_code:
         return (
             "differ: "
@@ -479,7 +502,7 @@ def _verdict_line(c: Comparison) -> str:
             + " (exit 1)"
         )
     return "same verdicts" + (
-        " (parameters, versions or headline numbers differ: listed above; exit 0)"
+        f" (parameters, versions or headline numbers differ: listed {where}; exit 0)"
         if c.parameters or c.packages or c.headline_moved
         else " and nothing else differs (exit 0)"
     )
@@ -510,7 +533,7 @@ def html_page(c: Comparison) -> str:
         f"<title>nbkit compare {esc(c.a.name)} {esc(c.b.name)}</title><style>{INDEX_CSS}</style></head><body>"
         f"<h1>nbkit compare</h1><p>A: <code>{esc(str(c.a))}</code><br>B: <code>{esc(str(c.b))}</code><br>"
         f"{c.kind}s; {len(c.compared)} compared (ok in both)</p>"
-        f"<p><b>{esc(_verdict_line(c))}</b></p>{body}</body></html>"
+        f"<p><b>{esc(_verdict_line(c, 'below'))}</b></p>{body}</body></html>"
     )
 
 
@@ -530,7 +553,7 @@ def add_command(sub) -> None:
         "parameters, package versions; exit 1 when a verdict or a row changed",
     )
     p.add_argument("run_a", type=Path, metavar="RUN_A", help="the earlier run's folder (or sweep's)")
-    p.add_argument("run_b", type=Path, metavar="RUN_B", help="the run (or sweep) to compare it with")
+    p.add_argument("run_b", type=Path, metavar="RUN_B", help="the later one, of the same kind and size")
     p.add_argument("--format", choices=FORMATS, default="text", help="how the report is written")
     p.add_argument("--output", type=Path, help="write the report to this file instead of stdout")
     p.set_defaults(func=cmd_compare)

@@ -6,6 +6,10 @@ VS Code) it drives a ``plotly.graph_objects.FigureWidget`` in place; headless (p
 kernel, refreshes ONE display output through a display id (``update_display``, which nbclient
 applies to the stored output), so the executed notebook holds each figure once, in its final state.
 
+A figure with nothing to draw (no trace holds a point: a drill that only runs on CUDA, an experiment
+whose result is text) is never shown as an empty frame: its output is one line naming it and saying so
+(:func:`figure_bundle`; the HTML export applies the same rule to figures a notebook displays itself).
+
 Headless outputs are plotly's own mime bundle (``application/vnd.plotly.v1+json`` + a text line)
 published raw: displaying the ``go.Figure`` object instead would go through plotly's renderers,
 which ignore the display id (every refresh became a new output) and, with the ``notebook``
@@ -21,7 +25,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 HEADLESS_ENV = "NBKIT_HEADLESS"
@@ -86,12 +90,64 @@ def configure_static_renderer() -> None:
         pio.renderers.default = "plotly_mimetype+notebook"
 
 
+# The keys a trace draws from: a trace with none of them holding a value draws nothing.
+_DRAWN_FROM = (
+    "x", "y", "z", "values", "labels", "r", "theta", "lat", "lon", "a", "b", "c",
+    "open", "high", "low", "close", "dimensions", "cells", "value", "ids", "locations",
+)  # fmt: skip
+NOTHING_PLOTTED = "nothing was plotted in this run; what it found is written below"
+
+
+def nothing_to_draw(figure: Mapping[str, Any]) -> bool:
+    """Whether a figure (plotly's JSON) would be an empty frame: no trace, or no trace with a value to
+    draw (a drill that only runs on CUDA streamed no point on CPU; an experiment whose result is text)."""
+    return not any(_draws(trace) for trace in figure.get("data") or [] if isinstance(trace, Mapping))
+
+
+def _draws(trace: Mapping[str, Any]) -> bool:
+    for key in _DRAWN_FROM:
+        value = trace.get(key)
+        if isinstance(value, Mapping):  # plotly's typed array {"dtype", "bdata"}
+            if value.get("bdata") or value.get("values"):
+                return True
+        elif isinstance(value, (list, tuple, str)):
+            if len(value):
+                return True
+        elif value is not None:
+            return True
+    return False
+
+
+def figure_title(figure: Mapping[str, Any]) -> str:
+    """The title text of a figure given as plotly's JSON ("" when it has none)."""
+    title = (figure.get("layout") or {}).get("title")
+    if isinstance(title, Mapping):
+        title = title.get("text")
+    return str(title or "")
+
+
+def no_figure_bundle(title: str, why: str) -> dict[str, Any]:
+    """The display bundle that stands in for an empty frame: one line naming the figure and saying why
+    there is nothing to draw (HTML for pages and JupyterLab, text for everything else)."""
+    import html
+
+    line = f"{title}: {why}" if title else why
+    style = "color:#555;font-style:italic"
+    return {
+        "text/html": f"<p class='nbkit-no-figure' style='{style}'>{html.escape(line)}</p>",
+        "text/plain": line,
+    }
+
+
 def figure_bundle(fig) -> dict[str, Any]:
-    """The raw display bundle of a static figure: plotly's mime type plus a one-line text fallback."""
+    """The raw display bundle of a static figure: plotly's mime type plus a one-line text fallback; a
+    figure with nothing to draw is one line saying so instead of an empty frame."""
     # to_json handles numpy/pandas trace data; the mime payload must be plain JSON.
     payload = json.loads(fig.to_json())
     payload.setdefault("config", {})
     title = fig.layout.title.text or ""
+    if nothing_to_draw(payload):
+        return no_figure_bundle(title, NOTHING_PLOTTED)
     return {PLOTLY_MIME: payload, "text/plain": f"<plotly figure {title!r}: {len(fig.data)} trace(s)>"}
 
 

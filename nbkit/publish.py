@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from nbkit.report import write_index
 
 def prepare_output(output: Path | str | None, default: Path) -> Path:
     """The absolute destination folder, checked before anything runs (RunError when unusable)."""
-    # Absolute: the kernel runs with the notebook's folder as cwd and writes its metrics sink here.
+    # Absolute: the kernel runs with the notebook's folder as cwd, and is told the run folder by path.
     final = Path(output if output is not None else default).expanduser().resolve()
     for folder in (final, *final.parents):
         if folder.exists() and not folder.is_dir():
@@ -45,16 +44,6 @@ def make_tmp_beside(final: Path) -> Path:
         return Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     except OSError as exc:
         raise RunError(f"output {final}: cannot create it ({exc.strerror or exc})") from None
-
-
-def attach_screenshots(run_dir: Path, final: Path) -> None:
-    """Copy the browser tier's panel screenshots (tests/browser) into the run, for its index page."""
-    shots = Path(os.environ.get("NBKIT_SCREENSHOTS_DIR") or final.parent / "browser-screenshots")
-    pngs = sorted(shots.glob("*.png")) if shots.is_dir() else []
-    if pngs:
-        (run_dir / "screenshots").mkdir(exist_ok=True)
-        for png in pngs:
-            shutil.copy2(png, run_dir / "screenshots" / png.name)
 
 
 def write_state(

@@ -31,7 +31,7 @@ from nbkit.errors import RunError
 from nbkit.execute import Job, NotebookResult, kernel_exists
 from nbkit.params import ParameterError, check_given, notebook_parameters
 from nbkit.pool import execute_jobs
-from nbkit.publish import attach_screenshots, keep_unfinished, make_tmp_beside, prepare_output, write_state
+from nbkit.publish import keep_unfinished, make_tmp_beside, prepare_output, write_state
 from nbkit.record import read_notebook
 from nbkit.timings import TIMINGS, RunClock, expected_seconds, longest_first, utilisation_line
 
@@ -267,7 +267,5 @@ def run_notebooks(
     usage = clock.figures()
     rf.write_json(final / TIMINGS, {"smoke": smoke, "jobs": jobs, "seconds": seconds, **usage})
     log(utilisation_line(usage))
-    if all(r.ok for r in final_results):
-        attach_screenshots(final, final)
     write_state(final, final_results, per_nb, date)
     return final, final_results

@@ -335,26 +335,31 @@ def alpha_needed(
     return hi
 
 
-def run_family(rows: Sequence[Claim], alpha: float = FAMILY_ALPHA) -> list[Claim]:
+def run_family(rows: Sequence[Mapping[str, Any]], alpha: float = FAMILY_ALPHA) -> list[dict[str, Any]]:
     """The rows of a whole run — several notebooks, each judged by its own Holm family — judged as one
-    family: Holm's step-down over every decisive noisy row's :attr:`~nbkit.claims.Claim.alpha_needed`. A row
-    that is decisive in its notebook but not in the run's family reads inconclusive, saying so; every other
-    row is returned as it is."""
-    family = [r for r in rows if r.alpha_needed is not None and r.verdict in (HOLDS, REFUTED)]
+    family: Holm's step-down over every decisive noisy row's ``alpha_needed`` (rows as recorded,
+    ``Claim.to_dict()``). A row decisive in its notebook but not in the run's family reads inconclusive,
+    saying so; every other row is returned as it is."""
+    family = [
+        i
+        for i, r in enumerate(rows)
+        if isinstance(r.get("alpha_needed"), (int, float)) and r.get("verdict") in (HOLDS, REFUTED)
+    ]
     m = len(family)
-    keep: set[int] = set()
-    for i, r in enumerate(sorted(family, key=lambda r: r.alpha_needed)):  # type: ignore[arg-type, return-value]
-        if r.alpha_needed > alpha / (m - i):  # type: ignore[operator]
+    lose = set(family)
+    for k, i in enumerate(sorted(family, key=lambda i: rows[i]["alpha_needed"])):
+        if rows[i]["alpha_needed"] > alpha / (m - k):
             break
-        keep.add(id(r))
+        lose.discard(i)
     out = []
-    for r in rows:
-        if r in family and id(r) not in keep:
-            why = (
-                f"{r.why} — but not decisive in this run's family of {m} decisive rows across its notebooks "
-                f"(Holm at α = {alpha:g}; this row decides only at α ≥ {r.alpha_needed:.3g})"
+    for i, r in enumerate(rows):
+        r = dict(r)
+        if i in lose:
+            r["why"] = (
+                f"{r.get('why', '')} — but not decisive in this run's family of {m} decisive rows across its "
+                f"notebooks (Holm at α = {alpha:g}; this row decides only at α ≥ {r['alpha_needed']:.3g})"
             )
-            r = dataclasses.replace(r, verdict=INCONCLUSIVE, why=why)
+            r["verdict"] = INCONCLUSIVE
         out.append(r)
     return out
 

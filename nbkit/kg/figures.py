@@ -47,7 +47,7 @@ def ladder_figure(
         specs=specs,
         subplot_titles=titles,
         vertical_spacing=0.12,
-        horizontal_spacing=0.09,
+        horizontal_spacing=0.1,
         row_heights=[1.3] + [1.0] * panels,
     )
     fig.add_trace(
@@ -71,11 +71,13 @@ def ladder_figure(
     for i, (name, h) in enumerate(curves):
         row, col = 2 + i // cols, 1 + i % cols
         colour = COLOURS[i % len(COLOURS)]
-        _loss_and_mrr(fig, h, name, colour, row, col, x="epoch")
+        # Axis titles on the outer edges of a row only: between two panels they would overprint.
+        last = col == cols or i == len(curves) - 1
+        _loss_and_mrr(fig, h, name, colour, row, col, x="epoch", titles=(col == 1, last))
     fig.update_layout(
         title="ablation ladder: validation MRR per rung; each rung's first-seed loss (log, left) and "
         "validation MRR (right)",
-        height=330 + 260 * panels,
+        height=330 + 280 * panels,
         legend=dict(groupclick="togglegroup"),
         **LAYOUT,
     )
@@ -89,8 +91,18 @@ def _half(row: dict[str, Any], side: int) -> float:
     return hi - row["valid_mrr"] if side else row["valid_mrr"] - lo
 
 
-def _loss_and_mrr(fig: Any, h: dict[str, list], name: str, colour: str, row: int, col: int, x: str) -> None:
-    """One run in one panel: its loss on the panel's left axis (log), its validation MRR on the right."""
+def _loss_and_mrr(
+    fig: Any,
+    h: dict[str, list],
+    name: str,
+    colour: str,
+    row: int,
+    col: int,
+    x: str,
+    titles: tuple[bool, bool] = (True, True),
+) -> None:
+    """One run in one panel: its loss on the panel's left axis (log), its validation MRR on the right
+    (0–1, so a flat MRR reads flat); ``titles`` says whether each axis is titled."""
     go, _ = _go()
     fig.add_trace(
         go.Scatter(
@@ -118,37 +130,66 @@ def _loss_and_mrr(fig: Any, h: dict[str, list], name: str, colour: str, row: int
         col=col,
         secondary_y=True,
     )
-    fig.update_yaxes(type="log", title_text="loss", row=row, col=col, secondary_y=False)
-    fig.update_yaxes(title_text="valid MRR", row=row, col=col, secondary_y=True)
+    small = dict(size=10)  # a small panel's log axis labels every digit of a decade: 12 px ones overlap
+    fig.update_yaxes(
+        type="log",
+        tickfont=small,
+        title_text="loss" if titles[0] else "",
+        row=row,
+        col=col,
+        secondary_y=False,
+    )
+    fig.update_yaxes(
+        range=[0, 1],
+        tickmode="linear",
+        tick0=0,
+        dtick=0.2,
+        showgrid=False,
+        tickfont=small,
+        title_text="valid MRR" if titles[1] else "",
+        row=row,
+        col=col,
+        secondary_y=True,
+    )
     fig.update_xaxes(title_text="epoch", row=row, col=col)
 
 
 def selection_figure(groups: Sequence[tuple[str, list[dict[str, Any]], list[str]]]) -> Any:
-    """One bar panel per choice: each candidate's MRR on the selecting half of the validation queries,
-    the chosen one drawn solid, the others pale."""
+    """One bar panel per choice, each candidate a horizontal bar of its MRR on the selecting half of the
+    validation queries, named by its settings on the left; the chosen one drawn solid, the others pale.
+    Horizontal: a candidate's settings are too long to stand under a vertical bar without colliding."""
     go, make_subplots = _go()
-    cols = 2
-    nrows = math.ceil(len(groups) / cols)
-    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[g[0] for g in groups], vertical_spacing=0.22)
+    bar_px, gap_px = 26, 70  # one bar's height; a panel's title and x ticks between panels
+    sizes = [max(1, len(rows)) for _, rows, _ in groups]
+    height = sum(sizes) * bar_px + gap_px * len(groups) + 90
+    fig = make_subplots(
+        rows=len(groups),
+        cols=1,
+        subplot_titles=[g[0] for g in groups],
+        row_heights=sizes,
+        vertical_spacing=min(0.3, gap_px / height),
+    )
     for i, (_, rows, keys) in enumerate(groups):
-        row, col = 1 + i // cols, 1 + i % cols
         fig.add_trace(
             go.Bar(
-                x=[" ".join(f"{k}={r[k]}" for k in keys) for r in rows],
-                y=[r["valid_mrr_select"] for r in rows],
+                y=[" ".join(f"{k}={r[k]}" for k in keys) for r in rows],
+                x=[r["valid_mrr_select"] for r in rows],
+                orientation="h",
                 text=[f"{r['valid_mrr_select']:.3f}" for r in rows],
-                textposition="auto",
+                textposition="outside",
                 marker_color=[COLOURS[i % len(COLOURS)] for _ in rows],
                 marker_opacity=[1.0 if r["chosen"] else 0.35 for r in rows],
                 showlegend=False,
             ),
-            row=row,
-            col=col,
+            row=1 + i,
+            col=1,
         )
-        fig.update_yaxes(title_text="MRR (selecting half)", range=[0, 1], row=row, col=col)
+        fig.update_xaxes(range=[0, 1.08], nticks=6, row=1 + i, col=1)
+        fig.update_yaxes(autorange="reversed", row=1 + i, col=1)
+    fig.update_xaxes(title_text="MRR on the selecting half of the validation queries", row=len(groups), col=1)
     fig.update_layout(
         title="selection: validation MRR (selecting half) per candidate; the chosen one solid",
-        height=300 * nrows + 80,
+        height=height,
         **LAYOUT,
     )
     return fig
@@ -189,7 +230,7 @@ def aggr_figure(
                 row=1,
                 col=col,
             )
-        fig.update_yaxes(type="log", title_text="loss" if col == 1 else "", row=1, col=col)
+        fig.update_yaxes(type="log", nticks=6, title_text="loss" if col == 1 else "", row=1, col=col)
         fig.update_xaxes(title_text="epoch", row=1, col=col)
     for aggr in arms:
         fig.add_trace(
@@ -205,7 +246,9 @@ def aggr_figure(
             row=1,
             col=3,
         )
-    fig.update_yaxes(type="log", title_text="wobble (RMS around the falling trend ÷ level)", row=1, col=3)
+    fig.update_yaxes(
+        type="log", nticks=6, title_text="wobble (RMS around the falling trend ÷ level)", row=1, col=3
+    )
     fig.update_layout(
         title="RGCN aggr=mean vs add: loss per run (log) and each run's loss-curve wobble",
         height=400,

@@ -139,8 +139,18 @@ class MemoryMonitor:
         fig = go.Figure()
         for name, (xs, ys) in self.series().items():
             fig.add_scatter(x=xs, y=[y / 2**20 for y in ys], mode="lines", name=name)
+        # One line per distinct limit, naming every series it bounds: ranks sharing a limit would otherwise
+        # write their labels over each other; neighbouring limits put theirs at alternate ends.
+        limits: dict[float, list[str]] = {}
         for th in self.thresholds:
-            fig.add_hline(y=th.limit_bytes / 2**20, line_dash="dot", annotation_text=f"{th.series} limit")
+            limits.setdefault(th.limit_bytes, []).append(th.series)
+        for i, (limit, names) in enumerate(sorted(limits.items())):
+            fig.add_hline(
+                y=limit / 2**20,
+                line_dash="dot",
+                annotation_text=f"limit of {', '.join(names)}",
+                annotation_position="top right" if i % 2 == 0 else "top left",
+            )
         fig.update_layout(title=title, xaxis_title="seconds", yaxis_title="MiB")
         return fig
 

@@ -5,8 +5,8 @@ missing. Every process it starts is shut down by the fixtures' finalizers: kerne
 REST API, the server's process group, then any leftover pid of the recorded process tree.
 
 Screenshots go under each test's output dir (``tmp_path/screenshots``) and are mirrored to
-``$NBKIT_SCREENSHOTS_DIR`` (default ``runs/browser-screenshots/``, emptied at session start)
-so ``make workbook`` can copy them into ``runs/<stamp>/screenshots/`` for its index page.
+``$NBKIT_SCREENSHOTS_DIR`` (default ``runs/browser-screenshots/``, emptied at session start) for a
+person to look at.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def screenshots_mirror(request) -> Path:
 
 @pytest.fixture
 def save_screenshot(tmp_path, screenshots_mirror):
-    """save_screenshot(panel_view, name) -> path under tmp_path/screenshots, mirrored for make workbook."""
+    """save_screenshot(panel_view, name) -> path under tmp_path/screenshots, mirrored for a person to see."""
 
     def _save(panel_view, name: str, mirror: bool = True) -> Path:
         path = panel_view.screenshot(tmp_path / "screenshots" / f"{name}.png")

@@ -1,106 +1,236 @@
-"""A run's pages in a real browser, offline: the index page's claims ledger, its figures at a glance and
-an exported figure.
+"""A run's pages in a real browser at a laptop's 1366×768, offline: the index answers first, the claims
+ledger is one line per row and fits a screen per notebook, figures have no colliding text and no empty
+frame, a smoke run says so everywhere, and no page asks anything of the network.
 
-Most tests need no kernel: the run folder is built from fabricated results with ``nbkit.report`` (what
-``nbkit run`` calls), so they check the page itself. The glance test runs a real ``nbkit run`` of small
-theme notebooks (or checks the run folder ``$NBKIT_INDEX_RUN`` names, e.g. a ``make workbook`` run). Every
-request that is not a local file is refused, so a page that needed a CDN would show it here.
+The first tests build a run folder from fabricated results with ``nbkit.report`` (what ``nbkit run``
+calls), so they check the page itself in seconds. The rest read a real run: a fresh ``nbkit run --all
+--smoke`` of the workbook's notebooks (a few minutes on 2 cores), or the run folder ``$NBKIT_INDEX_RUN``
+names (e.g. a ``make workbook`` run at default size). Every request that is not a local file is refused
+and recorded, so a page that needed a CDN fails here.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
+from pagecheck import measure_figures, offline_context
 
-from nbkit.claims import Claim
 from nbkit.execute import NotebookResult
-from nbkit.report import PLOTLY_JS, export_html, write_index
+from nbkit.report import NOT_JUDGED, PLOTLY_JS, export_html, write_index
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
+LAPTOP = {"width": 1366, "height": 768}
 
-def _claim(i: int, verdict: str) -> dict:
-    return Claim(
-        claim=f"claim {i}",
-        field_note="0.9",
-        measured="0.8",
-        verdict=verdict,
-        rule="≥ 0.85",
-        n="3 seeds",
-        why=f"reason {i}",
-    ).to_dict()
+
+def _row(i: int, verdict: str, **extra) -> dict:
+    """A claims row in the recorded shape (``Claim.to_dict()``)."""
+    return {
+        "key": f"claim_{i}",
+        "claim": f"claim {i}",
+        "field_note": "0.9",
+        "source": "§2.1",
+        "kind": "measured",
+        "measured": "0.8",
+        "verdict": verdict,
+        "why": f"reason {i}",
+        "rule": "≥ 0.85",
+        "n": "3 seeds",
+        "interval": "[0.70, 0.90]",
+        "level": 0.9875,
+        "exact": False,
+        "units": 3,
+        "budget": 3,
+        "p_holds_if_true": 0.91,
+        "p_refuted_if_false": 0.88,
+        "true_value": "0.9",
+        "false_value": "0.8",
+        "decided": True,
+        **extra,
+    }
 
 
 @pytest.fixture
-def offline_page(chromium):
-    context = chromium.new_context(viewport={"width": 1300, "height": 1000})
-    refused = []
-
-    def route(r):
-        if r.request.url.startswith("file://"):
-            return r.continue_()
-        refused.append(r.request.url)
-        return r.abort()
-
-    context.route("**/*", route)
+def laptop(chromium):
+    context, refused = offline_context(chromium, LAPTOP)
     page = context.new_page()
     page.set_default_timeout(30_000)
     yield page, refused
     context.close()
 
 
-def test_index_ledger_has_one_row_per_claim_and_filters_by_verdict(offline_page, tmp_path):
-    page, _ = offline_page
-    claims_a = [_claim(0, "holds"), _claim(1, "refuted"), _claim(2, "inconclusive")]
-    claims_b = [_claim(3, "holds"), _claim(4, "needs GPU")]
+def _keep(tmp_path: Path, *names: str) -> None:
+    shots = os.environ.get("NBKIT_LEDGER_SHOTS")
+    if shots:  # keep the screenshots for a person to look at
+        for name in names:
+            for png in tmp_path.glob(name):
+                shutil.copy2(png, Path(shots) / png.name)
+
+
+def test_the_ledger_groups_rows_by_notebook_and_filters_by_verdict_and_notebook(laptop, tmp_path):
+    page, refused = laptop
+    claims_a = [_row(0, "holds"), _row(1, "refuted"), _row(2, "inconclusive")]
+    claims_b = [_row(3, "holds"), _row(4, "needs GPU")]
     results = [
         NotebookResult(
-            "01_a",
-            True,
-            12.5,
-            tmp_path / "01_a.ipynb",
-            tmp_path / "01_a.html",
-            {"claims": claims_a, "headline": {"test MRR": 0.9312}},
+            "01_a", True, 12.5, tmp_path / "01_a.ipynb", tmp_path / "01_a.html", {"claims": claims_a}
         ),
         NotebookResult(
             "02_b", True, 3.0, tmp_path / "02_b.ipynb", tmp_path / "02_b.html", {"claims": claims_b}
         ),
+        # an older run's row: the fields it lacks are shown as absent
         NotebookResult("03_old", True, 1.0, None, None, {"claims": [{"claim": "old", "verdict": "holds"}]}),
+        NotebookResult("04_bad", True, 1.0, None, None, {"claims": {"not": "rows"}}),
     ]
-    index = write_index(
-        tmp_path, results, {"01_a": {"SMOKE": True}}, name="20260101-120000", date="2026-01-01 12:00"
-    )
+    index = write_index(tmp_path, results, {}, name="20260101-120000", date="2026-01-01 12:00")
     page.goto(index.as_uri())
     assert page.title() == "nbkit run 20260101-120000 (2026-01-01 12:00)"
-    rows = page.locator("#ledger tbody tr")
-    assert rows.count() == len(claims_a) + len(claims_b)
-    assert rows.nth(0).locator("td").nth(1).inner_text() == "claim 0"
-    assert page.locator("#ledger-count").inner_text() == "5"
+    rows = page.locator("#ledger tr.row")
+    assert rows.count() == 6
+    assert [
+        page.locator(f"#ledger tbody.nb[data-notebook='{n}'] tr.row").count()
+        for n in ("01_a", "02_b", "03_old")
+    ] == [3, 2, 1]
+    assert rows.nth(0).locator("td").nth(0).inner_text() == "claim 0"
+    assert page.locator("#ledger tbody.nb[data-notebook='03_old'] tr.row td").nth(1).inner_text() == "—"
+    assert page.locator("#ledger-count").inner_text() == "6"
     page.locator("#verdict-filter input[value='holds']").uncheck()
-    assert page.locator("#ledger tbody tr:visible").count() == 3
+    assert page.locator("#ledger tr.row:visible").count() == 3
     assert page.locator("#ledger-count").inner_text() == "3"
+    page.locator("#notebook-filter input[value='01_a']").uncheck()
+    assert page.locator("#ledger tr.row:visible").count() == 1  # 02_b's needs GPU row
+    assert not page.locator("#ledger tbody.nb[data-notebook='01_a']").is_visible()
     page.locator("#verdict-filter input[value='holds']").check()
-    assert page.locator("#ledger tbody tr:visible").count() == 5
-    assert "03_old: claims not in the Claim shape" in page.locator("body").inner_text()
-    page.screenshot(path=str(tmp_path / "index.png"), full_page=True)
+    page.locator("#notebook-filter input[value='01_a']").check()
+    assert page.locator("#ledger tr.row:visible").count() == 6
+    assert (
+        "04_bad: claims not in the Claim shape (a dict, not a list of rows)"
+        in page.locator("body").inner_text()
+    )
+    assert not refused
 
 
-def test_exported_notebook_draws_its_figure_offline_from_the_shared_plotly_js(offline_page, tmp_path):
+def test_each_row_is_one_line_and_opens_its_details_on_click(laptop, tmp_path):
+    """At 1366×768: no sideways scrolling, no word broken mid-word, headers that fit; a click (or Enter) on a
+    row shows the rule, the interval at the level its verdict used, its chances at the n that ran, the units
+    of its budget and why; a second click closes it."""
+    page, _ = laptop
+    long = " ".join(["the paired bootstrap of per-query reciprocal ranks over 3 seeds decides the rise;"] * 8)
+    rows = [
+        _row(
+            i,
+            v,
+            claim="scale curve rises on the synthetic 47k-entity graph as training time grows, "
+            "inconclusive otherwise",
+            measured=json.dumps(
+                {"curve": [0.017, 0.031, 0.044, 0.057], "ceiling": 0.074, "steps_per_s": 3.1}
+            ),
+            why=long,
+            units=4,
+            budget=10,
+        )
+        for i, v in enumerate(("holds", "refuted", "inconclusive"))
+    ]
+    rows.append(
+        _row(
+            9,
+            "holds",
+            exact=True,
+            interval="",
+            level=None,
+            p_holds_if_true=None,
+            p_refuted_if_false=None,
+            source="nbkit",
+        )
+    )
+    results = [
+        NotebookResult("01_kg_gnn", True, 12.5, tmp_path / "01.ipynb", tmp_path / "01.html", {"claims": rows})
+    ]
+    index = write_index(tmp_path, results, {}, name="laptop", date="2026-01-01 12:00")
+    page.goto(index.as_uri())
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= LAPTOP["width"], f"the page is {width}px wide on a {LAPTOP['width']}px screen"
+    line = page.evaluate(
+        "parseFloat(getComputedStyle(document.querySelector('#ledger tr.row td')).lineHeight)"
+    )
+    for i in range(4):
+        height = page.locator("#ledger tr.row").nth(i).bounding_box()["height"]
+        assert height <= 1.6 * line + 6, f"row {i} is {height}px tall: more than one line of {line}px"
+    headers = page.evaluate(
+        "[...document.querySelectorAll('#ledger thead th')].map(th => [th.scrollWidth, th.clientWidth])"
+    )
+    assert all(scroll <= client for scroll, client in headers), headers
+    details = page.locator("#ledger tr.details").first
+    assert not details.is_visible()
+    page.locator("#ledger tr.row").first.click()
+    assert details.is_visible()
+    text = details.inner_text()
+    assert "field notes §2.1: 0.9" in text and "≥ 0.85" in text
+    assert "[0.70, 0.90] at 98.75 % (Holm-adjusted" in text
+    assert "at the n that ran (3 seeds): P(holds | true at the claimed 0.9) = 0.91" in text
+    assert "P(refuted | false at 0.8) = 0.88" in text and "can decide at this n" in text
+    assert "decided after 4 units of a budget of 10" in text and long in text
+    page.screenshot(path=str(tmp_path / "ledger-1366-open.png"))
+    page.locator("#ledger tr.row").first.click()
+    assert not details.is_visible()
+    page.locator("#ledger tr.row").nth(3).focus()
+    page.keyboard.press("Enter")
+    exact = page.locator("#ledger tr.details").nth(3).inner_text()
+    assert "exact measurement" in exact and "exact: no chance involved" in exact
+    assert "nbkit's own claim (not from the field notes)" in exact
+    page.screenshot(path=str(tmp_path / "ledger-1366.png"))
+    _keep(tmp_path, "ledger-*.png")
+
+
+def test_a_smoke_run_shows_a_banner_and_its_rows_no_verdict(laptop, tmp_path):
+    """An older smoke run's rows carried verdicts: the page shows what was measured and no verdict."""
+    page, _ = laptop
+    rows = [_row(0, "holds"), _row(1, "refuted"), _row(2, NOT_JUDGED, why="smoke size: not judged")]
+    results = [
+        NotebookResult("01_a", True, 2.0, tmp_path / "01_a.ipynb", tmp_path / "01_a.html", {"claims": rows})
+    ]
+    index = write_index(tmp_path, results, {"01_a": {"SMOKE": True}}, name="smoke", date="2026-01-01 12:00")
+    page.goto(index.as_uri())
+    banner = page.locator("#smoke-banner")
+    assert banner.is_visible() and banner.bounding_box()["y"] < LAPTOP["height"]
+    assert "This is a smoke run" in banner.inner_text()
+    verdicts = page.locator("#ledger tr.row td:nth-child(3)").all_inner_texts()
+    assert verdicts == [NOT_JUDGED] * 3
+    assert (
+        "refuted" not in page.locator("#ledger").inner_text()
+        and "holds" not in page.locator("#ledger").inner_text()
+    )
+    answer = page.locator("#answer").inner_text()
+    assert answer.startswith("3 claims were measured at smoke size in 1 notebook and not judged"), answer
+
+
+def test_an_exported_notebook_draws_its_figure_from_the_shared_plotly_js_and_requests_nothing(
+    laptop, tmp_path
+):
     import plotly.graph_objects as go
 
     from nbkit.live import figure_bundle
 
-    page, refused = offline_page
+    page, refused = laptop
     nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"parameters": {"SMOKE": True}}
     cell = nbformat.v4.new_code_cell("live.show()")
     fig = go.Figure(go.Scatter(x=[0, 1, 2], y=[3, 1, 2], name="loss"), layout={"title": "loss"})
+    empty = go.Figure(layout={"title": "fp16 loss-scale history"})  # nothing was drawn into it
     cell.outputs = [nbformat.v4.new_output("display_data", data=figure_bundle(fig))]
-    nb.cells = [cell]
+    # stored as plotly displays a figure itself (not through LiveFigure): the page still shows one line
+    cell.outputs.append(
+        nbformat.v4.new_output(
+            "display_data", data={"application/vnd.plotly.v1+json": json.loads(empty.to_json())}
+        )
+    )
+    nb.cells = [nbformat.v4.new_markdown_cell("# a page"), cell]
     src = tmp_path / "01_fig.ipynb"
     nbformat.write(nb, src)
     assert export_html(src, tmp_path / "01_fig.html") == 1
@@ -108,167 +238,132 @@ def test_exported_notebook_draws_its_figure_offline_from_the_shared_plotly_js(of
     page.goto((tmp_path / "01_fig.html").as_uri())
     page.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
     assert page.evaluate("document.querySelector('.js-plotly-plot').data[0].y") == [3, 1, 2]
-    assert all("plotly" not in url for url in refused)  # plotly.js came from the file beside the page
+    assert page.locator(".js-plotly-plot").count() == 1
+    assert "fp16 loss-scale history: nothing was plotted in this run" in page.locator("body").inner_text()
+    assert page.locator("#smoke-banner").is_visible()
+    page.wait_for_load_state("networkidle")
+    assert not refused, f"requests that are not local files: {refused}"
 
 
-LAPTOP = {"width": 1366, "height": 768}
+# -- a real run ------------------------------------------------------------------------------------------
 
 
-def test_index_ledger_fits_a_laptop_screen_and_a_row_opens_on_click(chromium, tmp_path):
-    """At 1366×768 the ledger needs no sideways scrolling: long values wrap, `why` shows three lines
-    and its row shows all of it when clicked (and closes again)."""
-    why = " ".join(["the paired bootstrap of per-query reciprocal ranks over 3 seeds decides the rise;"] * 8)
-    rows = [
-        Claim(
-            claim="scale_curve_rises_on_the_synthetic_47k_entity_graph",
-            field_note="MRR rises with training time",
-            measured=json.dumps(
-                {"curve": [0.017, 0.031, 0.044, 0.057], "ceiling": 0.074, "steps_per_s": 3.1}
-            ),
-            verdict=v,
-            rule="≥ 0.02 rise",
-            n="3 seeds",
-            interval="[0.031, 0.049]",
-            why=why,
-        ).to_dict()
-        for v in ("holds", "refuted", "inconclusive")
-    ]
-    results = [
-        NotebookResult("01_kg_gnn", True, 12.5, tmp_path / "01.ipynb", tmp_path / "01.html", {"claims": rows})
-    ]
-    index = write_index(tmp_path, results, {}, name="laptop", date="2026-01-01 12:00")
-    context = chromium.new_context(viewport=LAPTOP)
-    try:
-        page = context.new_page()
-        page.goto(index.as_uri())
-        width = page.evaluate("document.documentElement.scrollWidth")
-        assert width <= LAPTOP["width"], f"the page is {width}px wide on a {LAPTOP['width']}px screen"
-        table = page.locator("#ledger").bounding_box()
-        assert table["x"] + table["width"] <= LAPTOP["width"]
-        cell = page.locator("#ledger tbody tr").first.locator("td.why div")
-        closed = cell.bounding_box()["height"]
-        line = page.evaluate(
-            "parseFloat(getComputedStyle(document.querySelector('#ledger td.why div')).lineHeight)"
+@pytest.fixture(scope="module")
+def workbook_run(tmp_path_factory) -> Path:
+    """``$NBKIT_INDEX_RUN`` when set, else a fresh ``nbkit run --all --smoke`` of the workbook's notebooks."""
+    given = os.environ.get("NBKIT_INDEX_RUN")
+    if given:
+        return Path(given).resolve()
+    from nbkit.runner import run_notebooks
+
+    final, results = run_notebooks(
+        [],
+        smoke=True,
+        jobs=2,
+        output=tmp_path_factory.mktemp("runs") / "smoke",
+        progress=False,
+        log=lambda _m: None,
+    )
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+    return final
+
+
+def _record(run: Path) -> tuple[dict, list[dict], dict]:
+    return (
+        json.loads((run / "run.json").read_text()),
+        json.loads((run / "index.json").read_text())["notebooks"],
+        json.loads((run / "metrics.json").read_text()),
+    )
+
+
+def _is_smoke(record: dict, name: str) -> bool:
+    return bool(record.get("smoke")) or str(record["parameters"].get(name, {}).get("SMOKE")) == "True"
+
+
+@pytest.mark.timeout(1200)
+def test_the_index_answers_first_and_each_notebooks_ledger_fits_one_screen(laptop, workbook_run, tmp_path):
+    page, refused = laptop
+    record, status, metrics = _record(workbook_run)
+    page.goto((workbook_run / "index.html").as_uri())
+    answer = page.locator("#answer")
+    assert answer.bounding_box()["y"] + answer.bounding_box()["height"] <= LAPTOP["height"], (
+        "below the first screen"
+    )
+    text = answer.inner_text()
+    verdicts = page.locator("#ledger tr.row").evaluate_all("rows => rows.map(r => r.dataset.verdict)")
+    count = {v: verdicts.count(v) for v in set(verdicts)}
+    judged = len(verdicts) - count.get("needs GPU", 0) - count.get(NOT_JUDGED, 0)
+    if judged:
+        holds, refuted = count.get("holds", 0), count.get("refuted", 0)
+        assert re.search(
+            rf"^This run judged {judged} claims? of \d+ notebooks?.*: {holds} holds?, "
+            rf"{refuted} (is|are) refuted, {judged - holds - refuted} (is|are) undecided",
+            text,
+        ), text
+    if count.get(NOT_JUDGED):
+        assert f"{count[NOT_JUDGED]} claims were measured at smoke size" in text, text
+    if count.get("needs GPU"):
+        assert f"{count['needs GPU']} claim" in text and "a GPU this machine does not have" in text, text
+    failed = [e["name"] for e in status if e["status"] != "ok"]
+    assert ("every notebook finished" in text) == (not failed), text
+    smoke = [e["name"] for e in status if _is_smoke(record, e["name"])]
+    if smoke:
+        assert page.locator("#smoke-banner").is_visible(), "a smoke run without its banner"
+        shown = set(verdicts) - {NOT_JUDGED, "needs GPU"}  # a row that needs a GPU was not measured
+        assert not shown, f"a smoke run's ledger shows verdicts: {shown}"
+    for name in (e["name"] for e in status if e["status"] == "ok" and "claims" in metrics.get(e["name"], {})):
+        group = page.locator(f"#ledger tbody.nb[data-notebook='{name}']")
+        height = group.bounding_box()["height"]
+        assert height <= LAPTOP["height"], (
+            f"{name}'s ledger is {height:.0f}px tall on a {LAPTOP['height']}px screen"
         )
-        assert closed <= 3.5 * line, (closed, line)
-        page.screenshot(path=str(tmp_path / "ledger-1366.png"))
-        page.locator("#ledger tbody tr").first.click()
-        opened = cell.bounding_box()["height"]
-        assert opened > 2 * closed, (closed, opened)
-        assert (
-            page.locator("#ledger tbody tr").nth(1).locator("td.why div").bounding_box()["height"] == closed
-        )
-        page.screenshot(path=str(tmp_path / "ledger-1366-open.png"))
-        page.locator("#ledger tbody tr").first.click()
-        assert cell.bounding_box()["height"] == closed
-        shots = os.environ.get("NBKIT_LEDGER_SHOTS")
-        if shots:  # keep the two screenshots for a person to look at
-            for png in tmp_path.glob("ledger-*.png"):
-                shutil.copy2(png, Path(shots) / png.name)
-    finally:
-        context.close()
+    assert page.evaluate("document.documentElement.scrollWidth") <= LAPTOP["width"]
+    page.screenshot(path=str(tmp_path / "index-first-screen.png"))
+    page.screenshot(path=str(tmp_path / "index-full.png"), full_page=True)
+    _keep(tmp_path, "index-*.png")
+    assert not refused, f"requests that are not local files: {refused}"
 
 
-def _theme_notebooks_that_ran(run: Path) -> list[str]:
-    """The notebooks of a run folder that are ok and recorded a headline or claims (a theme notebook)."""
-    status = json.loads((run / "index.json").read_text())["notebooks"]
-    metrics = json.loads((run / "metrics.json").read_text())
-    return [
+@pytest.mark.timeout(1200)
+def test_no_figure_of_a_run_has_colliding_text_or_an_empty_frame_and_no_page_asks_the_network(
+    laptop, workbook_run, tmp_path
+):
+    """The index's summary figures (one per theme notebook, drawn at their own size) and every figure of every
+    notebook's page, measured as drawn at 1366×768."""
+    page, refused = laptop
+    record, status, metrics = _record(workbook_run)
+    page.goto((workbook_run / "index.html").as_uri())
+    themes = [
         e["name"]
         for e in status
         if e["status"] == "ok" and {"headline", "claims"} & set(metrics.get(e["name"], {}))
     ]
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    """``$NBKIT_INDEX_RUN`` when set, else a fresh ``nbkit run`` of two small theme notebooks and one that
-    is not a theme's."""
-    given = os.environ.get("NBKIT_INDEX_RUN")
-    if given:
-        return Path(given).resolve()
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "runner_notebooks", Path(__file__).resolve().parents[1] / "unit" / "runner_notebooks.py"
-    )
-    notebooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(notebooks)
-    from nbkit.runner import run_notebooks
-
-    d = tmp_path_factory.mktemp("notebooks")
-    notebooks.make_notebook(d / "00_intro.ipynb", body="import nbkit\nnbkit.record('x', 1)\n")
-    notebooks.make_notebook(d / "01_toy.ipynb", body=notebooks.THEME)
-    notebooks.make_notebook(d / "02_toy.ipynb", body=notebooks.THEME)
-    previous = os.environ.get("NBKIT_NOTEBOOKS")
-    os.environ["NBKIT_NOTEBOOKS"] = str(d)
-    try:
-        final, results = run_notebooks(
-            [], {"N": 6}, output=tmp_path_factory.mktemp("runs") / "glance", progress=False
+    figures = {"index": measure_figures(page)}
+    assert len(figures["index"]) == len(themes), "one summary figure per theme notebook that ran"
+    for fig in figures["index"]:
+        assert fig["width"] >= 0.85 * (LAPTOP["width"] - 100), (
+            f"a summary figure squeezed to {fig['width']}px: {fig['title']}"
         )
-    finally:
-        if previous is None:
-            os.environ.pop("NBKIT_NOTEBOOKS")
-        else:
-            os.environ["NBKIT_NOTEBOOKS"] = previous
-    assert all(r.ok for r in results), [r.error for r in results]
-    return final
-
-
-@pytest.mark.timeout(600)
-def test_index_shows_one_summary_figure_per_theme_notebook_on_a_laptop_screen(
-    chromium, finished_run, tmp_path
-):
-    """At 1366×768, offline: one drawn figure per theme notebook that ran, above the ledger, none wider
-    than the screen; the first row of figures starts on the first screen, side by side."""
-    themes = _theme_notebooks_that_ran(finished_run)
-    assert themes, f"{finished_run}: no theme notebook ran"
-    context = chromium.new_context(viewport=LAPTOP)
-    refused: list[str] = []
-    context.route(
-        "**/*",
-        lambda r: (
-            r.continue_()
-            if r.request.url.startswith("file://")
-            else (refused.append(r.request.url), r.abort())
-        ),
+    for entry in status:
+        if entry["status"] != "ok":
+            continue
+        page.goto((workbook_run / f"{entry['name']}.html").as_uri())
+        figures[entry["name"]] = measure_figures(page, wait_ms=60_000)
+        if _is_smoke(record, entry["name"]):
+            assert page.locator("#smoke-banner").is_visible(), f"{entry['name']}'s page has no smoke banner"
+    collisions = [
+        f"{where}: {fig['title']!r} ({fig['width']}×{fig['height']}): {len(fig['collisions'])} pair(s), e.g. "
+        + "; ".join(f"{a!r} over {b!r}" for a, b in fig["collisions"][:3])
+        for where, figs in figures.items()
+        for fig in figs
+        if fig["collisions"]
+    ]
+    empty = [
+        f"{where}: {fig['title']!r}" for where, figs in figures.items() for fig in figs if not fig["traces"]
+    ]
+    total = sum(len(f) for f in figures.values())
+    assert not collisions, f"colliding text in {len(collisions)} of {total} figures:\n" + "\n".join(
+        collisions
     )
-    try:
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        page.goto((finished_run / "index.html").as_uri())
-        cards = page.locator("#glance section.nb")
-        assert [cards.nth(i).get_attribute("data-notebook") for i in range(cards.count())] == themes
-        page.wait_for_function(
-            f"document.querySelectorAll('#glance .js-plotly-plot .main-svg').length >= {len(themes)}"
-        )
-        plots = page.locator("#glance .js-plotly-plot")
-        assert plots.count() == len(themes), "one summary figure per theme notebook that ran"
-        for i in range(plots.count()):
-            box = plots.nth(i).bounding_box()
-            assert box["width"] > 300 and box["height"] > 200, box
-            assert box["x"] + box["width"] <= LAPTOP["width"], box
-            assert (
-                page.evaluate(f"document.querySelectorAll('#glance .js-plotly-plot')[{i}].data.length") >= 1
-            )
-        width = page.evaluate("document.documentElement.scrollWidth")
-        assert width <= LAPTOP["width"], f"the page is {width}px wide on a {LAPTOP['width']}px screen"
-        first = cards.first.bounding_box()
-        assert first["y"] < LAPTOP["height"], f"the glance starts below the first screen ({first['y']}px)"
-        if cards.count() > 1:
-            assert cards.nth(1).bounding_box()["y"] == first["y"], "two cards side by side on a laptop"
-        assert cards.first.bounding_box()["y"] < page.locator("#ledger").bounding_box()["y"]
-        shot = tmp_path / "index-glance-1366.png"
-        page.screenshot(path=str(shot))
-        from PIL import Image
-
-        with Image.open(shot) as img:
-            assert img.size == (LAPTOP["width"], LAPTOP["height"])
-            colours = img.convert("RGB").getcolors(maxcolors=1 << 16)
-            assert colours is None or len(colours) > 50, "the first screen is (almost) blank"
-        assert not refused, f"requests that are not local files: {refused}"
-        shots = os.environ.get("NBKIT_LEDGER_SHOTS")
-        if shots:
-            shutil.copy2(shot, Path(shots) / shot.name)
-    finally:
-        context.close()
+    assert not empty, f"{len(empty)} empty frame(s) of {total} figures:\n" + "\n".join(empty)
+    assert not refused, f"requests that are not local files: {sorted(set(refused))}"

@@ -1,14 +1,14 @@
 """Every figure a SMOKE run stores reads well: no scatter trace is drawn at under 2 % of its y axis
-(``nbkit.figures``: its own y-span ÷ the span of every trace on that axis, log10 values on a log axis),
-so quantities of different units sit on separate axes or subplots and curves spanning decades on a log
+(``tests/figure_rules.py``: its own y-span ÷ the span of every trace on that axis, log10 values on a log
+axis), so quantities of different units sit on separate axes or subplots and curves spanning decades on a log
 axis."""
 
 from pathlib import Path
 
 import nbformat
 import pytest
+from figure_rules import squashed_traces
 
-from nbkit.figures import squashed_traces
 from nbkit.live import PLOTLY_MIME
 
 NOTEBOOKS = sorted(

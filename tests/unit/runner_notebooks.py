@@ -40,7 +40,7 @@ THEME = """
 from dataclasses import dataclass
 import plotly.graph_objects as go
 import nbkit
-from nbkit.claims import ARITHMETIC, ClaimSpec, HeadlineSpec, Reading, Rule, decide_at_least
+from nbkit.claims import ARITHMETIC, ClaimSpec, HeadlineSpec, Reading, exact_at_least
 from nbkit.experiment import Context, Experiment, Registry, Result, param
 
 @dataclass
@@ -66,13 +66,14 @@ def _run(title):
 REG = Registry("toy", summary="b")
 REG.register(Experiment("a", "experiment a", Cfg, Met, _run("a curve")))
 REG.register(Experiment("b", "experiment b", Cfg, Met, _run("b curve")))
-REG.headline_number(HeadlineSpec("total of b", ("b",), lambda b: b.total, tolerance=0.1))
-REG.headline_number(HeadlineSpec("total of a", ("a",), lambda a: a.total, tolerance=0.05, relative=True))
+REG.headline_number(HeadlineSpec("total of b", "total of b", ("b",), lambda b: b.total, tolerance=0.1))
+REG.headline_number(
+    HeadlineSpec("total of a", "total of a", ("a",), lambda a: a.total, tolerance=0.05, relative=True)
+)
 REG.claim(ClaimSpec(
-    key="b_total", claim="b's points sum to at least 2", field_note="2", source="toy", kind=ARITHMETIC,
-    reads=("b",), read=lambda b: Reading((b.total,), f"{b.total:g}", "1 sum"),
-    verdict=lambda total: decide_at_least(total, 2.0, what="b's total"),
-    rule=Rule("total ≥ 2", "exact", "at least", 2.0),
+    key="b_total", claim="b's points sum to at least 2", source="toy", field_note="2", kind=ARITHMETIC,
+    reads=("b",), read=lambda b: Reading(b.total, f"{b.total:g}", "1 sum"),
+    rule=exact_at_least(2.0, "b's total"),
 ))
 ctx = Context("cpu", smoke=SMOKE)
 REG.show("a", ctx, n=N)

@@ -1,8 +1,8 @@
-"""``nbkit compare RUN_A RUN_B`` on real SMOKE runs of a small theme notebook (``nbkit run`` and ``nbkit
+"""``nbkit compare RUN_A RUN_B`` on real runs of a small theme notebook (``nbkit run`` and ``nbkit
 sweep``, made once per module), and on copies of them changed the way a later run or a damaged folder
 would be: identical runs exit 0; a changed verdict, a row or a notebook ok in one run only exit 1 and are
-named; parameter, version and headline differences are named with exit 0; a folder that is not a run
-or an unreadable record is one line, exit 2.
+named; parameter, version and headline differences are named with exit 0; a folder that is not a run,
+an unreadable record, or a smoke run against a default one is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.timeout(900)
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Three runs of the theme notebook (A, A again, and A with RATE=0.1) and one sweep over RATE."""
+    """Three runs of the theme notebook (A, A again, and A with RATE=0.1), one sweep over RATE and one smoke
+    run."""
     root = tmp_path_factory.mktemp("compare")
     notebooks = root / "notebooks"
     notebooks.mkdir()
@@ -31,14 +32,11 @@ def runs(tmp_path_factory):
     out = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NBKIT_NOTEBOOKS", str(notebooks))
-        for name, extra in (("a", []), ("same", []), ("rate", ["-p", "RATE", "0.1"])):
+        for name, extra in (("a", []), ("same", []), ("rate", ["-p", "RATE", "0.1"]), ("smoke", ["--smoke"])):
             out[name] = root / name
-            assert main(["run", "01", "--smoke", "-q", "--output", str(out[name]), *extra]) == 0
+            assert main(["run", "01", "-q", "--output", str(out[name]), *extra]) == 0
         out["sweep"] = root / "sweep"
-        assert (
-            main(["sweep", "01", "--grid", "RATE=0.5,0.1", "--smoke", "-q", "--output", str(out["sweep"])])
-            == 0
-        )
+        assert main(["sweep", "01", "--grid", "RATE=0.5,0.1", "-q", "--output", str(out["sweep"])]) == 0
     return out
 
 
@@ -60,7 +58,9 @@ def test_two_identical_runs_compare_equal(runs, capsys):
     assert out.strip().endswith("same verdicts and nothing else differs (exit 0)")
     run = json.loads((runs["a"] / "run.json").read_text())
     assert run["packages"]["python"] and run["packages"]["plotly"]  # recorded from now on
-    tolerance = json.loads((runs["a"] / "metrics.json").read_text())["01_toy"]["headline_tolerance"]
+    recorded = json.loads((runs["a"] / "metrics.json").read_text())["01_toy"]
+    stated = recorded.get("headline_spec") or recorded["headline_tolerance"]
+    tolerance = {k: {"tolerance": v["tolerance"], "relative": v["relative"]} for k, v in stated.items()}
     assert tolerance == {
         "total of b": {"tolerance": 0.1, "relative": False},
         "total of a": {"tolerance": 0.05, "relative": True},
@@ -183,3 +183,37 @@ def test_the_html_report_names_the_changed_row(runs, tmp_path, capsys):
     )
     text = page.read_text()
     assert "<h2>verdicts changed (1)</h2>" in text and "b_total: holds → refuted" in text
+
+
+def test_a_smoke_run_against_a_default_run_is_refused_in_one_line(runs, tmp_path, capsys):
+    """A smoke run's rows are measured, not judged: no verdict of it can be set beside a default run's."""
+    for a, b in ((runs["smoke"], runs["a"]), (runs["a"], runs["smoke"])):
+        assert main(["compare", str(a), str(b)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
+        assert f"{runs['smoke']} is a smoke run and {runs['a']} is not" in captured.err
+        assert "compare two smoke runs, or two runs without --smoke" in captured.err
+    assert main(["compare", str(runs["smoke"]), str(runs["smoke"])]) == 0  # smoke against smoke: measurements
+    capsys.readouterr()
+    # a notebook given SMOKE by -p in an otherwise default run is a smoke run too
+    given = _copy(runs["same"], tmp_path / "given")
+    _edit_json(given / "run.json", lambda r: r.update(parameters={"01_toy": {"SMOKE": "True"}}))
+    assert main(["compare", str(runs["a"]), str(given)]) == 2
+    assert f"{given} is a smoke run and {runs['a']} is not" in capsys.readouterr().err
+
+
+def test_headline_tolerances_come_from_the_headline_spec_and_else_the_older_record(runs, tmp_path, capsys):
+    spec = _copy(runs["same"], tmp_path / "spec")
+
+    def stated(m):
+        m["01_toy"]["headline_spec"] = {
+            "total of b": {"label": "b's total", "unit": "", "help": "", "tolerance": 0.5, "relative": False}
+        }
+        m["01_toy"]["headline"]["total of b"] = 3.4
+
+    _edit_json(spec / "metrics.json", stated)
+    assert main(["compare", str(runs["a"]), str(spec)]) == 0
+    assert "headline numbers beyond their tolerance: none" in capsys.readouterr().out  # 0.4 ≤ 0.5 stated
+    _edit_json(spec / "metrics.json", lambda m: m["01_toy"].pop("headline_spec"))
+    assert main(["compare", str(runs["a"]), str(spec)]) == 0
+    assert "total of b: 3 → 3.4 (tolerance ±0.1)" in capsys.readouterr().out  # the older record's 0.1

@@ -402,8 +402,8 @@ def test_a_runs_notebooks_are_judged_as_one_family():
     weak = dataclasses.replace(row, key="weak", alpha_needed=0.03)
     weaker = dataclasses.replace(row, key="weaker", alpha_needed=0.04)
     exact = dataclasses.replace(row, key="exact", alpha_needed=None)
-    out = {r.key: r for r in run_family([strong, weak, weaker, exact])}
-    assert out["strong"].verdict == HOLDS and out["exact"].verdict == HOLDS  # 1e-6 ≤ 0.05 / 3
-    assert out["weak"].verdict == INCONCLUSIVE and "family of 3 decisive rows" in out["weak"].why  # > 0.05/2
-    assert out["weaker"].verdict == INCONCLUSIVE
-    assert run_family([weak])[0].verdict == HOLDS  # alone, 0.03 ≤ 0.05
+    out = {r["key"]: r for r in run_family([x.to_dict() for x in (strong, weak, weaker, exact)])}
+    assert out["strong"]["verdict"] == HOLDS and out["exact"]["verdict"] == HOLDS  # 1e-6 ≤ 0.05 / 3
+    assert out["weak"]["verdict"] == INCONCLUSIVE and "family of 3 decisive rows" in out["weak"]["why"]
+    assert out["weaker"]["verdict"] == INCONCLUSIVE  # 0.04 > 0.05 / 2 after 0.03 failed
+    assert run_family([weak.to_dict()])[0]["verdict"] == HOLDS  # alone, 0.03 ≤ 0.05

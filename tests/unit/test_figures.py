@@ -1,5 +1,5 @@
-"""The readability rule every stored figure passes (``nbkit.figures``), on figures built with plotly and
-read back as an executed notebook stores them."""
+"""The readability rule every stored figure passes (``tests/figure_rules.py``), on figures built with plotly
+and read back as an executed notebook stores them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import json
 
 import numpy as np
 import plotly.graph_objects as go
+from figure_rules import MIN_SHARE, squashed_traces, values
 from plotly.subplots import make_subplots
-
-from nbkit.figures import MIN_SHARE, squashed_traces, values
 
 
 def _stored(fig) -> dict:

@@ -180,12 +180,13 @@ def test_parallel_run_and_its_index_page(tmp_path, monkeypatch, capsys):
     page = (out / "index.html").read_text()
     title = re.search(r"<title>(.*)</title>", page).group(1)
     assert title.startswith("nbkit run 20260101-run (") and ".tmp" not in page
-    ledger = re.search(r"<table id='ledger'>.*?<tbody>(.*?)</tbody>", page, re.S).group(1)
+    ledger = re.search(r"<tbody class='nb' data-notebook='01_alpha'>(.*?)</tbody>", page, re.S).group(1)
     rows = re.findall(r"<tr data-verdict='([^']*)'", ledger)
     assert rows == ["holds", "holds"]  # 01's two claims (N=5: 25 ≥ 4; RATE 0.5)
     assert "N squared is at least 4" in html_lib.unescape(ledger)
-    assert "02_old: claims not in the Claim shape" in page and "03_none: recorded no claims" in page
-    assert "<th>n squared</th><td>25</td>" in page  # 01's headline
+    # an older shape's row is shown with what it has; a notebook without claims says so
+    assert "<tbody class='nb' data-notebook='02_old'>" in page and "03_none: recorded no claims" in page
+    assert "<th>n squared</th><td class='value'>25</td>" in page  # 01's headline
     assert "N=5" in page and "01_alpha.html" in page and "01_alpha.ipynb" in page
 
 
@@ -216,7 +217,7 @@ def test_index_shows_each_theme_notebooks_summary_figure_and_headline_at_a_glanc
     draws = re.findall(r"Plotly.newPlot\('(glance-\d+)', (\[.*?\]), ", page)
     assert [d[0] for d in draws] == ["glance-1", "glance-2"]
     assert all('"b curve"' in d[1] and '"a curve"' not in d[1] for d in draws)  # the summary, not a's
-    assert "<th>total of b</th><td>7.5</td>" in page  # 0.5 * (1 + 2 + 3 + 4 + 5)
+    assert "<th>total of b</th><td class='value'>7.5</td>" in page  # 0.5 * (1 + 2 + 3 + 4 + 5)
     assert page.index("<script src='plotly.min.js'>") < page.index("<title>")
     assert (final / "plotly.min.js").is_file()
     assert len(page.encode()) < 200_000  # mailed: the figures' data and layout, no library
