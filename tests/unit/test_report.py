@@ -226,3 +226,32 @@ def test_a_smoke_notebooks_page_carries_the_banner_and_an_empty_figure_is_one_li
     assert 'id="smoke-banner"' in page or "id='smoke-banner'" in page
     assert "This notebook ran at smoke size" in page
     assert "drill: nothing was plotted in this run" in page and "Plotly.newPlot" not in page
+
+
+def test_a_runs_notebooks_are_one_holm_family_on_its_index():
+    """Each notebook judged its decisive rows with its own Holm family; the run's index judges all of them
+    as one: two rows that decide only at α ≥ 0.03 and 0.04 hold alone in their notebooks, and are
+    inconclusive in a run of three decisive rows (Holm's second step needs α ≤ 0.025)."""
+    from nbkit.report import run_ledger
+
+    results = [
+        _ok(
+            "01",
+            {
+                "claims": [
+                    _row("holds", key="a", alpha_needed=1e-6),
+                    _row("holds", key="b", alpha_needed=0.03),
+                ]
+            },
+        ),
+        _ok(
+            "02",
+            {"claims": [_row("refuted", key="c", alpha_needed=0.04), _row("holds", key="d", exact=True)]},
+        ),
+    ]
+    judged = run_ledger(results, smoke=[])
+    verdicts = {r["key"]: r["verdict"] for name in judged for r in judged[name][0]}
+    assert verdicts == {"a": "holds", "b": "inconclusive", "c": "inconclusive", "d": "holds"}
+    assert "family of 3 decisive rows" in judged["01"][0][1]["why"]
+    alone = run_ledger(results[1:], smoke=[])
+    assert alone["02"][0][0]["verdict"] == "refuted"
