@@ -39,7 +39,7 @@ from nbkit.claims import (
 from nbkit.claims.design import SPREAD_CONFIDENCE
 from nbkit.claims.intervals import NAN
 from nbkit.signatures import field_notes as notes
-from nbkit.signatures.experiments import REGISTRY
+from nbkit.signatures.experiments import ASKED_CASE, REGISTRY
 from nbkit.signatures.metrics import (
     CompileMetrics,
     ContractsMetrics,
@@ -351,7 +351,7 @@ ROWS = (
             CLEAN,
             "the lowest module's contract-clean rate",
             estimator=LOWEST_MODULE,
-            unit="case",
+            unit=ASKED_CASE,
             claimed=CLEAN_TRUE,
             null=CLEAN_FALSE,
         ),

@@ -792,6 +792,9 @@ REGISTRY.register(
 # modules on 50 cases 614 CPU-s; eight BootstrapFewShot programs, compiled and scored on the dev questions,
 # 882 and 1,243 CPU-s at seeds 0 and 1 (a compile set is two programs, one per mix).
 COSTS = "measured cold on the shared 2-core machine (bench/RESULTS.md, Notebook 03's claims)"
+# The modules' unit: a case asked of every module, named apart from the case other rows count, whose cases
+# come from other experiments as well (the field notes' signature asks every case outside test).
+ASKED_CASE = "asked case"
 REGISTRY.register(
     Experiment(
         "modules",
@@ -801,7 +804,7 @@ REGISTRY.register(
         run_modules,
         # The cases are asked at once (the servers decode them side by side): one look at the budget.
         replicates=Replicates(
-            "case", "cases", full=MODULES_FULL_CASES, cost_s=12.3, cost_source=COSTS, sequential=False
+            ASKED_CASE, "cases", full=MODULES_FULL_CASES, cost_s=12.3, cost_source=COSTS, sequential=False
         ),
     )
 )

@@ -86,7 +86,7 @@ def modules_sample(cases, *clean):
 )
 def test_modules_serve_contract_at_the_default_and_full_n(cases, clean, verdict):
     v = spec("modules_serve_contract").decide(modules_sample(cases, *clean), LEVEL)
-    assert v.verdict == verdict and f"over {cases} cases" in v.why
+    assert v.verdict == verdict and f"over {cases} asked cases" in v.why
 
 
 def test_the_lowest_module_interval_is_bonferroni_over_the_modules():
