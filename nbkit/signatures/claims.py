@@ -29,6 +29,7 @@ from nbkit.claims import (
     HeadlineSpec,
     Plan,
     Reading,
+    Rule,
     Verdict,
     at_least,
     clustered_rate_interval,
@@ -43,6 +44,7 @@ from nbkit.signatures.experiments import ASKED_CASE, REGISTRY
 from nbkit.signatures.metrics import (
     CompileMetrics,
     ContractsMetrics,
+    HistoryMetrics,
     ModulesMetrics,
     TokenLimitMetrics,
     request_breaches,
@@ -59,6 +61,7 @@ RS_CANDIDATES = 16  # BootstrapFewShotWithRandomSearch's documented num_candidat
 DEV_CASES = 15  # the shipped data's dev cases at any seed (a quarter of 63; a test checks it)
 SPREADS = "bench/signatures_spread.py (bench/RESULTS.md, Notebook 03's claims)"
 ICC = "intraclass correlation of a case's answers"
+ASSUMED = "assumed, not measured: a case's two phrasings alike half the time beyond chance"
 # sds of the compile-set effect, the case effect and the residual of a compile sets × dev cases table (two-way
 # ANOVA), 4 compile sets at each of seeds 0 and 1 (each its own 15 dev cases), their mean variances.
 GAP_SD, LIFT_SD, RS_SD = (0.14, 0.31, 0.51), (0.07, 0.08, 0.31), (0.09, 0.21, 0.34)
@@ -87,11 +90,8 @@ def _lowest_module(sample: list[tuple[tuple[int, int], ...]], level: float) -> t
     module's rate, and "every module at least the bar" is "this interval at least the bar"."""
     if not sample:
         return NAN
-    each = 1 - (1 - level) / len(sample[0])
-    per = [
-        clustered_rate_interval(*zip(*(c[m] for c in sample), strict=True), each)
-        for m in range(len(sample[0]))
-    ]
+    each, modules = 1 - (1 - level) / len(sample[0]), [[c[m] for c in sample] for m in range(len(sample[0]))]
+    per = [clustered_rate_interval([k for k, _ in cs], [n for _, n in cs], each) for cs in modules]
     return (min(lo for lo, _ in per), min(hi for _, hi in per))
 
 
@@ -109,23 +109,17 @@ def _rate_difference(sample: list[tuple[int, int, int]], level: float) -> tuple[
     return (pa - pb - math.hypot(pa - la, ub - pb), pa - pb + math.hypot(ua - pa, pb - lb))
 
 
-def _head(sample: Any, n: int) -> list:
-    return list(sample)[:n]
-
-
-LOWEST_MODULE = Estimator(
-    "lowest clustered Wilson",
-    "clustered Wilson intervals, Bonferroni over the modules, across",
-    _lowest_module,
-    len,
-    _head,
+LOWEST_MODULE = dataclasses.replace(
+    CLUSTER,
+    name="lowest clustered",
+    words="Wilson intervals by case, Bonferroni over the modules, across",
+    interval=_lowest_module,
 )
-RATE_DIFFERENCE = Estimator(
-    "clustered Newcombe",
-    "Newcombe's square-and-add of two clustered Wilson intervals across",
-    _rate_difference,
-    len,
-    _head,
+RATE_DIFFERENCE = dataclasses.replace(
+    CLUSTER,
+    name="clustered difference",
+    words="Newcombe's square-and-add of two Wilson intervals by case, across",
+    interval=_rate_difference,
 )
 # Random search's rows carry the candidates each compile set scored, which its bespoke verdict reads.
 RS_TABLE = dataclasses.replace(CROSSED, interval=lambda s, level: CROSSED.interval([r for _, r in s], level))
@@ -230,7 +224,7 @@ def read_runaway(t: TokenLimitMetrics) -> Reading:
     )
 
 
-def read_limit(t: TokenLimitMetrics, history: Any) -> Reading:
+def read_limit(t: TokenLimitMetrics, history: HistoryMetrics) -> Reading:
     calls, probes = history.calls, t.probes()
     over = [calls.max_completion_tokens - calls.max_tokens] * bool(calls.served) + [
         p - t.limit for p in probes
@@ -246,9 +240,14 @@ def read_limit(t: TokenLimitMetrics, history: Any) -> Reading:
 
 
 # -- the bespoke verdicts --------------------------------------------------------------------------
-BREACHES, RS_GAIN = "share of parsed answers breaching a prompt-only bound", "hit@3 RS − BFS per dev case"
+def effect(claimed: float, what: str, estimator: Estimator, unit: str) -> Rule:
+    """An effect claim's rule: at least halfway between the claimed effect and none, false at none."""
+    return at_least(halfway(claimed, 0.0), what, estimator=estimator, unit=unit, claimed=claimed, null=0.0)
+
+
+BREACHES = "share of parsed answers breaching a prompt-only bound"
 BOUNDS_RULE = at_least(RARE, BREACHES, estimator=CLUSTER, unit="case", claimed=RARE, null=0.0)
-RS_RULE = at_least(halfway(GAP, 0.0), RS_GAIN, estimator=RS_TABLE, unit="compile set", claimed=GAP, null=0.0)
+RS_RULE = effect(GAP, "hit@3 RS − BFS per dev case", RS_TABLE, "compile set")
 
 
 def verdict_bounds(sample: list[tuple[int, int]], level: float = 0.95) -> Verdict:
@@ -379,21 +378,8 @@ ROWS = (
         MEASURED,
         ("contracts",),
         read_grammar,
-        at_least(
-            0.5,
-            "structural-failure rate, ChatAdapter − the JSON grammar",
-            estimator=RATE_DIFFERENCE,
-            unit="case",
-            claimed=1.0,
-            null=0.0,
-        ),
-        Plan(
-            0.5,
-            0,
-            "assumed (not measured: a case's two phrasings alike half the time beyond chance)",
-            draw_grammar,
-            ICC,
-        ),
+        effect(1.0, "structural-failure rate, ChatAdapter − the JSON grammar", RATE_DIFFERENCE, "case"),
+        Plan(0.5, 0, ASSUMED, draw_grammar, ICC),
     ),
     ClaimSpec(
         "confidence_in_words",
@@ -403,15 +389,8 @@ ROWS = (
         MEASURED,
         ("contracts",),
         read_confidence,
-        at_least(
-            0.5,
-            "share of answers giving a confidence that give it as a word",
-            estimator=CLUSTER,
-            unit="case",
-            claimed=1.0,
-            null=0.0,
-        ),
-        Plan(0.5, 0, f"assumed (no answer gave a confidence at all in {SPREADS})", draw_pairs, ICC),
+        effect(1.0, "share of answers giving a confidence that give it as a word", CLUSTER, "case"),
+        Plan(0.5, 0, f"{ASSUMED}; no answer gave a confidence at all in {SPREADS}", draw_pairs, ICC),
     ),
     ClaimSpec(
         "standard_only_gap",
@@ -422,14 +401,7 @@ ROWS = (
         MEASURED,
         ("compile",),
         read_gap,
-        at_least(
-            halfway(GAP, 0.0),
-            "hit@3 standard − colloquial per dev case (0 % colloquial programs)",
-            estimator=CROSSED,
-            unit="compile set",
-            claimed=GAP,
-            null=0.0,
-        ),
+        effect(GAP, "hit@3 standard − colloquial per dev case (0 % programs)", CROSSED, "compile set"),
         _table_plan(GAP_SD, 8, draw_gap),
     ),
     ClaimSpec(
@@ -441,14 +413,7 @@ ROWS = (
         MEASURED,
         ("compile",),
         read_mix,
-        at_least(
-            halfway(GAP, 0.0),
-            "colloquial hit@3 per dev case, mix − 0 % (one compile set)",
-            estimator=CROSSED,
-            unit="compile set",
-            claimed=GAP,
-            null=0.0,
-        ),
+        effect(GAP, "colloquial hit@3 per dev case, mix − 0 % (one compile set)", CROSSED, "compile set"),
         _table_plan(LIFT_SD, 8, draw_lift),
     ),
     ClaimSpec(
