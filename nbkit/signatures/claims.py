@@ -79,6 +79,11 @@ def row_sd(parts: tuple[float, ...]) -> float:
     return math.hypot(parts[0], parts[2] / math.sqrt(DEV_CASES))
 
 
+def effect(claimed: float, what: str, estimator: Estimator, unit: str) -> Rule:
+    """An effect claim's rule: at least halfway between the claimed effect and none, false at none."""
+    return at_least(halfway(claimed, 0.0), what, estimator=estimator, unit=unit, claimed=claimed, null=0.0)
+
+
 def _sums(sample: list) -> tuple[int, ...]:
     return tuple(sum(x[i] for x in sample) for i in range(len(sample[0]))) if sample else (0, 0, 0)
 
@@ -131,7 +136,8 @@ def read_modules(modules: ModulesMetrics) -> Reading:
     return Reading(
         list(zip(*per, strict=True)),
         ", ".join(
-            f"{r.module}: {int(sum(r.outcomes.clean))}/{len(r.outcomes)} contract-clean" for r in modules.runs
+            f"{r.module}: {sum(k for k, _ in c)}/{len(r.outcomes)} contract-clean"
+            for r, c in zip(modules.runs, per, strict=True)
         ),
         n=f"{modules.cases} cases × 2 phrasings per module ({'+'.join(modules.splits)}, {modules.adapter})",
         missing="" if per else "no module was asked",
@@ -177,7 +183,7 @@ def read_confidence(contracts: ContractsMetrics) -> Reading:
         f"give none (the field notes' signature, {fn.adapter}, {'+'.join(fn.splits)})",
         n=f"{n} answers with a confidence from {len(sample)} cases, of {fn.questions} questions",
         missing=""
-        if len(sample) >= 2
+        if len(sample) > 1
         else f"fewer than two cases give a confidence ({n} of {parsed} answers)",
     )
 
@@ -226,9 +232,8 @@ def read_runaway(t: TokenLimitMetrics) -> Reading:
 
 def read_limit(t: TokenLimitMetrics, history: HistoryMetrics) -> Reading:
     calls, probes = history.calls, t.probes()
-    over = [calls.max_completion_tokens - calls.max_tokens] * bool(calls.served) + [
-        p - t.limit for p in probes
-    ]
+    over = [p - t.limit for p in probes]
+    over += [calls.max_completion_tokens - calls.max_tokens] if calls.served else []
     cached = f" ({calls.from_cache} more answered from DSPy's cache)" if calls.from_cache else ""
     return Reading(
         max(over, default=None),
@@ -240,11 +245,6 @@ def read_limit(t: TokenLimitMetrics, history: HistoryMetrics) -> Reading:
 
 
 # -- the bespoke verdicts --------------------------------------------------------------------------
-def effect(claimed: float, what: str, estimator: Estimator, unit: str) -> Rule:
-    """An effect claim's rule: at least halfway between the claimed effect and none, false at none."""
-    return at_least(halfway(claimed, 0.0), what, estimator=estimator, unit=unit, claimed=claimed, null=0.0)
-
-
 BREACHES = "share of parsed answers breaching a prompt-only bound"
 BOUNDS_RULE = at_least(RARE, BREACHES, estimator=CLUSTER, unit="case", claimed=RARE, null=0.0)
 RS_RULE = effect(GAP, "hit@3 RS − BFS per dev case", RS_TABLE, "compile set")
@@ -263,9 +263,7 @@ def verdict_random_search(sample: list[tuple[int, list[float]]], level: float = 
     with fewer random candidates reads inconclusive (the peer ran below its documented budget)."""
     v, fewest = RS_RULE.decide(sample, level), min((c for c, _ in sample), default=RS_CANDIDATES)
     if v.verdict == REFUTED and fewest < RS_CANDIDATES:
-        return Verdict(
-            INCONCLUSIVE, f"{v.why}; but random search ran {fewest} candidates, not DSPy's {RS_CANDIDATES}"
-        )
+        return Verdict(INCONCLUSIVE, f"{v.why}; random search ran {fewest} candidates, not {RS_CANDIDATES}")
     return v
 
 
@@ -280,9 +278,8 @@ def _clustered(rng: Any, rate: float, sizes: list[int], icc: float) -> list[tupl
 
 def draw_modules(rng: Any, value: float, n: int, icc: float) -> list[tuple[tuple[int, int], ...]]:
     """Three modules on n cases × 2 phrasings: the first at ``value``, the others at CLEAN_TRUE."""
-    return list(
-        zip(*(_clustered(rng, r, [2] * n, icc) for r in (value, CLEAN_TRUE, CLEAN_TRUE)), strict=True)
-    )
+    modules = [_clustered(rng, r, [2] * n, icc) for r in (value, CLEAN_TRUE, CLEAN_TRUE)]
+    return list(zip(*modules, strict=True))
 
 
 def draw_bounds(rng: Any, value: float, n: int, icc: float) -> list[tuple[int, int]]:
@@ -325,9 +322,7 @@ def draw_rs(rng: Any, value: float, n: int, spread: float) -> list[tuple[int, li
 
 
 def _icc(measured: float) -> str:
-    return (
-        f"{measured} measured on 50 cases, at its {SPREAD_CONFIDENCE:.0%} upper bound (Fisher's z); {SPREADS}"
-    )
+    return f"{measured} on 50 cases at its {SPREAD_CONFIDENCE:.0%} upper bound (Fisher's z); {SPREADS}"
 
 
 def _table_plan(parts: tuple[float, ...], sets: int, draw: Any, how: str = "") -> Plan:
