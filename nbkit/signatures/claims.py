@@ -158,7 +158,9 @@ def read_prompt_bounds(modules: ModulesMetrics, contracts: ContractsMetrics) -> 
 def read_grammar(contracts: ContractsMetrics) -> Reading:
     chat, grammar = contracts.run("chat"), contracts.run("json_grammar")
     if chat is None or grammar is None:
-        return Reading([], "not measured", missing="the contracts ran ChatAdapter or the grammar only")
+        return Reading(
+            [], "not measured", missing="it needs ChatAdapter and the grammar (the local server's)"
+        )
     o, g = chat.outcomes, grammar.outcomes.values("structural")
     both = [k in g for k in o.keys]
     a, b = o.case_counts(o.structural, both), o.case_counts([g.get(k, 0) for k in o.keys], both)
