@@ -28,7 +28,7 @@
 
 # %% tags=["parameters"]
 SMOKE = False
-PROFILE = "default"  # "full": every claim's budget large enough to decide it (longer)
+PROFILE = "default"  # "full": every claim's n large enough to decide it (longer)
 DEVICE = "auto"
 SEED = 0
 LM_MODEL = "local"  # the SmolLM2-135M llama.cpp servers nbkit starts, or any dspy.LM model string
@@ -112,8 +112,9 @@ signature = experiments.show("signature", ctx)
 # throwaway loopback listener); a **stock** llama-cpp-python server only knows `max_tokens` and drops
 # unknown fields, so it generates until EOS or a full context. The probe starts a stock server with a
 # small context (which bounds the runaway) and sends it the same DSPy request; when the context fills
-# before the answer ends, the tokens that filled it are reported, marked as imputed. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same
-# request through it, and raw requests with either field, must stay within the limit.
+# before the answer ends, the tokens that filled it are reported, marked as imputed. nbkit's launcher maps
+# the field (`nbkit.signatures.llama_server`); the same request through it, and raw requests with either
+# field, must stay within the limit.
 
 # %%
 token_limit = experiments.show("token_limit", ctx)
