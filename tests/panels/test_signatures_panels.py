@@ -215,7 +215,8 @@ def test_the_full_profile_runs_and_judges_its_rows():
         ctx.close()
     assert experiments.REGISTRY["compile"].config(False, "full").compiles == FULL_COMPILES
     # DummyLM's one answer is contract-clean everywhere and the same for every program
-    assert rows["modules_serve_contract"].why.startswith("not decided at the full profile: up to 50 asked cases")
+    modules_why = rows["modules_serve_contract"].why
+    assert modules_why.startswith("not decided at the full profile: up to 50 asked cases")
     assert rows["colloquial_mix_lifts"].n.startswith("3 compile set(s) × 15 dev cases")
     assert rows["colloquial_mix_lifts"].why.startswith(
         "not decided at the full profile: up to 3 compile sets"
