@@ -451,8 +451,8 @@ for _row in ROWS:
     REGISTRY.claim(_row)
 
 
-# -- the headline ----------------------------------------------------------------------------------
-def _violations(adapter: str) -> Any:
+# -- the headline --------------------------------------------------------------------------------
+def _broken(adapter: str) -> Any:
     return lambda c: None if c.run(adapter) is None else c.run(adapter).violation_rate
 
 
@@ -460,23 +460,49 @@ def _best_hit(modules: ModulesMetrics) -> float:
     return max((r.hit_at_3 for r in modules.runs), default=math.nan)
 
 
-for _name, _label, _slug, _value, _unit, _tolerance in (
-    ("questions_per_module", "questions per module", "modules", lambda m: 2 * m.cases, "questions", 0),
-    ("best_module_hit_at_3", "hit@3 of the best module", "modules", _best_hit, "share", 0.1),
-    ("chat_violation_rate", "violations under ChatAdapter", "contracts", _violations("chat"), "share", 0.1),
-    ("grammar_violation_rate", "violations, grammar", "contracts", _violations("json_grammar"), "share", 0.1),
-    (
+ANSWERS = "share of answers"
+for _h in (
+    HeadlineSpec(
+        "questions_per_module",
+        "questions asked of each module",
+        ("modules",),
+        lambda m: 2 * m.cases,
+        "questions",
+    ),
+    HeadlineSpec(
+        "best_module_hit_at_3", "hit@3 of the best module", ("modules",), _best_hit, "share of questions", 0.1
+    ),
+    HeadlineSpec(
+        "chat_violation_rate", "contract breaches, ChatAdapter", ("contracts",), _broken("chat"), ANSWERS, 0.1
+    ),
+    HeadlineSpec(
+        "grammar_violation_rate",
+        "contract breaches, JSON grammar",
+        ("contracts",),
+        _broken("json_grammar"),
+        ANSWERS,
+        0.1,
+    ),
+    HeadlineSpec(
         "lm_calls_from_cache",
-        "LM calls from DSPy's cache",
-        "history",
+        "LM calls answered from DSPy's cache",
+        ("history",),
         lambda h: h.calls.from_cache,
         "calls",
-        0,
+        help="0: a cold run; more: a re-run answered from the cache",
     ),
     # Wall seconds follow the machine's load: only a change of half of them is reported.
-    ("notebook_seconds", "seconds until the history cell", "history", lambda h: h.seconds, "s", 0.5),
+    HeadlineSpec(
+        "notebook_seconds",
+        "seconds from opening the context",
+        ("history",),
+        lambda h: h.seconds,
+        "s",
+        0.5,
+        True,
+    ),
 ):
-    REGISTRY.headline_number(HeadlineSpec(_name, _label, (_slug,), _value, _unit, _tolerance, _unit == "s"))
+    REGISTRY.headline_number(_h)
 
 judge = REGISTRY.judge
 headline = REGISTRY.headline

@@ -437,7 +437,7 @@ def test_the_headline_has_its_numbers_in_words(monkeypatch):
         "notebook_seconds": 12.0,
     }
     assert seen["headline_spec"]["notebook_seconds"] == {
-        "label": "seconds until the history cell",
+        "label": "seconds from opening the context",
         "unit": "s",
         "help": "",
         "tolerance": 0.5,
