@@ -3,11 +3,13 @@
     .venv/bin/python bench/signatures_spread.py [--compiles 4] [--rs-compiles 1] [--seed 0] [--out FILE]
 
 Runs notebook 03's experiments in this process with a fresh in-run cache (cold) on the reproducible
-llama-cpp-python pool, and prints, per claim, what its design in ``nbkit/signatures/designs.py`` needs:
+llama-cpp-python pool, and prints, per claim, the spread its plan in ``nbkit/signatures/claims.py`` states:
 
 * the modules on every train, val and dev case (the full profile's questions): each module's contract-clean
   rate and the intraclass correlation (ICC) of a case's two clean flags; the ICC of prompt-bound breaches;
-* the contracts experiment at its defaults: the field notes' signature's non-numeric confidences, their ICC;
+* the contracts experiment at its defaults: among the field notes' signature's answers that give a
+  confidence at all, those giving it as a word, and their ICC by case; ChatAdapter's structural failures
+  against the grammar's on the same questions, and the ICC of ChatAdapter's;
 * the compile experiment with ``--compiles`` compile sets at the default mixes, then random search (DSPy's 16
   candidates, every val case) on ``--rs-compiles`` of them: for each compile claim's table (compile sets ×
   dev cases) the sds of the compile-set effect, the case effect and the residual (two-way ANOVA, method of
@@ -109,8 +111,9 @@ def main() -> None:
     use_cache_dir(tempfile.mkdtemp(prefix="nbkit-spread-cache-"))  # cold: a fresh cache folder
 
     from nbkit.signatures import claims, experiments
-    from nbkit.signatures.claims import MIX, case_counts, compile_table, request_bounds
     from nbkit.signatures.context import SignaturesContext
+    from nbkit.signatures.field_notes import COLLOQUIAL_SHARE
+    from nbkit.signatures.metrics import request_breaches
 
     out: dict = {"seed": args.seed, "load_start": round(os.getloadavg()[0], 2), "sections": {}}
     ctx = SignaturesContext("cpu", seed=args.seed, cache="memory", server="llama-cpp-python")
@@ -119,12 +122,12 @@ def main() -> None:
         print(ctx.llm.serving(), flush=True)
         if "modules" not in skip:
             with Meter(ctx) as m:
-                modules = experiments.run("modules", ctx, splits=("train", "val", "dev")).metrics
+                modules = experiments.run("modules", ctx, cases=50).metrics
             out["sections"]["modules (train+val+dev)"] = m.figures
             out["modules"] = {
                 r.module: {
                     "clean": f"{int(sum(r.outcomes.clean))}/{len(r.outcomes)}",
-                    "icc_clean": round(icc(*case_counts(r.outcomes, "clean")), 3),
+                    "icc_clean": round(icc(*zip(*r.outcomes.case_counts(r.outcomes.clean), strict=True)), 3),
                     "hit": r.hit_at_3,
                 }
                 for r in modules.runs
@@ -134,32 +137,40 @@ def main() -> None:
             with Meter(ctx) as m:
                 contracts = experiments.run("contracts", ctx).metrics
             out["sections"]["contracts"] = m.figures
-            notes = contracts.field_notes_signature
-            words = case_counts(notes.outcomes, "not_numeric", among="items")
+            given = claims.read_confidence(contracts).sample  # per case: words, answers giving a confidence
             out["confidence_in_words"] = {
-                "k": sum(words[0]),
-                "n": sum(words[1]),
-                "icc": round(icc(*words), 3),
+                "words": sum(k for k, _ in given),
+                "given": sum(n for _, n in given),
+                "cases": len(given),
+                "icc": round(icc(*zip(*given, strict=True)), 3) if given else None,
+            }
+            structure = claims.read_grammar(contracts).sample  # per case: chat, grammar failures, questions
+            out["grammar_fixes_structure"] = {
+                "chat": sum(a for a, _, _ in structure),
+                "grammar": sum(b for _, b, _ in structure),
+                "questions": sum(n for _, _, n in structure),
+                "icc_chat": round(icc([a for a, _, _ in structure], [n for _, _, n in structure]), 3)
+                if structure
+                else None,
             }
             if "modules" not in skip:
-                (breaches, answers), requests = request_bounds(modules, contracts)
+                bounds, requests = request_breaches(modules, contracts)
                 out["prompt_bounds"] = {
-                    "breaches": sum(breaches),
-                    "parsed": sum(answers),
+                    "breaches": sum(k for k, _ in bounds),
+                    "parsed": sum(n for _, n in bounds),
                     "requests": requests,
-                    "cases": len(answers),
-                    "icc": round(icc(breaches, answers), 3),
+                    "cases": len(bounds),
+                    "icc": round(icc(*zip(*bounds, strict=True)), 3),
                 }
-            print(json.dumps({k: out.get(k) for k in ("confidence_in_words", "prompt_bounds")}), m.figures)
+            shown = ("confidence_in_words", "grammar_fixes_structure", "prompt_bounds")
+            print(json.dumps({k: out.get(k) for k in shown}), m.figures)
         if "compile" not in skip:
             with Meter(ctx) as m:
                 compiled = experiments.run("compile", ctx, compiles=args.compiles).metrics
             out["sections"][f"compile ({args.compiles} sets × 2 mixes, BFS)"] = m.figures
-            zero, mixed = compiled.of("bootstrap", 0.0), compiled.of("bootstrap", MIX)
-            out["gap"] = components(compile_table(compiled, zero, None))
-            out["mix_lift"] = components(
-                compile_table(compiled, mixed, zero, "hit", "colloquial", "colloquial")
-            )
+            zero, mixed = compiled.of("bootstrap", 0.0), compiled.of("bootstrap", COLLOQUIAL_SHARE)
+            out["gap"] = components(compiled.table(zero, None))
+            out["mix_lift"] = components(compiled.table(mixed, zero, "colloquial"))
             out["programs"] = [
                 {
                     "name": p.name,
@@ -177,14 +188,13 @@ def main() -> None:
                 ).metrics
             out["sections"][f"random search ({args.rs_compiles} sets, 16 candidates, all val)"] = m.figures
             rs = compiled.of("random_search")
-            out["random_search"] = components(compile_table(compiled, rs, compiled.of("bootstrap", MIX)))
+            out["random_search"] = components(compiled.table(rs, compiled.of("bootstrap", COLLOQUIAL_SHARE)))
             out["rs_candidates"] = [[c.val_score for c in p.candidates] for p in rs]
             print(json.dumps(out["random_search"]), m.figures, flush=True)
         out["lm_calls"] = str(ctx.llm.calls_summary())
     finally:
         ctx.close()
     out["load_end"] = round(os.getloadavg()[0], 2)
-    del claims
     text = json.dumps(out, indent=1)
     print(text)
     if args.out:

@@ -23,8 +23,8 @@
 # Run it top to bottom; every panel's default run also executes headless (`nbkit run 03 --smoke`). Each
 # section is one experiment of `nbkit.signatures.experiments` (its config in `nbkit.signatures.config`), run in
 # the context the notebook opens (`nbkit.signatures.context`); the verdicts come from
-# `nbkit.signatures.claims`. `PROFILE = "full"` gives every claim the n it needs where the data allows it
-# (longer: the modules on every train, val and dev case, and twenty compile sets).
+# `nbkit.signatures.claims`. `PROFILE = "full"` gives every claim the budget it needs where the data allows
+# it (longer: the modules on every train, val and dev case, and up to forty compile sets).
 
 # %% tags=["parameters"]
 SMOKE = False
@@ -108,14 +108,14 @@ signature = experiments.show("signature", ctx)
 # (built by `make setup`). Own process groups, log files, stopped at the end of this notebook or when the
 # kernel exits.
 #
-# The field notes' team saw a DSPy request run ~3,800 tokens despite a token limit. Reproduced here, not
+# A DSPy request to a llama-cpp-python server can run far past its token limit. Reproduced here, not
 # asserted: DSPy 3.4's native engine sends the limit as `max_completion_tokens` (captured on the wire by a
 # throwaway loopback listener); a **stock** llama-cpp-python server only knows `max_tokens` and drops
 # unknown fields, so it generates until EOS or a full context. The probe starts a stock server with a
-# small context (which bounds the runaway; the reported 3,800 came from a 4,096-token context) and sends
-# it the same DSPy request; when the context fills before the answer ends, the tokens that filled it are
-# reported, marked as imputed. nbkit's launcher maps the field (`nbkit.signatures.llama_server`); the same
-# request through it, and raw requests with either field, must stay within the limit.
+# small context (which bounds the runaway) and sends it the same DSPy request; when the context fills
+# before the answer ends, the tokens that filled it are reported, marked as imputed. nbkit's launcher maps
+# the field (`nbkit.signatures.llama_server`); the same request through it, and raw requests with either
+# field, must stay within the limit.
 
 # %%
 token_limit = experiments.show("token_limit", ctx)
@@ -176,12 +176,12 @@ contracts = experiments.show("contracts", ctx)
 # also demands a clean contract, so a demo teaches the format.
 #
 # One compile is one draw of demos: a compile claim is about compiling, so its unit is the compile set
-# (each seed draws other training cases) as well as the case. The default run compiles one set, which shows
-# the programs but cannot decide the compile claims; the full profile compiles twenty, enough for the 10 %
-# mix's claim. Standard − colloquial and random search vary most from case to case: they need more dev cases
-# than the data has, and their rows say how many. `BootstrapFewShotWithRandomSearch` runs from the panel
-# (`random_search`), at DSPy's documented 16 candidates scored on the **validation** cases (never the compile
-# set).
+# (each seed draws other training cases), judged over compile sets × dev cases. The default run compiles one
+# set, which shows the programs but cannot decide the compile claims; the full profile compiles set after
+# set, up to forty, and stops once the 10 % mix's claim is decided. Standard − colloquial and random search
+# vary most from case to case: the data's 15 dev cases cannot decide them at any number of compile sets, and
+# their rows say so. `BootstrapFewShotWithRandomSearch` runs from the panel (`random_search`), at DSPy's
+# documented 16 candidates scored on the **validation** cases (never the compile set).
 
 # %%
 compiled = experiments.show("compile", ctx, adapter=ADAPTER)
@@ -238,10 +238,10 @@ history = experiments.show("history", ctx)
 # Each claim from the field notes, the value this run measured, and a verdict from a two-sided rule
 # (`nbkit/signatures/claims.py`, each rule with its tolerance; `docs/claims.md` lists them with their
 # designs). The unit is the case (a rate's Wilson interval is clustered by case), and for a compile claim the
-# compile set × case table. A row whose design cannot decide at the default n says so ("not decided at
-# defaults") with the n and the minutes the full profile needs; the decisive rows are one family (Holm). The
-# field notes measured F1 with GPT-4 on their own data; here the score is hit@3 on this project's cases with
-# a 135M local model. First the servers stop.
+# compile set × case table. A row whose design cannot decide at the default budget says so ("not decided at
+# defaults") with the budget and the minutes the full profile runs; the decisive rows are one family
+# (Holm). The field notes measured F1 with GPT-4 on their own data; here the score is hit@3 on this
+# project's cases with a 135M local model. First the servers stop.
 
 # %%
 ctx.close()

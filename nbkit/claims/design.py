@@ -45,12 +45,14 @@ class Plan:
     ``measured_on``: how many units it was measured on (0: assumed, ``source`` says on what grounds);
     ``draw(rng, value, n, spread)``: one simulated run of ``n`` units whose true value is ``value``,
     as the row's reading gives it — needed where the estimator has no draw of its own (clustered,
-    crossed and paired rates, bespoke verdicts)."""
+    crossed and paired rates, bespoke verdicts); ``measure``: what ``spread`` is, in words, where it is
+    not the sd of one unit (a clustered rate's draw takes the clusters' intraclass correlation)."""
 
     spread: float
     measured_on: int
     source: str
     draw: Callable[..., Any] | None = None
+    measure: str = ""
 
     @property
     def planning_spread(self) -> float:
@@ -65,12 +67,13 @@ class Plan:
         return float(self.spread * math.sqrt((k - 1) / chi2.ppf(1 - SPREAD_CONFIDENCE, k - 1)))
 
     def words(self, unit: str) -> str:
+        what = self.measure or f"sd of one {unit}"
         if self.measured_on >= 2:
             return (
-                f"sd of one {unit} {self.spread:.3g} measured on {self.measured_on} (planned at its "
+                f"{what} {self.spread:.3g} measured on {self.measured_on} (planned at its "
                 f"{SPREAD_CONFIDENCE:.0%} upper bound, {self.planning_spread:.3g}; {self.source})"
             )
-        return f"sd of one {unit} {self.spread:.3g}, {self.source}"
+        return f"{what} {self.spread:.3g}, {self.source}"
 
 
 @dataclass(frozen=True)

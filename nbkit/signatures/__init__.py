@@ -2,15 +2,15 @@
 
 Submodules (import them directly; nothing heavy is imported here), in a newcomer's reading order:
 
-* ``config``      — one dataclass per experiment (fields via ``nbkit.experiment.param``, ``smoke()`` and,
-  where a claim needs more n, ``full()`` presets); ``SessionConfig``, the context's options.
+* ``config``      — one dataclass per experiment (fields via ``nbkit.experiment.param``, a ``smoke()``
+  preset, the default profile's budgets); ``SessionConfig``, the context's options.
 * ``context``     — ``SignaturesContext(DEVICE, smoke=, profile=, **options)``: data, splits, retrievers, the
   LM, module results evaluated once, every result by slug.
-* ``experiments`` — ``REGISTRY`` of ``run_x(cfg, ctx, live) -> Result[XMetrics]``; ``run``/``panel``/``show``.
+* ``experiments`` — ``REGISTRY`` of ``run_x(cfg, ctx, live) -> Result[XMetrics]``; ``run``/``panel``/``show``;
+  each replicating experiment's unit and budget per profile (``Replicates``).
 * ``metrics``     — the frozen ``XMetrics`` dataclasses the experiments return and the claims read.
-* ``claims``      — one ``ClaimSpec`` per field-note claim, two-sided ``verdict_*`` functions; ``judge(ctx)``,
-  ``headline(ctx)``.
-* ``designs``     — each measured claim's design: effect, null, unit, measured spread, a draw to simulate it.
+* ``claims``      — the claims, a table of ``ClaimSpec`` rows each judged by its rule's data; ``judge(ctx)``,
+  ``headline(ctx)``; ``field_notes`` — the notes' figures and sections, written once.
 * ``serving``     — the context's LM: the local servers it starts, grammar copies, the accounting of calls.
 * ``server``      — local servers on loopback: llama-cpp-python's (``LocalLMServer``, the choice on a CPU) or
   llama.cpp's batching ``llama-server`` (``LlamaCppServer``, on CUDA), one per core behind a dispatcher

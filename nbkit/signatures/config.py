@@ -1,5 +1,6 @@
 """One dataclass per experiment of notebook 03, its fields written with :func:`nbkit.experiment.param`, each
-with a ``smoke()`` preset and, where a claim needs more n than the defaults give, a ``full()`` one.
+with a ``smoke()`` preset. Where a claim needs more units than the defaults give, the full profile's budget is
+declared where the experiment is registered (``Replicates`` in :mod:`nbkit.signatures.experiments`).
 
 ``SessionConfig`` holds the options of :class:`~nbkit.signatures.context.SignaturesContext` (the data, and
 the local SmolLM2 llama.cpp servers or any ``dspy.LM`` model; the device is the context's own); the
@@ -20,7 +21,12 @@ from nbkit.signatures.modules import MODULES
 from nbkit.signatures.retrieval import RETRIEVERS
 
 DEV_CASES = "dev cases (0 = all; x2 phrasings)"
-FULL_COMPILES = 20  # compile sets per condition in the full profile (see nbkit.signatures.designs)
+# Each replicating experiment's budget: the most units a profile spends on it (the designs and the spreads
+# they rest on: nbkit.signatures.claims, docs/claims.md, bench/RESULTS.md). The modules are asked on the
+# dev cases at the defaults, on every case but test's in the full profile; the compile loop stops once its
+# claims are decided.
+MODULES_CASES, MODULES_FULL_CASES = 15, 50
+COMPILES, FULL_COMPILES = 1, 40
 
 
 @dataclass
@@ -115,22 +121,24 @@ class RetrievalConfig:
 
 @dataclass
 class ModulesConfig:
-    """Every module behind one signature, on the same questions: every case of ``splits`` (of dev the
-    first ``n_dev``), both phrasings. Nothing is chosen on these answers: train and val may be asked too."""
+    """Every module behind one signature, on the same questions: the first ``cases`` cases of dev, then of
+    val, then of train (never test), both phrasings. Nothing is chosen on these answers, so train and val
+    may be asked too; the case is the unit the contract claim's interval is over."""
 
-    n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
+    cases: int = param(
+        MODULES_CASES,
+        min=1,
+        max=200,
+        label="cases (x2 phrasings)",
+        help="cases asked: dev's first, then val's, then train's (never test)",
+    )
     modules: tuple = param(MODULES, choices=MODULES, advanced=False)
     signature: str = param("typed", choices=SIGNATURES)
     adapter: str = param("auto", choices=["auto", *ADAPTERS])
-    splits: tuple = param(("dev",), choices=["train", "val", "dev"], help="splits asked (never test)")
 
     @classmethod
     def smoke(cls) -> ModulesConfig:
-        return dataclasses.replace(cls(), n_dev=2)
-
-    @classmethod
-    def full(cls) -> ModulesConfig:
-        return dataclasses.replace(cls(), splits=("train", "val", "dev"))
+        return dataclasses.replace(cls(), cases=2)
 
 
 @dataclass
@@ -175,18 +183,24 @@ class CompileConfig:
     each compiled at every colloquial share of ``mixes`` (the share changes the wording, never the cases),
     then (optionally) BootstrapFewShotWithRandomSearch on each set at the largest share.
 
-    A compile claim's unit is the compile set as well as the case: one compile stands for one draw of
-    demos, so the full profile compiles FULL_COMPILES sets and judges the interval over compile sets ×
-    cases. ``compile_size`` 10 makes the notes' 10 % exactly one colloquial example. Random search (off by
-    default: its claim needs more dev cases than the data has, see ``nbkit.signatures.designs``) scores
-    DSPy's 16 candidates on ``n_val`` validation cases (0 = all).
+    A compile claim's unit is the compile set (the interval is over compile sets × dev cases): one compile
+    stands for one draw of demos, so the loop compiles set after set, up to ``compiles``, and stops once
+    its claims are decided. ``compile_size`` 10 makes the notes' 10 % exactly one colloquial example.
+    Random search (off by default: its claim needs more dev cases than the data has, see
+    ``nbkit.signatures.claims``) scores DSPy's 16 candidates on ``n_val`` validation cases (0 = all).
     """
 
     n_dev: int = param(0, min=0, max=40, label=DEV_CASES)
     compile_size: int = param(10, min=1, max=25)
     max_demos: int = param(2, min=0, max=8)
     mixes: tuple = param((0.0, 0.1), choices=[0.0, 0.1, 0.125, 0.25, 0.5, 1.0])
-    compiles: int = param(1, min=1, max=40, help="compile sets, one per seed: each program compiled on each")
+    compiles: int = param(
+        COMPILES,
+        min=1,
+        max=40,
+        help="the most compile sets, one per seed, each program compiled on each (stops once its claims "
+        "are decided)",
+    )
     module: str = param(
         "auto",
         choices=["auto", *MODULES],
@@ -202,10 +216,6 @@ class CompileConfig:
     @classmethod
     def smoke(cls) -> CompileConfig:
         return dataclasses.replace(cls(), n_dev=2, compile_size=2, max_demos=1, module="predict")
-
-    @classmethod
-    def full(cls) -> CompileConfig:
-        return dataclasses.replace(cls(), compiles=FULL_COMPILES, n_val=0)
 
 
 @dataclass

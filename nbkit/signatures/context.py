@@ -119,6 +119,13 @@ class SignaturesContext(Context):
                 out += cases[:n_dev] if name == "dev" and n_dev else list(cases)
         return out
 
+    def first_cases(self, n: int) -> list[dict[str, Any]]:
+        """The first ``n`` cases of dev, then of val, then of train (never test): a budget of cases that
+        starts with the dev questions every other experiment asks, so their answers are shared."""
+        if n < 0:
+            raise ValueError(f"cases must be >= 0, got {n}")
+        return [*self.splits.dev, *self.splits.val, *self.splits.train][:n]
+
     def dev_examples(self, n_cases: int = 0) -> list:
         return to_examples(self.cases_of(("dev",), n_cases))
 
@@ -157,11 +164,12 @@ class SignaturesContext(Context):
         n_dev: int = 0,
         splits: tuple[str, ...] = ("dev",),
         label: str = "",
+        cases: list[dict[str, Any]] | None = None,
     ) -> EvalResult:
-        """A module's result on the questions of ``splits`` (dev: the first ``n_dev`` cases), computed once
-        per (module, signature, adapter, questions) in this context."""
+        """A module's result on the questions of ``splits`` (dev: the first ``n_dev`` cases), or of
+        ``cases`` when given, computed once per (module, signature, adapter, questions) in this context."""
         adapter = self.resolve_adapter(adapter)
-        cases = self.cases_of(splits, n_dev)
+        cases = self.cases_of(splits, n_dev) if cases is None else cases
         return self.cached(
             ("module", kind, signature, adapter, tuple(c["id"] for c in cases)),
             lambda: self.evaluate(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbkit.errors import UsageError
-from nbkit.experiment import Experiment, Registry
+from nbkit.experiment import Experiment, Registry, Replicates
 from nbkit.result import Result
 from nbkit.signatures import user_contract as uc
 from nbkit.signatures.cases import compile_mix, to_examples
@@ -31,6 +31,8 @@ from nbkit.signatures.compiling import (
     save_program,
 )
 from nbkit.signatures.config import (
+    FULL_COMPILES,
+    MODULES_FULL_CASES,
     AskConfig,
     CompileConfig,
     ContractsConfig,
@@ -257,23 +259,24 @@ def _module_run(kind: str, res: EvalResult) -> ModuleRun:
 def run_modules(
     cfg: ModulesConfig, ctx: SignaturesContext, live: LiveFigure | None = None
 ) -> Result[ModulesMetrics]:
-    """Each module behind the same signature on the same questions (every case of ``cfg.splits``, both
-    phrasings): hit@3 by slice, contract violations, every answer."""
+    """Each module behind the same signature on the same questions (the first ``cfg.cases`` cases of dev,
+    val and train, both phrasings): hit@3 by slice, contract violations, every answer."""
     adapter = ctx.resolve_adapter(cfg.adapter)
+    cases = ctx.first_cases(cfg.cases)
     results = {}
     for kind in cfg.modules:
-        res = ctx.evaluate_module(kind, cfg.signature, adapter, cfg.n_dev, cfg.splits)
+        res = ctx.evaluate_module(kind, cfg.signature, adapter, cases=cases)
         results[kind] = res
         if live is not None:
             for slice_name, score in res.score_by_slice().items():
                 live.add(f"hit@3 {slice_name}", kind, score)
             live.add("contract violation rate", kind, res.violation_rate)
     table = score_table(results)
-    cases = len(ctx.cases_of(cfg.splits, cfg.n_dev))
-    where = "+".join(cfg.splits)
+    ids = {c["id"] for c in cases}
+    splits = tuple(n for n in ("train", "val", "dev") if ids & {c["id"] for c in getattr(ctx.splits, n)})
     fig = _bar_figure(
-        f"Modules behind the {cfg.signature} signature ({adapter} adapter, {2 * cases} {where} questions "
-        "each)",
+        f"Modules behind the {cfg.signature} signature ({adapter} adapter, {2 * len(cases)} "
+        f"{'+'.join(splits)} questions each)",
         "rate",
     )
     for col in ("hit@3 standard", "hit@3 colloquial", "contract violation rate"):
@@ -281,8 +284,8 @@ def run_modules(
     metrics = ModulesMetrics(
         adapter=adapter,
         signature=cfg.signature,
-        splits=tuple(cfg.splits),
-        cases=cases,
+        splits=splits,
+        cases=len(cases),
         runs=tuple(_module_run(kind, res) for kind, res in results.items()),
     )
     return Result(metrics=metrics, table=table, figure=fig, data=results)
@@ -450,10 +453,11 @@ def _compile_one(
 def run_compile(
     cfg: CompileConfig, ctx: SignaturesContext, live: LiveFigure | None = None
 ) -> Result[CompileMetrics]:
-    """BootstrapFewShot on ``cfg.compiles`` compile sets (one per seed), each compiled at every colloquial
-    share of ``cfg.mixes`` (the share changes the wording, never the cases), then (optionally)
+    """BootstrapFewShot on up to ``cfg.compiles`` compile sets (one per seed), each compiled at every
+    colloquial share of ``cfg.mixes`` (the share changes the wording, never the cases), then (optionally)
     BootstrapFewShotWithRandomSearch on each set at the largest share, its candidates scored on the
-    validation split; every program on the same dev questions."""
+    validation split; every program on the same dev questions. The loop stops once the claims it feeds
+    are decided."""
     import pandas as pd
 
     adapter = ctx.resolve_adapter(cfg.adapter)
@@ -463,7 +467,13 @@ def run_compile(
     runs = [_compiled_run("uncompiled", "uncompiled", ctx.seed, 0.0, [], ctx.module(cfg.module), baseline)]
     programs: dict[str, Any] = {}
     valset = to_examples(ctx.splits.val[: cfg.n_val] if cfg.n_val else ctx.splits.val)
+    stop = REGISTRY.stopper("compile", ctx, cfg)
     start = time.perf_counter()
+
+    def metrics_so_far() -> CompileMetrics:
+        return _compile_metrics(cfg, chosen_on, adapter, len(baseline.records), len(valset), runs, start)
+
+    # Compile set by compile set (seed order); stops once the claims it feeds are decided.
     for seed in range(ctx.seed, ctx.seed + cfg.compiles):
         todo = [("bootstrap", mix, {}) for mix in sorted(cfg.mixes)]
         if cfg.random_search:
@@ -477,6 +487,8 @@ def run_compile(
             if live is not None:
                 for s in ("standard", "colloquial"):
                     live.add(f"hit@3 {s}", compiled.name, getattr(compiled, s))
+        if stop(metrics_so_far()):
+            break
     table = pd.DataFrame(
         [
             {
@@ -499,20 +511,34 @@ def run_compile(
     )
     for s in ("standard", "colloquial"):
         fig.add_bar(name=s, x=table["program"].tolist(), y=table[f"hit@3 {s}"].tolist())
-    metrics = CompileMetrics(
+    return Result(
+        metrics=metrics_so_far(), table=table, figure=fig, data={"programs": programs, "adapter": adapter}
+    )
+
+
+def _compile_metrics(
+    cfg: CompileConfig,
+    chosen_on: ModuleChoice | None,
+    adapter: str,
+    dev_questions: int,
+    val_questions: int,
+    runs: list[CompiledRun],
+    start: float,
+) -> CompileMetrics:
+    """The compile experiment's metrics from the programs compiled so far (the compile sets done)."""
+    return CompileMetrics(
         module=cfg.module,
         module_chosen_on=chosen_on,
         adapter=adapter,
-        dev_questions=len(baseline.records),
-        compiles=cfg.compiles,
+        dev_questions=dev_questions,
+        compiles=len({r.compile_seed for r in runs if r.optimizer != "uncompiled"}),
         mixes=tuple(sorted(cfg.mixes)),
         random_search=cfg.random_search,
         num_candidates=cfg.num_candidates if cfg.random_search else 0,
-        val_questions=len(valset) if cfg.random_search else 0,
+        val_questions=val_questions if cfg.random_search else 0,
         programs=tuple(runs),
         seconds=round(time.perf_counter() - start, 1),
     )
-    return Result(metrics=metrics, table=table, figure=fig, data={"programs": programs, "adapter": adapter})
 
 
 def run_roundtrip(
@@ -762,6 +788,13 @@ REGISTRY.register(
         run_retrieval,
     )
 )
+# CPU-s per unit on 2 cores (servers and this process), cold: bench/RESULTS.md, "Notebook 03's claims": the
+# modules on 50 cases 614 CPU-s; eight BootstrapFewShot programs, compiled and scored on the dev questions,
+# 882 and 1,243 CPU-s at seeds 0 and 1 (a compile set is two programs, one per mix).
+COSTS = "measured cold on the shared 2-core machine (bench/RESULTS.md, Notebook 03's claims)"
+# The modules' unit: a case asked of every module, named apart from the case other rows count, whose cases
+# come from other experiments as well (the field notes' signature asks every case outside test).
+ASKED_CASE = "asked case"
 REGISTRY.register(
     Experiment(
         "modules",
@@ -769,6 +802,10 @@ REGISTRY.register(
         ModulesConfig,
         ModulesMetrics,
         run_modules,
+        # The cases are asked at once (the servers decode them side by side): one look at the budget.
+        replicates=Replicates(
+            ASKED_CASE, "cases", full=MODULES_FULL_CASES, cost_s=12.3, cost_source=COSTS, sequential=False
+        ),
     )
 )
 REGISTRY.register(
@@ -788,6 +825,15 @@ REGISTRY.register(
         CompileConfig,
         CompileMetrics,
         run_compile,
+        replicates=Replicates(
+            "compile set",
+            "compiles",
+            full=FULL_COMPILES,
+            cost_s=265.0,
+            cost_source=COSTS,
+            least=3,
+            full_also={"n_val": 0},
+        ),
     )
 )
 REGISTRY.register(

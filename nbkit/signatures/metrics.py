@@ -11,6 +11,7 @@ what varies from one question to the next, not the phrasing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -45,6 +46,12 @@ class Outcomes:
         """The cases these questions come from, in first-seen order."""
         return list(dict.fromkeys(k.rsplit(":", 1)[0] for k in self.keys))
 
+    def case_hits(self, phrasing: str = "") -> dict[str, float]:
+        """hit@3 by case: of one phrasing, or the mean of a case's phrasings."""
+        if phrasing:
+            return self.slice_values(phrasing)
+        return {c: sum(v) / len(v) for c, v in self.by_case().items()}
+
     def slice_values(self, slice_name: str, what: str = "hit") -> dict[str, float]:
         """``what`` by case, for the questions of one phrasing (``standard`` or ``colloquial``)."""
         return {k.rsplit(":", 1)[0]: v for k, v in self.values(what).items() if k.endswith(f":{slice_name}")}
@@ -55,6 +62,23 @@ class Outcomes:
         for k, v in self.values(what).items():
             out.setdefault(k.rsplit(":", 1)[0], []).append(v)
         return out
+
+    def case_counts(self, what: Sequence[float], among: Sequence[float] = ()) -> list[tuple[int, int]]:
+        """Per case, in first-seen order: (Σ ``what``, questions) over its questions where ``among`` is
+        true (every question when ``among`` is empty), each value read as 0/1; a case with none left
+        out. The sample of a rate clustered by case."""
+        out: dict[str, list[int]] = {}
+        for key, value, keep in zip(self.keys, what, among or [1] * len(self.keys), strict=True):
+            if keep:
+                out.setdefault(key.rsplit(":", 1)[0], []).append(1 if value else 0)
+        return [(sum(v), len(v)) for v in out.values()]
+
+    def confidence_given(self) -> list[int]:
+        """Per question: 1 when its answer parsed and gives a confidence at all, as a number or a word."""
+        return [
+            int(not s and n + w > 0)
+            for s, n, w in zip(self.structural, self.confidence_numbers, self.confidence_words, strict=True)
+        ]
 
 
 @dataclass(frozen=True)
@@ -128,6 +152,15 @@ class TokenLimitMetrics:
     stock_dspy_tokens: int | None = None
     stock_tokens_imputed: bool | None = None
     stock_seconds: float | None = None
+
+    def probes(self) -> list[int]:
+        """The completion tokens of the cell's own requests at ``limit`` (never cached): a story prompt
+        raw with either field, and through DSPy."""
+        return [
+            v
+            for v in (self.nbkit_max_tokens, self.nbkit_max_completion_tokens, self.dspy_through_session)
+            if v is not None
+        ]
 
 
 @dataclass(frozen=True)
@@ -228,6 +261,28 @@ class ContractsMetrics:
         return next((r for r in self.runs if r.adapter == adapter), None)
 
 
+def request_breaches(
+    modules: ModulesMetrics, contracts: ContractsMetrics
+) -> tuple[list[tuple[int, int]], int]:
+    """Per case (prompt-only bound breaches, parsed answers), each *request* (module or adapter, signature,
+    question) counted once, and the distinct requests: the modules' Predict under the grammar and the
+    contracts' json_grammar are the same requests (one cached result); the field notes' string signature
+    states the same bounds in its prompt, so its parsed answers count too."""
+    sources = [((r.module, modules.signature, modules.adapter), r.outcomes) for r in modules.runs]
+    sources += [((contracts.module, contracts.signature, r.adapter), r.outcomes) for r in contracts.runs]
+    if (fn := contracts.field_notes_signature) is not None:
+        sources.append((("predict", "field_notes", fn.adapter), fn.outcomes))
+    answers: dict[tuple, tuple] = {}
+    for at, q in sources:
+        for key, structural, breaches in zip(q.keys, q.structural, q.bound_breaches, strict=True):
+            answers.setdefault((*at, key), (key, structural, breaches))
+    by_case: dict[str, list[int]] = {}
+    for key, structural, breaches in answers.values():
+        if not structural:
+            by_case.setdefault(key.rsplit(":", 1)[0], []).append(1 if breaches else 0)
+    return [(sum(v), len(v)) for v in by_case.values()], len(answers)
+
+
 @dataclass(frozen=True)
 class ModuleScore:
     module: str
@@ -300,6 +355,22 @@ class CompileMetrics:
             for p in self.programs
             if p.optimizer == optimizer and (share is None or abs(p.colloquial_share - share) < 1e-9)
         ]
+
+    def table(
+        self, a: list[CompiledRun], b: list[CompiledRun] | None, phrasing: str = ""
+    ) -> list[list[float]]:
+        """Rows: compile sets; columns: the dev cases every program answered, in one order; cell: hit@3 of
+        program ``a`` minus program ``b`` of the same compile set on that case (``phrasing``: of one
+        phrasing, else the mean of the two); ``b`` None: ``a``'s standard minus its colloquial phrasing."""
+        rows = []
+        for i, pa in enumerate(a[: len(a) if b is None else len(b)]):
+            if b is None:
+                x, y = pa.outcomes.slice_values("standard"), pa.outcomes.slice_values("colloquial")
+            else:
+                x, y = pa.outcomes.case_hits(phrasing), b[i].outcomes.case_hits(phrasing)
+            rows.append({c: x[c] - y[c] for c in x if c in y})
+        cases = [c for c in rows[0] if all(c in r for r in rows)] if rows else []
+        return [[r[c] for c in cases] for r in rows]
 
 
 @dataclass(frozen=True)

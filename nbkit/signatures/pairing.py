@@ -15,8 +15,8 @@ from typing import Any
 from nbkit.claims import (
     INCONCLUSIVE,
     Verdict,
+    at_least,
     bootstrap_interval,
-    decide_at_least,
     fmt_interval,
     paired_rate_difference_interval,
 )
@@ -66,25 +66,22 @@ def paired_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, floa
     return bootstrap_interval((list(a), list(b)), paired=True)
 
 
-def paired_gain(a: Sequence[float], b: Sequence[float], threshold: float, what: str, unit: str) -> Verdict:
-    """decide_at_least on the interval of mean(a − b) (see :func:`paired_interval`); a non-binary sample
-    needs MIN_PAIRS pairs and some spread."""
+def paired_gain(a: Sequence[float], b: Sequence[float], threshold: float, what: str) -> Verdict:
+    """The rule "mean(a − b) at least ``threshold``" on the interval of :func:`paired_interval` over the
+    paired questions; a non-binary sample needs MIN_PAIRS pairs and some spread."""
     if binary(a, b) and not a:
-        return Verdict(INCONCLUSIVE, f"{what}: no paired {unit}")
+        return Verdict(INCONCLUSIVE, f"{what}: no paired questions")
     if not binary(a, b) and len(a) < MIN_PAIRS:
-        return Verdict(
-            INCONCLUSIVE, f"{what}: only {len(a)} paired {unit} — n too small to decide (needs ≥ {MIN_PAIRS})"
-        )
+        why = f"{what}: only {len(a)} paired questions — n too small to decide (needs ≥ {MIN_PAIRS})"
+        return Verdict(INCONCLUSIVE, why)
     interval = paired_interval(a, b)
     if interval is None:
         return Verdict(
             INCONCLUSIVE,
-            f"{what}: all {len(a)} paired {unit} differ by the same amount — no spread to build an interval "
-            "from",
+            f"{what}: all {len(a)} paired questions differ by the same amount — no spread to build an "
+            "interval from",
         )
-    return decide_at_least(
-        interval, threshold, what=what, n_hint=f"n={len(a)} {unit}; more {unit} would narrow it"
-    )
+    return at_least(threshold, what, unit="question").decide_interval(*interval, level=0.95, units=len(a))
 
 
 def floor_verdict() -> Verdict:
@@ -98,7 +95,7 @@ def program_beats(better: Sequence[float], baseline: Sequence[float], what: str)
     refuted when it lies below GAIN; else inconclusive (also at the floor)."""
     if at_floor(better, baseline):
         return floor_verdict()
-    return paired_gain(better, baseline, GAIN, what, "questions")
+    return paired_gain(better, baseline, GAIN, what)
 
 
 def shown_interval(a: Sequence[float], b: Sequence[float], *, floor: bool = False) -> str:

@@ -69,24 +69,27 @@ def test_retriever_chosen_on_validation(metrics):
 
 
 def test_headline_and_claims(metrics):
-    assert 3 <= len(metrics["headline"]) <= 6 and metrics["headline"]["dev questions per module"] == 4
+    """SMOKE measures at a size chosen to be fast: every row shows what it measured, none is judged."""
+    headline, spec = metrics["headline"], metrics["headline_spec"]
+    assert set(headline) == set(spec) and headline["questions_per_module"] == 4
+    assert all(spec[name]["label"] and spec[name]["unit"] for name in spec)
     claims = {c["key"]: c for c in metrics["claims"]}
-    assert {
+    assert set(claims) == {
         "modules_serve_contract",
+        "prompt_bounds_not_enforced",
         "grammar_fixes_structure",
+        "confidence_in_words",
+        "standard_only_gap",
+        "colloquial_mix_lifts",
+        "random_search_beats_bootstrap",
         "runaway_reproduced",
         "limit_enforced",
-        "standard_only_gap",
-        "confidence_in_words",
-    } <= set(claims)
-    assert all(
-        c["verdict"] in ("holds", "refuted", "inconclusive") and c["n"] and c["rule"] for c in claims.values()
-    )
+    }
+    assert all(c["verdict"] == "not judged" and c["n"] and c["rule"] for c in claims.values())
+    assert claims["runaway_reproduced"]["exact"] and claims["limit_enforced"]["exact"]
+    assert claims["runaway_reproduced"]["measured"].startswith("DSPy sends ['max_completion_tokens']")
     assert (
-        claims["runaway_reproduced"]["verdict"] == "holds" and claims["limit_enforced"]["verdict"] == "holds"
+        claims["grammar_fixes_structure"]["kind"] == "measured"
+        and not claims["grammar_fixes_structure"]["exact"]
     )
-    for c in claims.values():
-        measured = c["kind"] == "measured"
-        assert (c["p_holds_if_true"] is not None) == measured and isinstance(c["decided_at_defaults"], bool)
-    assert claims["grammar_fixes_structure"]["kind"] == "demonstration"
-    assert claims["standard_only_gap"]["why"].startswith("not decided at defaults")
+    assert claims["standard_only_gap"]["n"].startswith("1 compile set(s) × 2 dev cases")

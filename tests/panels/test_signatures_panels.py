@@ -31,7 +31,7 @@ def ctx():
 
 def test_modules_panel_click_updates_figure(ctx):
     p = experiments.panel("modules", ctx, widget=True)
-    p.controls["n_dev"].value = 1
+    p.controls["cases"].value = 1
     p.controls["modules"].value = ("predict", "hybrid")
     p.click()
     assert p.error is None, p.error
@@ -50,13 +50,19 @@ def test_modules_default_evaluates_every_dev_question(ctx):
     assert len(set(result.metrics.run("predict").outcomes.keys)) == n and result.metrics.cases == n // 2
 
 
-def test_modules_full_profile_asks_every_case_outside_test(ctx):
-    """The full profile's modules: every train, val and dev case, both phrasings (test is never asked)."""
-    result = experiments.panel("modules", ctx, widget=False).run(
-        modules=("predict",), splits=("train", "val", "dev")
+def test_modules_budget_asks_dev_then_val_then_train_never_test(ctx):
+    """The modules' budget is a count of cases: dev's first (the questions every other experiment asks), then
+    val's and train's; the full profile's asks every case outside test."""
+    assert experiments.REGISTRY["modules"].config(False, "full").cases == 50
+    some = experiments.panel("modules", ctx, widget=False).run(
+        modules=("predict",), cases=len(ctx.splits.dev) + 1
     )
+    asked = list(dict.fromkeys(k.rsplit(":", 1)[0] for k in some.metrics.run("predict").outcomes.keys))
+    assert asked == [c["id"] for c in ctx.splits.dev] + [ctx.splits.val[0]["id"]]
+    assert some.metrics.splits == ("val", "dev")
+    result = experiments.panel("modules", ctx, widget=False).run(modules=("predict",), cases=50)
     n = len(ctx.splits.train) + len(ctx.splits.val) + len(ctx.splits.dev)
-    assert result.metrics.cases == n and result.metrics.run("predict").questions == 2 * n
+    assert result.metrics.cases == n == 50 and result.metrics.run("predict").questions == 2 * n
     test_ids = {c["id"] for c in ctx.splits.test}
     assert not test_ids & {k.rsplit(":", 1)[0] for k in result.metrics.run("predict").outcomes.keys}
 
@@ -184,15 +190,16 @@ def test_save_load_roundtrip_and_headline(ctx):
     )
     history = experiments.panel("history", ctx, widget=False).run()
     headline = claims.headline(ctx)
-    assert headline["dev questions per module"] == 4 and 0 <= headline["best module's hit@3"] <= 1
-    assert headline["chat violation rate"] == 0.0 and headline["grammar violation rate"] is None
-    assert headline["notebook seconds"] == history.metrics.seconds > 0
-    assert headline["LM calls answered from cache"] == history.metrics.calls.from_cache
+    assert headline["questions_per_module"] == 4 and 0 <= headline["best_module_hit_at_3"] <= 1
+    assert headline["chat_violation_rate"] == 0.0 and headline["grammar_violation_rate"] is None
+    assert headline["notebook_seconds"] == history.metrics.seconds > 0
+    assert headline["lm_calls_from_cache"] == history.metrics.calls.from_cache
 
 
 def test_the_full_profile_runs_and_judges_its_rows():
-    """PROFILE="full": the modules on every train, val and dev case, twelve compile sets at both mixes; the
-    rows it can decide are judged, the ones the data cannot decide name the dev cases they need."""
+    """PROFILE="full": the modules on every train, val and dev case, compile sets at both mixes with every val
+    case for choices (three sets here, of the full profile's budget); a row its design cannot decide says so
+    with the budget that ran, and the judge reads the sets that ran, not the budget."""
     from nbkit.signatures.config import FULL_COMPILES
 
     ctx = SignaturesContext("cpu", profile="full", handle=LMHandle(echo_lm(), "dummy", 64))
@@ -200,15 +207,33 @@ def test_the_full_profile_runs_and_judges_its_rows():
         modules = experiments.run("modules", ctx).metrics
         assert modules.splits == ("train", "val", "dev") and modules.cases == 50
         experiments.run("contracts", ctx, adapters=("chat",))
-        compiled = experiments.run("compile", ctx).metrics
-        assert compiled.compiles == FULL_COMPILES and not compiled.random_search
-        assert len(compiled.of("bootstrap", 0.0)) == len(compiled.of("bootstrap", 0.1)) == FULL_COMPILES
+        compiled = experiments.run("compile", ctx, compiles=3)
+        assert compiled.config.n_val == 0 and compiled.metrics.val_questions == 0
+        assert len(compiled.metrics.of("bootstrap", 0.0)) == len(compiled.metrics.of("bootstrap", 0.1)) == 3
         rows = {r.key: r for r in claims.judge(ctx)}
     finally:
         ctx.close()
+    assert experiments.REGISTRY["compile"].config(False, "full").compiles == FULL_COMPILES
     # DummyLM's one answer is contract-clean everywhere and the same for every program
-    assert rows["modules_serve_contract"].verdict == "holds" and "Holm" in rows["modules_serve_contract"].why
-    assert rows["colloquial_mix_lifts"].n.startswith(f"{FULL_COMPILES} compile set(s) × 15 dev cases")
+    modules_why = rows["modules_serve_contract"].why
+    assert modules_why.startswith("not decided at the full profile: up to 50 asked cases")
+    assert rows["colloquial_mix_lifts"].n.startswith("3 compile set(s) × 15 dev cases")
+    assert rows["colloquial_mix_lifts"].why.startswith(
+        "not decided at the full profile: up to 3 compile sets"
+    )
     assert "no interval" in rows["colloquial_mix_lifts"].why  # identical programs: no spread to judge
-    for key in ("standard_only_gap", "random_search_beats_bootstrap"):
-        assert rows[key].why.startswith("not decided at the full profile: needs n ≥")
+
+
+def test_the_compile_loop_stops_when_its_rows_are_decided(ctx, monkeypatch):
+    """The compile loop asks its stop hook after each compile set, with the metrics of the sets done so far,
+    and stops when it says so."""
+    asked = []
+
+    def stopper(slug, context, cfg):
+        assert (slug, context, cfg.compiles) == ("compile", ctx, 4)
+        return lambda metrics: asked.append(metrics.compiles) or metrics.compiles == 2
+
+    monkeypatch.setattr(experiments.REGISTRY, "stopper", stopper)
+    result = experiments.run("compile", ctx, n_dev=1, compiles=4, module="predict", mixes=(0.0, 0.1))
+    assert asked == [1, 2] and result.metrics.compiles == 2
+    assert [p.compile_seed for p in result.metrics.programs[1:]] == [0, 0, 1, 1]
