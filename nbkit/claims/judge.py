@@ -106,6 +106,8 @@ class ClaimSpec:
     plan: Plan | None = None
     verdict: Callable[..., Verdict] | None = None
     bespoke: str = ""
+    # Why no profile's budget decides this row (the data bounds its interval): it says so in every run.
+    bounded_by: str = ""
 
     def __post_init__(self) -> None:
         problems = []
@@ -470,18 +472,19 @@ def _unmeasured_verdict(spec: ClaimSpec, reading: Reading | None, results: Mappi
 
 
 def _undecided(spec: ClaimSpec, sized: Sized, judged: Judged, profile: str) -> Verdict:
-    """Inconclusive: the design cannot decide at the budget that ran; names the full profile's budget
-    and cost where it runs more."""
+    """Inconclusive: the design cannot decide at the budget that ran; names the full profile's budget and its
+    cost where that one decides, or says that no profile does and why."""
     oc, rep, unit = sized.oc, sized.replicates, spec.rule.unit
     where = "defaults" if profile == DEFAULT else "the full profile"
     runs = f"up to {sized.budget} {plural(unit, sized.budget)}"
-    tail = ""
-    if rep is not None and profile == DEFAULT and rep.full > sized.budget:
+    if spec.bounded_by:
+        tail = f"; no profile decides it: {spec.bounded_by}"
+    elif rep is not None and profile == DEFAULT and rep.full > sized.budget:
         tail = (
             f"; the full profile runs up to {rep.full} {plural(unit, rep.full)} "
-            f"(≈ {rep.minutes(rep.full):.0f} min on 2 cores)"
+            f"(≈ {rep.minutes(rep.full):.0f} CPU-minutes)"
         )
-    elif rep is None or rep.full <= sized.budget:
+    else:
         tail = "; no profile runs more"
     return Verdict(
         INCONCLUSIVE,

@@ -352,6 +352,7 @@ ROWS = (
             null=CLEAN_FALSE,
         ),
         Plan(icc_upper(0.39, 50), 0, "the largest module's, " + _icc(0.39), draw_modules, ICC),
+        bounded_by="the shipped data holds 50 cases outside test, the full profile's budget",
     ),
     ClaimSpec(
         "prompt_bounds_not_enforced",
@@ -400,6 +401,7 @@ ROWS = (
         read_gap,
         effect(GAP, "hit@3 standard − colloquial per dev case (0 % programs)", CROSSED, "compile set"),
         _table_plan(GAP_SD, 8, draw_gap),
+        bounded_by="the shipped data's 15 dev cases bound its interval at any number of compile sets",
     ),
     ClaimSpec(
         "colloquial_mix_lifts",
@@ -425,6 +427,7 @@ ROWS = (
         _table_plan(RS_SD, 1, draw_rs, ", one set's cell sd 0.41 split as standard − colloquial's"),
         verdict=verdict_random_search,
         bespoke="a refutation needs random search at DSPy's documented 16 candidates",
+        bounded_by="the shipped data's 15 dev cases bound its interval at any number of compile sets",
     ),
     ClaimSpec(
         "runaway_reproduced",

@@ -320,7 +320,11 @@ def test_an_undecided_design_says_what_the_full_profile_runs():
     (row,) = judge([_spec("k", plan=Plan(3.0, 0, "assumed"))], _results([1.0, -2.0, 3.0]), SIZES)
     assert row.verdict == INCONCLUSIVE and not row.decided
     assert "not decided at defaults" in row.why and "the full profile runs up to 30 seeds" in row.why
-    assert "≈ 30 min on 2 cores" in row.why
+    assert "≈ 30 CPU-minutes" in row.why
+    (bounded,) = judge(
+        [_spec("k", plan=Plan(3.0, 0, "assumed"), bounded_by="the data holds 3")], _results([1.0, 2.0]), SIZES
+    )
+    assert "no profile decides it: the data holds 3" in bounded.why
 
 
 def test_the_oc_is_at_the_budget_that_ran():

@@ -397,7 +397,8 @@ def test_the_ledger_from_fabricated_results_in_a_context(monkeypatch):
         assert (
             rows[key].why.startswith("not decided at defaults: up to 1 compile set") and not rows[key].decided
         )
-        assert "the full profile runs up to 40 compile sets" in rows[key].why
+    assert "the full profile runs up to 40 compile sets" in rows["colloquial_mix_lifts"].why
+    assert "no profile decides it: the shipped data's 15 dev cases" in rows["standard_only_gap"].why
     assert (
         rows["random_search_beats_bootstrap"].why
         == "not measured: random search did not run (its panel runs it)"
