@@ -478,7 +478,7 @@ ROWS = (
              "another dtype than the autocast one", refuted="keys and values stay in the autocast dtype")),
     ClaimSpec("lax_coercion", "lax parsing silently coerces '42' for an int field (strict rejects)",
         notes.SCHEMA_SECTION, "coercion happens", DEMONSTRATION, ("audit",), read_lax_coercion,
-        exact_at_least(1, "values the lax parse coerced in the broken file's data (written with such)")),
+        exact_at_least(1, "values the lax parse coerced in the broken file's data, written to hold such")),
     ClaimSpec("mask_leak", "len(input_ids)==len(labels) and non -100 label positions == the target tokens' "
         "positions catch template/mask leaks", notes.MASK_SECTION, "the check catches leaks", MEASURED,
         ("loss-mask",), read_mask_leak,

@@ -747,7 +747,9 @@ def measure(cfg: KissConfig, ctx: AuditContext, live=None, stop=None) -> Checked
     return Checked(shown, metrics)
 
 
-def _kiss_metrics(cfg: KissConfig, ctx: AuditContext, first: Comparison, runs: list, notes: LoraCounts):
+def _kiss_metrics(
+    cfg: KissConfig, ctx: AuditContext, first: Comparison, runs: list, notes: LoraCounts
+) -> KissMetrics:
     """The typed metrics of the seeds done so far (the first seed's run gives the per-variant figures)."""
     kiss, over = first.kiss, first.over
     return KissMetrics(
