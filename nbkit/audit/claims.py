@@ -67,9 +67,9 @@ STEP_RATIO = notes.KISS_STEPS / notes.OVER_STEPS
 PEAK_RATIO = notes.PEAK_KISS_GB / notes.PEAK_OVER_GB
 KURTOSIS_RISE = notes.KURTOSIS_CONCENTRATED - notes.KURTOSIS_COLD
 # A throughput ratio timed on another card and head layout than the notes' A100 and DeepSeek-R1 is
-# compared with theirs within a quarter of it; the KL and CI-shrink crossings agree within a quarter in β.
+# compared with theirs within this share of it; the KL and CI-shrink crossings agree within it in β.
 RELATIVE_TOLERANCE = 0.25
-# Where byte-level offsets carry the leading space, untrimmed ones cost at least a point of boundary F1.
+# Where byte-level offsets carry the leading space, untrimmed ones cost the boundary F1 this many points.
 OFFSET_POINTS = 1.0
 # float32 accumulation matches one batch to rounding; a normalisation that weights tokens unequally
 # misses it by more than the second bound (the control must, or this batch cannot tell them apart).
