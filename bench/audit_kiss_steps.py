@@ -5,7 +5,7 @@
 own path and defaults otherwise; for each rate, the steps each variant took to the validation target.
 Each variant's rate is the one with the fewest steps (the same grid and seeds for both: a peer tuned with
 the same budget). ``--seeds N``: the check at its defaults (or ``--kiss-lr``/``--over-lr``) over seeds 0 …
-N−1 — each seed's log steps ratio, their standard deviation (the kiss-steps design's spread) and the
+N−1 — each seed's log steps ratio, their standard deviation (the kiss_steps design's spread) and the
 minutes per seed.
 
     .venv/bin/python bench/audit_kiss_steps.py --tune [--lrs 1e-3 3e-3 1e-2] [--tune-seeds 2]

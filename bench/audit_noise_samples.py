@@ -53,7 +53,7 @@ def main() -> None:
             stream,
             args.lengths,
             micro_batch=2,
-            samples=args.samples,
+            pairs=args.samples // 2,
             device=torch.device("cpu"),
             params=params,
             progress=False,

@@ -4,7 +4,7 @@ Scores the first n responses (the good config's sft.jsonl, then the bundled gene
 audit's model, as the reward-weights check does, and prints per n the kurtosis rise (uniform → β = 8), its
 bootstrap standard error, the concentrated sampler's effective sample size, the β at which KL passes its
 threshold and the β at which the CI shrink passes its own, the log of their ratio and its bootstrap
-standard error — each standard error also times √n (the kurtosis and kl-threshold designs' spreads) — and
+standard error — each standard error also times √n (the kurtosis and kl_threshold designs' spreads) — and
 the CPU-seconds of the scoring.
 
     .venv/bin/python bench/audit_reward_spread.py [--n 48 160 480] [--model smollm2] [--threads 1]

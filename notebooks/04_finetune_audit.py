@@ -69,7 +69,8 @@ ctx.describe()
 # since the evaluation before). Each seed draws its own validation split, LoRA initialisation and
 # batch order, and gives one steps ratio KISS / over-parameterised; the claim is decided on their
 # geometric mean with an interval over seeds — the default run's seeds show the effect, the full
-# profile runs the seeds the claim needs. The trainable shares are counted by PEFT on the notes' own
+# profile runs seeds until the claim is decided (at most the seeds it needs). The trainable shares are
+# counted by PEFT on the notes' own
 # model (DeepSeek-LLM-7B's architecture, on the meta device) and on this one; peak memory is the
 # device's (CUDA allocator peak, or tensor bytes of one optimiser step on CPU). The plot and table
 # show the first seed.
@@ -117,7 +118,8 @@ attention = experiments.show("attention", ctx)
 # and divided by the whole batch's token count (transformers' `num_items_in_batch`). Then the
 # field notes' rule "scale accumulation by √L": the gradient-noise variance of every parameter on real
 # text is measured at several sequence lengths, one independent estimate per pair of micro-batch
-# gradients, and the fitted exponent, with its t interval, decides between √L (−0.5) and anything else.
+# gradients, a pair at every length at a time, and the fitted exponent, with its t interval, decides
+# between √L (−0.5) and anything else (the full profile adds pairs until it has decided).
 
 # %%
 grad = experiments.show("grad-accumulation", ctx)
@@ -144,13 +146,13 @@ schema = experiments.show("data-schema", ctx)
 # %% [markdown]
 # ## 8 · Prompt template ↔ loss mask (`loss-mask`)
 #
-# `len(input_ids) == len(labels)`, the unmasked labels decode exactly to the target text, and the
-# end-of-turn token is trained although pad == eos. Tick `mask_pad_labels` to see the common
+# `len(input_ids) == len(labels)`, the positions with a label other than -100 are exactly the target
+# tokens' positions, and the end-of-turn token is trained although pad == eos. Tick `mask_pad_labels` to see the common
 # collator line `labels[labels == pad] = -100` silently mask it. The field notes' two asserts are also
 # run on leaking variants of every example — end-of-turn masked, target truncated, prompt trained, mask
-# boundary off by one, a BPE merge across the prompt/target boundary, labels shifted one position, a
-# training template other than the one inference renders: the claims table says, per kind, whether
-# they catch it.
+# boundary off by one, labels shifted one position — and the claims table counts, per kind, what they
+# catch; a BPE merge across the prompt/target boundary and a training template other than the one
+# inference renders leave the example consistent in itself, so they are counted apart.
 
 # %%
 mask = experiments.show("loss-mask", ctx)
@@ -309,10 +311,12 @@ broken = experiments.show("audit", ctx, config=BROKEN_CONFIG)
 # %% [markdown]
 # ## Claims table
 #
-# Each field-note claim, the value measured in this run, its kind, the two-sided rule that decides it,
-# what the measurement rests on, and the verdict. A measured row also shows how often its rule confirms
-# a true claim and refutes a false one at this run's n; the noisy rows are judged as one family (Holm),
-# and a row this profile's n cannot decide says what n would.
+# Each field-note claim (and each of the notebook's own, marked so), the value measured in this run, its
+# kind, the two-sided rule that decides it, what the measurement rests on, and the verdict. A noisy row
+# also shows how often its rule confirms a true claim and refutes a false one at this profile's budget
+# and after how many units on average (a sequential row is judged after each seed or pair and stops once
+# decided); the noisy rows are judged as one family (Holm), and a row this profile cannot decide says
+# what the full profile runs. At SMOKE size nothing is judged.
 
 # %%
 claims.headline(ctx)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from nbkit.audit.check_names import CHECK_NAMES, check_slug, known
 from nbkit.audit.sections import TrainerSection
 from nbkit.errors import UsageError
-from nbkit.experiment import Experiment, Registry
+from nbkit.experiment import Experiment, Registry, Replicates
 from nbkit.findings import Finding
 from nbkit.result import Result
 
@@ -123,6 +123,11 @@ class Check(Experiment):
     :func:`nbkit.audit.registry.run_audit`. ``values_from(audit)`` gives the check's config
     values from an :class:`~nbkit.audit.config.AuditConfig` (default ``Config.audit_values``); the
     audit's context hands them to the one config builder (:func:`nbkit.experiment.config_for`).
+
+    A check whose claims rest on replicates declares them (``replicates``, as any experiment); when its
+    loop stops once those claims are decided, its ``measure`` takes ``stop`` (``stop(metrics so far)``
+    after each unit), which the registry it is registered in hands it (:class:`CheckRegistry`): run
+    outside a registry it spends its whole budget.
     """
 
     number: int = 0
@@ -141,17 +146,20 @@ class Check(Experiment):
         number: int,
         needs: str = "",
         values_from: Callable[..., dict[str, Any]] | None = None,
+        replicates: Replicates | None = None,
     ) -> Check:
         """The check whose ``run(cfg, ctx, live)`` times ``measure`` and returns its typed result; a
         :class:`NotRunnable` input becomes a skipped finding that names what is missing."""
 
-        def run(cfg: Any, ctx: Any, live: Any = None) -> Result[Any]:
+        def run(
+            cfg: Any, ctx: Any, live: Any = None, stop: Callable[[Any], bool] | None = None
+        ) -> Result[Any]:
             t0 = time.perf_counter()
             try:
                 # The config's own verdict on running first: every path (a notebook's panel, nbkit audit)
                 # reaches this run, so a config without the check's section is skipped on each alike.
                 section_values(ctx.config, needs, values_from or Config.audit_values)
-                checked = measure(cfg, ctx, live)
+                checked = measure(cfg, ctx, live) if stop is None else measure(cfg, ctx, live, stop=stop)
             except NotRunnable as exc:
                 checked = Checked(skipped(slug, title, str(exc)))
             if checked.metrics is not None and not isinstance(checked.metrics, Metrics):
@@ -169,6 +177,7 @@ class Check(Experiment):
             Metrics,
             run,
             show_result=show_finding,
+            replicates=replicates,
             number=number,
             needs=needs,
             values_from=values_from,
@@ -215,6 +224,9 @@ class CheckRegistry(Registry):
     :meth:`checks`) and the experiments that run several of them (a whole config's audit)."""
 
     def register(self, experiment: Experiment) -> Experiment:
+        """Register an experiment; a check whose replicate loop stops once its claims are decided is
+        registered with a run that hands its ``measure`` this registry's stop hook
+        (:meth:`~nbkit.experiment.Registry.stopper`)."""
         if isinstance(experiment, Check):
             if CHECK_NAMES.get(experiment.number) != experiment.slug:
                 raise ValueError(
@@ -223,7 +235,17 @@ class CheckRegistry(Registry):
                 )
             if any(c.number == experiment.number for c in self.checks()):
                 raise ValueError(f"audit check number {experiment.number} used twice")
+            if experiment.replicates is not None and experiment.replicates.sequential:
+                experiment = dataclasses.replace(experiment, run=self._stopping(experiment))
         return super().register(experiment)
+
+    def _stopping(self, check: Check) -> Callable[..., Result[Any]]:
+        inner: Callable[..., Result[Any]] = check.run  # Check.of's run, which takes the stop hook
+
+        def run(cfg: Any, ctx: Any, live: Any = None) -> Result[Any]:
+            return inner(cfg, ctx, live, stop=self.stopper(check.slug, ctx, cfg))
+
+        return run
 
     def checks(self) -> Iterator[Check]:
         """The registered checks in the field notes' order."""

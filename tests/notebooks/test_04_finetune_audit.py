@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbkit.claims import VERDICTS
+from nbkit.claims import NOT_JUDGED
 
 
 @pytest.fixture(scope="module")
@@ -72,22 +72,25 @@ def test_broken_config_fails_where_it_is_broken(metrics):
 
 
 @pytest.mark.slow
-def test_claims_rows_have_the_one_shape_and_computed_verdicts(metrics):
+def test_claims_rows_have_the_one_shape_and_are_not_judged_at_smoke_size(metrics):
+    """SMOKE measures at a size chosen to be fast: every row shows what was measured and no verdict."""
+    from nbkit.audit.claims import REGISTRY
+
     rows = {c["key"]: c for c in metrics["claims"]}
-    assert len(rows) >= 20
-    assert {c["verdict"] for c in rows.values()} <= set(VERDICTS)
+    assert list(rows) == [s.key for s in REGISTRY.claims]
+    assert {c["verdict"] for c in rows.values()} == {NOT_JUDGED}
     assert all(c["rule"] and c["n"] and c["why"] and c["kind"] for c in rows.values())
     # q/v/o r64 vs q/v r8 is 12× on the notes' DeepSeek-LLM-7B, not 3.2×: a count, not a measurement
-    assert rows["param-ratio"]["verdict"] == "refuted" and rows["param-ratio"]["kind"] == "arithmetic"
-    if metrics["device"]["device"] == "cpu":
-        assert rows["flash-speedup"]["verdict"] == "needs GPU"
+    assert rows["param_ratio"]["kind"] == "arithmetic" and rows["param_ratio"]["measured"].startswith("12×")
     assert "fragmentation" not in rows  # notebook 02's ledger judges it
-    # the field notes' asserts miss a label shift and a training template inference does not render
-    assert rows["mask-leak"]["verdict"] == "refuted" and "shifted_labels" in rows["mask-leak"]["why"]
-    assert rows["kiss-steps"]["n"].startswith("2 seeds") and not rows["kiss-steps"]["decided_at_defaults"]
-    assert rows["lax-coercion"]["verdict"] == "holds" and rows["lax-coercion"]["kind"] == "demonstration"
-    measured = [c for c in rows.values() if c["kind"] == "measured"]
-    assert all(0 <= c["p_holds_if_true"] <= 1 and 0 <= c["p_refuted_if_false"] <= 1 for c in measured)
+    # the field notes' positional assert catches every leak a training example shows; the two no
+    # example shows are counted apart
+    assert "shifted_labels 48/48" in rows["mask_leak"]["measured"]
+    assert "not judged: boundary_merge" in rows["mask_leak"]["measured"]
+    assert rows["kiss_steps"]["n"].startswith("2 seeds")
+    assert rows["lax_coercion"]["kind"] == "demonstration" and rows["lax_coercion"]["measured"].startswith(
+        "2 "
+    )
     assert 3 <= len(metrics["headline"]) <= 6 and metrics["headline"]["broken_config_failures"] >= 7
 
 

@@ -162,7 +162,7 @@ def test_grad_accumulation_token_count_matches_one_batch(tiny):
         micro_batch_size=2,
         grad_accumulation=4,
         lengths=(16, 32),
-        noise_samples=3,
+        noise_pairs=1,
         device=CPU,
         progress=False,
     )
@@ -184,7 +184,7 @@ def test_grad_accumulation_token_count_matches_one_batch(tiny):
         grad_accumulation=4,
         normalisation="per_microbatch_mean",
         lengths=(16, 32),
-        noise_samples=3,
+        noise_pairs=1,
         device=CPU,
         progress=False,
     ).finding
@@ -192,8 +192,9 @@ def test_grad_accumulation_token_count_matches_one_batch(tiny):
 
 
 def test_noise_variance_is_one_independent_estimate_per_pair(tiny):
-    """Disjoint pairs of gradient samples give samples // 2 estimates per length (an odd last sample is
-    left out); the slope's t interval takes 2 pairs per length at least."""
+    """Each pair of gradient samples gives one estimate per length; the slope's t interval takes 2 pairs
+    per length at least. The pairs come in rounds, one at every length, each length from its own
+    generator: a smaller budget is a prefix of a larger one's, and a stop after a round ends them there."""
     from nbkit.audit.checks.grad_accumulation import (
         noise_variance_by_length,
         slope_interval,
@@ -203,9 +204,21 @@ def test_noise_variance_is_one_independent_estimate_per_pair(tiny):
     model, tok = tiny
     stream = text_token_stream(tok, 4000)
     devs = noise_variance_by_length(
-        model, stream, [16, 32, 64], micro_batch=2, samples=7, device=CPU, progress=False
+        model, stream, [16, 32, 64], micro_batch=2, pairs=3, device=CPU, progress=False
     )
     assert [len(devs[L]) for L in (16, 32, 64)] == [3, 3, 3] and all(x > 0 for d in devs.values() for x in d)
+    seen = []
+    stopped = noise_variance_by_length(
+        model,
+        stream,
+        [16, 32, 64],
+        micro_batch=2,
+        pairs=3,
+        device=CPU,
+        progress=False,
+        stop=lambda so_far: seen.append(len(so_far[16])) or len(so_far[16]) == 2,
+    )
+    assert seen == [1, 2] and stopped == {L: devs[L][:2] for L in (16, 32, 64)}
     ls = [16, 32, 64]
     slope, lo, hi = slope_interval(ls, [devs[L] for L in ls])
     assert math.isfinite(slope) and math.isfinite(lo) and lo <= hi
@@ -467,7 +480,9 @@ def test_attention_flash_ratio_is_per_interleaved_repetition():
     """flash_speedup pairs each repetition's math and flash times at the longest length both ran; the
     claim judges those ratios (fabricated CUDA timings: the GPU path without a GPU)."""
     from nbkit.audit.checks.attention import flash_speedup
-    from nbkit.audit.claims import verdict_flash_speedup
+    from nbkit.audit.claims import REGISTRY  # the claims registered
+
+    row = next(s for s in REGISTRY.claims if s.key == "flash_speedup")
 
     for L in (256, 2048):
         flash = [0.010 + 0.0001 * (i % 3) for i in range(20)]
@@ -484,7 +499,7 @@ def test_attention_flash_ratio_is_per_interleaved_repetition():
         ]
         got_L, ratios = flash_speedup(rows)
         assert got_L == L and ratios == pytest.approx([3.8] * 20, rel=0.02)
-        assert verdict_flash_speedup("cuda:0", list(ratios)).verdict == "holds"
+        assert row.decide(list(ratios)).verdict == "holds"
     assert flash_speedup(rows[:1]) == (0, ())
 
 
@@ -557,9 +572,12 @@ def test_kiss_replay_locates_the_crossing_to_the_step(tiny):
 
 def test_kiss_check_repeats_over_seeds_with_their_own_splits():
     """The check runs one comparison per seed (the smoke preset: 2), each on its own split, and its
-    typed metrics carry each seed's steps to the target; 2 seeds cannot decide the steps ratio."""
+    typed metrics carry each seed's steps to the target; 2 seeds cannot decide the steps ratio. Its stop
+    hook, asked after each seed with the metrics of the seeds so far, ends the loop."""
+    import math
+
     from nbkit.audit.checks import kiss
-    from nbkit.audit.claims import verdict_kiss_steps
+    from nbkit.audit.claims import REGISTRY  # the claims registered
     from nbkit.audit.config import config_file
     from nbkit.audit.context import AuditContext
 
@@ -568,7 +586,14 @@ def test_kiss_check_repeats_over_seeds_with_their_own_splits():
     m = result.metrics
     assert [r.seed for r in m.runs] == [0, 1] and m.model == "tiny" and m.notes_model == "DeepSeek-LLM-7B"
     assert result.data.figures["seeds"] == 2
-    assert len(m.log_step_ratios) <= 2 and verdict_kiss_steps(m.log_step_ratios).verdict == "inconclusive"
+    row = next(s for s in REGISTRY.claims if s.key == "kiss_steps")
+    ratios = [math.exp(x) for x in m.log_step_ratios]
+    assert len(ratios) <= 2 and row.decide(ratios).verdict == "inconclusive"
+    asked = []
+    stopped = kiss.CHECK.run(
+        KissConfig.smoke(), ctx, None, stop=lambda so_far: asked.append(so_far.runs) or True
+    )
+    assert [len(runs) for runs in asked] == [1] and stopped.metrics.runs == m.runs[:1]
 
 
 def test_response_only_logits_give_the_full_logits_figures(tiny):
@@ -686,7 +711,7 @@ def test_grad_accumulation_on_a_twin_in_a_thread_gives_the_one_model_figures(tin
         micro_batch_size=2,
         grad_accumulation=4,
         lengths=(16, 32, 64),
-        noise_samples=6,
+        noise_pairs=3,
         device=CPU,
         progress=False,
         noise_params=noise_params,

@@ -10,7 +10,9 @@ gradient variance. We measure the gradient-noise variance of micro-batches of re
 L and fit var ∝ L^slope: constant variance needs G(L) = G0·(L/L0)^slope, so slope ≈ -0.5 supports
 the √L rule and slope ≈ -1 the plain linear (token-count) rule. Each length contributes independent
 variance estimates, one per disjoint pair of micro-batch gradients of every parameter; the slope's
-interval is a t interval from their within-length spread (:func:`slope_interval`).
+interval is a t interval from their within-length spread (:func:`slope_interval`). The pairs come in
+rounds, one at every length, so the claim can be judged after each round and the loop stop once it is
+decided.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbkit.audit.check import Check, CheckConfig, Checked, CheckMetrics
 from nbkit.audit.sft import build_features, concurrent_workers, pad_batch, run_concurrently
-from nbkit.experiment import param
+from nbkit.experiment import Replicates, param
 from nbkit.findings import Finding
 
 if TYPE_CHECKING:
@@ -40,18 +42,14 @@ class GradAccumulationConfig(CheckConfig):
     noise_lengths: tuple = param(
         (16, 32, 64, 128), choices=[16, 32, 64, 128, 256], label="lengths of the noise fit"
     )
-    # Gradient samples per length; disjoint pairs of them are the independent variance estimates the
-    # slope's interval rests on (half as many). The full profile's 32 give the 16 pairs the √L claim needs.
-    noise_samples: int = param(8, min=6, max=128, label="gradient samples per length (pairs: half)")
+    # Disjoint pairs of gradient samples per length, each an independent variance estimate: the unit the
+    # slope's interval rests on (at most this many; the loop stops once the √L claim is decided).
+    noise_pairs: int = param(4, min=2, max=64, label="gradient pairs per length (most)")
     noise_params: str = param("all", choices=["last_layer", "all"], label="gradients of")
 
     @classmethod
     def smoke(cls):
-        return cls(micro_batch_size=2, grad_accumulation=2, noise_lengths=(16, 32, 64), noise_samples=6)
-
-    @classmethod
-    def full(cls):
-        return cls(noise_samples=32)
+        return cls(micro_batch_size=2, grad_accumulation=2, noise_lengths=(16, 32, 64), noise_pairs=3)
 
     @classmethod
     def audit_values(cls, audit):
@@ -182,32 +180,41 @@ def noise_variance_by_length(
     lengths,
     *,
     micro_batch: int,
-    samples: int,
+    pairs: int,
     device,
     seed: int = 0,
     params=None,
     progress=True,
     twin=None,
+    stop=None,
 ):
     """Per sequence length, one independent estimate of the gradient-noise variance per *pair* of
     micro-batch gradients: ½‖g_a − g_b‖² over disjoint pairs (its expectation is the trace of the
     gradient covariance). Why pairs: squared deviations from the shared sample mean are dependent
     (they sum to a fixed total), so resampling them overstates what 4 samples know; disjoint pairs
-    are independent draws, and the slope's interval rests on their spread. An odd last sample is left
-    out.
+    are independent draws, and the slope's interval rests on their spread.
 
-    ``twin``: (a copy of the model, its tensors matching ``params``): the pairs of each length are
-    shared between the two in threads; the start positions are drawn first, in the same order, so
-    each pair is the one the single-model run takes.
+    At most ``pairs`` per length, drawn in rounds of one pair at every length, each length from its own
+    generator (seeded by ``seed`` and the length): pair j at a length is the same whatever the budget,
+    and ``stop(estimates so far)`` (length → list), asked after each round, ends the loop once the claim
+    it feeds is decided. ``twin``: (a copy of the model, its tensors matching ``params``): two rounds at
+    a time, one on each in threads, the stop then asked after both (the figures are one model's).
     """
     import torch
     from tqdm.auto import tqdm
 
     params = params or [p for p in model.parameters() if p.requires_grad]
-    pairs = [(model, params)] + ([twin] if twin is not None else [])
-    gen = torch.Generator().manual_seed(seed)
-    for m, _ in pairs:
+    models = [(model, params)] + ([twin] if twin is not None else [])
+    for m, _ in models:
         m.eval()
+    for L in lengths:
+        if len(token_stream) < L + 1:
+            raise ValueError(f"need at least {L + 1} tokens of text for L={L}, have {len(token_stream)}")
+    gens = {L: torch.Generator().manual_seed(seed * 100_003 + L) for L in lengths}
+
+    def draw(L):
+        starts = torch.randint(0, len(token_stream) - L, (micro_batch,), generator=gens[L])
+        return torch.stack([token_stream[s : s + L] for s in starts.tolist()])
 
     def pair_estimates(m, ps, pair_batches):
         # One pair at a time, and only one gradient copy held: the first sample's gradients are kept per
@@ -230,24 +237,24 @@ def noise_variance_by_length(
         _clear_grads(ps)
         return out
 
-    out = {}
-    for L in tqdm(lengths, desc="gradient noise vs L", disable=not progress, leave=False):
-        if len(token_stream) < L + 1:
-            raise ValueError(f"need at least {L + 1} tokens of text for L={L}, have {len(token_stream)}")
-        batches = []
-        for _ in range(samples):
-            starts = torch.randint(0, len(token_stream) - L, (micro_batch,), generator=gen)
-            batches.append(torch.stack([token_stream[s : s + L] for s in starts.tolist()]))
-        pair_batches = [(batches[2 * j], batches[2 * j + 1]) for j in range(samples // 2)]
-        # pair j goes to model j mod 2; put back in pair order
+    out: dict[int, list[float]] = {L: [] for L in lengths}
+    bar = tqdm(total=pairs, desc="gradient noise vs L (pairs)", disable=not progress, leave=False)
+    done = 0
+    while done < pairs:
+        group = min(len(models), pairs - done)
+        rounds = [[(draw(L), draw(L)) for L in lengths] for _ in range(group)]
         parts = run_concurrently(
-            [
-                functools.partial(pair_estimates, m, ps, pair_batches[k :: len(pairs)])
-                for k, (m, ps) in enumerate(pairs)
-            ],
-            len(pairs),
+            [functools.partial(pair_estimates, m, ps, rounds[k]) for k, (m, ps) in enumerate(models[:group])],
+            group,
         )
-        out[L] = [parts[j % len(pairs)][j // len(pairs)] for j in range(len(pair_batches))]
+        for estimates in parts:
+            for L, e in zip(lengths, estimates, strict=True):
+                out[L].append(e)
+        done += group
+        bar.update(group)
+        if stop is not None and stop(out):
+            break
+    bar.close()
     return out
 
 
@@ -300,7 +307,7 @@ def check_grad_accumulation(
     grad_accumulation: int = 4,
     normalisation: str = "token_count",
     lengths=(16, 32, 64, 128),
-    noise_samples: int = 8,
+    noise_pairs: int = 4,
     noise_micro_batch: int = 2,
     base_length: int | None = None,
     device,
@@ -308,9 +315,12 @@ def check_grad_accumulation(
     noise_params: str = "all",
     progress: bool = True,
     workers: int | None = None,
+    stop=None,
 ) -> Checked[GradAccumulationMetrics]:
     """``workers``: 2 runs half the passes on a copy of the model in a second thread (default: on CPU when
-    :func:`nbkit.audit.sft.concurrent_workers` allows it; the figures are those of one model doing all)."""
+    :func:`nbkit.audit.sft.concurrent_workers` allows it; the figures are those of one model doing all).
+    ``stop(metrics so far)``, asked after each round of noise pairs, ends them once the √L claim is
+    decided (:func:`noise_variance_by_length`)."""
     from plotly.subplots import make_subplots
 
     n = micro_batch_size * grad_accumulation
@@ -344,6 +354,19 @@ def check_grad_accumulation(
     def twin_of(ps):
         return None if twin_model is None else (twin_model, [twin_by_name[names[id(p)]] for p in ps])
 
+    def metrics_of(devs: dict[int, list[float]]) -> GradAccumulationMetrics:
+        ls = sorted(devs)
+        return GradAccumulationMetrics(
+            rel_err_per_microbatch_mean=errs["rel_err_per_microbatch_mean"],
+            rel_err_token_count=errs["rel_err_token_count"],
+            tokens_per_microbatch=tuple(errs["tokens_per_microbatch"]),
+            configured_normalisation=normalisation,
+            noise_lengths=tuple(ls),
+            noise_estimates=tuple(tuple(devs[L]) for L in ls),
+            noise_variance_slope=slope_interval(ls, [devs[L] for L in ls])[0],
+            gradients_of="last decoder layer" if noise_params == "last_layer" else "all parameters",
+        )
+
     for ps in (last, params):
         twin = twin_of(ps)
         with only_grad_for(model, ps), only_grad_for(*twin) if twin else contextlib.nullcontext():
@@ -355,27 +378,19 @@ def check_grad_accumulation(
                     stream,
                     list(lengths),
                     micro_batch=noise_micro_batch,
-                    samples=noise_samples,
+                    pairs=noise_pairs,
                     device=device,
                     seed=seed,
                     params=ps,
                     progress=progress,
                     twin=twin,
+                    stop=None if stop is None else lambda devs: stop(metrics_of(devs)),
                 )
     twin_model = None  # the copy and its gradients go before the figures are built
     var = {L: sum(d) / len(d) for L, d in devs.items()}
     ls = sorted(var)
     slope, slope_lo, slope_hi = slope_interval(ls, [devs[L] for L in ls])
-    metrics = GradAccumulationMetrics(
-        rel_err_per_microbatch_mean=errs["rel_err_per_microbatch_mean"],
-        rel_err_token_count=errs["rel_err_token_count"],
-        tokens_per_microbatch=tuple(errs["tokens_per_microbatch"]),
-        configured_normalisation=normalisation,
-        noise_lengths=tuple(ls),
-        noise_estimates=tuple(tuple(devs[L]) for L in ls),
-        noise_variance_slope=slope,
-        gradients_of="last decoder layer" if noise_params == "last_layer" else "all parameters",
-    )
+    metrics = metrics_of(devs)
     L0 = base_length or ls[0]
     g0 = grad_accumulation
     rows = []
@@ -398,7 +413,7 @@ def check_grad_accumulation(
         "noise_variance_slope_ci_low": slope_lo,
         "noise_variance_slope_ci_high": slope_hi,
         "noise_lengths": len(ls),
-        "noise_samples_per_length": noise_samples,
+        "noise_pairs_per_length": metrics.pairs_per_length,
         "gradients_of": metrics.gradients_of,
     }
     used = (
@@ -422,7 +437,7 @@ def check_grad_accumulation(
         )
     summary += (
         f"; gradient variance ∝ L^{slope:.2f} (95% interval [{slope_lo:.2f}, {slope_hi:.2f}], "
-        f"{len(ls)} lengths × {noise_samples} samples)"
+        f"{len(ls)} lengths × {metrics.pairs_per_length} independent pairs of gradient samples)"
     )
     fig = make_subplots(
         rows=1,
@@ -475,8 +490,11 @@ def check_grad_accumulation(
     return Checked(finding, metrics)
 
 
-def measure(cfg: GradAccumulationConfig, ctx: AuditContext, live=None) -> Checked[GradAccumulationMetrics]:
-    """Accumulated micro-batch gradients against one large batch; gradient noise variance vs length."""
+def measure(
+    cfg: GradAccumulationConfig, ctx: AuditContext, live=None, stop=None
+) -> Checked[GradAccumulationMetrics]:
+    """Accumulated micro-batch gradients against one large batch; gradient noise variance vs length, at
+    most ``cfg.noise_pairs`` pairs per length (``stop``: see :func:`check_grad_accumulation`)."""
     model, tok = ctx.model_and_tokenizer()
     ex, note = ctx.examples(cfg.micro_batch_size * cfg.grad_accumulation, SLUG)
     # The accumulation identity is about the loss normalisation, so pad labels stay unmasked here.
@@ -490,14 +508,34 @@ def measure(cfg: GradAccumulationConfig, ctx: AuditContext, live=None) -> Checke
         grad_accumulation=cfg.grad_accumulation,
         normalisation=cfg.loss_normalisation,
         lengths=tuple(sorted(cfg.noise_lengths)),
-        noise_samples=cfg.noise_samples,
+        noise_pairs=cfg.noise_pairs,
         device=ctx.torch_device,
         seed=ctx.config.model.seed,
         noise_params=cfg.noise_params,
         progress=ctx.progress,
+        stop=stop,
     )
     checked.finding.summary += note
     return checked
 
 
-CHECK = Check.of(SLUG, TITLE, GradAccumulationConfig, GradAccumulationMetrics, measure, number=5)
+# One pair of gradient samples at every length is the unit of the √L claim: at most noise_pairs at
+# defaults, NOISE_FULL_PAIRS in the full profile (what the claim needs to decide: docs/claims.md).
+NOISE_FULL_PAIRS = 12
+CHECK = Check.of(
+    SLUG,
+    TITLE,
+    GradAccumulationConfig,
+    GradAccumulationMetrics,
+    measure,
+    number=5,
+    replicates=Replicates(
+        "gradient pair",
+        "noise_pairs",
+        full=NOISE_FULL_PAIRS,
+        cost_s=19.4,
+        cost_source="2.42 CPU-s per gradient sample of every parameter, two at each of four lengths "
+        "(bench/RESULTS.md, the audit's noisy rows)",
+        least=3,
+    ),
+)

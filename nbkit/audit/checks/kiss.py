@@ -30,7 +30,7 @@ from nbkit.audit.sft import (
     target_logits,
 )
 from nbkit.device import memory_probe
-from nbkit.experiment import param
+from nbkit.experiment import Replicates, param
 from nbkit.findings import Finding
 from nbkit.model_files import meta_model
 
@@ -101,10 +101,6 @@ class KissConfig(CheckConfig):
         )
 
     @classmethod
-    def full(cls):
-        return cls(seeds=KISS_FULL_SEEDS)
-
-    @classmethod
     def audit_values(cls, audit):
         k = audit.kiss
         # A YAML config opts in to the training with its kiss section's budget (nbkit audit skips the check
@@ -116,10 +112,6 @@ class KissConfig(CheckConfig):
             "val_loss_target": k.val_loss_target or 0.0,
             "target_ratio": k.val_loss_target_ratio,
         }
-
-
-# Seeds in the full profile: what the steps-ratio claim needs to decide (its design, nbkit.audit.claims).
-KISS_FULL_SEEDS = 12
 
 
 @dataclass(frozen=True)
@@ -695,15 +687,17 @@ def llama_param_ratio_range(kiss: LoraVariant = KISS, over: LoraVariant = OVER) 
     return (min(ends), max(ends))
 
 
-def measure(cfg: KissConfig, ctx: AuditContext, live=None) -> Checked[KissMetrics]:
-    """One comparison per seed (``cfg.seeds`` of them, from the audit's seed on): each seed draws its own
-    train/validation split of the examples, LoRA initialisation and batch order, so the steps ratio rests
-    on independent repeats; the first seed's run is the one shown (table, curves, the per-variant
-    figures)."""
+def measure(cfg: KissConfig, ctx: AuditContext, live=None, stop=None) -> Checked[KissMetrics]:
+    """One comparison per seed (at most ``cfg.seeds`` of them, from the audit's seed on): each seed draws
+    its own train/validation split of the examples, LoRA initialisation and batch order, so the steps
+    ratio rests on independent repeats; the first seed's run is the one shown (table, curves, the
+    per-variant figures). ``stop(metrics of the seeds so far)``, asked after each seed, ends the loop once
+    the claims it feeds are decided."""
     import random
 
     model, tok = ctx.model_and_tokenizer(cfg.model)
     ex, note = ctx.examples(cfg.val_size + cfg.batch_size, SLUG)
+    notes = ctx.shared.cached(("notes-model-counts",), notes_model_counts)
     first, runs = None, []
     for i in range(max(1, cfg.seeds)):
         seed = ctx.config.model.seed + i
@@ -724,27 +718,10 @@ def measure(cfg: KissConfig, ctx: AuditContext, live=None) -> Checked[KissMetric
         )
         runs.append(KissRun(seed, c.kiss.steps_to_target, c.over.steps_to_target, c.steps_trained))
         first = first or c
+        if stop is not None and stop(_kiss_metrics(cfg, ctx, first, runs, notes)):
+            break
     assert first is not None
-    notes = ctx.shared.cached(("notes-model-counts",), notes_model_counts)
-    kiss, over = first.kiss, first.over
-    metrics = KissMetrics(
-        kiss_trainable_share_pct=kiss.share_pct,
-        over_trainable_share_pct=over.share_pct,
-        param_ratio_over_vs_kiss=over.trainable / kiss.trainable,
-        notes_model=NOTES_MODEL,
-        notes_kiss_share_pct=notes.kiss_share_pct,
-        notes_over_share_pct=notes.over_share_pct,
-        notes_param_ratio=notes.param_ratio,
-        notes_counts=notes,
-        llama_ratio_range=llama_param_ratio_range(),
-        peak_ratio_kiss_vs_over=kiss.peak_bytes / over.peak_bytes
-        if kiss.peak_bytes and over.peak_bytes
-        else float("nan"),
-        peak_measured_as=kiss.peak_kind,
-        budget_steps=cfg.budget_steps,
-        runs=tuple(runs),
-        model=cfg.model or ctx.config.model.name,
-    )
+    metrics = _kiss_metrics(cfg, ctx, first, runs, notes)
     shown = first.finding
     ratios = metrics.log_step_ratios
     shown.figures.update(
@@ -770,4 +747,49 @@ def measure(cfg: KissConfig, ctx: AuditContext, live=None) -> Checked[KissMetric
     return Checked(shown, metrics)
 
 
-CHECK = Check.of(SLUG, TITLE, KissConfig, KissMetrics, measure, number=1, needs="kiss")
+def _kiss_metrics(
+    cfg: KissConfig, ctx: AuditContext, first: Comparison, runs: list, notes: LoraCounts
+) -> KissMetrics:
+    """The typed metrics of the seeds done so far (the first seed's run gives the per-variant figures)."""
+    kiss, over = first.kiss, first.over
+    return KissMetrics(
+        kiss_trainable_share_pct=kiss.share_pct,
+        over_trainable_share_pct=over.share_pct,
+        param_ratio_over_vs_kiss=over.trainable / kiss.trainable,
+        notes_model=NOTES_MODEL,
+        notes_kiss_share_pct=notes.kiss_share_pct,
+        notes_over_share_pct=notes.over_share_pct,
+        notes_param_ratio=notes.param_ratio,
+        notes_counts=notes,
+        llama_ratio_range=llama_param_ratio_range(),
+        peak_ratio_kiss_vs_over=kiss.peak_bytes / over.peak_bytes
+        if kiss.peak_bytes and over.peak_bytes
+        else float("nan"),
+        peak_measured_as=kiss.peak_kind,
+        budget_steps=cfg.budget_steps,
+        runs=tuple(runs),
+        model=cfg.model or ctx.config.model.name,
+    )
+
+
+# The seed is the unit of the steps-ratio claim: at most KissConfig.seeds at defaults, KISS_FULL_SEEDS in
+# the full profile (what the claim needs to decide: docs/claims.md), the loop stopping once it is decided.
+KISS_FULL_SEEDS = 16
+CHECK = Check.of(
+    SLUG,
+    TITLE,
+    KissConfig,
+    KissMetrics,
+    measure,
+    number=1,
+    needs="kiss",
+    replicates=Replicates(
+        "seed",
+        "seeds",
+        full=KISS_FULL_SEEDS,
+        cost_s=65.0,
+        cost_source="1.08 CPU-min per seed at defaults, both variants side by side on 2 cores "
+        "(bench/RESULTS.md, the audit's noisy rows)",
+        least=3,
+    ),
+)
