@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.extras import install_line
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
@@ -56,8 +58,6 @@ def device_name(choice: str = "auto") -> str:
     try:
         import torch  # noqa: F401
     except ImportError:
-        from nbkit.extras import install_line
-
         wanted = choice.strip().lower() if isinstance(choice, str) else choice
         if wanted in ("auto", "cpu"):
             return "cpu"

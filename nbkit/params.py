@@ -38,7 +38,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from nbkit.errors import RunError
+from nbkit.catalog import resolve_notebook
+from nbkit.errors import RunError, UsageError
 
 
 class ParameterError(RunError):
@@ -192,8 +193,6 @@ def _own_notebook(namespace: Mapping[str, Any], notebook: str) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    from nbkit.catalog import resolve_notebook
-
     try:
         return resolve_notebook(notebook)
     except RunError as exc:
@@ -300,11 +299,22 @@ def _matching(pattern: str) -> Callable[[Any, Path], str | None]:
     return lambda value, base: None if isinstance(value, str) and compiled.fullmatch(value.strip()) else ""
 
 
-def _sizes(value: Any, base: Path) -> str | None:
-    # The rule notebook 02's size sweep applies (nbkit.zero.config), checked here before the ladder runs.
-    from nbkit.errors import UsageError
-    from nbkit.zero.config import parse_sizes
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """(hidden, layers) of each item of a comma-separated ``HIDDENxLAYERS`` list (``"256x8,512x8"``); empty:
+    none. A malformed item is a UsageError naming it. Notebook 02's size sweep reads its sizes with it
+    (``nbkit.zero.config``), and the ``<sizes>`` shape checks them with it before a run starts."""
+    out: list[tuple[int, int]] = []
+    if not text.strip():
+        return out
+    for item in text.split(","):
+        h, _, layers = item.strip().partition("x")
+        if not (h.isdigit() and layers.isdigit() and int(h) >= 32 and int(layers) >= 1):
+            raise UsageError(f"item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ 32, e.g. 512x8")
+        out.append((int(h), int(layers)))
+    return out
 
+
+def _sizes(value: Any, base: Path) -> str | None:
     if not isinstance(value, str):
         return ""
     try:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from nbkit.errors import RunError
+from nbkit.extras import install_line
+from nbkit.procs import usable_cores
 
 U = TypeVar("U")
 R = TypeVar("R")
@@ -57,8 +59,6 @@ def where(ctx: Any, *, parallel: bool = True) -> Where:
     address = getattr(ctx, "scheduler", "") or os.environ.get(SCHEDULER_ENV, "")
     if address and parallel:
         return Where("dask", address=address)
-    from nbkit.procs import usable_cores
-
     cores = len(usable_cores())
     on_cpu = str(getattr(ctx, "device", "cpu")) in ("cpu", "auto") and str(ctx.torch_device) == "cpu"
     if parallel and cores > 1 and on_cpu:
@@ -151,12 +151,10 @@ def dask_client(address: str, timeout_s: float = 20.0) -> Any:
     try:
         from distributed import Client
     except ImportError:
-        raise RunError(
-            "a Dask scheduler needs dask.distributed: pip install 'nbkit-workbook[cluster]'"
-        ) from None
+        raise RunError(f"a Dask scheduler needs dask.distributed: {install_line('cluster')}") from None
     try:
         return Client(address, timeout=timeout_s, set_as_default=False)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
         raise RunError(
             f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({type(exc).__name__}: "
             f"{exc})"

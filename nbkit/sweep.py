@@ -52,6 +52,7 @@ from nbkit.params import check_given, notebook_parameters, parse_value
 from nbkit.pool import execute_jobs
 from nbkit.publish import keep_unfinished, make_tmp_beside, prepare_output
 from nbkit.record import read_notebook
+from nbkit.replicates import dask_client
 from nbkit.report import PLOTLY_JS, ensure_plotly_js
 from nbkit.runfolder import move_in, write_atomic
 
@@ -130,23 +131,6 @@ def plan_sweep(
 
 
 # -- Dask ---------------------------------------------------------------------------------------------
-
-
-def connect(address: str, timeout_s: float = 10.0):
-    """A ``dask.distributed.Client`` for ``address``, or a RunError saying why there is none."""
-    try:
-        from distributed import Client
-    except ImportError:
-        from nbkit.extras import install_line
-
-        raise RunError(f"--scheduler needs dask.distributed: {install_line('cluster')}") from None
-    try:
-        return Client(address, timeout=timeout_s, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise RunError(
-            f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({type(exc).__name__}: "
-            f"{exc})"
-        ) from None
 
 
 def remote_execute(
@@ -541,7 +525,7 @@ def run_sweep(
         path, grid, per_run = plan_sweep(notebook, grid_items, fixed, smoke=smoke, yes=yes)
     client = None
     if scheduler:
-        client = connect(scheduler)
+        client = dask_client(scheduler, timeout_s=10.0)
     elif not kernel_exists(kernel):
         raise RunError(
             f"Jupyter kernel {kernel!r} is not installed; run `make setup` (it registers the python3 kernel)"

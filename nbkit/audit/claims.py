@@ -10,7 +10,6 @@ Spreads: SmolLM2-135M, ``bench/RESULTS.md`` ("The audit's noisy rows").
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from typing import Any
@@ -299,11 +298,6 @@ def read_mask_leak(mask: LossMaskMetrics) -> Reading:
 # -- reward-weights ---------------------------------------------------------------------------------
 # Why a theme estimator: the core normal interval counts one unit; these rows' bootstrap standard errors
 # rest on the scored responses, so the sample (estimate, se, responses) carries their count.
-BOOTSTRAP = dataclasses.replace(
-    NORMAL, interval=lambda s, level: NORMAL.interval(s[:2], level), units=lambda s: s[2]
-)
-
-
 def _normal(estimate: float, se: float, n: int, shown: str, what: str) -> Reading:
     why = "" if math.isfinite(estimate) else f"{what} was not measured"
     if not why and not (math.isfinite(se) and se > 0):
@@ -487,12 +481,12 @@ ROWS = (
     ClaimSpec("kurtosis", "reward kurtosis rises when sampling concentrates", notes.REWARD_SECTION,
         f"{notes.KURTOSIS_COLD} → {notes.KURTOSIS_CONCENTRATED}", MEASURED, REWARD, read_kurtosis,
         at_least(halfway(KURTOSIS_RISE, 0.0), "kurtosis rise, uniform → concentrated sampler",
-                 estimator=BOOTSTRAP, unit="scored response", claimed=KURTOSIS_RISE, null=0.0),
+                 estimator=NORMAL, unit="scored response", claimed=KURTOSIS_RISE, null=0.0),
         Plan(12.8, 480, f"the bootstrap se × √n at 480 responses, {SPREADS}", draw_kurtosis)),
     ClaimSpec("kl_threshold", f"KL > {notes.KL_THRESHOLD} flags the samplers the notes' other rule, CI "
         f"shrink > {notes.SHRINK_THRESHOLD:.0%}, flags", OWN, "", MEASURED, REWARD, read_kl_threshold,
         within(0.0, math.log(1 + RELATIVE_TOLERANCE), f"log(β where KL > {notes.KL_THRESHOLD} ÷ β where the "
-               f"shrink > {notes.SHRINK_THRESHOLD:.0%})", estimator=BOOTSTRAP, unit="scored response"),
+               f"shrink > {notes.SHRINK_THRESHOLD:.0%})", estimator=NORMAL, unit="scored response"),
         Plan(1.3, 480, f"the bootstrap se × √n, steady at 48, 160 and 480 responses, {SPREADS}", draw_kl)),
     ClaimSpec("warmup_stage", "under SequentialLR(OneCycleLR, StepLR) the warmup applies to the first "
         "stage only", notes.SCHEDULER_SECTION, "stage 2 gets 0 warmup steps", LIBRARY_FACT, ("schedulers",),

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from nbkit.cache import cache_dir
 from nbkit.claims.estimators import LOG_T, WILSON, T
 from nbkit.claims.ledger import HOLDS, REFUTED
 from nbkit.claims.rules import HOLD, OPEN, REFUTE, Rule
@@ -160,8 +161,6 @@ def simulate(
     Kept under ``$NBKIT_CACHE/designs/`` by a fingerprint of everything the figures depend on (the rule,
     the plan, the source of the functions it runs, the budget, looks and level): a design simulated once
     is read back, and any change to it simulates again."""
-    from nbkit.cache import cache_dir
-
     args = (key, rule, plan, verdict, head, budget, least, level, sequential, sims, DESIGN_VERSION)
     path = cache_dir("designs", f"{fingerprint(*args)}.json")
     try:

@@ -11,7 +11,7 @@ estimator  sample (per unit of replication, in order)  interval
 ``CLUSTER`` ``(successes, trials)`` per cluster        Wilson at Kish's effective n (ICC)
 ``PAIRED_RATE`` ``(a, b)`` 0/1 outcomes per item       Newcombe's hybrid score interval of a − b
 ``CROSSED`` one row of cells per unit (compile × case)  two-way random-effects t
-``NORMAL`` ``(estimate, standard error)``               estimate ± z·se (a bootstrap se)
+``NORMAL`` ``(estimate, standard error[, units])``      estimate ± z·se (a bootstrap se)
 ``EXACT``  a number computed or counted without noise   the number itself
 ``FLAG``   True, False or None (not observed)           —
 ========== ========================================== ==============================================
@@ -100,10 +100,10 @@ def _wilson_batch(values: Any, level: float) -> tuple[Any, Any]:
     return np.maximum(0.0, centre - half), np.minimum(1.0, centre + half)
 
 
-def _normal_interval(sample: tuple[float, float], level: float) -> tuple[float, float]:
+def _normal_interval(sample: tuple, level: float) -> tuple[float, float]:
     from scipy import stats
 
-    estimate, se = (float(x) for x in sample)
+    estimate, se = (float(x) for x in sample[:2])
     # A standard error of 0 (every bootstrap resample agreed) is no interval, never a zero-width one.
     if not (math.isfinite(estimate) and math.isfinite(se)) or se <= 0:
         return NAN
@@ -165,8 +165,12 @@ CROSSED = Estimator(
     len,
     lambda s, n: list(s)[:n],
 )
+# (estimate, standard error[, units it rests on]): a bootstrapped figure's units are what it resampled.
 NORMAL = Estimator(
-    "normal", "a normal interval from the bootstrap standard error over", _normal_interval, _one
+    "normal",
+    "a normal interval from the bootstrap standard error over",
+    _normal_interval,
+    lambda s: int(s[2]) if len(s) > 2 else 1,
 )
 EXACT = Estimator("exact", "", _exact_interval, _one, exact=True)
 FLAG = Estimator("flag", "", lambda s, level: NAN, _one, exact=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from nbkit.errors import UsageError
 from nbkit.experiment import param
+from nbkit.params import parse_sizes
 from nbkit.zero.prompts import NEUTRAL_PROMPTS
 
 PRECISIONS = ["bf16", "fp32", "fp16"]
@@ -263,21 +264,6 @@ class LossScaleConfig(_Checked):
             checkpoint=False,
             timeout_s=self.timeout_s,
         )
-
-
-def parse_sizes(text: str) -> list[tuple[int, int]]:
-    """(hidden, layers) of each item of a comma-separated ``HIDDENxLAYERS`` list (``"256x8,512x8"``); empty:
-    none. A malformed item is a UsageError naming it. Also the check of notebook 02's ``CROSSOVER_SIZES``
-    before a run starts (``nbkit.params``)."""
-    out: list[tuple[int, int]] = []
-    if not text.strip():
-        return out
-    for item in text.split(","):
-        h, _, layers = item.strip().partition("x")
-        if not (h.isdigit() and layers.isdigit() and int(h) >= 32 and int(layers) >= 1):
-            raise UsageError(f"item {item.strip()!r}: expected HIDDENxLAYERS with HIDDEN ≥ 32, e.g. 512x8")
-        out.append((int(h), int(layers)))
-    return out
 
 
 @dataclass

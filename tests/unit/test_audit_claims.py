@@ -686,7 +686,7 @@ def test_the_fixed_designs_at_the_run_s_units():
 
 def test_the_budgets_are_declared_on_the_checks():
     sizes = REGISTRY.sizes
-    assert {slug: (r.unit, r.field, r.sequential) for slug, r in sizes.items()} == {
+    assert {slug: (r.unit, r.config_field, r.sequential) for slug, r in sizes.items()} == {
         "kiss-lora": ("seed", "seeds", True),
         "grad-accumulation": ("gradient pair", "noise_pairs", True),
         "reward-weights": ("scored response", "examples", False),
