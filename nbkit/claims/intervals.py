@@ -25,11 +25,19 @@ def fmt_interval(interval: tuple[float, float], digits: int = 3, level: float | 
     if any(map(math.isnan, (lo, hi))):
         return "n/a"
     text = f"[{lo:.{digits}g}, {hi:.{digits}g}]"
-    if not level:
-        return text
+    return f"{text} ({fmt_level(level)})" if level else text
+
+
+def fmt_level(level: float) -> str:
+    """A confidence level as a percentage with the digits it needs: 95%, 99.2%, 99.9994% (an early
+    sequential look's nominal level never reads as 100%)."""
     pct = level * 100
-    shown = f"{pct:.0f}" if abs(pct - round(pct)) < 1e-9 else f"{pct:.3g}" if pct < 99.9 else f"{pct:.4g}"
-    return f"{text} ({shown}%)"
+    if abs(pct - round(pct)) < 1e-9:
+        return f"{pct:.0f}%"
+    digits = 3
+    while digits < 12 and float(f"{pct:.{digits}g}") >= 100:
+        digits += 1
+    return f"{pct:.{digits}g}%"
 
 
 def mean_interval(

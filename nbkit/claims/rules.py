@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbkit.claims.estimators import EXACT, FLAG, Estimator, T
+from nbkit.claims.intervals import fmt_level
 from nbkit.claims.ledger import HOLDS, INCONCLUSIVE, REFUTED, Verdict
 
 AT_LEAST, AT_MOST, WITHIN, FLAG_KIND = "at least", "at most", "within", "flag"
@@ -195,7 +196,11 @@ class Rule:
         if lo > hi:
             lo, hi = hi, lo
         shown = self.fmt(lo) if lo == hi else f"[{self.fmt(lo)}, {self.fmt(hi)}]"
-        where = "" if lo == hi else f" ({level:.1%} interval over {units} {plural(self.unit, units or 0)})"
+        where = (
+            ""
+            if lo == hi
+            else f" ({fmt_level(level or 0.95)} interval over {units} {plural(self.unit, units or 0)})"
+        )
         got = f"{self.what} {shown}{where}"
         band_lo, band_hi = self.band
         if self.kind == WITHIN:
