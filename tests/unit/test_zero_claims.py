@@ -90,6 +90,12 @@ def test_each_noisy_row_reaches_every_outcome_at_its_real_n(key, up, down, strad
     assert s.decide([up] * 3, LEVEL).verdict == INCONCLUSIVE  # tied units: no zero-width interval
 
 
+def test_a_ratio_row_at_an_early_looks_extreme_level_is_inconclusive_not_an_overflow():
+    # two launches (one degree of freedom) at a first look's nominal level: wider than exp can hold
+    v = spec("zero1_saves").decide([0.65, 0.651], 1 - 1e-12)
+    assert v.verdict == INCONCLUSIVE and "[0, inf]" in v.why
+
+
 @pytest.mark.parametrize("n", [*budget("fallback_rate")[::-1], budget("fallback_rate", "full")[0]])
 def test_the_fallback_rate_reaches_every_outcome_clustered_by_request(n):
     """A request is a cluster of rounds: at the first look and the defaults' budget only long requests
