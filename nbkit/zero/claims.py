@@ -1,11 +1,9 @@
 """Notebook 02's claims: a table of rows over the ZeRO experiments' typed metrics, judged by their rules.
 
 A per-card figure of the notes is Llama-2-7B's on 8 CUDA cards: only a ladder run in that setting answers
-it, and a CPU rank's RSS never does (its rows say "needs GPU"). What any run answers it answers exactly —
-byte counts, flags, one drill, one launch per size — or, for the memory-saving and estimator rows, through
-an interval across launches (the launch is the unit: the ranks of one launch share its run). The spreads
-the designs plan with are measured at the defaults (``bench/RESULTS.md``, "Notebook 02's claim designs").
-"""
+it, never a CPU rank's RSS ("needs GPU"). What any run answers it answers exactly (byte counts, flags, one
+drill, one launch per size) or, for the memory-saving and estimator rows, through an interval across
+launches, whose spreads are measured at the defaults (``bench/RESULTS.md``, "Notebook 02's rows")."""
 
 from __future__ import annotations
 
@@ -76,10 +74,10 @@ GAP_GAIN = notes.GAP_EVERY_50 - notes.GAP_EVERY_200
 SPEEDUP = notes.TOKENS_S_AFTER / notes.TOKENS_S_BEFORE
 SPEEDUP_TOL, FALLBACK_TOL = 0.20, 0.05
 SHARD_CHANGE = 0.01  # a shard counted in bytes that moves by less than 1 % is the same shard (padding)
-PERSIST_TOL = 0.01  # kept-whole bytes against the rule's prediction, exact counts
-BYTES_TOL = 0.05  # measured ÷ formula model-state bytes, exact counts
+# Exact byte counts: kept-whole bytes against the persistence rule's prediction; model states ÷ the formula.
+PERSIST_TOL, BYTES_TOL = 0.01, 0.05
 FORMULA = "exact count (Ψ on the meta device)"
-LAUNCHES = "bench/RESULTS.md, Notebook 02's claim designs (ratios per launch, 2 CPU ranks)"
+LAUNCHES = "bench/RESULTS.md, Notebook 02's rows as rules that run (log ratios, 2 CPU ranks)"
 
 
 def _gb(x: float | None) -> str:
@@ -208,7 +206,8 @@ def read_bytes_formula(ladder: LadderMetrics) -> Reading:
 
 LOSS_RULE = exact_at_most(
     1.0,
-    "largest relative difference of a rung's per-step mean loss from stage 0's ÷ the precision's tolerance",
+    "the largest relative difference of a rung's per-step mean loss from stage 0's ÷ the precision's "
+    "tolerance",
 )
 
 
@@ -235,9 +234,11 @@ def verdict_loss_agree(sample: tuple[float, float | None], level: float = 0.95) 
     if control is None:
         return Verdict(INCONCLUSIVE, f"{v.why}; no positive control ran (LadderConfig.control)")
     c = LOSS_RULE.decide(control, level)
+    shown = c.why.removeprefix(LOSS_RULE.what).strip()
+    seen = f"ZeRO rungs: {v.why}; the control (half the learning rate): {shown}"
     if c.verdict != REFUTED:
-        return Verdict(INCONCLUSIVE, f"{v.why}, but the control too ({c.why}): no power to see a change here")
-    return Verdict(HOLDS, f"ZeRO rungs: {v.why}; the control: {c.why}")
+        return Verdict(INCONCLUSIVE, f"{seen} — no power to see a changed update here")
+    return Verdict(HOLDS, seen)
 
 
 def read_replicas(ladder: LadderMetrics) -> Reading:
@@ -409,7 +410,7 @@ def _crossover_reader(stage: int):
 # -- the table ---------------------------------------------------------------------------------------------
 # One row a claim: key, claim, source, the notes' figure, kind, reads, read, rule (and a noisy row's Plan).
 # fmt: off
-_PEAK = "the largest per-rank peak (GB) of Llama-2-7B on 8 CUDA ranks at micro-batch 2"
+_PEAK = "(GB) of Llama-2-7B on 8 CUDA ranks at micro-batch 2"
 _STATES = "12Ψ (fp32 master {f.fp32_master_gb:.3g} GB + Adam's two moments {f.adam_moments_gb:.3g} GB)"
 ROWS = (
     ClaimSpec("stage0_peak",
@@ -418,7 +419,7 @@ ROWS = (
               exact_at_least(1 - GB_TOL, "the notes' peak ÷ the model states 16Ψ it must hold (formula)")),
     *(ClaimSpec(f"stage{k}_peak", f"ZeRO-{k}: {gb:g} GB per card at peak", notes.MEMORY_SECTION, f"{gb:g} GB",
                 MEASURED, ("memory", "ladder"), _peak_reader(k, f"stage{k}_gb"),
-                exact_within(gb, GB_TOL, f"ZeRO-{k}: {_PEAK}", relative=True))
+                exact_within(gb, GB_TOL, f"the largest per-rank peak at ZeRO-{k} {_PEAK}", relative=True))
       for k, gb in ((1, notes.PEAK_STAGE1_GB), (3, notes.PEAK_STAGE3_GB))),
     ClaimSpec("optimizer_gb",
               "optimizer states ~28 GB (read as mixed-precision Adam's 12Ψ: fp32 master + two moments)",
@@ -435,15 +436,15 @@ ROWS = (
               read_batch_identity, exact_at_most(0, "|micro × accum × world − train_batch_size|")),
     ClaimSpec("sub_group_size", "sub_group_size 1e9 gives each of 8 cards a ~1.75 GB shard",
               notes.CONFIG_SECTION, "shard set by sub_group_size", MEASURED, ("ladder",), read_sub_group_size,
-              exact_at_least(SHARD_CHANGE, "relative change of a rank's shard when sub_group_size shrinks")),
+              exact_at_least(SHARD_CHANGE, "the relative change of a rank's shard as sub_group_size falls")),
     ClaimSpec("persistence", "stage3_param_persistence_threshold keeps tensors under it whole on every rank",
               notes.CONFIG_SECTION, f"tensors under {notes.PERSISTENCE_THRESHOLD:.0e} elements stay whole",
               MEASURED, ("ladder",), read_persistence,
-              exact_within(1.0, PERSIST_TOL, "the rank farthest from the rule: bytes kept ÷ predicted")),
+              exact_within(1.0, PERSIST_TOL, "bytes kept whole ÷ predicted, the rank farthest from 1")),
     ClaimSpec("bytes_formula", "per-rank model states are partitioned as ZeRO says (stages 0–3)",
               notes.MEMORY_SECTION, "1/8 of params, grads and optimizer states per card", MEASURED,
               ("ladder",), read_bytes_formula,
-              exact_within(1.0, BYTES_TOL, "the rank farthest from the formula: measured ÷ formula bytes")),
+              exact_within(1.0, BYTES_TOL, "model-state bytes ÷ the formula's, the rank farthest from 1")),
     ClaimSpec("loss_agree", "ZeRO partitions memory without changing the training (the ZeRO paper's premise)",
               OWN, "", MEASURED, ("ladder",), read_loss_agree, LOSS_RULE, verdict=verdict_loss_agree,
               bespoke="two conditions: the ZeRO rungs keep the rule and the positive control breaks it"),

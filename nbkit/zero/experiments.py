@@ -680,7 +680,7 @@ def run_fragmentation(
 def _fragmentation_metrics(
     cfg: FragmentationConfig, runs: list[dict[str, Any]], model: str
 ) -> FragmentationMetrics:
-    """The CUDA metrics of the runs done so far (every run of each seed begun)."""
+    """The CUDA metrics of the runs done so far."""
     return FragmentationMetrics(
         needs_cuda=False,
         steps=cfg.steps,
@@ -799,7 +799,7 @@ REGISTRY.register(
             full=FULL_LAUNCHES,
             cost_s=76.0,
             cost_source="CPU-s of a ladder of 8 launches on 2 CPU ranks (the first with every rung) ÷ 8, "
-            "loaded: bench/RESULTS.md, Notebook 02's claim designs",
+            "loaded: bench/RESULTS.md, Notebook 02's rows as rules that run",
         ),
         xaxis="step",
         yaxis="loss",

@@ -1,7 +1,6 @@
 """The field notes' ZeRO and speculative-decoding figures and sections, written once: the claims judge
-against them (``docs/field-notes.md`` says what the field notes are; "KISS audit" is their second part).
-The notes' ``ds_config`` and its launch line are kept verbatim in :mod:`nbkit.zero.dsconfig`, which
-explains them key by key; their figures are read from there."""
+against them ("KISS audit" is the notes' second part). Their ``ds_config`` and its launch line are kept
+verbatim in :mod:`nbkit.zero.dsconfig`, which explains them key by key; their figures are read there."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_the_fallback_rate_reaches_every_outcome_clustered_by_request(n):
 @pytest.mark.parametrize(
     ("sample", "outcome", "why"),
     [
-        ((0.2, 2.5), HOLDS, "the control: largest relative"),
+        ((0.2, 2.5), HOLDS, "the control (half the learning rate): 2.5 > 1"),
         ((3.0, 2.5), REFUTED, "> 1"),
         ((0.2, 0.5), INCONCLUSIVE, "no power"),  # the control within the tolerance too
         ((0.2, None), INCONCLUSIVE, "no positive control"),
