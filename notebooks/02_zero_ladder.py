@@ -28,12 +28,12 @@
 #
 # Every number below is computed by this run; the claims table at the end compares them with the
 # field notes' figures — a check that fails shows there as "refuted", it does not stop the notebook.
-# Run top to bottom; `nbkit run 02 --smoke` executes it headless, `--profile full` with every claim's
-# n large enough to decide it.
+# Run top to bottom; `nbkit run 02 --smoke` executes it headless, `--profile full` with the budget each
+# claim needs to decide (its replicates stop as soon as it is decided).
 
 # %% tags=["parameters"]
 SMOKE = False
-PROFILE = "default"  # "full": every claim's n large enough to decide it (longer); choices: default, full
+PROFILE = "default"  # "full": the budget each claim needs to decide (longer); choices: default, full
 DEVICE = "auto"  # choices: auto, cpu, cuda, <cuda:N>
 SEED = 0  # range: 0..
 WORLD_SIZE = 8  # GPUs in your plan; range: 1..65536
@@ -42,7 +42,7 @@ PRECISION = "bf16"  # choices: bf16, fp16, fp32
 LADDER_STEPS = None  # None: the ladder's own (4; SMOKE 3); type: int; range: 1..200
 HIDDEN_SIZE = None  # None: the ladder's own (256; SMOKE 64); type: int; range: 32..8192
 NUM_LAYERS = None  # None: the ladder's own (8; SMOKE 2); type: int; range: 1..128
-SPEC_PROMPTS = None  # None: speculative decoding's own request count (3; SMOKE 1; full profile 100); type: int; range: 1..150
+SPEC_PROMPTS = None  # None: speculative decoding's own request count (3; SMOKE 1; full profile 90); type: int; range: 1..150
 SPEC_NEW_TOKENS = None  # None: its own (32; SMOKE 16); type: int; range: 8..512
 SPEC_MODEL = ""  # speculative decoding's target: empty for SmolLM2, or a causal-LM dir (weights) or hub id
 MONITOR_LIMIT_MIB = 450.0  # range: 10..100000
@@ -107,8 +107,8 @@ ds = experiments.show("ds_config", ctx, ds_config=DS_CONFIG, world_size=WORLD_SI
 # (grads), `single_partition_of_fp32_groups` / `fp32_partitioned_groups_flat` + `optimizer.state`
 # (optimizer states) — plus the loss of every step, a checkpoint save → load round trip, and a
 # shared-batch eval loss and weight checksum. A rank that fails is named with its traceback; a hang
-# is killed at the timeout. Four further launches rerun stages 0–3 with fresh seeds (five in all, the n
-# the memory-saving and estimator rows need to decide): the launch is the unit of those rows.
+# is killed at the timeout. Further launches rerun stages 0–3 with fresh seeds until the memory-saving
+# and estimator rows are decided (at most `LadderConfig.launches` in all): the launch is their unit.
 
 # %%
 lad = experiments.show(
@@ -286,11 +286,12 @@ spec = experiments.show(
 # %% [markdown]
 # ## 8. Claims table
 #
-# Each field-note claim, what this run measured, and a verdict from a named two-sided rule
-# (`nbkit.zero.claims`): holds, refuted, inconclusive, or needs GPU where only CUDA can measure it.
-# `kind` says whether a row is measured here or is arithmetic on the notes' own numbers; a measured
-# row that this profile's n cannot decide says so (`PROFILE = "full"` gives it the n it needs). The
-# noisy rows are judged as one family (Holm).
+# Each field-note claim (and nbkit's own, marked so), what this run measured, and the verdict of its
+# two-sided rule (`nbkit.zero.claims`): holds, refuted, inconclusive, or needs GPU where only CUDA can
+# measure it. `kind` says whether a row is measured here or is arithmetic on the notes' own numbers; an
+# exact row (a count, a flag, one drill) shows "exact"; a noisy row is judged on an interval across its
+# units (launches, seeds, requests) after each one, and one that this profile's budget cannot decide says
+# so (`PROFILE = "full"` gives it the budget it needs). The noisy rows are judged as one family (Holm).
 
 # %%
 claims.headline(ctx)

@@ -78,14 +78,18 @@ def _log_t_interval(sample: Sequence[float], level: float) -> tuple[float, float
     if not all(math.isfinite(x) and x > 0 for x in xs):
         return NAN
     lo, hi = mean_interval([math.log(x) for x in xs], level)
-    return (math.exp(lo), math.exp(hi)) if math.isfinite(lo) else NAN
+    if not math.isfinite(lo):
+        return NAN
+    # An early look's nominal level can make the log interval wider than exp can hold: that bound is infinite.
+    return (math.exp(lo) if lo < 709.0 else math.inf, math.exp(hi) if hi < 709.0 else math.inf)
 
 
 def _log_t_batch(values: Any, level: float) -> tuple[Any, Any]:
     import numpy as np
 
     lo, hi = _t_batch(np.log(values), level)
-    return np.exp(lo), np.exp(hi)
+    with np.errstate(over="ignore"):  # an infinite bound, as in _log_t_interval
+        return np.exp(lo), np.exp(hi)
 
 
 def _wilson_batch(values: Any, level: float) -> tuple[Any, Any]:

@@ -21,11 +21,11 @@ from nbkit.zero.prompts import NEUTRAL_PROMPTS
 PRECISIONS = ["bf16", "fp32", "fp16"]
 MODEL_PRESETS = ("Llama-2-7B", "SmolLM2-135M", "tiny Llama (ladder)")
 SPEC_METHODS = ["prompt_lookup", "truncated_draft"]
-# The n each claim's design needs (nbkit.zero.claims): the ladder's launches at the defaults (four replicate
-# launches of stages 0–3 cost about 130 CPU-s), the other two in the full profile.
-LAUNCHES = 5
-FULL_SEEDS = 10
-FULL_PROMPTS = 100
+# Each replicating experiment's budget per profile (the most units a run spends; its loop stops once the
+# rows it feeds are decided), chosen from the rows' designs (nbkit.zero.claims; bench/RESULTS.md).
+LAUNCHES, FULL_LAUNCHES = 5, 5
+FRAGMENTATION_SEEDS, FRAGMENTATION_FULL_SEEDS = 3, 7
+REQUESTS, FULL_REQUESTS = 3, 90
 
 
 def _type_name(value: Any) -> str:
@@ -359,7 +359,7 @@ class FragmentationConfig(_Checked):
     seq_len: int = param(512, min=8, max=4096, step=8)
     seed: int = param(0, min=0, max=2**31 - 1, hidden=True)
     seeds: int = param(
-        3,
+        FRAGMENTATION_SEEDS,
         min=1,
         max=20,
         label="runs per interval (seeds)",
@@ -369,11 +369,6 @@ class FragmentationConfig(_Checked):
     @classmethod
     def smoke(cls) -> FragmentationConfig:
         return cls(intervals=(2, 5), steps=6, model="tiny Llama", seq_len=64, seeds=2)
-
-    @classmethod
-    def full(cls) -> FragmentationConfig:
-        """Enough seeds for the claim's interval across run pairs (expandable segments off only)."""
-        return cls(seeds=FULL_SEEDS, expandable_segments=(False,))
 
 
 @dataclass
@@ -391,7 +386,7 @@ class SpecDecConfig(_Checked):
     draft_layers: int = param(6, min=1, max=29, advanced=True)
     num_assistant_tokens: int = param(4, min=1, max=16, advanced=True)
     n_prompts: int = param(
-        3,
+        REQUESTS,
         min=1,
         max=len(NEUTRAL_PROMPTS),
         help="requests from nbkit's neutral prompt set (one request per prompt)",
@@ -423,8 +418,3 @@ class SpecDecConfig(_Checked):
     @classmethod
     def smoke(cls) -> SpecDecConfig:
         return cls(n_prompts=1, max_new_tokens=16)
-
-    @classmethod
-    def full(cls) -> SpecDecConfig:
-        """Enough requests for the fallback rate's clustered interval and the speedup's."""
-        return cls(n_prompts=FULL_PROMPTS)

@@ -17,10 +17,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from nbkit.errors import UsageError
-from nbkit.experiment import Experiment, Registry
+from nbkit.experiment import Experiment, Registry, Replicates
 from nbkit.model_files import smollm2_135m_config, tiny_llama_config
 from nbkit.result import Result
+from nbkit.zero import field_notes as notes
 from nbkit.zero.config import (
+    FRAGMENTATION_FULL_SEEDS,
+    FULL_LAUNCHES,
+    FULL_REQUESTS,
     CrossoverConfig,
     DsConfigConfig,
     FailureDrillConfig,
@@ -78,7 +82,6 @@ run = REGISTRY.run
 show = REGISTRY.show
 panel = REGISTRY.panel
 
-FIELD_NOTES_WORLD = 8  # the field notes' 8 × A100 80 GB
 CUDA_TIMINGS = 5  # interleaved timings per request where the speedup is judged
 
 
@@ -116,17 +119,17 @@ def field_note_figures() -> FieldNoteFigures:
     Ψ counted on the meta device: what the notes' GB claims are held against, whatever model the
     memory panel shows."""
     psi = model_size(llama2_7b_config()).n_params
-    total = {s: formula_bytes(psi, FIELD_NOTES_WORLD, s)["total"] / GB for s in (0, 1, 3)}
+    total = {s: formula_bytes(psi, notes.CARDS, s)["total"] / GB for s in (0, 1, 3)}
     return FieldNoteFigures(
         n_params=psi,
-        world_size=FIELD_NOTES_WORLD,
+        world_size=notes.CARDS,
         stage0_gb=total[0],
         stage1_gb=total[1],
         stage3_gb=total[3],
         optimizer_gb=12 * psi / GB,
         adam_moments_gb=8 * psi / GB,
         fp32_master_gb=4 * psi / GB,
-        stage3_params_gb=2 * psi / FIELD_NOTES_WORLD / GB,
+        stage3_params_gb=2 * psi / notes.CARDS / GB,
     )
 
 
@@ -331,9 +334,10 @@ def run_ladder(
     on_start=None,
     fail: dict | None = None,
 ) -> Result[LadderMetrics]:
-    """Launch ``world_size`` DeepSpeed ranks once with every rung; then ``launches − 1`` more launches
-    of stages 0–3 alone, each with a fresh seed (the memory-saving rows' unit); return rows, ratios,
-    checks. ``fail`` (``{"rank", "step", "how"}``) makes one rank fail on purpose (the failure drill)."""
+    """Launch ``world_size`` DeepSpeed ranks once with every rung; then up to ``launches − 1`` more
+    launches of stages 0–3 alone, each with a fresh seed (the memory-saving rows' unit), until those rows
+    are decided; return rows, ratios, checks. ``fail`` (``{"rank", "step", "how"}``) makes one rank fail
+    on purpose (the failure drill)."""
     import pandas as pd
 
     device = ctx.ranks_device(cfg.world_size)
@@ -344,18 +348,11 @@ def run_ladder(
     spec = ladder_spec(cfg, device, fail=fail)  # every rung's ds_config is validated before a rank starts
     res, monitor, alerts = _launch_ladder(cfg, spec, device, live, on_progress=on_progress, on_start=on_start)
     out = summarize(res.rows(), spec, wall_s=res.wall_s)
-    peaks = _peaks(out["peak"], 0)
-    wall = res.wall_s
-    for launch_ in range(1, cfg.launches):
-        again = dict(spec, rungs=stage_rungs(cfg), seed=cfg.seed + launch_, checkpoint=False)
-        more, _mon, _alerts = _launch_ladder(cfg, again, device, None)
-        peaks += _peaks(summarize(more.rows(), again)["peak"], launch_)
-        wall += more.wall_s
     checks = out["checks"]
     rows = out["ladder"]
     metrics = LadderMetrics(
         formula_ratios=[StageRatio(k, v) for k, v in out["bytes_vs_formula"].items()],
-        wall_s=wall,
+        wall_s=res.wall_s,
         ranks_device=device,
         loss_max_rel_diff=checks["loss_max_rel_diff"],
         loss_tolerance=checks.get("loss_tolerance"),
@@ -376,10 +373,24 @@ def run_ladder(
         loss_scale_history=_loss_scale_history(rows),
         sub_group=sub_group_comparison(rows),
         persistence=Persistence(**out["persistence"]) if out["persistence"] else None,
-        peaks=peaks,
-        launches=cfg.launches,
+        peaks=_peaks(out["peak"], 0),
+        launches=1,
         n_params=rows[0]["n_params"] if rows else 0,
     )
+    stop = REGISTRY.stopper("ladder", ctx, cfg)
+    # Launch by launch (stages 0–3, a fresh seed each): the rows they feed are judged after each, and the
+    # loop stops once every one of them is decided (at most cfg.launches launches).
+    for launch_ in range(1, cfg.launches):
+        again = dict(spec, rungs=stage_rungs(cfg), seed=cfg.seed + launch_, checkpoint=False)
+        more, _mon, _alerts = _launch_ladder(cfg, again, device, None)
+        metrics = dataclasses.replace(
+            metrics,
+            peaks=metrics.peaks + _peaks(summarize(more.rows(), again)["peak"], launch_),
+            launches=launch_ + 1,
+            wall_s=metrics.wall_s + more.wall_s,
+        )
+        if stop(metrics):
+            break
     table = pd.DataFrame([{k: v for k, v in row.items() if k not in ("local_losses",)} for row in rows])
     data = {
         "ladder": rows,
@@ -658,26 +669,34 @@ def run_fragmentation(
             unavailable=out["unavailable"],
         )
         return Result(metrics=metrics, figure=out["figure"], data=out)
-    out = cuda_runs(cfg, device, live=live)
-    runs = [
-        FragmentationRun(**{f.name: r[f.name] for f in dataclasses.fields(FragmentationRun)})
-        for r in out["runs"]
-    ]
-    metrics = FragmentationMetrics(
+    stop = REGISTRY.stopper("fragmentation", ctx, cfg)
+    # Seed by seed (each seed's runs in its shuffled order); stops once the claim it feeds is decided.
+    out = cuda_runs(cfg, device, live=live, stop=lambda runs: stop(_fragmentation_metrics(cfg, runs, "")))
+    metrics = _fragmentation_metrics(cfg, out["runs"], out["model"])
+    table = pd.DataFrame([dataclasses.asdict(r) for r in metrics.runs])
+    return Result(metrics=metrics, table=table, figure=out["figure"], data=out)
+
+
+def _fragmentation_metrics(
+    cfg: FragmentationConfig, runs: list[dict[str, Any]], model: str
+) -> FragmentationMetrics:
+    """The CUDA metrics of the runs done so far."""
+    return FragmentationMetrics(
         needs_cuda=False,
         steps=cfg.steps,
-        seeds=cfg.seeds,
-        runs=runs,
-        model=out["model"],
+        seeds=len({r["seed"] for r in runs}),
+        runs=[
+            FragmentationRun(**{f.name: r[f.name] for f in dataclasses.fields(FragmentationRun)})
+            for r in runs
+        ],
+        model=model,
         intervals=tuple(int(i) for i in cfg.intervals),
         gap_ratios={
             f"{r['interval']}/{r['expandable_segments']}": r["gap_ratios"]
-            for r in out["runs"]
+            for r in runs
             if r["seed"] == cfg.seed
         },
     )
-    table = pd.DataFrame([dataclasses.asdict(r) for r in runs])
-    return Result(metrics=metrics, table=table, figure=out["figure"], data=out)
 
 
 def unavailable_summary(m: FragmentationMetrics) -> str:
@@ -712,23 +731,33 @@ def run_specdec(
     threads = torch.get_num_threads()
     if cfg.cpu_threads and device.type == "cpu":
         torch.set_num_threads(cfg.cpu_threads)
+    stop = REGISTRY.stopper("specdec", ctx, cfg)
     try:
         model, tok = ctx.causal_lm(cfg.model_path)
-        out = measure_specdec(cfg, device, model, tok, live=live)
+        # Request by request; stops once the claims they feed are decided (at most cfg.n_prompts requests).
+        out = measure_specdec(
+            cfg, device, model, tok, live=live, stop=lambda so_far: stop(_specdec_metrics(cfg, model, so_far))
+        )
     finally:
         torch.set_num_threads(threads)
+    return Result(
+        metrics=_specdec_metrics(cfg, model, out), table=out["table"], figure=out["figure"], data=out
+    )
+
+
+def _specdec_metrics(cfg: SpecDecConfig, model: Any, out: dict[str, Any]) -> SpecDecMetrics:
+    """The metrics of ``out`` (``measure_specdec``'s result, or the requests done so far)."""
     summary = {k: MethodSummary(**v) for k, v in out["summary"].items()}
-    metrics = SpecDecMetrics(
+    return SpecDecMetrics(
         prompt_lookup=summary.get("prompt_lookup"),
         truncated_draft=summary.get("truncated_draft"),
-        device=str(device),
+        device=out["device"],
         dtype=out["dtype"],
         timings=out["timings"],
         loadavg=out["loadavg"],
         draft_layers=cfg.draft_layers if "truncated_draft" in cfg.methods else 0,
         target_layers=int(model.config.num_hidden_layers),
     )
-    return Result(metrics=metrics, table=out["table"], figure=out["figure"], data=out)
 
 
 def show_specdec(result: Result[SpecDecMetrics]) -> Any:
@@ -764,6 +793,14 @@ REGISTRY.register(
         LadderMetrics,
         run_ladder,
         figure_title="ZeRO ladder: loss per step (streamed from rank 0)",
+        replicates=Replicates(
+            "launch",
+            "launches",
+            full=FULL_LAUNCHES,
+            cost_s=76.0,
+            cost_source="CPU-s of a ladder of 8 launches on 2 CPU ranks (the first with every rung) ÷ 8, "
+            "loaded: bench/RESULTS.md, Notebook 02's rows as rules that run",
+        ),
         xaxis="step",
         yaxis="loss",
         show_result=show_ladder,
@@ -807,6 +844,15 @@ REGISTRY.register(
         FragmentationMetrics,
         run_fragmentation,
         figure_title="allocator gap ratio per step",
+        replicates=Replicates(
+            "seed",
+            "seeds",
+            full=FRAGMENTATION_FULL_SEEDS,
+            cost_s=90.0,
+            cost_source="GPU-seconds, not CPU (it runs only on CUDA), extrapolated for one H200-class GPU: a "
+            "seed's two 400-step runs at ≈ 20 ms a step with 8 or 2 device-side checkpoints of ≈ 4 GB each",
+            full_also={"expandable_segments": (False,)},
+        ),
         xaxis="step",
         yaxis="(reserved − allocated) / reserved",
         show_result=show_fragmentation,
@@ -820,6 +866,14 @@ REGISTRY.register(
         SpecDecMetrics,
         run_specdec,
         figure_title="speculative speedup per request",
+        replicates=Replicates(
+            "request",
+            "n_prompts",
+            full=FULL_REQUESTS,
+            cost_s=13.6,
+            cost_source="one request (greedy, prompt lookup and the truncated draft, one timing each, one "
+            "thread) on the shared 2-core machine (bench/RESULTS.md, Notebook 02's claim designs)",
+        ),
         xaxis="request",
         yaxis="× tokens/s",
         show_result=show_specdec,

@@ -163,10 +163,11 @@ def cpu_accounting(cfg) -> dict[str, Any]:
     }
 
 
-def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
+def cuda_runs(cfg, device, live=None, stop=None) -> dict[str, Any]:
     """One training run per (expandable_segments, interval, seed); the allocator's figures every step.
     Seeds ``cfg.seed`` … ``cfg.seed + cfg.seeds − 1`` (model and data) are the independent runs a claim's
-    interval is taken over: one run's per-step figures share its allocator state."""
+    interval is taken over: one run's per-step figures share its allocator state. After each seed's runs
+    ``stop(runs so far)`` may end the loop."""
     import plotly.graph_objects as go
     import torch
 
@@ -174,7 +175,8 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
     runs = []
     with tempfile.TemporaryDirectory(prefix="nbkit-frag-") as ckpt_dir:
         try:
-            for order, (seed, expandable, interval) in enumerate(run_order(cfg)):
+            planned = run_order(cfg)
+            for order, (seed, expandable, interval) in enumerate(planned):
                 torch.cuda.empty_cache()
                 torch.cuda.memory._set_allocator_settings(
                     f"expandable_segments:{'True' if expandable else 'False'}"
@@ -218,6 +220,9 @@ def cuda_runs(cfg, device, live=None) -> dict[str, Any]:
                         "wall_s": time.perf_counter() - t,
                     }
                 )
+                last_of_seed = order + 1 == len(planned) or planned[order + 1][0] != seed
+                if last_of_seed and stop is not None and stop(runs):
+                    break
         finally:
             torch.cuda.memory._set_allocator_settings("expandable_segments:False")
     fig = go.Figure()

@@ -4,7 +4,7 @@ each, on everyday and technical topics, none asking to copy or repeat its own te
 Why neutral: prompt-lookup decoding proposes n-grams copied from the prompt, so a request that asks to
 repeat or edit its own text favours it (and a truncated draft) far beyond what ordinary traffic does.
 Each prompt is one request; the rate and speedup claims take the request as their unit, so a prompt
-set must hold as many as a claim's n (``SpecDecConfig.full()``).
+set must hold as many as the full profile's budget of requests (``nbkit.zero.config.FULL_REQUESTS``).
 """
 
 from __future__ import annotations

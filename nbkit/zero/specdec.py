@@ -222,10 +222,23 @@ def _summary(g) -> dict[str, Any]:
     }
 
 
-def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
+def _so_far(rows: list[dict[str, Any]], device, model, cfg, load_start: float) -> dict[str, Any]:
+    import pandas as pd
+
+    return {
+        "summary": {method: _summary(g) for method, g in pd.DataFrame(rows).groupby("method")},
+        "device": str(device),
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "loadavg": (load_start, os.getloadavg()[0]),
+        "timings": cfg.timings,
+    }
+
+
+def measure_specdec(cfg, device, model, tok, live=None, stop=None) -> dict[str, Any]:
     """For each request (prompt): greedy and each speculative method, timed ``cfg.timings`` times in
     turn; acceptance, rounds and fallbacks from the target's own calls; the load average at the start
-    and the end (timings on a loaded machine are loaded figures).
+    and the end (timings on a loaded machine are loaded figures). After each request ``stop(so_far)``
+    (the same keys as the result, for the requests done) may end the loop.
 
     Per row: ``target_calls_speculative`` (forward passes of the target) against ``new_tokens``,
     ``rounds`` (verification calls with candidates) and ``fallback_rounds`` (rounds whose first
@@ -258,6 +271,8 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
                 live.add(f"{method}: measured", i, row["speedup_measured"])
                 live.add(f"{method}: predicted", i, row["speedup_predicted"])
                 live.flush()
+        if stop is not None and stop(_so_far(rows, device, model, cfg, load_start)):
+            break
     table = pd.DataFrame(rows)
     summary = {method: _summary(g) for method, g in table.groupby("method")}
     fig = go.Figure()
@@ -275,10 +290,6 @@ def measure_specdec(cfg, device, model, tok, live=None) -> dict[str, Any]:
     )
     return {
         "table": table.drop(columns=["speedup_turns"]),
-        "summary": summary,
         "figure": fig,
-        "device": str(device),
-        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
-        "loadavg": (load_start, os.getloadavg()[0]),
-        "timings": cfg.timings,
+        **_so_far(rows, device, model, cfg, load_start),
     }

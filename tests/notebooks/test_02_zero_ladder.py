@@ -28,29 +28,20 @@ def test_bytes_follow_formula(metrics):
 def test_claims_rows_have_the_one_shape(metrics):
     rows = {c["key"]: c for c in metrics["claims"]}
     assert len(rows) == 26
-    for c in rows.values():
-        assert c["verdict"] in {"holds", "refuted", "inconclusive", "needs GPU"}
+    noisy = {"fragmentation", "fallback_rate", "speedup", "zero1_saves", "zero2_saves", "zero3_saves"}
+    noisy |= {"estimator2_under", "estimator3_under"}
+    for key, c in rows.items():
+        assert c["verdict"] == "not judged", c  # SMOKE measures at a size chosen to be fast, never to decide
         assert c["rule"] and c["n"] and c["why"] and c["kind"]
-        assert (c["p_holds_if_true"] is None) == (c["kind"] != "measured")
-    # What a healthy CPU run must find (a failure would show here as "refuted", not crash the notebook).
-    for key in ("replicas", "checkpoint", "failure_drill", "bytes_formula"):
-        assert rows[key]["verdict"] == "holds", rows[key]
-    assert rows["loss_agree"]["verdict"] in {"holds", "inconclusive"}  # inconclusive: the control unseen
-    assert rows["batch_identity"]["verdict"] == "refuted"
-    assert rows["sub_group_size"]["verdict"] == "refuted"
-    assert (
-        rows["fallback_rate"]["verdict"] == "inconclusive"
-        and rows["fallback_rate"]["decided_at_defaults"] is False
-    )
-    # the defaults' five launches decide these; SMOKE's one launch is a range over ranks, no interval
-    for key in ("zero1_saves", "zero2_saves", "zero3_saves", "estimator2_under"):
-        assert rows[key]["verdict"] == "inconclusive" and rows[key]["decided_at_defaults"] is True, rows[key]
-        assert "one launch" in rows[key]["why"], rows[key]
-    assert "not Medusa heads" in rows["fallback_rate"]["measured"]
+        assert c["exact"] is (key not in noisy) and c["p_holds_if_true"] is None, c
+    # What a healthy CPU run measures (judged at the defaults, not here).
+    ladder = metrics["ladder"]
+    assert ladder["replicas_in_sync"] is True and ladder["checkpoint_round_trip_ok"] is True
+    assert ladder["launches"] == 1 and "1 launch(es) × 2 ranks" == rows["zero1_saves"]["n"]
+    assert rows["fallback_rate"]["measured"] == "not measured"  # the truncated draft: not the notes' kind
+    assert "model states ÷ estimate" in rows["estimator2_under"]["measured"]
     if metrics["device"]["device"] == "cpu":
-        assert (
-            rows["loss_scale"]["verdict"] == "needs GPU" and "not measured" in rows["loss_scale"]["measured"]
-        )
+        assert "not measured" in rows["loss_scale"]["measured"]
 
 
 def test_headline_and_drill(metrics):

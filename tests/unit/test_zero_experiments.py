@@ -4,8 +4,8 @@ computing in cells, and what the typed metrics record as."""
 import pytest
 
 from nbkit.record import to_jsonable
+from nbkit.zero import claims as zc
 from nbkit.zero import experiments as ze
-from nbkit.zero.claims import verdict_batch_identity
 from nbkit.zero.config import CrossoverConfig, MemoryConfig
 from nbkit.zero.context import CPU_RANKS, ZeroContext
 from nbkit.zero.metrics import (
@@ -37,11 +37,16 @@ def test_no_config_carries_a_device_the_context_alone_does():
 
 
 def test_smoke_and_profile_reach_configs_through_the_context_and_none_keeps_the_preset():
-    from nbkit.zero.config import FULL_PROMPTS, LadderConfig, SpecDecConfig
+    from nbkit.zero.config import FRAGMENTATION_FULL_SEEDS, FULL_REQUESTS, LadderConfig, SpecDecConfig
 
     assert ze.REGISTRY["ladder"].config(True, steps=None) == LadderConfig.smoke()
-    assert ze.REGISTRY["specdec"].config(False, "full").n_prompts == FULL_PROMPTS
-    assert ze.REGISTRY["specdec"].config(False, "full", n_prompts=None) == SpecDecConfig.full()
+    assert ze.REGISTRY["specdec"].config(False, "full").n_prompts == FULL_REQUESTS
+    full = SpecDecConfig(n_prompts=FULL_REQUESTS)
+    assert ze.REGISTRY["specdec"].config(False, "full", n_prompts=None) == full
+    frag = ze.REGISTRY["fragmentation"].config(
+        False, "full"
+    )  # the budget and what the full profile also sets
+    assert (frag.seeds, frag.expandable_segments) == (FRAGMENTATION_FULL_SEEDS, (False,))
 
 
 def test_ds_config_experiment_reads_the_field_notes_launch_line():
@@ -50,7 +55,8 @@ def test_ds_config_experiment_reads_the_field_notes_launch_line():
     m = out.metrics
     assert (m.train_batch_size, m.micro_batch, m.grad_accum, m.world_size) == (128, 2, 4, 8)
     assert out.metrics.findings and "zero_optimization.stage" in set(out.table["key"])
-    assert verdict_batch_identity(out.metrics).verdict == "refuted"
+    row = next(s for s in zc.REGISTRY.claims if s.key == "batch_identity")
+    assert row.decide(row.read(out.metrics).sample).verdict == "refuted"
 
 
 def test_memory_model_carries_the_offload_headroom_and_says_it_in_one_line():

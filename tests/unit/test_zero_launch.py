@@ -48,7 +48,7 @@ def _verdict(key, *metrics):
     from nbkit.zero import claims as zc
 
     spec = next(s for s in zc.REGISTRY.claims if s.key == key)
-    return spec.decide(spec.read(*metrics)).verdict
+    return spec.decide(spec.read(*metrics).sample).verdict
 
 
 @pytest.fixture(scope="module")
@@ -99,16 +99,16 @@ def test_the_claims_read_what_the_real_ladder_writes(ladder):
     got, why = zc.field_note_peak_gb(m, 1, 6_738_415_616)
     assert got is None and f"Ψ = {m.n_params:,} on 2 cpu rank(s)" in why
     # ... and in the field notes' setting (8 CUDA ranks, that Ψ) the same field of this real run is the
-    # measurement
+    # measurement: the largest rank's peak
     measured = m.stage_peak(1).measured
     assert len(measured) == 2 and min(measured) > 0
     as_if = dataclasses.replace(m, ranks_device="cuda", world_size=8)
-    assert zc.field_note_peak_gb(as_if, 1, m.n_params)[0] == (min(measured) / 1e9, max(measured) / 1e9)
+    assert zc.field_note_peak_gb(as_if, 1, m.n_params)[0] == max(measured) / 1e9
     # persistence is measured (two stage-3 rungs), not restated: at this size every tensor is under
     # DeepSpeed's 1e5
     p = m.persistence
     assert p.tensors_kept_whole == p.tensors and len(p.measured_extra_bytes) == 2
-    assert zc.verdict_persistence(m.persistence).verdict == "holds", zc.verdict_persistence(m.persistence).why
+    assert _verdict("persistence", m) == "holds"
 
 
 @pytest.mark.slow

@@ -100,10 +100,11 @@ def test_speculative_decoding_saves_target_passes_on_a_self_repeating_prompt():
     # one request: its rounds and fallbacks (the claim's cluster), and one request decides nothing
     assert s.rounds_per_prompt == [s.rounds] and s.fallback_rounds_per_prompt == [s.fallback_rounds]
     assert out.metrics.timings == 1 and len(out.metrics.loadavg) == 2  # CPU: timed once, load recorded
-    from nbkit.zero.claims import verdict_fallback_rate
+    from nbkit.zero import claims as zc
 
-    v = verdict_fallback_rate(s.fallback_rounds_per_prompt, s.rounds_per_prompt)
-    assert v.verdict == "inconclusive" and "one request" in v.why
+    row = next(x for x in zc.REGISTRY.claims if x.key == "fallback_rate")
+    v = row.decide(list(zip(s.fallback_rounds_per_prompt, s.rounds_per_prompt, strict=True)))
+    assert v.verdict == "inconclusive" and "1 request: no interval" in v.why
 
 
 def test_speculative_decoding_runs_a_users_model_directory(tmp_path):
@@ -155,13 +156,16 @@ def test_fragmentation_cuda_path_with_fabricated_allocator_figures(monkeypatch):
     cfg = FragmentationConfig()
     gap = {50: 0.42, 200: 0.18}
 
-    def fake_cuda_runs(cfg, device, live=None):
+    looked = []
+
+    def fake_cuda_runs(cfg, device, live=None, stop=None):
         runs = [
             {"interval": i, "expandable_segments": e, "seed": s, "order": k, "max_inactive_split": 1e6,
              "mean_gap_ratio": gap[i] + 0.01 * s, "alloc_retries": 0, "checkpoints": cfg.steps // i,
              "gap_ratios": [gap[i]]}
             for k, (s, e, i) in enumerate(run_order(cfg))
         ]  # fmt: skip
+        looked.append(stop(runs))  # the loop's stop hook sees typed metrics of the runs so far
         return {"runs": runs, "figure": None, "model": "Llama-2-7B shapes, 2 layer(s)"}
 
     monkeypatch.setattr(ze, "cuda_runs", fake_cuda_runs)
@@ -174,7 +178,8 @@ def test_fragmentation_cuda_path_with_fabricated_allocator_figures(monkeypatch):
     assert sorted(r.order for r in m.runs) == list(range(len(m.runs)))
     spec = next(s for s in zc.REGISTRY.claims if s.key == "fragmentation")
     reading = spec.read(m)
-    assert reading.args == ([pytest.approx(0.24)] * 3,) and "OOM rates not measured" in reading.measured
-    ctx.keep("fragmentation", Result(metrics=m))
+    assert reading.sample == [pytest.approx(0.24)] * 3 and "OOM rates not measured" in reading.measured
+    assert looked == [False]  # no row its default budget can decide holds the loop, so it never stops early
+    ctx.keep("fragmentation", Result(metrics=m, config=cfg))
     row = next(r for r in zc.judge(ctx) if r.key == "fragmentation")
-    assert row.why.startswith("not decided at defaults: needs n ≥ 10 seeds")  # 3 seeds cannot decide it
+    assert row.why.startswith(f"not decided at defaults: up to {cfg.seeds} seeds")  # its default budget
