@@ -225,125 +225,50 @@ def draw_aggr(rng: Any, value: float, n: int, spread: float) -> list[tuple[bool,
 
 # -- the table -------------------------------------------------------------------------------------
 
+# One row a claim: key, claim, source, the notes' figure, kind, reads, read, rule (and a noisy row's Plan).
+# fmt: off
 ROWS = (
-    ClaimSpec(
-        "reverse_edges_auc",
-        "reverse (r_inv) edges lift validation AUC from "
-        f"{notes.REVERSE_AUC_BEFORE} to {notes.REVERSE_AUC_AFTER}",
-        notes.REVERSE_SECTION,
-        f"{notes.REVERSE_AUC_BEFORE} → {notes.REVERSE_AUC_AFTER} (+{REVERSE_GAIN:.2f})",
-        MEASURED,
-        ("ablation",),
-        read_reverse_edges,
-        at_least(
-            halfway(REVERSE_GAIN, 0.0),
-            "per-seed AUC gain, rung 3 − rung 2 (judging half of validation)",
-            unit="seed",
-            claimed=REVERSE_GAIN,
-            null=0.0,
-        ),
-        Plan(0.0108, 6, SPREADS),
-    ),
-    ClaimSpec(
-        "message_passing_helps",
-        "message passing (RGCN) helps link prediction here, against the no-message-passing baseline",
-        OWN,
-        "",
-        MEASURED,
-        ("ablation",),
-        read_message_passing,
-        at_least(
-            halfway(MP_GAIN, 0.0),
-            "per-seed validation-MRR gain, the RGCN rung (4 or 5, chosen on the selecting half) − rung 6",
-            unit="seed",
-            claimed=MP_GAIN,
-            null=0.0,
-        ),
-        Plan(0.0163, 6, SPREADS),
-    ),
-    ClaimSpec(
-        "downstream_f1",
-        f"node embeddings → logistic regression reach macro-F1 {notes.DOWNSTREAM_F1}",
-        notes.DOWNSTREAM_SECTION,
-        f"{notes.DOWNSTREAM_F1}",
-        MEASURED,
-        ("downstream",),
-        read_f1,
-        at_least(
-            notes.DOWNSTREAM_F1 - F1_TOL,
-            "per-seed macro-F1 (mean of 5 folds)",
-            unit="seed",
-            claimed=notes.DOWNSTREAM_F1,
-            null=notes.DOWNSTREAM_F1 - 2 * F1_TOL,
-        ),
-        Plan(0.0447, 6, SPREADS),
-    ),
-    ClaimSpec(
-        "embeddings_beat_random",
-        f"the trained embeddings beat random ones of the same width by at least {F1_MARGIN} macro-F1 (else "
-        "the downstream figure says nothing about what they learnt)",
-        OWN,
-        "",
-        MEASURED,
-        ("downstream",),
-        read_f1_margin,
-        at_least(
-            halfway(2 * F1_MARGIN, 0.0),
-            "per-seed macro-F1 margin over the random-embedding control",
-            unit="seed",
-            claimed=2 * F1_MARGIN,
-            null=0.0,
-        ),
-        Plan(0.0447, 6, SPREADS),
-    ),
-    ClaimSpec(
-        "aggr_mean_stable",
-        "aggr='mean' is more stable than 'add' on long-tailed relations",
-        notes.AGGR_SECTION,
-        "mean steadier than add",
-        MEASURED,
-        ("aggr",),
-        read_aggr,
-        WOBBLE_RULE,
-        Plan(1.64, 8, SPREADS, draw=draw_aggr),
-        verdict=verdict_aggr,
-        bespoke="a divergence decides first, by Boschloo's exact test on the 2×2 table of diverged runs; "
-        "only seeds where neither arm diverged have a wobble ratio",
-    ),
-    ClaimSpec(
-        "coalesce_indexerror",
-        "coalesce() is required; without it RGCNConv raises IndexError",
-        notes.COALESCE_SECTION,
-        "IndexError",
-        LIBRARY_FACT,
-        ("pitfalls",),
-        read_coalesce,
-        flag(
-            "RGCNConv on unsorted, duplicated edges",
-            holds="it raises under both aggr='add' and 'mean'",
-            refuted="it runs without error under both",
-        ),
-    ),
-    ClaimSpec(
-        "scale_curve_rises",
-        "mini-batch RGCN training on a Hetionet-sized graph learns within the default step budget (its "
-        "validation curve climbs a quarter of the way to the ceiling)",
-        OWN,
-        "",
-        MEASURED,
-        ("scale",),
-        read_curve,
-        at_least(
-            halfway(CURVE_SHARE, 0.0),
-            "per-run validation-MRR gain from step 0 to the last point, as a share of the ceiling MRR",
-            unit="training run",
-            claimed=CURVE_SHARE,
-            null=0.0,
-        ),
-        # the measured sd of the gain (0.0058 MRR) over the planning graph's ceiling (0.0714)
-        Plan(0.0058 / 0.0714, 5, SPREADS),
-    ),
+    ClaimSpec("reverse_edges_auc", "reverse (r_inv) edges lift validation AUC from "
+              f"{notes.REVERSE_AUC_BEFORE} to {notes.REVERSE_AUC_AFTER}", notes.REVERSE_SECTION,
+              f"{notes.REVERSE_AUC_BEFORE} → {notes.REVERSE_AUC_AFTER} (+{REVERSE_GAIN:.2f})", MEASURED,
+              ("ablation",), read_reverse_edges,
+              at_least(halfway(REVERSE_GAIN, 0.0), "per-seed AUC gain, rung 3 − rung 2 (judging half of "
+                       "validation)", unit="seed", claimed=REVERSE_GAIN, null=0.0),
+              Plan(0.0108, 6, SPREADS)),
+    ClaimSpec("message_passing_helps", "message passing (RGCN) helps link prediction here, against the "
+              "no-message-passing baseline", OWN, "", MEASURED, ("ablation",), read_message_passing,
+              at_least(halfway(MP_GAIN, 0.0), "per-seed validation-MRR gain, the RGCN rung (4 or 5, chosen "
+                       "on the selecting half) − rung 6", unit="seed", claimed=MP_GAIN, null=0.0),
+              Plan(0.0163, 6, SPREADS)),
+    ClaimSpec("downstream_f1", f"node embeddings → logistic regression reach macro-F1 {notes.DOWNSTREAM_F1}",
+              notes.DOWNSTREAM_SECTION, f"{notes.DOWNSTREAM_F1}", MEASURED, ("downstream",), read_f1,
+              at_least(notes.DOWNSTREAM_F1 - F1_TOL, "per-seed macro-F1 (mean of 5 folds)", unit="seed",
+                       claimed=notes.DOWNSTREAM_F1, null=notes.DOWNSTREAM_F1 - 2 * F1_TOL),
+              Plan(0.0447, 6, SPREADS)),
+    ClaimSpec("embeddings_beat_random", f"the trained embeddings beat random ones of the same width by at "
+              f"least {F1_MARGIN} macro-F1 (else the downstream figure says nothing about what they learnt)",
+              OWN, "", MEASURED, ("downstream",), read_f1_margin,
+              at_least(halfway(2 * F1_MARGIN, 0.0), "per-seed macro-F1 margin over the random-embedding "
+                       "control", unit="seed", claimed=2 * F1_MARGIN, null=0.0),
+              Plan(0.0447, 6, SPREADS)),
+    ClaimSpec("aggr_mean_stable", "aggr='mean' is more stable than 'add' on long-tailed relations",
+              notes.AGGR_SECTION, "mean steadier than add", MEASURED, ("aggr",), read_aggr, WOBBLE_RULE,
+              Plan(1.64, 8, SPREADS, draw=draw_aggr), verdict=verdict_aggr,
+              bespoke="a divergence decides first, by Boschloo's exact test on the 2×2 table of diverged "
+              "runs; only seeds where neither arm diverged have a wobble ratio"),
+    ClaimSpec("coalesce_indexerror", "coalesce() is required; without it RGCNConv raises IndexError",
+              notes.COALESCE_SECTION, "IndexError", LIBRARY_FACT, ("pitfalls",), read_coalesce,
+              flag("RGCNConv on unsorted, duplicated edges", holds="it raises under both aggr='add' and "
+                   "'mean'", refuted="it runs without error under both")),
+    ClaimSpec("scale_curve_rises", "mini-batch RGCN training on a Hetionet-sized graph learns within the "
+              "default step budget (its validation curve climbs a quarter of the way to the ceiling)",
+              OWN, "", MEASURED, ("scale",), read_curve,
+              at_least(halfway(CURVE_SHARE, 0.0), "per-run validation-MRR gain from step 0 to the last "
+                       "point, as a share of the ceiling MRR", unit="training run", claimed=CURVE_SHARE, null=0.0),
+              # the measured sd of the gain (0.0058 MRR) over the planning graph's ceiling (0.0714)
+              Plan(0.0058 / 0.0714, 5, SPREADS)),
 )
+# fmt: on
 for _row in ROWS:
     REGISTRY.claim(_row)
 
@@ -356,34 +281,20 @@ def _reverse_gain(ablation: AblationMetrics) -> float:
 
 # How far a headline number may move between two runs before a comparison reports it: about the 95% range
 # of the difference of two means of the default seeds, 2.8 × sd / √n (bench/RESULTS.md's per-seed spreads).
+# fmt: off
 for _h in (
     HeadlineSpec("best_rung", "best rung (chosen on validation)", ("ablation",), lambda a: a.best_rung),
-    HeadlineSpec(
-        "test_mrr", "test MRR of the best rung", ("ablation",), lambda a: a.test_mrr, tolerance=0.01
-    ),
-    HeadlineSpec(
-        "test_hits_at_10",
-        "test Hits@10 of the best rung",
-        ("ablation",),
-        lambda a: a.test_hits_at_10,
-        tolerance=0.01,
-    ),
-    HeadlineSpec(
-        "reverse_edge_valid_auc_gain",
-        "validation AUC gain from reverse edges (rung 3 − rung 2)",
-        ("ablation",),
-        _reverse_gain,
-        tolerance=0.02,
-    ),
-    HeadlineSpec(
-        "downstream_macro_f1",
-        "downstream macro-F1 of untyped embeddings",
-        ("downstream",),
-        lambda d: d.macro_f1,
-        tolerance=0.07,
-    ),
+    HeadlineSpec("test_mrr", "test MRR of the best rung", ("ablation",), lambda a: a.test_mrr,
+                 tolerance=0.01),
+    HeadlineSpec("test_hits_at_10", "test Hits@10 of the best rung", ("ablation",),
+                 lambda a: a.test_hits_at_10, tolerance=0.01),
+    HeadlineSpec("reverse_edge_valid_auc_gain", "validation AUC gain from reverse edges (rung 3 − rung 2)",
+                 ("ablation",), _reverse_gain, tolerance=0.02),
+    HeadlineSpec("downstream_macro_f1", "downstream macro-F1 of untyped embeddings", ("downstream",),
+                 lambda d: d.macro_f1, tolerance=0.07),
 ):
     REGISTRY.headline_number(_h)
+# fmt: on
 
 judge = REGISTRY.judge
 headline = REGISTRY.headline
