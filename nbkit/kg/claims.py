@@ -264,7 +264,8 @@ ROWS = (
               "default step budget (its validation curve climbs a quarter of the way to the ceiling)",
               OWN, "", MEASURED, ("scale",), read_curve,
               at_least(halfway(CURVE_SHARE, 0.0), "per-run validation-MRR gain from step 0 to the last "
-                       "point, as a share of the ceiling MRR", unit="training run", claimed=CURVE_SHARE, null=0.0),
+                       "point, as a share of the ceiling MRR", unit="training run", claimed=CURVE_SHARE,
+                       null=0.0),
               # the measured sd of the gain (0.0058 MRR) over the planning graph's ceiling (0.0714)
               Plan(0.0058 / 0.0714, 5, SPREADS)),
 )
