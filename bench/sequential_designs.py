@@ -3,13 +3,15 @@ both profiles, and the full profile's expected cost against the fixed-n plan it 
 
     PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py     # markdown tables, for bench/RESULTS.md
 
-Each replicating experiment runs until every row it feeds is decided, so its expected units under a value are
-at least the largest of its rows' expected units there (the figure used); its cost is that times its CPU-s per
-unit (``Replicates.cost_s``, measured on 2 cores). The reference is the full profile of the fixed-n plan
-(every unit run, whatever the data), as its designs declared it at commit 0eab162 (their ``full_n`` and
-``full_minutes``: ``git show 0eab162:nbkit/kg/claims.py`` and the other themes' claims and designs).
-Experiments whose units need a GPU (fragmentation, the speedup's timings) are listed but not summed: no CPU
-run spends them.
+Each replicating experiment runs until every row it feeds that its budget can decide is decided, so its
+expected units under a value are at least the largest of those rows' expected units there (the figure used;
+a row its budget cannot decide does not hold the loop, and an experiment with none stops at the units its
+figure needs, ``Replicates.least``). Its cost
+is that times its CPU-s per unit (``Replicates.cost_s``, measured on 2 cores). The reference is the fixed-n
+plan's full profile at commit 0eab162 — every unit run, whatever the data — at the same CPU-s per unit: its
+units per experiment are the designs' ``full_n`` there, or their default n where a row had no full profile
+(``git show 0eab162:nbkit/kg/claims.py`` and the other themes' claims and designs). Experiments whose units
+need a GPU (fragmentation) are listed but not summed: no CPU run spends them.
 """
 
 from __future__ import annotations
@@ -21,17 +23,22 @@ from nbkit.claims.design import simulate
 from nbkit.claims.judge import family_level, replicates_of
 
 THEMES = ("kg", "zero", "signatures", "audit")
-# The fixed-n plan's full profile at 0eab162, per experiment: (units, minutes on 2 cores).
+# The fixed-n plan's full profile at 0eab162: units per experiment.
 FIXED_PLAN = {
-    ("kg", "ablation"): (40, 23.0),
-    ("kg", "aggr"): (320, 47.0),
-    ("zero", "specdec"): (100, 100 * 14 / 60),
-    ("signatures", "compile"): (20, 43.0),
-    ("audit", "kiss-lora"): (12, 7.0),
-    ("audit", "grad-accumulation"): (16, 3.0),
-    ("audit", "reward-weights"): (960, 2.0),
+    ("kg", "ablation"): 40,
+    ("kg", "downstream"): 14,
+    ("kg", "aggr"): 320,
+    ("kg", "scale"): 5,
+    ("zero", "ladder"): 5,
+    ("zero", "fragmentation"): 10,
+    ("zero", "specdec"): 100,
+    ("signatures", "modules"): 50,
+    ("signatures", "compile"): 20,
+    ("audit", "kiss-lora"): 12,
+    ("audit", "grad-accumulation"): 16,
+    ("audit", "reward-weights"): 960,
 }
-GPU_ONLY = {("zero", "fragmentation"), ("zero", "specdec-speedup")}
+GPU_ONLY = {("zero", "fragmentation")}
 
 
 def rows(theme: str) -> list[dict]:
@@ -43,7 +50,14 @@ def rows(theme: str) -> list[dict]:
         if found is None:
             continue
         slug, rep = found
-        entry = {"theme": theme, "key": spec.key, "experiment": slug, "cost_s": rep.cost_s, "unit": rep.unit}
+        entry = {
+            "theme": theme,
+            "key": spec.key,
+            "experiment": slug,
+            "cost_s": rep.cost_s,
+            "unit": rep.unit,
+            "least": rep.least,
+        }
         for profile in ("default", "full"):
             budget = rep.budget(registry[slug].config(False, profile))
             oc = simulate(
@@ -82,37 +96,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['theme']} | `{r['key']}` | {r['unit']} | {cells[0]} | {cells[1]} |")
     experiments: dict[tuple[str, str], dict] = {}
     for r in table:
-        e = experiments.setdefault(
-            (r["theme"], r["experiment"]), {"cost_s": r["cost_s"], "true": 0.0, "false": 0.0}
-        )
         _, oc = r["full"]
-        e["true"] = max(e["true"], oc.mean_units_true)
-        e["false"] = max(e["false"], oc.mean_units_false)
+        e = experiments.setdefault(
+            (r["theme"], r["experiment"]),
+            {"cost_s": r["cost_s"], "true": 0.0, "false": 0.0, "budget": budget},
+        )
+        if oc.decided:  # only a row its budget decides holds the loop
+            e["true"] = max(e["true"], oc.mean_units_true)
+            e["false"] = max(e["false"], oc.mean_units_false)
+    for e in experiments.values():
+        if not (e["true"] or e["false"]):  # nothing it feeds can decide: the units its figure needs
+            e["true"] = e["false"] = float(e["least"])
     print()
     print(
-        "| experiment | CPU-s per unit | full profile, expected units true / false | minutes true / false "
-        "| fixed-n plan: units, minutes |"
+        "| experiment | CPU-s per unit | full profile, expected units true / false "
+        "| CPU-minutes true / false | fixed-n plan: units, CPU-minutes |"
     )
     print("|---|---|---|---|---|")
     total = {"true": 0.0, "false": 0.0, "fixed": 0.0}
     for (theme, slug), e in experiments.items():
         minutes = {h: e[h] * e["cost_s"] / 60 for h in ("true", "false")}
-        fixed = FIXED_PLAN.get((theme, slug))
+        fixed = FIXED_PLAN.get((theme, slug), 0)
+        fixed_minutes = fixed * e["cost_s"] / 60
         gpu = (theme, slug) in GPU_ONLY
         if not gpu:
             total["true"] += minutes["true"]
             total["false"] += minutes["false"]
-            total["fixed"] += fixed[1] if fixed else 0.0
+            total["fixed"] += fixed_minutes
         print(
             f"| {theme}/{slug}{' (GPU, not summed)' if gpu else ''} | {e['cost_s']:g} | {e['true']:.1f} / "
-            f"{e['false']:.1f} | {minutes['true']:.1f} / {minutes['false']:.1f} | "
-            f"{f'{fixed[0]}, {fixed[1]:.1f}' if fixed else '—'} |"
+            f"{e['false']:.1f} | {minutes['true']:.1f} / {minutes['false']:.1f} | {fixed}, "
+            f"{fixed_minutes:.1f} |"
         )
     mean = (total["true"] + total["false"]) / 2
     print()
     print(
-        f"full profile, expected: {total['true']:.0f} min if every claim is true, "
-        f"{total['false']:.0f} min if every claim is false; the fixed-n plan: {total['fixed']:.0f} min; "
+        f"full profile, expected: {total['true']:.0f} CPU-minutes if every claim is true, "
+        f"{total['false']:.0f} if every claim is false; the fixed-n plan: {total['fixed']:.0f}; "
         f"ratio {mean / total['fixed']:.2f} "
         "(mean of the two against the fixed plan)"
     )

@@ -383,18 +383,22 @@ def decided(
     """Whether experiment ``slug``'s replicate loop may stop: with its ``metrics`` so far (and the other
     experiments' ``results``), every sequential row it feeds whose design decides at this budget has
     reached a verdict at the family's Bonferroni level — the strictest level the judge will use, so a row
-    decided here stays decided. A row its design cannot decide at this budget does not hold the loop; no
-    row at all: the loop runs its budget."""
+    decided here stays decided. A row its design cannot decide at this budget, or this run cannot measure
+    (it needs a GPU, a trained draft), does not hold the loop: when no row does, the loop stops once it has
+    the units its figure needs (its first look, ``Replicates.least``). An experiment no noisy row reads runs
+    its budget."""
     from types import SimpleNamespace
 
     level = family_level(specs, alpha)
     here = {**results, slug: SimpleNamespace(metrics=metrics, config=config)}
-    waiting = False
+    feeds, waiting, units = False, False, 0
     for spec in specs:
         found = replicates_of(spec, sizes)
         if not spec.noisy or found is None or found[0] != slug or not all(s in here for s in spec.reads):
             continue
+        feeds = True
         reading = spec.read(*(here[s].metrics for s in spec.reads))
+        units = max(units, spec.units(reading))
         if _unmeasured(reading):
             continue
         sized = size(spec, reading, here, sizes, level)
@@ -403,7 +407,9 @@ def decided(
         waiting = True
         if decide_at(spec, reading, sized, level).verdict.verdict not in (HOLDS, REFUTED):
             return False
-    return waiting
+    if waiting or not feeds:
+        return waiting
+    return units >= sizes[slug].least
 
 
 def judge(

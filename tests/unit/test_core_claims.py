@@ -350,8 +350,14 @@ def test_a_replicate_loop_stops_once_its_decidable_rows_are_decided():
     assert not decided(specs, "x", early, {}, SIZES, cfg)
     assert decided(specs, "x", SimpleNamespace(values=[1.0, 1.1, 0.9, 1.05, 1.0]), {}, SIZES, cfg)
     assert not decided(specs, "x", SimpleNamespace(values=[0.1, -0.1, 0.2]), {}, SIZES, cfg)
-    hopeless = [_spec("k", plan=Plan(30.0, 0, "assumed"))]  # no budget decides it: it does not hold the loop
-    assert not decided(hopeless, "x", SimpleNamespace(values=[1.0, 1.1, 0.9]), {}, SIZES, cfg)
+    # A row no budget decides, or one this run cannot measure, does not hold the loop: it stops at the units
+    # its figure needs (the first look).
+    hopeless = [_spec("k", plan=Plan(30.0, 0, "assumed"))]
+    assert not decided(hopeless, "x", SimpleNamespace(values=[1.0, 1.1]), {}, SIZES, cfg)
+    assert decided(hopeless, "x", SimpleNamespace(values=[1.0, 1.1, 0.9]), {}, SIZES, cfg)
+    gpu = [_spec("g", read=lambda m: Reading(list(m.values), "", needs_gpu="a CUDA kernel"))]
+    assert decided(gpu, "x", SimpleNamespace(values=[1.0, 1.1, 0.9]), {}, SIZES, cfg)
+    assert not decided([], "x", SimpleNamespace(values=[1.0] * 5), {}, SIZES, cfg)  # nothing reads it
 
 
 def test_a_spec_is_checked_when_declared():
