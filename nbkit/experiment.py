@@ -166,15 +166,23 @@ class Context:
     """
 
     def __init__(
-        self, device: str = "auto", *, smoke: bool = False, profile: str = DEFAULT, scheduler: str = ""
+        self,
+        device: str = "auto",
+        *,
+        smoke: bool = False,
+        profile: str = DEFAULT,
+        scheduler: str = "",
+        parallel: bool = True,
     ) -> None:
         if profile not in PROFILES:
             raise UsageError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
         self.device = device
         self.smoke = smoke
         self.profile = profile
-        # A Dask scheduler's address: independent replicates run as tasks there (nbkit.replicates).
+        # A Dask scheduler's address: independent replicates run as tasks there (nbkit.replicates); without
+        # one, in worker processes where the context has several cores, unless ``parallel`` is off.
         self.scheduler = scheduler
+        self.parallel = parallel
         self._cache: dict[Hashable, Any] = {}
         self._resolved: Any = None
         self._on_close: list[Callable[[], Any]] = []

@@ -54,8 +54,9 @@ class Where:
 
 
 def where(ctx: Any, *, parallel: bool = True) -> Where:
-    """Where ``ctx``'s replicate loops run (see the module docstring); ``parallel=False`` keeps them in
-    this process (units that stream to a live figure)."""
+    """Where ``ctx``'s replicate loops run (see the module docstring); ``parallel=False`` here or on the
+    context keeps them in this process."""
+    parallel = parallel and getattr(ctx, "parallel", True)
     address = getattr(ctx, "scheduler", "") or os.environ.get(SCHEDULER_ENV, "")
     if address and parallel:
         return Where("dask", address=address)
