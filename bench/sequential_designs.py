@@ -57,6 +57,7 @@ def rows(theme: str) -> list[dict]:
             "cost_s": rep.cost_s,
             "unit": rep.unit,
             "least": rep.least,
+            "sequential": rep.sequential,
         }
         for profile in ("default", "full"):
             budget = rep.budget(registry[slug].config(False, profile))
@@ -96,12 +97,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['theme']} | `{r['key']}` | {r['unit']} | {cells[0]} | {cells[1]} |")
     experiments: dict[tuple[str, str], dict] = {}
     for r in table:
-        _, oc = r["full"]
+        budget, oc = r["full"]
         e = experiments.setdefault(
             (r["theme"], r["experiment"]),
-            {"cost_s": r["cost_s"], "true": 0.0, "false": 0.0, "budget": budget},
+            {"cost_s": r["cost_s"], "true": 0.0, "false": 0.0, "least": r["least"]},
         )
-        if oc.decided:  # only a row its budget decides holds the loop
+        if not r["sequential"]:  # its units run as one batch: all of its budget
+            e["least"] = e["true"] = e["false"] = float(budget)
+        elif oc.decided:  # only a row its budget decides holds the loop
             e["true"] = max(e["true"], oc.mean_units_true)
             e["false"] = max(e["false"], oc.mean_units_false)
     for e in experiments.values():
