@@ -12,8 +12,10 @@ A curve's points are one run's logged steps: they are not independent replicates
 neighbouring points share their noise. The plateau's slope (≥ 10 logged losses) therefore comes with
 an interval from the noise around the trend, widened for its lag-1 autocorrelation
 (:func:`slope_interval`); the eval curve's few points get Theil–Sen's rank interval
-(:func:`theil_sen_interval`), which one outlying evaluation cannot move, and the level of the
-evaluations after the lowest one a distribution-free interval of their median; spikes are judged against
+(:func:`theil_sen_interval`), which one outlying evaluation cannot move; whether the evaluations after
+the lowest one sit above the level around it by more than flat noise puts them is a Monte Carlo test
+against flat noisy curves of the same shape (:func:`step_up_chance`: the lowest of n noisy evaluations is
+the luckiest draw, and how far the rest sit above it has no closed form); spikes are judged against
 a robust scale (the median absolute deviation) that the spikes themselves cannot inflate, taken locally
 (a run's early losses are noisier than its late ones) and never below the logging resolution (a loss
 logged to 4 decimals moves in steps of 0.0001, which is not noise of zero).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -54,8 +57,14 @@ EXPLOSION_FACTOR = 5.0  # grad norm: at least this multiple of its trailing medi
 MIN_POINTS = 20  # fewer logged points than this: no robust scale, undecided
 
 BAND = 0.02  # relative change over a window that counts as "no change" (overfitting, plateau, progress)
-STEP_BAND = 0.05  # the later evaluations' median above the lowest: a step up (overfitting)
-STEP_FALSE = 0.05  # … and above what the luckiest of the evaluations' noise gives a flat curve this often
+STEP_BAND = 0.05  # the later evaluations' median above the level around the lowest: a step up (overfitting)
+AROUND = 2  # that level: the mean log eval loss of the lowest and (up to) this many evaluations before it
+# Flat noisy eval curves read as overfitting at most STEP_FALSE + RISE_FALSE of the time: the step-up test's
+# share and the rise test's.
+STEP_FALSE = 0.03
+RISE_FALSE = 0.01
+STEP_DRAWS = 20_000  # flat noisy curves simulated per shape for the step-up test's chance
+THEIL_SEN_POINTS = 500  # a longer curve's Theil–Sen slope is taken on this many medians of consecutive runs
 PLATEAU_TAIL = 0.25  # the window: this share of the run's logged steps
 PLATEAU_MIN_POINTS = 10
 PROGRESS_SHARE = 0.10  # progress: the first and last this share of the logged losses …
@@ -172,16 +181,25 @@ def slope_interval(x: np.ndarray, y: np.ndarray, level: float = LEVEL) -> Slope:
 def theil_sen_interval(x: np.ndarray, y: np.ndarray, level: float = LEVEL) -> Slope:
     """Theil–Sen slope (the median of the pairwise slopes) with its rank-based interval (scipy's
     ``theilslopes``). For the few points of an eval curve: one outlying evaluation cannot move it, and it
-    needs no autocorrelation estimate, which a handful of points cannot give."""
+    needs no autocorrelation estimate, which a handful of points cannot give. More than
+    :data:`THEIL_SEN_POINTS` points are first summarised as that many medians of consecutive runs
+    (``n_eff`` says how many points the interval rests on)."""
 
     from scipy import stats
 
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
-    if len(x) < 3 or np.ptp(x) == 0:
-        return Slope(float("nan"), -math.inf, math.inf, len(x), float(len(x)))
+    n = len(x)
+    if n < 3 or np.ptp(x) == 0:
+        return Slope(float("nan"), -math.inf, math.inf, n, float(n))
+    if n > THEIL_SEN_POINTS:
+        # All pairwise slopes of a long curve (a million logged losses) would not fit in memory: the line is
+        # taken through the medians of consecutive equal runs, each as robust as the points it summarises.
+        runs = np.array_split(np.arange(n), THEIL_SEN_POINTS)
+        x = np.array([np.median(x[r]) for r in runs])
+        y = np.array([np.median(y[r]) for r in runs])
     res = stats.theilslopes(y, x, alpha=level)
-    return Slope(float(res.slope), float(res.low_slope), float(res.high_slope), len(x), float(len(x)))
+    return Slope(float(res.slope), float(res.low_slope), float(res.high_slope), n, float(len(x)))
 
 
 def median_bounds(x: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
@@ -232,20 +250,6 @@ def resolution(values: np.ndarray) -> float:
     return float(gaps.min()) if len(gaps) else 0.0
 
 
-# The median absolute residual of normal noise from its running median of three is 0.315 σ (simulated
-# with a million draws; no closed form is needed here).
-_MED3_RESIDUAL = 0.315
-
-
-def _scatter(y: np.ndarray) -> float:
-    """A curve's noise σ that its trend and a single step leave alone: the median absolute residual of each
-    interior point from the median of it and its two neighbours, ÷ :data:`_MED3_RESIDUAL`."""
-    if len(y) < 3:
-        return 0.0
-    med3 = np.median(np.stack([y[:-2], y[1:-1], y[2:]]), axis=0)
-    return float(np.median(np.abs(y[1:-1] - med3))) / _MED3_RESIDUAL
-
-
 def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%".replace("-", "−") if math.isfinite(x) else ("+∞" if x > 0 else "−∞")
 
@@ -284,21 +288,52 @@ def trailing_jumps(
     the median absolute deviation of the differences of the :data:`SCALE_WINDOW` points before it (the σ
     of a normal, which a few spikes cannot inflate; local, because a run's early losses are noisier than
     its late ones), never below ``floor`` (the logging resolution: a quantised curve's σ is not 0). The
-    first ``window`` differences share the scale of the first 2 × ``window``."""
+    first ``window`` differences share the scale of the first 2 × ``window``.
 
-    med = np.array([np.median(y[i - window : i]) for i in range(window, len(y))])
+    Vectorised over numpy's sliding windows (a long run logs a million points; one median per point in
+    Python took minutes there). The trailing medians are pandas' rolling median; the scale needs each
+    window's own median before the deviations from it, which no rolling method offers, so it is taken
+    over sliding-window views in chunks that bound the memory."""
+
+    y = np.asarray(y, dtype=float)
+    n = len(y) - window
+    if n <= 0:
+        return np.empty(0), np.empty(0), np.empty(0)
+    import pandas as pd
+
+    med = pd.Series(y[:-1]).rolling(window).median().to_numpy()[window - 1 :]
     diff = y[window:] - med
-
-    def mad(d: np.ndarray) -> float:
-        return 1.4826 * float(np.median(np.abs(d - np.median(d))))
-
-    sigma = np.array(
-        [
-            mad(diff[: 2 * window]) if i < window else mad(diff[max(0, i - SCALE_WINDOW) : i])
-            for i in range(len(diff))
-        ]
-    )
+    sigma = np.empty(n)
+    sigma[: min(window, n)] = _mad(diff[: 2 * window])
+    # Points window … SCALE_WINDOW − 1 see a growing window (all the differences before them): few, looped.
+    for i in range(window, min(SCALE_WINDOW, n)):
+        sigma[i] = _mad(diff[:i])
+    if n > SCALE_WINDOW:
+        views = np.lib.stride_tricks.sliding_window_view(diff[:-1], SCALE_WINDOW)  # row j: diff[j : j + 50]
+        for lo in range(0, len(views), _CHUNK):
+            block = views[lo : lo + _CHUNK]
+            centre = _row_medians(np.array(block))
+            sigma[SCALE_WINDOW + lo : SCALE_WINDOW + lo + len(block)] = 1.4826 * _row_medians(
+                np.abs(block - centre[:, None])
+            )
     return diff, med, np.maximum(sigma, floor)
+
+
+_CHUNK = 20_000  # sliding windows per block when taking the local scale (20,000 × 50 values: 8 MB)
+
+
+def _row_medians(a: np.ndarray) -> np.ndarray:
+    """Each row's median, as np.median takes it (the mean of the two middle values of an even count),
+    partitioning ``a`` in place: one partition instead of np.median's copy and checks, per block."""
+    k = a.shape[1]
+    mid = [(k - 1) // 2, k // 2]
+    a.partition(mid, axis=1)
+    return (a[:, mid[0]] + a[:, mid[1]]) / 2
+
+
+def _mad(d: np.ndarray) -> float:
+    """1.4826 × the median absolute deviation: a normal's σ, which a few outliers cannot inflate."""
+    return 1.4826 * float(np.median(np.abs(d - np.median(d)))) if len(d) else float("nan")
 
 
 def _events(flagged: list[int]) -> list[list[int]]:
@@ -344,9 +379,7 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
         return RunRow("loss-spikes", title, NOT_CHECKED, why, SPIKE_RULE, loss.source)
     q = resolution(f.values)
     diff, med, sigma = trailing_jumps(f.values, floor=q)
-    flagged = [
-        i for i in range(len(diff)) if diff[i] > SPIKE_SIGMAS * sigma[i] and diff[i] > SPIKE_REL * abs(med[i])
-    ]
+    flagged = np.flatnonzero((diff > SPIKE_SIGMAS * sigma) & (diff > SPIKE_REL * np.abs(med))).tolist()
     events = []
     for ev in _events(flagged):
         peak = max(ev, key=lambda i: diff[i])
@@ -535,11 +568,9 @@ def verdict_explosions(
     floor = math.log(EXPLOSION_FACTOR)
     # A 50× jump of a norm that stays far below the run's usual size (a memorising run's 1e-7) is noise.
     typical = float(np.median(vals))
-    flagged = [
-        i
-        for i in range(len(diff))
-        if diff[i] > SPIKE_SIGMAS * sigma[i] and diff[i] > floor and vals[i + WINDOW] > typical
-    ]
+    flagged = np.flatnonzero(
+        (diff > SPIKE_SIGMAS * sigma) & (diff > floor) & (vals[WINDOW:] > typical)
+    ).tolist()
     events = []
     for ev in _events(flagged):
         peak = max(ev, key=lambda i: diff[i])
@@ -653,20 +684,93 @@ def verdict_clipping(
     )
 
 
+@dataclass(frozen=True)
+class StepUp:
+    """How far the evaluations after the lowest sit above it, against flat noise (:func:`step_up`)."""
+
+    over_level: float  # the later evaluations' median over the level around the lowest (log-ratio)
+    over_lowest: float  # … over the lowest itself (log-ratio, ≥ 0)
+    scale: float  # the later evaluations' scatter (log scale)
+    chance: float  # flat noisy curves of this shape step up at least as far (over the level) this often
+    luck: float  # … and their later median lies this far above their lowest, typically (log-ratio)
+    draws: int
+
+
+def _upward_trend(x: np.ndarray, y: np.ndarray) -> float:
+    """The one-sided p-value of an upward trend of ``y`` along ``x``: Kendall's τ (scipy; exact for a
+    few points without ties), which assumes nothing about the noise's law, unlike Theil–Sen's interval,
+    whose normal approximation is too narrow on the handful of evaluations after a lowest."""
+    from scipy import stats
+
+    if len(x) < 3 or np.ptp(y) == 0:
+        return 1.0
+    p = float(stats.kendalltau(x, y, alternative="greater").pvalue)
+    return p if math.isfinite(p) else 1.0
+
+
+def step_up(later: np.ndarray, around: np.ndarray, floor: float = 0.0) -> StepUp:
+    """The later evaluations' median over the mean of the evaluations ``around`` the lowest (the lowest
+    last), all log eval losses, in units of the later evaluations' own scatter (1.4826 × their median
+    absolute deviation, never below ``floor``), and the chance that flat noisy curves of the same shape —
+    as many evaluations around and after their lowest, independent draws of one normal — step up as far
+    (:func:`_step_null`, a fixed seed). A Monte Carlo test, because the statistic's law under flat noise
+    depends on the lowest of n draws and on a median absolute deviation of a few points, which have no
+    closed form together."""
+
+    med = float(np.median(later))
+    over_level = med - float(np.mean(around))
+    scale = max(_mad(later), floor)
+    z = over_level / scale if scale > 0 else (math.inf if over_level > 0 else 0.0)
+    null, gaps = _step_null(len(later), len(around) - 1)
+    chance = (int(len(null) - np.searchsorted(null, z, side="left")) + 1) / (len(null) + 1)
+    return StepUp(
+        over_level, med - float(around[-1]), scale, chance, float(np.median(gaps)) * scale, len(null)
+    )
+
+
+@lru_cache(maxsize=256)
+def _step_null(later: int, before: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`step_up`'s statistic on flat normal curves (sorted), and their later median's gap above their
+    lowest in the same units: ``before`` + 1 + ``later`` independent draws with their lowest moved to
+    position ``before`` — drawn i.i.d., the lowest is equally likely anywhere and the others stay i.i.d.
+    around it, so this is the law given where the lowest fell. :data:`STEP_DRAWS` curves (at least 2,000
+    and 2,000,000 values for a long curve); the seed is the shape, so a run always reads the same chance."""
+    n = before + 1 + later
+    draws = min(STEP_DRAWS, max(2_000, 2_000_000 // n))
+    rng = np.random.default_rng([later, before])
+    stats, gaps = [], []
+    per_block = max(1, 2_000_000 // n)  # curves per block: 16 MB of draws
+    for lo in range(0, draws, per_block):
+        z = rng.standard_normal((min(per_block, draws - lo), n))
+        rows = np.arange(len(z))
+        low = np.argmin(z, axis=1)
+        z[rows, low], z[rows, before] = z[rows, before], z[rows, low]
+        tail = z[:, before + 1 :]
+        med = np.median(tail, axis=1)
+        scale = 1.4826 * np.median(np.abs(tail - med[:, None]), axis=1)
+        stats.append((med - z[:, : before + 1].mean(axis=1)) / scale)
+        gaps.append((med - z[:, before]) / scale)
+    return np.sort(np.concatenate(stats)), np.concatenate(gaps)
+
+
 OVERFIT_RULE = (
     "judged per eval set (the HF Trainer's eval_<set>_loss for each of a dict of eval datasets; each val / "
     "valid / eval loss, or validation dataloader, a Lightning or TensorBoard run logs); onset = the step "
-    "of the lowest eval loss; the eval loss steps up after it when the median of the later evaluations "
-    f"lies above the lowest by more than {STEP_BAND:.0%} and by more than Φ⁻¹(1 − {STEP_FALSE:g}/n) σ, σ "
-    "their own scatter (1.4826 × their median absolute deviation) and n the evaluations (the lowest of n "
-    f"flat noisy evaluations lies that far below their level with chance ≤ {STEP_FALSE:.0%}), the median's "
-    f"one-sided {LEVEL:.0%} order-statistic bound, ≥ 5 later evaluations; or rises "
-    f"through them (the Theil–Sen line on the log eval loss from the onset, its {LEVEL:.0%} interval "
-    f"above +{BAND:.0%} over the span); found when it steps up or rises while the training loss's "
-    f"Theil–Sen slope over the same steps lies below 0; clear when the lowest eval loss is the last or "
-    "both lie below their floors (with fewer than 5 later evaluations: every one within "
-    f"{STEP_BAND:.0%} of the lowest); "
-    "undecided otherwise or with fewer than 3 evaluations after the onset"
+    "of the lowest eval loss; after it the eval loss steps up when the median of the later evaluations "
+    f"lies above the level around the lowest (the mean log eval loss of the lowest and the {AROUND} "
+    f"evaluations before it: one lucky evaluation does not set it) by more than {STEP_BAND:.0%}, and — in "
+    "units of the later evaluations' own scatter, 1.4826 × their median absolute deviation — further than "
+    f"flat noisy curves of the same shape step up in {STEP_FALSE:.0%} of {STEP_DRAWS:,} simulated draws; "
+    "it rises when the later evaluations trend upwards (Kendall's τ, one-sided p ≤ "
+    f"{RISE_FALSE:g}) and the Theil–Sen line through them rises by more than {BAND:.0%} over the span at "
+    f"the low end of its {LEVEL:.0%} interval (so flat noisy curves read as overfitting at most "
+    f"{STEP_FALSE + RISE_FALSE:.0%} of the time); found when it steps up or rises while the training loss's "
+    "Theil–Sen slope over the same steps lies below 0; clear when the lowest eval loss is the last, or when "
+    "the later evaluations' median (its one-sided "
+    f"{LEVEL:.0%} order-statistic bound; with fewer than 5 later evaluations, every one of them) lies "
+    f"within {STEP_BAND:.0%} of the lowest beyond the gap flat noise of their scatter typically leaves "
+    f"above the lowest of a curve, and the line's interval lies below +{BAND:.0%}; undecided otherwise or "
+    "with fewer than 3 evaluations after the onset"
 )
 
 
@@ -741,42 +845,40 @@ def verdict_overfitting(
     # The trend through the later evaluations only: a line from the lowest point rises by the lowest's luck.
     s = theil_sen_interval(x[1:], ly[1:])
     rise = (s.slope * span, s.lo * span, s.hi * span)  # log-ratios, last vs onset along the line
-    later = ly[1:] - ly[0]  # each later evaluation against the lowest, as a log-ratio (≥ 0)
-    level, level_lo, level_hi = median_bounds(later)
-    # The later evaluations' own scatter: the lowest one is the luckiest draw, and what says it was not
-    # luck is the rest sitting further above it than they scatter among themselves.
-    # … and at least the whole curve's scatter around its neighbours (a few later points can happen to
-    # agree; a smooth descent to the lowest is no scatter).
-    noise = max(1.4826 * float(np.median(np.abs(later - np.median(later)))), _scatter(logy))
-    # The lowest of n evaluations lies below their level by more than Φ⁻¹(1 − 0.05/n) σ with chance ≤ 5 %
-    # (Bonferroni over the n draws): a step smaller than that could be the minimum's own luck.
-    from scipy import stats
-
-    luck = float(stats.norm.isf(STEP_FALSE / len(e)))
-    step_floor = max(math.log1p(STEP_BAND), luck * noise)
+    trend_p = _upward_trend(x[1:], ly[1:])
+    later = ly[1:]
+    around = logy[max(0, m - AROUND) : m + 1]
+    # A quantised eval loss (logged to a few decimals) can have later evaluations that agree exactly: their
+    # scatter is then at least the logging resolution, not 0.
+    up = step_up(later, around, floor=resolution(e.values) / lowest)
+    _, _, over_hi = median_bounds(later - ly[0])
     intercept = float(np.median(ly[1:] - s.slope * (x[1:] - x[0])))  # the line, at the onset's step
     fitted_start, fitted_end = math.exp(intercept), math.exp(intercept + s.slope * span)
+    level = math.exp(float(np.mean(around)))
     figures |= {
         "last_eval_step": int(x[-1]),
         "log_rise": list(rise),
-        "later_median_log_ratio": [level, level_lo, level_hi],
-        "eval_noise_log": noise,
-        "step_floor_log": step_floor,
+        "upward_trend_p": trend_p,
+        "level_around_lowest": level,
+        "later_median_log_ratio_over_level": up.over_level,
+        "later_median_log_ratio_over_lowest": up.over_lowest,
+        "later_scatter_log": up.scale,
+        "flat_chance": up.chance,
+        "flat_typical_gap_log": up.luck,
     }
+    before = len(around) - 1
     text = (
         f"the eval loss is lowest at step {onset} ({_num(lowest)}); the {plural(after, 'evaluation')} to "
-        f"step {int(x[-1])} sit a median {_ratio(level)} above it"
-        + (
-            f" (one-sided {LEVEL:.0%} bounds {_ratio(level_lo)} and {_ratio(level_hi)})"
-            if math.isfinite(level_lo)
-            else " (too few for a bound)"
-        )
-        + f", scattering ±{math.expm1(noise):.1%} among themselves; along the fitted line it goes "
+        f"step {int(x[-1])} sit a median {_ratio(up.over_lowest)} above it and {_ratio(up.over_level)} above "
+        f"the level around it ({_num(level)}: the lowest"
+        + (f" and the {plural(before, 'evaluation')} before it" if before else "")
+        + f"), scattering ±{math.expm1(up.scale):.1%} among themselves — flat noisy curves of this shape "
+        f"step up that far in {up.chance:.1%} of {up.draws:,} simulated draws; along the fitted line they go "
         f"{_num(fitted_start)} → {_num(fitted_end)} ({_ratio(rise[0])}, interval {_ratio(rise[1])}–"
-        f"{_ratio(rise[2])})"
+        f"{_ratio(rise[2])}; upward trend p = {trend_p:.2g})"
     )
-    steps_up = level_lo > step_floor
-    rises = rise[1] > math.log1p(BAND)
+    steps_up = up.chance <= STEP_FALSE and up.over_level > math.log1p(STEP_BAND)
+    rises = trend_p <= RISE_FALSE and rise[1] > math.log1p(BAND)
     if steps_up or rises:
         if train is None:
             return RunRow(
@@ -820,9 +922,12 @@ def verdict_overfitting(
             source,
             figures=figures,
         )
-    # Too few later evaluations to bound their median: clear only if every one lies within the floor.
-    below = level_hi < step_floor if math.isfinite(level_hi) else float(later.max()) < math.log1p(STEP_BAND)
-    if rise[2] < math.log1p(BAND) and below:
+    # Clear when the later evaluations sit no further above the lowest than the band and the gap flat noise
+    # of their scatter typically leaves above the luckiest evaluation (with too few to bound their median:
+    # every one of them).
+    allowed = math.log1p(STEP_BAND) + up.luck
+    within = over_hi < allowed if math.isfinite(over_hi) else float((later - ly[0]).max()) < allowed
+    if rise[2] < math.log1p(BAND) and within:
         return RunRow(key, title, CLEAR, text, OVERFIT_RULE, source, figures=figures)
     return RunRow(key, title, UNDECIDED, text, OVERFIT_RULE, source, figures=figures)
 
