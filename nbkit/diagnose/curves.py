@@ -518,7 +518,7 @@ def verdict_nonfinite(
     fix = "lower the learning rate; check the batch at the first non-finite step"
     if precision == "fp16":
         fix += "; past the loss scaler's warm-up, fp16 overflows point at bf16 (same range as fp32)"
-    elif precision != "bf16":
+    elif precision is None:
         fix += "; if the run used fp16, bf16 (same range as fp32) removes overflows"
     return RunRow(
         "non-finite",

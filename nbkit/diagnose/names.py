@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 LOSS, EVAL_LOSS, GRAD_NORM, LEARNING_RATE = "loss", "eval_loss", "grad_norm", "learning_rate"
 KINDS = (LOSS, EVAL_LOSS, LEARNING_RATE, GRAD_NORM)
@@ -89,8 +90,10 @@ def _agg(ws: list[str]) -> str:
     return "epoch" if "epoch" in ws else "step" if ("step" in ws or "batch" in ws) else ""
 
 
+@lru_cache(maxsize=4096)
 def classify(name: str) -> Named | None:
-    """The kind ``name`` is read as (see the module's table), or None."""
+    """The kind ``name`` is read as (see the module's table), or None. Cached: a log names the same few
+    series in every one of its entries (a million of them in a long run's trainer_state.json)."""
 
     if LIGHTNING_LR.match(name):
         return Named(LEARNING_RATE)
@@ -122,6 +125,7 @@ def classify(name: str) -> Named | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def loss_like(name: str) -> bool:
     """A name with the word loss that :func:`classify` does not read (listed so a user can name it)."""
     return "loss" in words(name) and classify(name) is None

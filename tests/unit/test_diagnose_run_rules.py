@@ -536,7 +536,7 @@ def test_a_million_logged_losses_are_judged_with_the_spike_at_its_step():
     assert row.status == FOUND and row.steps == (612_346,), row.measured
 
 
-# The DNABERT-2 fine-tune of issue-era field reports, as logged by the HF Trainer (rounded to 4 decimals):
+# A public DNABERT-2 fine-tune as its HF Trainer logged it (trainer_state.json, rounded to 4 decimals):
 # eval loss every 200 steps, lowest at step 800, then seven evaluations 10–31 % above it while the training
 # loss falls 0.18 → 0.03.
 DNABERT_EVAL = [0.3139, 0.2554, 0.2665, 0.2317, 0.3033, 0.2723, 0.2541, 0.2833, 0.2941, 0.2944, 0.2878]
