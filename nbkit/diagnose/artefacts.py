@@ -19,6 +19,7 @@ event files, then the histories, then MLflow — and the others are said to hold
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -56,7 +57,7 @@ from nbkit.diagnose.names import (
     loss_like,
 )
 from nbkit.diagnose.schedule import Schedule, read_args_text, schedule_from_values
-from nbkit.diagnose.setup import DiagnoseError, Value, _detect, _read_trainer, trainer_values
+from nbkit.diagnose.setup import DiagnoseError, Value, _detect, _read_trainer, _where, trainer_values
 from nbkit.diagnose.snapshot import read_snapshot
 from nbkit.errors import read_json_object
 
@@ -317,14 +318,39 @@ def read_events(path: Path) -> tuple[dict[str, dict[int, tuple[float, float]]], 
 # -- trainer config ---------------------------------------------------------------------------------------
 
 
+def scheduler_kwargs(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A trainer config's ``lr_scheduler_kwargs``: {} when it sets none (transformers' defaults then apply,
+    as in the run), a mapping as written, or the text of one (TrainingArguments accepts a JSON string; an
+    MLflow param holds the dict's Python repr, read with ``ast.literal_eval``, which evaluates literals
+    only); anything else is a :class:`DiagnoseError` naming ``where``."""
+    raw = data.get("lr_scheduler_kwargs")
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            try:
+                raw = ast.literal_eval(raw)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                pass
+    if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
+        raise DiagnoseError(
+            f"{where}: expected a mapping of the schedule's arguments (e.g. {{num_cycles: 2}}), "
+            f"got {raw!r:.60}"
+        )
+    return raw
+
+
 def read_config(path: Path) -> tuple[Schedule, tuple[str | None, str]]:
-    """The schedule, ``max_grad_norm`` and precision (:func:`precision_of`) of a trainer config (axolotl
-    YAML or TrainingArguments JSON), read as ``nbkit diagnose CONFIG`` reads it (bad input: file:line and
-    key)."""
+    """The schedule (with its ``lr_scheduler_kwargs``), ``max_grad_norm`` and precision
+    (:func:`precision_of`) of a trainer config (axolotl YAML or TrainingArguments JSON), read as ``nbkit
+    diagnose CONFIG`` reads it (bad input: file:line and key)."""
     data, lines = _read_trainer(path)
     fmt = _detect(path, data)
     values = trainer_values(path, fmt, data, lines)
-    return schedule_from_values(values, path.name), precision_of(values)
+    options = scheduler_kwargs(data, _where(path, lines, "lr_scheduler_kwargs"))
+    return schedule_from_values(values, path.name, options), precision_of(values)
 
 
 def _config_beside(paths: list[Path], notes: list[str]) -> Path | None:
@@ -700,7 +726,12 @@ def read_run(
             except DiagnoseError as exc:
                 notes.append(f"{where}: not used ({exc})")
                 continue
-            schedule = schedule_from_values(values, where)
+            try:
+                options: dict[str, Any] | None = scheduler_kwargs(data, f"{where} lr_scheduler_kwargs")
+            except DiagnoseError as exc:
+                notes.append(f"{exc}: read as not given")
+                options = None
+            schedule = schedule_from_values(values, where, options)
             precision = precision_of(values)
             break
     total, total_where = None, ""

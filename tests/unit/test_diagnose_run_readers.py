@@ -392,3 +392,69 @@ def test_the_run_text_leads_with_what_was_found_in_words_and_wraps(hf_runs):
     assert all(len(line) <= 72 or " " not in line.strip() for line in lines)
     assert not any("FOUND  learning rate as configured" in line for line in lines)
     assert UNDECIDED  # statuses stay the JSON's words
+
+
+# -- the config's lr_scheduler_kwargs ------------------------------------------------------------------------
+
+
+def _restarts_run(run: Path, args: dict | None, recorded: dict | None = None) -> Path:
+    """A trainer_state.json whose LR is what transformers' own cosine_with_restarts scheduler (3 cycles) set,
+    step by step, with the Trainer's arguments beside it (``args``) or recorded in its TensorBoard events as
+    the Trainer's TensorBoard callback records them (``recorded``)."""
+    torch = pytest.importorskip("torch")
+    from transformers import get_scheduler
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    sched = get_scheduler("cosine_with_restarts", opt, 10, 200, scheduler_specific_kwargs={"num_cycles": 3})
+    history = []
+    for step in range(1, 201):
+        history.append({"step": step, "loss": 2.0 / step**0.3, "learning_rate": sched.get_last_lr()[0]})
+        opt.step()
+        sched.step()
+    run.mkdir(parents=True)
+    (run / "trainer_state.json").write_text(json.dumps({"log_history": history, "max_steps": 200}))
+    if args is not None:
+        (run / "training_args.json").write_text(json.dumps(args))
+    if recorded is not None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        with SummaryWriter(str(run / "runs" / "stamp")) as w:
+            w.add_text("args", json.dumps(recorded))
+    return run
+
+
+ARGS = {
+    "lr_scheduler_type": "cosine_with_restarts",
+    "learning_rate": 1e-3,
+    "warmup_steps": 10,
+    "max_steps": 200,
+}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"num_cycles": 3}, '{"num_cycles": 3}'],
+    ids=["a mapping", "TrainingArguments' JSON text"],
+)
+def test_the_configs_lr_scheduler_kwargs_are_what_the_lr_is_checked_against(tmp_path, kwargs):
+    row = _by(diagnose_run(_restarts_run(tmp_path / "run", ARGS | {"lr_scheduler_kwargs": kwargs})))
+    lr = row["lr-schedule"]
+    assert lr.status == CLEAR and "num_cycles=3" in lr.measured and "not read" not in lr.measured, lr.measured
+    # the same log against a config that sets none: transformers' default of one cycle, found
+    row = _by(diagnose_run(_restarts_run(tmp_path / "none", ARGS)))["lr-schedule"]
+    assert row.status == FOUND and "num_cycles=1" in row.measured and "not read" not in row.measured
+
+
+def test_the_kwargs_the_trainer_recorded_in_its_events_are_read(tmp_path):
+    pytest.importorskip("tensorboard")
+    run = _restarts_run(tmp_path / "run", None, recorded=ARGS | {"lr_scheduler_kwargs": {"num_cycles": 3}})
+    a = read_run(run)
+    assert a.schedule is not None and a.schedule.options == {"num_cycles": 3}
+    assert _by(diagnose_run(run))["lr-schedule"].status == CLEAR
+
+
+def test_lr_scheduler_kwargs_that_are_not_a_mapping_are_one_line_naming_the_key(tmp_path, capsys):
+    run = _restarts_run(tmp_path / "run", ARGS | {"lr_scheduler_kwargs": [3]})
+    assert main([str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "training_args.json lr_scheduler_kwargs: expected a mapping" in err, err
