@@ -233,39 +233,44 @@ def read_trainer_state(path: Path, is_series: Callable[[str], bool]) -> tuple[Lo
             f"{path}: log_history is empty; expected the Trainer's logged steps (nothing was logged)"
         )
     points: dict[str, dict[int, float]] = {}
-    names: set[str] = set()
+    reads: dict[str, bool] = {}  # each key seen: whether it is a series (a long log repeats a few keys)
     skipped = 0
     for i, entry in enumerate(history):
-        if not isinstance(entry, dict):
+        if type(entry) is not dict:
             raise DiagnoseError(f"{path}: log_history[{i}]: expected an object, got {entry!r:.60}")
-        names.update(k for k in entry if k != "step")
         values = {}
         for key, value in entry.items():
-            if key == "step":
+            read = reads.get(key)
+            if read is None:
+                read = reads[key] = key != "step" and is_series(key)
+            if not read:
                 continue
-            if is_series(key):
-                v = _number(path, f"log_history[{i}].{key}", value)
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                v = float(value)
-            else:
-                continue
+            kind = type(value)
+            v = (
+                float(value)
+                if kind is float or kind is int
+                else _number(path, f"log_history[{i}].{key}", value)
+            )
             if v is not None:
                 values[key] = v
-        logged = [k for k in values if is_series(k)]
-        if not logged:
+        if not values:
             skipped += 1
             continue
         step = entry.get("step")
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            if not any(classify(k) is not None for k in logged):
+        if type(step) is not int or step < 0:
+            if not any(classify(k) is not None for k in values):
                 skipped += 1  # only loss-like metrics no rule reads (predict_loss, test_loss) and no step
                 continue
             raise DiagnoseError(
-                f"{path}: log_history[{i}].step: expected a whole number ≥ 0 (the entry logs {logged[0]}), "
-                f"got {step!r}"
+                f"{path}: log_history[{i}].step: expected a whole number ≥ 0 (the entry logs "
+                f"{next(iter(values))}), got {step!r}"
             )
         for key, v in values.items():
-            points.setdefault(key, {})[step] = v
+            into = points.get(key)
+            if into is None:
+                into = points[key] = {}
+            into[step] = v
+    names = set(reads) - {"step"}
     meta = {k: v for k, v in state.items() if k != "log_history"}
     meta["logged_entries"] = len(history)
     meta["skipped_entries"] = skipped

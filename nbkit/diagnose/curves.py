@@ -290,10 +290,10 @@ def trailing_jumps(
     its late ones), never below ``floor`` (the logging resolution: a quantised curve's σ is not 0). The
     first ``window`` differences share the scale of the first 2 × ``window``.
 
-    Vectorised over numpy's sliding windows (a long run logs a million points; one median per point in
-    Python took minutes there). The trailing medians are pandas' rolling median; the scale needs each
-    window's own median before the deviations from it, which no rolling method offers, so it is taken
-    over sliding-window views in chunks that bound the memory."""
+    Vectorised (a long run logs a million points; one median per point in Python took minutes there): the
+    trailing medians and each scale window's centre are pandas' rolling medians; the deviations from a
+    window's own centre have no rolling method, so their medians are taken over numpy's sliding-window
+    views, in chunks that bound the memory."""
 
     y = np.asarray(y, dtype=float)
     n = len(y) - window
@@ -310,11 +310,12 @@ def trailing_jumps(
         sigma[i] = _mad(diff[:i])
     if n > SCALE_WINDOW:
         views = np.lib.stride_tricks.sliding_window_view(diff[:-1], SCALE_WINDOW)  # row j: diff[j : j + 50]
+        centres = pd.Series(diff[:-1]).rolling(SCALE_WINDOW).median().to_numpy()[SCALE_WINDOW - 1 :]
         for lo in range(0, len(views), _CHUNK):
             block = views[lo : lo + _CHUNK]
-            centre = _row_medians(np.array(block))
+            centre = centres[lo : lo + _CHUNK, None]
             sigma[SCALE_WINDOW + lo : SCALE_WINDOW + lo + len(block)] = 1.4826 * _row_medians(
-                np.abs(block - centre[:, None])
+                np.abs(block - centre)
             )
     return diff, med, np.maximum(sigma, floor)
 
