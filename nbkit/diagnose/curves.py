@@ -27,6 +27,7 @@ GRPO loss) has no ratio: the rules that need one say so instead of judging it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ CLIP_MOST = 0.5  # clipping active on more than this share of steps: the clip se
 # gradients fit fp16 overflows at most ~16 times before the scale settles, at the run's first steps.
 FP16_WARMUP_STEPS = 20
 LEVEL = 0.95
+RESOLUTION_FLOOR = 3  # a loss whose median is at most this many logging steps has converged to ~0
 
 
 @dataclass(frozen=True, eq=False)
@@ -266,17 +268,38 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _nonpositive(s: Series, what: str) -> str | None:
-    """Why a ratio rule cannot judge ``s``: its values ≤ 0 (an RL objective that is ~0 or changes sign by
-    design), or None."""
-    bad = s.values <= 0
-    if not bad.any():
-        return None
-    i = int(np.argmax(bad))
+def _ratio_ready(s: Series, what: str) -> tuple[Series, str]:
+    """``s`` ready for the rules that judge ratios, or why it is not: (the series, "") when every value is
+    positive; a non-negative loss logged as 0 is a value rounded below half the logging resolution (a
+    loss logged to 4 decimals reads 0 once it falls under 0.00005), read as that half, and said so;
+    (``s``, why) when it takes negative values — an RL objective that is ~0 or changes sign by design."""
+    bad = s.values < 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        return s, (
+            f"the {what} takes negative values ({int(bad.sum())} of {len(s)}, e.g. "
+            f"{_num(float(s.values[i]))} at step {int(s.steps[i])}): a change relative to its level is "
+            "undefined for a loss that is ~0 or changes sign by design (an RL objective such as TRL's GRPO "
+            "loss; judge such a run by its reward)"
+        )
+    zero = s.values == 0
+    if not zero.any():
+        return s, ""
+    q = resolution(s.values)
+    if q <= 0:
+        return s, f"the {what} is logged as 0 throughout: nothing to judge"
+    values = np.where(zero, q / 2, s.values)
+    return dataclasses.replace(s, values=values), ""
+
+
+def _zeros_note(s: Series, what: str) -> str:
+    """What a row says when :func:`_ratio_ready` read logged zeros as half the resolution."""
+    zero = int((s.values == 0).sum())
+    if not zero:
+        return ""
     return (
-        f"the {what} takes values ≤ 0 ({int(bad.sum())} of {len(s)}, e.g. {_num(float(s.values[i]))} at "
-        f"step {int(s.steps[i])}): a change relative to its level is undefined for a loss that is ~0 or "
-        "changes sign by design (an RL objective such as TRL's GRPO loss; judge such a run by its reward)"
+        f"; {plural(zero, 'logged 0')} of the {what} read as {_num(resolution(s.values) / 2)} (half the "
+        "logging resolution: rounded below it, not 0)"
     )
 
 
@@ -349,17 +372,19 @@ def _events(flagged: list[int]) -> list[list[int]]:
 
 
 SPIKE_RULE = (
-    f"a spike is a logged training loss above the median of the {WINDOW} losses logged before it by more "
+    f"on the log scale (a loss's batch-to-batch noise is a ratio: a 2× jump is as large at 0.1 as at 2), a "
+    f"spike is a logged training loss above the median of the {WINDOW} losses logged before it by more "
     f"than {SPIKE_SIGMAS:g} robust σ (1.4826 × the median absolute deviation of those differences over the "
-    f"{SCALE_WINDOW} points before it, never below the logging resolution: the smallest step between "
-    "logged values, 0.0001 for the HF Trainer's loss rounded to 4 decimals) "
+    f"{SCALE_WINDOW} points before it, never below the logging resolution relative to that median: the "
+    "smallest step between logged values, 0.0001 for the HF Trainer's loss rounded to 4 decimals) "
     f"and by more than {SPIKE_REL:.0%} of that median; found when any, clear when none among ≥ {MIN_POINTS} "
-    "finite logged losses, undecided with fewer; not checked for a loss that takes values ≤ 0"
+    "finite logged losses, undecided with fewer; a logged 0 is read as half the logging resolution; not "
+    "checked for a loss that takes negative values"
 )
 
 
 def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
-    """Loss spikes by robust deviation from a trailing median (:data:`SPIKE_RULE`)."""
+    """Loss spikes by robust deviation of the log loss from its trailing median (:data:`SPIKE_RULE`)."""
 
     title = "loss spikes"
     loss = as_series(LOSS, loss)
@@ -375,12 +400,15 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
             SPIKE_RULE,
             loss.source,
         )
-    why = _nonpositive(f, "training loss")
+    f, why = _ratio_ready(f, "training loss")
     if why:
         return RunRow("loss-spikes", title, NOT_CHECKED, why, SPIKE_RULE, loss.source)
-    q = resolution(f.values)
-    diff, med, sigma = trailing_jumps(f.values, floor=q)
-    flagged = np.flatnonzero((diff > SPIKE_SIGMAS * sigma) & (diff > SPIKE_REL * np.abs(med))).tolist()
+    zeros = _zeros_note(loss.finite(), "training loss")
+    q = resolution(loss.finite().values)
+    diff, med, sigma = trailing_jumps(np.log(f.values))
+    level = np.exp(med)
+    sigma = np.maximum(sigma, np.log1p(q / level))  # a step of the resolution at this level is not noise 0
+    flagged = np.flatnonzero((diff > SPIKE_SIGMAS * sigma) & (diff > math.log1p(SPIKE_REL))).tolist()
     events = []
     for ev in _events(flagged):
         peak = max(ev, key=lambda i: diff[i])
@@ -389,8 +417,8 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
                 "step": int(f.steps[ev[0] + WINDOW]),
                 "peak_step": int(f.steps[peak + WINDOW]),
                 "loss": float(f.values[peak + WINDOW]),
-                "median": float(med[peak]),
-                "ratio": float(f.values[peak + WINDOW] / med[peak]),
+                "median": float(level[peak]),
+                "ratio": float(math.exp(diff[peak])),
                 "sigmas": float(diff[peak] / sigma[peak]),
                 "points": len(ev),
             }
@@ -403,19 +431,23 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
         "spikes": events,
     }
     if not events:
+        largest = (
+            f"the largest rise is {z.max():.1f} robust σ above its trailing median"
+            if z.max() > 0
+            else "no logged loss lies above its trailing median"
+        )
         return RunRow(
             "loss-spikes",
             title,
             CLEAR,
-            f"no spike among {len(f)} logged losses (the largest rise is {z.max():.1f} robust σ above its "
-            "trailing median)",
+            f"no spike among {len(f)} logged losses ({largest}){zeros}",
             SPIKE_RULE,
             loss.source,
             figures=figures,
         )
     parts = [
         f"step {e['step']}: loss {_num(e['loss'])} = {e['ratio']:.2f}× its trailing median "
-        f"{_num(e['median'])} ({e['sigmas']:.1f} robust σ"
+        f"{_num(e['median'])} ({e['sigmas']:.1f} robust σ of the log loss"
         + (f", {e['points']} logged steps" if e["points"] > 1 else "")
         + ")"
         for e in events[:5]
@@ -425,7 +457,7 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
         "loss-spikes",
         title,
         FOUND,
-        f"{plural(len(events), 'spike')}: " + "; ".join(parts) + more,
+        f"{plural(len(events), 'spike')}: " + "; ".join(parts) + more + zeros,
         SPIKE_RULE,
         loss.source,
         steps=tuple(int(e["step"]) for e in events),
@@ -812,7 +844,7 @@ def verdict_overfitting(
         return RunRow(
             key, title, UNDECIDED, f"only {plural(len(e), 'evaluation')} logged", OVERFIT_RULE, source
         )
-    why = _nonpositive(e, "eval loss")
+    e, why = _ratio_ready(e, "eval loss")
     if why:
         return RunRow(key, title, NOT_CHECKED, why, OVERFIT_RULE, source)
     m = int(np.argmin(e.values))
@@ -940,7 +972,9 @@ PLATEAU_RULE = (
     "window (the slope of log loss × span: end over start of the fitted line; interval from the noise "
     f"around the trend, widened for its autocorrelation) lies within ±{BAND:.0%}; clear when it lies below "
     f"−{BAND:.0%} (still improving) or above +{BAND:.0%} (rising: not a plateau); undecided otherwise or "
-    f"with fewer than {PLATEAU_MIN_POINTS} points in the window; not checked for a loss that takes values ≤ 0"
+    f"with fewer than {PLATEAU_MIN_POINTS} points in the window; not checked for a loss that takes negative "
+    f"values or whose median in the window is at most {RESOLUTION_FLOOR} logging steps (converged to ~0); a "
+    "logged 0 is read as half the logging resolution"
 )
 
 
@@ -965,7 +999,8 @@ def verdict_plateau(
             PLATEAU_RULE,
             train.source,
         )
-    why = _nonpositive(t, "training loss")
+    q = resolution(t.values)
+    t, why = _ratio_ready(t, "training loss")
     if why:
         return RunRow("plateau", title, NOT_CHECKED, why, PLATEAU_RULE, train.source)
     first, last = int(t.steps[0]), int(t.steps[-1])
@@ -994,6 +1029,18 @@ def verdict_plateau(
             UNDECIDED,
             f"only {plural(len(x), 'logged loss', 'logged losses')} in the window "
             f"(steps {math.floor(start) + 1}–{end}){tail_note}",
+            PLATEAU_RULE,
+            source,
+            figures=figures,
+        )
+    if q > 0 and float(np.median(y)) <= RESOLUTION_FLOOR * q:
+        return RunRow(
+            "plateau",
+            title,
+            NOT_CHECKED,
+            f"over steps {int(x[0])}–{int(x[-1])} the training loss sits at its logging resolution (median "
+            f"{_num(float(np.median(y)))}, logged in steps of {_num(q)}): it has converged to ~0, and no "
+            f"change can be read{tail_note}",
             PLATEAU_RULE,
             source,
             figures=figures,
@@ -1043,7 +1090,8 @@ PROGRESS_RULE = (
     f"{math.sqrt(LEVEL):.1%}, so both hold together at {LEVEL:.0%}; a spike or a heavy tail cannot widen "
     f"them); found (no progress) when the interval lies above ×{1 - BAND:g} (the loss fell by less than "
     f"{BAND:.0%}, or rose), clear when it lies below, undecided when it straddles or with fewer than "
-    f"{2 * PROGRESS_MIN} finite logged losses; not checked for a loss that takes values ≤ 0"
+    f"{2 * PROGRESS_MIN} finite logged losses; not checked for a loss that takes negative values; a logged 0 "
+    "is read as half the logging resolution"
 )
 
 
@@ -1064,7 +1112,8 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
             PROGRESS_RULE,
             train.source,
         )
-    why = _nonpositive(t, "training loss")
+    zeros = _zeros_note(t, "training loss")
+    t, why = _ratio_ready(t, "training loss")
     if why:
         return RunRow("progress", title, NOT_CHECKED, why, PROGRESS_RULE, train.source)
     w = max(PROGRESS_MIN, round(PROGRESS_SHARE * len(t)))
@@ -1081,7 +1130,7 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
         text = (
             f"the training loss goes from {_num(math.exp(ma))} (median of the first {w} logged, to step "
             f"{s0}) to {_num(math.exp(mb))} (the last {w}, from step {s1}): {_ratio(diff)} "
-            f"({LEVEL:.0%} interval {_ratio(lo)}–{_ratio(hi)})"
+            f"({LEVEL:.0%} interval {_ratio(lo)}–{_ratio(hi)}){zeros}"
         )
     band = math.log1p(-BAND)
     if lo > band:
