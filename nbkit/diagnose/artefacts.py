@@ -52,6 +52,7 @@ from nbkit.diagnose.names import (
     KIND_WORDS,
     KINDS,
     OTHER_LOSS,
+    TEST_MIN_POINTS,
     TRAIN_WORDS,
     classify,
     loss_like,
@@ -421,11 +422,6 @@ def _agg_rank(kind: str, agg: str) -> int:
     return {"": 0, "step": 0, "epoch": 1}[agg]
 
 
-def _base(name: str) -> str:
-    """A name without its aggregation suffix: val_loss_epoch and val_loss_step are one series' variants."""
-    return re.sub(r"[/_](step|epoch|batch)$", "", name)
-
-
 def choose(
     sources: list[Logged], overrides: Iterable[tuple[str, str]], notes: list[str]
 ) -> dict[str, Series]:
@@ -460,6 +456,13 @@ def choose(
                     for n, c in ((n, classify(n)) for n in src.points)
                     if c is not None and c.kind == kind and src.points[n]
                 ]
+                once = [n for n, c in cands if c.test and len(src.points[n]) < TEST_MIN_POINTS]
+                if once:
+                    notes.append(
+                        f"{src.where}: {', '.join(once)} logged at fewer than {TEST_MIN_POINTS} steps: the "
+                        "test split, evaluated after training, not an eval curve (not read)"
+                    )
+                    cands = [(n, c) for n, c in cands if n not in once]
                 if not cands:
                     continue
                 if picked:
@@ -469,17 +472,23 @@ def choose(
                         f"{picked[0][0].where}'s is used"
                     )
                     continue
+                # One series per eval set; the names of a set (or of the run's one eval loss: val_loss,
+                # val_loss_epoch, loss/val, val/rmse_loss) are variants of it, and so are all the names of a
+                # training curve.
                 groups: dict[str, list] = {}
                 for n, c in cands:
-                    groups.setdefault(c.eval_set or _base(n), []).append((n, c))
-                if kind != EVAL_LOSS:
-                    groups = {"": [x for g in groups.values() for x in g]}
-                unnamed = [g for g, members in groups.items() if not members[0][1].eval_set]
+                    groups.setdefault(c.eval_set if kind == EVAL_LOSS else "", []).append((n, c))
                 for _, members in sorted(groups.items()):
-                    members.sort(key=lambda nc: (_agg_rank(kind, nc[1].agg), -len(src.points[nc[0]]), nc[0]))
+                    members.sort(
+                        key=lambda nc: (
+                            _agg_rank(kind, nc[1].agg),
+                            bool(nc[1].detail),  # a typed name (mse_loss) may be a component of the loss
+                            -len(src.points[nc[0]]),
+                            nc[0],
+                        )
+                    )
                     best, c = members[0]
-                    eval_set = c.eval_set or (best if kind == EVAL_LOSS and len(unnamed) > 1 else "")
-                    picked.append((src, best, eval_set))
+                    picked.append((src, best, c.eval_set))
                     if len(members) > 1:
                         notes.append(
                             f"{src.where}: {KIND_WORDS[kind]} read from {best}; also logged, not read: "

@@ -70,6 +70,7 @@ PLATEAU_TAIL = 0.25  # the window: this share of the run's logged steps
 PLATEAU_MIN_POINTS = 10
 PROGRESS_SHARE = 0.10  # progress: the first and last this share of the logged losses …
 PROGRESS_MIN = 8  # … at least this many each (a median interval at 97.5 % needs 7)
+PROGRESS_FEW = 5  # fewer logged losses than 2 × PROGRESS_MIN (one per epoch): a line through them, from 5
 DECAYED = 0.5  # the LR below this share of its peak: a decaying schedule's tail
 CLIP_MOST = 0.5  # clipping active on more than this share of steps: the clip sets the step size
 # torch's GradScaler starts at 2**16 and halves the scale at each overflow, skipping that step: a model whose
@@ -901,9 +902,9 @@ def verdict_overfitting(
     }
     before = len(around) - 1
     text = (
-        f"the eval loss is lowest at step {onset} ({_num(lowest)}); the {plural(after, 'evaluation')} to "
-        f"step {int(x[-1])} sit a median {_ratio(up.over_lowest)} above it and {_ratio(up.over_level)} above "
-        f"the level around it ({_num(level)}: the lowest"
+        f"the eval loss is lowest at step {onset} ({_num(lowest)}); the median of the "
+        f"{plural(after, 'evaluation')} to step {int(x[-1])} is {_ratio(up.over_lowest)} it and "
+        f"{_ratio(up.over_level)} the level around it ({_num(level)}: the lowest"
         + (f" and the {plural(before, 'evaluation')} before it" if before else "")
         + f"), scattering ±{math.expm1(up.scale):.1%} among themselves — flat noisy curves of this shape "
         f"step up that far in {up.chance:.1%} of {up.draws:,} simulated draws; along the fitted line they go "
@@ -1089,9 +1090,47 @@ PROGRESS_RULE = (
     f"{PROGRESS_MIN} each), with an interval from the two medians' distribution-free intervals (each at "
     f"{math.sqrt(LEVEL):.1%}, so both hold together at {LEVEL:.0%}; a spike or a heavy tail cannot widen "
     f"them); found (no progress) when the interval lies above ×{1 - BAND:g} (the loss fell by less than "
-    f"{BAND:.0%}, or rose), clear when it lies below, undecided when it straddles or with fewer than "
-    f"{2 * PROGRESS_MIN} finite logged losses; not checked for a loss that takes negative values; a logged 0 "
+    f"{BAND:.0%}, or rose), clear when it lies below, undecided when it straddles; with "
+    f"{PROGRESS_FEW}–{2 * PROGRESS_MIN - 1} finite logged losses (one per epoch) the same on the change of "
+    f"the Theil–Sen line through the log loss over the run and its {LEVEL:.0%} interval, undecided with "
+    f"fewer; not checked for a loss that takes negative values; a logged 0 "
     "is read as half the logging resolution"
+)
+
+
+def _few_losses_progress(t: Series, title: str, zeros: str) -> RunRow:
+    """Progress from a handful of logged losses (one per epoch): the Theil–Sen line through the log loss,
+    its change over the run and that change's interval."""
+    x, ly = t.steps.astype(float), np.log(t.values)
+    s = theil_sen_interval(x, ly)
+    span = float(x[-1] - x[0])
+    change = (s.slope * span, s.lo * span, s.hi * span)
+    start = math.exp(float(np.median(ly - s.slope * (x - x[0]))))
+    text = (
+        f"only {len(t)} logged losses: the Theil–Sen line through them goes {_num(start)} → "
+        f"{_num(start * math.exp(change[0]))} over steps {int(x[0])}–{int(x[-1])} ({_ratio(change[0])}, "
+        f"{LEVEL:.0%} interval {_ratio(change[1])}–{_ratio(change[2])}){zeros}"
+    )
+    figures = {"log_change": list(change), "points": len(t), "line": True}
+    band = math.log1p(-BAND)
+    status = FOUND if change[1] > band else CLEAR if change[2] < band else UNDECIDED
+    return RunRow(
+        "progress",
+        title,
+        status,
+        text,
+        PROGRESS_RULE,
+        t.source,
+        steps=(int(t.steps[0]),) if status == FOUND else (),
+        figures=figures,
+        fix=PROGRESS_FIX,
+    )
+
+
+PROGRESS_FIX = (
+    "check that the optimizer steps the parameters being trained (requires_grad, its param groups, a frozen "
+    "base with no adapter attached), that the learning rate is not ~0, and that the labels reach the loss "
+    "(all -100 / masked labels give a constant loss)"
 )
 
 
@@ -1103,7 +1142,7 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
     if train is None:
         return RunRow("progress", title, NOT_CHECKED, "no training loss logged", PROGRESS_RULE)
     t = train.finite()
-    if len(t) < 2 * PROGRESS_MIN:
+    if len(t) < PROGRESS_FEW:
         return RunRow(
             "progress",
             title,
@@ -1116,6 +1155,8 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
     t, why = _ratio_ready(t, "training loss")
     if why:
         return RunRow("progress", title, NOT_CHECKED, why, PROGRESS_RULE, train.source)
+    if len(t) < 2 * PROGRESS_MIN:
+        return _few_losses_progress(t, title, zeros)
     w = max(PROGRESS_MIN, round(PROGRESS_SHARE * len(t)))
     a, b = np.log(t.values[:w]), np.log(t.values[-w:])
     joint = math.sqrt(LEVEL)
@@ -1143,9 +1184,7 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
             train.source,
             steps=(int(t.steps[0]),),
             figures=figures,
-            fix="check that the optimizer steps the parameters being trained (requires_grad, its param "
-            "groups, a frozen base with no adapter attached), that the learning rate is not ~0, and that "
-            "the labels reach the loss (all -100 / masked labels give a constant loss)",
+            fix=PROGRESS_FIX,
         )
     if hi < band:
         return RunRow("progress", title, CLEAR, text, PROGRESS_RULE, train.source, figures=figures)

@@ -56,7 +56,11 @@ def _by(run):
         # not series: components, the test split, per-parameter norms, other groups, other metrics
         ("train_loss_auto_0", None),
         ("val_loss_auto_3", None),
-        ("test_loss", None),
+        ("train/nll_loss", Named(LOSS, "", "", "nll")),
+        ("val/rmse_loss", Named(EVAL_LOSS, "", "", "rmse")),
+        ("Training loss", Named(LOSS)),
+        ("test_loss", Named(EVAL_LOSS, "test", "", "", True)),  # read only when logged along the run
+        ("Test loss (avg on test)", Named(EVAL_LOSS, "test", "", "", True)),
         ("predict_loss", None),
         ("grad_2.0_norm/layer.weight", None),
         ("lr-AdamW/pg2", None),
@@ -66,6 +70,23 @@ def _by(run):
 )
 def test_names_are_read_by_their_words(name, named):
     assert classify(name) == named
+
+
+def test_a_plain_name_is_preferred_to_a_typed_one_and_a_test_loss_logged_once_is_not_a_curve(tmp_path):
+    rows = [
+        {"step": s, "train/loss": 1 / s, "train/mse_loss": 0.5 / s, "test_loss": 0.9} for s in range(1, 40)
+    ]
+    rows += [{"step": 40, "test_loss": 0.8}]
+    path = tmp_path / "history.jsonl"
+    once = [{k: v for k, v in r.items() if k != "test_loss" or r["step"] > 37} for r in rows]
+    path.write_text("".join(json.dumps(r) + "\n" for r in once))
+    a = read_run(tmp_path)
+    assert a.curves[LOSS].logged == "train/loss" and EVAL_LOSS not in a.curves
+    assert any("test_loss logged at fewer than 4 steps" in n for n in a.notes), a.notes
+    # logged along the run, the test loss is an eval curve (the eval set "test")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    curves = read_run(tmp_path).curves
+    assert curves["eval_loss:test"].logged == "test_loss" and len(curves["eval_loss:test"]) == 40
 
 
 # -- an HF Trainer run with a dict of two eval datasets -----------------------------------------------------

@@ -398,7 +398,11 @@ def test_no_progress_over_the_run_is_its_own_two_sided_row():
     assert learned.status == CLEAR and learned.label == "the training loss fell over the run"
     noisy = verdict_progress(_s(LOSS, np.exp(0.3 * rng.standard_normal(40)) * np.linspace(1, 0.97, 40)))
     assert noisy.status == UNDECIDED
-    assert verdict_progress(_s(LOSS, _loss(12))).status == UNDECIDED
+    # one loss per epoch: a line through a handful of them
+    epochs = verdict_progress(_s(LOSS, [0.2458, 0.1073, 0.0753, 0.0591, 0.046, 0.0369, 0.0334, 0.0275]))
+    assert epochs.status == CLEAR and "Theil–Sen line" in epochs.measured, epochs.measured
+    assert verdict_progress(_s(LOSS, np.full(9, 2.3026))).status == FOUND
+    assert verdict_progress(_s(LOSS, _loss(4))).status == UNDECIDED
     assert verdict_progress(None).status == NOT_CHECKED
 
 
