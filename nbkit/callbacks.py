@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from nbkit.diagnose.artefacts import choose
+from nbkit.diagnose.artefacts import choose, unread_loss
 from nbkit.diagnose.curves import (
     EVAL_LOSS,
     GRAD_NORM,
@@ -280,7 +280,7 @@ class Watch:
         others = [
             series(OTHER_LOSS, v, f"{self.source}: {n}", logged=n, convention=self.convention)
             for n, v in sorted(logged.points.items())
-            if n not in used and loss_like(n)
+            if n not in used and unread_loss(n, v)
         ]
         return curves, others
 

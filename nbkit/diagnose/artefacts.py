@@ -422,6 +422,15 @@ def _agg_rank(kind: str, agg: str) -> int:
     return {"": 0, "step": 0, "epoch": 1}[agg]
 
 
+def unread_loss(name: str, points: dict[int, float]) -> bool:
+    """A logged loss no rule but the non-finite one reads: a loss-like name the pattern list does not read
+    (a GAN's gen/disc losses), or a test loss logged too few times to be an eval curve."""
+    if loss_like(name):
+        return True
+    c = classify(name)
+    return c is not None and c.test and len(points) < TEST_MIN_POINTS
+
+
 def choose(
     sources: list[Logged], overrides: Iterable[tuple[str, str]], notes: list[str]
 ) -> dict[str, Series]:
@@ -713,7 +722,7 @@ def read_run(
         series(OTHER_LOSS, src.points[n], f"{src.where}: {n}", logged=n, convention=src.convention)
         for src in sources
         for n in sorted(src.points)
-        if loss_like(n) and n not in named and src.points[n]
+        if n not in named and src.points[n] and unread_loss(n, src.points[n])
     ]
     unread = sorted(
         {n for src in sources for n in src.names if loss_like(n) and n not in used and n not in named}

@@ -83,6 +83,7 @@ def test_a_plain_name_is_preferred_to_a_typed_one_and_a_test_loss_logged_once_is
     a = read_run(tmp_path)
     assert a.curves[LOSS].logged == "train/loss" and EVAL_LOSS not in a.curves
     assert any("test_loss logged at fewer than 4 steps" in n for n in a.notes), a.notes
+    assert [o.logged for o in a.others] == ["test_loss"]  # still checked for NaN
     # logged along the run, the test loss is an eval curve (the eval set "test")
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     curves = read_run(tmp_path).curves
