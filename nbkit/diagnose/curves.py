@@ -305,14 +305,16 @@ def _zeros_note(s: Series, what: str) -> str:
 
 
 def trailing_jumps(
-    y: np.ndarray, window: int = WINDOW, floor: float = 0.0
+    y: np.ndarray, window: int = WINDOW, floor: float = 0.0, scale_above: float = -math.inf
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(differences from the trailing median, the trailing medians, the local robust σ of each) for points
     ``window``… of ``y``: each point minus the median of the ``window`` points before it; its σ is 1.4826 ×
     the median absolute deviation of the differences of the :data:`SCALE_WINDOW` points before it (the σ
     of a normal, which a few spikes cannot inflate; local, because a run's early losses are noisier than
     its late ones), never below ``floor`` (the logging resolution: a quantised curve's σ is not 0). The
-    first ``window`` differences share the scale of the first 2 × ``window``.
+    first ``window`` differences share the scale of the first 2 × ``window``. ``scale_above``: the σ only of
+    the points whose difference exceeds it, NaN elsewhere — a rule that judges only the points that rose
+    far enough need not pay for the others.
 
     Vectorised (a long run logs a million points; one median per point in Python took minutes there): the
     trailing medians and each scale window's centre are pandas' rolling medians; the deviations from a
@@ -327,20 +329,29 @@ def trailing_jumps(
 
     med = pd.Series(y[:-1]).rolling(window).median().to_numpy()[window - 1 :]
     diff = y[window:] - med
-    sigma = np.empty(n)
-    sigma[: min(window, n)] = _mad(diff[: 2 * window])
+    wanted = diff > scale_above
+    sigma = np.full(n, np.nan)
+    first = min(window, n)
+    if wanted[:first].any():
+        sigma[:first] = _mad(diff[: 2 * window])
     # Points window … SCALE_WINDOW − 1 see a growing window (all the differences before them): few, looped.
     for i in range(window, min(SCALE_WINDOW, n)):
-        sigma[i] = _mad(diff[:i])
-    if n > SCALE_WINDOW:
+        if wanted[i]:
+            sigma[i] = _mad(diff[:i])
+    rows = np.flatnonzero(wanted[SCALE_WINDOW:])  # row j: the σ of point SCALE_WINDOW + j
+    if len(rows):
         views = np.lib.stride_tricks.sliding_window_view(diff[:-1], SCALE_WINDOW)  # row j: diff[j : j + 50]
-        centres = pd.Series(diff[:-1]).rolling(SCALE_WINDOW).median().to_numpy()[SCALE_WINDOW - 1 :]
-        for lo in range(0, len(views), _CHUNK):
-            block = views[lo : lo + _CHUNK]
-            centre = centres[lo : lo + _CHUNK, None]
-            sigma[SCALE_WINDOW + lo : SCALE_WINDOW + lo + len(block)] = 1.4826 * _row_medians(
-                np.abs(block - centre)
-            )
+        every = len(rows) == len(views)
+        centres = (
+            pd.Series(diff[:-1]).rolling(SCALE_WINDOW).median().to_numpy()[SCALE_WINDOW - 1 :]
+            if every
+            else None
+        )
+        for lo in range(0, len(rows), _CHUNK):
+            part = rows[lo : lo + _CHUNK]
+            block = views[lo : lo + _CHUNK] if every else views[part]
+            centre = centres[lo : lo + _CHUNK] if centres is not None else _row_medians(np.array(block))
+            sigma[SCALE_WINDOW + part] = 1.4826 * _row_medians(np.abs(block - centre[:, None]))
     return diff, med, np.maximum(sigma, floor)
 
 
@@ -406,10 +417,12 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
         return RunRow("loss-spikes", title, NOT_CHECKED, why, SPIKE_RULE, loss.source)
     zeros = _zeros_note(loss.finite(), "training loss")
     q = resolution(loss.finite().values)
-    diff, med, sigma = trailing_jumps(np.log(f.values))
+    rel = math.log1p(SPIKE_REL)
+    diff, med, sigma = trailing_jumps(np.log(f.values), scale_above=rel)  # σ of the rises above 10 % only
     level = np.exp(med)
     sigma = np.maximum(sigma, np.log1p(q / level))  # a step of the resolution at this level is not noise 0
-    flagged = np.flatnonzero((diff > SPIKE_SIGMAS * sigma) & (diff > math.log1p(SPIKE_REL))).tolist()
+    risen = diff > rel
+    flagged = np.flatnonzero(risen & (diff > SPIKE_SIGMAS * sigma)).tolist()
     events = []
     for ev in _events(flagged):
         peak = max(ev, key=lambda i: diff[i])
@@ -424,18 +437,19 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
                 "points": len(ev),
             }
         )
-    z = np.divide(diff, sigma, out=np.zeros_like(diff), where=sigma > 0)
+    z = np.divide(diff, sigma, out=np.zeros_like(diff), where=risen & (sigma > 0))
     figures = {
         "points": len(f),
-        "largest_rise_sigmas": float(z.max()),
+        "largest_rise_sigmas": float(z.max()) if len(z) else 0.0,
         "resolution": q,
         "spikes": events,
     }
     if not events:
         largest = (
-            f"the largest rise is {z.max():.1f} robust σ above its trailing median"
-            if z.max() > 0
-            else "no logged loss lies above its trailing median"
+            f"of the rises of more than {SPIKE_REL:.0%} above the trailing median, the largest is "
+            f"{z.max():.1f} robust σ"
+            if risen.any()
+            else f"no logged loss rose more than {SPIKE_REL:.0%} above its trailing median"
         )
         return RunRow(
             "loss-spikes",
@@ -598,8 +612,8 @@ def verdict_explosions(
             grad.source,
         )
     logv = np.log(vals)
-    diff, med, sigma = trailing_jumps(logv, floor=resolution(logv))
     floor = math.log(EXPLOSION_FACTOR)
+    diff, med, sigma = trailing_jumps(logv, floor=resolution(logv), scale_above=floor)
     # A 50× jump of a norm that stays far below the run's usual size (a memorising run's 1e-7) is noise.
     typical = float(np.median(vals))
     flagged = np.flatnonzero(
