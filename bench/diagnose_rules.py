@@ -87,7 +87,7 @@ def main() -> None:
 
     from nbkit.diagnose.artefacts import read_run
     from nbkit.diagnose.finished import FinishedRun, diagnose_run, render
-    from nbkit.diagnose.judge import judge
+    from nbkit.diagnose.rules import curve_rows
 
     print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
     from nbkit.diagnose.curves import trailing_jumps
@@ -118,7 +118,7 @@ def main() -> None:
         size = (folder / "trainer_state.json").stat().st_size
         art, read_wall, read_cpu = clocked(lambda: read_run(folder))
         rows, judge_wall, judge_cpu = clocked(
-            lambda: judge(
+            lambda: curve_rows(
                 art.curves,
                 art.others,
                 schedule=art.schedule,

@@ -1,7 +1,7 @@
 """The finished-run diagnosis while the run trains: callbacks for the HF Trainer and Lightning.
 
 ``nbkit diagnose RUN_DIR`` judges the curves a run left behind; these callbacks apply the same rules, by
-the same function (:func:`nbkit.diagnose.judge.judge`), to the curves logged so far, as the logs arrive,
+the same function (:func:`nbkit.diagnose.rules.curve_rows`), to the curves logged so far, as the logs arrive,
 and read the logged names as a finished run's are read (:mod:`nbkit.diagnose.names`: ``loss``,
 ``eval_<set>_loss`` for each of the HF Trainer's eval datasets, ``val_loss``, ``val_loss/dataloader_idx_1``
 …)::
@@ -55,10 +55,10 @@ from nbkit.diagnose.curves import (
     Series,
     series,
 )
-from nbkit.diagnose.judge import judge
 from nbkit.diagnose.logs import Logged
 from nbkit.diagnose.names import classify, loss_like
 from nbkit.diagnose.rows import FOUND, RunRow
+from nbkit.diagnose.rules import curve_rows
 from nbkit.diagnose.schedule import Schedule, configured_curve
 from nbkit.live import LiveFigure, in_kernel
 
@@ -131,8 +131,8 @@ class Watch:
     a logged value under its name (read as :mod:`nbkit.diagnose.names` reads a finished run's: ``loss``,
     ``eval_<set>_loss``, ``val_loss``, ``learning_rate``, ``grad_norm`` …); :meth:`step_losses` a training
     step's own losses, read from the device in one copy; :meth:`maybe_judge` applies the rules
-    (:func:`nbkit.diagnose.judge.judge`, the finished run's) within :data:`RULE_BUDGET`; :meth:`end` judges
-    once more and prints the summary. ``echo`` prints each new finding's line (``print`` by default);
+    (:func:`nbkit.diagnose.rules.curve_rows`, the finished run's) within :data:`RULE_BUDGET`; :meth:`end`
+    judges once more and prints the summary. ``echo`` prints each new finding's line (``print`` by default);
     ``convention`` is the library whose names and logging the series follow."""
 
     def __init__(
@@ -293,7 +293,7 @@ class Watch:
         curves, others = self.curves()
         if curves or others:
             self.judged_curves = curves
-            self.rows = judge(
+            self.rows = curve_rows(
                 curves,
                 others,
                 schedule=self.schedule,

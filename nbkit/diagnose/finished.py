@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from nbkit.diagnose.artefacts import RunArtefacts, read_run
 from nbkit.diagnose.curves import plural
-from nbkit.diagnose.judge import CURVE_KEYS, judge
 from nbkit.diagnose.memory import memory_rows
 from nbkit.diagnose.rows import CLEAR, FIGURE, FOUND, NOT_CHECKED, UNDECIDED, RunRow, terminal_width, wrap
+from nbkit.diagnose.rules import CURVE_KEYS, curve_rows
 from nbkit.diagnose.run_figures import block_map, curves_figure
 from nbkit.diagnose.schedule import expected_curve
 from nbkit.diagnose.setup import EXAMPLES_DIR
@@ -278,7 +278,7 @@ def diagnose_run(
     rows: list[RunRow] = []
     if a.curves or a.others:
         sched = a.schedule
-        rows += judge(
+        rows += curve_rows(
             a.curves,
             a.others,
             schedule=sched,

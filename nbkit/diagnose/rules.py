@@ -37,7 +37,7 @@ CURVE_KEYS = (
 )
 
 
-def judge(
+def curve_rows(
     curves: Mapping[str, Series],
     others: Iterable[Series] = (),
     *,
