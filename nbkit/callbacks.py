@@ -1,8 +1,10 @@
 """The finished-run diagnosis while the run trains: callbacks for the HF Trainer and Lightning.
 
-``nbkit diagnose RUN_DIR`` judges the curves a run left behind; these callbacks apply the same rules
-(:mod:`nbkit.diagnose.curves`, :mod:`nbkit.diagnose.schedule`) to the curves logged so far, as the logs
-arrive::
+``nbkit diagnose RUN_DIR`` judges the curves a run left behind; these callbacks apply the same rules, by
+the same function (:func:`nbkit.diagnose.rules.curve_rows`), to the curves logged so far, as the logs arrive,
+and read the logged names as a finished run's are read (:mod:`nbkit.diagnose.names`: ``loss``,
+``eval_<set>_loss`` for each of the HF Trainer's eval datasets, ``val_loss``, ``val_loss/dataloader_idx_1``
+…)::
 
     from nbkit.callbacks import DiagnoseCallback            # transformers.Trainer
     trainer = Trainer(..., callbacks=[DiagnoseCallback(stop_on_nonfinite=True)])
@@ -33,9 +35,7 @@ transformers and lightning are imported when a callback class is first used, nev
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import re
 import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -43,25 +43,27 @@ from typing import Any
 
 import numpy as np
 
+from nbkit.diagnose.artefacts import choose, unread_loss
 from nbkit.diagnose.curves import (
     EVAL_LOSS,
     GRAD_NORM,
+    HF_TRAINER,
     LEARNING_RATE,
+    LIGHTNING,
     LOSS,
+    OTHER_LOSS,
     Series,
-    verdict_clipping,
-    verdict_explosions,
-    verdict_nonfinite,
-    verdict_overfitting,
-    verdict_plateau,
-    verdict_spikes,
+    series,
 )
+from nbkit.diagnose.logs import Logged
+from nbkit.diagnose.names import classify, loss_like
 from nbkit.diagnose.rows import FOUND, RunRow
-from nbkit.diagnose.schedule import Schedule, configured_curve, verdict_schedule
+from nbkit.diagnose.rules import curve_rows
+from nbkit.diagnose.schedule import Schedule, configured_curve
 from nbkit.live import LiveFigure, in_kernel
 
 # The two callback classes are built on first use (the module's __getattr__ below).
-__all__ = ["RULE_BUDGET", "DiagnoseCallback", "LightningDiagnoseCallback", "Watch", "judge"]  # noqa: F822
+__all__ = ["RULE_BUDGET", "DiagnoseCallback", "LightningDiagnoseCallback", "Watch"]  # noqa: F822
 
 RULE_BUDGET = 0.005  # the share of training time the rules may take (recording and drawing come on top)
 LINE_CHARS = 300  # a finding's printed line is cut here; callback.rows keeps the whole text
@@ -69,96 +71,6 @@ PENDING_LOSSES = 64  # per-step losses held on the device at most before they ar
 LIVE_POINTS = 1000  # a live trace draws every point up to this many, then every 2nd, 4th …
 GIB = 2**30
 EVENT_KEYS = ("loss-spikes", "grad-explosions")  # rows of events: each further event is a new finding
-
-# An eval loss as Lightning users and the HF Trainer name it: val_loss, val/loss, valid_loss_epoch,
-# loss/val, eval_loss, eval_<set>_loss (the HF Trainer's dict of eval datasets), validation/loss.
-_EVAL_WORD = r"(?:val|valid|validation|eval)"
-_EVAL_NAME = re.compile(
-    rf"^(?:{_EVAL_WORD}[_/](?:(?P<set>.+?)[_/])?loss|loss[_/]{_EVAL_WORD})(?:[_/]epoch)?$", re.IGNORECASE
-)
-
-
-_DATALOADER = re.compile(r"^(?P<base>.+)/(?P<idx>dataloader_idx_\d+)$")  # Lightning, several val loaders
-
-
-def eval_set(name: str) -> str | None:
-    """The eval set an eval-loss metric name belongs to ("" for the only or default one; Lightning's
-    ``/dataloader_idx_N`` suffix names the set too), None when the name is not an eval loss."""
-    loader = _DATALOADER.match(name)
-    m = _EVAL_NAME.match(loader.group("base") if loader else name)
-    if m is None:
-        return None
-    parts = [p for p in (m.group("set"), loader.group("idx") if loader else None) if p]
-    return "/".join(parts)
-
-
-# -- the one adapter between the callbacks and the rules ------------------------------------------------
-
-
-def judge(
-    curves: Mapping[str, Series],
-    evals: Mapping[str, Series],
-    schedule: Schedule | None,
-    total: int | None,
-    total_where: str,
-    max_grad_norm: float | None,
-    clip_where: str,
-) -> list[RunRow]:
-    """The finished-run rules on the curves logged so far: ``curves`` by quantity (loss, grad norm, LR),
-    ``evals`` each eval set's loss by name; a rule that takes an eval loss runs once per eval set (its key
-    and title then name the set). No ``schedule``: the LR is not checked (no row)."""
-    loss, grad, lr = curves.get(LOSS), curves.get(GRAD_NORM), curves.get(LEARNING_RATE)
-    sets = list(evals.items()) or [("", None)]
-
-    def named(row: RunRow, name: str) -> RunRow:
-        if len(sets) == 1:
-            return row
-        label = name or "eval"
-        return dataclasses.replace(row, key=f"{row.key}:{label}", title=f"{row.title} ({label})")
-
-    first_eval = {EVAL_LOSS: sets[0][1]} if sets[0][1] is not None else {}
-    rows = [
-        verdict_spikes(loss),
-        verdict_nonfinite({k: v for k, v in ((LOSS, loss), (GRAD_NORM, grad)) if v is not None} | first_eval),
-    ]
-    rows += [named(verdict_nonfinite({EVAL_LOSS: s}), n) for n, s in sets[1:] if s is not None]
-    rows += [
-        verdict_explosions(grad),
-        verdict_clipping(grad, max_grad_norm, clip_where),
-    ]
-    rows += [named(verdict_overfitting(loss, s), n) for n, s in sets]
-    if schedule is not None:
-        rows.append(verdict_schedule(lr, schedule, total, total_where))
-    rows.append(verdict_plateau(loss, lr))
-    return rows
-
-
-# -- what both callbacks share ----------------------------------------------------------------------------
-
-
-class _Curve:
-    """One quantity's points as they arrive (a step logged twice keeps its last value)."""
-
-    def __init__(self, name: str, source: str) -> None:
-        self.name, self.source = name, source
-        self.steps: list[int] = []
-        self.values: list[float] = []
-
-    def add(self, step: int, value: float) -> None:
-        if self.steps and self.steps[-1] == step:
-            self.values[-1] = value
-        else:
-            self.steps.append(step)
-            self.values.append(value)
-
-    def series(self, override: Mapping[int, float] | None = None) -> Series:
-        """The points as a :class:`Series`, the values in ``override`` replacing (or adding) theirs."""
-        points = dict(zip(self.steps, self.values, strict=True))
-        if override:
-            points.update(override)
-            steps = np.array(sorted(points), dtype=np.int64)
-            return Series(self.name, steps, np.array([points[s] for s in steps]), self.source)
-        return Series(self.name, np.array(self.steps, dtype=np.int64), np.array(self.values), self.source)
 
 
 class _Panel:
@@ -215,11 +127,13 @@ class _Panel:
 class Watch:
     """The rules applied to a run's curves as they are logged (what both callbacks drive).
 
-    :meth:`begin` starts a run (what is known of its schedule and clipping); :meth:`add` records a logged
-    value (``quantity``: loss, learning_rate, grad_norm, or eval_loss with ``eval_set`` naming the set);
-    :meth:`step_losses` a training step's own losses, read from the device in one copy; :meth:`maybe_judge`
-    applies the rules within :data:`RULE_BUDGET`; :meth:`end` judges once more and prints the summary.
-    ``echo`` prints each new finding's line (``print`` by default)."""
+    :meth:`begin` starts a run (what is known of its schedule, clipping and precision); :meth:`add` records
+    a logged value under its name (read as :mod:`nbkit.diagnose.names` reads a finished run's: ``loss``,
+    ``eval_<set>_loss``, ``val_loss``, ``learning_rate``, ``grad_norm`` …); :meth:`step_losses` a training
+    step's own losses, read from the device in one copy; :meth:`maybe_judge` applies the rules
+    (:func:`nbkit.diagnose.rules.curve_rows`, the finished run's) within :data:`RULE_BUDGET`; :meth:`end`
+    judges once more and prints the summary. ``echo`` prints each new finding's line (``print`` by default);
+    ``convention`` is the library whose names and logging the series follow."""
 
     def __init__(
         self,
@@ -229,24 +143,28 @@ class Watch:
         figure: Any,
         echo: Callable[[str], None] | None,
         source: str,
+        convention: str = "",
     ) -> None:
         self.stop_on_nonfinite = stop_on_nonfinite
         self.live = live
         self.figure = figure
         self.echo = echo if echo is not None else (lambda line: print(line, flush=True))
         self.source = source
+        self.convention = convention
         self.reset()
 
     def reset(self) -> None:
-        self.quantities: dict[str, _Curve] = {}
-        self.evals: dict[str, _Curve] = {}
-        self.bad_losses: dict[int, float] = {}  # steps whose own training loss was not finite
+        self.points: dict[str, dict[int, float]] = {}  # every logged series by name, {step: value}
+        self.max_step = 0
+        self.judged_curves: dict[str, Series] = {}
         self.rows: list[RunRow] = []
         self.schedule: Schedule | None = None
         self.total: int | None = None
         self.total_where = ""
         self.max_grad_norm: float | None = None
         self.clip_where = ""
+        self.precision: str | None = None
+        self.precision_where = ""
         self.memory_device: Any = None
         self.rule_seconds = 0.0
         self.last_cost = 0.0  # seconds the last judgement took
@@ -265,14 +183,17 @@ class Watch:
         max_grad_norm: float | None,
         clip_where: str,
         memory_device: Any,
+        precision: tuple[str | None, str] = (None, ""),
         lr_offset: int = 0,
     ) -> None:
-        """A run starts: what is known of its schedule and clipping; the panel when drawing."""
+        """A run starts: what is known of its schedule, clipping and precision ("fp16" | "bf16" | "fp32" |
+        None, and where it was read); the panel when drawing."""
         import scipy.stats  # noqa: F401  (the rules' intervals: imported here, not inside the first judgement)
 
         self.reset()
         self.schedule, self.total, self.total_where = schedule, total, total_where
         self.max_grad_norm, self.clip_where = max_grad_norm, clip_where
+        self.precision, self.precision_where = precision
         self.memory_device = memory_device
         memory = f"CUDA memory on {memory_device}" if memory_device is not None else "CUDA memory: no GPU"
         if self.figure is not None or (self.live if self.live is not None else in_kernel()):
@@ -290,39 +211,47 @@ class Watch:
 
     # -- recording --------------------------------------------------------------------------------------
 
-    def add(self, quantity: str, step: int, value: float, eval_set: str = "") -> None:
+    @staticmethod
+    def reads(name: str) -> bool:
+        """Whether a logged name is one the rules read: a series (:func:`nbkit.diagnose.names.classify`) or
+        a loss no rule but the non-finite one reads."""
+        return classify(name) is not None or loss_like(name)
+
+    def _record(self, name: str, step: int, value: float) -> None:
+        into = self.points.setdefault(name, {})
+        # A step logged twice keeps its last value unless the earlier one was not finite (as a finished
+        # run's histories are read): a non-finite step loss is never hidden by the logged window mean.
+        if math.isfinite(into.get(step, 0.0)):
+            into[step] = value
+        self.max_step = max(self.max_step, step)
+
+    def add(self, name: str, step: int, value: float) -> None:
+        """One logged value of the series ``name`` at ``step``."""
         value = float(value)
-        if quantity == EVAL_LOSS:
-            curve = self.evals.get(eval_set)
-            if curve is None:
-                name = f"eval_{eval_set}_loss" if eval_set else EVAL_LOSS
-                curve = self.evals[eval_set] = _Curve(name, self.source)
-        else:
-            curve = self.quantities.get(quantity)
-            if curve is None:
-                curve = self.quantities[quantity] = _Curve(quantity, self.source)
-        curve.add(step, value)
-        if self.panel is not None and math.isfinite(value):
-            self._draw(quantity, eval_set, step, value)
-        if quantity in (LOSS, EVAL_LOSS) and not math.isfinite(value):
+        self._record(name, step, value)
+        named = classify(name)
+        if self.panel is not None and named is not None and math.isfinite(value):
+            self._draw(named.kind, named.eval_set, step, value)
+        if not math.isfinite(value) and (named is None or named.kind in (LOSS, EVAL_LOSS)):
             self._nonfinite(step)
 
-    def _draw(self, quantity: str, eval_set: str, step: int, value: float) -> None:
+    def _draw(self, kind: str, eval_set: str, step: int, value: float) -> None:
         assert self.panel is not None
         p = self.panel
-        if quantity in (LOSS, EVAL_LOSS):
-            trace = "train loss" if quantity == LOSS else "eval loss" + (f" ({eval_set})" if eval_set else "")
+        if kind in (LOSS, EVAL_LOSS):
+            trace = "train loss" if kind == LOSS else "eval loss" + (f" ({eval_set})" if eval_set else "")
             p.add(p.loss, trace, step, value)
-        elif quantity == LEARNING_RATE and p.lr is not None:
+        elif kind == LEARNING_RATE and p.lr is not None:
             p.add(p.lr, "logged", step, value)
-        elif quantity == GRAD_NORM and p.grad is not None:
+        elif kind == GRAD_NORM and p.grad is not None:
             p.add(p.grad, "grad norm", step, value)
 
     def step_losses(self, pairs: list[tuple[int, float]]) -> None:
-        """Training steps' own losses: the non-finite ones are kept (the logged loss may hide them)."""
+        """Training steps' own losses: the non-finite ones are kept as the training loss at their step (the
+        logged loss may hide them)."""
         for step, value in pairs:
             if not math.isfinite(value):
-                self.bad_losses[step] = value
+                self._record(LOSS, step, value)
                 self._nonfinite(step)
 
     def memory(self, step: int, allocated: float, peak: float) -> None:
@@ -341,13 +270,19 @@ class Watch:
 
     # -- judging ----------------------------------------------------------------------------------------
 
-    def curves(self) -> tuple[dict[str, Series], dict[str, Series]]:
-        """The series logged so far, a step whose own loss was not finite carrying that value."""
-        curves = {k: c.series() for k, c in self.quantities.items() if c.steps and k != LOSS}
-        if LOSS in self.quantities or self.bad_losses:
-            loss = self.quantities.get(LOSS) or _Curve(LOSS, self.source)
-            curves[LOSS] = loss.series(self.bad_losses)
-        return curves, {k: c.series() for k, c in self.evals.items() if c.steps}
+    def curves(self) -> tuple[dict[str, Series], list[Series]]:
+        """The series logged so far, named as a finished run's are (:func:`nbkit.diagnose.artefacts.choose`:
+        a kind, or ``eval_loss:<set>`` for each of several eval sets), and the loss-like series no rule but
+        the non-finite one reads."""
+        logged = Logged(self.source, self.convention, {k: v for k, v in self.points.items() if v})
+        curves = choose([logged], (), [])
+        used = {s.logged for s in curves.values()}
+        others = [
+            series(OTHER_LOSS, v, f"{self.source}: {n}", logged=n, convention=self.convention)
+            for n, v in sorted(logged.points.items())
+            if n not in used and unread_loss(n, v)
+        ]
+        return curves, others
 
     def maybe_judge(self, force: bool = False) -> None:
         """Apply the rules now when forced, or when their time so far and one more judgement as long as
@@ -355,16 +290,20 @@ class Watch:
         if not force and self.rule_seconds + self.last_cost > RULE_BUDGET * (time.monotonic() - self.started):
             return
         t0 = time.perf_counter()
-        curves, evals = self.curves()
-        if curves or evals:
-            self.rows = judge(
+        curves, others = self.curves()
+        if curves or others:
+            self.judged_curves = curves
+            self.rows = curve_rows(
                 curves,
-                evals,
-                self.schedule,
-                self.total,
-                self.total_where,
-                self.max_grad_norm,
-                self.clip_where,
+                others,
+                schedule=self.schedule,
+                total=self.total,
+                total_where=self.total_where,
+                max_grad_norm=self.max_grad_norm,
+                clip_where=self.clip_where,
+                precision=self.precision,
+                precision_where=self.precision_where,
+                check_lr=self.schedule is not None,
             )
             self.judged += 1
             self._announce()
@@ -385,7 +324,7 @@ class Watch:
             self.announced[row.key] = count
             stopped = row.key == "non-finite" and self.stop_step is not None
             line = (
-                f"nbkit: step {self.last_step()} · FOUND {row.title}"
+                f"nbkit: step {self.last_step()} · FOUND {row.label}"
                 + (", training stopped (stop_on_nonfinite)" if stopped else "")
                 + f": {row.measured}"
             )
@@ -393,24 +332,26 @@ class Watch:
             self._mark(row)
 
     def _mark(self, row: RunRow) -> None:
-        """Mark a finding on the loss figure: spikes on the train loss, an onset on its eval loss."""
+        """Mark a finding on the loss figure: spikes on the train loss, an onset on its eval set's loss."""
         if self.panel is None:
             return
-        base, _, name = row.key.partition(":")
+        base, _, which = row.key.partition(":")
         if base == "loss-spikes":
-            curve, trace = self.quantities.get(LOSS), "spike"
-        elif base == "overfitting" and self.evals:
-            curve = self.evals.get("" if name in ("", "eval") else name) or next(iter(self.evals.values()))
-            trace = "overfitting onset"
+            curve, trace = self.judged_curves.get(LOSS), "spike"
+        elif base == "overfitting":
+            curve = self.judged_curves.get(f"{EVAL_LOSS}:{which}" if which else EVAL_LOSS)
+            trace = "overfitting onset" + (f" ({which})" if which else "")
         else:
             return
-        for step in row.steps:
-            if curve is not None and step in curve.steps:
-                self.panel.loss.add(trace, step, curve.values[curve.steps.index(step)])
+        if curve is None:
+            return
+        at = np.searchsorted(curve.steps, row.steps)
+        for step, i in zip(row.steps, at, strict=True):
+            if i < len(curve) and curve.steps[i] == step:
+                self.panel.loss.add(trace, int(step), float(curve.values[i]))
 
     def last_step(self) -> int:
-        ends = [c.steps[-1] for c in [*self.quantities.values(), *self.evals.values()] if c.steps]
-        return max([*ends, *self.bad_losses], default=0)
+        return self.max_step
 
     def end(self) -> None:
         """Training ended: the rules once more on everything logged, and one summary line."""
@@ -419,7 +360,7 @@ class Watch:
             self.panel.close()
         found = self.findings
         what = (
-            f"{len(found)} finding{'s' if len(found) != 1 else ''} ({', '.join(r.title for r in found)})"
+            f"{len(found)} finding{'s' if len(found) != 1 else ''} ({'; '.join(r.label for r in found)})"
             if found
             else "nothing found"
         )
@@ -449,9 +390,9 @@ class _WatchingCallback:
 
     @property
     def curves(self) -> dict[str, Series]:
-        """The series the rules read: loss, grad norm, LR, and each eval set's loss under its metric name."""
-        curves, evals = self.watch.curves()
-        return curves | {(f"eval_{name}_loss" if name else EVAL_LOSS): s for name, s in evals.items()}
+        """The series the rules read, keyed as a finished run's: ``loss``, ``learning_rate``, ``grad_norm``,
+        ``eval_loss`` (``eval_loss:<set>`` for each of several eval sets)."""
+        return self.watch.curves()[0]
 
     @property
     def rule_seconds(self) -> float:
@@ -530,6 +471,7 @@ def _hf_class() -> type:
                 figure=figure,
                 echo=echo,
                 source="the HF Trainer's logs",
+                convention=HF_TRAINER,
             )
             self._losses = _StepLosses()
             self._hook: Any = None
@@ -558,6 +500,7 @@ def _hf_class() -> type:
                 max_grad_norm=float(args.max_grad_norm),
                 clip_where="TrainingArguments.max_grad_norm",
                 memory_device=device if getattr(device, "type", "") == "cuda" else None,
+                precision=_hf_precision(args),
                 lr_offset=lr_offset,
             )
             self._losses = _StepLosses()
@@ -587,10 +530,8 @@ def _hf_class() -> type:
             for key, value in logs.items():
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
                     continue
-                if key in (LOSS, LEARNING_RATE, GRAD_NORM):
+                if self.watch.reads(key):
                     self.watch.add(key, step, value)
-                elif (name := eval_set(key)) is not None:
-                    self.watch.add(EVAL_LOSS, step, value, eval_set=name)
             _memory(self.watch, step)
             self.watch.maybe_judge()
             if self.watch.should_stop:
@@ -605,6 +546,29 @@ def _hf_class() -> type:
             self.watch.end()
 
     return DiagnoseCallback
+
+
+def _hf_precision(args: Any) -> tuple[str | None, str]:
+    """The run's precision as the non-finite rule reads it, from TrainingArguments' fp16 / bf16."""
+    for name in ("fp16", "bf16"):
+        if getattr(args, name, False):
+            return name, f"TrainingArguments.{name} = True"
+    return "fp32", "TrainingArguments.fp16 and bf16 = False"
+
+
+def _lightning_precision(trainer: Any) -> tuple[str | None, str]:
+    """The run's precision from ``Trainer(precision=…)`` ("16-mixed" is fp16 with a loss scaler)."""
+    text = str(getattr(trainer, "precision", "") or "")
+    kind = (
+        "bf16"
+        if text.startswith("bf16")
+        else "fp16"
+        if text.startswith("16")
+        else "fp32"
+        if text.startswith(("32", "64"))
+        else None
+    )
+    return kind, f"Trainer(precision={text!r})"
 
 
 def _memory(watch: Watch, step: int) -> None:
@@ -627,7 +591,8 @@ def _lightning_class() -> type:
         over a step's micro-batches), the LR the first optimizer's first parameter group's at each step,
         the grad norm the total 2-norm before clipping every ``log_every_n_steps`` (as
         ``on_before_optimizer_step`` sees it), each eval loss a logged metric whose name says so
-        (``val_loss``, ``val/loss``, ``loss/val``, ``valid_<set>_loss`` …) after each validation. Clipping
+        (:mod:`nbkit.diagnose.names`: ``val_loss``, ``val/loss``, ``loss/val``, ``val_loss/dataloader_idx_1``
+        …) after each validation, its precision ``Trainer(precision=…)``'s. Clipping
         is judged against ``Trainer(gradient_clip_val=…)`` with the norm algorithm; the LR is drawn, not
         checked (a Lightning run's schedule is its own torch objects, with no named config to compare
         with). Arguments as for :class:`DiagnoseCallback`."""
@@ -646,6 +611,7 @@ def _lightning_class() -> type:
                 figure=figure,
                 echo=echo,
                 source="the Lightning run's training steps and metrics",
+                convention=LIGHTNING,
             )
             self._losses = _StepLosses()
             self._step = 0
@@ -661,6 +627,7 @@ def _lightning_class() -> type:
                 max_grad_norm=float(clip) if clip and algorithm.endswith("norm") else 0.0,
                 clip_where="Trainer(gradient_clip_val)",
                 memory_device=device if device.type == "cuda" else None,
+                precision=_lightning_precision(trainer),
             )
             self._losses = _StepLosses()
 
@@ -705,8 +672,11 @@ def _lightning_class() -> type:
                 return
             step = int(trainer.global_step)
             for key, value in trainer.callback_metrics.items():
-                if (name := eval_set(key)) is not None:
-                    self.watch.add(EVAL_LOSS, step, float(value), eval_set=name)
+                # The eval losses, and the losses no rule but the non-finite one reads; the training loss is
+                # the step's own (callback_metrics holds only its last logged value).
+                named = classify(key)
+                if (named is not None and named.kind == EVAL_LOSS) or loss_like(key):
+                    self.watch.add(key, step, float(value))
             self.watch.maybe_judge()
             if self.watch.should_stop:
                 trainer.should_stop = True

@@ -263,15 +263,19 @@ diagnosis = experiments.show(
 # ## Your finished run: `nbkit diagnose RUN_DIR` (`finished-run`)
 #
 # After the run, its own records say what went wrong: `FINISHED_RUN` is a run's folder — the Hugging
-# Face Trainer's `trainer_state.json` (in its checkpoints too), TensorBoard event files, a Lightning
-# `metrics.csv`, CUDA memory snapshots (`torch.cuda.memory._dump_snapshot`, read with a restricted
-# unpickler) — or the bundled example, a 150-step run whose learning rate departs from its cosine
-# schedule and whose snapshot recorded an out-of-memory with the memory free in split segments. Each
-# row says what it read and the rule it applied: loss spikes against the local noise, non-finite values,
-# grad-norm explosions and clipping, the onset of overfitting, the learning rate actually logged against
-# the schedule the config asks for, a plateau, and the snapshot's fragmentation and allocation sites.
-# These rows diagnose your run; they are not claims of the field notes and stay out of the ledger.
-# The same report from the shell: `nbkit diagnose RUN_DIR`.
+# Face Trainer's `trainer_state.json` (in its checkpoints too), TensorBoard event files, Lightning's
+# `metrics.csv` or any CSV/JSONL history with a step column (a W&B export), an MLflow `mlruns/` store,
+# CUDA memory snapshots (`torch.cuda.memory._dump_snapshot`, read with a restricted unpickler) — or the
+# bundled example, a 150-step run whose learning rate departs from its cosine schedule and whose
+# snapshot recorded an out-of-memory with the memory free in split segments. Series are recognised by
+# what their names say (`loss`, `eval_<set>_loss`, `val_loss_epoch`, `train/nll_loss`, `lr-AdamW` …;
+# `--series KIND=NAME` names one explicitly) and the report says which column it read as what. Each row
+# says what it read and the rule it applied: loss spikes against the local noise, non-finite values,
+# grad-norm explosions and clipping, the onset of overfitting on each eval set, the learning rate
+# actually logged against the schedule the config asks for (with its `lr_scheduler_kwargs`), a
+# plateau, progress over the run, and the snapshot's fragmentation and allocation sites. These rows
+# diagnose your run; they are not claims of the field notes and stay out of the ledger. The same report
+# from the shell: `nbkit diagnose RUN_DIR`.
 
 # %%
 finished = experiments.show("finished-run", ctx, run_dir=FINISHED_RUN, config=FINISHED_RUN_CONFIG)
@@ -280,7 +284,8 @@ finished = experiments.show("finished-run", ctx, run_dir=FINISHED_RUN, config=FI
 # ### While it trains: `nbkit.callbacks` (`watched-run`)
 #
 # The same rules need not wait for the run to end. `DiagnoseCallback` (in `nbkit.callbacks`; for
-# Lightning, `LightningDiagnoseCallback`) applies them to the curves logged so far as each log arrives,
+# Lightning, `LightningDiagnoseCallback`) applies them — the same function, reading the logged names the
+# same way — to the curves logged so far as each log arrives,
 # prints one line per new finding, draws the loss and eval loss (and, outside a panel, the learning rate
 # against the configured schedule, the grad norm, and CUDA memory on a GPU) live, and with
 # `stop_on_nonfinite=True` stops training at the first step whose loss is NaN or infinite — read from the

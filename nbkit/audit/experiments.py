@@ -204,7 +204,8 @@ class FinishedRunConfig:
 
     run_dir: str = param(
         "finished_run",
-        help="a finished run's folder: trainer_state.json, TensorBoard events, Lightning metrics.csv, "
+        help="a finished run's folder: the HF Trainer's trainer_state.json, TensorBoard events, a "
+        "Lightning metrics.csv or other CSV/JSONL history with a step column, an MLflow mlruns/ store, "
         "CUDA memory snapshots (the bundled example by bare name)",
     )
     config: str = param(

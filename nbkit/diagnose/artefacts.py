@@ -19,6 +19,7 @@ event files, then the histories, then MLflow — and the others are said to hold
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -51,12 +52,13 @@ from nbkit.diagnose.names import (
     KIND_WORDS,
     KINDS,
     OTHER_LOSS,
+    TEST_MIN_POINTS,
     TRAIN_WORDS,
     classify,
     loss_like,
 )
 from nbkit.diagnose.schedule import Schedule, read_args_text, schedule_from_values
-from nbkit.diagnose.setup import DiagnoseError, Value, _detect, _read_trainer, trainer_values
+from nbkit.diagnose.setup import DiagnoseError, Value, _detect, _read_trainer, _where, trainer_values
 from nbkit.diagnose.snapshot import read_snapshot
 from nbkit.errors import read_json_object
 
@@ -232,39 +234,44 @@ def read_trainer_state(path: Path, is_series: Callable[[str], bool]) -> tuple[Lo
             f"{path}: log_history is empty; expected the Trainer's logged steps (nothing was logged)"
         )
     points: dict[str, dict[int, float]] = {}
-    names: set[str] = set()
+    reads: dict[str, bool] = {}  # each key seen: whether it is a series (a long log repeats a few keys)
     skipped = 0
     for i, entry in enumerate(history):
-        if not isinstance(entry, dict):
+        if type(entry) is not dict:
             raise DiagnoseError(f"{path}: log_history[{i}]: expected an object, got {entry!r:.60}")
-        names.update(k for k in entry if k != "step")
         values = {}
         for key, value in entry.items():
-            if key == "step":
+            read = reads.get(key)
+            if read is None:
+                read = reads[key] = key != "step" and is_series(key)
+            if not read:
                 continue
-            if is_series(key):
-                v = _number(path, f"log_history[{i}].{key}", value)
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                v = float(value)
-            else:
-                continue
+            kind = type(value)
+            v = (
+                float(value)
+                if kind is float or kind is int
+                else _number(path, f"log_history[{i}].{key}", value)
+            )
             if v is not None:
                 values[key] = v
-        logged = [k for k in values if is_series(k)]
-        if not logged:
+        if not values:
             skipped += 1
             continue
         step = entry.get("step")
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            if not any(classify(k) is not None for k in logged):
+        if type(step) is not int or step < 0:
+            if not any(classify(k) is not None for k in values):
                 skipped += 1  # only loss-like metrics no rule reads (predict_loss, test_loss) and no step
                 continue
             raise DiagnoseError(
-                f"{path}: log_history[{i}].step: expected a whole number ≥ 0 (the entry logs {logged[0]}), "
-                f"got {step!r}"
+                f"{path}: log_history[{i}].step: expected a whole number ≥ 0 (the entry logs "
+                f"{next(iter(values))}), got {step!r}"
             )
         for key, v in values.items():
-            points.setdefault(key, {})[step] = v
+            into = points.get(key)
+            if into is None:
+                into = points[key] = {}
+            into[step] = v
+    names = set(reads) - {"step"}
     meta = {k: v for k, v in state.items() if k != "log_history"}
     meta["logged_entries"] = len(history)
     meta["skipped_entries"] = skipped
@@ -317,14 +324,39 @@ def read_events(path: Path) -> tuple[dict[str, dict[int, tuple[float, float]]], 
 # -- trainer config ---------------------------------------------------------------------------------------
 
 
+def scheduler_kwargs(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A trainer config's ``lr_scheduler_kwargs``: {} when it sets none (transformers' defaults then apply,
+    as in the run), a mapping as written, or the text of one (TrainingArguments accepts a JSON string; an
+    MLflow param holds the dict's Python repr, read with ``ast.literal_eval``, which evaluates literals
+    only); anything else is a :class:`DiagnoseError` naming ``where``."""
+    raw = data.get("lr_scheduler_kwargs")
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            try:
+                raw = ast.literal_eval(raw)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                pass
+    if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
+        raise DiagnoseError(
+            f"{where}: expected a mapping of the schedule's arguments (e.g. {{num_cycles: 2}}), "
+            f"got {raw!r:.60}"
+        )
+    return raw
+
+
 def read_config(path: Path) -> tuple[Schedule, tuple[str | None, str]]:
-    """The schedule, ``max_grad_norm`` and precision (:func:`precision_of`) of a trainer config (axolotl
-    YAML or TrainingArguments JSON), read as ``nbkit diagnose CONFIG`` reads it (bad input: file:line and
-    key)."""
+    """The schedule (with its ``lr_scheduler_kwargs``), ``max_grad_norm`` and precision
+    (:func:`precision_of`) of a trainer config (axolotl YAML or TrainingArguments JSON), read as ``nbkit
+    diagnose CONFIG`` reads it (bad input: file:line and key)."""
     data, lines = _read_trainer(path)
     fmt = _detect(path, data)
     values = trainer_values(path, fmt, data, lines)
-    return schedule_from_values(values, path.name), precision_of(values)
+    options = scheduler_kwargs(data, _where(path, lines, "lr_scheduler_kwargs"))
+    return schedule_from_values(values, path.name, options), precision_of(values)
 
 
 def _config_beside(paths: list[Path], notes: list[str]) -> Path | None:
@@ -390,9 +422,13 @@ def _agg_rank(kind: str, agg: str) -> int:
     return {"": 0, "step": 0, "epoch": 1}[agg]
 
 
-def _base(name: str) -> str:
-    """A name without its aggregation suffix: val_loss_epoch and val_loss_step are one series' variants."""
-    return re.sub(r"[/_](step|epoch|batch)$", "", name)
+def unread_loss(name: str, points: dict[int, float]) -> bool:
+    """A logged loss no rule but the non-finite one reads: a loss-like name the pattern list does not read
+    (a GAN's gen/disc losses), or a test loss logged too few times to be an eval curve."""
+    if loss_like(name):
+        return True
+    c = classify(name)
+    return c is not None and c.test and len(points) < TEST_MIN_POINTS
 
 
 def choose(
@@ -429,6 +465,13 @@ def choose(
                     for n, c in ((n, classify(n)) for n in src.points)
                     if c is not None and c.kind == kind and src.points[n]
                 ]
+                once = [n for n, c in cands if c.test and len(src.points[n]) < TEST_MIN_POINTS]
+                if once:
+                    notes.append(
+                        f"{src.where}: {', '.join(once)} logged at fewer than {TEST_MIN_POINTS} steps: the "
+                        "test split, evaluated after training, not an eval curve (not read)"
+                    )
+                    cands = [(n, c) for n, c in cands if n not in once]
                 if not cands:
                     continue
                 if picked:
@@ -438,17 +481,23 @@ def choose(
                         f"{picked[0][0].where}'s is used"
                     )
                     continue
+                # One series per eval set; the names of a set (or of the run's one eval loss: val_loss,
+                # val_loss_epoch, loss/val, val/rmse_loss) are variants of it, and so are all the names of a
+                # training curve.
                 groups: dict[str, list] = {}
                 for n, c in cands:
-                    groups.setdefault(c.eval_set or _base(n), []).append((n, c))
-                if kind != EVAL_LOSS:
-                    groups = {"": [x for g in groups.values() for x in g]}
-                unnamed = [g for g, members in groups.items() if not members[0][1].eval_set]
+                    groups.setdefault(c.eval_set if kind == EVAL_LOSS else "", []).append((n, c))
                 for _, members in sorted(groups.items()):
-                    members.sort(key=lambda nc: (_agg_rank(kind, nc[1].agg), -len(src.points[nc[0]]), nc[0]))
+                    members.sort(
+                        key=lambda nc: (
+                            _agg_rank(kind, nc[1].agg),
+                            bool(nc[1].detail),  # a typed name (mse_loss) may be a component of the loss
+                            -len(src.points[nc[0]]),
+                            nc[0],
+                        )
+                    )
                     best, c = members[0]
-                    eval_set = c.eval_set or (best if kind == EVAL_LOSS and len(unnamed) > 1 else "")
-                    picked.append((src, best, eval_set))
+                    picked.append((src, best, c.eval_set))
                     if len(members) > 1:
                         notes.append(
                             f"{src.where}: {KIND_WORDS[kind]} read from {best}; also logged, not read: "
@@ -673,7 +722,7 @@ def read_run(
         series(OTHER_LOSS, src.points[n], f"{src.where}: {n}", logged=n, convention=src.convention)
         for src in sources
         for n in sorted(src.points)
-        if loss_like(n) and n not in named and src.points[n]
+        if n not in named and src.points[n] and unread_loss(n, src.points[n])
     ]
     unread = sorted(
         {n for src in sources for n in src.names if loss_like(n) and n not in used and n not in named}
@@ -700,7 +749,12 @@ def read_run(
             except DiagnoseError as exc:
                 notes.append(f"{where}: not used ({exc})")
                 continue
-            schedule = schedule_from_values(values, where)
+            try:
+                options: dict[str, Any] | None = scheduler_kwargs(data, f"{where} lr_scheduler_kwargs")
+            except DiagnoseError as exc:
+                notes.append(f"{exc}: read as not given")
+                options = None
+            schedule = schedule_from_values(values, where, options)
             precision = precision_of(values)
             break
     total, total_where = None, ""

@@ -19,7 +19,7 @@ from pathlib import Path
 from nbkit.audit.cli import stdout_to_stderr
 from nbkit.diagnose.artefacts import is_artefact as is_run_file
 from nbkit.diagnose.diagnosis import diagnose
-from nbkit.diagnose.finished import diagnose_run
+from nbkit.diagnose.finished import diagnose_run, run_folder
 from nbkit.diagnose.finished import render as render_run
 from nbkit.diagnose.logs import is_tracking_uri
 from nbkit.diagnose.names import parse_override
@@ -180,8 +180,10 @@ def main(argv: list[str] | None = None) -> int:
             "expected a file path",
             "nbkit diagnose",
         )
-    target = Path(args.config)
+    target = run_folder(args.config)  # a folder, else a bundled example run by its bare name
     if target.is_dir() or is_tracking_uri(args.config) or (target.is_file() and is_run_file(target)):
+        if target.is_dir():
+            args.config = str(target)
         return _run_main(args)
     for flag, given in (("--series", args.series), ("--run-id", args.run_id)):
         if given:

@@ -12,8 +12,10 @@ A curve's points are one run's logged steps: they are not independent replicates
 neighbouring points share their noise. The plateau's slope (≥ 10 logged losses) therefore comes with
 an interval from the noise around the trend, widened for its lag-1 autocorrelation
 (:func:`slope_interval`); the eval curve's few points get Theil–Sen's rank interval
-(:func:`theil_sen_interval`), which one outlying evaluation cannot move, and the level of the
-evaluations after the lowest one a distribution-free interval of their median; spikes are judged against
+(:func:`theil_sen_interval`), which one outlying evaluation cannot move; whether the evaluations after
+the lowest one sit above the level around it by more than flat noise puts them is a Monte Carlo test
+against flat noisy curves of the same shape (:func:`step_up_chance`: the lowest of n noisy evaluations is
+the luckiest draw, and how far the rest sit above it has no closed form); spikes are judged against
 a robust scale (the median absolute deviation) that the spikes themselves cannot inflate, taken locally
 (a run's early losses are noisier than its late ones) and never below the logging resolution (a loss
 logged to 4 decimals moves in steps of 0.0001, which is not noise of zero).
@@ -25,9 +27,11 @@ GRPO loss) has no ratio: the rules that need one say so instead of judging it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -54,18 +58,26 @@ EXPLOSION_FACTOR = 5.0  # grad norm: at least this multiple of its trailing medi
 MIN_POINTS = 20  # fewer logged points than this: no robust scale, undecided
 
 BAND = 0.02  # relative change over a window that counts as "no change" (overfitting, plateau, progress)
-STEP_BAND = 0.05  # the later evaluations' median above the lowest: a step up (overfitting)
-STEP_FALSE = 0.05  # … and above what the luckiest of the evaluations' noise gives a flat curve this often
+STEP_BAND = 0.05  # the later evaluations' median above the level around the lowest: a step up (overfitting)
+AROUND = 2  # that level: the mean log eval loss of the lowest and (up to) this many evaluations before it
+# Flat noisy eval curves read as overfitting at most STEP_FALSE + RISE_FALSE of the time: the step-up test's
+# share and the rise test's.
+STEP_FALSE = 0.03
+RISE_FALSE = 0.01
+STEP_DRAWS = 20_000  # flat noisy curves simulated per shape for the step-up test's chance
+THEIL_SEN_POINTS = 500  # a longer curve's Theil–Sen slope is taken on this many medians of consecutive runs
 PLATEAU_TAIL = 0.25  # the window: this share of the run's logged steps
 PLATEAU_MIN_POINTS = 10
 PROGRESS_SHARE = 0.10  # progress: the first and last this share of the logged losses …
 PROGRESS_MIN = 8  # … at least this many each (a median interval at 97.5 % needs 7)
+PROGRESS_FEW = 5  # fewer logged losses than 2 × PROGRESS_MIN (one per epoch): a line through them, from 5
 DECAYED = 0.5  # the LR below this share of its peak: a decaying schedule's tail
 CLIP_MOST = 0.5  # clipping active on more than this share of steps: the clip sets the step size
 # torch's GradScaler starts at 2**16 and halves the scale at each overflow, skipping that step: a model whose
 # gradients fit fp16 overflows at most ~16 times before the scale settles, at the run's first steps.
 FP16_WARMUP_STEPS = 20
 LEVEL = 0.95
+RESOLUTION_FLOOR = 3  # a loss whose median is at most this many logging steps has converged to ~0
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,16 +184,25 @@ def slope_interval(x: np.ndarray, y: np.ndarray, level: float = LEVEL) -> Slope:
 def theil_sen_interval(x: np.ndarray, y: np.ndarray, level: float = LEVEL) -> Slope:
     """Theil–Sen slope (the median of the pairwise slopes) with its rank-based interval (scipy's
     ``theilslopes``). For the few points of an eval curve: one outlying evaluation cannot move it, and it
-    needs no autocorrelation estimate, which a handful of points cannot give."""
+    needs no autocorrelation estimate, which a handful of points cannot give. More than
+    :data:`THEIL_SEN_POINTS` points are first summarised as that many medians of consecutive runs
+    (``n_eff`` says how many points the interval rests on)."""
 
     from scipy import stats
 
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
-    if len(x) < 3 or np.ptp(x) == 0:
-        return Slope(float("nan"), -math.inf, math.inf, len(x), float(len(x)))
+    n = len(x)
+    if n < 3 or np.ptp(x) == 0:
+        return Slope(float("nan"), -math.inf, math.inf, n, float(n))
+    if n > THEIL_SEN_POINTS:
+        # All pairwise slopes of a long curve (a million logged losses) would not fit in memory: the line is
+        # taken through the medians of consecutive equal runs, each as robust as the points it summarises.
+        runs = np.array_split(np.arange(n), THEIL_SEN_POINTS)
+        x = np.array([np.median(x[r]) for r in runs])
+        y = np.array([np.median(y[r]) for r in runs])
     res = stats.theilslopes(y, x, alpha=level)
-    return Slope(float(res.slope), float(res.low_slope), float(res.high_slope), len(x), float(len(x)))
+    return Slope(float(res.slope), float(res.low_slope), float(res.high_slope), n, float(len(x)))
 
 
 def median_bounds(x: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
@@ -232,20 +253,6 @@ def resolution(values: np.ndarray) -> float:
     return float(gaps.min()) if len(gaps) else 0.0
 
 
-# The median absolute residual of normal noise from its running median of three is 0.315 σ (simulated
-# with a million draws; no closed form is needed here).
-_MED3_RESIDUAL = 0.315
-
-
-def _scatter(y: np.ndarray) -> float:
-    """A curve's noise σ that its trend and a single step leave alone: the median absolute residual of each
-    interior point from the median of it and its two neighbours, ÷ :data:`_MED3_RESIDUAL`."""
-    if len(y) < 3:
-        return 0.0
-    med3 = np.median(np.stack([y[:-2], y[1:-1], y[2:]]), axis=0)
-    return float(np.median(np.abs(y[1:-1] - med3))) / _MED3_RESIDUAL
-
-
 def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%".replace("-", "−") if math.isfinite(x) else ("+∞" if x > 0 else "−∞")
 
@@ -262,43 +269,107 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _nonpositive(s: Series, what: str) -> str | None:
-    """Why a ratio rule cannot judge ``s``: its values ≤ 0 (an RL objective that is ~0 or changes sign by
-    design), or None."""
-    bad = s.values <= 0
-    if not bad.any():
-        return None
-    i = int(np.argmax(bad))
+def _ratio_ready(s: Series, what: str) -> tuple[Series, str]:
+    """``s`` ready for the rules that judge ratios, or why it is not: (the series, "") when every value is
+    positive; a non-negative loss logged as 0 is a value rounded below half the logging resolution (a
+    loss logged to 4 decimals reads 0 once it falls under 0.00005), read as that half, and said so;
+    (``s``, why) when it takes negative values — an RL objective that is ~0 or changes sign by design."""
+    bad = s.values < 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        return s, (
+            f"the {what} takes negative values ({int(bad.sum())} of {len(s)}, e.g. "
+            f"{_num(float(s.values[i]))} at step {int(s.steps[i])}): a change relative to its level is "
+            "undefined for a loss that is ~0 or changes sign by design (an RL objective such as TRL's GRPO "
+            "loss; judge such a run by its reward)"
+        )
+    zero = s.values == 0
+    if not zero.any():
+        return s, ""
+    q = resolution(s.values)
+    if q <= 0:
+        return s, f"the {what} is logged as 0 throughout: nothing to judge"
+    values = np.where(zero, q / 2, s.values)
+    return dataclasses.replace(s, values=values), ""
+
+
+def _zeros_note(s: Series, what: str) -> str:
+    """What a row says when :func:`_ratio_ready` read logged zeros as half the resolution."""
+    zero = int((s.values == 0).sum())
+    if not zero:
+        return ""
     return (
-        f"the {what} takes values ≤ 0 ({int(bad.sum())} of {len(s)}, e.g. {_num(float(s.values[i]))} at "
-        f"step {int(s.steps[i])}): a change relative to its level is undefined for a loss that is ~0 or "
-        "changes sign by design (an RL objective such as TRL's GRPO loss; judge such a run by its reward)"
+        f"; {plural(zero, 'logged 0')} of the {what} read as {_num(resolution(s.values) / 2)} (half the "
+        "logging resolution: rounded below it, not 0)"
     )
 
 
 def trailing_jumps(
-    y: np.ndarray, window: int = WINDOW, floor: float = 0.0
+    y: np.ndarray, window: int = WINDOW, floor: float = 0.0, scale_above: float = -math.inf
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(differences from the trailing median, the trailing medians, the local robust σ of each) for points
     ``window``… of ``y``: each point minus the median of the ``window`` points before it; its σ is 1.4826 ×
     the median absolute deviation of the differences of the :data:`SCALE_WINDOW` points before it (the σ
     of a normal, which a few spikes cannot inflate; local, because a run's early losses are noisier than
     its late ones), never below ``floor`` (the logging resolution: a quantised curve's σ is not 0). The
-    first ``window`` differences share the scale of the first 2 × ``window``."""
+    first ``window`` differences share the scale of the first 2 × ``window``. ``scale_above``: the σ only of
+    the points whose difference exceeds it, NaN elsewhere — a rule that judges only the points that rose
+    far enough need not pay for the others.
 
-    med = np.array([np.median(y[i - window : i]) for i in range(window, len(y))])
+    Vectorised (a long run logs a million points; one median per point in Python took minutes there): the
+    trailing medians and each scale window's centre are pandas' rolling medians; the deviations from a
+    window's own centre have no rolling method, so their medians are taken over numpy's sliding-window
+    views, in chunks that bound the memory."""
+
+    y = np.asarray(y, dtype=float)
+    n = len(y) - window
+    if n <= 0:
+        return np.empty(0), np.empty(0), np.empty(0)
+    import pandas as pd
+
+    med = pd.Series(y[:-1]).rolling(window).median().to_numpy()[window - 1 :]
     diff = y[window:] - med
-
-    def mad(d: np.ndarray) -> float:
-        return 1.4826 * float(np.median(np.abs(d - np.median(d))))
-
-    sigma = np.array(
-        [
-            mad(diff[: 2 * window]) if i < window else mad(diff[max(0, i - SCALE_WINDOW) : i])
-            for i in range(len(diff))
-        ]
-    )
+    wanted = diff > scale_above
+    sigma = np.full(n, np.nan)
+    first = min(window, n)
+    if wanted[:first].any():
+        sigma[:first] = _mad(diff[: 2 * window])
+    # Points window … SCALE_WINDOW − 1 see a growing window (all the differences before them): few, looped.
+    for i in range(window, min(SCALE_WINDOW, n)):
+        if wanted[i]:
+            sigma[i] = _mad(diff[:i])
+    rows = np.flatnonzero(wanted[SCALE_WINDOW:])  # row j: the σ of point SCALE_WINDOW + j
+    if len(rows):
+        views = np.lib.stride_tricks.sliding_window_view(diff[:-1], SCALE_WINDOW)  # row j: diff[j : j + 50]
+        every = len(rows) == len(views)
+        centres = (
+            pd.Series(diff[:-1]).rolling(SCALE_WINDOW).median().to_numpy()[SCALE_WINDOW - 1 :]
+            if every
+            else None
+        )
+        for lo in range(0, len(rows), _CHUNK):
+            part = rows[lo : lo + _CHUNK]
+            block = views[lo : lo + _CHUNK] if every else views[part]
+            centre = centres[lo : lo + _CHUNK] if centres is not None else _row_medians(np.array(block))
+            sigma[SCALE_WINDOW + part] = 1.4826 * _row_medians(np.abs(block - centre[:, None]))
     return diff, med, np.maximum(sigma, floor)
+
+
+_CHUNK = 20_000  # sliding windows per block when taking the local scale (20,000 × 50 values: 8 MB)
+
+
+def _row_medians(a: np.ndarray) -> np.ndarray:
+    """Each row's median, as np.median takes it (the mean of the two middle values of an even count),
+    partitioning ``a`` in place: one partition instead of np.median's copy and checks, per block."""
+    k = a.shape[1]
+    mid = [(k - 1) // 2, k // 2]
+    a.partition(mid, axis=1)
+    return (a[:, mid[0]] + a[:, mid[1]]) / 2
+
+
+def _mad(d: np.ndarray) -> float:
+    """1.4826 × the median absolute deviation: a normal's σ, which a few outliers cannot inflate."""
+    return 1.4826 * float(np.median(np.abs(d - np.median(d)))) if len(d) else float("nan")
 
 
 def _events(flagged: list[int]) -> list[list[int]]:
@@ -313,17 +384,19 @@ def _events(flagged: list[int]) -> list[list[int]]:
 
 
 SPIKE_RULE = (
-    f"a spike is a logged training loss above the median of the {WINDOW} losses logged before it by more "
+    f"on the log scale (a loss's batch-to-batch noise is a ratio: a 2× jump is as large at 0.1 as at 2), a "
+    f"spike is a logged training loss above the median of the {WINDOW} losses logged before it by more "
     f"than {SPIKE_SIGMAS:g} robust σ (1.4826 × the median absolute deviation of those differences over the "
-    f"{SCALE_WINDOW} points before it, never below the logging resolution: the smallest step between "
-    "logged values, 0.0001 for the HF Trainer's loss rounded to 4 decimals) "
+    f"{SCALE_WINDOW} points before it, never below the logging resolution relative to that median: the "
+    "smallest step between logged values, 0.0001 for the HF Trainer's loss rounded to 4 decimals) "
     f"and by more than {SPIKE_REL:.0%} of that median; found when any, clear when none among ≥ {MIN_POINTS} "
-    "finite logged losses, undecided with fewer; not checked for a loss that takes values ≤ 0"
+    "finite logged losses, undecided with fewer; a logged 0 is read as half the logging resolution; not "
+    "checked for a loss that takes negative values"
 )
 
 
 def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
-    """Loss spikes by robust deviation from a trailing median (:data:`SPIKE_RULE`)."""
+    """Loss spikes by robust deviation of the log loss from its trailing median (:data:`SPIKE_RULE`)."""
 
     title = "loss spikes"
     loss = as_series(LOSS, loss)
@@ -339,14 +412,17 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
             SPIKE_RULE,
             loss.source,
         )
-    why = _nonpositive(f, "training loss")
+    f, why = _ratio_ready(f, "training loss")
     if why:
         return RunRow("loss-spikes", title, NOT_CHECKED, why, SPIKE_RULE, loss.source)
-    q = resolution(f.values)
-    diff, med, sigma = trailing_jumps(f.values, floor=q)
-    flagged = [
-        i for i in range(len(diff)) if diff[i] > SPIKE_SIGMAS * sigma[i] and diff[i] > SPIKE_REL * abs(med[i])
-    ]
+    zeros = _zeros_note(loss.finite(), "training loss")
+    q = resolution(loss.finite().values)
+    rel = math.log1p(SPIKE_REL)
+    diff, med, sigma = trailing_jumps(np.log(f.values), scale_above=rel)  # σ of the rises above 10 % only
+    level = np.exp(med)
+    sigma = np.maximum(sigma, np.log1p(q / level))  # a step of the resolution at this level is not noise 0
+    risen = diff > rel
+    flagged = np.flatnonzero(risen & (diff > SPIKE_SIGMAS * sigma)).tolist()
     events = []
     for ev in _events(flagged):
         peak = max(ev, key=lambda i: diff[i])
@@ -355,33 +431,38 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
                 "step": int(f.steps[ev[0] + WINDOW]),
                 "peak_step": int(f.steps[peak + WINDOW]),
                 "loss": float(f.values[peak + WINDOW]),
-                "median": float(med[peak]),
-                "ratio": float(f.values[peak + WINDOW] / med[peak]),
+                "median": float(level[peak]),
+                "ratio": float(math.exp(diff[peak])),
                 "sigmas": float(diff[peak] / sigma[peak]),
                 "points": len(ev),
             }
         )
-    z = np.divide(diff, sigma, out=np.zeros_like(diff), where=sigma > 0)
+    z = np.divide(diff, sigma, out=np.zeros_like(diff), where=risen & (sigma > 0))
     figures = {
         "points": len(f),
-        "largest_rise_sigmas": float(z.max()),
+        "largest_rise_sigmas": float(z.max()) if len(z) else 0.0,
         "resolution": q,
         "spikes": events,
     }
     if not events:
+        largest = (
+            f"of the rises of more than {SPIKE_REL:.0%} above the trailing median, the largest is "
+            f"{z.max():.1f} robust σ"
+            if risen.any()
+            else f"no logged loss rose more than {SPIKE_REL:.0%} above its trailing median"
+        )
         return RunRow(
             "loss-spikes",
             title,
             CLEAR,
-            f"no spike among {len(f)} logged losses (the largest rise is {z.max():.1f} robust σ above its "
-            "trailing median)",
+            f"no spike among {len(f)} logged losses ({largest}){zeros}",
             SPIKE_RULE,
             loss.source,
             figures=figures,
         )
     parts = [
         f"step {e['step']}: loss {_num(e['loss'])} = {e['ratio']:.2f}× its trailing median "
-        f"{_num(e['median'])} ({e['sigmas']:.1f} robust σ"
+        f"{_num(e['median'])} ({e['sigmas']:.1f} robust σ of the log loss"
         + (f", {e['points']} logged steps" if e["points"] > 1 else "")
         + ")"
         for e in events[:5]
@@ -391,7 +472,7 @@ def verdict_spikes(loss: Series | Sequence[tuple[int, float]] | None) -> RunRow:
         "loss-spikes",
         title,
         FOUND,
-        f"{plural(len(events), 'spike')}: " + "; ".join(parts) + more,
+        f"{plural(len(events), 'spike')}: " + "; ".join(parts) + more + zeros,
         SPIKE_RULE,
         loss.source,
         steps=tuple(int(e["step"]) for e in events),
@@ -485,7 +566,7 @@ def verdict_nonfinite(
     fix = "lower the learning rate; check the batch at the first non-finite step"
     if precision == "fp16":
         fix += "; past the loss scaler's warm-up, fp16 overflows point at bf16 (same range as fp32)"
-    elif precision != "bf16":
+    elif precision is None:
         fix += "; if the run used fp16, bf16 (same range as fp32) removes overflows"
     return RunRow(
         "non-finite",
@@ -531,15 +612,13 @@ def verdict_explosions(
             grad.source,
         )
     logv = np.log(vals)
-    diff, med, sigma = trailing_jumps(logv, floor=resolution(logv))
     floor = math.log(EXPLOSION_FACTOR)
+    diff, med, sigma = trailing_jumps(logv, floor=resolution(logv), scale_above=floor)
     # A 50× jump of a norm that stays far below the run's usual size (a memorising run's 1e-7) is noise.
     typical = float(np.median(vals))
-    flagged = [
-        i
-        for i in range(len(diff))
-        if diff[i] > SPIKE_SIGMAS * sigma[i] and diff[i] > floor and vals[i + WINDOW] > typical
-    ]
+    flagged = np.flatnonzero(
+        (diff > SPIKE_SIGMAS * sigma) & (diff > floor) & (vals[WINDOW:] > typical)
+    ).tolist()
     events = []
     for ev in _events(flagged):
         peak = max(ev, key=lambda i: diff[i])
@@ -653,20 +732,93 @@ def verdict_clipping(
     )
 
 
+@dataclass(frozen=True)
+class StepUp:
+    """How far the evaluations after the lowest sit above it, against flat noise (:func:`step_up`)."""
+
+    over_level: float  # the later evaluations' median over the level around the lowest (log-ratio)
+    over_lowest: float  # … over the lowest itself (log-ratio, ≥ 0)
+    scale: float  # the later evaluations' scatter (log scale)
+    chance: float  # flat noisy curves of this shape step up at least as far (over the level) this often
+    luck: float  # … and their later median lies this far above their lowest, typically (log-ratio)
+    draws: int
+
+
+def _upward_trend(x: np.ndarray, y: np.ndarray) -> float:
+    """The one-sided p-value of an upward trend of ``y`` along ``x``: Kendall's τ (scipy; exact for a
+    few points without ties), which assumes nothing about the noise's law, unlike Theil–Sen's interval,
+    whose normal approximation is too narrow on the handful of evaluations after a lowest."""
+    from scipy import stats
+
+    if len(x) < 3 or np.ptp(y) == 0:
+        return 1.0
+    p = float(stats.kendalltau(x, y, alternative="greater").pvalue)
+    return p if math.isfinite(p) else 1.0
+
+
+def step_up(later: np.ndarray, around: np.ndarray, floor: float = 0.0) -> StepUp:
+    """The later evaluations' median over the mean of the evaluations ``around`` the lowest (the lowest
+    last), all log eval losses, in units of the later evaluations' own scatter (1.4826 × their median
+    absolute deviation, never below ``floor``), and the chance that flat noisy curves of the same shape —
+    as many evaluations around and after their lowest, independent draws of one normal — step up as far
+    (:func:`_step_null`, a fixed seed). A Monte Carlo test, because the statistic's law under flat noise
+    depends on the lowest of n draws and on a median absolute deviation of a few points, which have no
+    closed form together."""
+
+    med = float(np.median(later))
+    over_level = med - float(np.mean(around))
+    scale = max(_mad(later), floor)
+    z = over_level / scale if scale > 0 else (math.inf if over_level > 0 else 0.0)
+    null, gaps = _step_null(len(later), len(around) - 1)
+    chance = (int(len(null) - np.searchsorted(null, z, side="left")) + 1) / (len(null) + 1)
+    return StepUp(
+        over_level, med - float(around[-1]), scale, chance, float(np.median(gaps)) * scale, len(null)
+    )
+
+
+@lru_cache(maxsize=256)
+def _step_null(later: int, before: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`step_up`'s statistic on flat normal curves (sorted), and their later median's gap above their
+    lowest in the same units: ``before`` + 1 + ``later`` independent draws with their lowest moved to
+    position ``before`` — drawn i.i.d., the lowest is equally likely anywhere and the others stay i.i.d.
+    around it, so this is the law given where the lowest fell. :data:`STEP_DRAWS` curves (at least 2,000
+    and 2,000,000 values for a long curve); the seed is the shape, so a run always reads the same chance."""
+    n = before + 1 + later
+    draws = min(STEP_DRAWS, max(2_000, 2_000_000 // n))
+    rng = np.random.default_rng([later, before])
+    stats, gaps = [], []
+    per_block = max(1, 2_000_000 // n)  # curves per block: 16 MB of draws
+    for lo in range(0, draws, per_block):
+        z = rng.standard_normal((min(per_block, draws - lo), n))
+        rows = np.arange(len(z))
+        low = np.argmin(z, axis=1)
+        z[rows, low], z[rows, before] = z[rows, before], z[rows, low]
+        tail = z[:, before + 1 :]
+        med = np.median(tail, axis=1)
+        scale = 1.4826 * np.median(np.abs(tail - med[:, None]), axis=1)
+        stats.append((med - z[:, : before + 1].mean(axis=1)) / scale)
+        gaps.append((med - z[:, before]) / scale)
+    return np.sort(np.concatenate(stats)), np.concatenate(gaps)
+
+
 OVERFIT_RULE = (
     "judged per eval set (the HF Trainer's eval_<set>_loss for each of a dict of eval datasets; each val / "
     "valid / eval loss, or validation dataloader, a Lightning or TensorBoard run logs); onset = the step "
-    "of the lowest eval loss; the eval loss steps up after it when the median of the later evaluations "
-    f"lies above the lowest by more than {STEP_BAND:.0%} and by more than Φ⁻¹(1 − {STEP_FALSE:g}/n) σ, σ "
-    "their own scatter (1.4826 × their median absolute deviation) and n the evaluations (the lowest of n "
-    f"flat noisy evaluations lies that far below their level with chance ≤ {STEP_FALSE:.0%}), the median's "
-    f"one-sided {LEVEL:.0%} order-statistic bound, ≥ 5 later evaluations; or rises "
-    f"through them (the Theil–Sen line on the log eval loss from the onset, its {LEVEL:.0%} interval "
-    f"above +{BAND:.0%} over the span); found when it steps up or rises while the training loss's "
-    f"Theil–Sen slope over the same steps lies below 0; clear when the lowest eval loss is the last or "
-    "both lie below their floors (with fewer than 5 later evaluations: every one within "
-    f"{STEP_BAND:.0%} of the lowest); "
-    "undecided otherwise or with fewer than 3 evaluations after the onset"
+    "of the lowest eval loss; after it the eval loss steps up when the median of the later evaluations "
+    f"lies above the level around the lowest (the mean log eval loss of the lowest and the {AROUND} "
+    f"evaluations before it: one lucky evaluation does not set it) by more than {STEP_BAND:.0%}, and — in "
+    "units of the later evaluations' own scatter, 1.4826 × their median absolute deviation — further than "
+    f"flat noisy curves of the same shape step up in {STEP_FALSE:.0%} of {STEP_DRAWS:,} simulated draws; "
+    "it rises when the later evaluations trend upwards (Kendall's τ, one-sided p ≤ "
+    f"{RISE_FALSE:g}) and the Theil–Sen line through them rises by more than {BAND:.0%} over the span at "
+    f"the low end of its {LEVEL:.0%} interval (so flat noisy curves read as overfitting at most "
+    f"{STEP_FALSE + RISE_FALSE:.0%} of the time); found when it steps up or rises while the training loss's "
+    "Theil–Sen slope over the same steps lies below 0; clear when the lowest eval loss is the last, or when "
+    "the later evaluations' median (its one-sided "
+    f"{LEVEL:.0%} order-statistic bound; with fewer than 5 later evaluations, every one of them) lies "
+    f"within {STEP_BAND:.0%} of the lowest beyond the gap flat noise of their scatter typically leaves "
+    f"above the lowest of a curve, and the line's interval lies below +{BAND:.0%}; undecided otherwise or "
+    "with fewer than 3 evaluations after the onset"
 )
 
 
@@ -707,7 +859,7 @@ def verdict_overfitting(
         return RunRow(
             key, title, UNDECIDED, f"only {plural(len(e), 'evaluation')} logged", OVERFIT_RULE, source
         )
-    why = _nonpositive(e, "eval loss")
+    e, why = _ratio_ready(e, "eval loss")
     if why:
         return RunRow(key, title, NOT_CHECKED, why, OVERFIT_RULE, source)
     m = int(np.argmin(e.values))
@@ -741,42 +893,40 @@ def verdict_overfitting(
     # The trend through the later evaluations only: a line from the lowest point rises by the lowest's luck.
     s = theil_sen_interval(x[1:], ly[1:])
     rise = (s.slope * span, s.lo * span, s.hi * span)  # log-ratios, last vs onset along the line
-    later = ly[1:] - ly[0]  # each later evaluation against the lowest, as a log-ratio (≥ 0)
-    level, level_lo, level_hi = median_bounds(later)
-    # The later evaluations' own scatter: the lowest one is the luckiest draw, and what says it was not
-    # luck is the rest sitting further above it than they scatter among themselves.
-    # … and at least the whole curve's scatter around its neighbours (a few later points can happen to
-    # agree; a smooth descent to the lowest is no scatter).
-    noise = max(1.4826 * float(np.median(np.abs(later - np.median(later)))), _scatter(logy))
-    # The lowest of n evaluations lies below their level by more than Φ⁻¹(1 − 0.05/n) σ with chance ≤ 5 %
-    # (Bonferroni over the n draws): a step smaller than that could be the minimum's own luck.
-    from scipy import stats
-
-    luck = float(stats.norm.isf(STEP_FALSE / len(e)))
-    step_floor = max(math.log1p(STEP_BAND), luck * noise)
+    trend_p = _upward_trend(x[1:], ly[1:])
+    later = ly[1:]
+    around = logy[max(0, m - AROUND) : m + 1]
+    # A quantised eval loss (logged to a few decimals) can have later evaluations that agree exactly: their
+    # scatter is then at least the logging resolution, not 0.
+    up = step_up(later, around, floor=resolution(e.values) / lowest)
+    _, _, over_hi = median_bounds(later - ly[0])
     intercept = float(np.median(ly[1:] - s.slope * (x[1:] - x[0])))  # the line, at the onset's step
     fitted_start, fitted_end = math.exp(intercept), math.exp(intercept + s.slope * span)
+    level = math.exp(float(np.mean(around)))
     figures |= {
         "last_eval_step": int(x[-1]),
         "log_rise": list(rise),
-        "later_median_log_ratio": [level, level_lo, level_hi],
-        "eval_noise_log": noise,
-        "step_floor_log": step_floor,
+        "upward_trend_p": trend_p,
+        "level_around_lowest": level,
+        "later_median_log_ratio_over_level": up.over_level,
+        "later_median_log_ratio_over_lowest": up.over_lowest,
+        "later_scatter_log": up.scale,
+        "flat_chance": up.chance,
+        "flat_typical_gap_log": up.luck,
     }
+    before = len(around) - 1
     text = (
-        f"the eval loss is lowest at step {onset} ({_num(lowest)}); the {plural(after, 'evaluation')} to "
-        f"step {int(x[-1])} sit a median {_ratio(level)} above it"
-        + (
-            f" (one-sided {LEVEL:.0%} bounds {_ratio(level_lo)} and {_ratio(level_hi)})"
-            if math.isfinite(level_lo)
-            else " (too few for a bound)"
-        )
-        + f", scattering ±{math.expm1(noise):.1%} among themselves; along the fitted line it goes "
+        f"the eval loss is lowest at step {onset} ({_num(lowest)}); the median of the "
+        f"{plural(after, 'evaluation')} to step {int(x[-1])} is {_ratio(up.over_lowest)} it and "
+        f"{_ratio(up.over_level)} the level around it ({_num(level)}: the lowest"
+        + (f" and the {plural(before, 'evaluation')} before it" if before else "")
+        + f"), scattering ±{math.expm1(up.scale):.1%} among themselves — flat noisy curves of this shape "
+        f"step up that far in {up.chance:.1%} of {up.draws:,} simulated draws; along the fitted line they go "
         f"{_num(fitted_start)} → {_num(fitted_end)} ({_ratio(rise[0])}, interval {_ratio(rise[1])}–"
-        f"{_ratio(rise[2])})"
+        f"{_ratio(rise[2])}; upward trend p = {trend_p:.2g})"
     )
-    steps_up = level_lo > step_floor
-    rises = rise[1] > math.log1p(BAND)
+    steps_up = up.chance <= STEP_FALSE and up.over_level > math.log1p(STEP_BAND)
+    rises = trend_p <= RISE_FALSE and rise[1] > math.log1p(BAND)
     if steps_up or rises:
         if train is None:
             return RunRow(
@@ -820,9 +970,12 @@ def verdict_overfitting(
             source,
             figures=figures,
         )
-    # Too few later evaluations to bound their median: clear only if every one lies within the floor.
-    below = level_hi < step_floor if math.isfinite(level_hi) else float(later.max()) < math.log1p(STEP_BAND)
-    if rise[2] < math.log1p(BAND) and below:
+    # Clear when the later evaluations sit no further above the lowest than the band and the gap flat noise
+    # of their scatter typically leaves above the luckiest evaluation (with too few to bound their median:
+    # every one of them).
+    allowed = math.log1p(STEP_BAND) + up.luck
+    within = over_hi < allowed if math.isfinite(over_hi) else float((later - ly[0]).max()) < allowed
+    if rise[2] < math.log1p(BAND) and within:
         return RunRow(key, title, CLEAR, text, OVERFIT_RULE, source, figures=figures)
     return RunRow(key, title, UNDECIDED, text, OVERFIT_RULE, source, figures=figures)
 
@@ -834,7 +987,9 @@ PLATEAU_RULE = (
     "window (the slope of log loss × span: end over start of the fitted line; interval from the noise "
     f"around the trend, widened for its autocorrelation) lies within ±{BAND:.0%}; clear when it lies below "
     f"−{BAND:.0%} (still improving) or above +{BAND:.0%} (rising: not a plateau); undecided otherwise or "
-    f"with fewer than {PLATEAU_MIN_POINTS} points in the window; not checked for a loss that takes values ≤ 0"
+    f"with fewer than {PLATEAU_MIN_POINTS} points in the window; not checked for a loss that takes negative "
+    f"values or whose median in the window is at most {RESOLUTION_FLOOR} logging steps (converged to ~0); a "
+    "logged 0 is read as half the logging resolution"
 )
 
 
@@ -859,7 +1014,8 @@ def verdict_plateau(
             PLATEAU_RULE,
             train.source,
         )
-    why = _nonpositive(t, "training loss")
+    q = resolution(t.values)
+    t, why = _ratio_ready(t, "training loss")
     if why:
         return RunRow("plateau", title, NOT_CHECKED, why, PLATEAU_RULE, train.source)
     first, last = int(t.steps[0]), int(t.steps[-1])
@@ -888,6 +1044,18 @@ def verdict_plateau(
             UNDECIDED,
             f"only {plural(len(x), 'logged loss', 'logged losses')} in the window "
             f"(steps {math.floor(start) + 1}–{end}){tail_note}",
+            PLATEAU_RULE,
+            source,
+            figures=figures,
+        )
+    if q > 0 and float(np.median(y)) <= RESOLUTION_FLOOR * q:
+        return RunRow(
+            "plateau",
+            title,
+            NOT_CHECKED,
+            f"over steps {int(x[0])}–{int(x[-1])} the training loss sits at its logging resolution (median "
+            f"{_num(float(np.median(y)))}, logged in steps of {_num(q)}): it has converged to ~0, and no "
+            f"change can be read{tail_note}",
             PLATEAU_RULE,
             source,
             figures=figures,
@@ -936,8 +1104,47 @@ PROGRESS_RULE = (
     f"{PROGRESS_MIN} each), with an interval from the two medians' distribution-free intervals (each at "
     f"{math.sqrt(LEVEL):.1%}, so both hold together at {LEVEL:.0%}; a spike or a heavy tail cannot widen "
     f"them); found (no progress) when the interval lies above ×{1 - BAND:g} (the loss fell by less than "
-    f"{BAND:.0%}, or rose), clear when it lies below, undecided when it straddles or with fewer than "
-    f"{2 * PROGRESS_MIN} finite logged losses; not checked for a loss that takes values ≤ 0"
+    f"{BAND:.0%}, or rose), clear when it lies below, undecided when it straddles; with "
+    f"{PROGRESS_FEW}–{2 * PROGRESS_MIN - 1} finite logged losses (one per epoch) the same on the change of "
+    f"the Theil–Sen line through the log loss over the run and its {LEVEL:.0%} interval, undecided with "
+    f"fewer; not checked for a loss that takes negative values; a logged 0 "
+    "is read as half the logging resolution"
+)
+
+
+def _few_losses_progress(t: Series, title: str, zeros: str) -> RunRow:
+    """Progress from a handful of logged losses (one per epoch): the Theil–Sen line through the log loss,
+    its change over the run and that change's interval."""
+    x, ly = t.steps.astype(float), np.log(t.values)
+    s = theil_sen_interval(x, ly)
+    span = float(x[-1] - x[0])
+    change = (s.slope * span, s.lo * span, s.hi * span)
+    start = math.exp(float(np.median(ly - s.slope * (x - x[0]))))
+    text = (
+        f"only {len(t)} logged losses: the Theil–Sen line through them goes {_num(start)} → "
+        f"{_num(start * math.exp(change[0]))} over steps {int(x[0])}–{int(x[-1])} ({_ratio(change[0])}, "
+        f"{LEVEL:.0%} interval {_ratio(change[1])}–{_ratio(change[2])}){zeros}"
+    )
+    figures = {"log_change": list(change), "points": len(t), "line": True}
+    band = math.log1p(-BAND)
+    status = FOUND if change[1] > band else CLEAR if change[2] < band else UNDECIDED
+    return RunRow(
+        "progress",
+        title,
+        status,
+        text,
+        PROGRESS_RULE,
+        t.source,
+        steps=(int(t.steps[0]),) if status == FOUND else (),
+        figures=figures,
+        fix=PROGRESS_FIX,
+    )
+
+
+PROGRESS_FIX = (
+    "check that the optimizer steps the parameters being trained (requires_grad, its param groups, a frozen "
+    "base with no adapter attached), that the learning rate is not ~0, and that the labels reach the loss "
+    "(all -100 / masked labels give a constant loss)"
 )
 
 
@@ -949,7 +1156,7 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
     if train is None:
         return RunRow("progress", title, NOT_CHECKED, "no training loss logged", PROGRESS_RULE)
     t = train.finite()
-    if len(t) < 2 * PROGRESS_MIN:
+    if len(t) < PROGRESS_FEW:
         return RunRow(
             "progress",
             title,
@@ -958,9 +1165,12 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
             PROGRESS_RULE,
             train.source,
         )
-    why = _nonpositive(t, "training loss")
+    zeros = _zeros_note(t, "training loss")
+    t, why = _ratio_ready(t, "training loss")
     if why:
         return RunRow("progress", title, NOT_CHECKED, why, PROGRESS_RULE, train.source)
+    if len(t) < 2 * PROGRESS_MIN:
+        return _few_losses_progress(t, title, zeros)
     w = max(PROGRESS_MIN, round(PROGRESS_SHARE * len(t)))
     a, b = np.log(t.values[:w]), np.log(t.values[-w:])
     joint = math.sqrt(LEVEL)
@@ -975,7 +1185,7 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
         text = (
             f"the training loss goes from {_num(math.exp(ma))} (median of the first {w} logged, to step "
             f"{s0}) to {_num(math.exp(mb))} (the last {w}, from step {s1}): {_ratio(diff)} "
-            f"({LEVEL:.0%} interval {_ratio(lo)}–{_ratio(hi)})"
+            f"({LEVEL:.0%} interval {_ratio(lo)}–{_ratio(hi)}){zeros}"
         )
     band = math.log1p(-BAND)
     if lo > band:
@@ -988,9 +1198,7 @@ def verdict_progress(train: Series | Sequence[tuple[int, float]] | None) -> RunR
             train.source,
             steps=(int(t.steps[0]),),
             figures=figures,
-            fix="check that the optimizer steps the parameters being trained (requires_grad, its param "
-            "groups, a frozen base with no adapter attached), that the learning rate is not ~0, and that "
-            "the labels reach the loss (all -100 / masked labels give a constant loss)",
+            fix=PROGRESS_FIX,
         )
     if hi < band:
         return RunRow("progress", title, CLEAR, text, PROGRESS_RULE, train.source, figures=figures)

@@ -17,24 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbkit.diagnose.artefacts import RunArtefacts, read_run
-from nbkit.diagnose.curves import (
-    EVAL_LOSS,
-    GRAD_NORM,
-    LEARNING_RATE,
-    LOSS,
-    plural,
-    verdict_clipping,
-    verdict_explosions,
-    verdict_nonfinite,
-    verdict_overfitting,
-    verdict_plateau,
-    verdict_progress,
-    verdict_spikes,
-)
+from nbkit.diagnose.curves import plural
 from nbkit.diagnose.memory import memory_rows
 from nbkit.diagnose.rows import CLEAR, FIGURE, FOUND, NOT_CHECKED, UNDECIDED, RunRow, terminal_width, wrap
+from nbkit.diagnose.rules import CURVE_KEYS, curve_rows
 from nbkit.diagnose.run_figures import block_map, curves_figure
-from nbkit.diagnose.schedule import expected_curve, verdict_schedule
+from nbkit.diagnose.schedule import expected_curve
 from nbkit.diagnose.setup import EXAMPLES_DIR
 from nbkit.diagnose.snapshot import Memory, allocation_site, analyse
 from nbkit.record import to_jsonable
@@ -274,18 +262,6 @@ class FinishedRun:
             display(f)
 
 
-CURVE_KEYS = (
-    "loss-spikes",
-    "non-finite",
-    "grad-explosions",
-    "clipping",
-    "overfitting",
-    "lr-schedule",
-    "plateau",
-    "progress",
-)
-
-
 def diagnose_run(
     run_dir: str | Path,
     config: str | Path | None = None,
@@ -299,24 +275,20 @@ def diagnose_run(
     file."""
 
     a = read_run(run_dir, config, series_names=series_names, run_id=run_id)
-    c = a.curves
     rows: list[RunRow] = []
-    if c or a.others:
+    if a.curves or a.others:
         sched = a.schedule
-        clip = sched.max_grad_norm if sched else None
-        clip_where = sched.where.get("max_grad_norm", "") if sched else ""
-        train = c.get(LOSS)
-        evals = a.of(EVAL_LOSS)
-        rows += [
-            verdict_spikes(train),
-            verdict_nonfinite([*c.values(), *a.others], a.precision, a.precision_where),
-            verdict_explosions(c.get(GRAD_NORM), clip),
-            verdict_clipping(c.get(GRAD_NORM), clip, clip_where),
-            *([verdict_overfitting(train, e) for e in evals] or [verdict_overfitting(train, None)]),
-            verdict_schedule(c.get(LEARNING_RATE), sched, a.total_steps, a.total_where),
-            verdict_plateau(train, c.get(LEARNING_RATE)),
-            verdict_progress(train),
-        ]
+        rows += curve_rows(
+            a.curves,
+            a.others,
+            schedule=sched,
+            total=a.total_steps,
+            total_where=a.total_where,
+            max_grad_norm=sched.max_grad_norm if sched else None,
+            clip_where=sched.where.get("max_grad_norm", "") if sched else "",
+            precision=a.precision,
+            precision_where=a.precision_where,
+        )
     memories = []
     for path, snap in a.snapshots:
         ms = analyse(snap)

@@ -1,8 +1,10 @@
 """Pictures of a finished run: its curves on shared steps with the flagged steps marked, and a memory
 snapshot's segments as a map of allocated and free blocks.
 
-Quantities with different units get their own axes (loss and eval loss share one; the grad norm, on a
-log scale, and the learning rate each have theirs), all on the same step axis.
+Quantities with different units get their own axes (the training loss and every eval set's loss share
+one; the grad norm, on a log scale, and the learning rate each have theirs), all on the same step axis.
+Each kind of event has its own marker (:data:`EVENTS`: a spike, a grad-norm explosion, an overfitting
+onset — named with its eval set —, the LR leaving its schedule) and a legend entry saying what it is.
 
 A long run's curves are drawn thinned (:func:`thin`): a million points per curve would make a page of
 tens of megabytes that no browser draws smoothly, while a screen is a few thousand pixels wide. Each of
@@ -77,6 +79,19 @@ def _drawn(steps: np.ndarray, values: np.ndarray, keep=()) -> tuple[np.ndarray, 
     return np.asarray(steps)[idx], np.asarray(values)[idx]
 
 
+# One marker per kind of event, each its own shape and colour, so a legend entry names what a mark is.
+EVENTS = {
+    "loss-spikes": ("spike", {"symbol": "x", "color": "#c22", "size": 11}),
+    "grad-explosions": ("grad-norm explosion", {"symbol": "triangle-up", "color": "#e07b00", "size": 12}),
+    "overfitting": ("overfitting onset", {"symbol": "star", "color": "#7b2cbf", "size": 14}),
+    "lr-schedule": (
+        "LR departs from the configured schedule",
+        {"symbol": "diamond", "color": "#1b7f5f", "size": 11},
+    ),
+}
+NONFINITE_LINE = {"color": FLAG, "dash": "dot"}
+
+
 def curves_figure(
     curves: dict[str, Series],
     rows: list[RunRow],
@@ -84,14 +99,16 @@ def curves_figure(
     max_grad_norm: float | None = None,
     expected_lr: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> go.Figure | None:
-    """Loss and eval loss, grad norm and LR on one step axis (one panel per unit), flagged steps marked."""
+    """Loss and every eval set's loss, grad norm and LR on one step axis (one panel per unit), each kind of
+    event marked with its own marker and named in the legend (an overfitting onset with its eval set)."""
 
     from plotly.subplots import make_subplots
 
+    evals = [s for s in curves.values() if s.kind == EVAL_LOSS]
     panels = [
         p
         for p in ("loss", GRAD_NORM, LEARNING_RATE)
-        if (p == "loss" and ({LOSS, EVAL_LOSS} & set(curves))) or p in curves
+        if (p == "loss" and (LOSS in curves or evals)) or p in curves
     ]
     if not panels:
         return None
@@ -112,18 +129,19 @@ def curves_figure(
     flagged = {st for r in rows if r.status == FOUND for st in r.steps}
     longest = max(len(s) for s in curves.values())
 
-    def marks(s: Series, row_key: str, panel: str, label: str) -> None:
+    def marks(s: Series, row_key: str, panel: str) -> None:
         r = by.get(row_key)
         if r is None or r.status != FOUND or not r.steps:
             return
         xs, ys = _at(s, r.steps)
         if xs:
+            name, marker = EVENTS[row_key.partition(":")[0]]
             fig.add_scatter(
                 x=xs,
                 y=ys,
                 mode="markers",
-                name=label,
-                marker={"color": FLAG, "size": 11, "symbol": "x"},
+                name=name + (f" (eval set {s.eval_set})" if s.eval_set else ""),
+                marker=marker,
                 row=row_of[panel],
                 col=1,
             )
@@ -140,7 +158,7 @@ def curves_figure(
             row=row_of["loss"],
             col=1,
         )
-        marks(s, "loss-spikes", "loss", "spike")
+        marks(s, "loss-spikes", "loss")
         plateau = by.get("plateau")
         if plateau is not None and plateau.status == FOUND and plateau.figures.get("window"):
             lo, hi = plateau.figures["window"]
@@ -155,15 +173,16 @@ def curves_figure(
                 annotation_text="plateau",
                 annotation_position="top left",
             )
-    if EVAL_LOSS in curves:
-        s = curves[EVAL_LOSS]
+    for s in evals:
         x, y = _drawn(s.steps, s.values, flagged)
-        fig.add_scatter(x=x, y=y, name="eval loss", mode="lines+markers", row=row_of["loss"], col=1)
-        marks(s, "overfitting", "loss", "overfitting onset")
+        fig.add_scatter(x=x, y=y, name=s.what, mode="lines+markers", row=row_of["loss"], col=1)
+        marks(s, "overfitting" + (f":{s.eval_set}" if s.eval_set else ""), "loss")
     nonfinite = by.get("non-finite")
     if nonfinite is not None and nonfinite.status == FOUND:
         for st in nonfinite.steps[:20]:
-            fig.add_vline(x=st, line_color=FLAG, line_dash="dot", opacity=0.6)
+            fig.add_vline(x=st, line=NONFINITE_LINE, opacity=0.6)
+        # vlines have no legend entry: an empty trace in their style names them
+        fig.add_scatter(x=[None], y=[None], mode="lines", line=NONFINITE_LINE, name="non-finite value logged")
     if GRAD_NORM in curves:
         s = curves[GRAD_NORM]
         x, y = _drawn(s.steps, s.values, flagged)
@@ -176,7 +195,7 @@ def curves_figure(
             row=row_of[GRAD_NORM],
             col=1,
         )
-        marks(s, "grad-explosions", GRAD_NORM, "explosion")
+        marks(s, "grad-explosions", GRAD_NORM)
         if max_grad_norm is not None and max_grad_norm > 0:
             fig.add_hline(
                 y=max_grad_norm,
@@ -209,7 +228,7 @@ def curves_figure(
                 row=row_of[LEARNING_RATE],
                 col=1,
             )
-        marks(s, "lr-schedule", LEARNING_RATE, "LR departs from the config")
+        marks(s, "lr-schedule", LEARNING_RATE)
     fig.update_xaxes(title_text="step", row=len(panels), col=1)
     title = "the run's curves"
     if longest > 4 * DRAW_BUCKETS:

@@ -292,18 +292,24 @@ def _cpython_frame(filename: str, name: str) -> bool:
     return filename.endswith(".c") or name.startswith(("_Py", "Py", "pyrun", "pymain", "slot_tp_"))
 
 
+# A block with no stack: allocated before torch.cuda.memory._record_memory_history started recording (its
+# stacks are kept from then on), or recorded with stacks off.
+NO_STACK = "no stack recorded (allocated before the history was recorded)"
+
+
 def allocation_site(frames: list[dict]) -> str:
     """Where the program asked for the memory: the innermost Python frame outside torch itself, else the
     first Python frame; a stack without one (``context="all"`` records C++ frames too; the autograd
     engine's thread has no Python) is named by its first frame outside torch's unwinder and the caching
-    allocator (``at::native::empty_cuda (C++)``), else :data:`OUTSIDE_PYTHON`.
+    allocator (``at::native::empty_cuda (C++)``), else :data:`OUTSIDE_PYTHON`; a block with no frames at all,
+    :data:`NO_STACK`.
 
     A snapshot lists frames innermost first (``_memory_viz`` reverses them for its flame graphs); the
     first Python frames are torch's own (``nn/modules/linear.py``, ``optim/adamw.py``), the one that names
     the model or the training loop comes next."""
 
     if not frames:
-        return "<no frames recorded>"
+        return NO_STACK
     py = [f for f in frames if str(f.get("filename", "")).endswith(".py")]
     chosen = next((f for f in py if not _is_torch_internal(str(f["filename"]))), py[0] if py else None)
     if chosen is not None:

@@ -108,3 +108,24 @@ def test_the_finished_run_section_diagnoses_the_bundled_run(metrics):
     f = metrics["finished-run"]
     assert f["exit_code"] == 1 and "fragmentation" in f["findings"]
     assert {r["key"]: r["status"] for r in f["rows"]}["non-finite"] == "clear"
+
+
+@pytest.mark.slow
+def test_the_watched_run_section_trains_with_the_callback_and_records_its_judgement(metrics):
+    w = metrics["watched-run"]
+    assert w["steps_run"] == w["max_steps"] and w["stopped_at"] is None  # nothing non-finite: not stopped
+    statuses = {r["key"]: r["status"] for r in w["rows"]}
+    # the finished-run rules, one row each (one eval set: no keyed rows), judged while the run trained
+    assert set(statuses) == {
+        "loss-spikes",
+        "non-finite",
+        "grad-explosions",
+        "clipping",
+        "overfitting",
+        "lr-schedule",
+        "plateau",
+        "progress",
+    }
+    assert statuses["non-finite"] == statuses["lr-schedule"] == statuses["progress"] == "clear"
+    assert set(w["findings"]) == {k for k, s in statuses.items() if s == "found"}
+    assert w["seconds_per_step"] > 0 and 0 < w["rule_seconds"] < w["seconds_per_step"] * w["steps_run"]

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from nbkit.callbacks import RULE_BUDGET, Watch, eval_set
+from nbkit.callbacks import RULE_BUDGET, Watch
 from nbkit.diagnose.curves import EVAL_LOSS, GRAD_NORM, LEARNING_RATE, LOSS
 from nbkit.diagnose.rows import CLEAR, FOUND
 
@@ -96,9 +96,14 @@ def test_hf_healthy_run_records_what_the_trainer_logged_and_finds_nothing(tmp_pa
     logged = [(h["step"], h["loss"]) for h in history if "loss" in h]
     loss = cb.curves[LOSS]
     assert list(zip(loss.steps.tolist(), loss.values.tolist(), strict=True)) == logged
-    for name in ("a", "b"):  # each eval dataset of the Trainer's dict: its own series
+    for name in (
+        "a",
+        "b",
+    ):  # each eval dataset of the Trainer's dict: its own series, keyed as diagnose keys it
         evals = [(h["step"], h[f"eval_{name}_loss"]) for h in history if f"eval_{name}_loss" in h]
-        assert len(evals) == 4 and cb.curves[f"eval_{name}_loss"].steps.tolist() == [s for s, _ in evals]
+        curve = cb.curves[f"eval_loss:{name}"]
+        assert len(evals) == 4 and curve.steps.tolist() == [s for s, _ in evals]
+        assert (curve.logged, curve.eval_set, curve.convention) == (f"eval_{name}_loss", name, "HF Trainer")
     rows = {r.key: r for r in cb.rows}
     assert rows["lr-schedule"].status == CLEAR, rows["lr-schedule"].measured  # the Trainer's own LR
     assert "num_cycles=2" in rows["lr-schedule"].measured
@@ -108,6 +113,15 @@ def test_hf_healthy_run_records_what_the_trainer_logged_and_finds_nothing(tmp_pa
     assert cb.findings == [] and cb.stopped_at is None and trainer.state.global_step == 40
     assert lines[0].startswith("nbkit: applying the finished-run rules") and "no GPU" not in lines[0]
     assert lines[-1].startswith("nbkit: training ended at step 40: nothing found") and len(lines) == 2
+    # The run's trainer_state.json read by nbkit diagnose: the same rules, rows keyed the same way, the same
+    # statuses (the LR row apart: a folder holding only the state names no schedule to compare with).
+    run = tmp_path / "finished"
+    run.mkdir()
+    trainer.state.save_to_json(str(run / "trainer_state.json"))
+    from nbkit.diagnose.finished import diagnose_run
+
+    finished = {r.key: r.status for r in diagnose_run(run).rows if r.key != "lr-schedule"}
+    assert finished == {k: r.status for k, r in rows.items() if k != "lr-schedule"}
 
 
 def test_hf_stop_on_nonfinite_stops_at_the_first_nan_step_the_logged_loss_hides(tmp_path):
@@ -130,7 +144,8 @@ def test_hf_without_stop_trains_on_and_reports_the_nan(tmp_path):
     trainer = hf_run(tmp_path, cb, lr=3.0, steps=40, evals=False)
     assert trainer.state.global_step == 40 and cb.stopped_at is None
     row = next(r for r in cb.rows if r.key == "non-finite")
-    assert row.status == FOUND and "non-finite loss" in row.measured
+    assert row.status == FOUND and row.measured.startswith("non-finite train loss (loss) at "), row.measured
+    assert "fp16" not in row.fix  # the callback read the run's precision: fp32, no loss scaler to blame
     assert sum("FOUND non-finite" in line for line in lines) == 1  # one line per finding, not per NaN step
 
 
@@ -170,7 +185,7 @@ def test_hf_an_optimizer_override_that_changes_the_lr_is_found(tmp_path):
     ).train()
     row = next(r for r in cb.rows if r.key == "lr-schedule")
     assert row.status == FOUND and "cosine with 5 warmup steps" in row.measured
-    assert any("FOUND learning rate as configured" in line for line in lines)
+    assert any("FOUND learning rate differs from the configured schedule: " in line for line in lines)
 
 
 def test_hf_live_panel_draws_the_logged_curves_and_says_no_gpu(tmp_path):
@@ -287,7 +302,8 @@ def test_lightning_several_val_loaders_and_gradient_accumulation(tmp_path):
     lightning_run(cb, steps=20, loaders=2, accumulate_grad_batches=2)
     curves = cb.curves
     assert curves[LOSS].steps.tolist() == list(range(1, 21))  # one point per optimizer step
-    assert {"eval_dataloader_idx_0_loss", "eval_dataloader_idx_1_loss"} <= set(curves)
+    assert {"eval_loss:dataloader_idx_0", "eval_loss:dataloader_idx_1"} <= set(curves)
+    assert curves["eval_loss:dataloader_idx_1"].logged == "val_loss/dataloader_idx_1"
     assert {"overfitting:dataloader_idx_0", "overfitting:dataloader_idx_1"} <= {r.key for r in cb.rows}
 
 
@@ -324,30 +340,8 @@ def test_the_rules_wait_while_their_time_exceeds_the_budget():
     assert w.judged == 0
     w.maybe_judge(force=True)
     assert w.judged == 1 and 0 < RULE_BUDGET < 0.02
-    w.add(EVAL_LOSS, 30, float("nan"), eval_set="a")  # a non-finite loss is judged at once
+    w.add("eval_a_loss", 30, float("nan"))  # a non-finite loss is judged at once
     assert w.judged == 2 and any(r.status == FOUND for r in w.rows if r.key.startswith("non-finite"))
-
-
-@pytest.mark.parametrize(
-    "name, expected",
-    [
-        ("eval_loss", ""),
-        ("eval_squad_v2_loss", "squad_v2"),
-        ("val_loss", ""),
-        ("val/loss", ""),
-        ("Loss/val", ""),
-        ("val_loss_epoch", ""),
-        ("validation_loss", ""),
-        ("valid/other/loss", "other"),
-        ("val_loss/dataloader_idx_1", "dataloader_idx_1"),
-        ("eval_runtime", None),
-        ("train_loss", None),
-        ("val_acc", None),
-        ("loss", None),
-    ],
-)
-def test_eval_loss_names(name, expected):
-    assert eval_set(name) == expected
 
 
 def test_importing_the_callbacks_imports_neither_trainer_library():
@@ -377,4 +371,4 @@ def test_notebook_04s_watched_run_trains_and_reports_what_the_callback_judged():
     assert {"train loss", "eval loss", "learning rate (configured)"} <= {t.name for t in result.figure.data}
     assert m.seconds_per_step > 0 and m.rule_seconds > 0
     json.dumps(to_jsonable(m), allow_nan=False)  # what the notebook records
-    assert "learning rate as configured" in result.data.table_html()
+    assert "learning rate follows the configured schedule" in result.data.table_html()

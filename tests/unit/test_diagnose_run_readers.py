@@ -56,7 +56,11 @@ def _by(run):
         # not series: components, the test split, per-parameter norms, other groups, other metrics
         ("train_loss_auto_0", None),
         ("val_loss_auto_3", None),
-        ("test_loss", None),
+        ("train/nll_loss", Named(LOSS, "", "", "nll")),
+        ("val/rmse_loss", Named(EVAL_LOSS, "", "", "rmse")),
+        ("Training loss", Named(LOSS)),
+        ("test_loss", Named(EVAL_LOSS, "test", "", "", True)),  # read only when logged along the run
+        ("Test loss (avg on test)", Named(EVAL_LOSS, "test", "", "", True)),
         ("predict_loss", None),
         ("grad_2.0_norm/layer.weight", None),
         ("lr-AdamW/pg2", None),
@@ -66,6 +70,24 @@ def _by(run):
 )
 def test_names_are_read_by_their_words(name, named):
     assert classify(name) == named
+
+
+def test_a_plain_name_is_preferred_to_a_typed_one_and_a_test_loss_logged_once_is_not_a_curve(tmp_path):
+    rows = [
+        {"step": s, "train/loss": 1 / s, "train/mse_loss": 0.5 / s, "test_loss": 0.9} for s in range(1, 40)
+    ]
+    rows += [{"step": 40, "test_loss": 0.8}]
+    path = tmp_path / "history.jsonl"
+    once = [{k: v for k, v in r.items() if k != "test_loss" or r["step"] > 37} for r in rows]
+    path.write_text("".join(json.dumps(r) + "\n" for r in once))
+    a = read_run(tmp_path)
+    assert a.curves[LOSS].logged == "train/loss" and EVAL_LOSS not in a.curves
+    assert any("test_loss logged at fewer than 4 steps" in n for n in a.notes), a.notes
+    assert [o.logged for o in a.others] == ["test_loss"]  # still checked for NaN
+    # logged along the run, the test loss is an eval curve (the eval set "test")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    curves = read_run(tmp_path).curves
+    assert curves["eval_loss:test"].logged == "test_loss" and len(curves["eval_loss:test"]) == 40
 
 
 # -- an HF Trainer run with a dict of two eval datasets -----------------------------------------------------
@@ -392,3 +414,69 @@ def test_the_run_text_leads_with_what_was_found_in_words_and_wraps(hf_runs):
     assert all(len(line) <= 72 or " " not in line.strip() for line in lines)
     assert not any("FOUND  learning rate as configured" in line for line in lines)
     assert UNDECIDED  # statuses stay the JSON's words
+
+
+# -- the config's lr_scheduler_kwargs ------------------------------------------------------------------------
+
+
+def _restarts_run(run: Path, args: dict | None, recorded: dict | None = None) -> Path:
+    """A trainer_state.json whose LR is what transformers' own cosine_with_restarts scheduler (3 cycles) set,
+    step by step, with the Trainer's arguments beside it (``args``) or recorded in its TensorBoard events as
+    the Trainer's TensorBoard callback records them (``recorded``)."""
+    torch = pytest.importorskip("torch")
+    from transformers import get_scheduler
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    sched = get_scheduler("cosine_with_restarts", opt, 10, 200, scheduler_specific_kwargs={"num_cycles": 3})
+    history = []
+    for step in range(1, 201):
+        history.append({"step": step, "loss": 2.0 / step**0.3, "learning_rate": sched.get_last_lr()[0]})
+        opt.step()
+        sched.step()
+    run.mkdir(parents=True)
+    (run / "trainer_state.json").write_text(json.dumps({"log_history": history, "max_steps": 200}))
+    if args is not None:
+        (run / "training_args.json").write_text(json.dumps(args))
+    if recorded is not None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        with SummaryWriter(str(run / "runs" / "stamp")) as w:
+            w.add_text("args", json.dumps(recorded))
+    return run
+
+
+ARGS = {
+    "lr_scheduler_type": "cosine_with_restarts",
+    "learning_rate": 1e-3,
+    "warmup_steps": 10,
+    "max_steps": 200,
+}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"num_cycles": 3}, '{"num_cycles": 3}'],
+    ids=["a mapping", "TrainingArguments' JSON text"],
+)
+def test_the_configs_lr_scheduler_kwargs_are_what_the_lr_is_checked_against(tmp_path, kwargs):
+    row = _by(diagnose_run(_restarts_run(tmp_path / "run", ARGS | {"lr_scheduler_kwargs": kwargs})))
+    lr = row["lr-schedule"]
+    assert lr.status == CLEAR and "num_cycles=3" in lr.measured and "not read" not in lr.measured, lr.measured
+    # the same log against a config that sets none: transformers' default of one cycle, found
+    row = _by(diagnose_run(_restarts_run(tmp_path / "none", ARGS)))["lr-schedule"]
+    assert row.status == FOUND and "num_cycles=1" in row.measured and "not read" not in row.measured
+
+
+def test_the_kwargs_the_trainer_recorded_in_its_events_are_read(tmp_path):
+    pytest.importorskip("tensorboard")
+    run = _restarts_run(tmp_path / "run", None, recorded=ARGS | {"lr_scheduler_kwargs": {"num_cycles": 3}})
+    a = read_run(run)
+    assert a.schedule is not None and a.schedule.options == {"num_cycles": 3}
+    assert _by(diagnose_run(run))["lr-schedule"].status == CLEAR
+
+
+def test_lr_scheduler_kwargs_that_are_not_a_mapping_are_one_line_naming_the_key(tmp_path, capsys):
+    run = _restarts_run(tmp_path / "run", ARGS | {"lr_scheduler_kwargs": [3]})
+    assert main([str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "training_args.json lr_scheduler_kwargs: expected a mapping" in err, err

@@ -201,7 +201,7 @@ def test_allocation_sites_skip_torchs_own_frames():
             {"filename": "/home/me/proj/model.py", "line": 42, "name": "forward"},
         ]
     ) == ("proj/model.py:42 (forward)")
-    assert allocation_site([]) == "<no frames recorded>"
+    assert allocation_site([]) == "no stack recorded (allocated before the history was recorded)"
 
 
 # A stack recorded with context="all": torch's unwinder, the caching allocator, then the op (the layout

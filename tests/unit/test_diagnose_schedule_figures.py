@@ -82,3 +82,34 @@ def test_the_report_page_of_a_million_step_run_is_under_a_megabyte():
     logged = next(t for t in fig.data if t.name == "learning rate (logged)")
     configured = next(t for t in fig.data if t.name == "learning rate (configured)")
     assert 700_001 in list(logged.x) and len(configured.x) <= 4 * DRAW_BUCKETS
+
+
+def test_every_eval_set_is_drawn_and_each_kind_of_event_has_its_own_marker():
+    from nbkit.diagnose.curves import EVAL_LOSS
+    from nbkit.diagnose.run_figures import EVENTS
+
+    steps = np.arange(1, 301)
+    ev_steps = np.arange(30, 301, 30)
+    curves = {
+        LOSS: Series(LOSS, steps, np.linspace(2, 1, 300), "s"),
+        "eval_loss:news": Series(EVAL_LOSS, ev_steps, np.linspace(2, 1.5, 10), "s", "eval_news_loss", "news"),
+        "eval_loss:code": Series(EVAL_LOSS, ev_steps, np.linspace(2, 1.2, 10), "s", "eval_code_loss", "code"),
+        GRAD_NORM: Series(GRAD_NORM, steps, np.ones(300), "s"),
+        LEARNING_RATE: Series(LEARNING_RATE, steps, np.full(300, 1e-3), "s"),
+    }
+    rows = [
+        RunRow("loss-spikes", "loss spikes", FOUND, "m", steps=(100,)),
+        RunRow("grad-explosions", "grad-norm explosions", FOUND, "m", steps=(101,)),
+        RunRow("overfitting:news", "overfitting onset (eval set news)", FOUND, "m", steps=(120,)),
+        RunRow("lr-schedule", "learning rate as configured", FOUND, "m", steps=(150,)),
+        RunRow("non-finite", "non-finite", FOUND, "m", steps=(200,)),
+    ]
+    fig = curves_figure(curves, rows)
+    by_name = {t.name: t for t in fig.data}
+    assert {"eval loss (eval set news)", "eval loss (eval set code)"} <= set(by_name)
+    onset = by_name["overfitting onset (eval set news)"]
+    assert list(onset.x) == [120] and onset.y[0] == curves["eval_loss:news"].values[3]
+    marks = [by_name[n] for n in ("spike", "grad-norm explosion", "LR departs from the configured schedule")]
+    marks.append(onset)
+    assert len({(t.marker.symbol, t.marker.color) for t in marks}) == 4 == len(EVENTS)
+    assert "non-finite value logged" in by_name  # the dotted lines' legend entry
