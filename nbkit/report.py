@@ -627,6 +627,20 @@ def headline_rows(headline: Any, spec: Any) -> list[tuple[str, str, str]]:
     return out
 
 
+def ran_rows(recorded: Any) -> list[tuple[str, str, str]]:
+    """The ``ran`` record (experiment → where it ran, wall and CPU seconds) as (experiment, "CPU-s, wall",
+    where) rows; nothing for an older run or a record not in that shape."""
+    if not isinstance(recorded, Mapping):
+        return []
+    rows = []
+    for slug, info in recorded.items():
+        if isinstance(info, Mapping):
+            cpu, wall = _number(info.get("cpu_s")), _number(info.get("wall_s"))
+            shown = f"{cpu:.0f} CPU-s, {wall:.0f} s wall" if cpu is not None and wall is not None else "—"
+            rows.append((str(slug), shown, str(info.get("where", ""))))
+    return rows
+
+
 def _headline_table(rows: list[tuple[str, str, str]]) -> str:
     return (
         "<table class='headline'>"
@@ -772,10 +786,18 @@ def write_index(
         )
         theme = r.ok and (r.metrics.get("headline") is not None or r.metrics.get("claims") is not None)
         numbers = headline_rows(r.metrics.get("headline"), r.metrics.get(HEADLINE_SPEC)) if r.ok else []
-        if numbers:
+        ran = ran_rows(r.metrics.get("ran")) if r.ok else []
+        if numbers or ran:
             headlines.append(
                 f"<section class='numbers' data-notebook='{_esc(r.name)}'><h3>{_esc(r.name)}</h3>"
-                f"{_headline_table(numbers)}</section>"
+                f"{_headline_table(numbers) if numbers else ''}"
+                + (
+                    f"<details class='ran'><summary>where each experiment ran</summary>{_headline_table(ran)}"
+                    "</details>"
+                    if ran
+                    else ""
+                )
+                + "</section>"
             )
         if theme:
             figure = summary_figure(r.output)

@@ -255,3 +255,15 @@ def test_a_runs_notebooks_are_one_holm_family_on_its_index():
     assert "family of 3 decisive rows" in judged["01"][0][1]["why"]
     alone = run_ledger(results[1:], smoke=[])
     assert alone["02"][0][0]["verdict"] == "refuted"
+
+
+def test_the_index_says_where_each_experiment_ran_and_its_cpu_seconds(tmp_path):
+    from nbkit.report import ran_rows
+
+    ran = {"ablation": {"where": "this process and 2 worker processes", "wall_s": 60.2, "cpu_s": 118.4}}
+    assert ran_rows(ran) == [("ablation", "118 CPU-s, 60 s wall", "this process and 2 worker processes")]
+    assert ran_rows(None) == [] and ran_rows(["x"]) == []
+    page = write_index(
+        tmp_path, [_ok("01", {"claims": [_row("holds")], "ran": ran})], {}, name="r", date="d"
+    ).read_text()
+    assert "where each experiment ran" in page and "118 CPU-s, 60 s wall" in page
