@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/efficiency.py [--quick] [--only NAME ...] [--repeats N] [--json FILE]
 
-Five pairs, each measured on the same cores and threads, the same data and shapes (nbkit's path → the
+Six pairs, each measured on the same cores and threads, the same data and shapes (nbkit's path → the
 reference in the same run):
 
 * ``kg-eval``: ``nbkit.kg.ranking.evaluate``, one trained rung-5 model's filtered ranking of the scale
@@ -15,21 +15,26 @@ reference in the same run):
 * ``lm-token``: notebook 03's path, DSPy → one local server on one thread with DSPy's cache off, per
   completion token → the same prompts, grammar and max tokens through llama-cpp-python's in-process
   ``Llama`` on one thread.
+* ``compile``: notebook 03's compile loop, ``nbkit.signatures.compiling.compile_program`` (BootstrapFewShot,
+  its teacher's requests sent ahead of the pass to the local servers, cold in-run cache) → DSPy's own
+  BootstrapFewShot pass on the same compile sets, module, adapter and servers, one request at a time, per
+  compile of the default run's compile sets (``--quick``: the 10 % set only).
 * ``zero-step``: the ZeRO ladder's monitored training step (``nbkit.zero.worker.run_rung``) at stage 2 on 2
   ranks → a bare ``deepspeed.initialize`` engine step at the same config, model and batches.
 
 Each pair first checks that both sides do the same work (the same ranks, steps and losses, tokens,
-queries); a pair that fails its check is not timed. Then each side is timed ``--repeats`` times (at least 5),
-interleaved (nbkit then the reference, the reference then nbkit, ...), and the medians are compared.
+queries, compiled programs); a pair that fails its check is not timed. Then each side is timed ``--repeats``
+times (at least 5), interleaved (nbkit then the reference, the reference then nbkit, ...), and the medians
+are compared.
 One line per pair, at column 0::
 
     efficiency NAME: X (nbkit's time ÷ the reference's time; goal ≤ G)
 
 followed by both absolute times and what was compared. Exit 0 when every pair was measured, 1 otherwise.
-``--quick`` times fewer epochs, steps and prompts per repeat (and trains kg-eval's model for 5 s instead of
-the scale experiment's 30 s); the default is the same comparison with more of each. Wall times on a loaded
-machine are loaded; the ratios, each measured interleaved in one run, are what to read. Figures:
-``bench/RESULTS.md``.
+``--quick`` times fewer epochs, steps, prompts and compile sets per repeat (and trains kg-eval's model for
+5 s instead of the scale experiment's 30 s); the default is the same comparison with more of each. Wall
+times on a loaded machine are loaded; the ratios, each measured interleaved in one run, are what to read.
+Figures: ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
