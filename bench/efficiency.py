@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/efficiency.py [--quick] [--only NAME ...] [--repeats N] [--json FILE]
 
-Five pairs, each measured on the same cores and threads, the same data and shapes (nbkit's path → the
+Six pairs, each measured on the same cores and threads, the same data and shapes (nbkit's path → the
 reference in the same run):
 
 * ``kg-eval``: ``nbkit.kg.ranking.evaluate``, one trained rung-5 model's filtered ranking of the scale
@@ -15,26 +15,33 @@ reference in the same run):
 * ``lm-token``: notebook 03's path, DSPy → one local server on one thread with DSPy's cache off, per
   completion token → the same prompts, grammar and max tokens through llama-cpp-python's in-process
   ``Llama`` on one thread.
+* ``compile``: notebook 03's compile loop, ``nbkit.signatures.compiling.compile_program`` (BootstrapFewShot,
+  its teacher's requests sent ahead of the pass to the local servers, cold in-run cache) → DSPy's own
+  BootstrapFewShot pass on the same compile sets, module, adapter and servers, one request at a time, per
+  compile of the default run's compile sets (``--quick``: the 10 % set only).
 * ``zero-step``: the ZeRO ladder's monitored training step (``nbkit.zero.worker.run_rung``) at stage 2 on 2
   ranks → a bare ``deepspeed.initialize`` engine step at the same config, model and batches.
 
 Each pair first checks that both sides do the same work (the same ranks, steps and losses, tokens,
-queries); a pair that fails its check is not timed. Then each side is timed ``--repeats`` times (at least 5),
-interleaved (nbkit then the reference, the reference then nbkit, ...), and the medians are compared.
+queries, compiled programs); a pair that fails its check is not timed. Then each side is timed ``--repeats``
+times (at least 5), interleaved (nbkit then the reference, the reference then nbkit, ...), and the medians
+are compared.
 One line per pair, at column 0::
 
     efficiency NAME: X (nbkit's time ÷ the reference's time; goal ≤ G)
 
 followed by both absolute times and what was compared. Exit 0 when every pair was measured, 1 otherwise.
-``--quick`` times fewer epochs, steps and prompts per repeat (and trains kg-eval's model for 5 s instead of
-the scale experiment's 30 s); the default is the same comparison with more of each. Wall times on a loaded
-machine are loaded; the ratios, each measured interleaved in one run, are what to read. Figures:
-``bench/RESULTS.md``.
+``--quick`` times fewer epochs, steps, prompts and compile sets per repeat (and trains kg-eval's model for
+5 s instead of the scale experiment's 30 s); the default is the same comparison with more of each. Wall
+times on a loaded machine are loaded; the ratios, each measured interleaved in one run, are what to read.
+Figures: ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import statistics
@@ -45,7 +52,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-GOALS = {"kg-eval": 1.0, "kg-train": 1.0, "lora-step": 1.05, "lm-token": 1.1, "zero-step": 1.1}
+GOALS = {
+    "kg-eval": 1.0,
+    "kg-train": 1.0,
+    "lora-step": 1.05,
+    "lm-token": 1.1,
+    "compile": 1.0,
+    "zero-step": 1.1,
+}
 
 
 class NotSameWork(RuntimeError):
@@ -646,6 +660,99 @@ def pair_lm_token(args) -> PairResult:
     )
 
 
+# -- compile -----------------------------------------------------------------------------------------------
+
+
+def pair_compile(args) -> PairResult:
+    import logging
+
+    import dspy
+    from dspy.teleprompt import BootstrapFewShot
+
+    from nbkit.signatures.cases import compile_mix
+    from nbkit.signatures.compiling import compile_program
+    from nbkit.signatures.config import CompileConfig
+    from nbkit.signatures.context import SignaturesContext
+    from nbkit.signatures.evaluation import make_adapter
+
+    logging.getLogger("dspy").setLevel(logging.CRITICAL)  # parse failures of the teacher's answers: counted
+    cc = CompileConfig()
+    module = "hybrid"  # the module the default run compiles (the best uncompiled one on the val cases)
+    ctx = SignaturesContext("cpu", cache="memory", server=args.lm_server)
+    try:
+        adapter = ctx.resolve_adapter(cc.adapter)
+        lm = ctx.lm_for(adapter)
+        plain = lm.copy(cache=False)  # the reference's LM: every request reaches the servers
+        mixes = (max(cc.mixes),) if args.quick else tuple(sorted(cc.mixes))
+        sets = [compile_mix(ctx.splits.train, cc.compile_size, mix, seed=ctx.seed) for mix in mixes]
+
+        def served(entries) -> int:
+            return sum(1 for e in entries if e.get("usage"))
+
+        def nbkit_run():
+            dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)  # cold, as a first run
+            before = len(lm.history)
+            t = time.perf_counter()
+            programs = [
+                compile_program(
+                    "bootstrap",
+                    ctx.module(module),
+                    compile_set,
+                    metric=ctx.metric(),
+                    lm=lm,
+                    adapter=make_adapter(adapter),
+                    max_demos=cc.max_demos,
+                    num_threads=ctx.num_threads,
+                )
+                for compile_set in sets
+            ]
+            return time.perf_counter() - t, programs, served(lm.history[before:])
+
+        def reference_run():
+            before = len(plain.history)
+            t = time.perf_counter()
+            programs = []
+            quiet = contextlib.redirect_stdout(io.StringIO())  # DSPy prints a line per bootstrap
+            for compile_set in sets:
+                with dspy.context(lm=plain, adapter=make_adapter(adapter)), quiet:
+                    optimizer = BootstrapFewShot(
+                        metric=ctx.metric(),
+                        max_bootstrapped_demos=cc.max_demos,
+                        max_labeled_demos=cc.max_demos,
+                        max_rounds=1,
+                        max_errors=len(compile_set) + 1,
+                    )
+                    student = ctx.module(module).reset_copy()
+                    programs.append(optimizer.compile(student, trainset=list(compile_set)))
+            return time.perf_counter() - t, programs, served(plain.history[before:])
+
+        _, ours, n_ours = nbkit_run()
+        _, theirs, n_theirs = reference_run()
+        differ = [m for m, a, b in zip(mixes, ours, theirs, strict=True) if a.dump_state() != b.dump_state()]
+        if differ:
+            raise NotSameWork(f"compile: the compiled programs differ (colloquial shares {differ})")
+        a, b = interleaved(lambda: nbkit_run()[0], lambda: reference_run()[0], args.repeats)
+    finally:
+        ctx.close()
+    width = ctx.num_threads
+    return PairResult(
+        "compile",
+        "per compile of the default run's set" + ("s" if len(sets) > 1 else ""),
+        a,
+        b,
+        "DSPy's BootstrapFewShot pass",
+        f"BootstrapFewShot (max {cc.max_demos} bootstrapped + {cc.max_demos} labelled demos, 1 round) of "
+        f"notebook 03's {module} module on the default run's compile set{'s' if len(sets) > 1 else ''} "
+        f"({cc.compile_size} training cases, colloquial share {', '.join(f'{m:.0%}' for m in mixes)}), its "
+        f"{adapter} adapter, the local servers ({ctx.llm.serving()}); nbkit: compile_program, the teacher's "
+        f"requests {width} at a time ahead of DSPy's pass, from a cold in-run cache; reference: DSPy's own "
+        "pass, one request at a time, no cache",
+        f"the same compiled programs (demos and state equal); requests served: nbkit {n_ours}, DSPy's pass "
+        f"{n_theirs} (nbkit's at most {width - 1} more per compile: requests sent ahead that the pass, "
+        "having its demos, never read)",
+    )
+
+
 # -- zero-step ---------------------------------------------------------------------------------------------
 
 
@@ -657,9 +764,10 @@ def zero_rank(spec_path: str) -> int:
     out = Path(spec["out_dir"])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    from nbkit.zero.worker import _quiet_deepspeed
+    from nbkit.zero.worker import _quiet_deepspeed, _skip_autotuner_mlflow
 
     _quiet_deepspeed()
+    _skip_autotuner_mlflow()  # as the ladder's ranks
     import torch
 
     torch.manual_seed(spec["seed"])
@@ -811,6 +919,7 @@ PAIRS = {
     "kg-train": pair_kg_train,
     "lora-step": pair_lora_step,
     "lm-token": pair_lm_token,
+    "compile": pair_compile,
     "zero-step": pair_zero_step,
 }
 

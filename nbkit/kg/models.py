@@ -285,6 +285,10 @@ class GCNEncoder(nn.Module):
         return x
 
 
+# Elements of one chunk of hetero SAGE's neighbour projection (nodes x edge types x hidden, 128 MB in float32)
+SAGE_CHUNK_ELEMENTS = 1 << 25
+
+
 class HeteroSAGEEncoder(nn.Module):
     """Rungs 2-3: typed message passing, one SAGE convolution per (src_type, relation, dst_type).
 
@@ -315,18 +319,29 @@ class HeteroSAGEEncoder(nn.Module):
         self.b_l = torch.nn.ParameterList([param(n, hidden) for _ in range(layers)])
         self.w_r = torch.nn.ParameterList([param(n, hidden, hidden) for _ in range(layers)])
 
-    def _layer(self, i, x, graph, src, dst, et, inv_deg, dst_type_of_et, fan_in):
-        # Neighbour part: transform every node under every edge type's lin_l (chunks bound the memory),
-        # pick each edge's source row, weight by 1/deg (mean within the edge type), sum per destination.
+    def _neighbours(self, i, x, src, dst, et, inv_deg):
+        """Layer ``i``'s neighbour part: every node transformed under every edge type's lin_l (chunks of
+        edge types bound the memory), each edge's source row picked, weighted by 1/deg (mean within the
+        edge type), summed per destination."""
         out = torch.zeros_like(x)
         n_nodes, hidden = x.shape
-        step = max(1, (1 << 25) // max(1, n_nodes * hidden))
+        step = max(1, SAGE_CHUNK_ELEMENTS // max(1, n_nodes * hidden))
         for lo in range(0, len(self.edge_types), step):
             sel = (et >= lo) & (et < lo + step)
             if not bool(sel.any()):
                 continue
-            proj = torch.einsum("nh,ehk->enk", x, self.w_l[i][lo : lo + step])
-            out.index_add_(0, dst[sel], proj[et[sel] - lo, src[sel]] * inv_deg[sel, None])
+            # [nodes, edge types, hidden]: the product einsum("nh,ehk->enk") computes (one [nodes x hidden]
+            # @ [hidden x types·hidden] matmul, the same numbers to the bit), read in the order it comes
+            # out in — einsum's [types, nodes, hidden] order copies the whole product, and its gradient
+            # back, every layer and epoch
+            w = self.w_l[i][lo : lo + step]
+            proj = (x @ w.permute(1, 0, 2).reshape(hidden, -1)).view(n_nodes, w.size(0), hidden)
+            out.index_add_(0, dst[sel], proj[src[sel], et[sel] - lo] * inv_deg[sel, None])
+        return out
+
+    def _layer(self, i, x, graph, src, dst, et, inv_deg, dst_type_of_et, fan_in):
+        out = self._neighbours(i, x, src, dst, et, inv_deg)
+        hidden = x.size(1)
         # Root part and biases: the sum over edge types into type d of lin_r_e is one matrix per d.
         n_types = len(graph.types)
         w_root = torch.zeros(n_types, hidden, hidden, device=x.device, dtype=x.dtype).index_add(

@@ -7,9 +7,10 @@
   (never the compile set); the zero-shot candidate is skipped because the notebook already measured it.
 
 BootstrapFewShot's teacher pass asks the LM one example at a time, which leaves a batching server idle.
-With ``num_threads > 1`` (and the LM's cache on) each bootstrap is preceded by :func:`prefetch_teacher_calls`:
-the same teacher requests for every compile example, sent at once, so the sequential pass that follows is
-answered from the in-run cache — the same requests, hence the same demos and the same compiled program.
+With ``num_threads > 1`` (and the LM's cache on) each bootstrap's teacher requests are sent
+``num_threads`` at a time just ahead of the sequential pass (:class:`TeacherPrefetch`), so the pass is
+answered from the in-run cache — the same requests, hence the same demos and the same compiled program —
+and at most ``num_threads − 1`` requests go to compile examples after the one that completed its demos.
 
 The field notes' claim — compiled on standard questions only, a program does much worse on real users'
 wording; remedy: ≥ 10 % colloquial examples in the compile set — is :func:`mix_experiment`: the same student
@@ -51,60 +52,118 @@ def _light_copy(module):
     return clone
 
 
-def prefetch_teacher_calls(bootstrap, num_threads: int) -> int:
-    """Send a prepared BootstrapFewShot's round-0 teacher requests for its whole compile set concurrently.
+class TeacherPrefetch:
+    """Round-0 teacher requests of a BootstrapFewShot, sent ``width`` at a time just ahead of its sequential
+    pass, so that pass finds each answer in the LM's cache.
 
-    ``BootstrapFewShot._bootstrap_one_example`` runs, per example, the teacher with that example left out of
-    its demos, under ``dspy.context(trace=[], **teacher_settings)``. This does exactly that for
-    every example at once (on light copies of the teacher, so its demos are never touched), discarding the
-    answers: the LM's cache keeps them, and the sequential pass then finds each request answered. Failures
-    are ignored here — the sequential pass meets, and counts, them again. Returns how many examples ran.
-    Only the first round is prefetched (later rounds change the temperature and depend on the first).
+    ``BootstrapFewShot._bootstrap_one_example`` runs, per compile example, the teacher with that example
+    left out of its demos, under ``dspy.context(trace=[], **teacher_settings)``; :meth:`one` does exactly
+    that (on a light copy of the teacher, so its demos are never touched) and discards the answer: the
+    LM's cache keeps it. Failures are ignored here — the sequential pass meets, and counts, them again.
+
+    Why ahead of the pass rather than the whole compile set at once: the pass stops as soon as it has
+    ``max_bootstrapped_demos`` accepted traces (often after a few examples), and every request sent for an
+    example after that one was served for nothing. :meth:`before` is called as the pass reaches example
+    ``i``: it keeps examples ``i … i + width − 1`` requested (``width`` in flight, so every server slot stays
+    busy) and waits for example ``i``'s answer. At most ``width − 1`` requests are unused when the pass
+    stops; :meth:`close` waits for them (their answers only fill the cache). Only the first round is
+    prefetched (later rounds change the temperature and depend on the first).
     """
-    import logging
 
-    import dspy
-    from dspy.utils.parallelizer import ParallelExecutor
+    def __init__(self, bootstrap, width: int):
+        from concurrent.futures import ThreadPoolExecutor
 
-    lm = dspy.settings.lm
-    trainset = list(getattr(bootstrap, "trainset", None) or [])
-    if num_threads < 2 or len(trainset) < 2 or lm is None or not getattr(lm, "cache", False):
-        return 0
-    teacher, settings = bootstrap.teacher, dict(getattr(bootstrap, "teacher_settings", None) or {})
+        self.teacher = bootstrap.teacher
+        self.settings = dict(getattr(bootstrap, "teacher_settings", None) or {})
+        self.examples = list(getattr(bootstrap, "trainset", None) or [])
+        self.width = width
+        self.pending: dict[int, Any] = {}
+        self.sent = 0  # examples requested so far, in compile-set order
+        self._pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="nbkit-teacher")
 
-    def one(example):
-        clone = _light_copy(teacher)
-        with dspy.context(trace=[], **settings):
+    def one(self, example) -> None:
+        import dspy
+
+        clone = _light_copy(self.teacher)
+        with dspy.context(trace=[], **self.settings):
             for _name, predictor in clone.named_predictors():
                 predictor.demos = [x for x in predictor.demos if x != example]
             with contextlib.suppress(Exception):
                 clone(**example.inputs())
-        return True
 
-    quiet = logging.getLogger("dspy")
-    level = quiet.level
-    quiet.setLevel(logging.CRITICAL)  # a parse failure is logged by the sequential pass, once
-    try:
-        done = ParallelExecutor(
-            num_threads=num_threads, disable_progress_bar=True, max_errors=len(trainset) + 1
-        ).execute(one, trainset)
-    finally:
-        quiet.setLevel(level)
-    return sum(1 for d in done if d)
+    def before(self, example) -> None:
+        """The sequential pass is about to ask for ``example``: keep the next ``width`` examples requested and
+        wait for this one's answer."""
+        import contextvars
+
+        i = next((k for k, x in enumerate(self.examples) if x is example), None)
+        if i is None:
+            return
+        while self.sent < min(len(self.examples), i + self.width):
+            # each request runs in a copy of the caller's context: DSPy's settings (the LM, the adapter) are
+            # context variables
+            self.pending[self.sent] = self._pool.submit(
+                contextvars.copy_context().run, self.one, self.examples[self.sent]
+            )
+            self.sent += 1
+        if i in self.pending:
+            with contextlib.suppress(Exception):  # the sequential pass meets the same failure, and reports it
+                self.pending.pop(i).result()
+
+    def close(self, wait: bool = True) -> int:
+        """Wait for the requests still in flight (``wait=False``: an error or Ctrl-C ended the pass, leave
+        them); returns how many examples were requested."""
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
+        return self.sent
+
+
+def _prefetch_width(bootstrap, num_threads: int) -> int:
+    """``num_threads`` where prefetching can help: several threads, several compile examples and an LM whose
+    cache the sequential pass reads; 0 otherwise."""
+    import dspy
+
+    lm = dspy.settings.lm
+    trainset = getattr(bootstrap, "trainset", None) or []
+    if num_threads < 2 or len(trainset) < 2 or lm is None or not getattr(lm, "cache", False):
+        return 0
+    return num_threads
 
 
 @contextlib.contextmanager
 def concurrent_teacher_pass(num_threads: int):
-    """While active, every BootstrapFewShot (also the ones random search builds) prefetches its teacher
-    requests."""
+    """While active, every BootstrapFewShot (also the ones random search builds) prefetches its round-0
+    teacher requests ahead of its sequential pass (:class:`TeacherPrefetch`)."""
+    import logging
+
     from dspy.teleprompt import bootstrap, random_search
 
     original = bootstrap.BootstrapFewShot
 
     class PrefetchingBootstrapFewShot(original):
+        _prefetch: TeacherPrefetch | None = None
+
         def _bootstrap(self, *args, **kwargs):
-            prefetch_teacher_calls(self, num_threads)
-            return super()._bootstrap(*args, **kwargs)
+            width = _prefetch_width(self, num_threads)
+            if not width:
+                return super()._bootstrap(*args, **kwargs)
+            self._prefetch = TeacherPrefetch(self, width)
+            quiet = logging.getLogger("dspy")
+            level = quiet.level
+            quiet.setLevel(logging.CRITICAL)  # a parse failure is logged by the sequential pass, once
+            ok = False
+            try:
+                out = super()._bootstrap(*args, **kwargs)
+                ok = True
+                return out
+            finally:
+                self._prefetch.close(wait=ok)
+                self._prefetch = None
+                quiet.setLevel(level)
+
+        def _bootstrap_one_example(self, example, round_idx=0):
+            if self._prefetch is not None and round_idx == 0:
+                self._prefetch.before(example)
+            return super()._bootstrap_one_example(example, round_idx)
 
     random_search.BootstrapFewShot = PrefetchingBootstrapFewShot
     try:
@@ -129,7 +188,7 @@ def compile_program(
     """Compile ``student`` (a fresh copy is compiled; ``student`` itself is untouched).
 
     ``num_threads`` requests at once: random search's candidate scoring, and every bootstrap's teacher
-    pass (prefetched, see :func:`prefetch_teacher_calls`; 1 = DSPy's own sequential pass only).
+    pass (prefetched, see :class:`TeacherPrefetch`; 1 = DSPy's own sequential pass only).
     """
     import dspy
     from dspy.teleprompt import BootstrapFewShotWithRandomSearch

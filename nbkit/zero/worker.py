@@ -505,6 +505,20 @@ def _inject_failure(how: str) -> None:
     raise ValueError(f"unknown failure mode {how!r}")
 
 
+def _skip_autotuner_mlflow() -> None:
+    """Keep DeepSpeed's import from importing mlflow in this rank process.
+
+    ``deepspeed.autotuning.autotuner`` imports mlflow at module level when it is installed (every
+    ``import deepspeed`` does), to log autotuning experiments; a ZeRO rank never autotunes, and that
+    import cost each rank of every launch about three times the CPU time of the rest of DeepSpeed's
+    import (bench/RESULTS.md). A ``None`` entry makes ``import mlflow`` fail at once, which DeepSpeed reads
+    as "not installed". Only in rank processes, which nbkit owns: a notebook kernel's imports are left
+    alone.
+    """
+    if "mlflow" not in sys.modules:
+        sys.modules["mlflow"] = None  # type: ignore[assignment]
+
+
 def _quiet_deepspeed() -> None:
     import logging
     import warnings
@@ -558,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         # The launcher sends SIGUSR1 on a timeout: every rank dumps its Python stack to its log,
         # which names the rank that is stuck outside a collective.
         faulthandler.register(signal.SIGUSR1, all_threads=False)
+        _skip_autotuner_mlflow()
         import deepspeed
 
         ds_torch_comm = sys.modules[

@@ -685,6 +685,58 @@ def test_kiss_variants_side_by_side_give_the_figures_of_one_after_the_other(tiny
     assert one.figures["kiss_peak_bytes"] < one.figures["over_peak_bytes"]
 
 
+def test_kiss_variants_share_the_frozen_base_and_track_the_peak_only_where_it_is_read(tiny, monkeypatch):
+    """Each variant reads the caller's base weights (no copy of them) and leaves them as they were, values
+    and ``requires_grad`` alike; a seed whose peak memory is not read trains exactly as one whose peak is
+    read, on deep copies of the base model: the same steps, validation losses and steps to the target."""
+    import copy
+
+    from nbkit.audit.checks import kiss
+
+    model, tok = tiny
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = {n: p.requires_grad for n, p in model.named_parameters()}
+    cfg = KissConfig(
+        budget_steps=4,
+        batch_size=4,
+        eval_every=1,
+        val_size=8,
+        kiss_lr=0.01,
+        over_lr=0.01,
+        target_ratio=0.99,
+        stop_when_reached=False,
+    )
+    examples = make_sft_examples(40)
+
+    def compare(measure_peak):
+        return kiss.compare_lora_variants(
+            model,
+            tok,
+            examples,
+            TemplateSection(),
+            cfg,
+            device=CPU,
+            progress=False,
+            measure_peak=measure_peak,
+        )
+
+    shared = compare(measure_peak=False)
+    with monkeypatch.context() as m:
+        m.setattr(kiss, "frozen_twin", copy.deepcopy)  # what every variant of every seed used to train on
+        copied = compare(measure_peak=True)
+    for a, b in zip(shared.runs, copied.runs, strict=True):
+        assert (a.steps, a.val_loss, a.steps_to_target) == (b.steps, b.val_loss, b.steps_to_target)
+    assert any(r.steps_to_target is not None for r in shared.runs)
+    assert all(r.peak_bytes is None and r.peak_kind == "not measured" for r in shared.runs)
+    assert all(r.peak_bytes for r in copied.runs)
+    assert "peak_ratio_kiss_vs_over" not in shared.finding.figures
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    assert flags == {n: p.requires_grad for n, p in model.named_parameters()}
+    twin = kiss.frozen_twin(model)
+    pairs = list(zip(model.parameters(), twin.parameters(), strict=True))
+    assert all(p is not q and p.data_ptr() == q.data_ptr() for p, q in pairs)  # the same storage
+
+
 def test_run_concurrently_keeps_order_and_raises_the_first_error():
     from nbkit.audit.sft import concurrent_workers, run_concurrently
 

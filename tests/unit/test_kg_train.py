@@ -181,6 +181,41 @@ def test_hetero_sage_matches_heteroconv_of_sageconvs(split):
             assert torch.allclose(enc(x, g), ref, atol=1e-5), (reverse, type_aggr)
 
 
+@pytest.mark.parametrize("chunk_types", [None, 3])
+def test_hetero_sage_trains_to_the_bit_as_with_einsum(split, monkeypatch, chunk_types):
+    """The neighbour projection is read in the order its matmul produces it: training rungs 2 and 3 gives, to
+    the bit, the losses and weights of the einsum("nh,ehk->enk") form it replaced (all edge types in one
+    chunk, and three at a time)."""
+    from nbkit.kg import models
+
+    hidden = 16
+    if chunk_types is not None:
+        monkeypatch.setattr(models, "SAGE_CHUNK_ELEMENTS", chunk_types * split.num_nodes * hidden)
+
+    def einsum_neighbours(self, i, x, src, dst, et, inv_deg):
+        out = torch.zeros_like(x)
+        step = max(1, models.SAGE_CHUNK_ELEMENTS // (x.size(0) * x.size(1)))
+        for lo in range(0, len(self.edge_types), step):
+            sel = (et >= lo) & (et < lo + step)
+            if bool(sel.any()):
+                proj = torch.einsum("nh,ehk->enk", x, self.w_l[i][lo : lo + step])
+                out.index_add_(0, dst[sel], proj[et[sel] - lo, src[sel]] * inv_deg[sel, None])
+        return out
+
+    def train(rung):
+        cfg = kgtrain.TrainConfig(epochs=3, hidden=hidden, eval_every=3, seed=1)
+        res, model, _ = kgtrain.train_rung(split, kgladder.LADDER[rung], cfg, progress=False)
+        return res.history["loss"], res.metrics, model.state_dict()
+
+    for rung in (2, 3):
+        ours = train(rung)
+        with monkeypatch.context() as m:
+            m.setattr(models.HeteroSAGEEncoder, "_neighbours", einsum_neighbours)
+            theirs = train(rung)
+        assert ours[0] == theirs[0] and ours[1] == theirs[1], rung
+        assert all(torch.equal(ours[2][k], theirs[2][k]) for k in ours[2]), rung
+
+
 def test_training_keeps_test_untouched_and_score_test_reads_it_once(split):
     cfg = kgtrain.TrainConfig(epochs=4, hidden=16, eval_every=2)
     res, model, graph = kgtrain.train_rung(split, kgladder.LADDER[1], cfg, progress=False)

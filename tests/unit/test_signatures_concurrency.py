@@ -96,7 +96,7 @@ def _metric(example, prediction, trace=None):
     return example.answer == prediction.answer
 
 
-def _compile(fake, num_threads, optimizer="bootstrap", **kwargs):
+def _compile(fake, num_threads, optimizer="bootstrap", examples=6, **kwargs):
     import dspy
 
     from nbkit.signatures.compiling import compile_program
@@ -105,10 +105,11 @@ def _compile(fake, num_threads, optimizer="bootstrap", **kwargs):
         "openai/fake", api_base=fake.api_base, max_tokens=16, cache="memory"
     )  # a fresh, empty in-run cache
     fake.requests.clear()
+    fake.most_in_flight = 0
     program = compile_program(
         optimizer,
         dspy.Predict("question -> answer"),
-        _examples(6),
+        _examples(examples),
         metric=_metric,
         lm=handle.lm,
         max_demos=2,
@@ -122,17 +123,21 @@ def _demos(program):
     return [[dict(d) for d in p.demos] for _n, p in program.named_predictors()]
 
 
-def test_concurrent_teacher_pass_compiles_the_same_program_and_the_sequential_pass_hits_the_cache(fake):
-    sequential, seq_requests = _compile(fake, num_threads=1)
-    prefetched, pre_requests = _compile(fake, num_threads=4)
+@pytest.mark.parametrize("width", [2, 4])
+def test_teacher_pass_prefetched_ahead_compiles_the_same_program_from_the_cache(fake, width):
+    sequential, seq_requests = _compile(fake, num_threads=1, examples=16)
+    prefetched, pre_requests = _compile(fake, num_threads=width, examples=16)
     assert _demos(prefetched) == _demos(sequential) and _demos(
         sequential
     )  # the same demos, in the same order
     assert prefetched.dump_state() == sequential.dump_state()
-    # The prefetch asks every compile example once, concurrently; BootstrapFewShot's own pass then reaches the
-    # server for nothing: each of its requests is one the prefetch already sent.
-    assert len(pre_requests) == 6 and fake.most_in_flight > 1
-    assert set(seq_requests) <= set(pre_requests)
+    # The prefetch asks the compile examples ``width`` at a time ahead of BootstrapFewShot's own pass, which
+    # then reaches the server for nothing: each of its requests is one the prefetch already sent.
+    assert set(seq_requests) <= set(pre_requests) and fake.most_in_flight > 1
+    # The pass stops once it has its demos (here before the 16th example): the prefetch asked at most
+    # width - 1 examples beyond the last one the pass needed, never the whole compile set.
+    assert len(seq_requests) < 16
+    assert len(seq_requests) <= len(pre_requests) <= len(seq_requests) + width - 1
 
 
 def test_random_search_compiles_the_same_program_with_the_concurrent_teacher_pass(fake):

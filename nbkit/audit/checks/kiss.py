@@ -227,6 +227,21 @@ def _sft_batches(tokenizer, examples, template, batch_size: int, seed: int):
             yield pad_batch([feats[j] for j in order[i : i + batch_size]], tokenizer.pad_token_id)
 
 
+def frozen_twin(model):
+    """A copy of ``model`` whose parameters are new ``Parameter`` objects over the SAME storage (buffers and
+    modules copied as ``copy.deepcopy`` copies them, tied weights stay tied).
+
+    Why not ``copy.deepcopy``: a LoRA variant never writes its base weights (PEFT freezes them and only the
+    adapters are trained), so copying them for every variant of every seed only cost memory and time (4
+    bytes per base parameter each). The new ``Parameter`` objects keep PEFT's freezing off the caller's
+    model (``requires_grad`` is per object); the values are the caller's, so every figure is the one a deep
+    copy gives."""
+    import torch
+
+    memo = {id(p): torch.nn.Parameter(p.detach(), requires_grad=p.requires_grad) for p in model.parameters()}
+    return copy.deepcopy(model, memo)
+
+
 def step_peak_bytes(model, fn) -> int:
     """Peak tensor bytes of one call of ``fn``: parameter bytes + the peak of storages it creates.
 
@@ -319,13 +334,14 @@ class VariantTrainer:
         device,
         seed: int,
         live=None,
+        measure_peak: bool = True,
     ):
         import torch
         from peft import get_peft_model
 
         torch.manual_seed(seed)
         self.model = get_peft_model(
-            copy.deepcopy(base_model), lora_config(variant.r, variant.alpha, variant.targets, 0.0)
+            frozen_twin(base_model), lora_config(variant.r, variant.alpha, variant.targets, 0.0)
         ).to(device)
         trainable, total = self.model.get_nb_trainable_parameters()
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
@@ -336,8 +352,9 @@ class VariantTrainer:
             pad_batch(vfeats[i : i + batch_size], tokenizer.pad_token_id)
             for i in range(0, len(vfeats), batch_size)
         ]
-        self.run = VariantRun(variant, trainable, total, None, "")
+        self.run = VariantRun(variant, trainable, total, None, "" if measure_peak else "not measured")
         self.device, self.target, self.live, self.done = device, target, live, 0
+        self.measure_peak = measure_peak
         self._snapshot: tuple | None = None
         self._since: list = []
 
@@ -356,11 +373,12 @@ class VariantTrainer:
         return float(loss.detach())
 
     def _train_on(self, batch) -> None:
-        """One step on ``batch``; the first step of a run is the one whose peak memory is measured."""
+        """One step on ``batch``; a run's first step computes every position's logits and, with
+        ``measure_peak``, is the one whose peak memory is measured."""
         self.done += 1
         if self.done > 1:
             self._step(*batch)
-        elif self.run.peak_bytes is not None:  # a replay of the first step: the same step, measured already
+        elif not self.measure_peak or self.run.peak_bytes is not None:  # unmeasured, or a replay of it
             self._step(*batch, full_logits=True)
         elif self.device.type == "cuda":
             probe = memory_probe(self.device)
@@ -395,7 +413,8 @@ class VariantTrainer:
 
     def advance(self, n: int):
         t0 = time.perf_counter()
-        self._snapshot = self._state()
+        # the state before the steps, for a replay; one step needs none (an evaluation after it sees it)
+        self._snapshot = self._state() if n > 1 else None
         self._since = [next(self.batches) for _ in range(n)]
         for batch in self._since:
             self._train_on(batch)
@@ -474,6 +493,7 @@ def compare_lora_variants(
     progress=True,
     untrained: float | None = None,
     workers: int | None = None,
+    measure_peak: bool = True,
 ) -> Comparison:
     """Train the variants with the same budget, each at its own learning rate (``cfg.kiss_lr`` for the
     first, ``cfg.over_lr`` for the others); trainable share, peak memory, steps to the validation target.
@@ -485,7 +505,8 @@ def compare_lora_variants(
     model's validation loss when already measured (the audit context scores the base model once for
     every check that reads it). ``workers``: variants trained side by side in threads (default: on CPU
     as many as :func:`nbkit.audit.sft.concurrent_workers` allows; the figures are those of one after the
-    other).
+    other). ``measure_peak=False``: the first step's peak memory is not tracked (a seed whose peak nobody
+    reads; the step itself, and every other figure, is the same).
     """
     import plotly.graph_objects as go
     from tqdm.auto import tqdm
@@ -528,6 +549,7 @@ def compare_lora_variants(
             device=device,
             seed=seed,
             live=live,
+            measure_peak=measure_peak,
         )
         for v, lr in zip(variants, lrs, strict=True)
     ]
@@ -715,6 +737,8 @@ def measure(cfg: KissConfig, ctx: AuditContext, live=None, stop=None) -> Checked
             live=live if i == 0 else None,
             progress=ctx.progress,
             untrained=pooled_loss(base),
+            # the metrics report the first seed's peak memory: the others' first step is not tracked
+            measure_peak=i == 0,
         )
         runs.append(KissRun(seed, c.kiss.steps_to_target, c.over.steps_to_target, c.steps_trained))
         first = first or c
