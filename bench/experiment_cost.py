@@ -61,13 +61,13 @@ def _live_cpu(me) -> dict[int, float]:
 
 def _kiss(smoke: bool) -> tuple[Any, Callable[[], Any], Callable[[Any], dict]]:
     from nbkit.audit import context, experiments
-    from nbkit.audit.checks.kiss import notes_model_shares
+    from nbkit.audit.checks.kiss import notes_model_counts
 
     ctx = context.AuditContext(
         "cpu", smoke=smoke, config="good_smollm2.yaml", model="smollm2", seed=0, threads=1
     )
     ctx.model_and_tokenizer("")  # loaded by the notebook before the check: not the check's cost
-    ctx.shared.cached(("notes-model-shares",), notes_model_shares)
+    ctx.shared.cached(("notes-model-counts",), notes_model_counts)
 
     def figures(r):
         m = r.metrics

@@ -19,10 +19,13 @@ runs, so the results — and the ledger — are the same serially, in processes 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -90,30 +93,31 @@ def replicate(
                 break
         return results
     timed = functools.partial(_timed, one)
-    if at.mode == "dask":
-        client = dask_client(at.address)
-        submit = lambda u: client.submit(timed, u, pure=False)  # noqa: E731
-        width = max(1, sum(client.nthreads().values()))
-    else:
-        init, args = worker_setup or (_nothing, ())
-        pool = worker_pool(ctx, at.workers, init, args)
-        submit = lambda u: pool.submit(timed, u)  # noqa: E731
-        width = at.workers
-    pending: dict[int, Any] = {}
-    nxt = 0
-    try:
-        while len(results) < len(units):
-            while nxt < len(units) and len(pending) < width:
-                pending[nxt] = submit(units[nxt])
-                nxt += 1
-            result, cpu_s = pending.pop(len(results)).result()
-            ctx.ran_elsewhere(slug, str(at), cpu_s)
-            results.append(result)
-            if stop(results):
-                break
-    finally:
-        for future in pending.values():  # units past the stopping point: not needed
-            future.cancel()
+    with contextlib.ExitStack() as stack:
+        if at.mode == "dask":
+            client = dask_client(at.address)
+            submit = lambda u: client.submit(timed, u, pure=False)  # noqa: E731
+            width = max(1, sum(client.nthreads().values()))
+        else:
+            init, args = worker_setup or (_nothing, ())
+            pool = stack.enter_context(worker_pool(at.workers, init, args))
+            submit = lambda u: pool.submit(timed, u)  # noqa: E731
+            width = at.workers
+        pending: dict[int, Any] = {}
+        nxt = 0
+        try:
+            while len(results) < len(units):
+                while nxt < len(units) and len(pending) < width:
+                    pending[nxt] = submit(units[nxt])
+                    nxt += 1
+                result, cpu_s = pending.pop(len(results)).result()
+                ctx.ran_elsewhere(slug, str(at), cpu_s)
+                results.append(result)
+                if stop(results):
+                    break
+        finally:
+            for future in pending.values():  # units past the stopping point: not needed
+                future.cancel()
     return results
 
 
@@ -127,24 +131,27 @@ def _nothing() -> None:
     return None
 
 
-def worker_pool(ctx: Any, workers: int, initializer: Callable[..., None], initargs: tuple = ()) -> Any:
-    """A pool of ``workers`` processes kept for the life of ``ctx`` (started once, closed with it), each
-    set up by ``initializer(*initargs)``: a fresh interpreter (spawn), so a worker never inherits the
-    kernel's threads or CUDA state."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+@contextlib.contextmanager
+def worker_pool(workers: int, initializer: Callable[..., None], initargs: tuple = ()) -> Iterator[Any]:
+    """A pool of ``workers`` processes for one replicate loop, each a fresh interpreter (never inheriting
+    the kernel's threads or CUDA state) set up once by ``initializer(*initargs)``.
 
-    def start() -> Any:
-        pool = ProcessPoolExecutor(
-            workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=initializer,
-            initargs=initargs,
-        )
-        ctx.on_close(pool.shutdown)
-        return pool
+    When the loop ends its workers are killed at once — a unit still running past the stopping point is
+    not waited for — and their temp folder, one of their own, is removed with what libraries left there
+    (PyG writes each message-passing class's generated module to the temp folder and never removes it).
+    A pool kept past its loop would outlive a notebook's kernel: ipykernel spends half a minute
+    terminating children at shutdown and the kernel is then killed before its own exit hooks run."""
+    from loky import ProcessPoolExecutor
 
-    return ctx.cached(("worker pool", workers, initializer, initargs), start)
+    tmp = tempfile.mkdtemp(prefix="nbkit-workers-")
+    pool = ProcessPoolExecutor(
+        workers, initializer=initializer, initargs=initargs, env={"TMPDIR": tmp, "TEMP": tmp, "TMP": tmp}
+    )
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, kill_workers=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def dask_client(address: str, timeout_s: float = 20.0) -> Any:

@@ -158,15 +158,17 @@ def package_versions() -> dict[str, str]:
     A declared package that is absent reads "not installed"."""
     from importlib import metadata
 
+    from nbkit.extras import DIST
+
     out = {"python": platform.python_version()}
     try:
-        out["nbkit"] = metadata.version("nbkit")
-        declared = metadata.requires("nbkit") or []
+        out["nbkit"] = metadata.version(DIST)
+        declared = metadata.requires(DIST) or []
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         declared = []
     for requirement in declared:
         name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
-        if name is None or 'extra == "dev"' in requirement or name.group(0) == "nbkit":
+        if name is None or 'extra == "dev"' in requirement or name.group(0) == DIST:
             continue
         try:
             out[name.group(0)] = metadata.version(name.group(0))

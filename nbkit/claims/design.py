@@ -158,9 +158,9 @@ def simulate(
     level)`` replaces the rule's decision for a bespoke row; ``head(sample, n)`` takes a sample's first
     ``n`` units (the estimator's, by default).
 
-    Kept under ``$NBKIT_CACHE/designs/`` by a fingerprint of everything the figures depend on (the rule,
-    the plan, the source of the functions it runs, the budget, looks and level): a design simulated once
-    is read back, and any change to it simulates again."""
+    Kept under ``designs/`` in nbkit's cache (``nbkit.cache``) by a fingerprint of everything the figures
+    depend on (the rule, the plan, the source of the functions it runs, the budget, looks and level): a
+    design simulated once is read back, and any change to it simulates again."""
     args = (key, rule, plan, verdict, head, budget, least, level, sequential, sims, DESIGN_VERSION)
     path = cache_dir("designs", f"{fingerprint(*args)}.json")
     try:

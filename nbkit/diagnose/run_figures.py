@@ -92,6 +92,18 @@ EVENTS = {
 NONFINITE_LINE = {"color": FLAG, "dash": "dot"}
 
 
+def log_ticks(values: Any) -> dict[str, Any]:
+    """Tick settings for a log axis over ``values``: within two decades, 1, 2 and 5 of each decade.
+
+    Plotly labels every digit of a short log range on its own (2, 3, … 9, 10), and in a panel 260 px high
+    the 9 and the 10 above it overlap; over more decades its own choice (one label a decade) is legible."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size and np.log10(v.max() / v.min()) <= 2:
+        return {"dtick": "D2"}
+    return {}
+
+
 def curves_figure(
     curves: dict[str, Series],
     rows: list[RunRow],
@@ -205,7 +217,7 @@ def curves_figure(
                 col=1,
                 annotation_text=f"max_grad_norm {max_grad_norm:g}",
             )
-        fig.update_yaxes(type="log", row=row_of[GRAD_NORM], col=1)
+        fig.update_yaxes(type="log", row=row_of[GRAD_NORM], col=1, **log_ticks(s.values))
     if LEARNING_RATE in curves:
         s = curves[LEARNING_RATE]
         x, y = _drawn(s.steps, s.values, flagged)

@@ -160,6 +160,12 @@ def model_graph(split: KGSplit, reverse: str, hetero: bool) -> ModelGraph:
 
 
 def build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph, features=None):
+    model = _build_model(split, rung, cfg, graph, features)
+    models.remove_generated_modules()  # imported by now: PyG's generated files are not read again
+    return model
+
+
+def _build_model(split: KGSplit, rung: Rung, cfg: TrainConfig, graph: ModelGraph, features=None):
     if rung.encoder == "none":
         import torch
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import math
+import os
 import sys
 import tempfile
 import warnings
@@ -588,14 +589,18 @@ def remove_generated_modules() -> None:
 
     ``torch_geometric.template.module_from_template`` writes each class's ``propagate`` as a temporary
     ``<module>_<random>.py`` (``delete=False``) and imports it; nothing removes the file, so every process
-    that builds a GCN or RGCN layer left a few in the temp folder. Once imported they are not read again;
-    registered to run at exit.
-    """
-    tmp = Path(tempfile.gettempdir()).resolve()
+    that builds a GCN or RGCN layer left a few in the temp folder. Once imported they are not read again, so
+    this runs once a model is built, and at exit (a notebook's kernel is often ended before its exit hooks
+    run). Cheap: a string test per loaded module."""
+    tmp = tempfile.gettempdir()
+    roots = tuple({os.path.join(tmp, ""), os.path.join(os.path.realpath(tmp), "")})
     for name, module in list(sys.modules.items()):
-        origin = Path(getattr(getattr(module, "__spec__", None), "origin", None) or "/")
-        if origin.parent.resolve() == tmp and origin.name.startswith(f"{name}_") and origin.suffix == ".py":
-            origin.unlink(missing_ok=True)
+        origin = getattr(getattr(module, "__spec__", None), "origin", None)
+        if not origin or not origin.startswith(roots):
+            continue
+        path = Path(origin)
+        if path.name.startswith(f"{name}_") and path.suffix == ".py":
+            path.unlink(missing_ok=True)
 
 
 atexit.register(remove_generated_modules)

@@ -3,7 +3,7 @@ the selecting half of validation, claims judged with their operating characteris
 
 import pytest
 
-from nbkit.claims import VERDICTS, as_claims
+from nbkit.claims import as_claims
 
 pytestmark = pytest.mark.slow
 
@@ -99,20 +99,22 @@ def test_claims_rows_have_every_field(metrics):
     rows = as_claims(metrics["claims"])
     assert [r.key for r in rows] == [
         "reverse_edges_auc",
-        "downstream_f1",
-        "aggr_mean_stable",
         "message_passing_helps",
+        "downstream_f1",
+        "embeddings_beat_random",
+        "aggr_mean_stable",
         "coalesce_indexerror",
         "scale_curve_rises",
     ]
     for row in rows:
-        assert row.verdict in VERDICTS and row.rule and row.n and row.why and row.measured
-        if row.kind == "measured":
-            assert 0 <= row.p_holds_if_true <= 1 and 0 <= row.p_refuted_if_false <= 1
-        else:
-            assert row.p_holds_if_true is None
+        # SMOKE measures at a size chosen to be fast, never to decide: every row is shown, none judged
+        assert row.verdict == "not judged" and row.rule and row.n and row.why and row.measured
+        assert row.p_holds_if_true is None and row.p_refuted_if_false is None
     coalesce = next(r for r in rows if r.key == "coalesce_indexerror")
-    assert coalesce.verdict == "refuted" and coalesce.kind == "library fact" and "PyG" in coalesce.n
+    assert (
+        coalesce.kind == "library fact"
+        and "PyG" in coalesce.why + coalesce.claim + coalesce.field_note + coalesce.measured
+    )
 
 
 def test_minibatch_section_measured_both_modes_and_the_scale_run(metrics):
@@ -136,4 +138,4 @@ def test_minibatch_section_measured_both_modes_and_the_scale_run(metrics):
     assert first["steps_per_s"] > 0 and 0 < first["ceiling_mrr"] < 1
     rise = next(r for r in as_claims(metrics["claims"]) if r.key == "scale_curve_rises")
     # decided across the scale run's training seeds: each run's step-0 and last points, both sides
-    assert rise.n.startswith("2 training runs (seeds) on one graph, each scored on 1000 validation queries")
+    assert rise.n.startswith("2 training runs on one graph, each scored on 1000 validation queries")

@@ -38,7 +38,8 @@ def test_claims_rows_have_the_one_shape(metrics):
     ladder = metrics["ladder"]
     assert ladder["replicas_in_sync"] is True and ladder["checkpoint_round_trip_ok"] is True
     assert ladder["launches"] == 1 and "1 launch(es) × 2 ranks" == rows["zero1_saves"]["n"]
-    assert rows["fallback_rate"]["measured"] == "not measured"  # the truncated draft: not the notes' kind
+    # what the truncated draft measured is shown, named as what it is: not the notes' kind of draft
+    assert "not Medusa heads" in rows["fallback_rate"]["measured"]
     assert "model states ÷ estimate" in rows["estimator2_under"]["measured"]
     if metrics["device"]["device"] == "cpu":
         assert "not measured" in rows["loss_scale"]["measured"]

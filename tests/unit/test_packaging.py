@@ -319,7 +319,9 @@ def test_core_requirements_leave_torch_and_model_libraries_to_the_extras(wheel):
     assert {"papermill", "ipykernel", "jupyterlab", "pydantic", "packaging"} <= core
     for extra in ("kg", "zero", "audit"):
         assert "torch" in {r.name for r in reqs[extra]}, f"nbkit-workbook[{extra}] must bring torch"
-    every = {r.name for extra in ("kg", "zero", "signatures", "audit", "cluster") for r in reqs[extra]}
+    every = {
+        r.name for extra in ("kg", "zero", "signatures", "audit", "mlflow", "cluster") for r in reqs[extra]
+    }
     assert {r.name for r in reqs["all"]} == every
 
 

@@ -165,7 +165,9 @@ def test_fragmentation_cuda_path_with_fabricated_allocator_figures(monkeypatch):
              "gap_ratios": [gap[i]]}
             for k, (s, e, i) in enumerate(run_order(cfg))
         ]  # fmt: skip
-        looked.append(stop(runs))  # the loop's stop hook sees typed metrics of the runs so far
+        # the loop's stop hook sees typed metrics of the runs so far: one seed's, then every seed's
+        looked.append(stop([r for r in runs if r["seed"] == 0]))
+        looked.append(stop(runs))
         return {"runs": runs, "figure": None, "model": "Llama-2-7B shapes, 2 layer(s)"}
 
     monkeypatch.setattr(ze, "cuda_runs", fake_cuda_runs)
@@ -179,7 +181,8 @@ def test_fragmentation_cuda_path_with_fabricated_allocator_figures(monkeypatch):
     spec = next(s for s in zc.REGISTRY.claims if s.key == "fragmentation")
     reading = spec.read(m)
     assert reading.sample == [pytest.approx(0.24)] * 3 and "OOM rates not measured" in reading.measured
-    assert looked == [False]  # no row its default budget can decide holds the loop, so it never stops early
+    # no row its default budget can decide holds the loop: it runs until its figure has the seeds it needs
+    assert looked == [False, True]
     ctx.keep("fragmentation", Result(metrics=m, config=cfg))
     row = next(r for r in zc.judge(ctx) if r.key == "fragmentation")
     assert row.why.startswith(f"not decided at defaults: up to {cfg.seeds} seeds")  # its default budget
