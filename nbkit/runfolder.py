@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from nbkit.errors import UsageError
+from nbkit.extras import DIST
 
 RUN_RECORD = "run.json"
 SWEEP_RECORD = "sweep.json"
@@ -157,8 +158,6 @@ def package_versions() -> dict[str, str]:
     its development tools): what a run's figures may depend on, recorded so two runs can be compared.
     A declared package that is absent reads "not installed"."""
     from importlib import metadata
-
-    from nbkit.extras import DIST
 
     out = {"python": platform.python_version()}
     try:

@@ -291,9 +291,6 @@ def coalesce_experiment(
             out_of_range[label] = ""
         except Exception as exc:
             out_of_range[label] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-    from nbkit.kg.models import remove_generated_modules
-
-    remove_generated_modules()  # RGCNConv's generated module, imported by now
     return CoalesceMetrics(
         pyg_version=torch_geometric.__version__,
         edges=int(ei.size(1)),

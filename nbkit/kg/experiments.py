@@ -62,6 +62,7 @@ from nbkit.kg.metrics import (
     RungMetrics,
     SelectionMetrics,
 )
+from nbkit.kg.models import remove_generated_modules
 from nbkit.kg.ranking import cluster_oracle_mrr, score_test
 from nbkit.kg.rdf_bench import compare_rdf_parsers
 from nbkit.kg.synthetic import synthetic_kg
@@ -866,6 +867,7 @@ def run_pitfalls(
     )
     # (e) coalesce: does RGCNConv raise IndexError without it?
     coalesce = checks.coalesce_experiment(seed=cfg.seed)
+    remove_generated_modules()  # RGCNConv's, imported by now
     metrics = PitfallMetrics(
         pitfall_findings=[f.to_dict(with_table=False) for f in findings], coalesce=coalesce
     )
