@@ -677,7 +677,9 @@ def answer_sentence(results: Sequence[Any], rows: Sequence[Mapping[str, Any]], s
     holds, refuted = count("holds"), count("refuted")
     judged = len(rows) - gpu - not_judged
     undecided = judged - holds - refuted
-    own = sum(1 for r in rows if (r.get("source") or "").strip() == "nbkit")
+    # where the counted rows come from: the judged ones, or (nothing judged) the smoke-size ones
+    counted = [r for r in rows if r["verdict"] not in ("needs GPU", NOT_JUDGED)] if judged else rows
+    own = sum(1 for r in counted if (r.get("source") or "").strip() == "nbkit")
     with_claims = sorted({r["notebook"] for r in rows})
     parts = []
     if not rows:
@@ -688,7 +690,7 @@ def answer_sentence(results: Sequence[Any], rows: Sequence[Mapping[str, Any]], s
         )
     else:
         where = f"{_plural(len(with_claims), 'notebook', 'notebooks')}"
-        origin = f" ({len(rows) - own} from the field notes, {own} of nbkit's own)" if own else ""
+        origin = f" ({len(counted) - own} from the field notes, {own} of nbkit's own)" if own else ""
         if judged:
             parts.append(
                 f"This run judged {_plural(judged, 'claim', 'claims')} of {where}{origin}: "

@@ -109,7 +109,7 @@ def test_the_answer_counts_what_holds_is_refuted_undecided_needs_a_gpu_and_faile
     ]  # fmt: skip
     results = [_ok("01", {}), NotebookResult("02", False, 3.0, status="failed", error="boom")]
     assert answer_sentence(results, rows, []) == (
-        "This run judged 5 claims of 1 notebook (5 from the field notes, 1 of nbkit's own): 3 hold, "
+        "This run judged 5 claims of 1 notebook (4 from the field notes, 1 of nbkit's own): 3 hold, "
         "1 is refuted, 1 is undecided; 1 claim needs a GPU this machine does not have; "
         "1 notebook did not finish: 02 (failed)."
     )
