@@ -95,7 +95,7 @@ def replicate(
     timed = functools.partial(_timed, one)
     with contextlib.ExitStack() as stack:
         if at.mode == "dask":
-            client = dask_client(at.address)
+            client = stack.enter_context(dask_client(at.address))  # the connection, not the cluster
             submit = lambda u: client.submit(timed, u, pure=False)  # noqa: E731
             width = max(1, sum(client.nthreads().values()))
         else:
