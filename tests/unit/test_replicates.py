@@ -4,6 +4,9 @@ on a Dask cluster: the same results whichever way they ran, their CPU-seconds co
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -63,3 +66,42 @@ def test_a_failing_unit_fails_the_loop_with_its_own_error():
 
     with pytest.raises(ValueError, match="unit 0 failed"), Context("cpu") as ctx:
         replicate([0, 1], bad, stop=stop_after_four, at=Where("this process"), ctx=ctx, slug="x")
+
+
+HEAP_PROBE = """
+import resource, sys
+import numpy as np
+from nbkit.replicates import compute_heap
+
+def churn():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(400):
+        a = np.ones(1 << 17)  # 1 MiB: above the 128 KiB a fixed mmap threshold stays at, below a huge page
+        del a
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+plain = churn()
+with compute_heap():
+    inside = churn()
+after = churn()
+print(plain, inside, after)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
+def test_a_unit_runs_on_glibcs_adaptive_heap_where_dasks_worker_environment_fixed_it():
+    """Dask's nanny sets MALLOC_TRIM_THRESHOLD_, so each large tensor is a fresh mmap that faults in page
+    by page; a unit runs with glibc's adaptive thresholds, and the worker gets Dask's back afterwards."""
+    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}
+    out = subprocess.run(
+        [sys.executable, "-c", HEAP_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    plain, inside, after = map(int, out.stdout.split())
+    assert plain > 100_000  # ~1,000 pages × 200 allocations under Dask's setting
+    assert inside < plain / 20
+    assert after > plain / 2  # restored
+    env.pop("MALLOC_TRIM_THRESHOLD_")
+    out = subprocess.run(
+        [sys.executable, "-c", HEAP_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    assert max(map(int, out.stdout.split())) < plain / 20  # unset: glibc adapts on its own, nothing changed
