@@ -2,6 +2,7 @@
 both profiles, and the full profile's expected cost against the fixed-n plan it replaces.
 
     PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py     # markdown tables, for bench/RESULTS.md
+    PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py --run RUN   # and a forecast at its values
 
 Each replicating experiment runs until every row it feeds that its budget can decide is decided, so its
 expected units under a value are at least the largest of those rows' expected units there (the figure used;
@@ -12,14 +13,22 @@ plan's full profile at commit 0eab162 — every unit run, whatever the data — 
 units per experiment are the designs' ``full_n`` there, or their default n where a row had no full profile
 (``git show 0eab162:nbkit/kg/claims.py`` and the other themes' claims and designs). Experiments whose units
 need a GPU (fragmentation) are listed but not summed: no CPU run spends them.
+
+The design's two points are where a row is hardest to decide; a row whose truth lies far from its bar
+stops sooner. With ``--run`` (a folder ``nbkit run`` wrote) the full profile is also forecast where each
+row's truth is the value that run measured (its ledger's ``estimate``) and its spread the measured one
+(not its upper bound): the same simulation at that one value (``nbkit.claims.design.forecast``). A row
+with no estimate there (a bespoke reading, a row that did not run) keeps its design-point figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+from pathlib import Path
 
-from nbkit.claims.design import simulate
+from nbkit.claims.design import forecast, simulate
 from nbkit.claims.judge import family_level, replicates_of
 
 THEMES = ("kg", "zero", "signatures", "audit")
@@ -51,6 +60,8 @@ def rows(theme: str) -> list[dict]:
             continue
         slug, rep = found
         entry = {
+            "spec": spec,
+            "level": level,
             "theme": theme,
             "key": spec.key,
             "experiment": slug,
@@ -77,8 +88,20 @@ def rows(theme: str) -> list[dict]:
     return out
 
 
+def estimates(run: Path) -> dict[str, float]:
+    """Each noisy row's estimate in the run folder ``run``, by key."""
+    out: dict[str, float] = {}
+    for notebook in json.loads((run / "metrics.json").read_text()).values():
+        for row in notebook.get("claims") or []:
+            if row.get("estimate") is not None:
+                out[row["key"]] = float(row["estimate"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run", type=Path, help="a run folder: forecast the full profile at its values")
+    args = parser.parse_args(argv)
     table = [r for theme in THEMES for r in rows(theme)]
     print(
         "| theme | row | unit | default: budget · P(holds) · P(refuted) · E[units] true / false "
@@ -139,7 +162,59 @@ def main(argv: list[str] | None = None) -> int:
         f"ratio {mean / total['fixed']:.2f} "
         "(mean of the two against the fixed plan)"
     )
+    if args.run is not None:
+        print()
+        print(forecast_table(table, experiments, estimates(args.run), total["fixed"]))
     return 0
+
+
+def forecast_table(table: list[dict], experiments: dict, measured: dict[str, float], fixed: float) -> str:
+    """The full profile where each row's truth is the value a run measured (see the module docstring)."""
+    lines = [
+        "| theme | row | measured estimate | full: P(holds) · P(refuted) · E[units] there |",
+        "|---|---|---|---|",
+    ]
+    units: dict[tuple[str, str], float] = {}
+    for r in table:
+        budget, oc = r["full"]
+        if not (r["sequential"] and oc.decided):
+            continue
+        spec, key = r["spec"], (r["theme"], r["experiment"])
+        if spec.key in measured:
+            held, refuted, mean = forecast(
+                spec.key,
+                spec.rule,
+                spec.plan,
+                measured[spec.key],
+                budget=budget,
+                least=min(r["least"], budget),
+                level=r["level"],
+                sequential=True,
+                verdict=spec.verdict,
+                head=spec.head,
+            )
+            cell = f"{measured[spec.key]:.4g} | {held:.2f} · {refuted:.2f} · {mean:.1f}"
+        else:
+            mean = max(oc.mean_units_true, oc.mean_units_false)
+            cell = f"— | the design's points: {mean:.1f}"
+        units[key] = max(units.get(key, 0.0), mean)
+        lines.append(f"| {r['theme']} | `{spec.key}` | {cell} |")
+    lines += [
+        "",
+        "| experiment | CPU-s per unit | expected units at the measured values | CPU-minutes |",
+        "|---|---|---|---|",
+    ]
+    total = 0.0
+    for (theme, slug), e in experiments.items():
+        n = units.get((theme, slug), e["true"] if e["true"] == e["false"] else max(e["true"], e["false"]))
+        minutes = n * e["cost_s"] / 60
+        gpu = (theme, slug) in GPU_ONLY
+        total += 0.0 if gpu else minutes
+        name = f"{theme}/{slug}{' (GPU, not summed)' if gpu else ''}"
+        lines.append(f"| {name} | {e['cost_s']:g} | {n:.1f} | {minutes:.1f} |")
+    ratio = total / fixed
+    lines += ["", f"full profile at the measured values: {total:.0f} CPU-minutes, {ratio:.2f}× the fixed"]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -204,30 +204,8 @@ def _simulate(
     results = []
     for i, value in enumerate(points):
         rng = np.random.default_rng([seed, budget, int(round(level * 1e9)), i])
-        batch = None
-        if verdict is None and plan.draw is None and rule.estimator.batch is not None:
-            batch = default_draw(rule, rng, float(value), budget, spread, sims)  # type: ignore[arg-type]
-        codes = np.zeros(sims, dtype=int)
-        stop = np.full(sims, float(budget))
-        if batch is not None:
-            open_ = np.ones(sims, dtype=bool)
-            for n, lev in zip(at, levels, strict=True):
-                lo, hi = rule.estimator.batch(batch[:, :n], lev)  # type: ignore[misc]
-                got = rule.batch_decide(lo, hi)
-                new = open_ & (got != OPEN)
-                codes[new], stop[new] = got[new], n
-                open_ &= ~new
-        else:
-            draw = plan.draw or (lambda rng, v, n, sd: list(default_draw(rule, rng, v, n, sd, 1)[0]))
-            decide = verdict or rule.decide
-            for j in range(sims):
-                sample = draw(rng, float(value), budget, spread)  # type: ignore[arg-type]
-                for n, lev in zip(at, levels, strict=True):
-                    v = decide(head(sample, n), lev).verdict
-                    if v in (HOLDS, REFUTED):
-                        codes[j], stop[j] = (HOLD if v == HOLDS else REFUTE), n
-                        break
-        results.append((float(np.mean(codes == HOLD)), float(np.mean(codes == REFUTE)), float(np.mean(stop))))
+        at_value = float(value)  # type: ignore[arg-type]
+        results.append(_run_at(rule, plan, at_value, spread, budget, at, levels, verdict, head, sims, rng))
     true = results[0]
     falses = results[1:]
     return OC(
@@ -243,3 +221,74 @@ def _simulate(
         mean_units_true=true[2],
         mean_units_false=max(f[2] for f in falses),
     )
+
+
+def _run_at(
+    rule: Rule,
+    plan: Plan,
+    value: float,
+    spread: float,
+    budget: int,
+    at: tuple[int, ...],
+    levels: tuple[float, ...],
+    verdict: Callable[..., Any] | None,
+    head: Callable[[Any, int], Any],
+    sims: int,
+    rng: Any,
+) -> tuple[float, float, float]:
+    """P(holds), P(refuted) and the mean units used over ``sims`` simulated runs at true ``value``, each
+    judged at the looks ``at`` at their nominal ``levels`` and stopped at its first decisive look."""
+    import numpy as np
+
+    batch = None
+    if verdict is None and plan.draw is None and rule.estimator.batch is not None:
+        batch = default_draw(rule, rng, value, budget, spread, sims)
+    codes = np.zeros(sims, dtype=int)
+    stop = np.full(sims, float(budget))
+    if batch is not None:
+        open_ = np.ones(sims, dtype=bool)
+        for n, lev in zip(at, levels, strict=True):
+            lo, hi = rule.estimator.batch(batch[:, :n], lev)  # type: ignore[misc]
+            got = rule.batch_decide(lo, hi)
+            new = open_ & (got != OPEN)
+            codes[new], stop[new] = got[new], n
+            open_ &= ~new
+    else:
+        draw = plan.draw or (lambda rng, v, n, sd: list(default_draw(rule, rng, v, n, sd, 1)[0]))
+        decide = verdict or rule.decide
+        for j in range(sims):
+            sample = draw(rng, value, budget, spread)
+            for n, lev in zip(at, levels, strict=True):
+                v = decide(head(sample, n), lev).verdict
+                if v in (HOLDS, REFUTED):
+                    codes[j], stop[j] = (HOLD if v == HOLDS else REFUTE), n
+                    break
+    return float(np.mean(codes == HOLD)), float(np.mean(codes == REFUTE)), float(np.mean(stop))
+
+
+def forecast(
+    key: str,
+    rule: Rule,
+    plan: Plan,
+    value: float,
+    *,
+    budget: int,
+    least: int,
+    level: float,
+    sequential: bool,
+    verdict: Callable[..., Any] | None = None,
+    head: Callable[[Any, int], Any] | None = None,
+    sims: int = SIMULATIONS,
+) -> tuple[float, float, float]:
+    """What a run of row ``key`` at ``budget`` is likely to say and cost where its truth is ``value``
+    (a value a run measured) and its spread the measured one (not its upper bound): P(holds),
+    P(refuted) and the expected units, simulated as :func:`simulate` does. A forecast of cost, never a
+    design: the row's operating characteristics stay those of :func:`simulate`."""
+    import numpy as np
+
+    at = looks(least, budget) if sequential else (budget,)
+    levels = nominal_levels(round(1 - level, 12), at, budget) if sequential else (level,)
+    head = head or rule.estimator.head or (lambda s, n: s)
+    seed = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+    rng = np.random.default_rng([seed, budget, int(round(level * 1e9)), 7])
+    return _run_at(rule, plan, float(value), float(plan.spread), budget, at, levels, verdict, head, sims, rng)

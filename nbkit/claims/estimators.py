@@ -43,7 +43,9 @@ from nbkit.claims.intervals import (
 class Estimator:
     """``name`` as rules and docs show it; ``words`` the interval in a phrase ("a t interval across");
     ``interval(sample, level)``; ``units(sample)`` the units it rests on; ``head(sample, n)`` its first
-    ``n`` units (None: not replicated unit by unit, judged once); ``exact``: no noise, no design."""
+    ``n`` units (None: not replicated unit by unit, judged once); ``exact``: no noise, no design;
+    ``point(sample)`` the estimate the interval is built around, on the rule's scale (None: no single
+    figure, as a flag)."""
 
     name: str
     words: str
@@ -53,6 +55,7 @@ class Estimator:
     exact: bool = False
     # (samples stacked as an array of shape (runs, n), level) -> (low, high) arrays
     batch: Callable[[Any, float], tuple[Any, Any]] | None = None
+    point: Callable[[Any], float] | None = None
 
     @property
     def replicated(self) -> bool:
@@ -115,6 +118,32 @@ def _normal_interval(sample: tuple, level: float) -> tuple[float, float]:
     return (estimate - z * se, estimate + z * se)
 
 
+def _mean(values: Any) -> float:
+    xs = [float(x) for x in values]
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def _geometric_mean(values: Any) -> float:
+    xs = [float(x) for x in values]
+    if not xs or not all(x > 0 for x in xs):
+        return math.nan
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _pooled_rate(sample: Any) -> float:
+    trials = sum(n for _, n in sample)
+    return sum(k for k, _ in sample) / trials if trials else math.nan
+
+
+def _rate_difference(sample: Any) -> float:
+    pairs = list(sample)
+    return _mean([a for a, _ in pairs]) - _mean([b for _, b in pairs]) if pairs else math.nan
+
+
+def _grand_mean(sample: Any) -> float:
+    return _mean([x for row in sample for x in row])
+
+
 def _one(sample: Any) -> int:
     return 1
 
@@ -131,6 +160,7 @@ T = Estimator(
     len,
     lambda s, n: list(s)[:n],
     batch=_t_batch,
+    point=_mean,
 )
 LOG_T = Estimator(
     "log-t",
@@ -139,6 +169,7 @@ LOG_T = Estimator(
     len,
     lambda s, n: list(s)[:n],
     batch=_log_t_batch,
+    point=_geometric_mean,
 )
 WILSON = Estimator(
     "wilson",
@@ -147,6 +178,7 @@ WILSON = Estimator(
     len,
     lambda s, n: list(s)[:n],
     batch=_wilson_batch,
+    point=_mean,
 )
 CLUSTER = Estimator(
     "clustered",
@@ -154,6 +186,7 @@ CLUSTER = Estimator(
     lambda s, level: clustered_rate_interval([k for k, _ in s], [n for _, n in s], level),
     len,
     lambda s, n: list(s)[:n],
+    point=_pooled_rate,
 )
 PAIRED_RATE = Estimator(
     "newcombe",
@@ -161,6 +194,7 @@ PAIRED_RATE = Estimator(
     lambda s, level: paired_rate_difference_interval([a for a, _ in s], [b for _, b in s], level),
     len,
     lambda s, n: list(s)[:n],
+    point=_rate_difference,
 )
 CROSSED = Estimator(
     "crossed",
@@ -168,6 +202,7 @@ CROSSED = Estimator(
     lambda s, level: crossed_mean_interval(s, level) if len(s) and len(s[0]) else NAN,
     len,
     lambda s, n: list(s)[:n],
+    point=_grand_mean,
 )
 # (estimate, standard error[, units it rests on]): a bootstrapped figure's units are what it resampled.
 NORMAL = Estimator(
@@ -175,6 +210,7 @@ NORMAL = Estimator(
     "a normal interval from the bootstrap standard error over",
     _normal_interval,
     lambda s: int(s[2]) if len(s) > 2 else 1,
+    point=lambda s: float(s[0]),
 )
-EXACT = Estimator("exact", "", _exact_interval, _one, exact=True)
+EXACT = Estimator("exact", "", _exact_interval, _one, exact=True, point=float)
 FLAG = Estimator("flag", "", lambda s, level: NAN, _one, exact=True)

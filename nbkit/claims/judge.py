@@ -216,6 +216,7 @@ class Judged:
     level: float
     units: int
     interval: tuple[float, float] | None
+    estimate: float | None = None
 
 
 def replicates_of(spec: ClaimSpec, sizes: Mapping[str, Replicates]) -> tuple[str, Replicates] | None:
@@ -264,7 +265,8 @@ def decide_at(spec: ClaimSpec, reading: Reading, sized: Sized, level: float) -> 
     the first look whose repeated confidence interval decides (else the last look's, inconclusive)."""
     sample = reading.sample
     if not sized.sequential:
-        return Judged(spec.decide(sample, level), level, sized.units, _interval(spec, sample, level))
+        interval = _interval(spec, sample, level)
+        return Judged(spec.decide(sample, level), level, sized.units, interval, _estimate(spec, sample))
     # A look's boundary depends only on the looks before it: the looks that ran are enough.
     at = tuple(n for n in looks(sized.least, sized.budget) if n <= sized.units)
     levels = nominal_levels(round(1 - level, 12), at, sized.budget) if at else ()
@@ -272,7 +274,7 @@ def decide_at(spec: ClaimSpec, reading: Reading, sized: Sized, level: float) -> 
     for n, lev in zip(at, levels, strict=True):
         part = spec.head(sample, n)
         v = spec.decide(part, lev)
-        last = Judged(v, lev, n, _interval(spec, part, lev))
+        last = Judged(v, lev, n, _interval(spec, part, lev), _estimate(spec, part))
         if v.verdict in (HOLDS, REFUTED):
             return last
     if last is None:
@@ -291,6 +293,17 @@ def _interval(spec: ClaimSpec, sample: Any, level: float) -> tuple[float, float]
         return None
 
 
+def _estimate(spec: ClaimSpec, sample: Any) -> float | None:
+    point = spec.rule.estimator.point
+    if point is None or spec.rule.estimator.exact:
+        return None
+    try:
+        value = float(point(sample))
+    except (TypeError, ValueError, IndexError, ZeroDivisionError):  # a bespoke row's sample, as above
+        return None
+    return value if math.isfinite(value) else None
+
+
 def holm(
     family: Sequence[ClaimSpec], readings: Mapping[str, Reading], sized: Mapping[str, Sized], alpha: float
 ) -> dict[str, Judged]:
@@ -307,7 +320,7 @@ def holm(
             j = decide_at(spec, readings[spec.key], sized[spec.key], level)
             if j.verdict.verdict in (HOLDS, REFUTED):
                 why = f"{j.verdict.why} (Holm, family of {len(family)})"
-                out[spec.key] = Judged(Verdict(j.verdict.verdict, why), j.level, j.units, j.interval)
+                out[spec.key] = dataclasses.replace(j, verdict=Verdict(j.verdict.verdict, why))
                 settled.append(spec)
         if not settled:
             break
@@ -315,7 +328,7 @@ def holm(
     for spec in open_:
         j = decide_at(spec, readings[spec.key], sized[spec.key], 1 - alpha / len(open_))
         why = f"{j.verdict.why} — not decisive at the family-wise level (Holm over {len(family)} rows)"
-        out[spec.key] = Judged(Verdict(INCONCLUSIVE, why), j.level, j.units, j.interval)
+        out[spec.key] = dataclasses.replace(j, verdict=Verdict(INCONCLUSIVE, why))
     return out
 
 
@@ -528,6 +541,7 @@ def _row(
             "false_value": " or ".join(rule.fmt(x) for x in oc.false_values),
             "decided": oc.decided,
             "design": design_line(spec, sized),
+            "estimate": judged.estimate if judged is not None else None,
         }
     elif spec.noisy:
         fields = {"exact": False, "units": units or None, "decided": False}

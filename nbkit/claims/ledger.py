@@ -51,7 +51,9 @@ class Claim:
     characteristics at that budget, simulated at ``true_value`` (the claimed value) and ``false_value``
     (the rule's false value); ``decided`` whether both reach the bar a verdict needs; ``design`` the
     design in one line (expected units under each value, the spread it was planned with);
-    ``alpha_needed`` the smallest family-wise α at which a decisive noisy row still decides (what a run of
+    ``estimate`` the figure its interval is built around, on the rule's scale (a mean of the units'
+    values, a geometric mean, a rate), for the units the verdict used; ``alpha_needed`` the smallest
+    family-wise α at which a decisive noisy row still decides (what a run of
     several notebooks judges them on as one family). An ``exact`` row (a count, a flag, a formula) has no
     operating characteristics: it is exact.
     """
@@ -77,6 +79,7 @@ class Claim:
     false_value: str = ""
     decided: bool = True
     design: str = ""
+    estimate: float | None = None
     alpha_needed: float | None = None
 
     def __post_init__(self):
@@ -105,6 +108,7 @@ _TYPED = {
     "p_holds_if_true": float,
     "p_refuted_if_false": float,
     "alpha_needed": float,
+    "estimate": float,
     "exact": bool,
     "decided": bool,
 }

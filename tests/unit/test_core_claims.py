@@ -48,6 +48,7 @@ from nbkit.claims import (
     within,
 )
 from nbkit.claims.design import simulate
+from nbkit.claims.estimators import CROSSED, FLAG, NORMAL, PAIRED_RATE, T
 from nbkit.claims.judge import holm
 from nbkit.claims.sequential import boundaries, looks, nominal_levels
 
@@ -119,6 +120,20 @@ def test_the_estimators_read_their_own_kind_of_sample():
         clustered_rate_interval([1, 2, 0], [2, 2, 2])
     )
     assert EXACT.interval(3.0, 0.95) == (3.0, 3.0)
+
+
+def test_each_interval_is_built_around_its_estimators_point():
+    """The ledger's estimate is the figure each interval is centred on, on the rule's scale."""
+    assert T.point([1.0, 2.0, 6.0]) == pytest.approx(3.0)
+    lo, hi = LOG_T.interval([2.0, 8.0, 4.0], 0.95)
+    assert LOG_T.point([2.0, 8.0, 4.0]) == pytest.approx(4.0) == pytest.approx(math.sqrt(lo * hi))
+    assert WILSON.point([1, 1, 0, 1]) == 0.75
+    assert CLUSTER.point([(1, 2), (2, 2), (0, 4)]) == 0.375
+    assert PAIRED_RATE.point([(1, 0), (1, 1), (0, 0), (1, 0)]) == 0.5
+    table = [[0.2, 0.4, 0.9], [0.1, 0.3, 0.5]]
+    assert CROSSED.point(table) == pytest.approx(sum(crossed_mean_interval(table, 0.9)) / 2)
+    assert NORMAL.point((0.3, 0.1, 40)) == 0.3
+    assert FLAG.point is None
 
 
 # -- intervals -------------------------------------------------------------------------------------------
@@ -249,6 +264,24 @@ def test_a_design_is_simulated_at_the_budget_that_ran_and_stops_early_when_clear
     assert clear.mean_units_true < 0.5 * large.mean_units_true  # a clear effect stops after a few units
 
 
+def test_a_forecast_at_a_measured_value_is_the_same_simulation_at_that_value():
+    """At the claimed value with an assumed spread (planned as it is) a forecast is the design's own
+    figure; a value far below the bar is refuted after a few units; one on the bar runs to the budget."""
+    from nbkit.claims.design import forecast
+
+    rule = at_least(0.5, "gain", unit="seed", claimed=1.0, null=0.0)
+    plan = Plan(0.5, 0, "assumed")
+    kw = dict(budget=20, least=3, level=0.95, sequential=True, sims=500)
+    design = simulate("k", rule, plan, **kw)
+    held, _, units = forecast("k", rule, plan, 1.0, **kw)
+    assert held == pytest.approx(design.p_holds_if_true, abs=0.06)
+    assert units == pytest.approx(design.mean_units_true, rel=0.1)
+    held, refuted, units = forecast("k", rule, plan, -1.0, **kw)
+    assert refuted > 0.95 and held == 0 and units < 0.5 * kw["budget"]
+    held, refuted, units = forecast("k", rule, plan, 0.5, **kw)
+    assert held < 0.1 and refuted < 0.1 and units > 19
+
+
 # -- the judge -----------------------------------------------------------------------------------------------
 
 
@@ -307,6 +340,7 @@ def test_the_judge_runs_rows_as_data():
     assert row.p_holds_if_true is not None and row.decided and "sequential" in row.design
     assert row.interval.endswith(f"({row.level * 100:.3g}%)") and row.level > 0.95  # its look's interval
     assert "Holm" in row.why
+    assert row.estimate == pytest.approx(np.mean([1.0, 1.2, 0.9, 1.1, 1.0, 0.95][: row.units]))
     exact = judge([_spec("e", noisy=False, read=lambda m: Reading(2.0, "2"))], _results([1.0]))
     assert exact[0].verdict == HOLDS and exact[0].exact and exact[0].p_holds_if_true is None
 
