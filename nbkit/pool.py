@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit.execute import KERNEL_PID_FILE, Job, NotebookResult, keep_kernel_log, run_job, skip_uri_grammar
-from nbkit.procs import exit_reason, kill_group, usable_cores
+from nbkit.procs import CORE_SHARE_ENV, exit_reason, kill_group, usable_cores
 from nbkit.runfolder import INTERRUPTED, OutputError, is_disk_error, output_error
 
 # A pool's workers run with no progress bar of their own (their bars would interleave): the pool says
@@ -57,8 +57,9 @@ def core_shares(n_jobs: int, cores: Sequence[int] | None = None) -> list[list[in
 
 
 def share_threads(cores: Sequence[int]) -> None:
-    """Size this process's (and its kernels') thread pools to its share of the cores; no affinity."""
-    for name in THREAD_ENV:
+    """Size this process's (and its kernels') thread pools to its share of the cores; no affinity. The share
+    is also what a kernel's replicate loops take as their cores (``nbkit.procs.core_share``)."""
+    for name in (*THREAD_ENV, CORE_SHARE_ENV):
         os.environ[name] = str(len(cores))
 
 

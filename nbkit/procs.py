@@ -45,6 +45,18 @@ def usable_cores() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
+# Set by a `--jobs` run for each notebook's kernel: the cores that kernel may keep busy (its share).
+CORE_SHARE_ENV = "NBKIT_CORE_SHARE"
+
+
+def core_share() -> int:
+    """How many cores this process may keep busy at once: its usable cores, or its share of them where a
+    ``--jobs`` run gave its kernel one (threads, not a pinned core: see ``nbkit.pool``)."""
+    cores = len(usable_cores())
+    share = os.environ.get(CORE_SHARE_ENV, "")
+    return max(1, min(cores, int(share))) if share.isdigit() else cores
+
+
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """In a child, before exec: receive ``sig`` when the parent thread exits (Linux; a no-op elsewhere)."""
     if not sys.platform.startswith("linux"):

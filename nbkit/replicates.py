@@ -19,6 +19,7 @@ runs, so the results — and the ledger — are the same serially, in processes 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import os
@@ -31,7 +32,7 @@ from typing import Any, TypeVar
 
 from nbkit.errors import RunError
 from nbkit.extras import install_line
-from nbkit.procs import usable_cores
+from nbkit.procs import core_share
 
 U = TypeVar("U")
 R = TypeVar("R")
@@ -63,7 +64,7 @@ def where(ctx: Any, *, parallel: bool = True) -> Where:
     address = getattr(ctx, "scheduler", "") or os.environ.get(SCHEDULER_ENV, "")
     if address and parallel:
         return Where("dask", address=address)
-    cores = len(usable_cores())
+    cores = core_share()
     on_cpu = str(getattr(ctx, "device", "cpu")) in ("cpu", "auto") and str(ctx.torch_device) == "cpu"
     if parallel and cores > 1 and on_cpu:
         return Where("processes", workers=cores)
@@ -95,26 +96,45 @@ def replicate(
     timed = functools.partial(_timed, one)
     with contextlib.ExitStack() as stack:
         if at.mode == "dask":
+            from distributed import as_completed
+
             client = stack.enter_context(dask_client(at.address))  # the connection, not the cluster
-            submit = lambda u: client.submit(timed, u, pure=False)  # noqa: E731
+            done = as_completed(loop=client.loop)  # the client's own loop: it is not the default client
+
+            def submit(u: U) -> Any:
+                future = client.submit(timed, u, pure=False)
+                done.add(future)
+                return future
+
+            wait_any: Callable[[], Any] = lambda: next(done)  # noqa: E731
             width = max(1, sum(client.nthreads().values()))
         else:
             init, args = worker_setup or (_nothing, ())
             pool = stack.enter_context(worker_pool(at.workers, init, args))
             submit = lambda u: pool.submit(timed, u)  # noqa: E731
+            wait_any = lambda: concurrent.futures.wait(  # noqa: E731
+                list(pending.values()), return_when=concurrent.futures.FIRST_COMPLETED
+            )
             width = at.workers
-        pending: dict[int, Any] = {}
+        pending: dict[int, Any] = {}  # submitted, not finished
+        finished: dict[int, Any] = {}  # finished ahead of an earlier unit (its error raised in turn)
         nxt = 0
         try:
             while len(results) < len(units):
-                while nxt < len(units) and len(pending) < width:
+                # Every worker busy, at most one round of units past the first one not yet judged: a unit
+                # that finishes before an earlier one waits for it, and a free worker starts the next.
+                while nxt < len(units) and len(pending) < width and nxt < len(results) + 2 * width:
                     pending[nxt] = submit(units[nxt])
                     nxt += 1
-                result, cpu_s = pending.pop(len(results)).result()
-                ctx.ran_elsewhere(slug, str(at), cpu_s)
-                results.append(result)
-                if stop(results):
-                    break
+                wait_any()
+                for i in [i for i, future in pending.items() if future.done()]:
+                    finished[i] = pending.pop(i)
+                while len(results) in finished:
+                    result, cpu_s = finished.pop(len(results)).result()
+                    ctx.ran_elsewhere(slug, str(at), cpu_s)
+                    results.append(result)
+                    if stop(results):
+                        return results
         finally:
             for future in pending.values():  # units past the stopping point: not needed
                 future.cancel()

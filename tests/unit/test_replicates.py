@@ -51,13 +51,17 @@ def test_on_a_dask_cluster_the_same_results():
         assert on_dask == _run(Where("this process"), ctx)
 
 
-def test_where_a_loop_runs():
+def test_where_a_loop_runs(monkeypatch):
     ctx = Context("cpu")
     assert where(ctx, parallel=False).mode == "this process"
     assert where(Context("cpu", scheduler="tcp://h:1")).mode == "dask"
-    from nbkit.procs import usable_cores
+    from nbkit.procs import CORE_SHARE_ENV, usable_cores
 
+    monkeypatch.delenv(CORE_SHARE_ENV, raising=False)
     assert where(ctx).mode == ("processes" if len(usable_cores()) > 1 else "this process")
+    # A `--jobs` run's kernel with a share of one core keeps its loops in its own process.
+    monkeypatch.setenv(CORE_SHARE_ENV, "1")
+    assert where(ctx).mode == "this process"
 
 
 def test_a_failing_unit_fails_the_loop_with_its_own_error():

@@ -243,6 +243,7 @@ def test_pool_workers_share_threads_not_cores(tmp_path, monkeypatch):
     body = (
         "import os, nbkit\nnbkit.record('affinity', sorted(os.sched_getaffinity(0)))\n"
         "nbkit.record('omp', os.environ.get('OMP_NUM_THREADS'))\n"
+        "from nbkit.procs import core_share\nnbkit.record('share', core_share())\n"
     )
     make_notebook(d / "01_a.ipynb", body=body)
     make_notebook(d / "02_b.ipynb", body=body)
@@ -253,6 +254,7 @@ def test_pool_workers_share_threads_not_cores(tmp_path, monkeypatch):
         # Every core stays usable (an idle one can take a notebook's extra processes); threads are the share.
         assert r.metrics["affinity"] == cores
         assert r.metrics["omp"] == str(max(1, len(cores) // 2))
+        assert r.metrics["share"] == max(1, len(cores) // 2)  # what its replicate loops take as cores
     timings = json.loads((final / "timings.json").read_text())
     assert timings["smoke"] is False and set(timings["seconds"]) == {"01_a", "02_b"}
 
