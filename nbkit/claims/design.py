@@ -193,8 +193,7 @@ def _simulate(
 ) -> OC:
     import numpy as np
 
-    at = looks(least, budget) if sequential else (budget,)
-    levels = nominal_levels(round(1 - level, 12), at, budget) if sequential else (level,)
+    at, levels = _schedule(least, budget, level, sequential)
     spread = plan.planning_spread
     head = head or rule.estimator.head or (lambda s, n: s)
     points = (rule.claimed, *rule.false_values())
@@ -221,6 +220,17 @@ def _simulate(
         mean_units_true=true[2],
         mean_units_false=max(f[2] for f in falses),
     )
+
+
+def _schedule(
+    least: int, budget: int, level: float, sequential: bool
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The looks a row is judged at and each look's nominal level: every unit from ``least`` (sequential),
+    or the budget alone at the family level."""
+    if not sequential:
+        return (budget,), (level,)
+    at = looks(least, budget)
+    return at, nominal_levels(round(1 - level, 12), at, budget)
 
 
 def _run_at(
@@ -286,8 +296,7 @@ def forecast(
     design: the row's operating characteristics stay those of :func:`simulate`."""
     import numpy as np
 
-    at = looks(least, budget) if sequential else (budget,)
-    levels = nominal_levels(round(1 - level, 12), at, budget) if sequential else (level,)
+    at, levels = _schedule(least, budget, level, sequential)
     head = head or rule.estimator.head or (lambda s, n: s)
     seed = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
     rng = np.random.default_rng([seed, budget, int(round(level * 1e9)), 7])
