@@ -206,7 +206,7 @@ def forecast_table(table: list[dict], experiments: dict, measured: dict[str, flo
     ]
     total = 0.0
     for (theme, slug), e in experiments.items():
-        n = units.get((theme, slug), e["true"] if e["true"] == e["false"] else max(e["true"], e["false"]))
+        n = units.get((theme, slug), max(e["true"], e["false"]))
         minutes = n * e["cost_s"] / 60
         gpu = (theme, slug) in GPU_ONLY
         total += 0.0 if gpu else minutes

@@ -212,5 +212,5 @@ NORMAL = Estimator(
     lambda s: int(s[2]) if len(s) > 2 else 1,
     point=lambda s: float(s[0]),
 )
-EXACT = Estimator("exact", "", _exact_interval, _one, exact=True, point=float)
+EXACT = Estimator("exact", "", _exact_interval, _one, exact=True)
 FLAG = Estimator("flag", "", lambda s, level: NAN, _one, exact=True)

@@ -295,7 +295,7 @@ def _interval(spec: ClaimSpec, sample: Any, level: float) -> tuple[float, float]
 
 def _estimate(spec: ClaimSpec, sample: Any) -> float | None:
     point = spec.rule.estimator.point
-    if point is None or spec.rule.estimator.exact:
+    if point is None:  # an exact figure or a flag: no interval to centre
         return None
     try:
         value = float(point(sample))
