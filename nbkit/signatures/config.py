@@ -44,7 +44,10 @@ class SessionConfig:
     seed: int = param(0, help="fixes the splits (by case) and every compile set")
     n_ctx: int = param(2048, min=256, max=8192)
     servers: int = param(
-        0, min=0, max=64, help="local llama.cpp servers, one thread each; 0 = one per usable core"
+        0,
+        min=0,
+        max=64,
+        help="local llama.cpp servers, one thread each; 0 = one per core this kernel may keep busy",
     )
     server: str = param(
         "auto",

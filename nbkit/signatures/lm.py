@@ -186,9 +186,9 @@ def make_lm(
     )
     cache = cache != "off"
     if model == LOCAL:
-        # Local servers behind one dispatcher (server_kwargs["n_servers"], default one per usable core;
-        # "kind": llama-server with "slots" requests each when built, else llama-cpp-python's server, see
-        # server.py).
+        # Local servers behind one dispatcher (server_kwargs["n_servers"], default one per core of the
+        # kernel's share; "kind": llama-server with "slots" requests each when built, else llama-cpp-python's
+        # server, see server.py).
         kwargs = dict(server_kwargs or {})
         kwargs["kind"] = resolve_server_kind(kwargs.get("kind", "auto"))
         slots = kwargs.get("slots", 4) if kwargs["kind"] == "llama-server" else 1

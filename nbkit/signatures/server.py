@@ -43,7 +43,7 @@ from typing import Any
 
 from nbkit.errors import UsageError
 from nbkit.model_files import smollm2_gguf_path
-from nbkit.procs import end_group, free_port, usable_cores
+from nbkit.procs import core_share, end_group, free_port
 from nbkit.runfolder import LOG_DIR_ENV
 
 SERVER_INSTALL = (
@@ -719,7 +719,9 @@ class LocalLMPool(_Completions):
     with a free slot (:class:`SlotBoard`; a request waits only when all slots are busy), so ``n`` cores
     decode ``n × slots`` requests at once and ``k`` requests in flight keep ``min(k, n)`` cores busy.
     Clients see one ``api_base``, as with one server; at temperature 0 every server gives the answer the
-    others would (same model, same thread count — ``bench/signatures_server.py`` checks it).
+    others would (same model, same thread count — ``bench/signatures_server.py`` checks it). By default one
+    server per core this process may keep busy (:func:`nbkit.procs.core_share`): under ``nbkit run --jobs``
+    a kernel's servers stay within its share instead of competing with the other notebooks' kernels.
 
     ``kind`` is ``"llama-server"`` (:class:`LlamaCppServer`) or ``"llama-cpp-python"``
     (:class:`LocalLMServer`, always one slot); ``"auto"`` is the first only on CUDA with its binary
@@ -743,7 +745,7 @@ class LocalLMPool(_Completions):
         slots: int = 4,
         n_gpu_layers: int | str = 0,
     ):
-        n = len(usable_cores()) if n_servers is None else n_servers
+        n = core_share() if n_servers is None else n_servers
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise UsageError(f"n_servers must be a positive int, got {n_servers!r}")
         self.kind = resolve_server_kind(kind)

@@ -1,13 +1,13 @@
 """The LM one notebook-03 context talks to: started once, its local servers, its grammar copies, its calls.
 
 :class:`LMService` starts the LM on first use (:meth:`LMService.start`): with the local model, ``servers``
-single-threaded llama.cpp servers (0 = one per usable core) behind one dispatcher — llama-cpp-python's
-server, one request at a time each, wherever they run on a CPU, so an answer never depends on which requests
-shared a batch; llama.cpp's batching ``llama-server`` with ``slots`` requests each on CUDA or when asked for
-(``server.resolve_server_kind``). DSPy then evaluates with as many threads as the servers have slots, so every
-slot stays busy (see ``server.LocalLMPool``). On CUDA one server offloads every layer instead
-(``--n-gpu-layers``; the fallback needs a CUDA build of llama-cpp-python, docs/gpu.md). Any other
-``lm_model`` is a ``dspy.LM`` model string, reached with four requests at once.
+single-threaded llama.cpp servers (0 = one per core of the kernel's share, ``nbkit.procs.core_share``) behind
+one dispatcher — llama-cpp-python's server, one request at a time each, wherever they run on a CPU, so an
+answer never depends on which requests shared a batch; llama.cpp's batching ``llama-server`` with ``slots``
+requests each on CUDA or when asked for (``server.resolve_server_kind``). DSPy then evaluates with as many
+threads as the servers have slots, so every slot stays busy (see ``server.LocalLMPool``). On CUDA one server
+offloads every layer instead (``--n-gpu-layers``; the fallback needs a CUDA build of llama-cpp-python,
+docs/gpu.md). Any other ``lm_model`` is a ``dspy.LM`` model string, reached with four requests at once.
 
 For ``json_grammar`` it keeps one copy of the LM per signature that sends the signature's JSON schema
 (:meth:`LMService.lm_for`), and it accounts for every call its LMs made (:meth:`LMService.calls_summary`) and
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nbkit.procs import usable_cores
+from nbkit.procs import core_share
 from nbkit.signatures.config import SessionConfig
 from nbkit.signatures.lm import LOCAL, make_lm
 from nbkit.signatures.metrics import LMCalls, SlotFill
@@ -75,7 +75,7 @@ class LMService:
                 api_base=cfg.api_base or None,
                 api_key_env=cfg.api_key_env or None,
                 max_tokens=cfg.max_tokens,
-                server_kwargs=local_server_kwargs(cfg, device_type, kind, len(usable_cores())),
+                server_kwargs=local_server_kwargs(cfg, device_type, kind, core_share()),
                 cache=cfg.cache,
             )
             self.num_threads = self._handle.server.capacity if local else REMOTE_THREADS

@@ -519,6 +519,20 @@ def _flag(args, name):
     return args[args.index(name) + 1]
 
 
+def test_pool_size_follows_the_kernels_core_share(tmp_path, monkeypatch):
+    """Under ``nbkit run --jobs`` a kernel keeps its share of the cores busy, its LM servers included: one
+    server per core of the share, not one per core of the machine."""
+    from nbkit.procs import CORE_SHARE_ENV, usable_cores
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    monkeypatch.delenv(CORE_SHARE_ENV, raising=False)
+    assert len(srv.LocalLMPool(model_path=model).servers) == len(usable_cores())
+    monkeypatch.setenv(CORE_SHARE_ENV, "1")
+    assert len(srv.LocalLMPool(model_path=model).servers) == 1
+    assert len(srv.LocalLMPool(3, model).servers) == 3  # asked for by number, as asked
+
+
 def test_llama_server_arguments_on_cpu_and_on_cuda(tmp_path, monkeypatch):
     """The CUDA path cannot run here; its arguments are what can be checked, through the same code as the CPU
     path."""
