@@ -3,6 +3,7 @@ both profiles, and the full profile's expected cost against the fixed-n plan it 
 
     PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py     # markdown tables, for bench/RESULTS.md
     PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py --run RUN   # and a forecast at its values
+    PYTHONPATH=$PWD .venv/bin/python bench/sequential_designs.py --spending pocock   # same budgets, Pocock
 
 Each replicating experiment runs until every row it feeds that its budget can decide is decided, so its
 expected units under a value are at least the largest of those rows' expected units there (the figure used;
@@ -98,10 +99,38 @@ def estimates(run: Path) -> dict[str, float]:
     return out
 
 
+def _pocock_spending() -> None:
+    """Every look spends α as Lan & DeMets' Pocock-type function, ``α · ln(1 + (e − 1) t)``, in place of
+    nbkit's O'Brien–Fleming type. The design cache keys do not name the spending function, so the designs
+    are simulated into a temporary cache that nothing else reads."""
+    import math
+    import os
+    import tempfile
+
+    from nbkit.cache import CACHE_ENV
+    from nbkit.claims import sequential
+
+    def pocock(alpha: float, t: float) -> float:
+        return alpha if t >= 1 else float(alpha * math.log(1 + (math.e - 1) * t))
+
+    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="nbkit-pocock-")
+    sequential.spent = pocock
+    sequential.boundaries.cache_clear()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run", type=Path, help="a run folder: forecast the full profile at its values")
+    parser.add_argument(
+        "--spending",
+        choices=("obrien-fleming", "pocock"),
+        default="obrien-fleming",
+        help="the error-spending function of every look (pocock: a what-if at the same budgets, simulated "
+        "in a throw-away cache)",
+    )
     args = parser.parse_args(argv)
+    if args.spending == "pocock":
+        _pocock_spending()
     table = [r for theme in THEMES for r in rows(theme)]
     print(
         "| theme | row | unit | default: budget · P(holds) · P(refuted) · E[units] true / false "
