@@ -124,7 +124,7 @@ def run_lm_work(folder: Path) -> dict[str, int]:
     work = {"requests": 0, "prompt_evaluated": 0, "prompt_reused": 0, "generated": 0}
     logs = sorted(folder.glob("nbkit-llama-server-*.log"))
     if not logs:
-        raise SystemExit(f"{folder}: no nbkit-llama-server-*.log (notebook 03's server logs) in this folder")
+        raise FileNotFoundError(f"{folder}: no nbkit-llama-server-*.log (notebook 03's server logs) in it")
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
             if m := _PROMPT.search(line):
@@ -144,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--goal", type=float, default=0.6, help="the goal as a share of the reference (0.6)")
     ap.add_argument("--gguf", help="the GGUF to time (default: the shipped SmolLM2)")
     args = ap.parse_args(argv)
+    work = None
+    if args.run:  # read before a minute of measuring, so a wrong folder fails at once
+        if not args.run.is_dir():
+            ap.error(f"--run {args.run}: not a folder; expected a nbkit run folder")
+        try:
+            work = run_lm_work(args.run)
+        except FileNotFoundError as e:
+            ap.error(str(e))  # exit 2, one line
 
     from nbkit.model_files import smollm2_gguf_path
 
@@ -160,23 +168,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     same, diff = prefix_reuse_identical(gguf)
     print(f"prefix reuse: last logits {'bit-identical' if same else 'differ'} (max |Δ| {diff:g})")
-    if args.run:
-        w = run_lm_work(args.run)
+    if work is not None:
+        w = work
         floor = w["prompt_evaluated"] / lm["prompt_tok_s"] + w["generated"] * lm["decode_ms"] / 1e3
         total = w["prompt_evaluated"] + w["prompt_reused"]
         print(
             f"{args.run}: {w['requests']} LM requests; prompt tokens {total:,} of which "
-            f"{w['prompt_reused']:,} "
-            f"reused ({w['prompt_reused'] / max(total, 1):.0%}) and {w['prompt_evaluated']:,} evaluated; "
-            f"{w['generated']:,} generated"
+            f"{w['prompt_reused']:,} reused ({w['prompt_reused'] / max(total, 1):.0%}) and "
+            f"{w['prompt_evaluated']:,} evaluated; {w['generated']:,} generated"
         )
         print(f"  its LM floor at these speeds, one core: {floor:,.0f} CPU-s")
         if args.reference_cpu_s:
             budget = args.goal * args.reference_cpu_s
             print(
                 f"  goal budget {args.goal} × {args.reference_cpu_s:,.0f} = {budget:,.0f} CPU-s; "
-                f"the LM floor alone "
-                f"is {floor / budget:.2f} of it"
+                f"the LM floor alone is {floor / budget:.2f} of it"
             )
     return 0
 
