@@ -545,6 +545,8 @@ def _row(
         }
     elif spec.noisy:
         fields = {"exact": False, "units": units or None, "decided": False}
+    elif missing:  # an exact row this run did not measure decides nothing
+        fields = {"decided": False}
     return Claim(
         claim=spec.claim,
         field_note=spec.field_note,

@@ -55,7 +55,7 @@ class Claim:
     values, a geometric mean, a rate), for the units the verdict used; ``alpha_needed`` the smallest
     family-wise α at which a decisive noisy row still decides (what a run of
     several notebooks judges them on as one family). An ``exact`` row (a count, a flag, a formula) has no
-    operating characteristics: it is exact.
+    operating characteristics: it is exact, and ``decided`` where this run measured it.
     """
 
     claim: str

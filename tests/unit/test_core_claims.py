@@ -377,6 +377,15 @@ def test_needs_gpu_and_missing_rows_leave_the_family():
     assert "CUDA" in rows[0].why and "the drill did not run" in rows[1].why and "run absent" in rows[2].why
 
 
+def test_an_exact_row_decides_only_where_it_was_measured():
+    measured = _spec("e", noisy=False, read=lambda m: Reading(2.0, "2"))
+    skipped = _spec("s", noisy=False, read=lambda m: Reading(None, "no sweep", missing="no sweep here"))
+    absent = _spec("a", noisy=False, reads=("absent",))
+    rows = judge([measured, skipped, absent], _results([1.0]))
+    assert [r.exact for r in rows] == [True, True, True]
+    assert [r.decided for r in rows] == [True, False, False]
+
+
 def test_a_replicate_loop_stops_once_its_decidable_rows_are_decided():
     specs = [_spec("k")]
     cfg = SimpleNamespace(seeds=20)
