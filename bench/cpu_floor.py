@@ -95,7 +95,7 @@ def prefix_reuse_identical(path: str) -> tuple[bool, float]:
         if warm:
             next(llm.generate(llm.tokenize(warm.encode()), temp=0.0))
         tokens = llm.tokenize(second.encode())
-        reused = _prefix(llm.input_ids, tokens)
+        reused = llm.longest_token_prefix(llm.input_ids, tokens)
         next(llm.generate(tokens, temp=0.0))  # generate's own prefix match: only the rest is evaluated
         return np.array(llm.scores[len(tokens) - 1], dtype=np.float32), reused
 
@@ -105,17 +105,8 @@ def prefix_reuse_identical(path: str) -> tuple[bool, float]:
     return bool(np.array_equal(alone, after)), float(np.abs(alone - after).max())
 
 
-def _prefix(a, b) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 _PROMPT = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
-_EVAL = re.compile(r"\beval time =\s+([\d.]+) ms /\s+(\d+) runs")
+_EVAL = re.compile(r":\s+eval time =\s+([\d.]+) ms /\s+(\d+) runs")  # generation's line, not the prompt's
 _HIT = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens")
 
 

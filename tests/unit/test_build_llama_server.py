@@ -1,25 +1,20 @@
 """scripts/build_llama_server.py (run by make setup): what it refuses, skips and patches, without
 compiling."""
 
-import importlib.util
 import io
 import json
 import tarfile
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def b():
-    spec = importlib.util.spec_from_file_location(
-        "build_llama_server", ROOT / "scripts" / "build_llama_server.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "build_llama_server.py", "build_llama_server")
 
 
 def _tree(tmp_path, text):

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def floor():
-    spec = importlib.util.spec_from_file_location("cpu_floor_bench", ROOT / "bench" / "cpu_floor.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "bench" / "cpu_floor.py", "cpu_floor_bench")
 
 
 # What llama-cpp-python's server writes per request (llama.cpp's perf lines, its prefix-match line).

@@ -6,7 +6,6 @@ set beside the run, a Git LFS pointer) never refuses it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from script_module import load_script
 
 from nbkit.diagnose.artefacts import read_run
 from nbkit.diagnose.cli import main
@@ -94,12 +94,7 @@ def test_a_plain_name_is_preferred_to_a_typed_one_and_a_test_loss_logged_once_is
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "make_finished_run_example", ROOT / "scripts" / "make_finished_run_example.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "scripts" / "make_finished_run_example.py", "make_finished_run_example")
 
 
 OVERFIT = dict(

@@ -4,12 +4,12 @@ torch's documented layout."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from script_module import load_script
 
 from nbkit.diagnose.curves import (
     EVAL_LOSS,
@@ -35,12 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "make_finished_run_example", ROOT / "scripts" / "make_finished_run_example.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "scripts" / "make_finished_run_example.py", "make_finished_run_example")
 
 
 def _s(kind, values, steps=None, source="test"):

@@ -8,7 +8,6 @@ GPU. The ``gpu`` test records a real one from a fragmenting loop where CUDA is p
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pickle
 import re
@@ -16,6 +15,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 from nbkit.diagnose.memory import memory_rows, sites_row
 from nbkit.diagnose.rows import FOUND, NOT_CHECKED
@@ -26,12 +26,7 @@ CALLS: list[str] = []
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "make_finished_run_example", ROOT / "scripts" / "make_finished_run_example.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "scripts" / "make_finished_run_example.py", "make_finished_run_example")
 
 
 def record_call(what: str) -> str:

@@ -4,7 +4,6 @@ planted through training are each found, and the same run without the fault is c
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from script_module import load_script
 
 from nbkit.diagnose.artefacts import read_run
 from nbkit.diagnose.finished import diagnose_run
@@ -24,12 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "make_finished_run_example", ROOT / "scripts" / "make_finished_run_example.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "scripts" / "make_finished_run_example.py", "make_finished_run_example")
 
 
 OVERFIT = dict(

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def eff():
-    spec = importlib.util.spec_from_file_location("efficiency_bench", ROOT / "bench" / "efficiency.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "bench" / "efficiency.py", "efficiency_bench")
 
 
 def test_the_line_of_a_pair_starts_at_column_0_with_the_ratio_and_its_goal(eff):

@@ -9,19 +9,15 @@ module defining torch classes may import torch at its top (``import nbkit`` stay
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _graph():
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["import_graph"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "scripts" / "import_graph.py", "import_graph")
 
 
 def test_no_import_cycles_among_nbkit_modules():

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 from nbkit.pscheck import RuleRegistry, lint_paths
 
@@ -16,11 +15,7 @@ BENCH = ROOT / "bench" / "pscheck"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("pscheck_run_bench", BENCH / "run_bench.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(BENCH / "run_bench.py", "pscheck_run_bench")
 
 
 def test_corpus_every_labelled_defect_found_with_its_rule_and_clean_files_clean(bench):
@@ -69,11 +64,7 @@ def test_bench_output_parsers(bench):
 
 @pytest.fixture(scope="module")
 def recall():
-    spec = importlib.util.spec_from_file_location("pscheck_recall", BENCH / "recall.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(BENCH / "recall.py", "pscheck_recall")
 
 
 RECALL_OLD = """\

@@ -8,13 +8,13 @@ the v1 forms are reported exactly on their labelled lines and the v2 forms are c
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 pydantic = pytest.importorskip("pydantic")
 pytest.importorskip("pydantic_settings")
@@ -62,14 +62,9 @@ def run(src: str) -> dict:
 
 
 def _v2_module():
-    spec = importlib.util.spec_from_file_location("pscheck_v2_forms", V2_FORMS)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # pydantic looks a generic model's module up there
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a deprecated v1 spelling left in the port would raise here
-        spec.loader.exec_module(mod)
-    return vars(mod)
+        return vars(load_script(V2_FORMS, "pscheck_v2_forms"))
 
 
 @pytest.fixture(scope="module")

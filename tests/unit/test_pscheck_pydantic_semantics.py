@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from script_module import load_script
 
 pydantic = pytest.importorskip("pydantic")
 from pydantic import ValidationError  # noqa: E402
@@ -187,16 +188,10 @@ def test_psc021_rebound_name_becomes_nonetype():
 
 
 def _load_fixture(name: str):
-    import importlib.util
-    import sys
     from pathlib import Path
 
     path = Path(__file__).parent / "pscheck_fixtures" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"pscheck_fixture_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # pydantic resolves the postponed annotations through it
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(path, f"pscheck_fixture_{name}")  # registered: pydantic resolves annotations there
 
 
 def test_real_code_false_positives_are_correct_pydantic_v2():

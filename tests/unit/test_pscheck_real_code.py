@@ -4,13 +4,12 @@ the false positives the real-code bench found (bench/pscheck/real_code.py), and 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 from nbkit.pscheck import RuleRegistry, lint_paths, lint_source
 from nbkit.pscheck.cli import main
@@ -248,11 +247,7 @@ def test_list_rules_names_the_opt_in_groups(capsys):
 # ---- the real-code bench's own logic -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def real():
-    spec = importlib.util.spec_from_file_location("pscheck_real_code", BENCH / "real_code.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(BENCH / "real_code.py", "pscheck_real_code")
 
 
 def test_labels_file_is_well_formed_and_explained(real):
